@@ -1,0 +1,66 @@
+// swift-tools-version: 6.1
+import PackageDescription
+
+// Module graph (DESIGN §2): dependencies point one way only.
+//   OutpostCore <- OutpostStorage <- OutpostSync / OutpostTiles <- OutpostServer <- outpost
+//   OutpostCore <- OutpostProtocol <- OutpostSync / OutpostServer
+let package = Package(
+    name: "Outpost",
+    platforms: [.macOS(.v15)],
+    products: [
+        .library(name: "OutpostCore", targets: ["OutpostCore"]),
+        .library(name: "OutpostStorage", targets: ["OutpostStorage"]),
+        .library(name: "OutpostProtocol", targets: ["OutpostProtocol"]),
+        .library(name: "OutpostSync", targets: ["OutpostSync"]),
+        .library(name: "OutpostTiles", targets: ["OutpostTiles"]),
+        .library(name: "OutpostServer", targets: ["OutpostServer"]),
+        .executable(name: "outpost", targets: ["outpost"]),
+    ],
+    dependencies: [
+        // SQLite access: serialized connections, WAL pools, closure-scoped transactions and
+        // Task-cancellation-to-sqlite3_interrupt, all over the system libsqlite3.
+        .package(url: "https://github.com/groue/GRDB.swift", from: "7.10.0"),
+        .package(url: "https://github.com/apple/swift-argument-parser", from: "1.8.2"),
+    ],
+    targets: [
+        // GeoPackage SQL functions (ST_IsEmpty, ST_MinX, ...) written against the SQLite C API so
+        // the R-tree triggers read blob headers in place, without copying.
+        .target(
+            name: "COutpostSQLite",
+            linkerSettings: [.linkedLibrary("sqlite3")]
+        ),
+        .target(name: "OutpostCore"),
+        .target(
+            name: "OutpostStorage",
+            dependencies: [
+                "OutpostCore",
+                "COutpostSQLite",
+                .product(name: "GRDB", package: "GRDB.swift"),
+                .product(name: "GRDBSQLite", package: "GRDB.swift"),
+            ]
+        ),
+        .target(name: "OutpostProtocol", dependencies: ["OutpostCore"]),
+        .target(name: "OutpostSync", dependencies: ["OutpostProtocol", "OutpostStorage", "OutpostCore"]),
+        .target(name: "OutpostTiles", dependencies: ["OutpostStorage", "OutpostCore"]),
+        .target(name: "OutpostServer", dependencies: ["OutpostProtocol", "OutpostTiles", "OutpostStorage"]),
+        .executableTarget(
+            name: "outpost",
+            dependencies: [
+                "OutpostCore", "OutpostStorage", "OutpostProtocol", "OutpostSync", "OutpostTiles",
+                "OutpostServer",
+                .product(name: "ArgumentParser", package: "swift-argument-parser"),
+            ]
+        ),
+        .target(
+            name: "OutpostTestSupport",
+            dependencies: ["OutpostCore", "OutpostStorage"]
+        ),
+        .testTarget(name: "OutpostCoreTests", dependencies: ["OutpostCore", "OutpostTestSupport"]),
+        .testTarget(
+            name: "OutpostStorageTests",
+            dependencies: ["OutpostStorage", "OutpostTestSupport", .product(name: "GRDB", package: "GRDB.swift")]
+        ),
+        .testTarget(name: "OutpostCLITests", dependencies: ["OutpostTestSupport"]),
+    ],
+    swiftLanguageModes: [.v6]
+)

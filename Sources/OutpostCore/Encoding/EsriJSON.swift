@@ -1,0 +1,309 @@
+/// Esri JSON geometry objects, as the ArcGIS REST API uses them (the "Geometry objects" page of
+/// the REST reference): `{x, y[, z][, m]}`, `{points}`, `{paths}`, `{rings}`, envelopes
+/// `{xmin, ymin, xmax, ymax}`, with `hasZ`/`hasM` flags and an optional `spatialReference`.
+///
+/// Esri rings are grouped by winding: a clockwise ring starts a new polygon, counter-clockwise
+/// rings are holes of the exterior that contains them. The encoder writes exteriors clockwise and
+/// holes counter-clockwise. GeometryCollection has no Esri JSON form.
+public enum EsriJSON {
+    /// `esriGeometryPoint`, `esriGeometryMultipoint`, `esriGeometryPolyline`, `esriGeometryPolygon`.
+    public static func geometryTypeName(for type: GeometryType) -> String? {
+        switch type {
+        case .point: "esriGeometryPoint"
+        case .multiPoint: "esriGeometryMultipoint"
+        case .lineString, .multiLineString: "esriGeometryPolyline"
+        case .polygon, .multiPolygon: "esriGeometryPolygon"
+        case .geometryCollection: nil
+        }
+    }
+
+    // MARK: Decoding
+
+    /// Decodes an Esri JSON geometry. One path or one polygon decodes to the single-part type.
+    /// - Throws: ``GeometryError`` naming the member that is wrong.
+    public static func decodeGeometry(_ json: JSONValue) throws -> Geometry {
+        guard let o = json.objectValue else {
+            throw GeometryError(.invalidEncoding, "an Esri JSON geometry must be an object, got \(json.typeName)")
+        }
+        if o["curvePaths"] != nil || o["curveRings"] != nil {
+            throw GeometryError(.unsupported, "Esri curve geometries (curvePaths, curveRings) are not supported")
+        }
+        let declared = (hasZ: o["hasZ"]?.boolValue, hasM: o["hasM"]?.boolValue)
+        if let x = o["x"] {
+            return .point(try decodePoint(x: x, o))
+        }
+        if let points = o["points"] {
+            let layout = try layoutFor(declared, sample: points, depth: 1)
+            let positions = try positions(points, layout, "points")
+            return .multiPoint(try MultiPoint(try positions.map(Point.init), layout: layout))
+        }
+        if let paths = o["paths"] {
+            let layout = try layoutFor(declared, sample: paths, depth: 2)
+            let lines = try array(paths, "paths").map { try LineString(try positions($0, layout, "path"), layout: layout) }
+            if lines.count == 1 { return .lineString(lines[0]) }
+            return .multiLineString(try MultiLineString(lines, layout: layout))
+        }
+        if let rings = o["rings"] {
+            let layout = try layoutFor(declared, sample: rings, depth: 2)
+            let all = try array(rings, "rings").map { try positions($0, layout, "ring") }
+            let polygons = try groupRings(all, layout: layout)
+            if polygons.count == 1 { return .polygon(polygons[0]) }
+            return .multiPolygon(try MultiPolygon(polygons, layout: layout))
+        }
+        if o["xmin"] != nil {
+            return .polygon(try decodeEnvelope(json).polygon)
+        }
+        throw GeometryError(
+            .invalidEncoding, "an Esri JSON geometry needs one of x/y, points, paths, rings or xmin/ymin/xmax/ymax")
+    }
+
+    /// Decodes `{xmin, ymin, xmax, ymax}` (z/m ranges are read when present).
+    public static func decodeEnvelope(_ json: JSONValue) throws -> Envelope {
+        guard let o = json.objectValue else {
+            throw GeometryError(.invalidEncoding, "an envelope must be an object, got \(json.typeName)")
+        }
+        func number(_ key: String) throws -> Double {
+            guard let v = o[key]?.doubleValue, v.isFinite else {
+                throw GeometryError(.invalidCoordinate, "envelope member \"\(key)\" must be a finite number")
+            }
+            return v
+        }
+        let e = Envelope(xmin: try number("xmin"), ymin: try number("ymin"), xmax: try number("xmax"), ymax: try number("ymax"))
+        guard e.xmin <= e.xmax, e.ymin <= e.ymax else {
+            throw GeometryError(.invalidCoordinate, "envelope has xmin > xmax or ymin > ymax")
+        }
+        return e
+    }
+
+    /// The `spatialReference` member of a geometry or envelope, when it has a wkid.
+    public static func spatialReference(of json: JSONValue) -> SpatialReference? {
+        decodeSpatialReference(json["spatialReference"])
+    }
+
+    /// Reads `{"wkid": 102100, "latestWkid": 3857}` and friends (latestWkid wins).
+    public static func decodeSpatialReference(_ json: JSONValue?) -> SpatialReference? {
+        guard let json else { return nil }
+        if let wkid = json["latestWkid"]?.integerValue ?? json["wkid"]?.integerValue {
+            return SpatialReference(wkid: Int(wkid))
+        }
+        if let i = json.integerValue { return SpatialReference(wkid: Int(i)) }
+        return nil
+    }
+
+    private static func decodePoint(x: JSONValue, _ o: [String: JSONValue]) throws -> Point {
+        let hasZ = o["z"].map { !$0.isNull } ?? false
+        let hasM = o["m"].map { !$0.isNull } ?? false
+        let layout = CoordinateLayout(hasZ: hasZ, hasM: hasM)
+        if x.isNull || x.stringValue == "NaN" { return Point(empty: layout) }
+        func ordinate(_ key: String) throws -> Double? {
+            guard let v = o[key], !v.isNull else { return nil }
+            guard let d = v.doubleValue else {
+                throw GeometryError(.invalidCoordinate, "point member \"\(key)\" must be a number, got \(v.typeName)")
+            }
+            return d
+        }
+        guard let xv = try ordinate("x"), let yv = try ordinate("y") else {
+            throw GeometryError(.invalidCoordinate, "a point needs numeric \"x\" and \"y\"")
+        }
+        return try Point(Position(x: xv, y: yv, z: try ordinate("z"), m: try ordinate("m")))
+    }
+
+    private static func array(_ json: JSONValue, _ what: String) throws -> [JSONValue] {
+        guard let a = json.arrayValue else {
+            throw GeometryError(.invalidEncoding, "\"\(what)\" must be an array, got \(json.typeName)")
+        }
+        return a
+    }
+
+    /// The layout from hasZ/hasM, or from the length of the first coordinate when the flags are absent.
+    private static func layoutFor(_ declared: (hasZ: Bool?, hasM: Bool?), sample: JSONValue, depth: Int) throws
+        -> CoordinateLayout
+    {
+        if declared.hasZ != nil || declared.hasM != nil {
+            return CoordinateLayout(hasZ: declared.hasZ ?? false, hasM: declared.hasM ?? false)
+        }
+        var probe: JSONValue? = sample
+        for _ in 0..<depth { probe = probe?.arrayValue?.first }
+        let count = probe?.arrayValue?.count ?? 2
+        return count >= 4 ? .xyzm : (count == 3 ? .xyz : .xy)
+    }
+
+    private static func positions(_ json: JSONValue, _ layout: CoordinateLayout, _ what: String) throws -> [Position] {
+        try array(json, what).map { coordinate in
+            guard let a = coordinate.arrayValue else {
+                throw GeometryError(.invalidEncoding, "a \(what) coordinate must be an array, got \(coordinate.typeName)")
+            }
+            guard a.count >= layout.dimension || (a.count >= 2 && !layout.hasZ && !layout.hasM) else {
+                throw GeometryError(
+                    .invalidCoordinate, "a \(what) coordinate has \(a.count) numbers; \(layout.rawValue) needs \(layout.dimension)")
+            }
+            let values = try a.prefix(layout.dimension).map { v -> Double in
+                guard let d = v.doubleValue else {
+                    throw GeometryError(.invalidCoordinate, "a \(what) coordinate holds a \(v.typeName), not a number")
+                }
+                return d
+            }
+            return Position(
+                x: values[0], y: values[1],
+                z: layout.hasZ ? values[2] : nil,
+                m: layout.hasM ? values[layout.hasZ ? 3 : 2] : nil)
+        }
+    }
+
+    /// Groups Esri rings into polygons: clockwise rings are exteriors; each counter-clockwise ring
+    /// joins the smallest exterior containing its first vertex (or becomes an exterior itself).
+    static func groupRings(_ rings: [[Position]], layout: CoordinateLayout) throws -> [Polygon] {
+        var exteriors: [(ring: [Position], area: Double, holes: [[Position]])] = []
+        var holes: [[Position]] = []
+        for ring in rings {
+            if RingOrientation.isClockwise(ring) {
+                exteriors.append((ring, abs(RingOrientation.signedArea(ring)), []))
+            } else {
+                holes.append(ring)
+            }
+        }
+        for hole in holes {
+            let probe = hole[0]
+            let owner = exteriors.indices
+                .filter { RingOrientation.contains(exteriors[$0].ring, x: probe.x, y: probe.y) }
+                .min { exteriors[$0].area < exteriors[$1].area }
+            if let owner {
+                exteriors[owner].holes.append(hole)
+            } else {
+                exteriors.append((hole.reversed(), abs(RingOrientation.signedArea(hole)), []))
+            }
+        }
+        return try exteriors.map { try Polygon(rings: [$0.ring] + $0.holes, layout: layout) }
+    }
+
+    // MARK: Encoding
+
+    /// Writes `geometry` as an Esri JSON object, with `spatialReference` when given.
+    /// - Throws: ``GeometryError/Code/unsupported`` for a GeometryCollection.
+    public static func encode(_ geometry: Geometry, spatialReference: SpatialReference? = nil) throws -> String {
+        var out = ""
+        try write(geometry, spatialReference: spatialReference, to: &out)
+        return out
+    }
+
+    public static func write(_ geometry: Geometry, spatialReference: SpatialReference? = nil, to out: inout String) throws {
+        let layout = geometry.layout
+        out += "{"
+        switch geometry {
+        case .point(let p):
+            if let position = p.position {
+                out += "\"x\":"
+                JSONValue.writeNumber(position.x, to: &out)
+                out += ",\"y\":"
+                JSONValue.writeNumber(position.y, to: &out)
+                if let z = position.z {
+                    out += ",\"z\":"
+                    JSONValue.writeNumber(z, to: &out)
+                }
+                if let m = position.m {
+                    out += ",\"m\":"
+                    JSONValue.writeNumber(m, to: &out)
+                }
+            } else {
+                out += "\"x\":null,\"y\":null"
+            }
+        case .multiPoint(let m):
+            writeFlags(layout, to: &out)
+            out += "\"points\":"
+            writePositions(m.points.compactMap(\.position), to: &out)
+        case .lineString(let l):
+            writeFlags(layout, to: &out)
+            out += "\"paths\":["
+            if !l.positions.isEmpty { writePositions(l.positions, to: &out) }
+            out += "]"
+        case .multiLineString(let m):
+            writeFlags(layout, to: &out)
+            out += "\"paths\":["
+            for (i, l) in m.lineStrings.enumerated() {
+                if i > 0 { out += "," }
+                writePositions(l.positions, to: &out)
+            }
+            out += "]"
+        case .polygon(let p):
+            writeFlags(layout, to: &out)
+            out += "\"rings\":["
+            var separate = false
+            writeRings(p, separate: &separate, to: &out)
+            out += "]"
+        case .multiPolygon(let m):
+            writeFlags(layout, to: &out)
+            out += "\"rings\":["
+            var separate = false
+            for p in m.polygons { writeRings(p, separate: &separate, to: &out) }
+            out += "]"
+        case .geometryCollection:
+            throw GeometryError(.unsupported, "a GeometryCollection has no Esri JSON representation")
+        }
+        if let spatialReference {
+            out += ",\"spatialReference\":"
+            writeSpatialReference(spatialReference, to: &out)
+        }
+        out += "}"
+    }
+
+    /// `{"wkid":4326}`, or `{"wkid":102100,"latestWkid":3857}` for Web Mercator as ArcGIS writes it.
+    public static func writeSpatialReference(_ sr: SpatialReference, to out: inout String) {
+        if sr.isWebMercator {
+            out += "{\"wkid\":102100,\"latestWkid\":3857}"
+        } else {
+            out += "{\"wkid\":\(sr.wkid),\"latestWkid\":\(sr.wkid)}"
+        }
+    }
+
+    public static func encodeEnvelope(_ e: Envelope, spatialReference: SpatialReference? = nil) -> String {
+        var out = "{\"xmin\":"
+        JSONValue.writeNumber(e.xmin, to: &out)
+        out += ",\"ymin\":"
+        JSONValue.writeNumber(e.ymin, to: &out)
+        out += ",\"xmax\":"
+        JSONValue.writeNumber(e.xmax, to: &out)
+        out += ",\"ymax\":"
+        JSONValue.writeNumber(e.ymax, to: &out)
+        if let spatialReference {
+            out += ",\"spatialReference\":"
+            writeSpatialReference(spatialReference, to: &out)
+        }
+        out += "}"
+        return out
+    }
+
+    private static func writeFlags(_ layout: CoordinateLayout, to out: inout String) {
+        if layout.hasZ { out += "\"hasZ\":true," }
+        if layout.hasM { out += "\"hasM\":true," }
+    }
+
+    private static func writeRings(_ p: Polygon, separate: inout Bool, to out: inout String) {
+        for (i, ring) in p.rings.enumerated() {
+            if separate { out += "," }
+            separate = true
+            // Esri winding: exteriors clockwise, holes counter-clockwise.
+            writePositions(RingOrientation.oriented(ring, clockwise: i == 0), to: &out)
+        }
+    }
+
+    private static func writePositions(_ positions: [Position], to out: inout String) {
+        out += "["
+        for (i, p) in positions.enumerated() {
+            if i > 0 { out += "," }
+            out += "["
+            JSONValue.writeNumber(p.x, to: &out)
+            out += ","
+            JSONValue.writeNumber(p.y, to: &out)
+            if let z = p.z {
+                out += ","
+                JSONValue.writeNumber(z, to: &out)
+            }
+            if let m = p.m {
+                out += ","
+                JSONValue.writeNumber(m, to: &out)
+            }
+            out += "]"
+        }
+        out += "]"
+    }
+}

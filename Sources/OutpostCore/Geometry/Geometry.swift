@@ -1,0 +1,311 @@
+/// A simple-feature geometry (OGC 06-103r4): one of the seven types GeoPackage core allows.
+///
+/// Geometries are immutable values. Every part of a geometry shares one ``CoordinateLayout``;
+/// the initialisers of the part types reject mixed layouts, non-finite coordinates and invalid
+/// polygon rings, so a `Geometry` value is always well-formed.
+///
+/// ```swift
+/// let p = Geometry.point(Point(x: 174.77, y: -41.29))
+/// let bytes = WKB.encode(p)
+/// ```
+public indirect enum Geometry: Hashable, Sendable {
+    case point(Point)
+    case lineString(LineString)
+    case polygon(Polygon)
+    case multiPoint(MultiPoint)
+    case multiLineString(MultiLineString)
+    case multiPolygon(MultiPolygon)
+    case geometryCollection(GeometryCollection)
+
+    public var type: GeometryType {
+        switch self {
+        case .point: .point
+        case .lineString: .lineString
+        case .polygon: .polygon
+        case .multiPoint: .multiPoint
+        case .multiLineString: .multiLineString
+        case .multiPolygon: .multiPolygon
+        case .geometryCollection: .geometryCollection
+        }
+    }
+
+    public var layout: CoordinateLayout {
+        switch self {
+        case .point(let g): g.layout
+        case .lineString(let g): g.layout
+        case .polygon(let g): g.layout
+        case .multiPoint(let g): g.layout
+        case .multiLineString(let g): g.layout
+        case .multiPolygon(let g): g.layout
+        case .geometryCollection(let g): g.layout
+        }
+    }
+
+    /// True when the geometry has no positions at all (`POINT EMPTY`, `POLYGON EMPTY`, …).
+    public var isEmpty: Bool {
+        var empty = true
+        forEachPosition { _ in empty = false }
+        return empty
+    }
+
+    /// Calls `body` for every position, in encoding order.
+    public func forEachPosition(_ body: (Position) -> Void) {
+        switch self {
+        case .point(let g): if let p = g.position { body(p) }
+        case .lineString(let g): g.positions.forEach(body)
+        case .polygon(let g): g.rings.forEach { $0.forEach(body) }
+        case .multiPoint(let g): g.points.forEach { if let p = $0.position { body(p) } }
+        case .multiLineString(let g): g.lineStrings.forEach { $0.positions.forEach(body) }
+        case .multiPolygon(let g): g.polygons.forEach { $0.rings.forEach { $0.forEach(body) } }
+        case .geometryCollection(let g): g.geometries.forEach { $0.forEachPosition(body) }
+        }
+    }
+
+    /// The bounding box of all positions, or nil for an empty geometry.
+    public var envelope: Envelope? {
+        var builder = Envelope.Builder()
+        forEachPosition { builder.add($0) }
+        return builder.envelope
+    }
+
+    /// The same geometry with every position transformed by `transform`.
+    ///
+    /// - Throws: ``GeometryError`` when a transformed position is not finite or rings stop closing.
+    public func mapPositions(_ transform: (Position) throws -> Position) throws -> Geometry {
+        switch self {
+        case .point(let g):
+            guard let p = g.position else { return self }
+            return .point(try Point(try transform(p)))
+        case .lineString(let g):
+            return .lineString(try LineString(try g.positions.map(transform), layout: g.layout))
+        case .polygon(let g):
+            return .polygon(try Polygon(rings: try g.rings.map { try $0.map(transform) }, layout: g.layout))
+        case .multiPoint(let g):
+            return .multiPoint(
+                try MultiPoint(
+                    try g.points.map { p in try p.position.map { try Point(try transform($0)) } ?? p },
+                    layout: g.layout))
+        case .multiLineString(let g):
+            return .multiLineString(
+                try MultiLineString(
+                    try g.lineStrings.map { try LineString(try $0.positions.map(transform), layout: g.layout) },
+                    layout: g.layout))
+        case .multiPolygon(let g):
+            return .multiPolygon(
+                try MultiPolygon(
+                    try g.polygons.map { try Polygon(rings: try $0.rings.map { try $0.map(transform) }, layout: g.layout) },
+                    layout: g.layout))
+        case .geometryCollection(let g):
+            return .geometryCollection(
+                try GeometryCollection(try g.geometries.map { try $0.mapPositions(transform) }, layout: g.layout))
+        }
+    }
+
+    /// An empty geometry of `type` with `layout`.
+    public static func empty(_ type: GeometryType, layout: CoordinateLayout = .xy) -> Geometry {
+        switch type {
+        case .point: .point(Point(empty: layout))
+        case .lineString: .lineString(LineString(empty: layout))
+        case .polygon: .polygon(Polygon(empty: layout))
+        case .multiPoint: .multiPoint(MultiPoint(empty: layout))
+        case .multiLineString: .multiLineString(MultiLineString(empty: layout))
+        case .multiPolygon: .multiPolygon(MultiPolygon(empty: layout))
+        case .geometryCollection: .geometryCollection(GeometryCollection(empty: layout))
+        }
+    }
+}
+
+// MARK: - Validation helpers
+
+func checkPositions(_ positions: [Position], layout: CoordinateLayout) throws {
+    for p in positions {
+        guard p.isFinite else {
+            throw GeometryError(.invalidCoordinate, "coordinate (\(p.x), \(p.y)) is not a finite number")
+        }
+        guard p.layout == layout else {
+            throw GeometryError(
+                .mixedLayout, "a position has layout \(p.layout.rawValue) in a geometry of layout \(layout.rawValue)")
+        }
+    }
+}
+
+func inferLayout(_ positions: [Position], default fallback: CoordinateLayout?) -> CoordinateLayout {
+    fallback ?? positions.first?.layout ?? .xy
+}
+
+func checkPartLayout(_ partLayout: CoordinateLayout, in layout: CoordinateLayout) throws {
+    guard partLayout == layout else {
+        throw GeometryError(
+            .mixedLayout, "a part has layout \(partLayout.rawValue) in a geometry of layout \(layout.rawValue)")
+    }
+}
+
+// MARK: - Part types
+
+/// A point, or an empty point (`POINT EMPTY`) when `position` is nil.
+public struct Point: Hashable, Sendable {
+    public let layout: CoordinateLayout
+    public let position: Position?
+
+    /// - Throws: ``GeometryError/Code/invalidCoordinate`` for a non-finite ordinate.
+    public init(_ position: Position) throws {
+        try checkPositions([position], layout: position.layout)
+        self.layout = position.layout
+        self.position = position
+    }
+
+    public init(x: Double, y: Double, z: Double? = nil, m: Double? = nil) throws {
+        try self.init(Position(x: x, y: y, z: z, m: m))
+    }
+
+    public init(empty layout: CoordinateLayout) {
+        self.layout = layout
+        self.position = nil
+    }
+}
+
+/// A line string: none (empty) or at least two positions.
+public struct LineString: Hashable, Sendable {
+    public let layout: CoordinateLayout
+    public let positions: [Position]
+
+    /// - Throws: ``GeometryError`` for a single position, non-finite ordinates or mixed layouts.
+    public init(_ positions: [Position], layout: CoordinateLayout? = nil) throws {
+        let layout = inferLayout(positions, default: layout)
+        try checkPositions(positions, layout: layout)
+        guard positions.count != 1 else {
+            throw GeometryError(.invalidCount, "a line string needs at least two positions, got one")
+        }
+        self.layout = layout
+        self.positions = positions
+    }
+
+    public init(empty layout: CoordinateLayout) {
+        self.layout = layout
+        self.positions = []
+    }
+}
+
+/// A polygon: an exterior ring followed by interior rings (holes); no rings when empty.
+///
+/// Each ring is closed (first position equals last in x and y) and has at least four positions
+/// (OGC 06-103r4 §6.1.7.1). Ring orientation is not enforced: encoders that need one fix it.
+public struct Polygon: Hashable, Sendable {
+    public let layout: CoordinateLayout
+    public let rings: [[Position]]
+
+    /// - Throws: ``GeometryError/Code/invalidRing`` for an open or too-short ring.
+    public init(rings: [[Position]], layout: CoordinateLayout? = nil) throws {
+        let layout = inferLayout(rings.first ?? [], default: layout)
+        for (index, ring) in rings.enumerated() {
+            try checkPositions(ring, layout: layout)
+            guard ring.count >= 4 else {
+                throw GeometryError(
+                    .invalidRing, "ring \(index) has \(ring.count) positions; a closed ring needs at least 4")
+            }
+            guard let first = ring.first, let last = ring.last, first.x == last.x, first.y == last.y else {
+                throw GeometryError(.invalidRing, "ring \(index) is not closed (first and last positions differ)")
+            }
+        }
+        self.layout = layout
+        self.rings = rings
+    }
+
+    public init(empty layout: CoordinateLayout) {
+        self.layout = layout
+        self.rings = []
+    }
+
+    public var exterior: [Position]? { rings.first }
+    public var holes: ArraySlice<[Position]> { rings.dropFirst() }
+}
+
+public struct MultiPoint: Hashable, Sendable {
+    public let layout: CoordinateLayout
+    public let points: [Point]
+
+    public init(_ points: [Point], layout: CoordinateLayout? = nil) throws {
+        let layout = layout ?? points.first?.layout ?? .xy
+        for p in points { try checkPartLayout(p.layout, in: layout) }
+        self.layout = layout
+        self.points = points
+    }
+
+    public init(empty layout: CoordinateLayout) {
+        self.layout = layout
+        self.points = []
+    }
+}
+
+public struct MultiLineString: Hashable, Sendable {
+    public let layout: CoordinateLayout
+    public let lineStrings: [LineString]
+
+    public init(_ lineStrings: [LineString], layout: CoordinateLayout? = nil) throws {
+        let layout = layout ?? lineStrings.first?.layout ?? .xy
+        for l in lineStrings { try checkPartLayout(l.layout, in: layout) }
+        self.layout = layout
+        self.lineStrings = lineStrings
+    }
+
+    public init(empty layout: CoordinateLayout) {
+        self.layout = layout
+        self.lineStrings = []
+    }
+}
+
+public struct MultiPolygon: Hashable, Sendable {
+    public let layout: CoordinateLayout
+    public let polygons: [Polygon]
+
+    public init(_ polygons: [Polygon], layout: CoordinateLayout? = nil) throws {
+        let layout = layout ?? polygons.first?.layout ?? .xy
+        for p in polygons { try checkPartLayout(p.layout, in: layout) }
+        self.layout = layout
+        self.polygons = polygons
+    }
+
+    public init(empty layout: CoordinateLayout) {
+        self.layout = layout
+        self.polygons = []
+    }
+}
+
+public struct GeometryCollection: Hashable, Sendable {
+    public let layout: CoordinateLayout
+    public let geometries: [Geometry]
+
+    public init(_ geometries: [Geometry], layout: CoordinateLayout? = nil) throws {
+        let layout = layout ?? geometries.first?.layout ?? .xy
+        for g in geometries { try checkPartLayout(g.layout, in: layout) }
+        self.layout = layout
+        self.geometries = geometries
+    }
+
+    public init(empty layout: CoordinateLayout) {
+        self.layout = layout
+        self.geometries = []
+    }
+}
+
+// MARK: - Conversions between single and multi-part types
+
+extension Geometry {
+    /// This geometry as the multi-part type of `type` when that is lossless
+    /// (`.polygon` → `.multiPolygon` with one part), or the geometry itself when it already is.
+    public func promoted(to type: GeometryType) -> Geometry? {
+        if self.type == type { return self }
+        switch (self, type) {
+        case (.point(let p), .multiPoint):
+            return try? .multiPoint(MultiPoint(p.position == nil ? [] : [p], layout: layout))
+        case (.lineString(let l), .multiLineString):
+            return try? .multiLineString(MultiLineString(l.positions.isEmpty ? [] : [l], layout: layout))
+        case (.polygon(let p), .multiPolygon):
+            return try? .multiPolygon(MultiPolygon(p.rings.isEmpty ? [] : [p], layout: layout))
+        case (_, .geometryCollection):
+            return try? .geometryCollection(GeometryCollection(isEmpty ? [] : [self], layout: layout))
+        default:
+            return nil
+        }
+    }
+}
