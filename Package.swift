@@ -60,7 +60,7 @@ let package = Package(
             name: "OutpostStorageTests",
             dependencies: ["OutpostStorage", "OutpostTestSupport", .product(name: "GRDB", package: "GRDB.swift")]
         ),
-        .testTarget(name: "OutpostCLITests", dependencies: ["OutpostTestSupport"]),
+        .testTarget(name: "OutpostCLITests", dependencies: ["OutpostTestSupport", "OutpostCore"]),
     ],
     swiftLanguageModes: [.v6]
 )

@@ -1,0 +1,16 @@
+import Foundation
+
+/// An attachment (photo, document) of a feature, without its bytes.
+public struct Attachment: Hashable, Sendable {
+    /// The local attachment id (the media table's primary key).
+    public var id: Int64
+    public var globalID: String
+    /// The object id of the feature it belongs to.
+    public var featureObjectID: Int64
+    /// The global id of that feature, on synced layers.
+    public var featureGlobalID: String?
+    public var name: String
+    public var contentType: String
+    public var size: Int64
+    public var keywords: String?
+}

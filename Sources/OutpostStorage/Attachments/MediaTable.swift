@@ -1,0 +1,71 @@
+/// Attachments live in one media table shared by all layers, related to each layer through the
+/// OGC Related Tables Extension (OGC 18-000): a `gpkgext_relations` row with relation `media` and a
+/// mapping table `<layer>_attachments` (base_id = feature OID, related_id = attachment id).
+///
+/// The media table is always created, even without attachments: it is an `attributes` table, and
+/// GDAL hides tables missing from `gpkg_contents` (our `outpost_*` tables) only when the file has
+/// at least one `attributes` table (reference §6.2).
+enum MediaTable {
+    static let name = "attachments"
+    static let extensionName = "gpkg_related_tables"
+    static let extensionDefinition = "http://www.geopackage.org/18-000.html"
+
+    /// RTE r12/r13: a media table has an INTEGER primary key, `data BLOB NOT NULL` and
+    /// `content_type TEXT NOT NULL`. The other columns carry what ArcGIS attachment tables have.
+    static let create = """
+        CREATE TABLE "attachments" (
+          id INTEGER PRIMARY KEY AUTOINCREMENT NOT NULL,
+          data BLOB NOT NULL,
+          content_type TEXT NOT NULL,
+          globalid TEXT(38) NOT NULL UNIQUE,
+          rel_globalid TEXT(38),
+          layer TEXT NOT NULL,
+          att_name TEXT NOT NULL,
+          data_size INTEGER NOT NULL,
+          keywords TEXT
+        );
+        CREATE INDEX attachments_rel_globalid ON attachments (rel_globalid);
+        """
+
+    static let relationsTable = """
+        CREATE TABLE gpkgext_relations (
+          id INTEGER PRIMARY KEY AUTOINCREMENT,
+          base_table_name TEXT NOT NULL,
+          base_primary_column TEXT NOT NULL DEFAULT 'id',
+          related_table_name TEXT NOT NULL,
+          related_primary_column TEXT NOT NULL DEFAULT 'id',
+          relation_name TEXT NOT NULL,
+          mapping_table_name TEXT NOT NULL UNIQUE
+        )
+        """
+
+    static func mappingTableName(for layer: String) -> String { "\(layer)_attachments" }
+
+    /// The mapping table of a layer, plus a trigger that removes a feature's attachments with it
+    /// (ArcGIS deletes attachments with their feature). Built-in SQL only: it also runs for
+    /// deletes made by other writers.
+    static func createMapping(for layer: LayerDefinition) -> [String] {
+        let mapping = mappingTableName(for: layer.name)
+        let pk = quoted(layer.objectIDField)
+        var statements = [
+            """
+            CREATE TABLE \(quoted(mapping)) (
+              id INTEGER PRIMARY KEY AUTOINCREMENT NOT NULL,
+              base_id INTEGER NOT NULL,
+              related_id INTEGER NOT NULL
+            )
+            """,
+            "CREATE INDEX \(quoted("idx_\(mapping)_base_id")) ON \(quoted(mapping)) (base_id)",
+            "CREATE INDEX \(quoted("idx_\(mapping)_related_id")) ON \(quoted(mapping)) (related_id)",
+        ]
+        statements.append(
+            """
+            CREATE TRIGGER \(quoted("outpost_\(layer.name)_attachments_cascade")) AFTER DELETE ON \(quoted(layer.name))
+            BEGIN
+              DELETE FROM attachments WHERE id IN (SELECT related_id FROM \(quoted(mapping)) WHERE base_id = OLD.\(pk));
+              DELETE FROM \(quoted(mapping)) WHERE base_id = OLD.\(pk);
+            END
+            """)
+        return statements
+    }
+}

@@ -1,0 +1,310 @@
+import COutpostSQLite
+import Foundation
+import GRDB
+import OutpostCore
+import Synchronization
+
+/// A local geodatabase: an OGC GeoPackage 1.3 file holding feature tables, their R-tree spatial
+/// index, attachments and the change capture that sync relies on (DESIGN §3).
+///
+/// ```swift
+/// let gdb = try Geodatabase.create(at: url, schema: schema)
+/// let points = try gdb.table(named: "inspection_points")
+/// let added = try await points.add([Feature(attributes: ["status": .string("open")], geometry: g)])
+/// ```
+///
+/// Reads run concurrently on a pool of connections (WAL); writes are serialised on one writer
+/// connection. Cancelling the calling task interrupts a running statement (`sqlite3_interrupt`)
+/// and surfaces as `CancellationError`.
+public final class Geodatabase: Sendable {
+    /// The file.
+    public let url: URL
+    public let isReadOnly: Bool
+    /// True for files created by Outpost (they carry `outpost_schema` and change capture).
+    public let isManaged: Bool
+    let writer: any DatabaseWriter
+    private let state: Mutex<State>
+
+    private struct State {
+        var schema: ServiceSchema
+        var explicitTransaction = false
+    }
+
+    /// The service schema the file was created from, or one derived from the file's tables for
+    /// GeoPackages written by other tools.
+    public var schema: ServiceSchema { state.withLock { $0.schema } }
+
+    init(url: URL, writer: any DatabaseWriter, schema: ServiceSchema, isReadOnly: Bool, isManaged: Bool) {
+        self.url = url
+        self.writer = writer
+        self.isReadOnly = isReadOnly
+        self.isManaged = isManaged
+        self.state = Mutex(State(schema: schema))
+    }
+
+    // MARK: - Opening
+
+    /// Opens an existing GeoPackage.
+    ///
+    /// Files written by Outpost open with their schema; GeoPackages from GDAL, QGIS and others open
+    /// with a schema derived from their tables (not synced).
+    /// - Throws: ``StorageError`` `.notFound`, `.notAGeoPackage` (not SQLite, or not a GeoPackage),
+    ///   `.corrupt`, or `.unsupportedContent` (for example curve geometry types).
+    public static func open(at url: URL, readOnly: Bool = false) throws -> Geodatabase {
+        let header = try FileHeader.read(url)
+        let config = configuration(readOnly: readOnly)
+        let writer: any DatabaseWriter
+        do {
+            // WAL files get a pool (concurrent readers). Others are opened as they are: switching a
+            // file written by another tool to WAL would change it behind its back.
+            if header.isWAL {
+                writer = try DatabasePool(path: url.path, configuration: config)
+            } else {
+                writer = try DatabaseQueue(path: url.path, configuration: config)
+            }
+        } catch {
+            throw StorageError.from(error, "cannot open \(url.lastPathComponent)")
+        }
+        do {
+            let (schema, managed) = try writer.read { db in try SchemaStore.load(db, fileStem: url.deletingPathExtension().lastPathComponent) }
+            return Geodatabase(url: url, writer: writer, schema: schema, isReadOnly: readOnly, isManaged: managed)
+        } catch {
+            try? writer.close()
+            throw StorageError.from(error, "cannot read \(url.lastPathComponent)")
+        }
+    }
+
+    static func configuration(readOnly: Bool) -> Configuration {
+        var config = Configuration()
+        config.readonly = readOnly
+        config.foreignKeysEnabled = true
+        // Explicit begin/commit across calls (beginTransaction()) leaves a transaction open between
+        // writer accesses.
+        config.allowsUnsafeTransactions = true
+        // Other processes (GDAL, QGIS, a second Outpost) may hold the write lock briefly.
+        config.busyMode = .timeout(10)
+        config.prepareDatabase { db in
+            guard let handle = db.sqliteConnection else { return }
+            let rc = outpost_register_geopackage_functions(UnsafeMutableRawPointer(handle))
+            guard rc == 0 else { throw DatabaseError(resultCode: ResultCode(rawValue: rc), message: "cannot register ST_* functions") }
+            // As GDAL does: DELETE triggers (R-tree, capture) also fire for INSERT OR REPLACE.
+            try db.execute(sql: "PRAGMA recursive_triggers = ON")
+        }
+        return config
+    }
+
+    /// Checkpoints the WAL into the main file and closes every connection. After `close()` the
+    /// file is a single self-contained GeoPackage that can be copied or shared.
+    public func close() throws {
+        if let pool = writer as? DatabasePool, !isReadOnly {
+            _ = try? pool.writeWithoutTransaction { db in try db.checkpoint(.truncate) }
+        }
+        do {
+            try writer.close()
+        } catch {
+            throw StorageError.from(error, "cannot close \(url.lastPathComponent)")
+        }
+    }
+
+    // MARK: - Tables
+
+    /// All layers and tables, layers first.
+    public var tables: [FeatureTable] {
+        schema.allLayers.map { FeatureTable(geodatabase: self, definition: $0, schema: schema) }
+    }
+
+    /// The layer or table called `name` (case-insensitive).
+    /// - Throws: ``StorageError/Code/notFound``.
+    public func table(named name: String) throws -> FeatureTable {
+        let schema = self.schema
+        guard let layer = schema.layer(named: name) else {
+            throw StorageError(.notFound, "no layer or table named \"\(name)\" in \(url.lastPathComponent)")
+        }
+        return FeatureTable(geodatabase: self, definition: layer, schema: schema)
+    }
+
+    /// The layer or table with service layer id `id`.
+    public func table(id: Int) throws -> FeatureTable {
+        let schema = self.schema
+        guard let layer = schema.layer(id: id) else {
+            throw StorageError(.notFound, "no layer or table with id \(id) in \(url.lastPathComponent)")
+        }
+        return FeatureTable(geodatabase: self, definition: layer, schema: schema)
+    }
+
+    // MARK: - Access
+
+    /// Runs `body` with a read-only view of the committed data (or, while an explicit transaction
+    /// is open, with the writer so the transaction's own changes are visible).
+    public func read<T>(_ body: (GeodatabaseConnection) throws -> T) throws -> T {
+        do {
+            if state.withLock({ $0.explicitTransaction }) {
+                return try writer.writeWithoutTransaction { db in try body(GeodatabaseConnection(db, self)) }
+            }
+            return try writer.read { db in try body(GeodatabaseConnection(db, self)) }
+        } catch {
+            throw StorageError.from(error, "read failed")
+        }
+    }
+
+    /// Async `read`: the statement is interrupted when the calling task is cancelled.
+    public func read<T: Sendable>(_ body: @escaping @Sendable (GeodatabaseConnection) throws -> T) async throws -> T {
+        do {
+            if state.withLock({ $0.explicitTransaction }) {
+                return try await writer.writeWithoutTransaction { db in try body(GeodatabaseConnection(db, self)) }
+            }
+            return try await writer.read { db in try body(GeodatabaseConnection(db, self)) }
+        } catch {
+            throw StorageError.from(error, "read failed")
+        }
+    }
+
+    /// Runs `body` in a write transaction: committed if it returns, rolled back if it throws (the
+    /// first error is rethrown). Inside an explicit transaction (``beginTransaction()``) the work
+    /// joins it, in a savepoint so a failure undoes only this call's changes.
+    public func write<T>(_ body: (GeodatabaseConnection) throws -> T) throws -> T {
+        try checkWritable()
+        do {
+            return try writer.writeWithoutTransaction { db in try self.transactional(db, body) }
+        } catch {
+            throw StorageError.from(error, "write failed")
+        }
+    }
+
+    /// Async `write`: the statement is interrupted when the calling task is cancelled, and the
+    /// transaction rolls back.
+    public func write<T: Sendable>(_ body: @escaping @Sendable (GeodatabaseConnection) throws -> T) async throws -> T {
+        try checkWritable()
+        do {
+            return try await writer.writeWithoutTransaction { db in try self.transactional(db, body) }
+        } catch {
+            throw StorageError.from(error, "write failed")
+        }
+    }
+
+    private func transactional<T>(_ db: Database, _ body: (GeodatabaseConnection) throws -> T) throws -> T {
+        var result: T?
+        if db.isInsideTransaction {
+            try db.inSavepoint {
+                result = try body(GeodatabaseConnection(db, self))
+                return .commit
+            }
+        } else {
+            try db.inTransaction(.immediate) {
+                result = try body(GeodatabaseConnection(db, self))
+                return .commit
+            }
+        }
+        return result!
+    }
+
+    private func checkWritable() throws {
+        if isReadOnly {
+            throw StorageError(.readOnly, "\(url.lastPathComponent) is open read-only")
+        }
+    }
+
+    // MARK: - Explicit transactions
+
+    /// Begins a transaction that spans several calls; end it with ``commit()`` or ``rollback()``.
+    /// Writes made meanwhile join it; reads see its uncommitted changes.
+    /// - Throws: ``StorageError/Code/transactionState`` if one is already open.
+    public func beginTransaction() throws {
+        try checkWritable()
+        try state.withLock { s in
+            guard !s.explicitTransaction else {
+                throw StorageError(.transactionState, "a transaction is already open")
+            }
+            do {
+                try writer.writeWithoutTransaction { db in try db.beginTransaction(.immediate) }
+            } catch {
+                throw StorageError.from(error, "cannot begin a transaction")
+            }
+            s.explicitTransaction = true
+        }
+    }
+
+    /// Commits the transaction opened by ``beginTransaction()``.
+    public func commit() throws {
+        try endTransaction { db in try db.commit() }
+    }
+
+    /// Rolls back the transaction opened by ``beginTransaction()``; nothing it wrote remains.
+    public func rollback() throws {
+        try endTransaction { db in try db.rollback() }
+    }
+
+    private func endTransaction(_ end: @escaping (Database) throws -> Void) throws {
+        try state.withLock { s in
+            guard s.explicitTransaction else {
+                throw StorageError(.transactionState, "no transaction is open")
+            }
+            do {
+                try writer.writeWithoutTransaction { db in
+                    if db.isInsideTransaction { try end(db) }
+                }
+            } catch {
+                throw StorageError.from(error, "cannot end the transaction")
+            }
+            s.explicitTransaction = false
+        }
+    }
+
+    /// Whether an explicit transaction is open.
+    public var isInTransaction: Bool { state.withLock { $0.explicitTransaction } }
+
+    func replaceSchema(_ schema: ServiceSchema) {
+        state.withLock { $0.schema = schema }
+    }
+}
+
+/// The first 100 bytes of an SQLite file (https://www.sqlite.org/fileformat.html §1.3).
+struct FileHeader {
+    let applicationID: UInt32
+    let isWAL: Bool
+
+    static func read(_ url: URL) throws -> FileHeader {
+        guard FileManager.default.fileExists(atPath: url.path) else {
+            throw StorageError(.notFound, "\(url.path) does not exist")
+        }
+        guard let handle = FileHandle(forReadingAtPath: url.path) else {
+            throw StorageError(.io, "cannot read \(url.path)")
+        }
+        defer { try? handle.close() }
+        let bytes = [UInt8]((try? handle.read(upToCount: 100)) ?? Data())
+        guard bytes.count == 100, bytes.starts(with: Array("SQLite format 3\0".utf8)) else {
+            throw StorageError(.notAGeoPackage, "\(url.lastPathComponent) is not an SQLite database, so not a GeoPackage")
+        }
+        let appID = bytes[68..<72].reduce(UInt32(0)) { $0 << 8 | UInt32($1) }
+        // 0x47504B47 "GPKG" (1.2+), 0x47503130 "GP10" and 0x47503131 "GP11" (1.0, 1.1).
+        guard [0x4750_4B47, 0x4750_3130, 0x4750_3131].contains(appID) else {
+            throw StorageError(
+                .notAGeoPackage,
+                "\(url.lastPathComponent) is an SQLite database but not a GeoPackage (application_id 0x\(String(appID, radix: 16)), expected GPKG)")
+        }
+        // Bytes 18 and 19 are 2 for WAL databases.
+        return FileHeader(applicationID: appID, isWAL: bytes[18] == 2 && bytes[19] == 2)
+    }
+}
+
+extension StorageError {
+    /// Maps SQLite and other failures to a StorageError; CancellationError passes through untouched.
+    static func from(_ error: any Error, _ context: String) -> any Error {
+        if error is StorageError || error is CancellationError { return error }
+        if let db = error as? DatabaseError {
+            if db.resultCode == .SQLITE_INTERRUPT { return CancellationError() }
+            let code: Code =
+                switch db.resultCode {
+                case .SQLITE_CORRUPT, .SQLITE_NOTADB: .corrupt
+                case .SQLITE_READONLY: .readOnly
+                default: .sqlite
+                }
+            return StorageError(code, "\(context): \(db.message ?? "\(db.resultCode)")", cause: db)
+        }
+        if let g = error as? GeometryError {
+            return StorageError(.corrupt, "\(context): \(g)", cause: g)
+        }
+        // Errors thrown by the caller's own closure pass through unchanged.
+        return error
+    }
+}

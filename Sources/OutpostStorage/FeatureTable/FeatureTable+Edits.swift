@@ -1,0 +1,274 @@
+import Foundation
+import GRDB
+import OutpostCore
+
+extension FeatureTable {
+    // MARK: - Async edits (each its own transaction)
+
+    /// Adds features and returns them with their new object ids and global ids.
+    ///
+    /// ```swift
+    /// let added = try await table.add([Feature(attributes: ["status": .string("open")], geometry: point)])
+    /// ```
+    /// - Throws: ``StorageError/Code/invalidEdit`` (with `editIndex` and `field`) when any feature
+    ///   breaks the schema; nothing is written then.
+    public func add(_ features: [Feature]) async throws -> [Feature] {
+        try await geodatabase.write { conn in try self.add(features, in: conn) }
+    }
+
+    /// Updates features found by object id (or, when it is nil, by global id). Attributes left
+    /// out keep their value; a nil geometry keeps the geometry.
+    /// - Throws: `.invalidEdit`, or `.notFound` for a feature that does not exist; nothing is written then.
+    public func update(_ features: [Feature]) async throws {
+        try await geodatabase.write { conn in try self.update(features, in: conn) }
+    }
+
+    /// Deletes features by object id.
+    /// - Throws: ``StorageError/Code/notFound`` when an id does not exist; nothing is deleted then.
+    public func delete(objectIDs: [Int64]) async throws {
+        try await geodatabase.write { conn in try self.delete(objectIDs: objectIDs, in: conn) }
+    }
+
+    /// Deletes features by global id.
+    public func delete(globalIDs: [String]) async throws {
+        try await geodatabase.write { conn in try self.delete(globalIDs: globalIDs, in: conn) }
+    }
+
+    // MARK: - Edits inside a transaction
+
+    public func add(_ features: [Feature], in conn: GeodatabaseConnection) throws -> [Feature] {
+        let prepared = try features.enumerated().map { try prepareAdd($1, index: $0) }
+        let db = conn.db
+        var result: [Feature] = []
+        result.reserveCapacity(features.count)
+        var extent = Envelope.Builder()
+        // Every prepared add binds the same columns (all attributes, then the geometry).
+        let columns = prepared.first?.columns ?? []
+        let sql = "INSERT INTO \(quoted(name)) (\(columns.map(quoted).joined(separator: ", "))) VALUES (\(Array(repeating: "?", count: columns.count).joined(separator: ", ")))"
+        for (index, row) in prepared.enumerated() {
+            do {
+                try db.cachedStatement(sql: sql).execute(arguments: StatementArguments(row.values))
+            } catch let error as DatabaseError where error.resultCode == .SQLITE_CONSTRAINT {
+                throw StorageError(.invalidEdit, "rejected by the table: \(error.message ?? "constraint failed")", table: name, editIndex: index, cause: error)
+            }
+            var added = features[index]
+            added.objectID = db.lastInsertedRowID
+            added.globalID = row.globalID
+            if let g = row.geometry { added.geometry = g }
+            if let e = row.geometry?.envelope { extent.add(e) }
+            result.append(added)
+        }
+        try touchContents(db, extent: extent.envelope)
+        return result
+    }
+
+    public func update(_ features: [Feature], in conn: GeodatabaseConnection) throws {
+        let db = conn.db
+        var extent = Envelope.Builder()
+        var statements: [(sql: String, values: [DatabaseValue])] = []
+        for (index, feature) in features.enumerated() {
+            let objectID = try locate(feature, index: index, db)
+            let row = try prepareUpdate(feature, index: index)
+            guard !row.columns.isEmpty else { continue }
+            let sets = row.columns.map { "\(quoted($0)) = ?" }.joined(separator: ", ")
+            statements.append(
+                ("UPDATE \(quoted(name)) SET \(sets) WHERE \(quoted(definition.objectIDField)) = ?", row.values + [objectID.databaseValue]))
+            if let e = row.geometry?.envelope { extent.add(e) }
+        }
+        for (index, statement) in statements.enumerated() {
+            do {
+                try db.cachedStatement(sql: statement.sql).execute(arguments: StatementArguments(statement.values))
+            } catch let error as DatabaseError where error.resultCode == .SQLITE_CONSTRAINT {
+                throw StorageError(.invalidEdit, "rejected by the table: \(error.message ?? "constraint failed")", table: name, editIndex: index, cause: error)
+            }
+        }
+        try touchContents(db, extent: extent.envelope)
+    }
+
+    public func delete(objectIDs: [Int64], in conn: GeodatabaseConnection) throws {
+        let db = conn.db
+        let pk = quoted(definition.objectIDField)
+        for (index, id) in objectIDs.enumerated() {
+            guard try Int64.fetchOne(db, sql: "SELECT \(pk) FROM \(quoted(name)) WHERE \(pk) = ?", arguments: [id]) != nil else {
+                throw StorageError(.notFound, "no feature with object id \(id)", table: name, editIndex: index)
+            }
+        }
+        let statement = try db.cachedStatement(sql: "DELETE FROM \(quoted(name)) WHERE \(pk) = ?")
+        for id in objectIDs { try statement.execute(arguments: [id]) }
+        if !objectIDs.isEmpty { try touchContents(db, extent: nil) }
+    }
+
+    public func delete(globalIDs: [String], in conn: GeodatabaseConnection) throws {
+        let ids = try globalIDs.enumerated().map { index, gid in
+            try locate(Feature(globalID: gid), index: index, conn.db)
+        }
+        try delete(objectIDs: ids, in: conn)
+    }
+
+    // MARK: - Validation
+
+    struct PreparedRow {
+        var columns: [String] = []
+        var values: [DatabaseValue] = []
+        var globalID: String?
+        var geometry: Geometry?
+    }
+
+    func editError(_ index: Int, _ field: String?, _ message: String) -> StorageError {
+        StorageError(.invalidEdit, message, table: name, field: field, editIndex: index)
+    }
+
+    func prepareAdd(_ feature: Feature, index: Int) throws -> PreparedRow {
+        var row = PreparedRow()
+        let given = try resolveAttributes(feature, index: index)
+        for field in attributeFields {
+            if field.type == .globalID {
+                let gid: String
+                if let supplied = feature.globalID {
+                    guard let normalized = GlobalID.normalized(supplied) else {
+                        throw editError(index, field.name, "\"\(shortened(supplied))\" is not a GUID")
+                    }
+                    gid = normalized
+                } else {
+                    gid = GlobalID.make()
+                }
+                row.globalID = gid
+                row.columns.append(field.name)
+                row.values.append(gid.databaseValue)
+                continue
+            }
+            var value = given[field.name] ?? .null
+            if given[field.name] == nil, let def = field.defaultValue {
+                value = (try? FieldValue(json: def, type: field.type)) ?? .null
+            }
+            try check(value, field, index)
+            row.columns.append(field.name)
+            row.values.append(databaseValue(value, field.type))
+        }
+        if definition.isSpatial {
+            row.geometry = try checkGeometry(feature.geometry, index: index)
+            row.columns.append(definition.geometryColumn)
+            row.values.append(row.geometry.map { Data(GeoPackageBinary.encode($0, srsID: srsID)).databaseValue } ?? .null)
+        } else if feature.geometry != nil {
+            throw editError(index, nil, "\(name) is a table without geometry")
+        }
+        return row
+    }
+
+    func prepareUpdate(_ feature: Feature, index: Int) throws -> PreparedRow {
+        var row = PreparedRow()
+        let given = try resolveAttributes(feature, index: index)
+        for field in attributeFields {
+            guard let value = given[field.name] else { continue }
+            try check(value, field, index)
+            row.columns.append(field.name)
+            row.values.append(databaseValue(value, field.type))
+        }
+        if let geometry = feature.geometry {
+            guard definition.isSpatial else { throw editError(index, nil, "\(name) is a table without geometry") }
+            let checked = try checkGeometry(geometry, index: index)
+            row.geometry = checked
+            row.columns.append(definition.geometryColumn)
+            row.values.append(checked.map { Data(GeoPackageBinary.encode($0, srsID: srsID)).databaseValue } ?? .null)
+        }
+        return row
+    }
+
+    /// Maps attribute keys to canonical field names, rejecting unknown and non-editable fields.
+    private func resolveAttributes(_ feature: Feature, index: Int) throws -> [String: FieldValue] {
+        var out: [String: FieldValue] = [:]
+        for (key, value) in feature.attributes {
+            guard let field = definition.field(named: key) else {
+                throw editError(index, key, "\(name) has no field \"\(shortened(key))\"")
+            }
+            if field.type == .oid || field.type == .globalID { continue }
+            guard field.editable else { throw editError(index, field.name, "field \(field.name) is not editable") }
+            out[field.name] = value
+        }
+        return out
+    }
+
+    private func check(_ value: FieldValue, _ field: FieldDefinition, _ index: Int) throws {
+        if let problem = rules[field.name.lowercased()]?.problem(with: value) {
+            throw editError(index, field.name, "\(field.name): \(problem)")
+        }
+    }
+
+    /// Checks type and Z/M against the layer, promoting single-part geometries to the layer's
+    /// multi-part type.
+    func checkGeometry(_ geometry: Geometry?, index: Int) throws -> Geometry? {
+        guard let geometry, let layerType = definition.geometryType else { return nil }
+        var g = geometry
+        if !layerType.accepts(g.type) {
+            guard let promoted = g.promoted(to: layerType.type) else {
+                throw editError(
+                    index, definition.geometryColumn,
+                    "a \(g.type.geoJSONName) cannot go in a \(layerType.acceptsAny ? "Geometry" : layerType.type.geoJSONName) layer")
+            }
+            g = promoted
+        }
+        if g.layout != definition.layout {
+            if g.isEmpty {
+                g = Geometry.empty(g.type, layout: definition.layout)
+            } else {
+                throw editError(
+                    index, definition.geometryColumn,
+                    "the geometry has \(g.layout.rawValue.uppercased()) coordinates but the layer stores \(definition.layout.rawValue.uppercased())")
+            }
+        }
+        return g
+    }
+
+    func databaseValue(_ value: FieldValue, _ type: FieldType) -> DatabaseValue {
+        switch value {
+        case .null: return .null
+        case .integer(let i): return type == .double || type == .single ? Double(i).databaseValue : i.databaseValue
+        case .double(let d): return d.databaseValue
+        case .string(let s): return (type == .globalID || type == .guid ? (GlobalID.normalized(s) ?? s) : s).databaseValue
+        case .date(let d):
+            let text = GeoPackageDate.format(d)
+            return (type == .dateOnly ? String(text.prefix(10)) : text).databaseValue
+        case .blob(let b): return Data(b).databaseValue
+        }
+    }
+
+    /// The object id of `feature` (by object id, else global id).
+    func locate(_ feature: Feature, index: Int, _ db: Database) throws -> Int64 {
+        let pk = quoted(definition.objectIDField)
+        if let oid = feature.objectID {
+            guard try Int64.fetchOne(db, sql: "SELECT \(pk) FROM \(quoted(name)) WHERE \(pk) = ?", arguments: [oid]) != nil else {
+                throw StorageError(.notFound, "no feature with object id \(oid)", table: name, editIndex: index)
+            }
+            return oid
+        }
+        guard let gidField = definition.globalIDField, let supplied = feature.globalID else {
+            throw editError(index, nil, "an update or delete needs the feature's object id\(definition.globalIDField == nil ? "" : " or global id")")
+        }
+        guard let gid = GlobalID.normalized(supplied) else {
+            throw editError(index, gidField, "\"\(shortened(supplied))\" is not a GUID")
+        }
+        guard let oid = try Int64.fetchOne(db, sql: "SELECT \(pk) FROM \(quoted(name)) WHERE \(quoted(gidField)) = ?", arguments: [gid]) else {
+            throw StorageError(.notFound, "no feature with global id \(gid)", table: name, editIndex: index)
+        }
+        return oid
+    }
+
+    /// Keeps `gpkg_contents` informative: last_change always, the bounding box grown to cover new
+    /// geometries (GDAL maintains it the same way).
+    func touchContents(_ db: Database, extent: Envelope?) throws {
+        if let e = extent {
+            try db.execute(
+                sql: """
+                    UPDATE gpkg_contents SET last_change = strftime('%Y-%m-%dT%H:%M:%fZ', 'now'),
+                      min_x = min(coalesce(min_x, ?1), ?1), min_y = min(coalesce(min_y, ?2), ?2),
+                      max_x = max(coalesce(max_x, ?3), ?3), max_y = max(coalesce(max_y, ?4), ?4)
+                    WHERE table_name = ?5
+                    """,
+                arguments: [e.xmin, e.ymin, e.xmax, e.ymax, name])
+        } else {
+            try db.execute(
+                sql: "UPDATE gpkg_contents SET last_change = strftime('%Y-%m-%dT%H:%M:%fZ', 'now') WHERE table_name = ?",
+                arguments: [name])
+        }
+    }
+}

@@ -1,0 +1,166 @@
+import Foundation
+import GRDB
+import OutpostCore
+
+extension FeatureTable {
+    /// Features matching `query`, collected into an array. Use ``forEach(matching:in:_:)`` to stream
+    /// large results without holding them.
+    public func features(matching query: FeatureQuery = .all) async throws -> [Feature] {
+        try await geodatabase.read { conn in
+            var out: [Feature] = []
+            try self.forEach(matching: query, in: conn) { out.append($0) }
+            return out
+        }
+    }
+
+    /// The feature with `objectID`, or nil.
+    public func feature(objectID: Int64) async throws -> Feature? {
+        try await features(matching: FeatureQuery(objectIDs: [objectID])).first
+    }
+
+    /// The feature with `globalID`, or nil.
+    public func feature(globalID: String) async throws -> Feature? {
+        var q = FeatureQuery()
+        q.globalIDs = [globalID]
+        return try await features(matching: q).first
+    }
+
+    /// Number of features matching `query` (paging is ignored, as ArcGIS `returnCountOnly` does).
+    public func count(matching query: FeatureQuery = .all) async throws -> Int {
+        try await geodatabase.read { conn in try self.count(matching: query, in: conn) }
+    }
+
+    /// Object ids matching `query`, in query order.
+    public func objectIDs(matching query: FeatureQuery = .all) async throws -> [Int64] {
+        try await geodatabase.read { conn in try self.objectIDs(matching: query, in: conn) }
+    }
+
+    /// Streams the features matching `query` to `body`, one row at a time: memory stays flat
+    /// whatever the layer size. Runs inside `conn`'s read or write.
+    public func forEach(
+        matching query: FeatureQuery, in conn: GeodatabaseConnection, _ body: (Feature) throws -> Void
+    ) throws {
+        let fields = try selectColumns(outFields: query.outFields, returnGeometry: query.returnGeometry)
+        let (filter, arguments) = try filterSQL(query, conn.db)
+        var sql = "SELECT \(selectList(fields, returnGeometry: query.returnGeometry)) FROM \(quoted(name))\(filter)"
+        sql += try orderSQL(query)
+        var args = arguments
+        sql += pagingSQL(query, &args)
+        let cursor = try Row.fetchCursor(conn.db, sql: sql, arguments: StatementArguments(args))
+        while let row = try cursor.next() {
+            try body(try decodeFeature(row, fields: fields, returnGeometry: query.returnGeometry))
+        }
+    }
+
+    public func count(matching query: FeatureQuery, in conn: GeodatabaseConnection) throws -> Int {
+        let (filter, arguments) = try filterSQL(query, conn.db)
+        return try Int.fetchOne(conn.db, sql: "SELECT count(*) FROM \(quoted(name))\(filter)", arguments: StatementArguments(arguments)) ?? 0
+    }
+
+    public func objectIDs(matching query: FeatureQuery, in conn: GeodatabaseConnection) throws -> [Int64] {
+        let (filter, arguments) = try filterSQL(query, conn.db)
+        var args = arguments
+        var sql = "SELECT \(quoted(definition.objectIDField)) FROM \(quoted(name))\(filter)"
+        sql += try orderSQL(query)
+        sql += pagingSQL(query, &args)
+        return try Int64.fetchAll(conn.db, sql: sql, arguments: StatementArguments(args))
+    }
+
+    /// The exact bounding box of all geometries (from each blob's header), nil when empty.
+    public func extent(in conn: GeodatabaseConnection) throws -> Envelope? {
+        guard definition.isSpatial else { return nil }
+        let g = quoted(definition.geometryColumn)
+        let row = try Row.fetchOne(
+            conn.db, sql: "SELECT min(ST_MinX(\(g))), min(ST_MinY(\(g))), max(ST_MaxX(\(g))), max(ST_MaxY(\(g))) FROM \(quoted(name))")
+        guard let row, let xmin = row[0] as Double?, let ymin = row[1] as Double?, let xmax = row[2] as Double?,
+            let ymax = row[3] as Double?
+        else { return nil }
+        return Envelope(xmin: xmin, ymin: ymin, xmax: xmax, ymax: ymax)
+    }
+
+    public func extent() async throws -> Envelope? {
+        try await geodatabase.read { conn in try self.extent(in: conn) }
+    }
+
+    // MARK: - SQL
+
+    var rtreeName: String { "rtree_\(name)_\(definition.geometryColumn)" }
+
+    func hasSpatialIndex(_ db: Database) throws -> Bool {
+        try db.tableExists(rtreeName)
+    }
+
+    /// ` WHERE …` (or empty) and its arguments. Every user value is bound, never spliced.
+    func filterSQL(_ query: FeatureQuery, _ db: Database) throws -> (String, [DatabaseValue]) {
+        var clauses: [String] = []
+        var arguments: [DatabaseValue] = []
+        let pk = quoted(definition.objectIDField)
+        if let text = query.whereClause?.trimmingCharacters(in: .whitespacesAndNewlines), !text.isEmpty {
+            let clause = try WhereClause(text, layer: definition)
+            let (sql, args) = clause.sql()
+            clauses.append(sql)
+            arguments += args.map(\.databaseValue)
+        }
+        if let ids = query.objectIDs {
+            clauses.append("\(pk) IN (SELECT value FROM json_each(?))")
+            arguments.append(("[" + ids.map(String.init).joined(separator: ",") + "]").databaseValue)
+        }
+        if let gids = query.globalIDs {
+            guard let field = definition.globalIDField else {
+                throw StorageError(.invalidQuery, "\(name) has no global ids", table: name)
+            }
+            let normalized = gids.map { GlobalID.normalized($0) ?? $0 }
+            clauses.append("\(quoted(field)) IN (SELECT value FROM json_each(?))")
+            arguments.append(JSONValue.array(normalized.map { .string($0) }).jsonString.databaseValue)
+        }
+        if let e = query.envelope {
+            guard definition.isSpatial else {
+                throw StorageError(.invalidQuery, "\(name) is a table without geometry; it cannot be filtered by an envelope", table: name)
+            }
+            guard e.isValid else { throw StorageError(.invalidQuery, "the envelope is not valid (min > max or not finite)", table: name) }
+            let g = quoted(definition.geometryColumn)
+            // The R-tree stores bounds as 32-bit floats rounded outward: it finds candidates, and
+            // the exact bounds from each blob's header settle them.
+            if try hasSpatialIndex(db) {
+                clauses.append("\(pk) IN (SELECT id FROM \(quoted(rtreeName)) WHERE minx <= ? AND maxx >= ? AND miny <= ? AND maxy >= ?)")
+                arguments += [e.xmax, e.xmin, e.ymax, e.ymin].map(\.databaseValue)
+            }
+            clauses.append("(ST_MinX(\(g)) <= ? AND ST_MaxX(\(g)) >= ? AND ST_MinY(\(g)) <= ? AND ST_MaxY(\(g)) >= ?)")
+            arguments += [e.xmax, e.xmin, e.ymax, e.ymin].map(\.databaseValue)
+        }
+        return (clauses.isEmpty ? "" : " WHERE " + clauses.joined(separator: " AND "), arguments)
+    }
+
+    func orderSQL(_ query: FeatureQuery) throws -> String {
+        var terms: [String] = []
+        for sort in query.orderBy {
+            guard let f = definition.field(named: sort.field) else {
+                throw StorageError(.invalidQuery, "unknown order-by field \"\(shortened(sort.field))\"", table: name)
+            }
+            terms.append("\(quoted(f.name)) \(sort.ascending ? "ASC" : "DESC")")
+        }
+        // Object id last so paging is stable, as ArcGIS orders by object id by default.
+        if !query.orderBy.contains(where: { definition.field(named: $0.field)?.type == .oid }) {
+            terms.append("\(quoted(definition.objectIDField)) ASC")
+        }
+        return " ORDER BY " + terms.joined(separator: ", ")
+    }
+
+    func pagingSQL(_ query: FeatureQuery, _ arguments: inout [DatabaseValue]) -> String {
+        guard query.limit != nil || query.offset > 0 else { return "" }
+        arguments.append(Int64(max(query.limit ?? -1, -1)).databaseValue)
+        arguments.append(Int64(max(query.offset, 0)).databaseValue)
+        return " LIMIT ? OFFSET ?"
+    }
+}
+
+extension SQLLiteral {
+    var databaseValue: DatabaseValue {
+        switch self {
+        case .null: .null
+        case .integer(let i): i.databaseValue
+        case .double(let d): d.databaseValue
+        case .text(let s): s.databaseValue
+        }
+    }
+}

@@ -1,0 +1,112 @@
+import Foundation
+import GRDB
+import OutpostCore
+
+/// A layer or table of a ``Geodatabase``: schema-checked edits and streaming queries.
+///
+/// Every batch of edits is validated in full before anything is written: one bad edit throws a
+/// ``StorageError`` with code `.invalidEdit` and the batch writes nothing.
+public struct FeatureTable: Sendable {
+    public let geodatabase: Geodatabase
+    public let definition: LayerDefinition
+    let schema: ServiceSchema
+    let rules: [String: FieldRules]
+
+    init(geodatabase: Geodatabase, definition: LayerDefinition, schema: ServiceSchema) {
+        self.geodatabase = geodatabase
+        self.definition = definition
+        self.schema = schema
+        var rules: [String: FieldRules] = [:]
+        for field in definition.fields {
+            rules[field.name.lowercased()] = FieldRules(field: field, domain: schema.domain(for: field))
+        }
+        self.rules = rules
+    }
+
+    public var name: String { definition.name }
+    /// The spatial reference of the geometries, nil for a table.
+    public var spatialReference: SpatialReference? {
+        definition.isSpatial ? (definition.spatialReference ?? schema.spatialReference) : nil
+    }
+    var srsID: Int32 { Int32(spatialReference?.wkid ?? 0) }
+
+    /// Fields other than the OID, in table order.
+    var attributeFields: [FieldDefinition] { definition.fields.filter { $0.type != .oid } }
+
+    // MARK: - Reading rows
+
+    /// Columns selected for `outFields` (nil = all), OID first, geometry last.
+    func selectColumns(outFields: [String]?, returnGeometry: Bool) throws -> [FieldDefinition] {
+        var fields: [FieldDefinition]
+        if let outFields, !outFields.contains("*") {
+            fields = []
+            for name in outFields {
+                guard let f = definition.field(named: name) else {
+                    throw StorageError(.invalidQuery, "unknown out field \"\(shortened(name))\"", table: name)
+                }
+                if !fields.contains(f) { fields.append(f) }
+            }
+            for system in definition.fields where system.type == .oid || system.type == .globalID {
+                if !fields.contains(system) { fields.append(system) }
+            }
+        } else {
+            fields = definition.fields
+        }
+        return fields.sorted { ($0.type == .oid ? 0 : 1) < ($1.type == .oid ? 0 : 1) }
+    }
+
+    func selectList(_ fields: [FieldDefinition], returnGeometry: Bool) -> String {
+        var columns = fields.map { quoted($0.name) }
+        if returnGeometry && definition.isSpatial { columns.append(quoted(definition.geometryColumn)) }
+        return columns.joined(separator: ", ")
+    }
+
+    /// Decodes a row selected with `selectList(fields, …)`.
+    func decodeFeature(_ row: Row, fields: [FieldDefinition], returnGeometry: Bool) throws -> Feature {
+        var feature = Feature()
+        for (index, field) in fields.enumerated() {
+            let value = try Self.decodeValue(row, index, field.type)
+            switch field.type {
+            case .oid: feature.objectID = value.integerValue
+            case .globalID: feature.globalID = value.stringValue
+            default: feature.attributes[field.name] = value
+            }
+        }
+        if returnGeometry && definition.isSpatial {
+            feature.geometry = try decodeGeometry(row, fields.count)
+        }
+        return feature
+    }
+
+    func decodeGeometry(_ row: Row, _ index: Int) throws -> Geometry? {
+        try row.withUnsafeData(atIndex: index) { data -> Geometry? in
+            guard let data else { return nil }
+            do {
+                return try GeoPackageBinary.decode(data).geometry
+            } catch {
+                throw StorageError(.corrupt, "a geometry of \(name) cannot be decoded: \(error)", table: name, cause: error as? GeometryError)
+            }
+        }
+    }
+
+    static func decodeValue(_ row: Row, _ index: Int, _ type: FieldType) throws -> FieldValue {
+        let dbValue: DatabaseValue = row[index]
+        switch dbValue.storage {
+        case .null:
+            return .null
+        case .int64(let i):
+            if type == .double || type == .single { return .double(Double(i)) }
+            if type.isDate { return .date(Date(timeIntervalSince1970: Double(i) / 1000)) }
+            return .integer(i)
+        case .double(let d):
+            if type.isInteger, d.rounded() == d, abs(d) < 9.2e18 { return .integer(Int64(d)) }
+            return .double(d)
+        case .string(let s):
+            if type.isDate, let d = GeoPackageDate.parse(s) { return .date(d) }
+            if type.isNumeric, let d = Double(s) { return type.isInteger ? .integer(Int64(d)) : .double(d) }
+            return .string(s)
+        case .blob(let data):
+            return .blob([UInt8](data))
+        }
+    }
+}

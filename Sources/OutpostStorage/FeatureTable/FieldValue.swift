@@ -1,0 +1,172 @@
+import Foundation
+import OutpostCore
+
+/// One attribute value of a feature.
+public enum FieldValue: Hashable, Sendable {
+    case null
+    case integer(Int64)
+    case double(Double)
+    case string(String)
+    case date(Date)
+    case blob([UInt8])
+
+    public var isNull: Bool { self == .null }
+
+    public var doubleValue: Double? {
+        switch self {
+        case .integer(let i): Double(i)
+        case .double(let d): d
+        default: nil
+        }
+    }
+
+    public var integerValue: Int64? {
+        switch self {
+        case .integer(let i): return i
+        case .double(let d) where d.rounded() == d && abs(d) < 9.2e18: return Int64(d)
+        default: return nil
+        }
+    }
+
+    public var stringValue: String? { if case .string(let s) = self { s } else { nil } }
+
+    /// The value as the ArcGIS REST API writes it: dates as epoch milliseconds, blobs base64.
+    public var jsonValue: JSONValue {
+        switch self {
+        case .null: .null
+        case .integer(let i): .integer(i)
+        case .double(let d): d.isFinite ? .number(d) : .null
+        case .string(let s): .string(s)
+        case .date(let d): .integer(Int64((d.timeIntervalSince1970 * 1000).rounded()))
+        case .blob(let b): .string(Data(b).base64EncodedString())
+        }
+    }
+
+    /// Converts a JSON value to the value a field of `type` stores.
+    ///
+    /// Dates accept epoch milliseconds (ArcGIS) or ISO 8601 text (GeoJSON); GUIDs accept any case
+    /// with or without braces and are normalised to `{UPPER-CASE}`; integers accept integral numbers.
+    /// - Throws: ``StorageError/Code/invalidEdit`` when the value cannot be that type.
+    public init(json: JSONValue, type: FieldType) throws {
+        func mismatch() -> StorageError {
+            StorageError(.invalidEdit, "\(shortened(json.jsonString)) is not a valid \(type.rawValue)")
+        }
+        if json.isNull {
+            self = .null
+            return
+        }
+        switch type {
+        case .oid, .smallInteger, .integer, .bigInteger:
+            guard let i = json.integerValue else { throw mismatch() }
+            self = .integer(i)
+        case .double, .single:
+            guard let d = json.doubleValue, d.isFinite else { throw mismatch() }
+            self = .double(d)
+        case .string:
+            switch json {
+            case .string(let s): self = .string(s)
+            case .integer(let i): self = .string(String(i))
+            case .number(let d): self = .string("\(d)")
+            case .bool(let b): self = .string(b ? "true" : "false")
+            default: throw mismatch()
+            }
+        case .globalID, .guid:
+            guard let s = json.stringValue, let g = GlobalID.normalized(s) else { throw mismatch() }
+            self = .string(g)
+        case .date, .dateOnly:
+            if let ms = json.doubleValue, ms.isFinite {
+                self = .date(Date(timeIntervalSince1970: ms / 1000))
+            } else if let s = json.stringValue, let d = GeoPackageDate.parse(s) {
+                self = .date(d)
+            } else {
+                throw mismatch()
+            }
+        case .blob:
+            guard let s = json.stringValue, let data = Data(base64Encoded: s) else { throw mismatch() }
+            self = .blob([UInt8](data))
+        }
+    }
+
+    /// Whether a coded value's `code` equals `value` (numbers compare numerically).
+    static func matches(code: JSONValue, _ value: FieldValue) -> Bool {
+        switch (code, value) {
+        case (.string(let a), .string(let b)): return a == b
+        case (_, .integer), (_, .double):
+            guard let a = code.doubleValue, let b = value.doubleValue else { return false }
+            return a == b
+        default: return false
+        }
+    }
+}
+
+/// Global ids: UUIDs written `{XXXXXXXX-XXXX-XXXX-XXXX-XXXXXXXXXXXX}` (upper case, braces), as the
+/// ArcGIS REST API writes them; stored the same way so no conversion is ever needed.
+public enum GlobalID {
+    /// A new random (version 4) global id.
+    public static func make() -> String {
+        var rng = SystemRandomNumberGenerator()
+        return make(using: &rng)
+    }
+
+    /// A new version 4 global id from `generator` (bulk importers pass a fast seeded generator).
+    public static func make(using generator: inout some RandomNumberGenerator) -> String {
+        var high = generator.next() as UInt64
+        var low = generator.next() as UInt64
+        high = (high & ~0xF000) | 0x4000  // version 4
+        low = (low & 0x3FFF_FFFF_FFFF_FFFF) | 0x8000_0000_0000_0000  // RFC 4122 variant
+        let digits: [UInt8] = Array("0123456789ABCDEF".utf8)
+        var out = [UInt8](repeating: 0, count: 38)
+        out[0] = UInt8(ascii: "{")
+        out[37] = UInt8(ascii: "}")
+        var position = 1
+        for (index, nibbleShift) in stride(from: 60, through: 0, by: -4).enumerated() {
+            if index == 8 || index == 12 { out[position] = UInt8(ascii: "-"); position += 1 }
+            out[position] = digits[Int((high >> UInt64(nibbleShift)) & 0xF)]
+            position += 1
+        }
+        for (index, nibbleShift) in stride(from: 60, through: 0, by: -4).enumerated() {
+            if index == 0 || index == 4 { out[position] = UInt8(ascii: "-"); position += 1 }
+            out[position] = digits[Int((low >> UInt64(nibbleShift)) & 0xF)]
+            position += 1
+        }
+        return String(decoding: out, as: UTF8.self)
+    }
+
+    /// `{UPPER}` form of a UUID given in any case, with or without braces; nil if it is not a UUID.
+    public static func normalized(_ text: String) -> String? {
+        var s = Substring(text)
+        if s.hasPrefix("{"), s.hasSuffix("}") { s = s.dropFirst().dropLast() }
+        let upper = s.uppercased()
+        let scalars = Array(upper.utf8)
+        guard scalars.count == 36 else { return nil }
+        for (i, c) in scalars.enumerated() {
+            if [8, 13, 18, 23].contains(i) {
+                guard c == UInt8(ascii: "-") else { return nil }
+            } else {
+                guard (c >= 48 && c <= 57) || (c >= 65 && c <= 70) else { return nil }
+            }
+        }
+        return "{\(upper)}"
+    }
+}
+
+/// A fast, non-cryptographic generator (SplitMix64) seeded from the system generator, for bulk
+/// global ids: 122 random bits per id keep collisions out of reach without a syscall per id.
+public struct FastRandomGenerator: RandomNumberGenerator, Sendable {
+    private var state: UInt64
+
+    public init() {
+        var system = SystemRandomNumberGenerator()
+        state = system.next()
+    }
+
+    public init(seed: UInt64) { state = seed }
+
+    public mutating func next() -> UInt64 {
+        state &+= 0x9E37_79B9_7F4A_7C15
+        var z = state
+        z = (z ^ (z >> 30)) &* 0xBF58_476D_1CE4_E5B9
+        z = (z ^ (z >> 27)) &* 0x94D0_49BB_1331_11EB
+        return z ^ (z >> 31)
+    }
+}

@@ -1,0 +1,151 @@
+import Foundation
+import GRDB
+import OutpostCore
+
+extension Geodatabase {
+    /// Creates a new geodatabase file from a service schema: a GeoPackage 1.3 with one table per
+    /// layer, their R-tree indexes, the attachments media table, and change capture on synced
+    /// layers.
+    ///
+    /// The file is built beside `url` under a temporary name and renamed into place only when
+    /// complete, so a crash never leaves a half-made geodatabase at `url`.
+    /// - Throws: ``StorageError`` `.invalidSchema`, `.alreadyExists` (unless `overwrite`), `.io`.
+    public static func create(at url: URL, schema: ServiceSchema, overwrite: Bool = false) throws -> Geodatabase {
+        let schema = try schema.normalized()
+        guard url.pathExtension.lowercased() == "gpkg" else {
+            throw StorageError(.invalidSchema, "a GeoPackage file name ends in .gpkg (GeoPackage r3): \(url.lastPathComponent)")
+        }
+        let fm = FileManager.default
+        if fm.fileExists(atPath: url.path), !overwrite {
+            throw StorageError(.alreadyExists, "\(url.path) already exists")
+        }
+        let partial = url.deletingLastPathComponent()
+            .appendingPathComponent(".\(url.lastPathComponent).partial-\(UUID().uuidString.prefix(8))")
+        defer { removeDatabaseFiles(partial) }
+        do {
+            let queue = try DatabaseQueue(path: partial.path, configuration: configuration(readOnly: false))
+            try queue.writeWithoutTransaction { db in
+                try db.execute(sql: "PRAGMA application_id = \(GeoPackageDDL.applicationID)")
+                try db.execute(sql: "PRAGMA user_version = \(GeoPackageDDL.userVersion)")
+                try db.inTransaction {
+                    try GeoPackageWriter.createStructure(db, schema: schema)
+                    return .commit
+                }
+                try db.execute(sql: "PRAGMA journal_mode = WAL")
+            }
+            try queue.close()
+        } catch {
+            throw StorageError.from(error, "cannot create \(url.lastPathComponent)")
+        }
+        do {
+            removeDatabaseFiles(url)
+            try fm.moveItem(at: partial, to: url)
+        } catch {
+            throw StorageError(.io, "cannot move the new geodatabase into place at \(url.path): \(error.localizedDescription)")
+        }
+        return try open(at: url)
+    }
+
+    /// Removes a database file and its WAL companions.
+    static func removeDatabaseFiles(_ url: URL) {
+        for suffix in ["", "-wal", "-shm", "-journal"] {
+            try? FileManager.default.removeItem(atPath: url.path + suffix)
+        }
+    }
+}
+
+/// Writes GeoPackage structures for a schema.
+enum GeoPackageWriter {
+    static func createStructure(_ db: Database, schema: ServiceSchema) throws {
+        try db.execute(sql: GeoPackageDDL.coreTables)
+        for row in SpatialReferenceSystems.all {
+            try db.execute(
+                sql: """
+                    INSERT INTO gpkg_spatial_ref_sys (srs_name, srs_id, organization, organization_coordsys_id, definition, description)
+                    VALUES (?, ?, ?, ?, ?, ?)
+                    """,
+                arguments: [row.name, row.id, row.organization, row.organizationID, row.definition, row.description])
+        }
+        try db.execute(sql: MediaTable.create)
+        try db.execute(
+            sql: """
+                INSERT INTO gpkg_contents (table_name, data_type, identifier, description, srs_id)
+                VALUES ('attachments', 'attributes', 'attachments', 'Attachments of all layers (OGC Related Tables Extension media table)', 0)
+                """)
+        try db.execute(sql: ChangeCapture.tables)
+        for table in ChangeCapture.ownTables {
+            try registerExtension(
+                db, table: table, column: nil, name: ChangeCapture.extensionName,
+                definition: ChangeCapture.extensionDefinition, scope: "write-only")
+        }
+        for layer in schema.allLayers {
+            try createLayer(db, layer, schema: schema)
+        }
+        try SchemaStore.save(schema, db)
+    }
+
+    /// Creates one layer's table with its GeoPackage registrations, index, capture and attachments.
+    static func createLayer(_ db: Database, _ layer: LayerDefinition, schema: ServiceSchema) throws {
+        try db.execute(sql: GeoPackageDDL.createTable(layer, schema: schema))
+        let srs = (layer.spatialReference ?? schema.spatialReference).wkid
+        try db.execute(
+            sql: """
+                INSERT INTO gpkg_contents (table_name, data_type, identifier, description, srs_id)
+                VALUES (?, ?, ?, ?, ?)
+                """,
+            arguments: [layer.name, layer.isSpatial ? "features" : "attributes", layer.title ?? layer.name, layer.description ?? "", layer.isSpatial ? srs : 0])
+        if let geometry = layer.geometryType {
+            try db.execute(
+                sql: "INSERT INTO gpkg_geometry_columns (table_name, column_name, geometry_type_name, srs_id, z, m) VALUES (?, ?, ?, ?, ?, ?)",
+                arguments: [layer.name, layer.geometryColumn, geometry.geoPackageName, srs, layer.hasZ ? 1 : 0, layer.hasM ? 1 : 0])
+            for statement in GeoPackageDDL.spatialIndex(table: layer.name, geometry: layer.geometryColumn, primaryKey: layer.objectIDField) {
+                try db.execute(sql: statement)
+            }
+            try registerExtension(
+                db, table: layer.name, column: layer.geometryColumn, name: "gpkg_rtree_index",
+                definition: "http://www.geopackage.org/spec120/#extension_rtree", scope: "write-only")
+        }
+        let triggers = layer.sync ? ChangeCapture.triggers(for: layer) : ChangeCapture.globalIDFillTrigger(for: layer)
+        for trigger in triggers {
+            try db.execute(sql: trigger)
+        }
+        if layer.hasAttachments {
+            try addAttachmentRelation(db, layer)
+        }
+    }
+
+    private static func addAttachmentRelation(_ db: Database, _ layer: LayerDefinition) throws {
+        if try !db.tableExists("gpkgext_relations") {
+            try db.execute(sql: MediaTable.relationsTable)
+            try registerExtension(
+                db, table: "gpkgext_relations", column: nil, name: MediaTable.extensionName,
+                definition: MediaTable.extensionDefinition, scope: "read-write")
+        }
+        let mapping = MediaTable.mappingTableName(for: layer.name)
+        for statement in MediaTable.createMapping(for: layer) {
+            try db.execute(sql: statement)
+        }
+        // GDAL registers mapping tables as attributes "for maximum compatibility"; Esri software
+        // only opens listed tables.
+        try db.execute(
+            sql: "INSERT INTO gpkg_contents (table_name, data_type, identifier, description, srs_id) VALUES (?, 'attributes', ?, ?, 0)",
+            arguments: [mapping, mapping, "Attachments of \(layer.name) (Related Tables Extension mapping table)"])
+        try registerExtension(
+            db, table: mapping, column: nil, name: MediaTable.extensionName,
+            definition: MediaTable.extensionDefinition, scope: "read-write")
+        try db.execute(
+            sql: """
+                INSERT INTO gpkgext_relations (base_table_name, base_primary_column, related_table_name, related_primary_column, relation_name, mapping_table_name)
+                VALUES (?, ?, 'attachments', 'id', 'media', ?)
+                """,
+            arguments: [layer.name, layer.objectIDField, mapping])
+    }
+
+    static func registerExtension(
+        _ db: Database, table: String?, column: String?, name: String, definition: String, scope: String
+    ) throws {
+        try db.execute(
+            sql: "INSERT INTO gpkg_extensions (table_name, column_name, extension_name, definition, scope) VALUES (?, ?, ?, ?, ?)",
+            arguments: [table, column, name, definition, scope])
+    }
+}

@@ -1,0 +1,56 @@
+import OutpostCore
+
+/// What to fetch from a layer: the ArcGIS `query` parameters that storage evaluates.
+///
+/// ```swift
+/// var q = FeatureQuery(where: "status = 'open' AND condition >= 3")
+/// q.envelope = Envelope(xmin: -122.7, ymin: 45.5, xmax: -122.6, ymax: 45.6)
+/// q.orderBy = [.init("inspected_at", ascending: false)]
+/// q.limit = 100
+/// ```
+public struct FeatureQuery: Hashable, Sendable {
+    /// An SQL-92 where clause (see ``WhereClause``); nil or `1=1` for all.
+    public var whereClause: String?
+    /// Only these object ids.
+    public var objectIDs: [Int64]?
+    /// Only these global ids.
+    public var globalIDs: [String]?
+    /// Only features whose envelope intersects this one (in the layer's spatial reference),
+    /// answered from the R-tree index.
+    public var envelope: Envelope?
+    /// Field names to return; nil for all. The object id and global id always come back.
+    public var outFields: [String]?
+    public var returnGeometry: Bool
+    public var orderBy: [SortField]
+    /// Rows to skip (ArcGIS `resultOffset`).
+    public var offset: Int
+    /// Most rows to return (ArcGIS `resultRecordCount`); nil for no limit.
+    public var limit: Int?
+
+    public struct SortField: Hashable, Sendable {
+        public var field: String
+        public var ascending: Bool
+        public init(_ field: String, ascending: Bool = true) {
+            self.field = field
+            self.ascending = ascending
+        }
+    }
+
+    public init(
+        where whereClause: String? = nil, objectIDs: [Int64]? = nil, envelope: Envelope? = nil,
+        outFields: [String]? = nil, returnGeometry: Bool = true, orderBy: [SortField] = [], offset: Int = 0,
+        limit: Int? = nil
+    ) {
+        self.whereClause = whereClause
+        self.objectIDs = objectIDs
+        self.envelope = envelope
+        self.outFields = outFields
+        self.returnGeometry = returnGeometry
+        self.orderBy = orderBy
+        self.offset = offset
+        self.limit = limit
+    }
+
+    /// Everything.
+    public static let all = FeatureQuery()
+}

@@ -1,0 +1,86 @@
+import OutpostCore
+
+/// A feature layer (with a geometry type) or a table (without) of a service.
+public struct LayerDefinition: Hashable, Sendable, Codable {
+    /// The layer id in service URLs (`/FeatureServer/{id}`), unique across layers and tables.
+    public var id: Int
+    /// The table name in the geodatabase: lower case `[a-z][a-z0-9_]*`.
+    public var name: String
+    public var title: String?
+    public var description: String?
+    /// nil for a non-spatial table.
+    public var geometryType: LayerGeometryType?
+    public var hasZ: Bool
+    public var hasM: Bool
+    /// nil means the service's spatial reference.
+    public var spatialReference: SpatialReference?
+    /// Whether edits are captured and synced (the table then has a global id).
+    public var sync: Bool
+    public var hasAttachments: Bool
+    public var displayField: String?
+    public var fields: [FieldDefinition]
+
+    /// The name of the geometry column in every Outpost feature table.
+    public static let defaultGeometryColumn = "geom"
+
+    /// The geometry column of a GeoPackage written by another tool ("geometry", "shape", …);
+    /// nil for Outpost's own tables, which use ``defaultGeometryColumn``.
+    public var geometryColumnName: String?
+
+    /// The geometry column's name.
+    public var geometryColumn: String { geometryColumnName ?? Self.defaultGeometryColumn }
+
+    public init(
+        id: Int, name: String, geometryType: GeometryType?, fields: [FieldDefinition], hasZ: Bool = false,
+        hasM: Bool = false, spatialReference: SpatialReference? = nil, sync: Bool = true,
+        hasAttachments: Bool = false, title: String? = nil, description: String? = nil, displayField: String? = nil
+    ) {
+        self.id = id
+        self.name = name
+        self.geometryType = geometryType.map(LayerGeometryType.init)
+        self.fields = fields
+        self.hasZ = hasZ
+        self.hasM = hasM
+        self.spatialReference = spatialReference
+        self.sync = sync
+        self.hasAttachments = hasAttachments
+        self.title = title
+        self.description = description
+        self.displayField = displayField
+    }
+
+    private enum CodingKeys: String, CodingKey {
+        case id, name, title, description, geometryType, hasZ, hasM, spatialReference, sync, hasAttachments
+        case displayField, fields
+        case geometryColumnName = "geometryColumn"
+    }
+
+    public init(from decoder: any Decoder) throws {
+        let c = try decoder.container(keyedBy: CodingKeys.self)
+        id = try c.decode(Int.self, forKey: .id)
+        name = try c.decode(String.self, forKey: .name)
+        title = try c.decodeIfPresent(String.self, forKey: .title)
+        description = try c.decodeIfPresent(String.self, forKey: .description)
+        geometryType = try c.decodeIfPresent(LayerGeometryType.self, forKey: .geometryType)
+        hasZ = try c.decodeIfPresent(Bool.self, forKey: .hasZ) ?? false
+        hasM = try c.decodeIfPresent(Bool.self, forKey: .hasM) ?? false
+        spatialReference = try c.decodeIfPresent(SpatialReference.self, forKey: .spatialReference)
+        sync = try c.decodeIfPresent(Bool.self, forKey: .sync) ?? true
+        hasAttachments = try c.decodeIfPresent(Bool.self, forKey: .hasAttachments) ?? false
+        displayField = try c.decodeIfPresent(String.self, forKey: .displayField)
+        fields = try c.decode([FieldDefinition].self, forKey: .fields)
+        geometryColumnName = try c.decodeIfPresent(String.self, forKey: .geometryColumnName)
+    }
+
+    public var isSpatial: Bool { geometryType != nil }
+    public var layout: CoordinateLayout { CoordinateLayout(hasZ: hasZ, hasM: hasM) }
+
+    /// The OID field (the table's INTEGER PRIMARY KEY).
+    public var objectIDField: String { fields.first { $0.type == .oid }?.name ?? "objectid" }
+    /// The GlobalID field, when the layer has one.
+    public var globalIDField: String? { fields.first { $0.type == .globalID }?.name }
+
+    public func field(named name: String) -> FieldDefinition? {
+        fields.first { $0.name == name } ?? fields.first { $0.name.lowercased() == name.lowercased() }
+    }
+}

@@ -1,0 +1,91 @@
+import Foundation
+
+/// Runs a command and captures its output.
+public struct CommandResult: Sendable {
+    public var status: Int32
+    public var stdout: String
+    public var stderr: String
+    public var succeeded: Bool { status == 0 }
+}
+
+public enum ExternalToolError: Error, CustomStringConvertible {
+    case missing(String)
+    public var description: String {
+        switch self {
+        case .missing(let tool):
+            "\(tool) is not installed; run ./scripts/test, which installs the third-party readers the tests check against"
+        }
+    }
+}
+
+/// Third-party programs the tests check Outpost's outputs with (GDAL, Python readers, sqlite3).
+/// The test script installs them; a missing tool fails the test that needs it.
+public enum ExternalTools {
+    /// Locates `name` on PATH.
+    public static func which(_ name: String) -> String? {
+        if name.hasPrefix("/") { return FileManager.default.isExecutableFile(atPath: name) ? name : nil }
+        let path = ProcessInfo.processInfo.environment["PATH"] ?? "/usr/local/bin:/usr/bin:/bin"
+        for dir in path.split(separator: ":") {
+            let candidate = "\(dir)/\(name)"
+            if FileManager.default.isExecutableFile(atPath: candidate) { return candidate }
+        }
+        return nil
+    }
+
+    public static func require(_ name: String) throws -> String {
+        guard let path = which(name) else { throw ExternalToolError.missing(name) }
+        return path
+    }
+
+    /// The Python with pyogrio, pygeodiff and jsonschema (`OUTPOST_PYTHON`, else `python3` on PATH).
+    public static var python: String {
+        ProcessInfo.processInfo.environment["OUTPOST_PYTHON"] ?? which("python3") ?? "/usr/bin/python3"
+    }
+
+    /// GDAL's GeoPackage validator (`OUTPOST_VALIDATE_GPKG`), run with Debian's python3-gdal.
+    public static var validateGPKG: String? {
+        ProcessInfo.processInfo.environment["OUTPOST_VALIDATE_GPKG"]
+    }
+
+    /// Runs `executable` with `arguments`, feeding `input` on stdin.
+    @discardableResult
+    public static func run(
+        _ executable: String, _ arguments: [String], input: String? = nil, environment: [String: String]? = nil,
+        currentDirectory: URL? = nil
+    ) throws -> CommandResult {
+        let process = Process()
+        process.executableURL = URL(fileURLWithPath: try require(executable))
+        process.arguments = arguments
+        if let environment {
+            process.environment = ProcessInfo.processInfo.environment.merging(environment) { _, new in new }
+        }
+        if let currentDirectory { process.currentDirectoryURL = currentDirectory }
+        let out = Pipe(), err = Pipe(), inPipe = Pipe()
+        process.standardOutput = out
+        process.standardError = err
+        process.standardInput = inPipe
+        try process.run()
+        if let input { inPipe.fileHandleForWriting.write(Data(input.utf8)) }
+        try? inPipe.fileHandleForWriting.close()
+        // Read both pipes before waiting so a chatty process cannot block on a full pipe.
+        let group = DispatchGroup()
+        nonisolated(unsafe) var errData = Data()
+        group.enter()
+        DispatchQueue.global().async {
+            errData = err.fileHandleForReading.readDataToEndOfFile()
+            group.leave()
+        }
+        let outData = out.fileHandleForReading.readDataToEndOfFile()
+        group.wait()
+        process.waitUntilExit()
+        return CommandResult(
+            status: process.terminationStatus, stdout: String(decoding: outData, as: UTF8.self),
+            stderr: String(decoding: errData, as: UTF8.self))
+    }
+
+    /// Runs a Python snippet with ``python``; arguments arrive in `sys.argv[1:]`.
+    @discardableResult
+    public static func python(_ script: String, _ arguments: [String] = []) throws -> CommandResult {
+        try run(python, ["-c", script] + arguments)
+    }
+}

@@ -1,0 +1,50 @@
+import ArgumentParser
+import Foundation
+import OutpostCore
+import OutpostStorage
+
+@main
+struct OutpostCommand: AsyncParsableCommand {
+    static let configuration = CommandConfiguration(
+        commandName: "outpost",
+        abstract: "Offline-first geodatabases: GeoPackage storage, sync with feature services, offline tiles.",
+        subcommands: [ImportCommand.self, InspectCommand.self]
+    )
+
+    /// Errors become one line on stderr and exit code 1 (DESIGN §8); usage errors keep
+    /// ArgumentParser's help text.
+    static func main() async {
+        do {
+            var command = try parseAsRoot()
+            if var asyncCommand = command as? AsyncParsableCommand {
+                try await asyncCommand.run()
+            } else {
+                try command.run()
+            }
+        } catch let error as StorageError {
+            fail(error.description)
+        } catch let error as GeometryError {
+            fail(error.description)
+        } catch let error as CLIFailure {
+            fail(error.message, code: error.exitCode)
+        } catch {
+            exit(withError: error)
+        }
+    }
+
+    static func fail(_ message: String, code: Int32 = 1) -> Never {
+        FileHandle.standardError.write(Data("outpost: \(message)\n".utf8))
+        Foundation.exit(code)
+    }
+}
+
+/// A failure reported as one line with an exit code.
+struct CLIFailure: Error {
+    var message: String
+    var exitCode: Int32 = 1
+}
+
+/// Writes JSON for `--json` output: stable key order, one document.
+func printJSON(_ value: JSONValue) {
+    print(value.jsonString)
+}

@@ -1,0 +1,108 @@
+import Foundation
+import GRDB
+import OutpostCore
+import OutpostTestSupport
+import Testing
+
+@testable import OutpostStorage
+
+@Suite("Bulk import and the R-tree bulk loader")
+struct ImporterTests {
+    static func randomPoints(_ n: Int, seed: UInt64) -> [(Double, Double)] {
+        var rng = FastRandomGenerator(seed: seed)
+        return (0..<n).map { _ in
+            (Double(rng.next() % 3_600_000) / 10_000 - 180, Double(rng.next() % 1_700_000) / 10_000 - 85)
+        }
+    }
+
+    @Test(arguments: [1, 51, 52, 2_600, 20_000])
+    func bulkLoadedIndexIsValidAndAnswersLikeAScan(count: Int) async throws {
+        let dir = TemporaryDirectory()
+        let gdb = try SampleGeodatabases.emptyFieldInspection(in: dir)
+        let table = try gdb.table(named: "inspection_points")
+        let points = Self.randomPoints(count, seed: UInt64(count))
+        let imported = try await gdb.write { conn in
+            try table.importFeatures(in: conn) { importer in
+                for (i, (x, y)) in points.enumerated() {
+                    var values = [FieldValue](repeating: .null, count: importer.valueFields.count)
+                    for (k, f) in importer.valueFields.enumerated() {
+                        switch f.name {
+                        case "asset_id": values[k] = .string("A-\(i)")
+                        case "asset_type": values[k] = .string("valve")
+                        case "status": values[k] = .string("open")
+                        default: break
+                        }
+                    }
+                    try importer.add(values: values, geometry: .point(try Point(x: x, y: y)))
+                }
+            }
+        }
+        #expect(imported == count)
+        #expect(try await gdb.string("SELECT rtreecheck('rtree_inspection_points_geom')") == "ok")
+        #expect(try await gdb.int("SELECT count(*) FROM rtree_inspection_points_geom") == count)
+        #expect(try await gdb.int("SELECT count(*) FROM sqlite_master WHERE type = 'trigger' AND name LIKE 'rtree_inspection_points_geom_%'") == 6)
+        #expect(try await table.pendingChanges() == PendingChanges(), "an import is base data, not edits")
+        let box = Envelope(xmin: -20, ymin: -10, xmax: 35, ymax: 40)
+        let want = points.enumerated().filter { box.contains(x: $0.element.0, y: $0.element.1) }.map { Int64($0.offset + 1) }
+        #expect(try await table.objectIDs(matching: FeatureQuery(envelope: box)) == want)
+        // The restored triggers keep the index right for later edits.
+        try await table.update([Feature(objectID: 1, geometry: .point(try Point(x: 170, y: 80)))])
+        #expect(try await table.objectIDs(matching: FeatureQuery(envelope: Envelope(xmin: 169.9, ymin: 79.9, xmax: 170.1, ymax: 80.1))) == [1])
+        try gdb.close()
+    }
+
+    @Test func importIntoANonEmptyTableAppendsToTheIndex() async throws {
+        let dir = TemporaryDirectory()
+        let gdb = try SampleGeodatabases.fieldInspection(in: dir)
+        let table = try gdb.table(named: "inspection_points")
+        _ = try await gdb.write { conn in
+            try table.importFeatures(in: conn) { importer in
+                for (x, y) in Self.randomPoints(500, seed: 7) {
+                    try importer.add(Feature(attributes: ["asset_id": .string("N"), "asset_type": .string("pole")], geometry: .point(try Point(x: x, y: y))))
+                }
+            }
+        }
+        #expect(try await gdb.string("SELECT rtreecheck('rtree_inspection_points_geom')") == "ok")
+        #expect(try await gdb.int("SELECT count(*) FROM rtree_inspection_points_geom") == 800)
+        try gdb.close()
+    }
+
+    @Test func aBadRowRollsTheWholeImportBack() async throws {
+        let dir = TemporaryDirectory()
+        let gdb = try SampleGeodatabases.fieldInspection(in: dir)
+        let table = try gdb.table(named: "inspection_points")
+        let before = try await SampleGeodatabases.contents(of: gdb)
+        let error = await #expect(throws: StorageError.self) {
+            try await gdb.write { conn in
+                try table.importFeatures(in: conn) { importer in
+                    for i in 0..<100 {
+                        let type = i == 60 ? "fountain" : "pole"
+                        try importer.add(Feature(attributes: ["asset_id": .string("B\(i)"), "asset_type": .string(type)], geometry: .point(try Point(x: 1, y: 1))))
+                    }
+                }
+            }
+        }
+        #expect(error?.editIndex == 60)
+        #expect(try await SampleGeodatabases.contents(of: gdb) == before)
+        #expect(try await gdb.int("SELECT count(*) FROM sqlite_master WHERE type = 'trigger' AND name LIKE 'rtree_inspection_points_geom_%'") == 6)
+        #expect(try await gdb.int("SELECT silenced FROM outpost_capture") == 0)
+        try gdb.close()
+    }
+
+    @Test func geoJSONImportNamesTheBadFeature() async throws {
+        let dir = TemporaryDirectory()
+        let gdb = try SampleGeodatabases.emptyFieldInspection(in: dir)
+        let file = dir.file("bad.geojson")
+        try #"{"type":"FeatureCollection","features":[{"type":"Feature","properties":{"asset_id":"A","asset_type":"pole"},"geometry":{"type":"Point","coordinates":[1,2]}},{"type":"Feature","properties":{"asset_id":"B","asset_type":"pole","colour":"red"},"geometry":{"type":"Point","coordinates":[1,2]}}]}"#
+            .write(to: file, atomically: true, encoding: .utf8)
+        let table = try gdb.table(named: "inspection_points")
+        let error = await #expect(throws: StorageError.self) {
+            try await gdb.write { conn in try GeoJSONImport.importFile(file, into: table, in: conn) }
+        }
+        #expect(error?.message.contains("feature 2") == true && error?.message.contains("colour") == true)
+        #expect(try await table.count() == 0)
+        let n = try await gdb.write { conn in try GeoJSONImport.importFile(file, into: table, in: conn, ignoreUnknownProperties: true) }
+        #expect(n == 2)
+        try gdb.close()
+    }
+}
