@@ -8,7 +8,9 @@
 /// let p = Geometry.point(Point(x: 174.77, y: -41.29))
 /// let bytes = WKB.encode(p)
 /// ```
-public indirect enum Geometry: Hashable, Sendable {
+// Not `indirect`: only GeometryCollection nests, and it does so through an array, which is
+// already a heap reference. Boxing every case would cost an allocation per point.
+public enum Geometry: Hashable, Sendable {
     case point(Point)
     case lineString(LineString)
     case polygon(Polygon)
@@ -43,9 +45,15 @@ public indirect enum Geometry: Hashable, Sendable {
 
     /// True when the geometry has no positions at all (`POINT EMPTY`, `POLYGON EMPTY`, …).
     public var isEmpty: Bool {
-        var empty = true
-        forEachPosition { _ in empty = false }
-        return empty
+        switch self {
+        case .point(let g): return g.position == nil
+        case .lineString(let g): return g.positions.isEmpty
+        case .polygon(let g): return g.rings.allSatisfy(\.isEmpty)
+        default:
+            var empty = true
+            forEachPosition { _ in empty = false }
+            return empty
+        }
     }
 
     /// Calls `body` for every position, in encoding order.
@@ -63,6 +71,10 @@ public indirect enum Geometry: Hashable, Sendable {
 
     /// The bounding box of all positions, or nil for an empty geometry.
     public var envelope: Envelope? {
+        if case .point(let g) = self, let p = g.position {
+            return Envelope(
+                xmin: p.x, ymin: p.y, xmax: p.x, ymax: p.y, zRange: p.z.map { $0...$0 }, mRange: p.m.map { $0...$0 })
+        }
         var builder = Envelope.Builder()
         forEachPosition { builder.add($0) }
         return builder.envelope

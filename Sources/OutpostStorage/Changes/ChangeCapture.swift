@@ -39,7 +39,6 @@ enum ChangeCapture {
           old_geometry BLOB,
           edited_at TEXT NOT NULL DEFAULT (strftime('%Y-%m-%dT%H:%M:%fZ', 'now'))
         );
-        CREATE INDEX outpost_changes_feature ON outpost_changes (table_name, globalid);
         """
 
     static let ownTables = ["outpost_schema", "outpost_capture", "outpost_changes"]
@@ -99,7 +98,7 @@ enum ChangeCapture {
             BEGIN
               UPDATE \(qt) SET \(gid) = \(GeoPackageDDL.globalIDExpression) WHERE \(pk) = NEW.\(pk) AND NEW.\(gid) IS NULL;
               INSERT INTO outpost_changes (table_name, fid, globalid, op)
-              SELECT \(literal(t)), NEW.\(pk), (SELECT \(gid) FROM \(qt) WHERE \(pk) = NEW.\(pk)), 'insert' WHERE \(enabled);
+              SELECT \(literal(t)), NEW.\(pk), coalesce(NEW.\(gid), (SELECT \(gid) FROM \(qt) WHERE \(pk) = NEW.\(pk))), 'insert' WHERE \(enabled);
             END
             """,
             // OLD.globalid IS NULL only for the fill above: that is part of the insert, not an edit.

@@ -89,6 +89,11 @@ public final class Geodatabase: Sendable {
             guard rc == 0 else { throw DatabaseError(resultCode: ResultCode(rawValue: rc), message: "cannot register ST_* functions") }
             // As GDAL does: DELETE triggers (R-tree, capture) also fire for INSERT OR REPLACE.
             try db.execute(sql: "PRAGMA recursive_triggers = ON")
+            // SQLite's 2 MB default page cache makes every edit re-read R-tree and index pages
+            // through system calls; a larger cache (filled only as pages are used) and memory-mapped
+            // reads keep hot pages in reach.
+            try db.execute(sql: "PRAGMA cache_size = -32768")
+            try db.execute(sql: "PRAGMA mmap_size = 268435456")
         }
         return config
     }

@@ -1,3 +1,4 @@
+import Foundation
 import GRDB
 
 /// Access to an open geodatabase inside a ``Geodatabase/read(_:)`` or ``Geodatabase/write(_:)``
@@ -6,7 +7,8 @@ import GRDB
 /// - Important: do not store it or let it escape the closure.
 public final class GeodatabaseConnection {
     let db: Database
-    let geodatabase: Geodatabase
+    /// The geodatabase this connection belongs to.
+    public let geodatabase: Geodatabase
 
     init(_ db: Database, _ geodatabase: Geodatabase) {
         self.db = db
@@ -15,7 +17,44 @@ public final class GeodatabaseConnection {
 
     /// Whether writes are allowed on this connection (false inside ``Geodatabase/read(_:)``).
     public var isWritable: Bool { !db.configuration.readonly && !geodatabase.isReadOnly }
+
+    /// Runs raw SQL with bound arguments. Triggers (R-tree, change capture) fire as for any
+    /// writer; the schema checks of ``FeatureTable`` do not apply.
+    public func execute(_ sql: String, arguments: [SQLLiteral] = []) throws {
+        do {
+            try db.execute(sql: sql, arguments: StatementArguments(arguments.map(\.databaseValue)))
+        } catch {
+            throw StorageError.from(error, "SQL failed")
+        }
+    }
+
+    /// A prepared statement for running the same raw SQL many times in this closure.
+    public func statement(_ sql: String) throws -> SQLStatement {
+        do {
+            return SQLStatement(statement: try db.cachedStatement(sql: sql))
+        } catch {
+            throw StorageError.from(error, "cannot prepare SQL")
+        }
+    }
 }
+
+/// A prepared raw statement, valid inside the closure that made it.
+public final class SQLStatement {
+    let statement: Statement
+
+    init(statement: Statement) { self.statement = statement }
+
+    public func execute(_ arguments: [SQLLiteral]) throws {
+        do {
+            try statement.execute(arguments: StatementArguments(arguments.map(\.databaseValue)))
+        } catch {
+            throw StorageError.from(error, "SQL failed")
+        }
+    }
+}
+
+@available(*, unavailable)
+extension SQLStatement: Sendable {}
 
 // The connection must be used on the serial queue of its `Database`.
 @available(*, unavailable)

@@ -64,25 +64,44 @@ extension FeatureTable {
 
     public func update(_ features: [Feature], in conn: GeodatabaseConnection) throws {
         let db = conn.db
+        // Validate every edit before writing any; then update by key and treat "no row changed"
+        // as not found (the caller's transaction rolls back the batch).
+        let prepared = try features.enumerated().map { index, feature in (try updateKey(feature, index: index), try prepareUpdate(feature, index: index)) }
         var extent = Envelope.Builder()
-        var statements: [(sql: String, values: [DatabaseValue])] = []
-        for (index, feature) in features.enumerated() {
-            let objectID = try locate(feature, index: index, db)
-            let row = try prepareUpdate(feature, index: index)
-            guard !row.columns.isEmpty else { continue }
-            let sets = row.columns.map { "\(quoted($0)) = ?" }.joined(separator: ", ")
-            statements.append(
-                ("UPDATE \(quoted(name)) SET \(sets) WHERE \(quoted(definition.objectIDField)) = ?", row.values + [objectID.databaseValue]))
-            if let e = row.geometry?.envelope { extent.add(e) }
-        }
-        for (index, statement) in statements.enumerated() {
+        for (index, (key, row)) in prepared.enumerated() {
+            let sets = row.columns.isEmpty ? "\(key.column) = \(key.column)" : row.columns.map { "\(quoted($0)) = ?" }.joined(separator: ", ")
+            let sql = "UPDATE \(quoted(name)) SET \(sets) WHERE \(key.column) = ?"
             do {
-                try db.cachedStatement(sql: statement.sql).execute(arguments: StatementArguments(statement.values))
+                try db.cachedStatement(sql: sql).execute(arguments: StatementArguments(row.values + [key.value]))
             } catch let error as DatabaseError where error.resultCode == .SQLITE_CONSTRAINT {
                 throw StorageError(.invalidEdit, "rejected by the table: \(error.message ?? "constraint failed")", table: name, editIndex: index, cause: error)
             }
+            guard db.changesCount > 0 else {
+                throw StorageError(.notFound, "no feature with \(key.description)", table: name, editIndex: index)
+            }
+            if let e = row.geometry?.envelope { extent.add(e) }
         }
         try touchContents(db, extent: extent.envelope)
+    }
+
+    /// The column and value that identify the feature an update targets.
+    struct UpdateKey {
+        var column: String
+        var value: DatabaseValue
+        var description: String
+    }
+
+    func updateKey(_ feature: Feature, index: Int) throws -> UpdateKey {
+        if let oid = feature.objectID {
+            return UpdateKey(column: quoted(definition.objectIDField), value: oid.databaseValue, description: "object id \(oid)")
+        }
+        guard let gidField = definition.globalIDField, let supplied = feature.globalID else {
+            throw editError(index, nil, "an update needs the feature's object id\(definition.globalIDField == nil ? "" : " or global id")")
+        }
+        guard let gid = GlobalID.normalized(supplied) else {
+            throw editError(index, gidField, "\"\(shortened(supplied))\" is not a GUID")
+        }
+        return UpdateKey(column: quoted(gidField), value: gid.databaseValue, description: "global id \(gid)")
     }
 
     public func delete(objectIDs: [Int64], in conn: GeodatabaseConnection) throws {

@@ -161,6 +161,7 @@ extension SQLLiteral {
         case .integer(let i): i.databaseValue
         case .double(let d): d.databaseValue
         case .text(let s): s.databaseValue
+        case .blob(let b): Data(b).databaseValue
         }
     }
 }

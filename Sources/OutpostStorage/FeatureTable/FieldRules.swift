@@ -29,7 +29,8 @@ struct FieldRules: Sendable {
         case (.single, .integer):
             break
         case (.string, .string(let s)):
-            if let length = field.length, s.count > length {
+            // A string never has more characters than UTF-8 bytes: count characters only when needed.
+            if let length = field.length, s.utf8.count > length, s.count > length {
                 return "text of \(s.count) characters is longer than the field's \(length)"
             }
         case (.globalID, .string(let s)), (.guid, .string(let s)):

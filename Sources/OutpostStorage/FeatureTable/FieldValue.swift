@@ -114,39 +114,73 @@ public enum GlobalID {
         var low = generator.next() as UInt64
         high = (high & ~0xF000) | 0x4000  // version 4
         low = (low & 0x3FFF_FFFF_FFFF_FFFF) | 0x8000_0000_0000_0000  // RFC 4122 variant
-        let digits: [UInt8] = Array("0123456789ABCDEF".utf8)
-        var out = [UInt8](repeating: 0, count: 38)
-        out[0] = UInt8(ascii: "{")
-        out[37] = UInt8(ascii: "}")
-        var position = 1
-        for (index, nibbleShift) in stride(from: 60, through: 0, by: -4).enumerated() {
-            if index == 8 || index == 12 { out[position] = UInt8(ascii: "-"); position += 1 }
-            out[position] = digits[Int((high >> UInt64(nibbleShift)) & 0xF)]
-            position += 1
+        return String(unsafeUninitializedCapacity: 38) { out in
+            let digits: StaticString = "0123456789ABCDEF"
+            let hex = digits.utf8Start
+            out[0] = UInt8(ascii: "{")
+            out[37] = UInt8(ascii: "}")
+            var position = 1
+            for (index, shift) in stride(from: 60, through: 0, by: -4).enumerated() {
+                if index == 8 || index == 12 {
+                    out[position] = UInt8(ascii: "-")
+                    position += 1
+                }
+                out[position] = hex[Int((high >> UInt64(shift)) & 0xF)]
+                position += 1
+            }
+            for (index, shift) in stride(from: 60, through: 0, by: -4).enumerated() {
+                if index == 0 || index == 4 {
+                    out[position] = UInt8(ascii: "-")
+                    position += 1
+                }
+                out[position] = hex[Int((low >> UInt64(shift)) & 0xF)]
+                position += 1
+            }
+            return 38
         }
-        for (index, nibbleShift) in stride(from: 60, through: 0, by: -4).enumerated() {
-            if index == 0 || index == 4 { out[position] = UInt8(ascii: "-"); position += 1 }
-            out[position] = digits[Int((low >> UInt64(nibbleShift)) & 0xF)]
-            position += 1
-        }
-        return String(decoding: out, as: UTF8.self)
     }
 
     /// `{UPPER}` form of a UUID given in any case, with or without braces; nil if it is not a UUID.
     public static func normalized(_ text: String) -> String? {
-        var s = Substring(text)
-        if s.hasPrefix("{"), s.hasSuffix("}") { s = s.dropFirst().dropLast() }
-        let upper = s.uppercased()
-        let scalars = Array(upper.utf8)
-        guard scalars.count == 36 else { return nil }
-        for (i, c) in scalars.enumerated() {
-            if [8, 13, 18, 23].contains(i) {
-                guard c == UInt8(ascii: "-") else { return nil }
-            } else {
-                guard (c >= 48 && c <= 57) || (c >= 65 && c <= 70) else { return nil }
-            }
+        if isCanonical(text.utf8) { return text }
+        var body = Array(text.utf8)
+        if body.count == 38, body.first == UInt8(ascii: "{"), body.last == UInt8(ascii: "}") {
+            body = Array(body[1..<37])
         }
-        return "{\(upper)}"
+        guard body.count == 36 else { return nil }
+        var out: [UInt8] = [UInt8(ascii: "{")]
+        out.reserveCapacity(38)
+        for (i, raw) in body.enumerated() {
+            if i == 8 || i == 13 || i == 18 || i == 23 {
+                guard raw == UInt8(ascii: "-") else { return nil }
+                out.append(raw)
+                continue
+            }
+            let c = raw >= 97 && raw <= 102 ? raw - 32 : raw  // a-f to A-F
+            guard (c >= 48 && c <= 57) || (c >= 65 && c <= 70) else { return nil }
+            out.append(c)
+        }
+        out.append(UInt8(ascii: "}"))
+        return String(decoding: out, as: UTF8.self)
+    }
+
+    /// Whether `utf8` is already `{XXXXXXXX-XXXX-XXXX-XXXX-XXXXXXXXXXXX}` in upper case: the
+    /// common case, checked without allocating.
+    static func isCanonical(_ utf8: String.UTF8View) -> Bool {
+        guard utf8.count == 38 else { return false }
+        let checked = utf8.withContiguousStorageIfAvailable { bytes -> Bool in
+            guard bytes[0] == UInt8(ascii: "{"), bytes[37] == UInt8(ascii: "}") else { return false }
+            for i in 1..<37 {
+                let c = bytes[i]
+                if i == 9 || i == 14 || i == 19 || i == 24 {
+                    if c != UInt8(ascii: "-") { return false }
+                } else if !((c >= 48 && c <= 57) || (c >= 65 && c <= 70)) {
+                    return false
+                }
+            }
+            return true
+        }
+        return checked ?? false
     }
 }
 

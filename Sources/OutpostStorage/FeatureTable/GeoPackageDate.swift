@@ -10,14 +10,36 @@ public enum GeoPackageDate {
         let totalMillis = Int64((date.timeIntervalSince1970 * 1000).rounded(.down))
         var seconds = totalMillis.quotientAndRemainder(dividingBy: 1000)
         if seconds.remainder < 0 { seconds = (seconds.quotient - 1, seconds.remainder + 1000) }
-        let days = Int64((Double(seconds.quotient) / 86_400).rounded(.down))
+        var days = seconds.quotient / 86_400
+        if seconds.quotient - days * 86_400 < 0 { days -= 1 }
         let secondOfDay = seconds.quotient - days * 86_400
         let (y, m, d) = civil(fromDays: days)
-        func pad(_ v: Int64, _ width: Int) -> String {
-            let s = String(v)
-            return s.count >= width ? s : String(repeating: "0", count: width - s.count) + s
+        // Written digit by digit into the string's own storage: this runs once per date value on
+        // bulk paths.
+        return String(unsafeUninitializedCapacity: 24) { out in
+        func put(_ value: Int64, _ at: Int, _ width: Int) {
+            var v = value < 0 ? 0 : value
+            for k in stride(from: at + width - 1, through: at, by: -1) {
+                out[k] = UInt8(48 + v % 10)
+                v /= 10
+            }
         }
-        return "\(pad(y, 4))-\(pad(m, 2))-\(pad(d, 2))T\(pad(secondOfDay / 3600, 2)):\(pad(secondOfDay / 60 % 60, 2)):\(pad(secondOfDay % 60, 2)).\(pad(seconds.remainder, 3))Z"
+        put(y, 0, 4)
+        out[4] = UInt8(ascii: "-")
+        put(m, 5, 2)
+        out[7] = UInt8(ascii: "-")
+        put(d, 8, 2)
+        out[10] = UInt8(ascii: "T")
+        put(secondOfDay / 3600, 11, 2)
+        out[13] = UInt8(ascii: ":")
+        put(secondOfDay / 60 % 60, 14, 2)
+        out[16] = UInt8(ascii: ":")
+        put(secondOfDay % 60, 17, 2)
+        out[19] = UInt8(ascii: ".")
+        put(seconds.remainder, 20, 3)
+        out[23] = UInt8(ascii: "Z")
+        return 24
+        }
     }
 
     /// Parses GeoPackage DATE/DATETIME text; nil when it is not one.

@@ -74,8 +74,9 @@ enum GeoPackageDDL {
                 column += " PRIMARY KEY AUTOINCREMENT NOT NULL"
             case .globalID:
                 // Nullable in the DDL only so other writers can insert without it; the insert
-                // trigger fills it in the same statement (see ChangeCapture).
-                column += " UNIQUE"
+                // trigger fills it in the same statement (see ChangeCapture). Uniqueness is a
+                // separate index (globalIDIndex) so bulk loads can build it once, sorted.
+                break
             default:
                 if !field.nullable { column += " NOT NULL" }
                 if let value = field.defaultValue, !value.isNull,
@@ -90,6 +91,14 @@ enum GeoPackageDDL {
             }
         }
         return "CREATE TABLE \(quoted(layer.name)) (\n  \(columns.joined(separator: ",\n  "))\n)"
+    }
+
+    /// The unique index on a layer's global ids.
+    static func globalIDIndexName(table: String) -> String { "outpost_\(table)_globalid_index" }
+
+    static func globalIDIndex(_ layer: LayerDefinition) -> String? {
+        guard let gid = layer.globalIDField else { return nil }
+        return "CREATE UNIQUE INDEX \(quoted(globalIDIndexName(table: layer.name))) ON \(quoted(layer.name)) (\(quoted(gid)))"
     }
 
     private static func defaultLiteral(_ value: FieldValue) -> String? {

@@ -9,8 +9,17 @@ extension Geodatabase {
     ///
     /// The file is built beside `url` under a temporary name and renamed into place only when
     /// complete, so a crash never leaves a half-made geodatabase at `url`.
-    /// - Throws: ``StorageError`` `.invalidSchema`, `.alreadyExists` (unless `overwrite`), `.io`.
-    public static func create(at url: URL, schema: ServiceSchema, overwrite: Bool = false) throws -> Geodatabase {
+    ///
+    /// - Parameter populate: fills the new file before it appears (an initial import). It runs in
+    ///   one transaction on the temporary file with an in-memory rollback journal and no fsync per
+    ///   commit: the rename, not a journal, is what makes creation atomic, so the data is written
+    ///   once instead of through the WAL and again at checkpoint. If it throws, no file appears.
+    /// - Throws: ``StorageError`` `.invalidSchema`, `.alreadyExists` (unless `overwrite`), `.io`, or
+    ///   what `populate` throws.
+    public static func create(
+        at url: URL, schema: ServiceSchema, overwrite: Bool = false,
+        populate: ((GeodatabaseConnection) throws -> Void)? = nil
+    ) throws -> Geodatabase {
         let schema = try schema.normalized()
         guard url.pathExtension.lowercased() == "gpkg" else {
             throw StorageError(.invalidSchema, "a GeoPackage file name ends in .gpkg (GeoPackage r3): \(url.lastPathComponent)")
@@ -21,16 +30,24 @@ extension Geodatabase {
         }
         let partial = url.deletingLastPathComponent()
             .appendingPathComponent(".\(url.lastPathComponent).partial-\(UUID().uuidString.prefix(8))")
-        defer { removeDatabaseFiles(partial) }
+        defer { removeFiles(at: partial) }
         do {
             let queue = try DatabaseQueue(path: partial.path, configuration: configuration(readOnly: false))
             try queue.writeWithoutTransaction { db in
                 try db.execute(sql: "PRAGMA application_id = \(GeoPackageDDL.applicationID)")
                 try db.execute(sql: "PRAGMA user_version = \(GeoPackageDDL.userVersion)")
+                try db.execute(sql: "PRAGMA journal_mode = MEMORY")
+                try db.execute(sql: "PRAGMA synchronous = OFF")
                 try db.inTransaction {
                     try GeoPackageWriter.createStructure(db, schema: schema)
                     return .commit
                 }
+            }
+            if let populate {
+                let building = Geodatabase(url: partial, writer: queue, schema: schema, isReadOnly: false, isManaged: true)
+                try building.write { conn in try populate(conn) }
+            }
+            try queue.writeWithoutTransaction { db in
                 try db.execute(sql: "PRAGMA journal_mode = WAL")
             }
             try queue.close()
@@ -38,7 +55,11 @@ extension Geodatabase {
             throw StorageError.from(error, "cannot create \(url.lastPathComponent)")
         }
         do {
-            removeDatabaseFiles(url)
+            // Durable before it becomes visible.
+            let handle = try FileHandle(forUpdating: partial)
+            try handle.synchronize()
+            try handle.close()
+            removeFiles(at: url)
             try fm.moveItem(at: partial, to: url)
         } catch {
             throw StorageError(.io, "cannot move the new geodatabase into place at \(url.path): \(error.localizedDescription)")
@@ -46,8 +67,9 @@ extension Geodatabase {
         return try open(at: url)
     }
 
-    /// Removes a database file and its WAL companions.
-    static func removeDatabaseFiles(_ url: URL) {
+    /// Deletes a geodatabase file and its SQLite companions (`-wal`, `-shm`, `-journal`). Close
+    /// the geodatabase first.
+    public static func removeFiles(at url: URL) {
         for suffix in ["", "-wal", "-shm", "-journal"] {
             try? FileManager.default.removeItem(atPath: url.path + suffix)
         }
@@ -87,6 +109,7 @@ enum GeoPackageWriter {
     /// Creates one layer's table with its GeoPackage registrations, index, capture and attachments.
     static func createLayer(_ db: Database, _ layer: LayerDefinition, schema: ServiceSchema) throws {
         try db.execute(sql: GeoPackageDDL.createTable(layer, schema: schema))
+        if let index = GeoPackageDDL.globalIDIndex(layer) { try db.execute(sql: index) }
         let srs = (layer.spatialReference ?? schema.spatialReference).wkid
         try db.execute(
             sql: """

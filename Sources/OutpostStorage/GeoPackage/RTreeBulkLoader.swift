@@ -63,13 +63,17 @@ enum RTreeBulkLoader {
             throw StorageError(.corrupt, "R-tree \(rtree) is not empty; bulk loading needs an empty index")
         }
         let capacity = (nodeSize - 4) / 24
-        let insertNode = try db.makeStatement(sql: "INSERT INTO \(node) (nodeno, data) VALUES (?, ?)")
-        let insertRowID = try db.makeStatement(sql: "INSERT INTO \(rowid) (rowid, nodeno) VALUES (?, ?)")
-        let insertParent = try db.makeStatement(sql: "INSERT INTO \(parent) (nodeno, parentnode) VALUES (?, ?)")
+        let insertNode = try RawStatement(db, "INSERT INTO \(node) (nodeno, data) VALUES (?, ?)")
+        let insertParent = try RawStatement(db, "INSERT INTO \(parent) (nodeno, parentnode) VALUES (?, ?)")
+        // Leaf entries' (row id, node) pairs are written after sorting by row id, so the
+        // `_rowid` table is filled by appends instead of random B-tree inserts.
+        var leafOf: [(Int64, Int64)] = []
+        leafOf.reserveCapacity(entries.count)
 
         var level = entries
         var depth = 0
         var nextNode: Int64 = 2
+        var buffer = [UInt8](repeating: 0, count: nodeSize)
         while level.count > capacity {
             let groups = strGroups(&level, capacity: capacity)
             var upper: [RTreeEntry] = []
@@ -78,12 +82,13 @@ enum RTreeBulkLoader {
                 let nodeno = nextNode
                 nextNode += 1
                 let cells = level[group]
-                try insertNode.execute(arguments: [nodeno, encode(cells, depth: 0, size: nodeSize)])
+                encode(cells, depth: 0, into: &buffer)
+                try insertNode.run(nodeno, buffer)
                 for cell in cells {
                     if depth == 0 {
-                        try insertRowID.execute(arguments: [cell.id, nodeno])
+                        leafOf.append((cell.id, nodeno))
                     } else {
-                        try insertParent.execute(arguments: [cell.id, nodeno])
+                        try insertParent.run(cell.id, nodeno)
                     }
                 }
                 upper.append(bounds(of: cells, id: nodeno))
@@ -91,16 +96,18 @@ enum RTreeBulkLoader {
             level = upper
             depth += 1
         }
-        try db.execute(
-            sql: "UPDATE \(node) SET data = ? WHERE nodeno = 1",
-            arguments: [encode(level[...], depth: depth, size: nodeSize)])
+        encode(level[...], depth: depth, into: &buffer)
+        try db.execute(sql: "UPDATE \(node) SET data = ? WHERE nodeno = 1", arguments: [Data(buffer)])
         for cell in level {
             if depth == 0 {
-                try insertRowID.execute(arguments: [cell.id, 1])
+                leafOf.append((cell.id, 1))
             } else {
-                try insertParent.execute(arguments: [cell.id, 1])
+                try insertParent.run(cell.id, 1)
             }
         }
+        leafOf.sort { $0.0 < $1.0 }
+        let insertRowID = try RawStatement(db, "INSERT INTO \(rowid) (rowid, nodeno) VALUES (?, ?)")
+        for (id, nodeno) in leafOf { try insertRowID.run(id, nodeno) }
     }
 
     /// Sort-Tile-Recursive: sorts `items` into vertical slices by x, each slice by y, and returns
@@ -138,8 +145,9 @@ enum RTreeBulkLoader {
         return b
     }
 
-    static func encode(_ cells: ArraySlice<RTreeEntry>, depth: Int, size: Int) -> Data {
-        var bytes = [UInt8](repeating: 0, count: size)
+    /// Writes one node into `bytes` (its length is the node size).
+    static func encode(_ cells: ArraySlice<RTreeEntry>, depth: Int, into bytes: inout [UInt8]) {
+        for k in bytes.indices { bytes[k] = 0 }
         bytes[0] = UInt8(truncatingIfNeeded: depth >> 8)
         bytes[1] = UInt8(truncatingIfNeeded: depth)
         bytes[2] = UInt8(truncatingIfNeeded: cells.count >> 8)
@@ -160,6 +168,5 @@ enum RTreeBulkLoader {
             put32(c.minY.bitPattern)
             put32(c.maxY.bitPattern)
         }
-        return Data(bytes)
     }
 }

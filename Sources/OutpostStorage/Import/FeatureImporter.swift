@@ -34,6 +34,7 @@ public final class FeatureImporter {
     private var entries: [RTreeEntry] = []
     private var extent = Envelope.Builder()
     private var random = FastRandomGenerator()
+    /// SQL of the triggers and indexes set aside for the load, re-created by finish().
     private var savedTriggers: [String] = []
     private var bulkLoad = false
     private let silencedCapture: Bool
@@ -53,15 +54,24 @@ public final class FeatureImporter {
         if silencedCapture {
             try db.execute(sql: "UPDATE outpost_capture SET silenced = 1 WHERE id = 1")
         }
+        // Work that would run once per row is set aside and redone once at the end, in the same
+        // transaction: the R-tree triggers (the index is built in bulk), the capture insert
+        // trigger while capture is off (the importer supplies every global id itself), and the
+        // unique global-id index of an empty table (rebuilt sorted instead of by random inserts).
+        var setAside: [String] = []
         if definition.isSpatial, try table.hasSpatialIndex(db) {
-            let names = GeoPackageDDL.spatialIndexTriggerNames(table: table.name, geometry: definition.geometryColumn)
-            for name in names {
-                if let sql = try String.fetchOne(db, sql: "SELECT sql FROM sqlite_master WHERE type = 'trigger' AND name = ?", arguments: [name]) {
-                    savedTriggers.append(sql)
-                    try db.execute(sql: "DROP TRIGGER \(quoted(name))")
-                }
-            }
+            setAside += GeoPackageDDL.spatialIndexTriggerNames(table: table.name, geometry: definition.geometryColumn)
             bulkLoad = try Int.fetchOne(db, sql: "SELECT count(*) FROM \(quoted(table.rtreeName)) LIMIT 1") == 0
+        }
+        if silencedCapture { setAside.append("outpost_\(table.name)_insert") }
+        if try Int.fetchOne(db, sql: "SELECT count(*) FROM (SELECT 1 FROM \(quoted(table.name)) LIMIT 1)") == 0 {
+            setAside.append(GeoPackageDDL.globalIDIndexName(table: table.name))
+        }
+        for name in setAside {
+            guard let row = try Row.fetchOne(db, sql: "SELECT type, sql FROM sqlite_master WHERE name = ?", arguments: [name]) else { continue }
+            let type: String = row[0]
+            savedTriggers.append(row[1])
+            try db.execute(sql: "DROP \(type == "index" ? "INDEX" : "TRIGGER") \(quoted(name))")
         }
         var columns = valueFields.map(\.name)
         if let gid = definition.globalIDField { columns.append(gid) }
@@ -122,7 +132,7 @@ public final class FeatureImporter {
             } else {
                 gid = GlobalID.make(using: &random)
             }
-            sqlite3_bind_text(stmt, index, gid, -1, sqliteTransient)
+            bindText(gid, stmt, index)
             index += 1
         }
         var envelope: Envelope?
@@ -163,13 +173,20 @@ public final class FeatureImporter {
             }
         case .double(let d): sqlite3_bind_double(stmt, index, d)
         case .string(let s):
-            let text = type == .guid ? (GlobalID.normalized(s) ?? s) : s
-            sqlite3_bind_text(stmt, index, text, -1, sqliteTransient)
+            bindText(type == .guid ? (GlobalID.normalized(s) ?? s) : s, stmt, index)
         case .date(let d):
             let text = GeoPackageDate.format(d)
-            sqlite3_bind_text(stmt, index, type == .dateOnly ? String(text.prefix(10)) : text, -1, sqliteTransient)
+            bindText(type == .dateOnly ? String(text.prefix(10)) : text, stmt, index)
         case .blob(let b):
             b.withUnsafeBytes { _ = sqlite3_bind_blob(stmt, index, $0.baseAddress, Int32($0.count), sqliteTransient) }
+        }
+    }
+
+    /// Binds text without the temporary C-string copy an implicit String conversion makes.
+    private func bindText(_ text: String, _ stmt: OpaquePointer, _ index: Int32) {
+        var text = text
+        text.withUTF8 { utf8 in
+            _ = sqlite3_bind_text(stmt, index, UnsafeRawPointer(utf8.baseAddress)?.assumingMemoryBound(to: CChar.self), Int32(utf8.count), sqliteTransient)
         }
     }
 
@@ -190,7 +207,13 @@ public final class FeatureImporter {
             }
         }
         entries = []
-        for sql in savedTriggers { try db.execute(sql: sql) }
+        for sql in savedTriggers {
+            do {
+                try db.execute(sql: sql)
+            } catch let error as DatabaseError where error.resultCode == .SQLITE_CONSTRAINT {
+                throw StorageError(.invalidEdit, "two imported features have the same global id", table: table.name, cause: error)
+            }
+        }
         savedTriggers = []
         if silencedCapture {
             try db.execute(sql: "UPDATE outpost_capture SET silenced = 0 WHERE id = 1")

@@ -92,36 +92,17 @@ public enum ServiceDirectoryImport {
             throw StorageError(.alreadyExists, "\(output.path) already exists (use --overwrite to replace it)")
         }
         let dataDirectory = directory.appendingPathComponent("data")
-        // Build under a temporary name so `output` appears only when the data is in, too.
-        let partial = output.deletingLastPathComponent().appendingPathComponent(".\(output.deletingPathExtension().lastPathComponent)-import-\(UUID().uuidString.prefix(8)).gpkg")
-        defer { Geodatabase.removeDatabaseFiles(partial) }
-        let gdb = try Geodatabase.create(at: partial, schema: schema)
         var counts: [String: Int] = [:]
-        do {
-            try gdb.write { conn in
-                for table in gdb.tables {
-                    let file = dataDirectory.appendingPathComponent("\(table.name).geojson")
-                    guard FileManager.default.fileExists(atPath: file.path) else {
-                        counts[table.name] = 0
-                        continue
-                    }
-                    counts[table.name] = try GeoJSONImport.importFile(file, into: table, in: conn)
+        let gdb = try Geodatabase.create(at: output, schema: schema, overwrite: overwrite) { conn in
+            for table in conn.geodatabase.tables {
+                let file = dataDirectory.appendingPathComponent("\(table.name).geojson")
+                guard FileManager.default.fileExists(atPath: file.path) else {
+                    counts[table.name] = 0
+                    continue
                 }
+                counts[table.name] = try GeoJSONImport.importFile(file, into: table, in: conn)
             }
-            try gdb.close()
-        } catch {
-            try? gdb.close()
-            throw error
         }
-        if FileManager.default.fileExists(atPath: output.path) {
-            guard overwrite else { throw StorageError(.alreadyExists, "\(output.path) already exists") }
-            Geodatabase.removeDatabaseFiles(output)
-        }
-        do {
-            try FileManager.default.moveItem(at: partial, to: output)
-        } catch {
-            throw StorageError(.io, "cannot move the geodatabase into place at \(output.path): \(error.localizedDescription)")
-        }
-        return (try Geodatabase.open(at: output), counts)
+        return (gdb, counts)
     }
 }

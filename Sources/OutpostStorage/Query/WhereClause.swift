@@ -63,12 +63,13 @@ public struct WhereClause: Hashable, Sendable {
     }
 }
 
-/// A literal value of a where clause, bound as a statement argument.
+/// A value bound to an SQL statement: a where-clause literal or a raw statement argument.
 public enum SQLLiteral: Hashable, Sendable {
     case null
     case integer(Int64)
     case double(Double)
     case text(String)
+    case blob([UInt8])
 }
 
 /// A where-clause expression tree. Field names are canonical; literals are values.

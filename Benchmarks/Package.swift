@@ -1,0 +1,25 @@
+// swift-tools-version: 6.1
+import PackageDescription
+
+// A separate package so benchmark code and its needs never reach library users.
+// Run: swift run -c release --package-path Benchmarks outpost-bench [import|edits|all]
+let package = Package(
+    name: "OutpostBenchmarks",
+    platforms: [.macOS(.v15)],
+    dependencies: [
+        .package(name: "Outpost", path: "../"),
+        .package(url: "https://github.com/groue/GRDB.swift", from: "7.10.0"),
+    ],
+    targets: [
+        .executableTarget(
+            name: "outpost-bench",
+            dependencies: [
+                .product(name: "OutpostCore", package: "Outpost"),
+                .product(name: "OutpostStorage", package: "Outpost"),
+                .product(name: "GRDB", package: "GRDB.swift"),
+                .product(name: "GRDBSQLite", package: "GRDB.swift"),
+            ]
+        )
+    ],
+    swiftLanguageModes: [.v6]
+)

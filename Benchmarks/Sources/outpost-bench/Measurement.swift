@@ -1,0 +1,78 @@
+import Foundation
+
+#if canImport(Glibc)
+    import Glibc
+#endif
+
+/// Wall time and peak resident memory of one child process.
+struct ProcessMeasurement {
+    var seconds: Double
+    var peakMemoryMB: Double
+    var output: String
+}
+
+/// Runs `arguments[0]` with the rest as arguments and measures it with wait4(2), so the peak
+/// memory is the child's own (ru_maxrss), not the harness's.
+func measure(_ arguments: [String]) throws -> ProcessMeasurement {
+    let outputFile = FileManager.default.temporaryDirectory.appendingPathComponent("bench-\(UUID().uuidString).out")
+    _ = FileManager.default.createFile(atPath: outputFile.path, contents: nil)
+    defer { try? FileManager.default.removeItem(at: outputFile) }
+    var actions = posix_spawn_file_actions_t()
+    posix_spawn_file_actions_init(&actions)
+    defer { posix_spawn_file_actions_destroy(&actions) }
+    posix_spawn_file_actions_addopen(&actions, 1, outputFile.path, O_WRONLY | O_TRUNC, 0o644)
+    var argv: [UnsafeMutablePointer<CChar>?] = arguments.map { strdup($0) } + [nil]
+    defer { argv.forEach { free($0) } }
+    var pid: pid_t = 0
+    let started = Date()
+    let rc = posix_spawnp(&pid, arguments[0], &actions, nil, &argv, environ)
+    guard rc == 0 else { throw BenchError("cannot start \(arguments[0]) (errno \(rc))") }
+    var status: Int32 = 0
+    var usage = rusage()
+    _ = wait4(pid, &status, 0, &usage)
+    let seconds = Date().timeIntervalSince(started)
+    let output = (try? String(contentsOf: outputFile, encoding: .utf8)) ?? ""
+    guard status == 0 else { throw BenchError("\(arguments.joined(separator: " ")) failed (status \(status)): \(output)") }
+    return ProcessMeasurement(seconds: seconds, peakMemoryMB: Double(usage.ru_maxrss) / 1024, output: output)
+}
+
+struct BenchError: Error, CustomStringConvertible {
+    var description: String
+    init(_ description: String) { self.description = description }
+}
+
+/// Runs a worker `repeats` times and keeps the fastest run (the least disturbed by the other
+/// process on a 2-core machine), with the largest peak memory seen.
+func bestOf(_ repeats: Int, _ arguments: [String], before: () -> Void = {}) throws -> (seconds: Double, peakMemoryMB: Double) {
+    var best = Double.infinity
+    var peak = 0.0
+    for _ in 0..<max(repeats, 1) {
+        before()
+        let m = try measure(arguments)
+        best = min(best, try reportedSeconds(m))
+        peak = max(peak, m.peakMemoryMB)
+    }
+    return (best, peak)
+}
+
+/// The seconds a worker reports for its timed section (the last line of its output).
+func reportedSeconds(_ m: ProcessMeasurement) throws -> Double {
+    guard let line = m.output.split(separator: "\n").last, let s = Double(line.trimmingCharacters(in: .whitespaces)) else {
+        throw BenchError("worker printed no timing: \(m.output)")
+    }
+    return s
+}
+
+func printTable(_ title: String, _ header: [String], _ rows: [[String]]) {
+    print("\n\(title)")
+    let widths = header.indices.map { i in max(header[i].count, rows.map { $0[i].count }.max() ?? 0) }
+    func line(_ cells: [String]) -> String {
+        cells.enumerated().map { i, c in i == 0 ? c.padding(toLength: widths[i], withPad: " ", startingAt: 0) : String(repeating: " ", count: widths[i] - c.count) + c }
+            .joined(separator: "  ")
+    }
+    print(line(header))
+    print(widths.map { String(repeating: "-", count: $0) }.joined(separator: "  "))
+    rows.forEach { print(line($0)) }
+}
+
+func format(_ value: Double, _ digits: Int = 0) -> String { String(format: "%.\(digits)f", value) }

@@ -1,0 +1,43 @@
+import Foundation
+import OutpostStorage
+
+// outpost-bench [import [counts…] | edits [base edits] | all]
+// Each measured run is a child process (worker-* subcommands), so peak memory is its own.
+let arguments = CommandLine.arguments
+let executable = URL(fileURLWithPath: arguments[0]).standardizedFileURL.path
+let work = FileManager.default.temporaryDirectory.appendingPathComponent("outpost-bench")
+try? FileManager.default.createDirectory(at: work, withIntermediateDirectories: true)
+
+do {
+    switch arguments.dropFirst().first ?? "all" {
+    case "worker-import":
+        print(try ImportBenchmark.runOutpost(count: Int(arguments[2])!, output: URL(fileURLWithPath: arguments[3])))
+    case "worker-floor":
+        print(try ImportBenchmark.runFloor(count: Int(arguments[2])!, output: URL(fileURLWithPath: arguments[3])))
+    case "worker-edits":
+        let base = URL(fileURLWithPath: arguments[3])
+        let copy = work.appendingPathComponent("edits-\(arguments[2]).gpkg")
+        let edits = Int(arguments[4])!
+        switch arguments[2] {
+        case "floor": print(try EditsBenchmark.runRawSQL(base: base, copy: copy, edits: edits, dropCapture: true))
+        case "capture": print(try EditsBenchmark.runRawSQL(base: base, copy: copy, edits: edits, dropCapture: false))
+        default: print(try await EditsBenchmark.runAPI(base: base, copy: copy, edits: edits))
+        }
+        Geodatabase.removeFiles(at: copy)
+    case "import":
+        let counts = arguments.dropFirst(2).compactMap { Int($0) }
+        try ImportBenchmark.run(counts: counts.isEmpty ? [100_000, 1_000_000] : counts, executable: executable, workDirectory: work)
+    case "edits":
+        let numbers = arguments.dropFirst(2).compactMap { Int($0) }
+        try EditsBenchmark.run(base: numbers.first ?? 100_000, edits: numbers.dropFirst().first ?? 100_000, executable: executable, workDirectory: work)
+    case "all":
+        try ImportBenchmark.run(counts: [100_000, 1_000_000], executable: executable, workDirectory: work)
+        try EditsBenchmark.run(base: 100_000, edits: 100_000, executable: executable, workDirectory: work)
+    default:
+        print("usage: outpost-bench [import [counts…] | edits [base edits] | all]")
+        exit(2)
+    }
+} catch {
+    FileHandle.standardError.write(Data("outpost-bench: \(error)\n".utf8))
+    exit(1)
+}
