@@ -121,6 +121,25 @@ struct FeatureTableEditTests {
         try gdb.close()
     }
 
+    @Test func geometriesInAnotherSpatialReferenceAreProjectedOrRefused() async throws {
+        let dir = TemporaryDirectory()
+        let gdb = try SampleGeodatabases.emptyFieldInspection(in: dir)
+        let table = try gdb.table(named: "inspection_points")
+        var f = Self.validPoint()
+        let (x, y) = WebMercator.project(longitude: -122.65, latitude: 45.52)
+        f.geometry = .point(try Point(x: x, y: y))
+        let added = try await table.add([f], spatialReference: .webMercator)
+        guard case .point(let p)? = try await table.feature(objectID: added[0].objectID!)?.geometry, let position = p.position else {
+            Issue.record("no point stored")
+            return
+        }
+        #expect(abs(position.x - -122.65) < 1e-9 && abs(position.y - 45.52) < 1e-9)
+        let error = await #expect(throws: StorageError.self) { try await table.add([f], spatialReference: SpatialReference(wkid: 2193)) }
+        #expect(error?.code == .invalidEdit && error?.message.contains("2193") == true)
+        #expect(try await table.count() == 1)
+        try gdb.close()
+    }
+
     @Test func globalIDsAreImmutable() async throws {
         let dir = TemporaryDirectory()
         let gdb = try SampleGeodatabases.fieldInspection(in: dir)

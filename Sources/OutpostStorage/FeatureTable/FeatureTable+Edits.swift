@@ -12,15 +12,18 @@ extension FeatureTable {
     /// ```
     /// - Throws: ``StorageError/Code/invalidEdit`` (with `editIndex` and `field`) when any feature
     ///   breaks the schema; nothing is written then.
-    public func add(_ features: [Feature]) async throws -> [Feature] {
-        try await geodatabase.write { conn in try self.add(features, in: conn) }
+    ///
+    /// - Parameter spatialReference: the spatial reference of the geometries given, when it is not
+    ///   the layer's; they are projected (between 4326 and 3857) or the edit is refused.
+    public func add(_ features: [Feature], spatialReference: SpatialReference? = nil) async throws -> [Feature] {
+        try await geodatabase.write { conn in try self.add(features, spatialReference: spatialReference, in: conn) }
     }
 
     /// Updates features found by object id (or, when it is nil, by global id). Attributes left
     /// out keep their value; a nil geometry keeps the geometry.
     /// - Throws: `.invalidEdit`, or `.notFound` for a feature that does not exist; nothing is written then.
-    public func update(_ features: [Feature]) async throws {
-        try await geodatabase.write { conn in try self.update(features, in: conn) }
+    public func update(_ features: [Feature], spatialReference: SpatialReference? = nil) async throws {
+        try await geodatabase.write { conn in try self.update(features, spatialReference: spatialReference, in: conn) }
     }
 
     /// Deletes features by object id.
@@ -36,7 +39,10 @@ extension FeatureTable {
 
     // MARK: - Edits inside a transaction
 
-    public func add(_ features: [Feature], in conn: GeodatabaseConnection) throws -> [Feature] {
+    public func add(
+        _ features: [Feature], spatialReference: SpatialReference? = nil, in conn: GeodatabaseConnection
+    ) throws -> [Feature] {
+        let features = try projected(features, from: spatialReference)
         let prepared = try features.enumerated().map { try prepareAdd($1, index: $0) }
         let db = conn.db
         var result: [Feature] = []
@@ -62,7 +68,10 @@ extension FeatureTable {
         return result
     }
 
-    public func update(_ features: [Feature], in conn: GeodatabaseConnection) throws {
+    public func update(
+        _ features: [Feature], spatialReference: SpatialReference? = nil, in conn: GeodatabaseConnection
+    ) throws {
+        let features = try projected(features, from: spatialReference)
         let db = conn.db
         // Validate every edit before writing any; then update by key and treat "no row changed"
         // as not found (the caller's transaction rolls back the batch).
@@ -125,6 +134,22 @@ extension FeatureTable {
     }
 
     // MARK: - Validation
+
+    /// The features with geometries projected from `source` into the layer's spatial reference.
+    func projected(_ features: [Feature], from source: SpatialReference?) throws -> [Feature] {
+        guard let source, let target = spatialReference, source != target else { return features }
+        return try features.enumerated().map { index, feature in
+            var f = feature
+            do {
+                f.geometry = try f.geometry.map { try WebMercator.convert($0, from: source, to: target) }
+            } catch let error as GeometryError {
+                throw StorageError(
+                    .invalidEdit, "the geometry is in \(source) but \(name) stores \(target): \(error.message)",
+                    table: name, field: definition.geometryColumn, editIndex: index, cause: error)
+            }
+            return f
+        }
+    }
 
     struct PreparedRow {
         var columns: [String] = []
