@@ -287,23 +287,6 @@ public enum EsriJSON {
     }
 
     private static func writePositions(_ positions: [Position], to out: inout String) {
-        out += "["
-        for (i, p) in positions.enumerated() {
-            if i > 0 { out += "," }
-            out += "["
-            JSONValue.writeNumber(p.x, to: &out)
-            out += ","
-            JSONValue.writeNumber(p.y, to: &out)
-            if let z = p.z {
-                out += ","
-                JSONValue.writeNumber(z, to: &out)
-            }
-            if let m = p.m {
-                out += ","
-                JSONValue.writeNumber(m, to: &out)
-            }
-            out += "]"
-        }
-        out += "]"
+        CoordinateText.write(positions, measures: true, to: &out)
     }
 }

@@ -185,24 +185,11 @@ public enum GeoJSON {
     }
 
     private static func writePositions(_ positions: [Position], to out: inout String) {
-        out += "["
-        for (i, p) in positions.enumerated() {
-            if i > 0 { out += "," }
-            writePosition(p, to: &out)
-        }
-        out += "]"
+        CoordinateText.write(positions, measures: false, to: &out)
     }
 
     private static func writePosition(_ p: Position, to out: inout String) {
-        out += "["
-        JSONValue.writeNumber(p.x, to: &out)
-        out += ","
-        JSONValue.writeNumber(p.y, to: &out)
-        if let z = p.z {
-            out += ","
-            JSONValue.writeNumber(z, to: &out)
-        }
-        out += "]"
+        CoordinateText.write(p, measures: false, to: &out)
     }
 }
 

@@ -120,20 +120,13 @@ public enum GlobalID {
             out[0] = UInt8(ascii: "{")
             out[37] = UInt8(ascii: "}")
             var position = 1
-            for (index, shift) in stride(from: 60, through: 0, by: -4).enumerated() {
-                if index == 8 || index == 12 {
+            for nibble in 0..<32 {
+                if nibble == 8 || nibble == 12 || nibble == 16 || nibble == 20 {
                     out[position] = UInt8(ascii: "-")
                     position += 1
                 }
-                out[position] = hex[Int((high >> UInt64(shift)) & 0xF)]
-                position += 1
-            }
-            for (index, shift) in stride(from: 60, through: 0, by: -4).enumerated() {
-                if index == 0 || index == 4 {
-                    out[position] = UInt8(ascii: "-")
-                    position += 1
-                }
-                out[position] = hex[Int((low >> UInt64(shift)) & 0xF)]
+                let word = nibble < 16 ? high : low
+                out[position] = hex[Int((word >> UInt64(60 - 4 * (nibble % 16))) & 0xF)]
                 position += 1
             }
             return 38
