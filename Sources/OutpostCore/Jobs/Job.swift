@@ -1,0 +1,439 @@
+import Foundation
+import Synchronization
+
+/// A long operation that reports status, progress and messages, can pause, resume and cancel
+/// at checkpoints, and survives a process restart through its JSON.
+///
+/// ```swift
+/// let job = Job(CopyFileJob(source: a, destination: b))
+/// try job.start()
+/// for await progress in job.progressUpdates { print(progress.fraction) }
+/// let result = try await job.output
+/// ```
+///
+/// The lifecycle is ``JobStateMachine``. Pause and cancel take effect at the next checkpoint; a
+/// cancelled job ends ``JobStatus/failed`` with ``JobError/Code/cancelled``; cleanup registered by
+/// a step always runs, and rollback runs on failure and cancellation, both shielded from task
+/// cancellation.
+public final class Job<Definition: JobDefinition>: Sendable {
+    public let definition: Definition
+    public var id: String { state.withLock { $0.snapshot.id } }
+
+    private struct State {
+        var machine: JobStateMachine
+        var snapshot: JobSnapshot
+        var runner: Task<Void, Never>?
+        var result: Result<Definition.Output, JobError>?
+        var waiters: [CheckedContinuation<Definition.Output, any Error>] = []
+        var cleanups: [@Sendable () async -> Void] = []
+        var rollbacks: [@Sendable () async -> Void] = []
+    }
+
+    private let state: Mutex<State>
+    private let statusBroadcast: Broadcast<JobStatus>
+    private let progressBroadcast: Broadcast<JobProgress>
+    private let messageBroadcast: Broadcast<JobMessage?>
+    private let store: Mutex<(any JobStore)?>
+
+    /// A new job, not started.
+    public init(_ definition: Definition, id: String = UUID().uuidString, store: (any JobStore)? = nil) {
+        self.definition = definition
+        let snapshot = JobSnapshot(
+            id: id, jobType: Definition.jobType, status: .notStarted, parameters: definition.parameters,
+            steps: definition.stepNames)
+        state = Mutex(State(machine: JobStateMachine(), snapshot: snapshot))
+        statusBroadcast = Broadcast(.notStarted)
+        progressBroadcast = Broadcast(JobProgress())
+        messageBroadcast = Broadcast(nil)
+        self.store = Mutex(store)
+    }
+
+    /// Rebuilds a job from its JSON. A job that was running when saved comes back `paused` and
+    /// continues from its last checkpoint when started.
+    /// - Throws: ``JobError/Code/invalidJSON`` for unreadable JSON or another job type.
+    public static func fromJSON(
+        _ data: Data, environment: JobEnvironment = JobEnvironment(), store: (any JobStore)? = nil
+    ) throws -> Job<Definition> {
+        try Job(snapshot: JobSnapshot.decode(data), environment: environment, store: store)
+    }
+
+    init(snapshot: JobSnapshot, environment: JobEnvironment, store: (any JobStore)?) throws {
+        guard snapshot.jobType == Definition.jobType else {
+            throw JobError(.invalidJSON, "the JSON is a \(snapshot.jobType) job, not \(Definition.jobType)")
+        }
+        let definition: Definition
+        do {
+            definition = try Definition(parameters: snapshot.parameters, environment: environment)
+        } catch {
+            throw JobError(.invalidJSON, "the \(snapshot.jobType) parameters are invalid: \(error)")
+        }
+        guard definition.stepNames == snapshot.steps else {
+            throw JobError(.invalidJSON, "the JSON lists steps \(snapshot.steps), this Outpost runs \(definition.stepNames)")
+        }
+        self.definition = definition
+        let machine = JobStateMachine(status: snapshot.status)
+        var restored = snapshot
+        restored.status = machine.status
+        var result: Result<Definition.Output, JobError>?
+        if machine.status == .failed { result = .failure(snapshot.error ?? JobError(.stepFailed, "the job failed")) }
+        state = Mutex(State(machine: machine, snapshot: restored, result: result))
+        statusBroadcast = Broadcast(machine.status)
+        progressBroadcast = Broadcast(snapshot.progress)
+        messageBroadcast = Broadcast(nil)
+        self.store = Mutex(store)
+    }
+
+    // MARK: - Observation
+
+    public var status: JobStatus { state.withLock { $0.machine.status } }
+    /// The current status, then every change.
+    public var statusUpdates: AsyncStream<JobStatus> { statusBroadcast.subscribe() }
+    public var progress: JobProgress { state.withLock { $0.snapshot.progress } }
+    /// The current progress, then every change.
+    public var progressUpdates: AsyncStream<JobProgress> { progressBroadcast.subscribe() }
+    public var messages: [JobMessage] { state.withLock { $0.snapshot.messages } }
+    /// New messages as they are logged.
+    public var messageUpdates: AsyncStream<JobMessage> {
+        let source = messageBroadcast.subscribe()
+        return AsyncStream { continuation in
+            let task = Task {
+                var first = true
+                for await message in source {
+                    // The subscription starts with the last message logged before it: skip it.
+                    if first {
+                        first = false
+                        continue
+                    }
+                    if let message { continuation.yield(message) }
+                }
+                continuation.finish()
+            }
+            continuation.onTermination = { _ in task.cancel() }
+        }
+    }
+    /// The error that failed the job, if it failed.
+    public var error: JobError? { state.withLock { $0.snapshot.error } }
+    /// A copy of the job's JSON state.
+    public var snapshot: JobSnapshot { state.withLock { $0.snapshot } }
+
+    /// The job's result once it succeeds (waiting while it runs or is paused), or the error that
+    /// failed it.
+    public var output: Definition.Output {
+        get async throws {
+            try await withCheckedThrowingContinuation { continuation in
+                let ready = state.withLock { s -> Result<Definition.Output, JobError>? in
+                    if let r = s.result { return r }
+                    s.waiters.append(continuation)
+                    return nil
+                }
+                if let ready { continuation.resume(with: ready.mapError { $0 as any Error }) }
+            }
+        }
+    }
+
+    /// Waits until the job succeeds or fails, and returns the final status.
+    public func waitUntilFinished() async -> JobStatus {
+        _ = try? await output
+        return status
+    }
+
+    /// The job's JSON (Schemas/job.schema.json).
+    public func toJSON() throws -> Data { try snapshot.encoded() }
+
+    /// Sets where the job's JSON is persisted.
+    public func persist(in store: any JobStore) throws {
+        self.store.withLock { $0 = store }
+        try store.save(snapshot)
+    }
+
+    // MARK: - Control
+
+    /// Starts a new job, or resumes a paused one from its last checkpoint.
+    /// - Throws: ``JobError/Code/invalidTransition`` when the job is running, cancelling or finished.
+    public func start() throws {
+        try state.withLock { s in
+            _ = try s.machine.start()
+            s.snapshot.status = s.machine.status
+            s.runner = Task { await self.runLoop() }
+        }
+        statusChanged()
+    }
+
+    /// Resumes a paused job (the same as ``start()`` on a paused job).
+    public func resume() throws {
+        guard status == .paused else {
+            throw JobError(.invalidTransition, "only a paused job can be resumed (the job is \(status.rawValue))")
+        }
+        try start()
+    }
+
+    /// Asks a running job to pause at its next checkpoint.
+    public func pause() throws {
+        try state.withLock { s in try s.machine.pause() }
+        log("pause requested")
+    }
+
+    /// Cancels the job: a running job stops at its next checkpoint, rolls back and ends failed
+    /// with a cancellation error. Cancelling a finished job does nothing.
+    public func cancel() {
+        let action = state.withLock { s -> JobStateMachine.CancelAction in
+            // A job saved while its cancellation was under way resumes that cancellation.
+            if s.machine.status == .canceling, s.runner == nil { return .rollBackNow }
+            let action = s.machine.cancel()
+            s.snapshot.status = s.machine.status
+            if action == .stopAtNextCheckpoint { s.runner?.cancel() }
+            return action
+        }
+        switch action {
+        case .none, .stopAtNextCheckpoint:
+            statusChanged()
+        case .finishedWithoutRunning:
+            finish(.failure(JobError.cancelled()))
+        case .rollBackNow:
+            statusChanged()
+            let task = Task {
+                await Self.uncancellable { await self.definition.rollback(context: JobContext(self)) }
+                self.finish(.failure(JobError.cancelled()))
+            }
+            state.withLock { $0.runner = task }
+        }
+    }
+
+    // MARK: - Running
+
+    private enum Interruption: Error {
+        case paused
+        case cancelled
+    }
+
+    private func runLoop() async {
+        let context = JobContext(self)
+        log("started at step \(snapshot.currentStep + 1) of \(definition.stepNames.count)")
+        do {
+            while true {
+                let step = state.withLock { $0.snapshot.currentStep }
+                guard step < definition.stepNames.count else { break }
+                do {
+                    try await definition.run(step: step, context: context)
+                } catch {
+                    await runCleanups()
+                    throw error
+                }
+                await runCleanups()
+                // The end of a step is a checkpoint too.
+                state.withLock { s in
+                    s.snapshot.currentStep = step + 1
+                    s.snapshot.checkpoint = nil
+                    s.snapshot.progress.fraction = Double(step + 1) / Double(max(s.snapshot.steps.count, 1))
+                }
+                try await checkpointReached(context)
+            }
+            let output = try await definition.output(context: context)
+            finish(.success(output))
+        } catch Interruption.paused {
+            state.withLock { $0.runner = nil; $0.rollbacks = [] }
+            log("paused at step \(snapshot.currentStep + 1)")
+            statusChanged()
+        } catch {
+            let cancelled = error is CancellationError || (error as? Interruption) == .cancelled || status == .canceling
+            let jobError = cancelled ? JobError.cancelled() : (error as? JobError ?? JobError(.stepFailed, "\(definition.stepNames[min(snapshot.currentStep, definition.stepNames.count - 1)]): \(error)"))
+            if cancelled {
+                state.withLock { if $0.machine.status != .canceling { _ = $0.machine.cancel() } }
+                statusChanged()
+            }
+            log(jobError.message, severity: .error)
+            await runRollbacks(context)
+            finish(.failure(jobError))
+        }
+    }
+
+    /// Records a checkpoint and honours a pending pause or cancel.
+    fileprivate func checkpointReached(_ context: JobContext, data: JSONValue?? = .none) async throws {
+        let cancelledElsewhere = store.withLock { $0?.isCancelRequested(id: snapshot.id) } ?? false
+        let action = state.withLock { s -> JobStateMachine.CheckpointAction in
+            if case .some(let d) = data { s.snapshot.checkpoint = d }
+            if cancelledElsewhere, s.machine.status == .started { _ = s.machine.cancel() }
+            let action = s.machine.checkpoint()
+            s.snapshot.status = s.machine.status
+            return action
+        }
+        save()
+        switch action {
+        case .proceed: return
+        case .pause: throw Interruption.paused
+        case .cancel: throw Interruption.cancelled
+        }
+    }
+
+    private func runCleanups() async {
+        let cleanups = state.withLock { s -> [@Sendable () async -> Void] in
+            defer { s.cleanups = [] }
+            return s.cleanups
+        }
+        for cleanup in cleanups.reversed() { await Self.uncancellable(cleanup) }
+    }
+
+    private func runRollbacks(_ context: JobContext) async {
+        let rollbacks = state.withLock { s -> [@Sendable () async -> Void] in
+            defer { s.rollbacks = [] }
+            return s.rollbacks
+        }
+        for rollback in rollbacks.reversed() { await Self.uncancellable(rollback) }
+        await Self.uncancellable { await self.definition.rollback(context: context) }
+    }
+
+    /// Runs `body` in a task that does not inherit cancellation: teardown must finish even when
+    /// the job's own task was cancelled.
+    private static func uncancellable(_ body: @escaping @Sendable () async -> Void) async {
+        await Task.detached { await body() }.value
+    }
+
+    private func finish(_ result: Result<Definition.Output, JobError>) {
+        let waiters = state.withLock { s -> [CheckedContinuation<Definition.Output, any Error>] in
+            switch result {
+            case .success: s.machine.succeed()
+            case .failure(let e):
+                s.machine.fail()
+                s.snapshot.error = e
+            }
+            s.snapshot.status = s.machine.status
+            if case .success = result {
+                s.snapshot.progress.fraction = 1
+            }
+            s.result = result
+            s.runner = nil
+            defer { s.waiters = [] }
+            return s.waiters
+        }
+        if case .success = result { log("succeeded") }
+        save()
+        statusChanged()
+        progressBroadcast.send(progress)
+        for w in waiters { w.resume(with: result.mapError { $0 as any Error }) }
+    }
+
+    private func statusChanged() {
+        save()
+        statusBroadcast.send(status)
+    }
+
+    private func save() {
+        let (snapshot, store) = (self.snapshotForSave(), self.store.withLock { $0 })
+        guard let store else { return }
+        do {
+            try store.save(snapshot)
+        } catch {
+            // Losing the JSON must not fail the work; the next checkpoint tries again.
+            FileHandle.standardError.write(Data("outpost: cannot save job \(snapshot.id): \(error)\n".utf8))
+        }
+    }
+
+    private func snapshotForSave() -> JobSnapshot {
+        state.withLock { s in
+            s.snapshot.updatedAt = Date()
+            return s.snapshot
+        }
+    }
+
+    // MARK: - Context operations
+
+    fileprivate var checkpointData: JSONValue? { state.withLock { $0.snapshot.checkpoint } }
+
+    fileprivate func record(_ key: String, _ value: JSONValue?) {
+        state.withLock { $0.snapshot.results[key] = value }
+        save()
+    }
+
+    fileprivate func recorded(_ key: String) -> JSONValue? { state.withLock { $0.snapshot.results[key] } }
+    fileprivate var currentStep: Int { state.withLock { $0.snapshot.currentStep } }
+
+    fileprivate func setProgress(phase: String, done: Int64, total: Int64?) {
+        let progress = state.withLock { s -> JobProgress in
+            var phases = s.snapshot.progress.phases
+            let entry = JobProgress.Phase(name: phase, done: done, total: total)
+            if let i = phases.firstIndex(where: { $0.name == phase }) { phases[i] = entry } else { phases.append(entry) }
+            let steps = Double(max(s.snapshot.steps.count, 1))
+            let within = entry.fraction ?? 0
+            s.snapshot.progress = JobProgress(
+                fraction: min(1, (Double(s.snapshot.currentStep) + within) / steps), phases: phases)
+            return s.snapshot.progress
+        }
+        progressBroadcast.send(progress)
+    }
+
+    fileprivate func log(_ text: String, severity: JobMessage.Severity = .info) {
+        let message = JobMessage(severity: severity, text: text)
+        state.withLock { s in
+            s.snapshot.messages.append(message)
+            if s.snapshot.messages.count > JobSnapshot.maxMessages {
+                s.snapshot.messages.removeFirst(s.snapshot.messages.count - JobSnapshot.maxMessages)
+            }
+        }
+        messageBroadcast.send(message)
+    }
+
+    fileprivate func addCleanup(_ body: @escaping @Sendable () async -> Void) {
+        state.withLock { $0.cleanups.append(body) }
+    }
+
+    fileprivate func addRollback(_ body: @escaping @Sendable () async -> Void) {
+        state.withLock { $0.rollbacks.append(body) }
+    }
+}
+
+/// What a running step uses to report and to reach checkpoints.
+public final class JobContext: Sendable {
+    private let checkpointHandler: @Sendable (JSONValue?) async throws -> Void
+    private let dataProvider: @Sendable () -> JSONValue?
+    private let stepProvider: @Sendable () -> Int
+    private let progressHandler: @Sendable (String, Int64, Int64?) -> Void
+    private let logHandler: @Sendable (String, JobMessage.Severity) -> Void
+    private let cleanupHandler: @Sendable (@escaping @Sendable () async -> Void) -> Void
+    private let rollbackHandler: @Sendable (@escaping @Sendable () async -> Void) -> Void
+    private let recordHandler: @Sendable (String, JSONValue?) -> Void
+    private let recordedProvider: @Sendable (String) -> JSONValue?
+    public let jobID: String
+
+    init<D: JobDefinition>(_ job: Job<D>) {
+        jobID = job.id
+        checkpointHandler = { [unowned job] data in
+            try await job.checkpointReached(JobContext(job), data: .some(data))
+        }
+        dataProvider = { [unowned job] in job.checkpointData }
+        stepProvider = { [unowned job] in job.currentStep }
+        progressHandler = { [unowned job] in job.setProgress(phase: $0, done: $1, total: $2) }
+        logHandler = { [unowned job] in job.log($0, severity: $1) }
+        cleanupHandler = { [unowned job] in job.addCleanup($0) }
+        rollbackHandler = { [unowned job] in job.addRollback($0) }
+        recordHandler = { [unowned job] in job.record($0, $1) }
+        recordedProvider = { [unowned job] in job.recorded($0) }
+    }
+
+    /// Keeps a value in the job's JSON for later steps and for the output (persisted at once).
+    public func record(_ key: String, _ value: JSONValue?) { recordHandler(key, value) }
+
+    /// A value recorded by this or an earlier step (also after a restart).
+    public func recorded(_ key: String) -> JSONValue? { recordedProvider(key) }
+
+    /// The data of the current step's last checkpoint; nil when the step starts fresh.
+    public var checkpointData: JSONValue? { dataProvider() }
+
+    /// The index of the step being run.
+    public var step: Int { stepProvider() }
+
+    /// Records a checkpoint (persisted with the job), then pauses or cancels the job if that was
+    /// asked for (by throwing: let the error propagate).
+    public func checkpoint(_ data: JSONValue?) async throws { try await checkpointHandler(data) }
+
+    /// Updates a named counter ("rows", "bytes", …); the job's fraction follows the latest one.
+    public func reportProgress(_ phase: String, done: Int64, total: Int64?) { progressHandler(phase, done, total) }
+
+    /// Adds a line to the job's messages.
+    public func log(_ text: String, severity: JobMessage.Severity = .info) { logHandler(text, severity) }
+
+    /// Runs `body` when the current step ends, however it ends (success, failure, pause, cancel).
+    public func onCleanup(_ body: @escaping @Sendable () async -> Void) { cleanupHandler(body) }
+
+    /// Runs `body` if the job fails or is cancelled during this run.
+    public func onRollback(_ body: @escaping @Sendable () async -> Void) { rollbackHandler(body) }
+}

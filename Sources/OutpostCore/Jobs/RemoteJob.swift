@@ -1,0 +1,181 @@
+import Foundation
+
+/// How a client reaches a server-side job: fetch its status JSON, ask it to cancel.
+/// OutpostSync provides the HTTP implementation.
+public protocol RemoteJobTransport: Sendable {
+    /// The job's status JSON (`f=json`). Throws ``RemoteJobUnreachable`` for network failures
+    /// (tolerated for a while), any other error for answers that will not get better.
+    func status(at url: URL) async throws -> JSONValue
+    /// Sends the server the request to cancel the job.
+    func cancel(at url: URL) async throws
+}
+
+/// A network failure talking to a server-side job (connection refused or dropped, timeout, a
+/// 502/503/504 from a proxy): the kind ``RemoteJob`` tolerates for its connection-loss window.
+public struct RemoteJobUnreachable: Error, Sendable, CustomStringConvertible {
+    public var description: String
+    public init(_ description: String) { self.description = description }
+}
+
+/// The state of a server-side job, read from either ArcGIS shape: replica jobs
+/// (`"status": "Completed"`) and geoprocessing-style jobs (`"jobStatus": "esriJobSucceeded"`).
+public struct RemoteJobStatus: Hashable, Sendable {
+    public enum State: String, Hashable, Sendable {
+        case pending, running, succeeded, failed, cancelling, cancelled
+        public var isFinished: Bool { self == .succeeded || self == .failed || self == .cancelled }
+    }
+
+    public var state: State
+    /// Where the result is (ArcGIS `resultUrl`), when the server gives one.
+    public var resultURL: URL?
+    /// The server's own words about the state or the failure.
+    public var message: String?
+    public var json: JSONValue
+
+    public init(json: JSONValue) throws {
+        self.json = json
+        guard let object = json.objectValue else {
+            throw JobError(.remoteFailed, "the job status is not a JSON object")
+        }
+        if let error = object["error"], !error.isNull {
+            state = .failed
+            message = error["message"]?.stringValue ?? error.jsonString
+        } else if let status = object["jobStatus"]?.stringValue ?? object["status"]?.stringValue {
+            switch status {
+            case "esriJobSucceeded", "Completed": state = .succeeded
+            case "esriJobFailed", "esriJobTimedOut", "Failed", "CompletedWithErrors": state = .failed
+            case "esriJobCancelling", "Cancelling": state = .cancelling
+            case "esriJobCancelled", "Cancelled": state = .cancelled
+            case "esriJobNew", "esriJobSubmitted", "esriJobWaiting", "Pending": state = .pending
+            default: state = .running  // esriJobExecuting, InProgress, ExportingData, …
+            }
+            let messages = object["messages"]?.arrayValue?.compactMap { $0["description"]?.stringValue ?? $0.stringValue } ?? []
+            message = messages.last ?? (state == .failed ? status : nil)
+        } else {
+            throw JobError(.remoteFailed, "the job status has neither \"status\" nor \"jobStatus\"")
+        }
+        resultURL = (object["resultUrl"]?.stringValue ?? object["results"]?["url"]?.stringValue).flatMap(URL.init(string:))
+    }
+}
+
+/// A client job that follows a server-side job until it ends: it polls the status URL with
+/// backoff, rides out network loss for a window (10 minutes by default, as the ArcGIS jobs do)
+/// before failing with ``JobError/Code/connectionLost``, and cancelling it sends the cancel to the
+/// server.
+///
+/// Its JSON holds the URLs and the polling policy, so a restarted process picks the remote job up
+/// again; the transport comes from the ``JobEnvironment`` (`environment[(any RemoteJobTransport).self]`).
+public struct RemoteJob: JobDefinition {
+    public static let jobType = "outpost.remoteJob"
+
+    public var statusURL: URL
+    public var cancelURL: URL?
+    public var initialInterval: Duration
+    public var maximumInterval: Duration
+    public var connectionLossWindow: Duration
+    let transport: any RemoteJobTransport
+
+    public init(
+        statusURL: URL, cancelURL: URL? = nil, transport: any RemoteJobTransport,
+        initialInterval: Duration = .milliseconds(500), maximumInterval: Duration = .seconds(15),
+        connectionLossWindow: Duration = .seconds(600)
+    ) {
+        self.statusURL = statusURL
+        self.cancelURL = cancelURL
+        self.transport = transport
+        self.initialInterval = initialInterval
+        self.maximumInterval = maximumInterval
+        self.connectionLossWindow = connectionLossWindow
+    }
+
+    public var parameters: JSONValue {
+        var p: [String: JSONValue] = [
+            "statusUrl": .string(statusURL.absoluteString),
+            "initialIntervalMilliseconds": .integer(Self.milliseconds(initialInterval)),
+            "maximumIntervalMilliseconds": .integer(Self.milliseconds(maximumInterval)),
+            "connectionLossWindowMilliseconds": .integer(Self.milliseconds(connectionLossWindow)),
+        ]
+        if let cancelURL { p["cancelUrl"] = .string(cancelURL.absoluteString) }
+        return .object(p)
+    }
+
+    public init(parameters: JSONValue, environment: JobEnvironment) throws {
+        guard let status = parameters["statusUrl"]?.stringValue.flatMap(URL.init(string:)) else {
+            throw JobError(.invalidJSON, "a remote job needs statusUrl")
+        }
+        guard let transport = environment[(any RemoteJobTransport).self] else {
+            throw JobError(.invalidJSON, "a remote job needs a RemoteJobTransport in the job environment")
+        }
+        self.init(
+            statusURL: status, cancelURL: parameters["cancelUrl"]?.stringValue.flatMap(URL.init(string:)), transport: transport,
+            initialInterval: .milliseconds(parameters["initialIntervalMilliseconds"]?.integerValue ?? 500),
+            maximumInterval: .milliseconds(parameters["maximumIntervalMilliseconds"]?.integerValue ?? 15_000),
+            connectionLossWindow: .milliseconds(parameters["connectionLossWindowMilliseconds"]?.integerValue ?? 600_000))
+    }
+
+    static func milliseconds(_ d: Duration) -> Int64 {
+        d.components.seconds * 1000 + d.components.attoseconds / 1_000_000_000_000_000
+    }
+
+    public var stepNames: [String] { ["wait"] }
+
+    public func run(step: Int, context: JobContext) async throws {
+        var interval = initialInterval
+        var unreachableSince: Date? = (context.checkpointData?["unreachableSince"]?.doubleValue).map(Date.init(timeIntervalSince1970:))
+        var lastState = context.checkpointData?["state"]?.stringValue
+        while true {
+            do {
+                let status = try RemoteJobStatus(json: try await transport.status(at: statusURL))
+                if unreachableSince != nil { context.log("the server answers again") }
+                unreachableSince = nil
+                if status.state.rawValue != lastState {
+                    context.log("remote job \(status.state.rawValue)\(status.message.map { ": \($0)" } ?? "")")
+                    lastState = status.state.rawValue
+                }
+                switch status.state {
+                case .succeeded:
+                    context.record("finalStatus", status.json)
+                    return
+                case .failed:
+                    throw JobError(.remoteFailed, "the server's job failed: \(status.message ?? "no reason given")")
+                case .cancelled:
+                    throw JobError.cancelled()
+                default:
+                    interval = min(interval * 3 / 2, maximumInterval)
+                }
+            } catch let error as RemoteJobUnreachable {
+                let since = unreachableSince ?? Date()
+                unreachableSince = since
+                let lost = Date().timeIntervalSince(since)
+                if lost * 1000 >= Double(Self.milliseconds(connectionLossWindow)) {
+                    throw JobError(
+                        .connectionLost,
+                        "connection lost: the server at \(statusURL.host ?? statusURL.absoluteString) has not answered for \(Int(lost)) s (\(error))")
+                }
+                context.log("cannot reach the server (\(error)); retrying", severity: .warning)
+                interval = min(interval * 2, maximumInterval)
+            }
+            var data: [String: JSONValue] = [:]
+            if let lastState { data["state"] = .string(lastState) }
+            if let unreachableSince { data["unreachableSince"] = .number(unreachableSince.timeIntervalSince1970) }
+            try await context.checkpoint(.object(data))
+            try await Task.sleep(for: interval)
+        }
+    }
+
+    public func output(context: JobContext) async throws -> RemoteJobStatus {
+        if let saved = context.recorded("finalStatus") { return try RemoteJobStatus(json: saved) }
+        return try RemoteJobStatus(json: try await transport.status(at: statusURL))
+    }
+
+    /// Cancelling (or failing) the client job asks the server to cancel its job too.
+    public func rollback(context: JobContext) async {
+        guard let cancelURL else { return }
+        do {
+            try await transport.cancel(at: cancelURL)
+            context.log("asked the server to cancel its job")
+        } catch {
+            context.log("could not ask the server to cancel: \(error)", severity: .warning)
+        }
+    }
+}
