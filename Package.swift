@@ -21,6 +21,9 @@ let package = Package(
         // Task-cancellation-to-sqlite3_interrupt, all over the system libsqlite3.
         .package(url: "https://github.com/groue/GRDB.swift", from: "7.10.0"),
         .package(url: "https://github.com/apple/swift-argument-parser", from: "1.8.2"),
+        // HTTP client for sync and tile sources: streaming bodies, timeouts, decompression, pooling.
+        .package(url: "https://github.com/swift-server/async-http-client", from: "1.37.0"),
+        .package(url: "https://github.com/apple/swift-nio", from: "2.101.2"),
     ],
     targets: [
         // GeoPackage SQL functions (ST_IsEmpty, ST_MinX, ...) written against the SQLite C API so
@@ -40,7 +43,15 @@ let package = Package(
             ]
         ),
         .target(name: "OutpostProtocol", dependencies: ["OutpostCore"]),
-        .target(name: "OutpostSync", dependencies: ["OutpostProtocol", "OutpostStorage", "OutpostCore"]),
+        .target(
+            name: "OutpostSync",
+            dependencies: [
+                "OutpostProtocol", "OutpostStorage", "OutpostCore",
+                .product(name: "AsyncHTTPClient", package: "async-http-client"),
+                .product(name: "NIOCore", package: "swift-nio"),
+                .product(name: "NIOHTTP1", package: "swift-nio"),
+            ]
+        ),
         .target(name: "OutpostTiles", dependencies: ["OutpostStorage", "OutpostCore"]),
         .target(name: "OutpostServer", dependencies: ["OutpostProtocol", "OutpostTiles", "OutpostStorage"]),
         .executableTarget(
@@ -53,7 +64,12 @@ let package = Package(
         ),
         .target(
             name: "OutpostTestSupport",
-            dependencies: ["OutpostCore", "OutpostStorage"]
+            dependencies: [
+                "OutpostCore", "OutpostStorage",
+                .product(name: "NIOCore", package: "swift-nio"),
+                .product(name: "NIOPosix", package: "swift-nio"),
+                .product(name: "NIOHTTP1", package: "swift-nio"),
+            ]
         ),
         .testTarget(name: "OutpostCoreTests", dependencies: ["OutpostCore", "OutpostTestSupport"]),
         .testTarget(
@@ -61,6 +77,7 @@ let package = Package(
             dependencies: ["OutpostStorage", "OutpostTestSupport", .product(name: "GRDB", package: "GRDB.swift")]
         ),
         .testTarget(name: "OutpostCLITests", dependencies: ["OutpostTestSupport", "OutpostCore"]),
+        .testTarget(name: "OutpostSyncTests", dependencies: ["OutpostSync", "OutpostTestSupport", "OutpostCore"]),
     ],
     swiftLanguageModes: [.v6]
 )

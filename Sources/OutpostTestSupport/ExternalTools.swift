@@ -47,11 +47,26 @@ public enum ExternalTools {
         ProcessInfo.processInfo.environment["OUTPOST_VALIDATE_GPKG"]
     }
 
-    /// Runs `executable` with `arguments`, feeding `input` on stdin.
+    /// Runs `executable` with `arguments`, feeding `input` on stdin. The wait happens on a
+    /// dispatch thread, so a test waiting for a slow tool never starves the concurrency pool
+    /// (2 threads on the CI machines) that other tests' tasks run on.
     @discardableResult
     public static func run(
         _ executable: String, _ arguments: [String], input: String? = nil, environment: [String: String]? = nil,
         currentDirectory: URL? = nil
+    ) async throws -> CommandResult {
+        try await withCheckedThrowingContinuation { continuation in
+            DispatchQueue.global().async {
+                continuation.resume(with: Result {
+                    try runBlocking(executable, arguments, input: input, environment: environment, currentDirectory: currentDirectory)
+                })
+            }
+        }
+    }
+
+    static func runBlocking(
+        _ executable: String, _ arguments: [String], input: String?, environment: [String: String]?,
+        currentDirectory: URL?
     ) throws -> CommandResult {
         let process = Process()
         process.executableURL = URL(fileURLWithPath: try require(executable))
@@ -85,7 +100,7 @@ public enum ExternalTools {
 
     /// Runs a Python snippet with ``python``; arguments arrive in `sys.argv[1:]`.
     @discardableResult
-    public static func python(_ script: String, _ arguments: [String] = []) throws -> CommandResult {
-        try run(python, ["-c", script] + arguments)
+    public static func python(_ script: String, _ arguments: [String] = []) async throws -> CommandResult {
+        try await run(python, ["-c", script] + arguments)
     }
 }

@@ -12,8 +12,8 @@ public struct ReaderMismatch: Error, CustomStringConvertible {
 public enum GeoPackageReaders {
     /// - Parameter layers: expected layers by name: (pyogrio geometry type or nil for tables, count).
     ///   Other listed layers (the attachments media and mapping tables) must have no geometry.
-    public static func expectReadable(_ file: URL, layers: [String: (String?, Int)]) throws {
-        let ogrinfo = try ExternalTools.run("ogrinfo", ["-ro", "-so", "-al", file.path])
+    public static func expectReadable(_ file: URL, layers: [String: (String?, Int)]) async throws {
+        let ogrinfo = try await ExternalTools.run("ogrinfo", ["-ro", "-so", "-al", file.path])
         guard ogrinfo.succeeded else { throw ReaderMismatch(description: "ogrinfo failed: \(ogrinfo.stderr)") }
         for output in [ogrinfo.stdout, ogrinfo.stderr] where output.contains("Warning") || output.contains("ERROR") {
             throw ReaderMismatch(description: "ogrinfo warned: \(ogrinfo.stderr)\(ogrinfo.stdout.split(separator: "\n").filter { $0.contains("Warning") || $0.contains("ERROR") })")
@@ -28,7 +28,7 @@ public enum GeoPackageReaders {
             }
         }
         // An update open (what QGIS does when editing) must not warn either.
-        let update = try ExternalTools.run("ogrinfo", ["-so", file.path])
+        let update = try await ExternalTools.run("ogrinfo", ["-so", file.path])
         guard update.succeeded, !update.stderr.contains("Warning"), !update.stderr.contains("ERROR") else {
             throw ReaderMismatch(description: "ogrinfo (update open) warned: \(update.stderr)")
         }
@@ -52,11 +52,11 @@ public enum GeoPackageReaders {
                     assert kind is None, (name, kind)
             print("ok")
             """
-        let py = try ExternalTools.python(script, [file.path, expectedJSON])
+        let py = try await ExternalTools.python(script, [file.path, expectedJSON])
         guard py.succeeded else { throw ReaderMismatch(description: "pyogrio: \(py.stderr)") }
 
         guard let validator = ExternalTools.validateGPKG else { throw ExternalToolError.missing("validate_gpkg.py (OUTPOST_VALIDATE_GPKG)") }
-        let check = try ExternalTools.run("/usr/bin/python3", [validator, "-k", "--extra", "--warning-as-error", file.path])
+        let check = try await ExternalTools.run("/usr/bin/python3", [validator, "-k", "--extra", "--warning-as-error", file.path])
         guard check.succeeded else {
             throw ReaderMismatch(description: "validate_gpkg.py failed: \(check.stdout)\(check.stderr)")
         }

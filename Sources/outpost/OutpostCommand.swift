@@ -8,7 +8,7 @@ struct OutpostCommand: AsyncParsableCommand {
     static let configuration = CommandConfiguration(
         commandName: "outpost",
         abstract: "Offline-first geodatabases: GeoPackage storage, sync with feature services, offline tiles.",
-        subcommands: [ImportCommand.self, InspectCommand.self]
+        subcommands: [ImportCommand.self, InspectCommand.self, CopyCommand.self, JobCommand.self]
     )
 
     /// Errors become one line on stderr and exit code 1 (DESIGN §8); usage errors keep
@@ -27,6 +27,8 @@ struct OutpostCommand: AsyncParsableCommand {
             fail(error.description)
         } catch let error as CLIFailure {
             fail(error.message, code: error.exitCode)
+        } catch let error as JobError {
+            fail(error.message)
         } catch {
             exit(withError: error)
         }

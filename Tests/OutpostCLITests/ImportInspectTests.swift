@@ -5,21 +5,21 @@ import Testing
 
 @Suite("outpost import and inspect")
 struct ImportInspectTests {
-    @Test func importsTheSampleServicesIntoValidGeoPackages() throws {
+    @Test func importsTheSampleServicesIntoValidGeoPackages() async throws {
         let dir = TemporaryDirectory()
         for (service, layers) in [
             ("field_inspection", ["inspection_points": ("Point", 300), "pipelines": ("MultiLineString", 80), "service_areas": ("MultiPolygon", 12), "inspection_log": (nil as String?, 60)]),
             ("natural_earth", ["countries": ("MultiPolygon", 177), "populated_places": ("Point", 243)]),
         ] {
             let out = dir.file("\(service).gpkg")
-            let result = try outpost(["import", Repository.sampleData(service).path, "--out", out.path, "--json"])
+            let result = try await outpost(["import", Repository.sampleData(service).path, "--out", out.path, "--json"])
             #expect(result.succeeded, "\(result.stderr)")
             let json = try JSONValue.parse(result.stdout)
             let imported = Dictionary(uniqueKeysWithValues: json["layers"]!.arrayValue!.map { ($0["name"]!.stringValue!, $0["imported"]!.integerValue!) })
             #expect(imported == layers.mapValues { Int64($0.1) })
-            try GeoPackageReaders.expectReadable(out, layers: layers)
+            try await GeoPackageReaders.expectReadable(out, layers: layers)
 
-            let inspect = try outpost(["inspect", out.path, "--json"])
+            let inspect = try await outpost(["inspect", out.path, "--json"])
             #expect(inspect.succeeded, "\(inspect.stderr)")
             let report = try JSONValue.parse(inspect.stdout)
             for layer in report["layers"]!.arrayValue! {
@@ -38,40 +38,40 @@ struct ImportInspectTests {
         }
     }
 
-    @Test func inspectCountsPendingEditsFromOtherWriters() throws {
+    @Test func inspectCountsPendingEditsFromOtherWriters() async throws {
         let dir = TemporaryDirectory()
         let out = dir.file("f.gpkg")
-        #expect(try outpost(["import", Repository.sampleData("field_inspection").path, "--out", out.path]).succeeded)
-        let shell = try ExternalTools.run("sqlite3", [out.path, "DELETE FROM inspection_points WHERE objectid IN (1, 2); DELETE FROM inspection_log WHERE objectid = 5;"])
+        #expect(try await outpost(["import", Repository.sampleData("field_inspection").path, "--out", out.path]).succeeded)
+        let shell = try await ExternalTools.run("sqlite3", [out.path, "DELETE FROM inspection_points WHERE objectid IN (1, 2); DELETE FROM inspection_log WHERE objectid = 5;"])
         #expect(shell.succeeded, "\(shell.stderr)")
-        let update = try ExternalTools.run("ogrinfo", [out.path, "-sql", "UPDATE pipelines SET diameter_mm = diameter_mm + 1 WHERE objectid = 3"])
+        let update = try await ExternalTools.run("ogrinfo", [out.path, "-sql", "UPDATE pipelines SET diameter_mm = diameter_mm + 1 WHERE objectid = 3"])
         #expect(update.succeeded, "\(update.stderr)")
-        let report = try JSONValue.parse(try outpost(["inspect", out.path, "--json"]).stdout)
+        let report = try JSONValue.parse(try await outpost(["inspect", out.path, "--json"]).stdout)
         let pending = Dictionary(uniqueKeysWithValues: report["layers"]!.arrayValue!.map { ($0["name"]!.stringValue!, $0["pending"]!) })
         #expect(pending["inspection_points"] == ["inserts": 0, "updates": 0, "deletes": 2])
         #expect(pending["inspection_log"] == ["inserts": 0, "updates": 0, "deletes": 1])
         #expect(pending["pipelines"] == ["inserts": 0, "updates": 1, "deletes": 0])
-        let text = try outpost(["inspect", out.path])
+        let text = try await outpost(["inspect", out.path])
         #expect(text.stdout.contains("pending 0 inserts / 0 updates / 2 deletes"))
     }
 
-    @Test func importsOneGeoJSONLayer() throws {
+    @Test func importsOneGeoJSONLayer() async throws {
         let dir = TemporaryDirectory()
         let out = dir.file("one.gpkg")
         let schema = Repository.sampleData("natural_earth/service.json").path
         let places = Repository.sampleData("natural_earth/data/populated_places.geojson").path
-        let first = try outpost(["import", places, "--schema", schema, "--layer", "populated_places", "--out", out.path])
+        let first = try await outpost(["import", places, "--schema", schema, "--layer", "populated_places", "--out", out.path])
         #expect(first.succeeded, "\(first.stderr)")
         #expect(first.stdout.contains("populated_places: 243 features"))
         // A second run appends to the existing file.
-        #expect(try outpost(["import", places, "--layer", "populated_places", "--out", out.path]).succeeded)
-        let report = try JSONValue.parse(try outpost(["inspect", out.path, "--json"]).stdout)
+        #expect(try await outpost(["import", places, "--layer", "populated_places", "--out", out.path]).succeeded)
+        let report = try JSONValue.parse(try await outpost(["inspect", out.path, "--json"]).stdout)
         #expect(report["layers"]?.arrayValue?.first { $0["name"] == "populated_places" }?["count"] == 486)
     }
 
-    @Test func failuresAreOneLineWithExitCodeOne() throws {
+    @Test func failuresAreOneLineWithExitCodeOne() async throws {
         let dir = TemporaryDirectory()
-        let curve = try ExternalTools.python(
+        let curve = try await ExternalTools.python(
             "import os, pyogrio; print(os.path.join(os.path.dirname(pyogrio.__file__), 'tests', 'fixtures', 'curvepolygon.gpkg'))"
         ).stdout.trimmingCharacters(in: .whitespacesAndNewlines)
         let badSchema = dir.file("bad.json")
@@ -87,7 +87,7 @@ struct ImportInspectTests {
             (["import", Repository.sampleData("natural_earth/data/countries.geojson").path, "--out", dir.file("y.gpkg").path], "--layer"),
         ]
         for (arguments, reason) in cases {
-            let result = try outpost(arguments)
+            let result = try await outpost(arguments)
             #expect(result.status == 1, "\(arguments)")
             let lines = result.stderr.split(separator: "\n")
             #expect(lines.count == 1, "\(result.stderr)")
@@ -96,9 +96,9 @@ struct ImportInspectTests {
         #expect(!FileManager.default.fileExists(atPath: dir.file("x.gpkg").path))
         // Refusing to overwrite, then overwriting on request.
         let out = dir.file("z.gpkg")
-        #expect(try outpost(["import", Repository.sampleData("natural_earth").path, "--out", out.path]).succeeded)
-        let again = try outpost(["import", Repository.sampleData("natural_earth").path, "--out", out.path])
+        #expect(try await outpost(["import", Repository.sampleData("natural_earth").path, "--out", out.path]).succeeded)
+        let again = try await outpost(["import", Repository.sampleData("natural_earth").path, "--out", out.path])
         #expect(again.status == 1 && again.stderr.contains("already exists"))
-        #expect(try outpost(["import", Repository.sampleData("natural_earth").path, "--out", out.path, "--overwrite"]).succeeded)
+        #expect(try await outpost(["import", Repository.sampleData("natural_earth").path, "--out", out.path, "--overwrite"]).succeeded)
     }
 }

@@ -156,7 +156,7 @@ struct JobSchemaTests {
             assert list(validator.iter_errors(bad))
             print("ok")
             """
-        let result = try ExternalTools.python(script, [Repository.schema("job.schema.json").path] + files.map(\.path))
+        let result = try await ExternalTools.python(script, [Repository.schema("job.schema.json").path] + files.map(\.path))
         #expect(result.succeeded, "\(result.stderr)")
         // The examples decode, and jobs rebuilt from them behave as their status says.
         var registry = JobRegistry.standard

@@ -38,7 +38,7 @@ struct AttachmentTests {
         #expect(try await gdb.int("SELECT count(*) FROM attachments") == 1)
         #expect(try await gdb.int("SELECT count(*) FROM inspection_points_attachments") == 1)
         try gdb.close()
-        let shell = try ExternalTools.run("sqlite3", [dir.file("field.gpkg").path, "DELETE FROM inspection_points WHERE objectid = 4; SELECT count(*) FROM attachments;"])
+        let shell = try await ExternalTools.run("sqlite3", [dir.file("field.gpkg").path, "DELETE FROM inspection_points WHERE objectid = 4; SELECT count(*) FROM attachments;"])
         #expect(shell.stdout.trimmingCharacters(in: .whitespacesAndNewlines) == "0")
     }
 

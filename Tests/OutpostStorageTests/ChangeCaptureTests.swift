@@ -77,14 +77,14 @@ struct ChangeCaptureTests {
         let newFeature = dir.file("new.geojson")
         try #"{"type":"FeatureCollection","features":[{"type":"Feature","properties":{"asset_id":"GD-1","asset_type":"valve","status":"open","depth_m":2.5},"geometry":{"type":"Point","coordinates":[-122.65,45.52]}}]}"#
             .write(to: newFeature, atomically: true, encoding: .utf8)
-        let append = try ExternalTools.run("ogr2ogr", ["-update", "-append", file.path, newFeature.path, "-nln", "inspection_points"])
+        let append = try await ExternalTools.run("ogr2ogr", ["-update", "-append", file.path, newFeature.path, "-nln", "inspection_points"])
         #expect(append.succeeded, "\(append.stderr)")
         #expect(!append.stderr.contains("Warning"), "\(append.stderr)")
         // GDAL's SQL dialect updates in place.
-        let update = try ExternalTools.run("ogrinfo", [file.path, "-sql", "UPDATE inspection_points SET status = 'closed', condition = 4 WHERE asset_id = 'GD-1'"])
+        let update = try await ExternalTools.run("ogrinfo", [file.path, "-sql", "UPDATE inspection_points SET status = 'closed', condition = 4 WHERE asset_id = 'GD-1'"])
         #expect(update.succeeded, "\(update.stderr)")
         // The sqlite3 shell with SpatiaLite (which registers the ST_* functions) inserts and updates.
-        let spatialite = try ExternalTools.run(
+        let spatialite = try await ExternalTools.run(
             "sqlite3", [file.path],
             input: """
                 .bail on
@@ -95,9 +95,9 @@ struct ChangeCaptureTests {
                 """)
         #expect(spatialite.succeeded, "\(spatialite.stderr)")
         // The plain shell can only delete (its triggers need no ST_* function).
-        let delete = try ExternalTools.run("sqlite3", [file.path, "DELETE FROM inspection_points WHERE asset_id = 'HY-1002'"])
+        let delete = try await ExternalTools.run("sqlite3", [file.path, "DELETE FROM inspection_points WHERE asset_id = 'HY-1002'"])
         #expect(delete.succeeded, "\(delete.stderr)")
-        let plainInsert = try ExternalTools.run("sqlite3", [file.path, "INSERT INTO inspection_points (asset_id, asset_type, status) VALUES ('X-1', 'meter', 'open')"])
+        let plainInsert = try await ExternalTools.run("sqlite3", [file.path, "INSERT INTO inspection_points (asset_id, asset_type, status) VALUES ('X-1', 'meter', 'open')"])
         #expect(!plainInsert.succeeded && plainInsert.stderr.contains("ST_IsEmpty"))
 
         let gdb = try Geodatabase.open(at: file)
@@ -118,7 +118,7 @@ struct ChangeCaptureTests {
         #expect(try await gdb.string("SELECT rtreecheck('rtree_inspection_points_geom')") == "ok")
         #expect(try await table.objectIDs(matching: FeatureQuery(envelope: Envelope(xmin: -122.671, ymin: 45.519, xmax: -122.669, ymax: 45.521))).contains(moved.objectID!))
         try gdb.close()
-        let check = try ExternalTools.run("/usr/bin/python3", [try #require(ExternalTools.validateGPKG), "-k", "--extra", "--warning-as-error", file.path])
+        let check = try await ExternalTools.run("/usr/bin/python3", [try #require(ExternalTools.validateGPKG), "-k", "--extra", "--warning-as-error", file.path])
         #expect(check.succeeded, "\(check.stdout)\(check.stderr)")
     }
 }

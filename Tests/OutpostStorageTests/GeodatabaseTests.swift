@@ -41,7 +41,7 @@ struct GeodatabaseTests {
         let attachable = try gdb.table(named: "inspection_points")
         _ = try await attachable.addAttachment(toFeature: 1, name: "photo.jpg", contentType: "image/jpeg", data: Data(repeating: 7, count: 1000))
         try gdb.close()
-        try GeoPackageReaders.expectReadable(
+        try await GeoPackageReaders.expectReadable(
             dir.file("field.gpkg"),
             layers: ["inspection_points": ("Point", 300), "pipelines": ("MultiLineString", 80), "service_areas": ("MultiPolygon", 12), "inspection_log": (nil, 60)])
     }

@@ -9,14 +9,14 @@ import Testing
 /// writes from the Natural Earth shapefile.
 @Suite("GeoPackages written by others")
 struct InteropTests {
-    static func pyogrioFixtures() throws -> URL {
-        let r = try ExternalTools.python("import os, pyogrio; print(os.path.join(os.path.dirname(pyogrio.__file__), 'tests', 'fixtures'))")
+    static func pyogrioFixtures() async throws -> URL {
+        let r = try await ExternalTools.python("import os, pyogrio; print(os.path.join(os.path.dirname(pyogrio.__file__), 'tests', 'fixtures'))")
         guard r.succeeded else { throw ReaderMismatch(description: "pyogrio is not installed: \(r.stderr)") }
         return URL(fileURLWithPath: r.stdout.trimmingCharacters(in: .whitespacesAndNewlines))
     }
 
     /// What pyogrio reads from a layer: attributes (JSON-safe) and geometry as WKT, per row.
-    static func pyogrioRows(_ file: URL, layer: String) throws -> [[String: JSONValue]] {
+    static func pyogrioRows(_ file: URL, layer: String) async throws -> [[String: JSONValue]] {
         let script = """
             import json, math, sys, pyogrio
             meta, fids, geometry, fields = pyogrio.raw.read(sys.argv[1], layer=sys.argv[2], return_fids=True)
@@ -31,13 +31,13 @@ struct InteropTests {
                 rows.append(row)
             print(json.dumps(rows))
             """
-        let r = try ExternalTools.python(script, [file.path, layer])
+        let r = try await ExternalTools.python(script, [file.path, layer])
         guard r.succeeded else { throw ReaderMismatch(description: r.stderr) }
         return try JSONValue.parse(r.stdout).arrayValue!.map { $0.objectValue! }
     }
 
     @Test func nullsAndIntegerTypesFromFiona() async throws {
-        let fixture = try Self.pyogrioFixtures().appendingPathComponent("test_gpkg_nulls.gpkg")
+        let fixture = try await Self.pyogrioFixtures().appendingPathComponent("test_gpkg_nulls.gpkg")
         let dir = TemporaryDirectory()
         try FileManager.default.copyItem(at: fixture, to: dir.file("nulls.gpkg"))
         let gdb = try Geodatabase.open(at: dir.file("nulls.gpkg"), readOnly: true)
@@ -47,7 +47,7 @@ struct InteropTests {
         let types = Dictionary(uniqueKeysWithValues: table.definition.fields.map { ($0.name, $0.type) })
         #expect(types["col_bool"] == .smallInteger && types["col_int64"] == .bigInteger && types["col_float32"] == .single)
         let features = try await table.features()
-        let reference = try Self.pyogrioRows(dir.file("nulls.gpkg"), layer: "test_gpkg_nulls")
+        let reference = try await Self.pyogrioRows(dir.file("nulls.gpkg"), layer: "test_gpkg_nulls")
         #expect(features.count == 4 && reference.count == 4)
         for (feature, row) in zip(features, reference) {
             #expect(feature.objectID == row["fid"]?.integerValue)
@@ -67,13 +67,13 @@ struct InteropTests {
     }
 
     @Test func zAndMFromQGIS() async throws {
-        let fixture = try Self.pyogrioFixtures().appendingPathComponent("line_zm.gpkg")
+        let fixture = try await Self.pyogrioFixtures().appendingPathComponent("line_zm.gpkg")
         let gdb = try Geodatabase.open(at: fixture, readOnly: true)
         let table = try gdb.table(named: "line_zm")
         #expect(table.definition.hasZ && table.definition.hasM)
         let feature = try #require(try await table.features().first)
         #expect(feature.geometry?.layout == .xyzm)
-        let wkt = try ExternalTools.run("ogrinfo", ["-ro", "-q", fixture.path, "line_zm"]).stdout
+        let wkt = try await ExternalTools.run("ogrinfo", ["-ro", "-q", fixture.path, "line_zm"]).stdout
         // ogrinfo prints the first vertex as "LINESTRING ZM (x y z m, ...".
         let first = try #require(wkt.components(separatedBy: "ZM (").dropFirst().first?.components(separatedBy: ",").first)
         let numbers = first.split(separator: " ").compactMap { Double($0) }
@@ -86,8 +86,8 @@ struct InteropTests {
     }
 
     @Test(arguments: ["curve.gpkg", "curvepolygon.gpkg", "multisurface.gpkg"])
-    func curvesAreRefusedClearly(fixture: String) throws {
-        let url = try Self.pyogrioFixtures().appendingPathComponent(fixture)
+    func curvesAreRefusedClearly(fixture: String) async throws {
+        let url = try await Self.pyogrioFixtures().appendingPathComponent(fixture)
         let error = #expect(throws: StorageError.self) { try Geodatabase.open(at: url, readOnly: true) }
         #expect(error?.code == .unsupportedContent)
         #expect(error?.message.contains("not supported") == true, "\(error?.description ?? "")")
@@ -96,20 +96,20 @@ struct InteropTests {
     @Test(arguments: [true, false])
     func naturalEarthWrittenByGDAL(promoteToMulti: Bool) async throws {
         let dir = TemporaryDirectory()
-        let shapefile = try ExternalTools.python(
+        let shapefile = try await ExternalTools.python(
             "import os, pyogrio; print(os.path.join(os.path.dirname(pyogrio.__file__), 'tests', 'fixtures', 'naturalearth_lowres', 'naturalearth_lowres.shp'))"
         ).stdout.trimmingCharacters(in: .whitespacesAndNewlines)
         let out = dir.file("ne.gpkg")
         var args = ["-f", "GPKG", out.path, shapefile, "-nln", "countries"]
         if promoteToMulti { args += ["-nlt", "PROMOTE_TO_MULTI"] }
-        let convert = try ExternalTools.run("ogr2ogr", args)
+        let convert = try await ExternalTools.run("ogr2ogr", args)
         #expect(convert.succeeded, "\(convert.stderr)")
 
         let gdb = try Geodatabase.open(at: out)
         let table = try gdb.table(named: "countries")
         #expect(table.definition.geometryType?.type == (promoteToMulti ? .multiPolygon : .polygon))
         let features = try await table.features()
-        let reference = try Self.pyogrioRows(out, layer: "countries")
+        let reference = try await Self.pyogrioRows(out, layer: "countries")
         #expect(features.count == 177 && reference.count == 177)
         for (feature, row) in zip(features, reference) {
             #expect(feature["name"]?.stringValue == row["name"]?.stringValue)
@@ -118,7 +118,7 @@ struct InteropTests {
             #expect(feature.geometry.map { [.polygon, .multiPolygon].contains($0.type) } == true)
         }
         // ogrinfo's extent equals ours.
-        let info = try ExternalTools.run("ogrinfo", ["-ro", "-so", out.path, "countries"]).stdout
+        let info = try await ExternalTools.run("ogrinfo", ["-ro", "-so", out.path, "countries"]).stdout
         let extentLine = try #require(info.split(separator: "\n").first { $0.hasPrefix("Extent:") })
         let numbers = extentLine.split(whereSeparator: { "(),- ".contains($0) == false ? false : true }).compactMap { Double($0) }
         let e = try #require(try await table.extent())
@@ -135,7 +135,7 @@ struct InteropTests {
                     geometry: .polygon(Envelope(xmin: 170, ymin: -50, xmax: 171, ymax: -49).polygon))
         ])
         try gdb.close()
-        let after = try ExternalTools.run("ogrinfo", ["-ro", "-so", out.path, "countries"])
+        let after = try await ExternalTools.run("ogrinfo", ["-ro", "-so", out.path, "countries"])
         #expect(after.stdout.contains("Feature Count: 178"), "\(after.stdout)")
         #expect(!after.stderr.contains("Warning"))
     }
@@ -146,7 +146,7 @@ struct InteropTests {
         try #"{"type":"FeatureCollection","features":[{"type":"Feature","properties":{"when":"2024-03-01T10:00:00+02:00","day":"2024-03-01"},"geometry":{"type":"Point","coordinates":[1,2]}}]}"#
             .write(to: source, atomically: true, encoding: .utf8)
         let out = dir.file("dates.gpkg")
-        let convert = try ExternalTools.run("ogr2ogr", ["-f", "GPKG", out.path, source.path, "-nln", "dates"])
+        let convert = try await ExternalTools.run("ogr2ogr", ["-f", "GPKG", out.path, source.path, "-nln", "dates"])
         #expect(convert.succeeded, "\(convert.stderr)")
         let gdb = try Geodatabase.open(at: out, readOnly: true)
         let feature = try #require(try await gdb.table(named: "dates").features().first)

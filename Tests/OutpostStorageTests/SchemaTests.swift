@@ -8,7 +8,7 @@ import Testing
 @Suite("Service schema")
 struct SchemaTests {
     @Test(arguments: ["field_inspection", "natural_earth"])
-    func sampleSchemasLoadAndRoundTrip(service: String) throws {
+    func sampleSchemasLoadAndRoundTrip(service: String) async throws {
         let schema = try ServiceSchema.load(from: Repository.sampleData("\(service)/service.json"))
         #expect(!schema.layers.isEmpty)
         for layer in schema.allLayers {
@@ -19,7 +19,7 @@ struct SchemaTests {
         #expect(again == schema)
     }
 
-    @Test func implicitFieldsAreAdded() throws {
+    @Test func implicitFieldsAreAdded() async throws {
         let json = #"{"name":"s","layers":[{"id":0,"name":"pts","geometryType":"Point","fields":[{"name":"a","type":"String"}]}],"tables":[{"id":1,"name":"t","sync":false,"fields":[]}]}"#
         let schema = try ServiceSchema.decode(Data(json.utf8))
         #expect(schema.layers[0].fields.map(\.name) == ["objectid", "globalid", "a"])
@@ -27,7 +27,7 @@ struct SchemaTests {
         #expect(schema.tables[0].fields.map(\.name) == ["objectid"])
     }
 
-    @Test func esriGeometryNamesMapToMultiTypes() throws {
+    @Test func esriGeometryNamesMapToMultiTypes() async throws {
         for (name, type) in [
             ("esriGeometryPoint", GeometryType.point), ("esriGeometryMultipoint", .multiPoint),
             ("esriGeometryPolyline", .multiLineString), ("esriGeometryPolygon", .multiPolygon), ("LineString", .lineString),
@@ -79,7 +79,7 @@ struct SchemaTests {
         }
     }
 
-    @Test func jsonSchemaAcceptsTheSamplesAndRejectsBadOnes() throws {
+    @Test func jsonSchemaAcceptsTheSamplesAndRejectsBadOnes() async throws {
         let script = """
             import json, sys, jsonschema
             schema = json.load(open(sys.argv[1]))
@@ -97,7 +97,7 @@ struct SchemaTests {
                 assert list(v.iter_errors(doc)), doc
             print("ok")
             """
-        let result = try ExternalTools.python(
+        let result = try await ExternalTools.python(
             script,
             [Repository.schema("service.schema.json").path, Repository.sampleData("field_inspection/service.json").path,
              Repository.sampleData("natural_earth/service.json").path])
@@ -106,7 +106,7 @@ struct SchemaTests {
         let dir = TemporaryDirectory()
         let schema = try ServiceSchema.load(from: Repository.sampleData("field_inspection/service.json"))
         try schema.encoded().write(to: dir.file("normalized.json"))
-        let again = try ExternalTools.python(
+        let again = try await ExternalTools.python(
             "import json,sys,jsonschema; jsonschema.validate(json.load(open(sys.argv[2])), json.load(open(sys.argv[1]))); print('ok')",
             [Repository.schema("service.schema.json").path, dir.file("normalized.json").path])
         #expect(again.succeeded, "\(again.stderr)")

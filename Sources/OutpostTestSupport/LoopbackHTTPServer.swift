@@ -1,0 +1,111 @@
+import Foundation
+import NIOCore
+import NIOHTTP1
+import NIOPosix
+
+/// A scriptable HTTP server on 127.0.0.1 and a free port, for testing clients against real
+/// sockets: the handler answers each request, or returns nil to drop the connection without a
+/// response (what a flaky field link or a restarting server does).
+public final class LoopbackHTTPServer: Sendable {
+    public struct Request: Sendable {
+        public var method: String
+        public var uri: String
+        public var path: String
+        public var query: [String: String]
+        public var headers: [(String, String)]
+        public var body: Data
+    }
+
+    public struct Response: Sendable {
+        public var status: Int
+        public var body: Data
+        public var contentType: String
+
+        public init(status: Int = 200, body: Data, contentType: String = "application/json") {
+            self.status = status
+            self.body = body
+            self.contentType = contentType
+        }
+
+        public static func json(_ text: String, status: Int = 200) -> Response {
+            Response(status: status, body: Data(text.utf8))
+        }
+    }
+
+    public typealias Handler = @Sendable (Request) -> Response?
+
+    private let channel: any Channel
+    public let port: Int
+
+    public var baseURL: URL { URL(string: "http://127.0.0.1:\(port)")! }
+
+    private init(channel: any Channel, port: Int) {
+        self.channel = channel
+        self.port = port
+    }
+
+    /// Starts listening; stop with ``stop()``.
+    public static func start(handler: @escaping Handler) async throws -> LoopbackHTTPServer {
+        let bootstrap = ServerBootstrap(group: MultiThreadedEventLoopGroup.singleton)
+            .serverChannelOption(.backlog, value: 64)
+            .serverChannelOption(.socketOption(.so_reuseaddr), value: 1)
+            .childChannelInitializer { channel in
+                channel.pipeline.configureHTTPServerPipeline().flatMap {
+                    channel.pipeline.addHandler(ScriptedHandler(handler: handler))
+                }
+            }
+        let channel = try await bootstrap.bind(host: "127.0.0.1", port: 0).get()
+        return LoopbackHTTPServer(channel: channel, port: channel.localAddress?.port ?? 0)
+    }
+
+    public func stop() async throws {
+        try await channel.close()
+    }
+}
+
+private final class ScriptedHandler: ChannelInboundHandler, @unchecked Sendable {
+    // @unchecked: NIO calls a handler only on its channel's event loop.
+    typealias InboundIn = HTTPServerRequestPart
+    typealias OutboundOut = HTTPServerResponsePart
+
+    let handler: LoopbackHTTPServer.Handler
+    var head: HTTPRequestHead?
+    var body = Data()
+
+    init(handler: @escaping LoopbackHTTPServer.Handler) { self.handler = handler }
+
+    func channelRead(context: ChannelHandlerContext, data: NIOAny) {
+        switch unwrapInboundIn(data) {
+        case .head(let h):
+            head = h
+            body = Data()
+        case .body(var buffer):
+            body.append(contentsOf: buffer.readBytes(length: buffer.readableBytes) ?? [])
+        case .end:
+            guard let head else { return }
+            let components = URLComponents(string: head.uri)
+            var query: [String: String] = [:]
+            for item in components?.queryItems ?? [] { query[item.name] = item.value ?? "" }
+            if head.method == .POST,
+                head.headers["Content-Type"].first?.contains("application/x-www-form-urlencoded") == true,
+                let text = String(data: body, encoding: .utf8)
+            {
+                for item in URLComponents(string: "?" + text)?.queryItems ?? [] { query[item.name] = item.value ?? "" }
+            }
+            let request = LoopbackHTTPServer.Request(
+                method: head.method.rawValue, uri: head.uri, path: components?.path ?? head.uri, query: query,
+                headers: head.headers.map { ($0.name, $0.value) }, body: body)
+            guard let response = handler(request) else {
+                context.close(promise: nil)
+                return
+            }
+            var headers = HTTPHeaders()
+            headers.add(name: "Content-Type", value: response.contentType)
+            headers.add(name: "Content-Length", value: String(response.body.count))
+            context.write(wrapOutboundOut(.head(HTTPResponseHead(version: head.version, status: .init(statusCode: response.status), headers: headers))), promise: nil)
+            context.write(wrapOutboundOut(.body(.byteBuffer(ByteBuffer(bytes: response.body)))), promise: nil)
+            context.writeAndFlush(wrapOutboundOut(.end(nil)), promise: nil)
+            self.head = nil
+        }
+    }
+}

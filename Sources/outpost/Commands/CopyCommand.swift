@@ -1,0 +1,65 @@
+import ArgumentParser
+import Foundation
+import OutpostCore
+import OutpostSync
+
+/// Where jobs keep their JSON: `--job-dir`, else `OUTPOST_JOB_DIR`, else `.outpost/jobs`.
+func jobDirectory(_ option: String?) -> URL {
+    URL(fileURLWithPath: option ?? ProcessInfo.processInfo.environment["OUTPOST_JOB_DIR"] ?? ".outpost/jobs")
+}
+
+struct CopyCommand: AsyncParsableCommand {
+    static let configuration = CommandConfiguration(
+        commandName: "copy",
+        abstract: "Copy a file as a resumable, verified job (for geodatabases and tile packages on removable storage).",
+        discussion: """
+            The copy checkpoints after every chunk. Ctrl-C pauses it; if the process is killed, \
+            `outpost job resume <job-dir>` continues from the last checkpoint. The destination \
+            appears only once the copy is verified (CRC-32).
+            """)
+
+    @Argument(help: "The file to copy.") var source: String
+    @Argument(help: "Where to put the copy.") var destination: String
+    @Option(help: "Directory for the job's JSON (default: $OUTPOST_JOB_DIR or .outpost/jobs).") var jobDir: String?
+    @Option(help: "Chunk size in KB (one checkpoint per chunk).") var chunkKb = 1024
+    @Option(help: "Pause after each chunk, in milliseconds, to leave I/O to other work.") var throttleMs = 0
+    @Flag(help: "Print the result as JSON.") var json = false
+
+    func validate() throws {
+        guard chunkKb > 0, throttleMs >= 0 else { throw ValidationError("--chunk-kb must be positive and --throttle-ms not negative") }
+    }
+
+    func run() async throws {
+        guard FileManager.default.isReadableFile(atPath: source) else {
+            throw CLIFailure(message: "\(source) does not exist or cannot be read")
+        }
+        let manager = try JobManager(directory: jobDirectory(jobDir), registry: .withNetworkJobs())
+        let job = try manager.add(
+            CopyFileJob(
+                source: URL(fileURLWithPath: source), destination: URL(fileURLWithPath: destination),
+                chunkSize: chunkKb * 1024, throttle: .milliseconds(throttleMs)))
+        if ProgressDisplay().enabled {
+            FileHandle.standardError.write(Data("job \(job.id): \(manager.jsonURL(id: job.id).path)\n".utf8))
+        }
+        try manager.start(job)
+        let status = await runShowingProgress(job, label: "copy")
+        try report(job, status: status, json: json)
+    }
+}
+
+/// Prints a job's outcome and maps it to the exit code (0 succeeded, 1 failed; a paused job
+/// says how to resume and exits 1).
+func report(_ job: any AnyJob, status: JobStatus, json: Bool) throws {
+    let snapshot = job.snapshot
+    if json {
+        print(String(decoding: try snapshot.encoded(), as: UTF8.self))
+    }
+    switch status {
+    case .succeeded:
+        if !json { print(snapshot.messages.last { $0.text != "succeeded" }?.text ?? "job \(snapshot.id) succeeded") }
+    case .paused:
+        throw CLIFailure(message: "job \(snapshot.id) paused at step \(snapshot.currentStep + 1); resume it with: outpost job resume <job-dir>")
+    default:
+        throw CLIFailure(message: "job \(snapshot.id) failed: \(snapshot.error?.message ?? status.rawValue)")
+    }
+}
