@@ -24,6 +24,13 @@ let package = Package(
         // HTTP client for sync and tile sources: streaming bodies, timeouts, decompression, pooling.
         .package(url: "https://github.com/swift-server/async-http-client", from: "1.37.0"),
         .package(url: "https://github.com/apple/swift-nio", from: "2.101.2"),
+        // The feature service: HTTP/1.1 server with graceful shutdown through ServiceLifecycle.
+        .package(url: "https://github.com/hummingbird-project/hummingbird", from: "2.28.1"),
+        // gzip response bodies over the system zlib.
+        .package(url: "https://github.com/adam-fowler/compress-nio", from: "1.5.0"),
+        // multipart/form-data bodies (addAttachment uploads).
+        .package(url: "https://github.com/vapor/multipart-kit", from: "4.7.1"),
+        .package(url: "https://github.com/apple/swift-log", from: "1.16.2"),
     ],
     targets: [
         // GeoPackage SQL functions (ST_IsEmpty, ST_MinX, ...) written against the SQLite C API so
@@ -53,7 +60,16 @@ let package = Package(
             ]
         ),
         .target(name: "OutpostTiles", dependencies: ["OutpostStorage", "OutpostCore"]),
-        .target(name: "OutpostServer", dependencies: ["OutpostProtocol", "OutpostTiles", "OutpostStorage"]),
+        .target(
+            name: "OutpostServer",
+            dependencies: [
+                "OutpostProtocol", "OutpostTiles", "OutpostStorage", "OutpostCore",
+                .product(name: "Hummingbird", package: "hummingbird"),
+                .product(name: "Logging", package: "swift-log"),
+                .product(name: "CompressNIO", package: "compress-nio"),
+                .product(name: "MultipartKit", package: "multipart-kit"),
+            ]
+        ),
         .executableTarget(
             name: "outpost",
             dependencies: [
@@ -65,7 +81,7 @@ let package = Package(
         .target(
             name: "OutpostTestSupport",
             dependencies: [
-                "OutpostCore", "OutpostStorage",
+                "OutpostCore", "OutpostStorage", "OutpostServer",
                 .product(name: "NIOCore", package: "swift-nio"),
                 .product(name: "NIOPosix", package: "swift-nio"),
                 .product(name: "NIOHTTP1", package: "swift-nio"),
@@ -78,6 +94,13 @@ let package = Package(
         ),
         .testTarget(name: "OutpostCLITests", dependencies: ["OutpostTestSupport", "OutpostCore"]),
         .testTarget(name: "OutpostSyncTests", dependencies: ["OutpostSync", "OutpostTestSupport", "OutpostCore"]),
+        .testTarget(
+            name: "OutpostServerTests",
+            dependencies: [
+                "OutpostServer", "OutpostTestSupport", "OutpostCore", "OutpostStorage",
+                .product(name: "HummingbirdTesting", package: "hummingbird"),
+            ]
+        ),
     ],
     swiftLanguageModes: [.v6]
 )

@@ -1,6 +1,7 @@
 import ArgumentParser
 import Foundation
 import OutpostCore
+import OutpostServer
 import OutpostStorage
 
 @main
@@ -8,7 +9,7 @@ struct OutpostCommand: AsyncParsableCommand {
     static let configuration = CommandConfiguration(
         commandName: "outpost",
         abstract: "Offline-first geodatabases: GeoPackage storage, sync with feature services, offline tiles.",
-        subcommands: [ImportCommand.self, InspectCommand.self, CopyCommand.self, JobCommand.self]
+        subcommands: [ImportCommand.self, InspectCommand.self, ServiceCommand.self, ServeCommand.self, CopyCommand.self, JobCommand.self]
     )
 
     /// Errors become one line on stderr and exit code 1 (DESIGN §8); usage errors keep
@@ -28,6 +29,8 @@ struct OutpostCommand: AsyncParsableCommand {
         } catch let error as CLIFailure {
             fail(error.message, code: error.exitCode)
         } catch let error as JobError {
+            fail(error.message)
+        } catch let error as ServiceError {
             fail(error.message)
         } catch {
             exit(withError: error)

@@ -159,6 +159,22 @@ extension FeatureTable {
         }
     }
 
+    /// Up to `length` bytes of an attachment from `offset` (empty past the end): for serving
+    /// large attachments in pieces without holding them.
+    public func readAttachment(id: Int64, offset: Int64, length: Int, in conn: GeodatabaseConnection) throws -> Data {
+        try requireAttachments()
+        var out = Data()
+        try withBlob(conn.db, id: id, writable: false) { blob in
+            let size = Int64(sqlite3_blob_bytes(blob))
+            guard offset < size, length > 0 else { return }
+            let n = Int(min(Int64(length), size - offset))
+            out = Data(count: n)
+            let rc = out.withUnsafeMutableBytes { sqlite3_blob_read(blob, $0.baseAddress, Int32(n), Int32(offset)) }
+            guard rc == SQLITE_OK else { throw StorageError(.sqlite, "reading attachment \(id) failed (SQLite \(rc))") }
+        }
+        return out
+    }
+
     /// Deletes an attachment.
     public func deleteAttachment(id: Int64) async throws {
         try await geodatabase.write { conn in

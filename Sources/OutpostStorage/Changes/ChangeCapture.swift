@@ -57,8 +57,8 @@ enum ChangeCapture {
     /// The trigger that gives rows inserted without a global id (by GDAL, QGIS, the sqlite3
     /// shell) a new one, for layers with a GlobalID field that are not synced. Synced layers do
     /// this inside their capture insert trigger, so the change row sees the id.
-    static func globalIDFillTrigger(for layer: LayerDefinition) -> [String] {
-        guard let globalID = layer.globalIDField, !layer.sync else { return [] }
+    static func globalIDFillTrigger(for layer: LayerDefinition, always: Bool = false) -> [String] {
+        guard let globalID = layer.globalIDField, always || !layer.sync else { return [] }
         let pk = quoted(layer.objectIDField), gid = quoted(globalID)
         return [
             """

@@ -28,6 +28,40 @@ public final class GeodatabaseConnection {
         }
     }
 
+    /// Runs a raw SELECT and returns its rows (blobs as `.blob`).
+    public func query(_ sql: String, arguments: [SQLLiteral] = []) throws -> [[SQLLiteral]] {
+        do {
+            return try Row.fetchAll(db, sql: sql, arguments: StatementArguments(arguments.map(\.databaseValue))).map { row in
+                row.databaseValues.map { value in
+                    switch value.storage {
+                    case .null: .null
+                    case .int64(let i): .integer(i)
+                    case .double(let d): .double(d)
+                    case .string(let s): .text(s)
+                    case .blob(let b): .blob([UInt8](b))
+                    }
+                }
+            }
+        } catch {
+            throw StorageError.from(error, "SQL failed")
+        }
+    }
+
+    /// Runs `body` in a savepoint: if it throws, only its changes are undone and the error is
+    /// rethrown; the surrounding transaction goes on.
+    public func inSavepoint<T>(_ body: () throws -> T) throws -> T {
+        var result: T?
+        do {
+            try db.inSavepoint {
+                result = try body()
+                return .commit
+            }
+        } catch {
+            throw StorageError.from(error, "savepoint failed")
+        }
+        return result!
+    }
+
     /// A prepared statement for running the same raw SQL many times in this closure.
     public func statement(_ sql: String) throws -> SQLStatement {
         do {

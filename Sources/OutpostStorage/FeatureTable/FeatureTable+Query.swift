@@ -40,24 +40,72 @@ extension FeatureTable {
     public func forEach(
         matching query: FeatureQuery, in conn: GeodatabaseConnection, _ body: (Feature) throws -> Void
     ) throws {
-        let fields = try selectColumns(outFields: query.outFields, returnGeometry: query.returnGeometry)
-        let (filter, arguments) = try filterSQL(query, conn.db)
-        var sql = "SELECT \(selectList(fields, returnGeometry: query.returnGeometry)) FROM \(quoted(name))\(filter)"
-        sql += try orderSQL(query)
-        var args = arguments
-        sql += pagingSQL(query, &args)
-        let cursor = try Row.fetchCursor(conn.db, sql: sql, arguments: StatementArguments(args))
-        while let row = try cursor.next() {
-            try body(try decodeFeature(row, fields: fields, returnGeometry: query.returnGeometry))
+        guard let shape = query.intersecting else {
+            let fields = try selectColumns(outFields: query.outFields, returnGeometry: query.returnGeometry)
+            let (filter, arguments) = try filterSQL(query, conn.db)
+            var sql = "SELECT \(selectList(fields, returnGeometry: query.returnGeometry)) FROM \(quoted(name))\(filter)"
+            sql += try orderSQL(query)
+            var args = arguments
+            sql += pagingSQL(query, &args)
+            let cursor = try Row.fetchCursor(conn.db, sql: sql, arguments: StatementArguments(args))
+            while let row = try cursor.next() {
+                try body(try decodeFeature(row, fields: fields, returnGeometry: query.returnGeometry))
+            }
+            return
+        }
+        // An exact spatial filter runs on the geometries, so paging follows it, in Swift.
+        var candidates = query
+        candidates.intersecting = nil
+        let envelope = intersectionEnvelope(query, shape)
+        guard envelope.isValid else { return }  // nothing can intersect
+        candidates.envelope = envelope
+        candidates.returnGeometry = true
+        candidates.offset = 0
+        candidates.limit = nil
+        var skipped = 0, delivered = 0
+        try forEach(matching: candidates, in: conn) { feature in
+            guard let g = feature.geometry, GeometryRelations.intersects(g, shape) else { return }
+            if skipped < query.offset {
+                skipped += 1
+                return
+            }
+            if let limit = query.limit, delivered >= limit { return }
+            delivered += 1
+            var f = feature
+            if !query.returnGeometry { f.geometry = nil }
+            try body(f)
         }
     }
 
+    /// The candidate envelope for an exact filter: the shape's, narrowed by the query's own.
+    private func intersectionEnvelope(_ query: FeatureQuery, _ shape: Geometry) -> Envelope {
+        let bounds = shape.envelope ?? Envelope(xmin: 0, ymin: 0, xmax: -1, ymax: -1)
+        guard let e = query.envelope else { return bounds }
+        return Envelope(xmin: max(e.xmin, bounds.xmin), ymin: max(e.ymin, bounds.ymin), xmax: min(e.xmax, bounds.xmax), ymax: min(e.ymax, bounds.ymax))
+    }
+
     public func count(matching query: FeatureQuery, in conn: GeodatabaseConnection) throws -> Int {
+        if query.intersecting != nil {
+            var all = query
+            all.offset = 0
+            all.limit = nil
+            all.outFields = [definition.objectIDField]
+            var n = 0
+            try forEach(matching: all, in: conn) { _ in n += 1 }
+            return n
+        }
         let (filter, arguments) = try filterSQL(query, conn.db)
         return try Int.fetchOne(conn.db, sql: "SELECT count(*) FROM \(quoted(name))\(filter)", arguments: StatementArguments(arguments)) ?? 0
     }
 
     public func objectIDs(matching query: FeatureQuery, in conn: GeodatabaseConnection) throws -> [Int64] {
+        if query.intersecting != nil {
+            var ids = query
+            ids.outFields = [definition.objectIDField]
+            var out: [Int64] = []
+            try forEach(matching: ids, in: conn) { out.append($0.objectID!) }
+            return out
+        }
         let (filter, arguments) = try filterSQL(query, conn.db)
         var args = arguments
         var sql = "SELECT \(quoted(definition.objectIDField)) FROM \(quoted(name))\(filter)"
@@ -104,6 +152,10 @@ extension FeatureTable {
         if let ids = query.objectIDs {
             clauses.append("\(pk) IN (SELECT value FROM json_each(?))")
             arguments.append(("[" + ids.map(String.init).joined(separator: ",") + "]").databaseValue)
+        }
+        if let after = query.afterObjectID {
+            clauses.append("\(pk) > ?")
+            arguments.append(after.databaseValue)
         }
         if let gids = query.globalIDs {
             guard let field = definition.globalIDField else {

@@ -16,8 +16,11 @@ extension Geodatabase {
     ///   once instead of through the WAL and again at checkpoint. If it throws, no file appears.
     /// - Throws: ``StorageError`` `.invalidSchema`, `.alreadyExists` (unless `overwrite`), `.io`, or
     ///   what `populate` throws.
+    ///
+    /// - Parameter changeCapture: install the triggers that record local edits for upload (true for
+    ///   client geodatabases; a service's own store logs changes itself and passes false).
     public static func create(
-        at url: URL, schema: ServiceSchema, overwrite: Bool = false,
+        at url: URL, schema: ServiceSchema, overwrite: Bool = false, changeCapture: Bool = true,
         populate: ((GeodatabaseConnection) throws -> Void)? = nil
     ) throws -> Geodatabase {
         let schema = try schema.normalized()
@@ -39,7 +42,7 @@ extension Geodatabase {
                 try db.execute(sql: "PRAGMA journal_mode = MEMORY")
                 try db.execute(sql: "PRAGMA synchronous = OFF")
                 try db.inTransaction {
-                    try GeoPackageWriter.createStructure(db, schema: schema)
+                    try GeoPackageWriter.createStructure(db, schema: schema, changeCapture: changeCapture)
                     return .commit
                 }
             }
@@ -78,7 +81,7 @@ extension Geodatabase {
 
 /// Writes GeoPackage structures for a schema.
 enum GeoPackageWriter {
-    static func createStructure(_ db: Database, schema: ServiceSchema) throws {
+    static func createStructure(_ db: Database, schema: ServiceSchema, changeCapture: Bool) throws {
         try db.execute(sql: GeoPackageDDL.coreTables)
         for row in SpatialReferenceSystems.all {
             try db.execute(
@@ -101,13 +104,13 @@ enum GeoPackageWriter {
                 definition: ChangeCapture.extensionDefinition, scope: "write-only")
         }
         for layer in schema.allLayers {
-            try createLayer(db, layer, schema: schema)
+            try createLayer(db, layer, schema: schema, changeCapture: changeCapture)
         }
         try SchemaStore.save(schema, db)
     }
 
     /// Creates one layer's table with its GeoPackage registrations, index, capture and attachments.
-    static func createLayer(_ db: Database, _ layer: LayerDefinition, schema: ServiceSchema) throws {
+    static func createLayer(_ db: Database, _ layer: LayerDefinition, schema: ServiceSchema, changeCapture: Bool) throws {
         try db.execute(sql: GeoPackageDDL.createTable(layer, schema: schema))
         if let index = GeoPackageDDL.globalIDIndex(layer) { try db.execute(sql: index) }
         let srs = (layer.spatialReference ?? schema.spatialReference).wkid
@@ -128,7 +131,7 @@ enum GeoPackageWriter {
                 db, table: layer.name, column: layer.geometryColumn, name: "gpkg_rtree_index",
                 definition: "http://www.geopackage.org/spec120/#extension_rtree", scope: "write-only")
         }
-        let triggers = layer.sync ? ChangeCapture.triggers(for: layer) : ChangeCapture.globalIDFillTrigger(for: layer)
+        let triggers = layer.sync && changeCapture ? ChangeCapture.triggers(for: layer) : ChangeCapture.globalIDFillTrigger(for: layer, always: !changeCapture)
         for trigger in triggers {
             try db.execute(sql: trigger)
         }

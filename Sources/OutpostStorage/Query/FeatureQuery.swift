@@ -13,11 +13,16 @@ public struct FeatureQuery: Hashable, Sendable {
     public var whereClause: String?
     /// Only these object ids.
     public var objectIDs: [Int64]?
+    /// Only object ids greater than this one (keyset paging in object-id order).
+    public var afterObjectID: Int64?
     /// Only these global ids.
     public var globalIDs: [String]?
     /// Only features whose envelope intersects this one (in the layer's spatial reference),
     /// answered from the R-tree index.
     public var envelope: Envelope?
+    /// Only features whose geometry intersects this one exactly (in the layer's spatial
+    /// reference); the R-tree finds candidates by its envelope first.
+    public var intersecting: Geometry?
     /// Field names to return; nil for all. The object id and global id always come back.
     public var outFields: [String]?
     public var returnGeometry: Bool

@@ -70,6 +70,16 @@ public enum SQLLiteral: Hashable, Sendable {
     case double(Double)
     case text(String)
     case blob([UInt8])
+
+    public var integerValue: Int64? {
+        switch self {
+        case .integer(let i): i
+        case .double(let d): Int64(exactly: d)
+        default: nil
+        }
+    }
+
+    public var textValue: String? { if case .text(let s) = self { s } else { nil } }
 }
 
 /// A where-clause expression tree. Field names are canonical; literals are values.

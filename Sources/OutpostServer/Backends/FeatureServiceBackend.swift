@@ -1,0 +1,52 @@
+import Foundation
+import OutpostCore
+import OutpostProtocol
+import OutpostStorage
+
+/// Where a feature service keeps its data: the routes speak only to this, so the SQLite default
+/// and the PostgreSQL/PostGIS backend serve the same endpoints.
+///
+/// Every method is safe to call concurrently: reads run in parallel, edits are serialised, and
+/// each committed batch of edits gets the next service-wide generation, logged per feature with
+/// the changed columns (what sync downloads from).
+public protocol FeatureServiceBackend: Sendable {
+    /// The service name in URLs.
+    var name: String { get }
+    func schema() async throws -> ServiceSchema
+    /// The bounding box of a layer's geometries, nil when it has none.
+    func extent(layerID: Int) async throws -> Envelope?
+    func count(layerID: Int, query: FeatureQuery) async throws -> Int
+    func objectIDs(layerID: Int, query: FeatureQuery) async throws -> [Int64]
+    /// One page of matching features: callers set `query.limit` (and page on with
+    /// `query.afterObjectID` or `query.offset`), so a large result is read a page at a time and
+    /// never sits whole in memory.
+    func features(layerID: Int, query: FeatureQuery) async throws -> [Feature]
+    /// Applies adds, updates and deletes in one transaction under one new generation.
+    /// With `rollbackOnFailure`, an invalid edit throws (nothing applied); without it, each edit
+    /// succeeds or fails on its own.
+    func applyEdits(layerID: Int, edits: EditRequest, rollbackOnFailure: Bool) async throws -> ApplyEditsResponse
+    func attachments(layerID: Int, objectID: Int64) async throws -> [Attachment]
+    /// Up to `length` bytes of an attachment from `offset` (empty at the end).
+    func attachmentBytes(layerID: Int, attachmentID: Int64, offset: Int64, length: Int) async throws -> Data
+    func addAttachment(layerID: Int, objectID: Int64, name: String, contentType: String, data: Data) async throws -> Attachment
+    func deleteAttachments(layerID: Int, objectID: Int64, attachmentIDs: [Int64]) async throws -> [EditResult]
+    /// The latest committed generation.
+    func generation() async throws -> Int64
+    func close() async throws
+}
+
+/// The edits of one applyEdits request. Updates and deletes name features by object id, or by
+/// global id when the request said `useGlobalIds`.
+public struct EditRequest: Sendable {
+    public var adds: [Feature]
+    public var updates: [Feature]
+    public var deletes: [Feature]
+
+    public init(adds: [Feature] = [], updates: [Feature] = [], deletes: [Feature] = []) {
+        self.adds = adds
+        self.updates = updates
+        self.deletes = deletes
+    }
+
+    public var isEmpty: Bool { adds.isEmpty && updates.isEmpty && deletes.isEmpty }
+}

@@ -1,0 +1,109 @@
+import Foundation
+import OutpostCore
+import OutpostProtocol
+import OutpostStorage
+
+/// Applies one applyEdits request inside a write transaction, logging every change under the
+/// next generation.
+struct EditApplier {
+    let table: FeatureTable
+    let conn: GeodatabaseConnection
+    let rollbackOnFailure: Bool
+
+    var layer: LayerDefinition { table.definition }
+
+    func apply(_ edits: EditRequest) throws -> ApplyEditsResponse {
+        let generation = try ServiceStore.generation(conn) + 1
+        var response = ApplyEditsResponse()
+        var applied = 0
+        for (index, feature) in edits.adds.enumerated() {
+            response.addResults.append(try attempt("adds", index, feature) {
+                let added = try table.add([feature], in: conn)[0]
+                if let gid = added.globalID {
+                    try ServiceStore.log(conn, generation: generation, layerID: layer.id, globalID: gid, op: "insert", columns: allColumns)
+                }
+                applied += 1
+                return EditResult(objectId: added.objectID, globalId: added.globalID, success: true)
+            })
+        }
+        for (index, feature) in edits.updates.enumerated() {
+            response.updateResults.append(try attempt("updates", index, feature) {
+                let before = try existing(feature)
+                var change = feature
+                change.objectID = before.objectID
+                try table.update([change], in: conn)
+                let after = try existing(Feature(objectID: before.objectID))
+                let columns = changedColumns(before, after)
+                if let gid = after.globalID, !columns.isEmpty {
+                    try ServiceStore.log(conn, generation: generation, layerID: layer.id, globalID: gid, op: "update", columns: columns)
+                    applied += 1
+                }
+                return EditResult(objectId: after.objectID, globalId: after.globalID, success: true)
+            })
+        }
+        for (index, feature) in edits.deletes.enumerated() {
+            response.deleteResults.append(try attempt("deletes", index, feature) {
+                let before = try existing(feature)
+                try table.delete(objectIDs: [before.objectID!], in: conn)
+                if let gid = before.globalID {
+                    try ServiceStore.log(conn, generation: generation, layerID: layer.id, globalID: gid, op: "delete", columns: [])
+                }
+                applied += 1
+                return EditResult(objectId: before.objectID, globalId: before.globalID, success: true)
+            })
+        }
+        if applied > 0 { try ServiceStore.setGeneration(conn, generation) }
+        return response
+    }
+
+    var allColumns: [String] {
+        layer.fields.filter { $0.type != .oid }.map(\.name) + (layer.isSpatial ? [layer.geometryColumn] : [])
+    }
+
+    /// Runs one edit. With rollbackOnFailure a failure ends the request (the transaction rolls
+    /// back); without, the edit's own changes roll back and its result says why.
+    private func attempt(_ list: String, _ index: Int, _ feature: Feature, _ body: () throws -> EditResult) throws -> EditResult {
+        do {
+            return try conn.inSavepoint(body)
+        } catch {
+            let storage = error as? StorageError
+            let code = storage?.code == .notFound ? EditResult.Code.notFound : EditResult.Code.invalidEdit
+            let reason = storage.map { $0.field.map { f in "\(f): " } ?? "" } ?? ""
+            let message = (storage?.message ?? "\(error)")
+            let description = message.hasPrefix(reason) || reason.isEmpty ? message : reason + message
+            if rollbackOnFailure {
+                let target = feature.globalID ?? feature.objectID.map { "object id \($0)" } ?? "new feature"
+                throw ServiceError(
+                    storage?.code == .notFound ? 404 : 400,
+                    "edit rejected: layer \(layer.name) (\(layer.id)), \(list)[\(index)] (\(target)): \(description); nothing was applied",
+                    details: ["layer: \(layer.id)", "\(list)[\(index)]", "globalId: \(feature.globalID ?? "")", "reason: \(description)"])
+            }
+            return EditResult(objectId: feature.objectID, globalId: feature.globalID, success: false, error: .init(code: code, description: description))
+        }
+    }
+
+    private func existing(_ feature: Feature) throws -> Feature {
+        var query = FeatureQuery()
+        if let oid = feature.objectID {
+            query.objectIDs = [oid]
+        } else if let gid = feature.globalID, layer.globalIDField != nil {
+            query.globalIDs = [gid]
+        } else {
+            throw StorageError(.invalidEdit, "the edit names no feature (objectId or globalId)", table: layer.name)
+        }
+        var found: Feature?
+        try table.forEach(matching: query, in: conn) { found = $0 }
+        guard let found else {
+            throw StorageError(.notFound, "no feature with \(feature.objectID.map { "object id \($0)" } ?? "global id \(feature.globalID ?? "")")", table: layer.name)
+        }
+        return found
+    }
+
+    private func changedColumns(_ before: Feature, _ after: Feature) -> [String] {
+        var columns = layer.fields.filter { $0.type != .oid && $0.type != .globalID }.map(\.name).filter {
+            (before.attributes[$0] ?? .null) != (after.attributes[$0] ?? .null)
+        }
+        if layer.isSpatial, before.geometry != after.geometry { columns.append(layer.geometryColumn) }
+        return columns
+    }
+}

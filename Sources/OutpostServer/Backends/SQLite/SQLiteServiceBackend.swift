@@ -1,0 +1,128 @@
+import Foundation
+import OutpostCore
+import OutpostProtocol
+import OutpostStorage
+
+/// The embedded default backend: a service is one GeoPackage (data, attachments and the
+/// ServiceStore tables), served through a WAL connection pool: reads in parallel, one writer.
+public final class SQLiteServiceBackend: FeatureServiceBackend {
+    public let name: String
+    let geodatabase: Geodatabase
+
+    /// Opens a service GeoPackage made by ``create(at:schema:dataDirectory:overwrite:)``.
+    /// - Throws: ``ServiceError`` when the file is not an Outpost service.
+    public init(url: URL, name: String? = nil) throws {
+        geodatabase = try Geodatabase.open(at: url)
+        self.name = name ?? url.deletingPathExtension().lastPathComponent
+        let gdb = geodatabase
+        guard try gdb.read({ conn in try ServiceStore.isService(conn) }) else {
+            try? gdb.close()
+            throw ServiceError(500, "\(url.lastPathComponent) is not an Outpost service; create one with: outpost service create")
+        }
+    }
+
+    /// Creates a service GeoPackage from a schema and `<dataDirectory>/<layer>.geojson` files.
+    /// - Returns: features imported per layer.
+    @discardableResult
+    public static func create(at url: URL, schema: ServiceSchema, dataDirectory: URL?, overwrite: Bool = false) throws -> [String: Int] {
+        var counts: [String: Int] = [:]
+        let gdb = try Geodatabase.create(at: url, schema: schema, overwrite: overwrite, changeCapture: false) { conn in
+            for table in conn.geodatabase.tables {
+                let file = dataDirectory?.appendingPathComponent("\(table.name).geojson")
+                if let file, FileManager.default.fileExists(atPath: file.path) {
+                    counts[table.name] = try GeoJSONImport.importFile(file, into: table, in: conn)
+                } else {
+                    counts[table.name] = 0
+                }
+            }
+            try ServiceStore.install(conn, schema: conn.geodatabase.schema)
+        }
+        try gdb.close()
+        return counts
+    }
+
+    public func schema() async throws -> ServiceSchema { geodatabase.schema }
+
+    func table(_ layerID: Int) throws -> FeatureTable {
+        do {
+            return try geodatabase.table(id: layerID)
+        } catch {
+            throw ServiceError.notFound("layer \(layerID)")
+        }
+    }
+
+    public func extent(layerID: Int) async throws -> Envelope? {
+        try await table(layerID).extent()
+    }
+
+    public func count(layerID: Int, query: FeatureQuery) async throws -> Int {
+        try await table(layerID).count(matching: query)
+    }
+
+    public func objectIDs(layerID: Int, query: FeatureQuery) async throws -> [Int64] {
+        try await table(layerID).objectIDs(matching: query)
+    }
+
+    public func features(layerID: Int, query: FeatureQuery) async throws -> [Feature] {
+        try await table(layerID).features(matching: query)
+    }
+
+    public func generation() async throws -> Int64 {
+        try await geodatabase.read { conn in try ServiceStore.generation(conn) }
+    }
+
+    public func close() async throws { try geodatabase.close() }
+
+    // MARK: - Edits
+
+    public func applyEdits(layerID: Int, edits: EditRequest, rollbackOnFailure: Bool) async throws -> ApplyEditsResponse {
+        let table = try table(layerID)
+        return try await geodatabase.write { conn in
+            try EditApplier(table: table, conn: conn, rollbackOnFailure: rollbackOnFailure).apply(edits)
+        }
+    }
+
+    // MARK: - Attachments
+
+    public func attachments(layerID: Int, objectID: Int64) async throws -> [Attachment] {
+        let table = try table(layerID)
+        try await requireFeature(table, objectID)
+        return try await table.attachments(forFeature: objectID)
+    }
+
+    public func attachmentBytes(layerID: Int, attachmentID: Int64, offset: Int64, length: Int) async throws -> Data {
+        let table = try table(layerID)
+        return try await geodatabase.read { conn in
+            try table.readAttachment(id: attachmentID, offset: offset, length: length, in: conn)
+        }
+    }
+
+    public func addAttachment(layerID: Int, objectID: Int64, name: String, contentType: String, data: Data) async throws -> Attachment {
+        let table = try table(layerID)
+        guard table.definition.hasAttachments else { throw ServiceError(400, "layer \(layerID) does not support attachments") }
+        try await requireFeature(table, objectID)
+        return try await table.addAttachment(toFeature: objectID, name: name, contentType: contentType, data: data)
+    }
+
+    public func deleteAttachments(layerID: Int, objectID: Int64, attachmentIDs: [Int64]) async throws -> [EditResult] {
+        let table = try table(layerID)
+        try await requireFeature(table, objectID)
+        let existing = Set(try await table.attachments(forFeature: objectID).map(\.id))
+        var results: [EditResult] = []
+        for id in attachmentIDs {
+            guard existing.contains(id) else {
+                results.append(EditResult(objectId: id, globalId: nil, success: false, error: .init(code: EditResult.Code.notFound, description: "attachment \(id) not found")))
+                continue
+            }
+            try await table.deleteAttachment(id: id)
+            results.append(EditResult(objectId: id, globalId: nil, success: true))
+        }
+        return results
+    }
+
+    private func requireFeature(_ table: FeatureTable, _ objectID: Int64) async throws {
+        guard try await table.count(matching: FeatureQuery(objectIDs: [objectID])) == 1 else {
+            throw ServiceError.notFound("feature \(objectID) of layer \(table.definition.id)")
+        }
+    }
+}

@@ -1,0 +1,125 @@
+import Foundation
+import OutpostCore
+import OutpostStorage
+
+/// The server-side bookkeeping a sync-enabled service keeps next to its data, in the service
+/// GeoPackage (extension `outpost_sync`, write-only, not in `gpkg_contents`):
+///
+/// - `outpost_service_state`: the service-wide generation counter (assigned at commit: edits are
+///   serialised, so generations increase in commit order) and the schema version;
+/// - `outpost_change_log`: one row per changed feature per generation, with the operation, the
+///   changed columns and the replica batch it came from (what the download feed reads);
+/// - `outpost_tombstones`: deleted global ids with the generation that deleted them;
+/// - `outpost_feature_versions`: per feature, the last generation of each column (per-column
+///   conflict detection).
+enum ServiceStore {
+    static let tables = [
+        """
+        CREATE TABLE outpost_service_state (
+          id INTEGER PRIMARY KEY CHECK (id = 1),
+          generation INTEGER NOT NULL,
+          schema_version INTEGER NOT NULL
+        )
+        """,
+        """
+        CREATE TABLE outpost_change_log (
+          change_id INTEGER PRIMARY KEY AUTOINCREMENT,
+          generation INTEGER NOT NULL,
+          layer_id INTEGER NOT NULL,
+          globalid TEXT NOT NULL,
+          op TEXT NOT NULL CHECK (op IN ('insert', 'update', 'delete')),
+          changed_columns TEXT,
+          origin_replica TEXT,
+          origin_seq INTEGER,
+          changed_at TEXT NOT NULL DEFAULT (strftime('%Y-%m-%dT%H:%M:%fZ', 'now'))
+        )
+        """,
+        "CREATE INDEX outpost_change_log_feed ON outpost_change_log (layer_id, generation)",
+        """
+        CREATE TABLE outpost_tombstones (
+          layer_id INTEGER NOT NULL,
+          globalid TEXT NOT NULL,
+          generation INTEGER NOT NULL,
+          PRIMARY KEY (layer_id, globalid)
+        )
+        """,
+        """
+        CREATE TABLE outpost_feature_versions (
+          layer_id INTEGER NOT NULL,
+          globalid TEXT NOT NULL,
+          generation INTEGER NOT NULL,
+          column_generations TEXT NOT NULL,
+          PRIMARY KEY (layer_id, globalid)
+        )
+        """,
+    ]
+
+    static let tableNames = ["outpost_service_state", "outpost_change_log", "outpost_tombstones", "outpost_feature_versions"]
+
+    /// Adds the tables to a new service GeoPackage, with every existing feature at generation 1.
+    static func install(_ conn: GeodatabaseConnection, schema: ServiceSchema) throws {
+        for sql in tables { try conn.execute(sql) }
+        for table in tableNames {
+            try conn.execute(
+                "INSERT INTO gpkg_extensions (table_name, column_name, extension_name, definition, scope) VALUES (?, NULL, 'outpost_sync', 'Outpost GeoPackage sync extension, docs/geopackage-extension.md', 'write-only')",
+                arguments: [.text(table)])
+        }
+        try conn.execute("INSERT INTO outpost_service_state (id, generation, schema_version) VALUES (1, 1, ?)", arguments: [.integer(Int64(schema.schemaVersion))])
+        for layer in schema.allLayers {
+            guard let gid = layer.globalIDField else { continue }
+            let columns = layer.fields.filter { $0.type != .oid }.map(\.name) + (layer.isSpatial ? [layer.geometryColumn] : [])
+            let generations = "{" + columns.map { "\"\($0)\":1" }.joined(separator: ",") + "}"
+            try conn.execute(
+                "INSERT INTO outpost_feature_versions (layer_id, globalid, generation, column_generations) SELECT ?, \(quotedName(gid)), 1, ? FROM \(quotedName(layer.name))",
+                arguments: [.integer(Int64(layer.id)), .text(generations)])
+        }
+    }
+
+    static func isService(_ conn: GeodatabaseConnection) throws -> Bool {
+        try !conn.query("SELECT 1 FROM sqlite_master WHERE type = 'table' AND name = 'outpost_service_state'").isEmpty
+    }
+
+    static func generation(_ conn: GeodatabaseConnection) throws -> Int64 {
+        try conn.query("SELECT generation FROM outpost_service_state WHERE id = 1").first?.first?.integerValue ?? 0
+    }
+
+    static func setGeneration(_ conn: GeodatabaseConnection, _ generation: Int64) throws {
+        try conn.execute("UPDATE outpost_service_state SET generation = ? WHERE id = 1", arguments: [.integer(generation)])
+    }
+
+    /// Records one feature's change at `generation`.
+    static func log(
+        _ conn: GeodatabaseConnection, generation: Int64, layerID: Int, globalID: String, op: String, columns: [String],
+        origin: (replica: String, seq: Int64)? = nil
+    ) throws {
+        let columnsJSON = JSONValue.array(columns.map { .string($0) }).jsonString
+        try conn.execute(
+            "INSERT INTO outpost_change_log (generation, layer_id, globalid, op, changed_columns, origin_replica, origin_seq) VALUES (?, ?, ?, ?, ?, ?, ?)",
+            arguments: [
+                .integer(generation), .integer(Int64(layerID)), .text(globalID), .text(op), .text(columnsJSON),
+                origin.map { .text($0.replica) } ?? .null, origin.map { .integer($0.seq) } ?? .null,
+            ])
+        let layer = SQLLiteral.integer(Int64(layerID)), gid = SQLLiteral.text(globalID)
+        if op == "delete" {
+            try conn.execute("DELETE FROM outpost_feature_versions WHERE layer_id = ? AND globalid = ?", arguments: [layer, gid])
+            try conn.execute(
+                "INSERT INTO outpost_tombstones (layer_id, globalid, generation) VALUES (?, ?, ?) ON CONFLICT (layer_id, globalid) DO UPDATE SET generation = excluded.generation",
+                arguments: [layer, gid, .integer(generation)])
+        } else {
+            let generations = JSONValue.object(Dictionary(uniqueKeysWithValues: columns.map { ($0, JSONValue.integer(generation)) })).jsonString
+            try conn.execute(
+                """
+                INSERT INTO outpost_feature_versions (layer_id, globalid, generation, column_generations) VALUES (?, ?, ?, ?)
+                ON CONFLICT (layer_id, globalid) DO UPDATE SET generation = excluded.generation,
+                  column_generations = json_patch(column_generations, excluded.column_generations)
+                """,
+                arguments: [layer, gid, .integer(generation), .text(generations)])
+            if op == "insert" {
+                try conn.execute("DELETE FROM outpost_tombstones WHERE layer_id = ? AND globalid = ?", arguments: [layer, gid])
+            }
+        }
+    }
+}
+
+/// `"name"` for SQL built from validated schema names.
+func quotedName(_ name: String) -> String { "\"" + name.replacingOccurrences(of: "\"", with: "\"\"") + "\"" }

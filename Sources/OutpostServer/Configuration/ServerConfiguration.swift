@@ -1,0 +1,62 @@
+import Foundation
+
+/// How `outpost serve` runs: address, body limit, and who may call it.
+public struct ServerConfiguration: Sendable {
+    public var host: String
+    /// 0 picks a free port.
+    public var port: Int
+    /// Largest request body accepted (larger ones get 413).
+    public var maxBodyBytes: Int
+    /// Largest page a query returns (ArcGIS `maxRecordCount` caps it further per service).
+    public var maxRecordCount: Int?
+    /// nil: open service. Otherwise every endpoint but /health needs a token.
+    public var tokens: TokenPolicy?
+
+    public init(host: String = "127.0.0.1", port: Int = 8080, maxBodyBytes: Int = 64 << 20, tokens: TokenPolicy? = nil) {
+        self.host = host
+        self.port = port
+        self.maxBodyBytes = maxBodyBytes
+        self.tokens = tokens
+    }
+}
+
+/// Tokens and what each may do. Requests carry one as `token=` or `Authorization: Bearer`.
+public struct TokenPolicy: Sendable {
+    public enum Scope: String, Sendable {
+        /// Queries, downloads, service info.
+        case read
+        /// Everything, edits included.
+        case edit
+    }
+
+    public var tokens: [String: Scope]
+
+    public init(tokens: [String: Scope]) { self.tokens = tokens }
+
+    /// One token that may do everything (`--token`).
+    public init(token: String) { tokens = [token: .edit] }
+
+    /// Reads a tokens file: one token per line, optionally followed by `read` or `edit`
+    /// (default `edit`); blank lines and `#` comments are ignored.
+    public init(contentsOf url: URL) throws {
+        let text: String
+        do {
+            text = try String(contentsOf: url, encoding: .utf8)
+        } catch {
+            throw ServiceError(500, "cannot read the tokens file \(url.path)")
+        }
+        var tokens: [String: Scope] = [:]
+        for (number, raw) in text.split(separator: "\n", omittingEmptySubsequences: false).enumerated() {
+            let line = raw.split(separator: "#", maxSplits: 1, omittingEmptySubsequences: false).first.map(String.init)?
+                .trimmingCharacters(in: .whitespaces) ?? ""
+            if line.isEmpty { continue }
+            let parts = line.split(whereSeparator: { $0 == " " || $0 == "\t" }).map(String.init)
+            guard parts.count <= 2, let scope = parts.count == 2 ? Scope(rawValue: parts[1]) : .edit else {
+                throw ServiceError(500, "\(url.lastPathComponent) line \(number + 1): expected \"<token> [read|edit]\"")
+            }
+            tokens[parts[0]] = scope
+        }
+        guard !tokens.isEmpty else { throw ServiceError(500, "\(url.lastPathComponent) holds no token") }
+        self.tokens = tokens
+    }
+}

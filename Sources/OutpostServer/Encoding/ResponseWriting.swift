@@ -1,0 +1,107 @@
+import CompressNIO
+import Foundation
+import Hummingbird
+import NIOCore
+import OutpostCore
+
+/// Builds responses: JSON (compact, or indented for `f=pjson`), gzip when the client accepts it,
+/// and streamed bodies flushed in chunks.
+struct ResponseWriting {
+    let gzip: Bool
+    let pretty: Bool
+
+    init(request: Request, pretty: Bool = false) {
+        gzip = request.headers[.acceptEncoding].map { $0.lowercased().contains("gzip") } ?? false
+        self.pretty = pretty
+    }
+
+    func json(_ value: JSONValue, status: HTTPResponse.Status = .ok) -> Response {
+        let text = pretty ? Self.pretty(value) : value.jsonString
+        return bytes(ByteBuffer(string: text), status: status, contentType: "application/json; charset=utf-8")
+    }
+
+    func bytes(_ buffer: ByteBuffer, status: HTTPResponse.Status = .ok, contentType: String) -> Response {
+        var headers: HTTPFields = [.contentType: contentType]
+        var body = buffer
+        if gzip, buffer.readableBytes > 512, let compressed = try? body.compress(with: .gzip()) {
+            headers[.contentEncoding] = "gzip"
+            return Response(status: status, headers: headers, body: .init(byteBuffer: compressed))
+        }
+        return Response(status: status, headers: headers, body: .init(byteBuffer: buffer))
+    }
+
+    /// A streamed body: `produce` appends text to a ``ChunkedText``, which sends it in chunks of
+    /// about 64 KB (gzip-compressed on the way when the client accepts it), so a large answer
+    /// never sits whole in memory.
+    func stream(contentType: String, _ produce: @escaping @Sendable (inout ChunkedText) async throws -> Void) -> Response {
+        var headers: HTTPFields = [.contentType: contentType]
+        if gzip { headers[.contentEncoding] = "gzip" }
+        let gzip = self.gzip
+        return Response(
+            status: .ok, headers: headers,
+            body: ResponseBody { writer in
+                var chunked = ChunkedText(writer: writer, gzip: gzip)
+                try await produce(&chunked)
+                try await chunked.finish()
+            })
+    }
+
+    static func pretty(_ value: JSONValue, indent: String = "") -> String {
+        let inner = indent + "  "
+        switch value {
+        case .array(let a) where !a.isEmpty:
+            return "[\n" + a.map { inner + pretty($0, indent: inner) }.joined(separator: ",\n") + "\n\(indent)]"
+        case .object(let o) where !o.isEmpty:
+            return "{\n" + o.keys.sorted().map { key in
+                var k = ""
+                JSONValue.writeString(key, to: &k)
+                return inner + k + " : " + pretty(o[key]!, indent: inner)
+            }.joined(separator: ",\n") + "\n\(indent)}"
+        default:
+            return value.jsonString
+        }
+    }
+}
+
+/// Text written by a streaming handler, sent to the client in chunks.
+struct ChunkedText {
+    private var writer: any ResponseBodyWriter
+    private var text = ""
+    private let compressor: (any NIOCompressor)?
+    static let chunkSize = 64 * 1024
+
+    init(writer: any ResponseBodyWriter, gzip: Bool) {
+        self.writer = writer
+        if gzip {
+            let c = CompressionAlgorithm.gzip().compressor
+            try? c.startStream()
+            compressor = c
+        } else {
+            compressor = nil
+        }
+    }
+
+    mutating func append(_ s: String) { text += s }
+
+    /// Sends the accumulated text once it reaches the chunk size.
+    mutating func flushIfNeeded() async throws {
+        if text.utf8.count >= Self.chunkSize { try await send(final: false) }
+    }
+
+    mutating func finish() async throws {
+        try await send(final: true)
+        try await writer.finish(nil)
+    }
+
+    private mutating func send(final: Bool) async throws {
+        var buffer = ByteBuffer(string: text)
+        text = ""
+        if let compressor {
+            let out = try buffer.compressStream(with: compressor, flush: final ? .finish : .sync, allocator: ByteBufferAllocator())
+            if final { try? compressor.finishStream() }
+            if out.readableBytes > 0 { try await writer.write(out) }
+        } else if buffer.readableBytes > 0 {
+            try await writer.write(buffer)
+        }
+    }
+}

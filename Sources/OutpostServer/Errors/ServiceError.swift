@@ -1,0 +1,47 @@
+import OutpostCore
+import OutpostProtocol
+import OutpostStorage
+
+/// A failed request as the client sees it: an HTTP status and the ArcGIS error JSON
+/// `{"error": {"code": <status>, "message": …, "details": […]}}`.
+public struct ServiceError: Error, Sendable, CustomStringConvertible {
+    public var status: Int
+    public var message: String
+    public var details: [String]
+
+    public init(_ status: Int, _ message: String, details: [String] = []) {
+        self.status = status
+        self.message = message
+        self.details = details
+    }
+
+    public var description: String { "HTTP \(status): \(message)" }
+
+    public var body: ArcGISErrorBody { ArcGISErrorBody(code: status, message: message, details: details) }
+
+    public static func notFound(_ what: String) -> ServiceError { ServiceError(404, "\(what) not found") }
+
+    /// 400 naming the parameter, as DESIGN §8 asks.
+    public static func badParameter(_ name: String, _ reason: String) -> ServiceError {
+        ServiceError(400, "Invalid or missing input parameter '\(name)': \(reason)", details: ["'\(name)' parameter is invalid"])
+    }
+
+    /// Maps storage failures to HTTP: what the request got wrong is a 4xx; the rest is a 500 with
+    /// no internals in the message.
+    static func from(_ error: any Error, parameter: String? = nil) -> ServiceError {
+        if let e = error as? ServiceError { return e }
+        if let e = error as? StorageError {
+            switch e.code {
+            case .invalidWhereClause: return .badParameter(parameter ?? "where", e.message)
+            case .invalidQuery: return .badParameter(parameter ?? (e.field ?? "query"), e.message)
+            case .invalidEdit: return ServiceError(400, e.description)
+            case .notFound: return ServiceError(404, e.description)
+            case .readOnly: return ServiceError(403, "the service is read-only")
+            default: return ServiceError(500, "the service could not complete the request (\(e.code))")
+            }
+        }
+        if let e = error as? GeometryError { return .badParameter(parameter ?? "geometry", e.message) }
+        if error is CancellationError { return ServiceError(499, "the request was cancelled") }
+        return ServiceError(500, "the service could not complete the request")
+    }
+}

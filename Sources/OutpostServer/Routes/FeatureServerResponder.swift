@@ -1,0 +1,163 @@
+import Foundation
+import Hummingbird
+import NIOCore
+import OutpostCore
+import OutpostProtocol
+import OutpostStorage
+
+/// Answers every request: the ArcGIS-REST-shaped catalog, FeatureServer and layer resources,
+/// query, applyEdits and attachments, plus /health. Paths are dispatched here rather than by a
+/// route table so that every miss gets the ArcGIS error JSON with the right status.
+public struct FeatureServerResponder: HTTPResponder {
+    public typealias Context = BasicRequestContext
+
+    let services: ServiceDirectory
+    let configuration: ServerConfiguration
+
+    public init(services: ServiceDirectory, configuration: ServerConfiguration) {
+        self.services = services
+        self.configuration = configuration
+    }
+
+    public func respond(to request: Request, context: Context) async throws -> Response {
+        var request = request
+        let pretty = request.uri.queryParameters["f"].map { $0.lowercased() == "pjson" } ?? false
+        do {
+            return try await dispatch(&request)
+        } catch {
+            let failure = ServiceError.from(error)
+            if failure.status >= 500 { context.logger.error("\(request.method) \(request.uri.path): \(error)") }
+            return ResponseWriting(request: request, pretty: pretty).json(
+                errorJSON(failure), status: .init(code: failure.status, reasonPhrase: ""))
+        }
+    }
+
+    func errorJSON(_ e: ServiceError) -> JSONValue {
+        ["error": ["code": .integer(Int64(e.status)), "message": .string(e.message), "details": .array(e.details.map { .string($0) })]]
+    }
+
+    private func dispatch(_ request: inout Request) async throws -> Response {
+        let path = request.uri.path
+        let segments = path.split(separator: "/").map(String.init)
+        if segments == ["health"] {
+            return ResponseWriting(request: request).json(["status": "ok", "services": .integer(Int64(services.names.count))])
+        }
+        guard segments.count >= 3, segments[0] == "arcgis", segments[1] == "rest", segments[2] == "services" else {
+            throw ServiceError.notFound("\(path)")
+        }
+        guard request.method == .get || request.method == .post else {
+            throw ServiceError(405, "\(request.method) is not allowed; use GET or POST")
+        }
+        let parameters = try await readParameters(&request)
+        try authorize(request, parameters, edit: Self.isEdit(segments))
+        let rest = Array(segments.dropFirst(3))
+        let writing = ResponseWriting(request: request, pretty: (parameters["f"] ?? "").lowercased() == "pjson")
+        if rest.isEmpty {
+            _ = try parameters.format()
+            return writing.json(catalog())
+        }
+        guard rest.count >= 2, rest[1] == "FeatureServer" else { throw ServiceError.notFound("service \(rest[0])") }
+        guard let backend = services.backend(named: rest[0]) else { throw ServiceError.notFound("service \(rest[0])") }
+        let route = Array(rest.dropFirst(2))
+        let handler = ServiceRoutes(backend: backend, parameters: parameters, writing: writing, request: request, configuration: configuration)
+        switch route.count {
+        case 0:
+            return try await handler.serviceInfo()
+        case 1 where route[0] == "layers":
+            return try await handler.allLayers()
+        case 1:
+            return try await handler.layerInfo(try layerID(route[0]))
+        case 2 where route[1] == "query":
+            return try await handler.query(try layerID(route[0]))
+        case 2 where route[1] == "applyEdits":
+            return try await handler.applyEdits(try layerID(route[0]))
+        case 3 where route[2] == "attachments":
+            return try await handler.attachments(try layerID(route[0]), try objectID(route[1]))
+        case 3 where route[2] == "addAttachment":
+            return try await handler.addAttachment(try layerID(route[0]), try objectID(route[1]), body: parameters.rawBody, contentType: request.headers[.contentType])
+        case 3 where route[2] == "deleteAttachments":
+            return try await handler.deleteAttachments(try layerID(route[0]), try objectID(route[1]))
+        case 4 where route[2] == "attachments":
+            return try await handler.attachment(try layerID(route[0]), try objectID(route[1]), try objectID(route[3]))
+        default:
+            throw ServiceError.notFound(path)
+        }
+    }
+
+    static func size(_ bytes: Int) -> String {
+        bytes >= 1 << 20 ? "\(bytes >> 20) MB" : "\(bytes >> 10) KB"
+    }
+
+    static func isEdit(_ segments: [String]) -> Bool {
+        guard let last = segments.last else { return false }
+        return ["applyEdits", "addAttachment", "deleteAttachments", "updateAttachment"].contains(last)
+    }
+
+    private func layerID(_ text: String) throws -> Int {
+        guard let id = Int(text), id >= 0 else { throw ServiceError.notFound("layer \(text)") }
+        return id
+    }
+
+    private func objectID(_ text: String) throws -> Int64 {
+        guard let id = Int64(text) else { throw ServiceError.notFound("feature \(text)") }
+        return id
+    }
+
+    private func catalog() -> JSONValue {
+        [
+            "currentVersion": ServiceInfo.currentVersion,
+            "folders": [],
+            "services": .array(services.names.map { ["name": .string($0), "type": "FeatureServer"] }),
+        ]
+    }
+
+    /// Query string plus a form-encoded body; a multipart body is kept raw for addAttachment.
+    private func readParameters(_ request: inout Request) async throws -> RequestParameters {
+        var body: ByteBuffer?
+        if request.method == .post {
+            do {
+                body = try await request.collectBody(upTo: configuration.maxBodyBytes)
+            } catch is NIOTooManyBytesError {
+                throw ServiceError(413, "the request body is larger than the \(Self.size(configuration.maxBodyBytes)) limit")
+            }
+        }
+        let contentType = request.headers[.contentType]?.lowercased() ?? ""
+        var form: String?
+        if let body, contentType.hasPrefix("application/x-www-form-urlencoded") || contentType.isEmpty {
+            form = body.getString(at: body.readerIndex, length: body.readableBytes)
+        }
+        var parameters = RequestParameters(query: request.uri.query, formBody: form)
+        if contentType.hasPrefix("multipart/form-data") { parameters.rawBody = body }
+        return parameters
+    }
+
+    private func authorize(_ request: Request, _ parameters: RequestParameters, edit: Bool) throws {
+        guard let policy = configuration.tokens else { return }
+        var token = parameters["token"]
+        if let header = request.headers[.authorization], header.lowercased().hasPrefix("bearer ") {
+            token = String(header.dropFirst(7)).trimmingCharacters(in: .whitespaces)
+        }
+        guard let token else { throw ServiceError(401, "Token required", details: ["pass token= or Authorization: Bearer <token>"]) }
+        guard let scope = policy.tokens[token] else { throw ServiceError(403, "Invalid token") }
+        if edit, scope != .edit { throw ServiceError(403, "This token may not edit the service") }
+    }
+}
+
+/// The services a server hosts, by name (case-insensitive).
+public final class ServiceDirectory: Sendable {
+    private let backends: [String: any FeatureServiceBackend]
+
+    public init(_ backends: [any FeatureServiceBackend]) {
+        var map: [String: any FeatureServiceBackend] = [:]
+        for b in backends { map[b.name.lowercased()] = b }
+        self.backends = map
+    }
+
+    public var names: [String] { backends.values.map(\.name).sorted() }
+
+    public func backend(named name: String) -> (any FeatureServiceBackend)? { backends[name.lowercased()] }
+
+    public func closeAll() async {
+        for b in backends.values { try? await b.close() }
+    }
+}

@@ -1,0 +1,198 @@
+import Foundation
+import Hummingbird
+import OutpostCore
+import OutpostStorage
+
+extension ServiceRoutes {
+    /// Rows read from the backend per page while streaming a query.
+    static let pageSize = 500
+
+    /// `/{layer}/query`: where, objectIds, geometry/geometryType/spatialRel/inSR, outFields,
+    /// returnGeometry, returnIdsOnly, returnCountOnly, outSR, orderByFields, resultOffset,
+    /// resultRecordCount; Esri JSON or GeoJSON, streamed.
+    func query(_ id: Int) async throws -> Response {
+        let format = try parameters.format(allowing: ["geojson"])
+        let schema = try await backend.schema()
+        let layer = try layer(id, in: schema)
+        let layerSR = layer.spatialReference ?? schema.spatialReference
+        var query = FeatureQuery()
+
+        if let text = parameters["where"] {
+            do {
+                _ = try WhereClause(text, layer: layer)
+            } catch let error as StorageError {
+                throw ServiceError.badParameter("where", error.message)
+            }
+            query.whereClause = text
+        }
+        query.objectIDs = try parameters.integers("objectIds")
+        try spatialFilter(into: &query, layer: layer, layerSR: layerSR)
+
+        let fields = try outFields(layer)
+        query.outFields = fields.map(\.name)
+        query.returnGeometry = try parameters.bool("returnGeometry", default: true) && layer.isSpatial
+        query.orderBy = try orderBy(layer)
+        query.offset = try parameters.int("resultOffset") ?? 0
+        let requested = try parameters.int("resultRecordCount")
+        let maxRecords = min(schema.maxRecordCount, configuration.maxRecordCount ?? Int.max)
+        var outSR = try parameters.spatialReference("outSR") ?? layerSR
+        if format == "geojson" { outSR = .wgs84 }  // RFC 7946 coordinates are WGS 84
+        if outSR != layerSR, (try? WebMercator.convert(Envelope(xmin: 0, ymin: 0, xmax: 1, ymax: 1), from: layerSR, to: outSR)) == nil {
+            throw ServiceError.badParameter("outSR", "cannot project from \(layerSR) to \(outSR); use 4326 or 3857")
+        }
+
+        if try parameters.bool("returnCountOnly", default: false) {
+            var all = query
+            all.offset = 0
+            return writing.json(["count": .integer(Int64(try await backend.count(layerID: id, query: all)))])
+        }
+        if try parameters.bool("returnIdsOnly", default: false) {
+            let ids = try await backend.objectIDs(layerID: id, query: query)
+            return writing.json(["objectIdFieldName": .string(layer.objectIDField), "objectIds": .array(ids.map { .integer($0) })])
+        }
+
+        // ArcGIS clamps a larger resultRecordCount to maxRecordCount and says so.
+        let limit = min(requested ?? maxRecords, maxRecords)
+        let backend = self.backend
+        let geojson = format == "geojson"
+        let header = geojson ? "{\"type\":\"FeatureCollection\",\"features\":[" : esriHeader(layer, fields: fields, sr: outSR, returnGeometry: query.returnGeometry)
+        let (base, targetSR) = (query, outSR)
+        return writing.stream(contentType: geojson ? "application/geo+json; charset=utf-8" : "application/json; charset=utf-8") { out in
+            out.append(header)
+            var written = 0
+            var exceeded = false
+            var page = base
+            let keyset = base.orderBy.isEmpty && base.offset == 0 && base.intersecting == nil
+            while written <= limit {
+                page.limit = min(Self.pageSize, limit + 1 - written)
+                if page.limit == 0 { break }
+                let features = try await backend.features(layerID: id, query: page)
+                for var feature in features {
+                    if written == limit {
+                        exceeded = true
+                        break
+                    }
+                    if let g = feature.geometry, targetSR != layerSR { feature.geometry = try WebMercator.convert(g, from: layerSR, to: targetSR) }
+                    if written > 0 { out.append(",") }
+                    if geojson {
+                        var text = ""
+                        FeatureJSON.writeGeoJSON(feature, fields: fields, includeGeometry: page.returnGeometry, to: &text)
+                        out.append(text)
+                    } else {
+                        var text = ""
+                        try FeatureJSON.writeEsri(feature, fields: fields, includeGeometry: page.returnGeometry, to: &text)
+                        out.append(text)
+                    }
+                    written += 1
+                    try await out.flushIfNeeded()
+                }
+                if exceeded || features.count < page.limit! { break }
+                if keyset { page.afterObjectID = features.last?.objectID } else { page.offset += features.count }
+            }
+            if geojson {
+                out.append(exceeded ? "],\"properties\":{\"exceededTransferLimit\":true}}" : "]}")
+            } else {
+                out.append("],\"exceededTransferLimit\":\(exceeded)}")
+            }
+        }
+    }
+
+    private func esriHeader(_ layer: LayerDefinition, fields: [FieldDefinition], sr: SpatialReference, returnGeometry: Bool) -> String {
+        var out = "{\"objectIdFieldName\":"
+        JSONValue.writeString(layer.objectIDField, to: &out)
+        out += ",\"globalIdFieldName\":"
+        JSONValue.writeString(layer.globalIDField ?? "", to: &out)
+        if layer.isSpatial {
+            out += ",\"geometryType\":\"\(layer.geometryType?.esriName ?? "")\",\"spatialReference\":"
+            EsriJSON.writeSpatialReference(sr, to: &out)
+            if layer.hasZ { out += ",\"hasZ\":true" }
+            if layer.hasM { out += ",\"hasM\":true" }
+        }
+        out += ",\"fields\":"
+        JSONValue.array(fields.map { f in
+            var info: [String: JSONValue] = ["name": .string(f.name), "type": .string(f.type.esriName), "alias": .string(f.alias ?? f.name)]
+            if let length = f.length { info["length"] = .integer(Int64(length)) }
+            return .object(info)
+        }).write(to: &out)
+        out += ",\"features\":["
+        return out
+    }
+
+    /// `*` (or absent) for every field; otherwise the named fields plus the object id.
+    private func outFields(_ layer: LayerDefinition) throws -> [FieldDefinition] {
+        guard let text = parameters["outFields"], text.trimmingCharacters(in: .whitespaces) != "*" else {
+            return layer.fields
+        }
+        var fields: [FieldDefinition] = []
+        for name in text.split(separator: ",").map({ $0.trimmingCharacters(in: .whitespaces) }) where !name.isEmpty {
+            if name == "*" { return layer.fields }
+            guard let field = layer.field(named: name) else {
+                throw ServiceError.badParameter("outFields", "\(layer.name) has no field \"\(name.prefix(60))\"")
+            }
+            if !fields.contains(field) { fields.append(field) }
+        }
+        if let oid = layer.fields.first(where: { $0.type == .oid }), !fields.contains(oid) { fields.insert(oid, at: 0) }
+        return fields
+    }
+
+    /// `orderByFields=name DESC, condition`.
+    private func orderBy(_ layer: LayerDefinition) throws -> [FeatureQuery.SortField] {
+        guard let text = parameters["orderByFields"] else { return [] }
+        return try text.split(separator: ",").map { item in
+            let words = item.split(separator: " ").map(String.init)
+            guard (1...2).contains(words.count), let field = layer.field(named: words[0]) else {
+                throw ServiceError.badParameter("orderByFields", "\"\(item.prefix(60))\" is not \"<field> [ASC|DESC]\"")
+            }
+            let direction = words.count == 2 ? words[1].uppercased() : "ASC"
+            guard direction == "ASC" || direction == "DESC" else {
+                throw ServiceError.badParameter("orderByFields", "the direction must be ASC or DESC, not \"\(words[1].prefix(20))\"")
+            }
+            return FeatureQuery.SortField(field.name, ascending: direction == "ASC")
+        }
+    }
+
+    /// `geometry` (Esri JSON, `x,y` or `xmin,ymin,xmax,ymax`) with `geometryType`, `inSR` and
+    /// `spatialRel`.
+    private func spatialFilter(into query: inout FeatureQuery, layer: LayerDefinition, layerSR: SpatialReference) throws {
+        guard let text = parameters["geometry"] else { return }
+        guard layer.isSpatial else { throw ServiceError.badParameter("geometry", "\(layer.name) is a table without geometry") }
+        let type = parameters["geometryType"] ?? "esriGeometryEnvelope"
+        var geometry: Geometry
+        var embeddedSR: SpatialReference?
+        let numbers = text.split(separator: ",").compactMap { Double($0.trimmingCharacters(in: .whitespaces)) }
+        do {
+            if !text.contains("{"), numbers.count == 4, type == "esriGeometryEnvelope" {
+                let e = Envelope(xmin: numbers[0], ymin: numbers[1], xmax: numbers[2], ymax: numbers[3])
+                guard e.isValid else { throw ServiceError.badParameter("geometry", "xmin must not exceed xmax, nor ymin ymax") }
+                geometry = .polygon(e.polygon)
+            } else if !text.contains("{"), numbers.count == 2, type == "esriGeometryPoint" {
+                geometry = .point(try Point(x: numbers[0], y: numbers[1]))
+            } else {
+                guard let json = try? JSONValue.parse(text) else { throw ServiceError.badParameter("geometry", "not valid JSON or x,y / xmin,ymin,xmax,ymax") }
+                embeddedSR = EsriJSON.spatialReference(of: json)
+                switch type {
+                case "esriGeometryEnvelope": geometry = .polygon(try EsriJSON.decodeEnvelope(json).polygon)
+                case "esriGeometryPoint", "esriGeometryMultipoint", "esriGeometryPolyline", "esriGeometryPolygon":
+                    geometry = try EsriJSON.decodeGeometry(json)
+                default: throw ServiceError.badParameter("geometryType", "\"\(type.prefix(40))\" is not supported")
+                }
+            }
+        } catch let error as GeometryError {
+            throw ServiceError.badParameter("geometry", error.message)
+        }
+        let inSR = try parameters.spatialReference("inSR") ?? embeddedSR ?? layerSR
+        do {
+            geometry = try WebMercator.convert(geometry, from: inSR, to: layerSR)
+        } catch {
+            throw ServiceError.badParameter("inSR", "cannot project from \(inSR) to the layer's \(layerSR)")
+        }
+        switch parameters["spatialRel"] ?? "esriSpatialRelIntersects" {
+        case "esriSpatialRelIntersects":
+            query.intersecting = geometry
+        case "esriSpatialRelEnvelopeIntersects":
+            query.envelope = geometry.envelope
+        case let other:
+            throw ServiceError.badParameter("spatialRel", "\"\(other.prefix(40))\" is not supported (use esriSpatialRelIntersects or esriSpatialRelEnvelopeIntersects)")
+        }
+    }
+}

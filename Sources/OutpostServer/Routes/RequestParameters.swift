@@ -1,0 +1,93 @@
+import Foundation
+import Hummingbird
+import NIOCore
+import OutpostCore
+
+/// The parameters of an ArcGIS REST request: the query string merged with a form-encoded POST
+/// body (clients use both), with typed accessors that fail as a 400 naming the parameter.
+struct RequestParameters: Sendable {
+    private var values: [String: String] = [:]
+    /// A multipart body, kept as it came (for addAttachment).
+    var rawBody: ByteBuffer?
+
+    init(query: String?, formBody: String?) {
+        for source in [query, formBody] {
+            guard let source, !source.isEmpty else { continue }
+            for pair in source.split(separator: "&") {
+                let parts = pair.split(separator: "=", maxSplits: 1, omittingEmptySubsequences: false)
+                let key = Self.decode(parts[0])
+                values[key] = parts.count > 1 ? Self.decode(parts[1]) : ""
+            }
+        }
+    }
+
+    static func decode(_ s: Substring) -> String {
+        String(s).replacingOccurrences(of: "+", with: " ").removingPercentEncoding ?? String(s)
+    }
+
+    /// A parameter, case-insensitively (ArcGIS is lenient about `outfields` vs `outFields`); an
+    /// empty value counts as absent.
+    subscript(_ name: String) -> String? {
+        let v = values[name] ?? values.first(where: { $0.key.lowercased() == name.lowercased() })?.value
+        guard let v, !v.trimmingCharacters(in: .whitespaces).isEmpty else { return nil }
+        return v
+    }
+
+    func bool(_ name: String, default value: Bool) throws -> Bool {
+        guard let text = self[name] else { return value }
+        switch text.lowercased() {
+        case "true", "1", "yes": return true
+        case "false", "0", "no": return false
+        default: throw ServiceError.badParameter(name, "expected true or false, got \"\(text.prefix(40))\"")
+        }
+    }
+
+    func int(_ name: String, range: ClosedRange<Int> = 0...Int.max) throws -> Int? {
+        guard let text = self[name] else { return nil }
+        guard let v = Int(text.trimmingCharacters(in: .whitespaces)), range.contains(v) else {
+            throw ServiceError.badParameter(name, "expected a whole number in \(range.lowerBound)…\(range.upperBound == Int.max ? "" : String(range.upperBound)), got \"\(text.prefix(40))\"")
+        }
+        return v
+    }
+
+    func json(_ name: String) throws -> JSONValue? {
+        guard let text = self[name] else { return nil }
+        do {
+            return try JSONValue.parse(text)
+        } catch {
+            throw ServiceError.badParameter(name, "not valid JSON")
+        }
+    }
+
+    /// `4326`, `{"wkid": 102100}`, or absent.
+    func spatialReference(_ name: String) throws -> SpatialReference? {
+        guard let text = self[name] else { return nil }
+        if let wkid = Int(text.trimmingCharacters(in: .whitespaces)) { return SpatialReference(wkid: wkid) }
+        guard let json = try? JSONValue.parse(text), let sr = EsriJSON.decodeSpatialReference(json) else {
+            throw ServiceError.badParameter(name, "expected a wkid or {\"wkid\": …}")
+        }
+        return sr
+    }
+
+    /// A comma-separated list of integers (`objectIds=1,2,3` or a JSON array).
+    func integers(_ name: String, limit: Int = 100_000) throws -> [Int64]? {
+        guard let text = self[name] else { return nil }
+        var items = text.trimmingCharacters(in: .whitespaces)
+        if items.hasPrefix("["), items.hasSuffix("]") { items = String(items.dropFirst().dropLast()) }
+        let parts = items.split(separator: ",").map { $0.trimmingCharacters(in: .whitespaces) }
+        guard parts.count <= limit else { throw ServiceError.badParameter(name, "more than \(limit) values") }
+        return try parts.map { part in
+            guard let v = Int64(part) else { throw ServiceError.badParameter(name, "\"\(part.prefix(40))\" is not an integer id") }
+            return v
+        }
+    }
+
+    /// `f`: json (default), pjson, or the formats an endpoint also allows.
+    func format(allowing extra: Set<String> = []) throws -> String {
+        let f = (self["f"] ?? "json").lowercased()
+        guard f == "json" || f == "pjson" || extra.contains(f) else {
+            throw ServiceError.badParameter("f", "supported formats are json, pjson\(extra.isEmpty ? "" : ", " + extra.sorted().joined(separator: ", "))")
+        }
+        return f
+    }
+}

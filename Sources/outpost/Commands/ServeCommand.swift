@@ -1,0 +1,91 @@
+import ArgumentParser
+import Foundation
+import OutpostServer
+import OutpostStorage
+
+struct ServeCommand: AsyncParsableCommand {
+    static let configuration = CommandConfiguration(
+        commandName: "serve",
+        abstract: "Serve feature services over HTTP (ArcGIS-REST-shaped FeatureServer endpoints).",
+        discussion: """
+            Prints "listening on http://HOST:PORT" once ready (with --port 0, the port picked). \
+            SIGINT or SIGTERM stops it gracefully: requests in flight finish, databases close.
+            """)
+
+    @Option(help: "A service GeoPackage, or a directory of them (made with `outpost service create`).") var service: String
+    @Option(help: "The service name in URLs (single service only; default: the file name).") var name: String?
+    @Option(help: "Address to listen on.") var host = "127.0.0.1"
+    @Option(help: "Port (0 picks a free one).") var port = 8080
+    @Option(help: "A token every request but /health must carry (token= or Authorization: Bearer).") var token: String?
+    @Option(help: "A file of tokens, one per line: \"<token> [read|edit]\".") var tokens: String?
+    @Option(help: "Largest request body in MB.") var maxBodyMb = 64
+
+    func validate() throws {
+        guard token == nil || tokens == nil else { throw ValidationError("give --token or --tokens, not both") }
+        guard (0...65535).contains(port) else { throw ValidationError("--port must be 0…65535") }
+        guard maxBodyMb > 0 else { throw ValidationError("--max-body-mb must be positive") }
+    }
+
+    func run() async throws {
+        var configuration = ServerConfiguration(host: host, port: port, maxBodyBytes: maxBodyMb << 20)
+        if let token { configuration.tokens = TokenPolicy(token: token) }
+        if let tokens { configuration.tokens = try TokenPolicy(contentsOf: URL(fileURLWithPath: tokens)) }
+        let services: ServiceDirectory
+        do {
+            services = try ServiceDirectory(loading: URL(fileURLWithPath: service), name: name)
+        } catch let error as ServiceError {
+            throw CLIFailure(message: error.message)
+        }
+        let app = OutpostApplication.make(services: services, configuration: configuration) { url in
+            // Written straight to the file descriptor: scripts wait for this line, and stdout may
+            // be a pipe that would otherwise hold it in a buffer.
+            FileHandle.standardOutput.write(Data("listening on \(url)\n".utf8))
+        }
+        do {
+            try await app.runService()
+        } catch {
+            await services.closeAll()
+            throw CLIFailure(message: "cannot serve on \(host):\(port): \(error)")
+        }
+        await services.closeAll()
+    }
+}
+
+struct ServiceCommand: AsyncParsableCommand {
+    static let configuration = CommandConfiguration(
+        commandName: "service",
+        abstract: "Create feature services.",
+        subcommands: [Create.self])
+
+    struct Create: AsyncParsableCommand {
+        static let configuration = CommandConfiguration(
+            abstract: "Create a service GeoPackage from a schema and GeoJSON data.",
+            discussion: """
+                outpost service create SampleData/field_inspection --out services/field_inspection.gpkg
+                outpost service create --schema service.json --data data/ --out service.gpkg
+                """)
+
+        @Argument(help: "A service directory (service.json + data/), instead of --schema and --data.") var directory: String?
+        @Option(help: "The service schema JSON.") var schema: String?
+        @Option(help: "A directory of <layer>.geojson files.") var data: String?
+        @Option(help: "The service GeoPackage to write.") var out: String
+        @Flag(help: "Replace --out if it exists.") var overwrite = false
+
+        func validate() throws {
+            guard directory != nil || schema != nil else { throw ValidationError("give a service directory or --schema") }
+            guard out.lowercased().hasSuffix(".gpkg") else { throw ValidationError("--out must name a .gpkg file") }
+        }
+
+        func run() async throws {
+            let base = directory.map { URL(fileURLWithPath: $0) }
+            let schemaURL = schema.map { URL(fileURLWithPath: $0) } ?? base!.appendingPathComponent("service.json")
+            let dataURL = data.map { URL(fileURLWithPath: $0) } ?? base?.appendingPathComponent("data")
+            let outURL = URL(fileURLWithPath: out)
+            try? FileManager.default.createDirectory(at: outURL.deletingLastPathComponent(), withIntermediateDirectories: true)
+            let counts = try SQLiteServiceBackend.create(
+                at: outURL, schema: try ServiceSchema.load(from: schemaURL), dataDirectory: dataURL, overwrite: overwrite)
+            for (layer, count) in counts.sorted(by: { $0.key < $1.key }) { print("\(layer): \(count) features") }
+            print("wrote service \(outURL.deletingPathExtension().lastPathComponent) to \(outURL.path)")
+        }
+    }
+}

@@ -1,0 +1,111 @@
+import Foundation
+import OutpostCore
+import OutpostStorage
+import OutpostTestSupport
+import Testing
+
+@testable import OutpostServer
+
+@Suite("applyEdits and attachments endpoints")
+struct EditEndpointTests {
+    @Test(arguments: BackendKind.available)
+    func appliesAddsUpdatesAndDeletesUnderOneGeneration(kind: BackendKind) async throws {
+        try await withServer(kind) { client, service in
+            let generation = try await service.backend.generation()
+            let adds = #"[{"attributes":{"asset_id":"NEW-1","asset_type":"valve","inspected_at":1700000000000},"geometry":{"x":-122.65,"y":45.52}}]"#
+            let updates = #"[{"attributes":{"objectid":5,"notes":"done","depth_m":29.5}}]"#
+            let reply = try await client.post("\(base)/0/applyEdits", ["adds": adds, "updates": updates, "deletes": "7,8", "f": "json"])
+            #expect(reply.status == 200, "\(reply.text)")
+            let body = try reply.json()
+            let add = try #require(body["addResults"]?.arrayValue?.first)
+            #expect(add["success"] == true && add["objectId"] == 301)
+            #expect(add["globalId"]?.stringValue.flatMap(GlobalID.normalized) != nil)
+            #expect(body["updateResults"]?.arrayValue?.first?["success"] == true)
+            #expect(body["deleteResults"]?.arrayValue?.map { $0["objectId"]! } == [7, 8])
+            #expect(try await service.backend.generation() == generation + 1)
+
+            let added = try await client.get("\(base)/0/query?objectIds=301&outFields=*").json()
+            #expect(added["features"]?.arrayValue?.first?["attributes"]?["inspected_at"] == 1_700_000_000_000)
+            #expect(added["features"]?.arrayValue?.first?["attributes"]?["status"] == "open")
+            #expect(try await client.get("\(base)/0/query?objectIds=7,8&returnCountOnly=true").json() == ["count": 0])
+
+            // The change log holds what sync will download.
+            if let sqlite = service.backend as? SQLiteServiceBackend {
+                let log = try await sqlite.geodatabase.read { conn in
+                    try conn.query("SELECT op, changed_columns FROM outpost_change_log WHERE generation = ? ORDER BY change_id", arguments: [.integer(generation + 1)])
+                }
+                #expect(log.map { $0[0].textValue! } == ["insert", "update", "delete", "delete"])
+                #expect(log[1][1].textValue == #"["notes","depth_m"]"#)
+            }
+
+            // useGlobalIds: updates and deletes by global id.
+            let gid = try #require(add["globalId"]?.stringValue)
+            let byGID = try await client.post("\(base)/0/applyEdits", [
+                "updates": "[{\"attributes\":{\"globalid\":\"\(gid)\",\"notes\":\"by gid\"}}]", "useGlobalIds": "true", "f": "json",
+            ])
+            #expect(try byGID.json()["updateResults"]?.arrayValue?.first?["success"] == true, "\(byGID.text)")
+            let deleted = try await client.post("\(base)/0/applyEdits", ["deletes": "[\"\(gid)\"]", "useGlobalIds": "true"])
+            #expect(try deleted.json()["deleteResults"]?.arrayValue?.first?["success"] == true)
+            #expect(try await service.backend.generation() == generation + 3)
+        }
+    }
+
+    @Test(arguments: BackendKind.available)
+    func rollbackOnFailureDecidesBetweenAllOrNothingAndPerEditResults(kind: BackendKind) async throws {
+        try await withServer(kind) { client, service in
+            let before = try await service.snapshot()
+            let adds = #"[{"attributes":{"asset_id":"OK-1","asset_type":"valve"},"geometry":{"x":-122.65,"y":45.52}},{"attributes":{"asset_id":"BAD-1","asset_type":"fountain"},"geometry":{"x":-122.65,"y":45.52}}]"#
+            let strict = try await client.post("\(base)/0/applyEdits", ["adds": adds, "rollbackOnFailure": "true"])
+            #expect(strict.status == 400)
+            let message = try #require(strict.errorMessage)
+            #expect(message.contains("inspection_points") && message.contains("adds[1]") && message.contains("fountain"))
+            #expect(try await service.snapshot() == before, "nothing applied")
+
+            let lenient = try await client.post("\(base)/0/applyEdits", ["adds": adds, "updates": #"[{"attributes":{"objectid":999999,"notes":"x"}}]"#, "rollbackOnFailure": "false"])
+            #expect(lenient.status == 200)
+            let body = try lenient.json()
+            let results = try #require(body["addResults"]?.arrayValue)
+            #expect(results[0]["success"] == true && results[1]["success"] == false)
+            #expect(results[1]["error"]?["code"] == 1000)
+            #expect(results[1]["error"]?["description"]?.stringValue?.contains("fountain") == true)
+            #expect(body["updateResults"]?.arrayValue?.first?["error"]?["code"] == 1019)
+            #expect(try await service.backend.count(layerID: 0, query: FeatureQuery(where: "asset_id = 'OK-1'")) == 1)
+            #expect(try await service.backend.count(layerID: 0, query: FeatureQuery(where: "asset_id = 'BAD-1'")) == 0)
+        }
+    }
+
+    @Test(arguments: BackendKind.available)
+    func attachmentsCanBeAddedListedDownloadedAndDeleted(kind: BackendKind) async throws {
+        try await withServer(kind) { client, _ in
+            let photo = Data((0..<200_000).map { UInt8(truncatingIfNeeded: $0 &* 13) })
+            let boundary = "----outpost-test-boundary"
+            var body = Data("--\(boundary)\r\nContent-Disposition: form-data; name=\"f\"\r\n\r\njson\r\n".utf8)
+            body += Data("--\(boundary)\r\nContent-Disposition: form-data; name=\"attachment\"; filename=\"valve.jpg\"\r\nContent-Type: image/jpeg\r\n\r\n".utf8)
+            body += photo
+            body += Data("\r\n--\(boundary)--\r\n".utf8)
+            let added = try await client.post("\(base)/0/3/addAttachment", body: .init(bytes: body), contentType: "multipart/form-data; boundary=\(boundary)")
+            #expect(added.status == 200, "\(added.text)")
+            let id = try #require(try added.json()["addAttachmentResult"]?["objectId"]?.integerValue)
+
+            let list = try await client.get("\(base)/0/3/attachments?f=json").json()
+            let info = try #require(list["attachmentInfos"]?.arrayValue?.first)
+            #expect(info["name"] == "valve.jpg" && info["contentType"] == "image/jpeg" && info["size"] == 200_000)
+            #expect(info["parentGlobalId"]?.stringValue != nil)
+
+            let download = try await client.get("\(base)/0/3/attachments/\(id)")
+            #expect(download.status == 200 && download.headers[.contentType] == "image/jpeg")
+            #expect(Data(buffer: download.body) == photo)
+
+            #expect(try await client.get("\(base)/0/3/attachments/\(id + 100)").status == 404)
+            #expect(try await client.get("\(base)/1/3/attachments").status == 400)
+            #expect(try await client.get("\(base)/0/999999/attachments").status == 404)
+            let noFile = try await client.post("\(base)/0/3/addAttachment", ["f": "json"])
+            #expect(noFile.status == 400 && noFile.errorMessage?.contains("'attachment'") == true)
+
+            let deleted = try await client.post("\(base)/0/3/deleteAttachments", ["attachmentIds": "\(id),\(id + 100)"]).json()
+            let results = try #require(deleted["deleteAttachmentResults"]?.arrayValue)
+            #expect(results[0]["success"] == true && results[1]["success"] == false)
+            #expect(try await client.get("\(base)/0/3/attachments").json()["attachmentInfos"] == [])
+        }
+    }
+}
