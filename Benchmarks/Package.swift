@@ -9,6 +9,7 @@ let package = Package(
     dependencies: [
         .package(name: "Outpost", path: "../"),
         .package(url: "https://github.com/groue/GRDB.swift", from: "7.10.0"),
+        .package(url: "https://github.com/swift-server/async-http-client", from: "1.37.0"),
     ],
     targets: [
         .executableTarget(
@@ -16,6 +17,8 @@ let package = Package(
             dependencies: [
                 .product(name: "OutpostCore", package: "Outpost"),
                 .product(name: "OutpostStorage", package: "Outpost"),
+                .product(name: "OutpostServer", package: "Outpost"),
+                .product(name: "AsyncHTTPClient", package: "async-http-client"),
                 .product(name: "GRDB", package: "GRDB.swift"),
                 .product(name: "GRDBSQLite", package: "GRDB.swift"),
             ]

@@ -1,7 +1,7 @@
 import Foundation
 import OutpostStorage
 
-// outpost-bench [import [counts…] | edits [base edits] | all]
+// outpost-bench [import [counts…] | edits [base edits] | server | all]
 // Each measured run is a child process (worker-* subcommands), so peak memory is its own.
 let arguments = CommandLine.arguments
 let executable = URL(fileURLWithPath: arguments[0]).standardizedFileURL.path
@@ -24,6 +24,10 @@ do {
         default: print(try await EditsBenchmark.runAPI(base: base, copy: copy, edits: edits))
         }
         Geodatabase.removeFiles(at: copy)
+    case "worker-serve":
+        try await ServerBenchmark.serve(URL(fileURLWithPath: arguments[2]))
+    case "server":
+        try await ServerBenchmark.run(executable: executable, workDirectory: work)
     case "import":
         let counts = arguments.dropFirst(2).compactMap { Int($0) }
         try ImportBenchmark.run(counts: counts.isEmpty ? [100_000, 1_000_000] : counts, executable: executable, workDirectory: work)
@@ -33,8 +37,9 @@ do {
     case "all":
         try ImportBenchmark.run(counts: [100_000, 1_000_000], executable: executable, workDirectory: work)
         try EditsBenchmark.run(base: 100_000, edits: 100_000, executable: executable, workDirectory: work)
+        try await ServerBenchmark.run(executable: executable, workDirectory: work)
     default:
-        print("usage: outpost-bench [import [counts…] | edits [base edits] | all]")
+        print("usage: outpost-bench [import [counts…] | edits [base edits] | server | all]")
         exit(2)
     }
 } catch {

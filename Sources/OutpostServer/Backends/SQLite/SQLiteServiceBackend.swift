@@ -26,7 +26,7 @@ public final class SQLiteServiceBackend: FeatureServiceBackend {
     @discardableResult
     public static func create(at url: URL, schema: ServiceSchema, dataDirectory: URL?, overwrite: Bool = false) throws -> [String: Int] {
         var counts: [String: Int] = [:]
-        let gdb = try Geodatabase.create(at: url, schema: schema, overwrite: overwrite, changeCapture: false) { conn in
+        try create(at: url, schema: schema, overwrite: overwrite) { conn in
             for table in conn.geodatabase.tables {
                 let file = dataDirectory?.appendingPathComponent("\(table.name).geojson")
                 if let file, FileManager.default.fileExists(atPath: file.path) {
@@ -35,10 +35,20 @@ public final class SQLiteServiceBackend: FeatureServiceBackend {
                     counts[table.name] = 0
                 }
             }
+        }
+        return counts
+    }
+
+    /// Creates a service GeoPackage whose initial data `populate` loads (with
+    /// ``FeatureTable/importFeatures(in:captureChanges:_:)``, say).
+    public static func create(
+        at url: URL, schema: ServiceSchema, overwrite: Bool = false, populate: @escaping (GeodatabaseConnection) throws -> Void
+    ) throws {
+        let gdb = try Geodatabase.create(at: url, schema: schema, overwrite: overwrite, changeCapture: false) { conn in
+            try populate(conn)
             try ServiceStore.install(conn, schema: conn.geodatabase.schema)
         }
         try gdb.close()
-        return counts
     }
 
     public func schema() async throws -> ServiceSchema { geodatabase.schema }
