@@ -123,40 +123,34 @@ enum ServerBenchmark {
         rows.append(["applyEdits, 200 requests x 1 update", format(200 / Date().timeIntervalSince(start)) + " edits/s", "-"])
         printTable("Feature service on SQLite, 100,000-point layer (release build, loopback)", ["operation", "features/s", "throughput"], rows)
 
-        // wrk: 64 connections on a one-feature query for 10 s.
-        let url = base + "/query?where=id_int%3D4242&outFields=*&f=json"
-        let wrk = Process()
-        wrk.executableURL = URL(fileURLWithPath: "/usr/bin/wrk")
-        wrk.arguments = ["-t2", "-c64", "-d10s", "--latency", url]
-        let out = Pipe()
-        wrk.standardOutput = out
+        // wrk: 64 connections for 10 s, on a query by attribute (a scan) and by object id.
         do {
-            try wrk.run()
-            let text = String(decoding: out.fileHandleForReading.readDataToEndOfFile(), as: UTF8.self)
-            wrk.waitUntilExit()
-            let rps = text.split(separator: "\n").first { $0.hasPrefix("Requests/sec:") }.map { String($0.dropFirst(13)).trimmingCharacters(in: .whitespaces) } ?? "?"
-            let p99 = text.split(separator: "\n").first { $0.trimmingCharacters(in: .whitespaces).hasPrefix("99%") }.map { String($0.trimmingCharacters(in: .whitespaces).dropFirst(3)).trimmingCharacters(in: .whitespaces) } ?? "?"
-            let p50 = text.split(separator: "\n").first { $0.trimmingCharacters(in: .whitespaces).hasPrefix("50%") }.map { String($0.trimmingCharacters(in: .whitespaces).dropFirst(3)).trimmingCharacters(in: .whitespaces) } ?? "?"
-            printTable("wrk -t2 -c64 -d10s, one-feature query (where id_int=4242; no index on id_int: a scan of 100,000 rows per request)",
-                       ["requests/s", "p50", "p99"], [[rps, p50, p99]])
-            let urlByID = base + "/query?objectIds=4242&outFields=*&f=json"
-            let byID = Process()
-            byID.executableURL = URL(fileURLWithPath: "/usr/bin/wrk")
-            byID.arguments = ["-t2", "-c64", "-d10s", "--latency", urlByID]
-            let out2 = Pipe()
-            byID.standardOutput = out2
-            try byID.run()
-            let text2 = String(decoding: out2.fileHandleForReading.readDataToEndOfFile(), as: UTF8.self)
-            byID.waitUntilExit()
-            let lines2 = text2.split(separator: "\n").map { $0.trimmingCharacters(in: .whitespaces) }
-            printTable("wrk -t2 -c64 -d10s, query by objectIds=4242 (primary key)",
-                       ["requests/s", "p50", "p99"],
-                       [[lines2.first { $0.hasPrefix("Requests/sec:") }.map { String($0.dropFirst(13)).trimmingCharacters(in: .whitespaces) } ?? "?",
-                         lines2.first { $0.hasPrefix("50%") }.map { String($0.dropFirst(3)).trimmingCharacters(in: .whitespaces) } ?? "?",
-                         lines2.first { $0.hasPrefix("99%") }.map { String($0.dropFirst(3)).trimmingCharacters(in: .whitespaces) } ?? "?"]])
+            let scan = try wrk(base + "/query?where=id_int%3D4242&outFields=*&f=json")
+            let byID = try wrk(base + "/query?objectIds=4242&outFields=*&f=json")
+            printTable(
+                "wrk -t2 -c64 -d10s, one-feature queries",
+                ["query", "requests/s", "p50", "p99"],
+                [["where id_int=4242 (no index: scans 100,000 rows)"] + scan, ["objectIds=4242 (primary key)"] + byID])
         } catch {
             print("wrk is not installed (apt-get install wrk): skipped the concurrency figures")
         }
         print("Server and load generator share the machine's 2 cores.")
+    }
+
+    /// Requests/s, p50 and p99 from `wrk -t2 -c64 -d10s --latency`.
+    static func wrk(_ url: String) throws -> [String] {
+        let process = Process()
+        process.executableURL = URL(fileURLWithPath: "/usr/bin/wrk")
+        process.arguments = ["-t2", "-c64", "-d10s", "--latency", url]
+        let out = Pipe()
+        process.standardOutput = out
+        try process.run()
+        let lines = String(decoding: out.fileHandleForReading.readDataToEndOfFile(), as: UTF8.self)
+            .split(separator: "\n").map { $0.trimmingCharacters(in: .whitespaces) }
+        process.waitUntilExit()
+        func value(_ prefix: String) -> String {
+            lines.first { $0.hasPrefix(prefix) }.map { String($0.dropFirst(prefix.count)).trimmingCharacters(in: .whitespaces) } ?? "?"
+        }
+        return [value("Requests/sec:"), value("50%"), value("99%")]
     }
 }
