@@ -31,6 +31,8 @@ let package = Package(
         // multipart/form-data bodies (addAttachment uploads).
         .package(url: "https://github.com/vapor/multipart-kit", from: "4.7.1"),
         .package(url: "https://github.com/apple/swift-log", from: "1.16.2"),
+        // Graceful start and stop of in-process servers in tests (already part of Hummingbird's graph).
+        .package(url: "https://github.com/swift-server/swift-service-lifecycle", from: "2.13.0"),
     ],
     targets: [
         // GeoPackage SQL functions (ST_IsEmpty, ST_MinX, ...) written against the SQLite C API so
@@ -82,6 +84,9 @@ let package = Package(
             name: "OutpostTestSupport",
             dependencies: [
                 "OutpostCore", "OutpostStorage", "OutpostServer",
+                .product(name: "AsyncHTTPClient", package: "async-http-client"),
+                .product(name: "ServiceLifecycle", package: "swift-service-lifecycle"),
+                .product(name: "Logging", package: "swift-log"),
                 .product(name: "NIOCore", package: "swift-nio"),
                 .product(name: "NIOPosix", package: "swift-nio"),
                 .product(name: "NIOHTTP1", package: "swift-nio"),
@@ -93,7 +98,10 @@ let package = Package(
             dependencies: ["OutpostStorage", "OutpostTestSupport", .product(name: "GRDB", package: "GRDB.swift")]
         ),
         .testTarget(name: "OutpostCLITests", dependencies: ["OutpostTestSupport", "OutpostCore"]),
-        .testTarget(name: "OutpostSyncTests", dependencies: ["OutpostSync", "OutpostTestSupport", "OutpostCore"]),
+        .testTarget(
+            name: "OutpostSyncTests",
+            dependencies: ["OutpostSync", "OutpostTestSupport", "OutpostCore", "OutpostStorage", "OutpostServer", "OutpostProtocol"]
+        ),
         .testTarget(
             name: "OutpostServerTests",
             dependencies: [

@@ -11,12 +11,23 @@ public struct ServerConfiguration: Sendable {
     public var maxRecordCount: Int?
     /// nil: open service. Otherwise every endpoint but /health needs a token.
     public var tokens: TokenPolicy?
+    /// Where replica files and synchronizeReplica answers are written for download (nil: a new
+    /// directory under the system's temporary directory).
+    public var outputDirectory: URL?
+    /// How long result files are kept after they were written or last fetched, and identical
+    /// synchronizeReplica requests are answered from the stored response.
+    public var resultRetention: Duration
 
-    public init(host: String = "127.0.0.1", port: Int = 8080, maxBodyBytes: Int = 64 << 20, tokens: TokenPolicy? = nil) {
+    public init(
+        host: String = "127.0.0.1", port: Int = 8080, maxBodyBytes: Int = 64 << 20, tokens: TokenPolicy? = nil,
+        outputDirectory: URL? = nil, resultRetention: Duration = .seconds(600)
+    ) {
         self.host = host
         self.port = port
         self.maxBodyBytes = maxBodyBytes
         self.tokens = tokens
+        self.outputDirectory = outputDirectory
+        self.resultRetention = resultRetention
     }
 }
 

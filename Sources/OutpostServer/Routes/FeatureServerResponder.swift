@@ -13,10 +13,12 @@ public struct FeatureServerResponder: HTTPResponder {
 
     let services: ServiceDirectory
     let configuration: ServerConfiguration
+    let sync: SyncServices
 
     public init(services: ServiceDirectory, configuration: ServerConfiguration) {
         self.services = services
         self.configuration = configuration
+        sync = SyncServices(configuration: configuration)
     }
 
     public func respond(to request: Request, context: Context) async throws -> Response {
@@ -28,19 +30,22 @@ public struct FeatureServerResponder: HTTPResponder {
             let failure = ServiceError.from(error)
             if failure.status >= 500 { context.logger.error("\(request.method) \(request.uri.path): \(error)") }
             return ResponseWriting(request: request, pretty: pretty).json(
-                errorJSON(failure), status: .init(code: failure.status, reasonPhrase: ""))
+                Self.errorJSON(failure), status: .init(code: failure.status, reasonPhrase: ""))
         }
     }
 
-    func errorJSON(_ e: ServiceError) -> JSONValue {
+    static func errorJSON(_ e: ServiceError) -> JSONValue {
         ["error": ["code": .integer(Int64(e.status)), "message": .string(e.message), "details": .array(e.details.map { .string($0) })]]
     }
 
     private func dispatch(_ request: inout Request) async throws -> Response {
         let path = request.uri.path
-        let segments = path.split(separator: "/").map(String.init)
+        let segments = path.split(separator: "/").map { $0.removingPercentEncoding ?? String($0) }
         if segments == ["health"] {
             return ResponseWriting(request: request).json(["status": "ok", "services": .integer(Int64(services.names.count))])
+        }
+        if segments.count >= 4, segments[0] == "outpost", segments[1] == "v1", segments[2] == "services" {
+            return try await native(&request, Array(segments.dropFirst(3)))
         }
         guard segments.count >= 3, segments[0] == "arcgis", segments[1] == "rest", segments[2] == "services" else {
             throw ServiceError.notFound("\(path)")
@@ -59,6 +64,22 @@ public struct FeatureServerResponder: HTTPResponder {
         guard rest.count >= 2, rest[1] == "FeatureServer" else { throw ServiceError.notFound("service \(rest[0])") }
         guard let backend = services.backend(named: rest[0]) else { throw ServiceError.notFound("service \(rest[0])") }
         let route = Array(rest.dropFirst(2))
+        if let first = route.first, ["createReplica", "synchronizeReplica", "unRegisterReplica", "replicas", "jobs", "replicafiles"].contains(first) {
+            guard let syncBackend = backend as? any SyncBackend else { throw ServiceError(400, "service \(backend.name) does not support sync") }
+            let replicas = ReplicaRoutes(backend: backend, sync: syncBackend, parameters: parameters, writing: writing, request: request, services: sync)
+            switch (route.count, first) {
+            case (1, "createReplica"): return try await replicas.createReplica()
+            case (1, "synchronizeReplica"): return try await replicas.synchronizeReplica()
+            case (1, "unRegisterReplica"): return try await replicas.unregisterReplica()
+            case (1, "replicas"): return try await replicas.replicas()
+            case (2, "replicas"): return try await replicas.replica(route[1])
+            case (2, "jobs"): return try replicas.job(route[1])
+            case (3, "jobs") where route[2] == "status": return try replicas.job(route[1])
+            case (3, "jobs") where route[2] == "cancel": return try replicas.cancelJob(route[1])
+            case (2, "replicafiles"): return try replicas.resultFile(route[1])
+            default: throw ServiceError.notFound(path)
+            }
+        }
         let handler = ServiceRoutes(backend: backend, parameters: parameters, writing: writing, request: request, configuration: configuration)
         switch route.count {
         case 0:
@@ -90,7 +111,18 @@ public struct FeatureServerResponder: HTTPResponder {
 
     static func isEdit(_ segments: [String]) -> Bool {
         guard let last = segments.last else { return false }
-        return ["applyEdits", "addAttachment", "deleteAttachments", "updateAttachment"].contains(last)
+        return ["applyEdits", "addAttachment", "deleteAttachments", "updateAttachment", "synchronizeReplica", "unRegisterReplica"].contains(last)
+    }
+
+    /// `/outpost/v1/services/{service}/…`: the native sync API.
+    private func native(_ request: inout Request, _ rest: [String]) async throws -> Response {
+        guard let backend = services.backend(named: rest[0]) else { throw ServiceError.notFound("service \(rest[0])") }
+        guard let syncBackend = backend as? any SyncBackend else { throw ServiceError(400, "service \(backend.name) does not support sync") }
+        let parameters = try await readParameters(&request)
+        let route = Array(rest.dropFirst())
+        try authorize(request, parameters, edit: NativeSyncRoutes.isEdit(route, method: request.method))
+        let writing = ResponseWriting(request: request, pretty: (parameters["f"] ?? "").lowercased() == "pjson")
+        return try await NativeSyncRoutes(sync: syncBackend, parameters: parameters, writing: writing, method: request.method).respond(route)
     }
 
     private func layerID(_ text: String) throws -> Int {
@@ -114,7 +146,7 @@ public struct FeatureServerResponder: HTTPResponder {
     /// Query string plus a form-encoded body; a multipart body is kept raw for addAttachment.
     private func readParameters(_ request: inout Request) async throws -> RequestParameters {
         var body: ByteBuffer?
-        if request.method == .post {
+        if request.method == .post || request.method == .put {
             do {
                 body = try await request.collectBody(upTo: configuration.maxBodyBytes)
             } catch is NIOTooManyBytesError {
@@ -127,7 +159,7 @@ public struct FeatureServerResponder: HTTPResponder {
             form = body.getString(at: body.readerIndex, length: body.readableBytes)
         }
         var parameters = RequestParameters(query: request.uri.query, formBody: form)
-        if contentType.hasPrefix("multipart/form-data") { parameters.rawBody = body }
+        if contentType.hasPrefix("multipart/form-data") || contentType.hasPrefix("application/json") { parameters.rawBody = body }
         return parameters
     }
 

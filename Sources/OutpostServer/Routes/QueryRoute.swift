@@ -151,41 +151,11 @@ extension ServiceRoutes {
         }
     }
 
-    /// `geometry` (Esri JSON, `x,y` or `xmin,ymin,xmax,ymax`) with `geometryType`, `inSR` and
-    /// `spatialRel`.
+    /// `geometry` with `geometryType`, `inSR` and `spatialRel`.
     private func spatialFilter(into query: inout FeatureQuery, layer: LayerDefinition, layerSR: SpatialReference) throws {
-        guard let text = parameters["geometry"] else { return }
+        guard parameters["geometry"] != nil else { return }
         guard layer.isSpatial else { throw ServiceError.badParameter("geometry", "\(layer.name) is a table without geometry") }
-        let type = parameters["geometryType"] ?? "esriGeometryEnvelope"
-        var geometry: Geometry
-        var embeddedSR: SpatialReference?
-        let numbers = text.split(separator: ",").compactMap { Double($0.trimmingCharacters(in: .whitespaces)) }
-        do {
-            if !text.contains("{"), numbers.count == 4, type == "esriGeometryEnvelope" {
-                let e = Envelope(xmin: numbers[0], ymin: numbers[1], xmax: numbers[2], ymax: numbers[3])
-                guard e.isValid else { throw ServiceError.badParameter("geometry", "xmin must not exceed xmax, nor ymin ymax") }
-                geometry = .polygon(e.polygon)
-            } else if !text.contains("{"), numbers.count == 2, type == "esriGeometryPoint" {
-                geometry = .point(try Point(x: numbers[0], y: numbers[1]))
-            } else {
-                guard let json = try? JSONValue.parse(text) else { throw ServiceError.badParameter("geometry", "not valid JSON or x,y / xmin,ymin,xmax,ymax") }
-                embeddedSR = EsriJSON.spatialReference(of: json)
-                switch type {
-                case "esriGeometryEnvelope": geometry = .polygon(try EsriJSON.decodeEnvelope(json).polygon)
-                case "esriGeometryPoint", "esriGeometryMultipoint", "esriGeometryPolyline", "esriGeometryPolygon":
-                    geometry = try EsriJSON.decodeGeometry(json)
-                default: throw ServiceError.badParameter("geometryType", "\"\(type.prefix(40))\" is not supported")
-                }
-            }
-        } catch let error as GeometryError {
-            throw ServiceError.badParameter("geometry", error.message)
-        }
-        let inSR = try parameters.spatialReference("inSR") ?? embeddedSR ?? layerSR
-        do {
-            geometry = try WebMercator.convert(geometry, from: inSR, to: layerSR)
-        } catch {
-            throw ServiceError.badParameter("inSR", "cannot project from \(inSR) to the layer's \(layerSR)")
-        }
+        guard let geometry = try parameters.filterGeometry(in: layerSR) else { return }
         switch parameters["spatialRel"] ?? "esriSpatialRelIntersects" {
         case "esriSpatialRelIntersects":
             query.intersecting = geometry

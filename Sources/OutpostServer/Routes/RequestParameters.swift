@@ -90,4 +90,40 @@ struct RequestParameters: Sendable {
         }
         return f
     }
+
+    /// `geometry` (Esri JSON, `x,y` or `xmin,ymin,xmax,ymax`) with `geometryType` and `inSR`,
+    /// projected to `sr`; nil when absent.
+    func filterGeometry(in sr: SpatialReference) throws -> Geometry? {
+        guard let text = self["geometry"] else { return nil }
+        let type = self["geometryType"] ?? "esriGeometryEnvelope"
+        var geometry: Geometry
+        var embeddedSR: SpatialReference?
+        let numbers = text.split(separator: ",").compactMap { Double($0.trimmingCharacters(in: .whitespaces)) }
+        do {
+            if !text.contains("{"), numbers.count == 4, type == "esriGeometryEnvelope" {
+                let e = Envelope(xmin: numbers[0], ymin: numbers[1], xmax: numbers[2], ymax: numbers[3])
+                guard e.isValid else { throw ServiceError.badParameter("geometry", "xmin must not exceed xmax, nor ymin ymax") }
+                geometry = .polygon(e.polygon)
+            } else if !text.contains("{"), numbers.count == 2, type == "esriGeometryPoint" {
+                geometry = .point(try Point(x: numbers[0], y: numbers[1]))
+            } else {
+                guard let json = try? JSONValue.parse(text) else { throw ServiceError.badParameter("geometry", "not valid JSON or x,y / xmin,ymin,xmax,ymax") }
+                embeddedSR = EsriJSON.spatialReference(of: json)
+                switch type {
+                case "esriGeometryEnvelope": geometry = .polygon(try EsriJSON.decodeEnvelope(json).polygon)
+                case "esriGeometryPoint", "esriGeometryMultipoint", "esriGeometryPolyline", "esriGeometryPolygon":
+                    geometry = try EsriJSON.decodeGeometry(json)
+                default: throw ServiceError.badParameter("geometryType", "\"\(type.prefix(40))\" is not supported")
+                }
+            }
+        } catch let error as GeometryError {
+            throw ServiceError.badParameter("geometry", error.message)
+        }
+        let inSR = try spatialReference("inSR") ?? embeddedSR ?? sr
+        do {
+            return try WebMercator.convert(geometry, from: inSR, to: sr)
+        } catch {
+            throw ServiceError.badParameter("inSR", "cannot project from \(inSR) to \(sr)")
+        }
+    }
 }

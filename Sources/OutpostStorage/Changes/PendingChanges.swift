@@ -82,14 +82,15 @@ extension GeodatabaseConnection {
 
     /// Captured change rows, oldest first (for inspection and for sealing upload batches).
     public func capturedChanges(table: String? = nil) throws -> [CapturedChange] {
+        if let table { return try capturedChanges(where: "table_name = ?", arguments: [table], order: "change_id") }
+        return try capturedChanges(where: nil, arguments: [], order: "change_id")
+    }
+
+    func capturedChanges(where condition: String?, arguments: StatementArguments, order: String) throws -> [CapturedChange] {
         guard try db.tableExists(ChangeCapture.changesTable) else { return [] }
         var sql = "SELECT change_id, table_name, fid, globalid, op, changed_columns, old_values, old_geometry, edited_at FROM outpost_changes"
-        var arguments: StatementArguments = []
-        if let table {
-            sql += " WHERE table_name = ?"
-            arguments = [table]
-        }
-        sql += " ORDER BY change_id"
+        if let condition { sql += " WHERE " + condition }
+        sql += " ORDER BY " + order
         return try Row.fetchAll(db, sql: sql, arguments: arguments).map { row in
             CapturedChange(
                 id: row[0], table: row[1], objectID: row[2], globalID: row[3],

@@ -157,6 +157,13 @@ extension FeatureTable {
             clauses.append("\(pk) > ?")
             arguments.append(after.databaseValue)
         }
+        if let after = query.afterGlobalID {
+            guard let field = definition.globalIDField else {
+                throw StorageError(.invalidQuery, "\(name) has no global ids", table: name)
+            }
+            clauses.append("\(quoted(field)) > ?")
+            arguments.append(after.databaseValue)
+        }
         if let gids = query.globalIDs {
             guard let field = definition.globalIDField else {
                 throw StorageError(.invalidQuery, "\(name) has no global ids", table: name)

@@ -98,6 +98,7 @@ enum GeoPackageWriter {
                 VALUES ('attachments', 'attributes', 'attachments', 'Attachments of all layers (OGC Related Tables Extension media table)', 0)
                 """)
         try db.execute(sql: ChangeCapture.tables)
+        if changeCapture { try ReplicaTables.install(db) }
         for table in ChangeCapture.ownTables {
             try registerExtension(
                 db, table: table, column: nil, name: ChangeCapture.extensionName,

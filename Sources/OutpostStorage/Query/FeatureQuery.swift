@@ -17,6 +17,9 @@ public struct FeatureQuery: Hashable, Sendable {
     public var afterObjectID: Int64?
     /// Only these global ids.
     public var globalIDs: [String]?
+    /// Only global ids greater than this one (keyset paging in global-id order, with
+    /// `orderBy` on the global id field).
+    public var afterGlobalID: String?
     /// Only features whose envelope intersects this one (in the layer's spatial reference),
     /// answered from the R-tree index.
     public var envelope: Envelope?

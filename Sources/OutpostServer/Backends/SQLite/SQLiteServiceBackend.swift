@@ -8,17 +8,22 @@ import OutpostStorage
 public final class SQLiteServiceBackend: FeatureServiceBackend {
     public let name: String
     let geodatabase: Geodatabase
+    /// Fault points for tests (`server.beforeCommit`); armed through `OUTPOST_FAULT` too.
+    public let faults: FaultInjector
 
     /// Opens a service GeoPackage made by ``create(at:schema:dataDirectory:overwrite:)``.
     /// - Throws: ``ServiceError`` when the file is not an Outpost service.
-    public init(url: URL, name: String? = nil) throws {
+    public init(url: URL, name: String? = nil, faults: FaultInjector = .fromEnvironment()) throws {
         geodatabase = try Geodatabase.open(at: url)
         self.name = name ?? url.deletingPathExtension().lastPathComponent
+        self.faults = faults
         let gdb = geodatabase
         guard try gdb.read({ conn in try ServiceStore.isService(conn) }) else {
             try? gdb.close()
             throw ServiceError(500, "\(url.lastPathComponent) is not an Outpost service; create one with: outpost service create")
         }
+        // Services made before a table was added get it now (every statement is idempotent).
+        try gdb.write { conn in for sql in ServiceStore.replicaTables { try conn.execute(sql) } }
     }
 
     /// Creates a service GeoPackage from a schema and `<dataDirectory>/<layer>.geojson` files.

@@ -52,9 +52,46 @@ enum ServiceStore {
           PRIMARY KEY (layer_id, globalid)
         )
         """,
+    ] + replicaTables
+
+    /// Replicas, their batch ledger, and replayable ArcGIS synchronizeReplica answers.
+    static let replicaTables = [
+        """
+        CREATE TABLE IF NOT EXISTS outpost_replicas (
+          replica_id TEXT PRIMARY KEY,
+          name TEXT NOT NULL,
+          definition TEXT NOT NULL,
+          replica_gen INTEGER NOT NULL,
+          last_seq INTEGER NOT NULL DEFAULT 0,
+          created_at INTEGER NOT NULL,
+          last_sync_at INTEGER
+        )
+        """,
+        """
+        CREATE TABLE IF NOT EXISTS outpost_batch_ledger (
+          replica_id TEXT NOT NULL,
+          seq INTEGER NOT NULL,
+          batch_id TEXT NOT NULL,
+          hash TEXT NOT NULL,
+          result TEXT NOT NULL,
+          generation INTEGER,
+          applied_at TEXT NOT NULL DEFAULT (strftime('%Y-%m-%dT%H:%M:%fZ', 'now')),
+          PRIMARY KEY (replica_id, seq)
+        )
+        """,
+        """
+        CREATE TABLE IF NOT EXISTS outpost_request_replay (
+          request_key TEXT PRIMARY KEY,
+          response TEXT NOT NULL,
+          created_at TEXT NOT NULL DEFAULT (strftime('%Y-%m-%dT%H:%M:%fZ', 'now'))
+        )
+        """,
     ]
 
-    static let tableNames = ["outpost_service_state", "outpost_change_log", "outpost_tombstones", "outpost_feature_versions"]
+    static let tableNames = [
+        "outpost_service_state", "outpost_change_log", "outpost_tombstones", "outpost_feature_versions",
+        "outpost_replicas", "outpost_batch_ledger", "outpost_request_replay",
+    ]
 
     /// Adds the tables to a new service GeoPackage, with every existing feature at generation 1.
     static func install(_ conn: GeodatabaseConnection, schema: ServiceSchema) throws {

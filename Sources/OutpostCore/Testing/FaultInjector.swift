@@ -1,0 +1,61 @@
+import Foundation
+import Synchronization
+
+#if canImport(Glibc)
+    import Glibc
+#endif
+
+/// Named fault points between the durable steps of sync, on both sides, so tests can prove that
+/// a crash or an error at any of them leaves nothing lost or duplicated (DESIGN §5, invariant I10).
+///
+/// Points are armed in code (`injector.arm("client.afterSend", .fail)`) or, for a whole process,
+/// with `OUTPOST_FAULT=point:action[,point:action]` where action is `fail` or `kill` (SIGKILL
+/// of the process itself, for the CLI crash tests). An armed point fires once.
+public final class FaultInjector: Sendable {
+    public enum Action: String, Sendable {
+        /// Throw an error, as if the step failed.
+        case fail
+        /// Kill the process on the spot (SIGKILL), as a crash or the OS would.
+        case kill
+    }
+
+    public struct InjectedFault: Error, CustomStringConvertible, Sendable {
+        public var point: String
+        public var description: String { "injected fault at \(point)" }
+    }
+
+    private let armed: Mutex<[String: Action]>
+    private let reached: Mutex<[String]>
+
+    public init(_ points: [String: Action] = [:]) {
+        armed = Mutex(points)
+        reached = Mutex([])
+    }
+
+    /// The faults given by `OUTPOST_FAULT` in the environment (none when unset).
+    public static func fromEnvironment() -> FaultInjector {
+        var points: [String: Action] = [:]
+        for item in (ProcessInfo.processInfo.environment["OUTPOST_FAULT"] ?? "").split(separator: ",") {
+            let parts = item.split(separator: ":")
+            if parts.count == 2, let action = Action(rawValue: String(parts[1])) { points[String(parts[0])] = action }
+        }
+        return FaultInjector(points)
+    }
+
+    public func arm(_ point: String, _ action: Action = .fail) {
+        armed.withLock { $0[point] = action }
+    }
+
+    /// Every point passed so far, in order (armed or not).
+    public var trace: [String] { reached.withLock { $0 } }
+
+    /// Called by sync code at each fault point.
+    public func check(_ point: String) throws {
+        reached.withLock { $0.append(point) }
+        guard let action = armed.withLock({ $0.removeValue(forKey: point) }) else { return }
+        switch action {
+        case .fail: throw InjectedFault(point: point)
+        case .kill: kill(getpid(), SIGKILL)
+        }
+    }
+}

@@ -1,0 +1,144 @@
+import Foundation
+import OutpostCore
+
+/// One sealed, numbered upload of a replica's local edits (DESIGN §5 "Upload"): the body of
+/// `PUT /outpost/v1/services/{service}/replicas/{replica}/batches/{seq}`.
+///
+/// A batch is sealed once and resent byte for byte until acknowledged; the server applies a
+/// `(replica, seq)` at most once, replaying the stored result for the same content hash.
+public struct UploadBatch: Codable, Hashable, Sendable {
+    public static let currentFormatVersion = 1
+
+    public var formatVersion: Int
+    public var replicaId: String
+    public var batchId: String
+    public var seq: Int64
+    /// The schema version the edits were made against.
+    public var schemaVersion: Int
+    /// true: any invalid edit rejects the whole batch; false: valid edits apply, invalid ones
+    /// come back with errors.
+    public var rollbackOnFailure: Bool
+    public var layers: [BatchLayer]
+
+    public init(replicaId: String, batchId: String, seq: Int64, schemaVersion: Int, rollbackOnFailure: Bool, layers: [BatchLayer]) {
+        self.formatVersion = Self.currentFormatVersion
+        self.replicaId = replicaId
+        self.batchId = batchId
+        self.seq = seq
+        self.schemaVersion = schemaVersion
+        self.rollbackOnFailure = rollbackOnFailure
+        self.layers = layers
+    }
+
+    public var editCount: Int { layers.reduce(0) { $0 + $1.edits.count } }
+
+    /// Canonical bytes (sorted keys): what is stored, sent and hashed.
+    public func encoded() throws -> Data {
+        let encoder = JSONEncoder()
+        encoder.outputFormatting = [.sortedKeys, .withoutEscapingSlashes]
+        return try encoder.encode(self)
+    }
+
+    public static func decode(_ data: Data) throws -> UploadBatch {
+        try JSONDecoder().decode(UploadBatch.self, from: data)
+    }
+
+    /// The content hash of encoded batch bytes (lower-case hex SHA-256).
+    public static func hash(_ body: Data) -> String { SHA256.hex([UInt8](body)) }
+}
+
+/// The edits of one layer in a batch.
+public struct BatchLayer: Codable, Hashable, Sendable {
+    public var id: Int
+    public var edits: [BatchEdit]
+
+    public init(id: Int, edits: [BatchEdit]) {
+        self.id = id
+        self.edits = edits
+    }
+}
+
+/// One feature's net change since the last acknowledged batch (captured changes coalesced).
+public struct BatchEdit: Codable, Hashable, Sendable {
+    public enum Operation: String, Codable, Hashable, Sendable {
+        case insert, update, delete
+    }
+
+    public var op: Operation
+    public var globalId: String
+    /// insert: every attribute; update: the changed ones (by field name; dates in epoch ms).
+    public var attributes: [String: JSONValue]?
+    /// Esri JSON geometry: insert, or an update that changed it (`null` clears it).
+    public var geometry: JSONValue?
+    /// update: the columns that changed, the geometry column included when it did.
+    public var changedColumns: [String]?
+    /// update/delete: the values before the first local change (for conflict records).
+    public var baseValues: [String: JSONValue]?
+    /// When the (last) local edit was made, UTC ISO 8601.
+    public var editedAt: String?
+
+    public init(
+        op: Operation, globalId: String, attributes: [String: JSONValue]? = nil, geometry: JSONValue? = nil,
+        changedColumns: [String]? = nil, baseValues: [String: JSONValue]? = nil, editedAt: String? = nil
+    ) {
+        self.op = op
+        self.globalId = globalId
+        self.attributes = attributes
+        self.geometry = geometry
+        self.changedColumns = changedColumns
+        self.baseValues = baseValues
+        self.editedAt = editedAt
+    }
+}
+
+/// The server's answer to a batch, stored in its ledger and replayed for a resent batch.
+public struct BatchResult: Codable, Hashable, Sendable {
+    public var seq: Int64
+    public var batchId: String
+    /// The generation the batch was applied under (nil when nothing applied).
+    public var generation: Int64?
+    public var layers: [BatchLayerResult]
+    /// true when this answer is a replay of an earlier application.
+    public var replayed: Bool?
+
+    public init(seq: Int64, batchId: String, generation: Int64?, layers: [BatchLayerResult], replayed: Bool? = nil) {
+        self.seq = seq
+        self.batchId = batchId
+        self.generation = generation
+        self.layers = layers
+        self.replayed = replayed
+    }
+
+    public var rejected: [BatchEditResult] { layers.flatMap { $0.results.filter { !$0.success } } }
+}
+
+public struct BatchLayerResult: Codable, Hashable, Sendable {
+    public var id: Int
+    public var results: [BatchEditResult]
+
+    public init(id: Int, results: [BatchEditResult]) {
+        self.id = id
+        self.results = results
+    }
+}
+
+/// What became of one edit of a batch.
+public struct BatchEditResult: Codable, Hashable, Sendable {
+    public var globalId: String
+    public var op: BatchEdit.Operation
+    public var success: Bool
+    /// The feature's object id on the server.
+    public var objectId: Int64?
+    public var error: EditResult.Failure?
+    /// How a conflict was resolved, when the edit met one (for example `deleteWins`).
+    public var resolution: String?
+
+    public init(globalId: String, op: BatchEdit.Operation, success: Bool, objectId: Int64? = nil, error: EditResult.Failure? = nil, resolution: String? = nil) {
+        self.globalId = globalId
+        self.op = op
+        self.success = success
+        self.objectId = objectId
+        self.error = error
+        self.resolution = resolution
+    }
+}

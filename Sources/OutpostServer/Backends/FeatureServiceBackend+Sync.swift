@@ -1,0 +1,71 @@
+import Foundation
+import OutpostCore
+import OutpostProtocol
+import OutpostStorage
+
+/// What a client asks for when it creates a replica (ArcGIS createReplica parameters).
+public struct ReplicaRequest: Sendable {
+    public var name: String
+    /// Layer ids with their where clause, geometry use, query option and direction.
+    public var layers: [ReplicaInfo.Layer]
+    /// The filter geometry, in the service's spatial reference.
+    public var geometry: Geometry?
+    public var syncModel: ReplicaInfo.SyncModel
+    public var returnAttachments: Bool
+    public var attachmentsSyncDirection: ReplicaInfo.Direction
+
+    public init(
+        name: String, layers: [ReplicaInfo.Layer], geometry: Geometry? = nil, syncModel: ReplicaInfo.SyncModel = .perReplica,
+        returnAttachments: Bool = false, attachmentsSyncDirection: ReplicaInfo.Direction = .none
+    ) {
+        self.name = name
+        self.layers = layers
+        self.geometry = geometry
+        self.syncModel = syncModel
+        self.returnAttachments = returnAttachments
+        self.attachmentsSyncDirection = attachmentsSyncDirection
+    }
+}
+
+/// A batch refused as a whole (rollback on failure): nothing was applied, the per-edit results
+/// say why.
+public struct BatchRejected: Error, Sendable {
+    public var result: BatchResult
+}
+
+/// The file a replica's data is written to.
+public enum ReplicaFileFormat: String, Sendable {
+    /// A replica GeoPackage with change capture and the replica state (ArcGIS `dataFormat=sqlite`):
+    /// what Outpost's client syncs.
+    case geopackage
+    /// The ArcGIS JSON replica: `{"replicaID", "replicaServerGen", "layers": [{"id", "features"}]}`.
+    case json
+}
+
+/// The sync side of a service's storage: replicas, the batch ledger, the change feed.
+public protocol SyncBackend: Sendable {
+    /// Registers a replica (unless its sync model is `none`) and writes its data, a snapshot
+    /// consistent with the generation it starts from, to `url`.
+    func createReplica(_ request: ReplicaRequest, serviceURL: String, format: ReplicaFileFormat, writingTo url: URL) async throws -> ReplicaInfo
+    func replica(id: String) async throws -> ReplicaInfo
+    func replicas() async throws -> [ReplicaInfo]
+    func unregisterReplica(id: String) async throws
+    /// Applies a batch exactly once: a resent batch (same hash) gets the stored result, a
+    /// different batch under the same seq or a seq gap is a 409. Throws ``BatchRejected`` when
+    /// `rollbackOnFailure` refuses the batch.
+    func applyBatch(_ batch: UploadBatch, hash: String) async throws -> BatchResult
+    /// The stored result of an applied batch (for a client whose response was lost).
+    func batchResult(replicaID: String, seq: Int64) async throws -> BatchResult?
+    /// A page of a layer's changes in `since < generation ≤ upto` within the replica's filter,
+    /// leaving out features only the replica itself changed.
+    func changes(replicaID: String, layerID: Int, since: Int64, upto: Int64, after: String?, limit: Int) async throws -> ChangePage
+    /// A page of every feature of a layer in the replica's scope now, as upserts ordered by
+    /// global id (to refetch a layer whose checksum did not match).
+    func snapshot(replicaID: String, layerID: Int, after: String?, limit: Int) async throws -> ChangePage
+    /// Per-layer checksums of the replica's scope now.
+    func checksums(replicaID: String, layerIDs: [Int]) async throws -> ReplicaChecksums
+    /// The stored answer of an ArcGIS synchronizeReplica request with this key, if any.
+    func replayedResponse(key: String) async throws -> String?
+    /// Keeps an answer for identical retries (dropping those older than `retention`).
+    func storeResponse(key: String, response: String, retention: Duration) async throws
+}

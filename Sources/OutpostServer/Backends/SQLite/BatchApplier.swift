@@ -1,0 +1,148 @@
+import Foundation
+import OutpostCore
+import OutpostProtocol
+import OutpostStorage
+
+/// Applies the edits of one uploaded batch inside the server's write transaction, logging each
+/// change under the batch's generation with its origin (replica, seq).
+struct BatchApplier {
+    let conn: GeodatabaseConnection
+    let schema: ServiceSchema
+    let generation: Int64
+    let origin: (replica: String, seq: Int64)
+    let rollbackOnFailure: Bool
+    private(set) var applied = 0
+    private(set) var failed = 0
+
+    init(conn: GeodatabaseConnection, schema: ServiceSchema, generation: Int64, origin: (String, Int64), rollbackOnFailure: Bool) {
+        self.conn = conn
+        self.schema = schema
+        self.generation = generation
+        self.origin = origin
+        self.rollbackOnFailure = rollbackOnFailure
+    }
+
+    mutating func apply(_ edits: BatchLayer) throws -> [BatchEditResult] {
+        let table = try conn.geodatabase.table(id: edits.id)
+        var results: [BatchEditResult] = []
+        for edit in edits.edits {
+            do {
+                let result = try conn.inSavepoint { try apply(edit, table) }
+                if result.success { applied += 1 }
+                results.append(result)
+            } catch {
+                failed += 1
+                let storage = error as? StorageError
+                let description = storage?.description ?? "\(error)"
+                results.append(BatchEditResult(
+                    globalId: edit.globalId, op: edit.op, success: false,
+                    error: .init(code: storage?.code == .notFound ? EditResult.Code.notFound : EditResult.Code.invalidEdit, description: description)))
+            }
+        }
+        return results
+    }
+
+    private func apply(_ edit: BatchEdit, _ table: FeatureTable) throws -> BatchEditResult {
+        let layer = table.definition
+        guard let gid = GlobalID.normalized(edit.globalId) else {
+            throw StorageError(.invalidEdit, "\"\(edit.globalId.prefix(40))\" is not a global id", table: layer.name)
+        }
+        let existing = try find(gid, table)
+        switch edit.op {
+        case .insert:
+            if let existing {
+                // A feature with this global id is already here (it can only be this very edit):
+                // report it rather than duplicate it.
+                return BatchEditResult(globalId: gid, op: .insert, success: true, objectId: existing.objectID, resolution: "alreadyApplied")
+            }
+            var feature = Feature(globalID: gid, attributes: try values(edit.attributes ?? [:], layer))
+            feature.geometry = try geometry(edit.geometry, layer)
+            let added = try table.add([feature], in: conn)[0]
+            try log(gid, layer, "insert", columns: allColumns(layer))
+            return BatchEditResult(globalId: gid, op: .insert, success: true, objectId: added.objectID)
+        case .update:
+            guard let existing else {
+                if try isTombstoned(gid, layer) {
+                    // Updated here, deleted on the server meanwhile: the delete wins.
+                    return BatchEditResult(globalId: gid, op: .update, success: true, resolution: "deleteWins")
+                }
+                throw StorageError(.notFound, "no feature with global id \(gid)", table: layer.name)
+            }
+            let changed = Set(edit.changedColumns ?? Array((edit.attributes ?? [:]).keys))
+            var update = Feature(objectID: existing.objectID, attributes: try values((edit.attributes ?? [:]).filter { changed.contains($0.key) }, layer))
+            let geometryChanged = layer.isSpatial && changed.contains(layer.geometryColumn)
+            if geometryChanged { update.geometry = try geometry(edit.geometry, layer) }
+            try table.update([update], in: conn)
+            if geometryChanged, update.geometry == nil {
+                try conn.execute("UPDATE \(quotedName(layer.name)) SET \(quotedName(layer.geometryColumn)) = NULL WHERE \(quotedName(layer.objectIDField)) = ?", arguments: [.integer(existing.objectID!)])
+            }
+            let after = try find(gid, table)!
+            let columns = changedColumns(existing, after, layer)
+            if !columns.isEmpty { try log(gid, layer, "update", columns: columns) }
+            return BatchEditResult(globalId: gid, op: .update, success: true, objectId: existing.objectID)
+        case .delete:
+            guard let existing else {
+                return BatchEditResult(globalId: gid, op: .delete, success: true, resolution: "alreadyDeleted")
+            }
+            try table.delete(objectIDs: [existing.objectID!], in: conn)
+            try log(gid, layer, "delete", columns: [])
+            return BatchEditResult(globalId: gid, op: .delete, success: true, objectId: existing.objectID)
+        }
+    }
+
+    private func find(_ gid: String, _ table: FeatureTable) throws -> Feature? {
+        var q = FeatureQuery()
+        q.globalIDs = [gid]
+        var found: Feature?
+        try table.forEach(matching: q, in: conn) { found = $0 }
+        return found
+    }
+
+    private func isTombstoned(_ gid: String, _ layer: LayerDefinition) throws -> Bool {
+        try !conn.query("SELECT 1 FROM outpost_tombstones WHERE layer_id = ? AND globalid = ?", arguments: [.integer(Int64(layer.id)), .text(gid)]).isEmpty
+    }
+
+    private func values(_ attributes: [String: JSONValue], _ layer: LayerDefinition) throws -> [String: FieldValue] {
+        var out: [String: FieldValue] = [:]
+        for (name, json) in attributes {
+            guard let field = layer.field(named: name) else {
+                throw StorageError(.invalidEdit, "\(layer.name) has no field \"\(name.prefix(60))\"", table: layer.name, field: name)
+            }
+            if field.type == .oid || field.type == .globalID { continue }
+            do {
+                out[field.name] = try FieldValue(json: json, type: field.type)
+            } catch var error as StorageError {
+                error.field = field.name
+                error.table = layer.name
+                throw error
+            }
+        }
+        return out
+    }
+
+    private func geometry(_ json: JSONValue?, _ layer: LayerDefinition) throws -> Geometry? {
+        guard let json, !json.isNull else { return nil }
+        guard layer.isSpatial else { throw StorageError(.invalidEdit, "\(layer.name) is a table without geometry", table: layer.name) }
+        do {
+            return try EsriJSON.decodeGeometry(json)
+        } catch let error as GeometryError {
+            throw StorageError(.invalidEdit, "invalid geometry: \(error)", table: layer.name, field: layer.geometryColumn, cause: error)
+        }
+    }
+
+    private func allColumns(_ layer: LayerDefinition) -> [String] {
+        layer.fields.filter { $0.type != .oid }.map(\.name) + (layer.isSpatial ? [layer.geometryColumn] : [])
+    }
+
+    private func changedColumns(_ before: Feature, _ after: Feature, _ layer: LayerDefinition) -> [String] {
+        var columns = layer.fields.filter { $0.type != .oid && $0.type != .globalID }.map(\.name).filter {
+            (before.attributes[$0] ?? .null) != (after.attributes[$0] ?? .null)
+        }
+        if layer.isSpatial, before.geometry != after.geometry { columns.append(layer.geometryColumn) }
+        return columns
+    }
+
+    private func log(_ gid: String, _ layer: LayerDefinition, _ op: String, columns: [String]) throws {
+        try ServiceStore.log(conn, generation: generation, layerID: layer.id, globalID: gid, op: op, columns: columns, origin: origin)
+    }
+}

@@ -1,0 +1,111 @@
+import Foundation
+import OutpostCore
+import OutpostProtocol
+import OutpostStorage
+
+/// Writes a new replica's data from one read transaction of the service: the features in its
+/// scope (and their attachments when asked), streamed feature by feature.
+struct ReplicaExport {
+    let scope: ReplicaScope
+    let request: ReplicaRequest
+    let schema: ServiceSchema
+    let server: GeodatabaseConnection
+    let generation: Int64
+    let replicaID: String
+
+    /// A replica GeoPackage: the replica's layers with client change capture, the features in
+    /// scope, and the replica state the client syncs from.
+    func writeGeoPackage(serviceURL: String, to url: URL) throws {
+        var clientSchema = schema
+        let ids = Set(request.layers.map(\.id))
+        let synced = request.syncModel != .none
+        clientSchema.layers = schema.layers.filter { ids.contains($0.id) }.map { var l = $0; l.sync = synced && l.globalIDField != nil; return l }
+        clientSchema.tables = schema.tables.filter { ids.contains($0.id) }.map { var l = $0; l.sync = synced && l.globalIDField != nil; return l }
+        let gdb = try Geodatabase.create(at: url, schema: clientSchema, overwrite: true, changeCapture: synced) { conn in
+            for layerInfo in request.layers {
+                guard let layer = schema.layer(id: layerInfo.id), let query = scope.query(layerInfo, layer: layer) else { continue }
+                try copy(layer, query: query, into: conn)
+            }
+            guard synced else { return }
+            let state = ReplicaState(
+                replicaID: replicaID, replicaName: request.name, serviceURL: serviceURL,
+                syncModel: request.syncModel == .perLayer ? .perLayer : .perReplica, cursor: generation,
+                layers: request.layers.compactMap { l in
+                    schema.layer(id: l.id).map {
+                        ReplicaState.Layer(id: l.id, table: $0.name, direction: ReplicaState.Direction(rawValue: l.syncDirection.rawValue) ?? .bidirectional, cursor: generation)
+                    }
+                },
+                attachmentsDirection: ReplicaState.Direction(rawValue: request.attachmentsSyncDirection.rawValue) ?? .none,
+                schemaVersion: schema.schemaVersion)
+            try conn.setReplicaState(state)
+        }
+        try gdb.close()
+    }
+
+    private func copy(_ layer: LayerDefinition, query: FeatureQuery, into conn: GeodatabaseConnection) throws {
+        let source = try server.geodatabase.table(id: layer.id)
+        let target = try conn.geodatabase.table(id: layer.id)
+        let attachments = request.returnAttachments && layer.hasAttachments
+        // Server object id -> replica object id, for the attachments (ids only, not features).
+        var objectIDs: [(Int64, Int64)] = []
+        try target.importFeatures(in: conn) { importer in
+            try source.forEach(matching: query, in: server) { feature in
+                var copy = feature
+                let serverID = copy.objectID
+                copy.objectID = nil
+                let id = try importer.add(copy)
+                if attachments, let serverID { objectIDs.append((serverID, id)) }
+            }
+        }
+        for (serverID, clientID) in objectIDs {
+            for attachment in try source.attachments(forFeature: serverID, in: server) {
+                _ = try target.addAttachment(
+                    toFeature: clientID, name: attachment.name, contentType: attachment.contentType, size: attachment.size,
+                    keywords: attachment.keywords, in: conn
+                ) { write in
+                    var offset: Int64 = 0
+                    while offset < attachment.size {
+                        let piece = try source.readAttachment(id: attachment.id, offset: offset, length: 1 << 20, in: server)
+                        if piece.isEmpty { break }
+                        try write(piece)
+                        offset += Int64(piece.count)
+                    }
+                }
+            }
+        }
+    }
+
+    /// The ArcGIS JSON replica (`dataFormat=json`).
+    func writeJSON(to url: URL) throws {
+        guard FileManager.default.createFile(atPath: url.path, contents: nil), let file = FileHandle(forWritingAtPath: url.path) else {
+            throw ServiceError(500, "cannot write the replica file")
+        }
+        defer { try? file.close() }
+        var out = "{\"replicaName\":\(JSONValue.string(request.name).jsonString),\"replicaID\":\"\(replicaID)\","
+        if request.syncModel == .perLayer {
+            out += "\"layerServerGens\":[" + request.layers.map { "{\"id\":\($0.id),\"serverGen\":\(generation)}" }.joined(separator: ",") + "],"
+        } else {
+            out += "\"replicaServerGen\":\(generation),"
+        }
+        out += "\"syncModel\":\"\(request.syncModel.rawValue)\",\"layers\":["
+        for (index, layerInfo) in request.layers.enumerated() {
+            guard let layer = schema.layer(id: layerInfo.id) else { continue }
+            out += (index > 0 ? "," : "") + "{\"id\":\(layer.id),\"features\":["
+            var first = true
+            if let query = scope.query(layerInfo, layer: layer) {
+                try server.geodatabase.table(id: layer.id).forEach(matching: query, in: server) { feature in
+                    if !first { out += "," }
+                    first = false
+                    try FeatureJSON.writeEsri(feature, fields: layer.fields, includeGeometry: layer.isSpatial, to: &out)
+                    if out.utf8.count >= 1 << 16 {
+                        file.write(Data(out.utf8))
+                        out = ""
+                    }
+                }
+            }
+            out += "]}"
+        }
+        out += "]}"
+        file.write(Data(out.utf8))
+    }
+}

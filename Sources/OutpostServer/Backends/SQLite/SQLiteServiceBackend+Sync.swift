@@ -1,0 +1,320 @@
+import Foundation
+import OutpostCore
+import OutpostProtocol
+import OutpostStorage
+
+extension SQLiteServiceBackend: SyncBackend {
+    // MARK: - Replicas
+
+    public func createReplica(_ request: ReplicaRequest, serviceURL: String, format: ReplicaFileFormat, writingTo url: URL) async throws -> ReplicaInfo {
+        let schema = geodatabase.schema
+        guard !request.layers.isEmpty else { throw ServiceError.badParameter("layers", "no layers asked for") }
+        for layer in request.layers where schema.layer(id: layer.id) == nil {
+            throw ServiceError.badParameter("layers", "the service has no layer \(layer.id)")
+        }
+        if request.syncModel != .none {
+            for layer in request.layers where schema.layer(id: layer.id)?.globalIDField == nil {
+                throw ServiceError.badParameter("layers", "layer \(layer.id) has no global ids, so it cannot sync")
+            }
+        }
+        let replicaID = GlobalID.make()
+        let gdb = geodatabase
+        let scope = ReplicaScope(request: request, schema: schema)
+        // One read transaction: the data written and the generation recorded are the same snapshot.
+        let generation = try await gdb.read { conn in
+            let generation = try ServiceStore.generation(conn)
+            let export = ReplicaExport(scope: scope, request: request, schema: schema, server: conn, generation: generation, replicaID: replicaID)
+            switch format {
+            case .geopackage: try export.writeGeoPackage(serviceURL: serviceURL, to: url)
+            case .json: try export.writeJSON(to: url)
+            }
+            return generation
+        }
+        let info = ReplicaInfo(
+            replicaID: replicaID, replicaName: request.name, syncModel: request.syncModel, replicaServerGen: generation,
+            layers: request.layers.map { var l = $0; l.serverGen = generation; return l },
+            geometry: try request.geometry.map { try JSONValue.parse(try EsriJSON.encode($0)) },
+            returnAttachments: request.returnAttachments, attachmentsSyncDirection: request.attachmentsSyncDirection, lastSeq: 0,
+            serviceGeneration: generation, schemaVersion: schema.schemaVersion, creationDate: Self.now(), lastSyncDate: nil)
+        guard request.syncModel != .none else { return info }
+        let definition = String(decoding: try JSONEncoder().encode(info), as: UTF8.self)
+        let created = info.creationDate
+        try await gdb.write { conn in
+            try conn.execute(
+                "INSERT INTO outpost_replicas (replica_id, name, definition, replica_gen, last_seq, created_at) VALUES (?, ?, ?, ?, 0, ?)",
+                arguments: [.text(replicaID), .text(request.name), .text(definition), .integer(generation), .integer(created)])
+        }
+        return info
+    }
+
+    static func now() -> Int64 { Int64(Date().timeIntervalSince1970 * 1000) }
+
+    public func replica(id: String) async throws -> ReplicaInfo {
+        try await geodatabase.read { conn in try Self.replica(id: id, conn) }
+    }
+
+    static func replica(id: String, _ conn: GeodatabaseConnection) throws -> ReplicaInfo {
+        guard let normalized = GlobalID.normalized(id) ?? Optional(id),
+            let row = try conn.query(
+                "SELECT definition, replica_gen, last_seq, last_sync_at FROM outpost_replicas WHERE replica_id = ?",
+                arguments: [.text(normalized)]).first
+        else { throw ServiceError.notFound("replica \(id)") }
+        var info = try JSONDecoder().decode(ReplicaInfo.self, from: Data(row[0].textValue!.utf8))
+        info.replicaServerGen = row[1].integerValue ?? 0
+        info.lastSeq = row[2].integerValue ?? 0
+        info.lastSyncDate = row[3].integerValue
+        info.serviceGeneration = try ServiceStore.generation(conn)
+        return info
+    }
+
+    public func replicas() async throws -> [ReplicaInfo] {
+        try await geodatabase.read { conn in
+            try conn.query("SELECT replica_id FROM outpost_replicas ORDER BY created_at").map { try Self.replica(id: $0[0].textValue!, conn) }
+        }
+    }
+
+    public func unregisterReplica(id: String) async throws {
+        try await geodatabase.write { conn in
+            _ = try Self.replica(id: id, conn)
+            let gid = SQLLiteral.text(GlobalID.normalized(id) ?? id)
+            try conn.execute("DELETE FROM outpost_batch_ledger WHERE replica_id = ?", arguments: [gid])
+            try conn.execute("DELETE FROM outpost_replicas WHERE replica_id = ?", arguments: [gid])
+        }
+    }
+
+    // MARK: - Batches
+
+    public func batchResult(replicaID: String, seq: Int64) async throws -> BatchResult? {
+        try await geodatabase.read { conn in
+            guard let text = try conn.query(
+                "SELECT result FROM outpost_batch_ledger WHERE replica_id = ? AND seq = ?",
+                arguments: [.text(GlobalID.normalized(replicaID) ?? replicaID), .integer(seq)]).first?[0].textValue
+            else { return nil }
+            var result = try JSONDecoder().decode(BatchResult.self, from: Data(text.utf8))
+            result.replayed = true
+            return result
+        }
+    }
+
+    public func applyBatch(_ batch: UploadBatch, hash: String) async throws -> BatchResult {
+        let schema = geodatabase.schema
+        let gdb = geodatabase
+        let faults = self.faults
+        return try await gdb.write { conn in
+            let replicaID = GlobalID.normalized(batch.replicaId) ?? batch.replicaId
+            let info = try Self.replica(id: replicaID, conn)
+            if let stored = try conn.query(
+                "SELECT hash, result FROM outpost_batch_ledger WHERE replica_id = ? AND seq = ?",
+                arguments: [.text(replicaID), .integer(batch.seq)]).first
+            {
+                guard stored[0].textValue == hash else {
+                    throw ServiceError(409, "batch \(batch.seq) of replica \(replicaID) was already applied with different content", details: ["expectedSeq: \(info.lastSeq + 1)"])
+                }
+                var result = try JSONDecoder().decode(BatchResult.self, from: Data(stored[1].textValue!.utf8))
+                result.replayed = true
+                return result
+            }
+            guard batch.seq == info.lastSeq + 1 else {
+                throw ServiceError(409, "batch \(batch.seq) is out of order: replica \(replicaID) expects batch \(info.lastSeq + 1)", details: ["expectedSeq: \(info.lastSeq + 1)"])
+            }
+            let generation = try ServiceStore.generation(conn) + 1
+            var applier = BatchApplier(conn: conn, schema: schema, generation: generation, origin: (replicaID, batch.seq), rollbackOnFailure: batch.rollbackOnFailure)
+            var layers: [BatchLayerResult] = []
+            for layerEdits in batch.layers {
+                guard let layer = info.layers.first(where: { $0.id == layerEdits.id }), layer.syncDirection != .download, layer.syncDirection != .none else {
+                    throw ServiceError(400, "layer \(layerEdits.id) does not accept uploads from replica \(replicaID)")
+                }
+                layers.append(BatchLayerResult(id: layerEdits.id, results: try applier.apply(layerEdits)))
+            }
+            var result = BatchResult(seq: batch.seq, batchId: batch.batchId, generation: applier.applied > 0 ? generation : nil, layers: layers)
+            if batch.rollbackOnFailure, applier.failed > 0 {
+                throw BatchRejected(result: result)
+            }
+            if applier.applied > 0 { try ServiceStore.setGeneration(conn, generation) }
+            result.replayed = nil
+            let text = String(decoding: try JSONEncoder().encode(result), as: UTF8.self)
+            try conn.execute(
+                "INSERT INTO outpost_batch_ledger (replica_id, seq, batch_id, hash, result, generation) VALUES (?, ?, ?, ?, ?, ?)",
+                arguments: [.text(replicaID), .integer(batch.seq), .text(batch.batchId), .text(hash), .text(text), result.generation.map { .integer($0) } ?? .null])
+            // Only the latest ledger row is needed: the client sends seq+1 only after acking seq.
+            try conn.execute("DELETE FROM outpost_batch_ledger WHERE replica_id = ? AND seq < ?", arguments: [.text(replicaID), .integer(batch.seq)])
+            try conn.execute(
+                "UPDATE outpost_replicas SET last_seq = ?, last_sync_at = ? WHERE replica_id = ?",
+                arguments: [.integer(batch.seq), .integer(Self.now()), .text(replicaID)])
+            try faults.check("server.beforeCommit")
+            return result
+        }
+    }
+
+    // MARK: - Change feed
+
+    public func changes(replicaID: String, layerID: Int, since: Int64, upto: Int64, after: String?, limit: Int) async throws -> ChangePage {
+        let schema = geodatabase.schema
+        let gdb = geodatabase
+        let page = try await gdb.read { conn in
+            let info = try Self.replica(id: replicaID, conn)
+            let (layerInfo, layer) = try Self.layer(layerID, of: info, schema: schema)
+            // One row per feature changed in the window: its latest generation, whether anyone
+            // but this replica changed it, and whether it was added in the window.
+            let rows = try conn.query(
+                """
+                SELECT globalid, max(generation), sum(CASE WHEN origin_replica IS ? THEN 0 ELSE 1 END), max(op = 'insert')
+                FROM outpost_change_log
+                WHERE layer_id = ? AND generation > ? AND generation <= ? AND globalid > ?
+                GROUP BY globalid ORDER BY globalid LIMIT ?
+                """,
+                arguments: [.text(info.replicaID), .integer(Int64(layerID)), .integer(since), .integer(upto), .text(after ?? ""), .integer(Int64(limit))])
+            let scope = ReplicaScope(info: info, schema: schema)
+            var inScope: [String: Feature] = [:]
+            if !rows.isEmpty, let query = scope.query(layerInfo, layer: layer) {
+                var q = query
+                q.globalIDs = rows.map { $0[0].textValue! }
+                try conn.geodatabase.table(id: layerID).forEach(matching: q, in: conn) { inScope[$0.globalID!] = $0 }
+            }
+            let fields = layer.fields.filter { $0.type != .oid }
+            var changes: [FeedChange] = []
+            for row in rows {
+                let gid = row[0].textValue!, generation = row[1].integerValue!
+                let echo = (row[2].integerValue ?? 0) == 0
+                guard let feature = inScope[gid] else {
+                    // Deleted, or moved out of the filter (by this replica's own edit, too: the
+                    // replica must drop what it no longer holds).
+                    changes.append(FeedChange(kind: .leave, globalId: gid, generation: generation))
+                    continue
+                }
+                // Only this replica changed it: it has the values already (echo suppression).
+                if echo { continue }
+                changes.append(try Self.upsert(feature, fields: fields, layer: layer, generation: generation, inserted: (row[3].integerValue ?? 0) != 0))
+            }
+            return ChangePage(layerId: layerID, since: since, upto: upto, changes: changes, next: rows.count == limit ? rows.last?[0].textValue : nil)
+        }
+        if after == nil {
+            // The replica asked from `since`: it holds everything up to there (informational,
+            // shown as replicaServerGen in the replica's info).
+            let id = GlobalID.normalized(replicaID) ?? replicaID
+            try await gdb.write { conn in
+                try conn.execute(
+                    "UPDATE outpost_replicas SET replica_gen = max(replica_gen, ?), last_sync_at = ? WHERE replica_id = ?",
+                    arguments: [.integer(since), .integer(Self.now()), .text(id)])
+            }
+        }
+        return page
+    }
+
+    static func layer(_ id: Int, of info: ReplicaInfo, schema: ServiceSchema) throws -> (ReplicaInfo.Layer, LayerDefinition) {
+        guard let layerInfo = info.layers.first(where: { $0.id == id }), let layer = schema.layer(id: id) else {
+            throw ServiceError.notFound("layer \(id) in replica \(info.replicaID)")
+        }
+        return (layerInfo, layer)
+    }
+
+    static func upsert(_ feature: Feature, fields: [FieldDefinition], layer: LayerDefinition, generation: Int64, inserted: Bool? = nil) throws -> FeedChange {
+        FeedChange(
+            kind: .upsert, globalId: feature.globalID!, generation: generation,
+            attributes: ReplicaRows.attributes(feature, fields: fields),
+            geometry: try feature.geometry.map { try JSONValue.parse(try EsriJSON.encode($0)) } ?? (layer.isSpatial ? .null : nil),
+            inserted: inserted)
+    }
+
+    public func snapshot(replicaID: String, layerID: Int, after: String?, limit: Int) async throws -> ChangePage {
+        let schema = geodatabase.schema
+        return try await geodatabase.read { conn in
+            let info = try Self.replica(id: replicaID, conn)
+            let (layerInfo, layer) = try Self.layer(layerID, of: info, schema: schema)
+            let generation = try ServiceStore.generation(conn)
+            var changes: [FeedChange] = []
+            if var query = ReplicaScope(info: info, schema: schema).query(layerInfo, layer: layer), let gid = layer.globalIDField {
+                query.afterGlobalID = after
+                query.orderBy = [.init(gid)]
+                query.limit = limit
+                let fields = layer.fields.filter { $0.type != .oid }
+                try conn.geodatabase.table(id: layerID).forEach(matching: query, in: conn) {
+                    changes.append(try Self.upsert($0, fields: fields, layer: layer, generation: generation))
+                }
+            }
+            return ChangePage(layerId: layerID, since: 0, upto: generation, changes: changes, next: changes.count == limit ? changes.last?.globalId : nil)
+        }
+    }
+
+    public func replayedResponse(key: String) async throws -> String? {
+        try await geodatabase.read { conn in
+            try conn.query("SELECT response FROM outpost_request_replay WHERE request_key = ?", arguments: [.text(key)]).first?[0].textValue
+        }
+    }
+
+    public func storeResponse(key: String, response: String, retention: Duration) async throws {
+        let seconds = retention.components.seconds
+        try await geodatabase.write { conn in
+            try conn.execute(
+                "DELETE FROM outpost_request_replay WHERE created_at < strftime('%Y-%m-%dT%H:%M:%fZ', 'now', ?)", arguments: [.text("-\(seconds) seconds")])
+            try conn.execute(
+                "INSERT OR REPLACE INTO outpost_request_replay (request_key, response) VALUES (?, ?)", arguments: [.text(key), .text(response)])
+        }
+    }
+
+    public func checksums(replicaID: String, layerIDs: [Int]) async throws -> ReplicaChecksums {
+        let schema = geodatabase.schema
+        return try await geodatabase.read { conn in
+            let info = try Self.replica(id: replicaID, conn)
+            let scope = ReplicaScope(info: info, schema: schema)
+            var layers: [ReplicaChecksums.Layer] = []
+            for id in layerIDs {
+                guard let layerInfo = info.layers.first(where: { $0.id == id }), let layer = schema.layer(id: id) else {
+                    throw ServiceError.notFound("layer \(id) in replica \(replicaID)")
+                }
+                var acc = FeatureDigest.Accumulator()
+                if let query = scope.query(layerInfo, layer: layer) {
+                    try conn.geodatabase.table(id: id).forEach(matching: query, in: conn) { acc.add($0, layer: layer) }
+                }
+                layers.append(.init(id: id, count: acc.count, checksum: acc.hex))
+            }
+            return ReplicaChecksums(generation: try ServiceStore.generation(conn), layers: layers)
+        }
+    }
+}
+
+/// Which features of each layer a replica holds.
+struct ReplicaScope {
+    let geometry: Geometry?
+    let serviceSR: SpatialReference
+
+    init(request: ReplicaRequest, schema: ServiceSchema) {
+        geometry = request.geometry
+        serviceSR = schema.spatialReference
+    }
+
+    init(info: ReplicaInfo, schema: ServiceSchema) {
+        geometry = info.geometry.flatMap { try? EsriJSON.decodeGeometry($0) }
+        serviceSR = schema.spatialReference
+    }
+
+    /// The query selecting the layer's features in scope, or nil when it holds none.
+    func query(_ info: ReplicaInfo.Layer, layer: LayerDefinition) -> FeatureQuery? {
+        switch info.queryOption {
+        case "none": return nil
+        case "all": return FeatureQuery()
+        default:
+            var q = FeatureQuery(where: info.where)
+            if info.useGeometry, let geometry, layer.isSpatial {
+                let layerSR = layer.spatialReference ?? serviceSR
+                q.intersecting = (try? WebMercator.convert(geometry, from: serviceSR, to: layerSR)) ?? geometry
+            }
+            return q
+        }
+    }
+}
+
+/// Feature attributes as sync JSON (dates in epoch ms), the OID left out.
+enum ReplicaRows {
+    static func attributes(_ feature: Feature, fields: [FieldDefinition]) -> [String: JSONValue] {
+        var out: [String: JSONValue] = [:]
+        for field in fields {
+            switch field.type {
+            case .oid: continue
+            case .globalID: out[field.name] = feature.globalID.map { .string($0) } ?? .null
+            default: out[field.name] = (feature.attributes[field.name] ?? .null).jsonValue
+            }
+        }
+        return out
+    }
+}

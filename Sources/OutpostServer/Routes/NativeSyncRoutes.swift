@@ -1,0 +1,123 @@
+import Foundation
+import Hummingbird
+import NIOCore
+import OutpostCore
+import OutpostProtocol
+import OutpostStorage
+
+/// Outpost's native sync API, under `/outpost/v1/services/{service}/replicas` (DESIGN §5): the
+/// exactly-once batch upload and the commit-ordered change feed.
+///
+/// | Method and path                              | Answer                                           |
+/// |----------------------------------------------|--------------------------------------------------|
+/// | `GET  replicas`, `GET replicas/{id}`         | ``ReplicaInfo`` (list)                            |
+/// | `DELETE replicas/{id}`                       | unregisters                                      |
+/// | `PUT  replicas/{id}/batches/{seq}`           | ``BatchResult``; 422 rejected, 409 seq/hash       |
+/// | `GET  replicas/{id}/batches/{seq}`           | the stored ``BatchResult``                        |
+/// | `GET  replicas/{id}/changes?layer&since&upto&after&limit` | ``ChangePage``                      |
+/// | `GET  replicas/{id}/snapshot?layer&after&limit` | ``ChangePage`` of every feature in scope       |
+/// | `GET  replicas/{id}/checksums?layers=0,1`    | ``ReplicaChecksums``                              |
+struct NativeSyncRoutes {
+    let sync: any SyncBackend
+    let parameters: RequestParameters
+    let writing: ResponseWriting
+    let method: HTTPRequest.Method
+
+    static func isEdit(_ route: [String], method: HTTPRequest.Method) -> Bool {
+        method == .put || method == .delete || method == .post
+    }
+
+    func respond(_ route: [String]) async throws -> Response {
+        switch (method, route.count) {
+        case (.get, 1) where route[0] == "replicas":
+            return try json(try await sync.replicas())
+        case (.get, 2) where route[0] == "replicas":
+            return try json(try await sync.replica(id: route[1]))
+        case (.delete, 2) where route[0] == "replicas":
+            try await sync.unregisterReplica(id: route[1])
+            return writing.json(["success": true])
+        case (.put, 4) where route[0] == "replicas" && route[2] == "batches":
+            return try await putBatch(replica: route[1], seq: try seq(route[3]))
+        case (.get, 4) where route[0] == "replicas" && route[2] == "batches":
+            let seq = try seq(route[3])
+            guard let result = try await sync.batchResult(replicaID: route[1], seq: seq) else {
+                throw ServiceError.notFound("batch \(seq) of replica \(route[1])")
+            }
+            return try json(result)
+        case (.get, 3) where route[0] == "replicas" && route[2] == "changes":
+            guard let layer = try parameters.int("layer") else { throw ServiceError.badParameter("layer", "give the layer id") }
+            guard let since = try parameters.int("since") else { throw ServiceError.badParameter("since", "give the generation received up to") }
+            guard let upto = try parameters.int("upto"), upto >= since else {
+                throw ServiceError.badParameter("upto", "give the generation to read up to (at least since)")
+            }
+            let page = try await sync.changes(
+                replicaID: route[1], layerID: layer, since: Int64(since), upto: Int64(upto), after: parameters["after"],
+                limit: try parameters.int("limit", range: 1...10_000) ?? 1000)
+            return try json(page)
+        case (.get, 3) where route[0] == "replicas" && route[2] == "snapshot":
+            guard let layer = try parameters.int("layer") else { throw ServiceError.badParameter("layer", "give the layer id") }
+            let page = try await sync.snapshot(
+                replicaID: route[1], layerID: layer, after: parameters["after"], limit: try parameters.int("limit", range: 1...10_000) ?? 1000)
+            return try json(page)
+        case (.get, 3) where route[0] == "replicas" && route[2] == "checksums":
+            let info = try await sync.replica(id: route[1])
+            let layers = try parameters.integers("layers")?.map { Int($0) } ?? info.layers.map(\.id)
+            return try json(try await sync.checksums(replicaID: route[1], layerIDs: layers))
+        case (_, 1...4) where route[0] == "replicas":
+            throw ServiceError(405, "\(method) is not allowed on \(route.joined(separator: "/"))")
+        default:
+            throw ServiceError.notFound(route.joined(separator: "/"))
+        }
+    }
+
+    private func seq(_ text: String) throws -> Int64 {
+        guard let seq = Int64(text), seq > 0 else { throw ServiceError.notFound("batch \(text)") }
+        return seq
+    }
+
+    private func json(_ value: some Encodable) throws -> Response {
+        writing.json(try ServiceRoutes.json(value))
+    }
+
+    /// Applies an upload batch exactly once. The content hash is taken over the body bytes as
+    /// sent: a client resends the identical bytes, so a replay is recognised.
+    private func putBatch(replica: String, seq: Int64) async throws -> Response {
+        guard var body = parameters.rawBody, body.readableBytes > 0 else {
+            throw ServiceError.badParameter("body", "send the batch as application/json")
+        }
+        let bytes = Data(body.readBytes(length: body.readableBytes) ?? [])
+        let batch: UploadBatch
+        do {
+            batch = try UploadBatch.decode(bytes)
+        } catch {
+            throw ServiceError.badParameter("body", "not an upload batch: \(Self.describe(error))")
+        }
+        guard batch.seq == seq, GlobalID.normalized(batch.replicaId) == GlobalID.normalized(replica) ?? replica else {
+            throw ServiceError.badParameter("body", "the batch is seq \(batch.seq) of replica \(batch.replicaId), not \(seq) of \(replica)")
+        }
+        guard batch.formatVersion <= UploadBatch.currentFormatVersion else {
+            throw ServiceError.badParameter("body", "batch format \(batch.formatVersion) is newer than this server's \(UploadBatch.currentFormatVersion)")
+        }
+        do {
+            return try json(try await sync.applyBatch(batch, hash: UploadBatch.hash(bytes)))
+        } catch let rejected as BatchRejected {
+            let failures = rejected.result.rejected
+            let error = ServiceError(
+                422, "batch \(seq) was rolled back: \(failures.count) of \(batch.editCount) edits are invalid",
+                details: failures.prefix(20).map { "\($0.op.rawValue) \($0.globalId): \($0.error?.description ?? "failed")" })
+            var body = FeatureServerResponder.errorJSON(error).objectValue ?? [:]
+            body["result"] = try ServiceRoutes.json(rejected.result)
+            return writing.json(.object(body), status: .init(code: 422, reasonPhrase: "Unprocessable Content"))
+        }
+    }
+
+    static func describe(_ error: any Error) -> String {
+        switch error {
+        case DecodingError.keyNotFound(let key, _): return "missing \"\(key.stringValue)\""
+        case DecodingError.typeMismatch(_, let c), DecodingError.valueNotFound(_, let c):
+            return "wrong type at \(c.codingPath.map(\.stringValue).joined(separator: "."))"
+        case DecodingError.dataCorrupted(let c): return c.debugDescription
+        default: return "\(error)"
+        }
+    }
+}

@@ -1,0 +1,240 @@
+import Foundation
+import GRDB
+import OutpostCore
+
+/// The replica bookkeeping tables (extension `outpost_sync`, write-only, not in `gpkg_contents`).
+enum ReplicaTables {
+    static let ddl = [
+        "CREATE TABLE IF NOT EXISTS outpost_replica (id INTEGER PRIMARY KEY CHECK (id = 1), state TEXT NOT NULL)",
+        """
+        CREATE TABLE IF NOT EXISTS outpost_batches (
+          seq INTEGER PRIMARY KEY,
+          batch_id TEXT NOT NULL,
+          hash TEXT NOT NULL,
+          body BLOB NOT NULL,
+          covers_change_id INTEGER NOT NULL,
+          tables TEXT NOT NULL DEFAULT '[]',
+          state TEXT NOT NULL CHECK (state IN ('sealed', 'acked')),
+          result TEXT,
+          sealed_at TEXT NOT NULL DEFAULT (strftime('%Y-%m-%dT%H:%M:%fZ', 'now'))
+        )
+        """,
+        """
+        CREATE TABLE IF NOT EXISTS outpost_rejected (
+          rejection_id INTEGER PRIMARY KEY AUTOINCREMENT,
+          table_name TEXT NOT NULL,
+          globalid TEXT NOT NULL,
+          op TEXT NOT NULL,
+          reason TEXT NOT NULL,
+          seq INTEGER NOT NULL,
+          pending INTEGER NOT NULL DEFAULT 0,
+          edit TEXT,
+          at TEXT NOT NULL DEFAULT (strftime('%Y-%m-%dT%H:%M:%fZ', 'now'))
+        )
+        """,
+        """
+        CREATE TABLE IF NOT EXISTS outpost_staging (
+          layer_id INTEGER NOT NULL,
+          globalid TEXT NOT NULL,
+          kind TEXT NOT NULL,
+          generation INTEGER NOT NULL,
+          row TEXT,
+          PRIMARY KEY (layer_id, globalid)
+        )
+        """,
+    ]
+    static let names = ["outpost_replica", "outpost_batches", "outpost_rejected", "outpost_staging"]
+
+    static func install(_ db: Database) throws {
+        for sql in ddl { try db.execute(sql: sql) }
+        for name in names {
+            try db.execute(
+                sql: """
+                    INSERT OR IGNORE INTO gpkg_extensions (table_name, column_name, extension_name, definition, scope)
+                    VALUES (?, NULL, ?, ?, 'write-only')
+                    """,
+                arguments: [name, ChangeCapture.extensionName, ChangeCapture.extensionDefinition])
+        }
+    }
+}
+
+extension GeodatabaseConnection {
+    /// The replica this geodatabase is, or nil for a geodatabase that is not a replica.
+    public func replicaState() throws -> ReplicaState? {
+        guard try db.tableExists("outpost_replica"),
+            let text = try String.fetchOne(db, sql: "SELECT state FROM outpost_replica WHERE id = 1")
+        else { return nil }
+        return try Self.decoder.decode(ReplicaState.self, from: Data(text.utf8))
+    }
+
+    /// Records the replica state (inside the caller's transaction).
+    public func setReplicaState(_ state: ReplicaState) throws {
+        try ReplicaTables.install(db)
+        let text = String(decoding: try Self.encoder.encode(state), as: UTF8.self)
+        try db.execute(
+            sql: "INSERT INTO outpost_replica (id, state) VALUES (1, ?) ON CONFLICT (id) DO UPDATE SET state = excluded.state",
+            arguments: [text])
+    }
+
+    static var encoder: JSONEncoder {
+        let e = JSONEncoder()
+        e.outputFormatting = [.sortedKeys]
+        e.dateEncodingStrategy = .millisecondsSince1970
+        return e
+    }
+
+    static var decoder: JSONDecoder {
+        let d = JSONDecoder()
+        d.dateDecodingStrategy = .millisecondsSince1970
+        return d
+    }
+
+    // MARK: - Batches
+
+    /// The sealed batch waiting for its acknowledgement, if any (at most one exists).
+    public func sealedBatch() throws -> StoredBatch? {
+        guard try db.tableExists("outpost_batches") else { return nil }
+        guard let row = try Row.fetchOne(
+            db, sql: "SELECT seq, batch_id, hash, body, covers_change_id, sealed_at, tables FROM outpost_batches WHERE state = 'sealed' ORDER BY seq LIMIT 1")
+        else { return nil }
+        let tables = (try? JSONValue.parse(row[6] as String).arrayValue?.compactMap(\.stringValue)) ?? []
+        return StoredBatch(seq: row[0], batchID: row[1], hash: row[2], body: row[3], coversChangeID: row[4], tables: tables, sealedAt: row[5])
+    }
+
+    /// Stores a newly sealed batch.
+    public func storeSealedBatch(_ batch: StoredBatch) throws {
+        try ReplicaTables.install(db)
+        guard try sealedBatch() == nil else {
+            throw StorageError(.transactionState, "a sealed batch (seq \(try sealedBatch()!.seq)) is still waiting for its acknowledgement")
+        }
+        try db.execute(
+            sql: "INSERT INTO outpost_batches (seq, batch_id, hash, body, covers_change_id, tables, state) VALUES (?, ?, ?, ?, ?, ?, 'sealed')",
+            arguments: [batch.seq, batch.batchID, batch.hash, batch.body, batch.coversChangeID, JSONValue.array(batch.tables.map { .string($0) }).jsonString])
+    }
+
+    /// Records the server's acknowledgement: the batch's change rows go, rejected edits are kept
+    /// as rejections, the replica's last acknowledged seq advances. One transaction (invariant I2).
+    public func acknowledgeBatch(seq: Int64, result: String, rejected: [RejectedEdit]) throws {
+        guard let batch = try sealedBatch(), batch.seq == seq else {
+            throw StorageError(.transactionState, "no sealed batch \(seq) to acknowledge")
+        }
+        try db.execute(
+            sql: "DELETE FROM outpost_changes WHERE change_id <= ? AND table_name IN (SELECT value FROM json_each(?))",
+            arguments: [batch.coversChangeID, JSONValue.array(batch.tables.map { .string($0) }).jsonString])
+        try db.execute(sql: "UPDATE outpost_batches SET state = 'acked', result = ?, body = x'' WHERE seq = ?", arguments: [result, seq])
+        // Older acknowledged batches are no longer needed.
+        try db.execute(sql: "DELETE FROM outpost_batches WHERE state = 'acked' AND seq < ?", arguments: [seq])
+        try db.execute(sql: "DELETE FROM outpost_rejected WHERE pending = 1")
+        try insertRejections(rejected, pending: false)
+        if var state = try replicaState() {
+            state.lastAckedSeq = seq
+            try setReplicaState(state)
+        }
+    }
+
+    /// Withdraws a sealed batch the server rejected as a whole (rollback on failure): its
+    /// changes stay pending, with the reasons recorded as pending rejections.
+    public func withdrawSealedBatch(seq: Int64, rejected: [RejectedEdit]) throws {
+        try db.execute(sql: "DELETE FROM outpost_batches WHERE seq = ? AND state = 'sealed'", arguments: [seq])
+        try db.execute(sql: "DELETE FROM outpost_rejected WHERE pending = 1")
+        try insertRejections(rejected, pending: true)
+    }
+
+    private func insertRejections(_ rejected: [RejectedEdit], pending: Bool) throws {
+        for r in rejected {
+            try db.execute(
+                sql: "INSERT INTO outpost_rejected (table_name, globalid, op, reason, seq, pending, edit) VALUES (?, ?, ?, ?, ?, ?, ?)",
+                arguments: [r.layer, r.globalID, r.operation, r.reason, r.seq, pending, r.edit])
+        }
+    }
+
+    /// Edits the server refused (and, with `pending`, those of a rolled-back upload).
+    public func rejectedEdits() throws -> [RejectedEdit] {
+        guard try db.tableExists("outpost_rejected") else { return [] }
+        return try Row.fetchAll(db, sql: "SELECT table_name, globalid, op, reason, seq, pending, at, edit FROM outpost_rejected ORDER BY rejection_id").map {
+            RejectedEdit(layer: $0[0], globalID: $0[1], operation: $0[2], reason: $0[3], seq: $0[4], pending: $0[5], at: $0[6], edit: $0[7])
+        }
+    }
+
+    /// The highest captured change id (0 when none): what a batch sealed now would cover.
+    public func lastChangeID() throws -> Int64 {
+        guard try db.tableExists(ChangeCapture.changesTable) else { return 0 }
+        return try Int64.fetchOne(db, sql: "SELECT coalesce(max(change_id), 0) FROM outpost_changes") ?? 0
+    }
+
+    /// The change id a batch of at most `maxChanges` change rows of `tables` would cover (the
+    /// oldest rows first), nil when nothing is pending.
+    public func sealLimit(maxChanges: Int, tables: [String]) throws -> Int64? {
+        guard try db.tableExists(ChangeCapture.changesTable) else { return nil }
+        let names = JSONValue.array(tables.map { .string($0) }).jsonString
+        if let id = try Int64.fetchOne(
+            db, sql: "SELECT change_id FROM outpost_changes WHERE table_name IN (SELECT value FROM json_each(?)) ORDER BY change_id LIMIT 1 OFFSET ?",
+            arguments: [names, max(maxChanges, 1) - 1])
+        {
+            return id
+        }
+        return try Int64.fetchOne(db, sql: "SELECT max(change_id) FROM outpost_changes WHERE table_name IN (SELECT value FROM json_each(?))", arguments: [names])
+    }
+
+    /// Captured changes of `tables` up to `changeID`, by table and global id, oldest first
+    /// within each feature.
+    public func capturedChanges(upTo changeID: Int64, tables: [String]) throws -> [CapturedChange] {
+        try capturedChanges(
+            where: "change_id <= ? AND table_name IN (SELECT value FROM json_each(?))",
+            arguments: [changeID, JSONValue.array(tables.map { .string($0) }).jsonString], order: "table_name, globalid, change_id")
+    }
+
+    /// Captured changes of some features of a table.
+    public func capturedChanges(table: String, globalIDs: [String]) throws -> [CapturedChange] {
+        guard !globalIDs.isEmpty else { return [] }
+        return try capturedChanges(
+            where: "table_name = ? AND globalid IN (SELECT value FROM json_each(?))",
+            arguments: [table, JSONValue.array(globalIDs.map { .string($0) }).jsonString], order: "change_id")
+    }
+
+    // MARK: - Download staging
+
+    /// Stages downloaded rows (durably) before they are applied together.
+    public func stage(layerID: Int, globalID: String, kind: String, generation: Int64, row: String?) throws {
+        try db.cachedStatement(
+            sql: """
+                INSERT INTO outpost_staging (layer_id, globalid, kind, generation, row) VALUES (?, ?, ?, ?, ?)
+                ON CONFLICT (layer_id, globalid) DO UPDATE SET kind = excluded.kind, generation = excluded.generation, row = excluded.row
+                WHERE excluded.generation >= outpost_staging.generation
+                """
+        ).execute(arguments: [layerID, globalID, kind, generation, row])
+    }
+
+    /// Staged rows of a layer after global id `after`, at most `limit`: (globalid, kind,
+    /// generation, row JSON), in global id order.
+    public func stagedRows(layerID: Int, after: String = "", limit: Int = 1000) throws -> [(globalID: String, kind: String, generation: Int64, row: String?)] {
+        guard try db.tableExists("outpost_staging") else { return [] }
+        return try Row.fetchAll(
+            db, sql: "SELECT globalid, kind, generation, row FROM outpost_staging WHERE layer_id = ? AND globalid > ? ORDER BY globalid LIMIT ?",
+            arguments: [layerID, after, limit]
+        ).map { ($0[0], $0[1], $0[2], $0[3]) }
+    }
+
+    public func clearStaging(layerID: Int? = nil) throws {
+        guard try db.tableExists("outpost_staging") else { return }
+        if let layerID {
+            try db.execute(sql: "DELETE FROM outpost_staging WHERE layer_id = ?", arguments: [layerID])
+        } else {
+            try db.execute(sql: "DELETE FROM outpost_staging")
+        }
+    }
+
+    /// Columns with pending local changes (sealed or not) of some features of a table ("*" when
+    /// the feature was inserted or deleted locally): what a download must not overwrite.
+    public func pendingColumns(table: String, globalIDs: [String]) throws -> [String: Set<String>] {
+        var out: [String: Set<String>] = [:]
+        for change in try capturedChanges(table: table, globalIDs: globalIDs) {
+            guard let gid = change.globalID else { continue }
+            switch change.operation {
+            case .insert, .delete: out[gid, default: []].insert("*")
+            case .update: out[gid, default: []].formUnion(change.changedColumns)
+            }
+        }
+        return out
+    }
+}

@@ -1,0 +1,115 @@
+import Foundation
+import OutpostCore
+
+/// What a replica geodatabase knows about its service: identity, sync model, per-layer cursors
+/// and directions, the last acknowledged batch. Kept in `outpost_replica` (JSON) and
+/// `outpost_layer_state` inside the GeoPackage, so it travels with the file.
+public struct ReplicaState: Codable, Hashable, Sendable {
+    public enum SyncModel: String, Codable, Hashable, Sendable { case perReplica, perLayer }
+    public enum Direction: String, Codable, Hashable, Sendable { case bidirectional, upload, download, none }
+
+    public struct Layer: Codable, Hashable, Sendable {
+        public var id: Int
+        public var table: String
+        public var direction: Direction
+        /// Generation received up to (per-layer model; equals the replica's for per-replica).
+        public var cursor: Int64
+
+        public init(id: Int, table: String, direction: Direction, cursor: Int64) {
+            self.id = id
+            self.table = table
+            self.direction = direction
+            self.cursor = cursor
+        }
+    }
+
+    public var replicaID: String
+    public var replicaName: String
+    /// The FeatureServer URL it syncs with.
+    public var serviceURL: String
+    public var syncModel: SyncModel
+    /// Generation received up to (per-replica model).
+    public var cursor: Int64
+    public var layers: [Layer]
+    public var lastAckedSeq: Int64
+    public var attachmentsDirection: Direction
+    public var schemaVersion: Int
+    public var createdAt: Date
+    public var lastSyncAt: Date?
+    /// Set once the replica is unregistered on the server: it can no longer sync.
+    public var unregistered: Bool
+
+    public init(
+        replicaID: String, replicaName: String, serviceURL: String, syncModel: SyncModel, cursor: Int64, layers: [Layer],
+        lastAckedSeq: Int64 = 0, attachmentsDirection: Direction = .none, schemaVersion: Int = 1, createdAt: Date = Date(),
+        lastSyncAt: Date? = nil, unregistered: Bool = false
+    ) {
+        self.replicaID = replicaID
+        self.replicaName = replicaName
+        self.serviceURL = serviceURL
+        self.syncModel = syncModel
+        self.cursor = cursor
+        self.layers = layers
+        self.lastAckedSeq = lastAckedSeq
+        self.attachmentsDirection = attachmentsDirection
+        self.schemaVersion = schemaVersion
+        self.createdAt = createdAt
+        self.lastSyncAt = lastSyncAt
+        self.unregistered = unregistered
+    }
+
+    /// The cursor a layer downloads from.
+    public func cursor(forLayer id: Int) -> Int64 {
+        syncModel == .perLayer ? (layers.first { $0.id == id }?.cursor ?? 0) : cursor
+    }
+}
+
+/// A sealed upload batch as the replica keeps it until the server acknowledges it.
+public struct StoredBatch: Hashable, Sendable {
+    public var seq: Int64
+    public var batchID: String
+    public var hash: String
+    /// The exact bytes sent (and resent).
+    public var body: Data
+    /// The highest `outpost_changes.change_id` the batch includes.
+    public var coversChangeID: Int64
+    /// The tables whose change rows (up to `coversChangeID`) the batch carries.
+    public var tables: [String]
+    public var sealedAt: String
+
+    public init(seq: Int64, batchID: String, hash: String, body: Data, coversChangeID: Int64, tables: [String], sealedAt: String = "") {
+        self.seq = seq
+        self.batchID = batchID
+        self.hash = hash
+        self.body = body
+        self.coversChangeID = coversChangeID
+        self.tables = tables
+        self.sealedAt = sealedAt
+    }
+}
+
+/// An edit the server refused (or that a rolled-back upload could not apply), kept visible
+/// until the user deals with it.
+public struct RejectedEdit: Hashable, Sendable, Codable {
+    public var layer: String
+    public var globalID: String
+    public var operation: String
+    public var reason: String
+    public var seq: Int64
+    /// true while the edit is still pending (a rolled-back batch): it will be sent again.
+    public var pending: Bool
+    public var at: String
+    /// The edit as it was uploaded (the batch edit JSON), so the values are never lost.
+    public var edit: String?
+
+    public init(layer: String, globalID: String, operation: String, reason: String, seq: Int64, pending: Bool, at: String = "", edit: String? = nil) {
+        self.layer = layer
+        self.globalID = globalID
+        self.operation = operation
+        self.reason = reason
+        self.seq = seq
+        self.pending = pending
+        self.at = at
+        self.edit = edit
+    }
+}

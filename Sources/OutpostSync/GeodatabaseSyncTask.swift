@@ -1,0 +1,169 @@
+import AsyncHTTPClient
+import Foundation
+import OutpostCore
+import OutpostStorage
+import Synchronization
+
+/// Takes a feature service offline and keeps the copy in sync (the ArcGIS
+/// `GeodatabaseSyncTask`): generate a replica geodatabase, sync it both ways, unregister it.
+///
+/// ```swift
+/// let task = GeodatabaseSyncTask(url: URL(string: "http://host/arcgis/rest/services/crews/FeatureServer")!)
+/// try await task.load()
+/// let parameters = try await task.makeDefaultGenerateGeodatabaseParameters(extent: area)
+/// let generate = try task.makeGenerateGeodatabaseJob(parameters: parameters, downloadFileURL: file)
+/// try generate.start()
+/// let geodatabase = try await generate.output
+/// … edits …
+/// let sync = try task.makeSyncGeodatabaseJob(parameters: try await task.makeDefaultSyncGeodatabaseParameters(geodatabase: geodatabase), geodatabase: geodatabase)
+/// try sync.start()
+/// let results = try await sync.output   // per-layer counts and rejected edits
+/// ```
+public final class GeodatabaseSyncTask: Loadable, Sendable {
+    /// The service's description, once loaded.
+    public struct ServiceInfo: Sendable, Hashable {
+        public struct Layer: Sendable, Hashable {
+            public var id: Int
+            public var name: String
+            public var isTable: Bool
+        }
+
+        public var layers: [Layer]
+        public var capabilities: [String]
+        public var syncEnabled: Bool
+        public var supportsPerLayerSync: Bool
+        public var spatialReference: SpatialReference
+        public var fullExtent: Envelope?
+
+        public var isEditable: Bool { capabilities.contains { ["Create", "Update", "Delete", "Editing"].contains($0) } }
+    }
+
+    public let url: URL
+    let connection: ServiceConnection
+    let token: String?
+    private let loader: LoadableSupport
+    private let info = InfoBox()
+
+    private final class InfoBox: Sendable {
+        let value = Mutex<ServiceInfo?>(nil)
+    }
+
+    /// - Throws: ``SyncError`` when `url` is not a FeatureServer URL.
+    public init(url: URL, token: String? = nil, client: HTTPClient = ServiceConnection.defaultClient) throws {
+        let connection = try ServiceConnection(featureServerURL: url, token: token, client: client)
+        self.url = connection.featureServerURL
+        self.connection = connection
+        self.token = token
+        let info = self.info
+        loader = LoadableSupport {
+            let json = try await connection.json(.GET, connection.featureServerURL)
+            info.value.withLock { $0 = Self.parse(json) }
+        }
+    }
+
+    static func parse(_ json: JSONValue) -> ServiceInfo {
+        let layers = (json["layers"]?.arrayValue ?? []).compactMap { l -> ServiceInfo.Layer? in
+            guard let id = l["id"]?.integerValue else { return nil }
+            return ServiceInfo.Layer(id: Int(id), name: l["name"]?.stringValue ?? "", isTable: false)
+        }
+        let tables = (json["tables"]?.arrayValue ?? []).compactMap { l -> ServiceInfo.Layer? in
+            guard let id = l["id"]?.integerValue else { return nil }
+            return ServiceInfo.Layer(id: Int(id), name: l["name"]?.stringValue ?? "", isTable: true)
+        }
+        let sr = EsriJSON.decodeSpatialReference(json["spatialReference"]) ?? .wgs84
+        return ServiceInfo(
+            layers: layers + tables,
+            capabilities: (json["capabilities"]?.stringValue ?? "").split(separator: ",").map { $0.trimmingCharacters(in: .whitespaces) },
+            syncEnabled: json["syncEnabled"]?.boolValue ?? false,
+            supportsPerLayerSync: json["syncCapabilities"]?["supportsPerLayerSync"]?.boolValue ?? false,
+            spatialReference: sr, fullExtent: json["fullExtent"].flatMap { try? EsriJSON.decodeEnvelope($0) })
+    }
+
+    public var serviceInfo: ServiceInfo? { info.value.withLock { $0 } }
+
+    // MARK: Loadable
+
+    public var loadStatus: LoadStatus { loader.loadStatus }
+    public var loadStatusUpdates: AsyncStream<LoadStatus> { loader.loadStatusUpdates }
+    public var loadError: (any Error)? { loader.loadError }
+    public func load() async throws { try await loader.load() }
+    public func retryLoad() async throws { try await loader.retryLoad() }
+    public func cancelLoad() { loader.cancelLoad() }
+
+    private func loadedInfo() async throws -> ServiceInfo {
+        try await load()
+        guard let info = serviceInfo else { throw SyncError(.invalidResponse, "the service info did not load") }
+        return info
+    }
+
+    // MARK: Generate
+
+    /// Every layer and table, filtered by `extent` (in `spatialReference`), one generation for the
+    /// whole geodatabase, no attachments.
+    /// - Throws: ``SyncError`` when the service is not sync-enabled.
+    public func makeDefaultGenerateGeodatabaseParameters(extent: Envelope?, spatialReference: SpatialReference = .wgs84) async throws -> GenerateGeodatabaseParameters {
+        let info = try await loadedInfo()
+        guard info.syncEnabled else { throw SyncError(.unsupported, "\(url.absoluteString) is not sync-enabled") }
+        return GenerateGeodatabaseParameters(
+            extent: extent.map { .polygon($0.polygon) }, spatialReference: spatialReference,
+            layerOptions: info.layers.map { .init(layerID: $0.id) })
+    }
+
+    /// A job that generates the replica into `downloadFileURL` (written beside it, moved into
+    /// place when complete).
+    public func makeGenerateGeodatabaseJob(
+        parameters: GenerateGeodatabaseParameters, downloadFileURL: URL, faults: FaultInjector = .fromEnvironment(), store: (any JobStore)? = nil
+    ) -> Job<GenerateGeodatabaseJob> {
+        Job(
+            GenerateGeodatabaseJob(
+                serviceURL: url, parameters: parameters, downloadFileURL: downloadFileURL, environment: SyncJobEnvironment(token: token, faults: faults)),
+            store: store)
+    }
+
+    // MARK: Sync
+
+    /// Bidirectional with rollback on failure for an editable service; download for a
+    /// read-only one.
+    public func makeDefaultSyncGeodatabaseParameters(geodatabase: Geodatabase) async throws -> SyncGeodatabaseParameters {
+        guard try await geodatabase.read({ try $0.replicaState() }) != nil else {
+            throw SyncError(.notAReplica, "\(geodatabase.url.lastPathComponent) is not a replica of a feature service")
+        }
+        let info = try await loadedInfo()
+        return SyncGeodatabaseParameters(geodatabaseSyncDirection: info.isEditable ? .bidirectional : .download)
+    }
+
+    public func makeSyncGeodatabaseJob(
+        parameters: SyncGeodatabaseParameters, geodatabase: Geodatabase, faults: FaultInjector = .fromEnvironment(), store: (any JobStore)? = nil
+    ) -> Job<SyncGeodatabaseJob> {
+        Job(SyncGeodatabaseJob(parameters: parameters, geodatabase: geodatabase, environment: SyncJobEnvironment(token: token, faults: faults)), store: store)
+    }
+
+    /// Unregisters the geodatabase's replica on the service; the file keeps its data and its
+    /// pending edits, marked as no longer able to sync.
+    public func unregisterGeodatabase(_ geodatabase: Geodatabase) async throws {
+        guard let state = try await geodatabase.read({ try $0.replicaState() }) else {
+            throw SyncError(.notAReplica, "\(geodatabase.url.lastPathComponent) is not a replica of a feature service")
+        }
+        do {
+            _ = try await connection.json(.POST, url.appendingPathComponent("unRegisterReplica"), form: [("replicaID", state.replicaID)])
+        } catch let error as SyncError where error.code == .notRegistered {
+            // Already gone on the server: only the file needs to know.
+        }
+        try await geodatabase.write { conn in
+            guard var current = try conn.replicaState() else { return }
+            current.unregistered = true
+            try conn.setReplicaState(current)
+        }
+    }
+}
+
+extension JobRegistry {
+    /// Every Outpost job, including replica generation and sync, for ``JobManager`` to resume.
+    public static func withSyncJobs(environment: SyncJobEnvironment = SyncJobEnvironment()) -> JobRegistry {
+        var registry = JobRegistry.withNetworkJobs(transport: HTTPRemoteJobTransport(token: environment.token))
+        registry.environment[SyncJobEnvironment.self] = environment
+        registry.register(GenerateGeodatabaseJob.self)
+        registry.register(SyncGeodatabaseJob.self)
+        return registry
+    }
+}

@@ -1,0 +1,99 @@
+import Foundation
+import OutpostCore
+import OutpostProtocol
+import OutpostStorage
+
+/// Seals pending local changes into the next upload batch (DESIGN §5 "Upload"), inside one write
+/// transaction: the changes of each feature are coalesced (insert+update = insert, insert+delete =
+/// nothing, updates merge their columns), the feature's current values are read, and the batch is
+/// stored with its content hash before it is ever sent.
+enum BatchSealer {
+    /// The batch, nil when nothing of `tables` is pending.
+    static func seal(
+        _ conn: GeodatabaseConnection, state: ReplicaState, tables: [String], maxChanges: Int, rollbackOnFailure: Bool
+    ) throws -> (StoredBatch, UploadBatch)? {
+        guard !tables.isEmpty, let limit = try conn.sealLimit(maxChanges: maxChanges, tables: tables) else { return nil }
+        let changes = try conn.capturedChanges(upTo: limit, tables: tables)
+        let schema = conn.geodatabase.schema
+        var layers: [BatchLayer] = []
+        var index = 0
+        while index < changes.count {
+            let table = changes[index].table
+            var end = index
+            while end < changes.count, changes[end].table == table { end += 1 }
+            guard let layer = schema.allLayers.first(where: { $0.name == table }) else {
+                throw SyncError(.unsupported, "pending changes name the table \(table), which the replica does not have")
+            }
+            let edits = try edits(of: changes[index..<end], layer: layer, conn: conn)
+            if !edits.isEmpty { layers.append(BatchLayer(id: layer.id, edits: edits)) }
+            index = end
+        }
+        let batch = UploadBatch(
+            replicaId: state.replicaID, batchId: GlobalID.make(), seq: state.lastAckedSeq + 1, schemaVersion: state.schemaVersion,
+            rollbackOnFailure: rollbackOnFailure, layers: layers)
+        let body = try batch.encoded()
+        let stored = StoredBatch(seq: batch.seq, batchID: batch.batchId, hash: UploadBatch.hash(body), body: body, coversChangeID: limit, tables: tables)
+        try conn.storeSealedBatch(stored)
+        return (stored, batch)
+    }
+
+    /// One edit per feature of a table's changes (ordered by global id, then change id).
+    private static func edits(of changes: ArraySlice<CapturedChange>, layer: LayerDefinition, conn: GeodatabaseConnection) throws -> [BatchEdit] {
+        var groups: [(String, ArraySlice<CapturedChange>)] = []
+        var start = changes.startIndex
+        while start < changes.endIndex {
+            var end = start
+            while end < changes.endIndex, changes[end].globalID == changes[start].globalID { end += 1 }
+            if let gid = changes[start].globalID { groups.append((gid, changes[start..<end])) }
+            start = end
+        }
+        // The features' current values, read in one query per chunk.
+        var current: [String: Feature] = [:]
+        let table = try conn.geodatabase.table(named: layer.name)
+        for chunk in stride(from: 0, to: groups.count, by: 500) {
+            var query = FeatureQuery()
+            query.globalIDs = groups[chunk..<min(chunk + 500, groups.count)].map(\.0)
+            try table.forEach(matching: query, in: conn) { current[$0.globalID!] = $0 }
+        }
+        let fields = layer.fields.filter { $0.type != .oid && $0.type != .globalID }
+        var edits: [BatchEdit] = []
+        for (gid, group) in groups {
+            guard let first = group.first, let last = group.last,
+                let op = CoalescedOperation.coalesce(first: first.operation.rawValue, last: last.operation.rawValue)
+            else { continue }
+            var base: [String: JSONValue] = [:]
+            for change in group { for (k, v) in change.oldValues where base[k] == nil { base[k] = v } }
+            switch op {
+            case .insert:
+                // Deleted again after the changes this batch covers: the next batch says so.
+                guard let feature = current[gid] else { continue }
+                edits.append(BatchEdit(
+                    op: .insert, globalId: gid, attributes: attributes(feature, fields), geometry: layer.isSpatial ? try geometry(feature) : nil,
+                    editedAt: last.editedAt))
+            case .update:
+                guard let feature = current[gid] else { continue }
+                var changed: [String] = []
+                for change in group { for c in change.changedColumns where !changed.contains(c) { changed.append(c) } }
+                let changedFields = fields.filter { changed.contains($0.name) }
+                let geometryChanged = layer.isSpatial && changed.contains(layer.geometryColumn)
+                edits.append(BatchEdit(
+                    op: .update, globalId: gid, attributes: attributes(feature, changedFields), geometry: geometryChanged ? try geometry(feature) : nil,
+                    changedColumns: changed.sorted(), baseValues: base, editedAt: last.editedAt))
+            case .delete:
+                edits.append(BatchEdit(op: .delete, globalId: gid, baseValues: base, editedAt: last.editedAt))
+            }
+        }
+        return edits
+    }
+
+    static func attributes(_ feature: Feature, _ fields: [FieldDefinition]) -> [String: JSONValue] {
+        var out: [String: JSONValue] = [:]
+        for field in fields { out[field.name] = (feature.attributes[field.name] ?? .null).jsonValue }
+        return out
+    }
+
+    static func geometry(_ feature: Feature) throws -> JSONValue {
+        guard let g = feature.geometry else { return .null }
+        return try JSONValue.parse(try EsriJSON.encode(g))
+    }
+}

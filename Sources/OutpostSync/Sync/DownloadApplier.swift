@@ -1,0 +1,99 @@
+import Foundation
+import OutpostCore
+import OutpostProtocol
+import OutpostStorage
+
+/// Applies staged server changes to one table inside the download's write transaction (change
+/// capture silenced, so nothing is echoed back). Each staged row carries the feature's full
+/// state, so applying it twice changes nothing (invariant I7).
+///
+/// Local edits not yet acknowledged by the server win locally: their columns are left alone
+/// (the upload carries them, and the server's answer settles them), a feature deleted locally is
+/// not brought back, and a feature with local edits that left the replica's scope stays until
+/// those edits are uploaded.
+struct DownloadApplier {
+    let conn: GeodatabaseConnection
+    let layer: LayerDefinition
+    let table: FeatureTable
+    private(set) var counts = PendingChanges()
+    /// Features the server sent that were kept as they are because of local edits.
+    private(set) var kept = 0
+
+    init(conn: GeodatabaseConnection, layer: LayerDefinition) throws {
+        self.conn = conn
+        self.layer = layer
+        table = try conn.geodatabase.table(named: layer.name)
+    }
+
+    /// Applies the changes of one chunk (a page, or a slice of the staging table).
+    mutating func apply(_ changes: [FeedChange]) throws {
+        guard !changes.isEmpty else { return }
+        let gids = changes.map(\.globalId)
+        let pending = try conn.pendingColumns(table: layer.name, globalIDs: gids)
+        var local: [String: Int64] = [:]
+        var query = FeatureQuery(returnGeometry: false)
+        query.globalIDs = gids
+        query.outFields = []
+        try table.forEach(matching: query, in: conn) { local[$0.globalID!] = $0.objectID! }
+        for change in changes {
+            let protected = pending[change.globalId] ?? []
+            let existing = local[change.globalId]
+            switch change.kind {
+            case .leave:
+                guard let existing else { continue }
+                if !protected.isEmpty {
+                    kept += 1
+                    continue
+                }
+                try table.delete(objectIDs: [existing], in: conn)
+                counts.deletes += 1
+            case .upsert:
+                if protected.contains("*") {
+                    kept += 1
+                    continue
+                }
+                var feature = Feature(globalID: change.globalId)
+                for (name, json) in change.attributes ?? [:] {
+                    guard let field = layer.field(named: name), field.type != .oid, field.type != .globalID, !protected.contains(field.name) else { continue }
+                    feature.attributes[field.name] = try FieldValue(json: json, type: field.type)
+                }
+                let geometryJSON = change.geometry ?? .null
+                let setGeometry = layer.isSpatial && !protected.contains(layer.geometryColumn)
+                if setGeometry, !geometryJSON.isNull { feature.geometry = try EsriJSON.decodeGeometry(geometryJSON) }
+                if let existing {
+                    feature.objectID = existing
+                    feature.globalID = nil
+                    if !feature.attributes.isEmpty || feature.geometry != nil { try table.update([feature], in: conn) }
+                    if setGeometry, geometryJSON.isNull {
+                        try conn.execute(
+                            "UPDATE \(Self.quoted(layer.name)) SET \(Self.quoted(layer.geometryColumn)) = NULL WHERE \(Self.quoted(layer.objectIDField)) = ?",
+                            arguments: [.integer(existing)])
+                    }
+                    if !protected.isEmpty { kept += 1 }
+                    counts.updates += 1
+                } else {
+                    _ = try table.add([feature], in: conn)
+                    counts.inserts += 1
+                }
+            }
+        }
+    }
+
+    /// Deletes local features a full refetch did not list (the staged rows of `stagedLayerID`),
+    /// unless they have local edits.
+    mutating func deleteAbsent(stagedLayerID: Int) throws {
+        guard let gidField = layer.globalIDField else { return }
+        let absent = try conn.query(
+            """
+            SELECT \(Self.quoted(layer.objectIDField)), \(Self.quoted(gidField)) FROM \(Self.quoted(layer.name))
+            WHERE \(Self.quoted(gidField)) NOT IN (SELECT globalid FROM outpost_staging WHERE layer_id = ?)
+            """, arguments: [.integer(Int64(stagedLayerID))]
+        ).compactMap { row in row[0].integerValue.flatMap { id in row[1].textValue.map { (id, $0) } } }
+        let pending = try conn.pendingColumns(table: layer.name, globalIDs: absent.map(\.1))
+        let doomed = absent.filter { pending[$0.1] == nil }.map(\.0)
+        if !doomed.isEmpty { try table.delete(objectIDs: doomed, in: conn) }
+        counts.deletes += doomed.count
+    }
+
+    static func quoted(_ name: String) -> String { "\"" + name.replacingOccurrences(of: "\"", with: "\"\"") + "\"" }
+}

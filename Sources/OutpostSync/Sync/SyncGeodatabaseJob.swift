@@ -1,0 +1,403 @@
+import Foundation
+import OutpostCore
+import OutpostProtocol
+import OutpostStorage
+
+/// Syncs a replica geodatabase with its service (DESIGN §5), in three steps:
+///
+/// 1. `upload`: seal pending edits into the next numbered batch (stored before it is sent),
+///    PUT it until the server answers, and record the answer in the same transaction that
+///    deletes the change rows it carried. A resent batch is applied once: the server replays
+///    its stored answer. Repeats while edits are pending (large backlogs go in several batches).
+/// 2. `download`: read the server's changes since the replica's generation up to the service's
+///    latest, page by page into a staging table, then apply them all and advance the generation
+///    in one transaction.
+/// 3. `verify`: compare each layer's checksum with the server's; a layer that differs is
+///    fetched again (and reported).
+///
+/// Every step is restartable: the durable state lives in the geodatabase (the sealed batch, the
+/// staging table) and in the checkpoints, so a job resumed from JSON after a kill, or simply a
+/// new sync, reaches the same end as an uninterrupted one. One sync per geodatabase runs at a
+/// time; edits made meanwhile go into the next batch.
+public struct SyncGeodatabaseJob: JobDefinition {
+    public static let jobType = "outpost.syncGeodatabase"
+    public typealias Output = [SyncLayerResult]
+
+    public let geodatabase: Geodatabase
+    public var syncParameters: SyncGeodatabaseParameters
+    let environment: SyncJobEnvironment
+
+    public init(parameters: SyncGeodatabaseParameters, geodatabase: Geodatabase, environment: SyncJobEnvironment = SyncJobEnvironment()) {
+        self.syncParameters = parameters
+        self.geodatabase = geodatabase
+        self.environment = environment
+    }
+
+    public var parameters: JSONValue {
+        ["geodatabase": .string(geodatabase.url.path), "sync": (try? JSONValue.parse(JSONEncoder().encode(syncParameters))) ?? .null]
+    }
+
+    public init(parameters: JSONValue, environment: JobEnvironment) throws {
+        guard let path = parameters["geodatabase"]?.stringValue, let sync = parameters["sync"], !sync.isNull else {
+            throw JobError(.invalidJSON, "a sync job needs geodatabase and sync")
+        }
+        let url = URL(fileURLWithPath: path)
+        let open = environment[Geodatabase.self].flatMap { $0.url.standardizedFileURL == url.standardizedFileURL ? $0 : nil }
+        self.init(
+            parameters: try JSONDecoder().decode(SyncGeodatabaseParameters.self, from: Data(sync.jsonString.utf8)),
+            geodatabase: try open ?? Geodatabase.open(at: url), environment: environment[SyncJobEnvironment.self] ?? SyncJobEnvironment())
+    }
+
+    public var stepNames: [String] { ["upload", "download", "verify"] }
+
+    var faults: FaultInjector { environment.faults }
+
+    public func run(step: Int, context: JobContext) async throws {
+        let lock = try SyncLock.acquire(for: geodatabase.url)
+        context.onCleanup { lock.release() }
+        let state = try await replicaState()
+        let connection = try ServiceConnection(featureServerURL: try serviceURL(state), token: environment.token)
+        switch step {
+        case 0: try await upload(state, connection, context)
+        case 1: try await download(state, connection, context)
+        default: try await verify(state, connection, context)
+        }
+    }
+
+    public func output(context: JobContext) async throws -> [SyncLayerResult] {
+        Self.results(context).values.sorted { $0.layerId < $1.layerId }
+    }
+
+    // MARK: - State
+
+    func replicaState() async throws -> ReplicaState {
+        guard let state = try await geodatabase.read({ try $0.replicaState() }) else {
+            throw SyncError(.notAReplica, "\(geodatabase.url.lastPathComponent) is not a replica of a feature service")
+        }
+        guard !state.unregistered else {
+            throw SyncError(.notRegistered, "replica \(state.replicaID) was unregistered; it can no longer sync (its local edits stay in the file)")
+        }
+        return state
+    }
+
+    func serviceURL(_ state: ReplicaState) throws -> URL {
+        guard let url = URL(string: state.serviceURL) else { throw SyncError(.notAReplica, "the replica's service URL \(state.serviceURL) is not valid") }
+        return url
+    }
+
+    static func results(_ context: JobContext) -> [Int: SyncLayerResult] {
+        guard let json = context.recorded("layers"), let list = try? JSONDecoder().decode([SyncLayerResult].self, from: Data(json.jsonString.utf8)) else {
+            return [:]
+        }
+        return Dictionary(uniqueKeysWithValues: list.map { ($0.layerId, $0) })
+    }
+
+    static func save(_ results: [Int: SyncLayerResult], _ context: JobContext) {
+        let list = results.values.sorted { $0.layerId < $1.layerId }
+        context.record("layers", (try? JSONValue.parse(JSONEncoder().encode(list))) ?? .null)
+    }
+
+    static func update(_ context: JobContext, layer: ReplicaState.Layer, _ change: (inout SyncLayerResult) -> Void) {
+        var results = results(context)
+        var r = results[layer.id] ?? SyncLayerResult(layerId: layer.id, tableName: layer.table)
+        change(&r)
+        results[layer.id] = r
+        save(results, context)
+    }
+
+    // MARK: - Upload
+
+    private enum Outcome {
+        case applied(BatchResult, String)
+        case rejected(BatchResult)
+    }
+
+    private func upload(_ state: ReplicaState, _ connection: ServiceConnection, _ context: JobContext) async throws {
+        let layers = state.layers.filter { syncParameters.uploads($0, model: state.syncModel) }
+        let tables = layers.map(\.table)
+        guard !tables.isEmpty else { return }
+        let maxChanges = syncParameters.maxChangesPerBatch, rollback = syncParameters.shouldRollbackOnFailure
+        var sent = 0
+        while true {
+            try await context.checkpoint(["batchesSent": .integer(Int64(sent))])
+            let sealed = try await geodatabase.write { conn -> StoredBatch? in
+                if let pending = try conn.sealedBatch() { return pending }
+                guard let current = try conn.replicaState() else { return nil }
+                return try BatchSealer.seal(conn, state: current, tables: tables, maxChanges: maxChanges, rollbackOnFailure: rollback)?.0
+            }
+            guard let stored = sealed else { break }
+            try faults.check("client.afterSeal")
+            let batch = try UploadBatch.decode(stored.body)
+            context.log("sending batch \(stored.seq) (\(batch.editCount) edits)")
+            let outcome = try await send(stored, replicaID: state.replicaID, connection, context)
+            try faults.check("client.afterSend")
+            switch outcome {
+            case .applied(let result, let text):
+                let rejected = Self.rejections(result, batch, state: state, pending: false)
+                try await geodatabase.write { conn in try conn.acknowledgeBatch(seq: stored.seq, result: text, rejected: rejected) }
+                try faults.check("client.afterAck")
+                record(result, of: batch, state: state, context)
+                if result.replayed == true { context.log("batch \(stored.seq) had already been applied; the server replayed its answer") }
+                if !rejected.isEmpty { context.log("\(rejected.count) edits of batch \(stored.seq) were rejected", severity: .warning) }
+            case .rejected(let result):
+                let rejected = Self.rejections(result, batch, state: state, pending: true)
+                try await geodatabase.write { conn in try conn.withdrawSealedBatch(seq: stored.seq, rejected: rejected) }
+                record(result, of: batch, state: state, context)
+                let first = rejected.first.map { " (first: \($0.layer) \($0.globalID): \($0.reason))" } ?? ""
+                throw SyncError(
+                    .rejected,
+                    "the server rolled back the upload: \(rejected.count) of \(batch.editCount) edits are invalid\(first); nothing was applied and the edits are still pending")
+            }
+            sent += 1
+            context.reportProgress("batches uploaded", done: Int64(sent), total: nil)
+        }
+    }
+
+    /// PUTs a sealed batch until the server answers (up to `attempts` times for network errors and
+    /// 5xx answers; the same bytes each time).
+    private func send(_ stored: StoredBatch, replicaID: String, _ connection: ServiceConnection, _ context: JobContext) async throws -> Outcome {
+        let url = connection.url(connection.nativeURL, "replicas/\(replicaID)/batches/\(stored.seq)")
+        var attempt = 0
+        while true {
+            do {
+                let reply = try await connection.send(.PUT, url, body: stored.body)
+                switch reply.status {
+                case 200:
+                    let result = try decode(BatchResult.self, reply.body)
+                    guard result.seq == stored.seq, result.batchId == stored.batchID else {
+                        throw SyncError(.ledgerConflict, "the server answered batch \(stored.seq) with the result of batch \(result.seq) (\(result.batchId))")
+                    }
+                    return .applied(result, String(decoding: reply.body, as: UTF8.self))
+                case 422:
+                    guard let json = try? reply.json(), let result = json["result"] else {
+                        throw SyncError(.invalidResponse, "HTTP 422 without the batch result")
+                    }
+                    return .rejected(try decode(BatchResult.self, Data(result.jsonString.utf8)))
+                default:
+                    throw ServiceConnection.failure(reply, url: url)
+                }
+            } catch let error as SyncError where error.code == .unreachable || (error.code == .server && (error.status ?? 0) >= 500) {
+                attempt += 1
+                guard attempt < syncParameters.attempts else { throw error }
+                context.log("batch \(stored.seq) not acknowledged (\(error)); sending it again", severity: .warning)
+                try await Task.sleep(for: .milliseconds(200 << min(attempt, 5)))
+            }
+        }
+    }
+
+    private func decode<T: Decodable>(_ type: T.Type, _ data: Data) throws -> T {
+        do {
+            return try JSONDecoder().decode(type, from: data)
+        } catch {
+            throw SyncError(.invalidResponse, "the server's answer is not a \(type): \(error)")
+        }
+    }
+
+    static func rejections(_ result: BatchResult, _ batch: UploadBatch, state: ReplicaState, pending: Bool) -> [RejectedEdit] {
+        var out: [RejectedEdit] = []
+        for layer in result.layers {
+            let table = state.layers.first { $0.id == layer.id }?.table ?? String(layer.id)
+            let edits = batch.layers.first { $0.id == layer.id }?.edits ?? []
+            for r in layer.results where !r.success {
+                let edit = edits.first { $0.globalId == r.globalId }
+                let text = edit.flatMap { try? JSONEncoder().encode($0) }.map { String(decoding: $0, as: UTF8.self) }
+                out.append(RejectedEdit(
+                    layer: table, globalID: r.globalId, operation: r.op.rawValue, reason: r.error?.description ?? "rejected", seq: batch.seq,
+                    pending: pending, edit: text))
+            }
+        }
+        return out
+    }
+
+    private func record(_ result: BatchResult, of batch: UploadBatch, state: ReplicaState, _ context: JobContext) {
+        for layerResult in result.layers {
+            guard let layer = state.layers.first(where: { $0.id == layerResult.id }) else { continue }
+            Self.update(context, layer: layer) { r in
+                for edit in layerResult.results {
+                    guard edit.success else {
+                        r.editResults.append(.init(globalId: edit.globalId, operation: edit.op.rawValue, message: edit.error?.description ?? "rejected"))
+                        continue
+                    }
+                    switch edit.op {
+                    case .insert: r.uploaded.inserts += 1
+                    case .update: r.uploaded.updates += 1
+                    case .delete: r.uploaded.deletes += 1
+                    }
+                }
+            }
+        }
+    }
+
+    // MARK: - Download
+
+    private func download(_ state: ReplicaState, _ connection: ServiceConnection, _ context: JobContext) async throws {
+        let layers = state.layers.filter { syncParameters.downloads($0, model: state.syncModel) }
+        guard !layers.isEmpty else { return }
+        let checkpoint = context.checkpointData
+        let upto: Int64
+        if let saved = checkpoint?["upto"]?.integerValue {
+            upto = saved
+        } else {
+            let info = try await connection.json(.GET, connection.url(connection.nativeURL, "replicas/\(state.replicaID)"))
+            guard let generation = info["serviceGeneration"]?.integerValue else { throw SyncError(.invalidResponse, "the replica info has no serviceGeneration") }
+            upto = generation
+            // Rows left staged by a sync that did not finish are fetched again.
+            try await geodatabase.write { conn in try conn.clearStaging() }
+        }
+        var index = Int(checkpoint?["layer"]?.integerValue ?? 0)
+        var after = checkpoint?["after"]?.stringValue
+        var staged = checkpoint?["staged"]?.integerValue ?? 0
+        func save() async throws {
+            try await context.checkpoint(["upto": .integer(upto), "layer": .integer(Int64(index)), "after": after.map(JSONValue.string) ?? .null, "staged": .integer(staged)])
+        }
+        try await save()
+        while index < layers.count {
+            let layer = layers[index]
+            let since = state.cursor(forLayer: layer.id)
+            while since < upto {
+                var query = [("layer", String(layer.id)), ("since", String(since)), ("upto", String(upto)), ("limit", "1000")]
+                if let after { query.append(("after", after)) }
+                let reply = try await connection.send(.GET, connection.url(connection.nativeURL, "replicas/\(state.replicaID)/changes", query: query))
+                guard reply.status == 200 else { throw ServiceConnection.failure(reply, url: connection.nativeURL) }
+                let page = try decode(ChangePage.self, reply.body)
+                try await stage(page.changes, layerID: layer.id)
+                try faults.check("client.afterStage")
+                staged += Int64(page.changes.count)
+                context.reportProgress("changes downloaded", done: staged, total: nil)
+                after = page.next
+                try await save()
+                if after == nil { break }
+            }
+            index += 1
+            after = nil
+            try await save()
+        }
+        let downloadedIDs = Set(layers.map(\.id))
+        let faults = self.faults
+        let counts = try await geodatabase.write { conn -> [Int: PendingChanges] in
+            try conn.withChangeCaptureSilenced {
+                var counts: [Int: PendingChanges] = [:]
+                for layer in layers {
+                    counts[layer.id] = try Self.applyStaged(layerID: layer.id, table: layer.table, conn)
+                }
+                guard var current = try conn.replicaState() else { throw SyncError(.notAReplica, "the replica state disappeared") }
+                if current.syncModel == .perReplica { current.cursor = max(current.cursor, upto) }
+                for i in current.layers.indices where downloadedIDs.contains(current.layers[i].id) {
+                    current.layers[i].cursor = max(current.layers[i].cursor, upto)
+                }
+                current.lastSyncAt = Date()
+                try conn.setReplicaState(current)
+                try conn.clearStaging()
+                try faults.check("client.beforeApplyCommit")
+                return counts
+            }
+        }
+        try faults.check("client.afterApply")
+        for layer in layers {
+            Self.update(context, layer: layer) { $0.downloaded = counts[layer.id] ?? PendingChanges() }
+        }
+        let total = counts.values.reduce(0) { $0 + $1.total }
+        context.log("applied \(total) server changes up to generation \(upto)")
+    }
+
+    private func stage(_ changes: [FeedChange], layerID: Int) async throws {
+        guard !changes.isEmpty else { return }
+        let rows = try changes.map { ($0, String(decoding: try JSONEncoder().encode($0), as: UTF8.self)) }
+        try await geodatabase.write { conn in
+            for (change, row) in rows {
+                try conn.stage(layerID: layerID, globalID: change.globalId, kind: change.kind.rawValue, generation: change.generation, row: row)
+            }
+        }
+    }
+
+    /// Applies a layer's staged rows, a thousand at a time (inside the caller's transaction).
+    static func applyStaged(layerID: Int, table: String, _ conn: GeodatabaseConnection, deleteAbsent: Bool = false) throws -> PendingChanges {
+        guard let layer = conn.geodatabase.schema.allLayers.first(where: { $0.name == table }) else {
+            throw SyncError(.notAReplica, "the replica has no table \(table)")
+        }
+        var applier = try DownloadApplier(conn: conn, layer: layer)
+        var after = ""
+        let decoder = JSONDecoder()
+        while true {
+            let rows = try conn.stagedRows(layerID: layerID, after: after, limit: 1000)
+            guard let last = rows.last else { break }
+            let changes = try rows.map { row -> FeedChange in
+                if let text = row.row { return try decoder.decode(FeedChange.self, from: Data(text.utf8)) }
+                return FeedChange(kind: FeedChange.Kind(rawValue: row.kind) ?? .leave, globalId: row.globalID, generation: row.generation)
+            }
+            try applier.apply(changes)
+            after = last.globalID
+        }
+        if deleteAbsent { try applier.deleteAbsent(stagedLayerID: layerID) }
+        return applier.counts
+    }
+
+    // MARK: - Verify
+
+    private func verify(_ state: ReplicaState, _ connection: ServiceConnection, _ context: JobContext) async throws {
+        let layers = state.layers.filter { syncParameters.downloads($0, model: state.syncModel) }
+        guard !layers.isEmpty else { return }
+        let ids = layers.map { String($0.id) }.joined(separator: ",")
+        let reply = try await connection.send(.GET, connection.url(connection.nativeURL, "replicas/\(state.replicaID)/checksums", query: [("layers", ids)]))
+        guard reply.status == 200 else { throw ServiceConnection.failure(reply, url: connection.nativeURL) }
+        let server = try decode(ReplicaChecksums.self, reply.body)
+        for layer in layers {
+            guard let expected = server.layers.first(where: { $0.id == layer.id }) else { continue }
+            guard let local = try await localChecksum(layer) else {
+                context.log("\(layer.table) was edited during the sync; its checksum is checked next time")
+                continue
+            }
+            if local.hex == expected.checksum && local.count == expected.count {
+                Self.update(context, layer: layer) { $0.checksumMatches = true }
+                continue
+            }
+            context.log(
+                "\(layer.table) differs from the server (\(local.count) features here, \(expected.count) there); fetching the layer again",
+                severity: .warning)
+            let counts = try await refetch(layer, state: state, connection)
+            let again = try await localChecksum(layer)
+            let matches = again.map { $0.count == expected.count && $0.hex == expected.checksum } ?? false
+            Self.update(context, layer: layer) {
+                $0.refetched = true
+                $0.checksumMatches = matches
+                $0.downloaded.inserts += counts.inserts
+                $0.downloaded.updates += counts.updates
+                $0.downloaded.deletes += counts.deletes
+            }
+        }
+    }
+
+    /// The layer's checksum, nil when it has pending edits (it cannot match until they upload).
+    private func localChecksum(_ layer: ReplicaState.Layer) async throws -> FeatureDigest.Accumulator? {
+        try await geodatabase.read { conn in
+            let table = try conn.geodatabase.table(named: layer.table)
+            guard try table.pendingChanges(in: conn).total == 0 else { return nil }
+            var acc = FeatureDigest.Accumulator()
+            try table.forEach(matching: .all, in: conn) { acc.add($0, layer: table.definition) }
+            return acc
+        }
+    }
+
+    /// Fetches every feature of the layer in the replica's scope again and makes the local table
+    /// equal to it (local edits still win).
+    private func refetch(_ layer: ReplicaState.Layer, state: ReplicaState, _ connection: ServiceConnection) async throws -> PendingChanges {
+        try await geodatabase.write { conn in try conn.clearStaging(layerID: layer.id) }
+        var after: String?
+        repeat {
+            var query = [("layer", String(layer.id)), ("limit", "1000")]
+            if let after { query.append(("after", after)) }
+            let reply = try await connection.send(.GET, connection.url(connection.nativeURL, "replicas/\(state.replicaID)/snapshot", query: query))
+            guard reply.status == 200 else { throw ServiceConnection.failure(reply, url: connection.nativeURL) }
+            let page = try decode(ChangePage.self, reply.body)
+            try await stage(page.changes, layerID: layer.id)
+            after = page.next
+        } while after != nil
+        return try await geodatabase.write { conn in
+            try conn.withChangeCaptureSilenced {
+                let counts = try Self.applyStaged(layerID: layer.id, table: layer.table, conn, deleteAbsent: true)
+                try conn.clearStaging(layerID: layer.id)
+                return counts
+            }
+        }
+    }
+}

@@ -1,0 +1,106 @@
+import Foundation
+import OutpostCore
+import OutpostStorage
+
+/// How a sync runs (ArcGIS `SyncGeodatabaseParameters`).
+public struct SyncGeodatabaseParameters: Sendable, Hashable, Codable {
+    public enum Direction: String, Sendable, Hashable, Codable {
+        case bidirectional, upload, download
+    }
+
+    public struct LayerOption: Sendable, Hashable, Codable {
+        public var layerID: Int
+        public var syncDirection: Direction
+
+        public init(layerID: Int, syncDirection: Direction) {
+            self.layerID = layerID
+            self.syncDirection = syncDirection
+        }
+    }
+
+    public var geodatabaseSyncDirection: Direction
+    /// true: an invalid edit rejects the whole upload and the geodatabase stays as it was (edits
+    /// still pending, errors recorded); false: valid edits apply, invalid ones come back as
+    /// per-edit errors and are kept as rejected edits.
+    public var shouldRollbackOnFailure: Bool
+    /// Directions per layer (replicas with the per-layer sync model); layers not listed follow
+    /// `geodatabaseSyncDirection`.
+    public var layerOptions: [LayerOption]
+    /// The most captured changes one upload batch carries; a larger backlog goes in several
+    /// batches, one after the other.
+    public var maxChangesPerBatch: Int
+    /// Attempts per request when the server cannot be reached, before the sync fails (a later
+    /// sync resends the same sealed batch).
+    public var attempts: Int
+
+    public init(
+        geodatabaseSyncDirection: Direction = .bidirectional, shouldRollbackOnFailure: Bool = true, layerOptions: [LayerOption] = [],
+        maxChangesPerBatch: Int = 5000, attempts: Int = 3
+    ) {
+        self.geodatabaseSyncDirection = geodatabaseSyncDirection
+        self.shouldRollbackOnFailure = shouldRollbackOnFailure
+        self.layerOptions = layerOptions
+        self.maxChangesPerBatch = max(maxChangesPerBatch, 1)
+        self.attempts = max(attempts, 1)
+    }
+
+    /// The direction a layer syncs in, given its direction in the replica.
+    func direction(of layer: ReplicaState.Layer, model: ReplicaState.SyncModel) -> Direction? {
+        let asked = (model == .perLayer ? layerOptions.first { $0.layerID == layer.id }?.syncDirection : nil) ?? geodatabaseSyncDirection
+        let allowed: Set<Direction> =
+            switch layer.direction {
+            case .bidirectional: [.bidirectional, .upload, .download]
+            case .upload: [.upload]
+            case .download: [.download]
+            case .none: []
+            }
+        switch asked {
+        case .bidirectional:
+            if allowed.contains(.bidirectional) { return .bidirectional }
+            return allowed.first
+        default:
+            return allowed.contains(asked) ? asked : nil
+        }
+    }
+
+    func uploads(_ layer: ReplicaState.Layer, model: ReplicaState.SyncModel) -> Bool {
+        let d = direction(of: layer, model: model)
+        return d == .bidirectional || d == .upload
+    }
+
+    func downloads(_ layer: ReplicaState.Layer, model: ReplicaState.SyncModel) -> Bool {
+        let d = direction(of: layer, model: model)
+        return d == .bidirectional || d == .download
+    }
+}
+
+/// What a sync did to one layer. Like ArcGIS, `editResults` holds only the failures; the counts
+/// say what moved.
+public struct SyncLayerResult: Sendable, Hashable, Codable {
+    public struct EditError: Sendable, Hashable, Codable {
+        public var globalId: String
+        public var operation: String
+        public var message: String
+    }
+
+    public var layerId: Int
+    public var tableName: String
+    public var editResults: [EditError]
+    public var uploaded: PendingChanges
+    public var downloaded: PendingChanges
+    /// Whether the layer's checksum matched the server's after the sync (nil: not checked, as
+    /// for an upload-only sync or a layer edited while the sync ran).
+    public var checksumMatches: Bool?
+    /// True when a checksum mismatch made the sync fetch the layer again.
+    public var refetched: Bool
+
+    public init(layerId: Int, tableName: String) {
+        self.layerId = layerId
+        self.tableName = tableName
+        editResults = []
+        uploaded = PendingChanges()
+        downloaded = PendingChanges()
+        checksumMatches = nil
+        refetched = false
+    }
+}
