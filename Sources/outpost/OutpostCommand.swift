@@ -3,13 +3,17 @@ import Foundation
 import OutpostCore
 import OutpostServer
 import OutpostStorage
+import OutpostSync
 
 @main
 struct OutpostCommand: AsyncParsableCommand {
     static let configuration = CommandConfiguration(
         commandName: "outpost",
         abstract: "Offline-first geodatabases: GeoPackage storage, sync with feature services, offline tiles.",
-        subcommands: [ImportCommand.self, InspectCommand.self, ServiceCommand.self, ServeCommand.self, CopyCommand.self, JobCommand.self]
+        subcommands: [
+            DemoCommand.self, ImportCommand.self, InspectCommand.self, ServiceCommand.self, ServeCommand.self, ReplicaCommand.self, SyncCommand.self,
+            StatusCommand.self, CopyCommand.self, JobCommand.self,
+        ]
     )
 
     /// Errors become one line on stderr and exit code 1 (DESIGN §8); usage errors keep
@@ -31,6 +35,8 @@ struct OutpostCommand: AsyncParsableCommand {
         } catch let error as JobError {
             fail(error.message)
         } catch let error as ServiceError {
+            fail(error.message)
+        } catch let error as SyncError {
             fail(error.message)
         } catch {
             exit(withError: error)

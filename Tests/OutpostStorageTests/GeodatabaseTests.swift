@@ -25,7 +25,10 @@ struct GeodatabaseTests {
             // Our tables are registered extensions, never layers.
             #expect(try Int.fetchOne(db, sql: "SELECT count(*) FROM gpkg_contents WHERE table_name LIKE 'outpost%'") == 0)
             let registered = try String.fetchAll(db, sql: "SELECT table_name FROM gpkg_extensions WHERE extension_name = 'outpost_sync' AND scope = 'write-only' ORDER BY table_name")
-            #expect(registered == ["outpost_batches", "outpost_capture", "outpost_changes", "outpost_rejected", "outpost_replica", "outpost_schema", "outpost_staging"])
+            #expect(registered == [
+                "outpost_batches", "outpost_capture", "outpost_changes", "outpost_conflicts", "outpost_layer_cursor", "outpost_rejected", "outpost_replica",
+                "outpost_schema", "outpost_staging",
+            ])
             // GeoPackage 1.3 R-tree trigger set (validator Req 75).
             let triggers = try String.fetchAll(db, sql: "SELECT name FROM sqlite_master WHERE type = 'trigger' AND name LIKE 'rtree_inspection_points_geom_%' ORDER BY name")
             #expect(triggers == ["delete", "insert", "update1", "update2", "update3", "update4"].map { "rtree_inspection_points_geom_\($0)" })

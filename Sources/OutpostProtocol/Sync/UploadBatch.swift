@@ -76,11 +76,15 @@ public struct BatchEdit: Codable, Hashable, Sendable {
     public var baseValues: [String: JSONValue]?
     /// When the (last) local edit was made, UTC ISO 8601.
     public var editedAt: String?
+    /// update/delete: the server generation the replica had when the feature was first edited;
+    /// server changes after it to the same columns are conflicts.
+    public var baseGeneration: Int64?
 
     public init(
         op: Operation, globalId: String, attributes: [String: JSONValue]? = nil, geometry: JSONValue? = nil,
-        changedColumns: [String]? = nil, baseValues: [String: JSONValue]? = nil, editedAt: String? = nil
+        changedColumns: [String]? = nil, baseValues: [String: JSONValue]? = nil, editedAt: String? = nil, baseGeneration: Int64? = nil
     ) {
+        self.baseGeneration = baseGeneration
         self.op = op
         self.globalId = globalId
         self.attributes = attributes
@@ -132,8 +136,14 @@ public struct BatchEditResult: Codable, Hashable, Sendable {
     public var error: EditResult.Failure?
     /// How a conflict was resolved, when the edit met one (for example `deleteWins`).
     public var resolution: String?
+    /// The values the edit's application discarded, if any.
+    public var conflict: ConflictRecord?
 
-    public init(globalId: String, op: BatchEdit.Operation, success: Bool, objectId: Int64? = nil, error: EditResult.Failure? = nil, resolution: String? = nil) {
+    public init(
+        globalId: String, op: BatchEdit.Operation, success: Bool, objectId: Int64? = nil, error: EditResult.Failure? = nil, resolution: String? = nil,
+        conflict: ConflictRecord? = nil
+    ) {
+        self.conflict = conflict
         self.globalId = globalId
         self.op = op
         self.success = success

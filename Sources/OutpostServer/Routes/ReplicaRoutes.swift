@@ -178,7 +178,7 @@ struct ReplicaRoutes {
             return try replay(json)
         }
         let schema = try await backend.schema()
-        let batch = direction == .download ? nil : try ArcGISEdits.batch(edits, info: info, schema: schema, seq: info.lastSeq + 1, key: key, rollback: rollback)
+        let batch = direction == .download ? nil : try ArcGISEdits.batch(edits, info: info, schema: schema, seq: info.lastSeq + 1, key: key, rollback: rollback, base: since)
         let sync = self.sync, services = self.services, serviceURL = self.serviceURL
         let work: @Sendable () async throws -> JSONValue = {
             var results: [Int: BatchLayerResult] = [:]

@@ -8,7 +8,9 @@ import OutpostStorage
 enum ArcGISEdits {
     /// Uploaded edits as one batch of the replica's ledger (seq = the next one, keyed by the
     /// request hash, so an identical retried request is recognised).
-    static func batch(_ edits: JSONValue?, info: ReplicaInfo, schema: ServiceSchema, seq: Int64, key: String, rollback: Bool) throws -> UploadBatch {
+    static func batch(
+        _ edits: JSONValue?, info: ReplicaInfo, schema: ServiceSchema, seq: Int64, key: String, rollback: Bool, base: [Int: Int64]
+    ) throws -> UploadBatch {
         var layers: [BatchLayer] = []
         for (index, item) in (edits?.arrayValue ?? []).enumerated() {
             guard let id = item["id"]?.integerValue.map(Int.init), let layer = schema.layer(id: id) else {
@@ -31,13 +33,13 @@ enum ArcGISEdits {
                 var changed = attributes.keys.sorted()
                 let geometry = feature["geometry"]
                 if layer.isSpatial, geometry != nil { changed.append(layer.geometryColumn) }
-                out.append(BatchEdit(op: .update, globalId: gid, attributes: attributes, geometry: geometry, changedColumns: changed))
+                out.append(BatchEdit(op: .update, globalId: gid, attributes: attributes, geometry: geometry, changedColumns: changed, baseGeneration: base[id]))
             }
             for (i, value) in (features["deleteIds"]?.arrayValue ?? []).enumerated() {
                 guard let text = value.stringValue, let gid = GlobalID.normalized(text) else {
                     throw ServiceError.badParameter("edits", "deleteIds[\(i)] of layer \(id) is not a global id")
                 }
-                out.append(BatchEdit(op: .delete, globalId: gid))
+                out.append(BatchEdit(op: .delete, globalId: gid, baseGeneration: base[id]))
             }
             if !out.isEmpty { layers.append(BatchLayer(id: id, edits: out)) }
         }

@@ -37,11 +37,22 @@ enum ChangeCapture {
           changed_columns TEXT,
           old_values TEXT,
           old_geometry BLOB,
-          edited_at TEXT NOT NULL DEFAULT (strftime('%Y-%m-%dT%H:%M:%fZ', 'now'))
+          edited_at TEXT NOT NULL DEFAULT (strftime('%Y-%m-%dT%H:%M:%fZ', 'now')),
+          base_gen INTEGER
+        );
+        CREATE TABLE outpost_layer_cursor (
+          table_name TEXT PRIMARY KEY,
+          cursor INTEGER NOT NULL
         );
         """
 
-    static let ownTables = ["outpost_schema", "outpost_capture", "outpost_changes"]
+    static let ownTables = ["outpost_schema", "outpost_capture", "outpost_changes", "outpost_layer_cursor"]
+
+    /// The server generation the table was downloaded up to when an edit is made: the base the
+    /// server detects conflicting changes against (NULL in a geodatabase that is not a replica).
+    private static func baseGeneration(_ table: String) -> String {
+        "(SELECT cursor FROM outpost_layer_cursor WHERE table_name = \(literal(table)))"
+    }
 
     /// The trigger condition: capture is on.
     private static let enabled = "(SELECT silenced FROM outpost_capture WHERE id = 1) = 0"
@@ -105,18 +116,19 @@ enum ChangeCapture {
             """
             CREATE TRIGGER \(quoted("outpost_\(t)_update")) AFTER UPDATE ON \(qt) WHEN \(enabled) AND OLD.\(gid) IS NOT NULL AND (\(anyChange))
             BEGIN
-              INSERT INTO outpost_changes (table_name, fid, globalid, op, changed_columns, old_values, old_geometry)
+              INSERT INTO outpost_changes (table_name, fid, globalid, op, changed_columns, old_values, old_geometry, base_gen)
               VALUES (\(literal(t)), NEW.\(pk), NEW.\(gid), 'update',
                 '[' || substr(\(changedNames), 2) || ']',
                 '{' || substr(\(oldChanged.isEmpty ? "''" : oldChanged), 2) || '}',
-                \(oldGeometryOnUpdate));
+                \(oldGeometryOnUpdate), \(baseGeneration(t)));
             END
             """,
             """
             CREATE TRIGGER \(quoted("outpost_\(t)_delete")) AFTER DELETE ON \(qt) WHEN \(enabled)
             BEGIN
-              INSERT INTO outpost_changes (table_name, fid, globalid, op, old_values, old_geometry)
-              VALUES (\(literal(t)), OLD.\(pk), OLD.\(gid), 'delete', '{' || substr(\(oldAll.isEmpty ? "''" : oldAll), 2) || '}', \(oldGeometryOnDelete));
+              INSERT INTO outpost_changes (table_name, fid, globalid, op, old_values, old_geometry, base_gen)
+              VALUES (\(literal(t)), OLD.\(pk), OLD.\(gid), 'delete', '{' || substr(\(oldAll.isEmpty ? "''" : oldAll), 2) || '}', \(oldGeometryOnDelete),
+                \(baseGeneration(t)));
             END
             """,
             // A feature's global id is its identity across replicas: changing it would orphan

@@ -88,7 +88,7 @@ extension GeodatabaseConnection {
 
     func capturedChanges(where condition: String?, arguments: StatementArguments, order: String) throws -> [CapturedChange] {
         guard try db.tableExists(ChangeCapture.changesTable) else { return [] }
-        var sql = "SELECT change_id, table_name, fid, globalid, op, changed_columns, old_values, old_geometry, edited_at FROM outpost_changes"
+        var sql = "SELECT change_id, table_name, fid, globalid, op, changed_columns, old_values, old_geometry, edited_at, base_gen FROM outpost_changes"
         if let condition { sql += " WHERE " + condition }
         sql += " ORDER BY " + order
         return try Row.fetchAll(db, sql: sql, arguments: arguments).map { row in
@@ -98,7 +98,7 @@ extension GeodatabaseConnection {
                 changedColumns: (row[5] as String?).flatMap { try? JSONValue.parse($0).arrayValue?.compactMap(\.stringValue) } ?? [],
                 oldValues: (row[6] as String?).flatMap { try? JSONValue.parse($0).objectValue } ?? [:],
                 oldGeometry: (row[7] as Data?).map { [UInt8]($0) },
-                editedAt: row[8])
+                editedAt: row[8], baseGeneration: row[9])
         }
     }
 }
@@ -119,4 +119,6 @@ public struct CapturedChange: Hashable, Sendable {
     public var oldGeometry: [UInt8]?
     /// When the edit was made (UTC, GeoPackage DATETIME text).
     public var editedAt: String
+    /// The server generation the table had been downloaded up to when the edit was made.
+    public var baseGeneration: Int64?
 }

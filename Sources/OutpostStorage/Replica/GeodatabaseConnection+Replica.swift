@@ -42,8 +42,20 @@ enum ReplicaTables {
           PRIMARY KEY (layer_id, globalid)
         )
         """,
+        """
+        CREATE TABLE IF NOT EXISTS outpost_conflicts (
+          conflict_id INTEGER PRIMARY KEY AUTOINCREMENT,
+          server_id INTEGER,
+          table_name TEXT NOT NULL,
+          globalid TEXT NOT NULL,
+          kind TEXT NOT NULL,
+          record TEXT NOT NULL,
+          seq INTEGER,
+          at TEXT NOT NULL DEFAULT (strftime('%Y-%m-%dT%H:%M:%fZ', 'now'))
+        )
+        """,
     ]
-    static let names = ["outpost_replica", "outpost_batches", "outpost_rejected", "outpost_staging"]
+    static let names = ["outpost_replica", "outpost_batches", "outpost_rejected", "outpost_staging", "outpost_conflicts"]
 
     static func install(_ db: Database) throws {
         for sql in ddl { try db.execute(sql: sql) }
@@ -74,6 +86,14 @@ extension GeodatabaseConnection {
         try db.execute(
             sql: "INSERT INTO outpost_replica (id, state) VALUES (1, ?) ON CONFLICT (id) DO UPDATE SET state = excluded.state",
             arguments: [text])
+        // What the capture triggers record as an edit's base generation.
+        if try db.tableExists("outpost_layer_cursor") {
+            for layer in state.layers {
+                try db.execute(
+                    sql: "INSERT INTO outpost_layer_cursor (table_name, cursor) VALUES (?, ?) ON CONFLICT (table_name) DO UPDATE SET cursor = excluded.cursor",
+                    arguments: [layer.table, state.cursor(forLayer: layer.id)])
+            }
+        }
     }
 
     static var encoder: JSONEncoder {
@@ -114,7 +134,7 @@ extension GeodatabaseConnection {
 
     /// Records the server's acknowledgement: the batch's change rows go, rejected edits are kept
     /// as rejections, the replica's last acknowledged seq advances. One transaction (invariant I2).
-    public func acknowledgeBatch(seq: Int64, result: String, rejected: [RejectedEdit]) throws {
+    public func acknowledgeBatch(seq: Int64, result: String, rejected: [RejectedEdit], conflicts: [SyncConflict] = []) throws {
         guard let batch = try sealedBatch(), batch.seq == seq else {
             throw StorageError(.transactionState, "no sealed batch \(seq) to acknowledge")
         }
@@ -126,6 +146,11 @@ extension GeodatabaseConnection {
         try db.execute(sql: "DELETE FROM outpost_batches WHERE state = 'acked' AND seq < ?", arguments: [seq])
         try db.execute(sql: "DELETE FROM outpost_rejected WHERE pending = 1")
         try insertRejections(rejected, pending: false)
+        for c in conflicts {
+            try db.execute(
+                sql: "INSERT INTO outpost_conflicts (server_id, table_name, globalid, kind, record, seq) VALUES (?, ?, ?, ?, ?, ?)",
+                arguments: [c.serverID, c.table, c.globalID, c.kind, c.record, seq])
+        }
         if var state = try replicaState() {
             state.lastAckedSeq = seq
             try setReplicaState(state)
@@ -145,6 +170,14 @@ extension GeodatabaseConnection {
             try db.execute(
                 sql: "INSERT INTO outpost_rejected (table_name, globalid, op, reason, seq, pending, edit) VALUES (?, ?, ?, ?, ?, ?, ?)",
                 arguments: [r.layer, r.globalID, r.operation, r.reason, r.seq, pending, r.edit])
+        }
+    }
+
+    /// Conflicts the server resolved for this replica's uploads, oldest first.
+    public func conflicts() throws -> [SyncConflict] {
+        guard try db.tableExists("outpost_conflicts") else { return [] }
+        return try Row.fetchAll(db, sql: "SELECT server_id, table_name, globalid, kind, record, at FROM outpost_conflicts ORDER BY conflict_id").map {
+            SyncConflict(serverID: $0[0], table: $0[1], globalID: $0[2], kind: $0[3], record: $0[4], at: $0[5])
         }
     }
 

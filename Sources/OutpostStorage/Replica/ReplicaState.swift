@@ -113,3 +113,23 @@ public struct RejectedEdit: Hashable, Sendable, Codable {
         self.edit = edit
     }
 }
+
+/// A conflict the server resolved for one of this replica's edits, mirrored into the replica
+/// (the record is the server's JSON: columns, base, ours, theirs, policy, winner).
+public struct SyncConflict: Hashable, Sendable {
+    public var serverID: Int64?
+    public var table: String
+    public var globalID: String
+    public var kind: String
+    public var record: String
+    public var at: String
+
+    public init(serverID: Int64?, table: String, globalID: String, kind: String, record: String, at: String = "") {
+        self.serverID = serverID
+        self.table = table
+        self.globalID = globalID
+        self.kind = kind
+        self.record = record
+        self.at = at
+    }
+}

@@ -63,6 +63,8 @@ enum BatchSealer {
             else { continue }
             var base: [String: JSONValue] = [:]
             for change in group { for (k, v) in change.oldValues where base[k] == nil { base[k] = v } }
+            // The oldest state the local edits started from.
+            let baseGeneration = group.compactMap(\.baseGeneration).min()
             switch op {
             case .insert:
                 // Deleted again after the changes this batch covers: the next batch says so.
@@ -78,9 +80,9 @@ enum BatchSealer {
                 let geometryChanged = layer.isSpatial && changed.contains(layer.geometryColumn)
                 edits.append(BatchEdit(
                     op: .update, globalId: gid, attributes: attributes(feature, changedFields), geometry: geometryChanged ? try geometry(feature) : nil,
-                    changedColumns: changed.sorted(), baseValues: base, editedAt: last.editedAt))
+                    changedColumns: changed.sorted(), baseValues: base, editedAt: last.editedAt, baseGeneration: baseGeneration))
             case .delete:
-                edits.append(BatchEdit(op: .delete, globalId: gid, baseValues: base, editedAt: last.editedAt))
+                edits.append(BatchEdit(op: .delete, globalId: gid, baseValues: base, editedAt: last.editedAt, baseGeneration: baseGeneration))
             }
         }
         return edits

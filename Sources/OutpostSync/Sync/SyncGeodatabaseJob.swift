@@ -134,7 +134,8 @@ public struct SyncGeodatabaseJob: JobDefinition {
             switch outcome {
             case .applied(let result, let text):
                 let rejected = Self.rejections(result, batch, state: state, pending: false)
-                try await geodatabase.write { conn in try conn.acknowledgeBatch(seq: stored.seq, result: text, rejected: rejected) }
+                let conflicts = Self.conflicts(result, state: state)
+                try await geodatabase.write { conn in try conn.acknowledgeBatch(seq: stored.seq, result: text, rejected: rejected, conflicts: conflicts) }
                 try faults.check("client.afterAck")
                 record(result, of: batch, state: state, context)
                 if result.replayed == true { context.log("batch \(stored.seq) had already been applied; the server replayed its answer") }
@@ -209,11 +210,22 @@ public struct SyncGeodatabaseJob: JobDefinition {
         return out
     }
 
+    static func conflicts(_ result: BatchResult, state: ReplicaState) -> [SyncConflict] {
+        result.layers.flatMap { layer in
+            layer.results.compactMap { r -> SyncConflict? in
+                guard let c = r.conflict, let data = try? JSONEncoder().encode(c) else { return nil }
+                let table = state.layers.first { $0.id == layer.id }?.table ?? String(layer.id)
+                return SyncConflict(serverID: c.id, table: table, globalID: c.globalId, kind: c.kind.rawValue, record: String(decoding: data, as: UTF8.self))
+            }
+        }
+    }
+
     private func record(_ result: BatchResult, of batch: UploadBatch, state: ReplicaState, _ context: JobContext) {
         for layerResult in result.layers {
             guard let layer = state.layers.first(where: { $0.id == layerResult.id }) else { continue }
             Self.update(context, layer: layer) { r in
                 for edit in layerResult.results {
+                    if edit.conflict != nil { r.conflicts += 1 }
                     guard edit.success else {
                         r.editResults.append(.init(globalId: edit.globalId, operation: edit.op.rawValue, message: edit.error?.description ?? "rejected"))
                         continue

@@ -93,6 +93,9 @@ public struct SyncLayerResult: Sendable, Hashable, Codable {
     public var checksumMatches: Bool?
     /// True when a checksum mismatch made the sync fetch the layer again.
     public var refetched: Bool
+    /// Conflicts the server resolved for this layer's uploaded edits (kept as records on both
+    /// sides).
+    public var conflicts: Int
 
     public init(layerId: Int, tableName: String) {
         self.layerId = layerId
@@ -102,5 +105,6 @@ public struct SyncLayerResult: Sendable, Hashable, Codable {
         downloaded = PendingChanges()
         checksumMatches = nil
         refetched = false
+        conflicts = 0
     }
 }

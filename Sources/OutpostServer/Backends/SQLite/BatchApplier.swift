@@ -63,8 +63,13 @@ struct BatchApplier {
         case .update:
             guard let existing else {
                 if try isTombstoned(gid, layer) {
-                    // Updated here, deleted on the server meanwhile: the delete wins.
-                    return BatchEditResult(globalId: gid, op: .update, success: true, resolution: "deleteWins")
+                    // Updated here, deleted on the server meanwhile: the delete wins, and the
+                    // update's values are kept in a conflict record.
+                    let ours = try jsonValues(edit, layer)
+                    let conflict = try record(ConflictRecord(
+                        layerId: layer.id, globalId: gid, kind: .updateDelete, columns: ours.keys.sorted(), base: edit.baseValues, ours: ours, theirs: nil,
+                        policy: "deleteWins", winner: "theirs"))
+                    return BatchEditResult(globalId: gid, op: .update, success: true, resolution: "deleteWins", conflict: conflict)
                 }
                 throw StorageError(.notFound, "no feature with global id \(gid)", table: layer.name)
             }
@@ -72,6 +77,19 @@ struct BatchApplier {
             var update = Feature(objectID: existing.objectID, attributes: try values((edit.attributes ?? [:]).filter { changed.contains($0.key) }, layer))
             let geometryChanged = layer.isSpatial && changed.contains(layer.geometryColumn)
             if geometryChanged { update.geometry = try geometry(edit.geometry, layer) }
+            // Columns the server changed after the client's base: the client's value wins
+            // (ArcGIS "last synchronized wins"), the server's is kept in a conflict record.
+            var conflict: ConflictRecord?
+            let overlapping = try changedSince(edit.baseGeneration, gid, layer).intersection(changed)
+            if !overlapping.isEmpty {
+                let ours = try jsonValues(edit, layer), theirs = jsonValues(existing, layer)
+                let discarded = overlapping.filter { ours[$0] != theirs[$0] }.sorted()
+                if !discarded.isEmpty {
+                    conflict = try record(ConflictRecord(
+                        layerId: layer.id, globalId: gid, kind: .updateUpdate, columns: discarded, base: edit.baseValues?.filter { discarded.contains($0.key) },
+                        ours: ours.filter { discarded.contains($0.key) }, theirs: theirs.filter { discarded.contains($0.key) }, policy: "clientWins", winner: "ours"))
+                }
+            }
             try table.update([update], in: conn)
             if geometryChanged, update.geometry == nil {
                 try conn.execute("UPDATE \(quotedName(layer.name)) SET \(quotedName(layer.geometryColumn)) = NULL WHERE \(quotedName(layer.objectIDField)) = ?", arguments: [.integer(existing.objectID!)])
@@ -79,15 +97,74 @@ struct BatchApplier {
             let after = try find(gid, table)!
             let columns = changedColumns(existing, after, layer)
             if !columns.isEmpty { try log(gid, layer, "update", columns: columns) }
-            return BatchEditResult(globalId: gid, op: .update, success: true, objectId: existing.objectID)
+            return BatchEditResult(globalId: gid, op: .update, success: true, objectId: existing.objectID, resolution: conflict == nil ? nil : "clientWins", conflict: conflict)
         case .delete:
             guard let existing else {
                 return BatchEditResult(globalId: gid, op: .delete, success: true, resolution: "alreadyDeleted")
             }
+            // Deleted here, changed on the server meanwhile: the delete wins; the server's newer
+            // values are kept in a conflict record.
+            var conflict: ConflictRecord?
+            let changedThere = try changedSince(edit.baseGeneration, gid, layer)
+            if !changedThere.isEmpty {
+                let theirs = jsonValues(existing, layer).filter { changedThere.contains($0.key) }
+                conflict = try record(ConflictRecord(
+                    layerId: layer.id, globalId: gid, kind: .deleteUpdate, columns: changedThere.sorted(), base: edit.baseValues?.filter { changedThere.contains($0.key) },
+                    ours: nil, theirs: theirs, policy: "deleteWins", winner: "ours"))
+            }
             try table.delete(objectIDs: [existing.objectID!], in: conn)
             try log(gid, layer, "delete", columns: [])
-            return BatchEditResult(globalId: gid, op: .delete, success: true, objectId: existing.objectID)
+            return BatchEditResult(globalId: gid, op: .delete, success: true, objectId: existing.objectID, resolution: conflict == nil ? nil : "deleteWins", conflict: conflict)
         }
+    }
+
+    /// Columns of the feature that others (not this replica) changed after generation `base`
+    /// (none without a base).
+    private func changedSince(_ base: Int64?, _ gid: String, _ layer: LayerDefinition) throws -> Set<String> {
+        guard let base else { return [] }
+        var columns = Set<String>()
+        for row in try conn.query(
+            "SELECT changed_columns FROM outpost_change_log WHERE layer_id = ? AND globalid = ? AND generation > ? AND origin_replica IS NOT ?",
+            arguments: [.integer(Int64(layer.id)), .text(gid), .integer(base), .text(origin.replica)])
+        {
+            for c in (row[0].textValue.flatMap { try? JSONValue.parse($0).arrayValue } ?? []) { if let name = c.stringValue { columns.insert(name) } }
+        }
+        return columns
+    }
+
+    /// The values an edit sets, normalised as the server stores them (dates in epoch ms, the
+    /// geometry as Esri JSON), by column.
+    private func jsonValues(_ edit: BatchEdit, _ layer: LayerDefinition) throws -> [String: JSONValue] {
+        let changed = edit.changedColumns.map(Set.init)
+        var out: [String: JSONValue] = [:]
+        for (name, value) in try values(edit.attributes ?? [:], layer) where changed?.contains(name) ?? true { out[name] = value.jsonValue }
+        if layer.isSpatial, changed?.contains(layer.geometryColumn) ?? (edit.op == .insert) {
+            out[layer.geometryColumn] = try geometry(edit.geometry, layer).map { try JSONValue.parse(try EsriJSON.encode($0)) } ?? .null
+        }
+        return out
+    }
+
+    private func jsonValues(_ feature: Feature, _ layer: LayerDefinition) -> [String: JSONValue] {
+        var out: [String: JSONValue] = [:]
+        for field in layer.fields where field.type != .oid && field.type != .globalID { out[field.name] = (feature.attributes[field.name] ?? .null).jsonValue }
+        if layer.isSpatial { out[layer.geometryColumn] = feature.geometry.flatMap { try? JSONValue.parse(try EsriJSON.encode($0)) } ?? .null }
+        return out
+    }
+
+    /// Keeps a conflict record on the server; returns it with its id.
+    private func record(_ conflict: ConflictRecord) throws -> ConflictRecord {
+        var c = conflict
+        c.replicaId = origin.replica
+        c.seq = origin.seq
+        c.generation = generation
+        try conn.execute(
+            "INSERT INTO outpost_conflicts (layer_id, globalid, kind, record, replica_id, seq, generation) VALUES (?, ?, ?, ?, ?, ?, ?)",
+            arguments: [
+                .integer(Int64(c.layerId)), .text(c.globalId), .text(c.kind.rawValue), .text(String(decoding: try JSONEncoder().encode(c), as: UTF8.self)),
+                .text(origin.replica), .integer(origin.seq), .integer(generation),
+            ])
+        c.id = try conn.query("SELECT last_insert_rowid()").first?[0].integerValue
+        return c
     }
 
     private func find(_ gid: String, _ table: FeatureTable) throws -> Feature? {

@@ -56,6 +56,7 @@ enum ServiceStore {
 
     /// Replicas, their batch ledger, and replayable ArcGIS synchronizeReplica answers.
     static let replicaTables = [
+        "CREATE INDEX IF NOT EXISTS outpost_change_log_feature ON outpost_change_log (layer_id, globalid, generation)",
         """
         CREATE TABLE IF NOT EXISTS outpost_replicas (
           replica_id TEXT PRIMARY KEY,
@@ -80,6 +81,19 @@ enum ServiceStore {
         )
         """,
         """
+        CREATE TABLE IF NOT EXISTS outpost_conflicts (
+          conflict_id INTEGER PRIMARY KEY AUTOINCREMENT,
+          layer_id INTEGER NOT NULL,
+          globalid TEXT NOT NULL,
+          kind TEXT NOT NULL,
+          record TEXT NOT NULL,
+          replica_id TEXT,
+          seq INTEGER,
+          generation INTEGER NOT NULL,
+          created_at TEXT NOT NULL DEFAULT (strftime('%Y-%m-%dT%H:%M:%fZ', 'now'))
+        )
+        """,
+        """
         CREATE TABLE IF NOT EXISTS outpost_request_replay (
           request_key TEXT PRIMARY KEY,
           response TEXT NOT NULL,
@@ -90,7 +104,7 @@ enum ServiceStore {
 
     static let tableNames = [
         "outpost_service_state", "outpost_change_log", "outpost_tombstones", "outpost_feature_versions",
-        "outpost_replicas", "outpost_batch_ledger", "outpost_request_replay",
+        "outpost_replicas", "outpost_batch_ledger", "outpost_request_replay", "outpost_conflicts",
     ]
 
     /// Adds the tables to a new service GeoPackage, with every existing feature at generation 1.

@@ -1,0 +1,265 @@
+import ArgumentParser
+import Foundation
+import OutpostCore
+import OutpostStorage
+import OutpostSync
+
+/// `--token`, else `OUTPOST_TOKEN`.
+func serviceToken(_ option: String?) -> String? {
+    option ?? ProcessInfo.processInfo.environment["OUTPOST_TOKEN"]
+}
+
+/// Opens a replica geodatabase and reads its state; one-line errors otherwise.
+func openReplica(_ path: String) async throws -> (Geodatabase, ReplicaState) {
+    guard FileManager.default.fileExists(atPath: path) else { throw CLIFailure(message: "\(path) does not exist") }
+    let gdb = try Geodatabase.open(at: URL(fileURLWithPath: path))
+    guard let state = try await gdb.read({ try $0.replicaState() }) else {
+        try? gdb.close()
+        throw CLIFailure(message: "\(path) is not a replica of a feature service (make one with: outpost replica create)")
+    }
+    return (gdb, state)
+}
+
+func pendingJSON(_ p: PendingChanges) -> JSONValue {
+    ["inserts": .integer(Int64(p.inserts)), "updates": .integer(Int64(p.updates)), "deletes": .integer(Int64(p.deletes))]
+}
+
+func isoDate(_ date: Date?) -> JSONValue {
+    guard let date else { return .null }
+    return .string(ISO8601DateFormatter().string(from: date))
+}
+
+struct ReplicaCommand: AsyncParsableCommand {
+    static let configuration = CommandConfiguration(
+        commandName: "replica",
+        abstract: "Take a feature service offline as a replica geodatabase, inspect or unregister it.",
+        subcommands: [Create.self, Info.self, Unregister.self])
+
+    struct Create: AsyncParsableCommand {
+        static let configuration = CommandConfiguration(
+            abstract: "Generate a replica GeoPackage of a feature service.",
+            discussion: """
+                outpost replica create --url http://127.0.0.1:8080/arcgis/rest/services/field_inspection/FeatureServer \\
+                    --extent -122.68,45.50,-122.62,45.54 --layers 0,3 --out crew1.gpkg
+                """)
+
+        @Option(help: "The FeatureServer URL.") var url: String
+        @Option(help: "Area: xmin,ymin,xmax,ymax (longitude/latitude unless --extent-sr).") var extent: String?
+        @Option(help: "The spatial reference of --extent (4326 or 3857).") var extentSr = 4326
+        @Option(help: "Area: a GeoJSON file with a polygon (only features touching it).") var aoi: String?
+        @Option(help: "Layer ids, comma-separated (default: all).") var layers: String?
+        @Option(help: "A where clause for every layer taken.") var `where`: String?
+        @Option(help: "geodatabase (one generation) or layer (a generation per layer).") var syncModel = "geodatabase"
+        @Flag(help: "Take attachments too.") var attachments = false
+        @Option(help: "Service token (default: $OUTPOST_TOKEN).") var token: String?
+        @Option(help: "The replica GeoPackage to write.") var out: String
+        @Flag(help: "Print the result as JSON.") var json = false
+
+        func validate() throws {
+            guard extent == nil || aoi == nil else { throw ValidationError("give --extent or --aoi, not both") }
+            guard ["geodatabase", "layer"].contains(syncModel) else { throw ValidationError("--sync-model is geodatabase or layer") }
+            guard out.lowercased().hasSuffix(".gpkg") else { throw ValidationError("--out must name a .gpkg file") }
+        }
+
+        func area() throws -> Geometry? {
+            if let extent {
+                let n = extent.split(separator: ",").compactMap { Double($0.trimmingCharacters(in: .whitespaces)) }
+                let e = Envelope(xmin: n.count == 4 ? n[0] : 0, ymin: n.count == 4 ? n[1] : 0, xmax: n.count == 4 ? n[2] : -1, ymax: n.count == 4 ? n[3] : -1)
+                guard n.count == 4, e.isValid else { throw CLIFailure(message: "--extent must be xmin,ymin,xmax,ymax with min ≤ max") }
+                return .polygon(e.polygon)
+            }
+            if let aoi {
+                guard let data = FileManager.default.contents(atPath: aoi) else { throw CLIFailure(message: "cannot read \(aoi)") }
+                var json = try JSONValue.parse(data)
+                if json["type"]?.stringValue == "FeatureCollection" { json = json["features"]?.arrayValue?.first ?? .null }
+                if json["type"]?.stringValue == "Feature" { json = json["geometry"] ?? .null }
+                let g = try GeoJSON.decodeGeometry(json)
+                guard g.type == .polygon || g.type == .multiPolygon else { throw CLIFailure(message: "\(aoi) holds no polygon") }
+                return g
+            }
+            return nil
+        }
+
+        func run() async throws {
+            guard let serviceURL = URL(string: url) else { throw CLIFailure(message: "\(url) is not a URL") }
+            let task = try GeodatabaseSyncTask(url: serviceURL, token: serviceToken(token))
+            var parameters = try await task.makeDefaultGenerateGeodatabaseParameters(extent: nil)
+            parameters.extent = try area()
+            parameters.spatialReference = aoi != nil ? .wgs84 : SpatialReference(wkid: extentSr)
+            if let layers {
+                let ids = layers.split(separator: ",").compactMap { Int($0.trimmingCharacters(in: .whitespaces)) }
+                guard !ids.isEmpty else { throw CLIFailure(message: "--layers must list layer ids, like 0,1") }
+                parameters.layerOptions = ids.map { .init(layerID: $0) }
+            }
+            if let clause = self.where {
+                for i in parameters.layerOptions.indices { parameters.layerOptions[i].whereClause = clause }
+            }
+            parameters.syncModel = syncModel == "layer" ? .layer : .geodatabase
+            parameters.returnAttachments = attachments
+            let out = URL(fileURLWithPath: out)
+            parameters.replicaName = out.deletingPathExtension().lastPathComponent
+            try? FileManager.default.createDirectory(at: out.deletingLastPathComponent(), withIntermediateDirectories: true)
+            let job = task.makeGenerateGeodatabaseJob(parameters: parameters, downloadFileURL: out)
+            try job.start()
+            let status = await runShowingProgress(job, label: "replica")
+            guard status == .succeeded else {
+                throw CLIFailure(message: "replica create failed: \(job.error?.message ?? status.rawValue)")
+            }
+            let gdb = try await job.output
+            defer { try? gdb.close() }
+            guard let state = try await gdb.read({ try $0.replicaState() }) else { throw CLIFailure(message: "the file is not a replica") }
+            var counts: [JSONValue] = []
+            for layer in state.layers {
+                let count = try await gdb.table(named: layer.table).count()
+                counts.append(["name": .string(layer.table), "count": .integer(Int64(count))])
+            }
+            if json {
+                printJSON(["replicaId": .string(state.replicaID), "file": .string(out.path), "layers": .array(counts)])
+            } else {
+                let list = counts.map { "\($0["name"]?.stringValue ?? "") \($0["count"]?.integerValue ?? 0)" }.joined(separator: ", ")
+                print("replica \(state.replicaID) written to \(out.path): \(list)")
+            }
+        }
+    }
+
+    struct Info: AsyncParsableCommand {
+        static let configuration = CommandConfiguration(abstract: "Show a replica's service, sync model, generations and layers.")
+        @Argument(help: "The replica GeoPackage.") var geodatabase: String
+        @Flag(help: "Print as JSON.") var json = false
+
+        func run() async throws {
+            let (gdb, state) = try await openReplica(geodatabase)
+            defer { try? gdb.close() }
+            let layers: [JSONValue] = state.layers.map {
+                ["id": .integer(Int64($0.id)), "name": .string($0.table), "direction": .string($0.direction.rawValue), "generation": .integer(state.cursor(forLayer: $0.id))]
+            }
+            let info: JSONValue = [
+                "replicaId": .string(state.replicaID), "replicaName": .string(state.replicaName), "serviceUrl": .string(state.serviceURL),
+                "syncModel": .string(state.syncModel == .perLayer ? "layer" : "geodatabase"), "generation": .integer(state.cursor),
+                "lastBatch": .integer(state.lastAckedSeq), "created": isoDate(state.createdAt), "lastSync": isoDate(state.lastSyncAt),
+                "unregistered": .bool(state.unregistered), "layers": .array(layers),
+            ]
+            if json { return printJSON(info) }
+            print("replica \(state.replicaID) (\(state.replicaName)) of \(state.serviceURL)")
+            print("sync model \(info["syncModel"]!.stringValue!), generation \(state.cursor), last batch \(state.lastAckedSeq), last sync \(info["lastSync"]?.stringValue ?? "never")\(state.unregistered ? ", UNREGISTERED" : "")")
+            for layer in state.layers { print("  \(layer.id) \(layer.table): \(layer.direction.rawValue), generation \(state.cursor(forLayer: layer.id))") }
+        }
+    }
+
+    struct Unregister: AsyncParsableCommand {
+        static let configuration = CommandConfiguration(abstract: "Unregister a replica on its service; the file keeps its data and pending edits.")
+        @Argument(help: "The replica GeoPackage.") var geodatabase: String
+        @Option(help: "Service token (default: $OUTPOST_TOKEN).") var token: String?
+
+        func run() async throws {
+            let (gdb, state) = try await openReplica(geodatabase)
+            defer { try? gdb.close() }
+            let task = try GeodatabaseSyncTask(url: URL(string: state.serviceURL)!, token: serviceToken(token))
+            try await task.unregisterGeodatabase(gdb)
+            print("replica \(state.replicaID) unregistered")
+        }
+    }
+}
+
+struct SyncCommand: AsyncParsableCommand {
+    static let configuration = CommandConfiguration(
+        commandName: "sync",
+        abstract: "Sync a replica with its feature service: upload local edits, download the server's.",
+        discussion: """
+            Exit codes: 0 all applied; 2 some edits rejected (with --no-rollback; they are kept, see \
+            `outpost status`); 1 failed (with rollback, nothing changed on either side). A sync that \
+            was interrupted is finished by the next one.
+            """)
+
+    @Argument(help: "The replica GeoPackage.") var geodatabase: String
+    @Option(help: "bidirectional, upload or download.") var direction = "bidirectional"
+    @Flag(help: "Apply the valid edits even when some are rejected (default: reject the whole upload).") var noRollback = false
+    @Option(help: "Service token (default: $OUTPOST_TOKEN).") var token: String?
+    @Flag(help: "Print the result as JSON.") var json = false
+
+    func validate() throws {
+        guard SyncGeodatabaseParameters.Direction(rawValue: direction) != nil else { throw ValidationError("--direction is bidirectional, upload or download") }
+    }
+
+    func run() async throws {
+        let (gdb, state) = try await openReplica(geodatabase)
+        defer { try? gdb.close() }
+        let task = try GeodatabaseSyncTask(url: URL(string: state.serviceURL)!, token: serviceToken(token))
+        let parameters = SyncGeodatabaseParameters(
+            geodatabaseSyncDirection: SyncGeodatabaseParameters.Direction(rawValue: direction)!, shouldRollbackOnFailure: !noRollback)
+        let job = task.makeSyncGeodatabaseJob(parameters: parameters, geodatabase: gdb)
+        try job.start()
+        let status = await runShowingProgress(job, label: "sync")
+        guard status == .succeeded else {
+            throw CLIFailure(message: "sync failed: \(job.error?.message ?? status.rawValue)")
+        }
+        let results = try await job.output
+        var uploaded = PendingChanges(), downloaded = PendingChanges()
+        var rejected: [JSONValue] = []
+        for r in results {
+            uploaded.inserts += r.uploaded.inserts
+            uploaded.updates += r.uploaded.updates
+            uploaded.deletes += r.uploaded.deletes
+            downloaded.inserts += r.downloaded.inserts
+            downloaded.updates += r.downloaded.updates
+            downloaded.deletes += r.downloaded.deletes
+            for e in r.editResults {
+                rejected.append(["layer": .string(r.tableName), "globalid": .string(e.globalId), "operation": .string(e.operation), "reason": .string(e.message)])
+            }
+        }
+        let conflicts = results.reduce(0) { $0 + $1.conflicts }
+        let checked = results.compactMap(\.checksumMatches)
+        let summary: JSONValue = [
+            "uploaded": pendingJSON(uploaded), "downloaded": pendingJSON(downloaded), "conflicts": .integer(Int64(conflicts)),
+            "rejected": .array(rejected), "checksumsMatch": .bool(checked.allSatisfy { $0 }),
+            "layers": .array(results.map { ["name": .string($0.tableName), "uploaded": pendingJSON($0.uploaded), "downloaded": pendingJSON($0.downloaded), "refetched": .bool($0.refetched)] }),
+        ]
+        if json {
+            printJSON(summary)
+        } else {
+            print("uploaded \(Self.describe(uploaded)); downloaded \(Self.describe(downloaded))\(conflicts > 0 ? "; \(conflicts) conflicts resolved (see outpost status)" : "")")
+            for r in results where r.refetched { print("\(r.tableName) differed from the server and was fetched again") }
+            for e in rejected { print("rejected: \(e["layer"]!.stringValue!) \(e["globalid"]!.stringValue!): \(e["reason"]!.stringValue!)") }
+        }
+        if !rejected.isEmpty { throw CLIFailure(message: "\(rejected.count) edits were rejected and kept in the replica (see outpost status)", exitCode: 2) }
+    }
+
+    static func describe(_ p: PendingChanges) -> String {
+        p.total == 0 ? "nothing" : "\(p.inserts) inserts, \(p.updates) updates, \(p.deletes) deletes"
+    }
+}
+
+struct StatusCommand: AsyncParsableCommand {
+    static let configuration = CommandConfiguration(
+        commandName: "status", abstract: "Show a replica's pending edits per layer, last sync, rejected edits and conflicts.")
+    @Argument(help: "The replica GeoPackage.") var geodatabase: String
+    @Flag(help: "Print as JSON.") var json = false
+
+    func run() async throws {
+        let (gdb, state) = try await openReplica(geodatabase)
+        defer { try? gdb.close() }
+        let rejected = try await gdb.read { try $0.rejectedEdits() }
+        let conflicts = try await gdb.read { try $0.conflicts() }
+        var layers: [JSONValue] = []
+        for layer in state.layers {
+            let pending = try await gdb.table(named: layer.table).pendingChanges()
+            layers.append([
+                "name": .string(layer.table), "pending": pendingJSON(pending),
+                "rejected": .integer(Int64(rejected.filter { $0.layer == layer.table }.count)),
+                "conflicts": .integer(Int64(conflicts.filter { $0.table == layer.table }.count)),
+            ])
+        }
+        let status: JSONValue = [
+            "replicaId": .string(state.replicaID), "serviceUrl": .string(state.serviceURL), "lastSync": isoDate(state.lastSyncAt),
+            "unregistered": .bool(state.unregistered), "layers": .array(layers),
+            "rejectedEdits": .array(rejected.map { ["layer": .string($0.layer), "globalid": .string($0.globalID), "operation": .string($0.operation), "reason": .string($0.reason), "pending": .bool($0.pending)] }),
+        ]
+        if json { return printJSON(status) }
+        print("replica \(state.replicaID) of \(state.serviceURL); last sync \(status["lastSync"]?.stringValue ?? "never")\(state.unregistered ? " (unregistered)" : "")")
+        for l in layers {
+            let p = l["pending"]!
+            print("  \(l["name"]!.stringValue!): pending \(p["inserts"]!.integerValue!) inserts, \(p["updates"]!.integerValue!) updates, \(p["deletes"]!.integerValue!) deletes; \(l["rejected"]!.integerValue!) rejected; \(l["conflicts"]!.integerValue!) conflicts")
+        }
+        for r in rejected { print("  rejected\(r.pending ? " (still pending)" : ""): \(r.layer) \(r.globalID) \(r.operation): \(r.reason)") }
+    }
+}
