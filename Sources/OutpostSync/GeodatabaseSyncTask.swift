@@ -135,7 +135,10 @@ public final class GeodatabaseSyncTask: Loadable, Sendable {
     public func makeSyncGeodatabaseJob(
         parameters: SyncGeodatabaseParameters, geodatabase: Geodatabase, faults: FaultInjector = .fromEnvironment(), store: (any JobStore)? = nil
     ) -> Job<SyncGeodatabaseJob> {
-        Job(SyncGeodatabaseJob(parameters: parameters, geodatabase: geodatabase, environment: SyncJobEnvironment(token: token, faults: faults)), store: store)
+        Job(
+            SyncGeodatabaseJob(
+                parameters: parameters, geodatabase: geodatabase, serviceURL: url, environment: SyncJobEnvironment(token: token, faults: faults)),
+            store: store)
     }
 
     /// Unregisters the geodatabase's replica on the service; the file keeps its data and its

@@ -1,7 +1,8 @@
 import Foundation
+import OutpostCore
 
 /// Why a sync operation failed, in one line a field user can act on.
-public struct SyncError: Error, Sendable, Hashable, CustomStringConvertible {
+public struct SyncError: Error, Sendable, Hashable, CustomStringConvertible, JobFailureCause {
     public enum Code: String, Sendable, Hashable {
         /// The server could not be reached (refused, dropped, timed out, 502/503/504).
         case unreachable
@@ -36,4 +37,15 @@ public struct SyncError: Error, Sendable, Hashable, CustomStringConvertible {
     }
 
     public var description: String { message }
+
+    /// `sync.<code>`.
+    public var jobFailureCause: String { "sync.\(code.rawValue)" }
+}
+
+extension JobError {
+    /// The ``SyncError`` code of a sync job that failed on one.
+    public var syncErrorCode: SyncError.Code? {
+        guard let cause, cause.hasPrefix("sync.") else { return nil }
+        return SyncError.Code(rawValue: String(cause.dropFirst(5)))
+    }
 }

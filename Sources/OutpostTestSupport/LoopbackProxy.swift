@@ -21,6 +21,8 @@ public final class LoopbackProxy: Sendable {
     private let channel: any Channel
     public let port: Int
     let upstream: URL
+    /// Passes bodies through as they come (compressed stays compressed).
+    static let client = HTTPClient(eventLoopGroupProvider: .singleton, configuration: HTTPClient.Configuration(decompression: .disabled))
 
     private init(channel: any Channel, port: Int, upstream: URL) {
         self.channel = channel
@@ -98,7 +100,7 @@ private final class ProxyHandler: ChannelInboundHandler, @unchecked Sendable {
             Task {
                 let reply: (HTTPResponseStatus, HTTPHeaders, ByteBuffer)?
                 do {
-                    let response = try await HTTPClient.shared.execute(request, timeout: .seconds(120))
+                    let response = try await LoopbackProxy.client.execute(request, timeout: .seconds(120))
                     let bytes = try await response.body.collect(upTo: 512 << 20)
                     reply = (response.status, response.headers, bytes)
                 } catch {

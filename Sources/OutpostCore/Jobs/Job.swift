@@ -236,7 +236,10 @@ public final class Job<Definition: JobDefinition>: Sendable {
             statusChanged()
         } catch {
             let cancelled = error is CancellationError || (error as? Interruption) == .cancelled || status == .canceling
-            let jobError = cancelled ? JobError.cancelled() : (error as? JobError ?? JobError(.stepFailed, "\(definition.stepNames[min(snapshot.currentStep, definition.stepNames.count - 1)]): \(error)"))
+            let jobError = cancelled ? JobError.cancelled() : (error as? JobError
+                    ?? JobError(
+                        .stepFailed, "\(definition.stepNames[min(snapshot.currentStep, definition.stepNames.count - 1)]): \(error)",
+                        cause: (error as? any JobFailureCause)?.jobFailureCause))
             if cancelled {
                 state.withLock { if $0.machine.status != .canceling { _ = $0.machine.cancel() } }
                 statusChanged()

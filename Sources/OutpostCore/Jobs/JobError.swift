@@ -38,14 +38,23 @@ public struct JobError: Error, Hashable, Sendable, CustomStringConvertible, Coda
 
     public var code: Code
     public var message: String
+    /// For `stepFailed`: the failing error's own code when it has one (``JobFailureCause``), for
+    /// example `sync.rejected`, so callers can react without parsing the message.
+    public var cause: String?
 
-    public init(_ code: Code, _ message: String) {
+    public init(_ code: Code, _ message: String, cause: String? = nil) {
         self.code = code
         self.message = message
+        self.cause = cause
     }
 
     public var description: String { message }
 
     /// The error a cancelled job ends with.
     public static func cancelled() -> JobError { JobError(.cancelled, "the job was cancelled") }
+}
+
+/// An error that names its kind for ``JobError/cause`` when it fails a job step.
+public protocol JobFailureCause: Error {
+    var jobFailureCause: String { get }
 }

@@ -26,10 +26,18 @@ public final class FaultInjector: Sendable {
 
     private let armed: Mutex<[String: Action]>
     private let reached: Mutex<[String]>
+    private let hooks: Mutex<[String: @Sendable () -> Void]>
 
     public init(_ points: [String: Action] = [:]) {
         armed = Mutex(points)
         reached = Mutex([])
+        hooks = Mutex([:])
+    }
+
+    /// Runs `body` once when `point` is next reached (to act between two steps, say to edit
+    /// while a sync runs).
+    public func onReach(_ point: String, _ body: @escaping @Sendable () -> Void) {
+        hooks.withLock { $0[point] = body }
     }
 
     /// The faults given by `OUTPOST_FAULT` in the environment (none when unset).
@@ -51,7 +59,12 @@ public final class FaultInjector: Sendable {
 
     /// Called by sync code at each fault point.
     public func check(_ point: String) throws {
-        reached.withLock { $0.append(point) }
+        reached.withLock {
+            // A long-running server passes points forever: keep the latest only.
+            if $0.count >= 10_000 { $0.removeFirst(5_000) }
+            $0.append(point)
+        }
+        if let hook = hooks.withLock({ $0.removeValue(forKey: point) }) { hook() }
         guard let action = armed.withLock({ $0.removeValue(forKey: point) }) else { return }
         switch action {
         case .fail: throw InjectedFault(point: point)

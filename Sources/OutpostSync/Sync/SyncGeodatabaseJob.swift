@@ -25,16 +25,26 @@ public struct SyncGeodatabaseJob: JobDefinition {
 
     public let geodatabase: Geodatabase
     public var syncParameters: SyncGeodatabaseParameters
+    /// The FeatureServer to sync with; nil for the one the replica was made from (a service
+    /// that moved, or a proxy in front of it, is given here).
+    public var serviceURL: URL?
     let environment: SyncJobEnvironment
 
-    public init(parameters: SyncGeodatabaseParameters, geodatabase: Geodatabase, environment: SyncJobEnvironment = SyncJobEnvironment()) {
+    public init(
+        parameters: SyncGeodatabaseParameters, geodatabase: Geodatabase, serviceURL: URL? = nil, environment: SyncJobEnvironment = SyncJobEnvironment()
+    ) {
         self.syncParameters = parameters
         self.geodatabase = geodatabase
+        self.serviceURL = serviceURL
         self.environment = environment
     }
 
     public var parameters: JSONValue {
-        ["geodatabase": .string(geodatabase.url.path), "sync": (try? JSONValue.parse(JSONEncoder().encode(syncParameters))) ?? .null]
+        var p: [String: JSONValue] = [
+            "geodatabase": .string(geodatabase.url.path), "sync": (try? JSONValue.parse(JSONEncoder().encode(syncParameters))) ?? .null,
+        ]
+        if let serviceURL { p["serviceUrl"] = .string(serviceURL.absoluteString) }
+        return .object(p)
     }
 
     public init(parameters: JSONValue, environment: JobEnvironment) throws {
@@ -45,7 +55,8 @@ public struct SyncGeodatabaseJob: JobDefinition {
         let open = environment[Geodatabase.self].flatMap { $0.url.standardizedFileURL == url.standardizedFileURL ? $0 : nil }
         self.init(
             parameters: try JSONDecoder().decode(SyncGeodatabaseParameters.self, from: Data(sync.jsonString.utf8)),
-            geodatabase: try open ?? Geodatabase.open(at: url), environment: environment[SyncJobEnvironment.self] ?? SyncJobEnvironment())
+            geodatabase: try open ?? Geodatabase.open(at: url), serviceURL: parameters["serviceUrl"]?.stringValue.flatMap(URL.init(string:)),
+            environment: environment[SyncJobEnvironment.self] ?? SyncJobEnvironment())
     }
 
     public var stepNames: [String] { ["upload", "download", "verify"] }
@@ -81,6 +92,7 @@ public struct SyncGeodatabaseJob: JobDefinition {
     }
 
     func serviceURL(_ state: ReplicaState) throws -> URL {
+        if let serviceURL { return serviceURL }
         guard let url = URL(string: state.serviceURL) else { throw SyncError(.notAReplica, "the replica's service URL \(state.serviceURL) is not valid") }
         return url
     }

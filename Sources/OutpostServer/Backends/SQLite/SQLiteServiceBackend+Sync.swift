@@ -318,3 +318,10 @@ enum ReplicaRows {
         return out
     }
 }
+
+extension SQLiteServiceBackend {
+    /// Conflict records kept on the server.
+    public func conflictCount() async throws -> Int {
+        try await geodatabase.read { conn in Int(try conn.query("SELECT count(*) FROM outpost_conflicts").first?[0].integerValue ?? 0) }
+    }
+}

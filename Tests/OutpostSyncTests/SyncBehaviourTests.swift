@@ -1,0 +1,272 @@
+import Foundation
+import OutpostCore
+import OutpostProtocol
+import OutpostServer
+import OutpostStorage
+import OutpostTestSupport
+import Testing
+
+@testable import OutpostSync
+
+@Suite("Sync behaviour: filters, conflicts, concurrency, repair")
+struct SyncBehaviourTests {
+    static let area = Envelope(xmin: -122.70, ymin: 45.49, xmax: -122.64, ymax: 45.53)
+
+    static var scope: FeatureQuery {
+        var q = FeatureQuery()
+        q.intersecting = .polygon(area.polygon)
+        return q
+    }
+
+    @Test(.timeLimit(.minutes(2)))
+    func featuresLeavingAndEnteringTheFilterFollow() async throws {
+        let h = try await SyncHarness.start()
+        let gdb = try await h.replica("area", extent: Self.area, layers: [0])
+        let inside = try await h.service.backend.features(layerID: 0, query: Self.scope).prefix(3).map { $0 }
+        var outsideQuery = FeatureQuery(where: "objectid > 0")
+        outsideQuery.envelope = Envelope(xmin: -122.62, ymin: 45.54, xmax: -122.60, ymax: 45.56)
+        let outside = try #require(try await h.service.backend.features(layerID: 0, query: outsideQuery).first)
+        // Another user moves one feature out, one in, and deletes one.
+        try await h.serverEdit(layer: 0, updates: [
+            Feature(objectID: inside[0].objectID, geometry: try point(-122.61, 45.555)),
+            Feature(objectID: outside.objectID, geometry: try point(-122.68, 45.50)),
+        ], deletes: [Feature(objectID: inside[1].objectID)])
+        // The replica moves one of its own out of the area.
+        let local = try gdb.table(named: "inspection_points")
+        let mine = try #require(try await local.feature(globalID: inside[2].globalID!))
+        try await local.update([Feature(objectID: mine.objectID, geometry: try point(-122.61, 45.556))])
+
+        let results = try await h.sync(gdb)
+        #expect(results.first?.checksumMatches == true)
+        let rows = try await SyncHarness.localRows(gdb, "inspection_points")
+        #expect(rows[inside[0].globalID!] == nil, "moved out on the server: left the replica")
+        #expect(rows[outside.globalID!] != nil, "moved in on the server: entered the replica")
+        #expect(rows[inside[1].globalID!] == nil, "deleted on the server")
+        #expect(rows[inside[2].globalID!] == nil, "moved out here: uploaded, then dropped from the replica")
+        #expect(try await h.serverRows(0)[inside[2].globalID!]?.geometry == .point(try Point(x: -122.61, y: 45.556)))
+        try await h.expectConverged(gdb, table: "inspection_points", layerID: 0, scope: Self.scope)
+
+        // A where clause filters the same way.
+        let open = try await h.replica("open", layers: [0], where: [0: "status = 'open'"])
+        let someOpen = try #require(try await h.service.backend.features(layerID: 0, query: FeatureQuery(where: "status = 'open'")).first)
+        try await h.serverEdit(layer: 0, updates: [Feature(objectID: someOpen.objectID, attributes: ["status": .string("closed")])])
+        try await h.sync(open)
+        #expect(try await SyncHarness.localRows(open, "inspection_points")[someOpen.globalID!] == nil)
+        try await h.expectConverged(open, table: "inspection_points", layerID: 0, scope: FeatureQuery(where: "status = 'open'"))
+        try await h.stop()
+    }
+
+    /// I8: every value a sync discards is kept in a conflict record, on the server and in the
+    /// replica; changes to different columns merge without one.
+    @Test(.timeLimit(.minutes(2)))
+    func discardedValuesAreRecorded() async throws {
+        let h = try await SyncHarness.start()
+        let gdb = try await h.replica(layers: [0])
+        let points = try gdb.table(named: "inspection_points")
+        let f = try await points.features(matching: FeatureQuery(where: "objectid <= 4"))
+        let gid = f.map { $0.globalID! }
+        // Local edits.
+        try await points.update([
+            Feature(objectID: f[0].objectID, attributes: ["notes": .string("crew: cap loose")]),
+            Feature(objectID: f[1].objectID, attributes: ["notes": .string("crew: repainted")]),
+            Feature(objectID: f[3].objectID, attributes: ["notes": .string("crew: merged")]),
+        ])
+        try await points.delete(objectIDs: [f[2].objectID!])
+        // Meanwhile on the server: the same column, a delete, an update of what the crew
+        // deleted, and a different column.
+        func serverID(_ g: String) async throws -> Int64 { try #require(try await h.service.backend.features(layerID: 0, query: { var q = FeatureQuery(); q.globalIDs = [g]; return q }()).first?.objectID) }
+        try await h.serverEdit(layer: 0, updates: [
+            Feature(objectID: try await serverID(gid[0]), attributes: ["notes": .string("office: replace cap")]),
+            Feature(objectID: try await serverID(gid[2]), attributes: ["notes": .string("office: inspected")]),
+            Feature(objectID: try await serverID(gid[3]), attributes: ["status": .string("in_progress")]),
+        ], deletes: [Feature(objectID: try await serverID(gid[1]))])
+
+        let results = try await h.sync(gdb)
+        #expect(results.first?.conflicts == 3)
+        let server = try await h.serverRows(0)
+        #expect(server[gid[0]]?.attributes["notes"] == .string("crew: cap loose"), "client wins the same column")
+        #expect(server[gid[1]] == nil, "update vs server delete: the delete wins")
+        #expect(server[gid[2]] == nil, "delete vs server update: the delete wins")
+        #expect(server[gid[3]]?.attributes["notes"] == .string("crew: merged"))
+        #expect(server[gid[3]]?.attributes["status"] == .string("in_progress"), "different columns merge")
+        try await h.expectConverged(gdb, table: "inspection_points", layerID: 0)
+
+        let mirrored = try await gdb.read { try $0.conflicts() }
+        #expect(Set(mirrored.map(\.globalID)) == [gid[0], gid[1], gid[2]])
+        let records = try mirrored.map { try JSONDecoder().decode(ConflictRecord.self, from: Data($0.record.utf8)) }
+        let sameColumn = try #require(records.first { $0.globalId == gid[0] })
+        #expect(sameColumn.kind == .updateUpdate && sameColumn.columns == ["notes"])
+        #expect(sameColumn.theirs?["notes"] == .string("office: replace cap"), "the discarded value is kept")
+        #expect(sameColumn.ours?["notes"] == .string("crew: cap loose"))
+        #expect(sameColumn.base?["notes"] == f[0].attributes["notes"]?.jsonValue)
+        #expect(records.first { $0.globalId == gid[1] }?.ours?["notes"] == .string("crew: repainted"), "the update the delete beat is kept")
+        #expect(records.first { $0.globalId == gid[2] }?.theirs?["notes"] == .string("office: inspected"), "the server's update the delete beat is kept")
+        let onServer = try await (h.service.backend as! SQLiteServiceBackend).conflictCount()
+        #expect(onServer == 3)
+        try await h.stop()
+    }
+
+    /// One sync per geodatabase; edits made while it runs are uploaded by a later batch and
+    /// never overwritten by the download.
+    @Test(.timeLimit(.minutes(2)))
+    func editsDuringASyncAreKept() async throws {
+        let h = try await SyncHarness.start()
+        let gdb = try await h.replica(layers: [0])
+        let points = try gdb.table(named: "inspection_points")
+        let one = try #require(try await points.feature(objectID: 1))
+        try await points.update([Feature(objectID: 1, attributes: ["notes": .string("before the sync")])])
+        // The server changes another column of the same feature: the download brings it.
+        let serverOne = try #require(try await h.service.backend.features(layerID: 0, query: { var q = FeatureQuery(); q.globalIDs = [one.globalID!]; return q }()).first)
+        try await h.serverEdit(layer: 0, updates: [Feature(objectID: serverOne.objectID, attributes: ["condition": .integer(5)])])
+        let faults = FaultInjector()
+        let url = gdb.url
+        faults.onReach("client.afterSeal") {
+            #expect(throws: SyncError.self, "a second sync of the same file is refused") { try SyncLock.acquire(for: url) }
+            // Edits after sealing go into the next batch (of this same sync).
+            #expect(throws: Never.self) { try gdb.write { conn in try points.update([Feature(objectID: 8, attributes: ["condition": .integer(5)])], in: conn) } }
+        }
+        faults.onReach("client.afterStage") {
+            // An edit between download and apply: the apply must not overwrite it.
+            #expect(throws: Never.self) { try gdb.write { conn in try points.update([Feature(objectID: 1, attributes: ["notes": .string("during the download")])], in: conn) } }
+        }
+        let first = try await h.sync(gdb, faults: faults)
+        #expect(first.first?.uploaded.updates == 2)
+        #expect(first.first?.checksumMatches == nil, "edited during the sync: checked next time")
+        let after = try #require(try await points.feature(objectID: 1))
+        #expect(after.attributes["notes"] == .string("during the download"), "the download did not overwrite the pending edit")
+        #expect(after.attributes["condition"] == .integer(5), "but brought the server's other column")
+        #expect(try await points.pendingChanges().updates == 1)
+        let second = try await h.sync(gdb)
+        #expect(second.first?.uploaded.updates == 1)
+        #expect(second.first?.checksumMatches == true)
+        #expect(try await h.serverRows(0)[one.globalID!]?.attributes["notes"] == .string("during the download"))
+        try await h.stop()
+    }
+
+    /// I9: a replica that drifted from the server (a change made with capture off) is found by
+    /// the checksum and that layer alone is fetched again.
+    @Test(.timeLimit(.minutes(2)))
+    func aChecksumMismatchRefetchesTheLayer() async throws {
+        let h = try await SyncHarness.start()
+        let gdb = try await h.replica(layers: [0, 1])
+        try await gdb.write { conn in
+            try conn.withChangeCaptureSilenced {
+                try conn.execute("UPDATE inspection_points SET notes = 'drifted' WHERE objectid = 3")
+                try conn.execute("DELETE FROM inspection_points WHERE objectid = 4")
+            }
+        }
+        let results = try await h.sync(gdb)
+        let points = try #require(results.first { $0.layerId == 0 })
+        #expect(points.refetched)
+        #expect(points.checksumMatches == true)
+        #expect(results.first { $0.layerId == 1 }?.refetched == false)
+        try await h.expectConverged(gdb, table: "inspection_points", layerID: 0)
+        try await h.stop()
+    }
+
+    /// I7: applying the same staged page twice gives the same tables.
+    @Test(.timeLimit(.minutes(1)))
+    func applyingAPageTwiceChangesNothing() async throws {
+        let h = try await SyncHarness.start()
+        let gdb = try await h.replica()
+        let existing = try #require(try await gdb.table(named: "inspection_points").feature(objectID: 5))
+        let changes = [
+            FeedChange(kind: .upsert, globalId: Scenario.serverPoint, generation: 9, attributes: ["asset_id": "SRV-9", "asset_type": "meter", "status": "open"], geometry: ["x": -122.6, "y": 45.5]),
+            FeedChange(kind: .upsert, globalId: existing.globalID!, generation: 9, attributes: ["notes": "from the server"], geometry: ["x": -122.61, "y": 45.51]),
+            FeedChange(kind: .leave, globalId: try #require(try await gdb.table(named: "inspection_points").feature(objectID: 6)?.globalID), generation: 9),
+        ]
+        func applyOnce() async throws -> [String: [[SQLLiteral]]] {
+            try await gdb.write { conn in
+                for c in changes { try conn.stage(layerID: 0, globalID: c.globalId, kind: c.kind.rawValue, generation: c.generation, row: String(decoding: try JSONEncoder().encode(c), as: UTF8.self)) }
+                _ = try conn.withChangeCaptureSilenced { try SyncGeodatabaseJob.applyStaged(layerID: 0, table: "inspection_points", conn) }
+                try conn.clearStaging()
+            }
+            return try await Scenario.tableDump(gdb)
+        }
+        let once = try await applyOnce()
+        let twice = try await applyOnce()
+        #expect(once == twice)
+        #expect(try await gdb.read { try $0.capturedChanges().count } == 0, "downloads are not captured as local edits")
+        try await h.stop()
+    }
+
+    @Test(.timeLimit(.minutes(2)))
+    func perLayerDirections() async throws {
+        let h = try await SyncHarness.start()
+        let gdb = try await h.replica(layers: [0, 3], model: .layer)
+        #expect(try await gdb.read { try $0.replicaState()?.syncModel } == .perLayer)
+        let points = try gdb.table(named: "inspection_points"), log = try gdb.table(named: "inspection_log")
+        try await points.update([Feature(objectID: 1, attributes: ["notes": .string("local point edit")])])
+        try await log.update([Feature(objectID: 1, attributes: ["note": .string("local log edit")])])
+        let serverPoint = try #require(try await h.service.backend.features(layerID: 0, query: FeatureQuery(where: "objectid = 2")).first)
+        let serverLog = try #require(try await h.service.backend.features(layerID: 3, query: FeatureQuery(where: "objectid = 2")).first)
+        try await h.serverEdit(layer: 0, updates: [Feature(objectID: serverPoint.objectID, attributes: ["notes": .string("server point edit")])])
+        try await h.serverEdit(layer: 3, updates: [Feature(objectID: serverLog.objectID, attributes: ["note": .string("server log edit")])])
+
+        let parameters = SyncGeodatabaseParameters(layerOptions: [.init(layerID: 0, syncDirection: .upload), .init(layerID: 3, syncDirection: .download)])
+        let results = try await h.sync(gdb, parameters)
+        #expect(results.first { $0.layerId == 0 }?.uploaded.updates == 1)
+        #expect(results.first { $0.layerId == 0 }?.downloaded.total == 0)
+        #expect(results.first { $0.layerId == 3 }?.uploaded.total == 0)
+        #expect(results.first { $0.layerId == 3 }?.downloaded.updates == 1)
+        #expect(try await points.feature(globalID: serverPoint.globalID!)?.attributes["notes"] != .string("server point edit"), "layer 0 did not download")
+        #expect(try await log.feature(globalID: serverLog.globalID!)?.attributes["note"] == .string("server log edit"))
+        #expect(try await log.pendingChanges().updates == 1, "layer 3 did not upload")
+        let state = try #require(try await gdb.read { try $0.replicaState() })
+        #expect(state.cursor(forLayer: 3) > state.cursor(forLayer: 0), "each layer has its own generation")
+
+        try await h.sync(gdb)
+        try await h.expectConverged(gdb, table: "inspection_points", layerID: 0)
+        try await h.expectConverged(gdb, table: "inspection_log", layerID: 3)
+        try await h.stop()
+    }
+
+    @Test(.timeLimit(.minutes(2)))
+    func anUnregisteredReplicaKeepsItsEdits() async throws {
+        let h = try await SyncHarness.start()
+        let a = try await h.replica("a", layers: [0]), b = try await h.replica("b", layers: [0])
+        try await a.table(named: "inspection_points").update([Feature(objectID: 1, attributes: ["notes": .string("a")])])
+        try await h.task().unregisterGeodatabase(a)
+        let error = await #expect(throws: JobError.self) { try await h.sync(a) }
+        #expect(error?.syncErrorCode == .notRegistered)
+        #expect(try await a.table(named: "inspection_points").pendingChanges().updates == 1, "the local edit stays")
+
+        // Unregistered on the server by someone else (ArcGIS unRegisterReplica with *).
+        try await b.table(named: "inspection_points").update([Feature(objectID: 1, attributes: ["notes": .string("b")])])
+        try await (h.service.backend as! any SyncBackend).unregisterReplica(id: try #require(try await b.read { try $0.replicaState()?.replicaID }))
+        let error2 = await #expect(throws: JobError.self) { try await h.sync(b) }
+        #expect(error2?.syncErrorCode == .notRegistered, "\(String(describing: error2))")
+        #expect(try await b.table(named: "inspection_points").pendingChanges().updates == 1)
+        try await h.stop()
+    }
+
+    /// A sync job paused mid-download is saved as JSON, rebuilt, and finishes.
+    @Test(.timeLimit(.minutes(2)))
+    func aPausedSyncJobResumesFromJSON() async throws {
+        let h = try await SyncHarness.start()
+        let gdb = try await h.replica()
+        try await Scenario.edit(h, gdb)
+        let task = try h.task()
+        let faults = FaultInjector()
+        let job = task.makeSyncGeodatabaseJob(parameters: SyncGeodatabaseParameters(), geodatabase: gdb, faults: faults)
+        faults.onReach("client.afterStage") { try? job.pause() }
+        let updates = job.statusUpdates
+        try job.start()
+        for await status in updates where status == .paused || status.isFinished { break }
+        #expect(job.status == .paused)
+        let json = try job.toJSON()
+        let snapshot = try JobSnapshot.decode(json)
+        #expect(snapshot.currentStep == 1, "paused in the download step")
+
+        var environment = SyncJobEnvironment()
+        environment.faults = FaultInjector()
+        var registry = JobRegistry.withSyncJobs(environment: environment)
+        registry.environment[Geodatabase.self] = gdb
+        let rebuilt = try registry.makeJob(from: snapshot)
+        #expect(rebuilt.status == .paused)
+        try rebuilt.start()
+        #expect(await rebuilt.waitUntilFinished() == .succeeded)
+        try await h.expectConverged(gdb, table: "inspection_points", layerID: 0)
+        try await h.stop()
+    }
+}
