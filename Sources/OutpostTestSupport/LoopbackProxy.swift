@@ -17,6 +17,8 @@ public final class LoopbackProxy: Sendable {
     }
 
     public typealias Rule = @Sendable (_ method: String, _ uri: String) -> Action
+    /// Sees every exchange the server answered (also those whose answer is then dropped).
+    public typealias Observer = @Sendable (_ method: String, _ uri: String, _ request: Data, _ status: Int, _ response: Data) -> Void
 
     private let channel: any Channel
     public let port: Int
@@ -31,13 +33,13 @@ public final class LoopbackProxy: Sendable {
     }
 
     /// - Parameter upstream: `http://127.0.0.1:<port>` of the real server.
-    public static func start(upstream: URL, rule: @escaping Rule) async throws -> LoopbackProxy {
+    public static func start(upstream: URL, observer: Observer? = nil, rule: @escaping Rule) async throws -> LoopbackProxy {
         let bootstrap = ServerBootstrap(group: MultiThreadedEventLoopGroup.singleton)
             .serverChannelOption(.backlog, value: 64)
             .serverChannelOption(.socketOption(.so_reuseaddr), value: 1)
             .childChannelInitializer { channel in
                 channel.pipeline.configureHTTPServerPipeline().flatMap {
-                    channel.pipeline.addHandler(ProxyHandler(upstream: upstream, rule: rule))
+                    channel.pipeline.addHandler(ProxyHandler(upstream: upstream, rule: rule, observer: observer))
                 }
             }
         let channel = try await bootstrap.bind(host: "127.0.0.1", port: 0).get()
@@ -65,12 +67,14 @@ private final class ProxyHandler: ChannelInboundHandler, @unchecked Sendable {
 
     let upstream: URL
     let rule: LoopbackProxy.Rule
+    let observer: LoopbackProxy.Observer?
     var head: HTTPRequestHead?
     var body = ByteBuffer()
 
-    init(upstream: URL, rule: @escaping LoopbackProxy.Rule) {
+    init(upstream: URL, rule: @escaping LoopbackProxy.Rule, observer: LoopbackProxy.Observer?) {
         self.upstream = upstream
         self.rule = rule
+        self.observer = observer
     }
 
     func channelRead(context: ChannelHandlerContext, data: NIOAny) {
@@ -90,19 +94,25 @@ private final class ProxyHandler: ChannelInboundHandler, @unchecked Sendable {
             }
             var request = HTTPClientRequest(url: upstream.absoluteString + head.uri)
             request.method = head.method
-            for h in head.headers where !["host", "content-length", "connection"].contains(h.name.lowercased()) {
+            // An observer reads bodies, so answers come uncompressed then.
+            let skipped = ["host", "content-length", "connection"] + (observer == nil ? [] : ["accept-encoding"])
+            for h in head.headers where !skipped.contains(h.name.lowercased()) {
                 request.headers.add(name: h.name, value: h.value)
             }
             if body.readableBytes > 0 { request.body = .bytes(body) }
             let loop = NIOLoopBound(context, eventLoop: context.eventLoop)
             let version = head.version
             let wrap = NIOLoopBound(self, eventLoop: context.eventLoop)
+            let observer = self.observer
+            let sent = Data(buffer: body)
+            let method = head.method.rawValue, uri = head.uri
             Task {
                 let reply: (HTTPResponseStatus, HTTPHeaders, ByteBuffer)?
                 do {
                     let response = try await LoopbackProxy.client.execute(request, timeout: .seconds(120))
                     let bytes = try await response.body.collect(upTo: 512 << 20)
                     reply = (response.status, response.headers, bytes)
+                    observer?(method, uri, sent, Int(response.status.code), Data(buffer: bytes))
                 } catch {
                     reply = nil
                 }
