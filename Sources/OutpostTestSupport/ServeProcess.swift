@@ -14,10 +14,13 @@ public final class ServeProcess: @unchecked Sendable {
 
     /// Starts `outpost serve --service <service> --port 0 <arguments>` and waits for its
     /// "listening on" line.
-    public static func start(service: URL, arguments: [String] = [], timeout: TimeInterval = 60) async throws -> ServeProcess {
+    public static func start(
+        service: URL, arguments: [String] = [], environment: [String: String] = [:], timeout: TimeInterval = 60
+    ) async throws -> ServeProcess {
         let process = Process()
         process.executableURL = Repository.outpostExecutable
         process.arguments = ["serve", "--service", service.path, "--port", "0"] + arguments
+        if !environment.isEmpty { process.environment = ProcessInfo.processInfo.environment.merging(environment) { _, new in new } }
         let output = Pipe()
         process.standardOutput = output
         process.standardError = FileHandle.nullDevice

@@ -18,6 +18,16 @@ enum Scenario {
 
     /// Local: an add in two layers, an update, a delete, a move. Server: an update, an add.
     static func edit(_ h: SyncHarness, _ gdb: Geodatabase) async throws {
+        try await editLocally(gdb)
+        var other = try #require(try await h.service.backend.features(layerID: 0, query: FeatureQuery(where: "objectid = 3")).first)
+        other.attributes = ["notes": .string("office note")]
+        try await h.serverEdit(layer: 0, updates: [other])
+        try await h.serverEdit(layer: 0, adds: [
+            Feature(globalID: serverPoint, attributes: ["asset_id": .string("SRV-1"), "asset_type": .string("meter"), "status": .string("open")], geometry: try point(-122.61, 45.50))
+        ])
+    }
+
+    static func editLocally(_ gdb: Geodatabase) async throws {
         let points = try gdb.table(named: "inspection_points")
         _ = try await points.add([
             Feature(
@@ -36,12 +46,6 @@ enum Scenario {
         _ = try await gdb.table(named: "inspection_log").add([
             Feature(globalID: newLog, attributes: ["point_globalid": .string(newPoint), "action": .string("installed"), "logged_at": .date(day)])
         ])
-        var other = try #require(try await h.service.backend.features(layerID: 0, query: FeatureQuery(where: "objectid = 3")).first)
-        other.attributes = ["notes": .string("office note")]
-        try await h.serverEdit(layer: 0, updates: [other])
-        try await h.serverEdit(layer: 0, adds: [
-            Feature(globalID: serverPoint, attributes: ["asset_id": .string("SRV-1"), "asset_type": .string("meter"), "status": .string("open")], geometry: try point(-122.61, 45.50))
-        ])
     }
 
     /// Every feature of every layer on the server, and every feature of the replica, by global id.
@@ -55,18 +59,25 @@ enum Scenario {
     }
 
     static func state(_ h: SyncHarness, _ gdb: Geodatabase) async throws -> State {
+        try await state(h.service.backend, gdb)
+    }
+
+    static func state(_ backend: any FeatureServiceBackend, _ gdb: Geodatabase) async throws -> State {
         var server: [Int: [String: SyncHarness.Row]] = [:]
-        for id in 0...3 { server[id] = try await h.serverRows(id) }
+        for id in 0...3 {
+            let features = try await backend.features(layerID: id, query: FeatureQuery(limit: 100_000))
+            server[id] = Dictionary(uniqueKeysWithValues: features.map { ($0.globalID!, SyncHarness.Row($0)) })
+        }
         var replica: [String: [String: SyncHarness.Row]] = [:]
         for t in ["inspection_points", "pipelines", "service_areas", "inspection_log"] { replica[t] = try await SyncHarness.localRows(gdb, t) }
         return State(server: server, replica: replica)
     }
 
     /// The state an uninterrupted run reaches.
-    static func reference() async throws -> State {
+    static func reference(serverEdits: Bool = true) async throws -> State {
         let h = try await SyncHarness.start()
         let gdb = try await h.replica()
-        try await edit(h, gdb)
+        if serverEdits { try await edit(h, gdb) } else { try await editLocally(gdb) }
         try await h.sync(gdb)
         let state = try await state(h, gdb)
         try await h.stop()
