@@ -37,6 +37,18 @@ struct Client {
         }
     }
 
+    func put(_ uri: String, json: Data, headers: HTTPFields = [:]) async throws -> Reply {
+        var h = headers
+        h[.contentType] = "application/json"
+        return try await client.execute(uri: uri, method: .put, headers: h, body: ByteBuffer(bytes: json)) {
+            Reply(status: Int($0.status.code), headers: $0.headers, body: $0.body)
+        }
+    }
+
+    func delete(_ uri: String, headers: HTTPFields = [:]) async throws -> Reply {
+        try await client.execute(uri: uri, method: .delete, headers: headers) { Reply(status: Int($0.status.code), headers: $0.headers, body: $0.body) }
+    }
+
     func post(_ uri: String, body: ByteBuffer, contentType: String, headers: HTTPFields = [:]) async throws -> Reply {
         var h = headers
         h[.contentType] = contentType

@@ -38,6 +38,12 @@ public enum JSONValue: Hashable, Sendable {
         return nil
     }
 
+    /// An array element, nil when out of range or not an array.
+    public subscript(index: Int) -> JSONValue? {
+        if case .array(let a) = self, a.indices.contains(index) { return a[index] }
+        return nil
+    }
+
     public var objectValue: [String: JSONValue]? { if case .object(let o) = self { o } else { nil } }
     public var arrayValue: [JSONValue]? { if case .array(let a) = self { a } else { nil } }
     public var stringValue: String? { if case .string(let s) = self { s } else { nil } }

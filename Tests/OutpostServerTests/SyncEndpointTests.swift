@@ -1,0 +1,287 @@
+import Foundation
+import HummingbirdTesting
+import OutpostCore
+import OutpostProtocol
+import OutpostStorage
+import OutpostTestSupport
+import Testing
+
+@testable import OutpostServer
+
+let native = "/outpost/v1/services/field_inspection"
+
+/// Registers a replica of every layer directly on the backend (its file is not needed here).
+func registerReplica(_ service: TestService, layers: [Int] = [0, 1, 2, 3]) async throws -> ReplicaInfo {
+    let sync = service.backend as! any SyncBackend
+    return try await sync.createReplica(
+        ReplicaRequest(name: "test", layers: layers.map { .init(id: $0, serverGen: 0, syncDirection: .bidirectional) }),
+        serviceURL: "http://127.0.0.1/arcgis/rest/services/field_inspection/FeatureServer", format: .geopackage,
+        writingTo: service.directory.file("replica-\(UUID().uuidString).gpkg"))
+}
+
+func batch(_ info: ReplicaInfo, seq: Int64, _ edits: [BatchEdit], layer: Int = 0, rollback: Bool = true) throws -> Data {
+    try UploadBatch(replicaId: info.replicaID, batchId: GlobalID.make(), seq: seq, schemaVersion: 1, rollbackOnFailure: rollback, layers: [BatchLayer(id: layer, edits: edits)]).encoded()
+}
+
+let newGID = "{0C0C0C0C-0000-4000-8000-000000000001}"
+
+func insertEdit(_ gid: String = newGID, assetType: String = "valve") -> BatchEdit {
+    BatchEdit(op: .insert, globalId: gid, attributes: ["asset_id": "B-1", "asset_type": .string(assetType), "status": "open"], geometry: ["x": -122.65, "y": 45.52])
+}
+
+@Suite("Native batch API: exactly once (I3, I4)")
+struct NativeSyncEndpointTests {
+    @Test(arguments: BackendKind.available)
+    func batchesApplyOnceInOrder(kind: BackendKind) async throws {
+        try await withServer(kind) { client, service in
+            let info = try await registerReplica(service)
+            let uri = "\(native)/replicas/\(q(info.replicaID))/batches"
+            let first = try batch(info, seq: 1, [insertEdit()])
+            let applied = try await client.put("\(uri)/1", json: first)
+            #expect(applied.status == 200, "\(applied.text)")
+            let result = try JSONDecoder().decode(BatchResult.self, from: Data(applied.text.utf8))
+            #expect(result.layers.first?.results.first?.success == true)
+            #expect(result.replayed == nil)
+            let generation = try await service.backend.generation()
+            #expect(result.generation == generation)
+
+            // The same bytes again: the stored answer, nothing applied.
+            let replay = try await client.put("\(uri)/1", json: first)
+            #expect(replay.status == 200)
+            #expect(try JSONDecoder().decode(BatchResult.self, from: Data(replay.text.utf8)).replayed == true)
+            #expect(try await service.backend.generation() == generation)
+            #expect(try await service.backend.count(layerID: 0, query: FeatureQuery(where: "asset_id = 'B-1'")) == 1)
+            #expect(try await client.get("\(uri)/1").status == 200, "a lost answer can be fetched")
+
+            // Other content under the same number, and a gap: 409 with the expected number.
+            let other = try await client.put("\(uri)/1", json: try batch(info, seq: 1, [insertEdit("{0C0C0C0C-0000-4000-8000-000000000002}")]))
+            #expect(other.status == 409)
+            #expect(other.errorMessage?.contains("different content") == true)
+            let gap = try await client.put("\(uri)/3", json: try batch(info, seq: 3, [insertEdit("{0C0C0C0C-0000-4000-8000-000000000003}")]))
+            #expect(gap.status == 409)
+            #expect(gap.errorMessage?.contains("expects batch 2") == true, "\(gap.text)")
+
+            // Rollback on failure: 422 with the per-edit results, no ledger row, nothing applied.
+            let bad = try batch(info, seq: 2, [insertEdit("{0C0C0C0C-0000-4000-8000-000000000004}"), insertEdit("{0C0C0C0C-0000-4000-8000-000000000005}", assetType: "spaceship")])
+            let rejected = try await client.put("\(uri)/2", json: bad)
+            #expect(rejected.status == 422)
+            let body = try rejected.json()
+            #expect(body["error"]?["message"]?.stringValue?.contains("rolled back") == true)
+            let results = try JSONDecoder().decode(BatchResult.self, from: Data(try #require(body["result"]).jsonString.utf8))
+            #expect(results.rejected.map(\.globalId) == ["{0C0C0C0C-0000-4000-8000-000000000005}"])
+            #expect(try await client.get("\(uri)/2").status == 404)
+            #expect(try await service.backend.generation() == generation)
+            // Without rollback the valid edit applies and the batch counts.
+            let partial = try await client.put("\(uri)/2", json: try batch(info, seq: 2, [insertEdit("{0C0C0C0C-0000-4000-8000-000000000004}"), insertEdit("{0C0C0C0C-0000-4000-8000-000000000005}", assetType: "spaceship")], rollback: false))
+            #expect(partial.status == 200)
+            #expect(try await service.backend.count(layerID: 0, query: FeatureQuery(where: "asset_id = 'B-1'")) == 2)
+        }
+    }
+
+    @Test(arguments: BackendKind.available)
+    func malformedRequestsGetClear4xx(kind: BackendKind) async throws {
+        try await withServer(kind) { client, service in
+            let info = try await registerReplica(service)
+            let uri = "\(native)/replicas/\(q(info.replicaID))"
+            let garbage = try await client.put("\(uri)/batches/1", json: Data("{not json".utf8))
+            #expect(garbage.status == 400)
+            #expect(garbage.errorMessage?.contains("body") == true)
+            let missing = try await client.put("\(uri)/batches/1", json: Data(#"{"seq":1}"#.utf8))
+            #expect(missing.status == 400)
+            #expect(missing.errorMessage?.contains("missing") == true, "\(missing.text)")
+            let wrongSeq = try await client.put("\(uri)/batches/2", json: try batch(info, seq: 1, [insertEdit()]))
+            #expect(wrongSeq.status == 400)
+            #expect(try await client.put("\(native)/replicas/%7B00000000-0000-4000-8000-000000000000%7D/batches/1", json: try batch(info, seq: 1, [insertEdit()])).status == 400)
+            #expect(try await client.get("\(uri)/changes?layer=0").status == 400)
+            #expect(try await client.get("\(uri)/changes?layer=0&since=5&upto=2").errorMessage?.contains("upto") == true)
+            #expect(try await client.get("\(uri)/changes?layer=9&since=0&upto=2").status == 404)
+            #expect(try await client.get("\(native)/replicas/%7B00000000-0000-4000-8000-000000000000%7D").status == 404)
+            #expect(try await client.get("\(native.replacingOccurrences(of: "field_inspection", with: "nope"))/replicas").status == 404)
+            #expect(try await client.post("\(uri)/checksums", [:]).status == 405)
+        }
+    }
+
+    @Test(arguments: BackendKind.available)
+    func theChangeFeedLeavesOutEchoesAndReportsLeaves(kind: BackendKind) async throws {
+        try await withServer(kind) { client, service in
+            let info = try await registerReplica(service)
+            let start = info.replicaServerGen
+            // This replica adds a feature; another user updates one and deletes one.
+            #expect(try await client.put("\(native)/replicas/\(q(info.replicaID))/batches/1", json: try batch(info, seq: 1, [insertEdit()])).status == 200)
+            let others = try await service.backend.features(layerID: 0, query: FeatureQuery(where: "objectid IN (1, 2)"))
+            _ = try await service.backend.applyEdits(
+                layerID: 0, edits: EditRequest(updates: [Feature(objectID: 1, attributes: ["notes": .string("office")])], deletes: [Feature(objectID: 2)]), rollbackOnFailure: true)
+            let upto = try await service.backend.generation()
+            let reply = try await client.get("\(native)/replicas/\(q(info.replicaID))/changes?layer=0&since=\(start)&upto=\(upto)")
+            #expect(reply.status == 200)
+            let page = try JSONDecoder().decode(ChangePage.self, from: Data(reply.text.utf8))
+            #expect(page.changes.count == 2, "the replica's own insert is not echoed: \(page.changes.map(\.globalId))")
+            #expect(page.changes.first { $0.globalId == others[0].globalID }?.attributes?["notes"] == .string("office"))
+            #expect(page.changes.first { $0.globalId == others[1].globalID }?.kind == .leave)
+            #expect(page.next == nil)
+            // Paging: one change per page, in global id order.
+            var after: String?
+            var seen: [String] = []
+            repeat {
+                let p = try JSONDecoder().decode(
+                    ChangePage.self, from: Data(try await client.get("\(native)/replicas/\(q(info.replicaID))/changes?layer=0&since=\(start)&upto=\(upto)&limit=1\(after.map { "&after=\(q($0))" } ?? "")").text.utf8))
+                seen += p.changes.map(\.globalId)
+                after = p.next
+            } while after != nil
+            #expect(seen == page.changes.map(\.globalId).sorted())
+            let sums = try JSONDecoder().decode(ReplicaChecksums.self, from: Data(try await client.get("\(native)/replicas/\(q(info.replicaID))/checksums?layers=0,3").text.utf8))
+            #expect(sums.layers.map(\.id) == [0, 3])
+            #expect(sums.layers[0].count == 300)
+            // Unregistering removes it.
+            #expect(try await client.delete("\(native)/replicas/\(q(info.replicaID))").status == 200)
+            #expect(try await client.get("\(native)/replicas/\(q(info.replicaID))").status == 404)
+        }
+    }
+
+    @Test(arguments: BackendKind.available)
+    func uploadsNeedAnEditToken(kind: BackendKind) async throws {
+        let policy = TokenPolicy(tokens: ["reader": .read, "editor": .edit])
+        try await withServer(kind, configuration: ServerConfiguration(port: 0, tokens: policy)) { client, service in
+            let info = try await registerReplica(service)
+            let uri = "\(native)/replicas/\(q(info.replicaID))"
+            #expect(try await client.get(uri).status == 401)
+            #expect(try await client.get("\(uri)?token=reader").status == 200)
+            #expect(try await client.put("\(uri)/batches/1?token=reader", json: try batch(info, seq: 1, [insertEdit()])).status == 403)
+            #expect(try await client.put("\(uri)/batches/1", json: try batch(info, seq: 1, [insertEdit()]), headers: [.authorization: "Bearer editor"]).status == 200)
+        }
+    }
+}
+
+@Suite("ArcGIS sync operations")
+struct ArcGISSyncEndpointTests {
+    @Test(arguments: BackendKind.available)
+    func createReplicaAsJSON(kind: BackendKind) async throws {
+        try await withServer(kind) { client, service in
+            let embedded = try await client.post("\(base)/createReplica", [
+                "f": "json", "layers": "0,3", "replicaName": "phone", "transportType": "esriTransportTypeEmbedded", "dataFormat": "json",
+                "geometry": "-122.70,45.49,-122.64,45.53", "geometryType": "esriGeometryEnvelope", "inSR": "4326",
+                "layerQueries": #"{"3":{"queryOption":"all"}}"#, "syncModel": "perReplica",
+            ])
+            #expect(embedded.status == 200, "\(embedded.text.prefix(300))")
+            let replica = try embedded.json()
+            let id = try #require(replica["replicaID"]?.stringValue)
+            #expect(replica["replicaServerGen"]?.integerValue == (try await service.backend.generation()))
+            let layers = try #require(replica["layers"]?.arrayValue)
+            #expect(layers.map { $0["id"]?.integerValue } == [0, 3])
+            let inArea = try await service.backend.count(layerID: 0, query: { var q = FeatureQuery(); q.intersecting = .polygon(Envelope(xmin: -122.70, ymin: 45.49, xmax: -122.64, ymax: 45.53).polygon); return q }())
+            #expect(layers[0]["features"]?.arrayValue?.count == inArea)
+            #expect(layers[1]["features"]?.arrayValue?.count == 60)
+            #expect(layers[0]["features"]?.arrayValue?.first?["attributes"]?["globalid"]?.stringValue != nil)
+
+            // URL transport: a file to fetch; the replica is listed.
+            let byURL = try await client.post("\(base)/createReplica", ["f": "json", "layers": "1", "dataFormat": "json"]).json()
+            #expect(byURL["responseType"] == "esriReplicaResponseTypeData")
+            let path = try #require(byURL["URL"]?.stringValue.flatMap { URL(string: $0)?.path })
+            let file = try await client.get(path)
+            #expect(file.status == 200)
+            #expect(try file.json()["layers"]?[0]?["features"]?.arrayValue?.count == 80)
+            let list = try await client.get("\(base)/replicas?f=json").json()
+            #expect(list.arrayValue?.count == 2)
+            let one = try await client.get("\(base)/replicas/\(q(id))?f=json").json()
+            #expect(one["replicaName"] == "phone")
+            #expect(one["layers"]?.arrayValue?.count == 2)
+            #expect(try await client.post("\(base)/unRegisterReplica", ["f": "json", "replicaID": "*"]).json()["success"] == true)
+            #expect(try await client.get("\(base)/replicas?f=json").json().arrayValue?.isEmpty == true)
+        }
+    }
+
+    @Test(arguments: BackendKind.available)
+    func createReplicaAsyncGeoPackageOpensInGDAL(kind: BackendKind) async throws {
+        try await withServer(kind) { client, service in
+            let answer = try await client.post("\(base)/createReplica", ["f": "json", "layers": "0,1,2,3", "dataFormat": "sqlite", "async": "true"]).json()
+            let status = try #require(answer["statusUrl"]?.stringValue.flatMap { URL(string: $0)?.path })
+            var job = JSONValue.null
+            for _ in 0..<200 {
+                job = try await client.get("\(status)?f=json").json()
+                if ["Completed", "Failed"].contains(job["status"]?.stringValue ?? "") { break }
+                try await Task.sleep(for: .milliseconds(50))
+            }
+            #expect(job["status"] == "Completed", "\(job)")
+            #expect(try await client.get("\(status)/status?f=json").json()["status"] == "Completed")
+            let result = try #require(job["resultUrl"]?.stringValue.flatMap { URL(string: $0)?.path })
+            let bytes = try await client.get(result)
+            #expect(bytes.status == 200)
+            #expect(bytes.headers[.contentType] == "application/geopackage+sqlite3")
+            let file = service.directory.file("downloaded.gpkg")
+            try Data(buffer: bytes.body).write(to: file)
+            let ogr = try await ExternalTools.run("ogrinfo", ["-ro", "-so", "-al", file.path])
+            #expect(ogr.succeeded, "\(ogr.stderr)")
+            #expect(ogr.stdout.contains("Feature Count: 300"))
+            #expect(!ogr.stderr.contains("Warning"), "\(ogr.stderr)")
+            let check = try await ExternalTools.run("/usr/bin/python3", [try #require(ExternalTools.validateGPKG), "-k", "--extra", "--warning-as-error", file.path])
+            #expect(check.succeeded, "validate_gpkg.py: \(check.stdout)\(check.stderr)")
+            #expect(try await client.get("\(base)/jobs/nope?f=json").status == 404)
+        }
+    }
+
+    @Test(arguments: BackendKind.available)
+    func createReplicaRefusesBadParameters(kind: BackendKind) async throws {
+        try await withServer(kind) { client, _ in
+            for (form, name) in [
+                (["layers": ""], "layers"), (["layers": "9"], "layers"), (["layers": "0", "layerQueries": "[1]"], "layerQueries"),
+                (["layers": "0", "layerQueries": #"{"0":{"where":"nope = 1"}}"#], "layerQueries"), (["layers": "0", "syncModel": "sometimes"], "syncModel"),
+                (["layers": "0", "dataFormat": "filegdb"], "dataFormat"), (["layers": "0", "replicaSR": "3857"], "replicaSR"),
+                (["layers": "0", "geometry": "1,2,3"], "geometry"), (["layers": "0", "transportType": "esriTransportTypeEmbedded", "dataFormat": "sqlite"], "transportType"),
+            ] {
+                let reply = try await client.post("\(base)/createReplica", form.merging(["f": "json"]) { a, _ in a })
+                #expect(reply.status == 400, "\(form): \(reply.text)")
+                #expect(reply.errorMessage?.contains(name) == true, "\(form): \(reply.text)")
+            }
+        }
+    }
+
+    @Test(arguments: BackendKind.available)
+    func synchronizeReplicaUploadsDownloadsAndReplays(kind: BackendKind) async throws {
+        try await withServer(kind) { client, service in
+            let created = try await client.post("\(base)/createReplica", ["f": "json", "layers": "0", "transportType": "esriTransportTypeEmbedded"]).json()
+            let id = try #require(created["replicaID"]?.stringValue)
+            let gen = try #require(created["replicaServerGen"]?.integerValue)
+            let target = try #require(try await service.backend.features(layerID: 0, query: FeatureQuery(where: "objectid = 5")).first)
+            let edits: JSONValue = [[
+                "id": 0,
+                "features": [
+                    "adds": [["attributes": ["globalid": .string(newGID), "asset_id": "AG-1", "asset_type": "pole", "status": "open"], "geometry": ["x": -122.66, "y": 45.51]]],
+                    "updates": [["attributes": ["globalid": .string(target.globalID!), "notes": "from ArcGIS"]]],
+                    "deleteIds": [],
+                ],
+            ]]
+            // Another user changed something since the replica was made.
+            _ = try await service.backend.applyEdits(layerID: 0, edits: EditRequest(updates: [Feature(objectID: 7, attributes: ["notes": .string("office")])]), rollbackOnFailure: true)
+            let form = ["f": "json", "replicaID": id, "replicaServerGen": String(gen), "syncDirection": "bidirectional", "edits": edits.jsonString, "transportType": "esriTransportTypeEmbedded", "returnIdsForAdds": "true"]
+            let reply = try await client.post("\(base)/synchronizeReplica", form)
+            #expect(reply.status == 200, "\(reply.text)")
+            let answer = try reply.json()
+            #expect(answer["replicaServerGen"]?.integerValue == (try await service.backend.generation()))
+            let layer = try #require(answer["edits"]?[0])
+            #expect(layer["addResults"]?[0]?["success"] == true)
+            #expect(layer["addResults"]?[0]?["objectId"]?.integerValue != nil)
+            #expect(layer["updateResults"]?[0]?["success"] == true)
+            let downloaded = layer["features"]?["updates"]?.arrayValue ?? []
+            #expect(downloaded.count == 1, "the office edit comes down, the replica's own edits do not: \(downloaded)")
+            #expect(downloaded.first?["attributes"]?["notes"] == "office")
+            let generation = try await service.backend.generation()
+            // The identical request again: the stored answer, nothing applied twice.
+            let again = try await client.post("\(base)/synchronizeReplica", form)
+            #expect(again.text == reply.text)
+            #expect(try await service.backend.generation() == generation)
+            #expect(try await service.backend.count(layerID: 0, query: FeatureQuery(where: "asset_id = 'AG-1'")) == 1)
+
+            // Rollback on failure with an invalid edit: an error naming it, nothing applied.
+            let bad: JSONValue = [["id": 0, "features": ["adds": [["attributes": ["globalid": "{0C0C0C0C-0000-4000-8000-0000000000AA}", "asset_id": "AG-2", "asset_type": "spaceship", "status": "open"], "geometry": ["x": -122.66, "y": 45.51]]]]]]
+            let refused = try await client.post("\(base)/synchronizeReplica", ["f": "json", "replicaID": id, "replicaServerGen": String(generation), "edits": bad.jsonString])
+            #expect(refused.status == 400)
+            #expect(refused.errorMessage?.contains("rolled back") == true)
+            #expect(try await service.backend.generation() == generation)
+            // closeReplica unregisters after the sync.
+            let closing = try await client.post("\(base)/synchronizeReplica", ["f": "json", "replicaID": id, "replicaServerGen": String(generation), "syncDirection": "download", "closeReplica": "true"])
+            #expect(closing.status == 200)
+            #expect(try await client.get("\(base)/replicas/\(q(id))?f=json").status == 404)
+            #expect(try await client.post("\(base)/synchronizeReplica", ["f": "json", "replicaServerGen": "1"]).errorMessage?.contains("replicaID") == true)
+        }
+    }
+}
