@@ -44,7 +44,7 @@ struct ReplicaCommand: AsyncParsableCommand {
                 """)
 
         @Option(help: "The FeatureServer URL.") var url: String
-        @Option(help: "Area: xmin,ymin,xmax,ymax (longitude/latitude unless --extent-sr).") var extent: String?
+        @Option(parsing: .unconditional, help: "Area: xmin,ymin,xmax,ymax (longitude/latitude unless --extent-sr; negative values need no =).") var extent: String?
         @Option(help: "The spatial reference of --extent (4326 or 3857).") var extentSr = 4326
         @Option(help: "Area: a GeoJSON file with a polygon (only features touching it).") var aoi: String?
         @Option(help: "Layer ids, comma-separated (default: all).") var layers: String?

@@ -1,0 +1,98 @@
+import Foundation
+import OutpostCore
+import OutpostTestSupport
+import Testing
+
+/// The command-line contract of DESIGN §8 for replicas and sync, against `outpost serve`.
+@Suite("outpost replica, sync, status, demo")
+struct SyncCommandTests {
+    @Test(.timeLimit(.minutes(3)))
+    func replicaSyncAndStatusFollowTheContract() async throws {
+        let service = try TestService.fieldInspection(.sqlite)
+        try await service.backend.close()
+        let server = try await ServeProcess.start(service: service.file)
+        let dir = TemporaryDirectory()
+        let replica = dir.file("crew.gpkg").path
+        let url = server.featureServer("field_inspection").absoluteString
+
+        let created = try await outpost(["replica", "create", "--url", url, "--extent", "-122.70,45.49,-122.64,45.53", "--layers", "0,3", "--out", replica, "--json"])
+        #expect(created.status == 0, "\(created.stderr)")
+        let info = try JSONValue.parse(Data(created.stdout.utf8))
+        #expect(info["replicaId"]?.stringValue != nil)
+        #expect(info["layers"]?.arrayValue?.map { $0["name"]?.stringValue } == ["inspection_points", "inspection_log"])
+        // A replica is a GeoPackage that GDAL reads.
+        let ogr = try await ExternalTools.run("ogrinfo", ["-ro", "-so", replica, "inspection_points"])
+        #expect(ogr.succeeded && !ogr.stderr.contains("Warning"), "\(ogr.stderr)")
+
+        // Edits from the sqlite3 shell (updates need SpatiaLite's ST_* functions for the R-tree
+        // triggers; a DELETE works in the plain shell).
+        let shell = try await Self.sqlite(replica, "UPDATE inspection_points SET notes = 'from the shell' WHERE objectid IN (1, 2);")
+        #expect(shell.succeeded, "\(shell.stderr)")
+        let plainDelete = try await ExternalTools.run("sqlite3", [replica, "DELETE FROM inspection_points WHERE objectid = 3"])
+        #expect(plainDelete.succeeded, "\(plainDelete.stderr)")
+        let before = try JSONValue.parse(Data(try await outpost(["status", replica, "--json"]).stdout.utf8))
+        #expect(before["replicaId"] == info["replicaId"])
+        #expect(before["serviceUrl"]?.stringValue == url)
+        #expect(before["lastSync"] == .null)
+        #expect(before["layers"]?[0]?["pending"] == ["inserts": 0, "updates": 2, "deletes": 1])
+        #expect(before["layers"]?[0]?["rejected"] == 0)
+
+        let sync = try await outpost(["sync", replica, "--json"])
+        #expect(sync.status == 0, "\(sync.stderr)")
+        let summary = try JSONValue.parse(Data(sync.stdout.utf8))
+        #expect(summary["uploaded"] == ["inserts": 0, "updates": 2, "deletes": 1])
+        #expect(summary["downloaded"]?["inserts"] != nil)
+        #expect(summary["conflicts"] == 0)
+        #expect(summary["rejected"] == [])
+        #expect(summary["checksumsMatch"] == true)
+        let after = try JSONValue.parse(Data(try await outpost(["status", replica, "--json"]).stdout.utf8))
+        #expect(after["lastSync"]?.stringValue != nil)
+        #expect(after["layers"]?[0]?["pending"] == ["inserts": 0, "updates": 0, "deletes": 0])
+
+        // An invalid edit: with rollback (default) exit 1, one line, nothing changed; with
+        // --no-rollback exit 2 and the rejection listed.
+        #expect(try await Self.sqlite(replica, "UPDATE inspection_points SET asset_type = 'spaceship' WHERE objectid = 4; UPDATE inspection_points SET notes = 'valid' WHERE objectid = 5;").succeeded)
+        let refused = try await outpost(["sync", replica])
+        #expect(refused.status == 1)
+        #expect(refused.stderr.split(separator: "\n").count == 1, "\(refused.stderr)")
+        #expect(refused.stderr.contains("nothing was applied"))
+        let pending = try JSONValue.parse(Data(try await outpost(["status", replica, "--json"]).stdout.utf8))
+        #expect(pending["layers"]?[0]?["pending"]?["updates"] == 2)
+        let partial = try await outpost(["sync", replica, "--no-rollback", "--json"])
+        #expect(partial.status == 2, "\(partial.stderr)")
+        let partialSummary = try JSONValue.parse(Data(partial.stdout.utf8))
+        #expect(partialSummary["uploaded"]?["updates"] == 1)
+        #expect(partialSummary["rejected"]?[0]?["layer"] == "inspection_points")
+        #expect(partialSummary["rejected"]?[0]?["reason"]?.stringValue?.contains("asset_type") == true)
+        let status = try await outpost(["status", replica])
+        #expect(status.stdout.contains("1 rejected"), "\(status.stdout)")
+
+        // Inspect shows the replica; info names its service; unregister ends syncing.
+        let replicaInfo = try JSONValue.parse(Data(try await outpost(["replica", "info", replica, "--json"]).stdout.utf8))
+        #expect(replicaInfo["serviceUrl"]?.stringValue == url)
+        #expect(try await outpost(["replica", "unregister", replica]).status == 0)
+        #expect(try await Self.sqlite(replica, "UPDATE inspection_points SET notes = 'after' WHERE objectid = 6;").succeeded)
+        let unregistered = try await outpost(["sync", replica])
+        #expect(unregistered.status == 1)
+        #expect(unregistered.stderr.contains("unregistered"), "\(unregistered.stderr)")
+        #expect(try await outpost(["sync", dir.file("nope.gpkg").path]).stderr.contains("does not exist"))
+        #expect(await server.stop() == 0)
+    }
+
+    /// The sqlite3 shell with SpatiaLite loaded.
+    static func sqlite(_ file: String, _ sql: String) async throws -> CommandResult {
+        try await ExternalTools.run("sqlite3", [file], input: ".bail on\n.load mod_spatialite\nSELECT EnableGpkgAmphibiousMode();\n\(sql)\n")
+    }
+
+    @Test(.timeLimit(.minutes(3)))
+    func theDemoRunsEndToEnd() async throws {
+        let dir = TemporaryDirectory()
+        let demo = try await outpost(["demo", "--workdir", dir.url.path], in: Repository.root)
+        #expect(demo.status == 0, "\(demo.stdout)\(demo.stderr)")
+        #expect(demo.stdout.contains("both sides match"), "\(demo.stdout)")
+        #expect(demo.stdout.contains("conflict on inspection_points"))
+        let replica = dir.file("crew.gpkg")
+        let check = try await ExternalTools.run("/usr/bin/python3", [try #require(ExternalTools.validateGPKG), "-k", "--extra", "--warning-as-error", replica.path])
+        #expect(check.succeeded, "the demo's replica is a valid GeoPackage: \(check.stdout)\(check.stderr)")
+    }
+}
