@@ -26,4 +26,32 @@ struct JSONValueTests {
         let error = #expect(throws: GeometryError.self) { try JSONValue.parse("{\"a\":") }
         #expect(error?.code == .invalidEncoding)
     }
+
+    /// The byte parser agrees with Foundation's decoder on valid documents.
+    @Test func agreesWithJSONDecoder() throws {
+        let documents = [
+            #"{"a":1,"b":-0,"c":1.5e3,"d":-2.25E-2,"e":"\u00e9\ud83d\ude00 \/ \b\f\t","f":[[],{}],"g":null,"h":false}"#,
+            #"  [ 1 , 2 ,"x" ]  "#, #""plain""#, "0", "-9223372036854775808", "9223372036854775807", "9223372036854775808", "123456789012345678901234",
+            #"{"dup":1,"dup":2}"#, #"["tab\tquote\"backslash\\"]"#, "\"é中🌍\"",
+        ]
+        for d in documents {
+            let ours = try JSONValue.parse(d)
+            let foundation = try JSONDecoder().decode(JSONValue.self, from: Data(d.utf8))
+            #expect(ours == foundation, "\(d)")
+        }
+        #expect(try JSONValue.parse("9223372036854775808") == .number(9_223_372_036_854_775_808))
+        #expect(try JSONValue.parse(#""\ud83d\ude00""#) == .string("😀"))
+    }
+
+    @Test func malformedDocumentsAreRefused() {
+        let bad = [
+            "", " ", "{", "[1,]", "{\"a\"}", "{\"a\":1,}", "01", "-", "1.", ".5", "1e", "+1", "tru", "nul", "\"unterminated",
+            "\"bad \\x escape\"", "\"\\ud800 lone surrogate\"", "\"ctrl \u{01}\"", "[1] 2", "{'a':1}", "NaN", "1e999",
+            String(repeating: "[", count: 600) + String(repeating: "]", count: 600),
+        ]
+        for d in bad {
+            #expect(throws: GeometryError.self, "\(d.prefix(30))") { try JSONValue.parse(d) }
+        }
+        #expect(throws: GeometryError.self) { try JSONValue.parse(Data([0x22, 0xFF, 0xFE, 0x22])) }
+    }
 }

@@ -1,7 +1,7 @@
 import Foundation
 import OutpostStorage
 
-// outpost-bench [import [counts…] | edits [base edits] | server | all]
+// outpost-bench [import [counts…] | edits [base edits] | server | sync [features] | all]
 // Each measured run is a child process (worker-* subcommands), so peak memory is its own.
 let arguments = CommandLine.arguments
 let executable = URL(fileURLWithPath: arguments[0]).standardizedFileURL.path
@@ -24,6 +24,19 @@ do {
         default: print(try await EditsBenchmark.runAPI(base: base, copy: copy, edits: edits))
         }
         Geodatabase.removeFiles(at: copy)
+    case "worker-sync-service":
+        // For profiling by hand: the service file.
+        try SyncBenchmark.createService(count: Int(arguments[2])!, at: URL(fileURLWithPath: arguments[3]))
+    case "worker-sync-replicas":
+        // For profiling by hand: replicas A (edited) and B of the service at a URL.
+        try await SyncBenchmark.generate(URL(string: arguments[2])!, to: URL(fileURLWithPath: arguments[3]))
+        try await SyncBenchmark.generate(URL(string: arguments[2])!, to: URL(fileURLWithPath: arguments[4]))
+        print(try SyncBenchmark.edit(URL(fileURLWithPath: arguments[3]), count: Int(arguments[5])!))
+    case "worker-sync":
+        print(try await SyncBenchmark.syncOnce(replica: URL(fileURLWithPath: arguments[2])))
+    case "sync":
+        let count = arguments.dropFirst(2).compactMap { Int($0) }.first ?? 100_000
+        try await SyncBenchmark.run(count: count, executable: executable, workDirectory: work)
     case "worker-serve":
         try await ServerBenchmark.serve(URL(fileURLWithPath: arguments[2]))
     case "server":
@@ -38,8 +51,9 @@ do {
         try ImportBenchmark.run(counts: [100_000, 1_000_000], executable: executable, workDirectory: work)
         try EditsBenchmark.run(base: 100_000, edits: 100_000, executable: executable, workDirectory: work)
         try await ServerBenchmark.run(executable: executable, workDirectory: work)
+        try await SyncBenchmark.run(count: 100_000, executable: executable, workDirectory: work)
     default:
-        print("usage: outpost-bench [import [counts…] | edits [base edits] | server | all]")
+        print("usage: outpost-bench [import [counts…] | edits [base edits] | server | sync [features] | all]")
         exit(2)
     }
 } catch {

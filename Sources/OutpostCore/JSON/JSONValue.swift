@@ -16,22 +16,22 @@ public enum JSONValue: Hashable, Sendable {
     /// Parses JSON text.
     /// - Throws: ``GeometryError/Code/invalidEncoding`` with the parser's reason.
     public static func parse(_ data: Data) throws -> JSONValue {
+        try data.withUnsafeBytes { raw in try parse(raw.bindMemory(to: UInt8.self)) }
+    }
+
+    public static func parse(_ text: String) throws -> JSONValue {
+        var text = text
+        return try text.withUTF8 { try parse($0) }
+    }
+
+    public static func parse(_ bytes: UnsafeBufferPointer<UInt8>) throws -> JSONValue {
         do {
-            return try JSONDecoder().decode(JSONValue.self, from: data)
+            return try JSONParser.parse(bytes)
         } catch {
-            throw GeometryError(.invalidEncoding, "invalid JSON: \(Self.reason(error))")
+            throw GeometryError(.invalidEncoding, "invalid JSON: \(error.message) at byte \(error.offset)")
         }
     }
 
-    public static func parse(_ text: String) throws -> JSONValue { try parse(Data(text.utf8)) }
-
-    private static func reason(_ error: any Error) -> String {
-        if case DecodingError.dataCorrupted(let context) = error {
-            let underlying = (context.underlyingError as NSError?)?.userInfo[NSDebugDescriptionErrorKey] as? String
-            return underlying ?? context.debugDescription
-        }
-        return "\(error)"
-    }
 
     public subscript(key: String) -> JSONValue? {
         if case .object(let o) = self { return o[key] }
@@ -135,6 +135,13 @@ public enum JSONValue: Hashable, Sendable {
 
     /// Writes a JSON string literal with the escapes RFC 8259 §7 requires.
     public static func writeString(_ s: String, to out: inout String) {
+        // Most strings need no escape: append them whole.
+        if !s.utf8.contains(where: { $0 < 0x20 || $0 == 0x22 || $0 == 0x5C }) {
+            out += "\""
+            out += s
+            out += "\""
+            return
+        }
         out += "\""
         for scalar in s.unicodeScalars {
             switch scalar {

@@ -1,5 +1,6 @@
 import Foundation
 import GRDB
+import OutpostCore
 
 /// Access to an open geodatabase inside a ``Geodatabase/read(_:)`` or ``Geodatabase/write(_:)``
 /// closure. It wraps one SQLite connection and is valid only while the closure runs.
@@ -9,6 +10,8 @@ public final class GeodatabaseConnection {
     let db: Database
     /// The geodatabase this connection belongs to.
     public let geodatabase: Geodatabase
+    /// While ``deferringContentsUpdates(_:)`` runs: the tables edited and the extent they grew by.
+    var deferredContents: [String: Envelope.Builder]?
 
     init(_ db: Database, _ geodatabase: Geodatabase) {
         self.db = db
@@ -22,7 +25,12 @@ public final class GeodatabaseConnection {
     /// writer; the schema checks of ``FeatureTable`` do not apply.
     public func execute(_ sql: String, arguments: [SQLLiteral] = []) throws {
         do {
-            try db.execute(sql: sql, arguments: StatementArguments(arguments.map(\.databaseValue)))
+            // One statement is prepared once per connection and reused (most SQL here runs often).
+            if Self.isSingleStatement(sql) {
+                try db.cachedStatement(sql: sql).execute(arguments: StatementArguments(arguments.map(\.databaseValue)))
+            } else {
+                try db.execute(sql: sql, arguments: StatementArguments(arguments.map(\.databaseValue)))
+            }
         } catch {
             throw StorageError.from(error, "SQL failed")
         }
@@ -31,7 +39,7 @@ public final class GeodatabaseConnection {
     /// Runs a raw SELECT and returns its rows (blobs as `.blob`).
     public func query(_ sql: String, arguments: [SQLLiteral] = []) throws -> [[SQLLiteral]] {
         do {
-            return try Row.fetchAll(db, sql: sql, arguments: StatementArguments(arguments.map(\.databaseValue))).map { row in
+            return try Row.fetchAll(db.cachedStatement(sql: sql), arguments: StatementArguments(arguments.map(\.databaseValue))).map { row in
                 row.databaseValues.map { value in
                     switch value.storage {
                     case .null: .null
@@ -60,6 +68,27 @@ public final class GeodatabaseConnection {
             throw StorageError.from(error, "savepoint failed")
         }
         return result!
+    }
+
+    static func isSingleStatement(_ sql: String) -> Bool {
+        guard let semicolon = sql.firstIndex(of: ";") else { return true }
+        return sql[sql.index(after: semicolon)...].allSatisfy(\.isWhitespace)
+    }
+
+    /// Runs `body` with the `gpkg_contents` bookkeeping of feature edits (last change, extent)
+    /// done once at the end instead of after every edit: for applying many single edits in one
+    /// transaction.
+    public func deferringContentsUpdates<T>(_ body: () throws -> T) throws -> T {
+        guard deferredContents == nil else { return try body() }
+        deferredContents = [:]
+        defer { deferredContents = nil }
+        let result = try body()
+        let pending = deferredContents ?? [:]
+        deferredContents = nil
+        for (name, extent) in pending.sorted(by: { $0.key < $1.key }) {
+            try geodatabase.table(named: name).touchContents(db, extent: extent.envelope)
+        }
+        return result
     }
 
     /// A prepared statement for running the same raw SQL many times in this closure.

@@ -64,7 +64,7 @@ extension FeatureTable {
             if let e = row.geometry?.envelope { extent.add(e) }
             result.append(added)
         }
-        try touchContents(db, extent: extent.envelope)
+        try touchContents(conn, extent: extent.envelope)
         return result
     }
 
@@ -90,7 +90,7 @@ extension FeatureTable {
             }
             if let e = row.geometry?.envelope { extent.add(e) }
         }
-        try touchContents(db, extent: extent.envelope)
+        try touchContents(conn, extent: extent.envelope)
     }
 
     /// The column and value that identify the feature an update targets.
@@ -116,14 +116,15 @@ extension FeatureTable {
     public func delete(objectIDs: [Int64], in conn: GeodatabaseConnection) throws {
         let db = conn.db
         let pk = quoted(definition.objectIDField)
+        let exists = try db.cachedStatement(sql: "SELECT \(pk) FROM \(quoted(name)) WHERE \(pk) = ?")
         for (index, id) in objectIDs.enumerated() {
-            guard try Int64.fetchOne(db, sql: "SELECT \(pk) FROM \(quoted(name)) WHERE \(pk) = ?", arguments: [id]) != nil else {
+            guard try Int64.fetchOne(exists, arguments: [id]) != nil else {
                 throw StorageError(.notFound, "no feature with object id \(id)", table: name, editIndex: index)
             }
         }
         let statement = try db.cachedStatement(sql: "DELETE FROM \(quoted(name)) WHERE \(pk) = ?")
         for id in objectIDs { try statement.execute(arguments: [id]) }
-        if !objectIDs.isEmpty { try touchContents(db, extent: nil) }
+        if !objectIDs.isEmpty { try touchContents(conn, extent: nil) }
     }
 
     public func delete(globalIDs: [String], in conn: GeodatabaseConnection) throws {
@@ -299,20 +300,30 @@ extension FeatureTable {
 
     /// Keeps `gpkg_contents` informative: last_change always, the bounding box grown to cover new
     /// geometries (GDAL maintains it the same way).
+    /// Records an edit in `gpkg_contents` (now, or when a deferral by the connection ends).
+    func touchContents(_ conn: GeodatabaseConnection, extent: Envelope?) throws {
+        if conn.deferredContents != nil {
+            var builder = conn.deferredContents?[name] ?? Envelope.Builder()
+            if let extent { builder.add(extent) }
+            conn.deferredContents?[name] = builder
+            return
+        }
+        try touchContents(conn.db, extent: extent)
+    }
+
     func touchContents(_ db: Database, extent: Envelope?) throws {
         if let e = extent {
-            try db.execute(
+            try db.cachedStatement(
                 sql: """
                     UPDATE gpkg_contents SET last_change = strftime('%Y-%m-%dT%H:%M:%fZ', 'now'),
                       min_x = min(coalesce(min_x, ?1), ?1), min_y = min(coalesce(min_y, ?2), ?2),
                       max_x = max(coalesce(max_x, ?3), ?3), max_y = max(coalesce(max_y, ?4), ?4)
                     WHERE table_name = ?5
-                    """,
-                arguments: [e.xmin, e.ymin, e.xmax, e.ymax, name])
+                    """
+            ).execute(arguments: [e.xmin, e.ymin, e.xmax, e.ymax, name])
         } else {
-            try db.execute(
-                sql: "UPDATE gpkg_contents SET last_change = strftime('%Y-%m-%dT%H:%M:%fZ', 'now') WHERE table_name = ?",
-                arguments: [name])
+            try db.cachedStatement(sql: "UPDATE gpkg_contents SET last_change = strftime('%Y-%m-%dT%H:%M:%fZ', 'now') WHERE table_name = ?")
+                .execute(arguments: [name])
         }
     }
 }

@@ -140,8 +140,9 @@ public struct SyncGeodatabaseJob: JobDefinition {
             guard let stored = sealed else { break }
             try faults.check("client.afterSeal")
             let batch = try UploadBatch.decode(stored.body)
-            context.log("sending batch \(stored.seq) (\(batch.editCount) edits)")
+            context.log("sending batch \(stored.seq) (\(batch.editCount) edits, \(stored.body.count >> 10) KB)")
             let outcome = try await send(stored, replicaID: state.replicaID, connection, context)
+            context.log("batch \(stored.seq) answered")
             try faults.check("client.afterSend")
             switch outcome {
             case .applied(let result, let text):
@@ -287,6 +288,7 @@ public struct SyncGeodatabaseJob: JobDefinition {
                 try await stage(page.changes, layerID: layer.id)
                 try faults.check("client.afterStage")
                 staged += Int64(page.changes.count)
+                if page.next == nil { context.log("staged \(staged) changes of \(layer.table)") }
                 context.reportProgress("changes downloaded", done: staged, total: nil)
                 after = page.next
                 try await save()
@@ -362,7 +364,9 @@ public struct SyncGeodatabaseJob: JobDefinition {
         let layers = state.layers.filter { syncParameters.downloads($0, model: state.syncModel) }
         guard !layers.isEmpty else { return }
         let ids = layers.map { String($0.id) }.joined(separator: ",")
+        context.log("verifying")
         let reply = try await connection.send(.GET, connection.url(connection.nativeURL, "replicas/\(state.replicaID)/checksums", query: [("layers", ids)]))
+        context.log("server checksums received")
         guard reply.status == 200 else { throw ServiceConnection.failure(reply, url: connection.nativeURL) }
         let server = try decode(ReplicaChecksums.self, reply.body)
         for layer in layers {

@@ -22,46 +22,88 @@ struct BatchApplier {
         self.rollbackOnFailure = rollbackOnFailure
     }
 
+    /// What the applier knows about the batch's features before applying any edit: their object
+    /// ids, and the changes others made to them since the oldest base generation in the batch.
+    private var objectIDs: [String: Int64] = [:]
+    private var othersChanges: [String: [(generation: Int64, columns: [String])]] = [:]
+
     mutating func apply(_ edits: BatchLayer) throws -> [BatchEditResult] {
         let table = try conn.geodatabase.table(id: edits.id)
+        try prefetch(edits, table.definition)
         var results: [BatchEditResult] = []
-        for edit in edits.edits {
-            do {
-                let result = try conn.inSavepoint { try apply(edit, table) }
-                if result.success { applied += 1 }
-                results.append(result)
-            } catch {
-                failed += 1
-                let storage = error as? StorageError
-                let description = storage?.description ?? "\(error)"
-                results.append(BatchEditResult(
-                    globalId: edit.globalId, op: edit.op, success: false,
-                    error: .init(code: storage?.code == .notFound ? EditResult.Code.notFound : EditResult.Code.invalidEdit, description: description)))
+        results.reserveCapacity(edits.edits.count)
+        try conn.deferringContentsUpdates {
+            for edit in edits.edits {
+                do {
+                    // With rollback on failure one bad edit rejects the batch, so edits need no
+                    // savepoint of their own; without it each edit stands alone.
+                    let result = rollbackOnFailure ? try apply(edit, table) : try conn.inSavepoint { try apply(edit, table) }
+                    if result.success { applied += 1 }
+                    results.append(result)
+                } catch {
+                    failed += 1
+                    let storage = error as? StorageError
+                    let description = storage?.description ?? "\(error)"
+                    results.append(BatchEditResult(
+                        globalId: edit.globalId, op: edit.op, success: false,
+                        error: .init(code: storage?.code == .notFound ? EditResult.Code.notFound : EditResult.Code.invalidEdit, description: description)))
+                }
             }
         }
         return results
     }
 
-    private func apply(_ edit: BatchEdit, _ table: FeatureTable) throws -> BatchEditResult {
+    /// Object ids and others' changes of the batch's features, a thousand global ids per query.
+    private mutating func prefetch(_ edits: BatchLayer, _ layer: LayerDefinition) throws {
+        objectIDs = [:]
+        othersChanges = [:]
+        guard let gidField = layer.globalIDField else { return }
+        let gids = edits.edits.compactMap { GlobalID.normalized($0.globalId) }
+        let base = edits.edits.compactMap(\.baseGeneration).min()
+        for start in stride(from: 0, to: gids.count, by: 1000) {
+            let list = SQLLiteral.text(JSONValue.array(gids[start..<min(start + 1000, gids.count)].map { .string($0) }).jsonString)
+            for row in try conn.query(
+                "SELECT \(quotedName(layer.objectIDField)), \(quotedName(gidField)) FROM \(quotedName(layer.name)) WHERE \(quotedName(gidField)) IN (SELECT value FROM json_each(?))",
+                arguments: [list])
+            {
+                if let id = row[0].integerValue, let gid = row[1].textValue { objectIDs[gid] = id }
+            }
+            guard let base else { continue }
+            for row in try conn.query(
+                """
+                SELECT globalid, generation, changed_columns FROM outpost_change_log
+                WHERE layer_id = ? AND globalid IN (SELECT value FROM json_each(?)) AND generation > ? AND origin_replica IS NOT ?
+                """,
+                arguments: [.integer(Int64(layer.id)), list, .integer(base), .text(origin.replica)])
+            {
+                guard let gid = row[0].textValue, let generation = row[1].integerValue else { continue }
+                let columns = (row[2].textValue.flatMap { try? JSONValue.parse($0).arrayValue } ?? []).compactMap(\.stringValue)
+                othersChanges[gid, default: []].append((generation, columns))
+            }
+        }
+    }
+
+    private mutating func apply(_ edit: BatchEdit, _ table: FeatureTable) throws -> BatchEditResult {
         let layer = table.definition
         guard let gid = GlobalID.normalized(edit.globalId) else {
             throw StorageError(.invalidEdit, "\"\(edit.globalId.prefix(40))\" is not a global id", table: layer.name)
         }
-        let existing = try find(gid, table)
+        let existingID = objectIDs[gid]
         switch edit.op {
         case .insert:
-            if let existing {
+            if let existingID {
                 // A feature with this global id is already here (it can only be this very edit):
                 // report it rather than duplicate it.
-                return BatchEditResult(globalId: gid, op: .insert, success: true, objectId: existing.objectID, resolution: "alreadyApplied")
+                return BatchEditResult(globalId: gid, op: .insert, success: true, objectId: existingID, resolution: "alreadyApplied")
             }
             var feature = Feature(globalID: gid, attributes: try values(edit.attributes ?? [:], layer))
             feature.geometry = try geometry(edit.geometry, layer)
             let added = try table.add([feature], in: conn)[0]
+            objectIDs[gid] = added.objectID
             try log(gid, layer, "insert", columns: allColumns(layer))
             return BatchEditResult(globalId: gid, op: .insert, success: true, objectId: added.objectID)
         case .update:
-            guard let existing else {
+            guard let existingID else {
                 if try isTombstoned(gid, layer) {
                     // Updated here, deleted on the server meanwhile: the delete wins, and the
                     // update's values are kept in a conflict record.
@@ -73,15 +115,16 @@ struct BatchApplier {
                 }
                 throw StorageError(.notFound, "no feature with global id \(gid)", table: layer.name)
             }
-            let changed = Set(edit.changedColumns ?? Array((edit.attributes ?? [:]).keys))
-            var update = Feature(objectID: existing.objectID, attributes: try values((edit.attributes ?? [:]).filter { changed.contains($0.key) }, layer))
+            var changed = Set(edit.changedColumns ?? Array((edit.attributes ?? [:]).keys))
+            var update = Feature(objectID: existingID, attributes: try values((edit.attributes ?? [:]).filter { changed.contains($0.key) }, layer))
             let geometryChanged = layer.isSpatial && changed.contains(layer.geometryColumn)
             if geometryChanged { update.geometry = try geometry(edit.geometry, layer) }
-            // Columns the server changed after the client's base: the client's value wins
-            // (ArcGIS "last synchronized wins"), the server's is kept in a conflict record.
+            changed = changed.filter { $0 == layer.geometryColumn || layer.field(named: $0) != nil }
+            // Columns others changed after the client's base: the client's value wins (ArcGIS
+            // "last synchronized wins"), the server's is kept in a conflict record.
             var conflict: ConflictRecord?
-            let overlapping = try changedSince(edit.baseGeneration, gid, layer).intersection(changed)
-            if !overlapping.isEmpty {
+            let overlapping = changedSince(edit.baseGeneration, gid).intersection(changed)
+            if !overlapping.isEmpty, let existing = try feature(existingID, table) {
                 let ours = try jsonValues(edit, layer), theirs = jsonValues(existing, layer)
                 let discarded = overlapping.filter { ours[$0] != theirs[$0] }.sorted()
                 if !discarded.isEmpty {
@@ -90,46 +133,46 @@ struct BatchApplier {
                         ours: ours.filter { discarded.contains($0.key) }, theirs: theirs.filter { discarded.contains($0.key) }, policy: "clientWins", winner: "ours"))
                 }
             }
-            try table.update([update], in: conn)
+            if !update.attributes.isEmpty || update.geometry != nil { try table.update([update], in: conn) }
             if geometryChanged, update.geometry == nil {
-                try conn.execute("UPDATE \(quotedName(layer.name)) SET \(quotedName(layer.geometryColumn)) = NULL WHERE \(quotedName(layer.objectIDField)) = ?", arguments: [.integer(existing.objectID!)])
+                try conn.execute(
+                    "UPDATE \(quotedName(layer.name)) SET \(quotedName(layer.geometryColumn)) = NULL WHERE \(quotedName(layer.objectIDField)) = ?",
+                    arguments: [.integer(existingID)])
             }
-            let after = try find(gid, table)!
-            let columns = changedColumns(existing, after, layer)
-            if !columns.isEmpty { try log(gid, layer, "update", columns: columns) }
-            return BatchEditResult(globalId: gid, op: .update, success: true, objectId: existing.objectID, resolution: conflict == nil ? nil : "clientWins", conflict: conflict)
+            if !changed.isEmpty { try log(gid, layer, "update", columns: changed.sorted()) }
+            return BatchEditResult(globalId: gid, op: .update, success: true, objectId: existingID, resolution: conflict == nil ? nil : "clientWins", conflict: conflict)
         case .delete:
-            guard let existing else {
+            guard let existingID else {
                 return BatchEditResult(globalId: gid, op: .delete, success: true, resolution: "alreadyDeleted")
             }
             // Deleted here, changed on the server meanwhile: the delete wins; the server's newer
             // values are kept in a conflict record.
             var conflict: ConflictRecord?
-            let changedThere = try changedSince(edit.baseGeneration, gid, layer)
-            if !changedThere.isEmpty {
+            let changedThere = changedSince(edit.baseGeneration, gid)
+            if !changedThere.isEmpty, let existing = try feature(existingID, table) {
                 let theirs = jsonValues(existing, layer).filter { changedThere.contains($0.key) }
                 conflict = try record(ConflictRecord(
                     layerId: layer.id, globalId: gid, kind: .deleteUpdate, columns: changedThere.sorted(), base: edit.baseValues?.filter { changedThere.contains($0.key) },
                     ours: nil, theirs: theirs, policy: "deleteWins", winner: "ours"))
             }
-            try table.delete(objectIDs: [existing.objectID!], in: conn)
+            try table.delete(objectIDs: [existingID], in: conn)
+            objectIDs[gid] = nil
             try log(gid, layer, "delete", columns: [])
-            return BatchEditResult(globalId: gid, op: .delete, success: true, objectId: existing.objectID, resolution: conflict == nil ? nil : "deleteWins", conflict: conflict)
+            return BatchEditResult(globalId: gid, op: .delete, success: true, objectId: existingID, resolution: conflict == nil ? nil : "deleteWins", conflict: conflict)
         }
     }
 
-    /// Columns of the feature that others (not this replica) changed after generation `base`
-    /// (none without a base).
-    private func changedSince(_ base: Int64?, _ gid: String, _ layer: LayerDefinition) throws -> Set<String> {
+    /// A feature's current values (read only when a conflict needs them).
+    private func feature(_ objectID: Int64, _ table: FeatureTable) throws -> Feature? {
+        var found: Feature?
+        try table.forEach(matching: FeatureQuery(objectIDs: [objectID]), in: conn) { found = $0 }
+        return found
+    }
+
+    /// Columns others changed after generation `base` (none without a base).
+    private func changedSince(_ base: Int64?, _ gid: String) -> Set<String> {
         guard let base else { return [] }
-        var columns = Set<String>()
-        for row in try conn.query(
-            "SELECT changed_columns FROM outpost_change_log WHERE layer_id = ? AND globalid = ? AND generation > ? AND origin_replica IS NOT ?",
-            arguments: [.integer(Int64(layer.id)), .text(gid), .integer(base), .text(origin.replica)])
-        {
-            for c in (row[0].textValue.flatMap { try? JSONValue.parse($0).arrayValue } ?? []) { if let name = c.stringValue { columns.insert(name) } }
-        }
-        return columns
+        return Set((othersChanges[gid] ?? []).filter { $0.generation > base }.flatMap(\.columns))
     }
 
     /// The values an edit sets, normalised as the server stores them (dates in epoch ms, the
@@ -167,14 +210,6 @@ struct BatchApplier {
         return c
     }
 
-    private func find(_ gid: String, _ table: FeatureTable) throws -> Feature? {
-        var q = FeatureQuery()
-        q.globalIDs = [gid]
-        var found: Feature?
-        try table.forEach(matching: q, in: conn) { found = $0 }
-        return found
-    }
-
     private func isTombstoned(_ gid: String, _ layer: LayerDefinition) throws -> Bool {
         try !conn.query("SELECT 1 FROM outpost_tombstones WHERE layer_id = ? AND globalid = ?", arguments: [.integer(Int64(layer.id)), .text(gid)]).isEmpty
     }
@@ -209,14 +244,6 @@ struct BatchApplier {
 
     private func allColumns(_ layer: LayerDefinition) -> [String] {
         layer.fields.filter { $0.type != .oid }.map(\.name) + (layer.isSpatial ? [layer.geometryColumn] : [])
-    }
-
-    private func changedColumns(_ before: Feature, _ after: Feature, _ layer: LayerDefinition) -> [String] {
-        var columns = layer.fields.filter { $0.type != .oid && $0.type != .globalID }.map(\.name).filter {
-            (before.attributes[$0] ?? .null) != (after.attributes[$0] ?? .null)
-        }
-        if layer.isSpatial, before.geometry != after.geometry { columns.append(layer.geometryColumn) }
-        return columns
     }
 
     private func log(_ gid: String, _ layer: LayerDefinition, _ op: String, columns: [String]) throws {

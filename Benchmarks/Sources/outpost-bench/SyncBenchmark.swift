@@ -1,0 +1,178 @@
+import Foundation
+import OutpostCore
+import OutpostServer
+import OutpostStorage
+import OutpostSync
+
+#if canImport(Glibc)
+    import Glibc
+#endif
+
+/// The sync round trip of the sync issue: the edits of an N-feature layer (10% updated, 1%
+/// deleted, 5% inserted) sealed and uploaded by one replica over loopback HTTP, applied by the
+/// server (a child process), downloaded and applied by a second replica — next to pygeodiff's
+/// `create_changeset` + `apply_changeset` for the same edits.
+enum SyncBenchmark {
+    static let schema = ServiceSchema(
+        name: "bench",
+        layers: [
+            LayerDefinition(
+                id: 0, name: "points", geometryType: .point,
+                fields: [
+                    FieldDefinition(name: "objectid", type: .oid), FieldDefinition(name: "globalid", type: .globalID),
+                    FieldDefinition(name: "id_int", type: .integer), FieldDefinition(name: "value", type: .double),
+                    FieldDefinition(name: "label", type: .string, length: 20), FieldDefinition(name: "observed", type: .date),
+                    FieldDefinition(name: "ref", type: .guid),
+                ])
+        ], maxRecordCount: 100_000)
+
+    static func createService(count: Int, at url: URL) throws {
+        Geodatabase.removeFiles(at: url)
+        var random = FastRandomGenerator(seed: 5)
+        try SQLiteServiceBackend.create(at: url, schema: schema) { conn in
+            let table = try conn.geodatabase.table(named: "points")
+            try table.importFeatures(in: conn) { importer in
+                for i in 0..<count {
+                    let (x, y) = ImportBenchmark.coordinates(i)
+                    try importer.add(
+                        values: [.integer(Int64(i)), .double(Double(i) * 0.5), .string(ImportBenchmark.label(i)),
+                                 .date(ImportBenchmark.epoch.addingTimeInterval(Double(i))), .string(GlobalID.make(using: &random))],
+                        globalID: GlobalID.make(using: &random), geometry: .point(try Point(x: x, y: y)))
+                }
+            }
+        }
+    }
+
+    /// The edits, with plain SQL on the replica (captured by the triggers like any writer's):
+    /// updates move the point and change two attributes.
+    static func edit(_ replica: URL, count: Int) throws -> Int {
+        let gdb = try Geodatabase.open(at: replica)
+        defer { try? gdb.close() }
+        let updates = count / 10, deletes = count / 100, inserts = count / 20
+        var random = FastRandomGenerator(seed: 9)
+        try gdb.write { conn in
+            let table = try conn.geodatabase.table(named: "points")
+            var moved: [Feature] = []
+            for i in stride(from: 1, through: updates * 10, by: 10) {
+                let (x, y) = ImportBenchmark.coordinates(i + 7)
+                moved.append(Feature(objectID: Int64(i), attributes: ["value": .double(Double(i) + 0.25), "label": .string("edited-\(i)")], geometry: .point(try Point(x: x, y: y))))
+            }
+            try table.update(moved, in: conn)
+            try table.delete(objectIDs: (0..<deletes).map { Int64($0 * 100 + 5) }, in: conn)
+            var added: [Feature] = []
+            for i in 0..<inserts {
+                let (x, y) = ImportBenchmark.coordinates(count + i)
+                added.append(Feature(
+                    attributes: ["id_int": .integer(Int64(count + i)), "value": .double(1.5), "label": .string("new-\(i)"),
+                                 "observed": .date(ImportBenchmark.epoch), "ref": .string(GlobalID.make(using: &random))],
+                    geometry: .point(try Point(x: x, y: y))))
+            }
+            _ = try table.add(added, in: conn)
+        }
+        return updates + deletes + inserts
+    }
+
+    /// One sync of `replica` (a worker process): prints the seconds.
+    static func syncOnce(replica: URL) async throws -> Double {
+        let gdb = try Geodatabase.open(at: replica)
+        defer { try? gdb.close() }
+        guard let state = try await gdb.read({ try $0.replicaState() }) else { throw BenchError("not a replica") }
+        let task = try GeodatabaseSyncTask(url: URL(string: state.serviceURL)!)
+        let started = Date()
+        let job = task.makeSyncGeodatabaseJob(parameters: SyncGeodatabaseParameters(), geodatabase: gdb, faults: FaultInjector())
+        try job.start()
+        let results = try await job.output
+        let seconds = Date().timeIntervalSince(started)
+        guard results.allSatisfy({ $0.checksumMatches != false }) else { throw BenchError("checksums differ") }
+        if ProcessInfo.processInfo.environment["BENCH_TRACE"] != nil {
+            for m in job.messages { FileHandle.standardError.write(Data("  \(format(m.timestamp.timeIntervalSince(started), 3)) \(m.text)\n".utf8)) }
+        }
+        let r = results[0]
+        FileHandle.standardError.write(Data("  up \(r.uploaded.total) down \(r.downloaded.total) match \(String(describing: r.checksumMatches))\n".utf8))
+        return seconds
+    }
+
+    static func generate(_ serviceURL: URL, to file: URL) async throws {
+        Geodatabase.removeFiles(at: file)
+        let task = try GeodatabaseSyncTask(url: serviceURL)
+        let parameters = try await task.makeDefaultGenerateGeodatabaseParameters(extent: nil)
+        let job = task.makeGenerateGeodatabaseJob(parameters: parameters, downloadFileURL: file, faults: FaultInjector())
+        try job.start()
+        try await job.output.close()
+    }
+
+    static func run(count: Int, executable: String, workDirectory: URL) async throws {
+        let service = workDirectory.appendingPathComponent("sync-service.gpkg")
+        try createService(count: count, at: service)
+        let server = Process()
+        server.executableURL = URL(fileURLWithPath: executable)
+        server.arguments = ["worker-serve", service.path]
+        let pipe = Pipe()
+        server.standardOutput = pipe
+        try server.run()
+        defer { kill(server.processIdentifier, SIGTERM); server.waitUntilExit() }
+        var line = Data()
+        while true {
+            let b = pipe.fileHandleForReading.readData(ofLength: 1)
+            if b.isEmpty || b.first == 10 { break }
+            line.append(b)
+        }
+        let serviceURL = URL(string: String(decoding: line, as: UTF8.self).replacingOccurrences(of: "listening on ", with: "") + "/arcgis/rest/services/sync-service/FeatureServer")!
+
+        // Replicas: A edits and uploads, B downloads. Fresh copies for each of the three runs.
+        let a0 = workDirectory.appendingPathComponent("sync-a0.gpkg"), b0 = workDirectory.appendingPathComponent("sync-b0.gpkg")
+        let generateStart = Date()
+        try await generate(serviceURL, to: a0)
+        let generateSeconds = Date().timeIntervalSince(generateStart)
+        try await generate(serviceURL, to: b0)
+        let base = workDirectory.appendingPathComponent("sync-base.gpkg")
+        Geodatabase.removeFiles(at: base)
+        try FileManager.default.copyItem(at: a0, to: base)
+        let edits = try edit(a0, count: count)
+
+        // One run: the server's state moves on with it (a second run would need a new service).
+        let up = try measure([executable, "worker-sync", a0.path])
+        let down = try measure([executable, "worker-sync", b0.path])
+        let uploadBest = try reportedSeconds(up), downloadBest = try reportedSeconds(down)
+        let peak = max(up.peakMemoryMB, down.peakMemoryMB)
+        let serverPeak = peakMemoryMB(of: server.processIdentifier)
+
+        // pygeodiff: the changeset between the base and the edited replica, applied to a copy.
+        let geodiff = try measure([
+            ProcessInfo.processInfo.environment["OUTPOST_PYTHON"] ?? "python3", "-c",
+            """
+            import sys, shutil, time, pygeodiff
+            base, modified, target, changeset = sys.argv[1:5]
+            shutil.copyfile(base, target)
+            g = pygeodiff.GeoDiff()
+            t = time.perf_counter()
+            g.create_changeset(base, modified, changeset)
+            g.apply_changeset(target, changeset)
+            print(g.changes_count(changeset), file=sys.stderr)
+            print(time.perf_counter() - t)
+            """,
+            base.path, a0.path, workDirectory.appendingPathComponent("geodiff-target.gpkg").path,
+            workDirectory.appendingPathComponent("geodiff.bin").path,
+        ])
+        let geodiffSeconds = try reportedSeconds(geodiff)
+        let total = uploadBest + downloadBest
+        printTable(
+            "Sync round trip: \(edits) edits of a \(count)-feature layer (10% updated, 1% deleted, 5% inserted), loopback HTTP",
+            ["", "seconds", "edits/s", "peak MB"],
+            [
+                ["Outpost upload (seal, PUT, server apply, verify)", format(uploadBest, 3), format(Double(edits) / uploadBest), format(peak)],
+                ["Outpost download (feed, stage, apply, verify)", format(downloadBest, 3), format(Double(edits) / downloadBest), ""],
+                ["Outpost end to end", format(total, 3), format(Double(edits) / total), format(serverPeak) + " server"],
+                ["pygeodiff create_changeset + apply_changeset", format(geodiffSeconds, 3), format(Double(edits) / geodiffSeconds), format(geodiff.peakMemoryMB)],
+            ])
+        print("end to end: \(format(geodiffSeconds / total, 2))x pygeodiff (target ≥ 2x); replica generation of \(count) features: \(format(generateSeconds, 2)) s")
+    }
+
+    /// A live process's peak resident memory (VmHWM), in MB.
+    static func peakMemoryMB(of pid: Int32) -> Double {
+        guard let status = try? String(contentsOfFile: "/proc/\(pid)/status", encoding: .utf8),
+            let line = status.split(separator: "\n").first(where: { $0.hasPrefix("VmHWM:") })
+        else { return 0 }
+        return (Double(line.split(separator: " ").dropFirst().first ?? "0") ?? 0) / 1024
+    }
+}
