@@ -25,7 +25,7 @@ public enum JSONValue: Hashable, Sendable {
     }
 
     public static func parse(_ bytes: UnsafeBufferPointer<UInt8>) throws -> JSONValue {
-        do {
+        do throws(JSONParser.Failure) {
             return try JSONParser.parse(bytes)
         } catch {
             throw GeometryError(.invalidEncoding, "invalid JSON: \(error.message) at byte \(error.offset)")
