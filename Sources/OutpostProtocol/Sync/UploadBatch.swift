@@ -34,13 +34,11 @@ public struct UploadBatch: Codable, Hashable, Sendable {
 
     /// Canonical bytes (sorted keys): what is stored, sent and hashed.
     public func encoded() throws -> Data {
-        let encoder = JSONEncoder()
-        encoder.outputFormatting = [.sortedKeys, .withoutEscapingSlashes]
-        return try encoder.encode(self)
+        try JSONValueEncoder().encodeToData(self)
     }
 
     public static func decode(_ data: Data) throws -> UploadBatch {
-        try JSONDecoder().decode(UploadBatch.self, from: data)
+        try JSONValueDecoder().decode(UploadBatch.self, from: data)
     }
 
     /// The content hash of encoded batch bytes (lower-case hex SHA-256).

@@ -78,7 +78,7 @@ struct ServiceRoutes {
     }
 
     static func json(_ value: some Encodable) throws -> JSONValue {
-        try JSONValue.parse(JSONEncoder().encode(value))
+        try JSONValueEncoder().encode(value)
     }
 
     private func features(_ name: String, layer: LayerDefinition) throws -> [Feature] {

@@ -71,8 +71,9 @@ public final class GeodatabaseConnection {
     }
 
     static func isSingleStatement(_ sql: String) -> Bool {
-        guard let semicolon = sql.firstIndex(of: ";") else { return true }
-        return sql[sql.index(after: semicolon)...].allSatisfy(\.isWhitespace)
+        let utf8 = sql.utf8
+        guard let semicolon = utf8.firstIndex(of: UInt8(ascii: ";")) else { return true }
+        return utf8[utf8.index(after: semicolon)...].allSatisfy { $0 == 32 || (9...13).contains($0) }
     }
 
     /// Runs `body` with the `gpkg_contents` bookkeeping of feature edits (last change, extent)

@@ -78,7 +78,7 @@ extension FeatureTable {
     }
 
     /// The candidate envelope for an exact filter: the shape's, narrowed by the query's own.
-    private func intersectionEnvelope(_ query: FeatureQuery, _ shape: Geometry) -> Envelope {
+    func intersectionEnvelope(_ query: FeatureQuery, _ shape: Geometry) -> Envelope {
         let bounds = shape.envelope ?? Envelope(xmin: 0, ymin: 0, xmax: -1, ymax: -1)
         guard let e = query.envelope else { return bounds }
         return Envelope(xmin: max(e.xmin, bounds.xmin), ymin: max(e.ymin, bounds.ymin), xmax: min(e.xmax, bounds.xmax), ymax: min(e.ymax, bounds.ymax))

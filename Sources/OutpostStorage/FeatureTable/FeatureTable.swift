@@ -99,12 +99,10 @@ public struct FeatureTable: Sendable {
             if type.isDate { return .date(Date(timeIntervalSince1970: Double(i) / 1000)) }
             return .integer(i)
         case .double(let d):
-            if type.isInteger, d.rounded() == d, abs(d) < 9.2e18 { return .integer(Int64(d)) }
+            if type.isInteger, let exact = FieldValue.exactInteger(d) { return .integer(exact) }
             return .double(d)
         case .string(let s):
-            if type.isDate, let d = GeoPackageDate.parse(s) { return .date(d) }
-            if type.isNumeric, let d = Double(s) { return type.isInteger ? .integer(Int64(d)) : .double(d) }
-            return .string(s)
+            return FieldValue.decodeStoredText(s, date: type.isDate, integer: type.isInteger, numeric: type.isNumeric)
         case .blob(let data):
             return .blob([UInt8](data))
         }

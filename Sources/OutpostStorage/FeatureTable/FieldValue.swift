@@ -30,6 +30,22 @@ public enum FieldValue: Hashable, Sendable {
 
     public var stringValue: String? { if case .string(let s) = self { s } else { nil } }
 
+    /// `d` as an integer when it is one that Int64 holds.
+    static func exactInteger(_ d: Double) -> Int64? {
+        d.rounded() == d && abs(d) < 9.2e18 ? Int64(d) : nil
+    }
+
+    /// A value stored as text in a column that is not a text column (another writer's choice):
+    /// a date that parses is a date, a number that parses a number, anything else stays text.
+    static func decodeStoredText(_ s: String, date: Bool, integer: Bool, numeric: Bool) -> FieldValue {
+        if date, let d = GeoPackageDate.parse(s) { return .date(d) }
+        if numeric, let d = Double(s) {
+            if integer, let exact = exactInteger(d) { return .integer(exact) }
+            return .double(d)
+        }
+        return .string(s)
+    }
+
     /// The value as the ArcGIS REST API writes it: dates as epoch milliseconds, blobs base64.
     public var jsonValue: JSONValue {
         switch self {

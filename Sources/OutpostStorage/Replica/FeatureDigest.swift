@@ -1,25 +1,30 @@
 import Foundation
+import GRDB
+import GRDBSQLite
 import OutpostCore
 
-/// A content fingerprint of a feature, the same on the server and in a replica: SHA-256 of its
-/// global id, every attribute (schema order, ArcGIS JSON values) and its geometry's WKB, cut to
-/// 64 bits. XOR-ing the fingerprints of a layer's features gives an order-free layer checksum
+/// A content fingerprint of a feature, the same on the server and in a replica: a 64-bit hash of
+/// a canonical encoding of its global id, every attribute (schema order) and its geometry's
+/// ISO WKB. XOR-ing the fingerprints of a layer's features gives an order-free layer checksum
 /// (invariant I9: after a sync with nothing pending, client and server checksums are equal).
+///
+/// The canonical encoding does not depend on how a writer stored a value: an integral REAL in
+/// an integer column, a date as text or as epoch milliseconds, a geometry with a big-endian or
+/// EWKB body all encode as the values they decode to. ``FeatureTable/checksum(matching:in:)``
+/// computes it straight from the stored rows (no feature is built); ``digest(_:layer:)`` from a
+/// feature, for backends that hold features rather than GeoPackage rows. The two agree; tests
+/// hold them to it.
 public enum FeatureDigest {
     public static func digest(_ feature: Feature, layer: LayerDefinition) -> UInt64 {
-        var text = feature.globalID ?? ""
+        var row = CanonicalRow()
+        if let gid = feature.globalID { row.text(gid) } else { row.null() }
         for field in layer.fields where field.type != .oid && field.type != .globalID {
-            text += "|\(field.name)="
-            (feature.attributes[field.name] ?? .null).jsonValue.write(to: &text)
+            row.value(feature.attributes[field.name] ?? .null)
         }
-        var hasher = SHA256()
-        hasher.update(text)
         if layer.isSpatial {
-            hasher.update("|geometry=")
-            if let g = feature.geometry { hasher.update(WKB.encode(g)) }
+            if let g = feature.geometry { row.geometry(WKB.encode(g)) } else { row.null() }
         }
-        let bytes = hasher.finalize()
-        return bytes.prefix(8).reduce(0) { $0 << 8 | UInt64($1) }
+        return row.hash
     }
 
     /// Accumulates a layer checksum.
@@ -30,10 +35,270 @@ public enum FeatureDigest {
         public init() {}
 
         public mutating func add(_ feature: Feature, layer: LayerDefinition) {
-            value ^= FeatureDigest.digest(feature, layer: layer)
+            add(digest: FeatureDigest.digest(feature, layer: layer))
+        }
+
+        public mutating func add(digest: UInt64) {
+            value ^= digest
             count += 1
         }
 
         public var hex: String { String(format: "%016llx", value) }
+    }
+
+    /// A 64-bit hash of bytes: words multiplied in and rotated, then the splitmix64 finaliser.
+    /// Not cryptographic: it tells an accidental difference, which is what a checksum is for.
+    static func hash(_ bytes: UnsafeRawBufferPointer) -> UInt64 {
+        var h: UInt64 = 0x243F_6A88_85A3_08D3 ^ UInt64(bytes.count)
+        var i = 0
+        let n = bytes.count
+        while i + 8 <= n {
+            let w = UInt64(littleEndian: bytes.loadUnaligned(fromByteOffset: i, as: UInt64.self))
+            h = ((h ^ w) &* 0x9E37_79B9_7F4A_7C15).rotated(31)
+            i += 8
+        }
+        if i < n {
+            var w: UInt64 = 0
+            for k in 0..<(n - i) { w |= UInt64(bytes[i + k]) << (8 * UInt64(k)) }
+            h = ((h ^ w) &* 0x9E37_79B9_7F4A_7C15).rotated(31)
+        }
+        h ^= h >> 30
+        h = h &* 0xBF58_476D_1CE4_E5B9
+        h ^= h >> 27
+        h = h &* 0x94D0_49BB_1331_11EB
+        return h ^ (h >> 31)
+    }
+}
+
+extension UInt64 {
+    fileprivate func rotated(_ k: UInt64) -> UInt64 { (self << k) | (self >> (64 - k)) }
+}
+
+/// The canonical bytes of one feature: a tag per value, then the value.
+struct CanonicalRow {
+    private(set) var bytes: [UInt8] = []
+
+    init() { bytes.reserveCapacity(256) }
+
+    mutating func reset() { bytes.removeAll(keepingCapacity: true) }
+
+    private mutating func put64(_ v: UInt64) { withUnsafeBytes(of: v.littleEndian) { bytes.append(contentsOf: $0) } }
+    private mutating func put32(_ v: Int) { withUnsafeBytes(of: UInt32(truncatingIfNeeded: v).littleEndian) { bytes.append(contentsOf: $0) } }
+
+    mutating func null() { bytes.append(0) }
+
+    mutating func integer(_ v: Int64) {
+        bytes.append(1)
+        put64(UInt64(bitPattern: v))
+    }
+
+    mutating func double(_ d: Double) {
+        guard d.isFinite else { return null() }  // as JSON carries it: null
+        bytes.append(2)
+        put64(d == 0 ? 0 : d.bitPattern)  // -0 travels as 0
+    }
+
+    mutating func date(_ d: Date) {
+        bytes.append(3)
+        put64(UInt64(bitPattern: Int64((d.timeIntervalSince1970 * 1000).rounded())))
+    }
+
+    mutating func text(_ raw: UnsafeRawBufferPointer) {
+        bytes.append(4)
+        put32(raw.count)
+        bytes.append(contentsOf: raw)
+    }
+
+    mutating func text(_ s: String) {
+        var s = s
+        s.withUTF8 { text(UnsafeRawBufferPointer($0)) }
+    }
+
+    mutating func blob(_ raw: UnsafeRawBufferPointer) {
+        bytes.append(5)
+        put32(raw.count)
+        bytes.append(contentsOf: raw)
+    }
+
+    mutating func geometry(_ wkb: some Collection<UInt8>) {
+        bytes.append(6)
+        put32(wkb.count)
+        bytes.append(contentsOf: wkb)
+    }
+
+    mutating func value(_ v: FieldValue) {
+        switch v {
+        case .null: null()
+        case .integer(let i): integer(i)
+        case .double(let d): double(d)
+        case .string(let s): text(s)
+        case .date(let d): date(d)
+        case .blob(let b): b.withUnsafeBytes { blob($0) }
+        }
+    }
+
+    var hash: UInt64 { bytes.withUnsafeBytes { FeatureDigest.hash($0) } }
+}
+
+extension FeatureTable {
+    /// The checksum of the features matching `query` (its paging and field list are ignored),
+    /// hashed from the stored rows: the same value as adding each matching feature's
+    /// ``FeatureDigest/digest(_:layer:)``, without building the features.
+    public func checksum(matching query: FeatureQuery, in conn: GeodatabaseConnection) throws -> FeatureDigest.Accumulator {
+        var candidates = query
+        candidates.outFields = nil
+        candidates.offset = 0
+        candidates.limit = nil
+        candidates.orderBy = []
+        let shape = query.intersecting
+        if let shape {
+            candidates.intersecting = nil
+            let envelope = intersectionEnvelope(query, shape)
+            guard envelope.isValid else { return FeatureDigest.Accumulator() }
+            candidates.envelope = envelope
+        }
+        let layer = definition
+        let columns = layer.fields.filter { $0.type != .oid && $0.type != .globalID }
+        var select = [layer.globalIDField.map(quoted) ?? "NULL"] + columns.map { quoted($0.name) }
+        if layer.isSpatial { select.append(quoted(layer.geometryColumn)) }
+        let (filter, arguments) = try filterSQL(candidates, conn.db)
+        let statement: Statement
+        do {
+            statement = try conn.db.makeStatement(sql: "SELECT \(select.joined(separator: ", ")) FROM \(quoted(name))\(filter)")
+            try statement.setArguments(StatementArguments(arguments))
+        } catch {
+            throw StorageError.from(error, "cannot read \(name) for its checksum")
+        }
+        let s = statement.sqliteStatement
+        let kinds = columns.map { StoredColumn(type: $0.type) }
+        let geometryIndex = Int32(columns.count + 1)
+        var row = CanonicalRow()
+        var acc = FeatureDigest.Accumulator()
+        while true {
+            let rc = sqlite3_step(s)
+            if rc == SQLITE_DONE { break }
+            guard rc == SQLITE_ROW else {
+                throw StorageError(.sqlite, "reading \(name) for its checksum: \(String(cString: sqlite3_errmsg(sqlite3_db_handle(s))))", table: name)
+            }
+            row.reset()
+            StoredColumn.text.append(s, 0, to: &row)
+            for (i, kind) in kinds.enumerated() { kind.append(s, Int32(i + 1), to: &row) }
+            if layer.isSpatial {
+                guard sqlite3_column_type(s, geometryIndex) == SQLITE_BLOB, let blob = sqlite3_column_blob(s, geometryIndex) else {
+                    if shape != nil { continue }
+                    row.null()
+                    acc.add(digest: row.hash)
+                    continue
+                }
+                let raw = UnsafeRawBufferPointer(start: blob, count: Int(sqlite3_column_bytes(s, geometryIndex)))
+                if let shape {
+                    guard let g = try? GeoPackageBinary.decode(buffer: raw).geometry, GeometryRelations.intersects(g, shape) else { continue }
+                }
+                try appendGeometry(raw, to: &row)
+            }
+            acc.add(digest: row.hash)
+        }
+        return acc
+    }
+
+    /// The geometry's ISO little-endian WKB: the stored body itself when it already is that (the
+    /// common case: points, lines and polygons written by any GeoPackage writer on x86 or ARM),
+    /// else decoded and encoded again.
+    private func appendGeometry(_ blob: UnsafeRawBufferPointer, to row: inout CanonicalRow) throws {
+        if let body = Self.canonicalWKB(blob) {
+            row.geometry(body)
+            return
+        }
+        do {
+            row.geometry(WKB.encode(try GeoPackageBinary.decode(buffer: blob).geometry))
+        } catch {
+            throw StorageError(.corrupt, "a geometry of \(name) cannot be decoded: \(error)", table: name, cause: error as? GeometryError)
+        }
+    }
+
+    /// The WKB body of a GeoPackage geometry blob when it is already canonical: little-endian,
+    /// an ISO point (not empty), line string or polygon, of exactly the length its counts give.
+    static func canonicalWKB(_ blob: UnsafeRawBufferPointer) -> UnsafeRawBufferPointer? {
+        guard blob.count >= 8, blob[0] == 0x47, blob[1] == 0x50 else { return nil }
+        let flags = blob[3]
+        guard flags & 0b0010_0000 == 0 else { return nil }  // extended GeoPackage geometry
+        let envelopeDoubles = [0, 4, 6, 6, 8]
+        let kind = Int((flags >> 1) & 0b111)
+        guard kind < envelopeDoubles.count else { return nil }
+        let start = 8 + envelopeDoubles[kind] * 8
+        guard blob.count >= start + 9, blob[start] == 1 else { return nil }
+        let body = UnsafeRawBufferPointer(rebasing: blob[start...])
+        let code = Int(UInt32(littleEndian: body.loadUnaligned(fromByteOffset: 1, as: UInt32.self)))
+        let family = code / 1000, base = code % 1000
+        guard family <= 3 else { return nil }
+        let d = (family == 0 ? 2 : family == 3 ? 4 : 3) * 8
+        func count(at offset: Int) -> Int? {
+            guard body.count >= offset + 4 else { return nil }
+            return Int(UInt32(littleEndian: body.loadUnaligned(fromByteOffset: offset, as: UInt32.self)))
+        }
+        switch base {
+        case 1:
+            guard body.count == 5 + d else { return nil }
+            for k in 0..<(d / 8) where Double(bitPattern: UInt64(littleEndian: body.loadUnaligned(fromByteOffset: 5 + 8 * k, as: UInt64.self))).isNaN {
+                return nil  // an empty point, or NaN coordinates: let the decoder say what it is
+            }
+            return body
+        case 2:
+            guard let n = count(at: 5), n <= body.count, body.count == 9 + n * d else { return nil }
+            return body
+        case 3:
+            guard let rings = count(at: 5), rings <= body.count else { return nil }
+            var offset = 9
+            for _ in 0..<rings {
+                guard let n = count(at: offset), n <= body.count else { return nil }
+                offset += 4 + n * d
+                guard offset <= body.count else { return nil }
+            }
+            return offset == body.count ? body : nil
+        default:
+            return nil
+        }
+    }
+}
+
+/// How a stored column value becomes a canonical value: the coercions of reading a feature
+/// (``FeatureTable`` decodes the same way), applied to the raw SQLite value.
+private enum StoredColumn {
+    case integer, real, date, text
+
+    init(type: FieldType) {
+        if type.isDate {
+            self = .date
+        } else if type.isInteger {
+            self = .integer
+        } else if type.isNumeric {
+            self = .real
+        } else {
+            self = .text
+        }
+    }
+
+    func append(_ s: OpaquePointer?, _ i: Int32, to row: inout CanonicalRow) {
+        switch sqlite3_column_type(s, i) {
+        case SQLITE_NULL:
+            row.null()
+        case SQLITE_INTEGER:
+            let v = sqlite3_column_int64(s, i)
+            switch self {
+            case .real: row.double(Double(v))
+            case .date: row.date(Date(timeIntervalSince1970: Double(v) / 1000))
+            case .integer, .text: row.integer(v)
+            }
+        case SQLITE_FLOAT:
+            let d = sqlite3_column_double(s, i)
+            if self == .integer, let exact = FieldValue.exactInteger(d) { row.integer(exact) } else { row.double(d) }
+        case SQLITE_BLOB:
+            row.blob(UnsafeRawBufferPointer(start: sqlite3_column_blob(s, i), count: Int(sqlite3_column_bytes(s, i))))
+        default:
+            let raw = UnsafeRawBufferPointer(start: sqlite3_column_text(s, i), count: Int(sqlite3_column_bytes(s, i)))
+            guard self != .text else { return row.text(raw) }
+            let text = String(decoding: raw, as: UTF8.self)
+            row.value(FieldValue.decodeStoredText(text, date: self == .date, integer: self == .integer, numeric: self != .date))
+        }
     }
 }

@@ -95,5 +95,5 @@ struct DownloadApplier {
         counts.deletes += doomed.count
     }
 
-    static func quoted(_ name: String) -> String { "\"" + name.replacingOccurrences(of: "\"", with: "\"\"") + "\"" }
+    static func quoted(_ name: String) -> String { quotedIdentifier(name) }
 }

@@ -41,7 +41,7 @@ public struct SyncGeodatabaseJob: JobDefinition {
 
     public var parameters: JSONValue {
         var p: [String: JSONValue] = [
-            "geodatabase": .string(geodatabase.url.path), "sync": (try? JSONValue.parse(JSONEncoder().encode(syncParameters))) ?? .null,
+            "geodatabase": .string(geodatabase.url.path), "sync": (try? JSONValueEncoder().encode(syncParameters)) ?? .null,
         ]
         if let serviceURL { p["serviceUrl"] = .string(serviceURL.absoluteString) }
         return .object(p)
@@ -54,7 +54,7 @@ public struct SyncGeodatabaseJob: JobDefinition {
         let url = URL(fileURLWithPath: path)
         let open = environment[Geodatabase.self].flatMap { $0.url.standardizedFileURL == url.standardizedFileURL ? $0 : nil }
         self.init(
-            parameters: try JSONDecoder().decode(SyncGeodatabaseParameters.self, from: Data(sync.jsonString.utf8)),
+            parameters: try JSONValueDecoder().decode(SyncGeodatabaseParameters.self, from: sync),
             geodatabase: try open ?? Geodatabase.open(at: url), serviceURL: parameters["serviceUrl"]?.stringValue.flatMap(URL.init(string:)),
             environment: environment[SyncJobEnvironment.self] ?? SyncJobEnvironment())
     }
@@ -98,7 +98,7 @@ public struct SyncGeodatabaseJob: JobDefinition {
     }
 
     static func results(_ context: JobContext) -> [Int: SyncLayerResult] {
-        guard let json = context.recorded("layers"), let list = try? JSONDecoder().decode([SyncLayerResult].self, from: Data(json.jsonString.utf8)) else {
+        guard let json = context.recorded("layers"), let list = try? JSONValueDecoder().decode([SyncLayerResult].self, from: json) else {
             return [:]
         }
         return Dictionary(uniqueKeysWithValues: list.map { ($0.layerId, $0) })
@@ -106,7 +106,7 @@ public struct SyncGeodatabaseJob: JobDefinition {
 
     static func save(_ results: [Int: SyncLayerResult], _ context: JobContext) {
         let list = results.values.sorted { $0.layerId < $1.layerId }
-        context.record("layers", (try? JSONValue.parse(JSONEncoder().encode(list))) ?? .null)
+        context.record("layers", (try? JSONValueEncoder().encode(list)) ?? .null)
     }
 
     static func update(_ context: JobContext, layer: ReplicaState.Layer, _ change: (inout SyncLayerResult) -> Void) {
@@ -201,7 +201,7 @@ public struct SyncGeodatabaseJob: JobDefinition {
 
     private func decode<T: Decodable>(_ type: T.Type, _ data: Data) throws -> T {
         do {
-            return try JSONDecoder().decode(type, from: data)
+            return try JSONValueDecoder().decode(type, from: data)
         } catch {
             throw SyncError(.invalidResponse, "the server's answer is not a \(type): \(error)")
         }
@@ -214,7 +214,7 @@ public struct SyncGeodatabaseJob: JobDefinition {
             let edits = batch.layers.first { $0.id == layer.id }?.edits ?? []
             for r in layer.results where !r.success {
                 let edit = edits.first { $0.globalId == r.globalId }
-                let text = edit.flatMap { try? JSONEncoder().encode($0) }.map { String(decoding: $0, as: UTF8.self) }
+                let text = edit.flatMap { try? JSONValueEncoder().encode($0).jsonString }
                 out.append(RejectedEdit(
                     layer: table, globalID: r.globalId, operation: r.op.rawValue, reason: r.error?.description ?? "rejected", seq: batch.seq,
                     pending: pending, edit: text))
@@ -226,9 +226,9 @@ public struct SyncGeodatabaseJob: JobDefinition {
     static func conflicts(_ result: BatchResult, state: ReplicaState) -> [SyncConflict] {
         result.layers.flatMap { layer in
             layer.results.compactMap { r -> SyncConflict? in
-                guard let c = r.conflict, let data = try? JSONEncoder().encode(c) else { return nil }
+                guard let c = r.conflict, let text = try? JSONValueEncoder().encode(c).jsonString else { return nil }
                 let table = state.layers.first { $0.id == layer.id }?.table ?? String(layer.id)
-                return SyncConflict(serverID: c.id, table: table, globalID: c.globalId, kind: c.kind.rawValue, record: String(decoding: data, as: UTF8.self))
+                return SyncConflict(serverID: c.id, table: table, globalID: c.globalId, kind: c.kind.rawValue, record: text)
             }
         }
     }
@@ -328,7 +328,8 @@ public struct SyncGeodatabaseJob: JobDefinition {
 
     private func stage(_ changes: [FeedChange], layerID: Int) async throws {
         guard !changes.isEmpty else { return }
-        let rows = try changes.map { ($0, String(decoding: try JSONEncoder().encode($0), as: UTF8.self)) }
+        let encoder = JSONValueEncoder()
+        let rows = try changes.map { ($0, try encoder.encode($0).jsonString) }
         try await geodatabase.write { conn in
             for (change, row) in rows {
                 try conn.stage(layerID: layerID, globalID: change.globalId, kind: change.kind.rawValue, generation: change.generation, row: row)
@@ -343,7 +344,7 @@ public struct SyncGeodatabaseJob: JobDefinition {
         }
         var applier = try DownloadApplier(conn: conn, layer: layer)
         var after = ""
-        let decoder = JSONDecoder()
+        let decoder = JSONValueDecoder()
         while true {
             let rows = try conn.stagedRows(layerID: layerID, after: after, limit: 1000)
             guard let last = rows.last else { break }
@@ -400,9 +401,7 @@ public struct SyncGeodatabaseJob: JobDefinition {
         try await geodatabase.read { conn in
             let table = try conn.geodatabase.table(named: layer.table)
             guard try table.pendingChanges(in: conn).total == 0 else { return nil }
-            var acc = FeatureDigest.Accumulator()
-            try table.forEach(matching: .all, in: conn) { acc.add($0, layer: table.definition) }
-            return acc
+            return try table.checksum(matching: .all, in: conn)
         }
     }
 

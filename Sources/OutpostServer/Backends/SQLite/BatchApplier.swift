@@ -203,7 +203,7 @@ struct BatchApplier {
         try conn.execute(
             "INSERT INTO outpost_conflicts (layer_id, globalid, kind, record, replica_id, seq, generation) VALUES (?, ?, ?, ?, ?, ?, ?)",
             arguments: [
-                .integer(Int64(c.layerId)), .text(c.globalId), .text(c.kind.rawValue), .text(String(decoding: try JSONEncoder().encode(c), as: UTF8.self)),
+                .integer(Int64(c.layerId)), .text(c.globalId), .text(c.kind.rawValue), .text(try JSONValueEncoder().encode(c).jsonString),
                 .text(origin.replica), .integer(origin.seq), .integer(generation),
             ])
         c.id = try conn.query("SELECT last_insert_rowid()").first?[0].integerValue

@@ -37,7 +37,7 @@ extension SQLiteServiceBackend: SyncBackend {
             returnAttachments: request.returnAttachments, attachmentsSyncDirection: request.attachmentsSyncDirection, lastSeq: 0,
             serviceGeneration: generation, schemaVersion: schema.schemaVersion, creationDate: Self.now(), lastSyncDate: nil)
         guard request.syncModel != .none else { return info }
-        let definition = String(decoding: try JSONEncoder().encode(info), as: UTF8.self)
+        let definition = try JSONValueEncoder().encode(info).jsonString
         let created = info.creationDate
         try await gdb.write { conn in
             try conn.execute(
@@ -59,7 +59,7 @@ extension SQLiteServiceBackend: SyncBackend {
                 "SELECT definition, replica_gen, last_seq, last_sync_at FROM outpost_replicas WHERE replica_id = ?",
                 arguments: [.text(normalized)]).first
         else { throw ServiceError.notFound("replica \(id)") }
-        var info = try JSONDecoder().decode(ReplicaInfo.self, from: Data(row[0].textValue!.utf8))
+        var info = try JSONValueDecoder().decode(ReplicaInfo.self, from: Data(row[0].textValue!.utf8))
         info.replicaServerGen = row[1].integerValue ?? 0
         info.lastSeq = row[2].integerValue ?? 0
         info.lastSyncDate = row[3].integerValue
@@ -90,7 +90,7 @@ extension SQLiteServiceBackend: SyncBackend {
                 "SELECT result FROM outpost_batch_ledger WHERE replica_id = ? AND seq = ?",
                 arguments: [.text(GlobalID.normalized(replicaID) ?? replicaID), .integer(seq)]).first?[0].textValue
             else { return nil }
-            var result = try JSONDecoder().decode(BatchResult.self, from: Data(text.utf8))
+            var result = try JSONValueDecoder().decode(BatchResult.self, from: Data(text.utf8))
             result.replayed = true
             return result
         }
@@ -110,7 +110,7 @@ extension SQLiteServiceBackend: SyncBackend {
                 guard stored[0].textValue == hash else {
                     throw ServiceError(409, "batch \(batch.seq) of replica \(replicaID) was already applied with different content", details: ["expectedSeq: \(info.lastSeq + 1)"])
                 }
-                var result = try JSONDecoder().decode(BatchResult.self, from: Data(stored[1].textValue!.utf8))
+                var result = try JSONValueDecoder().decode(BatchResult.self, from: Data(stored[1].textValue!.utf8))
                 result.replayed = true
                 return result
             }
@@ -132,7 +132,7 @@ extension SQLiteServiceBackend: SyncBackend {
             }
             if applier.applied > 0 { try ServiceStore.setGeneration(conn, generation) }
             result.replayed = nil
-            let text = String(decoding: try JSONEncoder().encode(result), as: UTF8.self)
+            let text = try JSONValueEncoder().encode(result).jsonString
             try conn.execute(
                 "INSERT INTO outpost_batch_ledger (replica_id, seq, batch_id, hash, result, generation) VALUES (?, ?, ?, ?, ?, ?)",
                 arguments: [.text(replicaID), .integer(batch.seq), .text(batch.batchId), .text(hash), .text(text), result.generation.map { .integer($0) } ?? .null])
@@ -263,9 +263,7 @@ extension SQLiteServiceBackend: SyncBackend {
                     throw ServiceError.notFound("layer \(id) in replica \(replicaID)")
                 }
                 var acc = FeatureDigest.Accumulator()
-                if let query = scope.query(layerInfo, layer: layer) {
-                    try conn.geodatabase.table(id: id).forEach(matching: query, in: conn) { acc.add($0, layer: layer) }
-                }
+                if let query = scope.query(layerInfo, layer: layer) { acc = try conn.geodatabase.table(id: id).checksum(matching: query, in: conn) }
                 layers.append(.init(id: id, count: acc.count, checksum: acc.hex))
             }
             return ReplicaChecksums(generation: try ServiceStore.generation(conn), layers: layers)

@@ -173,4 +173,4 @@ enum ServiceStore {
 }
 
 /// `"name"` for SQL built from validated schema names.
-func quotedName(_ name: String) -> String { "\"" + name.replacingOccurrences(of: "\"", with: "\"\"") + "\"" }
+func quotedName(_ name: String) -> String { quotedIdentifier(name) }
