@@ -26,6 +26,8 @@ struct BatchApplier {
     /// ids, and the changes others made to them since the oldest base generation in the batch.
     private var objectIDs: [String: Int64] = [:]
     private var othersChanges: [String: [(generation: Int64, columns: [String])]] = [:]
+    /// The applied edits' changes, in order, not yet in the change log.
+    private var pendingLog: [ServiceStore.LogEntry] = []
 
     mutating func apply(_ edits: BatchLayer) throws -> [BatchEditResult] {
         let table = try conn.geodatabase.table(id: edits.id)
@@ -50,6 +52,8 @@ struct BatchApplier {
                 }
             }
         }
+        try ServiceStore.log(conn, generation: generation, layerID: edits.id, pendingLog, origin: origin)
+        pendingLog = []
         return results
     }
 
@@ -246,7 +250,8 @@ struct BatchApplier {
         layer.fields.filter { $0.type != .oid }.map(\.name) + (layer.isSpatial ? [layer.geometryColumn] : [])
     }
 
-    private func log(_ gid: String, _ layer: LayerDefinition, _ op: String, columns: [String]) throws {
-        try ServiceStore.log(conn, generation: generation, layerID: layer.id, globalID: gid, op: op, columns: columns, origin: origin)
+    /// Queues a change for the log; ``apply(_:)`` writes the layer's changes together.
+    private mutating func log(_ gid: String, _ layer: LayerDefinition, _ op: String, columns: [String]) throws {
+        pendingLog.append(ServiceStore.LogEntry(globalID: gid, op: op, columns: columns))
     }
 }

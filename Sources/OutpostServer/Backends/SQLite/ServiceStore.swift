@@ -143,32 +143,63 @@ enum ServiceStore {
         _ conn: GeodatabaseConnection, generation: Int64, layerID: Int, globalID: String, op: String, columns: [String],
         origin: (replica: String, seq: Int64)? = nil
     ) throws {
-        let columnsJSON = JSONValue.array(columns.map { .string($0) }).jsonString
-        try conn.execute(
-            "INSERT INTO outpost_change_log (generation, layer_id, globalid, op, changed_columns, origin_replica, origin_seq) VALUES (?, ?, ?, ?, ?, ?, ?)",
-            arguments: [
-                .integer(generation), .integer(Int64(layerID)), .text(globalID), .text(op), .text(columnsJSON),
-                origin.map { .text($0.replica) } ?? .null, origin.map { .integer($0.seq) } ?? .null,
-            ])
-        let layer = SQLLiteral.integer(Int64(layerID)), gid = SQLLiteral.text(globalID)
-        if op == "delete" {
-            try conn.execute("DELETE FROM outpost_feature_versions WHERE layer_id = ? AND globalid = ?", arguments: [layer, gid])
-            try conn.execute(
-                "INSERT INTO outpost_tombstones (layer_id, globalid, generation) VALUES (?, ?, ?) ON CONFLICT (layer_id, globalid) DO UPDATE SET generation = excluded.generation",
-                arguments: [layer, gid, .integer(generation)])
-        } else {
-            let generations = JSONValue.object(Dictionary(uniqueKeysWithValues: columns.map { ($0, JSONValue.integer(generation)) })).jsonString
-            try conn.execute(
-                """
-                INSERT INTO outpost_feature_versions (layer_id, globalid, generation, column_generations) VALUES (?, ?, ?, ?)
-                ON CONFLICT (layer_id, globalid) DO UPDATE SET generation = excluded.generation,
-                  column_generations = json_patch(column_generations, excluded.column_generations)
-                """,
-                arguments: [layer, gid, .integer(generation), .text(generations)])
-            if op == "insert" {
-                try conn.execute("DELETE FROM outpost_tombstones WHERE layer_id = ? AND globalid = ?", arguments: [layer, gid])
-            }
+        try log(conn, generation: generation, layerID: layerID, [LogEntry(globalID: globalID, op: op, columns: columns)], origin: origin)
+    }
+
+    /// One feature's change for ``log(_:generation:layerID:_:origin:)``.
+    struct LogEntry {
+        var globalID: String
+        var op: String
+        var columns: [String]
+    }
+
+    /// Logs many changes of one layer under one generation with four statements (the entries go
+    /// in as one JSON array, in order): per-edit statements cost more than the edits themselves.
+    static func log(
+        _ conn: GeodatabaseConnection, generation: Int64, layerID: Int, _ entries: [LogEntry], origin: (replica: String, seq: Int64)? = nil
+    ) throws {
+        guard !entries.isEmpty else { return }
+        var text = "["
+        for (i, e) in entries.enumerated() {
+            if i > 0 { text += "," }
+            text += "["
+            JSONValue.writeString(e.globalID, to: &text)
+            text += ",\"\(e.op)\","
+            JSONValue.writeString(JSONValue.array(e.columns.map { .string($0) }).jsonString, to: &text)
+            text += ","
+            // The per-column generations this change sets ({} for a delete).
+            JSONValue.writeString(e.op == "delete" ? "{}" : JSONValue.object(Dictionary(e.columns.map { ($0, JSONValue.integer(generation)) }, uniquingKeysWith: { a, _ in a })).jsonString, to: &text)
+            text += "]"
         }
+        text += "]"
+        let list = SQLLiteral.text(text), layer = SQLLiteral.integer(Int64(layerID)), gen = SQLLiteral.integer(generation)
+        try conn.execute(
+            """
+            INSERT INTO outpost_change_log (generation, layer_id, globalid, op, changed_columns, origin_replica, origin_seq)
+            SELECT ?, ?, value ->> 0, value ->> 1, value ->> 2, ?, ? FROM json_each(?) ORDER BY key
+            """,
+            arguments: [gen, layer, origin.map { .text($0.replica) } ?? .null, origin.map { .integer($0.seq) } ?? .null, list])
+        try conn.execute(
+            "DELETE FROM outpost_feature_versions WHERE layer_id = ? AND globalid IN (SELECT value ->> 0 FROM json_each(?) WHERE value ->> 1 = 'delete')",
+            arguments: [layer, list])
+        try conn.execute(
+            """
+            INSERT INTO outpost_tombstones (layer_id, globalid, generation)
+            SELECT ?, value ->> 0, ? FROM json_each(?) WHERE value ->> 1 = 'delete' ORDER BY key
+            ON CONFLICT (layer_id, globalid) DO UPDATE SET generation = excluded.generation
+            """,
+            arguments: [layer, gen, list])
+        try conn.execute(
+            """
+            INSERT INTO outpost_feature_versions (layer_id, globalid, generation, column_generations)
+            SELECT ?, value ->> 0, ?, value ->> 3 FROM json_each(?) WHERE value ->> 1 <> 'delete' ORDER BY key
+            ON CONFLICT (layer_id, globalid) DO UPDATE SET generation = excluded.generation,
+              column_generations = json_patch(column_generations, excluded.column_generations)
+            """,
+            arguments: [layer, gen, list])
+        try conn.execute(
+            "DELETE FROM outpost_tombstones WHERE layer_id = ? AND globalid IN (SELECT value ->> 0 FROM json_each(?) WHERE value ->> 1 = 'insert')",
+            arguments: [layer, list])
     }
 }
 
