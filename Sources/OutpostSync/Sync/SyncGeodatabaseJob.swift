@@ -132,14 +132,15 @@ public struct SyncGeodatabaseJob: JobDefinition {
         var sent = 0
         while true {
             try await context.checkpoint(["batchesSent": .integer(Int64(sent))])
-            let sealed = try await geodatabase.write { conn -> StoredBatch? in
-                if let pending = try conn.sealedBatch() { return pending }
+            let sealed = try await geodatabase.write { conn -> (StoredBatch, UploadBatch?)? in
+                if let pending = try conn.sealedBatch() { return (pending, nil) }
                 guard let current = try conn.replicaState() else { return nil }
-                return try BatchSealer.seal(conn, state: current, tables: tables, maxChanges: maxChanges, rollbackOnFailure: rollback)?.0
+                return try BatchSealer.seal(conn, state: current, tables: tables, maxChanges: maxChanges, rollbackOnFailure: rollback)
             }
-            guard let stored = sealed else { break }
+            guard let (stored, fresh) = sealed else { break }
             try faults.check("client.afterSeal")
-            let batch = try UploadBatch.decode(stored.body)
+            // A batch sealed by an earlier run is read back from its stored bytes.
+            let batch = try fresh ?? UploadBatch.decode(stored.body)
             context.log("sending batch \(stored.seq) (\(batch.editCount) edits, \(stored.body.count >> 10) KB)")
             let outcome = try await send(stored, replicaID: state.replicaID, connection, context)
             context.log("batch \(stored.seq) answered")

@@ -158,7 +158,7 @@ extension SQLiteServiceBackend: SyncBackend {
             // but this replica changed it, and whether it was added in the window.
             let rows = try conn.query(
                 """
-                SELECT globalid, max(generation), sum(CASE WHEN origin_replica IS ? THEN 0 ELSE 1 END), max(op = 'insert')
+                SELECT globalid, max(generation), sum(CASE WHEN origin_replica IS ? THEN 0 ELSE 1 END), max(op = 'insert'), max(op = 'delete')
                 FROM outpost_change_log
                 WHERE layer_id = ? AND generation > ? AND generation <= ? AND globalid > ?
                 GROUP BY globalid ORDER BY globalid LIMIT ?
@@ -178,7 +178,8 @@ extension SQLiteServiceBackend: SyncBackend {
                 let echo = (row[2].integerValue ?? 0) == 0
                 guard let feature = inScope[gid] else {
                     // Deleted, or moved out of the filter (by this replica's own edit, too: the
-                    // replica must drop what it no longer holds).
+                    // replica must drop what it no longer holds). Its own delete it has applied.
+                    if echo && (row[4].integerValue ?? 0) != 0 { continue }
                     changes.append(FeedChange(kind: .leave, globalId: gid, generation: generation))
                     continue
                 }
