@@ -41,6 +41,8 @@ let package = Package(
             name: "COutpostSQLite",
             linkerSettings: [.linkedLibrary("sqlite3")]
         ),
+        // The system zlib: PNG deflate/inflate, and crc32/crc32_combine for stored ZIP entries.
+        .systemLibrary(name: "CZlib", path: "Sources/CZlib", providers: [.apt(["zlib1g-dev"])]),
         .target(name: "OutpostCore"),
         .target(
             name: "OutpostStorage",
@@ -61,7 +63,7 @@ let package = Package(
                 .product(name: "NIOHTTP1", package: "swift-nio"),
             ]
         ),
-        .target(name: "OutpostTiles", dependencies: ["OutpostStorage", "OutpostCore"]),
+        .target(name: "OutpostTiles", dependencies: ["OutpostStorage", "OutpostCore", "CZlib"]),
         .target(
             name: "OutpostServer",
             dependencies: [
@@ -101,6 +103,7 @@ let package = Package(
             dependencies: ["OutpostStorage", "OutpostTestSupport", .product(name: "GRDB", package: "GRDB.swift")]
         ),
         .testTarget(name: "OutpostCLITests", dependencies: ["OutpostTestSupport", "OutpostCore"]),
+        .testTarget(name: "OutpostTilesTests", dependencies: ["OutpostTiles", "OutpostTestSupport", "OutpostCore"]),
         .testTarget(
             name: "OutpostSyncTests",
             dependencies: ["OutpostSync", "OutpostTestSupport", "OutpostCore", "OutpostStorage", "OutpostServer", "OutpostProtocol"]

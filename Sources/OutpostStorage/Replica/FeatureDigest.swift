@@ -45,33 +45,6 @@ public enum FeatureDigest {
 
         public var hex: String { String(format: "%016llx", value) }
     }
-
-    /// A 64-bit hash of bytes: words multiplied in and rotated, then the splitmix64 finaliser.
-    /// Not cryptographic: it tells an accidental difference, which is what a checksum is for.
-    static func hash(_ bytes: UnsafeRawBufferPointer) -> UInt64 {
-        var h: UInt64 = 0x243F_6A88_85A3_08D3 ^ UInt64(bytes.count)
-        var i = 0
-        let n = bytes.count
-        while i + 8 <= n {
-            let w = UInt64(littleEndian: bytes.loadUnaligned(fromByteOffset: i, as: UInt64.self))
-            h = ((h ^ w) &* 0x9E37_79B9_7F4A_7C15).rotated(31)
-            i += 8
-        }
-        if i < n {
-            var w: UInt64 = 0
-            for k in 0..<(n - i) { w |= UInt64(bytes[i + k]) << (8 * UInt64(k)) }
-            h = ((h ^ w) &* 0x9E37_79B9_7F4A_7C15).rotated(31)
-        }
-        h ^= h >> 30
-        h = h &* 0xBF58_476D_1CE4_E5B9
-        h ^= h >> 27
-        h = h &* 0x94D0_49BB_1331_11EB
-        return h ^ (h >> 31)
-    }
-}
-
-extension UInt64 {
-    fileprivate func rotated(_ k: UInt64) -> UInt64 { (self << k) | (self >> (64 - k)) }
 }
 
 /// The canonical bytes of one feature: a tag per value, then the value.
@@ -137,7 +110,7 @@ struct CanonicalRow {
         }
     }
 
-    var hash: UInt64 { bytes.withUnsafeBytes { FeatureDigest.hash($0) } }
+    var hash: UInt64 { bytes.withUnsafeBytes { FastHash.hash64($0) } }
 }
 
 extension FeatureTable {

@@ -1,0 +1,225 @@
+import Foundation
+import OutpostCore
+
+/// Esri Compact Cache V2 bundles: a 64-byte header, an index of 128 × 128 little-endian u64
+/// entries (`offset | size << 40`, row-major), then the tiles, each after a u32 copy of its size.
+/// Tile bytes are stored as the source encoded them.
+public enum CompactBundle {
+    public static let packetSize = 128
+    public static let headerSize = 64
+    public static let indexSize = packetSize * packetSize * 8
+    /// Header and index: where the first tile's size prefix goes.
+    public static let fixedSize = headerSize + indexSize
+    static let maxTileSize = (1 << 24) - 1
+
+    /// `R<rrrr>C<cccc>.bundle`: the bundle's top-left tile, lower-case hex, at least 4 digits.
+    public static func fileName(row: Int, col: Int) -> String {
+        let r0 = row - row % packetSize, c0 = col - col % packetSize
+        return "R\(hex4(r0))C\(hex4(c0)).bundle"
+    }
+
+    /// `L<nn>`: the level, two decimal digits.
+    public static func levelFolder(_ level: Int) -> String { level < 10 ? "L0\(level)" : "L\(level)" }
+
+    private static func hex4(_ v: Int) -> String {
+        let s = String(v, radix: 16)
+        return s.count >= 4 ? s : String(repeating: "0", count: 4 - s.count) + s
+    }
+
+    /// The header as the white paper writes it (what Vundler and MapProxy write too).
+    static func header(maxTileSize: Int, fileSize: Int64) -> [UInt8] {
+        var out: [UInt8] = []
+        out.reserveCapacity(headerSize)
+        func u32(_ v: Int) { withUnsafeBytes(of: UInt32(truncatingIfNeeded: v).littleEndian) { out.append(contentsOf: $0) } }
+        func u64(_ v: Int64) { withUnsafeBytes(of: UInt64(bitPattern: v).littleEndian) { out.append(contentsOf: $0) } }
+        u32(3)  // version
+        u32(packetSize * packetSize)  // record count
+        u32(maxTileSize)
+        u32(5)  // offset byte count
+        u64(0)  // slack space
+        u64(fileSize)
+        u64(40)  // user header offset
+        u32(20 + indexSize)  // user header size
+        u32(3)
+        u32(16)
+        u32(packetSize * packetSize)
+        u32(5)  // the legacy V1 index header
+        u32(indexSize)
+        return out
+    }
+}
+
+/// Writes one bundle into an ``OutputFile`` from its current position: a file of its own, or an
+/// entry of a stored ZIP. Tiles are appended in any order; identical tiles are stored once and
+/// their index entries share the offset. Only the index and one hash per distinct tile are held.
+final class BundleWriter {
+    let file: OutputFile
+    /// Where the bundle starts in the file.
+    let start: Int64
+    private var index = [UInt64](repeating: 0, count: CompactBundle.packetSize * CompactBundle.packetSize)
+    private var maxTileSize = 0
+    /// Distinct tiles by content: two independent 64-bit hashes and the size.
+    private var stored: [TileFingerprint: Int64] = [:]
+    private var tileCRC = ZlibCRC()
+    private(set) var tileCount = 0
+    private(set) var sharedTiles = 0
+
+    struct TileFingerprint: Hashable {
+        var a: UInt64
+        var b: UInt64
+        var size: Int
+    }
+
+    init(file: OutputFile) throws {
+        self.file = file
+        self.start = file.position
+        try file.append([UInt8](repeating: 0, count: CompactBundle.fixedSize))
+    }
+
+    /// Adds a tile at its (row, col) inside the bundle (the key's row and col modulo 128).
+    func add(row: Int, col: Int, data: UnsafeRawBufferPointer, key: TileKey? = nil) throws {
+        guard data.count > 0 else { return }
+        guard data.count <= CompactBundle.maxTileSize else {
+            throw TileCacheError(.source, "a tile of \(data.count) bytes is larger than a bundle entry holds (16 MB)", file: file.url.lastPathComponent, tile: key)
+        }
+        let slot = (row % CompactBundle.packetSize) * CompactBundle.packetSize + col % CompactBundle.packetSize
+        let print = TileFingerprint(a: FastHash.hash64(data), b: FastHash.hash64(data, seed: 0x1357_9BDF_2468_ACE0), size: data.count)
+        if index[slot] == 0 { tileCount += 1 }
+        if let offset = stored[print] {
+            index[slot] = UInt64(offset) | UInt64(data.count) << 40
+            sharedTiles += 1
+            return
+        }
+        var prefix = UInt32(data.count).littleEndian
+        let before = file.position
+        try withUnsafeBytes(of: &prefix) { p in
+            try file.append(p)
+            tileCRC.update(p)
+        }
+        try file.append(data)
+        tileCRC.update(data)
+        let offset = before + 4 - start
+        stored[print] = offset
+        index[slot] = UInt64(offset) | UInt64(data.count) << 40
+        maxTileSize = max(maxTileSize, data.count)
+    }
+
+    /// Writes the header and index; returns the bundle's size and CRC-32 (for a ZIP entry).
+    func finish() throws -> (size: Int64, crc: UInt32) {
+        let size = file.position - start
+        var head = CompactBundle.header(maxTileSize: maxTileSize, fileSize: size)
+        head.reserveCapacity(CompactBundle.fixedSize)
+        for entry in index { withUnsafeBytes(of: entry.littleEndian) { head.append(contentsOf: $0) } }
+        try file.write(head, at: start)
+        var headCRC = ZlibCRC()
+        head.withUnsafeBytes { headCRC.update($0) }
+        let crc = ZlibCRC.combine(headCRC.value, tileCRC.value, lengthOfB: size - Int64(CompactBundle.fixedSize))
+        return (size, crc)
+    }
+}
+
+/// Reads tiles from one bundle, wherever it sits (a file, or a stored ZIP entry at an offset).
+/// The header is checked as GDAL checks it, so both header variants seen in real ArcGIS bundles
+/// read; index entries of size 0 are absent tiles (whatever their offset); dead space between
+/// tiles is ignored.
+struct BundleReader: Sendable {
+    let source: RandomAccessFile
+    /// Where the bundle starts in the file, and its length.
+    let start: Int64
+    let length: Int64
+    let name: String
+    private let index: [UInt64]
+
+    init(source: RandomAccessFile, start: Int64, length: Int64, name: String) throws {
+        self.source = source
+        self.start = start
+        self.length = length
+        self.name = name
+        guard length >= Int64(CompactBundle.fixedSize) else {
+            throw TileCacheError(.corrupt, "a bundle of \(length) bytes is shorter than its header and index (131,136 bytes)", file: name)
+        }
+        let head = try source.read(at: start, count: CompactBundle.fixedSize, name: name)
+        func u32(_ at: Int) -> UInt32 { head.withUnsafeBytes { UInt32(littleEndian: $0.loadUnaligned(fromByteOffset: at, as: UInt32.self)) } }
+        guard u32(0) == 3, u32(12) == 5, u32(32) == 40, u32(36) == 0, u32(60) == UInt32(CompactBundle.indexSize) else {
+            if u32(0) == 3 && u32(4) == 16384 && u32(32) == 40 && u32(36) == 16 {
+                throw TileCacheError(.unsupported, "a Compact Cache V1 bundle (index in a .bundlx file); only V2 is read", file: name)
+            }
+            throw TileCacheError(.corrupt, "not a Compact Cache V2 bundle (header version \(u32(0)), index size \(u32(60)))", file: name)
+        }
+        index = head.withUnsafeBytes { raw in
+            (0..<(CompactBundle.packetSize * CompactBundle.packetSize)).map {
+                UInt64(littleEndian: raw.loadUnaligned(fromByteOffset: CompactBundle.headerSize + 8 * $0, as: UInt64.self))
+            }
+        }
+    }
+
+    /// The (offset, size) an index slot names, nil for an absent tile.
+    func entry(row: Int, col: Int) -> (offset: Int64, size: Int)? {
+        let v = index[(row % CompactBundle.packetSize) * CompactBundle.packetSize + col % CompactBundle.packetSize]
+        let size = Int(v >> 40)
+        guard size > 0 else { return nil }
+        return (Int64(v & 0xFF_FFFF_FFFF), size)
+    }
+
+    /// The tile's bytes, nil when absent.
+    func tile(row: Int, col: Int, key: TileKey? = nil) throws -> [UInt8]? {
+        guard let (offset, size) = entry(row: row, col: col) else { return nil }
+        guard offset >= Int64(CompactBundle.fixedSize), offset + Int64(size) <= length else {
+            throw TileCacheError(
+                .corrupt, "the index points past the bundle's end (offset \(offset), \(size) bytes, bundle \(length) bytes): truncated or damaged",
+                file: name, tile: key)
+        }
+        return try source.read(at: start + offset, count: size, name: name)
+    }
+
+    /// Present tiles (index slots with a size), and how many distinct stored blobs they use.
+    var counts: (tiles: Int, distinct: Int) {
+        var offsets = Set<UInt64>()
+        var tiles = 0
+        for v in index where v >> 40 > 0 {
+            tiles += 1
+            offsets.insert(v & 0xFF_FFFF_FFFF)
+        }
+        return (tiles, offsets.count)
+    }
+}
+
+/// A file read at offsets (pread), shared by readers on any thread.
+final class RandomAccessFile: Sendable {
+    let url: URL
+    private let fd: Int32
+    let size: Int64
+
+    init(url: URL) throws {
+        self.url = url
+        let fd = open(url.path, O_RDONLY | O_CLOEXEC)
+        guard fd >= 0 else { throw TileCacheError(.io, "cannot open: \(String(cString: strerror(errno)))", file: url.path) }
+        var info = stat()
+        guard fstat(fd, &info) == 0 else {
+            close(fd)
+            throw TileCacheError(.io, "cannot stat: \(String(cString: strerror(errno)))", file: url.path)
+        }
+        self.fd = fd
+        self.size = Int64(info.st_size)
+    }
+
+    deinit { close(fd) }
+
+    func read(at offset: Int64, count: Int, name: String? = nil) throws -> [UInt8] {
+        guard offset >= 0, offset + Int64(count) <= size else {
+            throw TileCacheError(.corrupt, "wants bytes \(offset)..<\(offset + Int64(count)) of a \(size)-byte file: truncated", file: name ?? url.lastPathComponent)
+        }
+        return try [UInt8](unsafeUninitializedCapacity: count) { buffer, initialized in
+            var done = 0
+            while done < count {
+                let n = pread(fd, buffer.baseAddress! + done, count - done, off_t(offset) + off_t(done))
+                guard n > 0 else {
+                    initialized = done
+                    throw TileCacheError(.io, "read failed: \(n == 0 ? "unexpected end of file" : String(cString: strerror(errno)))", file: name ?? url.lastPathComponent)
+                }
+                done += n
+            }
+            initialized = count
+        }
+    }
+}

@@ -1,0 +1,176 @@
+import Foundation
+import OutpostCore
+import Synchronization
+
+/// A tile cache on disk, read offline: a `.tpkx` tile package (bundles read in place inside the
+/// stored ZIP) or an exploded Compact Cache V2 folder (`conf.xml`). Loadable: ``load()`` reads the
+/// metadata; tiles are then read by random access, any number of threads at once.
+public final class TileCache: Loadable, Sendable {
+    public let fileURL: URL
+    private let loader: LoadableSupport
+    private let state = Mutex<State>(State())
+
+    private struct State {
+        var info: TileCacheInfo?
+        var layout: Layout?
+        /// Open bundles by path (at most `maxOpenBundles`; each keeps its 128 KB index).
+        var bundles: [String: BundleReader] = [:]
+    }
+
+    private enum Layout: Sendable {
+        case package(StoredZipReader)
+        case exploded(URL)
+    }
+
+    private static let maxOpenBundles = 64
+
+    public init(fileURL: URL) {
+        self.fileURL = fileURL
+        let box = StateBox()
+        loader = LoadableSupport { try box.cache?.open() }
+        box.cache = self
+    }
+
+    /// Lets the loader reach the cache without a retain cycle.
+    private final class StateBox: @unchecked Sendable {
+        weak var cache: TileCache?
+    }
+
+    // MARK: Loadable
+
+    public var loadStatus: LoadStatus { loader.loadStatus }
+    public var loadStatusUpdates: AsyncStream<LoadStatus> { loader.loadStatusUpdates }
+    public var loadError: (any Error)? { loader.loadError }
+    public func load() async throws { try await loader.load() }
+    public func retryLoad() async throws { try await loader.retryLoad() }
+    public func cancelLoad() { loader.cancelLoad() }
+
+    /// The cache's metadata (nil until loaded).
+    public var info: TileCacheInfo? { state.withLock { $0.info } }
+
+    private func open() throws {
+        let name = fileURL.deletingPathExtension().lastPathComponent
+        var isDirectory: ObjCBool = false
+        guard FileManager.default.fileExists(atPath: fileURL.path, isDirectory: &isDirectory) else {
+            throw TileCacheError(.io, "no such file or folder", file: fileURL.path)
+        }
+        if isDirectory.boolValue {
+            let conf = fileURL.appendingPathComponent("conf.xml")
+            guard let text = try? String(contentsOf: conf, encoding: .utf8) else {
+                throw TileCacheError(.unsupported, "a folder without conf.xml is not an exploded tile cache", file: fileURL.path)
+            }
+            let cdi = try? String(contentsOf: fileURL.appendingPathComponent("conf.cdi"), encoding: .utf8)
+            var info = try TileCacheInfo.fromConfXML(text, cdi: cdi, name: name, file: conf.path)
+            // The levels actually present are the level folders.
+            let folders = (try? FileManager.default.contentsOfDirectory(atPath: fileURL.appendingPathComponent("_alllayers").path)) ?? []
+            let levels = folders.compactMap { $0.hasPrefix("L") ? Int($0.dropFirst()) : nil }.sorted()
+            if let first = levels.first, let last = levels.last {
+                info.minLevel = first
+                info.maxLevel = last
+            }
+            let finished = info
+            state.withLock {
+                $0.info = finished
+                $0.layout = .exploded(fileURL.appendingPathComponent("_alllayers"))
+            }
+            return
+        }
+        let file = try RandomAccessFile(url: fileURL)
+        let magic = try file.read(at: 0, count: min(4, Int(file.size)))
+        guard magic == [0x50, 0x4B, 3, 4] else {
+            throw TileCacheError(.unsupported, "not a tile package (.tpkx) or an exploded cache folder", file: fileURL.path)
+        }
+        let zip = try StoredZipReader(file: file)
+        guard let root = try zip.read("root.json") else {
+            if zip.entries.keys.contains(where: { $0.hasSuffix("conf.xml") }) {
+                throw TileCacheError(.unsupported, "a .tpk (Compact Cache V1 package); only .tpkx is read", file: fileURL.path)
+            }
+            throw TileCacheError(.corrupt, "the package has no root.json", file: fileURL.path)
+        }
+        let info = try TileCacheInfo.fromRootJSON(root, name: name, file: fileURL.path)
+        state.withLock {
+            $0.info = info
+            $0.layout = .package(zip)
+        }
+    }
+
+    /// The tile's bytes (as the source encoded them), nil when the cache has no such tile.
+    /// - Throws: ``TileCacheError`` naming the file and tile when a bundle is damaged.
+    public func tile(level: Int, row: Int, col: Int) throws -> [UInt8]? {
+        let key = TileKey(level: level, row: row, col: col)
+        guard let bundle = try bundle(for: key) else { return nil }
+        return try bundle.tile(row: row, col: col, key: key)
+    }
+
+    public func tile(_ key: TileKey) throws -> [UInt8]? { try tile(level: key.level, row: key.row, col: key.col) }
+
+    private func bundle(for key: TileKey) throws -> BundleReader? {
+        guard let layout = state.withLock({ $0.layout }) else {
+            throw TileCacheError(.io, "the tile cache is not loaded; call load() first", file: fileURL.path)
+        }
+        guard key.level >= 0, key.row >= 0, key.col >= 0 else { return nil }
+        let path = "\(CompactBundle.levelFolder(key.level))/\(CompactBundle.fileName(row: key.row, col: key.col))"
+        if let open = state.withLock({ $0.bundles[path] }) { return open }
+        let reader: BundleReader
+        switch layout {
+        case .package(let zip):
+            guard let (offset, size) = try zip.dataRange(of: "tile/\(path)") else { return nil }
+            reader = try BundleReader(source: zip.file, start: offset, length: size, name: "\(fileURL.lastPathComponent)/tile/\(path)")
+        case .exploded(let root):
+            let url = root.appendingPathComponent(path)
+            guard FileManager.default.fileExists(atPath: url.path) else { return nil }
+            let file = try RandomAccessFile(url: url)
+            reader = try BundleReader(source: file, start: 0, length: file.size, name: url.path)
+        }
+        state.withLock {
+            if $0.bundles.count >= Self.maxOpenBundles { $0.bundles.removeAll() }
+            $0.bundles[path] = reader
+        }
+        return reader
+    }
+
+    /// Per level: tiles present, distinct stored tiles, and bytes of bundles.
+    public struct LevelSummary: Hashable, Sendable, Codable {
+        public var level: Int
+        public var tiles: Int
+        public var distinctTiles: Int
+        public var bundles: Int
+        public var bytes: Int64
+    }
+
+    /// Reads every bundle's index (not the tiles): what `outpost tiles inspect` prints.
+    public func summary() throws -> [LevelSummary] {
+        guard let layout = state.withLock({ $0.layout }) else {
+            throw TileCacheError(.io, "the tile cache is not loaded; call load() first", file: fileURL.path)
+        }
+        var levels: [Int: LevelSummary] = [:]
+        func add(level: Int, _ reader: BundleReader) {
+            let (tiles, distinct) = reader.counts
+            var s = levels[level] ?? LevelSummary(level: level, tiles: 0, distinctTiles: 0, bundles: 0, bytes: 0)
+            s.tiles += tiles
+            s.distinctTiles += distinct
+            s.bundles += 1
+            s.bytes += reader.length
+            levels[level] = s
+        }
+        switch layout {
+        case .package(let zip):
+            for name in zip.entries.keys.sorted() where name.hasPrefix("tile/L") && name.hasSuffix(".bundle") {
+                let parts = name.split(separator: "/")
+                guard parts.count == 3, let level = Int(parts[1].dropFirst()), let (offset, size) = try zip.dataRange(of: name) else { continue }
+                add(level: level, try BundleReader(source: zip.file, start: offset, length: size, name: "\(fileURL.lastPathComponent)/\(name)"))
+            }
+        case .exploded(let root):
+            let folders = (try? FileManager.default.contentsOfDirectory(atPath: root.path)) ?? []
+            for folder in folders.sorted() {
+                guard folder.hasPrefix("L"), let level = Int(folder.dropFirst()) else { continue }
+                let files = (try? FileManager.default.contentsOfDirectory(atPath: root.appendingPathComponent(folder).path)) ?? []
+                for name in files.sorted() where name.hasSuffix(".bundle") {
+                    let file = try RandomAccessFile(url: root.appendingPathComponent(folder).appendingPathComponent(name))
+                    add(level: level, try BundleReader(source: file, start: 0, length: file.size, name: file.url.path))
+                }
+            }
+        }
+        return levels.values.sorted { $0.level < $1.level }
+    }
+}

@@ -1,0 +1,120 @@
+import Foundation
+import OutpostCore
+import OutpostTestSupport
+import Testing
+
+@testable import OutpostTiles
+
+@Suite("Tile packages and exploded caches")
+struct TilePackageTests {
+    static let ranges = [
+        TileRange(level: 0, minRow: 0, maxRow: 0, minCol: 0, maxCol: 0), TileRange(level: 1, minRow: 0, maxRow: 1, minCol: 0, maxCol: 1),
+        TileRange(level: 2, minRow: 0, maxRow: 3, minCol: 0, maxCol: 3),
+    ]
+
+    @Test(arguments: [TileCacheWriter.Format.tilePackage, .exploded])
+    func roundTrip(_ format: TileCacheWriter.Format) async throws {
+        let dir = TemporaryDirectory()
+        let url = dir.file(format == .tilePackage ? "test.tpkx" : "test")
+        let keys = try TestTiles.write(format, to: url, ranges: Self.ranges)
+        let cache = TileCache(fileURL: url)
+        try await cache.load()
+        let info = try #require(cache.info)
+        #expect(info.levels == 0...2 && info.format == "PNG" && info.scheme.tileSize == 256)
+        for key in keys { #expect(try cache.tile(key) == (try TestTiles.tile(key))) }
+        #expect(try cache.tile(level: 2, row: 9, col: 9) == nil)
+        #expect(try cache.tile(level: 7, row: 0, col: 0) == nil)
+        let summary = try cache.summary()
+        #expect(summary.map(\.tiles) == [1, 4, 16])
+        // Sea tiles (odd columns) are stored once per bundle.
+        #expect(summary.map(\.distinctTiles) == [1, 3, 9])
+    }
+
+    @Test func packageIsAStoredZipThatGDALRecognises() async throws {
+        let dir = TemporaryDirectory()
+        let url = dir.file("test.tpkx")
+        try TestTiles.write(.tilePackage, to: url, ranges: Self.ranges)
+        // Python's zipfile checks every CRC and lists the methods.
+        let check = try await ExternalTools.run(ExternalTools.python, ["-c", """
+            import sys, zipfile, json
+            z = zipfile.ZipFile(sys.argv[1])
+            assert z.testzip() is None, "bad CRC"
+            print(json.dumps({i.filename: i.compress_type for i in z.infolist()}))
+            root = z.read("root.json")
+            assert root.startswith(b'{"tileBundlesPath":"./tile"'), root[:40]
+            assert len(root) >= 512
+            info = json.loads(z.read("iteminfo.json"))
+            assert info["type"] == "Compact Tile Package" and "tpkx" in info["typeKeywords"]
+            """, url.path])
+        #expect(check.succeeded, "\(check.stderr)")
+        let methods = try JSONValue.parse(check.stdout).objectValue ?? [:]
+        #expect(methods.keys.contains("tile/L02/R0000C0000.bundle"))
+        #expect(methods.values.allSatisfy { $0 == .integer(0) })
+    }
+
+    /// GDAL's ESRIC driver: Debian's 3.6 reads the exploded cache through conf.xml; the GDAL in
+    /// the rasterio wheel (≥ 3.8) reads the .tpkx. Both see the levels and the pixels we wrote.
+    @Test func gdalReadsSizesLevelsAndPixels() async throws {
+        let dir = TemporaryDirectory()
+        let exploded = dir.file("cache"), package = dir.file("test.tpkx")
+        try TestTiles.write(.exploded, to: exploded, ranges: Self.ranges)
+        try TestTiles.write(.tilePackage, to: package, ranges: Self.ranges)
+        // Level 2 is 4×4 tiles: 1024×1024 pixels, with levels 1 and 0 as overviews.
+        let info = try await ExternalTools.run("gdalinfo", ["-json", exploded.appendingPathComponent("conf.xml").path])
+        #expect(info.succeeded, "\(info.stderr)")
+        let json = try JSONValue.parse(info.stdout)
+        #expect(json["driverShortName"] == "ESRIC")
+        #expect(json["size"] == [1024, 1024])
+        #expect(json["bands"]?.arrayValue?.first?["overviews"]?.arrayValue?.count == 2)
+        // Pixel (x 600, y 300) is in tile row 1, col 2 at (88, 44).
+        let expected = TestTiles.pixels(TileKey(level: 2, row: 1, col: 2))
+        let i = (44 * 256 + 88) * 4
+        let values = try await ExternalTools.run("gdallocationinfo", ["-valonly", exploded.appendingPathComponent("conf.xml").path, "600", "300"])
+        #expect(values.stdout.split(separator: "\n").compactMap { Int($0) }.prefix(3) == [Int(expected[i]), Int(expected[i + 1]), Int(expected[i + 2])][...])
+
+        let rasterio = try await ExternalTools.run(ExternalTools.python, ["-c", """
+            import sys, json, rasterio
+            from rasterio.windows import Window
+            with rasterio.open(sys.argv[1]) as ds:
+                px = [int(ds.read(b, window=Window(600, 300, 1, 1))[0][0]) for b in (1, 2, 3)]
+                print(json.dumps({"driver": ds.driver, "size": [ds.width, ds.height], "overviews": ds.overviews(1), "px": px}))
+            """, package.path])
+        #expect(rasterio.succeeded, "\(rasterio.stderr)")
+        let r = try JSONValue.parse(rasterio.stdout)
+        #expect(r["driver"] == "ESRIC" && r["size"] == [1024, 1024] && r["overviews"] == [2, 4])
+        #expect(r["px"] == .array([.integer(Int64(expected[i])), .integer(Int64(expected[i + 1])), .integer(Int64(expected[i + 2]))]))
+    }
+
+    @Test func damagedPackagesAreRefusedWithAReason() async throws {
+        let dir = TemporaryDirectory()
+        let url = dir.file("test.tpkx")
+        try TestTiles.write(.tilePackage, to: url, ranges: Self.ranges)
+        let whole = try Data(contentsOf: url)
+        // Cut off: no central directory.
+        let cut = dir.file("cut.tpkx")
+        try whole.prefix(whole.count / 2).write(to: cut)
+        await #expect(throws: TileCacheError.self) { try await TileCache(fileURL: cut).load() }
+        // Not a package at all.
+        let text = dir.file("notes.tpkx")
+        try Data("hello".utf8).write(to: text)
+        await #expect(throws: TileCacheError.self) { try await TileCache(fileURL: text).load() }
+        // Deflated entries (a re-zipped package) cannot be read in place.
+        let deflated = dir.file("deflated.tpkx")
+        let zip = try await ExternalTools.run(ExternalTools.python, ["-c", """
+            import sys, zipfile
+            src = zipfile.ZipFile(sys.argv[1])
+            with zipfile.ZipFile(sys.argv[2], "w", zipfile.ZIP_DEFLATED) as out:
+                for i in src.infolist():
+                    out.writestr(i.filename, src.read(i.filename))
+            """, url.path, deflated.path])
+        #expect(zip.succeeded, "\(zip.stderr)")
+        do {
+            try await TileCache(fileURL: deflated).load()
+            Issue.record("opened a deflated package")
+        } catch let error as TileCacheError {
+            #expect(error.code == .unsupported)
+        }
+        // A missing file.
+        await #expect(throws: TileCacheError.self) { try await TileCache(fileURL: dir.file("absent.tpkx")).load() }
+    }
+}
