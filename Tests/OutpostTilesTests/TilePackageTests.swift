@@ -12,10 +12,11 @@ struct TilePackageTests {
         TileRange(level: 2, minRow: 0, maxRow: 3, minCol: 0, maxCol: 3),
     ]
 
-    @Test(arguments: [TileCacheWriter.Format.tilePackage, .exploded])
+    @Test(arguments: [TileCacheWriter.Format.tilePackage, .exploded, .mbtiles])
     func roundTrip(_ format: TileCacheWriter.Format) async throws {
         let dir = TemporaryDirectory()
-        let url = dir.file(format == .tilePackage ? "test.tpkx" : "test")
+        let url = dir.file(["test.tpkx", "test", "test.mbtiles"][[TileCacheWriter.Format.tilePackage, .exploded, .mbtiles].firstIndex(of: format)!])
+        #expect(TileCacheWriter.Format(path: url.path) == format)
         let keys = try TestTiles.write(format, to: url, ranges: Self.ranges)
         let cache = TileCache(fileURL: url)
         try await cache.load()
@@ -56,9 +57,10 @@ struct TilePackageTests {
     /// the rasterio wheel (≥ 3.8) reads the .tpkx. Both see the levels and the pixels we wrote.
     @Test func gdalReadsSizesLevelsAndPixels() async throws {
         let dir = TemporaryDirectory()
-        let exploded = dir.file("cache"), package = dir.file("test.tpkx")
+        let exploded = dir.file("cache"), package = dir.file("test.tpkx"), mbtiles = dir.file("test.mbtiles")
         try TestTiles.write(.exploded, to: exploded, ranges: Self.ranges)
         try TestTiles.write(.tilePackage, to: package, ranges: Self.ranges)
+        try TestTiles.write(.mbtiles, to: mbtiles, ranges: Self.ranges)
         // Level 2 is 4×4 tiles: 1024×1024 pixels, with levels 1 and 0 as overviews.
         let info = try await ExternalTools.run("gdalinfo", ["-json", exploded.appendingPathComponent("conf.xml").path])
         #expect(info.succeeded, "\(info.stderr)")
@@ -69,8 +71,15 @@ struct TilePackageTests {
         // Pixel (x 600, y 300) is in tile row 1, col 2 at (88, 44).
         let expected = TestTiles.pixels(TileKey(level: 2, row: 1, col: 2))
         let i = (44 * 256 + 88) * 4
+        let rgb = [Int(expected[i]), Int(expected[i + 1]), Int(expected[i + 2])][...]
         let values = try await ExternalTools.run("gdallocationinfo", ["-valonly", exploded.appendingPathComponent("conf.xml").path, "600", "300"])
-        #expect(values.stdout.split(separator: "\n").compactMap { Int($0) }.prefix(3) == [Int(expected[i]), Int(expected[i + 1]), Int(expected[i + 2])][...])
+        #expect(values.stdout.split(separator: "\n").compactMap { Int($0) }.prefix(3) == rgb)
+        // MBTiles: GDAL flips the TMS rows back; the same pixel is where it should be.
+        let mb = try await ExternalTools.run("gdalinfo", ["-json", mbtiles.path])
+        #expect(mb.succeeded, "\(mb.stderr)")
+        #expect(try JSONValue.parse(mb.stdout)["size"] == [1024, 1024])
+        let mbValues = try await ExternalTools.run("gdallocationinfo", ["-valonly", mbtiles.path, "600", "300"])
+        #expect(mbValues.stdout.split(separator: "\n").compactMap { Int($0) }.prefix(3) == rgb)
 
         let rasterio = try await ExternalTools.run(ExternalTools.python, ["-c", """
             import sys, json, rasterio

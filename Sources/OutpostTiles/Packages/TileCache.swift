@@ -3,7 +3,7 @@ import OutpostCore
 import Synchronization
 
 /// A tile cache on disk, read offline: a `.tpkx` tile package (bundles read in place inside the
-/// stored ZIP) or an exploded Compact Cache V2 folder (`conf.xml`). Loadable: ``load()`` reads the
+/// stored ZIP), an exploded Compact Cache V2 folder (`conf.xml`) or an MBTiles file. Loadable: ``load()`` reads the
 /// metadata; tiles are then read by random access, any number of threads at once.
 public final class TileCache: Loadable, Sendable {
     public let fileURL: URL
@@ -20,6 +20,7 @@ public final class TileCache: Loadable, Sendable {
     private enum Layout: Sendable {
         case package(StoredZipReader)
         case exploded(URL)
+        case mbtiles(MBTilesReader)
     }
 
     private static let maxOpenBundles = 64
@@ -76,8 +77,16 @@ public final class TileCache: Loadable, Sendable {
             return
         }
         let file = try RandomAccessFile(url: fileURL)
-        let magic = try file.read(at: 0, count: min(4, Int(file.size)))
-        guard magic == [0x50, 0x4B, 3, 4] else {
+        let magic = try file.read(at: 0, count: min(16, Int(file.size)))
+        if magic == Array("SQLite format 3\0".utf8) {
+            let reader = try MBTilesReader(url: fileURL)
+            state.withLock {
+                $0.info = reader.info
+                $0.layout = .mbtiles(reader)
+            }
+            return
+        }
+        guard magic.prefix(4) == [0x50, 0x4B, 3, 4] else {
             throw TileCacheError(.unsupported, "not a tile package (.tpkx) or an exploded cache folder", file: fileURL.path)
         }
         let zip = try StoredZipReader(file: file)
@@ -98,6 +107,10 @@ public final class TileCache: Loadable, Sendable {
     /// - Throws: ``TileCacheError`` naming the file and tile when a bundle is damaged.
     public func tile(level: Int, row: Int, col: Int) throws -> [UInt8]? {
         let key = TileKey(level: level, row: row, col: col)
+        if case .mbtiles(let reader) = state.withLock({ $0.layout }) {
+            guard level >= 0, level < 31, row >= 0, col >= 0, row < 1 << level else { return nil }
+            return try reader.tile(key)
+        }
         guard let bundle = try bundle(for: key) else { return nil }
         return try bundle.tile(row: row, col: col, key: key)
     }
@@ -116,6 +129,8 @@ public final class TileCache: Loadable, Sendable {
         case .package(let zip):
             guard let (offset, size) = try zip.dataRange(of: "tile/\(path)") else { return nil }
             reader = try BundleReader(source: zip.file, start: offset, length: size, name: "\(fileURL.lastPathComponent)/tile/\(path)")
+        case .mbtiles:
+            return nil
         case .exploded(let root):
             let url = root.appendingPathComponent(path)
             guard FileManager.default.fileExists(atPath: url.path) else { return nil }
@@ -154,6 +169,8 @@ public final class TileCache: Loadable, Sendable {
             levels[level] = s
         }
         switch layout {
+        case .mbtiles(let reader):
+            return try reader.summary()
         case .package(let zip):
             for name in zip.entries.keys.sorted() where name.hasPrefix("tile/L") && name.hasSuffix(".bundle") {
                 let parts = name.split(separator: "/")

@@ -6,16 +6,24 @@ import OutpostCore
 /// next begins, so memory holds one bundle's index and tile hashes, never a level.
 ///
 /// - `.tilePackage`: a `.tpkx` (stored ZIP with `iteminfo.json`, `root.json`, `tile/Lnn/*.bundle`);
-/// - `.exploded`: a folder with `conf.xml`, `conf.cdi` and `_alllayers/Lnn/*.bundle`.
+/// - `.exploded`: a folder with `conf.xml`, `conf.cdi` and `_alllayers/Lnn/*.bundle`;
+/// - `.mbtiles`: an MBTiles file (TMS rows, identical tiles stored once).
 public final class TileCacheWriter {
     public enum Format: String, Sendable, Codable {
-        case tilePackage, exploded
+        case tilePackage, exploded, mbtiles
+
+        /// The format an output path asks for: `.tpkx`, `.mbtiles`, anything else a folder.
+        public init(path: String) {
+            let lower = path.lowercased()
+            self = lower.hasSuffix(".tpkx") ? .tilePackage : lower.hasSuffix(".mbtiles") ? .mbtiles : .exploded
+        }
     }
 
     public let format: Format
     public let url: URL
     public let info: TileCacheInfo
     private var zip: StoredZipWriter?
+    private var mbtiles: MBTilesWriter?
     private var current: (level: Int, row0: Int, col0: Int, writer: BundleWriter, file: OutputFile)?
     private var finishedBundles = Set<String>()
     private var levelFolders = Set<Int>()
@@ -38,6 +46,8 @@ public final class TileCacheWriter {
             try FileManager.default.createDirectory(at: url.appendingPathComponent("_alllayers"), withIntermediateDirectories: true)
             try Data(info.confXML()).write(to: url.appendingPathComponent("conf.xml"))
             try Data(info.confCDI()).write(to: url.appendingPathComponent("conf.cdi"))
+        case .mbtiles:
+            mbtiles = try MBTilesWriter(at: url, info: info)
         }
     }
 
@@ -49,6 +59,11 @@ public final class TileCacheWriter {
     public func add(_ key: TileKey, bytes: UnsafeRawBufferPointer) throws {
         guard info.levels.contains(key.level) else {
             throw TileCacheError(.invalidArea, "level \(key.level) is outside the cache's levels \(info.minLevel)–\(info.maxLevel)", tile: key)
+        }
+        if let mbtiles {
+            try mbtiles.add(key, data: [UInt8](bytes))
+            tilesWritten = mbtiles.tilesWritten
+            return
         }
         let p = CompactBundle.packetSize
         let row0 = key.row - key.row % p, col0 = key.col - key.col % p
@@ -76,7 +91,7 @@ public final class TileCacheWriter {
             if levelFolders.insert(level).inserted { try zip.addDirectory("tile/\(CompactBundle.levelFolder(level))/") }
             try zip.beginEntry("tile/\(path)")
             current = (level, row0, col0, try BundleWriter(file: zip.file), zip.file)
-        case .exploded:
+        case .exploded, .mbtiles:
             let folder = url.appendingPathComponent("_alllayers").appendingPathComponent(CompactBundle.levelFolder(level))
             if levelFolders.insert(level).inserted { try FileManager.default.createDirectory(at: folder, withIntermediateDirectories: true) }
             let file = try OutputFile(url: folder.appendingPathComponent(CompactBundle.fileName(row: row0, col: col0)))
@@ -89,7 +104,7 @@ public final class TileCacheWriter {
         let (_, crc) = try c.writer.finish()
         switch format {
         case .tilePackage: try zip!.endEntry(crc: crc)
-        case .exploded: try c.file.sync()
+        case .exploded, .mbtiles: try c.file.sync()
         }
         finishedBundles.insert(bundlePath(level: c.level, row0: c.row0, col0: c.col0))
         bundlesWritten += 1
@@ -98,6 +113,11 @@ public final class TileCacheWriter {
 
     /// Finishes the last bundle and the package, and makes everything durable.
     public func finish() throws {
+        if let mbtiles {
+            try mbtiles.finish()
+            sharedTiles = mbtiles.sharedTiles
+            return
+        }
         try finishBundle()
         if let zip {
             try zip.finish()
