@@ -63,7 +63,15 @@ let package = Package(
                 .product(name: "NIOHTTP1", package: "swift-nio"),
             ]
         ),
-        .target(name: "OutpostTiles", dependencies: ["OutpostStorage", "OutpostCore", "CZlib"]),
+        .target(
+            name: "OutpostTiles",
+            dependencies: [
+                "OutpostStorage", "OutpostCore", "CZlib",
+                .product(name: "AsyncHTTPClient", package: "async-http-client"),
+                .product(name: "NIOCore", package: "swift-nio"),
+                .product(name: "NIOHTTP1", package: "swift-nio"),
+            ]
+        ),
         .target(
             name: "OutpostServer",
             dependencies: [

@@ -28,6 +28,12 @@ enum TestTiles {
     /// Even columns carry their own pattern, odd columns are sea.
     static func tile(_ key: TileKey) throws -> [UInt8] { key.col % 2 == 0 ? try png(key) : sea }
 
+    /// The same rule with bytes that are quick to make (bundles store any bytes), for tests of
+    /// many tiles.
+    static func cheap(_ key: TileKey) -> [UInt8] {
+        key.col % 2 == 0 ? Array("tile \(key) ".utf8) + [UInt8](repeating: UInt8(truncatingIfNeeded: key.row &* 31 &+ key.col), count: 3000) : sea
+    }
+
     static func info(levels: ClosedRange<Int>, extent: Envelope? = nil) -> TileCacheInfo {
         TileCacheInfo(name: "test", scheme: .webMercator, minLevel: levels.lowerBound, maxLevel: levels.upperBound, format: "PNG", fullExtent: extent)
     }

@@ -33,7 +33,10 @@ func measure(_ arguments: [String]) throws -> ProcessMeasurement {
     let seconds = Date().timeIntervalSince(started)
     let output = (try? String(contentsOf: outputFile, encoding: .utf8)) ?? ""
     guard status == 0 else { throw BenchError("\(arguments.joined(separator: " ")) failed (status \(status)): \(output)") }
-    return ProcessMeasurement(seconds: seconds, peakMemoryMB: Double(usage.ru_maxrss) / 1024, output: output)
+    // A child's ru_maxrss starts from its parent's resident size (Linux records the mm it execs
+    // away from), so workers report their own high-water mark (VmHWM) and that is used.
+    let own = output.split(separator: "\n").last { $0.hasPrefix("vmhwm-kb ") }.flatMap { Double($0.dropFirst(9)) }
+    return ProcessMeasurement(seconds: seconds, peakMemoryMB: own.map { $0 / 1024 } ?? Double(usage.ru_maxrss) / 1024, output: output)
 }
 
 struct BenchError: Error, CustomStringConvertible {
@@ -57,7 +60,7 @@ func bestOf(_ repeats: Int, _ arguments: [String], before: () -> Void = {}) thro
 
 /// The seconds a worker reports for its timed section (the last line of its output).
 func reportedSeconds(_ m: ProcessMeasurement) throws -> Double {
-    guard let line = m.output.split(separator: "\n").last, let s = Double(line.trimmingCharacters(in: .whitespaces)) else {
+    guard let s = m.output.split(separator: "\n").reversed().lazy.compactMap({ Double($0.trimmingCharacters(in: .whitespaces)) }).first else {
         throw BenchError("worker printed no timing: \(m.output)")
     }
     return s
@@ -76,3 +79,12 @@ func printTable(_ title: String, _ header: [String], _ rows: [[String]]) {
 }
 
 func format(_ value: Double, _ digits: Int = 0) -> String { String(format: "%.\(digits)f", value) }
+
+/// This process's resident high-water mark, as a worker reports it (`vmhwm-kb N`).
+func printOwnPeakMemory() {
+    guard let status = try? String(contentsOfFile: "/proc/self/status", encoding: .utf8),
+        let line = status.split(separator: "\n").first(where: { $0.hasPrefix("VmHWM:") }),
+        let kb = line.split(separator: " ").dropFirst().first
+    else { return }
+    print("vmhwm-kb \(kb)")
+}

@@ -131,6 +131,8 @@ enum SyncBenchmark {
         let edits = try edit(a0, count: count)
 
         // One run: the server's state moves on with it (a second run would need a new service).
+        // The server's peak memory is counted from here (replica generation is not sync).
+        try? "5".write(toFile: "/proc/\(server.processIdentifier)/clear_refs", atomically: false, encoding: .utf8)
         let up = try measure([executable, "worker-sync", a0.path])
         let down = try measure([executable, "worker-sync", b0.path])
         let uploadBest = try reportedSeconds(up), downloadBest = try reportedSeconds(down)
@@ -150,6 +152,7 @@ enum SyncBenchmark {
             g.apply_changeset(target, changeset)
             print(g.changes_count(changeset), file=sys.stderr)
             print(time.perf_counter() - t)
+            print("vmhwm-kb", [l.split()[1] for l in open("/proc/self/status") if l.startswith("VmHWM:")][0])
             """,
             base.path, a0.path, workDirectory.appendingPathComponent("geodiff-target.gpkg").path,
             workDirectory.appendingPathComponent("geodiff.bin").path,

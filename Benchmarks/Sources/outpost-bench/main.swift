@@ -56,6 +56,7 @@ do {
         print("usage: outpost-bench [import [counts…] | edits [base edits] | server | sync [features] | all]")
         exit(2)
     }
+    if arguments.dropFirst().first?.hasPrefix("worker-") == true { printOwnPeakMemory() }
 } catch {
     FileHandle.standardError.write(Data("outpost-bench: \(error)\n".utf8))
     exit(1)

@@ -52,10 +52,15 @@ public enum CompactBundle {
 /// Writes one bundle into an ``OutputFile`` from its current position: a file of its own, or an
 /// entry of a stored ZIP. Tiles are appended in any order; identical tiles are stored once and
 /// their index entries share the offset. Only the index and one hash per distinct tile are held.
+///
+/// With a journal, every tile's index entry and hashes are also appended there (32 bytes), so a
+/// writer killed mid-bundle can be rebuilt from the bytes that reached the disk
+/// (``init(resuming:start:journal:records:)``) instead of fetching the bundle's tiles again.
 final class BundleWriter {
     let file: OutputFile
     /// Where the bundle starts in the file.
     let start: Int64
+    private let journal: OutputFile?
     private var index = [UInt64](repeating: 0, count: CompactBundle.packetSize * CompactBundle.packetSize)
     private var maxTileSize = 0
     /// Distinct tiles by content: two independent 64-bit hashes and the size.
@@ -68,12 +73,58 @@ final class BundleWriter {
         var a: UInt64
         var b: UInt64
         var size: Int
+
+        init(a: UInt64, b: UInt64, size: Int) {
+            self.a = a
+            self.b = b
+            self.size = size
+        }
+
+        init(_ data: UnsafeRawBufferPointer) {
+            self.init(a: FastHash.hash64(data), b: FastHash.hash64(data, seed: 0x1357_9BDF_2468_ACE0), size: data.count)
+        }
     }
 
-    init(file: OutputFile) throws {
+    static let journalRecordSize = 32
+
+    init(file: OutputFile, journal: OutputFile? = nil) throws {
         self.file = file
+        self.journal = journal
         self.start = file.position
         try file.append([UInt8](repeating: 0, count: CompactBundle.fixedSize))
+    }
+
+    /// Rebuilds a writer from its journal records and the tile bytes already in `file` (which
+    /// must end where the last journaled tile ends).
+    init(resuming file: OutputFile, start: Int64, journal: OutputFile, records: [UInt8], source: RandomAccessFile) throws {
+        self.file = file
+        self.journal = journal
+        self.start = start
+        var at = 0
+        while at + Self.journalRecordSize <= records.count {
+            let r = records.withUnsafeBytes { raw in
+                (slot: Int(UInt32(littleEndian: raw.loadUnaligned(fromByteOffset: at, as: UInt32.self))),
+                 size: Int(UInt32(littleEndian: raw.loadUnaligned(fromByteOffset: at + 4, as: UInt32.self))),
+                 offset: Int64(UInt64(littleEndian: raw.loadUnaligned(fromByteOffset: at + 8, as: UInt64.self))),
+                 a: UInt64(littleEndian: raw.loadUnaligned(fromByteOffset: at + 16, as: UInt64.self)),
+                 b: UInt64(littleEndian: raw.loadUnaligned(fromByteOffset: at + 24, as: UInt64.self)))
+            }
+            at += Self.journalRecordSize
+            guard r.slot < index.count else { throw TileCacheError(.corrupt, "a damaged export journal", file: journal.url.path) }
+            if index[r.slot] == 0 { tileCount += 1 }
+            let print = TileFingerprint(a: r.a, b: r.b, size: r.size)
+            if stored[print] == nil { stored[print] = r.offset } else { sharedTiles += 1 }
+            index[r.slot] = UInt64(r.offset) | UInt64(r.size) << 40
+            maxTileSize = max(maxTileSize, r.size)
+        }
+        // The CRC of the tile bytes written so far, read back in 1 MB pieces.
+        var position = start + Int64(CompactBundle.fixedSize)
+        let end = file.position
+        while position < end {
+            let chunk = try source.read(at: position, count: Int(min(1 << 20, end - position)))
+            chunk.withUnsafeBytes { tileCRC.update($0) }
+            position += Int64(chunk.count)
+        }
     }
 
     /// Adds a tile at its (row, col) inside the bundle (the key's row and col modulo 128).
@@ -83,25 +134,35 @@ final class BundleWriter {
             throw TileCacheError(.source, "a tile of \(data.count) bytes is larger than a bundle entry holds (16 MB)", file: file.url.lastPathComponent, tile: key)
         }
         let slot = (row % CompactBundle.packetSize) * CompactBundle.packetSize + col % CompactBundle.packetSize
-        let print = TileFingerprint(a: FastHash.hash64(data), b: FastHash.hash64(data, seed: 0x1357_9BDF_2468_ACE0), size: data.count)
+        let print = TileFingerprint(data)
         if index[slot] == 0 { tileCount += 1 }
-        if let offset = stored[print] {
-            index[slot] = UInt64(offset) | UInt64(data.count) << 40
+        let offset: Int64
+        if let existing = stored[print] {
+            offset = existing
             sharedTiles += 1
-            return
+        } else {
+            var prefix = UInt32(data.count).littleEndian
+            let before = file.position
+            try withUnsafeBytes(of: &prefix) { p in
+                try file.append(p)
+                tileCRC.update(p)
+            }
+            try file.append(data)
+            tileCRC.update(data)
+            offset = before + 4 - start
+            stored[print] = offset
+            maxTileSize = max(maxTileSize, data.count)
         }
-        var prefix = UInt32(data.count).littleEndian
-        let before = file.position
-        try withUnsafeBytes(of: &prefix) { p in
-            try file.append(p)
-            tileCRC.update(p)
-        }
-        try file.append(data)
-        tileCRC.update(data)
-        let offset = before + 4 - start
-        stored[print] = offset
         index[slot] = UInt64(offset) | UInt64(data.count) << 40
-        maxTileSize = max(maxTileSize, data.count)
+        if let journal {
+            var record = ByteOut()
+            record.u32(UInt32(slot))
+            record.u32(UInt32(data.count))
+            record.u64(UInt64(offset))
+            record.u64(print.a)
+            record.u64(print.b)
+            try journal.append(record.bytes)
+        }
     }
 
     /// Writes the header and index; returns the bundle's size and CRC-32 (for a ZIP entry).

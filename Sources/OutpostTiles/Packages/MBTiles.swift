@@ -14,11 +14,13 @@ public final class MBTilesWriter {
     public private(set) var sharedTiles = 0
     private static let batch = 2000
 
-    public init(at url: URL, info: TileCacheInfo) throws {
+    /// - Parameter resuming: continue a file an earlier (killed) export committed to.
+    public init(at url: URL, info: TileCacheInfo, resuming: Bool = false) throws {
         self.url = url
-        try? FileManager.default.removeItem(at: url)
+        if !resuming { try? FileManager.default.removeItem(at: url) }
         do {
             queue = try DatabaseQueue(path: url.path)
+            guard !resuming else { return }
             try queue.write { db in
                 try db.execute(
                     sql: """
@@ -52,6 +54,9 @@ public final class MBTilesWriter {
         if pending.count >= Self.batch { try flush() }
     }
 
+    /// Commits what is pending (a durable point to resume from).
+    func commit() throws { try flush() }
+
     private func flush() throws {
         guard !pending.isEmpty else { return }
         let rows = pending
@@ -63,9 +68,7 @@ public final class MBTilesWriter {
                 let image = try db.makeStatement(sql: "INSERT OR IGNORE INTO images (tile_id, tile_data) VALUES (?, ?)")
                 let map = try db.makeStatement(sql: "INSERT OR REPLACE INTO map (zoom_level, tile_column, tile_row, tile_id) VALUES (?, ?, ?, ?)")
                 for (key, data) in rows {
-                    let print = data.withUnsafeBytes {
-                        BundleWriter.TileFingerprint(a: FastHash.hash64($0), b: FastHash.hash64($0, seed: 0x1357_9BDF_2468_ACE0), size: data.count)
-                    }
+                    let print = data.withUnsafeBytes { BundleWriter.TileFingerprint($0) }
                     let id: String
                     if let existing = known[print] {
                         id = existing

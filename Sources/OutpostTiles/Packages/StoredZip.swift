@@ -21,6 +21,15 @@ final class StoredZipWriter {
     private(set) var entries: [Entry] = []
     private var open: (name: String, headerOffset: Int64, dataStart: Int64)?
 
+    /// The entry being written, if any.
+    var openEntry: (name: String, headerOffset: Int64, dataStart: Int64)? { open }
+
+    /// Reopens an entry begun before a restart (its local header is at `headerOffset`).
+    func resumeEntry(_ name: String, headerOffset: Int64, dataStart: Int64) {
+        precondition(open == nil, "an entry is already open")
+        open = (name, headerOffset, dataStart)
+    }
+
     init(file: OutputFile) { self.file = file }
 
     /// Continues an archive whose complete entries are `entries` (a resumed export); the file must

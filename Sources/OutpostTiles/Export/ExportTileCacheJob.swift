@@ -1,0 +1,222 @@
+import Foundation
+import OutpostCore
+
+/// Exports the tiles of an area and levels from a source into a `.tpkx`, an exploded cache or
+/// an MBTiles file (DESIGN §7).
+///
+/// Steps: `count` (the tile count, refused above ``ExportTileCacheParameters/maxTileCount`` before
+/// any download), `fetch` (tiles fetched `concurrency` at a time, written in bundle order beside
+/// the destination, a checkpoint every 512 tiles that makes them durable), `finish` (the written
+/// cache is opened and counted, then renamed into place). A job rebuilt from JSON after a kill
+/// continues from its last checkpoint without fetching the tiles it has; a cancelled or failed job
+/// removes its partial output.
+public struct ExportTileCacheJob: JobDefinition {
+    public static let jobType = "outpost.exportTileCache"
+
+    public var source: TileSourceDescriptor
+    public var exportParameters: ExportTileCacheParameters
+    public var downloadFileURL: URL
+    let environment: TileJobEnvironment
+
+    public init(source: TileSourceDescriptor, parameters: ExportTileCacheParameters, downloadFileURL: URL, environment: TileJobEnvironment = TileJobEnvironment()) {
+        self.source = source
+        self.exportParameters = parameters
+        self.downloadFileURL = downloadFileURL
+        self.environment = environment
+    }
+
+    public var parameters: JSONValue {
+        ["source": source.json, "export": exportParameters.json, "downloadFile": .string(downloadFileURL.path)]
+    }
+
+    public init(parameters: JSONValue, environment: JobEnvironment) throws {
+        guard let source = parameters["source"], let export = parameters["export"], let file = parameters["downloadFile"]?.stringValue else {
+            throw JobError(.invalidJSON, "an export job needs source, export and downloadFile")
+        }
+        self.init(
+            source: try TileSourceDescriptor(json: source), parameters: try ExportTileCacheParameters(json: export), downloadFileURL: URL(fileURLWithPath: file),
+            environment: environment[TileJobEnvironment.self] ?? TileJobEnvironment())
+    }
+
+    public var stepNames: [String] { ["count", "fetch", "finish"] }
+
+    var format: TileCacheWriter.Format { TileCacheWriter.Format(path: downloadFileURL.path) }
+    var partialURL: URL { downloadFileURL.deletingLastPathComponent().appendingPathComponent(downloadFileURL.lastPathComponent + ".partial") }
+    var journalURL: URL { downloadFileURL.deletingLastPathComponent().appendingPathComponent(downloadFileURL.lastPathComponent + ".partial-journal") }
+
+    func tileSource() throws -> any TileSource { try environment.source ?? source.makeSource(token: environment.token) }
+
+    public func run(step: Int, context: JobContext) async throws {
+        let source = try tileSource()
+        let info = try await source.cacheInfo()
+        let selection = try exportParameters.selection(info)
+        switch step {
+        case 0:
+            let counts = selection.counts()
+            let total = counts.reduce(0) { $0 + $1.tiles }
+            context.log("\(total) tiles at levels \(counts.map { "\($0.level): \($0.tiles)" }.joined(separator: ", "))")
+            guard total <= exportParameters.maxTileCount else {
+                throw TileCacheError(.tooManyTiles, "the export needs \(total) tiles, more than the limit of \(exportParameters.maxTileCount); choose fewer levels or a smaller area")
+            }
+            context.record("tileCount", .integer(Int64(total)))
+        case 1:
+            try await fetch(selection, info: info, source: source, context: context)
+        default:
+            let cache = TileCache(fileURL: partialURL)
+            try await cache.load()
+            let present = try cache.summary().reduce(0) { $0 + $1.tiles }
+            let written = Int(context.recorded("tilesWritten")?.integerValue ?? -1)
+            guard present == written else {
+                throw TileCacheError(.corrupt, "the written cache holds \(present) tiles, not the \(written) written", file: partialURL.path)
+            }
+            try? FileManager.default.removeItem(at: downloadFileURL)
+            try FileManager.default.moveItem(at: partialURL, to: downloadFileURL)
+            context.log("wrote \(written) tiles to \(downloadFileURL.lastPathComponent)")
+        }
+    }
+
+    private func fetch(_ selection: TileSelection, info: TileCacheInfo, source: any TileSource, context: JobContext) async throws {
+        context.onRollback { [partialURL, journalURL] in
+            try? FileManager.default.removeItem(at: partialURL)
+            try? FileManager.default.removeItem(at: journalURL)
+        }
+        let total = Int64(context.recorded("tileCount")?.integerValue ?? Int64(selection.tileCount))
+        var outputInfo = info
+        outputInfo.minLevel = selection.levels.first ?? info.minLevel
+        outputInfo.maxLevel = selection.levels.last ?? info.maxLevel
+        if case .envelope(let e, let sr)? = exportParameters.areaOfInterest, let projected = try? WebMercator.convert(e, from: sr, to: info.scheme.spatialReference) {
+            outputInfo.fullExtent = projected
+        }
+        let resumeState = context.checkpointData
+        let writer: TileCacheWriter
+        var done = 0, missing = 0
+        if let state = resumeState, let writerState = state["writer"] {
+            writer = try TileCacheWriter(resuming: writerState, format: format, at: partialURL, info: outputInfo, journal: journalURL)
+            done = Int(state["done"]?.integerValue ?? 0)
+            missing = Int(state["missing"]?.integerValue ?? 0)
+            context.log("resuming after \(done) of \(total) tiles")
+        } else {
+            writer = try TileCacheWriter(format: format, at: partialURL, info: outputInfo, journal: journalURL)
+        }
+        var keys = selection.tiles.dropFirst(done).makeIterator()
+        let window = max(1, exportParameters.concurrency)
+        var sinceCheckpoint = 0
+        try await withThrowingTaskGroup(of: (Int, TileKey, [UInt8]?).self) { group in
+            var launched = done, written = done, inFlight = 0
+            var ready: [Int: (TileKey, [UInt8]?)] = [:]
+            func launch() {
+                while inFlight + ready.count < window * 2, let key = keys.next() {
+                    let index = launched
+                    launched += 1
+                    inFlight += 1
+                    group.addTask { (index, key, try await source.tile(key)) }
+                }
+            }
+            launch()
+            while let (index, key, data) = try await group.next() {
+                inFlight -= 1
+                ready[index] = (key, data)
+                // Written in the enumeration's (bundle) order, whatever order they arrived in.
+                while let (k, d) = ready.removeValue(forKey: written) {
+                    if let d { try writer.add(k, data: d) } else { missing += 1 }
+                    written += 1
+                    sinceCheckpoint += 1
+                }
+                if sinceCheckpoint >= 512 {
+                    sinceCheckpoint = 0
+                    try environment.faults.check("tiles.beforeCheckpoint")
+                    let state = try writer.checkpoint()
+                    context.reportProgress("tiles", done: Int64(written), total: total)
+                    try await context.checkpoint(["done": .integer(Int64(written)), "missing": .integer(Int64(missing)), "writer": state])
+                    try environment.faults.check("tiles.afterCheckpoint")
+                }
+                launch()
+            }
+        }
+        try writer.finish()
+        context.reportProgress("tiles", done: total, total: total)
+        context.record("tilesWritten", .integer(Int64(writer.tilesWritten)))
+        context.record("sharedTiles", .integer(Int64(writer.sharedTiles)))
+        context.record("missingTiles", .integer(Int64(missing)))
+        if missing > 0 { context.log("\(missing) tiles were not in the source") }
+    }
+
+    public func output(context: JobContext) async throws -> TileCache {
+        let cache = TileCache(fileURL: downloadFileURL)
+        try await cache.load()
+        return cache
+    }
+
+    public func rollback(context: JobContext) async {
+        try? FileManager.default.removeItem(at: partialURL)
+        try? FileManager.default.removeItem(at: journalURL)
+    }
+}
+
+/// Counts the tiles of an export and estimates its size from a sample of tiles fetched from the
+/// source (ArcGIS `EstimateTileCacheSizeJob`).
+public struct EstimateTileCacheSizeJob: JobDefinition {
+    public static let jobType = "outpost.estimateTileCacheSize"
+
+    public var source: TileSourceDescriptor
+    public var exportParameters: ExportTileCacheParameters
+    /// Tiles fetched to estimate the average size.
+    public var sampleSize: Int
+    let environment: TileJobEnvironment
+
+    public init(source: TileSourceDescriptor, parameters: ExportTileCacheParameters, sampleSize: Int = 24, environment: TileJobEnvironment = TileJobEnvironment()) {
+        self.source = source
+        self.exportParameters = parameters
+        self.sampleSize = sampleSize
+        self.environment = environment
+    }
+
+    public var parameters: JSONValue { ["source": source.json, "export": exportParameters.json, "sampleSize": .integer(Int64(sampleSize))] }
+
+    public init(parameters: JSONValue, environment: JobEnvironment) throws {
+        guard let source = parameters["source"], let export = parameters["export"] else { throw JobError(.invalidJSON, "an estimate job needs source and export") }
+        self.init(
+            source: try TileSourceDescriptor(json: source), parameters: try ExportTileCacheParameters(json: export),
+            sampleSize: Int(parameters["sampleSize"]?.integerValue ?? 24), environment: environment[TileJobEnvironment.self] ?? TileJobEnvironment())
+    }
+
+    public var stepNames: [String] { ["estimate"] }
+
+    public func run(step: Int, context: JobContext) async throws {
+        let source = try environment.source ?? source.makeSource(token: environment.token)
+        let selection = try exportParameters.selection(try await source.cacheInfo())
+        let counts = selection.counts()
+        let total = counts.reduce(0) { $0 + $1.tiles }
+        context.record("tileCount", .integer(Int64(total)))
+        context.record("perLevel", .object(Dictionary(uniqueKeysWithValues: counts.map { (String($0.level), JSONValue.integer(Int64($0.tiles))) })))
+        // Evenly spaced tiles of the whole selection.
+        let wanted = Set((0..<min(sampleSize, total)).map { $0 * total / max(1, min(sampleSize, total)) })
+        var sampled = 0, present = 0, bytes = 0
+        for (index, key) in selection.tiles.enumerated() where wanted.contains(index) {
+            if let data = try await source.tile(key) {
+                present += 1
+                bytes += data.count
+            }
+            sampled += 1
+            context.reportProgress("samples", done: Int64(sampled), total: Int64(wanted.count))
+        }
+        let average = present > 0 ? Double(bytes) / Double(present) : 0
+        let presentShare = sampled > 0 ? Double(present) / Double(sampled) : 1
+        let bundles = selection.ranges.reduce(0) { sum, r in
+            sum + (r.maxRow / CompactBundle.packetSize - r.minRow / CompactBundle.packetSize + 1) * (r.maxCol / CompactBundle.packetSize - r.minCol / CompactBundle.packetSize + 1)
+        }
+        let size = Int64(Double(total) * presentShare * (average + 4)) + Int64(bundles * CompactBundle.fixedSize) + 4096
+        context.record("fileSize", .integer(size))
+        if total > exportParameters.maxTileCount {
+            context.log("\(total) tiles is more than the export limit of \(exportParameters.maxTileCount)", severity: .warning)
+        }
+    }
+
+    public func output(context: JobContext) async throws -> EstimateTileCacheSizeResult {
+        let perLevel = (context.recorded("perLevel")?.objectValue ?? [:]).reduce(into: [Int: Int]()) { out, item in
+            if let level = Int(item.key), let n = item.value.integerValue { out[level] = Int(n) }
+        }
+        return EstimateTileCacheSizeResult(
+            tileCount: Int(context.recorded("tileCount")?.integerValue ?? 0), fileSize: context.recorded("fileSize")?.integerValue ?? 0, perLevel: perLevel)
+    }
+}

@@ -1,0 +1,120 @@
+import Foundation
+import OutpostCore
+
+/// What to export (ArcGIS `ExportTileCacheParameters`): an area, the levels, and a cap.
+public struct ExportTileCacheParameters: Sendable, Hashable {
+    /// nil: the source's full extent.
+    public var areaOfInterest: AreaOfInterest?
+    public var levelIDs: [Int]
+    /// The estimate refuses an export of more tiles (ArcGIS `maxExportTilesCount`, default 100,000).
+    public var maxTileCount: Int
+    /// Tiles fetched at once from the source.
+    public var concurrency: Int
+
+    public init(areaOfInterest: AreaOfInterest?, levelIDs: [Int], maxTileCount: Int = 100_000, concurrency: Int = 8) {
+        self.areaOfInterest = areaOfInterest
+        self.levelIDs = levelIDs
+        self.maxTileCount = maxTileCount
+        self.concurrency = concurrency
+    }
+
+    var json: JSONValue {
+        var out: [String: JSONValue] = [
+            "levelIDs": .array(levelIDs.map { .integer(Int64($0)) }), "maxTileCount": .integer(Int64(maxTileCount)), "concurrency": .integer(Int64(concurrency)),
+        ]
+        switch areaOfInterest {
+        case .envelope(let e, let sr)?:
+            out["areaOfInterest"] = ["envelope": [.number(e.xmin), .number(e.ymin), .number(e.xmax), .number(e.ymax)], "wkid": .integer(Int64(sr.wkid))]
+        case .polygon(let g, let sr)?:
+            out["areaOfInterest"] = ["polygon": (try? JSONValue.parse(EsriJSON.encode(g))) ?? .null, "wkid": .integer(Int64(sr.wkid))]
+        case nil:
+            break
+        }
+        return .object(out)
+    }
+
+    init(json: JSONValue) throws {
+        let levels = (json["levelIDs"]?.arrayValue ?? []).compactMap { $0.integerValue.map(Int.init) }
+        var area: AreaOfInterest?
+        if let aoi = json["areaOfInterest"], !aoi.isNull {
+            let sr = SpatialReference(wkid: Int(aoi["wkid"]?.integerValue ?? 4326))
+            if let e = aoi["envelope"]?.arrayValue?.compactMap(\.doubleValue), e.count == 4 {
+                area = .envelope(Envelope(xmin: e[0], ymin: e[1], xmax: e[2], ymax: e[3]), sr)
+            } else if let polygon = aoi["polygon"], !polygon.isNull {
+                area = .polygon(try EsriJSON.decodeGeometry(polygon), sr)
+            } else {
+                throw TileCacheError(.invalidArea, "the area of interest needs an envelope or a polygon")
+            }
+        }
+        self.init(
+            areaOfInterest: area, levelIDs: levels, maxTileCount: Int(json["maxTileCount"]?.integerValue ?? 100_000),
+            concurrency: Int(json["concurrency"]?.integerValue ?? 8))
+    }
+
+    /// The selection this asks of a cache with `info`.
+    func selection(_ info: TileCacheInfo) throws -> TileSelection {
+        let area = areaOfInterest ?? .envelope(
+            info.fullExtent ?? Envelope(xmin: info.scheme.originX, ymin: -info.scheme.originY, xmax: -info.scheme.originX, ymax: info.scheme.originY),
+            info.scheme.spatialReference)
+        for level in levelIDs where !info.levels.contains(level) {
+            throw TileCacheError(.invalidArea, "the source has levels \(info.minLevel)–\(info.maxLevel), not \(level)")
+        }
+        return try TileSelection(scheme: info.scheme, area: area, levels: levelIDs)
+    }
+}
+
+/// Where tiles come from, as it goes into a job's JSON.
+public enum TileSourceDescriptor: Sendable, Hashable {
+    /// A MapServer URL or a `{z}/{x}/{y}` template.
+    case http(String)
+    /// A `.tpkx`, exploded cache folder or MBTiles file.
+    case cache(URL)
+
+    var json: JSONValue {
+        switch self {
+        case .http(let url): ["url": .string(url)]
+        case .cache(let file): ["cache": .string(file.path)]
+        }
+    }
+
+    init(json: JSONValue) throws {
+        if let url = json["url"]?.stringValue {
+            self = .http(url)
+        } else if let path = json["cache"]?.stringValue {
+            self = .cache(URL(fileURLWithPath: path))
+        } else {
+            throw JobError(.invalidJSON, "a tile source needs url or cache")
+        }
+    }
+
+    /// The source; a token for HTTP comes from the job environment (never from the job file).
+    func makeSource(token: String?) throws -> any TileSource {
+        switch self {
+        case .http(let url): try HTTPTileSource(url: url, token: token)
+        case .cache(let file): TileCacheSource(cache: TileCache(fileURL: file))
+        }
+    }
+}
+
+/// What a rebuilt tile job cannot keep in its JSON: the source's token, and the source itself
+/// when a test or an app supplies one directly.
+public struct TileJobEnvironment: Sendable {
+    public var token: String?
+    public var source: (any TileSource)?
+    /// Fault points `tiles.beforeCheckpoint` and `tiles.afterCheckpoint` (crash tests).
+    public var faults: FaultInjector
+
+    public init(token: String? = nil, source: (any TileSource)? = nil, faults: FaultInjector = .fromEnvironment()) {
+        self.token = token
+        self.source = source
+        self.faults = faults
+    }
+}
+
+/// The estimate's answer (ArcGIS `EstimateTileCacheSizeResult`).
+public struct EstimateTileCacheSizeResult: Sendable, Hashable {
+    public var tileCount: Int
+    /// Estimated bytes of the output, from the average size of sampled tiles.
+    public var fileSize: Int64
+    public var perLevel: [Int: Int]
+}

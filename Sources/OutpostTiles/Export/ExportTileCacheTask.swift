@@ -1,0 +1,79 @@
+import Foundation
+import Synchronization
+import OutpostCore
+
+/// Takes tiles offline (ArcGIS `ExportTileCacheTask`): from a tiled map service, a URL template or
+/// a cache on disk, into a `.tpkx`, an exploded cache or MBTiles. Loadable: ``load()`` reads the
+/// source's tiling scheme and levels.
+public final class ExportTileCacheTask: Loadable, Sendable {
+    public let source: TileSourceDescriptor
+    let environment: TileJobEnvironment
+    private let loader: LoadableSupport
+    private let loaded = LockedValue<TileCacheInfo?>(nil)
+
+    /// - Parameter url: a MapServer URL, a `{z}/{x}/{y}` template, or a file URL of a cache.
+    public convenience init(url: URL, token: String? = nil) {
+        self.init(source: url.isFileURL ? .cache(url) : .http(url.absoluteString.removingPercentEncoding ?? url.absoluteString), token: token)
+    }
+
+    public init(source: TileSourceDescriptor, token: String? = nil, tileSource: (any TileSource)? = nil) {
+        self.source = source
+        self.environment = TileJobEnvironment(token: token, source: tileSource)
+        let box = loaded, environment = environment
+        loader = LoadableSupport {
+            let made = try environment.source ?? source.makeSource(token: environment.token)
+            box.set(try await made.cacheInfo())
+        }
+    }
+
+    public var loadStatus: LoadStatus { loader.loadStatus }
+    public var loadStatusUpdates: AsyncStream<LoadStatus> { loader.loadStatusUpdates }
+    public var loadError: (any Error)? { loader.loadError }
+    public func load() async throws { try await loader.load() }
+    public func retryLoad() async throws { try await loader.retryLoad() }
+    public func cancelLoad() { loader.cancelLoad() }
+
+    /// The source's tiling scheme, levels and extent (after loading).
+    public var tileCacheInfo: TileCacheInfo? { loaded.get() }
+
+    /// Parameters for an area between two scales (ArcGIS semantics: 0 means the source's coarsest
+    /// or finest level; a scale between levels takes the coarser level for `minScale` and the
+    /// finer for `maxScale`).
+    public func makeDefaultExportTileCacheParameters(areaOfInterest: AreaOfInterest?, minScale: Double, maxScale: Double) async throws -> ExportTileCacheParameters {
+        try await load()
+        guard let info = tileCacheInfo else { throw TileCacheError(.source, "the source did not load") }
+        let lods = info.scheme.lods.filter { info.levels.contains($0.level) }.sorted { $0.scale > $1.scale }
+        guard let coarsest = lods.first, let finest = lods.last else { throw TileCacheError(.source, "the source has no levels") }
+        let first = minScale <= 0 ? coarsest : (lods.last { $0.scale >= minScale * (1 - 1e-9) } ?? coarsest)
+        let last = maxScale <= 0 ? finest : (lods.first { $0.scale <= maxScale * (1 + 1e-9) } ?? finest)
+        guard first.level <= last.level else {
+            throw TileCacheError(.invalidArea, "minScale 1:\(Int(minScale)) is finer than maxScale 1:\(Int(maxScale))")
+        }
+        return ExportTileCacheParameters(areaOfInterest: areaOfInterest, levelIDs: Array(first.level...last.level))
+    }
+
+    public func makeEstimateTileCacheSizeJob(parameters: ExportTileCacheParameters) -> Job<EstimateTileCacheSizeJob> {
+        Job(EstimateTileCacheSizeJob(source: source, parameters: parameters, environment: environment))
+    }
+
+    public func makeExportTileCacheJob(parameters: ExportTileCacheParameters, downloadFileURL: URL, store: (any JobStore)? = nil) -> Job<ExportTileCacheJob> {
+        Job(ExportTileCacheJob(source: source, parameters: parameters, downloadFileURL: downloadFileURL, environment: environment), store: store)
+    }
+}
+
+/// A value behind a lock (for a Loadable's loaded state).
+final class LockedValue<Value: Sendable>: Sendable {
+    private let mutex: Mutex<Value>
+    init(_ value: Value) { mutex = Mutex(value) }
+    func get() -> Value { mutex.withLock { $0 } }
+    func set(_ value: Value) { mutex.withLock { $0 = value } }
+}
+
+extension JobRegistry {
+    /// Registers the tile job types (export, estimate) with what they need besides their JSON.
+    public mutating func withTileJobs(_ environment: TileJobEnvironment = TileJobEnvironment()) {
+        self.environment[TileJobEnvironment.self] = environment
+        register(ExportTileCacheJob.self)
+        register(EstimateTileCacheSizeJob.self)
+    }
+}

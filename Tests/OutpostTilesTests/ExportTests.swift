@@ -1,0 +1,255 @@
+import Foundation
+import OutpostCore
+import OutpostTestSupport
+import Synchronization
+import Testing
+
+@testable import OutpostTiles
+
+/// A source that makes its tiles on demand and counts what it was asked for.
+final class CountingSource: TileSource {
+    let requests = Mutex<[TileKey: Int]>([:])
+    let maxLevel: Int
+    /// Tiles the source does not have.
+    let absent: @Sendable (TileKey) -> Bool
+
+    init(maxLevel: Int = 18, absent: @escaping @Sendable (TileKey) -> Bool = { _ in false }) {
+        self.maxLevel = maxLevel
+        self.absent = absent
+    }
+
+    var label: String { "counting" }
+    var total: Int { requests.withLock { $0.values.reduce(0, +) } }
+    var refetched: Int { requests.withLock { $0.values.filter { $0 > 1 }.count } }
+
+    func cacheInfo() async throws -> TileCacheInfo { TestTiles.info(levels: 0...maxLevel) }
+
+    func tile(_ key: TileKey) async throws -> [UInt8]? {
+        requests.withLock { $0[key, default: 0] += 1 }
+        return absent(key) ? nil : TestTiles.cheap(key)
+    }
+}
+
+@Suite("Export tile cache")
+struct ExportTests {
+    /// Central Portland, levels 10–14: a few hundred tiles over several bundles at level 14.
+    static let area = AreaOfInterest.envelope(Envelope(xmin: -122.75, ymin: 45.45, xmax: -122.55, ymax: 45.6), .wgs84)
+
+    func expectCacheHolds(_ url: URL, _ selection: TileSelection, absent: (TileKey) -> Bool = { _ in false }) async throws {
+        let cache = TileCache(fileURL: url)
+        try await cache.load()
+        var n = 0
+        for key in selection.tiles {
+            let expected = absent(key) ? nil : TestTiles.cheap(key)
+            #expect(try cache.tile(key) == expected, "\(key)")
+            n += 1
+        }
+        #expect(try cache.summary().reduce(0) { $0 + $1.tiles } == n - selection.tiles.filter(absent).count)
+    }
+
+    @Test(arguments: ["out.tpkx", "out-folder", "out.mbtiles"])
+    func exportsEveryTileOnceIntoEachFormat(_ name: String) async throws {
+        let dir = TemporaryDirectory()
+        let source = CountingSource(absent: { $0.level == 14 && $0.row % 7 == 0 })
+        let task = ExportTileCacheTask(source: .http("http://unused/{z}/{x}/{y}"), tileSource: source)
+        let parameters = ExportTileCacheParameters(areaOfInterest: Self.area, levelIDs: Array(10...14))
+        let job = task.makeExportTileCacheJob(parameters: parameters, downloadFileURL: dir.file(name))
+        try job.start()
+        let cache = try await job.output
+        #expect(cache.info?.levels == 10...14)
+        let selection = try parameters.selection(try await source.cacheInfo())
+        #expect(source.total == selection.tileCount && source.refetched == 0)
+        try await expectCacheHolds(dir.file(name), selection, absent: source.absent)
+        // Nothing left beside it.
+        #expect(try FileManager.default.contentsOfDirectory(atPath: dir.url.path) == [name])
+    }
+
+    @Test func tooManyTilesIsRefusedBeforeAnyDownload() async throws {
+        let dir = TemporaryDirectory()
+        let source = CountingSource()
+        let task = ExportTileCacheTask(source: .http("http://unused/{z}/{x}/{y}"), tileSource: source)
+        var parameters = ExportTileCacheParameters(areaOfInterest: Self.area, levelIDs: Array(0...14))
+        parameters.maxTileCount = 100
+        let job = task.makeExportTileCacheJob(parameters: parameters, downloadFileURL: dir.file("x.tpkx"))
+        try job.start()
+        do {
+            _ = try await job.output
+            Issue.record("exported more tiles than allowed")
+        } catch let error as JobError {
+            #expect("\(error)".contains("more than the limit of 100"))
+        }
+        #expect(source.total == 0)
+        #expect(try FileManager.default.contentsOfDirectory(atPath: dir.url.path).isEmpty)
+    }
+
+    @Test func estimateCountsAndSizesFromASample() async throws {
+        let source = CountingSource()
+        let task = ExportTileCacheTask(source: .http("http://unused/{z}/{x}/{y}"), tileSource: source)
+        // Scales between levels take the coarser level for minScale and the finer for maxScale
+        // (level 9 is 1:1,155,581, level 10 1:577,791, level 14 1:36,112, level 15 1:18,056).
+        let between = try await task.makeDefaultExportTileCacheParameters(areaOfInterest: Self.area, minScale: 600_000, maxScale: 30_000)
+        #expect(between.levelIDs == Array(9...15))
+        #expect(try await task.makeDefaultExportTileCacheParameters(areaOfInterest: nil, minScale: 0, maxScale: 0).levelIDs == Array(0...18))
+        let parameters = try await task.makeDefaultExportTileCacheParameters(areaOfInterest: Self.area, minScale: 577_790.554289, maxScale: 36_111.909643)
+        #expect(parameters.levelIDs == Array(10...14))
+        let job = task.makeEstimateTileCacheSizeJob(parameters: parameters)
+        try job.start()
+        let estimate = try await job.output
+        let selection = try parameters.selection(try await source.cacheInfo())
+        #expect(estimate.tileCount == selection.tileCount)
+        #expect(source.total == 24)
+        // Within a quarter of the real size (the sample's tiles are alike).
+        let dir = TemporaryDirectory()
+        let export = task.makeExportTileCacheJob(parameters: parameters, downloadFileURL: dir.file("x.tpkx"))
+        try export.start()
+        _ = try await export.output
+        let real = try FileManager.default.attributesOfItem(atPath: dir.file("x.tpkx").path)[.size] as! Int
+        #expect(abs(Double(estimate.fileSize) / Double(real) - 1) < 0.25, "estimate \(estimate.fileSize), real \(real)")
+    }
+
+    @Test func pausedExportRebuiltFromJSONFinishesWithoutRefetching() async throws {
+        let dir = TemporaryDirectory()
+        let source = CountingSource()
+        let task = ExportTileCacheTask(source: .http("http://unused/{z}/{x}/{y}"), tileSource: source)
+        // About 2,400 tiles: several checkpoints.
+        let area = AreaOfInterest.envelope(Envelope(xmin: -122.9, ymin: 45.4, xmax: -122.4, ymax: 45.7), .wgs84)
+        let parameters = ExportTileCacheParameters(areaOfInterest: area, levelIDs: Array(12...15), concurrency: 2)
+        let selection = try parameters.selection(try await source.cacheInfo())
+        #expect(selection.tileCount > 1500)
+        let job = task.makeExportTileCacheJob(parameters: parameters, downloadFileURL: dir.file("out.tpkx"))
+        let paused = Task {
+            for await status in job.statusUpdates where status == .paused { return }
+        }
+        try job.start()
+        // Pause once the first checkpoint is in.
+        while (job.progress.phases.first { $0.name == "tiles" }?.done ?? 0) < 512 && job.status != .succeeded {
+            try await Task.sleep(for: .milliseconds(5))
+        }
+        try job.pause()
+        await paused.value
+        let fetchedBeforePause = source.total
+        let json = try job.toJSON()
+        var registry = JobRegistry()
+        registry.withTileJobs(TileJobEnvironment(source: source))
+        let rebuilt = try registry.makeJob(from: try JobSnapshot.decode(json))
+        try rebuilt.start()
+        #expect(await rebuilt.waitUntilFinished() == .succeeded)
+        // Only tiles in flight at the pause (at most twice the concurrency) were fetched again.
+        #expect(source.refetched <= 4, "\(source.refetched) refetched of \(fetchedBeforePause)")
+        try await expectCacheHolds(dir.file("out.tpkx"), selection)
+    }
+
+    @Test(arguments: [TileCacheWriter.Format.tilePackage, .exploded, .mbtiles])
+    func writerResumesFromACheckpointAfterACrash(_ format: TileCacheWriter.Format) async throws {
+        // Tiles written after the checkpoint reach the files but not the state: a crash. The
+        // resumed writer cuts them off and continues from the checkpoint's tile.
+        let dir = TemporaryDirectory()
+        let url = dir.file(format == .tilePackage ? "c.tpkx" : format == .mbtiles ? "c.mbtiles" : "c"), journal = dir.file("journal")
+        let range = TileRange(level: 8, minRow: 100, maxRow: 140, minCol: 120, maxCol: 135)
+        let keys = Array(range.inBundleOrder())
+        let info = TestTiles.info(levels: 8...8)
+        var state: JSONValue = .null
+        do {
+            let writer = try TileCacheWriter(format: format, at: url, info: info, journal: journal)
+            for key in keys.prefix(300) { try writer.add(key, data: TestTiles.cheap(key)) }
+            state = try writer.checkpoint()
+            for key in keys[300..<420] { try writer.add(key, data: TestTiles.cheap(key)) }
+            _ = try writer.checkpoint()  // durable on disk, but the job never saw this state
+            for key in keys[420..<450] { try writer.add(key, data: TestTiles.cheap(key)) }  // and into the next bundle
+        }
+        let resumed = try TileCacheWriter(resuming: state, format: format, at: url, info: info, journal: journal)
+        for key in keys.dropFirst(300) { try resumed.add(key, data: TestTiles.cheap(key)) }
+        try resumed.finish()
+        let cache = TileCache(fileURL: url)
+        try await cache.load()
+        for key in keys {
+            let got = try cache.tile(key), want = TestTiles.cheap(key)
+            #expect(got == want, "\(key) got \(got?.count ?? -1) bytes, want \(want.count)")
+        }
+        #expect(try cache.summary().reduce(0) { $0 + $1.tiles } == keys.count)
+        if format == .tilePackage {
+            let check = try await ExternalTools.run(ExternalTools.python, ["-c", "import sys, zipfile; assert zipfile.ZipFile(sys.argv[1]).testzip() is None", url.path])
+            #expect(check.succeeded, "\(check.stderr)")
+        }
+    }
+}
+
+@Suite("HTTP tile sources")
+struct HTTPSourceTests {
+    /// Serves `cheap` tiles at /tiles/{z}/{x}/{y}.png and /MapServer/tile/{level}/{row}/{col}:
+    /// every fifth tile fails with 503 the first time, tiles of row multiples of 9 are 404.
+    final class Requests: Sendable {
+        let counts = Mutex<[String: Int]>([:])
+    }
+
+    static func server(failAlways: Bool = false) async throws -> (LoopbackHTTPServer, Requests) {
+        let seen = Requests()
+        let server = try await LoopbackHTTPServer.start { request in
+            let parts = request.path.split(separator: "/").map(String.init)
+            if parts.last == "MapServer" {
+                let info = TestTiles.info(levels: 0...16)
+                return .json("{\"mapName\":\"test\",\"tileInfo\":\(info.tileInfoJSON()),\"spatialReference\":{\"wkid\":102100,\"latestWkid\":3857},\"minLOD\":0,\"maxLOD\":16}")
+            }
+            let numbers = parts.suffix(3).map { Int($0.replacingOccurrences(of: ".png", with: "")) ?? -1 }
+            guard numbers.count == 3 else { return .json("{}", status: 400) }
+            let key = parts.contains("MapServer")
+                ? TileKey(level: numbers[0], row: numbers[1], col: numbers[2]) : TileKey(level: numbers[0], row: numbers[2], col: numbers[1])
+            let count = seen.counts.withLock { s -> Int in
+                s[key.description, default: 0] += 1
+                return s[key.description]!
+            }
+            if failAlways { return .json("{\"error\":\"down\"}", status: 503) }
+            if key.row % 9 == 0 { return .json("not found", status: 404) }
+            if (key.row + key.col) % 5 == 0 && count == 1 { return .json("busy", status: 503) }
+            return LoopbackHTTPServer.Response(body: Data(TestTiles.cheap(key)), contentType: "image/png")
+        }
+        return (server, seen)
+    }
+
+    @Test(arguments: ["/tiles/{z}/{x}/{y}.png", "/MapServer"])
+    func exportsFromAServiceThatFailsNowAndThen(_ path: String) async throws {
+        let (server, seen) = try await Self.server()
+        defer { Task { try? await server.stop() } }
+        let dir = TemporaryDirectory()
+        let url = server.baseURL.absoluteString + path
+        let task = ExportTileCacheTask(source: .http(url))
+        try await task.load()
+        #expect(task.tileCacheInfo?.levels == (path == "/MapServer" ? 0...16 : 0...23))
+        let parameters = ExportTileCacheParameters(areaOfInterest: ExportTests.area, levelIDs: Array(10...14))
+        let job = task.makeExportTileCacheJob(parameters: parameters, downloadFileURL: dir.file("out.tpkx"))
+        try job.start()
+        let cache = try await job.output
+        let selection = try parameters.selection(try #require(task.tileCacheInfo))
+        for key in selection.tiles {
+            #expect(try cache.tile(key) == (key.row % 9 == 0 ? nil : TestTiles.cheap(key)), "\(key)")
+        }
+        // The 503s were retried; nothing else was asked twice.
+        let asked = seen.counts.withLock { $0 }
+        #expect(asked.values.allSatisfy { $0 <= 2 })
+        #expect(job.messages.contains { $0.text.contains("were not in the source") })
+    }
+
+    @Test func aSourceThatStaysDownFailsTheExportAndLeavesNothing() async throws {
+        let (server, _) = try await Self.server(failAlways: true)
+        defer { Task { try? await server.stop() } }
+        let dir = TemporaryDirectory()
+        let source = try HTTPTileSource(url: server.baseURL.absoluteString + "/{z}/{x}/{y}", attempts: 3, backoff: .milliseconds(10))
+        let task = ExportTileCacheTask(source: .http(source.template), tileSource: source)
+        let job = task.makeExportTileCacheJob(parameters: ExportTileCacheParameters(areaOfInterest: ExportTests.area, levelIDs: [12]), downloadFileURL: dir.file("out.tpkx"))
+        try job.start()
+        do {
+            _ = try await job.output
+            Issue.record("an export from a dead source succeeded")
+        } catch let error as JobError {
+            #expect("\(error)".contains("failed 3 times"))
+        }
+        #expect(try FileManager.default.contentsOfDirectory(atPath: dir.url.path).isEmpty)
+    }
+
+    @Test func templatesNeedTheirPlaceholders() {
+        #expect(throws: TileCacheError.self) { try HTTPTileSource(url: "http://x/{z}/{x}.png") }
+        #expect(throws: TileCacheError.self) { try HTTPTileSource(url: "ftp://x/MapServer") }
+        let source = try? HTTPTileSource(url: "http://x/{level}/{row}/{col}", token: "a b")
+        #expect(source?.url(for: TileKey(level: 3, row: 2, col: 1)) == "http://x/3/2/1?token=a%20b")
+    }
+}
