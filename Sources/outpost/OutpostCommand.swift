@@ -4,6 +4,7 @@ import OutpostCore
 import OutpostServer
 import OutpostStorage
 import OutpostSync
+import OutpostTiles
 
 @main
 struct OutpostCommand: AsyncParsableCommand {
@@ -12,7 +13,7 @@ struct OutpostCommand: AsyncParsableCommand {
         abstract: "Offline-first geodatabases: GeoPackage storage, sync with feature services, offline tiles.",
         subcommands: [
             DemoCommand.self, ImportCommand.self, InspectCommand.self, ServiceCommand.self, ServeCommand.self, ReplicaCommand.self, SyncCommand.self,
-            StatusCommand.self, CopyCommand.self, JobCommand.self,
+            StatusCommand.self, TilesCommand.self, CopyCommand.self, JobCommand.self,
         ]
     )
 
@@ -38,6 +39,8 @@ struct OutpostCommand: AsyncParsableCommand {
             fail(error.message)
         } catch let error as SyncError {
             fail(error.message)
+        } catch let error as TileCacheError {
+            fail(error.description)
         } catch {
             exit(withError: error)
         }

@@ -66,7 +66,8 @@ struct TransactionTests {
         task.cancel()
         let result = await task.result
         #expect(throws: CancellationError.self) { try result.get() }
-        #expect(Date().timeIntervalSince(started) < 10)
+        // Uninterrupted, the query runs for minutes; the bound leaves room for a loaded machine.
+        #expect(Date().timeIntervalSince(started) < 30)
         // The geodatabase is fine afterwards.
         #expect(try await gdb.table(named: "inspection_points").count() == 300)
         try gdb.close()

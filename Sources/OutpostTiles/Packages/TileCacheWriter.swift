@@ -126,7 +126,7 @@ public final class TileCacheWriter {
         }
         if let mbtiles {
             try mbtiles.add(key, data: [UInt8](bytes))
-            tilesWritten = mbtiles.tilesWritten
+            tilesWritten += 1
             return
         }
         let p = CompactBundle.packetSize
@@ -193,6 +193,8 @@ public final class TileCacheWriter {
         ]
         if let mbtiles {
             try mbtiles.commit()
+            // Shared tiles so far are counted in the state; the writer counts anew after a resume.
+            state["shared"] = .integer(Int64(sharedTiles + mbtiles.sharedTiles))
             return .object(state)
         }
         if format == .exploded { state["finished"] = .array(finishedBundles.sorted().map { .string($0) }) }
@@ -222,7 +224,7 @@ public final class TileCacheWriter {
     public func finish() throws {
         if let mbtiles {
             try mbtiles.finish()
-            sharedTiles = mbtiles.sharedTiles
+            sharedTiles += mbtiles.sharedTiles
             return
         }
         try finishBundle()

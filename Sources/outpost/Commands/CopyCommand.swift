@@ -2,6 +2,15 @@ import ArgumentParser
 import Foundation
 import OutpostCore
 import OutpostSync
+import OutpostTiles
+
+/// The job types `outpost` can resume: copies, server-side jobs and tile exports (a tile
+/// source's token comes from `OUTPOST_TOKEN`, never from the job file).
+func outpostJobRegistry(tiles: TileJobEnvironment = TileJobEnvironment(token: serviceToken(nil))) -> JobRegistry {
+    var registry = JobRegistry.withNetworkJobs()
+    registry.withTileJobs(tiles)
+    return registry
+}
 
 /// Where jobs keep their JSON: `--job-dir`, else `OUTPOST_JOB_DIR`, else `.outpost/jobs`.
 func jobDirectory(_ option: String?) -> URL {
@@ -33,7 +42,7 @@ struct CopyCommand: AsyncParsableCommand {
         guard FileManager.default.isReadableFile(atPath: source) else {
             throw CLIFailure(message: "\(source) does not exist or cannot be read")
         }
-        let manager = try JobManager(directory: jobDirectory(jobDir), registry: .withNetworkJobs())
+        let manager = try JobManager(directory: jobDirectory(jobDir), registry: outpostJobRegistry())
         let job = try manager.add(
             CopyFileJob(
                 source: URL(fileURLWithPath: source), destination: URL(fileURLWithPath: destination),

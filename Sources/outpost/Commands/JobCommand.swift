@@ -29,7 +29,7 @@ struct JobCommand: AsyncParsableCommand {
             }
         }
 
-        func manager() throws -> JobManager { try JobManager(directory: directory, registry: .withNetworkJobs()) }
+        func manager() throws -> JobManager { try JobManager(directory: directory, registry: outpostJobRegistry()) }
 
         func ids(_ manager: JobManager, unfinishedOnly: Bool) throws -> [String] {
             if let id { return [id] }

@@ -61,24 +61,7 @@ struct ReplicaCommand: AsyncParsableCommand {
             guard out.lowercased().hasSuffix(".gpkg") else { throw ValidationError("--out must name a .gpkg file") }
         }
 
-        func area() throws -> Geometry? {
-            if let extent {
-                let n = extent.split(separator: ",").compactMap { Double($0.trimmingCharacters(in: .whitespaces)) }
-                let e = Envelope(xmin: n.count == 4 ? n[0] : 0, ymin: n.count == 4 ? n[1] : 0, xmax: n.count == 4 ? n[2] : -1, ymax: n.count == 4 ? n[3] : -1)
-                guard n.count == 4, e.isValid else { throw CLIFailure(message: "--extent must be xmin,ymin,xmax,ymax with min ≤ max") }
-                return .polygon(e.polygon)
-            }
-            if let aoi {
-                guard let data = FileManager.default.contents(atPath: aoi) else { throw CLIFailure(message: "cannot read \(aoi)") }
-                var json = try JSONValue.parse(data)
-                if json["type"]?.stringValue == "FeatureCollection" { json = json["features"]?.arrayValue?.first ?? .null }
-                if json["type"]?.stringValue == "Feature" { json = json["geometry"] ?? .null }
-                let g = try GeoJSON.decodeGeometry(json)
-                guard g.type == .polygon || g.type == .multiPolygon else { throw CLIFailure(message: "\(aoi) holds no polygon") }
-                return g
-            }
-            return nil
-        }
+        func area() throws -> Geometry? { try commandArea(extent: extent, aoi: aoi) }
 
         func run() async throws {
             guard let serviceURL = URL(string: url) else { throw CLIFailure(message: "\(url) is not a URL") }
@@ -262,4 +245,26 @@ struct StatusCommand: AsyncParsableCommand {
         }
         for r in rejected { print("  rejected\(r.pending ? " (still pending)" : ""): \(r.layer) \(r.globalID) \(r.operation): \(r.reason)") }
     }
+}
+
+/// The area of `--extent xmin,ymin,xmax,ymax` or `--aoi <GeoJSON polygon file>` (nil: neither).
+func commandArea(extent: String?, aoi: String?) throws -> Geometry? {
+    if let extent { return .polygon(try parseExtent(extent).polygon) }
+    if let aoi {
+        guard let data = FileManager.default.contents(atPath: aoi) else { throw CLIFailure(message: "cannot read \(aoi)") }
+        var json = try JSONValue.parse(data)
+        if json["type"]?.stringValue == "FeatureCollection" { json = json["features"]?.arrayValue?.first ?? .null }
+        if json["type"]?.stringValue == "Feature" { json = json["geometry"] ?? .null }
+        let g = try GeoJSON.decodeGeometry(json)
+        guard g.type == .polygon || g.type == .multiPolygon else { throw CLIFailure(message: "\(aoi) holds no polygon") }
+        return g
+    }
+    return nil
+}
+
+func parseExtent(_ extent: String) throws -> Envelope {
+    let n = extent.split(separator: ",").compactMap { Double($0.trimmingCharacters(in: .whitespaces)) }
+    let e = Envelope(xmin: n.count == 4 ? n[0] : 0, ymin: n.count == 4 ? n[1] : 0, xmax: n.count == 4 ? n[2] : -1, ymax: n.count == 4 ? n[3] : -1)
+    guard n.count == 4, e.isValid else { throw CLIFailure(message: "--extent must be xmin,ymin,xmax,ymax with min ≤ max") }
+    return e
 }

@@ -1,0 +1,96 @@
+import Foundation
+import OutpostCore
+import OutpostTestSupport
+import Synchronization
+import Testing
+
+/// `outpost tiles` against a real HTTP tile server on loopback.
+@Suite("outpost tiles")
+struct TilesCommandTests {
+    final class Requests: Sendable {
+        let counts = Mutex<[String: Int]>([:])
+        var total: Int { counts.withLock { $0.values.reduce(0, +) } }
+        var repeated: Int { counts.withLock { $0.values.filter { $0 > 1 }.count } }
+    }
+
+    /// Tile bytes that say which tile they are (bundles keep any bytes); row multiples of 11 are
+    /// missing (404).
+    static func tile(z: Int, x: Int, y: Int) -> Data? {
+        y % 11 == 0 ? nil : Data("tile \(z)/\(y)/\(x) ".utf8 + [UInt8](repeating: UInt8(truncatingIfNeeded: x &* 7 &+ y), count: 2000))
+    }
+
+    static func server() async throws -> (LoopbackHTTPServer, Requests) {
+        let requests = Requests()
+        let server = try await LoopbackHTTPServer.start { request in
+            let n = request.path.split(separator: "/").suffix(3).compactMap { Int($0.replacingOccurrences(of: ".png", with: "")) }
+            guard n.count == 3 else { return .json("{}", status: 400) }
+            requests.counts.withLock { $0[request.path, default: 0] += 1 }
+            guard let body = tile(z: n[0], x: n[1], y: n[2]) else { return .json("missing", status: 404) }
+            return LoopbackHTTPServer.Response(body: body, contentType: "image/png")
+        }
+        return (server, requests)
+    }
+
+    static let area = ["--extent", "-122.9,45.4,-122.4,45.7"]
+
+    @Test func estimateExportAndInspect() async throws {
+        let (server, requests) = try await Self.server()
+        defer { Task { try? await server.stop() } }
+        let dir = TemporaryDirectory()
+        let template = server.baseURL.absoluteString + "/tiles/{z}/{x}/{y}.png"
+        let estimate = try await outpost(["tiles", "estimate", "--url", template] + Self.area + ["--levels", "10-13", "--json"])
+        #expect(estimate.succeeded, "\(estimate.stderr)")
+        let e = try JSONValue.parse(estimate.stdout)
+        let count = try #require(e["tileCount"]?.integerValue)
+        #expect(count > 100 && e["withinLimit"] == true && (e["fileSize"]?.integerValue ?? 0) > 0)
+
+        let export = try await outpost(["tiles", "export", "--url", template] + Self.area + ["--levels", "10-13", "--out", dir.file("city.tpkx").path])
+        #expect(export.succeeded, "\(export.stderr)")
+        let inspect = try await outpost(["tiles", "inspect", dir.file("city.tpkx").path, "--json"])
+        #expect(inspect.succeeded, "\(inspect.stderr)")
+        let i = try JSONValue.parse(inspect.stdout)
+        #expect(i["format"] == "tpkx" && i["levels"]?.arrayValue?.count == 4)
+        let missing = try #require(i["tiles"]?.integerValue)
+        #expect(missing < count && missing > count / 2)
+        #expect(requests.repeated <= 24)  // the estimate's sample, asked again by the export
+
+        // Over the limit: refused with the count, nothing fetched.
+        let before = requests.total
+        let big = try await outpost(["tiles", "export", "--url", template] + Self.area + ["--levels", "10-16", "--max-tiles", "500", "--out", dir.file("big.mbtiles").path])
+        #expect(big.status == 1 && big.stderr.contains("more than the limit of 500"))
+        #expect(requests.total == before)
+        #expect(!FileManager.default.fileExists(atPath: dir.file("big.mbtiles").path))
+
+        // A damaged cache is refused in one line.
+        try Data("PK\u{3}\u{4}not really".utf8).write(to: dir.file("bad.tpkx"))
+        let bad = try await outpost(["tiles", "inspect", dir.file("bad.tpkx").path])
+        #expect(bad.status == 1 && bad.stderr.hasPrefix("outpost: ") && bad.stderr.split(separator: "\n").count == 1)
+    }
+
+    /// Killed (SIGKILL) right after a checkpoint, and again just before one; the same command
+    /// then finishes the export, fetching only the tiles of the last 512 not yet durable.
+    @Test(arguments: ["tiles.afterCheckpoint", "tiles.beforeCheckpoint"])
+    func killedExportFinishesWhenTheCommandRunsAgain(_ point: String) async throws {
+        let (server, requests) = try await Self.server()
+        defer { Task { try? await server.stop() } }
+        let dir = TemporaryDirectory()
+        let template = server.baseURL.absoluteString + "/{z}/{x}/{y}"
+        let arguments = ["tiles", "export", "--url", template] + Self.area + ["--levels", "12-15", "--concurrency", "4", "--out", dir.file("out.mbtiles").path]
+        let killed = try await ExternalTools.run(Repository.outpostExecutable.path, arguments, environment: ["OUTPOST_FAULT": "\(point):kill"])
+        #expect(killed.status == 9 || killed.status == 137, "\(killed.status) \(killed.stderr)")
+        #expect(!FileManager.default.fileExists(atPath: dir.file("out.mbtiles").path))
+        let fetchedBeforeKill = requests.total
+        let again = try await outpost(arguments)
+        #expect(again.succeeded, "\(again.stderr)")
+        #expect(again.stderr.contains("resuming export job"))
+        // At most one checkpoint's worth (512) plus the tiles in flight were asked twice.
+        #expect(requests.repeated <= 512 + 8, "\(requests.repeated) of \(fetchedBeforeKill) asked again")
+        let inspect = try await outpost(["tiles", "inspect", dir.file("out.mbtiles").path, "--json"])
+        let summary = try JSONValue.parse(inspect.stdout)
+        let expected = requests.counts.withLock { $0.keys.filter { key in
+            let n = key.split(separator: "/").compactMap { Int($0) }
+            return Self.tile(z: n[0], x: n[1], y: n[2]) != nil
+        }.count }
+        #expect(summary["tiles"]?.integerValue == Int64(expected))
+    }
+}
