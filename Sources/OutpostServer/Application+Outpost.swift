@@ -40,10 +40,17 @@ extension ServiceDirectory {
             throw ServiceError(404, "\(path.path) does not exist")
         }
         if isDirectory.boolValue {
-            let files = try FileManager.default.contentsOfDirectory(at: path, includingPropertiesForKeys: nil)
-                .filter { $0.pathExtension.lowercased() == "gpkg" }.sorted { $0.path < $1.path }
-            guard !files.isEmpty else { throw ServiceError(404, "\(path.path) holds no service .gpkg files") }
-            self.init(try files.map { try SQLiteServiceBackend(url: $0) })
+            let entries = try FileManager.default.contentsOfDirectory(at: path, includingPropertiesForKeys: nil).sorted { $0.path < $1.path }
+            let files = entries.filter { $0.pathExtension.lowercased() == "gpkg" }
+            // Tile caches beside them are tiled map services: .tpkx, .mbtiles, exploded folders.
+            let caches = entries.filter {
+                ["tpkx", "mbtiles"].contains($0.pathExtension.lowercased())
+                    || FileManager.default.fileExists(atPath: $0.appendingPathComponent("conf.xml").path)
+            }
+            guard !files.isEmpty || !caches.isEmpty else { throw ServiceError(404, "\(path.path) holds no service .gpkg files or tile caches") }
+            self.init(try files.map { try SQLiteServiceBackend(url: $0) }, tileCaches: caches)
+        } else if ["tpkx", "mbtiles"].contains(path.pathExtension.lowercased()) {
+            self.init([], tileCaches: [path])
         } else {
             self.init([try SQLiteServiceBackend(url: path, name: name)])
         }

@@ -1,5 +1,9 @@
 import Foundation
 import OutpostCore
+
+#if canImport(FoundationNetworking)
+    import FoundationNetworking
+#endif
 import OutpostTestSupport
 import Synchronization
 import Testing
@@ -92,5 +96,55 @@ struct TilesCommandTests {
             return Self.tile(z: n[0], x: n[1], y: n[2]) != nil
         }.count }
         #expect(summary["tiles"]?.integerValue == Int64(expected))
+    }
+}
+
+@Suite("outpost serve: tiled map services")
+struct MapServerTests {
+    /// A .tpkx beside the services is a MapServer; its tiles export from there like from any
+    /// tiled service.
+    @Test func servesATilePackageAndExportsFromIt() async throws {
+        let (source, _) = try await TilesCommandTests.server()
+        defer { Task { try? await source.stop() } }
+        let dir = TemporaryDirectory()
+        let services = dir.file("services")
+        try FileManager.default.createDirectory(at: services, withIntermediateDirectories: true)
+        let made = try await outpost([
+            "tiles", "export", "--url", source.baseURL.absoluteString + "/{z}/{x}/{y}", "--extent", "-122.8,45.45,-122.5,45.65", "--levels", "9-13",
+            "--out", services.appendingPathComponent("basemap.tpkx").path,
+        ])
+        #expect(made.succeeded, "\(made.stderr)")
+        let server = try await ServeProcess.start(service: services)
+        defer { Task { _ = await server.stop() } }
+        let mapServer = server.url.appendingPathComponent("arcgis/rest/services/basemap/MapServer")
+
+        let (infoData, infoResponse) = try await URLSession.shared.data(from: URL(string: mapServer.absoluteString + "?f=json")!)
+        #expect((infoResponse as? HTTPURLResponse)?.statusCode == 200)
+        let info = try JSONValue.parse(infoData)
+        #expect(info["tileInfo"]?["lods"]?.arrayValue?.count == 24 && info["minLOD"] == 9 && info["maxLOD"] == 13)
+        #expect(info["singleFusedMapCache"] == true)
+        let catalog = try JSONValue.parse(try await URLSession.shared.data(from: URL(string: server.url.absoluteString + "/arcgis/rest/services?f=json")!).0)
+        #expect(catalog["services"]?.arrayValue?.contains(["name": "basemap", "type": "MapServer"]) == true)
+
+        // A tile, a missing one, and a malformed request.
+        let key = (z: 13, x: 1_305, y: 2_929)  // (-122.65, 45.55)
+        let (tileData, tileResponse) = try await URLSession.shared.data(from: mapServer.appendingPathComponent("tile/\(key.z)/\(key.y)/\(key.x)"))
+        #expect((tileResponse as? HTTPURLResponse)?.statusCode == 200)
+        #expect(tileData == TilesCommandTests.tile(z: key.z, x: key.x, y: key.y))
+        let missing = try await URLSession.shared.data(from: mapServer.appendingPathComponent("tile/3/0/0"))
+        #expect((missing.1 as? HTTPURLResponse)?.statusCode == 404)
+        let bad = try await URLSession.shared.data(from: mapServer.appendingPathComponent("tile/x/0/0"))
+        #expect((bad.1 as? HTTPURLResponse)?.statusCode == 400 && String(decoding: bad.0, as: UTF8.self).contains("non-negative integers"))
+
+        // Exported again from our own MapServer, into MBTiles: the same tiles.
+        let again = try await outpost([
+            "tiles", "export", "--url", mapServer.absoluteString, "--extent", "-122.8,45.45,-122.5,45.65", "--levels", "11-13", "--out", dir.file("copy.mbtiles").path,
+            "--json",
+        ])
+        #expect(again.succeeded, "\(again.stderr)")
+        let a = try JSONValue.parse(try await outpost(["tiles", "inspect", services.appendingPathComponent("basemap.tpkx").path, "--json"]).stdout)
+        let b = try JSONValue.parse(try await outpost(["tiles", "inspect", dir.file("copy.mbtiles").path, "--json"]).stdout)
+        let levelsA = a["levels"]?.arrayValue?.filter { ($0["level"]?.integerValue ?? 0) >= 11 }.map { $0["tiles"] }
+        #expect(levelsA == b["levels"]?.arrayValue?.map { $0["tiles"] })
     }
 }

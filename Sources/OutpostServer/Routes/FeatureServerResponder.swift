@@ -4,6 +4,7 @@ import NIOCore
 import OutpostCore
 import OutpostProtocol
 import OutpostStorage
+import OutpostTiles
 
 /// Answers every request: the ArcGIS-REST-shaped catalog, FeatureServer and layer resources,
 /// query, applyEdits and attachments, plus /health. Paths are dispatched here rather than by a
@@ -60,6 +61,10 @@ public struct FeatureServerResponder: HTTPResponder {
         if rest.isEmpty {
             _ = try parameters.format()
             return writing.json(catalog())
+        }
+        if rest.count >= 2, rest[1] == "MapServer" {
+            guard let cache = try await services.tileCache(named: rest[0]) else { throw ServiceError.notFound("map service \(rest[0])") }
+            return try MapServerRoutes(cache: cache, name: rest[0], parameters: parameters, writing: writing).respond(Array(rest.dropFirst(2)))
         }
         guard rest.count >= 2, rest[1] == "FeatureServer" else { throw ServiceError.notFound("service \(rest[0])") }
         guard let backend = services.backend(named: rest[0]) else { throw ServiceError.notFound("service \(rest[0])") }
@@ -139,7 +144,8 @@ public struct FeatureServerResponder: HTTPResponder {
         [
             "currentVersion": ServiceInfo.currentVersion,
             "folders": [],
-            "services": .array(services.names.map { ["name": .string($0), "type": "FeatureServer"] }),
+            "services": .array(
+                services.names.map { ["name": .string($0), "type": "FeatureServer"] } + services.mapServiceNames.map { ["name": .string($0), "type": "MapServer"] }),
         ]
     }
 
@@ -178,16 +184,39 @@ public struct FeatureServerResponder: HTTPResponder {
 /// The services a server hosts, by name (case-insensitive).
 public final class ServiceDirectory: Sendable {
     private let backends: [String: any FeatureServiceBackend]
+    /// Tiled map services (`…/MapServer`), by name: tile caches on disk.
+    private let tileCaches: [String: (name: String, cache: TileCache)]
 
-    public init(_ backends: [any FeatureServiceBackend]) {
+    public init(_ backends: [any FeatureServiceBackend], tileCaches: [URL] = []) {
         var map: [String: any FeatureServiceBackend] = [:]
         for b in backends { map[b.name.lowercased()] = b }
         self.backends = map
+        var caches: [String: (String, TileCache)] = [:]
+        for url in tileCaches {
+            let name = url.deletingPathExtension().lastPathComponent
+            caches[name.lowercased()] = (name, TileCache(fileURL: url))
+        }
+        self.tileCaches = caches
     }
 
     public var names: [String] { backends.values.map(\.name).sorted() }
 
+    /// The names of the tiled map services.
+    public var mapServiceNames: [String] { tileCaches.values.map(\.name).sorted() }
+
     public func backend(named name: String) -> (any FeatureServiceBackend)? { backends[name.lowercased()] }
+
+    /// The tile cache behind `name`'s MapServer, loaded.
+    public func tileCache(named name: String) async throws -> TileCache? {
+        guard let entry = tileCaches[name.lowercased()] else { return nil }
+        try await entry.cache.load()
+        return entry.cache
+    }
+
+    /// Loads every tile cache (a damaged one fails here, before the server listens).
+    public func loadTileCaches() async throws {
+        for entry in tileCaches.values { try await entry.cache.load() }
+    }
 
     public func closeAll() async {
         for b in backends.values { try? await b.close() }

@@ -1,6 +1,7 @@
 import ArgumentParser
 import Foundation
 import OutpostServer
+import OutpostTiles
 import OutpostStorage
 
 struct ServeCommand: AsyncParsableCommand {
@@ -33,8 +34,11 @@ struct ServeCommand: AsyncParsableCommand {
         let services: ServiceDirectory
         do {
             services = try ServiceDirectory(loading: URL(fileURLWithPath: service), name: name)
+            try await services.loadTileCaches()
         } catch let error as ServiceError {
             throw CLIFailure(message: error.message)
+        } catch let error as TileCacheError {
+            throw CLIFailure(message: "a tile cache cannot be served: \(error)")
         }
         let app = OutpostApplication.make(services: services, configuration: configuration) { url in
             // Written straight to the file descriptor: scripts wait for this line, and stdout may
