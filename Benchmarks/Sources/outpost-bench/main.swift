@@ -1,7 +1,7 @@
 import Foundation
 import OutpostStorage
 
-// outpost-bench [import [counts…] | edits [base edits] | server | sync [features] | all]
+// outpost-bench [import [counts…] | edits [base edits] | server | sync [features] | tiles | all]
 // Each measured run is a child process (worker-* subcommands), so peak memory is its own.
 let arguments = CommandLine.arguments
 let executable = URL(fileURLWithPath: arguments[0]).standardizedFileURL.path
@@ -37,6 +37,12 @@ do {
     case "sync":
         let count = arguments.dropFirst(2).compactMap { Int($0) }.first ?? 100_000
         try await SyncBenchmark.run(count: count, executable: executable, workDirectory: work)
+    case "worker-tiles-export":
+        print(try await TilesBenchmark.export(folder: URL(fileURLWithPath: arguments[2]), output: URL(fileURLWithPath: arguments[3])))
+    case "worker-tiles-floor":
+        print(try TilesBenchmark.floor(folder: URL(fileURLWithPath: arguments[2]), output: URL(fileURLWithPath: arguments[3])))
+    case "tiles":
+        try TilesBenchmark.run(executable: executable, workDirectory: work)
     case "worker-serve":
         try await ServerBenchmark.serve(URL(fileURLWithPath: arguments[2]))
     case "server":
@@ -52,8 +58,9 @@ do {
         try EditsBenchmark.run(base: 100_000, edits: 100_000, executable: executable, workDirectory: work)
         try await ServerBenchmark.run(executable: executable, workDirectory: work)
         try await SyncBenchmark.run(count: 100_000, executable: executable, workDirectory: work)
+        try TilesBenchmark.run(executable: executable, workDirectory: work)
     default:
-        print("usage: outpost-bench [import [counts…] | edits [base edits] | server | sync [features] | all]")
+        print("usage: outpost-bench [import [counts…] | edits [base edits] | server | sync [features] | tiles | all]")
         exit(2)
     }
     if arguments.dropFirst().first?.hasPrefix("worker-") == true { printOwnPeakMemory() }
