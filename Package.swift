@@ -111,7 +111,7 @@ let package = Package(
             dependencies: ["OutpostStorage", "OutpostTestSupport", .product(name: "GRDB", package: "GRDB.swift")]
         ),
         .testTarget(name: "OutpostCLITests", dependencies: ["OutpostTestSupport", "OutpostCore"]),
-        .testTarget(name: "OutpostTilesTests", dependencies: ["OutpostTiles", "OutpostTestSupport", "OutpostCore"]),
+        .testTarget(name: "OutpostTilesTests", dependencies: ["OutpostTiles", "OutpostTestSupport", "OutpostCore", "OutpostStorage"]),
         .testTarget(
             name: "OutpostSyncTests",
             dependencies: ["OutpostSync", "OutpostTestSupport", "OutpostCore", "OutpostStorage", "OutpostServer", "OutpostProtocol"]

@@ -148,3 +148,40 @@ struct MapServerTests {
         #expect(levelsA == b["levels"]?.arrayValue?.map { $0["tiles"] })
     }
 }
+
+extension MapServerTests {
+    /// A feature service's layers drawn as tiles: PNGs that change when the data does.
+    @Test func featureServicesHaveADrawnMapServer() async throws {
+        let dir = TemporaryDirectory()
+        let services = dir.file("services")
+        try FileManager.default.createDirectory(at: services, withIntermediateDirectories: true)
+        let created = try await outpost(["service", "create", Repository.sampleData("field_inspection").path, "--out", services.appendingPathComponent("field.gpkg").path])
+        #expect(created.succeeded, "\(created.stderr)")
+        let server = try await ServeProcess.start(service: services)
+        defer { Task { _ = await server.stop() } }
+        let base = server.url.appendingPathComponent("arcgis/rest/services/field")
+        let info = try JSONValue.parse(try await URLSession.shared.data(from: URL(string: base.appendingPathComponent("MapServer").absoluteString + "?f=json")!).0)
+        #expect(info["tileInfo"]?["rows"] == 256 && info["fullExtent"]?["xmin"]?.doubleValue != nil)
+
+        // The tile at level 16 holding inspection point 1.
+        let query = try JSONValue.parse(try await URLSession.shared.data(from: URL(string: base.appendingPathComponent("FeatureServer/0/query").absoluteString + "?objectIds=1&outSR=4326&f=json")!).0)
+        let lon = try #require(query["features"]?[0]?["geometry"]?["x"]?.doubleValue), lat = try #require(query["features"]?[0]?["geometry"]?["y"]?.doubleValue)
+        let n = Double(1 << 16)
+        let col = Int((lon + 180) / 360 * n), row = Int((1 - log(tan(lat * .pi / 180) + 1 / cos(lat * .pi / 180)) / .pi) / 2 * n)
+        let tileURL = base.appendingPathComponent("MapServer/tile/16/\(row)/\(col)")
+        let (first, response) = try await URLSession.shared.data(from: tileURL)
+        #expect((response as? HTTPURLResponse)?.statusCode == 200 && [UInt8](first.prefix(4)) == [0x89, 0x50, 0x4E, 0x47])
+        #expect(try await URLSession.shared.data(from: tileURL).0 == first)  // kept
+        // Delete the point: the tile is drawn again, without it.
+        var request = URLRequest(url: base.appendingPathComponent("FeatureServer/0/applyEdits"))
+        request.httpMethod = "POST"
+        request.setValue("application/x-www-form-urlencoded", forHTTPHeaderField: "Content-Type")
+        request.httpBody = Data("deletes=1&f=json".utf8)
+        let deleted = try JSONValue.parse(try await URLSession.shared.data(for: request).0)
+        #expect(deleted["deleteResults"]?[0]?["success"] == true)
+        let after = try await URLSession.shared.data(from: tileURL).0
+        #expect(after != first && [UInt8](after.prefix(4)) == [0x89, 0x50, 0x4E, 0x47])
+        let outside = try await URLSession.shared.data(from: base.appendingPathComponent("MapServer/tile/3/9/0"))
+        #expect((outside.1 as? HTTPURLResponse)?.statusCode == 400)
+    }
+}

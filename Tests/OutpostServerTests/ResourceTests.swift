@@ -60,7 +60,8 @@ struct ResourceTests {
             let cases: [(String, Int, String)] = [
                 ("/nowhere", 404, "not found"),
                 ("/arcgis/rest/services/other/FeatureServer?f=json", 404, "service other"),
-                ("/arcgis/rest/services/field_inspection/MapServer", 404, "not found"),
+                ("/arcgis/rest/services/field_inspection/MapServer/frobnicate", 404, "not found"),
+                ("/arcgis/rest/services/other/MapServer", 404, "map service other"),
                 ("\(base)/9?f=json", 404, "layer 9"),
                 ("\(base)/abc", 404, "layer abc"),
                 ("\(base)/0/frobnicate", 404, "not found"),

@@ -63,8 +63,13 @@ public struct FeatureServerResponder: HTTPResponder {
             return writing.json(catalog())
         }
         if rest.count >= 2, rest[1] == "MapServer" {
-            guard let cache = try await services.tileCache(named: rest[0]) else { throw ServiceError.notFound("map service \(rest[0])") }
-            return try MapServerRoutes(cache: cache, name: rest[0], parameters: parameters, writing: writing).respond(Array(rest.dropFirst(2)))
+            if let cache = try await services.tileCache(named: rest[0]) {
+                return try MapServerRoutes(cache: cache, name: rest[0], parameters: parameters, writing: writing).respond(Array(rest.dropFirst(2)))
+            }
+            // A feature service's layers, drawn as tiles on request (kept on disk per generation).
+            guard let backend = services.backend(named: rest[0]) as? SQLiteServiceBackend else { throw ServiceError.notFound("map service \(rest[0])") }
+            return try await RenderedMapServerRoutes(backend: backend, directory: sync.renderedTiles, parameters: parameters, writing: writing)
+                .respond(Array(rest.dropFirst(2)))
         }
         guard rest.count >= 2, rest[1] == "FeatureServer" else { throw ServiceError.notFound("service \(rest[0])") }
         guard let backend = services.backend(named: rest[0]) else { throw ServiceError.notFound("service \(rest[0])") }

@@ -1,4 +1,8 @@
 import Foundation
+
+#if canImport(Glibc)
+    import Glibc
+#endif
 import Hummingbird
 import NIOCore
 import OutpostCore
@@ -16,7 +20,8 @@ struct MapServerRoutes {
         switch route.count {
         case 0:
             _ = try parameters.format()
-            return writing.json(try info())
+            guard let info = cache.info else { throw ServiceError(500, "the tile cache did not load") }
+            return writing.json(try Self.info(info))
         case 4 where route[0] == "tile":
             guard let level = Int(route[1]), let row = Int(route[2]), let col = Int(route[3]), level >= 0, row >= 0, col >= 0, level <= 30 else {
                 throw ServiceError(400, "a tile is tile/{level}/{row}/{col} with non-negative integers, not \(route.dropFirst().joined(separator: "/"))")
@@ -40,8 +45,7 @@ struct MapServerRoutes {
         }
     }
 
-    private func info() throws -> JSONValue {
-        guard let info = cache.info else { throw ServiceError(500, "the tile cache did not load") }
+    static func info(_ info: TileCacheInfo) throws -> JSONValue {
         let sr: JSONValue = info.scheme.spatialReference.wkid == 3857 ? ["wkid": 102100, "latestWkid": 3857] : ["wkid": .integer(Int64(info.scheme.spatialReference.wkid))]
         var out: [String: JSONValue] = [
             "currentVersion": ServiceInfo.currentVersion, "mapName": .string(info.name), "serviceDescription": "", "singleFusedMapCache": true,
@@ -63,5 +67,52 @@ struct MapServerRoutes {
         if bytes.starts(with: [0xFF, 0xD8, 0xFF]) { return "image/jpeg" }
         if bytes.count > 12, bytes[8...11].elementsEqual("WEBP".utf8) { return "image/webp" }
         return "application/octet-stream"
+    }
+}
+
+/// `…/<feature service>/MapServer`: the service's layers drawn into PNG tiles on request. Tiles
+/// are kept on disk under the service's generation, so an edit makes later requests draw anew
+/// and an unchanged service answers from the files.
+struct RenderedMapServerRoutes {
+    let backend: SQLiteServiceBackend
+    let directory: URL
+    let parameters: RequestParameters
+    let writing: ResponseWriting
+    static let maxLevel = 20
+
+    func respond(_ route: [String]) async throws -> Response {
+        let renderer = MapRenderer(geodatabase: backend.geodatabase)
+        switch route.count {
+        case 0:
+            _ = try parameters.format()
+            let info = TileCacheInfo(
+                name: backend.name, scheme: .webMercator, minLevel: 0, maxLevel: Self.maxLevel, format: "PNG", fullExtent: try await renderer.extent())
+            return writing.json(try MapServerRoutes.info(info))
+        case 4 where route[0] == "tile":
+            guard let level = Int(route[1]), let row = Int(route[2]), let col = Int(route[3]), (0...Self.maxLevel).contains(level), row >= 0, col >= 0,
+                row < 1 << level, col < 1 << level
+            else {
+                throw ServiceError(400, "a tile is tile/{level}/{row}/{col} within levels 0–\(Self.maxLevel), not \(route.dropFirst().joined(separator: "/"))")
+            }
+            let generation = try await backend.geodatabase.read { conn in try ServiceStore.generation(conn) }
+            let file = directory.appendingPathComponent("\(backend.name)/g\(generation)/\(level)/\(row)/\(col).png")
+            let bytes: [UInt8]
+            if let kept = FileManager.default.contents(atPath: file.path) {
+                bytes = [UInt8](kept)
+            } else {
+                bytes = try await renderer.tile(TileKey(level: level, row: row, col: col))
+                // Written beside and renamed: a reader never sees half a tile.
+                try? FileManager.default.createDirectory(at: file.deletingLastPathComponent(), withIntermediateDirectories: true)
+                let temporary = file.appendingPathExtension("\(UUID().uuidString.prefix(8)).partial")
+                if FileManager.default.createFile(atPath: temporary.path, contents: Data(bytes)), rename(temporary.path, file.path) != 0 {
+                    try? FileManager.default.removeItem(at: temporary)
+                }
+            }
+            var response = writing.bytes(ByteBuffer(bytes: bytes), contentType: "image/png")
+            response.headers[.cacheControl] = "no-cache"
+            return response
+        default:
+            throw ServiceError.notFound("MapServer/\(route.joined(separator: "/"))")
+        }
     }
 }

@@ -152,10 +152,13 @@ final class SyncServices: Sendable {
     let jobs: ServerJobs
     let files: ResultFiles
     let replayRetention: Duration
+    /// Where tiles drawn for feature services' MapServers are kept.
+    let renderedTiles: URL
 
     init(configuration: ServerConfiguration) {
         let directory = configuration.outputDirectory
             ?? FileManager.default.temporaryDirectory.appendingPathComponent("outpost-serve-\(ProcessInfo.processInfo.processIdentifier)-\(UUID().uuidString.prefix(8))")
+        renderedTiles = directory.appendingPathComponent("rendered-tiles")
         jobs = ServerJobs()
         files = ResultFiles(directory: directory, retention: configuration.resultRetention)
         replayRetention = configuration.resultRetention

@@ -1,5 +1,6 @@
 import Foundation
 import OutpostCore
+import OutpostStorage
 
 /// What to export (ArcGIS `ExportTileCacheParameters`): an area, the levels, and a cap.
 public struct ExportTileCacheParameters: Sendable, Hashable {
@@ -69,11 +70,26 @@ public enum TileSourceDescriptor: Sendable, Hashable {
     case http(String)
     /// A `.tpkx`, exploded cache folder or MBTiles file.
     case cache(URL)
+    /// A geodatabase whose layers are drawn into tiles.
+    case geodatabase(URL)
+
+    /// A URL or a path: http(s) is a service or template, `.gpkg` a geodatabase to draw, anything
+    /// else a cache on disk.
+    public init(location: String) {
+        if location.hasPrefix("http://") || location.hasPrefix("https://") {
+            self = .http(location)
+        } else if location.lowercased().hasSuffix(".gpkg") {
+            self = .geodatabase(URL(fileURLWithPath: location))
+        } else {
+            self = .cache(URL(fileURLWithPath: location))
+        }
+    }
 
     var json: JSONValue {
         switch self {
         case .http(let url): ["url": .string(url)]
         case .cache(let file): ["cache": .string(file.path)]
+        case .geodatabase(let file): ["geodatabase": .string(file.path)]
         }
     }
 
@@ -82,6 +98,8 @@ public enum TileSourceDescriptor: Sendable, Hashable {
             self = .http(url)
         } else if let path = json["cache"]?.stringValue {
             self = .cache(URL(fileURLWithPath: path))
+        } else if let path = json["geodatabase"]?.stringValue {
+            self = .geodatabase(URL(fileURLWithPath: path))
         } else {
             throw JobError(.invalidJSON, "a tile source needs url or cache")
         }
@@ -90,8 +108,14 @@ public enum TileSourceDescriptor: Sendable, Hashable {
     /// The source; a token for HTTP comes from the job environment (never from the job file).
     func makeSource(token: String?) throws -> any TileSource {
         switch self {
-        case .http(let url): try HTTPTileSource(url: url, token: token)
-        case .cache(let file): TileCacheSource(cache: TileCache(fileURL: file))
+        case .http(let url): return try HTTPTileSource(url: url, token: token)
+        case .cache(let file): return TileCacheSource(cache: TileCache(fileURL: file))
+        case .geodatabase(let file):
+            do {
+                return GeodatabaseRenderSource(geodatabase: try Geodatabase.open(at: file, readOnly: true))
+            } catch {
+                throw TileCacheError(.source, "cannot open the geodatabase to draw: \(error)", file: file.path)
+            }
         }
     }
 }

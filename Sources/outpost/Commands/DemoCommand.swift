@@ -7,6 +7,7 @@ import OutpostCore
 import OutpostServer
 import OutpostStorage
 import OutpostSync
+import OutpostTiles
 import ServiceLifecycle
 
 /// The main job, end to end on this machine: a field-inspection service on loopback, a crew's
@@ -125,6 +126,16 @@ struct DemoCommand: AsyncParsableCommand {
             throw CLIFailure(message: "the new inspection is missing")
         }
         say("both sides match: \(localCount) inspection points in the area, per-layer checksums equal, nothing pending")
+
+        // 7. An offline basemap of the area, drawn from the synced replica, as a tile package.
+        let tiles = ExportTileCacheTask(source: .geodatabase(replicaURL))
+        let basemapURL = work.appendingPathComponent("basemap.tpkx")
+        let export = tiles.makeExportTileCacheJob(
+            parameters: ExportTileCacheParameters(areaOfInterest: .envelope(area, .wgs84), levelIDs: Array(12...15)), downloadFileURL: basemapURL)
+        try export.start()
+        let basemap = try await export.output
+        let levels = try basemap.summary()
+        say("basemap \(basemapURL.lastPathComponent): \(levels.reduce(0) { $0 + $1.tiles }) tiles at levels 12–15 (Compact Cache V2 bundles; gdalinfo ≥ 3.8 and ArcGIS open it)")
         say("done; files are in \(work.path)")
     }
 

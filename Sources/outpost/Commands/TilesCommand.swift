@@ -12,7 +12,7 @@ struct TilesCommand: AsyncParsableCommand {
 
     /// What `estimate` and `export` share: the source, the area and the levels.
     struct Selection: ParsableArguments {
-        @Option(help: "A MapServer URL, a tile URL template ({z}/{x}/{y} or {level}/{row}/{col}), or a tile cache file or folder.") var url: String
+        @Option(help: "A MapServer URL, a tile URL template ({z}/{x}/{y} or {level}/{row}/{col}), a tile cache file or folder, or a .gpkg to draw.") var url: String
         @Option(parsing: .unconditional, help: "Area: xmin,ymin,xmax,ymax (longitude/latitude unless --extent-sr).") var extent: String?
         @Option(help: "The spatial reference of --extent (4326 or 3857).") var extentSr = 4326
         @Option(help: "Area: a GeoJSON file with a polygon (only tiles touching it).") var aoi: String?
@@ -40,10 +40,7 @@ struct TilesCommand: AsyncParsableCommand {
             return Array(Set(out)).sorted()
         }
 
-        var source: TileSourceDescriptor {
-            let isFile = !url.hasPrefix("http://") && !url.hasPrefix("https://")
-            return isFile ? .cache(URL(fileURLWithPath: url)) : .http(url)
-        }
+        var source: TileSourceDescriptor { TileSourceDescriptor(location: url) }
 
         func parameters() throws -> ExportTileCacheParameters {
             var area: AreaOfInterest?

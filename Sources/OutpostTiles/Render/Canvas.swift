@@ -1,0 +1,201 @@
+import Foundation
+
+/// A colour with straight (not premultiplied) alpha.
+public struct RGBA: Hashable, Sendable {
+    public var r: UInt8, g: UInt8, b: UInt8, a: UInt8
+
+    public init(_ r: UInt8, _ g: UInt8, _ b: UInt8, _ a: UInt8 = 255) {
+        self.r = r
+        self.g = g
+        self.b = b
+        self.a = a
+    }
+
+    func darker(_ f: Double = 0.6) -> RGBA { RGBA(UInt8(Double(r) * f), UInt8(Double(g) * f), UInt8(Double(b) * f), 255) }
+    func withAlpha(_ alpha: UInt8) -> RGBA { RGBA(r, g, b, alpha) }
+}
+
+/// An RGBA raster with anti-aliased filling: each path's edges add their exact signed area to a
+/// coverage buffer, a running sum along each row gives every pixel's coverage (non-zero winding),
+/// and the colour is blended in by it. Outlines and lines are filled as polygons; everything
+/// outside the canvas is clipped on the way in.
+struct Canvas {
+    let width: Int
+    let height: Int
+    private(set) var pixels: [UInt8]
+    private var accumulation: [Float]
+
+    init(width: Int, height: Int, background: RGBA) {
+        self.width = width
+        self.height = height
+        pixels = [UInt8](repeating: 0, count: width * height * 4)
+        for i in 0..<(width * height) {
+            pixels[4 * i] = background.r
+            pixels[4 * i + 1] = background.g
+            pixels[4 * i + 2] = background.b
+            pixels[4 * i + 3] = background.a
+        }
+        accumulation = [Float](repeating: 0, count: (width + 2) * height)
+    }
+
+    typealias Point = (x: Double, y: Double)
+
+    /// Fills closed rings (pixel coordinates) with non-zero winding; rings meant as holes must
+    /// wind the other way.
+    mutating func fill(_ rings: [[Point]], color: RGBA) {
+        guard color.a > 0 else { return }
+        var minY = height, maxY = -1
+        for ring in rings where ring.count >= 3 {
+            for i in 0..<ring.count {
+                let p0 = ring[i], p1 = ring[(i + 1) % ring.count]
+                addEdge(p0, p1)
+                minY = min(minY, Int(Swift.min(p0.y, p1.y).rounded(.down)))
+                maxY = max(maxY, Int(Swift.max(p0.y, p1.y).rounded(.up)))
+            }
+        }
+        minY = max(0, minY)
+        maxY = min(height - 1, maxY)
+        guard minY <= maxY else { return }
+        let stride = width + 2
+        let alpha = Float(color.a) / 255
+        for y in minY...maxY {
+            var sum: Float = 0
+            let row = y * stride
+            for x in 0..<width {
+                sum += accumulation[row + x]
+                accumulation[row + x] = 0
+                let coverage = min(1, abs(sum)) * alpha
+                guard coverage > 0.002 else { continue }
+                let i = (y * width + x) * 4
+                let keep = 1 - coverage
+                pixels[i] = UInt8(Float(pixels[i]) * keep + Float(color.r) * coverage + 0.5)
+                pixels[i + 1] = UInt8(Float(pixels[i + 1]) * keep + Float(color.g) * coverage + 0.5)
+                pixels[i + 2] = UInt8(Float(pixels[i + 2]) * keep + Float(color.b) * coverage + 0.5)
+                pixels[i + 3] = UInt8(min(255, Float(pixels[i + 3]) + coverage * 255 * keep + 0.5))
+            }
+            accumulation[row + width] = 0
+            accumulation[row + width + 1] = 0
+        }
+    }
+
+    /// Adds an edge, clipped to the canvas columns: what lies left of the canvas becomes a
+    /// vertical edge on its left side (it still winds the row), what lies right is dropped.
+    private mutating func addEdge(_ a: Point, _ b: Point) {
+        guard a.y != b.y, a.x.isFinite, a.y.isFinite, b.x.isFinite, b.y.isFinite else { return }
+        let w = Double(width)
+        // Split at x = 0 and x = width.
+        var pieces: [(Point, Point)] = [(a, b)]
+        for edge in [0.0, w] {
+            var next: [(Point, Point)] = []
+            for (p, q) in pieces {
+                if (p.x - edge) * (q.x - edge) < 0 {
+                    let t = (edge - p.x) / (q.x - p.x)
+                    let m = (x: edge, y: p.y + t * (q.y - p.y))
+                    next.append((p, m))
+                    next.append((m, q))
+                } else {
+                    next.append((p, q))
+                }
+            }
+            pieces = next
+        }
+        for (p, q) in pieces {
+            let mid = (p.x + q.x) / 2
+            if mid >= w { continue }
+            if mid <= 0 {
+                line((x: 0, y: p.y), (x: 0, y: q.y))
+            } else {
+                line(p, q)
+            }
+        }
+    }
+
+    /// Accumulates the signed area one edge (inside the columns) adds to the cells it crosses.
+    private mutating func line(_ pIn: Point, _ qIn: Point) {
+        // Split points carry rounding error; keep every x inside the columns.
+        let w = Double(width)
+        let p = (x: min(max(pIn.x, 0), w), y: pIn.y), q = (x: min(max(qIn.x, 0), w), y: qIn.y)
+        guard p.y != q.y else { return }
+        let (direction, p0, p1): (Float, Point, Point) = p.y < q.y ? (1, p, q) : (-1, q, p)
+        let dxdy = (p1.x - p0.x) / (p1.y - p0.y)
+        var x = p0.x
+        if p0.y < 0 { x -= p0.y * dxdy }
+        let yStart = max(0, Int(p0.y.rounded(.down)))
+        let yEnd = min(height, Int(p1.y.rounded(.up)))
+        guard yStart < yEnd else { return }
+        let stride = width + 2
+        for y in yStart..<yEnd {
+            let row = y * stride
+            let dy = min(Double(y + 1), p1.y) - max(Double(y), p0.y)
+            let xNext = x + dxdy * dy
+            let d = Float(dy) * direction
+            let (x0, x1) = x < xNext ? (x, xNext) : (xNext, x)
+            let x0Floor = x0.rounded(.down)
+            let x0i = Int(x0Floor)
+            let x1Ceil = x1.rounded(.up)
+            let x1i = Int(x1Ceil)
+            if x1i <= x0i + 1 {
+                let xmf = Float(0.5 * (x + xNext) - x0Floor)
+                accumulation[row + x0i] += d - d * xmf
+                accumulation[row + x0i + 1] += d * xmf
+            } else {
+                let s = Float(1 / (x1 - x0))
+                let x0f = Float(x0 - x0Floor)
+                let a0 = 0.5 * s * (1 - x0f) * (1 - x0f)
+                let x1f = Float(x1 - x1Ceil + 1)
+                let am = 0.5 * s * x1f * x1f
+                accumulation[row + x0i] += d * a0
+                if x1i == x0i + 2 {
+                    accumulation[row + x0i + 1] += d * (1 - a0 - am)
+                } else {
+                    let a1 = s * (1.5 - x0f)
+                    accumulation[row + x0i + 1] += d * (a1 - a0)
+                    if x0i + 2 < x1i - 1 {
+                        for xi in (x0i + 2)..<(x1i - 1) { accumulation[row + xi] += d * s }
+                    }
+                    let a2 = a1 + Float(x1i - x0i - 3) * s
+                    accumulation[row + x1i - 1] += d * (1 - a2 - am)
+                }
+                accumulation[row + x1i] += d * am
+            }
+            x = xNext
+        }
+    }
+
+    /// Strokes a polyline `width` pixels wide (each segment and each joint a polygon of the same
+    /// winding, so overlaps do not cancel).
+    mutating func stroke(_ line: [Point], width: Double, color: RGBA) {
+        guard line.count >= 2 else { return }
+        let h = width / 2
+        var rings: [[Point]] = []
+        for i in 0..<(line.count - 1) {
+            let p = line[i], q = line[i + 1]
+            let dx = q.x - p.x, dy = q.y - p.y
+            let length = (dx * dx + dy * dy).squareRoot()
+            guard length > 1e-9 else { continue }
+            let nx = -dy / length * h, ny = dx / length * h
+            rings.append(Self.counterClockwise([(p.x + nx, p.y + ny), (q.x + nx, q.y + ny), (q.x - nx, q.y - ny), (p.x - nx, p.y - ny)]))
+        }
+        if h > 0.75 { for p in line.dropFirst().dropLast() { rings.append(Self.circle(p, radius: h, sides: 8)) } }
+        fill(rings, color: color)
+    }
+
+    /// A regular polygon approximating a circle, counter-clockwise in pixel space.
+    static func circle(_ c: Point, radius: Double, sides: Int = 16) -> [Point] {
+        (0..<sides).map { i in
+            let t = Double(i) / Double(sides) * 2 * .pi
+            return (c.x + radius * cos(t), c.y + radius * sin(t))
+        }
+    }
+
+    static func signedArea(_ ring: [Point]) -> Double {
+        var area = 0.0
+        for i in 0..<ring.count {
+            let p = ring[i], q = ring[(i + 1) % ring.count]
+            area += p.x * q.y - q.x * p.y
+        }
+        return area / 2
+    }
+
+    static func counterClockwise(_ ring: [Point]) -> [Point] { signedArea(ring) >= 0 ? ring : ring.reversed() }
+}
