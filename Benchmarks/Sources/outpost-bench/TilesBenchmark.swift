@@ -50,7 +50,7 @@ enum TilesBenchmark {
         guard fstat(fd, &info) == 0 else { return nil }
         let size = Int(info.st_size)
         return [UInt8](unsafeUninitializedCapacity: size) { buffer, count in
-            count = read(fd, buffer.baseAddress, size)
+            count = Glibc.read(fd, buffer.baseAddress, size)
         }
     }
 

@@ -92,8 +92,15 @@ public final class Geodatabase: Sendable {
             // SQLite's 2 MB default page cache makes every edit re-read R-tree and index pages
             // through system calls; a larger cache (filled only as pages are used) and memory-mapped
             // reads keep hot pages in reach.
-            try db.execute(sql: "PRAGMA cache_size = -32768")
-            try db.execute(sql: "PRAGMA mmap_size = 268435456")
+            // Readers (up to five of a pool) get a smaller cache and map: memory stays bounded
+            // when a sync streams millions of rows through them.
+            if db.configuration.readonly {
+                try db.execute(sql: "PRAGMA cache_size = -8192")
+                try db.execute(sql: "PRAGMA mmap_size = 67108864")
+            } else {
+                try db.execute(sql: "PRAGMA cache_size = -32768")
+                try db.execute(sql: "PRAGMA mmap_size = 268435456")
+            }
             // Every UPDATE that fires triggers (R-tree, capture) keeps a statement journal; once it
             // outgrows 64 KB SQLite moves it to a temporary file and every page the statement
             // touches is written there first: 200 MB of writes for 16,000 synced edits. In memory

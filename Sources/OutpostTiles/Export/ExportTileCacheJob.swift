@@ -42,7 +42,7 @@ public struct ExportTileCacheJob: JobDefinition {
 
     var format: TileCacheWriter.Format { TileCacheWriter.Format(path: downloadFileURL.path) }
     var partialURL: URL { downloadFileURL.deletingLastPathComponent().appendingPathComponent(downloadFileURL.lastPathComponent + ".partial") }
-    var journalURL: URL { downloadFileURL.deletingLastPathComponent().appendingPathComponent(downloadFileURL.lastPathComponent + ".partial-journal") }
+    var journalURL: URL { downloadFileURL.deletingLastPathComponent().appendingPathComponent(downloadFileURL.lastPathComponent + ".partial-tiles") }
 
     func tileSource() throws -> any TileSource { try environment.source ?? source.makeSource(token: environment.token) }
 
@@ -98,22 +98,25 @@ public struct ExportTileCacheJob: JobDefinition {
         } else {
             writer = try TileCacheWriter(format: format, at: partialURL, info: outputInfo, journal: journalURL)
         }
-        var keys = selection.tiles.dropFirst(done).makeIterator()
         let window = max(1, exportParameters.concurrency)
         var sinceCheckpoint = 0
         try await withThrowingTaskGroup(of: (Int, TileKey, [UInt8]?).self) { group in
-            var launched = done, written = done, inFlight = 0
+            // The iterator lives here, not in a helper closure: each launch must advance it.
+            var keys = selection.tiles.dropFirst(done).makeIterator()
+            var launched = done, written = done, inFlight = 0, exhausted = false
             var ready: [Int: (TileKey, [UInt8]?)] = [:]
-            func launch() {
-                while inFlight + ready.count < window * 2, let key = keys.next() {
+            while true {
+                while !exhausted, inFlight + ready.count < window * 2 {
+                    guard let key = keys.next() else {
+                        exhausted = true
+                        break
+                    }
                     let index = launched
                     launched += 1
                     inFlight += 1
                     group.addTask { (index, key, try await source.tile(key)) }
                 }
-            }
-            launch()
-            while let (index, key, data) = try await group.next() {
+                guard let (index, key, data) = try await group.next() else { break }
                 inFlight -= 1
                 ready[index] = (key, data)
                 // Written in the enumeration's (bundle) order, whatever order they arrived in.
@@ -130,7 +133,6 @@ public struct ExportTileCacheJob: JobDefinition {
                     try await context.checkpoint(["done": .integer(Int64(written)), "missing": .integer(Int64(missing)), "writer": state])
                     try environment.faults.check("tiles.afterCheckpoint")
                 }
-                launch()
             }
         }
         try writer.finish()

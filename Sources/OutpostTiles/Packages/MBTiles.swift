@@ -19,6 +19,8 @@ public final class MBTilesWriter {
         self.url = url
         if !resuming { try? FileManager.default.removeItem(at: url) }
         do {
+            // The default rollback journal: tiles go in as new pages, which it need not copy, so
+            // each tile's bytes are written once (WAL would write them twice).
             queue = try DatabaseQueue(path: url.path)
             guard !resuming else { return }
             try queue.write { db in
@@ -92,7 +94,6 @@ public final class MBTilesWriter {
     public func finish() throws {
         try flush()
         do {
-            try queue.writeWithoutTransaction { db in try db.execute(sql: "VACUUM") }
             try queue.close()
         } catch {
             throw TileCacheError(.io, "cannot finish the MBTiles file: \(error)", file: url.path)
