@@ -99,6 +99,7 @@ public struct ExportTileCacheJob: JobDefinition {
             writer = try TileCacheWriter(format: format, at: partialURL, info: outputInfo, journal: journalURL)
         }
         let window = max(1, exportParameters.concurrency)
+        let optimize = exportParameters.optimizeTilesForSize
         var sinceCheckpoint = 0
         try await withThrowingTaskGroup(of: (Int, TileKey, [UInt8]?).self) { group in
             // The iterator lives here, not in a helper closure: each launch must advance it.
@@ -114,7 +115,10 @@ public struct ExportTileCacheJob: JobDefinition {
                     let index = launched
                     launched += 1
                     inFlight += 1
-                    group.addTask { (index, key, try await source.tile(key)) }
+                    group.addTask {
+                        let tile = try await source.tile(key)
+                        return (index, key, optimize ? tile.map(PNGDecoder.optimized) : tile)
+                    }
                 }
                 guard let (index, key, data) = try await group.next() else { break }
                 inFlight -= 1

@@ -11,17 +11,22 @@ public struct ExportTileCacheParameters: Sendable, Hashable {
     public var maxTileCount: Int
     /// Tiles fetched at once from the source.
     public var concurrency: Int
+    /// Re-encode PNG tiles losslessly at zlib level 9 when that makes them smaller (ArcGIS REST
+    /// `optimizeTilesForSize`); JPEG and other tiles are kept as the source sent them.
+    public var optimizeTilesForSize: Bool
 
-    public init(areaOfInterest: AreaOfInterest?, levelIDs: [Int], maxTileCount: Int = 100_000, concurrency: Int = 8) {
+    public init(areaOfInterest: AreaOfInterest?, levelIDs: [Int], maxTileCount: Int = 100_000, concurrency: Int = 8, optimizeTilesForSize: Bool = false) {
         self.areaOfInterest = areaOfInterest
         self.levelIDs = levelIDs
         self.maxTileCount = maxTileCount
         self.concurrency = concurrency
+        self.optimizeTilesForSize = optimizeTilesForSize
     }
 
     var json: JSONValue {
         var out: [String: JSONValue] = [
             "levelIDs": .array(levelIDs.map { .integer(Int64($0)) }), "maxTileCount": .integer(Int64(maxTileCount)), "concurrency": .integer(Int64(concurrency)),
+            "optimizeTilesForSize": .bool(optimizeTilesForSize),
         ]
         switch areaOfInterest {
         case .envelope(let e, let sr)?:
@@ -49,7 +54,7 @@ public struct ExportTileCacheParameters: Sendable, Hashable {
         }
         self.init(
             areaOfInterest: area, levelIDs: levels, maxTileCount: Int(json["maxTileCount"]?.integerValue ?? 100_000),
-            concurrency: Int(json["concurrency"]?.integerValue ?? 8))
+            concurrency: Int(json["concurrency"]?.integerValue ?? 8), optimizeTilesForSize: json["optimizeTilesForSize"]?.boolValue ?? false)
     }
 
     /// The selection this asks of a cache with `info`.

@@ -20,6 +20,7 @@ struct TilesCommand: AsyncParsableCommand {
         @Option(help: "Refuse an export of more tiles than this.") var maxTiles = 100_000
         @Option(help: "Tiles fetched at once.") var concurrency = 8
         @Option(help: "Service token (default: $OUTPOST_TOKEN).") var token: String?
+        @Flag(help: "Re-encode PNG tiles losslessly at zlib level 9 when that makes them smaller.") var optimize = false
 
         func validate() throws {
             guard extent == nil || aoi == nil else { throw ValidationError("give --extent or --aoi, not both") }
@@ -46,7 +47,8 @@ struct TilesCommand: AsyncParsableCommand {
             var area: AreaOfInterest?
             if let extent { area = .envelope(try parseExtent(extent), SpatialReference(wkid: extentSr)) }
             if let g = try commandArea(extent: nil, aoi: aoi) { area = .polygon(g, .wgs84) }
-            return ExportTileCacheParameters(areaOfInterest: area, levelIDs: try levelIDs(), maxTileCount: maxTiles, concurrency: concurrency)
+            return ExportTileCacheParameters(
+                areaOfInterest: area, levelIDs: try levelIDs(), maxTileCount: maxTiles, concurrency: concurrency, optimizeTilesForSize: optimize)
         }
 
         var environment: TileJobEnvironment { TileJobEnvironment(token: serviceToken(token)) }
