@@ -150,14 +150,19 @@ struct MapServerTests {
 }
 
 extension MapServerTests {
-    /// A feature service's layers drawn as tiles: PNGs that change when the data does.
-    @Test func featureServicesHaveADrawnMapServer() async throws {
-        let dir = TemporaryDirectory()
+    /// `outpost serve` over a directory holding the sample field-inspection service as `field`.
+    static func serveSample(in dir: TemporaryDirectory) async throws -> ServeProcess {
         let services = dir.file("services")
         try FileManager.default.createDirectory(at: services, withIntermediateDirectories: true)
         let created = try await outpost(["service", "create", Repository.sampleData("field_inspection").path, "--out", services.appendingPathComponent("field.gpkg").path])
         #expect(created.succeeded, "\(created.stderr)")
-        let server = try await ServeProcess.start(service: services)
+        return try await ServeProcess.start(service: services)
+    }
+
+    /// A feature service's layers drawn as tiles: PNGs that change when the data does.
+    @Test func featureServicesHaveADrawnMapServer() async throws {
+        let dir = TemporaryDirectory()
+        let server = try await Self.serveSample(in: dir)
         defer { Task { _ = await server.stop() } }
         let base = server.url.appendingPathComponent("arcgis/rest/services/field")
         let info = try JSONValue.parse(try await URLSession.shared.data(from: URL(string: base.appendingPathComponent("MapServer").absoluteString + "?f=json")!).0)
@@ -183,5 +188,47 @@ extension MapServerTests {
         #expect(after != first && [UInt8](after.prefix(4)) == [0x89, 0x50, 0x4E, 0x47])
         let outside = try await URLSession.shared.data(from: base.appendingPathComponent("MapServer/tile/3/9/0"))
         #expect((outside.1 as? HTTPURLResponse)?.statusCode == 400)
+    }
+}
+
+extension MapServerTests {
+    func json(_ url: String) async throws -> JSONValue { try JSONValue.parse(try await URLSession.shared.data(from: URL(string: url)!).0) }
+
+    /// exportTiles and estimateExportTilesSize as server-side jobs, for clients that want the
+    /// server to build the package.
+    @Test func theServerExportsAPackageAsAJob() async throws {
+        let dir = TemporaryDirectory()
+        let server = try await Self.serveSample(in: dir)
+        defer { Task { _ = await server.stop() } }
+        let mapServer = server.url.absoluteString + "/arcgis/rest/services/field/MapServer"
+        let extent = "-13658000,5700000,-13645000,5710000"  // central Portland, Web Mercator
+
+        func finished(_ submitted: JSONValue) async throws -> JSONValue {
+            let status = try #require(submitted["statusUrl"]?.stringValue)
+            for _ in 0..<300 {
+                let s = try await json(status + "?f=json")
+                if s["status"]?.stringValue != "Pending" && s["status"]?.stringValue != "InProgress" { return s }
+                try await Task.sleep(for: .milliseconds(100))
+            }
+            Issue.record("the job did not finish")
+            return .null
+        }
+        let estimate = try await finished(try await json("\(mapServer)/estimateExportTilesSize?levels=12-14&exportExtent=\(extent)&f=json"))
+        #expect(estimate["status"] == "Completed", "\(estimate)")
+        let tiles = try #require(estimate["totalTilesToExport"]?.integerValue)
+        #expect(tiles > 10 && (estimate["totalSize"]?.integerValue ?? 0) > 0)
+
+        let export = try await finished(try await json("\(mapServer)/exportTiles?levels=12-14&exportExtent=\(extent)&tilePackage=true&f=json"))
+        #expect(export["status"] == "Completed", "\(export)")
+        let result = try #require(export["resultUrl"]?.stringValue)
+        let package = try await URLSession.shared.data(from: URL(string: result)!).0
+        try package.write(to: dir.file("server.tpkx"))
+        let inspect = try JSONValue.parse(try await outpost(["tiles", "inspect", dir.file("server.tpkx").path, "--json"]).stdout)
+        #expect(inspect["tiles"]?.integerValue == tiles && inspect["levels"]?.arrayValue?.count == 3)
+
+        let bad = try await URLSession.shared.data(from: URL(string: "\(mapServer)/exportTiles?levels=a-b&f=json")!)
+        #expect((bad.1 as? HTTPURLResponse)?.statusCode == 400)
+        let tooMany = try await finished(try await json("\(mapServer)/exportTiles?levels=0-19&exportExtent=-13800000,5500000,-13500000,5900000&f=json"))
+        #expect(tooMany["status"] == "Failed")
     }
 }

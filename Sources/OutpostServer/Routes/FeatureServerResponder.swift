@@ -1,4 +1,5 @@
 import Foundation
+import HTTPTypes
 import Hummingbird
 import NIOCore
 import OutpostCore
@@ -63,13 +64,20 @@ public struct FeatureServerResponder: HTTPResponder {
             return writing.json(catalog())
         }
         if rest.count >= 2, rest[1] == "MapServer" {
+            let route = Array(rest.dropFirst(2))
+            let scheme = request.headers[HTTPField.Name("X-Forwarded-Proto")!] ?? "http"
+            let mapServerURL = "\(scheme)://\(request.head.authority ?? "127.0.0.1")/arcgis/rest/services/\(rest[0])/MapServer"
             if let cache = try await services.tileCache(named: rest[0]) {
-                return try MapServerRoutes(cache: cache, name: rest[0], parameters: parameters, writing: writing).respond(Array(rest.dropFirst(2)))
+                let jobs = MapServerJobs(source: TileCacheSource(cache: cache), services: sync, parameters: parameters, writing: writing, mapServerURL: mapServerURL)
+                if let answer = try await jobs.respond(route) { return answer }
+                return try MapServerRoutes(cache: cache, name: rest[0], parameters: parameters, writing: writing).respond(route)
             }
             // A feature service's layers, drawn as tiles on request (kept on disk per generation).
             guard let backend = services.backend(named: rest[0]) as? SQLiteServiceBackend else { throw ServiceError.notFound("map service \(rest[0])") }
-            return try await RenderedMapServerRoutes(backend: backend, directory: sync.renderedTiles, parameters: parameters, writing: writing)
-                .respond(Array(rest.dropFirst(2)))
+            let source = GeodatabaseRenderSource(geodatabase: backend.geodatabase, maxLevel: RenderedMapServerRoutes.maxLevel)
+            let jobs = MapServerJobs(source: source, services: sync, parameters: parameters, writing: writing, mapServerURL: mapServerURL)
+            if let answer = try await jobs.respond(route) { return answer }
+            return try await RenderedMapServerRoutes(backend: backend, directory: sync.renderedTiles, parameters: parameters, writing: writing).respond(route)
         }
         guard rest.count >= 2, rest[1] == "FeatureServer" else { throw ServiceError.notFound("service \(rest[0])") }
         guard let backend = services.backend(named: rest[0]) else { throw ServiceError.notFound("service \(rest[0])") }

@@ -320,6 +320,10 @@ struct ReplicaRoutes {
 
     /// A file's bytes, read a megabyte at a time as the client takes them.
     func streamFile(_ url: URL, contentType: String, removeAfter: Bool) throws -> Response {
+        try Self.streamFile(url, contentType: contentType, removeAfter: removeAfter)
+    }
+
+    static func streamFile(_ url: URL, contentType: String, removeAfter: Bool) throws -> Response {
         guard let handle = FileHandle(forReadingAtPath: url.path),
             let size = (try? FileManager.default.attributesOfItem(atPath: url.path)[.size] as? NSNumber)?.intValue
         else { throw ServiceError.notFound("file \(url.lastPathComponent)") }
