@@ -88,3 +88,21 @@ func printOwnPeakMemory() {
     else { return }
     print("vmhwm-kb \(kb)")
 }
+
+/// Starts `executable worker-serve <service>` and waits for its "listening on" line; returns the
+/// process and its base URL (`http://127.0.0.1:PORT`). Stop it with SIGTERM.
+func startServer(executable: String, service: URL) throws -> (Process, String) {
+    let server = Process()
+    server.executableURL = URL(fileURLWithPath: executable)
+    server.arguments = ["worker-serve", service.path]
+    let pipe = Pipe()
+    server.standardOutput = pipe
+    try server.run()
+    var line = Data()
+    while true {
+        let b = pipe.fileHandleForReading.readData(ofLength: 1)
+        if b.isEmpty || b.first == 10 { break }
+        line.append(b)
+    }
+    return (server, String(decoding: line, as: UTF8.self).replacingOccurrences(of: "listening on ", with: ""))
+}

@@ -49,20 +49,9 @@ enum ServerBenchmark {
     static func run(executable: String, workDirectory: URL) async throws {
         let file = workDirectory.appendingPathComponent("bench.gpkg")
         try createService(count: 100_000, at: file)
-        let server = Process()
-        server.executableURL = URL(fileURLWithPath: executable)
-        server.arguments = ["worker-serve", file.path]
-        let pipe = Pipe()
-        server.standardOutput = pipe
-        try server.run()
+        let (server, url) = try startServer(executable: executable, service: file)
         defer { kill(server.processIdentifier, SIGTERM); server.waitUntilExit() }
-        var line = Data()
-        while true {
-            let b = pipe.fileHandleForReading.readData(ofLength: 1)
-            if b.isEmpty || b.first == 10 { break }
-            line.append(b)
-        }
-        let base = String(decoding: line, as: UTF8.self).replacingOccurrences(of: "listening on ", with: "") + "/arcgis/rest/services/bench/FeatureServer/0"
+        let base = url + "/arcgis/rest/services/bench/FeatureServer/0"
         let client = HTTPClient.shared
 
         func get(_ url: String) async throws -> (Int, Int) {

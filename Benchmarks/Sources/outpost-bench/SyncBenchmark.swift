@@ -104,20 +104,9 @@ enum SyncBenchmark {
     static func run(count: Int, executable: String, workDirectory: URL) async throws {
         let service = workDirectory.appendingPathComponent("sync-service.gpkg")
         try createService(count: count, at: service)
-        let server = Process()
-        server.executableURL = URL(fileURLWithPath: executable)
-        server.arguments = ["worker-serve", service.path]
-        let pipe = Pipe()
-        server.standardOutput = pipe
-        try server.run()
+        let (server, url) = try startServer(executable: executable, service: service)
         defer { kill(server.processIdentifier, SIGTERM); server.waitUntilExit() }
-        var line = Data()
-        while true {
-            let b = pipe.fileHandleForReading.readData(ofLength: 1)
-            if b.isEmpty || b.first == 10 { break }
-            line.append(b)
-        }
-        let serviceURL = URL(string: String(decoding: line, as: UTF8.self).replacingOccurrences(of: "listening on ", with: "") + "/arcgis/rest/services/sync-service/FeatureServer")!
+        let serviceURL = URL(string: url + "/arcgis/rest/services/sync-service/FeatureServer")!
 
         // Replicas: A edits and uploads, B downloads. Fresh copies for each of the three runs.
         let a0 = workDirectory.appendingPathComponent("sync-a0.gpkg"), b0 = workDirectory.appendingPathComponent("sync-b0.gpkg")
