@@ -104,3 +104,17 @@ public enum ExternalTools {
         try await run(python, ["-c", script] + arguments)
     }
 }
+
+/// Edits made to a field-inspection geodatabase by writers other than Outpost.
+public enum OtherWriters {
+    /// GDAL appends valve `GD-1` (no global id: the capture trigger gives it one) with `ogr2ogr`,
+    /// then closes it with an SQL UPDATE through `ogrinfo`.
+    public static func gdalAppendAndUpdate(_ file: URL, scratch: TemporaryDirectory) async throws -> (append: CommandResult, update: CommandResult) {
+        let newFeature = scratch.file("new.geojson")
+        try #"{"type":"FeatureCollection","features":[{"type":"Feature","properties":{"asset_id":"GD-1","asset_type":"valve","status":"open","depth_m":2.5},"geometry":{"type":"Point","coordinates":[-122.65,45.52]}}]}"#
+            .write(to: newFeature, atomically: true, encoding: .utf8)
+        let append = try await ExternalTools.run("ogr2ogr", ["-update", "-append", file.path, newFeature.path, "-nln", "inspection_points"])
+        let update = try await ExternalTools.run("ogrinfo", [file.path, "-sql", "UPDATE inspection_points SET status = 'closed', condition = 4 WHERE asset_id = 'GD-1'"])
+        return (append, update)
+    }
+}

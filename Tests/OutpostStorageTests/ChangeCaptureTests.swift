@@ -73,15 +73,11 @@ struct ChangeCaptureTests {
         try SampleGeodatabases.fieldInspection(in: dir).close()
         let file = dir.file("field.gpkg")
 
-        // GDAL appends a feature without a global id: the trigger gives it one.
-        let newFeature = dir.file("new.geojson")
-        try #"{"type":"FeatureCollection","features":[{"type":"Feature","properties":{"asset_id":"GD-1","asset_type":"valve","status":"open","depth_m":2.5},"geometry":{"type":"Point","coordinates":[-122.65,45.52]}}]}"#
-            .write(to: newFeature, atomically: true, encoding: .utf8)
-        let append = try await ExternalTools.run("ogr2ogr", ["-update", "-append", file.path, newFeature.path, "-nln", "inspection_points"])
+        // GDAL appends a feature without a global id (the trigger gives it one), and its SQL
+        // dialect updates in place.
+        let (append, update) = try await OtherWriters.gdalAppendAndUpdate(file, scratch: dir)
         #expect(append.succeeded, "\(append.stderr)")
         #expect(!append.stderr.contains("Warning"), "\(append.stderr)")
-        // GDAL's SQL dialect updates in place.
-        let update = try await ExternalTools.run("ogrinfo", [file.path, "-sql", "UPDATE inspection_points SET status = 'closed', condition = 4 WHERE asset_id = 'GD-1'"])
         #expect(update.succeeded, "\(update.stderr)")
         // The sqlite3 shell with SpatiaLite (which registers the ST_* functions) inserts and updates.
         let spatialite = try await ExternalTools.run(

@@ -57,12 +57,8 @@ struct InteropSyncTests {
         let victim = try #require(try await gdb.table(named: "inspection_points").features(matching: FeatureQuery(limit: 1)).first)
         try gdb.close()
 
-        let newFeature = h.directory.file("new.geojson")
-        try #"{"type":"FeatureCollection","features":[{"type":"Feature","properties":{"asset_id":"GD-1","asset_type":"valve","status":"open","depth_m":2.5},"geometry":{"type":"Point","coordinates":[-122.65,45.52]}}]}"#
-            .write(to: newFeature, atomically: true, encoding: .utf8)
-        let append = try await ExternalTools.run("ogr2ogr", ["-update", "-append", file.path, newFeature.path, "-nln", "inspection_points"])
+        let (append, update) = try await OtherWriters.gdalAppendAndUpdate(file, scratch: h.directory)
         #expect(append.succeeded, "\(append.stderr)")
-        let update = try await ExternalTools.run("ogrinfo", [file.path, "-sql", "UPDATE inspection_points SET status = 'closed', condition = 4 WHERE asset_id = 'GD-1'"])
         #expect(update.succeeded, "\(update.stderr)")
         let spatialite = try await ExternalTools.run(
             "sqlite3", [file.path],
