@@ -19,9 +19,12 @@ enum ServerBenchmark {
         return s
     }()
 
-    static func createService(count: Int, at url: URL) throws {
+    /// A service of `count` points (the import benchmark's rows) with `schema`; global ids are
+    /// given when the schema has a global id field (a synced layer).
+    static func createService(count: Int, at url: URL, schema: ServiceSchema = schema, seed: UInt64 = 3) throws {
         Geodatabase.removeFiles(at: url)
-        var random = FastRandomGenerator(seed: 3)
+        var random = FastRandomGenerator(seed: seed)
+        let synced = schema.layers.first?.globalIDField != nil
         try SQLiteServiceBackend.create(at: url, schema: schema) { conn in
             let table = try conn.geodatabase.table(named: "points")
             try table.importFeatures(in: conn) { importer in
@@ -30,11 +33,12 @@ enum ServerBenchmark {
                     try importer.add(
                         values: [.integer(Int64(i)), .double(Double(i) * 0.5), .string(ImportBenchmark.label(i)),
                                  .date(ImportBenchmark.epoch.addingTimeInterval(Double(i))), .string(GlobalID.make(using: &random))],
-                        geometry: .point(try Point(x: x, y: y)))
+                        globalID: synced ? GlobalID.make(using: &random) : nil, geometry: .point(try Point(x: x, y: y)))
                 }
             }
         }
     }
+
 
     /// The server as a child process (its own CPU time and memory), printing its URL.
     static func serve(_ file: URL) async throws {

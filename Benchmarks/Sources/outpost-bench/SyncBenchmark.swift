@@ -27,20 +27,7 @@ enum SyncBenchmark {
         ], maxRecordCount: 100_000)
 
     static func createService(count: Int, at url: URL) throws {
-        Geodatabase.removeFiles(at: url)
-        var random = FastRandomGenerator(seed: 5)
-        try SQLiteServiceBackend.create(at: url, schema: schema) { conn in
-            let table = try conn.geodatabase.table(named: "points")
-            try table.importFeatures(in: conn) { importer in
-                for i in 0..<count {
-                    let (x, y) = ImportBenchmark.coordinates(i)
-                    try importer.add(
-                        values: [.integer(Int64(i)), .double(Double(i) * 0.5), .string(ImportBenchmark.label(i)),
-                                 .date(ImportBenchmark.epoch.addingTimeInterval(Double(i))), .string(GlobalID.make(using: &random))],
-                        globalID: GlobalID.make(using: &random), geometry: .point(try Point(x: x, y: y)))
-                }
-            }
-        }
+        try ServerBenchmark.createService(count: count, at: url, schema: schema, seed: 5)
     }
 
     /// The edits, with plain SQL on the replica (captured by the triggers like any writer's):
