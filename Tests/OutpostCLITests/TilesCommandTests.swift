@@ -80,11 +80,11 @@ struct TilesCommandTests {
         let dir = TemporaryDirectory()
         let template = server.baseURL.absoluteString + "/{z}/{x}/{y}"
         let arguments = ["tiles", "export", "--url", template] + Self.area + ["--levels", "12-15", "--concurrency", "4", "--out", dir.file("out.mbtiles").path]
-        let killed = try await ExternalTools.run(Repository.outpostExecutable.path, arguments, environment: ["OUTPOST_FAULT": "\(point):kill"])
+        let killed = try await ExternalTools.run(Repository.outpostExecutable.path, arguments, environment: ["OUTPOST_FAULT": "\(point):kill", "OUTPOST_TILE_CHECKPOINT_MS": "0"])
         #expect(killed.status == 9 || killed.status == 137, "\(killed.status) \(killed.stderr)")
         #expect(!FileManager.default.fileExists(atPath: dir.file("out.mbtiles").path))
         let fetchedBeforeKill = requests.total
-        let again = try await outpost(arguments)
+        let again = try await ExternalTools.run(Repository.outpostExecutable.path, arguments, environment: ["OUTPOST_TILE_CHECKPOINT_MS": "0"])
         #expect(again.succeeded, "\(again.stderr)")
         #expect(again.stderr.contains("resuming export job"))
         // At most one checkpoint's worth (512) plus the tiles in flight were asked twice.

@@ -40,6 +40,26 @@ struct PNGTests {
         }
     }
 
+    /// A tile of few colours (some translucent) optimises into a palette PNG that libpng, through
+    /// GDAL, expands back to the same RGBA pixels.
+    @Test func fewColoursBecomeAPaletteImageGDALReads() async throws {
+        var rgba = [UInt8](repeating: 0, count: 256 * 256 * 4)
+        let colours: [[UInt8]] = [[250, 240, 230, 255], [30, 90, 200, 128], [0, 0, 0, 0], [20, 160, 60, 255]]
+        for p in 0..<(256 * 256) { rgba.replaceSubrange(p * 4 ..< p * 4 + 4, with: colours[(p / 256 / 37 + p % 256 / 51) % colours.count]) }
+        let tile = try PNGEncoder.encode(pixels: rgba, width: 256, height: 256)
+        let optimized = PNGDecoder.optimized(tile)
+        #expect(optimized[25] == 3, "colour type of the IHDR")
+        #expect(optimized.count < tile.count)
+        #expect(try PNGDecoder.decode(optimized).pixels == rgba)
+
+        let dir = TemporaryDirectory()
+        let source = dir.file("palette.png"), out = dir.file("expanded.png")
+        try Data(optimized).write(to: source)
+        let made = try await ExternalTools.run("gdal_translate", ["-q", "-of", "PNG", "-expand", "rgba", source.path, out.path])
+        #expect(made.succeeded, "\(made.stderr)")
+        #expect(try PNGDecoder.decode([UInt8](try Data(contentsOf: out))).pixels == rgba)
+    }
+
     @Test func damagedPNGsAreErrorsNotCrashes() throws {
         let good = try PNGEncoder.encode(pixels: TestTiles.pixels(TileKey(level: 1, row: 0, col: 0)), width: 256, height: 256)
         var flipped = good

@@ -59,15 +59,20 @@ struct RenderTests {
         #expect(Set(stride(from: 0, to: empty.count, by: 4).map { empty[$0] }) == [242])
     }
 
-    /// Tiles drawn from a geodatabase, exported into an exploded cache that GDAL reads: real PNGs
-    /// in the right places.
-    @Test func renderedTilesExportAndGDALReadsThem() async throws {
-        let dir = TemporaryDirectory()
+    /// An export task drawing the sample field-inspection geodatabase, and its full extent.
+    static func sampleExportTask(in dir: TemporaryDirectory) async throws -> (ExportTileCacheTask, Envelope) {
         let gdb = try SampleGeodatabases.fieldInspection(in: dir)
         try gdb.close()
         let task = ExportTileCacheTask(source: .geodatabase(dir.file("field.gpkg")))
         try await task.load()
-        let full = try #require(task.tileCacheInfo?.fullExtent)
+        return (task, try #require(task.tileCacheInfo?.fullExtent))
+    }
+
+    /// Tiles drawn from a geodatabase, exported into an exploded cache that GDAL reads: real PNGs
+    /// in the right places.
+    @Test func renderedTilesExportAndGDALReadsThem() async throws {
+        let dir = TemporaryDirectory()
+        let (task, full) = try await Self.sampleExportTask(in: dir)
         let job = task.makeExportTileCacheJob(
             parameters: ExportTileCacheParameters(areaOfInterest: .envelope(full, .webMercator), levelIDs: [12, 13, 14]), downloadFileURL: dir.file("cache"))
         try job.start()
@@ -80,5 +85,37 @@ struct RenderTests {
         // GDAL decodes a rendered tile's PNG (a corrupt one would fail the read).
         let read = try await ExternalTools.run("gdal_translate", ["-q", "-of", "PNG", "-outsize", "64", "64", dir.file("cache/conf.xml").path, dir.file("whole.png").path])
         #expect(read.succeeded, "\(read.stderr)")
+    }
+
+    /// `compressionQuality` re-encodes drawn tiles smaller without changing a pixel, and travels
+    /// in the job's JSON.
+    @Test func compressionQualityShrinksTilesLosslessly() async throws {
+        let dir = TemporaryDirectory()
+        let (task, full) = try await Self.sampleExportTask(in: dir)
+        var caches: [TileCache] = []
+        for (name, quality) in [("plain.tpkx", nil), ("small.tpkx", 0.0)] as [(String, Double?)] {
+            let parameters = ExportTileCacheParameters(areaOfInterest: .envelope(full, .webMercator), levelIDs: [13, 14], compressionQuality: quality)
+            let job = task.makeExportTileCacheJob(parameters: parameters, downloadFileURL: dir.file(name))
+            let json = try job.toJSON()
+            #expect(String(decoding: json, as: UTF8.self).contains("compressionQuality") == (quality != nil))
+            var registry = JobRegistry()
+            registry.withTileJobs(TileJobEnvironment())
+            let rebuilt = try registry.makeJob(from: try JobSnapshot.decode(json))
+            try rebuilt.start()
+            #expect(await rebuilt.waitUntilFinished() == .succeeded)
+            let cache = TileCache(fileURL: dir.file(name))
+            try await cache.load()
+            caches.append(cache)
+        }
+        let plain = try caches[0].summary(), small = try caches[1].summary()
+        #expect(plain.map(\.tiles) == small.map(\.tiles))
+        #expect(small.map(\.bytes).reduce(0, +) < plain.map(\.bytes).reduce(0, +))
+        let full14 = try #require(TilingScheme.webMercator.tileRange(level: 14, covering: full))
+        for key in full14.inBundleOrder().prefix(8) {
+            let a = try caches[0].tile(level: key.level, row: key.row, col: key.col)
+            let b = try caches[1].tile(level: key.level, row: key.row, col: key.col)
+            #expect((a == nil) == (b == nil))
+            if let a, let b { #expect(try PNGDecoder.decode(a).pixels == (try PNGDecoder.decode(b).pixels)) }
+        }
     }
 }

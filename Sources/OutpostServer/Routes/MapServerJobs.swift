@@ -84,7 +84,8 @@ struct MapServerJobs {
         }
         return ExportTileCacheParameters(
             areaOfInterest: area, levelIDs: Array(Set(levels)).sorted(), maxTileCount: Self.maxExportTilesCount,
-            optimizeTilesForSize: try parameters.bool("optimizeTilesForSize", default: false))
+            optimizeTilesForSize: try parameters.bool("optimizeTilesForSize", default: false),
+            compressionQuality: try parameters.int("compressionQuality", range: 0...100).map(Double.init))
     }
 
     private func exportTiles(estimateOnly: Bool) throws -> Response {

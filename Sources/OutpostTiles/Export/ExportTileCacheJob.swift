@@ -99,8 +99,8 @@ public struct ExportTileCacheJob: JobDefinition {
             writer = try TileCacheWriter(format: format, at: partialURL, info: outputInfo, journal: journalURL)
         }
         let window = max(1, exportParameters.concurrency)
-        let optimize = exportParameters.optimizeTilesForSize
-        var sinceCheckpoint = 0
+        let recompression = exportParameters.recompressionLevel
+        var sinceCheckpoint = 0, lastCheckpoint = ContinuousClock.now
         try await withThrowingTaskGroup(of: (Int, TileKey, [UInt8]?).self) { group in
             // The iterator lives here, not in a helper closure: each launch must advance it.
             var keys = selection.tiles.dropFirst(done).makeIterator()
@@ -117,7 +117,7 @@ public struct ExportTileCacheJob: JobDefinition {
                     inFlight += 1
                     group.addTask {
                         let tile = try await source.tile(key)
-                        return (index, key, optimize ? tile.map(PNGDecoder.optimized) : tile)
+                        return (index, key, recompression.flatMap { level in tile.map { PNGDecoder.optimized($0, level: level) } } ?? tile)
                     }
                 }
                 guard let (index, key, data) = try await group.next() else { break }
@@ -131,9 +131,13 @@ public struct ExportTileCacheJob: JobDefinition {
                 }
                 if sinceCheckpoint >= 512 {
                     sinceCheckpoint = 0
+                    context.reportProgress("tiles", done: Int64(written), total: total)
+                    // Durable checkpoints (two fsyncs and the job's JSON) spaced in time: fast
+                    // sources are not throttled by the disk's flush latency.
+                    guard ContinuousClock.now - lastCheckpoint >= environment.checkpointInterval || context.isInterruptRequested else { continue }
+                    lastCheckpoint = ContinuousClock.now
                     try environment.faults.check("tiles.beforeCheckpoint")
                     let state = try writer.checkpoint()
-                    context.reportProgress("tiles", done: Int64(written), total: total)
                     try await context.checkpoint(["done": .integer(Int64(written)), "missing": .integer(Int64(missing)), "writer": state])
                     try environment.faults.check("tiles.afterCheckpoint")
                 }

@@ -14,13 +14,29 @@ public struct ExportTileCacheParameters: Sendable, Hashable {
     /// Re-encode PNG tiles losslessly at zlib level 9 when that makes them smaller (ArcGIS REST
     /// `optimizeTilesForSize`); JPEG and other tiles are kept as the source sent them.
     public var optimizeTilesForSize: Bool
+    /// 0–100, nil for the tiles as the source sent them (ArcGIS `compressionQuality`): lower
+    /// values spend more effort for smaller PNG tiles — a lossless re-encode at zlib level 9 at 0
+    /// down to level 6 at 100, as a palette image when a tile has at most 256 colours, kept only
+    /// when smaller. JPEG tiles are passed through unchanged (there is no JPEG codec here).
+    public var compressionQuality: Double?
 
-    public init(areaOfInterest: AreaOfInterest?, levelIDs: [Int], maxTileCount: Int = 100_000, concurrency: Int = 8, optimizeTilesForSize: Bool = false) {
+    public init(
+        areaOfInterest: AreaOfInterest?, levelIDs: [Int], maxTileCount: Int = 100_000, concurrency: Int = 8, optimizeTilesForSize: Bool = false,
+        compressionQuality: Double? = nil
+    ) {
         self.areaOfInterest = areaOfInterest
         self.levelIDs = levelIDs
         self.maxTileCount = maxTileCount
         self.concurrency = concurrency
         self.optimizeTilesForSize = optimizeTilesForSize
+        self.compressionQuality = compressionQuality.map { min(100, max(0, $0)) }
+    }
+
+    /// The zlib level tiles are re-encoded at, nil when they are kept as fetched.
+    var recompressionLevel: Int32? {
+        if optimizeTilesForSize { return 9 }
+        guard let quality = compressionQuality, quality.isFinite else { return nil }
+        return 9 - Int32((quality * 3 / 100).rounded())
     }
 
     var json: JSONValue {
@@ -28,6 +44,7 @@ public struct ExportTileCacheParameters: Sendable, Hashable {
             "levelIDs": .array(levelIDs.map { .integer(Int64($0)) }), "maxTileCount": .integer(Int64(maxTileCount)), "concurrency": .integer(Int64(concurrency)),
             "optimizeTilesForSize": .bool(optimizeTilesForSize),
         ]
+        if let compressionQuality { out["compressionQuality"] = .number(compressionQuality) }
         switch areaOfInterest {
         case .envelope(let e, let sr)?:
             out["areaOfInterest"] = ["envelope": [.number(e.xmin), .number(e.ymin), .number(e.xmax), .number(e.ymax)], "wkid": .integer(Int64(sr.wkid))]
@@ -54,7 +71,8 @@ public struct ExportTileCacheParameters: Sendable, Hashable {
         }
         self.init(
             areaOfInterest: area, levelIDs: levels, maxTileCount: Int(json["maxTileCount"]?.integerValue ?? 100_000),
-            concurrency: Int(json["concurrency"]?.integerValue ?? 8), optimizeTilesForSize: json["optimizeTilesForSize"]?.boolValue ?? false)
+            concurrency: Int(json["concurrency"]?.integerValue ?? 8), optimizeTilesForSize: json["optimizeTilesForSize"]?.boolValue ?? false,
+            compressionQuality: json["compressionQuality"]?.doubleValue)
     }
 
     /// The selection this asks of a cache with `info`.
@@ -132,11 +150,17 @@ public struct TileJobEnvironment: Sendable {
     public var source: (any TileSource)?
     /// Fault points `tiles.beforeCheckpoint` and `tiles.afterCheckpoint` (crash tests).
     public var faults: FaultInjector
+    /// The least time between two durable checkpoints of an export (each costs two fsyncs and
+    /// the job's JSON; a kill loses at most this much fetching). Checkpoints also need 512 new
+    /// tiles. Default 500 ms; `OUTPOST_TILE_CHECKPOINT_MS` overrides it (0: every 512 tiles).
+    public var checkpointInterval: Duration
 
-    public init(token: String? = nil, source: (any TileSource)? = nil, faults: FaultInjector = .fromEnvironment()) {
+    public init(token: String? = nil, source: (any TileSource)? = nil, faults: FaultInjector = .fromEnvironment(), checkpointInterval: Duration? = nil) {
         self.token = token
         self.source = source
         self.faults = faults
+        let fromEnvironment = ProcessInfo.processInfo.environment["OUTPOST_TILE_CHECKPOINT_MS"].flatMap(Int.init).map { Duration.milliseconds(max(0, $0)) }
+        self.checkpointInterval = checkpointInterval ?? fromEnvironment ?? .milliseconds(500)
     }
 }
 

@@ -40,6 +40,31 @@ public enum PNGEncoder {
         return out
     }
 
+    /// Encodes an indexed image (colour type 3, 8 bits per index): `palette` holds RGBA entries,
+    /// written as PLTE and, when any entry is not opaque, a tRNS chunk trimmed after the last
+    /// translucent entry. Rows are filtered with "none", as palette images compress best that way.
+    public static func encode(indices: [UInt8], palette: [UInt32], width: Int, height: Int, level: Int32 = 6) throws -> [UInt8] {
+        guard width > 0, height > 0, width <= 1 << 24, height <= 1 << 24, (1...256).contains(palette.count) else {
+            throw Error.invalidSize("\(width)×\(height) with \(palette.count) palette entries")
+        }
+        guard indices.count == width * height else {
+            throw Error.invalidSize("\(indices.count) indices for \(width)×\(height)")
+        }
+        guard indices.allSatisfy({ Int($0) < palette.count }) else { throw Error.invalidSize("an index past the palette") }
+        var rows = [UInt8](repeating: 0, count: height * (width + 1))
+        for y in 0..<height {
+            rows.replaceSubrange(y * (width + 1) + 1 ..< (y + 1) * (width + 1), with: indices[y * width ..< (y + 1) * width])
+        }
+        var out = signature
+        chunk("IHDR", bigEndian(UInt32(width)) + bigEndian(UInt32(height)) + [8, 3, 0, 0, 0], to: &out)
+        chunk("PLTE", palette.flatMap { [UInt8($0 >> 24), UInt8($0 >> 16 & 0xFF), UInt8($0 >> 8 & 0xFF)] }, to: &out)
+        let alphas = palette.map { UInt8($0 & 0xFF) }
+        if let last = alphas.lastIndex(where: { $0 != 255 }) { chunk("tRNS", Array(alphas[...last]), to: &out) }
+        chunk("IDAT", try deflate(rows, level: level), to: &out)
+        chunk("IEND", [], to: &out)
+        return out
+    }
+
     static func bigEndian(_ v: UInt32) -> [UInt8] { [UInt8(v >> 24), UInt8(v >> 16 & 0xFF), UInt8(v >> 8 & 0xFF), UInt8(v & 0xFF)] }
 
     static func chunk(_ type: String, _ data: [UInt8], to out: inout [UInt8]) {

@@ -58,6 +58,16 @@ public struct TileCacheInfo: Hashable, Sendable {
         return out
     }
 
+    /// A GUID-shaped item id that is a hash of the package's description, so the same export
+    /// writes the same bytes (and golden files can be compared byte for byte).
+    var derivedItemID: String {
+        let description = rootJSON() + itemInfoJSON(id: "")
+        let (a, b) = description.withUnsafeBytes { (FastHash.hash64($0), FastHash.hash64($0, seed: 0x1319_8A2E_0370_7344)) }
+        let hex = String(format: "%016llX%016llX", a, b)
+        let d = Array(hex)
+        return "{\(String(d[0..<8]))-\(String(d[8..<12]))-\(String(d[12..<16]))-\(String(d[16..<20]))-\(String(d[20..<32]))}"
+    }
+
     func itemInfoJSON(id: String) -> [UInt8] {
         var out = "{\"creator\":\"outpost\",\"name\":"
         JSONValue.writeString(name, to: &out)

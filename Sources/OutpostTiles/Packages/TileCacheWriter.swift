@@ -54,7 +54,7 @@ public final class TileCacheWriter {
         switch format {
         case .tilePackage:
             let zip = StoredZipWriter(file: try OutputFile(url: url))
-            try zip.addEntry("iteminfo.json", bytes: info.itemInfoJSON(id: UUID().uuidString))
+            try zip.addEntry("iteminfo.json", bytes: info.itemInfoJSON(id: info.derivedItemID))
             try zip.addEntry("root.json", bytes: info.rootJSON())
             try zip.addDirectory("tile/")
             self.zip = zip

@@ -21,10 +21,12 @@ struct TilesCommand: AsyncParsableCommand {
         @Option(help: "Tiles fetched at once.") var concurrency = 8
         @Option(help: "Service token (default: $OUTPOST_TOKEN).") var token: String?
         @Flag(help: "Re-encode PNG tiles losslessly at zlib level 9 when that makes them smaller.") var optimize = false
+        @Option(help: "0–100: re-encode PNG tiles losslessly, harder the lower the value (JPEG tiles are kept as they are).") var compressionQuality: Double?
 
         func validate() throws {
             guard extent == nil || aoi == nil else { throw ValidationError("give --extent or --aoi, not both") }
             guard maxTiles > 0, (1...64).contains(concurrency) else { throw ValidationError("--max-tiles must be positive and --concurrency 1–64") }
+            if let compressionQuality, !(0...100).contains(compressionQuality) { throw ValidationError("--compression-quality must be 0–100") }
             _ = try levelIDs()
         }
 
@@ -48,7 +50,8 @@ struct TilesCommand: AsyncParsableCommand {
             if let extent { area = .envelope(try parseExtent(extent), SpatialReference(wkid: extentSr)) }
             if let g = try commandArea(extent: nil, aoi: aoi) { area = .polygon(g, .wgs84) }
             return ExportTileCacheParameters(
-                areaOfInterest: area, levelIDs: try levelIDs(), maxTileCount: maxTiles, concurrency: concurrency, optimizeTilesForSize: optimize)
+                areaOfInterest: area, levelIDs: try levelIDs(), maxTileCount: maxTiles, concurrency: concurrency, optimizeTilesForSize: optimize,
+                compressionQuality: compressionQuality)
         }
 
         var environment: TileJobEnvironment { TileJobEnvironment(token: serviceToken(token)) }
