@@ -21,14 +21,15 @@ public struct TestService: Sendable {
     /// The service GeoPackage (SQLite backend).
     public let file: URL
 
-    public static func fieldInspection(_ kind: BackendKind, name: String = "field_inspection") throws -> TestService {
+    /// The sample service; `adjust` may change its schema first (a conflict policy, say).
+    public static func fieldInspection(_ kind: BackendKind, name: String = "field_inspection", adjust: (inout ServiceSchema) -> Void = { _ in }) throws -> TestService {
         let directory = TemporaryDirectory("outpost-service")
         let file = directory.file("\(name).gpkg")
+        var schema = try ServiceSchema.load(from: Repository.sampleData("field_inspection/service.json"))
+        adjust(&schema)
         switch kind {
         case .sqlite:
-            try SQLiteServiceBackend.create(
-                at: file, schema: try ServiceSchema.load(from: Repository.sampleData("field_inspection/service.json")),
-                dataDirectory: Repository.sampleData("field_inspection/data"))
+            try SQLiteServiceBackend.create(at: file, schema: schema, dataDirectory: Repository.sampleData("field_inspection/data"))
             return TestService(backend: try SQLiteServiceBackend(url: file, name: name), directory: directory, file: file)
         }
     }

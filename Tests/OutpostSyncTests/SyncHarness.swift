@@ -15,8 +15,18 @@ struct SyncHarness: Sendable {
     let live: LiveService
     let directory: TemporaryDirectory
 
-    static func start(_ kind: BackendKind = .sqlite, configuration: ServerConfiguration = ServerConfiguration(port: 0)) async throws -> SyncHarness {
-        let service = try TestService.fieldInspection(kind)
+    static func start(
+        _ kind: BackendKind = .sqlite, configuration: ServerConfiguration = ServerConfiguration(port: 0), policy: ConflictPolicy? = nil
+    ) async throws -> SyncHarness {
+        let service = try TestService.fieldInspection(kind) { schema in
+            // The policy on every layer, with the field rules each layer has fields for.
+            for i in schema.layers.indices {
+                let layer = schema.layers[i]
+                var p = policy
+                if let fields = policy?.fields { p?.fields = fields.filter { layer.field(named: $0.key) != nil } }
+                schema.layers[i].conflictPolicy = p
+            }
+        }
         return SyncHarness(service: service, live: try await LiveService.start(service, configuration: configuration), directory: TemporaryDirectory("outpost-sync"))
     }
 

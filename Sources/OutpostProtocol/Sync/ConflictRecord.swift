@@ -25,18 +25,33 @@ public struct ConflictRecord: Codable, Hashable, Sendable {
     public var ours: [String: JSONValue]?
     /// The server's values (nil when the server had deleted the feature).
     public var theirs: [String: JSONValue]?
-    /// The rule that decided: `clientWins`, `deleteWins`.
+    /// The rule that decided: `clientWins`, `serverWins`, `latestEditWins`, `manual`,
+    /// `deleteWins`, `updateResurrects`, `keepServer`.
     public var policy: String
-    /// `ours` or `theirs`.
+    /// `ours` (the uploading replica's edit) or `theirs` (the server's state).
     public var winner: String
     public var replicaId: String?
     public var seq: Int64?
     public var generation: Int64?
+    /// When the client's edit was made and when the server's value was (UTC ISO 8601; what
+    /// `latestEditWins` compared).
+    public var oursEditedAt: String?
+    public var theirsEditedAt: String?
+    /// `open` for a `manual` conflict nobody has resolved yet, `resolved` once someone has;
+    /// nil for conflicts a rule settled.
+    public var state: String?
+
+    /// Whether the record still waits for someone to decide.
+    public var isOpen: Bool { state == "open" }
 
     public init(
         id: Int64? = nil, layerId: Int, globalId: String, kind: Kind, columns: [String], base: [String: JSONValue]?, ours: [String: JSONValue]?,
-        theirs: [String: JSONValue]?, policy: String, winner: String, replicaId: String? = nil, seq: Int64? = nil, generation: Int64? = nil
+        theirs: [String: JSONValue]?, policy: String, winner: String, replicaId: String? = nil, seq: Int64? = nil, generation: Int64? = nil,
+        oursEditedAt: String? = nil, theirsEditedAt: String? = nil, state: String? = nil
     ) {
+        self.oursEditedAt = oursEditedAt
+        self.theirsEditedAt = theirsEditedAt
+        self.state = state
         self.id = id
         self.layerId = layerId
         self.globalId = globalId

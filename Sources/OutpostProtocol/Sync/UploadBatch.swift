@@ -19,8 +19,20 @@ public struct UploadBatch: Codable, Hashable, Sendable {
     /// come back with errors.
     public var rollbackOnFailure: Bool
     public var layers: [BatchLayer]
+    /// The rule this sync asks for when the same column changed on both sides (`clientWins`,
+    /// `serverWins`, `latestEditWins`, `manual`); per-field rules of the service still apply.
+    /// nil: each layer's own rule.
+    public var conflictPolicy: String?
+    /// Ids of server conflict records resolved on the replica since the last batch (closed by
+    /// the server when the batch applies).
+    public var resolvedConflicts: [Int64]?
 
-    public init(replicaId: String, batchId: String, seq: Int64, schemaVersion: Int, rollbackOnFailure: Bool, layers: [BatchLayer]) {
+    public init(
+        replicaId: String, batchId: String, seq: Int64, schemaVersion: Int, rollbackOnFailure: Bool, layers: [BatchLayer], conflictPolicy: String? = nil,
+        resolvedConflicts: [Int64]? = nil
+    ) {
+        self.conflictPolicy = conflictPolicy
+        self.resolvedConflicts = resolvedConflicts
         self.formatVersion = Self.currentFormatVersion
         self.replicaId = replicaId
         self.batchId = batchId
@@ -132,16 +144,18 @@ public struct BatchEditResult: Codable, Hashable, Sendable {
     /// The feature's object id on the server.
     public var objectId: Int64?
     public var error: EditResult.Failure?
-    /// How a conflict was resolved, when the edit met one (for example `deleteWins`).
+    /// What happened beyond a plain apply: `merged` (the server had changed other columns since
+    /// the client's base, both kept), `conflict` (see ``conflicts``), `alreadyApplied`,
+    /// `alreadyDeleted`.
     public var resolution: String?
-    /// The values the edit's application discarded, if any.
-    public var conflict: ConflictRecord?
+    /// The values the edit's application discarded, one record per rule and winner.
+    public var conflicts: [ConflictRecord]?
 
     public init(
         globalId: String, op: BatchEdit.Operation, success: Bool, objectId: Int64? = nil, error: EditResult.Failure? = nil, resolution: String? = nil,
-        conflict: ConflictRecord? = nil
+        conflicts: [ConflictRecord]? = nil
     ) {
-        self.conflict = conflict
+        self.conflicts = conflicts
         self.globalId = globalId
         self.op = op
         self.success = success

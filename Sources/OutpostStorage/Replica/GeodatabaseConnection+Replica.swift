@@ -51,14 +51,26 @@ enum ReplicaTables {
           kind TEXT NOT NULL,
           record TEXT NOT NULL,
           seq INTEGER,
-          at TEXT NOT NULL DEFAULT (strftime('%Y-%m-%dT%H:%M:%fZ', 'now'))
+          at TEXT NOT NULL DEFAULT (strftime('%Y-%m-%dT%H:%M:%fZ', 'now')),
+          state TEXT,
+          resolution TEXT,
+          resolved_at TEXT,
+          sent_in_seq INTEGER
         )
         """,
+    ]
+    /// Columns added to the tables above since they first shipped (added when missing).
+    static let addedColumns = [
+        ("outpost_conflicts", "state", "TEXT"), ("outpost_conflicts", "resolution", "TEXT"), ("outpost_conflicts", "resolved_at", "TEXT"),
+        ("outpost_conflicts", "sent_in_seq", "INTEGER"),
     ]
     static let names = ["outpost_replica", "outpost_batches", "outpost_rejected", "outpost_staging", "outpost_conflicts"]
 
     static func install(_ db: Database) throws {
         for sql in ddl { try db.execute(sql: sql) }
+        for (table, column, declaration) in addedColumns where try !db.columns(in: table).contains(where: { $0.name == column }) {
+            try db.execute(sql: "ALTER TABLE \(quotedIdentifier(table)) ADD COLUMN \(quotedIdentifier(column)) \(declaration)")
+        }
         for name in names {
             try db.execute(
                 sql: """
@@ -148,8 +160,8 @@ extension GeodatabaseConnection {
         try insertRejections(rejected, pending: false)
         for c in conflicts {
             try db.execute(
-                sql: "INSERT INTO outpost_conflicts (server_id, table_name, globalid, kind, record, seq) VALUES (?, ?, ?, ?, ?, ?)",
-                arguments: [c.serverID, c.table, c.globalID, c.kind, c.record, seq])
+                sql: "INSERT INTO outpost_conflicts (server_id, table_name, globalid, kind, record, seq, state) VALUES (?, ?, ?, ?, ?, ?, ?)",
+                arguments: [c.serverID, c.table, c.globalID, c.kind, c.record, seq, c.state])
         }
         if var state = try replicaState() {
             state.lastAckedSeq = seq
@@ -161,6 +173,8 @@ extension GeodatabaseConnection {
     /// changes stay pending, with the reasons recorded as pending rejections.
     public func withdrawSealedBatch(seq: Int64, rejected: [RejectedEdit]) throws {
         try db.execute(sql: "DELETE FROM outpost_batches WHERE seq = ? AND state = 'sealed'", arguments: [seq])
+        // Resolutions the batch carried go into the next one.
+        try db.execute(sql: "UPDATE outpost_conflicts SET sent_in_seq = NULL WHERE sent_in_seq = ?", arguments: [seq])
         try db.execute(sql: "DELETE FROM outpost_rejected WHERE pending = 1")
         try insertRejections(rejected, pending: true)
     }
@@ -170,14 +184,6 @@ extension GeodatabaseConnection {
             try db.execute(
                 sql: "INSERT INTO outpost_rejected (table_name, globalid, op, reason, seq, pending, edit) VALUES (?, ?, ?, ?, ?, ?, ?)",
                 arguments: [r.layer, r.globalID, r.operation, r.reason, r.seq, pending, r.edit])
-        }
-    }
-
-    /// Conflicts the server resolved for this replica's uploads, oldest first.
-    public func conflicts() throws -> [SyncConflict] {
-        guard try db.tableExists("outpost_conflicts") else { return [] }
-        return try Row.fetchAll(db, sql: "SELECT server_id, table_name, globalid, kind, record, at FROM outpost_conflicts ORDER BY conflict_id").map {
-            SyncConflict(serverID: $0[0], table: $0[1], globalID: $0[2], kind: $0[3], record: $0[4], at: $0[5])
         }
     }
 

@@ -117,14 +117,26 @@ public struct RejectedEdit: Hashable, Sendable, Codable {
 /// A conflict the server resolved for one of this replica's edits, mirrored into the replica
 /// (the record is the server's JSON: columns, base, ours, theirs, policy, winner).
 public struct SyncConflict: Hashable, Sendable {
+    /// The replica's own id of the record (what `outpost conflicts resolve` takes).
+    public var id: Int64?
     public var serverID: Int64?
     public var table: String
     public var globalID: String
     public var kind: String
     public var record: String
     public var at: String
+    /// `open` (a manual conflict waiting for a decision), `resolved`, or nil (settled by a rule).
+    public var state: String?
+    /// How it was resolved here: `ours`, `theirs` or `values`.
+    public var resolution: String?
 
-    public init(serverID: Int64?, table: String, globalID: String, kind: String, record: String, at: String = "") {
+    public init(
+        id: Int64? = nil, serverID: Int64?, table: String, globalID: String, kind: String, record: String, at: String = "", state: String? = nil,
+        resolution: String? = nil
+    ) {
+        self.id = id
+        self.state = state
+        self.resolution = resolution
         self.serverID = serverID
         self.table = table
         self.globalID = globalID

@@ -19,6 +19,11 @@ public struct LayerDefinition: Hashable, Sendable, Codable {
     public var hasAttachments: Bool
     public var displayField: String?
     public var fields: [FieldDefinition]
+    /// How sync conflicts on this layer are resolved (nil: ``ConflictPolicy/default``).
+    public var conflictPolicy: ConflictPolicy?
+
+    /// The policy in force.
+    public var conflicts: ConflictPolicy { conflictPolicy ?? .default }
 
     /// The name of the geometry column in every Outpost feature table.
     public static let defaultGeometryColumn = "geom"
@@ -33,8 +38,10 @@ public struct LayerDefinition: Hashable, Sendable, Codable {
     public init(
         id: Int, name: String, geometryType: GeometryType?, fields: [FieldDefinition], hasZ: Bool = false,
         hasM: Bool = false, spatialReference: SpatialReference? = nil, sync: Bool = true,
-        hasAttachments: Bool = false, title: String? = nil, description: String? = nil, displayField: String? = nil
+        hasAttachments: Bool = false, title: String? = nil, description: String? = nil, displayField: String? = nil,
+        conflictPolicy: ConflictPolicy? = nil
     ) {
+        self.conflictPolicy = conflictPolicy
         self.id = id
         self.name = name
         self.geometryType = geometryType.map(LayerGeometryType.init)
@@ -51,7 +58,7 @@ public struct LayerDefinition: Hashable, Sendable, Codable {
 
     private enum CodingKeys: String, CodingKey {
         case id, name, title, description, geometryType, hasZ, hasM, spatialReference, sync, hasAttachments
-        case displayField, fields
+        case displayField, fields, conflictPolicy
         case geometryColumnName = "geometryColumn"
     }
 
@@ -70,6 +77,7 @@ public struct LayerDefinition: Hashable, Sendable, Codable {
         displayField = try c.decodeIfPresent(String.self, forKey: .displayField)
         fields = try c.decode([FieldDefinition].self, forKey: .fields)
         geometryColumnName = try c.decodeIfPresent(String.self, forKey: .geometryColumnName)
+        conflictPolicy = try c.decodeIfPresent(ConflictPolicy.self, forKey: .conflictPolicy)
     }
 
     public var isSpatial: Bool { geometryType != nil }

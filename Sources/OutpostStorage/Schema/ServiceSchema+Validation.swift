@@ -79,6 +79,12 @@ extension ServiceSchema {
                     throw fail("\(path).spatialReference", "wkid \(sr.wkid) is not supported; use 4326 or 3857")
                 }
                 try validateFields(of: layer, path: path)
+                for column in (layer.conflictPolicy?.fields.keys).map(Array.init) ?? [] {
+                    let known = layer.field(named: column) != nil || (layer.isSpatial && column.lowercased() == layer.geometryColumn.lowercased())
+                    guard known else {
+                        throw fail("\(path).conflictPolicy.fields.\(column)", "\(layer.name) has no field \"\(column)\" (the geometry is \"\(layer.geometryColumn)\")")
+                    }
+                }
             }
         }
     }

@@ -10,10 +10,15 @@ import OutpostStorage
 enum BatchSealer {
     /// The batch, nil when nothing of `tables` is pending.
     static func seal(
-        _ conn: GeodatabaseConnection, state: ReplicaState, tables: [String], maxChanges: Int, rollbackOnFailure: Bool
+        _ conn: GeodatabaseConnection, state: ReplicaState, tables: [String], maxChanges: Int, rollbackOnFailure: Bool,
+        conflictPolicy: ConflictPolicy.Rule? = nil
     ) throws -> (StoredBatch, UploadBatch)? {
-        guard !tables.isEmpty, let limit = try conn.sealLimit(maxChanges: maxChanges, tables: tables) else { return nil }
-        let changes = try conn.capturedChanges(upTo: limit, tables: tables)
+        guard !tables.isEmpty else { return nil }
+        let limit = try conn.sealLimit(maxChanges: maxChanges, tables: tables)
+        // A batch also goes out, without edits, to close conflicts resolved in favour of the
+        // server's values (that resolution edits nothing).
+        guard try limit != nil || conn.hasUnsentResolutions() else { return nil }
+        let changes = try limit.map { try conn.capturedChanges(upTo: $0, tables: tables) } ?? []
         let schema = conn.geodatabase.schema
         var layers: [BatchLayer] = []
         var index = 0
@@ -28,11 +33,13 @@ enum BatchSealer {
             if !edits.isEmpty { layers.append(BatchLayer(id: layer.id, edits: edits)) }
             index = end
         }
+        let seq = state.lastAckedSeq + 1
+        let resolved = try conn.takeUnsentResolutions(seq: seq)
         let batch = UploadBatch(
-            replicaId: state.replicaID, batchId: GlobalID.make(), seq: state.lastAckedSeq + 1, schemaVersion: state.schemaVersion,
-            rollbackOnFailure: rollbackOnFailure, layers: layers)
+            replicaId: state.replicaID, batchId: GlobalID.make(), seq: seq, schemaVersion: state.schemaVersion,
+            rollbackOnFailure: rollbackOnFailure, layers: layers, conflictPolicy: conflictPolicy?.rawValue, resolvedConflicts: resolved.isEmpty ? nil : resolved)
         let body = try batch.encoded()
-        let stored = StoredBatch(seq: batch.seq, batchID: batch.batchId, hash: UploadBatch.hash(body), body: body, coversChangeID: limit, tables: tables)
+        let stored = StoredBatch(seq: batch.seq, batchID: batch.batchId, hash: UploadBatch.hash(body), body: body, coversChangeID: limit ?? 0, tables: tables)
         try conn.storeSealedBatch(stored)
         return (stored, batch)
     }

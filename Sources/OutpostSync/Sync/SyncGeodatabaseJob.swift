@@ -128,14 +128,14 @@ public struct SyncGeodatabaseJob: JobDefinition {
         let layers = state.layers.filter { syncParameters.uploads($0, model: state.syncModel) }
         let tables = layers.map(\.table)
         guard !tables.isEmpty else { return }
-        let maxChanges = syncParameters.maxChangesPerBatch, rollback = syncParameters.shouldRollbackOnFailure
+        let maxChanges = syncParameters.maxChangesPerBatch, rollback = syncParameters.shouldRollbackOnFailure, policy = syncParameters.conflictPolicy
         var sent = 0
         while true {
             try await context.checkpoint(["batchesSent": .integer(Int64(sent))])
             let sealed = try await geodatabase.write { conn -> (StoredBatch, UploadBatch?)? in
                 if let pending = try conn.sealedBatch() { return (pending, nil) }
                 guard let current = try conn.replicaState() else { return nil }
-                return try BatchSealer.seal(conn, state: current, tables: tables, maxChanges: maxChanges, rollbackOnFailure: rollback)
+                return try BatchSealer.seal(conn, state: current, tables: tables, maxChanges: maxChanges, rollbackOnFailure: rollback, conflictPolicy: policy)
             }
             guard let (stored, fresh) = sealed else { break }
             try faults.check("client.afterSeal")
@@ -226,10 +226,12 @@ public struct SyncGeodatabaseJob: JobDefinition {
 
     static func conflicts(_ result: BatchResult, state: ReplicaState) -> [SyncConflict] {
         result.layers.flatMap { layer in
-            layer.results.compactMap { r -> SyncConflict? in
-                guard let c = r.conflict, let text = try? JSONValueEncoder().encode(c).jsonString else { return nil }
-                let table = state.layers.first { $0.id == layer.id }?.table ?? String(layer.id)
-                return SyncConflict(serverID: c.id, table: table, globalID: c.globalId, kind: c.kind.rawValue, record: text)
+            layer.results.flatMap { r in
+                (r.conflicts ?? []).compactMap { c -> SyncConflict? in
+                    guard let text = try? JSONValueEncoder().encode(c).jsonString else { return nil }
+                    let table = state.layers.first { $0.id == layer.id }?.table ?? String(layer.id)
+                    return SyncConflict(serverID: c.id, table: table, globalID: c.globalId, kind: c.kind.rawValue, record: text, state: c.state)
+                }
             }
         }
     }
@@ -239,7 +241,8 @@ public struct SyncGeodatabaseJob: JobDefinition {
             guard let layer = state.layers.first(where: { $0.id == layerResult.id }) else { continue }
             Self.update(context, layer: layer) { r in
                 for edit in layerResult.results {
-                    if edit.conflict != nil { r.conflicts += 1 }
+                    r.conflicts += edit.conflicts?.count ?? 0
+                    if edit.resolution == "merged" { r.merged += 1 }
                     guard edit.success else {
                         r.editResults.append(.init(globalId: edit.globalId, operation: edit.op.rawValue, message: edit.error?.description ?? "rejected"))
                         continue

@@ -32,11 +32,15 @@ public struct SyncGeodatabaseParameters: Sendable, Hashable, Codable {
     /// Attempts per request when the server cannot be reached, before the sync fails (a later
     /// sync resends the same sealed batch).
     public var attempts: Int
+    /// The rule for a column changed both here and on the server, asked of the server for this
+    /// sync's uploads (its per-field rules still apply); nil: each layer's own rule.
+    public var conflictPolicy: ConflictPolicy.Rule?
 
     public init(
         geodatabaseSyncDirection: Direction = .bidirectional, shouldRollbackOnFailure: Bool = true, layerOptions: [LayerOption] = [],
-        maxChangesPerBatch: Int = 5000, attempts: Int = 3
+        maxChangesPerBatch: Int = 5000, attempts: Int = 3, conflictPolicy: ConflictPolicy.Rule? = nil
     ) {
+        self.conflictPolicy = conflictPolicy
         self.geodatabaseSyncDirection = geodatabaseSyncDirection
         self.shouldRollbackOnFailure = shouldRollbackOnFailure
         self.layerOptions = layerOptions
@@ -96,6 +100,8 @@ public struct SyncLayerResult: Sendable, Hashable, Codable {
     /// Conflicts the server resolved for this layer's uploaded edits (kept as records on both
     /// sides).
     public var conflicts: Int
+    /// Uploaded updates the server merged with its own changes to other columns of the feature.
+    public var merged: Int
 
     public init(layerId: Int, tableName: String) {
         self.layerId = layerId
@@ -106,5 +112,23 @@ public struct SyncLayerResult: Sendable, Hashable, Codable {
         checksumMatches = nil
         refetched = false
         conflicts = 0
+        merged = 0
+    }
+
+    private enum CodingKeys: String, CodingKey {
+        case layerId, tableName, editResults, uploaded, downloaded, checksumMatches, refetched, conflicts, merged
+    }
+
+    public init(from decoder: any Decoder) throws {
+        let c = try decoder.container(keyedBy: CodingKeys.self)
+        layerId = try c.decode(Int.self, forKey: .layerId)
+        tableName = try c.decode(String.self, forKey: .tableName)
+        editResults = try c.decode([EditError].self, forKey: .editResults)
+        uploaded = try c.decode(PendingChanges.self, forKey: .uploaded)
+        downloaded = try c.decode(PendingChanges.self, forKey: .downloaded)
+        checksumMatches = try c.decodeIfPresent(Bool.self, forKey: .checksumMatches)
+        refetched = try c.decode(Bool.self, forKey: .refetched)
+        conflicts = try c.decode(Int.self, forKey: .conflicts)
+        merged = try c.decodeIfPresent(Int.self, forKey: .merged) ?? 0
     }
 }

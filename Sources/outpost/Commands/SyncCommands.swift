@@ -157,11 +157,16 @@ struct SyncCommand: AsyncParsableCommand {
     @Argument(help: "The replica GeoPackage.") var geodatabase: String
     @Option(help: "bidirectional, upload or download.") var direction = "bidirectional"
     @Flag(help: "Apply the valid edits even when some are rejected (default: reject the whole upload).") var noRollback = false
+    @Option(help: "For a column changed here and on the server: clientWins, serverWins, latestEditWins or manual (default: each layer's rule; the service's per-field rules still apply).")
+    var policy: String?
     @Option(help: "Service token (default: $OUTPOST_TOKEN).") var token: String?
     @Flag(help: "Print the result as JSON.") var json = false
 
     func validate() throws {
         guard SyncGeodatabaseParameters.Direction(rawValue: direction) != nil else { throw ValidationError("--direction is bidirectional, upload or download") }
+        if let policy, ConflictPolicy.Rule(rawValue: policy) == nil {
+            throw ValidationError("--policy is one of \(ConflictPolicy.Rule.allCases.map(\.rawValue).joined(separator: ", "))")
+        }
     }
 
     func run() async throws {
@@ -169,7 +174,8 @@ struct SyncCommand: AsyncParsableCommand {
         defer { try? gdb.close() }
         let task = try GeodatabaseSyncTask(url: URL(string: state.serviceURL)!, token: serviceToken(token))
         let parameters = SyncGeodatabaseParameters(
-            geodatabaseSyncDirection: SyncGeodatabaseParameters.Direction(rawValue: direction)!, shouldRollbackOnFailure: !noRollback)
+            geodatabaseSyncDirection: SyncGeodatabaseParameters.Direction(rawValue: direction)!, shouldRollbackOnFailure: !noRollback,
+            conflictPolicy: policy.flatMap(ConflictPolicy.Rule.init(rawValue:)))
         let job = task.makeSyncGeodatabaseJob(parameters: parameters, geodatabase: gdb)
         try job.start()
         let status = await runShowingProgress(job, label: "sync")
@@ -190,17 +196,23 @@ struct SyncCommand: AsyncParsableCommand {
                 rejected.append(["layer": .string(r.tableName), "globalid": .string(e.globalId), "operation": .string(e.operation), "reason": .string(e.message)])
             }
         }
-        let conflicts = results.reduce(0) { $0 + $1.conflicts }
+        let conflicts = results.reduce(0) { $0 + $1.conflicts }, merged = results.reduce(0) { $0 + $1.merged }
+        let open = try await gdb.read { try $0.conflicts().filter { $0.state == "open" }.count }
         let checked = results.compactMap(\.checksumMatches)
         let summary: JSONValue = [
             "uploaded": pendingJSON(uploaded), "downloaded": pendingJSON(downloaded), "conflicts": .integer(Int64(conflicts)),
+            "merged": .integer(Int64(merged)), "openConflicts": .integer(Int64(open)),
             "rejected": .array(rejected), "checksumsMatch": .bool(checked.allSatisfy { $0 }),
             "layers": .array(results.map { ["name": .string($0.tableName), "uploaded": pendingJSON($0.uploaded), "downloaded": pendingJSON($0.downloaded), "refetched": .bool($0.refetched)] }),
         ]
         if json {
             printJSON(summary)
         } else {
-            print("uploaded \(Self.describe(uploaded)); downloaded \(Self.describe(downloaded))\(conflicts > 0 ? "; \(conflicts) conflicts resolved (see outpost status)" : "")")
+            var line = "uploaded \(Self.describe(uploaded)); downloaded \(Self.describe(downloaded))"
+            if merged > 0 { line += "; \(merged) updates merged with the server's changes to other fields" }
+            if conflicts > 0 { line += "; \(conflicts) conflicts recorded (see outpost conflicts)" }
+            print(line)
+            if open > 0 { print("\(open) conflicts wait for a decision: outpost conflicts \(geodatabase)") }
             for r in results where r.refetched { print("\(r.tableName) differed from the server and was fetched again") }
             for e in rejected { print("rejected: \(e["layer"]!.stringValue!) \(e["globalid"]!.stringValue!): \(e["reason"]!.stringValue!)") }
         }
@@ -230,6 +242,7 @@ struct StatusCommand: AsyncParsableCommand {
                 "name": .string(layer.table), "pending": pendingJSON(pending),
                 "rejected": .integer(Int64(rejected.filter { $0.layer == layer.table }.count)),
                 "conflicts": .integer(Int64(conflicts.filter { $0.table == layer.table }.count)),
+                "openConflicts": .integer(Int64(conflicts.filter { $0.table == layer.table && $0.state == "open" }.count)),
             ])
         }
         let status: JSONValue = [
@@ -244,6 +257,80 @@ struct StatusCommand: AsyncParsableCommand {
             print("  \(l["name"]!.stringValue!): pending \(p["inserts"]!.integerValue!) inserts, \(p["updates"]!.integerValue!) updates, \(p["deletes"]!.integerValue!) deletes; \(l["rejected"]!.integerValue!) rejected; \(l["conflicts"]!.integerValue!) conflicts")
         }
         for r in rejected { print("  rejected\(r.pending ? " (still pending)" : ""): \(r.layer) \(r.globalID) \(r.operation): \(r.reason)") }
+    }
+}
+
+struct ConflictsCommand: AsyncParsableCommand {
+    static let configuration = CommandConfiguration(
+        commandName: "conflicts",
+        abstract: "List the conflicts a replica's syncs met: what each side had, the rule, the winner.",
+        discussion: "Conflicts with the manual rule stay open until resolved with `outpost conflicts resolve`.",
+        subcommands: [List.self, Resolve.self], defaultSubcommand: List.self)
+
+    struct List: AsyncParsableCommand {
+        static let configuration = CommandConfiguration(abstract: "List the replica's conflict records (oldest first).")
+        @Argument(help: "The replica GeoPackage.") var geodatabase: String
+        @Flag(help: "Only conflicts waiting for a decision.") var open = false
+        @Flag(help: "Print as JSON.") var json = false
+
+        func run() async throws {
+            let (gdb, _) = try await openReplica(geodatabase)
+            defer { try? gdb.close() }
+            let conflicts = try await gdb.read { try $0.conflicts() }.filter { !open || $0.state == "open" }
+            let list: [JSONValue] = conflicts.map { c in
+                let record = (try? JSONValue.parse(c.record)) ?? .null
+                return [
+                    "id": c.id.map { .integer($0) } ?? .null, "serverId": c.serverID.map { .integer($0) } ?? .null, "layer": .string(c.table),
+                    "globalid": .string(c.globalID), "kind": .string(c.kind), "columns": record["columns"] ?? .array([]), "base": record["base"] ?? .null,
+                    "ours": record["ours"] ?? .null, "theirs": record["theirs"] ?? .null, "policy": record["policy"] ?? .null, "winner": record["winner"] ?? .null,
+                    "state": c.state.map { .string($0) } ?? .null, "resolution": c.resolution.map { .string($0) } ?? .null, "at": .string(c.at),
+                ]
+            }
+            if json { return printJSON(["conflicts": .array(list)]) }
+            if list.isEmpty { return print("no conflicts") }
+            for c in list {
+                let columns = (c["columns"]?.arrayValue ?? []).compactMap(\.stringValue).joined(separator: ", ")
+                let state = c["state"]?.stringValue.map { " [\($0)\(c["resolution"]?.stringValue.map { ": kept \($0)" } ?? "")]" } ?? ""
+                print("#\(c["id"]?.integerValue ?? 0) \(c["layer"]!.stringValue!) \(c["globalid"]!.stringValue!) \(c["kind"]!.stringValue!) (\(columns)): \(c["policy"]?.stringValue ?? "") → \(c["winner"]?.stringValue ?? "")\(state)")
+                print("    ours:   \(c["ours"]?.jsonString ?? "null")")
+                print("    theirs: \(c["theirs"]?.jsonString ?? "null")")
+            }
+        }
+    }
+
+    struct Resolve: AsyncParsableCommand {
+        static let configuration = CommandConfiguration(
+            abstract: "Resolve an open conflict with a normal edit that syncs (the server closes its record at the next sync).")
+        @Argument(help: "The conflict's id (from outpost conflicts).") var id: Int64
+        @Argument(help: "The replica GeoPackage (default: the only .gpkg in the current directory).") var geodatabase: String?
+        @Option(help: "ours (this replica's values), theirs (the server's), or a JSON object of values by field.") var keep: String
+
+        func run() async throws {
+            let resolution: ConflictResolution
+            switch keep {
+            case "ours": resolution = .ours
+            case "theirs": resolution = .theirs
+            default:
+                guard let values = (try? JSONValue.parse(keep))?.objectValue else {
+                    throw CLIFailure(message: "--keep is ours, theirs, or a JSON object of values by field")
+                }
+                resolution = .values(values)
+            }
+            var path = geodatabase
+            if path == nil {
+                let here = (try? FileManager.default.contentsOfDirectory(atPath: ".")) ?? []
+                let candidates = here.filter { $0.hasSuffix(".gpkg") }
+                guard candidates.count == 1 else {
+                    throw CLIFailure(message: "name the replica: outpost conflicts resolve \(id) <file.gpkg> --keep \(keep)")
+                }
+                path = candidates[0]
+            }
+            let (gdb, _) = try await openReplica(path!)
+            defer { try? gdb.close() }
+            let id = self.id
+            try await gdb.write { try $0.resolveConflict(id: id, keep: resolution) }
+            print("conflict \(id) resolved (\(resolution.name)); it reaches the server with the next sync")
+        }
     }
 }
 

@@ -11,21 +11,32 @@ struct BatchApplier {
     let generation: Int64
     let origin: (replica: String, seq: Int64)
     let rollbackOnFailure: Bool
+    /// The rule the sync asked for (per-field rules of the layer still apply).
+    let requestedRule: ConflictPolicy.Rule?
+    /// When the batch is applied, for edits that carry no edit time.
+    let now: String
     private(set) var applied = 0
     private(set) var failed = 0
 
-    init(conn: GeodatabaseConnection, schema: ServiceSchema, generation: Int64, origin: (String, Int64), rollbackOnFailure: Bool) {
+    init(
+        conn: GeodatabaseConnection, schema: ServiceSchema, generation: Int64, origin: (String, Int64), rollbackOnFailure: Bool,
+        requestedRule: ConflictPolicy.Rule? = nil
+    ) {
         self.conn = conn
         self.schema = schema
         self.generation = generation
         self.origin = origin
         self.rollbackOnFailure = rollbackOnFailure
+        self.requestedRule = requestedRule
+        let formatter = ISO8601DateFormatter()
+        formatter.formatOptions = [.withInternetDateTime, .withFractionalSeconds]
+        now = formatter.string(from: Date())
     }
 
     /// What the applier knows about the batch's features before applying any edit: their object
     /// ids, and the changes others made to them since the oldest base generation in the batch.
     private var objectIDs: [String: Int64] = [:]
-    private var othersChanges: [String: [(generation: Int64, columns: [String])]] = [:]
+    private var othersChanges: [String: [(generation: Int64, columns: [String], editedAt: String)]] = [:]
     /// The applied edits' changes, in order, not yet in the change log.
     private var pendingLog: [ServiceStore.LogEntry] = []
 
@@ -75,14 +86,14 @@ struct BatchApplier {
             guard let base else { continue }
             for row in try conn.query(
                 """
-                SELECT globalid, generation, changed_columns FROM outpost_change_log
+                SELECT globalid, generation, changed_columns, coalesce(edited_at, changed_at) FROM outpost_change_log
                 WHERE layer_id = ? AND globalid IN (SELECT value FROM json_each(?)) AND generation > ? AND origin_replica IS NOT ?
                 """,
                 arguments: [.integer(Int64(layer.id)), list, .integer(base), .text(origin.replica)])
             {
                 guard let gid = row[0].textValue, let generation = row[1].integerValue else { continue }
                 let columns = (row[2].textValue.flatMap { try? JSONValue.parse($0).arrayValue } ?? []).compactMap(\.stringValue)
-                othersChanges[gid, default: []].append((generation, columns))
+                othersChanges[gid, default: []].append((generation, columns, row[3].textValue ?? ""))
             }
         }
     }
@@ -104,66 +115,124 @@ struct BatchApplier {
             feature.geometry = try geometry(edit.geometry, layer)
             let added = try table.add([feature], in: conn)[0]
             objectIDs[gid] = added.objectID
-            try log(gid, layer, "insert", columns: allColumns(layer))
+            log(gid, "insert", columns: allColumns(layer), editedAt: edit.editedAt)
             return BatchEditResult(globalId: gid, op: .insert, success: true, objectId: added.objectID)
         case .update:
             guard let existingID else {
-                if try isTombstoned(gid, layer) {
-                    // Updated here, deleted on the server meanwhile: the delete wins, and the
-                    // update's values are kept in a conflict record.
-                    let ours = try jsonValues(edit, layer)
-                    let conflict = try record(ConflictRecord(
-                        layerId: layer.id, globalId: gid, kind: .updateDelete, columns: ours.keys.sorted(), base: edit.baseValues, ours: ours, theirs: nil,
-                        policy: "deleteWins", winner: "theirs"))
-                    return BatchEditResult(globalId: gid, op: .update, success: true, resolution: "deleteWins", conflict: conflict)
+                guard let tombstone = try tombstone(gid, layer) else {
+                    throw StorageError(.notFound, "no feature with global id \(gid)", table: layer.name)
                 }
-                throw StorageError(.notFound, "no feature with global id \(gid)", table: layer.name)
+                return try updateOfDeleted(edit, gid: gid, tombstone: tombstone, table)
             }
             var changed = Set(edit.changedColumns ?? Array((edit.attributes ?? [:]).keys))
-            var update = Feature(objectID: existingID, attributes: try values((edit.attributes ?? [:]).filter { changed.contains($0.key) }, layer))
-            let geometryChanged = layer.isSpatial && changed.contains(layer.geometryColumn)
-            if geometryChanged { update.geometry = try geometry(edit.geometry, layer) }
             changed = changed.filter { $0 == layer.geometryColumn || layer.field(named: $0) != nil }
-            // Columns others changed after the client's base: the client's value wins (ArcGIS
-            // "last synchronized wins"), the server's is kept in a conflict record.
-            var conflict: ConflictRecord?
-            let overlapping = changedSince(edit.baseGeneration, gid).intersection(changed)
+            // Columns others changed after the client's base: where the values differ, the rule
+            // of each column decides, and the discarded values go into conflict records.
+            let theirsChanged = changedSince(edit.baseGeneration, gid)
+            let overlapping = theirsChanged.intersection(changed)
+            var conflicts: [ConflictRecord] = []
+            var clientLost = Set<String>()
             if !overlapping.isEmpty, let existing = try feature(existingID, table) {
                 let ours = try jsonValues(edit, layer), theirs = jsonValues(existing, layer)
-                let discarded = overlapping.filter { ours[$0] != theirs[$0] }.sorted()
-                if !discarded.isEmpty {
-                    conflict = try record(ConflictRecord(
-                        layerId: layer.id, globalId: gid, kind: .updateUpdate, columns: discarded, base: edit.baseValues?.filter { discarded.contains($0.key) },
-                        ours: ours.filter { discarded.contains($0.key) }, theirs: theirs.filter { discarded.contains($0.key) }, policy: "clientWins", winner: "ours"))
+                var groups: [String: (rule: ConflictPolicy.Rule, winner: String, columns: [String])] = [:]
+                for column in overlapping.sorted() where ours[column] != theirs[column] {
+                    let rule = layer.conflicts.rule(for: column, layerRule: requestedRule)
+                    let winner: String
+                    switch rule {
+                    case .clientWins: winner = "ours"
+                    case .serverWins, .manual: winner = "theirs"
+                    case .latestEditWins: winner = (edit.editedAt ?? now) >= theirsEditedAt(edit.baseGeneration, gid, [column]) ? "ours" : "theirs"
+                    }
+                    if winner == "theirs" { clientLost.insert(column) }
+                    groups[rule.rawValue + "/" + winner, default: (rule, winner, [])].columns.append(column)
+                }
+                for (_, group) in groups.sorted(by: { $0.key < $1.key }) {
+                    let columns = group.columns
+                    conflicts.append(try record(ConflictRecord(
+                        layerId: layer.id, globalId: gid, kind: .updateUpdate, columns: columns, base: edit.baseValues?.filter { columns.contains($0.key) },
+                        ours: ours.filter { columns.contains($0.key) }, theirs: theirs.filter { columns.contains($0.key) }, policy: group.rule.rawValue,
+                        winner: group.winner, oursEditedAt: edit.editedAt ?? now, theirsEditedAt: theirsEditedAt(edit.baseGeneration, gid, Set(columns)),
+                        state: group.rule == .manual ? "open" : nil)))
                 }
             }
+            let applying = changed.subtracting(clientLost)
+            var update = Feature(objectID: existingID, attributes: try values((edit.attributes ?? [:]).filter { applying.contains($0.key) }, layer))
+            let geometryChanged = layer.isSpatial && applying.contains(layer.geometryColumn)
+            if geometryChanged { update.geometry = try geometry(edit.geometry, layer) }
             if !update.attributes.isEmpty || update.geometry != nil { try table.update([update], in: conn) }
             if geometryChanged, update.geometry == nil {
                 try conn.execute(
                     "UPDATE \(quotedName(layer.name)) SET \(quotedName(layer.geometryColumn)) = NULL WHERE \(quotedName(layer.objectIDField)) = ?",
                     arguments: [.integer(existingID)])
             }
-            if !changed.isEmpty { try log(gid, layer, "update", columns: changed.sorted()) }
-            return BatchEditResult(globalId: gid, op: .update, success: true, objectId: existingID, resolution: conflict == nil ? nil : "clientWins", conflict: conflict)
+            if !applying.isEmpty { log(gid, "update", columns: applying.sorted(), editedAt: edit.editedAt) }
+            // The replica holds its own values for the columns it lost: it must download the
+            // server's.
+            if !clientLost.isEmpty { logForOrigin(gid) }
+            let merged = !theirsChanged.subtracting(changed).isEmpty
+            return BatchEditResult(
+                globalId: gid, op: .update, success: true, objectId: existingID, resolution: !conflicts.isEmpty ? "conflict" : merged ? "merged" : nil,
+                conflicts: conflicts.isEmpty ? nil : conflicts)
         case .delete:
             guard let existingID else {
                 return BatchEditResult(globalId: gid, op: .delete, success: true, resolution: "alreadyDeleted")
             }
-            // Deleted here, changed on the server meanwhile: the delete wins; the server's newer
-            // values are kept in a conflict record.
-            var conflict: ConflictRecord?
+            // Deleted here, changed on the server meanwhile: by default the delete wins and the
+            // server's newer values are kept in a conflict record; `keepServer` keeps the feature
+            // and records the discarded delete.
             let changedThere = changedSince(edit.baseGeneration, gid)
             if !changedThere.isEmpty, let existing = try feature(existingID, table) {
                 let theirs = jsonValues(existing, layer).filter { changedThere.contains($0.key) }
-                conflict = try record(ConflictRecord(
+                let keep = layer.conflicts.deleteUpdate == .keepServer
+                let conflict = try record(ConflictRecord(
                     layerId: layer.id, globalId: gid, kind: .deleteUpdate, columns: changedThere.sorted(), base: edit.baseValues?.filter { changedThere.contains($0.key) },
-                    ours: nil, theirs: theirs, policy: "deleteWins", winner: "ours"))
+                    ours: nil, theirs: theirs, policy: layer.conflicts.deleteUpdate.rawValue, winner: keep ? "theirs" : "ours", oursEditedAt: edit.editedAt ?? now,
+                    theirsEditedAt: theirsEditedAt(edit.baseGeneration, gid, changedThere)))
+                if keep {
+                    logForOrigin(gid)
+                    return BatchEditResult(globalId: gid, op: .delete, success: true, objectId: existingID, resolution: "conflict", conflicts: [conflict])
+                }
+                try delete(existingID, existing, gid: gid, table, editedAt: edit.editedAt)
+                return BatchEditResult(globalId: gid, op: .delete, success: true, objectId: existingID, resolution: "conflict", conflicts: [conflict])
             }
-            try table.delete(objectIDs: [existingID], in: conn)
-            objectIDs[gid] = nil
-            try log(gid, layer, "delete", columns: [])
-            return BatchEditResult(globalId: gid, op: .delete, success: true, objectId: existingID, resolution: conflict == nil ? nil : "deleteWins", conflict: conflict)
+            try delete(existingID, try feature(existingID, table), gid: gid, table, editedAt: edit.editedAt)
+            return BatchEditResult(globalId: gid, op: .delete, success: true, objectId: existingID)
         }
+    }
+
+    /// The client updated a feature the server deleted since: `deleteWins` keeps it deleted and
+    /// records the update's values; `updateResurrects` brings it back with its last values and
+    /// the update applied, and records the discarded delete.
+    private mutating func updateOfDeleted(_ edit: BatchEdit, gid: String, tombstone: Tombstone, _ table: FeatureTable) throws -> BatchEditResult {
+        let layer = table.definition
+        let ours = try jsonValues(edit, layer)
+        let resurrect = layer.conflicts.updateDelete == .updateResurrects && tombstone.row != nil
+        let conflict = try record(ConflictRecord(
+            layerId: layer.id, globalId: gid, kind: .updateDelete, columns: ours.keys.sorted(), base: edit.baseValues, ours: ours, theirs: nil,
+            policy: resurrect ? "updateResurrects" : "deleteWins", winner: resurrect ? "ours" : "theirs", oursEditedAt: edit.editedAt ?? now,
+            theirsEditedAt: tombstone.editedAt))
+        guard resurrect, let row = tombstone.row else {
+            // The replica still holds the feature: it must download the delete.
+            logForOrigin(gid)
+            return BatchEditResult(globalId: gid, op: .update, success: true, resolution: "conflict", conflicts: [conflict])
+        }
+        var attributes = row["attributes"]?.objectValue ?? [:]
+        for (name, value) in edit.attributes ?? [:] where (edit.changedColumns ?? Array(ours.keys)).contains(name) { attributes[name] = value }
+        var feature = Feature(globalID: gid, attributes: try values(attributes.filter { layer.field(named: $0.key).map { $0.type != .globalID && $0.type != .oid } ?? false }, layer))
+        let geometryChanged = layer.isSpatial && (edit.changedColumns ?? []).contains(layer.geometryColumn)
+        feature.geometry = try geometry(geometryChanged ? edit.geometry : row["geometry"], layer)
+        let added = try table.add([feature], in: conn)[0]
+        objectIDs[gid] = added.objectID
+        log(gid, "insert", columns: allColumns(layer), editedAt: edit.editedAt)
+        logForOrigin(gid)
+        return BatchEditResult(globalId: gid, op: .update, success: true, objectId: added.objectID, resolution: "conflict", conflicts: [conflict])
+    }
+
+    private mutating func delete(_ objectID: Int64, _ existing: Feature?, gid: String, _ table: FeatureTable, editedAt: String?) throws {
+        let row = try existing.map { try ServiceStore.rowJSON($0, table.definition) }
+        try table.delete(objectIDs: [objectID], in: conn)
+        objectIDs[gid] = nil
+        pendingLog.append(ServiceStore.LogEntry(globalID: gid, op: "delete", columns: [], editedAt: editedAt, row: row))
     }
 
     /// A feature's current values (read only when a conflict needs them).
@@ -177,6 +246,12 @@ struct BatchApplier {
     private func changedSince(_ base: Int64?, _ gid: String) -> Set<String> {
         guard let base else { return [] }
         return Set((othersChanges[gid] ?? []).filter { $0.generation > base }.flatMap(\.columns))
+    }
+
+    /// When others last edited any of `columns` after `base` ("" when they did not).
+    private func theirsEditedAt(_ base: Int64?, _ gid: String, _ columns: Set<String>) -> String {
+        guard let base else { return "" }
+        return (othersChanges[gid] ?? []).filter { $0.generation > base && !columns.isDisjoint(with: $0.columns) }.map(\.editedAt).max() ?? ""
     }
 
     /// The values an edit sets, normalised as the server stores them (dates in epoch ms, the
@@ -204,18 +279,33 @@ struct BatchApplier {
         c.replicaId = origin.replica
         c.seq = origin.seq
         c.generation = generation
+        c.id = try conn.query("SELECT coalesce(max(conflict_id), 0) + 1 FROM outpost_conflicts").first?[0].integerValue
         try conn.execute(
-            "INSERT INTO outpost_conflicts (layer_id, globalid, kind, record, replica_id, seq, generation) VALUES (?, ?, ?, ?, ?, ?, ?)",
+            "INSERT INTO outpost_conflicts (conflict_id, layer_id, globalid, kind, record, replica_id, seq, generation, state) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?)",
             arguments: [
-                .integer(Int64(c.layerId)), .text(c.globalId), .text(c.kind.rawValue), .text(try JSONValueEncoder().encode(c).jsonString),
-                .text(origin.replica), .integer(origin.seq), .integer(generation),
+                c.id.map { .integer($0) } ?? .null, .integer(Int64(c.layerId)), .text(c.globalId), .text(c.kind.rawValue),
+                .text(try JSONValueEncoder().encode(c).jsonString), .text(origin.replica), .integer(origin.seq), .integer(generation),
+                c.state.map { .text($0) } ?? .null,
             ])
-        c.id = try conn.query("SELECT last_insert_rowid()").first?[0].integerValue
         return c
     }
 
-    private func isTombstoned(_ gid: String, _ layer: LayerDefinition) throws -> Bool {
-        try !conn.query("SELECT 1 FROM outpost_tombstones WHERE layer_id = ? AND globalid = ?", arguments: [.integer(Int64(layer.id)), .text(gid)]).isEmpty
+    struct Tombstone {
+        var row: JSONValue?
+        var editedAt: String
+    }
+
+    /// A deleted feature's tombstone (with its last values when they were kept).
+    private func tombstone(_ gid: String, _ layer: LayerDefinition) throws -> Tombstone? {
+        guard let found = try conn.query(
+            """
+            SELECT t.row, (SELECT coalesce(edited_at, changed_at) FROM outpost_change_log c
+              WHERE c.layer_id = t.layer_id AND c.globalid = t.globalid AND c.generation = t.generation AND c.op = 'delete' LIMIT 1)
+            FROM outpost_tombstones t WHERE t.layer_id = ? AND t.globalid = ?
+            """,
+            arguments: [.integer(Int64(layer.id)), .text(gid)]).first
+        else { return nil }
+        return Tombstone(row: found[0].textValue.flatMap { try? JSONValue.parse($0) }, editedAt: found[1].textValue ?? "")
     }
 
     private func values(_ attributes: [String: JSONValue], _ layer: LayerDefinition) throws -> [String: FieldValue] {
@@ -251,7 +341,12 @@ struct BatchApplier {
     }
 
     /// Queues a change for the log; ``apply(_:)`` writes the layer's changes together.
-    private mutating func log(_ gid: String, _ layer: LayerDefinition, _ op: String, columns: [String]) throws {
-        pendingLog.append(ServiceStore.LogEntry(globalID: gid, op: op, columns: columns))
+    private mutating func log(_ gid: String, _ op: String, columns: [String], editedAt: String?) {
+        pendingLog.append(ServiceStore.LogEntry(globalID: gid, op: op, columns: columns, editedAt: editedAt))
+    }
+
+    /// Queues a resolution the uploading replica must download (see ``ServiceStore/LogEntry``).
+    private mutating func logForOrigin(_ gid: String) {
+        pendingLog.append(ServiceStore.LogEntry(globalID: gid, op: "update", columns: [], toOrigin: true))
     }
 }

@@ -46,7 +46,9 @@ struct EditApplier {
                 let before = try existing(feature)
                 try table.delete(objectIDs: [before.objectID!], in: conn)
                 if let gid = before.globalID {
-                    try ServiceStore.log(conn, generation: generation, layerID: layer.id, globalID: gid, op: "delete", columns: [])
+                    try ServiceStore.log(
+                        conn, generation: generation, layerID: layer.id,
+                        [.init(globalID: gid, op: "delete", columns: [], row: try ServiceStore.rowJSON(before, layer))])
                 }
                 applied += 1
                 return EditResult(objectId: before.objectID, globalId: before.globalID, success: true)

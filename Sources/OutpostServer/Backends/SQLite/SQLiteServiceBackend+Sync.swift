@@ -118,7 +118,22 @@ extension SQLiteServiceBackend: SyncBackend {
                 throw ServiceError(409, "batch \(batch.seq) is out of order: replica \(replicaID) expects batch \(info.lastSeq + 1)", details: ["expectedSeq: \(info.lastSeq + 1)"])
             }
             let generation = try ServiceStore.generation(conn) + 1
-            var applier = BatchApplier(conn: conn, schema: schema, generation: generation, origin: (replicaID, batch.seq), rollbackOnFailure: batch.rollbackOnFailure)
+            var requestedRule: ConflictPolicy.Rule?
+            if let name = batch.conflictPolicy {
+                guard let rule = ConflictPolicy.Rule(rawValue: name) else {
+                    throw ServiceError.badParameter("conflictPolicy", "expected one of \(ConflictPolicy.Rule.allCases.map(\.rawValue).joined(separator: ", ")), got \"\(name.prefix(40))\"")
+                }
+                requestedRule = rule
+            }
+            var applier = BatchApplier(
+                conn: conn, schema: schema, generation: generation, origin: (replicaID, batch.seq), rollbackOnFailure: batch.rollbackOnFailure,
+                requestedRule: requestedRule)
+            // Manual conflicts the replica resolved: its resolving edits are in this batch.
+            if let resolved = batch.resolvedConflicts, !resolved.isEmpty {
+                try conn.execute(
+                    "UPDATE outpost_conflicts SET state = 'resolved' WHERE state = 'open' AND conflict_id IN (SELECT value FROM json_each(?))",
+                    arguments: [.text(JSONValue.array(resolved.map { .integer($0) }).jsonString)])
+            }
             var layers: [BatchLayerResult] = []
             for layerEdits in batch.layers {
                 guard let layer = info.layers.first(where: { $0.id == layerEdits.id }), layer.syncDirection != .download, layer.syncDirection != .none else {
@@ -319,6 +334,17 @@ enum ReplicaRows {
 }
 
 extension SQLiteServiceBackend {
+    /// The conflict records kept on the server, oldest first, with their current state.
+    public func conflictRecords() async throws -> [ConflictRecord] {
+        try await geodatabase.read { conn in
+            try conn.query("SELECT record, state FROM outpost_conflicts ORDER BY conflict_id").map { row in
+                var record = try JSONValueDecoder().decode(ConflictRecord.self, from: Data((row[0].textValue ?? "{}").utf8))
+                record.state = row[1].textValue
+                return record
+            }
+        }
+    }
+
     /// Conflict records kept on the server.
     public func conflictCount() async throws -> Int {
         try await geodatabase.read { conn in Int(try conn.query("SELECT count(*) FROM outpost_conflicts").first?[0].integerValue ?? 0) }

@@ -23,7 +23,7 @@ public final class SQLiteServiceBackend: FeatureServiceBackend {
             throw ServiceError(500, "\(url.lastPathComponent) is not an Outpost service; create one with: outpost service create")
         }
         // Services made before a table was added get it now (every statement is idempotent).
-        try gdb.write { conn in for sql in ServiceStore.replicaTables { try conn.execute(sql) } }
+        try gdb.write { conn in try ServiceStore.upgrade(conn) }
     }
 
     /// Creates a service GeoPackage from a schema and `<dataDirectory>/<layer>.geojson` files.

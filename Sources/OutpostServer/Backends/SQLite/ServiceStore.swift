@@ -31,7 +31,8 @@ enum ServiceStore {
           changed_columns TEXT,
           origin_replica TEXT,
           origin_seq INTEGER,
-          changed_at TEXT NOT NULL DEFAULT (strftime('%Y-%m-%dT%H:%M:%fZ', 'now'))
+          changed_at TEXT NOT NULL DEFAULT (strftime('%Y-%m-%dT%H:%M:%fZ', 'now')),
+          edited_at TEXT
         )
         """,
         "CREATE INDEX outpost_change_log_feed ON outpost_change_log (layer_id, generation)",
@@ -40,6 +41,7 @@ enum ServiceStore {
           layer_id INTEGER NOT NULL,
           globalid TEXT NOT NULL,
           generation INTEGER NOT NULL,
+          row TEXT,
           PRIMARY KEY (layer_id, globalid)
         )
         """,
@@ -90,7 +92,8 @@ enum ServiceStore {
           replica_id TEXT,
           seq INTEGER,
           generation INTEGER NOT NULL,
-          created_at TEXT NOT NULL DEFAULT (strftime('%Y-%m-%dT%H:%M:%fZ', 'now'))
+          created_at TEXT NOT NULL DEFAULT (strftime('%Y-%m-%dT%H:%M:%fZ', 'now')),
+          state TEXT
         )
         """,
         """
@@ -126,6 +129,24 @@ enum ServiceStore {
         }
     }
 
+    /// Columns added since the first release of these tables, added to older service files when
+    /// they are opened: (table, column, declaration).
+    static let addedColumns = [
+        ("outpost_change_log", "edited_at", "TEXT"), ("outpost_tombstones", "row", "TEXT"), ("outpost_conflicts", "state", "TEXT"),
+    ]
+
+    /// Brings an existing service file's bookkeeping tables up to date.
+    static func upgrade(_ conn: GeodatabaseConnection) throws {
+        for sql in replicaTables { try conn.execute(sql) }
+        for (table, column, declaration) in addedColumns {
+            let columns = try conn.query("SELECT name FROM pragma_table_info(?)", arguments: [.text(table)]).compactMap { $0[0].textValue }
+            if !columns.isEmpty, !columns.contains(column) {
+                try conn.execute("ALTER TABLE \(quotedName(table)) ADD COLUMN \(quotedName(column)) \(declaration)")
+            }
+        }
+        try conn.execute("CREATE INDEX IF NOT EXISTS outpost_conflicts_open ON outpost_conflicts (layer_id, globalid) WHERE state = 'open'")
+    }
+
     static func isService(_ conn: GeodatabaseConnection) throws -> Bool {
         try !conn.query("SELECT 1 FROM sqlite_master WHERE type = 'table' AND name = 'outpost_service_state'").isEmpty
     }
@@ -151,6 +172,22 @@ enum ServiceStore {
         var globalID: String
         var op: String
         var columns: [String]
+        /// When the edit was made, if not now (a replica's edit time, UTC ISO 8601).
+        var editedAt: String?
+        /// A resolution the uploading replica must download too (the server kept a value other
+        /// than the one it sent): logged without origin, no columns, so echo suppression lets it
+        /// through and nobody's conflict detection counts it as a change.
+        var toOrigin = false
+        /// A delete's last values (Esri JSON `{"attributes", "geometry"}`), kept in the tombstone
+        /// for `updateResurrects`.
+        var row: String?
+    }
+
+    /// A feature's values as a tombstone keeps them.
+    static func rowJSON(_ feature: Feature, _ layer: LayerDefinition) throws -> String {
+        var row: [String: JSONValue] = ["attributes": .object(ReplicaRows.attributes(feature, fields: layer.fields.filter { $0.type != .oid }))]
+        if layer.isSpatial { row["geometry"] = try feature.geometry.map { try JSONValue.parse(try EsriJSON.encode($0)) } ?? .null }
+        return JSONValue.object(row).jsonString
     }
 
     /// Logs many changes of one layer under one generation with four statements (the entries go
@@ -169,14 +206,20 @@ enum ServiceStore {
             text += ","
             // The per-column generations this change sets ({} for a delete).
             JSONValue.writeString(e.op == "delete" ? "{}" : JSONValue.object(Dictionary(e.columns.map { ($0, JSONValue.integer(generation)) }, uniquingKeysWith: { a, _ in a })).jsonString, to: &text)
+            text += ","
+            if let editedAt = e.editedAt { JSONValue.writeString(editedAt, to: &text) } else { text += "null" }
+            text += e.toOrigin ? ",1," : ",0,"
+            if let row = e.row { JSONValue.writeString(row, to: &text) } else { text += "null" }
             text += "]"
         }
         text += "]"
         let list = SQLLiteral.text(text), layer = SQLLiteral.integer(Int64(layerID)), gen = SQLLiteral.integer(generation)
         try conn.execute(
             """
-            INSERT INTO outpost_change_log (generation, layer_id, globalid, op, changed_columns, origin_replica, origin_seq)
-            SELECT ?, ?, value ->> 0, value ->> 1, value ->> 2, ?, ? FROM json_each(?) ORDER BY key
+            INSERT INTO outpost_change_log (generation, layer_id, globalid, op, changed_columns, origin_replica, origin_seq, edited_at)
+            SELECT ?1, ?2, value ->> 0, value ->> 1, value ->> 2, CASE WHEN value ->> 5 THEN NULL ELSE ?3 END, CASE WHEN value ->> 5 THEN NULL ELSE ?4 END,
+              value ->> 4
+            FROM json_each(?5) ORDER BY key
             """,
             arguments: [gen, layer, origin.map { .text($0.replica) } ?? .null, origin.map { .integer($0.seq) } ?? .null, list])
         try conn.execute(
@@ -184,15 +227,15 @@ enum ServiceStore {
             arguments: [layer, list])
         try conn.execute(
             """
-            INSERT INTO outpost_tombstones (layer_id, globalid, generation)
-            SELECT ?, value ->> 0, ? FROM json_each(?) WHERE value ->> 1 = 'delete' ORDER BY key
-            ON CONFLICT (layer_id, globalid) DO UPDATE SET generation = excluded.generation
+            INSERT INTO outpost_tombstones (layer_id, globalid, generation, row)
+            SELECT ?, value ->> 0, ?, value ->> 6 FROM json_each(?) WHERE value ->> 1 = 'delete' ORDER BY key
+            ON CONFLICT (layer_id, globalid) DO UPDATE SET generation = excluded.generation, row = coalesce(excluded.row, row)
             """,
             arguments: [layer, gen, list])
         try conn.execute(
             """
             INSERT INTO outpost_feature_versions (layer_id, globalid, generation, column_generations)
-            SELECT ?, value ->> 0, ?, value ->> 3 FROM json_each(?) WHERE value ->> 1 <> 'delete' ORDER BY key
+            SELECT ?, value ->> 0, ?, value ->> 3 FROM json_each(?) WHERE value ->> 1 <> 'delete' AND NOT value ->> 5 ORDER BY key
             ON CONFLICT (layer_id, globalid) DO UPDATE SET generation = excluded.generation,
               column_generations = json_patch(column_generations, excluded.column_generations)
             """,
