@@ -1,4 +1,7 @@
 import Foundation
+#if canImport(FoundationNetworking)
+    import FoundationNetworking
+#endif
 import OutpostCore
 import OutpostTestSupport
 import Testing
@@ -94,5 +97,58 @@ struct SyncCommandTests {
         let replica = dir.file("crew.gpkg")
         let check = try await ExternalTools.run("/usr/bin/python3", [try #require(ExternalTools.validateGPKG), "-k", "--extra", "--warning-as-error", replica.path])
         #expect(check.succeeded, "the demo's replica is a valid GeoPackage: \(check.stdout)\(check.stderr)")
+    }
+
+    /// `outpost sync --policy manual` leaves a conflict open; `outpost conflicts` lists it with
+    /// both values; `outpost conflicts resolve` settles it with an edit the next sync uploads, and
+    /// the server's record closes.
+    @Test(.timeLimit(.minutes(3)))
+    func conflictsAreListedAndResolvedFromTheCommandLine() async throws {
+        let service = try TestService.fieldInspection(.sqlite)
+        try await service.backend.close()
+        let server = try await ServeProcess.start(service: service.file)
+        let dir = TemporaryDirectory()
+        let replica = dir.file("crew.gpkg").path
+        let url = server.featureServer("field_inspection")
+        #expect(try await outpost(["replica", "create", "--url", url.absoluteString, "--layers", "0", "--out", replica]).succeeded)
+        let gid = try #require(try await Self.sqlite(replica, "SELECT globalid FROM inspection_points WHERE objectid = 1;").stdout
+            .trimmingCharacters(in: .whitespacesAndNewlines).split(separator: "\n").last.map(String.init))
+        #expect(try await Self.sqlite(replica, "UPDATE inspection_points SET notes = 'crew' WHERE objectid = 1;").succeeded)
+        func post(_ path: String, _ form: String) async throws -> JSONValue {
+            var request = URLRequest(url: url.appendingPathComponent(path))
+            request.httpMethod = "POST"
+            request.setValue("application/x-www-form-urlencoded", forHTTPHeaderField: "Content-Type")
+            request.httpBody = Data(form.utf8)
+            return try JSONValue.parse(try await URLSession.shared.data(for: request).0)
+        }
+        let updates = "[{\"attributes\":{\"globalid\":\"\(gid)\",\"notes\":\"office\"}}]"
+        let office = try await post("0/applyEdits", "f=json&useGlobalIds=true&updates=" + updates.addingPercentEncoding(withAllowedCharacters: .alphanumerics)!)
+        #expect(office["updateResults"]?[0]?["success"] == true, "\(office)")
+
+        #expect(try await outpost(["sync", replica, "--policy", "nonsense"]).status != 0)
+        let sync = try await outpost(["sync", replica, "--policy", "manual", "--json"])
+        #expect(sync.status == 0, "\(sync.stderr)")
+        let summary = try JSONValue.parse(Data(sync.stdout.utf8))
+        #expect(summary["conflicts"] == 1 && summary["openConflicts"] == 1)
+
+        let listed = try JSONValue.parse(Data(try await outpost(["conflicts", replica, "--json"]).stdout.utf8))
+        let conflict = try #require(listed["conflicts"]?[0])
+        #expect(conflict["state"] == "open" && conflict["policy"] == "manual" && conflict["winner"] == "theirs")
+        #expect(conflict["ours"]?["notes"] == "crew" && conflict["theirs"]?["notes"] == "office" && conflict["columns"] == ["notes"])
+        let id = try #require(conflict["id"]?.integerValue)
+        let text = try await outpost(["conflicts", replica])
+        #expect(text.stdout.contains("manual") && text.stdout.contains("\"office\""), "\(text.stdout)")
+
+        let unknown = try await outpost(["conflicts", "resolve", "999", replica, "--keep", "ours"])
+        #expect(unknown.status == 1 && unknown.stderr.split(separator: "\n").count == 1, "\(unknown.stderr)")
+        let resolved = try await outpost(["conflicts", "resolve", String(id), replica, "--keep", "ours"])
+        #expect(resolved.status == 0, "\(resolved.stderr)")
+        #expect(try await outpost(["sync", replica]).succeeded)
+        let query = try JSONValue.parse(try await URLSession.shared.data(from: URL(string: url.absoluteString + "/0/query?where=objectid%3D1&outFields=notes&f=json")!).0)
+        #expect(query["features"]?[0]?["attributes"]?["notes"] == "crew", "the crew's value reached the server")
+        let after = try JSONValue.parse(Data(try await outpost(["conflicts", replica, "--json"]).stdout.utf8))
+        #expect(after["conflicts"]?[0]?["state"] == "resolved" && after["conflicts"]?[0]?["resolution"] == "ours")
+        #expect(try await outpost(["conflicts", replica, "--open"]).stdout.contains("no conflicts"))
+        _ = await server.stop()
     }
 }

@@ -22,14 +22,25 @@ struct SeededGenerator: RandomNumberGenerator {
 }
 
 /// What the server must hold: the initial data with every accepted change applied in generation
-/// order, from two sources the test sees independently of the server's own bookkeeping — the
-/// batches as the proxy saw them accepted, and the direct edits the test made.
+/// order by the layer's conflict policy, from two sources the test sees independently of the
+/// server's own bookkeeping — the batches as the proxy saw them accepted, and the direct edits
+/// the test made. It also lists every value a resolution discarded, which the server must have
+/// kept in a conflict record (invariant I8).
 final class Oracle: Sendable {
     typealias Row = [String: JSONValue]
 
     enum Event: Sendable {
         case batch(UploadBatch, BatchResult)
-        case direct(layer: Int, upserts: [String: Row], deletes: [String])
+        case direct(layer: Int, upserts: [String: Row], deletes: [String], editedAt: String)
+    }
+
+    /// A value the server discarded in resolving a conflict: which batch, feature and column.
+    struct Discard: Hashable, Sendable, CustomStringConvertible {
+        var replica: String
+        var seq: Int64
+        var globalId: String
+        var column: String
+        var description: String { "\(globalId).\(column) (batch \(seq) of \(replica))" }
     }
 
     private let events = Mutex<[(Int64, Event)]>([])
@@ -49,43 +60,107 @@ final class Oracle: Sendable {
         record(generation, .batch(batch, result))
     }
 
-    /// `initial` with the events applied in generation order.
-    func expected(from initial: [Int: [String: Row]], geometryColumn: (Int) -> String?) -> [Int: [String: Row]] {
+    /// A change the server logged: its generation, who made it (nil: not a replica), the
+    /// columns, when it was edited.
+    private struct Change {
+        var generation: Int64
+        var origin: String?
+        var columns: Set<String>
+        var editedAt: String
+    }
+
+    /// `initial` with the events applied in generation order under each layer's policy, and the
+    /// values the resolutions discarded.
+    func expected(
+        from initial: [Int: [String: Row]], policy: (Int) -> ConflictPolicy, geometryColumn: (Int) -> String?
+    ) -> (state: [Int: [String: Row]], discarded: Set<Discard>) {
         var state = initial
-        for (_, event) in events.withLock({ $0 }).sorted(by: { $0.0 < $1.0 }) {
+        var log: [Int: [String: [Change]]] = [:]
+        var tombstones: [Int: [String: Row]] = [:]
+        var discarded = Set<Discard>()
+        let id: (String) -> String = { GlobalID.normalized($0) ?? $0 }
+        for (generation, event) in events.withLock({ $0 }).sorted(by: { $0.0 < $1.0 }) {
             switch event {
             case .batch(let batch, let result):
+                let origin = id(batch.replicaId)
+                let requested = batch.conflictPolicy.flatMap(ConflictPolicy.Rule.init(rawValue:))
                 for layer in batch.layers {
-                    let outcomes = result.layers.first { $0.id == layer.id }?.results ?? []
-                    let geometry = geometryColumn(layer.id)
+                    let l = layer.id, rules = policy(l)
+                    let outcomes = result.layers.first { $0.id == l }?.results ?? []
+                    let geometry = geometryColumn(l)
                     for edit in layer.edits where outcomes.first(where: { $0.globalId == edit.globalId })?.success == true {
+                        let gid = edit.globalId
+                        let value: (String) -> JSONValue = { c in c == geometry ? edit.geometry ?? .null : edit.attributes?[c] ?? .null }
+                        // Others' changes since the edit's base.
+                        let others = (log[l]?[gid] ?? []).filter { c in edit.baseGeneration.map { c.generation > $0 } ?? false && c.origin != origin }
+                        let changedThere = others.reduce(into: Set<String>()) { $0.formUnion($1.columns) }
+                        func discard(_ column: String) { discarded.insert(Discard(replica: origin, seq: batch.seq, globalId: gid, column: column)) }
                         switch edit.op {
                         case .insert:
-                            guard state[layer.id]?[edit.globalId] == nil else { continue }
+                            guard state[l]?[gid] == nil else { continue }
                             var row = edit.attributes ?? [:]
                             if let geometry { row[geometry] = edit.geometry ?? .null }
-                            state[layer.id, default: [:]][edit.globalId] = row
+                            state[l, default: [:]][gid] = row
+                            tombstones[l]?[gid] = nil
+                            log[l, default: [:]][gid, default: []].append(Change(generation: generation, origin: origin, columns: Set(row.keys), editedAt: edit.editedAt ?? ""))
                         case .update:
-                            guard var row = state[layer.id]?[edit.globalId] else { continue }  // deleted: the delete wins
-                            for c in edit.changedColumns ?? [] {
-                                row[c] = c == geometry ? edit.geometry ?? .null : edit.attributes?[c] ?? .null
+                            let changed = edit.changedColumns ?? []
+                            guard var row = state[l]?[gid] else {
+                                // Deleted on the server meanwhile.
+                                changed.forEach(discard)
+                                guard rules.updateDelete == .updateResurrects, var row = tombstones[l]?[gid] else { continue }
+                                for c in changed { row[c] = value(c) }
+                                state[l, default: [:]][gid] = row
+                                tombstones[l]?[gid] = nil
+                                log[l, default: [:]][gid, default: []].append(Change(generation: generation, origin: origin, columns: Set(row.keys), editedAt: edit.editedAt ?? ""))
+                                continue
                             }
-                            state[layer.id]![edit.globalId] = row
+                            var applied = Set<String>()
+                            for c in changed {
+                                if changedThere.contains(c), value(c) != row[c] {
+                                    discard(c)
+                                    let theirsAt = others.filter { $0.columns.contains(c) }.map(\.editedAt).max() ?? ""
+                                    let oursWins =
+                                        switch rules.rule(for: c, layerRule: requested) {
+                                        case .clientWins: true
+                                        case .serverWins, .manual: false
+                                        case .latestEditWins: (edit.editedAt ?? "") >= theirsAt
+                                        }
+                                    if !oursWins { continue }
+                                }
+                                row[c] = value(c)
+                                applied.insert(c)
+                            }
+                            state[l]![gid] = row
+                            if !applied.isEmpty {
+                                log[l, default: [:]][gid, default: []].append(Change(generation: generation, origin: origin, columns: applied, editedAt: edit.editedAt ?? ""))
+                            }
                         case .delete:
-                            state[layer.id]?[edit.globalId] = nil
+                            guard let row = state[l]?[gid] else { continue }
+                            if !changedThere.isEmpty {
+                                changedThere.forEach(discard)
+                                if rules.deleteUpdate == .keepServer { continue }
+                            }
+                            state[l]?[gid] = nil
+                            tombstones[l, default: [:]][gid] = row
                         }
                     }
                 }
-            case .direct(let layer, let upserts, let deletes):
+            case .direct(let l, let upserts, let deletes, let editedAt):
                 for (gid, values) in upserts {
-                    var row = state[layer]?[gid] ?? [:]
+                    var row = state[l]?[gid] ?? [:]
+                    let changed = Set(values.filter { row[$0.key] != $0.value }.keys)
                     row.merge(values) { _, new in new }
-                    state[layer, default: [:]][gid] = row
+                    state[l, default: [:]][gid] = row
+                    if !changed.isEmpty { log[l, default: [:]][gid, default: []].append(Change(generation: generation, origin: nil, columns: changed, editedAt: editedAt)) }
                 }
-                for gid in deletes { state[layer]?[gid] = nil }
+                for gid in deletes {
+                    tombstones[l, default: [:]][gid] = state[l]?[gid]
+                    state[l]?[gid] = nil
+                }
             }
         }
-        return state
+        return (state, discarded)
     }
 
     /// A feature as sync JSON: every attribute but the ids, the geometry as Esri JSON.
@@ -97,7 +172,7 @@ final class Oracle: Sendable {
     }
 }
 
-@Suite("Randomised: several replicas, random edits, random faults, against an oracle")
+@Suite("Randomised: several replicas, random edits, random faults, against an oracle", .serialized)
 struct RandomizedSyncTests {
     struct Replica: Sendable {
         var name: String
@@ -116,10 +191,24 @@ struct RandomizedSyncTests {
         return q
     }
 
-    @Test(.timeLimit(.minutes(6)), arguments: [UInt64(20261122), 7_340_033])
-    func replicasConvergeAndTheServerMatchesTheOracle(seed: UInt64) async throws {
+    /// Seeds and policies: the default (clientWins, deleteWins) twice, then every other rule.
+    static let runs: [(UInt64, String)] = [
+        (20261122, "clientWins"), (7_340_033, "clientWins"), (4_111, "serverWins"), (5_227, "latestEditWins"), (6_343, "manual"),
+        (7_459, "updateResurrects+keepServer"),
+    ]
+
+    static func policy(_ name: String) -> ConflictPolicy {
+        switch name {
+        case "updateResurrects+keepServer": ConflictPolicy(updateDelete: .updateResurrects, deleteUpdate: .keepServer)
+        default: ConflictPolicy(rule: ConflictPolicy.Rule(rawValue: name)!)
+        }
+    }
+
+    @Test(.timeLimit(.minutes(6)), arguments: runs)
+    func replicasConvergeAndTheServerMatchesTheOracle(seed: UInt64, policyName: String) async throws {
         var rng = SeededGenerator(state: seed)
-        let h = try await SyncHarness.start()
+        let policy = Self.policy(policyName)
+        let h = try await SyncHarness.start(policy: policy)
         let schema = try await h.service.backend.schema()
         let oracle = Oracle()
         let dropping = Mutex<LoopbackProxy.Action?>(nil)
@@ -156,10 +245,13 @@ struct RandomizedSyncTests {
                     try await Self.randomLocalEdit(replicas[r], &rng)
                 }
             }
-            // Another user edits the server directly.
-            for _ in 0..<Int.random(in: 1...4, using: &rng) {
+            // Another user edits the server directly (apart in time from the crews' edits, so
+            // latestEditWins has one answer).
+            try await Task.sleep(for: .milliseconds(5))
+            for _ in 0..<Int.random(in: 3...10, using: &rng) {
                 try await Self.randomServerEdit(h, oracle, schema, &rng)
             }
+            try await Task.sleep(for: .milliseconds(5))
             // Syncs in random order, some with a fault.
             for r in replicas.indices.shuffled(using: &rng) {
                 let faults = FaultInjector()
@@ -177,6 +269,13 @@ struct RandomizedSyncTests {
                 }
                 dropping.withLock { $0 = nil }
             }
+            // Manual conflicts: each crew decides some of its open ones (a normal edit that syncs).
+            for r in replicas {
+                for c in try await r.gdb.read({ try $0.conflicts() }) where c.state == "open" && Bool.random(using: &rng) {
+                    let keep: ConflictResolution = Bool.random(using: &rng) ? .ours : .theirs
+                    try await r.gdb.write { try $0.resolveConflict(id: c.id!, keep: keep) }
+                }
+            }
             _ = round
         }
         // Quiesce: everything uploaded, then everything downloaded.
@@ -187,14 +286,25 @@ struct RandomizedSyncTests {
         #expect(oracle.batchCount >= replicas.count, "the oracle saw the accepted batches (\(oracle.batchCount))")
 
         // The server equals the oracle.
-        let expected = oracle.expected(from: initial) { id in schema.layer(id: id).flatMap { $0.isSpatial ? $0.geometryColumn : nil } }
+        let (expected, discarded) = oracle.expected(from: initial, policy: { schema.layer(id: $0)?.conflicts ?? .default }) { id in
+            schema.layer(id: id).flatMap { $0.isSpatial ? $0.geometryColumn : nil }
+        }
         for layer in schema.allLayers {
             var actual: [String: Oracle.Row] = [:]
             for f in try await h.service.backend.features(layerID: layer.id, query: FeatureQuery(limit: 100_000)) { actual[f.globalID!] = try Oracle.row(f, layer) }
             let want = expected[layer.id] ?? [:]
             let wrong = Set(actual.keys).symmetricDifference(want.keys).union(actual.keys.filter { want[$0] != nil && want[$0] != actual[$0] })
-            #expect(wrong.isEmpty, "seed \(seed): layer \(layer.id): \(wrong.count) features differ from the oracle, e.g. \(wrong.first.map { "\($0): server \(String(describing: actual[$0])) oracle \(String(describing: want[$0]))" } ?? "")")
+            #expect(wrong.isEmpty, "seed \(seed), \(policyName): layer \(layer.id): \(wrong.count) features differ from the oracle, e.g. \(wrong.first.map { "\($0): server \(String(describing: actual[$0])) oracle \(String(describing: want[$0]))" } ?? "")")
         }
+        // Every value a resolution discarded is in a server conflict record of that batch.
+        let records = try await (h.service.backend as! SQLiteServiceBackend).conflictRecords()
+        var recorded = Set<Oracle.Discard>()
+        for r in records {
+            for c in r.columns { recorded.insert(Oracle.Discard(replica: r.replicaId ?? "", seq: r.seq ?? 0, globalId: r.globalId, column: c)) }
+        }
+        let missing = discarded.subtracting(recorded)
+        #expect(missing.isEmpty, "seed \(seed), \(policyName): \(missing.count) of \(discarded.count) discarded values have no conflict record, e.g. \(missing.first.map(String.init(describing:)) ?? "")")
+        if policyName != "clientWins" { #expect(!discarded.isEmpty, "the run met conflicts (\(policyName))") }
         // Each replica equals the server within its filter.
         for r in replicas {
             for id in r.layers {
@@ -234,7 +344,9 @@ struct RandomizedSyncTests {
             }
             return
         }
-        let id = ids.randomElement(using: &rng)!
+        // Most edits go to a small hot set the office edits too, so conflicts are common.
+        let hot = ids.sorted().prefix(40)
+        let id = (Int.random(in: 0..<10, using: &rng) < 7 ? hot.randomElement(using: &rng) : nil) ?? ids.randomElement(using: &rng)!
         if roll == 2 {
             try await table.delete(objectIDs: [id])
             return
@@ -256,7 +368,8 @@ struct RandomizedSyncTests {
     static func randomServerEdit(_ h: SyncHarness, _ oracle: Oracle, _ schema: ServiceSchema, _ rng: inout SeededGenerator) async throws {
         let layer = schema.layer(id: 0)!
         let features = try await h.service.backend.features(layerID: 0, query: FeatureQuery(limit: 100_000))
-        let target = features.randomElement(using: &rng)!
+        let hot = features.sorted { $0.objectID! < $1.objectID! }.prefix(40)
+        let target = (Int.random(in: 0..<10, using: &rng) < 7 ? hot.randomElement(using: &rng) : nil) ?? features.randomElement(using: &rng)!
         var upserts: [String: Oracle.Row] = [:]
         var deletes: [String] = []
         switch Int.random(in: 0..<6, using: &rng) {
@@ -281,7 +394,9 @@ struct RandomizedSyncTests {
             if let g = f.geometry { row[layer.geometryColumn] = try JSONValue.parse(try EsriJSON.encode(g)) }
             upserts[target.globalID!] = row
         }
-        oracle.record(try await h.service.backend.generation(), .direct(layer: 0, upserts: upserts, deletes: deletes))
+        let formatter = ISO8601DateFormatter()
+        formatter.formatOptions = [.withInternetDateTime, .withFractionalSeconds]
+        oracle.record(try await h.service.backend.generation(), .direct(layer: 0, upserts: upserts, deletes: deletes, editedAt: formatter.string(from: Date())))
     }
 }
 

@@ -8,8 +8,11 @@ import OutpostStorage
 /// - `outpost_service_state`: the service-wide generation counter (assigned at commit: edits are
 ///   serialised, so generations increase in commit order) and the schema version;
 /// - `outpost_change_log`: one row per changed feature per generation, with the operation, the
-///   changed columns and the replica batch it came from (what the download feed reads);
-/// - `outpost_tombstones`: deleted global ids with the generation that deleted them;
+///   changed columns, the replica batch it came from and when the edit was made (what the
+///   download feed and conflict detection read);
+/// - `outpost_tombstones`: deleted global ids with the generation that deleted them and the
+///   feature's last values (for `updateResurrects`);
+/// - `outpost_conflicts`: conflict records, `state` `open` for an undecided `manual` one;
 /// - `outpost_feature_versions`: per feature, the last generation of each column (per-column
 ///   conflict detection).
 enum ServiceStore {
