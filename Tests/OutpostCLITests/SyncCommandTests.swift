@@ -151,4 +151,35 @@ struct SyncCommandTests {
         #expect(try await outpost(["conflicts", replica, "--open"]).stdout.contains("no conflicts"))
         _ = await server.stop()
     }
+
+    /// `outpost service migrate`: additive steps print and bump the version; the same schema again
+    /// changes nothing; a drop without --allow-drop fails in one line and changes nothing.
+    @Test(.timeLimit(.minutes(1)))
+    func serviceMigrateFollowsTheContract() async throws {
+        let service = try TestService.fieldInspection(.sqlite)
+        try await service.backend.close()
+        let dir = TemporaryDirectory()
+        var json = try JSONValue.parse(try Data(contentsOf: Repository.sampleData("field_inspection/service.json")))
+        guard case .object(var root) = json, case .array(var layers)? = root["layers"], case .object(var points) = layers[0],
+            case .array(var fields)? = points["fields"]
+        else { throw ReaderMismatch(description: "unexpected sample schema") }
+        fields.append(["name": "photo_count", "type": "SmallInteger", "nullable": true])
+        points["fields"] = .array(fields)
+        layers[0] = .object(points)
+        root["layers"] = .array(layers)
+        json = .object(root)
+        let added = dir.file("added.json")
+        try Data(json.jsonString.utf8).write(to: added)
+
+        let first = try await outpost(["service", "migrate", service.file.path, "--schema", added.path, "--json"])
+        #expect(first.status == 0, "\(first.stderr)")
+        let answer = try JSONValue.parse(Data(first.stdout.utf8))
+        #expect(answer["schemaVersion"] == 2 && answer["steps"] == ["add field photo_count to layer 0"])
+        let again = try await outpost(["service", "migrate", service.file.path, "--schema", added.path])
+        #expect(again.status == 0 && again.stdout.contains("unchanged (version 2)"), "\(again.stdout)")
+        let dropped = try await outpost(["service", "migrate", service.file.path, "--schema", Repository.sampleData("field_inspection/service.json").path])
+        #expect(dropped.status == 1 && dropped.stderr.split(separator: "\n").count == 1 && dropped.stderr.contains("--allow-drop"), "\(dropped.stderr)")
+        let info = try await ExternalTools.run("ogrinfo", ["-ro", "-so", service.file.path, "inspection_points"])
+        #expect(info.succeeded && info.stdout.contains("photo_count"), "\(info.stderr)")
+    }
 }

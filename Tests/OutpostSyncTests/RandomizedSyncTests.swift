@@ -239,6 +239,14 @@ struct RandomizedSyncTests {
         let faultPoints = ExactlyOnceTests.clientPoints
         var failures = 0, syncs = 0
         for round in 0..<6 {
+            // Half way, the service gains a field (replicas migrate at their next download, with
+            // edits pending); the office fills it from then on.
+            if round == 3 {
+                var next = try await h.service.backend.schema()
+                next.layers[0].fields.append(FieldDefinition(name: "photo_count", type: .smallInteger, nullable: true))
+                let steps = try await (h.service.backend as! SQLiteServiceBackend).migrate(to: next, allowDrop: false)
+                #expect(steps.map(\.kind) == [.addField])
+            }
             // Local edits on every replica.
             for r in replicas.indices {
                 for _ in 0..<Int.random(in: 3...8, using: &rng) {
@@ -289,10 +297,15 @@ struct RandomizedSyncTests {
         let (expected, discarded) = oracle.expected(from: initial, policy: { schema.layer(id: $0)?.conflicts ?? .default }) { id in
             schema.layer(id: id).flatMap { $0.isSpatial ? $0.geometryColumn : nil }
         }
-        for layer in schema.allLayers {
+        let migrated = try await h.service.backend.schema()
+        #expect(migrated.schemaVersion == schema.schemaVersion + 1)
+        for layer in migrated.allLayers {
             var actual: [String: Oracle.Row] = [:]
             for f in try await h.service.backend.features(layerID: layer.id, query: FeatureQuery(limit: 100_000)) { actual[f.globalID!] = try Oracle.row(f, layer) }
-            let want = expected[layer.id] ?? [:]
+            // Rows the oracle knew before the new field have it null.
+            let want = (expected[layer.id] ?? [:]).mapValues { row in
+                row.merging(layer.fields.filter { $0.type != .oid && $0.type != .globalID && row[$0.name] == nil }.map { ($0.name, JSONValue.null) }) { a, _ in a }
+            }
             let wrong = Set(actual.keys).symmetricDifference(want.keys).union(actual.keys.filter { want[$0] != nil && want[$0] != actual[$0] })
             #expect(wrong.isEmpty, "seed \(seed), \(policyName): layer \(layer.id): \(wrong.count) features differ from the oracle, e.g. \(wrong.first.map { "\($0): server \(String(describing: actual[$0])) oracle \(String(describing: want[$0]))" } ?? "")")
         }
@@ -389,8 +402,11 @@ struct RandomizedSyncTests {
             f.attributes["status"] = .string(status)
             f.attributes["notes"] = .string("office \(Int.random(in: 0..<1000, using: &rng))")
             if Bool.random(using: &rng) { f.geometry = try randomPoint(&rng) }
+            let photos = try await h.service.backend.schema().layer(id: 0)?.field(named: "photo_count") != nil
+            if photos { f.attributes["photo_count"] = .integer(Int64.random(in: 0...9, using: &rng)) }
             try await h.serverEdit(layer: 0, updates: [f])
             var row: Oracle.Row = ["status": .string(status), "notes": f.attributes["notes"]!.jsonValue]
+            if photos { row["photo_count"] = f.attributes["photo_count"]!.jsonValue }
             if let g = f.geometry { row[layer.geometryColumn] = try JSONValue.parse(try EsriJSON.encode(g)) }
             upserts[target.globalID!] = row
         }

@@ -11,6 +11,9 @@ public struct ConflictRecord: Codable, Hashable, Sendable {
         case updateDelete
         /// The client deleted a feature the server had updated.
         case deleteUpdate
+        /// The client set a field that a schema migration dropped meanwhile: the value is kept
+        /// here instead of failing the edit.
+        case schemaDropped
     }
 
     /// The server's id of the record.

@@ -46,7 +46,10 @@ public struct ReplicaInfo: Codable, Hashable, Sendable {
     public var lastSeq: Int64
     /// The service's latest committed generation, when this was read.
     public var serviceGeneration: Int64
+    /// The schema version the replica was made with.
     public var schemaVersion: Int
+    /// The service's schema version now (a replica behind it fetches the schema and migrates).
+    public var serviceSchemaVersion: Int?
     public var creationDate: Int64
     public var lastSyncDate: Int64?
 

@@ -44,6 +44,8 @@ public enum ReplicaFileFormat: String, Sendable {
 
 /// The sync side of a service's storage: replicas, the batch ledger, the change feed.
 public protocol SyncBackend: Sendable {
+    /// The service schema now (replicas behind its version migrate to it).
+    func schema() async throws -> ServiceSchema
     /// Registers a replica (unless its sync model is `none`) and writes its data, a snapshot
     /// consistent with the generation it starts from, to `url`.
     func createReplica(_ request: ReplicaRequest, serviceURL: String, format: ReplicaFileFormat, writingTo url: URL) async throws -> ReplicaInfo

@@ -17,6 +17,7 @@ import OutpostStorage
 /// | `GET  replicas/{id}/changes?layer&since&upto&after&limit` | ``ChangePage``                      |
 /// | `GET  replicas/{id}/snapshot?layer&after&limit` | ``ChangePage`` of every feature in scope       |
 /// | `GET  replicas/{id}/checksums?layers=0,1`    | ``ReplicaChecksums``                              |
+/// | `GET  schema`                                | `{"schemaVersion", "schema"}`: the schema now     |
 struct NativeSyncRoutes {
     let sync: any SyncBackend
     let parameters: RequestParameters
@@ -29,6 +30,9 @@ struct NativeSyncRoutes {
 
     func respond(_ route: [String]) async throws -> Response {
         switch (method, route.count) {
+        case (.get, 1) where route[0] == "schema":
+            let schema = try await sync.schema()
+            return writing.json(["schemaVersion": .integer(Int64(schema.schemaVersion)), "schema": try JSONValue.parse(try schema.encoded())])
         case (.get, 1) where route[0] == "replicas":
             return try json(try await sync.replicas())
         case (.get, 2) where route[0] == "replicas":

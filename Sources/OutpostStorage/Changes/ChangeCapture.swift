@@ -81,6 +81,11 @@ enum ChangeCapture {
         ]
     }
 
+    /// The names of ``triggers(for:)``.
+    static func triggerNames(for layer: LayerDefinition) -> [String] {
+        ["insert", "update", "delete", "globalid_immutable"].map { "outpost_\(layer.name)_\($0)" }
+    }
+
     /// The capture triggers of one synced table.
     static func triggers(for layer: LayerDefinition) -> [String] {
         guard let globalID = layer.globalIDField else { return [] }

@@ -68,29 +68,35 @@ enum GeoPackageDDL {
     static func createTable(_ layer: LayerDefinition, schema: ServiceSchema) -> String {
         var columns: [String] = []
         for field in layer.fields {
-            var column = "\(quoted(field.name)) \(field.type.columnType(length: field.length))"
-            switch field.type {
-            case .oid:
-                column += " PRIMARY KEY AUTOINCREMENT NOT NULL"
-            case .globalID:
-                // Nullable in the DDL only so other writers can insert without it; the insert
-                // trigger fills it in the same statement (see ChangeCapture). Uniqueness is a
-                // separate index (globalIDIndex) so bulk loads can build it once, sorted.
-                break
-            default:
-                if !field.nullable { column += " NOT NULL" }
-                if let value = field.defaultValue, !value.isNull,
-                    let fv = try? FieldValue(json: value, type: field.type), let sql = defaultLiteral(fv)
-                {
-                    column += " DEFAULT \(sql)"
-                }
-            }
+            let column = columnDefinition(field)
             columns.append(column)
             if field.type == .oid, let geometry = layer.geometryType {
                 columns.append("\(quoted(LayerDefinition.defaultGeometryColumn)) \(geometry.geoPackageName)")
             }
         }
         return "CREATE TABLE \(quoted(layer.name)) (\n  \(columns.joined(separator: ",\n  "))\n)"
+    }
+
+    /// One column of a layer's table (also what a schema migration adds).
+    static func columnDefinition(_ field: FieldDefinition) -> String {
+        var column = "\(quoted(field.name)) \(field.type.columnType(length: field.length))"
+        switch field.type {
+        case .oid:
+            column += " PRIMARY KEY AUTOINCREMENT NOT NULL"
+        case .globalID:
+            // Nullable in the DDL only so other writers can insert without it; the insert
+            // trigger fills it in the same statement (see ChangeCapture). Uniqueness is a
+            // separate index (globalIDIndex) so bulk loads can build it once, sorted.
+            break
+        default:
+            if !field.nullable { column += " NOT NULL" }
+            if let value = field.defaultValue, !value.isNull,
+                let fv = try? FieldValue(json: value, type: field.type), let sql = defaultLiteral(fv)
+            {
+                column += " DEFAULT \(sql)"
+            }
+        }
+        return column
     }
 
     /// The unique index on a layer's global ids.

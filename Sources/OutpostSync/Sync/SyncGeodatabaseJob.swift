@@ -264,10 +264,23 @@ public struct SyncGeodatabaseJob: JobDefinition {
         guard !layers.isEmpty else { return }
         let checkpoint = context.checkpointData
         let upto: Int64
+        let info = try await connection.json(.GET, connection.url(connection.nativeURL, "replicas/\(state.replicaID)"))
+        // A service whose schema moved on: the replica migrates in the transaction that applies
+        // this download.
+        var newSchema: ServiceSchema?
+        if let version = info["serviceSchemaVersion"]?.integerValue, version > state.schemaVersion {
+            let answer = try await connection.json(.GET, connection.url(connection.nativeURL, "schema"))
+            guard let schema = answer["schema"] else { throw SyncError(.invalidResponse, "the service sent no schema") }
+            do {
+                newSchema = try ServiceSchema.decode(Data(schema.jsonString.utf8))
+            } catch {
+                throw SyncError(.invalidResponse, "the service's schema version \(version) is not readable here: \(error)")
+            }
+            context.log("the service schema moved from version \(state.schemaVersion) to \(version); migrating with this download")
+        }
         if let saved = checkpoint?["upto"]?.integerValue {
             upto = saved
         } else {
-            let info = try await connection.json(.GET, connection.url(connection.nativeURL, "replicas/\(state.replicaID)"))
             guard let generation = info["serviceGeneration"]?.integerValue else { throw SyncError(.invalidResponse, "the replica info has no serviceGeneration") }
             upto = generation
             // Rows left staged by a sync that did not finish are fetched again.
@@ -304,9 +317,17 @@ public struct SyncGeodatabaseJob: JobDefinition {
         }
         let downloadedIDs = Set(layers.map(\.id))
         let faults = self.faults
-        let counts = try await geodatabase.write { conn -> [Int: PendingChanges] in
+        let migration = newSchema
+        let gdb = geodatabase
+        let counts = try await withSchemaRestoredOnFailure(gdb, migrating: migration != nil) { try await gdb.write { conn -> [Int: PendingChanges] in
             try conn.withChangeCaptureSilenced {
                 var counts: [Int: PendingChanges] = [:]
+                if let migration {
+                    // Pending values of dropped fields are kept as records first.
+                    try conn.migrateSchema(to: migration, allowDrop: true, addLayers: false) { layer, column in
+                        try conn.archivePendingValues(of: layer, column: column)
+                    }
+                }
                 for layer in layers {
                     counts[layer.id] = try Self.applyStaged(layerID: layer.id, table: layer.table, conn)
                 }
@@ -316,18 +337,30 @@ public struct SyncGeodatabaseJob: JobDefinition {
                     current.layers[i].cursor = max(current.layers[i].cursor, upto)
                 }
                 current.lastSyncAt = Date()
+                if let migration { current.schemaVersion = max(current.schemaVersion, migration.schemaVersion) }
                 try conn.setReplicaState(current)
                 try conn.clearStaging()
                 try faults.check("client.beforeApplyCommit")
                 return counts
             }
-        }
+        } }
         try faults.check("client.afterApply")
         for layer in layers {
             Self.update(context, layer: layer) { $0.downloaded = counts[layer.id] ?? PendingChanges() }
         }
         let total = counts.values.reduce(0) { $0 + $1.total }
         context.log("applied \(total) server changes up to generation \(upto)")
+    }
+
+    /// Runs `body`; if it fails after a migration began, the geodatabase reads its stored (old)
+    /// schema again, as the transaction rolled the migration back.
+    private func withSchemaRestoredOnFailure<T>(_ gdb: Geodatabase, migrating: Bool, _ body: () async throws -> T) async throws -> T {
+        do {
+            return try await body()
+        } catch {
+            if migrating { try? gdb.reloadSchema() }
+            throw error
+        }
     }
 
     private func stage(_ changes: [FeedChange], layerID: Int) async throws {

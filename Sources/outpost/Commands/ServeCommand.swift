@@ -58,8 +58,8 @@ struct ServeCommand: AsyncParsableCommand {
 struct ServiceCommand: AsyncParsableCommand {
     static let configuration = CommandConfiguration(
         commandName: "service",
-        abstract: "Create feature services.",
-        subcommands: [Create.self])
+        abstract: "Create feature services and evolve their schemas.",
+        subcommands: [Create.self, Migrate.self])
 
     struct Create: AsyncParsableCommand {
         static let configuration = CommandConfiguration(
@@ -90,6 +90,40 @@ struct ServiceCommand: AsyncParsableCommand {
                 at: outURL, schema: try ServiceSchema.load(from: schemaURL), dataDirectory: dataURL, overwrite: overwrite)
             for (layer, count) in counts.sorted(by: { $0.key < $1.key }) { print("\(layer): \(count) features") }
             print("wrote service \(outURL.deletingPathExtension().lastPathComponent) to \(outURL.path)")
+        }
+    }
+
+    struct Migrate: AsyncParsableCommand {
+        static let configuration = CommandConfiguration(
+            abstract: "Move a service to a new schema: add nullable or defaulted fields, layers, coded values (and drop fields with --allow-drop).",
+            discussion: """
+                The schema gets the next version; replicas migrate at their next sync and keep their \
+                pending edits. Values uploaded later for a dropped field are kept in conflict records. \
+                Run it while the service is not being served (outpost serve reads the schema when it starts).
+                """)
+        @Argument(help: "The service GeoPackage.") var service: String
+        @Option(help: "The new service schema JSON.") var schema: String
+        @Flag(help: "Allow dropping fields (their values stay in existing rows' history only).") var allowDrop = false
+        @Flag(help: "Print the steps as JSON.") var json = false
+
+        func run() async throws {
+            let backend = try SQLiteServiceBackend(url: URL(fileURLWithPath: service))
+            let target = try ServiceSchema.load(from: URL(fileURLWithPath: schema))
+            let steps: [SchemaChange]
+            do {
+                steps = try await backend.migrate(to: target, allowDrop: allowDrop)
+            } catch {
+                try? await backend.close()
+                throw error
+            }
+            let version = try await backend.schema().schemaVersion
+            try await backend.close()
+            if json {
+                return printJSON(["schemaVersion": .integer(Int64(version)), "steps": .array(steps.map { .string($0.description) })])
+            }
+            if steps.isEmpty { return print("the schema is unchanged (version \(version))") }
+            for step in steps { print(step.description) }
+            print("service schema is now version \(version)")
         }
     }
 }

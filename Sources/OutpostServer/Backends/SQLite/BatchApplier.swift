@@ -13,6 +13,8 @@ struct BatchApplier {
     let rollbackOnFailure: Bool
     /// The rule the sync asked for (per-field rules of the layer still apply).
     let requestedRule: ConflictPolicy.Rule?
+    /// Fields dropped by migrations since the batch's schema version, by layer (lower case).
+    let droppedFields: [Int: Set<String>]
     /// When the batch is applied, for edits that carry no edit time.
     let now: String
     private(set) var applied = 0
@@ -20,8 +22,9 @@ struct BatchApplier {
 
     init(
         conn: GeodatabaseConnection, schema: ServiceSchema, generation: Int64, origin: (String, Int64), rollbackOnFailure: Bool,
-        requestedRule: ConflictPolicy.Rule? = nil
+        requestedRule: ConflictPolicy.Rule? = nil, droppedFields: [Int: Set<String>] = [:]
     ) {
+        self.droppedFields = droppedFields
         self.conn = conn
         self.schema = schema
         self.generation = generation
@@ -50,7 +53,7 @@ struct BatchApplier {
                 do {
                     // With rollback on failure one bad edit rejects the batch, so edits need no
                     // savepoint of their own; without it each edit stands alone.
-                    let result = rollbackOnFailure ? try apply(edit, table) : try conn.inSavepoint { try apply(edit, table) }
+                    let result = rollbackOnFailure ? try applyKeepingDropped(edit, table) : try conn.inSavepoint { try applyKeepingDropped(edit, table) }
                     if result.success { applied += 1 }
                     results.append(result)
                 } catch {
@@ -96,6 +99,26 @@ struct BatchApplier {
                 othersChanges[gid, default: []].append((generation, columns, row[3].textValue ?? ""))
             }
         }
+    }
+
+    /// Applies an edit made against an older schema: values of fields dropped since go into a
+    /// `schemaDropped` conflict record instead of failing the edit; the rest applies.
+    private mutating func applyKeepingDropped(_ edit: BatchEdit, _ table: FeatureTable) throws -> BatchEditResult {
+        let layer = table.definition
+        guard let dropped = droppedFields[layer.id], edit.op != .delete,
+            case let lost = (edit.attributes ?? [:]).filter({ dropped.contains($0.key.lowercased()) && layer.field(named: $0.key) == nil }), !lost.isEmpty
+        else { return try apply(edit, table) }
+        var kept = edit
+        kept.attributes = edit.attributes?.filter { lost[$0.key] == nil }
+        kept.changedColumns = edit.changedColumns?.filter { lost[$0] == nil }
+        var result = try apply(kept, table)
+        guard result.success else { return result }
+        let gid = GlobalID.normalized(edit.globalId) ?? edit.globalId
+        let archived = try record(ConflictRecord(
+            layerId: layer.id, globalId: gid, kind: .schemaDropped, columns: lost.keys.sorted(), base: edit.baseValues?.filter { lost[$0.key] != nil },
+            ours: lost, theirs: nil, policy: "schemaDropped", winner: "theirs", oursEditedAt: edit.editedAt ?? now))
+        result.conflicts = (result.conflicts ?? []) + [archived]
+        return result
     }
 
     private mutating func apply(_ edit: BatchEdit, _ table: FeatureTable) throws -> BatchEditResult {

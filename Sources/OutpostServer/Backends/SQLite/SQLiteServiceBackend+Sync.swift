@@ -64,6 +64,7 @@ extension SQLiteServiceBackend: SyncBackend {
         info.lastSeq = row[2].integerValue ?? 0
         info.lastSyncDate = row[3].integerValue
         info.serviceGeneration = try ServiceStore.generation(conn)
+        info.serviceSchemaVersion = conn.geodatabase.schema.schemaVersion
         return info
     }
 
@@ -97,7 +98,6 @@ extension SQLiteServiceBackend: SyncBackend {
     }
 
     public func applyBatch(_ batch: UploadBatch, hash: String) async throws -> BatchResult {
-        let schema = geodatabase.schema
         let gdb = geodatabase
         let faults = self.faults
         return try await gdb.write { conn in
@@ -126,8 +126,9 @@ extension SQLiteServiceBackend: SyncBackend {
                 requestedRule = rule
             }
             var applier = BatchApplier(
-                conn: conn, schema: schema, generation: generation, origin: (replicaID, batch.seq), rollbackOnFailure: batch.rollbackOnFailure,
-                requestedRule: requestedRule)
+                conn: conn, schema: conn.geodatabase.schema, generation: generation, origin: (replicaID, batch.seq), rollbackOnFailure: batch.rollbackOnFailure,
+                requestedRule: requestedRule,
+                droppedFields: batch.schemaVersion < conn.geodatabase.schema.schemaVersion ? try Self.droppedFields(since: batch.schemaVersion, conn) : [:])
             // Manual conflicts the replica resolved: its resolving edits are in this batch.
             if let resolved = batch.resolvedConflicts, !resolved.isEmpty {
                 try conn.execute(
@@ -348,5 +349,56 @@ extension SQLiteServiceBackend {
     /// Conflict records kept on the server.
     public func conflictCount() async throws -> Int {
         try await geodatabase.read { conn in Int(try conn.query("SELECT count(*) FROM outpost_conflicts").first?[0].integerValue ?? 0) }
+    }
+}
+
+// MARK: - Schema migrations
+
+extension SQLiteServiceBackend {
+    /// Moves the service to `schema` (DESIGN §5 "Schema changes"): additive steps, and dropped
+    /// fields when `allowDrop`. The new schema gets the next schema version and a generation of
+    /// its own; replicas learn of it from their replica info, fetch the schema and migrate in the
+    /// transaction that applies their next download. Batches made against an older version still
+    /// apply: values of dropped fields are kept in conflict records (kind `schemaDropped`).
+    /// - Returns: the steps taken (none when the schema is the same).
+    @discardableResult
+    public func migrate(to schema: ServiceSchema, allowDrop: Bool) async throws -> [SchemaChange] {
+        let gdb = geodatabase
+        do {
+            return try await gdb.write { conn -> [SchemaChange] in
+                let current = conn.geodatabase.schema
+                var target = try schema.normalized()
+                target.schemaVersion = current.schemaVersion + 1
+                let steps = try SchemaChange.steps(from: current, to: target, allowDrop: allowDrop)
+                guard !steps.isEmpty else { return [] }
+                try conn.migrateSchema(to: target, allowDrop: allowDrop, addLayers: true)
+                let generation = try ServiceStore.generation(conn) + 1
+                try ServiceStore.setGeneration(conn, generation)
+                try conn.execute("UPDATE outpost_service_state SET schema_version = ? WHERE id = 1", arguments: [.integer(Int64(target.schemaVersion))])
+                try conn.execute(
+                    "INSERT INTO outpost_schema_migrations (schema_version, generation, changes, schema) VALUES (?, ?, ?, ?)",
+                    arguments: [
+                        .integer(Int64(target.schemaVersion)), .integer(generation), .text(try JSONValueEncoder().encode(steps).jsonString),
+                        .text(String(decoding: try target.encoded(), as: UTF8.self)),
+                    ])
+                return steps
+            }
+        } catch {
+            try? gdb.reloadSchema()
+            throw error
+        }
+    }
+
+    /// Fields dropped from each layer by migrations after `version` (to keep an older batch's
+    /// values of them instead of refusing it).
+    static func droppedFields(since version: Int, _ conn: GeodatabaseConnection) throws -> [Int: Set<String>] {
+        var out: [Int: Set<String>] = [:]
+        for row in try conn.query("SELECT changes FROM outpost_schema_migrations WHERE schema_version > ?", arguments: [.integer(Int64(version))]) {
+            let steps = try JSONValueDecoder().decode([SchemaChange].self, from: Data((row[0].textValue ?? "[]").utf8))
+            for step in steps where step.kind == .dropField {
+                if let layer = step.layerId, let field = step.field { out[layer, default: []].insert(field.lowercased()) }
+            }
+        }
+        return out
     }
 }

@@ -100,6 +100,15 @@ enum ServiceStore {
         )
         """,
         """
+        CREATE TABLE IF NOT EXISTS outpost_schema_migrations (
+          schema_version INTEGER PRIMARY KEY,
+          generation INTEGER NOT NULL,
+          changes TEXT NOT NULL,
+          schema TEXT NOT NULL,
+          created_at TEXT NOT NULL DEFAULT (strftime('%Y-%m-%dT%H:%M:%fZ', 'now'))
+        )
+        """,
+        """
         CREATE TABLE IF NOT EXISTS outpost_request_replay (
           request_key TEXT PRIMARY KEY,
           response TEXT NOT NULL,
@@ -110,7 +119,7 @@ enum ServiceStore {
 
     static let tableNames = [
         "outpost_service_state", "outpost_change_log", "outpost_tombstones", "outpost_feature_versions",
-        "outpost_replicas", "outpost_batch_ledger", "outpost_request_replay", "outpost_conflicts",
+        "outpost_replicas", "outpost_batch_ledger", "outpost_request_replay", "outpost_conflicts", "outpost_schema_migrations",
     ]
 
     /// Adds the tables to a new service GeoPackage, with every existing feature at generation 1.
@@ -141,6 +150,15 @@ enum ServiceStore {
     /// Brings an existing service file's bookkeeping tables up to date.
     static func upgrade(_ conn: GeodatabaseConnection) throws {
         for sql in replicaTables { try conn.execute(sql) }
+        for table in tableNames {
+            try conn.execute(
+                """
+                INSERT INTO gpkg_extensions (table_name, column_name, extension_name, definition, scope)
+                SELECT ?, NULL, 'outpost_sync', 'Outpost GeoPackage sync extension, docs/geopackage-extension.md', 'write-only'
+                WHERE NOT EXISTS (SELECT 1 FROM gpkg_extensions WHERE table_name = ? AND extension_name = 'outpost_sync')
+                """,
+                arguments: [.text(table), .text(table)])
+        }
         for (table, column, declaration) in addedColumns {
             let columns = try conn.query("SELECT name FROM pragma_table_info(?)", arguments: [.text(table)]).compactMap { $0[0].textValue }
             if !columns.isEmpty, !columns.contains(column) {
