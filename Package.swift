@@ -110,7 +110,7 @@ let package = Package(
             name: "OutpostStorageTests",
             dependencies: ["OutpostStorage", "OutpostTestSupport", .product(name: "GRDB", package: "GRDB.swift")]
         ),
-        .testTarget(name: "OutpostCLITests", dependencies: ["OutpostTestSupport", "OutpostCore"]),
+        .testTarget(name: "OutpostCLITests", dependencies: ["OutpostTestSupport", "OutpostCore", "OutpostStorage"]),
         .testTarget(name: "OutpostTilesTests", dependencies: ["OutpostTiles", "OutpostTestSupport", "OutpostCore", "OutpostStorage"]),
         .testTarget(
             name: "OutpostSyncTests",

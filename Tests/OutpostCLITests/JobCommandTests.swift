@@ -55,8 +55,8 @@ struct JobCommandTests {
         try FileManager.default.createDirectory(at: dir.file("card"), withIntermediateDirectories: true)
         try Self.randomFile(source, size: 8 << 20)
         let jobs = dir.file("jobs")
-        // 128 chunks, 50 ms apart: seconds in which to kill it mid-copy, even on a busy machine.
-        let process = try Self.launch(["copy", source.path, destination.path, "--job-dir", jobs.path, "--chunk-kb", "64", "--throttle-ms", "50"])
+        // 128 chunks, 100 ms apart: seconds in which to kill it mid-copy, even on a busy machine.
+        let process = try Self.launch(["copy", source.path, destination.path, "--job-dir", jobs.path, "--chunk-kb", "64", "--throttle-ms", "100"])
         let offset = try await Self.waitForOffset(in: jobs, atLeast: 256 << 10)
         kill(process.processIdentifier, SIGKILL)
         while process.isRunning { try await Task.sleep(for: .milliseconds(5)) }
@@ -86,7 +86,7 @@ struct JobCommandTests {
         let source = dir.file("a.bin"), destination = dir.file("b.bin")
         try Self.randomFile(source, size: 4 << 20)
         let jobs = dir.file("jobs")
-        let process = try Self.launch(["copy", source.path, destination.path, "--job-dir", jobs.path, "--chunk-kb", "32", "--throttle-ms", "50"])
+        let process = try Self.launch(["copy", source.path, destination.path, "--job-dir", jobs.path, "--chunk-kb", "32", "--throttle-ms", "100"])
         _ = try await Self.waitForOffset(in: jobs, atLeast: 64 << 10)
         kill(process.processIdentifier, SIGKILL)
         while process.isRunning { try await Task.sleep(for: .milliseconds(5)) }

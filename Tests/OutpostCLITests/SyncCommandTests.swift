@@ -3,6 +3,7 @@ import Foundation
     import FoundationNetworking
 #endif
 import OutpostCore
+import OutpostStorage
 import OutpostTestSupport
 import Testing
 
@@ -181,5 +182,67 @@ struct SyncCommandTests {
         #expect(dropped.status == 1 && dropped.stderr.split(separator: "\n").count == 1 && dropped.stderr.contains("--allow-drop"), "\(dropped.stderr)")
         let info = try await ExternalTools.run("ogrinfo", ["-ro", "-so", service.file.path, "inspection_points"])
         #expect(info.succeeded && info.stdout.contains("photo_count"), "\(info.stderr)")
+    }
+
+    /// A 100 MB photo syncs up from one replica and down to another through `outpost sync`, each
+    /// process's peak memory far below the photo's size (content streams in 1 MB chunks).
+    @Test(.timeLimit(.minutes(3)))
+    func aHundredMegabyteAttachmentSyncsWithBoundedMemory() async throws {
+        let service = try TestService.fieldInspection(.sqlite)
+        try await service.backend.close()
+        let server = try await ServeProcess.start(service: service.file)
+        let dir = TemporaryDirectory()
+        let url = server.featureServer("field_inspection").absoluteString
+        for name in ["crew", "office"] {
+            let made = try await outpost(["replica", "create", "--url", url, "--layers", "0", "--attachments", "--out", dir.file("\(name).gpkg").path])
+            #expect(made.succeeded, "\(made.stderr)")
+        }
+        // 100 MB of random bytes, made and hashed by other processes (the test's own threads stay
+        // free for the tests running beside it), attached a megabyte at a time.
+        let photo = dir.file("photo.bin")
+        #expect(try await ExternalTools.run("sh", ["-c", "head -c 104857600 /dev/urandom > '\(photo.path)'"]).succeeded)
+        let sha = String(try await ExternalTools.run("sha256sum", [photo.path]).stdout.prefix(64))
+        let crew = try Geodatabase.open(at: dir.file("crew.gpkg"))
+        let added = try await crew.table(named: "inspection_points").addAttachment(toFeature: 1, name: "photo.bin", contentType: "application/octet-stream", contentsOf: photo)
+        try crew.close()
+
+        /// Runs `outpost` and returns its peak anonymous (heap) memory and its peak resident set in
+        /// MB, sampled from /proc every 10 ms. The resident set also counts pages of the GeoPackage
+        /// that SQLite maps (at most its mmap_size, 256 MB) — file pages the kernel drops at will —
+        /// so the bound is asserted on the heap.
+        func peakMB(_ arguments: [String]) async throws -> (heap: Double, resident: Double) {
+            let run = try await ExternalTools.run(ExternalTools.python, ["-c", """
+                import subprocess, sys, time
+                p = subprocess.Popen(sys.argv[1:], stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+                anon = hwm = 0
+                while p.poll() is None:
+                    try:
+                        for line in open(f"/proc/{p.pid}/status"):
+                            if line.startswith("RssAnon:"): anon = max(anon, int(line.split()[1]))
+                            if line.startswith("VmHWM:"): hwm = max(hwm, int(line.split()[1]))
+                    except OSError:
+                        pass
+                    time.sleep(0.01)
+                out, err = p.communicate()
+                sys.stderr.write(err)
+                print(anon, hwm)
+                sys.exit(p.returncode)
+                """, Repository.outpostExecutable.path] + arguments)
+            #expect(run.succeeded, "\(run.stderr)")
+            let numbers = run.stdout.split(separator: " ").compactMap { Double($0.trimmingCharacters(in: .whitespacesAndNewlines)) }
+            return (numbers.first.map { $0 / 1024 } ?? .infinity, numbers.last.map { $0 / 1024 } ?? .infinity)
+        }
+        let up = try await peakMB(["sync", dir.file("crew.gpkg").path])
+        let down = try await peakMB(["sync", dir.file("office.gpkg").path])
+        print("100 MB attachment: peak heap upload \(Int(up.heap)) MB, download \(Int(down.heap)) MB; peak resident \(Int(up.resident)) / \(Int(down.resident)) MB")
+        #expect(up.heap < 64 && down.heap < 64, "peak heap: upload \(up.heap) MB, download \(down.heap) MB for a 100 MB attachment")
+        #expect(up.resident < 400 && down.resident < 400, "peak resident: upload \(up.resident) MB, download \(down.resident) MB")
+        let received = try await ExternalTools.run(ExternalTools.python, ["-c", """
+            import hashlib, sqlite3, sys
+            row = sqlite3.connect(sys.argv[1]).execute("SELECT data FROM attachments WHERE globalid = ?", (sys.argv[2],)).fetchone()
+            print(hashlib.sha256(row[0]).hexdigest() if row else "missing")
+            """, dir.file("office.gpkg").path, added.globalID])
+        #expect(received.stdout.trimmingCharacters(in: .whitespacesAndNewlines) == sha, "byte-identical on the other replica")
+        _ = await server.stop()
     }
 }

@@ -44,7 +44,8 @@ struct SyncHarness: Sendable {
     /// Generates a replica of `layers` (all by default) within `extent` (lon/lat).
     func replica(
         _ name: String = "replica", extent: Envelope? = nil, layers: [Int]? = nil, where clauses: [Int: String] = [:],
-        model: GenerateGeodatabaseParameters.SyncModel = .geodatabase, url: URL? = nil
+        model: GenerateGeodatabaseParameters.SyncModel = .geodatabase, url: URL? = nil,
+        attachments: GenerateGeodatabaseParameters.AttachmentSyncDirection = .none
     ) async throws -> Geodatabase {
         let task = try task(url: url)
         var parameters = try await task.makeDefaultGenerateGeodatabaseParameters(extent: extent)
@@ -54,6 +55,8 @@ struct SyncHarness: Sendable {
         }
         parameters.syncModel = model
         parameters.replicaName = name
+        parameters.returnAttachments = attachments != .none
+        parameters.attachmentSyncDirection = attachments
         let job = task.makeGenerateGeodatabaseJob(parameters: parameters, downloadFileURL: directory.file("\(name).gpkg"), faults: FaultInjector())
         try job.start()
         return try await job.output

@@ -35,6 +35,8 @@ public struct FeedChange: Codable, Hashable, Sendable {
     public var geometry: JSONValue?
     /// upsert: true when the feature was added in the window (an ArcGIS "add" rather than "update").
     public var inserted: Bool?
+    /// upsert: the feature's attachments now (replicas that download attachments).
+    public var attachments: [AttachmentInfo]?
 
     public init(kind: Kind, globalId: String, generation: Int64, attributes: [String: JSONValue]? = nil, geometry: JSONValue? = nil, inserted: Bool? = nil) {
         self.kind = kind

@@ -26,6 +26,8 @@ public struct UploadBatch: Codable, Hashable, Sendable {
     /// Ids of server conflict records resolved on the replica since the last batch (closed by
     /// the server when the batch applies).
     public var resolvedConflicts: [Int64]?
+    /// Attachment edits (the replica's attachment sync direction allows uploads).
+    public var attachments: [AttachmentEdit]?
 
     public init(
         replicaId: String, batchId: String, seq: Int64, schemaVersion: Int, rollbackOnFailure: Bool, layers: [BatchLayer], conflictPolicy: String? = nil,
@@ -42,7 +44,7 @@ public struct UploadBatch: Codable, Hashable, Sendable {
         self.layers = layers
     }
 
-    public var editCount: Int { layers.reduce(0) { $0 + $1.edits.count } }
+    public var editCount: Int { layers.reduce(0) { $0 + $1.edits.count } + (attachments?.count ?? 0) }
 
     /// Canonical bytes (sorted keys): what is stored, sent and hashed.
     public func encoded() throws -> Data {
@@ -114,6 +116,8 @@ public struct BatchResult: Codable, Hashable, Sendable {
     public var layers: [BatchLayerResult]
     /// true when this answer is a replay of an earlier application.
     public var replayed: Bool?
+    /// The batch's attachment edits, in order (op `insert` or `delete`).
+    public var attachments: [BatchEditResult]?
 
     public init(seq: Int64, batchId: String, generation: Int64?, layers: [BatchLayerResult], replayed: Bool? = nil) {
         self.seq = seq
@@ -123,7 +127,7 @@ public struct BatchResult: Codable, Hashable, Sendable {
         self.replayed = replayed
     }
 
-    public var rejected: [BatchEditResult] { layers.flatMap { $0.results.filter { !$0.success } } }
+    public var rejected: [BatchEditResult] { layers.flatMap { $0.results.filter { !$0.success } } + (attachments ?? []).filter { !$0.success } }
 }
 
 public struct BatchLayerResult: Codable, Hashable, Sendable {

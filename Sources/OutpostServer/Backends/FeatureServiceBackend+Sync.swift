@@ -46,6 +46,14 @@ public enum ReplicaFileFormat: String, Sendable {
 public protocol SyncBackend: Sendable {
     /// The service schema now (replicas behind its version migrate to it).
     func schema() async throws -> ServiceSchema
+    /// How much of some attachment content (by SHA-256) the server has.
+    func blobStatus(sha256: String) async throws -> BlobStatus
+    /// Appends a chunk of attachment content at `offset` (see ``BlobStore``).
+    func appendBlob(sha256: String, offset: Int64, total: Int64, bytes: Data) async throws -> BlobStatus
+    /// An attachment's metadata and hash, by its global id.
+    func attachmentInfo(globalID: String) async throws -> AttachmentInfo
+    /// Up to `length` bytes of an attachment from `offset`.
+    func attachmentBytes(globalID: String, offset: Int64, length: Int) async throws -> Data
     /// Registers a replica (unless its sync model is `none`) and writes its data, a snapshot
     /// consistent with the generation it starts from, to `url`.
     func createReplica(_ request: ReplicaRequest, serviceURL: String, format: ReplicaFileFormat, writingTo url: URL) async throws -> ReplicaInfo

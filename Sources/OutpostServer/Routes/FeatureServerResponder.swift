@@ -140,7 +140,9 @@ public struct FeatureServerResponder: HTTPResponder {
         let route = Array(rest.dropFirst())
         try authorize(request, parameters, edit: NativeSyncRoutes.isEdit(route, method: request.method))
         let writing = ResponseWriting(request: request, pretty: (parameters["f"] ?? "").lowercased() == "pjson")
-        return try await NativeSyncRoutes(sync: syncBackend, parameters: parameters, writing: writing, method: request.method).respond(route)
+        return try await NativeSyncRoutes(
+            sync: syncBackend, parameters: parameters, writing: writing, method: request.method, range: request.headers[.range]
+        ).respond(route)
     }
 
     private func layerID(_ text: String) throws -> Int {
@@ -178,7 +180,9 @@ public struct FeatureServerResponder: HTTPResponder {
             form = body.getString(at: body.readerIndex, length: body.readableBytes)
         }
         var parameters = RequestParameters(query: request.uri.query, formBody: form)
-        if contentType.hasPrefix("multipart/form-data") || contentType.hasPrefix("application/json") { parameters.rawBody = body }
+        if contentType.hasPrefix("multipart/form-data") || contentType.hasPrefix("application/json") || contentType.hasPrefix("application/octet-stream") {
+            parameters.rawBody = body
+        }
         return parameters
     }
 

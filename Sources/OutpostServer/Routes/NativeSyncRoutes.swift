@@ -1,4 +1,5 @@
 import Foundation
+import HTTPTypes
 import Hummingbird
 import NIOCore
 import OutpostCore
@@ -18,11 +19,16 @@ import OutpostStorage
 /// | `GET  replicas/{id}/snapshot?layer&after&limit` | ``ChangePage`` of every feature in scope       |
 /// | `GET  replicas/{id}/checksums?layers=0,1`    | ``ReplicaChecksums``                              |
 /// | `GET  schema`                                | `{"schemaVersion", "schema"}`: the schema now     |
+/// | `GET  blobs/{sha256}`                        | ``BlobStatus``: how much content the server has   |
+/// | `PUT  blobs/{sha256}?offset&size`            | ``BlobStatus``; body: the next chunk (409: resume at `received`) |
+/// | `GET  attachments/{globalId}`                | the bytes (`Range: bytes=N-M` → 206); `?f=json` → ``AttachmentInfo`` |
 struct NativeSyncRoutes {
     let sync: any SyncBackend
     let parameters: RequestParameters
     let writing: ResponseWriting
     let method: HTTPRequest.Method
+    /// The `Range` header (attachment downloads resume with it).
+    var range: String?
 
     static func isEdit(_ route: [String], method: HTTPRequest.Method) -> Bool {
         method == .put || method == .delete || method == .post
@@ -30,6 +36,23 @@ struct NativeSyncRoutes {
 
     func respond(_ route: [String]) async throws -> Response {
         switch (method, route.count) {
+        case (.get, 2) where route[0] == "blobs":
+            return try json(try await sync.blobStatus(sha256: route[1]))
+        case (.put, 2) where route[0] == "blobs":
+            guard let offset = try parameters.int("offset"), let size = try parameters.int("size") else {
+                throw ServiceError.badParameter("offset", "give offset and size (the content's whole size)")
+            }
+            var body = parameters.rawBody ?? ByteBuffer()
+            let bytes = Data(body.readBytes(length: body.readableBytes) ?? [])
+            do {
+                return try json(try await sync.appendBlob(sha256: route[1], offset: Int64(offset), total: Int64(size), bytes: bytes))
+            } catch let error as ServiceError where error.status == 409 {
+                // Say where to continue, in the status shape.
+                let status = try await sync.blobStatus(sha256: route[1])
+                return writing.json(["error": ["code": 409, "message": .string(error.message)], "received": .integer(status.received)], status: .conflict)
+            }
+        case (.get, 2) where route[0] == "attachments":
+            return try await attachment(route[1])
         case (.get, 1) where route[0] == "schema":
             let schema = try await sync.schema()
             return writing.json(["schemaVersion": .integer(Int64(schema.schemaVersion)), "schema": try JSONValue.parse(try schema.encoded())])
@@ -72,6 +95,41 @@ struct NativeSyncRoutes {
         default:
             throw ServiceError.notFound(route.joined(separator: "/"))
         }
+    }
+
+    /// An attachment's bytes, streamed a megabyte at a time; `Range: bytes=N-` or `bytes=N-M`
+    /// answers 206 with that part (a download that dropped resumes).
+    private func attachment(_ globalID: String) async throws -> Response {
+        let info = try await sync.attachmentInfo(globalID: globalID)
+        if (parameters["f"] ?? "").lowercased() == "json" { return try json(info) }
+        var start: Int64 = 0, end = info.size - 1
+        var status = HTTPResponse.Status.ok
+        if let range, range.hasPrefix("bytes=") {
+            let bounds = range.dropFirst(6).split(separator: "-", maxSplits: 1, omittingEmptySubsequences: false).map { Int64($0.trimmingCharacters(in: .whitespaces)) }
+            guard let first = bounds.first ?? nil, first >= 0, first < max(info.size, 1) else {
+                throw ServiceError(416, "range \(range) is outside the attachment's \(info.size) bytes")
+            }
+            start = first
+            if bounds.count > 1, let last = bounds[1] { end = min(last, info.size - 1) }
+            guard end >= start else { throw ServiceError(416, "range \(range) is empty") }
+            status = .partialContent
+        }
+        var headers: HTTPFields = [.contentType: info.contentType, .contentLength: String(max(0, end - start + 1))]
+        headers[HTTPField.Name("X-Content-SHA256")!] = info.sha256
+        if status == .partialContent { headers[.contentRange] = "bytes \(start)-\(end)/\(info.size)" }
+        let sync = self.sync, gid = info.globalId, first = start, last = end
+        return Response(
+            status: status, headers: headers,
+            body: ResponseBody(contentLength: Int(max(0, last - first + 1))) { writer in
+                var offset = first
+                while offset <= last {
+                    let piece = try await sync.attachmentBytes(globalID: gid, offset: offset, length: Int(min(1 << 20, last - offset + 1)))
+                    if piece.isEmpty { break }
+                    try await writer.write(ByteBuffer(bytes: piece))
+                    offset += Int64(piece.count)
+                }
+                try await writer.finish(nil)
+            })
     }
 
     private func seq(_ text: String) throws -> Int64 {

@@ -51,20 +51,22 @@ extension FeatureTable {
     /// Adds an attachment whose `size` bytes are supplied by `produce`, which calls `write` with
     /// consecutive chunks. The row is created with a zero blob of the final size and filled through
     /// SQLite's incremental blob I/O.
+    /// `globalID` keeps an attachment's identity when it comes from elsewhere (sync); nil makes
+    /// a new one.
     public func addAttachment(
-        toFeature objectID: Int64, name: String, contentType: String, size: Int64, keywords: String? = nil,
+        toFeature objectID: Int64, name: String, contentType: String, size: Int64, keywords: String? = nil, globalID: String? = nil,
         in conn: GeodatabaseConnection, produce: ((Data) throws -> Void) throws -> Void
     ) throws -> Attachment {
         try requireAttachments()
         let db = conn.db
         let featureGlobalID = try featureGlobalID(objectID, db)
-        let globalID = GlobalID.make()
+        let globalID = globalID.flatMap(GlobalID.normalized) ?? GlobalID.make()
         try db.execute(
             sql: """
                 INSERT INTO attachments (data, content_type, globalid, rel_globalid, layer, att_name, data_size, keywords)
                 VALUES (zeroblob(?), ?, ?, ?, ?, ?, ?, ?)
                 """,
-            arguments: [size, contentType, globalID, featureGlobalID, name, name, size, keywords])
+            arguments: [size, contentType, globalID, featureGlobalID, self.name, name, size, keywords])
         let id = db.lastInsertedRowID
         try db.execute(
             sql: "INSERT INTO \(quoted(MediaTable.mappingTableName(for: self.name))) (base_id, related_id) VALUES (?, ?)",
@@ -163,16 +165,7 @@ extension FeatureTable {
     /// large attachments in pieces without holding them.
     public func readAttachment(id: Int64, offset: Int64, length: Int, in conn: GeodatabaseConnection) throws -> Data {
         try requireAttachments()
-        var out = Data()
-        try withBlob(conn.db, id: id, writable: false) { blob in
-            let size = Int64(sqlite3_blob_bytes(blob))
-            guard offset < size, length > 0 else { return }
-            let n = Int(min(Int64(length), size - offset))
-            out = Data(count: n)
-            let rc = out.withUnsafeMutableBytes { sqlite3_blob_read(blob, $0.baseAddress, Int32(n), Int32(offset)) }
-            guard rc == SQLITE_OK else { throw StorageError(.sqlite, "reading attachment \(id) failed (SQLite \(rc))") }
-        }
-        return out
+        return try conn.attachmentBytes(id: id, offset: offset, length: length)
     }
 
     /// Deletes an attachment.

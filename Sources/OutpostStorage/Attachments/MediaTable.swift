@@ -12,17 +12,20 @@ enum MediaTable {
 
     /// RTE r12/r13: a media table has an INTEGER primary key, `data BLOB NOT NULL` and
     /// `content_type TEXT NOT NULL`. The other columns carry what ArcGIS attachment tables have.
+    /// `data` comes last: SQLite keeps a `zeroblob()` in the last column of a row as a count of
+    /// zeros, but materialises it in memory anywhere else — a 100 MB photo written in chunks
+    /// would pass through memory whole once. (Files made before keep `data` second.)
     static let create = """
         CREATE TABLE "attachments" (
           id INTEGER PRIMARY KEY AUTOINCREMENT NOT NULL,
-          data BLOB NOT NULL,
           content_type TEXT NOT NULL,
           globalid TEXT(38) NOT NULL UNIQUE,
           rel_globalid TEXT(38),
           layer TEXT NOT NULL,
           att_name TEXT NOT NULL,
           data_size INTEGER NOT NULL,
-          keywords TEXT
+          keywords TEXT,
+          data BLOB NOT NULL
         );
         CREATE INDEX attachments_rel_globalid ON attachments (rel_globalid);
         """

@@ -94,6 +94,8 @@ extension GeodatabaseConnection {
     /// Records the replica state (inside the caller's transaction).
     public func setReplicaState(_ state: ReplicaState) throws {
         try ReplicaTables.install(db)
+        // Attachments added from now on are captured for upload when the replica sends them.
+        if state.attachmentsDirection == .upload || state.attachmentsDirection == .bidirectional { try installAttachmentCapture() }
         let text = String(decoding: try Self.encoder.encode(state), as: UTF8.self)
         try db.execute(
             sql: "INSERT INTO outpost_replica (id, state) VALUES (1, ?) ON CONFLICT (id) DO UPDATE SET state = excluded.state",

@@ -21,11 +21,17 @@ enum BatchSealer {
         let changes = try limit.map { try conn.capturedChanges(upTo: $0, tables: tables) } ?? []
         let schema = conn.geodatabase.schema
         var layers: [BatchLayer] = []
+        var attachments: [AttachmentEdit] = []
         var index = 0
         while index < changes.count {
             let table = changes[index].table
             var end = index
             while end < changes.count, changes[end].table == table { end += 1 }
+            if table == GeodatabaseConnection.attachmentsTable {
+                attachments = try attachmentEdits(of: changes[index..<end], conn: conn)
+                index = end
+                continue
+            }
             guard let layer = schema.allLayers.first(where: { $0.name == table }) else {
                 throw SyncError(.unsupported, "pending changes name the table \(table), which the replica does not have")
             }
@@ -35,9 +41,10 @@ enum BatchSealer {
         }
         let seq = state.lastAckedSeq + 1
         let resolved = try conn.takeUnsentResolutions(seq: seq)
-        let batch = UploadBatch(
+        var batch = UploadBatch(
             replicaId: state.replicaID, batchId: GlobalID.make(), seq: seq, schemaVersion: state.schemaVersion,
             rollbackOnFailure: rollbackOnFailure, layers: layers, conflictPolicy: conflictPolicy?.rawValue, resolvedConflicts: resolved.isEmpty ? nil : resolved)
+        if !attachments.isEmpty { batch.attachments = attachments }
         let body = try batch.encoded()
         let stored = StoredBatch(seq: batch.seq, batchID: batch.batchId, hash: UploadBatch.hash(body), body: body, coversChangeID: limit ?? 0, tables: tables)
         try conn.storeSealedBatch(stored)
@@ -90,6 +97,35 @@ enum BatchSealer {
                     changedColumns: changed.sorted(), baseValues: base, editedAt: last.editedAt, baseGeneration: baseGeneration))
             case .delete:
                 edits.append(BatchEdit(op: .delete, globalId: gid, baseValues: base, editedAt: last.editedAt, baseGeneration: baseGeneration))
+            }
+        }
+        return edits
+    }
+
+    /// One edit per attachment of the captured attachment changes: an insert (with its content
+    /// hash, read from the stored bytes) unless deleted again, or a delete.
+    private static func attachmentEdits(of changes: ArraySlice<CapturedChange>, conn: GeodatabaseConnection) throws -> [AttachmentEdit] {
+        let schema = conn.geodatabase.schema
+        var groups: [String: (first: CapturedChange, last: CapturedChange)] = [:]
+        var order: [String] = []
+        for change in changes {
+            guard let gid = change.globalID else { continue }
+            if let group = groups[gid] { groups[gid] = (group.first, change) } else { groups[gid] = (change, change); order.append(gid) }
+        }
+        let current = try conn.attachmentRecords(globalIDs: order)
+        var edits: [AttachmentEdit] = []
+        for gid in order {
+            guard let (first, last) = groups[gid], let op = CoalescedOperation.coalesce(first: first.operation.rawValue, last: last.operation.rawValue) else { continue }
+            switch op {
+            case .insert, .update:
+                guard let record = current[gid], let layer = schema.layer(named: record.layer) else { continue }
+                let info = AttachmentInfo(
+                    globalId: gid, name: record.name, contentType: record.contentType, size: record.size, sha256: try conn.attachmentSHA256(id: record.id),
+                    keywords: record.keywords)
+                edits.append(AttachmentEdit(op: .insert, layerId: layer.id, featureGlobalId: record.featureGlobalID, attachment: info, globalId: gid))
+            case .delete:
+                guard let name = first.oldValues["layer"]?.stringValue, let layer = schema.layer(named: name) else { continue }
+                edits.append(AttachmentEdit(op: .delete, layerId: layer.id, featureGlobalId: first.oldValues["rel_globalid"]?.stringValue, attachment: nil, globalId: gid))
             }
         }
         return edits

@@ -19,10 +19,35 @@ struct DownloadApplier {
     /// Features the server sent that were kept as they are because of local edits.
     private(set) var kept = 0
 
-    init(conn: GeodatabaseConnection, layer: LayerDefinition) throws {
+    /// Where downloaded attachment content waits (`<sha256>` files), when attachments download.
+    let contentDirectory: URL?
+
+    init(conn: GeodatabaseConnection, layer: LayerDefinition, contentDirectory: URL? = nil) throws {
         self.conn = conn
         self.layer = layer
+        self.contentDirectory = contentDirectory
         table = try conn.geodatabase.table(named: layer.name)
+    }
+
+    /// Makes a feature's attachments the server's list: new ones from the downloaded content,
+    /// ones the server no longer has removed (unless added here and not yet uploaded).
+    private func syncAttachments(_ list: [AttachmentInfo], feature objectID: Int64, globalID: String) throws {
+        guard let directory = contentDirectory, layer.hasAttachments else { return }
+        let local = try conn.attachmentRecords(layer: layer.name, featureGlobalIDs: [globalID])[globalID] ?? []
+        let wanted = Set(list.map(\.globalId))
+        let pendingHere = Set(try conn.capturedChanges(table: GeodatabaseConnection.attachmentsTable, globalIDs: local.map(\.globalID)).compactMap(\.globalID))
+        for record in local where !wanted.contains(record.globalID) && !pendingHere.contains(record.globalID) {
+            try conn.deleteAttachment(globalID: record.globalID)
+        }
+        let have = Set(local.map(\.globalID))
+        for info in list where !have.contains(info.globalId) {
+            let file = directory.appendingPathComponent(info.sha256)
+            guard FileManager.default.fileExists(atPath: file.path) else {
+                throw SyncError(.invalidResponse, "the content of attachment \(info.globalId) was not downloaded")
+            }
+            _ = try table.addAttachment(
+                toFeature: objectID, name: info.name, contentType: info.contentType, keywords: info.keywords, globalID: info.globalId, fromFile: file, in: conn)
+        }
     }
 
     /// Applies the changes of one chunk (a page, or a slice of the staging table).
@@ -71,9 +96,11 @@ struct DownloadApplier {
                     }
                     if !protected.isEmpty { kept += 1 }
                     counts.updates += 1
+                    if let list = change.attachments { try syncAttachments(list, feature: existing, globalID: change.globalId) }
                 } else {
-                    _ = try table.add([feature], in: conn)
+                    let added = try table.add([feature], in: conn)[0]
                     counts.inserts += 1
+                    if let list = change.attachments, let id = added.objectID { try syncAttachments(list, feature: id, globalID: change.globalId) }
                 }
             }
         }

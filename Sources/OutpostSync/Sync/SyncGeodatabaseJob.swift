@@ -126,8 +126,13 @@ public struct SyncGeodatabaseJob: JobDefinition {
 
     private func upload(_ state: ReplicaState, _ connection: ServiceConnection, _ context: JobContext) async throws {
         let layers = state.layers.filter { syncParameters.uploads($0, model: state.syncModel) }
-        let tables = layers.map(\.table)
+        var tables = layers.map(\.table)
         guard !tables.isEmpty else { return }
+        if state.attachmentsDirection == .upload || state.attachmentsDirection == .bidirectional {
+            try await geodatabase.write { conn in try conn.installAttachmentCapture() }
+            tables.append(GeodatabaseConnection.attachmentsTable)
+        }
+        let uploadTables = tables
         let maxChanges = syncParameters.maxChangesPerBatch, rollback = syncParameters.shouldRollbackOnFailure, policy = syncParameters.conflictPolicy
         var sent = 0
         while true {
@@ -135,12 +140,15 @@ public struct SyncGeodatabaseJob: JobDefinition {
             let sealed = try await geodatabase.write { conn -> (StoredBatch, UploadBatch?)? in
                 if let pending = try conn.sealedBatch() { return (pending, nil) }
                 guard let current = try conn.replicaState() else { return nil }
-                return try BatchSealer.seal(conn, state: current, tables: tables, maxChanges: maxChanges, rollbackOnFailure: rollback, conflictPolicy: policy)
+                return try BatchSealer.seal(conn, state: current, tables: uploadTables, maxChanges: maxChanges, rollbackOnFailure: rollback, conflictPolicy: policy)
             }
             guard let (stored, fresh) = sealed else { break }
             try faults.check("client.afterSeal")
             // A batch sealed by an earlier run is read back from its stored bytes.
             let batch = try fresh ?? UploadBatch.decode(stored.body)
+            // Attachment content first, by hash: what the server has is not sent again, and an
+            // upload that dropped continues where the server's copy ends.
+            try await uploadContent(of: batch, connection, context)
             context.log("sending batch \(stored.seq) (\(batch.editCount) edits, \(stored.body.count >> 10) KB)")
             let outcome = try await send(stored, replicaID: state.replicaID, connection, context)
             context.log("batch \(stored.seq) answered")
@@ -165,6 +173,58 @@ public struct SyncGeodatabaseJob: JobDefinition {
             }
             sent += 1
             context.reportProgress("batches uploaded", done: Int64(sent), total: nil)
+        }
+    }
+
+    /// Uploads the content of the batch's new attachments the server does not have yet, in
+    /// chunks read from the replica (never a whole attachment in memory).
+    private func uploadContent(of batch: UploadBatch, _ connection: ServiceConnection, _ context: JobContext) async throws {
+        var seen = Set<String>()
+        for edit in batch.attachments ?? [] where edit.op == .insert {
+            guard let info = edit.attachment, seen.insert(info.sha256).inserted else { continue }
+            let url = connection.url(connection.nativeURL, "blobs/\(info.sha256)")
+            var status = try decode(BlobStatus.self, try await withRetries(context, url) { try await connection.send(.GET, url) }.body)
+            if status.complete { continue }
+            context.log("uploading attachment \(info.name) (\(info.size >> 10) KB) from byte \(status.received)")
+            let chunk = syncParameters.attachmentChunkSize
+            while !status.complete {
+                let offset = status.received
+                let gid = edit.globalId
+                let bytes = try await geodatabase.read { conn -> Data in
+                    guard let record = try conn.attachmentRecords(globalIDs: [gid]).values.first else {
+                        throw SyncError(.unsupported, "attachment \(gid) disappeared before its content was uploaded")
+                    }
+                    return try conn.attachmentBytes(id: record.id, offset: offset, length: chunk)
+                }
+                let put = connection.url(url, "", query: [("offset", String(offset)), ("size", String(info.size))])
+                let reply = try await withRetries(context, put) { try await connection.send(.PUT, put, body: bytes, contentType: "application/octet-stream") }
+                switch reply.status {
+                case 200: status = try decode(BlobStatus.self, reply.body)
+                case 409:
+                    // Someone else's upload of the same content moved on: continue from there.
+                    status = try decode(BlobStatus.self, try await connection.send(.GET, url).body)
+                default: throw ServiceConnection.failure(reply, url: put)
+                }
+                try faults.check("client.afterContentChunk")
+                context.reportProgress("attachment bytes", done: status.received, total: info.size)
+            }
+        }
+    }
+
+    /// `body` again after a network error or a 5xx answer, up to `attempts` times.
+    private func withRetries(_ context: JobContext, _ url: URL, _ body: () async throws -> ServiceConnection.Reply) async throws -> ServiceConnection.Reply {
+        var attempt = 0
+        while true {
+            do {
+                let reply = try await body()
+                if reply.status >= 500 { throw ServiceConnection.failure(reply, url: url) }
+                return reply
+            } catch let error as SyncError where error.code == .unreachable || (error.code == .server && (error.status ?? 0) >= 500) {
+                attempt += 1
+                guard attempt < syncParameters.attempts else { throw error }
+                context.log("\(error); trying again", severity: .warning)
+                try await Task.sleep(for: .milliseconds(200 << min(attempt, 5)))
+            }
         }
     }
 
@@ -221,11 +281,24 @@ public struct SyncGeodatabaseJob: JobDefinition {
                     pending: pending, edit: text))
             }
         }
+        for r in result.attachments ?? [] where !r.success {
+            let edit = batch.attachments?.first { $0.globalId == r.globalId }
+            out.append(RejectedEdit(
+                layer: GeodatabaseConnection.attachmentsTable, globalID: r.globalId, operation: r.op.rawValue, reason: r.error?.description ?? "rejected",
+                seq: batch.seq, pending: pending, edit: edit.flatMap { try? JSONValueEncoder().encode($0).jsonString }))
+        }
         return out
     }
 
     static func conflicts(_ result: BatchResult, state: ReplicaState) -> [SyncConflict] {
-        result.layers.flatMap { layer in
+        let ofAttachments = (result.attachments ?? []).flatMap { r in
+            (r.conflicts ?? []).compactMap { c -> SyncConflict? in
+                guard let text = try? JSONValueEncoder().encode(c).jsonString else { return nil }
+                let table = state.layers.first { $0.id == c.layerId }?.table ?? String(c.layerId)
+                return SyncConflict(serverID: c.id, table: table, globalID: c.globalId, kind: c.kind.rawValue, record: text, state: c.state)
+            }
+        }
+        return ofAttachments + result.layers.flatMap { layer in
             layer.results.flatMap { r in
                 (r.conflicts ?? []).compactMap { c -> SyncConflict? in
                     guard let text = try? JSONValueEncoder().encode(c).jsonString else { return nil }
@@ -315,6 +388,8 @@ public struct SyncGeodatabaseJob: JobDefinition {
             after = nil
             try await save()
         }
+        let contentDirectory = state.attachmentsDirection == .bidirectional ? URL(fileURLWithPath: geodatabase.url.path + ".attachments") : nil
+        if let contentDirectory { try await downloadContent(layers, into: contentDirectory, connection, context) }
         let downloadedIDs = Set(layers.map(\.id))
         let faults = self.faults
         let migration = newSchema
@@ -329,7 +404,7 @@ public struct SyncGeodatabaseJob: JobDefinition {
                     }
                 }
                 for layer in layers {
-                    counts[layer.id] = try Self.applyStaged(layerID: layer.id, table: layer.table, conn)
+                    counts[layer.id] = try Self.applyStaged(layerID: layer.id, table: layer.table, conn, contentDirectory: contentDirectory)
                 }
                 guard var current = try conn.replicaState() else { throw SyncError(.notAReplica, "the replica state disappeared") }
                 if current.syncModel == .perReplica { current.cursor = max(current.cursor, upto) }
@@ -345,6 +420,7 @@ public struct SyncGeodatabaseJob: JobDefinition {
             }
         } }
         try faults.check("client.afterApply")
+        if let contentDirectory { try? FileManager.default.removeItem(at: contentDirectory) }
         for layer in layers {
             Self.update(context, layer: layer) { $0.downloaded = counts[layer.id] ?? PendingChanges() }
         }
@@ -363,6 +439,69 @@ public struct SyncGeodatabaseJob: JobDefinition {
         }
     }
 
+    /// Fetches the content of staged attachments the replica does not have into `directory`
+    /// (`<sha256>`, verified), resuming a partial file with a Range request. Staged rows are read
+    /// a thousand at a time and content streams to disk: nothing large is held in memory.
+    private func downloadContent(_ layers: [ReplicaState.Layer], into directory: URL, _ connection: ServiceConnection, _ context: JobContext) async throws {
+        try FileManager.default.createDirectory(at: directory, withIntermediateDirectories: true)
+        let decoder = JSONValueDecoder()
+        for layer in layers {
+            var after = ""
+            while true {
+                let layerID = layer.id, from = after
+                let rows = try await geodatabase.read { conn in try conn.stagedRows(layerID: layerID, after: from, limit: 1000) }
+                guard let last = rows.last else { break }
+                after = last.globalID
+                let wanted = try rows.compactMap { $0.row }.flatMap { try decoder.decode(FeedChange.self, from: Data($0.utf8)).attachments ?? [] }
+                guard !wanted.isEmpty else { continue }
+                let ids = wanted.map(\.globalId)
+                let local = try await geodatabase.read { conn in Set(try conn.attachmentRecords(globalIDs: ids).keys) }
+                for info in wanted where !local.contains(info.globalId) {
+                    try await fetch(info, into: directory, connection, context)
+                }
+            }
+        }
+    }
+
+    /// One attachment's content into `directory/<sha256>`, a chunk per request, verified.
+    private func fetch(_ info: AttachmentInfo, into directory: URL, _ connection: ServiceConnection, _ context: JobContext) async throws {
+        let target = directory.appendingPathComponent(info.sha256), partial = directory.appendingPathComponent(info.sha256 + ".partial")
+        if FileManager.default.fileExists(atPath: target.path) { return }
+        if !FileManager.default.fileExists(atPath: partial.path) { _ = FileManager.default.createFile(atPath: partial.path, contents: nil) }
+        guard let handle = FileHandle(forUpdatingAtPath: partial.path) else { throw SyncError(.unsupported, "cannot write \(partial.path)") }
+        defer { try? handle.close() }
+        var offset = Int64(try handle.seekToEnd())
+        if offset > info.size {
+            try handle.truncate(atOffset: 0)
+            offset = 0
+        }
+        let url = connection.url(connection.nativeURL, "attachments/\(info.globalId)")
+        if offset > 0 { context.log("resuming the download of attachment \(info.name) at byte \(offset)") }
+        while offset < info.size {
+            let end = min(info.size, offset + Int64(syncParameters.attachmentChunkSize)) - 1
+            let reply = try await withRetries(context, url) { try await connection.send(.GET, url, range: "bytes=\(offset)-\(end)") }
+            guard reply.status == 206 || (reply.status == 200 && offset == 0) else { throw ServiceConnection.failure(reply, url: url) }
+            guard !reply.body.isEmpty else { throw SyncError(.invalidResponse, "the server sent no bytes of attachment \(info.globalId) from \(offset)") }
+            try handle.write(contentsOf: reply.body)
+            offset += Int64(reply.body.count)
+            try faults.check("client.afterContentChunk")
+        }
+        try handle.synchronize()
+        guard try Self.sha256(of: partial) == info.sha256 else {
+            try? FileManager.default.removeItem(at: partial)
+            throw SyncError(.invalidResponse, "attachment \(info.globalId) arrived with a different SHA-256 than announced; it is fetched again next time")
+        }
+        try FileManager.default.moveItem(at: partial, to: target)
+    }
+
+    static func sha256(of file: URL) throws -> String {
+        guard let handle = FileHandle(forReadingAtPath: file.path) else { throw SyncError(.unsupported, "cannot read \(file.path)") }
+        defer { try? handle.close() }
+        var hash = SHA256()
+        while let chunk = try handle.read(upToCount: 1 << 20), !chunk.isEmpty { chunk.withUnsafeBytes { hash.update($0) } }
+        return SHA256.hexString(hash.finalize())
+    }
+
     private func stage(_ changes: [FeedChange], layerID: Int) async throws {
         guard !changes.isEmpty else { return }
         let encoder = JSONValueEncoder()
@@ -375,11 +514,13 @@ public struct SyncGeodatabaseJob: JobDefinition {
     }
 
     /// Applies a layer's staged rows, a thousand at a time (inside the caller's transaction).
-    static func applyStaged(layerID: Int, table: String, _ conn: GeodatabaseConnection, deleteAbsent: Bool = false) throws -> PendingChanges {
+    static func applyStaged(
+        layerID: Int, table: String, _ conn: GeodatabaseConnection, deleteAbsent: Bool = false, contentDirectory: URL? = nil
+    ) throws -> PendingChanges {
         guard let layer = conn.geodatabase.schema.allLayers.first(where: { $0.name == table }) else {
             throw SyncError(.notAReplica, "the replica has no table \(table)")
         }
-        var applier = try DownloadApplier(conn: conn, layer: layer)
+        var applier = try DownloadApplier(conn: conn, layer: layer, contentDirectory: contentDirectory)
         var after = ""
         let decoder = JSONValueDecoder()
         while true {

@@ -51,6 +51,8 @@ struct ReplicaCommand: AsyncParsableCommand {
         @Option(help: "A where clause for every layer taken.") var `where`: String?
         @Option(help: "geodatabase (one generation) or layer (a generation per layer).") var syncModel = "geodatabase"
         @Flag(help: "Take attachments too.") var attachments = false
+        @Option(help: "How attachments sync: none, upload or bidirectional (default: bidirectional with --attachments, else none).")
+        var attachmentSync: String?
         @Option(help: "Service token (default: $OUTPOST_TOKEN).") var token: String?
         @Option(help: "The replica GeoPackage to write.") var out: String
         @Flag(help: "Print the result as JSON.") var json = false
@@ -79,6 +81,11 @@ struct ReplicaCommand: AsyncParsableCommand {
             }
             parameters.syncModel = syncModel == "layer" ? .layer : .geodatabase
             parameters.returnAttachments = attachments
+            let direction = attachmentSync ?? (attachments ? "bidirectional" : "none")
+            guard let sync = GenerateGeodatabaseParameters.AttachmentSyncDirection(rawValue: direction) else {
+                throw CLIFailure(message: "--attachment-sync is none, upload or bidirectional")
+            }
+            parameters.attachmentSyncDirection = sync
             let out = URL(fileURLWithPath: out)
             parameters.replicaName = out.deletingPathExtension().lastPathComponent
             try? FileManager.default.createDirectory(at: out.deletingLastPathComponent(), withIntermediateDirectories: true)

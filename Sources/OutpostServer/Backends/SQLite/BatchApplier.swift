@@ -101,6 +101,75 @@ struct BatchApplier {
         }
     }
 
+    /// Applies a batch's attachment edits: a new attachment's content must have been uploaded
+    /// (by hash) and is copied in from the blob store; a deleted one goes. Either way the
+    /// feature is logged (no columns) so other replicas fetch its attachment list again. An
+    /// attachment of a feature deleted meanwhile is kept in a conflict record.
+    mutating func apply(_ edits: [AttachmentEdit], blobs: BlobStore) throws -> [BatchEditResult] {
+        var results: [BatchEditResult] = []
+        var logged: [Int: [ServiceStore.LogEntry]] = [:]
+        for edit in edits {
+            let op: BatchEdit.Operation = edit.op == .insert ? .insert : .delete
+            do {
+                let result = try conn.inSavepoint { () throws -> BatchEditResult in
+                    let table = try conn.geodatabase.table(id: edit.layerId)
+                    let layer = table.definition
+                    guard layer.hasAttachments else { throw StorageError(.invalidEdit, "\(layer.name) does not have attachments", table: layer.name) }
+                    let gid = GlobalID.normalized(edit.globalId) ?? edit.globalId
+                    switch edit.op {
+                    case .delete:
+                        let owner = try conn.attachmentRecords(globalIDs: [gid]).values.first?.featureGlobalID
+                        guard try conn.deleteAttachment(globalID: gid) else {
+                            return BatchEditResult(globalId: gid, op: op, success: true, resolution: "alreadyDeleted")
+                        }
+                        if let owner { logged[layer.id, default: []].append(.init(globalID: owner, op: "update", columns: [], editedAt: nil)) }
+                        return BatchEditResult(globalId: gid, op: op, success: true)
+                    case .insert:
+                        guard let info = edit.attachment, let featureGID = edit.featureGlobalId.flatMap(GlobalID.normalized) else {
+                            throw StorageError(.invalidEdit, "an attachment insert needs the attachment and its feature's global id", table: layer.name)
+                        }
+                        if try !conn.attachmentRecords(globalIDs: [gid]).isEmpty {
+                            return BatchEditResult(globalId: gid, op: op, success: true, resolution: "alreadyApplied")
+                        }
+                        var query = FeatureQuery(returnGeometry: false)
+                        query.globalIDs = [featureGID]
+                        query.outFields = []
+                        var objectID: Int64?
+                        try table.forEach(matching: query, in: conn) { objectID = $0.objectID }
+                        guard let objectID else {
+                            // The feature was deleted on the server: the delete wins, the attachment is kept on record.
+                            let conflict = try record(ConflictRecord(
+                                layerId: layer.id, globalId: featureGID, kind: .updateDelete, columns: ["attachments"], base: nil,
+                                ours: ["attachment": try JSONValueEncoder().encode(info)], theirs: nil, policy: "deleteWins", winner: "theirs", oursEditedAt: now))
+                            return BatchEditResult(globalId: gid, op: op, success: true, resolution: "conflict", conflicts: [conflict])
+                        }
+                        let status = try blobs.status(info.sha256)
+                        guard status.complete, status.received == info.size else {
+                            throw StorageError(.invalidEdit, "the content of attachment \(gid) (\(info.sha256.prefix(12))…) has not been uploaded", table: layer.name)
+                        }
+                        _ = try table.addAttachment(
+                            toFeature: objectID, name: info.name, contentType: info.contentType, keywords: info.keywords, globalID: gid,
+                            fromFile: blobs.url(info.sha256), in: conn)
+                        try conn.execute(
+                            "INSERT OR REPLACE INTO outpost_attachment_hashes (globalid, sha256) VALUES (?, ?)", arguments: [.text(gid), .text(info.sha256)])
+                        logged[layer.id, default: []].append(.init(globalID: featureGID, op: "update", columns: [], editedAt: nil))
+                        return BatchEditResult(globalId: gid, op: op, success: true)
+                    }
+                }
+                if result.success { applied += 1 }
+                results.append(result)
+            } catch {
+                failed += 1
+                let storage = error as? StorageError
+                results.append(BatchEditResult(
+                    globalId: edit.globalId, op: op, success: false,
+                    error: .init(code: storage?.code == .notFound ? EditResult.Code.notFound : EditResult.Code.invalidEdit, description: storage?.description ?? "\(error)")))
+            }
+        }
+        for (layerID, entries) in logged { try ServiceStore.log(conn, generation: generation, layerID: layerID, entries, origin: origin) }
+        return results
+    }
+
     /// Applies an edit made against an older schema: values of fields dropped since go into a
     /// `schemaDropped` conflict record instead of failing the edit; the rest applies.
     private mutating func applyKeepingDropped(_ edit: BatchEdit, _ table: FeatureTable) throws -> BatchEditResult {

@@ -61,7 +61,7 @@ struct ReplicaExport {
             for attachment in try source.attachments(forFeature: serverID, in: server) {
                 _ = try target.addAttachment(
                     toFeature: clientID, name: attachment.name, contentType: attachment.contentType, size: attachment.size,
-                    keywords: attachment.keywords, in: conn
+                    keywords: attachment.keywords, globalID: attachment.globalID, in: conn
                 ) { write in
                     var offset: Int64 = 0
                     while offset < attachment.size {

@@ -142,7 +142,15 @@ extension SQLiteServiceBackend: SyncBackend {
                 }
                 layers.append(BatchLayerResult(id: layerEdits.id, results: try applier.apply(layerEdits)))
             }
+            var attachmentResults: [BatchEditResult]?
+            if let edits = batch.attachments, !edits.isEmpty {
+                guard info.attachmentsSyncDirection == .upload || info.attachmentsSyncDirection == .bidirectional else {
+                    throw ServiceError(400, "replica \(replicaID) does not upload attachments (its attachment sync direction is \(info.attachmentsSyncDirection.rawValue))")
+                }
+                attachmentResults = try applier.apply(edits, blobs: self.blobs)
+            }
             var result = BatchResult(seq: batch.seq, batchId: batch.batchId, generation: applier.applied > 0 ? generation : nil, layers: layers)
+            result.attachments = attachmentResults
             if batch.rollbackOnFailure, applier.failed > 0 {
                 throw BatchRejected(result: result)
             }
@@ -188,6 +196,8 @@ extension SQLiteServiceBackend: SyncBackend {
                 try conn.geodatabase.table(id: layerID).forEach(matching: q, in: conn) { inScope[$0.globalID!] = $0 }
             }
             let fields = layer.fields.filter { $0.type != .oid }
+            let attachments = info.attachmentsSyncDirection == .bidirectional && layer.hasAttachments
+                ? try ServiceStore.attachmentInfos(conn, layer: layer.name, featureGlobalIDs: Array(inScope.keys)) : nil
             var changes: [FeedChange] = []
             for row in rows {
                 let gid = row[0].textValue!, generation = row[1].integerValue!
@@ -201,7 +211,9 @@ extension SQLiteServiceBackend: SyncBackend {
                 }
                 // Only this replica changed it: it has the values already (echo suppression).
                 if echo { continue }
-                changes.append(try Self.upsert(feature, fields: fields, layer: layer, generation: generation, inserted: (row[3].integerValue ?? 0) != 0))
+                var change = try Self.upsert(feature, fields: fields, layer: layer, generation: generation, inserted: (row[3].integerValue ?? 0) != 0)
+                if let attachments { change.attachments = attachments[gid] ?? [] }
+                changes.append(change)
             }
             return ChangePage(layerId: layerID, since: since, upto: upto, changes: changes, next: rows.count == limit ? rows.last?[0].textValue : nil)
         }
@@ -247,6 +259,10 @@ extension SQLiteServiceBackend: SyncBackend {
                 let fields = layer.fields.filter { $0.type != .oid }
                 try conn.geodatabase.table(id: layerID).forEach(matching: query, in: conn) {
                     changes.append(try Self.upsert($0, fields: fields, layer: layer, generation: generation))
+                }
+                if info.attachmentsSyncDirection == .bidirectional && layer.hasAttachments {
+                    let attachments = try ServiceStore.attachmentInfos(conn, layer: layer.name, featureGlobalIDs: changes.map(\.globalId))
+                    for i in changes.indices { changes[i].attachments = attachments[changes[i].globalId] ?? [] }
                 }
             }
             return ChangePage(layerId: layerID, since: 0, upto: generation, changes: changes, next: changes.count == limit ? changes.last?.globalId : nil)
@@ -349,6 +365,37 @@ extension SQLiteServiceBackend {
     /// Conflict records kept on the server.
     public func conflictCount() async throws -> Int {
         try await geodatabase.read { conn in Int(try conn.query("SELECT count(*) FROM outpost_conflicts").first?[0].integerValue ?? 0) }
+    }
+}
+
+// MARK: - Attachment content
+
+extension SQLiteServiceBackend {
+    public func blobStatus(sha256: String) async throws -> BlobStatus { try blobs.status(sha256) }
+
+    public func appendBlob(sha256: String, offset: Int64, total: Int64, bytes: Data) async throws -> BlobStatus {
+        try blobs.append(sha256, offset: offset, total: total, bytes: bytes)
+    }
+
+    public func attachmentInfo(globalID: String) async throws -> AttachmentInfo {
+        try await geodatabase.read { conn in
+            guard let gid = GlobalID.normalized(globalID), let record = try conn.attachmentRecords(globalIDs: [gid]).values.first else {
+                throw ServiceError.notFound("attachment \(globalID)")
+            }
+            let stored = try conn.query("SELECT sha256 FROM outpost_attachment_hashes WHERE globalid = ?", arguments: [.text(gid)]).first?[0].textValue
+            return AttachmentInfo(
+                globalId: gid, name: record.name, contentType: record.contentType, size: record.size, sha256: try stored ?? conn.attachmentSHA256(id: record.id),
+                keywords: record.keywords)
+        }
+    }
+
+    public func attachmentBytes(globalID: String, offset: Int64, length: Int) async throws -> Data {
+        try await geodatabase.read { conn in
+            guard let gid = GlobalID.normalized(globalID), let record = try conn.attachmentRecords(globalIDs: [gid]).values.first else {
+                throw ServiceError.notFound("attachment \(globalID)")
+            }
+            return try conn.attachmentBytes(id: record.id, offset: offset, length: length)
+        }
     }
 }
 

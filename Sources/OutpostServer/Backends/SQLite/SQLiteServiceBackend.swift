@@ -8,6 +8,8 @@ import OutpostStorage
 public final class SQLiteServiceBackend: FeatureServiceBackend {
     public let name: String
     let geodatabase: Geodatabase
+    /// Attachment content uploaded by hash, beside the service file.
+    let blobs: BlobStore
     /// Fault points for tests (`server.beforeCommit`); armed through `OUTPOST_FAULT` too.
     public let faults: FaultInjector
 
@@ -15,6 +17,7 @@ public final class SQLiteServiceBackend: FeatureServiceBackend {
     /// - Throws: ``ServiceError`` when the file is not an Outpost service.
     public init(url: URL, name: String? = nil, faults: FaultInjector = .fromEnvironment()) throws {
         geodatabase = try Geodatabase.open(at: url)
+        blobs = BlobStore(directory: URL(fileURLWithPath: url.path + ".blobs"))
         self.name = name ?? url.deletingPathExtension().lastPathComponent
         self.faults = faults
         let gdb = geodatabase
@@ -116,7 +119,11 @@ public final class SQLiteServiceBackend: FeatureServiceBackend {
         let table = try table(layerID)
         guard table.definition.hasAttachments else { throw ServiceError(400, "layer \(layerID) does not support attachments") }
         try await requireFeature(table, objectID)
-        return try await table.addAttachment(toFeature: objectID, name: name, contentType: contentType, data: data)
+        return try await geodatabase.write { conn in
+            let added = try table.addAttachment(toFeature: objectID, name: name, contentType: contentType, size: Int64(data.count), in: conn) { try $0(data) }
+            try ServiceStore.attachmentsChanged(conn, layerID: layerID, featureGlobalID: added.featureGlobalID, sha256: (added.globalID, SHA256.hex([UInt8](data))))
+            return added
+        }
     }
 
     public func deleteAttachments(layerID: Int, objectID: Int64, attachmentIDs: [Int64]) async throws -> [EditResult] {
@@ -130,6 +137,8 @@ public final class SQLiteServiceBackend: FeatureServiceBackend {
                 continue
             }
             try await table.deleteAttachment(id: id)
+            let feature = try await table.feature(objectID: objectID)
+            try await geodatabase.write { conn in try ServiceStore.attachmentsChanged(conn, layerID: layerID, featureGlobalID: feature?.globalID) }
             results.append(EditResult(objectId: id, globalId: nil, success: true))
         }
         return results

@@ -1,5 +1,6 @@
 import Foundation
 import OutpostCore
+import OutpostProtocol
 import OutpostStorage
 
 /// The server-side bookkeeping a sync-enabled service keeps next to its data, in the service
@@ -100,6 +101,12 @@ enum ServiceStore {
         )
         """,
         """
+        CREATE TABLE IF NOT EXISTS outpost_attachment_hashes (
+          globalid TEXT PRIMARY KEY,
+          sha256 TEXT NOT NULL
+        )
+        """,
+        """
         CREATE TABLE IF NOT EXISTS outpost_schema_migrations (
           schema_version INTEGER PRIMARY KEY,
           generation INTEGER NOT NULL,
@@ -120,6 +127,7 @@ enum ServiceStore {
     static let tableNames = [
         "outpost_service_state", "outpost_change_log", "outpost_tombstones", "outpost_feature_versions",
         "outpost_replicas", "outpost_batch_ledger", "outpost_request_replay", "outpost_conflicts", "outpost_schema_migrations",
+        "outpost_attachment_hashes",
     ]
 
     /// Adds the tables to a new service GeoPackage, with every existing feature at generation 1.
@@ -202,6 +210,45 @@ enum ServiceStore {
         /// A delete's last values (Esri JSON `{"attributes", "geometry"}`), kept in the tombstone
         /// for `updateResurrects`.
         var row: String?
+    }
+
+    /// After an attachment of a feature was added or deleted outside a batch: the feature is
+    /// logged at a new generation (no columns), so replicas download its attachment list again;
+    /// `sha256` records a new attachment's content hash.
+    static func attachmentsChanged(
+        _ conn: GeodatabaseConnection, layerID: Int, featureGlobalID: String?, sha256: (globalID: String, hash: String)? = nil
+    ) throws {
+        if let sha256 {
+            try conn.execute(
+                "INSERT OR REPLACE INTO outpost_attachment_hashes (globalid, sha256) VALUES (?, ?)", arguments: [.text(sha256.globalID), .text(sha256.hash)])
+        }
+        guard let featureGlobalID else { return }
+        let generation = try generation(conn) + 1
+        try log(conn, generation: generation, layerID: layerID, [LogEntry(globalID: featureGlobalID, op: "update", columns: [])])
+        try setGeneration(conn, generation)
+    }
+
+    /// The attachments of features, with their content hashes (computed and not stored for
+    /// attachments added by other writers).
+    static func attachmentInfos(_ conn: GeodatabaseConnection, layer: String, featureGlobalIDs: [String]) throws -> [String: [AttachmentInfo]] {
+        let records = try conn.attachmentRecords(layer: layer, featureGlobalIDs: featureGlobalIDs)
+        let ids = records.values.flatMap { $0.map(\.globalID) }
+        var hashes: [String: String] = [:]
+        if !ids.isEmpty {
+            for row in try conn.query(
+                "SELECT globalid, sha256 FROM outpost_attachment_hashes WHERE globalid IN (SELECT value FROM json_each(?))",
+                arguments: [.text(JSONValue.array(ids.map { .string($0) }).jsonString)])
+            {
+                if let g = row[0].textValue, let h = row[1].textValue { hashes[g] = h }
+            }
+        }
+        return try records.mapValues { list in
+            try list.map { r in
+                AttachmentInfo(
+                    globalId: r.globalID, name: r.name, contentType: r.contentType, size: r.size, sha256: try hashes[r.globalID] ?? conn.attachmentSHA256(id: r.id),
+                    keywords: r.keywords)
+            }
+        }
     }
 
     /// A feature's values as a tombstone keeps them.

@@ -1,0 +1,161 @@
+import Foundation
+import OutpostCore
+import OutpostProtocol
+import OutpostServer
+import OutpostStorage
+import OutpostTestSupport
+import Synchronization
+import Testing
+
+@testable import OutpostSync
+
+/// Attachments sync with their features (DESIGN §5 "Directions"): content by hash, in resumable
+/// chunks, verified on arrival, sent once.
+@Suite("Attachment sync")
+struct AttachmentSyncTests {
+    static func randomBytes(_ count: Int, seed: UInt64) -> Data {
+        var rng = SeededGenerator(state: seed)
+        var out = [UInt8](repeating: 0, count: count)
+        for i in stride(from: 0, to: count, by: 8) {
+            let v = rng.next()
+            for k in 0..<min(8, count - i) { out[i + k] = UInt8(truncatingIfNeeded: v >> (8 * UInt64(k))) }
+        }
+        return Data(out)
+    }
+
+    /// The server's attachments of a feature: global id → bytes.
+    static func serverAttachments(_ h: SyncHarness, featureGlobalID: String) async throws -> [String: Data] {
+        var q = FeatureQuery()
+        q.globalIDs = [featureGlobalID]
+        guard let id = try await h.service.backend.features(layerID: 0, query: q).first?.objectID else { return [:] }
+        var out: [String: Data] = [:]
+        for a in try await h.service.backend.attachments(layerID: 0, objectID: id) {
+            out[a.globalID] = try await h.service.backend.attachmentBytes(layerID: 0, attachmentID: a.id, offset: 0, length: Int(a.size))
+        }
+        return out
+    }
+
+    static func localAttachments(_ gdb: Geodatabase, featureGlobalID: String) async throws -> [String: Data] {
+        let table = try gdb.table(named: "inspection_points")
+        guard let f = try await table.feature(globalID: featureGlobalID) else { return [:] }
+        var out: [String: Data] = [:]
+        for a in try await table.attachments(forFeature: f.objectID!) { out[a.globalID] = try await table.attachmentData(id: a.id) }
+        return out
+    }
+
+    /// Counts content uploads and downloads passing a proxy, and drops chosen ones.
+    final class Traffic: Sendable {
+        let uploads = Mutex<[String]>([])
+        let downloads = Mutex<[String]>([])
+        let dropUpload = Mutex<Set<Int>>([])
+        let dropDownload = Mutex<Set<Int>>([])
+        let uploadCount = Mutex(0)
+        let downloadCount = Mutex(0)
+
+        func rule(_ method: String, _ uri: String) -> LoopbackProxy.Action {
+            if method == "PUT", uri.contains("/blobs/") {
+                let n = uploadCount.withLock { $0 += 1; return $0 }
+                return dropUpload.withLock { $0.contains(n) } ? .dropRequest : .forward
+            }
+            if method == "GET", uri.contains("/attachments/") {
+                let n = downloadCount.withLock { $0 += 1; return $0 }
+                return dropDownload.withLock { $0.contains(n) } ? .dropResponse : .forward
+            }
+            return .forward
+        }
+
+        func observe(_ method: String, _ uri: String, _ request: Data, _ status: Int, _ response: Data) {
+            if method == "PUT", uri.contains("/blobs/"), status == 200 { uploads.withLock { $0.append(uri) } }
+            if method == "GET", uri.contains("/attachments/") { downloads.withLock { $0.append(uri) } }
+        }
+    }
+
+    @Test(.timeLimit(.minutes(2)))
+    func attachmentsTravelBothWaysOnceAndByteIdentical() async throws {
+        let h = try await SyncHarness.start()
+        let traffic = Traffic()
+        let proxy = try await LoopbackProxy.start(upstream: h.live.baseURL, observer: traffic.observe) { traffic.rule($0, $1) }
+        let url = proxy.url(for: h.url)
+        let crew = try await h.replica("crew", layers: [0], url: url, attachments: .bidirectional)
+        let office = try await h.replica("office", layers: [0], url: url, attachments: .bidirectional)
+        let points = try crew.table(named: "inspection_points")
+        let one = try #require(try await points.feature(objectID: 1)), two = try #require(try await points.feature(objectID: 2))
+        let photo = Self.randomBytes(300_000, seed: 1)
+        let added = try await points.addAttachment(toFeature: 1, name: "valve.jpg", contentType: "image/jpeg", data: photo)
+        // The same photo on a second feature: its content goes up once.
+        _ = try await points.addAttachment(toFeature: 2, name: "valve-again.jpg", contentType: "image/jpeg", data: photo)
+        let chunked = SyncGeodatabaseParameters(attempts: 1)
+        var parameters = chunked
+        parameters.attachmentChunkBytes = 64 << 10
+
+        try await h.sync(crew, parameters, url: url)
+        #expect(try await Self.serverAttachments(h, featureGlobalID: one.globalID!) == [added.globalID: photo], "same id, same bytes on the server")
+        #expect(try await Self.serverAttachments(h, featureGlobalID: two.globalID!).values.first == photo)
+        #expect(traffic.uploads.withLock { $0.count } == 5, "300,000 bytes in 64 KB chunks, once for both attachments")
+
+        try await h.sync(office, parameters, url: url)
+        #expect(try await Self.localAttachments(office, featureGlobalID: one.globalID!) == [added.globalID: photo])
+        #expect(try await Self.localAttachments(office, featureGlobalID: two.globalID!).values.first == photo)
+
+        // The office deletes one; the crew deletes the other: both disappear everywhere.
+        let officeTable = try office.table(named: "inspection_points")
+        let officeOne = try #require(try await officeTable.feature(globalID: one.globalID!))
+        let officeAttachment = try #require(try await officeTable.attachments(forFeature: officeOne.objectID!).first)
+        try await officeTable.deleteAttachment(id: officeAttachment.id)
+        let crewTwo = try #require(try await points.attachments(forFeature: 2).first)
+        try await points.deleteAttachment(id: crewTwo.id)
+        try await h.sync(office, parameters, url: url)
+        try await h.sync(crew, parameters, url: url)
+        try await h.sync(office, parameters, url: url)
+        for gdb in [crew, office] {
+            #expect(try await Self.localAttachments(gdb, featureGlobalID: one.globalID!).isEmpty)
+            #expect(try await Self.localAttachments(gdb, featureGlobalID: two.globalID!).isEmpty)
+        }
+        #expect(try await Self.serverAttachments(h, featureGlobalID: one.globalID!).isEmpty)
+        #expect(try await Self.serverAttachments(h, featureGlobalID: two.globalID!).isEmpty)
+        try await proxy.stop()
+        try await h.stop()
+    }
+
+    /// Links that drop at random chunks, up and down: each sync fails, the next one continues
+    /// where the other side's copy ends, and the bytes end identical (hash-checked on arrival).
+    @Test(.timeLimit(.minutes(3)), arguments: [UInt64(11), 23, 37])
+    func interruptedTransfersResume(seed: UInt64) async throws {
+        var rng = SeededGenerator(state: seed)
+        let h = try await SyncHarness.start()
+        let traffic = Traffic()
+        let proxy = try await LoopbackProxy.start(upstream: h.live.baseURL, observer: traffic.observe) { traffic.rule($0, $1) }
+        let url = proxy.url(for: h.url)
+        let crew = try await h.replica("crew", layers: [0], url: url, attachments: .bidirectional)
+        let office = try await h.replica("office", layers: [0], url: url, attachments: .bidirectional)
+        let size = Int.random(in: 700_000...1_300_000, using: &rng)
+        let photo = Self.randomBytes(size, seed: seed)
+        let feature = try #require(try await crew.table(named: "inspection_points").feature(objectID: 3))
+        _ = try await crew.table(named: "inspection_points").addAttachment(toFeature: 3, name: "pipe.jpg", contentType: "image/jpeg", data: photo)
+        var parameters = SyncGeodatabaseParameters(attempts: 1)
+        parameters.attachmentChunkBytes = 100_000
+        let chunks = (size + 99_999) / 100_000
+        // Two drops at random chunks of the upload, then of the download.
+        traffic.dropUpload.withLock { $0 = Set((0..<2).map { _ in Int.random(in: 1...chunks, using: &rng) }) }
+        /// Syncs until one succeeds; the failures on the way.
+        func syncThroughDrops(_ gdb: Geodatabase) async throws -> Int {
+            for failures in 0..<5 {
+                do {
+                    try await h.sync(gdb, parameters, url: url)
+                    return failures
+                } catch { continue }
+            }
+            return 5
+        }
+        #expect(try await syncThroughDrops(crew) >= 1)
+        #expect(try await Self.serverAttachments(h, featureGlobalID: feature.globalID!).values.first == photo)
+        #expect(traffic.uploads.withLock { $0.count } == chunks, "no chunk was sent twice once the server had it")
+
+        traffic.dropDownload.withLock { $0 = Set((0..<2).map { _ in Int.random(in: 1...chunks, using: &rng) }) }
+        #expect(try await syncThroughDrops(office) >= 1)
+        #expect(try await Self.localAttachments(office, featureGlobalID: feature.globalID!).values.first == photo)
+        #expect(traffic.downloads.withLock { $0.count } <= chunks + 2, "resumed, not restarted (\(traffic.downloads.withLock { $0.count }) requests)")
+        try await proxy.stop()
+        try await h.stop()
+    }
+}
