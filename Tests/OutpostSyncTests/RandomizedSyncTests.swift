@@ -229,11 +229,13 @@ struct RandomizedSyncTests {
         }
 
         let replicas = [
-            Replica(name: "all", gdb: try await h.replica("all", url: url), layers: [0, 1, 2, 3], scope: [:]),
-            Replica(name: "west", gdb: try await h.replica("west", extent: Self.west, layers: [0, 3], url: url), layers: [0, 3], scope: [0: Self.intersecting(Self.west)]),
+            Replica(name: "all", gdb: try await h.replica("all", url: url, attachments: .bidirectional), layers: [0, 1, 2, 3], scope: [:]),
+            Replica(
+                name: "west", gdb: try await h.replica("west", extent: Self.west, layers: [0, 3], url: url, attachments: .bidirectional), layers: [0, 3],
+                scope: [0: Self.intersecting(Self.west)]),
             Replica(
                 name: "open", gdb: try await h.replica("open", layers: [0], where: [0: "status = 'open'"], model: .layer, url: url), layers: [0],
-                scope: [0: FeatureQuery(where: "status = 'open'")]),
+                scope: [0: FeatureQuery(where: "status = 'open'")]),  // attachments: none
             Replica(name: "north", gdb: try await h.replica("north", extent: Self.north, layers: [0, 1], model: .layer, url: url), layers: [0, 1], scope: [0: Self.intersecting(Self.north), 1: Self.intersecting(Self.north)]),
         ]
         let faultPoints = ExactlyOnceTests.clientPoints
@@ -319,15 +321,48 @@ struct RandomizedSyncTests {
         #expect(missing.isEmpty, "seed \(seed), \(policyName): \(missing.count) of \(discarded.count) discarded values have no conflict record, e.g. \(missing.first.map(String.init(describing:)) ?? "")")
         if policyName != "clientWins" { #expect(!discarded.isEmpty, "the run met conflicts (\(policyName))") }
         // Each replica equals the server within its filter.
+        var attachmentsSeen = 0
         for r in replicas {
             for id in r.layers {
                 let table = schema.layer(id: id)!.name
                 try await h.expectConverged(r.gdb, table: table, layerID: id, scope: r.scope[id] ?? FeatureQuery())
             }
+            // Replicas that sync attachments hold the server's attachments of their features.
+            if try await r.gdb.read({ try $0.replicaState()?.attachmentsDirection }) == .bidirectional {
+                let (here, there) = try await Self.attachments(r, h)
+                let differing = Set(here.keys).union(there.keys).filter { here[$0] != there[$0] }
+                #expect(differing.isEmpty, "seed \(seed): \(r.name): \(differing.count) features' attachments differ from the server's")
+                attachmentsSeen += there.values.reduce(0) { $0 + $1.count }
+            }
             #expect(try await r.gdb.read { try $0.capturedChanges().count } == 0, "\(r.name) has nothing pending")
         }
+        #expect(attachmentsSeen > 0, "the run synced attachments")
         try await proxy.stop()
         try await h.stop()
+    }
+
+    /// A replica's attachments of the points and the server's for the same features: feature
+    /// global id → attachment global id → content hash.
+    static func attachments(_ r: Replica, _ h: SyncHarness) async throws -> (here: [String: [String: String]], there: [String: [String: String]]) {
+        let local = try await r.gdb.read { conn -> [String: [String: String]] in
+            var gids: [String] = []
+            try conn.geodatabase.table(named: "inspection_points").forEach(matching: FeatureQuery(returnGeometry: false), in: conn) { if let g = $0.globalID { gids.append(g) } }
+            return try conn.attachmentRecords(layer: "inspection_points", featureGlobalIDs: gids).mapValues { list in
+                Dictionary(uniqueKeysWithValues: try list.map { ($0.globalID, try conn.attachmentSHA256(id: $0.id)) })
+            }
+        }
+        var server: [String: [String: String]] = [:]
+        var query = r.scope[0] ?? FeatureQuery()
+        query.limit = 100_000
+        for f in try await h.service.backend.features(layerID: 0, query: query) {
+            var list: [String: String] = [:]
+            for a in try await h.service.backend.attachments(layerID: 0, objectID: f.objectID!) {
+                let bytes = try await h.service.backend.attachmentBytes(layerID: 0, attachmentID: a.id, offset: 0, length: Int(a.size))
+                list[a.globalID] = SHA256.hex([UInt8](bytes))
+            }
+            if !list.isEmpty { server[f.globalID!] = list }
+        }
+        return (local.filter { !$0.value.isEmpty }, server)
     }
 
     static let types = ["hydrant", "valve", "manhole", "meter", "pole"]
@@ -360,6 +395,17 @@ struct RandomizedSyncTests {
         // Most edits go to a small hot set the office edits too, so conflicts are common.
         let hot = ids.sorted().prefix(40)
         let id = (Int.random(in: 0..<10, using: &rng) < 7 ? hot.randomElement(using: &rng) : nil) ?? ids.randomElement(using: &rng)!
+        // Photos: added to or removed from points of replicas that sync attachments.
+        if layerID == 0, try await r.gdb.read({ try $0.replicaState()?.attachmentsDirection }) == .bidirectional, roll == 3 || roll == 4 {
+            let existing = try await table.attachments(forFeature: id)
+            if roll == 4, let doomed = existing.randomElement(using: &rng) {
+                try await table.deleteAttachment(id: doomed.id)
+            } else {
+                let bytes = Data((0..<Int.random(in: 1_000...20_000, using: &rng)).map { _ in UInt8.random(in: 0...255, using: &rng) })
+                _ = try await table.addAttachment(toFeature: id, name: "photo-\(Int.random(in: 0..<1000, using: &rng)).jpg", contentType: "image/jpeg", data: bytes)
+            }
+            return
+        }
         if roll == 2 {
             try await table.delete(objectIDs: [id])
             return
