@@ -233,6 +233,8 @@ struct SyncCommandTests {
             return (numbers.first.map { $0 / 1024 } ?? .infinity, numbers.last.map { $0 / 1024 } ?? .infinity)
         }
         let up = try await peakMB(["sync", dir.file("crew.gpkg").path])
+        let status = try JSONValue.parse(Data(try await outpost(["status", dir.file("crew.gpkg").path, "--json"]).stdout.utf8))
+        #expect(status["lastSync"]?.stringValue != nil)
         let down = try await peakMB(["sync", dir.file("office.gpkg").path])
         print("100 MB attachment: peak heap upload \(Int(up.heap)) MB, download \(Int(down.heap)) MB; peak resident \(Int(up.resident)) / \(Int(down.resident)) MB")
         #expect(up.heap < 64 && down.heap < 64, "peak heap: upload \(up.heap) MB, download \(down.heap) MB for a 100 MB attachment")

@@ -88,12 +88,14 @@ struct AttachmentSyncTests {
         var parameters = chunked
         parameters.attachmentChunkBytes = 64 << 10
 
-        try await h.sync(crew, parameters, url: url)
+        let up = try await h.sync(crew, parameters, url: url)
+        #expect(up.first?.attachmentsUploaded == 2)
         #expect(try await Self.serverAttachments(h, featureGlobalID: one.globalID!) == [added.globalID: photo], "same id, same bytes on the server")
         #expect(try await Self.serverAttachments(h, featureGlobalID: two.globalID!).values.first == photo)
         #expect(traffic.uploads.withLock { $0.count } == 5, "300,000 bytes in 64 KB chunks, once for both attachments")
 
-        try await h.sync(office, parameters, url: url)
+        let down = try await h.sync(office, parameters, url: url)
+        #expect(down.first?.attachmentsDownloaded == 2)
         #expect(try await Self.localAttachments(office, featureGlobalID: one.globalID!) == [added.globalID: photo])
         #expect(try await Self.localAttachments(office, featureGlobalID: two.globalID!).values.first == photo)
 

@@ -310,6 +310,10 @@ public struct SyncGeodatabaseJob: JobDefinition {
     }
 
     private func record(_ result: BatchResult, of batch: UploadBatch, state: ReplicaState, _ context: JobContext) {
+        for (edit, outcome) in zip(batch.attachments ?? [], result.attachments ?? []) where outcome.success && outcome.resolution == nil {
+            guard let layer = state.layers.first(where: { $0.id == edit.layerId }) else { continue }
+            Self.update(context, layer: layer) { $0.attachmentsUploaded += 1 }
+        }
         for layerResult in result.layers {
             guard let layer = state.layers.first(where: { $0.id == layerResult.id }) else { continue }
             Self.update(context, layer: layer) { r in
@@ -458,6 +462,7 @@ public struct SyncGeodatabaseJob: JobDefinition {
                 let local = try await geodatabase.read { conn in Set(try conn.attachmentRecords(globalIDs: ids).keys) }
                 for info in wanted where !local.contains(info.globalId) {
                     try await fetch(info, into: directory, connection, context)
+                    Self.update(context, layer: layer) { $0.attachmentsDownloaded += 1 }
                 }
             }
         }

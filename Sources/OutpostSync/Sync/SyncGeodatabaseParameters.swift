@@ -105,6 +105,9 @@ public struct SyncLayerResult: Sendable, Hashable, Codable {
     public var conflicts: Int
     /// Uploaded updates the server merged with its own changes to other columns of the feature.
     public var merged: Int
+    /// Attachment edits the server applied, and attachments whose content was downloaded.
+    public var attachmentsUploaded: Int
+    public var attachmentsDownloaded: Int
 
     public init(layerId: Int, tableName: String) {
         self.layerId = layerId
@@ -116,10 +119,12 @@ public struct SyncLayerResult: Sendable, Hashable, Codable {
         refetched = false
         conflicts = 0
         merged = 0
+        attachmentsUploaded = 0
+        attachmentsDownloaded = 0
     }
 
     private enum CodingKeys: String, CodingKey {
-        case layerId, tableName, editResults, uploaded, downloaded, checksumMatches, refetched, conflicts, merged
+        case layerId, tableName, editResults, uploaded, downloaded, checksumMatches, refetched, conflicts, merged, attachmentsUploaded, attachmentsDownloaded
     }
 
     public init(from decoder: any Decoder) throws {
@@ -133,5 +138,7 @@ public struct SyncLayerResult: Sendable, Hashable, Codable {
         refetched = try c.decode(Bool.self, forKey: .refetched)
         conflicts = try c.decode(Int.self, forKey: .conflicts)
         merged = try c.decodeIfPresent(Int.self, forKey: .merged) ?? 0
+        attachmentsUploaded = try c.decodeIfPresent(Int.self, forKey: .attachmentsUploaded) ?? 0
+        attachmentsDownloaded = try c.decodeIfPresent(Int.self, forKey: .attachmentsDownloaded) ?? 0
     }
 }

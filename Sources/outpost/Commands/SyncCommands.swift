@@ -209,6 +209,10 @@ struct SyncCommand: AsyncParsableCommand {
         let summary: JSONValue = [
             "uploaded": pendingJSON(uploaded), "downloaded": pendingJSON(downloaded), "conflicts": .integer(Int64(conflicts)),
             "merged": .integer(Int64(merged)), "openConflicts": .integer(Int64(open)),
+            "attachments": [
+                "uploaded": .integer(Int64(results.reduce(0) { $0 + $1.attachmentsUploaded })),
+                "downloaded": .integer(Int64(results.reduce(0) { $0 + $1.attachmentsDownloaded })),
+            ],
             "rejected": .array(rejected), "checksumsMatch": .bool(checked.allSatisfy { $0 }),
             "layers": .array(results.map { ["name": .string($0.tableName), "uploaded": pendingJSON($0.uploaded), "downloaded": pendingJSON($0.downloaded), "refetched": .bool($0.refetched)] }),
         ]
@@ -217,6 +221,8 @@ struct SyncCommand: AsyncParsableCommand {
         } else {
             var line = "uploaded \(Self.describe(uploaded)); downloaded \(Self.describe(downloaded))"
             if merged > 0 { line += "; \(merged) updates merged with the server's changes to other fields" }
+            let attachmentsUp = results.reduce(0) { $0 + $1.attachmentsUploaded }, attachmentsDown = results.reduce(0) { $0 + $1.attachmentsDownloaded }
+            if attachmentsUp + attachmentsDown > 0 { line += "; attachments: \(attachmentsUp) uploaded, \(attachmentsDown) downloaded" }
             if conflicts > 0 { line += "; \(conflicts) conflicts recorded (see outpost conflicts)" }
             print(line)
             if open > 0 { print("\(open) conflicts wait for a decision: outpost conflicts \(geodatabase)") }
