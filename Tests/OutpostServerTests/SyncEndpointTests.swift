@@ -284,4 +284,75 @@ struct ArcGISSyncEndpointTests {
             #expect(try await client.post("\(base)/synchronizeReplica", ["f": "json", "replicaServerGen": "1"]).errorMessage?.contains("replicaID") == true)
         }
     }
+
+    /// ArcGIS-shaped attachment edits in synchronizeReplica: an embedded (base64) add, an update
+    /// that replaces it, a delete; content stored by hash; a missing parent is kept on record.
+    @Test(arguments: BackendKind.available)
+    func synchronizeReplicaTakesAttachmentEdits(kind: BackendKind) async throws {
+        try await withServer(kind) { client, service in
+            let created = try await client.post(
+                "\(base)/createReplica", ["f": "json", "layers": "0", "returnAttachments": "true", "attachmentsSyncDirection": "bidirectional", "transportType": "esriTransportTypeEmbedded"]).json()
+            let id = try #require(created["replicaID"]?.stringValue)
+            var gen = try #require(created["replicaServerGen"]?.integerValue)
+            let parent = try #require(try await service.backend.features(layerID: 0, query: FeatureQuery(where: "objectid = 5")).first)
+            let attachmentID = "{0D0D0D0D-0000-4000-8000-00000000A771}"
+            func sync(_ attachments: JSONValue) async throws -> (Int, String) {
+                let edits: JSONValue = [["id": 0, "features": ["adds": [], "updates": [], "deleteIds": []], "attachments": attachments]]
+                let reply = try await client.post("\(base)/synchronizeReplica", ["f": "json", "replicaID": id, "replicaServerGen": String(gen), "syncDirection": "upload", "edits": edits.jsonString])
+                gen = try await service.backend.generation()
+                return (reply.status, reply.text)
+            }
+            func stored() async throws -> [Data] {
+                var out: [Data] = []
+                for a in try await service.backend.attachments(layerID: 0, objectID: parent.objectID!) where a.globalID == attachmentID {
+                    out.append(try await service.backend.attachmentBytes(layerID: 0, attachmentID: a.id, offset: 0, length: Int(a.size)))
+                }
+                return out
+            }
+            let first = Data("first photo".utf8), second = Data("second photo, larger".utf8)
+            let add: JSONValue = ["adds": [["globalId": .string(attachmentID), "parentGlobalId": .string(parent.globalID!), "name": "a.jpg", "contentType": "image/jpeg", "data": .string(first.base64EncodedString())]]]
+            #expect(try await sync(add).0 == 200)
+            #expect(try await stored() == [first])
+            let update: JSONValue = ["updates": [["globalId": .string(attachmentID), "parentGlobalId": .string(parent.globalID!), "name": "a.jpg", "contentType": "image/jpeg", "data": .string(second.base64EncodedString())]]]
+            #expect(try await sync(update).0 == 200)
+            #expect(try await stored() == [second])
+            #expect(try await sync(["deleteIds": [.string(attachmentID)]]).0 == 200)
+            #expect(try await stored().isEmpty)
+            // The parent feature is gone: the delete wins and the attachment is kept on record.
+            let orphan: JSONValue = ["adds": [["globalId": "{0D0D0D0D-0000-4000-8000-00000000A772}", "parentGlobalId": "{0D0D0D0D-0000-4000-8000-0000000000FF}", "name": "b.jpg", "data": .string(first.base64EncodedString())]]]
+            #expect(try await sync(orphan).0 == 200)
+            let records = try await (service.backend as! SQLiteServiceBackend).conflictRecords()
+            #expect(records.contains { $0.columns == ["attachments"] && $0.ours?["attachment"]?["name"] == "b.jpg" })
+            let byReference: JSONValue = ["adds": [["globalId": .string(attachmentID), "parentGlobalId": .string(parent.globalID!), "uploadId": "u1"]]]
+            let refused = try await sync(byReference)
+            #expect(refused.0 == 400 && refused.1.contains("base64"), "\(refused.1)")
+        }
+    }
+
+    /// JSON replicas with attachments: by URL (the default; the URL serves the bytes) or
+    /// embedded as base64.
+    @Test(arguments: BackendKind.available)
+    func jsonReplicasCarryAttachments(kind: BackendKind) async throws {
+        try await withServer(kind) { client, service in
+            let bytes = Data((0..<70_000).map { UInt8(truncatingIfNeeded: $0 &* 31) })
+            let added = try await service.backend.addAttachment(layerID: 0, objectID: 5, name: "valve.jpg", contentType: "image/jpeg", data: bytes)
+            for byURL in [true, false] {
+                let reply = try await client.post("\(base)/createReplica", [
+                    "f": "json", "layers": "0", "transportType": "esriTransportTypeEmbedded", "dataFormat": "json", "returnAttachments": "true",
+                    "returnAttachmentsDataByUrl": String(byURL), "syncModel": "none",
+                ])
+                #expect(reply.status == 200, "\(reply.text.prefix(300))")
+                let attachments = try reply.json()["layers"]?[0]?["attachments"]?.arrayValue ?? []
+                let entry = try #require(attachments.first { $0["globalId"]?.stringValue == added.globalID })
+                #expect(entry["size"]?.integerValue == 70_000 && entry["name"] == "valve.jpg" && entry["parentGlobalId"]?.stringValue == added.featureGlobalID)
+                if byURL {
+                    let path = try #require(entry["url"]?.stringValue.flatMap { URL(string: $0)?.path })
+                    let fetched = try await client.get(path)
+                    #expect(fetched.status == 200 && Data(fetched.body.readableBytesView) == bytes)
+                } else {
+                    #expect(entry["data"]?.stringValue.flatMap { Data(base64Encoded: $0) } == bytes)
+                }
+            }
+        }
+    }
 }

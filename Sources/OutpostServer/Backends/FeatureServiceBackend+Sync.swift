@@ -13,6 +13,8 @@ public struct ReplicaRequest: Sendable {
     public var syncModel: ReplicaInfo.SyncModel
     public var returnAttachments: Bool
     public var attachmentsSyncDirection: ReplicaInfo.Direction
+    /// JSON replicas: attachments by URL (the default, as ArcGIS) or embedded as base64 `data`.
+    public var returnAttachmentsDataByUrl = true
 
     public init(
         name: String, layers: [ReplicaInfo.Layer], geometry: Geometry? = nil, syncModel: ReplicaInfo.SyncModel = .perReplica,

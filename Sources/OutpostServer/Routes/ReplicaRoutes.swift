@@ -122,10 +122,12 @@ struct ReplicaRoutes {
             }
             layers.append(layer)
         }
-        return ReplicaRequest(
+        var request = ReplicaRequest(
             name: parameters["replicaName"] ?? "replica", layers: layers, geometry: try parameters.filterGeometry(in: schema.spatialReference),
             syncModel: syncModel, returnAttachments: try parameters.bool("returnAttachments", default: false),
             attachmentsSyncDirection: attachmentsDirection)
+        request.returnAttachmentsDataByUrl = try parameters.bool("returnAttachmentsDataByUrl", default: true)
+        return request
     }
 
     /// `layers`: `0,1`, `[0,1]` or `[{"id":0},…]`.
@@ -178,15 +180,23 @@ struct ReplicaRoutes {
             return try replay(json)
         }
         let schema = try await backend.schema()
-        let batch = direction == .download ? nil : try ArcGISEdits.batch(edits, info: info, schema: schema, seq: info.lastSeq + 1, key: key, rollback: rollback, base: since)
+        let (batch, contents) = direction == .download
+            ? (nil, []) : try ArcGISEdits.batch(edits, info: info, schema: schema, seq: info.lastSeq + 1, key: key, rollback: rollback, base: since)
         let sync = self.sync, services = self.services, serviceURL = self.serviceURL
         let work: @Sendable () async throws -> JSONValue = {
             var results: [Int: BatchLayerResult] = [:]
+            // Embedded attachment content goes into the store by hash first.
+            for (sha, bytes) in contents {
+                let status = try await sync.blobStatus(sha256: sha)
+                if status.complete { continue }
+                _ = try await sync.appendBlob(sha256: sha, offset: status.received, total: Int64(bytes.count), bytes: bytes.dropFirst(Int(status.received)))
+            }
             if let batch, batch.editCount > 0 {
                 do {
                     results = Dictionary(uniqueKeysWithValues: try await sync.applyBatch(batch, hash: key).layers.map { ($0.id, $0) })
                 } catch let rejected as BatchRejected {
                     let failures = rejected.result.layers.flatMap { layer in layer.results.filter { !$0.success }.map { (layer.id, $0) } }
+                        + (rejected.result.attachments ?? []).filter { !$0.success }.map { (-1, $0) }
                     throw ServiceError(
                         400, "the edits were rolled back: \(failures.count) of \(batch.editCount) failed",
                         details: failures.prefix(20).map { "layer \($0.0) \($0.1.op.rawValue) \($0.1.globalId): \($0.1.error?.description ?? "failed")" })

@@ -8,10 +8,16 @@ import OutpostStorage
 enum ArcGISEdits {
     /// Uploaded edits as one batch of the replica's ledger (seq = the next one, keyed by the
     /// request hash, so an identical retried request is recognised).
+    /// Attachment content embedded in the edits (base64 `data`), by SHA-256: stored by hash before
+    /// the batch applies.
+    typealias Contents = [(sha256: String, bytes: Data)]
+
     static func batch(
         _ edits: JSONValue?, info: ReplicaInfo, schema: ServiceSchema, seq: Int64, key: String, rollback: Bool, base: [Int: Int64]
-    ) throws -> UploadBatch {
+    ) throws -> (UploadBatch, Contents) {
         var layers: [BatchLayer] = []
+        var attachmentEdits: [AttachmentEdit] = []
+        var contents: Contents = []
         for (index, item) in (edits?.arrayValue ?? []).enumerated() {
             guard let id = item["id"]?.integerValue.map(Int.init), let layer = schema.layer(id: id) else {
                 throw ServiceError.badParameter("edits", "edits[\(index)] has no id of a layer of the service")
@@ -20,7 +26,12 @@ enum ArcGISEdits {
                 replicaLayer.syncDirection == .bidirectional || replicaLayer.syncDirection == .upload
             else { throw ServiceError.badParameter("edits", "layer \(id) does not take uploads from this replica") }
             if let attachments = item["attachments"], !(attachments.objectValue?.values.allSatisfy { ($0.arrayValue ?? []).isEmpty } ?? true) {
-                throw ServiceError.badParameter("edits", "attachment edits are not accepted through synchronizeReplica yet (layer \(id))")
+                guard layer.hasAttachments, info.attachmentsSyncDirection == .upload || info.attachmentsSyncDirection == .bidirectional else {
+                    throw ServiceError.badParameter("edits", "layer \(id) takes no attachment edits from this replica (attachmentsSyncDirection \(info.attachmentsSyncDirection.rawValue))")
+                }
+                let (edits, embedded) = try Self.attachmentEdits(attachments, layer: layer)
+                attachmentEdits += edits
+                contents += embedded
             }
             let features = item["features"] ?? item
             var out: [BatchEdit] = []
@@ -43,7 +54,49 @@ enum ArcGISEdits {
             }
             if !out.isEmpty { layers.append(BatchLayer(id: id, edits: out)) }
         }
-        return UploadBatch(replicaId: info.replicaID, batchId: key, seq: seq, schemaVersion: schema.schemaVersion, rollbackOnFailure: rollback, layers: layers)
+        var batch = UploadBatch(replicaId: info.replicaID, batchId: key, seq: seq, schemaVersion: schema.schemaVersion, rollbackOnFailure: rollback, layers: layers)
+        if !attachmentEdits.isEmpty { batch.attachments = attachmentEdits }
+        return (batch, contents)
+    }
+
+    /// `{"adds": [{"globalId", "parentGlobalId", "contentType", "name", "data": base64}],
+    /// "updates": [same], "deleteIds": ["{GlobalID}"]}` as attachment edits (an update replaces
+    /// the attachment: a delete, then an insert under the same global id).
+    private static func attachmentEdits(_ json: JSONValue, layer: LayerDefinition) throws -> ([AttachmentEdit], Contents) {
+        var edits: [AttachmentEdit] = []
+        var contents: Contents = []
+        for (list, replacing) in [("adds", false), ("updates", true)] {
+            for (i, a) in (json[list]?.arrayValue ?? []).enumerated() {
+                let what = "attachments.\(list)[\(i)] of layer \(layer.id)"
+                guard let gid = a["globalId"]?.stringValue.flatMap(GlobalID.normalized) else {
+                    throw ServiceError.badParameter("edits", "\(what) has no valid globalId")
+                }
+                guard let parent = a["parentGlobalId"]?.stringValue.flatMap(GlobalID.normalized) else {
+                    throw ServiceError.badParameter("edits", "\(what) has no valid parentGlobalId")
+                }
+                guard let text = a["data"]?.stringValue else {
+                    throw ServiceError.badParameter(
+                        "edits", "\(what): embed the content as base64 \"data\" (upload references are not supported; Outpost's own clients upload by hash)")
+                }
+                guard let bytes = Data(base64Encoded: text, options: .ignoreUnknownCharacters) else {
+                    throw ServiceError.badParameter("edits", "\(what): data is not base64")
+                }
+                let sha = SHA256.hex([UInt8](bytes))
+                contents.append((sha, bytes))
+                if replacing { edits.append(AttachmentEdit(op: .delete, layerId: layer.id, featureGlobalId: parent, attachment: nil, globalId: gid)) }
+                let info = AttachmentInfo(
+                    globalId: gid, name: a["name"]?.stringValue ?? "attachment", contentType: a["contentType"]?.stringValue ?? "application/octet-stream",
+                    size: Int64(bytes.count), sha256: sha, keywords: a["keywords"]?.stringValue)
+                edits.append(AttachmentEdit(op: .insert, layerId: layer.id, featureGlobalId: parent, attachment: info, globalId: gid))
+            }
+        }
+        for (i, value) in (json["deleteIds"]?.arrayValue ?? []).enumerated() {
+            guard let gid = value.stringValue.flatMap(GlobalID.normalized) else {
+                throw ServiceError.badParameter("edits", "attachments.deleteIds[\(i)] of layer \(layer.id) is not a global id")
+            }
+            edits.append(AttachmentEdit(op: .delete, layerId: layer.id, featureGlobalId: nil, attachment: nil, globalId: gid))
+        }
+        return (edits, contents)
     }
 
     /// A feature's global id and its other attributes (the object id left out: it is local).

@@ -75,8 +75,11 @@ struct ReplicaExport {
         }
     }
 
-    /// The ArcGIS JSON replica (`dataFormat=json`).
-    func writeJSON(to url: URL) throws {
+    /// The ArcGIS JSON replica (`dataFormat=json`); with `returnAttachments`, each layer's
+    /// `attachments` (`globalId`, `parentGlobalId`, `name`, `contentType`, `size`, and a `url` to
+    /// the attachment resource or, without `returnAttachmentsDataByUrl`, base64 `data` written
+    /// in pieces).
+    func writeJSON(serviceURL: String, to url: URL) throws {
         guard FileManager.default.createFile(atPath: url.path, contents: nil), let file = FileHandle(forWritingAtPath: url.path) else {
             throw ServiceError(500, "cannot write the replica file")
         }
@@ -103,9 +106,49 @@ struct ReplicaExport {
                     }
                 }
             }
-            out += "]}"
+            out += "]"
+            if request.returnAttachments && layer.hasAttachments, let query = scope.query(layerInfo, layer: layer) {
+                out += ",\"attachments\":["
+                try writeAttachments(layer, query: query, serviceURL: serviceURL, out: &out, file: file)
+                out += "]"
+            }
+            out += "}"
         }
         out += "]}"
         file.write(Data(out.utf8))
+    }
+
+    private func writeAttachments(_ layer: LayerDefinition, query: FeatureQuery, serviceURL: String, out: inout String, file: FileHandle) throws {
+        let table = try server.geodatabase.table(id: layer.id)
+        var owners: [Int64] = []
+        var q = query
+        q.returnGeometry = false
+        q.outFields = []
+        try table.forEach(matching: q, in: server) { if let id = $0.objectID { owners.append(id) } }
+        var first = true
+        for objectID in owners {
+            for a in try table.attachments(forFeature: objectID, in: server) {
+                out += first ? "{" : ",{"
+                first = false
+                out += "\"id\":\(a.id),\"globalId\":\(JSONValue.string(a.globalID).jsonString),\"parentGlobalId\":\((a.featureGlobalID.map { JSONValue.string($0) } ?? .null).jsonString)"
+                out += ",\"name\":\(JSONValue.string(a.name).jsonString),\"contentType\":\(JSONValue.string(a.contentType).jsonString),\"size\":\(a.size)"
+                if request.returnAttachmentsDataByUrl {
+                    out += ",\"url\":\(JSONValue.string("\(serviceURL)/\(layer.id)/\(objectID)/attachments/\(a.id)").jsonString)}"
+                    continue
+                }
+                // Base64 in pieces of whole 3-byte groups, so the text never holds the file.
+                out += ",\"data\":\""
+                file.write(Data(out.utf8))
+                out = ""
+                var offset: Int64 = 0
+                while offset < a.size {
+                    let piece = try server.attachmentBytes(id: a.id, offset: offset, length: 3 << 18)
+                    if piece.isEmpty { break }
+                    file.write(Data(piece.base64EncodedString().utf8))
+                    offset += Int64(piece.count)
+                }
+                out += "\"}"
+            }
+        }
     }
 }

@@ -26,7 +26,7 @@ extension SQLiteServiceBackend: SyncBackend {
             let export = ReplicaExport(scope: scope, request: request, schema: schema, server: conn, generation: generation, replicaID: replicaID)
             switch format {
             case .geopackage: try export.writeGeoPackage(serviceURL: serviceURL, to: url)
-            case .json: try export.writeJSON(to: url)
+            case .json: try export.writeJSON(serviceURL: serviceURL, to: url)
             }
             return generation
         }
