@@ -70,14 +70,21 @@ struct AttachmentSyncTests {
         }
     }
 
-    @Test(.timeLimit(.minutes(2)))
-    func attachmentsTravelBothWaysOnceAndByteIdentical() async throws {
+    /// A service, a proxy in front of it that counts and drops content transfers, and two
+    /// replicas of the points syncing attachments both ways through it.
+    static func twoReplicasBehindAProxy() async throws -> (SyncHarness, Traffic, LoopbackProxy, URL, Geodatabase, Geodatabase) {
         let h = try await SyncHarness.start()
         let traffic = Traffic()
         let proxy = try await LoopbackProxy.start(upstream: h.live.baseURL, observer: traffic.observe) { traffic.rule($0, $1) }
         let url = proxy.url(for: h.url)
         let crew = try await h.replica("crew", layers: [0], url: url, attachments: .bidirectional)
         let office = try await h.replica("office", layers: [0], url: url, attachments: .bidirectional)
+        return (h, traffic, proxy, url, crew, office)
+    }
+
+    @Test(.timeLimit(.minutes(2)))
+    func attachmentsTravelBothWaysOnceAndByteIdentical() async throws {
+        let (h, traffic, proxy, url, crew, office) = try await Self.twoReplicasBehindAProxy()
         let points = try crew.table(named: "inspection_points")
         let one = try #require(try await points.feature(objectID: 1)), two = try #require(try await points.feature(objectID: 2))
         let photo = Self.randomBytes(300_000, seed: 1)
@@ -119,17 +126,32 @@ struct AttachmentSyncTests {
         try await h.stop()
     }
 
+    /// Attachments added and deleted through the service's REST operations reach replicas too.
+    @Test(.timeLimit(.minutes(2)))
+    func serviceSideAttachmentEditsReachReplicas() async throws {
+        let (h, _, proxy, url, crew, _) = try await Self.twoReplicasBehindAProxy()
+        let feature = try #require(try await crew.table(named: "inspection_points").feature(objectID: 4))
+        var q = FeatureQuery()
+        q.globalIDs = [feature.globalID!]
+        let serverID = try #require(try await h.service.backend.features(layerID: 0, query: q).first?.objectID)
+        let bytes = Self.randomBytes(50_000, seed: 5)
+        let added = try await h.service.backend.addAttachment(layerID: 0, objectID: serverID, name: "office.jpg", contentType: "image/jpeg", data: bytes)
+        try await h.sync(crew, url: url)
+        #expect(try await Self.localAttachments(crew, featureGlobalID: feature.globalID!) == [added.globalID: bytes])
+        let deleted = try await h.service.backend.deleteAttachments(layerID: 0, objectID: serverID, attachmentIDs: [added.id])
+        #expect(deleted.first?.success == true)
+        try await h.sync(crew, url: url)
+        #expect(try await Self.localAttachments(crew, featureGlobalID: feature.globalID!).isEmpty)
+        try await proxy.stop()
+        try await h.stop()
+    }
+
     /// Links that drop at random chunks, up and down: each sync fails, the next one continues
     /// where the other side's copy ends, and the bytes end identical (hash-checked on arrival).
     @Test(.timeLimit(.minutes(3)), arguments: [UInt64(11), 23, 37])
     func interruptedTransfersResume(seed: UInt64) async throws {
         var rng = SeededGenerator(state: seed)
-        let h = try await SyncHarness.start()
-        let traffic = Traffic()
-        let proxy = try await LoopbackProxy.start(upstream: h.live.baseURL, observer: traffic.observe) { traffic.rule($0, $1) }
-        let url = proxy.url(for: h.url)
-        let crew = try await h.replica("crew", layers: [0], url: url, attachments: .bidirectional)
-        let office = try await h.replica("office", layers: [0], url: url, attachments: .bidirectional)
+        let (h, traffic, proxy, url, crew, office) = try await Self.twoReplicasBehindAProxy()
         let size = Int.random(in: 700_000...1_300_000, using: &rng)
         let photo = Self.randomBytes(size, seed: seed)
         let feature = try #require(try await crew.table(named: "inspection_points").feature(objectID: 3))

@@ -127,11 +127,11 @@ extension GeodatabaseConnection {
     }
 }
 
-/// Streams a file into a new attachment of a feature (used to apply a downloaded or uploaded
-/// attachment whose bytes were verified on disk).
+/// Streams a file into a new attachment of a feature (a photo added from disk, or content that
+/// was downloaded or uploaded and verified there). `globalID` nil makes a new identity.
 extension FeatureTable {
     public func addAttachment(
-        toFeature objectID: Int64, name: String, contentType: String, keywords: String?, globalID: String, fromFile file: URL, in conn: GeodatabaseConnection
+        toFeature objectID: Int64, name: String, contentType: String, keywords: String?, globalID: String?, fromFile file: URL, in conn: GeodatabaseConnection
     ) throws -> Attachment {
         let size = (try? FileManager.default.attributesOfItem(atPath: file.path)[.size] as? NSNumber)?.int64Value ?? 0
         guard let handle = FileHandle(forReadingAtPath: file.path) else { throw StorageError(.io, "cannot open \(file.path)") }
@@ -140,7 +140,7 @@ extension FeatureTable {
             var remaining = size
             while remaining > 0 {
                 guard let chunk = try handle.read(upToCount: Int(min(remaining, Int64(Self.attachmentChunkSize)))), !chunk.isEmpty else {
-                    throw StorageError(.io, "\(file.path) ended early")
+                    throw StorageError(.io, "\(file.path) ended early (it changed while being read)")
                 }
                 try write(chunk)
                 remaining -= Int64(chunk.count)

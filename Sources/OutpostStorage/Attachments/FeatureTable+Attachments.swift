@@ -24,27 +24,9 @@ extension FeatureTable {
     public func addAttachment(
         toFeature objectID: Int64, name: String, contentType: String, contentsOf file: URL, keywords: String? = nil
     ) async throws -> Attachment {
-        let size: Int64
-        do {
-            size = (try FileManager.default.attributesOfItem(atPath: file.path)[.size] as? NSNumber)?.int64Value ?? 0
-        } catch {
-            throw StorageError(.io, "cannot read \(file.path): \(error.localizedDescription)")
-        }
+        guard FileManager.default.isReadableFile(atPath: file.path) else { throw StorageError(.io, "cannot read \(file.path)") }
         return try await geodatabase.write { conn in
-            guard let handle = FileHandle(forReadingAtPath: file.path) else {
-                throw StorageError(.io, "cannot open \(file.path)")
-            }
-            defer { try? handle.close() }
-            return try self.addAttachment(toFeature: objectID, name: name, contentType: contentType, size: size, keywords: keywords, in: conn) { write in
-                var remaining = size
-                while remaining > 0 {
-                    guard let chunk = try handle.read(upToCount: Int(min(remaining, Int64(Self.attachmentChunkSize)))), !chunk.isEmpty else {
-                        throw StorageError(.io, "\(file.path) ended early (it changed while being read)")
-                    }
-                    try write(chunk)
-                    remaining -= Int64(chunk.count)
-                }
-            }
+            try self.addAttachment(toFeature: objectID, name: name, contentType: contentType, keywords: keywords, globalID: nil, fromFile: file, in: conn)
         }
     }
 

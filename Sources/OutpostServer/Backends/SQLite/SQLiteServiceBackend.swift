@@ -129,16 +129,18 @@ public final class SQLiteServiceBackend: FeatureServiceBackend {
     public func deleteAttachments(layerID: Int, objectID: Int64, attachmentIDs: [Int64]) async throws -> [EditResult] {
         let table = try table(layerID)
         try await requireFeature(table, objectID)
-        let existing = Set(try await table.attachments(forFeature: objectID).map(\.id))
+        let existing = try await table.attachments(forFeature: objectID)
         var results: [EditResult] = []
         for id in attachmentIDs {
-            guard existing.contains(id) else {
+            guard let attachment = existing.first(where: { $0.id == id }) else {
                 results.append(EditResult(objectId: id, globalId: nil, success: false, error: .init(code: EditResult.Code.notFound, description: "attachment \(id) not found")))
                 continue
             }
-            try await table.deleteAttachment(id: id)
-            let feature = try await table.feature(objectID: objectID)
-            try await geodatabase.write { conn in try ServiceStore.attachmentsChanged(conn, layerID: layerID, featureGlobalID: feature?.globalID) }
+            // The delete and the log entry that tells replicas, in one transaction.
+            try await geodatabase.write { conn in
+                try conn.deleteAttachment(globalID: attachment.globalID)
+                try ServiceStore.attachmentsChanged(conn, layerID: layerID, featureGlobalID: attachment.featureGlobalID)
+            }
             results.append(EditResult(objectId: id, globalId: nil, success: true))
         }
         return results
