@@ -146,6 +146,28 @@ struct AttachmentSyncTests {
         try await h.stop()
     }
 
+    /// A photo deleted after its batch was sealed (a sync interrupted in between): the resent
+    /// batch cannot carry its content, the server refuses the insert, and the next sync settles
+    /// on the delete — nothing stuck, nothing left behind.
+    @Test(.timeLimit(.minutes(2)))
+    func anAttachmentDeletedAfterSealingDoesNotWedgeTheSync() async throws {
+        let (h, _, proxy, url, crew, _) = try await Self.twoReplicasBehindAProxy()
+        let points = try crew.table(named: "inspection_points")
+        let feature = try #require(try await points.feature(objectID: 6))
+        let added = try await points.addAttachment(toFeature: 6, name: "blurred.jpg", contentType: "image/jpeg", data: Self.randomBytes(30_000, seed: 9))
+        let faults = FaultInjector()
+        faults.arm("client.afterSeal")
+        await #expect(throws: (any Error).self) { try await h.sync(crew, SyncGeodatabaseParameters(attempts: 1), faults: faults, url: url) }
+        try await points.deleteAttachment(id: added.id)
+        _ = try? await h.sync(crew, url: url)
+        try await h.sync(crew, url: url)
+        #expect(try await Self.serverAttachments(h, featureGlobalID: feature.globalID!)[added.globalID] == nil)
+        #expect(try await crew.read { try $0.capturedChanges().count } == 0, "nothing pending")
+        #expect(try await crew.read { try $0.sealedBatch() } == nil)
+        try await proxy.stop()
+        try await h.stop()
+    }
+
     /// Links that drop at random chunks, up and down: each sync fails, the next one continues
     /// where the other side's copy ends, and the bytes end identical (hash-checked on arrival).
     @Test(.timeLimit(.minutes(3)), arguments: [UInt64(11), 23, 37])

@@ -190,11 +190,15 @@ public struct SyncGeodatabaseJob: JobDefinition {
             while !status.complete {
                 let offset = status.received
                 let gid = edit.globalId
-                let bytes = try await geodatabase.read { conn -> Data in
-                    guard let record = try conn.attachmentRecords(globalIDs: [gid]).values.first else {
-                        throw SyncError(.unsupported, "attachment \(gid) disappeared before its content was uploaded")
-                    }
+                let read = try await geodatabase.read { conn -> Data? in
+                    guard let record = try conn.attachmentRecords(globalIDs: [gid]).values.first else { return nil }
                     return try conn.attachmentBytes(id: record.id, offset: offset, length: chunk)
+                }
+                guard let bytes = read else {
+                    // Deleted here after the batch was sealed: the server refuses the insert (no
+                    // content), and the next batch carries the delete.
+                    context.log("attachment \(info.name) was deleted before its content went up", severity: .warning)
+                    break
                 }
                 let put = connection.url(url, "", query: [("offset", String(offset)), ("size", String(info.size))])
                 let reply = try await withRetries(context, put) { try await connection.send(.PUT, put, body: bytes, contentType: "application/octet-stream") }
