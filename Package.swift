@@ -14,6 +14,7 @@ let package = Package(
         .library(name: "OutpostSync", targets: ["OutpostSync"]),
         .library(name: "OutpostTiles", targets: ["OutpostTiles"]),
         .library(name: "OutpostServer", targets: ["OutpostServer"]),
+        .library(name: "OutpostPostgres", targets: ["OutpostPostgres"]),
         .executable(name: "outpost", targets: ["outpost"]),
     ],
     dependencies: [
@@ -33,6 +34,9 @@ let package = Package(
         .package(url: "https://github.com/apple/swift-log", from: "1.16.2"),
         // Graceful start and stop of in-process servers in tests (already part of Hummingbird's graph).
         .package(url: "https://github.com/swift-server/swift-service-lifecycle", from: "2.13.0"),
+        // The PostgreSQL/PostGIS backend: the wire protocol with pooling, binds and transactions,
+        // over the SwiftNIO the server already uses.
+        .package(url: "https://github.com/vapor/postgres-nio", from: "1.33.2"),
     ],
     targets: [
         // GeoPackage SQL functions (ST_IsEmpty, ST_MinX, ...) written against the SQLite C API so
@@ -82,11 +86,19 @@ let package = Package(
                 .product(name: "MultipartKit", package: "multipart-kit"),
             ]
         ),
+        .target(
+            name: "OutpostPostgres",
+            dependencies: [
+                "OutpostStorage", "OutpostCore",
+                .product(name: "PostgresNIO", package: "postgres-nio"),
+                .product(name: "Logging", package: "swift-log"),
+            ]
+        ),
         .executableTarget(
             name: "outpost",
             dependencies: [
                 "OutpostCore", "OutpostStorage", "OutpostProtocol", "OutpostSync", "OutpostTiles",
-                "OutpostServer",
+                "OutpostServer", "OutpostPostgres",
                 .product(name: "ArgumentParser", package: "swift-argument-parser"),
                 .product(name: "AsyncHTTPClient", package: "async-http-client"),
                 .product(name: "ServiceLifecycle", package: "swift-service-lifecycle"),
@@ -116,6 +128,7 @@ let package = Package(
             name: "OutpostSyncTests",
             dependencies: ["OutpostSync", "OutpostTestSupport", "OutpostCore", "OutpostStorage", "OutpostServer", "OutpostProtocol"]
         ),
+        .testTarget(name: "OutpostPostgresTests", dependencies: ["OutpostPostgres", "OutpostServer", "OutpostTestSupport", "OutpostCore", "OutpostStorage"]),
         .testTarget(
             name: "OutpostServerTests",
             dependencies: [

@@ -1,5 +1,6 @@
 import ArgumentParser
 import Foundation
+import OutpostPostgres
 import OutpostCore
 import OutpostServer
 import OutpostStorage
@@ -41,6 +42,8 @@ struct OutpostCommand: AsyncParsableCommand {
             fail(error.message)
         } catch let error as TileCacheError {
             fail(error.description)
+        } catch let error as PostgresServiceError {
+            fail(error.message)
         } catch {
             exit(withError: error)
         }

@@ -1,5 +1,6 @@
 import ArgumentParser
 import Foundation
+import OutpostPostgres
 import OutpostServer
 import OutpostTiles
 import OutpostStorage
@@ -72,18 +73,35 @@ struct ServiceCommand: AsyncParsableCommand {
         @Argument(help: "A service directory (service.json + data/), instead of --schema and --data.") var directory: String?
         @Option(help: "The service schema JSON.") var schema: String?
         @Option(help: "A directory of <layer>.geojson files.") var data: String?
-        @Option(help: "The service GeoPackage to write.") var out: String
+        @Option(help: "The service GeoPackage to write (with --postgres: the service's name in the database).") var out: String
+        @Option(help: "Load the service into this PostgreSQL/PostGIS database (postgres://user@host[:port]/db; default: $OUTPOST_POSTGRES when --postgres is given empty).")
+        var postgres: String?
         @Flag(help: "Replace --out if it exists.") var overwrite = false
 
         func validate() throws {
             guard directory != nil || schema != nil else { throw ValidationError("give a service directory or --schema") }
-            guard out.lowercased().hasSuffix(".gpkg") else { throw ValidationError("--out must name a .gpkg file") }
+            guard postgres != nil || out.lowercased().hasSuffix(".gpkg") else { throw ValidationError("--out must name a .gpkg file") }
         }
 
         func run() async throws {
             let base = directory.map { URL(fileURLWithPath: $0) }
             let schemaURL = schema.map { URL(fileURLWithPath: $0) } ?? base!.appendingPathComponent("service.json")
             let dataURL = data.map { URL(fileURLWithPath: $0) } ?? base?.appendingPathComponent("data")
+            if let postgres {
+                // Validated and imported through a GeoPackage first (the same checks as a file
+                // service), then loaded into PostgreSQL.
+                let url = postgres.isEmpty ? ProcessInfo.processInfo.environment["OUTPOST_POSTGRES"] ?? "" : postgres
+                let location = try PostgresLocation(url: url)
+                let scratch = FileManager.default.temporaryDirectory.appendingPathComponent("outpost-\(UUID().uuidString).gpkg")
+                defer { Geodatabase.removeFiles(at: scratch) }
+                try SQLiteServiceBackend.create(at: scratch, schema: try ServiceSchema.load(from: schemaURL), dataDirectory: dataURL)
+                let name = URL(fileURLWithPath: out).deletingPathExtension().lastPathComponent
+                let source = try Geodatabase.open(at: scratch, readOnly: true)
+                defer { try? source.close() }
+                let counts = try await PostgresServiceStore.createService(named: name, from: source, at: location, replace: overwrite)
+                for (layer, count) in counts.sorted(by: { $0.key < $1.key }) { print("\(layer): \(count) features") }
+                return print("loaded service \(name) into \(location)")
+            }
             let outURL = URL(fileURLWithPath: out)
             try? FileManager.default.createDirectory(at: outURL.deletingLastPathComponent(), withIntermediateDirectories: true)
             let counts = try SQLiteServiceBackend.create(

@@ -1,0 +1,41 @@
+import Foundation
+import OutpostCore
+import PostgresNIO
+
+/// Where a service's PostgreSQL database is: `postgres://user[:password]@host[:port]/database`
+/// (also read from `OUTPOST_POSTGRES`).
+public struct PostgresLocation: Sendable, Hashable, CustomStringConvertible {
+    public var host: String
+    public var port: Int
+    public var user: String
+    public var password: String?
+    public var database: String
+
+    public init(url text: String) throws {
+        guard let url = URLComponents(string: text), ["postgres", "postgresql"].contains(url.scheme ?? ""), let host = url.host, !host.isEmpty else {
+            throw PostgresServiceError("\(text) is not a postgres://user@host[:port]/database URL")
+        }
+        let database = String(url.path.drop { $0 == "/" })
+        guard !database.isEmpty else { throw PostgresServiceError("\(text) names no database") }
+        self.host = host
+        port = url.port ?? 5432
+        user = url.user ?? "postgres"
+        password = url.password
+        self.database = database
+    }
+
+    public var description: String { "postgres://\(user)@\(host):\(port)/\(database)" }
+
+    var configuration: PostgresClient.Configuration {
+        var c = PostgresClient.Configuration(host: host, port: port, username: user, password: password, database: database, tls: .disable)
+        c.options.connectTimeout = .seconds(10)
+        return c
+    }
+}
+
+/// A PostgreSQL backend failure, with a message for people.
+public struct PostgresServiceError: Error, CustomStringConvertible, Sendable {
+    public var message: String
+    public init(_ message: String) { self.message = message }
+    public var description: String { message }
+}

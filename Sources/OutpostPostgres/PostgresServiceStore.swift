@@ -1,0 +1,226 @@
+import Foundation
+import Logging
+import OutpostCore
+import OutpostStorage
+import PostgresNIO
+
+/// A feature service in PostgreSQL with PostGIS (DESIGN §6): each service is a PostgreSQL schema
+/// holding one table per layer — geometry columns with their SRID, a GiST index, the global id
+/// unique — plus Outpost's own bookkeeping, created and upgraded by numbered migrations recorded
+/// in `outpost_migrations`.
+public enum PostgresServiceStore {
+    /// Outpost's own tables, by migration version (each applied once, in a transaction).
+    static let migrations: [(version: Int, sql: [String])] = [
+        (1, [
+            """
+            CREATE TABLE IF NOT EXISTS outpost_services (
+              name text PRIMARY KEY,
+              schema_json jsonb NOT NULL,
+              generation bigint NOT NULL DEFAULT 1,
+              schema_version integer NOT NULL,
+              created_at timestamptz NOT NULL DEFAULT now()
+            )
+            """,
+            """
+            CREATE TABLE IF NOT EXISTS outpost_change_log (
+              change_id bigserial PRIMARY KEY,
+              service text NOT NULL REFERENCES outpost_services (name) ON DELETE CASCADE,
+              generation bigint NOT NULL,
+              layer_id integer NOT NULL,
+              globalid text NOT NULL,
+              op text NOT NULL CHECK (op IN ('insert', 'update', 'delete')),
+              changed_columns jsonb,
+              origin_replica text,
+              origin_seq bigint,
+              edited_at timestamptz,
+              changed_at timestamptz NOT NULL DEFAULT now()
+            )
+            """,
+            "CREATE INDEX IF NOT EXISTS outpost_change_log_feed ON outpost_change_log (service, layer_id, generation)",
+        ]),
+    ]
+
+    /// Runs `body` with a pooled client that is shut down afterwards.
+    public static func withClient<T: Sendable>(_ location: PostgresLocation, _ body: @escaping @Sendable (PostgresClient) async throws -> T) async throws -> T {
+        // One direct connection first: a pool retries a server that is not there for as long as
+        // a query waits, where a person wants to hear at once.
+        do {
+            var configuration = PostgresConnection.Configuration(
+                host: location.host, port: location.port, username: location.user, password: location.password, database: location.database, tls: .disable)
+            configuration.options.connectTimeout = .seconds(10)
+            let probe = try await PostgresConnection.connect(configuration: configuration, id: 0, logger: Logger(label: "outpost.postgres"))
+            try await probe.close()
+        } catch let error as PSQLError {
+            throw PostgresServiceError("cannot reach PostgreSQL at \(location): \(error.serverInfo?[.message] ?? Self.describe(error))")
+        }
+        let client = PostgresClient(configuration: location.configuration)
+        return try await withThrowingTaskGroup(of: T?.self) { group in
+            group.addTask {
+                await client.run()
+                return nil
+            }
+            defer { group.cancelAll() }
+            do {
+                return try await body(client)
+            } catch let error as PSQLError {
+                throw PostgresServiceError("PostgreSQL at \(location) failed: \(error.serverInfo?[.message] ?? Self.describe(error))")
+            }
+        }
+    }
+
+    /// What went wrong with a connection or query, without the bound values.
+    static func describe(_ error: PSQLError) -> String {
+        if let underlying = error.underlying { return "\(error.code): \(underlying)" }
+        return "\(error.code)"
+    }
+
+    /// Applies the migrations not yet recorded; returns the version the database is at.
+    @discardableResult
+    public static func migrate(_ client: PostgresClient, logger: Logger = Logger(label: "outpost.postgres")) async throws -> Int {
+        try await client.query("CREATE EXTENSION IF NOT EXISTS postgis", logger: logger)
+        try await client.query(
+            "CREATE TABLE IF NOT EXISTS outpost_migrations (version integer PRIMARY KEY, applied_at timestamptz NOT NULL DEFAULT now())", logger: logger)
+        var applied = Set<Int>()
+        for try await version in try await client.query("SELECT version FROM outpost_migrations", logger: logger).decode(Int.self) { applied.insert(version) }
+        for migration in migrations where !applied.contains(migration.version) {
+            try await client.withTransaction(logger: logger) { conn in
+                for sql in migration.sql { try await conn.query(PostgresQuery(unsafeSQL: sql), logger: logger) }
+                try await conn.query("INSERT INTO outpost_migrations (version) VALUES (\(migration.version))", logger: logger)
+            }
+        }
+        return migrations.map(\.version).max() ?? 0
+    }
+
+    /// The PostgreSQL column type of a field.
+    static func columnType(_ field: FieldDefinition) -> String {
+        switch field.type {
+        case .oid: "bigint"
+        case .globalID, .guid: "text"
+        case .string: field.length.map { "varchar(\($0))" } ?? "text"
+        case .smallInteger: "smallint"
+        case .integer: "integer"
+        case .bigInteger: "bigint"
+        case .double: "double precision"
+        case .single: "real"
+        case .date: "timestamptz"
+        case .dateOnly: "date"
+        case .blob: "bytea"
+        }
+    }
+
+    static func quoted(_ name: String) -> String { "\"" + name.replacingOccurrences(of: "\"", with: "\"\"") + "\"" }
+
+    /// The DDL of a layer's table in schema `service`.
+    static func createTable(_ layer: LayerDefinition, service: String, srid: Int) -> [String] {
+        let table = "\(quoted(service)).\(quoted(layer.name))"
+        var columns = layer.fields.map { field -> String in
+            var column = "\(quoted(field.name)) \(columnType(field))"
+            if field.type == .oid { column += " PRIMARY KEY" } else if !field.nullable && field.type != .globalID { column += " NOT NULL" }
+            return column
+        }
+        if let type = layer.geometryType {
+            let dims = (layer.hasZ ? "Z" : "") + (layer.hasM ? "M" : "")
+            columns.append("\(quoted(layer.geometryColumn)) geometry(\(type.geoPackageName.replacingOccurrences(of: "GEOMETRY", with: "GEOMETRY"))\(dims), \(srid))")
+        }
+        var out = ["CREATE TABLE \(table) (\n  \(columns.joined(separator: ",\n  "))\n)"]
+        if layer.isSpatial {
+            out.append("CREATE INDEX \(quoted("\(layer.name)_\(layer.geometryColumn)_gist")) ON \(table) USING gist (\(quoted(layer.geometryColumn)))")
+        }
+        if let gid = layer.globalIDField {
+            out.append("CREATE UNIQUE INDEX \(quoted("\(layer.name)_\(gid)_unique")) ON \(table) (\(quoted(gid)))")
+        }
+        return out
+    }
+
+    /// Loads a service into PostgreSQL: its schema in a PostgreSQL schema of its own name, and
+    /// the features of `source` (a service geodatabase, streamed layer by layer, a thousand rows
+    /// per statement). Refuses a name already taken unless `replace`.
+    /// - Returns: features loaded per layer.
+    public static func createService(
+        named name: String, from source: Geodatabase, at location: PostgresLocation, replace: Bool = false
+    ) async throws -> [String: Int] {
+        let schema = source.schema
+        let json = String(decoding: try schema.encoded(), as: UTF8.self)
+        return try await withClient(location) { client in
+            try await migrate(client)
+            let logger = Logger(label: "outpost.postgres")
+            let exists = try await client.query("SELECT count(*) FROM outpost_services WHERE name = \(name)", logger: logger).decode(Int.self)
+            var taken = 0
+            for try await n in exists { taken = n }
+            if taken > 0 && !replace { throw PostgresServiceError("a service named \(name) is already in \(location); pass --overwrite to replace it") }
+            var counts: [String: Int] = [:]
+            try await client.withTransaction(logger: logger) { conn in
+                try await conn.query(PostgresQuery(unsafeSQL: "DROP SCHEMA IF EXISTS \(quoted(name)) CASCADE"), logger: logger)
+                try await conn.query("DELETE FROM outpost_services WHERE name = \(name)", logger: logger)
+                try await conn.query(PostgresQuery(unsafeSQL: "CREATE SCHEMA \(quoted(name))"), logger: logger)
+                try await conn.query(
+                    "INSERT INTO outpost_services (name, schema_json, schema_version) VALUES (\(name), \(json)::jsonb, \(schema.schemaVersion))", logger: logger)
+                for layer in schema.allLayers {
+                    let srid = (layer.spatialReference ?? schema.spatialReference).wkid
+                    for sql in createTable(layer, service: name, srid: srid) { try await conn.query(PostgresQuery(unsafeSQL: sql), logger: logger) }
+                    counts[layer.name] = try await copy(layer, srid: srid, service: name, from: source, into: conn, logger: logger)
+                }
+            }
+            return counts
+        }
+    }
+
+    /// Inserts a layer's features in statements of up to a thousand rows, values bound.
+    private static func copy(
+        _ layer: LayerDefinition, srid: Int, service: String, from source: Geodatabase, into conn: PostgresConnection, logger: Logger
+    ) async throws -> Int {
+        let table = try source.table(named: layer.name)
+        let columns = layer.fields.map(\.name) + (layer.isSpatial ? [layer.geometryColumn] : [])
+        var total = 0
+        var afterID: Int64?
+        while true {
+            var query = FeatureQuery()
+            query.afterObjectID = afterID
+            query.limit = 1000
+            let page = try await table.features(matching: query)
+            guard !page.isEmpty else { return total }
+            var bindings = PostgresBindings(capacity: page.count * columns.count)
+            var rows: [String] = []
+            for feature in page {
+                var placeholders: [String] = []
+                for field in layer.fields {
+                    bind(feature, field, &bindings)
+                    placeholders.append("$\(bindings.count)")
+                }
+                if layer.isSpatial {
+                    if let g = feature.geometry { bindings.append(ByteBuffer(bytes: WKB.encode(g))) } else { bindings.appendNull() }
+                    placeholders.append("ST_SetSRID(ST_GeomFromWKB($\(bindings.count)), \(srid))")
+                }
+                rows.append("(" + placeholders.joined(separator: ", ") + ")")
+            }
+            let sql = "INSERT INTO \(quoted(service)).\(quoted(layer.name)) (\(columns.map(quoted).joined(separator: ", "))) VALUES " + rows.joined(separator: ", ")
+            try await conn.query(PostgresQuery(unsafeSQL: sql, binds: bindings), logger: logger)
+            total += page.count
+            afterID = page.last?.objectID
+        }
+    }
+
+    /// Binds a feature's value of a field with the PostgreSQL type of its column.
+    private static func bind(_ feature: Feature, _ field: FieldDefinition, _ bindings: inout PostgresBindings) {
+        switch field.type {
+        case .oid:
+            if let id = feature.objectID { bindings.append(id) } else { bindings.appendNull() }
+            return
+        case .globalID:
+            if let gid = feature.globalID { bindings.append(gid) } else { bindings.appendNull() }
+            return
+        default: break
+        }
+        switch (field.type, feature.attributes[field.name] ?? .null) {
+        case (_, .null): bindings.appendNull()
+        case (.smallInteger, .integer(let i)): bindings.append(Int16(truncatingIfNeeded: i))
+        case (.integer, .integer(let i)): bindings.append(Int32(truncatingIfNeeded: i))
+        case (_, .integer(let i)): bindings.append(i)
+        case (.single, .double(let d)): bindings.append(Float(d))
+        case (_, .double(let d)): bindings.append(d)
+        case (_, .string(let s)): bindings.append(s)
+        case (_, .date(let d)): bindings.append(d)
+        case (_, .blob(let b)): bindings.append(ByteBuffer(bytes: b))
+        }
+    }
+}
