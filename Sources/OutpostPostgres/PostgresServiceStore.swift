@@ -120,7 +120,7 @@ public enum PostgresServiceStore {
         }
         if let type = layer.geometryType {
             let dims = (layer.hasZ ? "Z" : "") + (layer.hasM ? "M" : "")
-            columns.append("\(quoted(layer.geometryColumn)) geometry(\(type.geoPackageName.replacingOccurrences(of: "GEOMETRY", with: "GEOMETRY"))\(dims), \(srid))")
+            columns.append("\(quoted(layer.geometryColumn)) geometry(\(type.geoPackageName)\(dims), \(srid))")
         }
         var out = ["CREATE TABLE \(table) (\n  \(columns.joined(separator: ",\n  "))\n)"]
         if layer.isSpatial {

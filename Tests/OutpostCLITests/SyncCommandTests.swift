@@ -95,6 +95,7 @@ struct SyncCommandTests {
         #expect(demo.status == 0, "\(demo.stdout)\(demo.stderr)")
         #expect(demo.stdout.contains("both sides match"), "\(demo.stdout)")
         #expect(demo.stdout.contains("conflict on inspection_points"))
+        #expect(demo.stdout.contains("and 1 photo") && demo.stdout.contains("the photo byte for byte"), "\(demo.stdout)")
         let replica = dir.file("crew.gpkg")
         let check = try await ExternalTools.run("/usr/bin/python3", [try #require(ExternalTools.validateGPKG), "-k", "--extra", "--warning-as-error", replica.path])
         #expect(check.succeeded, "the demo's replica is a valid GeoPackage: \(check.stdout)\(check.stderr)")

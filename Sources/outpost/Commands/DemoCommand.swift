@@ -76,7 +76,9 @@ struct DemoCommand: AsyncParsableCommand {
         // 2. A crew takes the south-west part of the area offline.
         let task = try GeodatabaseSyncTask(url: serviceURL)
         let area = Envelope(xmin: -122.70, ymin: 45.49, xmax: -122.64, ymax: 45.53)
-        let parameters = try await task.makeDefaultGenerateGeodatabaseParameters(extent: area)
+        var parameters = try await task.makeDefaultGenerateGeodatabaseParameters(extent: area)
+        parameters.returnAttachments = true
+        parameters.attachmentSyncDirection = .bidirectional
         let replicaURL = work.appendingPathComponent("crew.gpkg")
         let generate = task.makeGenerateGeodatabaseJob(parameters: parameters, downloadFileURL: replicaURL)
         try generate.start()
@@ -92,12 +94,15 @@ struct DemoCommand: AsyncParsableCommand {
                     "inspector": .string("crew 7"), "inspected_at": .date(Date())],
                 geometry: .point(try Point(x: -122.66, y: 45.51)))
         ])[0]
+        // A photo of the new hydrant (a generated picture stands in for the camera).
+        let photo = try Self.photo()
+        _ = try await points.addAttachment(toFeature: added.objectID!, name: "hydrant.png", contentType: "image/png", data: photo)
         var local = try await points.features(matching: FeatureQuery(orderBy: [.init("objectid")], limit: 3))
         for i in local.indices.prefix(2) { local[i].attributes = ["status": .string("in_progress"), "notes": .string("checked by crew 7")] }
         try await points.update(Array(local.prefix(2)))
         try await points.delete(objectIDs: [local[2].objectID!])
         let pendingBefore = try await points.pendingChanges()
-        say("field edits pending: \(pendingBefore.inserts) insert, \(pendingBefore.updates) updates, \(pendingBefore.deletes) delete")
+        say("field edits pending: \(pendingBefore.inserts) insert (with a \(photo.count)-byte photo), \(pendingBefore.updates) updates, \(pendingBefore.deletes) delete")
 
         // 4. Meanwhile in the office, another user edits the service over HTTP.
         let office = try await officeEdits(serviceURL: serviceURL, area: area, sameFeature: local[0].globalID!)
@@ -109,7 +114,8 @@ struct DemoCommand: AsyncParsableCommand {
         try sync.start()
         let results = try await sync.output
         for r in results where r.uploaded.total + r.downloaded.total > 0 {
-            say("  \(r.tableName): uploaded \(SyncCommand.describe(r.uploaded)); downloaded \(SyncCommand.describe(r.downloaded))")
+            let photos = r.attachmentsUploaded > 0 ? " and \(r.attachmentsUploaded) photo" : ""
+            say("  \(r.tableName): uploaded \(SyncCommand.describe(r.uploaded))\(photos); downloaded \(SyncCommand.describe(r.downloaded))")
         }
         for c in try await replica.read({ try $0.conflicts() }) {
             let record = try JSONValue.parse(Data(c.record.utf8))
@@ -125,7 +131,14 @@ struct DemoCommand: AsyncParsableCommand {
         guard let uploaded = try await points.feature(globalID: added.globalID!), uploaded.globalID == added.globalID else {
             throw CLIFailure(message: "the new inspection is missing")
         }
-        say("both sides match: \(localCount) inspection points in the area, per-layer checksums equal, nothing pending")
+        // The photo arrived whole: the service serves the same bytes.
+        let onServer = try await json(serviceURL.appendingPathComponent("0/query"), [("where", "asset_id = 'HYD-DEMO-1'"), ("returnIdsOnly", "true")])
+        guard let serverID = onServer["objectIds"]?[0]?.integerValue,
+            let info = try await json(serviceURL.appendingPathComponent("0/\(serverID)/attachments"), [])["attachmentInfos"]?[0],
+            let attachmentID = info["id"]?.integerValue,
+            try await bytes(serviceURL.appendingPathComponent("0/\(serverID)/attachments/\(attachmentID)")) == photo
+        else { throw CLIFailure(message: "the photo did not reach the service intact") }
+        say("both sides match: \(localCount) inspection points in the area, per-layer checksums equal, the photo byte for byte, nothing pending")
 
         // 7. An offline basemap of the area, drawn from the synced replica, as a tile package.
         let tiles = ExportTileCacheTask(source: .geodatabase(replicaURL))
@@ -159,6 +172,25 @@ struct DemoCommand: AsyncParsableCommand {
             throw CLIFailure(message: "the office edit failed: \(conflict.jsonString)")
         }
         return "\(ids.count) inspections closed, 1 valve added, notes changed on a feature the crew also changed"
+    }
+
+    /// A 160×120 picture with a sky, ground and a red hydrant.
+    static func photo() throws -> Data {
+        var pixels = [UInt8](repeating: 0, count: 160 * 120 * 3)
+        for y in 0..<120 {
+            for x in 0..<160 {
+                let i = (y * 160 + x) * 3
+                let hydrant = (70..<90).contains(x) && (40..<100).contains(y)
+                let rgb: (Int, Int) -> [UInt8] = { _, _ in hydrant ? [200, 30, 30] : y < 60 ? [140, 190, 235] : [90, UInt8(110 + (x + y) % 30), 60] }
+                pixels.replaceSubrange(i..<(i + 3), with: rgb(x, y))
+            }
+        }
+        return Data(try PNGEncoder.encode(pixels: pixels, width: 160, height: 120, channels: 3))
+    }
+
+    private func bytes(_ url: URL) async throws -> Data {
+        let response = try await HTTPClient.shared.execute(HTTPClientRequest(url: url.absoluteString), timeout: .seconds(60))
+        return Data(buffer: try await response.body.collect(upTo: 16 << 20))
     }
 
     private func count(serviceURL: URL, area: Envelope) async throws -> Int {
