@@ -37,6 +37,9 @@ do {
     case "sync":
         let count = arguments.dropFirst(2).compactMap { Int($0) }.first ?? 100_000
         try await SyncBenchmark.run(count: count, executable: executable, workDirectory: work)
+    case "attachments":
+        let megabytes = arguments.dropFirst(2).compactMap { Int($0) }.first ?? 100
+        try await AttachmentsBenchmark.run(megabytes: megabytes, executable: executable, workDirectory: work)
     case "worker-tiles-export":
         print(try await TilesBenchmark.export(folder: URL(fileURLWithPath: arguments[2]), output: URL(fileURLWithPath: arguments[3])))
     case "worker-tiles-floor":

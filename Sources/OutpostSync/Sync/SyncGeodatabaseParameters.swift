@@ -35,9 +35,9 @@ public struct SyncGeodatabaseParameters: Sendable, Hashable, Codable {
     /// The rule for a column changed both here and on the server, asked of the server for this
     /// sync's uploads (its per-field rules still apply); nil: each layer's own rule.
     public var conflictPolicy: ConflictPolicy.Rule?
-    /// Bytes of attachment content per upload request (and per download range); nil: 1 MB.
+    /// Bytes of attachment content per upload request (and per download range); nil: 4 MB.
     public var attachmentChunkBytes: Int?
-    var attachmentChunkSize: Int { max(4096, attachmentChunkBytes ?? 1 << 20) }
+    var attachmentChunkSize: Int { max(4096, attachmentChunkBytes ?? 4 << 20) }
 
     public init(
         geodatabaseSyncDirection: Direction = .bidirectional, shouldRollbackOnFailure: Bool = true, layerOptions: [LayerOption] = [],

@@ -52,9 +52,12 @@ final class BlobStore: Sendable {
             guard let handle = FileHandle(forWritingAtPath: file.path) else { throw ServiceError(500, "cannot write \(file.lastPathComponent)") }
             try handle.seek(toOffset: UInt64(offset))
             try handle.write(contentsOf: bytes)
-            try handle.synchronize()
-            try handle.close()
             let now = offset + Int64(bytes.count)
+            // Chunks are not flushed one by one: after a crash a partial file may hold bytes the
+            // disk lost, and the hash check at the end refuses it. Complete content is flushed
+            // before it is renamed into place.
+            if now == total { try handle.synchronize() }
+            try handle.close()
             guard now == total else { return BlobStatus(sha256: sha, received: now, complete: false) }
             guard try Self.hash(file) == sha else {
                 try? FileManager.default.removeItem(at: file)
