@@ -29,14 +29,30 @@ struct DownloadApplier {
         table = try conn.geodatabase.table(named: layer.name)
     }
 
+    /// A chunk's local attachments by feature, and those added here and not yet uploaded: read
+    /// with two queries per chunk, not two per feature.
+    struct LocalAttachments {
+        var byFeature: [String: [AttachmentRecord]] = [:]
+        var pending: Set<String> = []
+    }
+
+    private func localAttachments(_ changes: [FeedChange]) throws -> LocalAttachments {
+        guard contentDirectory != nil, layer.hasAttachments else { return LocalAttachments() }
+        let owners = changes.filter { $0.attachments != nil }.map(\.globalId)
+        guard !owners.isEmpty else { return LocalAttachments() }
+        let byFeature = try conn.attachmentRecords(layer: layer.name, featureGlobalIDs: owners)
+        let ids = byFeature.values.flatMap { $0.map(\.globalID) }
+        let pending = Set(try conn.capturedChanges(table: GeodatabaseConnection.attachmentsTable, globalIDs: ids).compactMap(\.globalID))
+        return LocalAttachments(byFeature: byFeature, pending: pending)
+    }
+
     /// Makes a feature's attachments the server's list: new ones from the downloaded content,
     /// ones the server no longer has removed (unless added here and not yet uploaded).
-    private func syncAttachments(_ list: [AttachmentInfo], feature objectID: Int64, globalID: String) throws {
+    private func syncAttachments(_ list: [AttachmentInfo], feature objectID: Int64, globalID: String, _ known: LocalAttachments) throws {
         guard let directory = contentDirectory, layer.hasAttachments else { return }
-        let local = try conn.attachmentRecords(layer: layer.name, featureGlobalIDs: [globalID])[globalID] ?? []
+        let local = known.byFeature[globalID] ?? []
         let wanted = Set(list.map(\.globalId))
-        let pendingHere = Set(try conn.capturedChanges(table: GeodatabaseConnection.attachmentsTable, globalIDs: local.map(\.globalID)).compactMap(\.globalID))
-        for record in local where !wanted.contains(record.globalID) && !pendingHere.contains(record.globalID) {
+        for record in local where !wanted.contains(record.globalID) && !known.pending.contains(record.globalID) {
             try conn.deleteAttachment(globalID: record.globalID)
         }
         let have = Set(local.map(\.globalID))
@@ -60,6 +76,7 @@ struct DownloadApplier {
         query.globalIDs = gids
         query.outFields = []
         try table.forEach(matching: query, in: conn) { local[$0.globalID!] = $0.objectID! }
+        let attachments = try localAttachments(changes)
         for change in changes {
             let protected = pending[change.globalId] ?? []
             let existing = local[change.globalId]
@@ -96,11 +113,11 @@ struct DownloadApplier {
                     }
                     if !protected.isEmpty { kept += 1 }
                     counts.updates += 1
-                    if let list = change.attachments { try syncAttachments(list, feature: existing, globalID: change.globalId) }
+                    if let list = change.attachments { try syncAttachments(list, feature: existing, globalID: change.globalId, attachments) }
                 } else {
                     let added = try table.add([feature], in: conn)[0]
                     counts.inserts += 1
-                    if let list = change.attachments, let id = added.objectID { try syncAttachments(list, feature: id, globalID: change.globalId) }
+                    if let list = change.attachments, let id = added.objectID { try syncAttachments(list, feature: id, globalID: change.globalId, attachments) }
                 }
             }
         }
