@@ -89,7 +89,7 @@ let package = Package(
         .target(
             name: "OutpostPostgres",
             dependencies: [
-                "OutpostStorage", "OutpostCore",
+                "OutpostServer", "OutpostProtocol", "OutpostStorage", "OutpostCore",
                 .product(name: "PostgresNIO", package: "postgres-nio"),
                 .product(name: "Logging", package: "swift-log"),
             ]
@@ -108,7 +108,7 @@ let package = Package(
         .target(
             name: "OutpostTestSupport",
             dependencies: [
-                "OutpostCore", "OutpostStorage", "OutpostServer",
+                "OutpostCore", "OutpostStorage", "OutpostServer", "OutpostPostgres",
                 .product(name: "AsyncHTTPClient", package: "async-http-client"),
                 .product(name: "ServiceLifecycle", package: "swift-service-lifecycle"),
                 .product(name: "Logging", package: "swift-log"),

@@ -26,6 +26,18 @@ public struct PostgresLocation: Sendable, Hashable, CustomStringConvertible {
 
     public var description: String { "postgres://\(user)@\(host):\(port)/\(database)" }
 
+    /// The full URL, password included (for passing on to another process).
+    public var url: String {
+        var c = URLComponents()
+        c.scheme = "postgres"
+        c.user = user
+        c.password = password
+        c.host = host
+        c.port = port
+        c.path = "/" + database
+        return c.string ?? description
+    }
+
     var configuration: PostgresClient.Configuration {
         var c = PostgresClient.Configuration(host: host, port: port, username: user, password: password, database: database, tls: .disable)
         c.options.connectTimeout = .seconds(10)

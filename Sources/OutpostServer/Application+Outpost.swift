@@ -35,6 +35,12 @@ extension ServiceDirectory {
     /// Opens the services at `path`: one service GeoPackage, or every `.gpkg` in a directory.
     /// The service name is `name` (single file only) or the file's stem.
     public convenience init(loading path: URL, name: String? = nil) throws {
+        let found = try Self.files(at: path, name: name)
+        self.init(found.backends, tileCaches: found.tileCaches)
+    }
+
+    /// The services of a path: a service GeoPackage, a tile cache, or a directory of them.
+    public static func files(at path: URL, name: String? = nil) throws -> (backends: [any FeatureServiceBackend], tileCaches: [URL]) {
         var isDirectory: ObjCBool = false
         guard FileManager.default.fileExists(atPath: path.path, isDirectory: &isDirectory) else {
             throw ServiceError(404, "\(path.path) does not exist")
@@ -48,11 +54,20 @@ extension ServiceDirectory {
                     || FileManager.default.fileExists(atPath: $0.appendingPathComponent("conf.xml").path)
             }
             guard !files.isEmpty || !caches.isEmpty else { throw ServiceError(404, "\(path.path) holds no service .gpkg files or tile caches") }
-            self.init(try files.map { try SQLiteServiceBackend(url: $0) }, tileCaches: caches)
+            return (try files.map { try SQLiteServiceBackend(url: $0) }, caches)
         } else if ["tpkx", "mbtiles"].contains(path.pathExtension.lowercased()) {
-            self.init([], tileCaches: [path])
+            return ([], [path])
         } else {
-            self.init([try SQLiteServiceBackend(url: path, name: name)])
+            return ([try SQLiteServiceBackend(url: path, name: name)], [])
         }
+    }
+
+    /// Services from several places (files and a database): two with one name are refused.
+    public convenience init(checking backends: [any FeatureServiceBackend], tileCaches: [URL] = []) throws {
+        var seen = Set<String>()
+        for b in backends where !seen.insert(b.name.lowercased()).inserted {
+            throw ServiceError(409, "two services are named \(b.name); serve them from separate processes or rename one")
+        }
+        self.init(backends, tileCaches: tileCaches)
     }
 }

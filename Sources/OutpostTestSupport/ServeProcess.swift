@@ -17,9 +17,23 @@ public final class ServeProcess: @unchecked Sendable {
     public static func start(
         service: URL, arguments: [String] = [], environment: [String: String] = [:], timeout: TimeInterval = 60
     ) async throws -> ServeProcess {
+        try await start(source: ["--service", service.path], arguments: arguments, environment: environment, timeout: timeout)
+    }
+
+    /// Serves a test service from its backend (the GeoPackage, or the PostgreSQL database).
+    public static func start(
+        _ service: TestService, arguments: [String] = [], environment: [String: String] = [:], timeout: TimeInterval = 60
+    ) async throws -> ServeProcess {
+        try await start(source: service.serveArguments, arguments: arguments, environment: environment, timeout: timeout)
+    }
+
+    /// Starts `outpost serve <source> --port 0 <arguments>` and waits for its "listening on" line.
+    public static func start(
+        source: [String], arguments: [String] = [], environment: [String: String] = [:], timeout: TimeInterval = 60
+    ) async throws -> ServeProcess {
         let process = Process()
         process.executableURL = Repository.outpostExecutable
-        process.arguments = ["serve", "--service", service.path, "--port", "0"] + arguments
+        process.arguments = ["serve"] + source + ["--port", "0"] + arguments
         if !environment.isEmpty { process.environment = ProcessInfo.processInfo.environment.merging(environment) { _, new in new } }
         let output = Pipe()
         process.standardOutput = output

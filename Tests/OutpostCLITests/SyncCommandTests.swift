@@ -12,7 +12,7 @@ import Testing
 struct SyncCommandTests {
     @Test(.timeLimit(.minutes(3)))
     func replicaSyncAndStatusFollowTheContract() async throws {
-        let service = try TestService.fieldInspection(.sqlite)
+        let service = try await TestService.fieldInspection(.sqlite)
         try await service.backend.close()
         let server = try await ServeProcess.start(service: service.file)
         let dir = TemporaryDirectory()
@@ -106,7 +106,7 @@ struct SyncCommandTests {
     /// the server's record closes.
     @Test(.timeLimit(.minutes(3)))
     func conflictsAreListedAndResolvedFromTheCommandLine() async throws {
-        let service = try TestService.fieldInspection(.sqlite)
+        let service = try await TestService.fieldInspection(.sqlite)
         try await service.backend.close()
         let server = try await ServeProcess.start(service: service.file)
         let dir = TemporaryDirectory()
@@ -158,7 +158,7 @@ struct SyncCommandTests {
     /// changes nothing; a drop without --allow-drop fails in one line and changes nothing.
     @Test(.timeLimit(.minutes(1)))
     func serviceMigrateFollowsTheContract() async throws {
-        let service = try TestService.fieldInspection(.sqlite)
+        let service = try await TestService.fieldInspection(.sqlite)
         try await service.backend.close()
         let dir = TemporaryDirectory()
         var json = try JSONValue.parse(try Data(contentsOf: Repository.sampleData("field_inspection/service.json")))
@@ -189,7 +189,7 @@ struct SyncCommandTests {
     /// process's peak memory far below the photo's size (content streams in 1 MB chunks).
     @Test(.timeLimit(.minutes(3)))
     func aHundredMegabyteAttachmentSyncsWithBoundedMemory() async throws {
-        let service = try TestService.fieldInspection(.sqlite)
+        let service = try await TestService.fieldInspection(.sqlite)
         try await service.backend.close()
         let server = try await ServeProcess.start(service: service.file)
         let dir = TemporaryDirectory()

@@ -63,7 +63,7 @@ func withServer<T: Sendable>(
     _ kind: BackendKind, configuration: ServerConfiguration = ServerConfiguration(port: 0),
     _ body: @Sendable (Client, TestService) async throws -> T
 ) async throws -> T {
-    let service = try TestService.fieldInspection(kind)
+    let service = try await TestService.fieldInspection(kind)
     let app = OutpostApplication.make(services: ServiceDirectory([service.backend]), configuration: configuration)
     let result = try await app.test(.router) { client in try await body(Client(client: client), service) }
     try await service.backend.close()

@@ -31,7 +31,7 @@ func insertEdit(_ gid: String = newGID, assetType: String = "valve") -> BatchEdi
 
 @Suite("Native batch API: exactly once (I3, I4)")
 struct NativeSyncEndpointTests {
-    @Test(arguments: BackendKind.available)
+    @Test(arguments: BackendKind.syncing)
     func batchesApplyOnceInOrder(kind: BackendKind) async throws {
         try await withServer(kind) { client, service in
             let info = try await registerReplica(service)
@@ -78,7 +78,7 @@ struct NativeSyncEndpointTests {
         }
     }
 
-    @Test(arguments: BackendKind.available)
+    @Test(arguments: BackendKind.syncing)
     func malformedRequestsGetClear4xx(kind: BackendKind) async throws {
         try await withServer(kind) { client, service in
             let info = try await registerReplica(service)
@@ -101,7 +101,7 @@ struct NativeSyncEndpointTests {
         }
     }
 
-    @Test(arguments: BackendKind.available)
+    @Test(arguments: BackendKind.syncing)
     func theChangeFeedLeavesOutEchoesAndReportsLeaves(kind: BackendKind) async throws {
         try await withServer(kind) { client, service in
             let info = try await registerReplica(service)
@@ -138,7 +138,7 @@ struct NativeSyncEndpointTests {
         }
     }
 
-    @Test(arguments: BackendKind.available)
+    @Test(arguments: BackendKind.syncing)
     func uploadsNeedAnEditToken(kind: BackendKind) async throws {
         let policy = TokenPolicy(tokens: ["reader": .read, "editor": .edit])
         try await withServer(kind, configuration: ServerConfiguration(port: 0, tokens: policy)) { client, service in
@@ -154,7 +154,7 @@ struct NativeSyncEndpointTests {
 
 @Suite("ArcGIS sync operations")
 struct ArcGISSyncEndpointTests {
-    @Test(arguments: BackendKind.available)
+    @Test(arguments: BackendKind.syncing)
     func createReplicaAsJSON(kind: BackendKind) async throws {
         try await withServer(kind) { client, service in
             let embedded = try await client.post("\(base)/createReplica", [
@@ -190,7 +190,7 @@ struct ArcGISSyncEndpointTests {
         }
     }
 
-    @Test(arguments: BackendKind.available)
+    @Test(arguments: BackendKind.syncing)
     func createReplicaAsyncGeoPackageOpensInGDAL(kind: BackendKind) async throws {
         try await withServer(kind) { client, service in
             let answer = try await client.post("\(base)/createReplica", ["f": "json", "layers": "0,1,2,3", "dataFormat": "sqlite", "async": "true"]).json()
@@ -219,7 +219,7 @@ struct ArcGISSyncEndpointTests {
         }
     }
 
-    @Test(arguments: BackendKind.available)
+    @Test(arguments: BackendKind.syncing)
     func createReplicaRefusesBadParameters(kind: BackendKind) async throws {
         try await withServer(kind) { client, _ in
             for (form, name) in [
@@ -235,7 +235,7 @@ struct ArcGISSyncEndpointTests {
         }
     }
 
-    @Test(arguments: BackendKind.available)
+    @Test(arguments: BackendKind.syncing)
     func synchronizeReplicaUploadsDownloadsAndReplays(kind: BackendKind) async throws {
         try await withServer(kind) { client, service in
             let created = try await client.post("\(base)/createReplica", ["f": "json", "layers": "0", "transportType": "esriTransportTypeEmbedded"]).json()
@@ -287,7 +287,7 @@ struct ArcGISSyncEndpointTests {
 
     /// ArcGIS-shaped attachment edits in synchronizeReplica: an embedded (base64) add, an update
     /// that replaces it, a delete; content stored by hash; a missing parent is kept on record.
-    @Test(arguments: BackendKind.available)
+    @Test(arguments: BackendKind.syncing)
     func synchronizeReplicaTakesAttachmentEdits(kind: BackendKind) async throws {
         try await withServer(kind) { client, service in
             let created = try await client.post(
@@ -331,7 +331,7 @@ struct ArcGISSyncEndpointTests {
 
     /// JSON replicas with attachments: by URL (the default; the URL serves the bytes) or
     /// embedded as base64.
-    @Test(arguments: BackendKind.available)
+    @Test(arguments: BackendKind.syncing)
     func jsonReplicasCarryAttachments(kind: BackendKind) async throws {
         try await withServer(kind) { client, service in
             let bytes = Data((0..<70_000).map { UInt8(truncatingIfNeeded: $0 &* 31) })

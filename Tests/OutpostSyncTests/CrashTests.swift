@@ -36,7 +36,7 @@ struct CrashTests {
     @Test(.timeLimit(.minutes(3)))
     func outpostServeKilledBeforeItCommits() async throws {
         let expected = try await Scenario.reference(serverEdits: false)
-        let service = try TestService.fieldInspection(.sqlite)
+        let service = try await TestService.fieldInspection(.sqlite)
         try await service.backend.close()
         let doomed = try await ServeProcess.start(service: service.file, environment: ["OUTPOST_FAULT": "server.beforeCommit:kill"])
         let directory = TemporaryDirectory("outpost-crash")

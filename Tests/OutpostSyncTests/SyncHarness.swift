@@ -18,7 +18,7 @@ struct SyncHarness: Sendable {
     static func start(
         _ kind: BackendKind = .sqlite, configuration: ServerConfiguration = ServerConfiguration(port: 0), policy: ConflictPolicy? = nil
     ) async throws -> SyncHarness {
-        let service = try TestService.fieldInspection(kind) { schema in
+        let service = try await TestService.fieldInspection(kind) { schema in
             // The policy on every layer, with the field rules each layer has fields for.
             for i in schema.layers.indices {
                 let layer = schema.layers[i]

@@ -13,4 +13,17 @@ public struct Attachment: Hashable, Sendable {
     public var contentType: String
     public var size: Int64
     public var keywords: String?
+
+    public init(
+        id: Int64, globalID: String, featureObjectID: Int64, featureGlobalID: String?, name: String, contentType: String, size: Int64, keywords: String? = nil
+    ) {
+        self.id = id
+        self.globalID = globalID
+        self.featureObjectID = featureObjectID
+        self.featureGlobalID = featureGlobalID
+        self.name = name
+        self.contentType = contentType
+        self.size = size
+        self.keywords = keywords
+    }
 }

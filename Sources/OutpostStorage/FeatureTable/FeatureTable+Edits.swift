@@ -138,18 +138,7 @@ extension FeatureTable {
 
     /// The features with geometries projected from `source` into the layer's spatial reference.
     func projected(_ features: [Feature], from source: SpatialReference?) throws -> [Feature] {
-        guard let source, let target = spatialReference, source != target else { return features }
-        return try features.enumerated().map { index, feature in
-            var f = feature
-            do {
-                f.geometry = try f.geometry.map { try WebMercator.convert($0, from: source, to: target) }
-            } catch let error as GeometryError {
-                throw StorageError(
-                    .invalidEdit, "the geometry is in \(source) but \(name) stores \(target): \(error.message)",
-                    table: name, field: definition.geometryColumn, editIndex: index, cause: error)
-            }
-            return f
-        }
+        try validator.projected(features, from: source)
     }
 
     struct PreparedRow {
@@ -160,108 +149,33 @@ extension FeatureTable {
     }
 
     func editError(_ index: Int, _ field: String?, _ message: String) -> StorageError {
-        StorageError(.invalidEdit, message, table: name, field: field, editIndex: index)
+        validator.error(index, field, message)
     }
 
     func prepareAdd(_ feature: Feature, index: Int) throws -> PreparedRow {
-        var row = PreparedRow()
-        let given = try resolveAttributes(feature, index: index)
-        for field in attributeFields {
-            if field.type == .globalID {
-                let gid: String
-                if let supplied = feature.globalID {
-                    guard let normalized = GlobalID.normalized(supplied) else {
-                        throw editError(index, field.name, "\"\(shortened(supplied))\" is not a GUID")
-                    }
-                    gid = normalized
-                } else {
-                    gid = GlobalID.make()
-                }
-                row.globalID = gid
-                row.columns.append(field.name)
-                row.values.append(gid.databaseValue)
-                continue
-            }
-            var value = given[field.name] ?? .null
-            if given[field.name] == nil, let def = field.defaultValue {
-                value = (try? FieldValue(json: def, type: field.type)) ?? .null
-            }
-            try check(value, field, index)
-            row.columns.append(field.name)
-            row.values.append(databaseValue(value, field.type))
-        }
-        if definition.isSpatial {
-            row.geometry = try checkGeometry(feature.geometry, index: index)
-            row.columns.append(definition.geometryColumn)
-            row.values.append(row.geometry.map { Data(GeoPackageBinary.encode($0, srsID: srsID)).databaseValue } ?? .null)
-        } else if feature.geometry != nil {
-            throw editError(index, nil, "\(name) is a table without geometry")
-        }
-        return row
+        prepared(try validator.add(feature, index: index))
     }
 
     func prepareUpdate(_ feature: Feature, index: Int) throws -> PreparedRow {
-        var row = PreparedRow()
-        let given = try resolveAttributes(feature, index: index)
-        for field in attributeFields {
-            guard let value = given[field.name] else { continue }
-            try check(value, field, index)
-            row.columns.append(field.name)
-            row.values.append(databaseValue(value, field.type))
-        }
-        if let geometry = feature.geometry {
-            guard definition.isSpatial else { throw editError(index, nil, "\(name) is a table without geometry") }
-            let checked = try checkGeometry(geometry, index: index)
-            row.geometry = checked
-            row.columns.append(definition.geometryColumn)
-            row.values.append(checked.map { Data(GeoPackageBinary.encode($0, srsID: srsID)).databaseValue } ?? .null)
-        }
-        return row
+        prepared(try validator.update(feature, index: index))
     }
 
-    /// Maps attribute keys to canonical field names, rejecting unknown and non-editable fields.
-    private func resolveAttributes(_ feature: Feature, index: Int) throws -> [String: FieldValue] {
-        var out: [String: FieldValue] = [:]
-        for (key, value) in feature.attributes {
-            guard let field = definition.field(named: key) else {
-                throw editError(index, key, "\(name) has no field \"\(shortened(key))\"")
+    /// A checked row with its values as stored in the GeoPackage.
+    private func prepared(_ row: FeatureValidator.Row) -> PreparedRow {
+        var out = PreparedRow(columns: row.columns, values: [], globalID: row.globalID, geometry: row.geometry)
+        out.values.reserveCapacity(row.values.count)
+        for (i, value) in row.values.enumerated() {
+            if row.writesGeometry && i == row.values.count - 1 {
+                out.values.append(row.geometry.map { Data(GeoPackageBinary.encode($0, srsID: srsID)).databaseValue } ?? .null)
+            } else {
+                out.values.append(databaseValue(value, row.types[i]))
             }
-            if field.type == .oid || field.type == .globalID { continue }
-            guard field.editable else { throw editError(index, field.name, "field \(field.name) is not editable") }
-            out[field.name] = value
         }
         return out
     }
 
-    private func check(_ value: FieldValue, _ field: FieldDefinition, _ index: Int) throws {
-        if let problem = rules[field.name.lowercased()]?.problem(with: value) {
-            throw editError(index, field.name, "\(field.name): \(problem)")
-        }
-    }
-
-    /// Checks type and Z/M against the layer, promoting single-part geometries to the layer's
-    /// multi-part type.
     func checkGeometry(_ geometry: Geometry?, index: Int) throws -> Geometry? {
-        guard let geometry, let layerType = definition.geometryType else { return nil }
-        var g = geometry
-        if !layerType.accepts(g.type) {
-            guard let promoted = g.promoted(to: layerType.type) else {
-                throw editError(
-                    index, definition.geometryColumn,
-                    "a \(g.type.geoJSONName) cannot go in a \(layerType.acceptsAny ? "Geometry" : layerType.type.geoJSONName) layer")
-            }
-            g = promoted
-        }
-        if g.layout != definition.layout {
-            if g.isEmpty {
-                g = Geometry.empty(g.type, layout: definition.layout)
-            } else {
-                throw editError(
-                    index, definition.geometryColumn,
-                    "the geometry has \(g.layout.rawValue.uppercased()) coordinates but the layer stores \(definition.layout.rawValue.uppercased())")
-            }
-        }
-        return g
+        try validator.checkGeometry(geometry, index: index)
     }
 
     func databaseValue(_ value: FieldValue, _ type: FieldType) -> DatabaseValue {

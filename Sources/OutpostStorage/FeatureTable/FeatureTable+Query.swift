@@ -191,18 +191,7 @@ extension FeatureTable {
     }
 
     func orderSQL(_ query: FeatureQuery) throws -> String {
-        var terms: [String] = []
-        for sort in query.orderBy {
-            guard let f = definition.field(named: sort.field) else {
-                throw StorageError(.invalidQuery, "unknown order-by field \"\(shortened(sort.field))\"", table: name)
-            }
-            terms.append("\(quoted(f.name)) \(sort.ascending ? "ASC" : "DESC")")
-        }
-        // Object id last so paging is stable, as ArcGIS orders by object id by default.
-        if !query.orderBy.contains(where: { definition.field(named: $0.field)?.type == .oid }) {
-            terms.append("\(quoted(definition.objectIDField)) ASC")
-        }
-        return " ORDER BY " + terms.joined(separator: ", ")
+        " ORDER BY " + (try definition.orderTerms(query)).map { "\(quoted($0.field.name)) \($0.ascending ? "ASC" : "DESC")" }.joined(separator: ", ")
     }
 
     func pagingSQL(_ query: FeatureQuery, _ arguments: inout [DatabaseValue]) -> String {

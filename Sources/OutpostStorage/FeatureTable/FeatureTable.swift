@@ -10,49 +10,31 @@ public struct FeatureTable: Sendable {
     public let geodatabase: Geodatabase
     public let definition: LayerDefinition
     let schema: ServiceSchema
-    let rules: [String: FieldRules]
+    /// The schema checks every edit passes.
+    public let validator: FeatureValidator
 
     init(geodatabase: Geodatabase, definition: LayerDefinition, schema: ServiceSchema) {
         self.geodatabase = geodatabase
         self.definition = definition
         self.schema = schema
-        var rules: [String: FieldRules] = [:]
-        for field in definition.fields {
-            rules[field.name.lowercased()] = FieldRules(field: field, domain: schema.domain(for: field))
-        }
-        self.rules = rules
+        validator = FeatureValidator(layer: definition, schema: schema)
     }
+
+    var rules: [String: FieldRules] { validator.rules }
 
     public var name: String { definition.name }
     /// The spatial reference of the geometries, nil for a table.
-    public var spatialReference: SpatialReference? {
-        definition.isSpatial ? (definition.spatialReference ?? schema.spatialReference) : nil
-    }
+    public var spatialReference: SpatialReference? { validator.spatialReference }
     var srsID: Int32 { Int32(spatialReference?.wkid ?? 0) }
 
     /// Fields other than the OID, in table order.
-    var attributeFields: [FieldDefinition] { definition.fields.filter { $0.type != .oid } }
+    var attributeFields: [FieldDefinition] { validator.attributeFields }
 
     // MARK: - Reading rows
 
     /// Columns selected for `outFields` (nil = all), OID first, geometry last.
     func selectColumns(outFields: [String]?, returnGeometry: Bool) throws -> [FieldDefinition] {
-        var fields: [FieldDefinition]
-        if let outFields, !outFields.contains("*") {
-            fields = []
-            for name in outFields {
-                guard let f = definition.field(named: name) else {
-                    throw StorageError(.invalidQuery, "unknown out field \"\(shortened(name))\"", table: name)
-                }
-                if !fields.contains(f) { fields.append(f) }
-            }
-            for system in definition.fields where system.type == .oid || system.type == .globalID {
-                if !fields.contains(system) { fields.append(system) }
-            }
-        } else {
-            fields = definition.fields
-        }
-        return fields.sorted { ($0.type == .oid ? 0 : 1) < ($1.type == .oid ? 0 : 1) }
+        try definition.selectedFields(outFields: outFields)
     }
 
     func selectList(_ fields: [FieldDefinition], returnGeometry: Bool) -> String {

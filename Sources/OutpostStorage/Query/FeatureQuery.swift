@@ -62,3 +62,44 @@ public struct FeatureQuery: Hashable, Sendable {
     /// Everything.
     public static let all = FeatureQuery()
 }
+
+extension LayerDefinition {
+    /// The fields a query with `outFields` returns (nil or `*` for all), the object id first and
+    /// the global id always included.
+    /// - Throws: ``StorageError/Code/invalidQuery`` for a field the layer does not have.
+    public func selectedFields(outFields: [String]?) throws -> [FieldDefinition] {
+        var selected: [FieldDefinition]
+        if let outFields, !outFields.contains("*") {
+            selected = []
+            for name in outFields {
+                guard let f = field(named: name) else {
+                    throw StorageError(.invalidQuery, "unknown out field \"\(shortened(name))\"", table: self.name)
+                }
+                if !selected.contains(f) { selected.append(f) }
+            }
+            for system in fields where system.type == .oid || system.type == .globalID {
+                if !selected.contains(system) { selected.append(system) }
+            }
+        } else {
+            selected = fields
+        }
+        return selected.sorted { ($0.type == .oid ? 0 : 1) < ($1.type == .oid ? 0 : 1) }
+    }
+
+    /// The `ORDER BY` terms of a query (quoted field, ascending), the object id last unless the
+    /// query orders by it, so paging is stable.
+    /// - Throws: ``StorageError/Code/invalidQuery`` for a field the layer does not have.
+    public func orderTerms(_ query: FeatureQuery) throws -> [(field: FieldDefinition, ascending: Bool)] {
+        var terms: [(field: FieldDefinition, ascending: Bool)] = []
+        for sort in query.orderBy {
+            guard let f = field(named: sort.field) else {
+                throw StorageError(.invalidQuery, "unknown order-by field \"\(shortened(sort.field))\"", table: name)
+            }
+            terms.append((f, sort.ascending))
+        }
+        if !terms.contains(where: { $0.field.type == .oid }), let oid = field(named: objectIDField) {
+            terms.append((oid, true))
+        }
+        return terms
+    }
+}

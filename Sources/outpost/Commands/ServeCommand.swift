@@ -14,7 +14,14 @@ struct ServeCommand: AsyncParsableCommand {
             SIGINT or SIGTERM stops it gracefully: requests in flight finish, databases close.
             """)
 
-    @Option(help: "A service GeoPackage, or a directory of them (made with `outpost service create`).") var service: String
+    @Option(help: "A service GeoPackage, or a directory of them (made with `outpost service create`).") var service: String?
+    @Option(
+        help: """
+            Serve every service of this PostgreSQL/PostGIS database (postgres://user[:password]@host[:port]/db; \
+            $OUTPOST_POSTGRES when neither this nor --service is given). Several processes may serve one database.
+            """)
+    var postgres: String?
+    @Option(help: "Seconds a request waits for PostgreSQL before it is answered 503.") var databaseTimeout = 30
     @Option(help: "The service name in URLs (single service only; default: the file name).") var name: String?
     @Option(help: "Address to listen on.") var host = "127.0.0.1"
     @Option(help: "Port (0 picks a free one).") var port = 8080
@@ -22,7 +29,15 @@ struct ServeCommand: AsyncParsableCommand {
     @Option(help: "A file of tokens, one per line: \"<token> [read|edit]\".") var tokens: String?
     @Option(help: "Largest request body in MB.") var maxBodyMb = 64
 
+    /// The database to serve from, if any.
+    var database: String? {
+        postgres ?? (service == nil ? ProcessInfo.processInfo.environment["OUTPOST_POSTGRES"] : nil)
+    }
+
     func validate() throws {
+        guard service != nil || database != nil else { throw ValidationError("give --service or --postgres (or set OUTPOST_POSTGRES)") }
+        guard name == nil || service != nil else { throw ValidationError("--name renames a --service file; PostgreSQL services keep their names") }
+        guard databaseTimeout > 0 else { throw ValidationError("--database-timeout must be positive") }
         guard token == nil || tokens == nil else { throw ValidationError("give --token or --tokens, not both") }
         guard (0...65535).contains(port) else { throw ValidationError("--port must be 0…65535") }
         guard maxBodyMb > 0 else { throw ValidationError("--max-body-mb must be positive") }
@@ -34,7 +49,20 @@ struct ServeCommand: AsyncParsableCommand {
         if let tokens { configuration.tokens = try TokenPolicy(contentsOf: URL(fileURLWithPath: tokens)) }
         let services: ServiceDirectory
         do {
-            services = try ServiceDirectory(loading: URL(fileURLWithPath: service), name: name)
+            var backends: [any FeatureServiceBackend] = []
+            var tileCaches: [URL] = []
+            if let service {
+                let files = try ServiceDirectory.files(at: URL(fileURLWithPath: service), name: name)
+                backends += files.backends
+                tileCaches = files.tileCaches
+            }
+            if let database {
+                let location = try PostgresLocation(url: database)
+                let stored = try await PostgresServiceBackend.openAll(at: location, timeout: .seconds(databaseTimeout))
+                guard !stored.isEmpty || service != nil else { throw CLIFailure(message: "\(location) has no services; load one with: outpost service create --postgres") }
+                backends += stored
+            }
+            services = try ServiceDirectory(checking: backends, tileCaches: tileCaches)
             try await services.loadTileCaches()
         } catch let error as ServiceError {
             throw CLIFailure(message: error.message)

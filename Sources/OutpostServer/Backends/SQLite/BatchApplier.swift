@@ -321,7 +321,7 @@ struct BatchApplier {
     }
 
     private mutating func delete(_ objectID: Int64, _ existing: Feature?, gid: String, _ table: FeatureTable, editedAt: String?) throws {
-        let row = try existing.map { try ServiceStore.rowJSON($0, table.definition) }
+        let row = try existing.map { try ReplicaRows.tombstoneJSON($0, table.definition) }
         try table.delete(objectIDs: [objectID], in: conn)
         objectIDs[gid] = nil
         pendingLog.append(ServiceStore.LogEntry(globalID: gid, op: "delete", columns: [], editedAt: editedAt, row: row))

@@ -48,7 +48,7 @@ struct EditApplier {
                 if let gid = before.globalID {
                     try ServiceStore.log(
                         conn, generation: generation, layerID: layer.id,
-                        [.init(globalID: gid, op: "delete", columns: [], row: try ServiceStore.rowJSON(before, layer))])
+                        [.init(globalID: gid, op: "delete", columns: [], row: try ReplicaRows.tombstoneJSON(before, layer))])
                 }
                 applied += 1
                 return EditResult(objectId: before.objectID, globalId: before.globalID, success: true)

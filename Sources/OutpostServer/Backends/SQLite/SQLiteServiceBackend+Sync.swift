@@ -336,8 +336,8 @@ struct ReplicaScope {
 }
 
 /// Feature attributes as sync JSON (dates in epoch ms), the OID left out.
-enum ReplicaRows {
-    static func attributes(_ feature: Feature, fields: [FieldDefinition]) -> [String: JSONValue] {
+public enum ReplicaRows {
+    public static func attributes(_ feature: Feature, fields: [FieldDefinition]) -> [String: JSONValue] {
         var out: [String: JSONValue] = [:]
         for field in fields {
             switch field.type {
@@ -347,6 +347,13 @@ enum ReplicaRows {
             }
         }
         return out
+    }
+
+    /// A feature's values as a tombstone keeps them: Esri JSON `{"attributes", "geometry"}`.
+    public static func tombstoneJSON(_ feature: Feature, _ layer: LayerDefinition) throws -> String {
+        var row: [String: JSONValue] = ["attributes": .object(attributes(feature, fields: layer.fields.filter { $0.type != .oid }))]
+        if layer.isSpatial { row["geometry"] = try feature.geometry.map { try JSONValue.parse(try EsriJSON.encode($0)) } ?? .null }
+        return JSONValue.object(row).jsonString
     }
 }
 

@@ -251,13 +251,6 @@ enum ServiceStore {
         }
     }
 
-    /// A feature's values as a tombstone keeps them.
-    static func rowJSON(_ feature: Feature, _ layer: LayerDefinition) throws -> String {
-        var row: [String: JSONValue] = ["attributes": .object(ReplicaRows.attributes(feature, fields: layer.fields.filter { $0.type != .oid }))]
-        if layer.isSpatial { row["geometry"] = try feature.geometry.map { try JSONValue.parse(try EsriJSON.encode($0)) } ?? .null }
-        return JSONValue.object(row).jsonString
-    }
-
     /// Logs many changes of one layer under one generation with four statements (the entries go
     /// in as one JSON array, in order): per-edit statements cost more than the edits themselves.
     static func log(

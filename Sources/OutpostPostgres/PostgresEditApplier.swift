@@ -1,0 +1,264 @@
+import Foundation
+import Logging
+import OutpostCore
+import OutpostProtocol
+import OutpostServer
+import OutpostStorage
+import PostgresNIO
+
+/// The changes of one generation of one layer, written to the change log, tombstones and
+/// per-column generations with a handful of statements (the entries go in as parallel arrays).
+struct PostgresChangeLog {
+    let service: String
+    let layerID: Int
+    let generation: Int64
+    var origin: (replica: String, seq: Int64)?
+    private var globalIDs: [String] = []
+    private var ops: [String] = []
+    private var columns: [String] = []
+    private var columnGenerations: [String] = []
+    private var editedAt: [String] = []
+    private var toOrigin: [String] = []
+    private var rows: [String] = []
+
+    init(service: String, layerID: Int, generation: Int64, origin: (replica: String, seq: Int64)? = nil) {
+        self.service = service
+        self.layerID = layerID
+        self.generation = generation
+        self.origin = origin
+    }
+
+    var isEmpty: Bool { globalIDs.isEmpty }
+
+    /// One feature's change: `columns` changed (none for a delete), `row` a delete's last values
+    /// (Esri JSON) for the tombstone, `editedAt` when the edit was made if not now, `toOrigin`
+    /// for a resolution the uploading replica must download too (logged without origin).
+    mutating func append(globalID: String, op: String, columns changed: [String], editedAt: String? = nil, toOrigin: Bool = false, row: String? = nil) {
+        globalIDs.append(globalID)
+        ops.append(op)
+        columns.append(JSONValue.array(changed.map { .string($0) }).jsonString)
+        columnGenerations.append(
+            op == "delete" ? "{}" : JSONValue.object(Dictionary(changed.map { ($0, JSONValue.integer(generation)) }, uniquingKeysWith: { a, _ in a })).jsonString)
+        self.editedAt.append(editedAt ?? "")
+        self.toOrigin.append(toOrigin ? "1" : "0")
+        rows.append(row ?? "")
+    }
+
+    func write(_ conn: PostgresConnection, logger: Logger) async throws {
+        guard !isEmpty else { return }
+        let layer = Int32(layerID)
+        try await conn.query(
+            """
+            INSERT INTO outpost_change_log (service, generation, layer_id, globalid, op, changed_columns, origin_replica, origin_seq, edited_at)
+            SELECT \(service), \(generation), \(layer), g, o, c::jsonb,
+              CASE WHEN t = '1' THEN NULL ELSE \(origin?.replica)::text END, CASE WHEN t = '1' THEN NULL ELSE \(origin?.seq)::bigint END,
+              NULLIF(e, '')::timestamptz
+            FROM unnest(\(globalIDs), \(ops), \(columns), \(editedAt), \(toOrigin)) WITH ORDINALITY AS x (g, o, c, e, t, n) ORDER BY n
+            """, logger: logger)
+        try await conn.query(
+            """
+            DELETE FROM outpost_feature_versions WHERE service = \(service) AND layer_id = \(layer)
+              AND globalid IN (SELECT g FROM unnest(\(globalIDs), \(ops)) AS x (g, o) WHERE o = 'delete')
+            """, logger: logger)
+        try await conn.query(
+            """
+            INSERT INTO outpost_tombstones (service, layer_id, globalid, generation, row)
+            SELECT DISTINCT ON (g) \(service), \(layer), g, \(generation), NULLIF(r, '')::jsonb
+            FROM unnest(\(globalIDs), \(ops), \(rows)) WITH ORDINALITY AS x (g, o, r, n) WHERE o = 'delete' ORDER BY g, n DESC
+            ON CONFLICT (service, layer_id, globalid) DO UPDATE SET generation = excluded.generation, row = coalesce(excluded.row, outpost_tombstones.row)
+            """, logger: logger)
+        // Per feature, the generations of the columns this change set, merged over the old ones.
+        try await conn.query(
+            """
+            INSERT INTO outpost_feature_versions (service, layer_id, globalid, generation, column_generations)
+            SELECT \(service), \(layer), g, \(generation), jsonb_object_agg(k, v)
+            FROM unnest(\(globalIDs), \(ops), \(columnGenerations), \(toOrigin)) AS x (g, o, c, t)
+              CROSS JOIN LATERAL jsonb_each(c::jsonb || '{"_": 0}'::jsonb) AS kv (k, v)
+            WHERE o <> 'delete' AND t = '0'
+            GROUP BY g
+            ON CONFLICT (service, layer_id, globalid) DO UPDATE SET generation = excluded.generation,
+              column_generations = outpost_feature_versions.column_generations || (excluded.column_generations - '_')
+            """, logger: logger)
+        try await conn.query(
+            """
+            DELETE FROM outpost_tombstones WHERE service = \(service) AND layer_id = \(layer)
+              AND globalid IN (SELECT g FROM unnest(\(globalIDs), \(ops)) AS x (g, o) WHERE o = 'insert')
+            """, logger: logger)
+    }
+
+    static func setGeneration(_ conn: PostgresConnection, service: String, _ generation: Int64, logger: Logger) async throws {
+        try await conn.query("UPDATE outpost_services SET generation = \(generation) WHERE name = \(service)", logger: logger)
+    }
+}
+
+/// Applies one applyEdits request inside the service's commit transaction, logging every change
+/// under the transaction's generation. Checks are the GeoPackage backend's (``FeatureValidator``);
+/// what the database itself refuses (a duplicate global id) is an invalid edit too.
+struct PostgresEditApplier {
+    let layer: PostgresLayer
+    let service: String
+    let conn: PostgresConnection
+    let logger: Logger
+    let rollbackOnFailure: Bool
+    let generation: Int64
+    private var log: PostgresChangeLog
+    private var savepoints = 0
+
+    init(layer: PostgresLayer, service: String, conn: PostgresConnection, logger: Logger, rollbackOnFailure: Bool, generation: Int64) {
+        self.layer = layer
+        self.service = service
+        self.conn = conn
+        self.logger = logger
+        self.rollbackOnFailure = rollbackOnFailure
+        self.generation = generation
+        log = PostgresChangeLog(service: service, layerID: layer.definition.id, generation: generation)
+    }
+
+    var definition: LayerDefinition { layer.definition }
+
+    var allColumns: [String] {
+        definition.fields.filter { $0.type != .oid }.map(\.name) + (definition.isSpatial ? [definition.geometryColumn] : [])
+    }
+
+    mutating func apply(_ edits: EditRequest) async throws -> ApplyEditsResponse {
+        var response = ApplyEditsResponse()
+        let adds = try layer.validator.projected(edits.adds, from: nil)
+        for (index, feature) in adds.enumerated() {
+            response.addResults.append(try await attempt("adds", index, feature) { this in try await this.add(feature, index) })
+        }
+        for (index, feature) in edits.updates.enumerated() {
+            response.updateResults.append(try await attempt("updates", index, feature) { this in try await this.update(feature, index) })
+        }
+        for (index, feature) in edits.deletes.enumerated() {
+            response.deleteResults.append(try await attempt("deletes", index, feature) { this in try await this.delete(feature, index) })
+        }
+        return response
+    }
+
+    /// Writes the log and moves the service to this generation when anything changed.
+    func finish() async throws {
+        guard !log.isEmpty else { return }
+        try await log.write(conn, logger: logger)
+        try await PostgresChangeLog.setGeneration(conn, service: service, generation, logger: logger)
+    }
+
+    private mutating func add(_ feature: Feature, _ index: Int) async throws -> EditResult {
+        let row = try layer.validator.add(feature, index: index)
+        var binds = PostgresBindings()
+        let values = try layer.bind(row, &binds)
+        let sql = "INSERT INTO \(layer.table) (\(row.columns.map(PostgresLayer.q).joined(separator: ", "))) VALUES (\(values.joined(separator: ", "))) RETURNING \(layer.pk)"
+        var objectID: Int64?
+        for try await id in try await run(sql, binds, index).decode(Int64.self) { objectID = id }
+        if let gid = row.globalID { log.append(globalID: gid, op: "insert", columns: allColumns) }
+        return EditResult(objectId: objectID, globalId: row.globalID, success: true)
+    }
+
+    private mutating func update(_ feature: Feature, _ index: Int) async throws -> EditResult {
+        let row = try layer.validator.update(feature, index: index)
+        var binds = PostgresBindings()
+        let key = try self.key(feature, index, &binds)
+        guard let before = try await existing(key, binds, index, lock: true) else { throw notFound(feature, index) }
+        var setBinds = PostgresBindings()
+        let values = try layer.bind(row, &setBinds)
+        guard !row.columns.isEmpty else { return EditResult(objectId: before.objectID, globalId: before.globalID, success: true) }
+        let sets = zip(row.columns, values).map { "\(PostgresLayer.q($0)) = \($1)" }.joined(separator: ", ")
+        setBinds.append(before.objectID!)
+        let sql = "UPDATE \(layer.table) SET \(sets) WHERE \(layer.pk) = $\(setBinds.count) RETURNING \(layer.allColumns)"
+        var after: Feature?
+        for try await r in try await run(sql, setBinds, index) { after = try layer.decodeAll(r) }
+        guard let after else { throw notFound(feature, index) }
+        let columns = changedColumns(before, after)
+        if let gid = after.globalID, !columns.isEmpty { log.append(globalID: gid, op: "update", columns: columns) }
+        return EditResult(objectId: after.objectID, globalId: after.globalID, success: true)
+    }
+
+    private mutating func delete(_ feature: Feature, _ index: Int) async throws -> EditResult {
+        var binds = PostgresBindings()
+        let key = try self.key(feature, index, &binds)
+        var before: Feature?
+        for try await r in try await run("DELETE FROM \(layer.table) WHERE \(key) RETURNING \(layer.allColumns)", binds, index) { before = try layer.decodeAll(r) }
+        guard let before else { throw notFound(feature, index) }
+        if let gid = before.globalID {
+            log.append(globalID: gid, op: "delete", columns: [], row: try ReplicaRows.tombstoneJSON(before, definition))
+        }
+        return EditResult(objectId: before.objectID, globalId: before.globalID, success: true)
+    }
+
+    /// The condition naming the edited feature (object id, else global id), its value bound.
+    private func key(_ feature: Feature, _ index: Int, _ binds: inout PostgresBindings) throws -> String {
+        if let oid = feature.objectID {
+            binds.append(oid)
+            return "\(layer.pk) = $\(binds.count)"
+        }
+        guard let field = definition.globalIDField, feature.globalID != nil else {
+            throw StorageError(.invalidEdit, "the edit names no feature (objectId or globalId)", table: definition.name, editIndex: index)
+        }
+        binds.append(try layer.validator.globalID(of: feature, index: index))
+        return "\(PostgresLayer.q(field)) = $\(binds.count)"
+    }
+
+    private func existing(_ key: String, _ binds: PostgresBindings, _ index: Int, lock: Bool) async throws -> Feature? {
+        var found: Feature?
+        for try await r in try await run("SELECT \(layer.allColumns) FROM \(layer.table) WHERE \(key)\(lock ? " FOR UPDATE" : "")", binds, index) {
+            found = try layer.decodeAll(r)
+        }
+        return found
+    }
+
+    private func notFound(_ feature: Feature, _ index: Int) -> StorageError {
+        StorageError(
+            .notFound, "no feature with \(feature.objectID.map { "object id \($0)" } ?? "global id \(feature.globalID ?? "")")", table: definition.name, editIndex: index)
+    }
+
+    /// Runs one statement of an edit; what the table refuses (integrity or data errors) is the
+    /// edit's fault, not the server's.
+    private func run(_ sql: String, _ binds: PostgresBindings, _ index: Int) async throws -> PostgresRowSequence {
+        do {
+            return try await conn.query(PostgresQuery(unsafeSQL: sql, binds: binds), logger: logger)
+        } catch let error as PSQLError where error.code == .server {
+            let state = error.serverInfo?[.sqlState] ?? ""
+            guard state.hasPrefix("23") || state.hasPrefix("22") else { throw error }
+            throw StorageError(.invalidEdit, "rejected by the table: \(error.serverInfo?[.message] ?? state)", table: definition.name, editIndex: index)
+        }
+    }
+
+    /// Runs one edit. With rollbackOnFailure a failure ends the request (the transaction rolls
+    /// back); without, a savepoint undoes the edit's own changes and its result says why.
+    private mutating func attempt(
+        _ list: String, _ index: Int, _ feature: Feature, _ body: (inout PostgresEditApplier) async throws -> EditResult
+    ) async throws -> EditResult {
+        let savepoint = "edit_\(savepoints)"
+        if !rollbackOnFailure {
+            savepoints += 1
+            try await conn.query(PostgresQuery(unsafeSQL: "SAVEPOINT \(savepoint)"), logger: logger)
+        }
+        let logged = log
+        do {
+            let result = try await body(&self)
+            if !rollbackOnFailure { try await conn.query(PostgresQuery(unsafeSQL: "RELEASE SAVEPOINT \(savepoint)"), logger: logger) }
+            return result
+        } catch let error as StorageError {
+            log = logged
+            let code = error.code == .notFound ? EditResult.Code.notFound : EditResult.Code.invalidEdit
+            let reason = error.field.map { "\($0): " } ?? ""
+            let description = error.message.hasPrefix(reason) || reason.isEmpty ? error.message : reason + error.message
+            if rollbackOnFailure {
+                let target = feature.globalID ?? feature.objectID.map { "object id \($0)" } ?? "new feature"
+                throw ServiceError(
+                    error.code == .notFound ? 404 : 400,
+                    "edit rejected: layer \(definition.name) (\(definition.id)), \(list)[\(index)] (\(target)): \(description); nothing was applied",
+                    details: ["layer: \(definition.id)", "\(list)[\(index)]", "globalId: \(feature.globalID ?? "")", "reason: \(description)"])
+            }
+            try await conn.query(PostgresQuery(unsafeSQL: "ROLLBACK TO SAVEPOINT \(savepoint)"), logger: logger)
+            return EditResult(objectId: feature.objectID, globalId: feature.globalID, success: false, error: .init(code: code, description: description))
+        }
+    }
+
+    private func changedColumns(_ before: Feature, _ after: Feature) -> [String] {
+        var columns = definition.fields.filter { $0.type != .oid && $0.type != .globalID }.map(\.name).filter {
+            (before.attributes[$0] ?? .null) != (after.attributes[$0] ?? .null)
+        }
+        if definition.isSpatial, before.geometry != after.geometry { columns.append(definition.geometryColumn) }
+        return columns
+    }
+}

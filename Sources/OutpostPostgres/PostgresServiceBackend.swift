@@ -1,0 +1,328 @@
+import Foundation
+import Logging
+import OutpostCore
+import OutpostProtocol
+import OutpostServer
+import OutpostStorage
+import PostgresNIO
+
+/// A feature service whose data lives in PostgreSQL/PostGIS (DESIGN §6), loaded there by
+/// ``PostgresServiceStore/createService(named:from:at:replace:)``. Holds no state of its own
+/// beyond a connection pool, so several server processes can serve one database.
+///
+/// Commits of edits are serialised per service by a row lock on the service's row in
+/// `outpost_services`, taken at the start of the transaction and held to its commit: the
+/// generation read under that lock plus one is what the transaction commits, so generations
+/// increase in commit order across every process (invariant I5), and a reader that sees
+/// generation G sees every change up to G.
+public final class PostgresServiceBackend: FeatureServiceBackend {
+    public let name: String
+    public let location: PostgresLocation
+    let serviceSchema: ServiceSchema
+    let layers: [Int: PostgresLayer]
+    let client: PostgresClient
+    private let runner: Task<Void, Never>
+    /// The longest a request waits for the database (a connection, then its queries).
+    let timeout: Duration
+    let logger = Logger(label: "outpost.postgres")
+
+    private init(name: String, location: PostgresLocation, schema: ServiceSchema, client: PostgresClient, runner: Task<Void, Never>, timeout: Duration) {
+        self.name = name
+        self.location = location
+        serviceSchema = schema
+        var layers: [Int: PostgresLayer] = [:]
+        for layer in schema.allLayers { layers[layer.id] = PostgresLayer(layer, service: name, schema: schema) }
+        self.layers = layers
+        self.client = client
+        self.runner = runner
+        self.timeout = timeout
+    }
+
+    /// Opens one service of the database.
+    /// - Throws: ``PostgresServiceError`` when the database cannot be reached or has no such service.
+    public static func open(service: String, at location: PostgresLocation, timeout: Duration = .seconds(30)) async throws -> PostgresServiceBackend {
+        try await openAll(at: location, only: service, timeout: timeout)[0]
+    }
+
+    /// Opens every service of the database (or only `only`), after applying pending migrations.
+    public static func openAll(at location: PostgresLocation, only: String? = nil, timeout: Duration = .seconds(30)) async throws -> [PostgresServiceBackend] {
+        let stored: [(String, String)] = try await PostgresServiceStore.withClient(location) { client in
+            try await PostgresServiceStore.migrate(client)
+            var out: [(String, String)] = []
+            for try await (name, json) in try await client.query("SELECT name, schema_json::text FROM outpost_services ORDER BY name").decode((String, String).self) {
+                if only == nil || only == name { out.append((name, json)) }
+            }
+            return out
+        }
+        if let only, stored.isEmpty { throw PostgresServiceError("\(location) has no service named \(only); load one with: outpost service create --postgres") }
+        return try stored.map { name, json in
+            let schema = try ServiceSchema.decode(Data(json.utf8))
+            let client = PostgresClient(configuration: location.configuration)
+            let runner = Task { await client.run() }
+            return PostgresServiceBackend(name: name, location: location, schema: schema, client: client, runner: runner, timeout: timeout)
+        }
+    }
+
+    public func close() async throws { runner.cancel() }
+
+    deinit { runner.cancel() }
+
+    public func schema() async throws -> ServiceSchema { serviceSchema }
+
+    func layer(_ id: Int) throws -> PostgresLayer {
+        guard let layer = layers[id] else { throw ServiceError.notFound("layer \(id)") }
+        return layer
+    }
+
+    // MARK: - Talking to the database
+
+    /// Runs `body` against the pool within the timeout; a database that is down or slow is a 503
+    /// (the server itself keeps running and serves again once the database is back).
+    func database<T: Sendable>(_ body: @escaping @Sendable (PostgresClient) async throws -> T) async throws -> T {
+        let client = client, timeout = timeout, location = location
+        do {
+            return try await withThrowingTaskGroup(of: T?.self) { group in
+                group.addTask { try await body(client) }
+                group.addTask {
+                    try await Task.sleep(for: timeout)
+                    return nil
+                }
+                defer { group.cancelAll() }
+                guard let first = try await group.next(), let value = first else {
+                    throw ServiceError(503, "PostgreSQL at \(location) did not answer within \(timeout); try again shortly")
+                }
+                return value
+            }
+        } catch let error as PSQLError {
+            throw Self.serviceError(error, location)
+        } catch let error as PostgresDecodingError {
+            throw ServiceError(500, "unexpected data in PostgreSQL: \(error.postgresType) for \(error.targetType)")
+        }
+    }
+
+    /// Runs `body` in a transaction on one pooled connection: committed when it returns, rolled
+    /// back when it throws (the error passes through unchanged).
+    func transaction<T: Sendable>(_ body: @escaping @Sendable (PostgresConnection) async throws -> T) async throws -> T {
+        let logger = logger
+        return try await database { client in
+            try await client.withConnection { conn in
+                try await conn.query("BEGIN", logger: logger)
+                let value: T
+                do {
+                    value = try await body(conn)
+                } catch {
+                    _ = try? await conn.query("ROLLBACK", logger: logger)
+                    throw error
+                }
+                try await conn.query("COMMIT", logger: logger)
+                return value
+            }
+        }
+    }
+
+    /// The HTTP answer for a database failure: unavailable (503) when the connection or server
+    /// is the problem, otherwise a 500 that names the SQL state but no internals.
+    static func serviceError(_ error: PSQLError, _ location: PostgresLocation) -> ServiceError {
+        if error.code == .server {
+            let state = error.serverInfo?[.sqlState] ?? ""
+            if state.hasPrefix("08") || state.hasPrefix("57P") || state.hasPrefix("53") || state == "40001" || state == "40P01" {
+                return ServiceError(503, "PostgreSQL at \(location) is unavailable (\(state)): \(error.serverInfo?[.message] ?? ""); try again shortly")
+            }
+            // The statement and PostgreSQL's words go to the log, not to the client.
+            Logger(label: "outpost.postgres").error("PostgreSQL refused a statement (\(state)): \(error.serverInfo?[.message] ?? "")", metadata: ["query": "\(error.query?.sql ?? "")"])
+            return ServiceError(500, "PostgreSQL refused a statement (SQL state \(state))")
+        }
+        return ServiceError(503, "PostgreSQL at \(location) is unavailable (\(error.code)); try again shortly")
+    }
+
+    /// All rows of a query (callers bound it with a limit).
+    func rows(_ sql: String, _ binds: PostgresBindings) async throws -> [PostgresRow] {
+        let logger = logger
+        return try await database { client in
+            var out: [PostgresRow] = []
+            for try await row in try await client.query(PostgresQuery(unsafeSQL: sql, binds: binds), logger: logger) { out.append(row) }
+            return out
+        }
+    }
+
+    // MARK: - Reading
+
+    public func extent(layerID: Int) async throws -> Envelope? {
+        let layer = try layer(layerID)
+        guard layer.definition.isSpatial else { return nil }
+        let g = layer.geometryColumn
+        let rows = try await rows(
+            "SELECT ST_XMin(e), ST_YMin(e), ST_XMax(e), ST_YMax(e) FROM (SELECT ST_3DExtent(\(g)) AS e FROM \(layer.table)) AS x", PostgresBindings())
+        guard let row = rows.first else { return nil }
+        let (xmin, ymin, xmax, ymax) = try row.decode((Double?, Double?, Double?, Double?).self)
+        guard let xmin, let ymin, let xmax, let ymax else { return nil }
+        return Envelope(xmin: xmin, ymin: ymin, xmax: xmax, ymax: ymax)
+    }
+
+    public func count(layerID: Int, query: FeatureQuery) async throws -> Int {
+        let layer = try layer(layerID)
+        var binds = PostgresBindings()
+        let sql = "SELECT count(*) FROM \(layer.table)" + (try layer.filter(query, &binds))
+        return try await rows(sql, binds).first?.decode(Int.self) ?? 0
+    }
+
+    public func objectIDs(layerID: Int, query: FeatureQuery) async throws -> [Int64] {
+        let layer = try layer(layerID)
+        var binds = PostgresBindings()
+        var sql = "SELECT \(layer.pk) FROM \(layer.table)" + (try layer.filter(query, &binds))
+        sql += try layer.order(query) + layer.paging(query, &binds)
+        return try await rows(sql, binds).map { try $0.decode(Int64.self) }
+    }
+
+    public func features(layerID: Int, query: FeatureQuery) async throws -> [Feature] {
+        let layer = try layer(layerID)
+        let fields = try layer.definition.selectedFields(outFields: query.outFields)
+        var binds = PostgresBindings()
+        var sql = "SELECT \(layer.selectList(fields, returnGeometry: query.returnGeometry)) FROM \(layer.table)" + (try layer.filter(query, &binds))
+        sql += try layer.order(query) + layer.paging(query, &binds)
+        return try await rows(sql, binds).map { try layer.decode($0, fields: fields, returnGeometry: query.returnGeometry) }
+    }
+
+    public func generation() async throws -> Int64 {
+        var binds = PostgresBindings()
+        binds.append(name)
+        return try await rows("SELECT generation FROM outpost_services WHERE name = $1", binds).first?.decode(Int64.self) ?? 0
+    }
+
+    // MARK: - Edits
+
+    public func applyEdits(layerID: Int, edits: EditRequest, rollbackOnFailure: Bool) async throws -> ApplyEditsResponse {
+        let layer = try layer(layerID)
+        let service = name, logger = logger
+        return try await transaction { conn in
+            let generation = try await Self.lockGeneration(conn, service: service, logger: logger) + 1
+            var applier = PostgresEditApplier(layer: layer, service: service, conn: conn, logger: logger, rollbackOnFailure: rollbackOnFailure, generation: generation)
+            let response = try await applier.apply(edits)
+            try await applier.finish()
+            return response
+        }
+    }
+
+    /// Takes the service's commit lock (its row in `outpost_services`, held to the end of the
+    /// transaction) and returns the generation committed so far.
+    static func lockGeneration(_ conn: PostgresConnection, service: String, logger: Logger) async throws -> Int64 {
+        var generation: Int64?
+        for try await g in try await conn.query("SELECT generation FROM outpost_services WHERE name = \(service) FOR UPDATE", logger: logger).decode(Int64.self) {
+            generation = g
+        }
+        guard let generation else { throw ServiceError(503, "service \(service) is no longer in the database") }
+        return generation
+    }
+
+    // MARK: - Attachments
+
+    var attachmentTable: String { "\(PostgresServiceStore.quoted(name)).outpost_attachments" }
+
+    public func attachments(layerID: Int, objectID: Int64) async throws -> [Attachment] {
+        let layer = try layer(layerID)
+        try await requireFeature(layer, objectID)
+        var binds = PostgresBindings()
+        binds.append(Int32(layerID))
+        binds.append(objectID)
+        return try await rows(
+            "SELECT attachment_id, globalid, feature_oid, feature_globalid, name, content_type, size, keywords FROM \(attachmentTable) WHERE layer_id = $1 AND feature_oid = $2 ORDER BY attachment_id",
+            binds
+        ).map { row in
+            let (id, gid, oid, fgid, name, type, size, keywords) = try row.decode((Int64, String, Int64, String?, String, String, Int64, String?).self)
+            return Attachment(id: id, globalID: gid, featureObjectID: oid, featureGlobalID: fgid, name: name, contentType: type, size: size, keywords: keywords)
+        }
+    }
+
+    public func attachmentBytes(layerID: Int, attachmentID: Int64, offset: Int64, length: Int) async throws -> Data {
+        _ = try layer(layerID)
+        var binds = PostgresBindings()
+        binds.append(offset)
+        binds.append(Int32(clamping: length))
+        binds.append(Int32(layerID))
+        binds.append(attachmentID)
+        let rows = try await transactionRows(
+            "SELECT CASE WHEN $1 >= size THEN ''::bytea ELSE lo_get(content, $1, $2) END FROM \(attachmentTable) WHERE layer_id = $3 AND attachment_id = $4",
+            binds)
+        guard let row = rows.first else { throw ServiceError.notFound("attachment \(attachmentID) of layer \(layerID)") }
+        var buffer = try row.decode(ByteBuffer.self)
+        return Data(buffer.readBytes(length: buffer.readableBytes) ?? [])
+    }
+
+    /// Large objects are read inside a transaction.
+    private func transactionRows(_ sql: String, _ binds: PostgresBindings) async throws -> [PostgresRow] {
+        let logger = logger
+        return try await transaction { conn in
+            var out: [PostgresRow] = []
+            for try await row in try await conn.query(PostgresQuery(unsafeSQL: sql, binds: binds), logger: logger) { out.append(row) }
+            return out
+        }
+    }
+
+    public func addAttachment(layerID: Int, objectID: Int64, name attachmentName: String, contentType: String, data: Data) async throws -> Attachment {
+        let layer = try layer(layerID)
+        guard layer.definition.hasAttachments else { throw ServiceError(400, "layer \(layerID) does not support attachments") }
+        let service = name, table = attachmentTable, logger = logger
+        let sha256 = SHA256.hex([UInt8](data))
+        return try await transaction { conn in
+            let generation = try await Self.lockGeneration(conn, service: service, logger: logger) + 1
+            var owner: String??
+            for try await gid in try await conn.query(
+                PostgresQuery(unsafeSQL: "SELECT \(layer.definition.globalIDField.map(PostgresLayer.q) ?? "NULL::text") FROM \(layer.table) WHERE \(layer.pk) = $1", binds: try PostgresServiceStore.binds(objectID)),
+                logger: logger
+            ).decode(String?.self) { owner = .some(gid) }
+            guard let owner else { throw ServiceError.notFound("feature \(objectID) of layer \(layerID)") }
+            let globalID = GlobalID.make()
+            var id: Int64 = 0
+            for try await i in try await conn.query(
+                """
+                INSERT INTO \(unescaped: table) (layer_id, feature_oid, feature_globalid, globalid, name, content_type, size, sha256, content)
+                VALUES (\(Int32(layerID)), \(objectID), \(owner), \(globalID), \(attachmentName), \(contentType), \(Int64(data.count)), \(sha256), lo_from_bytea(0, \(ByteBuffer(bytes: data))))
+                RETURNING attachment_id
+                """, logger: logger
+            ).decode(Int64.self) { id = i }
+            if let owner {
+                var log = PostgresChangeLog(service: service, layerID: layerID, generation: generation)
+                log.append(globalID: owner, op: "update", columns: [])
+                try await log.write(conn, logger: logger)
+                try await PostgresChangeLog.setGeneration(conn, service: service, generation, logger: logger)
+            }
+            return Attachment(
+                id: id, globalID: globalID, featureObjectID: objectID, featureGlobalID: owner, name: attachmentName, contentType: contentType, size: Int64(data.count),
+                keywords: nil)
+        }
+    }
+
+    public func deleteAttachments(layerID: Int, objectID: Int64, attachmentIDs: [Int64]) async throws -> [EditResult] {
+        let existing = try await attachments(layerID: layerID, objectID: objectID)
+        let service = name, table = attachmentTable, logger = logger
+        var results: [EditResult] = []
+        for id in attachmentIDs {
+            guard let attachment = existing.first(where: { $0.id == id }) else {
+                results.append(EditResult(objectId: id, globalId: nil, success: false, error: .init(code: EditResult.Code.notFound, description: "attachment \(id) not found")))
+                continue
+            }
+            // The delete, the content, and the log entry that tells replicas, in one transaction.
+            try await transaction { conn in
+                let generation = try await Self.lockGeneration(conn, service: service, logger: logger) + 1
+                try await conn.query("SELECT lo_unlink(content) FROM \(unescaped: table) WHERE attachment_id = \(id)", logger: logger)
+                try await conn.query("DELETE FROM \(unescaped: table) WHERE attachment_id = \(id)", logger: logger)
+                if let owner = attachment.featureGlobalID {
+                    var log = PostgresChangeLog(service: service, layerID: layerID, generation: generation)
+                    log.append(globalID: owner, op: "update", columns: [])
+                    try await log.write(conn, logger: logger)
+                    try await PostgresChangeLog.setGeneration(conn, service: service, generation, logger: logger)
+                }
+            }
+            results.append(EditResult(objectId: id, globalId: nil, success: true))
+        }
+        return results
+    }
+
+    private func requireFeature(_ layer: PostgresLayer, _ objectID: Int64) async throws {
+        var binds = PostgresBindings()
+        binds.append(objectID)
+        guard try await !rows("SELECT 1 FROM \(layer.table) WHERE \(layer.pk) = $1", binds).isEmpty else {
+            throw ServiceError.notFound("feature \(objectID) of layer \(layer.definition.id)")
+        }
+    }
+}

@@ -1,0 +1,194 @@
+import Foundation
+import OutpostCore
+
+/// The schema checks of an edit, apart from any storage engine: field names, editability, types,
+/// ranges, lengths, domains, global ids, geometry type and Z/M. The GeoPackage tables and the
+/// PostgreSQL backend check edits with the same rules, so both refuse the same edits with the
+/// same messages.
+public struct FeatureValidator: Sendable {
+    public let layer: LayerDefinition
+    /// The spatial reference of the layer's geometries, nil for a table.
+    public let spatialReference: SpatialReference?
+    let rules: [String: FieldRules]
+
+    public init(layer: LayerDefinition, schema: ServiceSchema) {
+        self.layer = layer
+        spatialReference = layer.isSpatial ? (layer.spatialReference ?? schema.spatialReference) : nil
+        var rules: [String: FieldRules] = [:]
+        for field in layer.fields {
+            rules[field.name.lowercased()] = FieldRules(field: field, domain: schema.domain(for: field))
+        }
+        self.rules = rules
+    }
+
+    /// A checked row: the columns to write, in order, with their values (global ids normalised,
+    /// integers in floating-point fields as doubles). The geometry column, when written, is last
+    /// and its value is `geometry`.
+    public struct Row: Sendable {
+        public var columns: [String] = []
+        public var values: [FieldValue] = []
+        /// The field type of each column (`.blob` for the geometry column).
+        public var types: [FieldType] = []
+        public var globalID: String?
+        public var geometry: Geometry?
+        /// Whether the geometry column is among `columns` (last).
+        public var writesGeometry = false
+    }
+
+    /// Fields other than the object id, in table order.
+    public var attributeFields: [FieldDefinition] { layer.fields.filter { $0.type != .oid } }
+
+    public func error(_ index: Int, _ field: String?, _ message: String) -> StorageError {
+        StorageError(.invalidEdit, message, table: layer.name, field: field, editIndex: index)
+    }
+
+    /// The geometries of `features` projected from `source` into the layer's spatial reference.
+    public func projected(_ features: [Feature], from source: SpatialReference?) throws -> [Feature] {
+        guard let source, let target = spatialReference, source != target else { return features }
+        return try features.enumerated().map { index, feature in
+            var f = feature
+            do {
+                f.geometry = try f.geometry.map { try WebMercator.convert($0, from: source, to: target) }
+            } catch let error as GeometryError {
+                throw StorageError(
+                    .invalidEdit, "the geometry is in \(source) but \(layer.name) stores \(target): \(error.message)",
+                    table: layer.name, field: layer.geometryColumn, editIndex: index, cause: error)
+            }
+            return f
+        }
+    }
+
+    /// Every column of a new feature: given values, else field defaults, else null; a new global
+    /// id unless one is supplied.
+    public func add(_ feature: Feature, index: Int) throws -> Row {
+        var row = Row()
+        let given = try resolveAttributes(feature, index: index)
+        for field in attributeFields {
+            if field.type == .globalID {
+                let gid: String
+                if let supplied = feature.globalID {
+                    guard let normalized = GlobalID.normalized(supplied) else {
+                        throw error(index, field.name, "\"\(shortened(supplied))\" is not a GUID")
+                    }
+                    gid = normalized
+                } else {
+                    gid = GlobalID.make()
+                }
+                row.globalID = gid
+                row.columns.append(field.name)
+                row.values.append(.string(gid))
+                row.types.append(field.type)
+                continue
+            }
+            var value = given[field.name] ?? .null
+            if given[field.name] == nil, let def = field.defaultValue {
+                value = (try? FieldValue(json: def, type: field.type)) ?? .null
+            }
+            try check(value, field, index)
+            row.columns.append(field.name)
+            row.values.append(normalized(value, field.type))
+            row.types.append(field.type)
+        }
+        if layer.isSpatial {
+            row.geometry = try checkGeometry(feature.geometry, index: index)
+            row.columns.append(layer.geometryColumn)
+            row.values.append(.null)
+            row.types.append(.blob)
+            row.writesGeometry = true
+        } else if feature.geometry != nil {
+            throw error(index, nil, "\(layer.name) is a table without geometry")
+        }
+        return row
+    }
+
+    /// The columns an update sets: the attributes given and the geometry when one is given.
+    public func update(_ feature: Feature, index: Int) throws -> Row {
+        var row = Row()
+        let given = try resolveAttributes(feature, index: index)
+        for field in attributeFields {
+            guard let value = given[field.name] else { continue }
+            try check(value, field, index)
+            row.columns.append(field.name)
+            row.values.append(normalized(value, field.type))
+            row.types.append(field.type)
+        }
+        if let geometry = feature.geometry {
+            guard layer.isSpatial else { throw error(index, nil, "\(layer.name) is a table without geometry") }
+            row.geometry = try checkGeometry(geometry, index: index)
+            row.columns.append(layer.geometryColumn)
+            row.values.append(.null)
+            row.types.append(.blob)
+            row.writesGeometry = true
+        }
+        return row
+    }
+
+    /// The normalised global id an update or delete names, checked.
+    public func globalID(of feature: Feature, index: Int) throws -> String {
+        guard let gidField = layer.globalIDField, let supplied = feature.globalID else {
+            throw error(index, nil, "an update or delete needs the feature's object id\(layer.globalIDField == nil ? "" : " or global id")")
+        }
+        guard let gid = GlobalID.normalized(supplied) else {
+            throw error(index, gidField, "\"\(shortened(supplied))\" is not a GUID")
+        }
+        return gid
+    }
+
+    /// nil when `value` may go in `field`, else what is wrong.
+    public func problem(with value: FieldValue, in field: FieldDefinition) -> String? {
+        rules[field.name.lowercased()]?.problem(with: value)
+    }
+
+    /// Maps attribute keys to canonical field names, rejecting unknown and non-editable fields.
+    private func resolveAttributes(_ feature: Feature, index: Int) throws -> [String: FieldValue] {
+        var out: [String: FieldValue] = [:]
+        for (key, value) in feature.attributes {
+            guard let field = layer.field(named: key) else {
+                throw error(index, key, "\(layer.name) has no field \"\(shortened(key))\"")
+            }
+            if field.type == .oid || field.type == .globalID { continue }
+            guard field.editable else { throw error(index, field.name, "field \(field.name) is not editable") }
+            out[field.name] = value
+        }
+        return out
+    }
+
+    private func check(_ value: FieldValue, _ field: FieldDefinition, _ index: Int) throws {
+        if let problem = problem(with: value, in: field) {
+            throw error(index, field.name, "\(field.name): \(problem)")
+        }
+    }
+
+    private func normalized(_ value: FieldValue, _ type: FieldType) -> FieldValue {
+        switch value {
+        case .integer(let i) where type == .double || type == .single: .double(Double(i))
+        case .string(let s) where type == .globalID || type == .guid: .string(GlobalID.normalized(s) ?? s)
+        default: value
+        }
+    }
+
+    /// Checks type and Z/M against the layer, promoting single-part geometries to the layer's
+    /// multi-part type.
+    public func checkGeometry(_ geometry: Geometry?, index: Int) throws -> Geometry? {
+        guard let geometry, let layerType = layer.geometryType else { return nil }
+        var g = geometry
+        if !layerType.accepts(g.type) {
+            guard let promoted = g.promoted(to: layerType.type) else {
+                throw error(
+                    index, layer.geometryColumn,
+                    "a \(g.type.geoJSONName) cannot go in a \(layerType.acceptsAny ? "Geometry" : layerType.type.geoJSONName) layer")
+            }
+            g = promoted
+        }
+        if g.layout != layer.layout {
+            if g.isEmpty {
+                g = Geometry.empty(g.type, layout: layer.layout)
+            } else {
+                throw error(
+                    index, layer.geometryColumn,
+                    "the geometry has \(g.layout.rawValue.uppercased()) coordinates but the layer stores \(layer.layout.rawValue.uppercased())")
+            }
+        }
+        return g
+    }
+}
