@@ -122,8 +122,7 @@ struct PostgresEditApplier {
 
     mutating func apply(_ edits: EditRequest) async throws -> ApplyEditsResponse {
         var response = ApplyEditsResponse()
-        let adds = try layer.validator.projected(edits.adds, from: nil)
-        for (index, feature) in adds.enumerated() {
+        for (index, feature) in edits.adds.enumerated() {
             response.addResults.append(try await attempt("adds", index, feature) { this in try await this.add(feature, index) })
         }
         for (index, feature) in edits.updates.enumerated() {
