@@ -238,26 +238,13 @@ struct PostgresEditApplier {
             return result
         } catch let error as StorageError {
             log = logged
-            let code = error.code == .notFound ? EditResult.Code.notFound : EditResult.Code.invalidEdit
-            let reason = error.field.map { "\($0): " } ?? ""
-            let description = error.message.hasPrefix(reason) || reason.isEmpty ? error.message : reason + error.message
-            if rollbackOnFailure {
-                let target = feature.globalID ?? feature.objectID.map { "object id \($0)" } ?? "new feature"
-                throw ServiceError(
-                    error.code == .notFound ? 404 : 400,
-                    "edit rejected: layer \(definition.name) (\(definition.id)), \(list)[\(index)] (\(target)): \(description); nothing was applied",
-                    details: ["layer: \(definition.id)", "\(list)[\(index)]", "globalId: \(feature.globalID ?? "")", "reason: \(description)"])
-            }
+            let result = try EditFailure.result(error, layer: definition, list: list, index: index, feature: feature, rollbackOnFailure: rollbackOnFailure)
             try await conn.query(PostgresQuery(unsafeSQL: "ROLLBACK TO SAVEPOINT \(savepoint)"), logger: logger)
-            return EditResult(objectId: feature.objectID, globalId: feature.globalID, success: false, error: .init(code: code, description: description))
+            return result
         }
     }
 
     private func changedColumns(_ before: Feature, _ after: Feature) -> [String] {
-        var columns = definition.fields.filter { $0.type != .oid && $0.type != .globalID }.map(\.name).filter {
-            (before.attributes[$0] ?? .null) != (after.attributes[$0] ?? .null)
-        }
-        if definition.isSpatial, before.geometry != after.geometry { columns.append(definition.geometryColumn) }
-        return columns
+        EditFailure.changedColumns(before, after, definition)
     }
 }

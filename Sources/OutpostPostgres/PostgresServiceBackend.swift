@@ -280,12 +280,7 @@ public final class PostgresServiceBackend: FeatureServiceBackend {
                 RETURNING attachment_id
                 """, logger: logger
             ).decode(Int64.self) { id = i }
-            if let owner {
-                var log = PostgresChangeLog(service: service, layerID: layerID, generation: generation)
-                log.append(globalID: owner, op: "update", columns: [])
-                try await log.write(conn, logger: logger)
-                try await PostgresChangeLog.setGeneration(conn, service: service, generation, logger: logger)
-            }
+            try await Self.attachmentsChanged(conn, service: service, layerID: layerID, feature: owner, generation: generation, logger: logger)
             return Attachment(
                 id: id, globalID: globalID, featureObjectID: objectID, featureGlobalID: owner, name: attachmentName, contentType: contentType, size: Int64(data.count),
                 keywords: nil)
@@ -306,16 +301,24 @@ public final class PostgresServiceBackend: FeatureServiceBackend {
                 let generation = try await Self.lockGeneration(conn, service: service, logger: logger) + 1
                 try await conn.query("SELECT lo_unlink(content) FROM \(unescaped: table) WHERE attachment_id = \(id)", logger: logger)
                 try await conn.query("DELETE FROM \(unescaped: table) WHERE attachment_id = \(id)", logger: logger)
-                if let owner = attachment.featureGlobalID {
-                    var log = PostgresChangeLog(service: service, layerID: layerID, generation: generation)
-                    log.append(globalID: owner, op: "update", columns: [])
-                    try await log.write(conn, logger: logger)
-                    try await PostgresChangeLog.setGeneration(conn, service: service, generation, logger: logger)
-                }
+                try await Self.attachmentsChanged(
+                    conn, service: service, layerID: layerID, feature: attachment.featureGlobalID, generation: generation, logger: logger)
             }
             results.append(EditResult(objectId: id, globalId: nil, success: true))
         }
         return results
+    }
+
+    /// After an attachment of a feature was added or deleted: the feature is logged (no columns)
+    /// at the transaction's generation, so replicas download its attachment list again.
+    private static func attachmentsChanged(
+        _ conn: PostgresConnection, service: String, layerID: Int, feature: String?, generation: Int64, logger: Logger
+    ) async throws {
+        guard let feature else { return }
+        var log = PostgresChangeLog(service: service, layerID: layerID, generation: generation)
+        log.append(globalID: feature, op: "update", columns: [])
+        try await log.write(conn, logger: logger)
+        try await PostgresChangeLog.setGeneration(conn, service: service, generation, logger: logger)
     }
 
     private func requireFeature(_ layer: PostgresLayer, _ objectID: Int64) async throws {

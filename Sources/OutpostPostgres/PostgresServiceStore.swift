@@ -223,7 +223,7 @@ public enum PostgresServiceStore {
                 for layer in schema.allLayers {
                     let srid = (layer.spatialReference ?? schema.spatialReference).wkid
                     for sql in createTable(layer, service: name, srid: srid) { try await conn.query(PostgresQuery(unsafeSQL: sql), logger: logger) }
-                    counts[layer.name] = try await copy(layer, srid: srid, service: name, from: source, into: conn, logger: logger)
+                    counts[layer.name] = try await copy(layer, service: name, from: source, into: conn, logger: logger)
                     let table = "\(quoted(name)).\(quoted(layer.name))"
                     // New features take object ids after the loaded ones.
                     try await conn.query(
@@ -253,9 +253,10 @@ public enum PostgresServiceStore {
 
     /// Inserts a layer's features in statements of up to a thousand rows, values bound.
     private static func copy(
-        _ layer: LayerDefinition, srid: Int, service: String, from source: Geodatabase, into conn: PostgresConnection, logger: Logger
+        _ layer: LayerDefinition, service: String, from source: Geodatabase, into conn: PostgresConnection, logger: Logger
     ) async throws -> Int {
         let table = try source.table(named: layer.name)
+        let target = PostgresLayer(layer, service: service, schema: source.schema)
         let columns = layer.fields.map(\.name) + (layer.isSpatial ? [layer.geometryColumn] : [])
         var total = 0
         var afterID: Int64?
@@ -270,13 +271,16 @@ public enum PostgresServiceStore {
             for feature in page {
                 var placeholders: [String] = []
                 for field in layer.fields {
-                    bind(feature, field, &bindings)
+                    let value: FieldValue =
+                        switch field.type {
+                        case .oid: feature.objectID.map { .integer($0) } ?? .null
+                        case .globalID: feature.globalID.map { .string($0) } ?? .null
+                        default: feature.attributes[field.name] ?? .null
+                        }
+                    try PostgresLayer.bind(value, field.type, &bindings)
                     placeholders.append("$\(bindings.count)")
                 }
-                if layer.isSpatial {
-                    if let g = feature.geometry { bindings.append(ByteBuffer(bytes: WKB.encode(g))) } else { bindings.appendNull() }
-                    placeholders.append("ST_SetSRID(ST_GeomFromWKB($\(bindings.count)), \(srid))")
-                }
+                if layer.isSpatial { placeholders.append(target.bind(feature.geometry, &bindings)) }
                 rows.append("(" + placeholders.joined(separator: ", ") + ")")
             }
             let sql = "INSERT INTO \(quoted(service)).\(quoted(layer.name)) (\(columns.map(quoted).joined(separator: ", "))) VALUES " + rows.joined(separator: ", ")
@@ -333,29 +337,5 @@ public enum PostgresServiceStore {
         var b = PostgresBindings()
         for v in values { try b.append(v) }
         return b
-    }
-
-    /// Binds a feature's value of a field with the PostgreSQL type of its column.
-    private static func bind(_ feature: Feature, _ field: FieldDefinition, _ bindings: inout PostgresBindings) {
-        switch field.type {
-        case .oid:
-            if let id = feature.objectID { bindings.append(id) } else { bindings.appendNull() }
-            return
-        case .globalID:
-            if let gid = feature.globalID { bindings.append(gid) } else { bindings.appendNull() }
-            return
-        default: break
-        }
-        switch (field.type, feature.attributes[field.name] ?? .null) {
-        case (_, .null): bindings.appendNull()
-        case (.smallInteger, .integer(let i)): bindings.append(Int16(truncatingIfNeeded: i))
-        case (.integer, .integer(let i)): bindings.append(Int32(truncatingIfNeeded: i))
-        case (_, .integer(let i)): bindings.append(i)
-        case (.single, .double(let d)): bindings.append(Float(d))
-        case (_, .double(let d)): bindings.append(d)
-        case (_, .string(let s)): bindings.append(s)
-        case (_, .date(let d)): bindings.append(d)
-        case (_, .blob(let b)): bindings.append(ByteBuffer(bytes: b))
-        }
     }
 }
