@@ -1,0 +1,106 @@
+import Foundation
+import OutpostCore
+import OutpostPostgres
+import OutpostServer
+import OutpostStorage
+import OutpostTestSupport
+import Testing
+
+/// `outpost serve --postgres`: several processes on one database, and a database that goes away.
+@Suite("PostgreSQL behind outpost serve", .enabled(if: BackendKind.postgresURL != nil, "run ./scripts/test: it starts PostgreSQL"))
+struct PostgresServerTests {
+    /// Invariant I5 across processes: two server processes commit edits concurrently while a
+    /// reader, like the download feed, reads the service generation G and then the changes up to
+    /// G. Had any commit taken a generation below one already visible, a reader would have seen G
+    /// with a gap below it that filled in later; every observation must still hold at the end.
+    @Test(.timeLimit(.minutes(3)))
+    func generationsFollowCommitOrderAcrossProcesses() async throws {
+        let service = try await TestService.fieldInspection(.postgres)
+        try await service.backend.close()
+        let database = try #require(service.postgres)
+        let servers = [try await ServeProcess.start(service), try await ServeProcess.start(service)]
+        let writers = Task {
+            try await withThrowingTaskGroup(of: Bool.self) { group in
+                for i in 0..<16 {
+                    group.addTask {
+                        let base = servers[i % 2].featureServer("field_inspection").absoluteString
+                        for j in 0..<6 {
+                            let adds = #"[{"attributes":{"asset_id":"P-\#(i)-\#(j)","asset_type":"pole"},"geometry":{"x":-122.65,"y":45.52}}]"#
+                            let r = try await ExternalTools.run("curl", ["-s", "--data-urlencode", "adds=\(adds)", base + "/0/applyEdits"])
+                            guard r.stdout.contains("\"success\":true") else { return false }
+                        }
+                        return true
+                    }
+                }
+                var all = true
+                for try await ok in group { all = all && ok }
+                return all
+            }
+        }
+        var observations: [(generation: Int64, seen: Set<Int64>)] = []
+        while true {
+            let g = try await Self.query(database, "SELECT generation FROM outpost_services WHERE name = 'field_inspection'")
+            let generation = Int64(g.first ?? "") ?? 0
+            let seen = try await Self.query(database, "SELECT DISTINCT generation FROM outpost_change_log WHERE generation <= \(generation)")
+            observations.append((generation, Set(seen.compactMap { Int64($0) })))
+            // Done when the last commit is visible (or, should writers fail, after a while).
+            if generation >= 97 || observations.count > 1500 { break }
+        }
+        #expect(try await writers.value, "every applyEdits succeeded")
+        let final = try await Self.query(database, "SELECT DISTINCT generation FROM outpost_change_log")
+        let all = Set(final.compactMap { Int64($0) })
+        #expect(all == Set(2...97), "96 commits, generations 2…97 without gaps or repeats: \(all.sorted())")
+        for (generation, seen) in observations {
+            #expect(seen == all.filter { $0 <= generation }, "a reader at generation \(generation) missed a commit that appeared later below it")
+        }
+        #expect(observations.count > 3, "the reader ran alongside the writers")
+        for server in servers { #expect(await server.stop() == 0) }
+    }
+
+    /// PostgreSQL stops under a running server: requests get a 503 with a message (not a hang,
+    /// not a crash), the server stays up, and answers again once the database is back.
+    @Test(.timeLimit(.minutes(3)))
+    func aDatabaseThatGoesAwayIs503AndTheServerRecovers() async throws {
+        try await PostgresCluster.with { cluster in try await Self.outage(cluster) }
+    }
+
+    static func outage(_ cluster: PostgresCluster) async throws {
+        let service = try await TestService.fieldInspection(.postgres, server: cluster.url())
+        try await service.backend.close()
+        let server = try await ServeProcess.start(service, arguments: ["--database-timeout", "3"])
+        let query = server.featureServer("field_inspection").absoluteString + "/0/query?where=1%3D1&returnCountOnly=true&f=json"
+        func get(_ url: String) async throws -> (status: String, body: String) {
+            let r = try await ExternalTools.run("curl", ["-s", "-w", "\n%{http_code}", "--max-time", "20", url])
+            let lines = r.stdout.split(separator: "\n", omittingEmptySubsequences: false)
+            return (String(lines.last ?? ""), lines.dropLast().joined(separator: "\n"))
+        }
+        #expect(try await get(query) == ("200", #"{"count":300}"#))
+
+        try await cluster.stopServer()
+        let started = Date()
+        let down = try await get(query)
+        #expect(down.status == "503", "\(down)")
+        #expect(down.body.contains("PostgreSQL") && down.body.contains("try again"), "\(down.body)")
+        #expect(Date().timeIntervalSince(started) < 15, "answered within the database timeout, not hung")
+        let edit = try await ExternalTools.run(
+            "curl", ["-s", "-o", "/dev/null", "-w", "%{http_code}", "--data-urlencode", #"adds=[{"attributes":{"asset_id":"X"}}]"#, server.featureServer("field_inspection").absoluteString + "/0/applyEdits"])
+        #expect(edit.stdout == "503")
+        #expect(try await get(server.url.appendingPathComponent("health").absoluteString).status == "200", "the server itself stays up")
+
+        try await cluster.startServer()
+        var recovered = false
+        for _ in 0..<60 where !recovered {
+            recovered = try await get(query) == ("200", #"{"count":300}"#)
+            if !recovered { try await Task.sleep(for: .milliseconds(500)) }
+        }
+        #expect(recovered, "answers again once PostgreSQL is back")
+        #expect(await server.stop() == 0)
+    }
+
+    /// psql's rows for one query, as text.
+    static func query(_ location: PostgresLocation, _ sql: String) async throws -> [String] {
+        let run = try await ExternalTools.run("psql", [location.url, "-XAtq", "-v", "ON_ERROR_STOP=1", "-c", sql])
+        guard run.succeeded else { throw ServiceError(500, run.stderr) }
+        return run.stdout.split(separator: "\n").map(String.init)
+    }
+}
