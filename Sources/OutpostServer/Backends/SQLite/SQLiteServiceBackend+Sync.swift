@@ -118,13 +118,7 @@ extension SQLiteServiceBackend: SyncBackend {
                 throw ServiceError(409, "batch \(batch.seq) is out of order: replica \(replicaID) expects batch \(info.lastSeq + 1)", details: ["expectedSeq: \(info.lastSeq + 1)"])
             }
             let generation = try ServiceStore.generation(conn) + 1
-            var requestedRule: ConflictPolicy.Rule?
-            if let name = batch.conflictPolicy {
-                guard let rule = ConflictPolicy.Rule(rawValue: name) else {
-                    throw ServiceError.badParameter("conflictPolicy", "expected one of \(ConflictPolicy.Rule.allCases.map(\.rawValue).joined(separator: ", ")), got \"\(name.prefix(40))\"")
-                }
-                requestedRule = rule
-            }
+            let requestedRule = try BatchPlanner.rule(batch.conflictPolicy)
             var applier = BatchApplier(
                 conn: conn, schema: conn.geodatabase.schema, generation: generation, origin: (replicaID, batch.seq), rollbackOnFailure: batch.rollbackOnFailure,
                 requestedRule: requestedRule,

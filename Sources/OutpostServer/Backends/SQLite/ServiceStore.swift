@@ -197,20 +197,7 @@ enum ServiceStore {
     }
 
     /// One feature's change for ``log(_:generation:layerID:_:origin:)``.
-    struct LogEntry {
-        var globalID: String
-        var op: String
-        var columns: [String]
-        /// When the edit was made, if not now (a replica's edit time, UTC ISO 8601).
-        var editedAt: String?
-        /// A resolution the uploading replica must download too (the server kept a value other
-        /// than the one it sent): logged without origin, no columns, so echo suppression lets it
-        /// through and nobody's conflict detection counts it as a change.
-        var toOrigin = false
-        /// A delete's last values (Esri JSON `{"attributes", "geometry"}`), kept in the tombstone
-        /// for `updateResurrects`.
-        var row: String?
-    }
+    typealias LogEntry = ChangeLogEntry
 
     /// After an attachment of a feature was added or deleted outside a batch: the feature is
     /// logged at a new generation (no columns), so replicas download its attachment list again;
