@@ -128,7 +128,7 @@ let package = Package(
             name: "OutpostSyncTests",
             dependencies: ["OutpostSync", "OutpostTestSupport", "OutpostCore", "OutpostStorage", "OutpostServer", "OutpostProtocol"]
         ),
-        .testTarget(name: "OutpostPostgresTests", dependencies: ["OutpostPostgres", "OutpostServer", "OutpostTestSupport", "OutpostCore", "OutpostStorage"]),
+        .testTarget(name: "OutpostPostgresTests", dependencies: ["OutpostPostgres", "OutpostServer", "OutpostTestSupport", "OutpostCore", "OutpostStorage", "OutpostProtocol"]),
         .testTarget(
             name: "OutpostServerTests",
             dependencies: [

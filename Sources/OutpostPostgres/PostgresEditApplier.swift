@@ -44,6 +44,10 @@ struct PostgresChangeLog {
         rows.append(row ?? "")
     }
 
+    mutating func append(_ entry: ChangeLogEntry) {
+        append(globalID: entry.globalID, op: entry.op, columns: entry.columns, editedAt: entry.editedAt, toOrigin: entry.toOrigin, row: entry.row)
+    }
+
     func write(_ conn: PostgresConnection, logger: Logger) async throws {
         guard !isEmpty else { return }
         let layer = Int32(layerID)
@@ -143,11 +147,7 @@ struct PostgresEditApplier {
 
     private mutating func add(_ feature: Feature, _ index: Int) async throws -> EditResult {
         let row = try layer.validator.add(feature, index: index)
-        var binds = PostgresBindings()
-        let values = try layer.bind(row, &binds)
-        let sql = "INSERT INTO \(layer.table) (\(row.columns.map(PostgresLayer.q).joined(separator: ", "))) VALUES (\(values.joined(separator: ", "))) RETURNING \(layer.pk)"
-        var objectID: Int64?
-        for try await id in try await run(sql, binds, index).decode(Int64.self) { objectID = id }
+        let objectID = try await layer.insert(row, conn, index: index, logger: logger)
         if let gid = row.globalID { log.append(globalID: gid, op: "insert", columns: allColumns) }
         return EditResult(objectId: objectID, globalId: row.globalID, success: true)
     }
@@ -157,15 +157,8 @@ struct PostgresEditApplier {
         var binds = PostgresBindings()
         let key = try self.key(feature, index, &binds)
         guard let before = try await existing(key, binds, index, lock: true) else { throw notFound(feature, index) }
-        var setBinds = PostgresBindings()
-        let values = try layer.bind(row, &setBinds)
         guard !row.columns.isEmpty else { return EditResult(objectId: before.objectID, globalId: before.globalID, success: true) }
-        let sets = zip(row.columns, values).map { "\(PostgresLayer.q($0)) = \($1)" }.joined(separator: ", ")
-        setBinds.append(before.objectID!)
-        let sql = "UPDATE \(layer.table) SET \(sets) WHERE \(layer.pk) = $\(setBinds.count) RETURNING \(layer.allColumns)"
-        var after: Feature?
-        for try await r in try await run(sql, setBinds, index) { after = try layer.decodeAll(r) }
-        guard let after else { throw notFound(feature, index) }
+        guard let after = try await layer.update(objectID: before.objectID!, row, conn, index: index, logger: logger) else { throw notFound(feature, index) }
         let columns = changedColumns(before, after)
         if let gid = after.globalID, !columns.isEmpty { log.append(globalID: gid, op: "update", columns: columns) }
         return EditResult(objectId: after.objectID, globalId: after.globalID, success: true)
@@ -174,9 +167,7 @@ struct PostgresEditApplier {
     private mutating func delete(_ feature: Feature, _ index: Int) async throws -> EditResult {
         var binds = PostgresBindings()
         let key = try self.key(feature, index, &binds)
-        var before: Feature?
-        for try await r in try await run("DELETE FROM \(layer.table) WHERE \(key) RETURNING \(layer.allColumns)", binds, index) { before = try layer.decodeAll(r) }
-        guard let before else { throw notFound(feature, index) }
+        guard let before = try await layer.delete(where: key, binds, conn, index: index, logger: logger).first else { throw notFound(feature, index) }
         if let gid = before.globalID {
             log.append(globalID: gid, op: "delete", columns: [], row: try ReplicaRows.tombstoneJSON(before, definition))
         }
@@ -209,16 +200,8 @@ struct PostgresEditApplier {
             .notFound, "no feature with \(feature.objectID.map { "object id \($0)" } ?? "global id \(feature.globalID ?? "")")", table: definition.name, editIndex: index)
     }
 
-    /// Runs one statement of an edit; what the table refuses (integrity or data errors) is the
-    /// edit's fault, not the server's.
     private func run(_ sql: String, _ binds: PostgresBindings, _ index: Int) async throws -> PostgresRowSequence {
-        do {
-            return try await conn.query(PostgresQuery(unsafeSQL: sql, binds: binds), logger: logger)
-        } catch let error as PSQLError where error.code == .server {
-            let state = error.serverInfo?[.sqlState] ?? ""
-            guard state.hasPrefix("23") || state.hasPrefix("22") else { throw error }
-            throw StorageError(.invalidEdit, "rejected by the table: \(error.serverInfo?[.message] ?? state)", table: definition.name, editIndex: index)
-        }
+        try await layer.execute(conn, sql, binds, index: index, logger: logger)
     }
 
     /// Runs one edit. With rollbackOnFailure a failure ends the request (the transaction rolls

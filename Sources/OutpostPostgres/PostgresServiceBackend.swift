@@ -25,6 +25,8 @@ public final class PostgresServiceBackend: FeatureServiceBackend {
     /// The longest a request waits for the database (a connection, then its queries).
     let timeout: Duration
     let logger = Logger(label: "outpost.postgres")
+    /// Fault points for tests (`server.beforeCommit`: after a batch is applied, before it commits).
+    public let faults = FaultInjector.fromEnvironment()
 
     private init(name: String, location: PostgresLocation, schema: ServiceSchema, client: PostgresClient, runner: Task<Void, Never>, timeout: Duration) {
         self.name = name
@@ -102,11 +104,14 @@ public final class PostgresServiceBackend: FeatureServiceBackend {
 
     /// Runs `body` in a transaction on one pooled connection: committed when it returns, rolled
     /// back when it throws (the error passes through unchanged).
-    func transaction<T: Sendable>(_ body: @escaping @Sendable (PostgresConnection) async throws -> T) async throws -> T {
+    @discardableResult
+    func transaction<T: Sendable>(
+        _ begin: String = "BEGIN", _ body: @escaping @Sendable (PostgresConnection) async throws -> T
+    ) async throws -> T {
         let logger = logger
         return try await database { client in
             try await client.withConnection { conn in
-                try await conn.query("BEGIN", logger: logger)
+                try await conn.query(PostgresQuery(unsafeSQL: begin), logger: logger)
                 let value: T
                 do {
                     value = try await body(conn)
@@ -133,6 +138,12 @@ public final class PostgresServiceBackend: FeatureServiceBackend {
             return ServiceError(500, "PostgreSQL refused a statement (SQL state \(state))")
         }
         return ServiceError(503, "PostgreSQL at \(location) is unavailable (\(error.code)); try again shortly")
+    }
+
+    /// Runs `body` in a read-only transaction that sees one snapshot of the database throughout
+    /// (what a replica's data, the generation it starts from, a feed page and a checksum need).
+    func snapshotRead<T: Sendable>(_ body: @escaping @Sendable (PostgresConnection) async throws -> T) async throws -> T {
+        try await transaction("BEGIN ISOLATION LEVEL REPEATABLE READ READ ONLY", body)
     }
 
     /// All rows of a query (callers bound it with a limit).
@@ -176,11 +187,29 @@ public final class PostgresServiceBackend: FeatureServiceBackend {
 
     public func features(layerID: Int, query: FeatureQuery) async throws -> [Feature] {
         let layer = try layer(layerID)
+        let (sql, binds) = try Self.featuresSQL(layer, query)
+        let fields = try layer.definition.selectedFields(outFields: query.outFields)
+        return try await rows(sql, binds).map { try layer.decode($0, fields: fields, returnGeometry: query.returnGeometry) }
+    }
+
+    /// The statement reading one page of a layer's features matching `query`.
+    static func featuresSQL(_ layer: PostgresLayer, _ query: FeatureQuery) throws -> (String, PostgresBindings) {
         let fields = try layer.definition.selectedFields(outFields: query.outFields)
         var binds = PostgresBindings()
         var sql = "SELECT \(layer.selectList(fields, returnGeometry: query.returnGeometry)) FROM \(layer.table)" + (try layer.filter(query, &binds))
         sql += try layer.order(query) + layer.paging(query, &binds)
-        return try await rows(sql, binds).map { try layer.decode($0, fields: fields, returnGeometry: query.returnGeometry) }
+        return (sql, binds)
+    }
+
+    /// One page of features read on `conn` (inside a caller's transaction).
+    static func features(_ conn: PostgresConnection, _ layer: PostgresLayer, _ query: FeatureQuery, logger: Logger) async throws -> [Feature] {
+        let (sql, binds) = try featuresSQL(layer, query)
+        let fields = try layer.definition.selectedFields(outFields: query.outFields)
+        var out: [Feature] = []
+        for try await row in try await conn.query(PostgresQuery(unsafeSQL: sql, binds: binds), logger: logger) {
+            out.append(try layer.decode(row, fields: fields, returnGeometry: query.returnGeometry))
+        }
+        return out
     }
 
     public func generation() async throws -> Int64 {

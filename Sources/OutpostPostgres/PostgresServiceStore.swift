@@ -63,6 +63,70 @@ public enum PostgresServiceStore {
             """,
             "CREATE INDEX outpost_change_log_feature ON outpost_change_log (service, layer_id, globalid, generation)",
         ]),
+        // Sync: replicas and their batch ledger (one row per replica: its last applied batch and
+        // the answer it got), conflict records, stored answers for retried synchronizeReplica
+        // requests, and attachment content uploaded by hash (large objects).
+        (3, [
+            """
+            CREATE TABLE outpost_replicas (
+              replica_id text PRIMARY KEY,
+              service text NOT NULL REFERENCES outpost_services (name) ON DELETE CASCADE,
+              name text NOT NULL,
+              definition jsonb NOT NULL,
+              replica_gen bigint NOT NULL,
+              last_seq bigint NOT NULL DEFAULT 0,
+              created_at bigint NOT NULL,
+              last_sync_at bigint
+            )
+            """,
+            "CREATE INDEX outpost_replicas_service ON outpost_replicas (service, created_at)",
+            """
+            CREATE TABLE outpost_batch_ledger (
+              replica_id text NOT NULL REFERENCES outpost_replicas (replica_id) ON DELETE CASCADE,
+              seq bigint NOT NULL,
+              batch_id text NOT NULL,
+              hash text NOT NULL,
+              result text NOT NULL,
+              generation bigint,
+              PRIMARY KEY (replica_id, seq)
+            )
+            """,
+            """
+            CREATE TABLE outpost_conflicts (
+              conflict_id bigint GENERATED ALWAYS AS IDENTITY PRIMARY KEY,
+              service text NOT NULL REFERENCES outpost_services (name) ON DELETE CASCADE,
+              layer_id integer NOT NULL,
+              globalid text NOT NULL,
+              kind text NOT NULL,
+              record jsonb NOT NULL,
+              replica_id text,
+              seq bigint,
+              generation bigint,
+              state text
+            )
+            """,
+            "CREATE INDEX outpost_conflicts_open ON outpost_conflicts (service, layer_id, globalid) WHERE state = 'open'",
+            """
+            CREATE TABLE outpost_request_replay (
+              service text NOT NULL REFERENCES outpost_services (name) ON DELETE CASCADE,
+              request_key text NOT NULL,
+              response text NOT NULL,
+              created_at timestamptz NOT NULL DEFAULT now(),
+              PRIMARY KEY (service, request_key)
+            )
+            """,
+            """
+            CREATE TABLE outpost_blobs (
+              service text NOT NULL REFERENCES outpost_services (name) ON DELETE CASCADE,
+              sha256 text NOT NULL,
+              total bigint NOT NULL,
+              received bigint NOT NULL,
+              complete boolean NOT NULL DEFAULT false,
+              content oid NOT NULL,
+              PRIMARY KEY (service, sha256)
+            )
+            """,
+        ]),
     ]
 
     /// Runs `body` with a pooled client that is shut down afterwards.
@@ -110,6 +174,9 @@ public enum PostgresServiceStore {
         return "\(error.code)"
     }
 
+    /// The advisory lock migrations hold (an arbitrary constant: "outpost").
+    static let migrationLock: Int64 = 0x6f7574706f7374
+
     /// Applies the migrations not yet recorded; returns the version the database is at.
     @discardableResult
     public static func migrate(_ client: PostgresClient, logger: Logger = Logger(label: "outpost.postgres")) async throws -> Int {
@@ -120,6 +187,12 @@ public enum PostgresServiceStore {
         for try await version in try await client.query("SELECT version FROM outpost_migrations", logger: logger).decode(Int.self) { applied.insert(version) }
         for migration in migrations where !applied.contains(migration.version) {
             try await client.withTransaction(logger: logger) { conn in
+                // Several server processes may start at once: one migrates, the others wait for
+                // it and then find the version applied.
+                try await conn.query("SELECT pg_advisory_xact_lock(\(Self.migrationLock))", logger: logger)
+                var done = false
+                for try await _ in try await conn.query("SELECT 1 FROM outpost_migrations WHERE version = \(migration.version)", logger: logger) { done = true }
+                guard !done else { return }
                 for sql in migration.sql { try await conn.query(PostgresQuery(unsafeSQL: sql), logger: logger) }
                 try await conn.query("INSERT INTO outpost_migrations (version) VALUES (\(migration.version))", logger: logger)
             }

@@ -14,9 +14,8 @@ public enum BackendKind: String, Sendable, CaseIterable, CustomStringConvertible
     /// (`OUTPOST_TEST_POSTGRES`).
     public static var available: [BackendKind] { postgresURL == nil ? [.sqlite] : [.sqlite, .postgres] }
 
-    /// The backends that serve sync too (replicas, the batch ledger, the change feed): the
-    /// PostgreSQL backend serves the feature service only so far.
-    public static var syncing: [BackendKind] { [.sqlite] }
+    /// The backends that serve sync too (replicas, the batch ledger, the change feed): all of them.
+    public static var syncing: [BackendKind] { available }
 
     /// The test server's database, from the environment.
     public static var postgresURL: String? { ProcessInfo.processInfo.environment["OUTPOST_TEST_POSTGRES"] }

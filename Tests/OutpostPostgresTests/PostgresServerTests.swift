@@ -1,6 +1,7 @@
 import Foundation
 import OutpostCore
 import OutpostPostgres
+import OutpostProtocol
 import OutpostServer
 import OutpostStorage
 import OutpostTestSupport
@@ -54,6 +55,55 @@ struct PostgresServerTests {
             #expect(seen == all.filter { $0 <= generation }, "a reader at generation \(generation) missed a commit that appeared later below it")
         }
         #expect(observations.count > 3, "the reader ran alongside the writers")
+        for server in servers { #expect(await server.stop() == 0) }
+    }
+
+    /// Exactly once across processes: every batch of a replica is sent to two server processes
+    /// at the same moment. One applies it, the other answers with the stored result; each batch
+    /// applies once, under one generation.
+    @Test(.timeLimit(.minutes(3)))
+    func aBatchSentToTwoProcessesAtOnceAppliesOnce() async throws {
+        let service = try await TestService.fieldInspection(.postgres)
+        let sync = try #require(service.backend as? any SyncBackend)
+        let info = try await sync.createReplica(
+            ReplicaRequest(name: "twice", layers: [.init(id: 0, serverGen: 0, syncDirection: .bidirectional)]),
+            serviceURL: "http://127.0.0.1/arcgis/rest/services/field_inspection/FeatureServer", format: .json,
+            writingTo: service.directory.file("twice.json"))
+        let before = try await service.backend.generation()
+        try await service.backend.close()
+        let servers = [try await ServeProcess.start(service), try await ServeProcess.start(service)]
+        let batches = 12
+        var replayed = 0
+        for seq in 1...batches {
+            let gid = String(format: "{0D0D0D0D-0000-4000-8000-%012d}", seq)
+            let body = try UploadBatch(
+                replicaId: info.replicaID, batchId: GlobalID.make(), seq: Int64(seq), schemaVersion: 1, rollbackOnFailure: true,
+                layers: [BatchLayer(id: 0, edits: [BatchEdit(op: .insert, globalId: gid, attributes: ["asset_id": .string("T-\(seq)"), "asset_type": "valve"], geometry: ["x": -122.6, "y": 45.5])])]
+            ).encoded()
+            let file = service.directory.file("batch-\(seq).json")
+            try body.write(to: file)
+            let answers = try await withThrowingTaskGroup(of: CommandResult.self) { group in
+                for server in servers {
+                    let url = server.url.appendingPathComponent("outpost/v1/services/field_inspection/replicas/\(info.replicaID)/batches/\(seq)").absoluteString
+                    group.addTask {
+                        try await ExternalTools.run("curl", ["-s", "-X", "PUT", "-H", "Content-Type: application/json", "--data-binary", "@\(file.path)", url])
+                    }
+                }
+                var out: [CommandResult] = []
+                for try await answer in group { out.append(answer) }
+                return out
+            }
+            let results = try answers.map { try JSONDecoder().decode(BatchResult.self, from: Data($0.stdout.utf8)) }
+            #expect(results.allSatisfy { $0.layers.first?.results.first?.success == true }, "\(answers.map(\.stdout))")
+            #expect(results.filter { $0.replayed == true }.count == 1, "one process applied batch \(seq), the other replayed it: \(answers.map(\.stdout))")
+            replayed += results.filter { $0.replayed == true }.count
+            #expect(Set(results.map(\.generation)).count == 1, "both answers name the same generation")
+        }
+        #expect(replayed == batches)
+        let reopened = try await service.reopened()
+        #expect(try await reopened.generation() == before + Int64(batches), "each batch committed once")
+        #expect(try await reopened.count(layerID: 0, query: FeatureQuery(where: "asset_id LIKE 'T-%'")) == batches, "no duplicates")
+        try await reopened.close()
         for server in servers { #expect(await server.stop() == 0) }
     }
 

@@ -321,7 +321,7 @@ struct ArcGISSyncEndpointTests {
             // The parent feature is gone: the delete wins and the attachment is kept on record.
             let orphan: JSONValue = ["adds": [["globalId": "{0D0D0D0D-0000-4000-8000-00000000A772}", "parentGlobalId": "{0D0D0D0D-0000-4000-8000-0000000000FF}", "name": "b.jpg", "data": .string(first.base64EncodedString())]]]
             #expect(try await sync(orphan).0 == 200)
-            let records = try await (service.backend as! SQLiteServiceBackend).conflictRecords()
+            let records = try await (service.backend as! any SyncBackend).conflictRecords()
             #expect(records.contains { $0.columns == ["attachments"] && $0.ours?["attachment"]?["name"] == "b.jpg" })
             let byReference: JSONValue = ["adds": [["globalId": .string(attachmentID), "parentGlobalId": .string(parent.globalID!), "uploadId": "u1"]]]
             let refused = try await sync(byReference)

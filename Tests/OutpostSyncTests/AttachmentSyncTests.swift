@@ -72,8 +72,8 @@ struct AttachmentSyncTests {
 
     /// A service, a proxy in front of it that counts and drops content transfers, and two
     /// replicas of the points syncing attachments both ways through it.
-    static func twoReplicasBehindAProxy() async throws -> (SyncHarness, Traffic, LoopbackProxy, URL, Geodatabase, Geodatabase) {
-        let h = try await SyncHarness.start()
+    static func twoReplicasBehindAProxy(_ kind: BackendKind) async throws -> (SyncHarness, Traffic, LoopbackProxy, URL, Geodatabase, Geodatabase) {
+        let h = try await SyncHarness.start(kind)
         let traffic = Traffic()
         let proxy = try await LoopbackProxy.start(upstream: h.live.baseURL, observer: traffic.observe) { traffic.rule($0, $1) }
         let url = proxy.url(for: h.url)
@@ -82,9 +82,9 @@ struct AttachmentSyncTests {
         return (h, traffic, proxy, url, crew, office)
     }
 
-    @Test(.timeLimit(.minutes(2)))
-    func attachmentsTravelBothWaysOnceAndByteIdentical() async throws {
-        let (h, traffic, proxy, url, crew, office) = try await Self.twoReplicasBehindAProxy()
+    @Test(.timeLimit(.minutes(2)), arguments: BackendKind.syncing)
+    func attachmentsTravelBothWaysOnceAndByteIdentical(kind: BackendKind) async throws {
+        let (h, traffic, proxy, url, crew, office) = try await Self.twoReplicasBehindAProxy(kind)
         let points = try crew.table(named: "inspection_points")
         let one = try #require(try await points.feature(objectID: 1)), two = try #require(try await points.feature(objectID: 2))
         let photo = Self.randomBytes(300_000, seed: 1)
@@ -127,9 +127,9 @@ struct AttachmentSyncTests {
     }
 
     /// Attachments added and deleted through the service's REST operations reach replicas too.
-    @Test(.timeLimit(.minutes(2)))
-    func serviceSideAttachmentEditsReachReplicas() async throws {
-        let (h, _, proxy, url, crew, _) = try await Self.twoReplicasBehindAProxy()
+    @Test(.timeLimit(.minutes(2)), arguments: BackendKind.syncing)
+    func serviceSideAttachmentEditsReachReplicas(kind: BackendKind) async throws {
+        let (h, _, proxy, url, crew, _) = try await Self.twoReplicasBehindAProxy(kind)
         let feature = try #require(try await crew.table(named: "inspection_points").feature(objectID: 4))
         var q = FeatureQuery()
         q.globalIDs = [feature.globalID!]
@@ -149,9 +149,9 @@ struct AttachmentSyncTests {
     /// A photo deleted after its batch was sealed (a sync interrupted in between): the resent
     /// batch cannot carry its content, the server refuses the insert, and the next sync settles
     /// on the delete — nothing stuck, nothing left behind.
-    @Test(.timeLimit(.minutes(2)))
-    func anAttachmentDeletedAfterSealingDoesNotWedgeTheSync() async throws {
-        let (h, _, proxy, url, crew, _) = try await Self.twoReplicasBehindAProxy()
+    @Test(.timeLimit(.minutes(2)), arguments: BackendKind.syncing)
+    func anAttachmentDeletedAfterSealingDoesNotWedgeTheSync(kind: BackendKind) async throws {
+        let (h, _, proxy, url, crew, _) = try await Self.twoReplicasBehindAProxy(kind)
         let points = try crew.table(named: "inspection_points")
         let feature = try #require(try await points.feature(objectID: 6))
         let added = try await points.addAttachment(toFeature: 6, name: "blurred.jpg", contentType: "image/jpeg", data: Self.randomBytes(30_000, seed: 9))
@@ -170,10 +170,10 @@ struct AttachmentSyncTests {
 
     /// Links that drop at random chunks, up and down: each sync fails, the next one continues
     /// where the other side's copy ends, and the bytes end identical (hash-checked on arrival).
-    @Test(.timeLimit(.minutes(3)), arguments: [UInt64(11), 23, 37])
-    func interruptedTransfersResume(seed: UInt64) async throws {
+    @Test(.timeLimit(.minutes(3)), arguments: BackendKind.syncing, [UInt64(11), 23, 37])
+    func interruptedTransfersResume(kind: BackendKind, seed: UInt64) async throws {
         var rng = SeededGenerator(state: seed)
-        let (h, traffic, proxy, url, crew, office) = try await Self.twoReplicasBehindAProxy()
+        let (h, traffic, proxy, url, crew, office) = try await Self.twoReplicasBehindAProxy(kind)
         let size = Int.random(in: 700_000...1_300_000, using: &rng)
         let photo = Self.randomBytes(size, seed: seed)
         let feature = try #require(try await crew.table(named: "inspection_points").feature(objectID: 3))

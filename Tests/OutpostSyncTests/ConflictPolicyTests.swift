@@ -21,8 +21,8 @@ struct ConflictPolicyTests {
         let serverID: Int64
         var gid: String { local.globalID! }
 
-        static func start(_ policy: ConflictPolicy?) async throws -> Scenario {
-            let h = try await SyncHarness.start(policy: policy)
+        static func start(_ kind: BackendKind, _ policy: ConflictPolicy?) async throws -> Scenario {
+            let h = try await SyncHarness.start(kind, policy: policy)
             let gdb = try await h.replica(layers: [0])
             let points = try gdb.table(named: "inspection_points")
             let local = try #require(try await points.feature(objectID: 3))
@@ -44,7 +44,7 @@ struct ConflictPolicyTests {
         func replica() async throws -> SyncHarness.Row? { try await SyncHarness.localRows(gdb, "inspection_points")[gid] }
 
         func serverRecords() async throws -> [ConflictRecord] {
-            try await (h.service.backend as! SQLiteServiceBackend).conflictRecords().filter { $0.globalId == gid }
+            try await (h.service.backend as! any SyncBackend).conflictRecords().filter { $0.globalId == gid }
         }
 
         func replicaRecords() async throws -> [(SyncConflict, ConflictRecord)] {
@@ -71,9 +71,9 @@ struct ConflictPolicyTests {
 
     /// The same column changed on both sides: each rule picks its winner, the loser's value is in
     /// the record on both sides, and the replica ends equal to the server.
-    @Test(.timeLimit(.minutes(2)), arguments: [ConflictPolicy.Rule.clientWins, .serverWins, .manual])
-    func sameColumnOnBothSides(_ rule: ConflictPolicy.Rule) async throws {
-        let s = try await Scenario.start(ConflictPolicy(rule: rule))
+    @Test(.timeLimit(.minutes(2)), arguments: BackendKind.syncing, [ConflictPolicy.Rule.clientWins, .serverWins, .manual])
+    func sameColumnOnBothSides(kind: BackendKind, _ rule: ConflictPolicy.Rule) async throws {
+        let s = try await Scenario.start(kind, ConflictPolicy(rule: rule))
         try await s.crewUpdate(["notes": .string("crew")])
         try await s.officeUpdate(["notes": .string("office")])
         let results = try await s.h.sync(s.gdb)
@@ -92,9 +92,9 @@ struct ConflictPolicyTests {
     /// `latestEditWins` compares when the edits were made, not when they reached the server: a
     /// crew edit made before the office's loses even though it syncs later, and one made after
     /// wins.
-    @Test(.timeLimit(.minutes(2)), arguments: [true, false])
-    func latestEditWinsByEditTime(crewEditsLast: Bool) async throws {
-        let s = try await Scenario.start(ConflictPolicy(rule: .latestEditWins))
+    @Test(.timeLimit(.minutes(2)), arguments: BackendKind.syncing, [true, false])
+    func latestEditWinsByEditTime(kind: BackendKind, crewEditsLast: Bool) async throws {
+        let s = try await Scenario.start(kind, ConflictPolicy(rule: .latestEditWins))
         if crewEditsLast {
             try await s.officeUpdate(["notes": .string("office")])
             try await Task.sleep(for: .milliseconds(20))
@@ -115,9 +115,9 @@ struct ConflictPolicyTests {
 
     /// Different columns changed on each side merge under every rule: no record, both changes
     /// kept, the edit reported as merged. Geometry and attributes are different columns too.
-    @Test(.timeLimit(.minutes(2)), arguments: ConflictPolicy.Rule.allCases)
-    func differentColumnsMerge(_ rule: ConflictPolicy.Rule) async throws {
-        let s = try await Scenario.start(ConflictPolicy(rule: rule))
+    @Test(.timeLimit(.minutes(2)), arguments: BackendKind.syncing, ConflictPolicy.Rule.allCases)
+    func differentColumnsMerge(kind: BackendKind, _ rule: ConflictPolicy.Rule) async throws {
+        let s = try await Scenario.start(kind, ConflictPolicy(rule: rule))
         let moved = try point(-122.6655, 45.5121)
         try await s.crewUpdate(["notes": .string("crew")], geometry: moved)
         try await s.officeUpdate(["status": .string("closed"), "condition": .integer(2)])
@@ -132,9 +132,9 @@ struct ConflictPolicyTests {
 
     /// Geometry against geometry is a conflict like any column; with serverWins the crew's point
     /// is discarded (kept in the record) and the replica gets the office's back.
-    @Test(.timeLimit(.minutes(2)))
-    func geometryAgainstGeometry() async throws {
-        let s = try await Scenario.start(ConflictPolicy(rule: .serverWins))
+    @Test(.timeLimit(.minutes(2)), arguments: BackendKind.syncing)
+    func geometryAgainstGeometry(kind: BackendKind) async throws {
+        let s = try await Scenario.start(kind, ConflictPolicy(rule: .serverWins))
         let crew = try point(-122.6655, 45.5121), office = try point(-122.6601, 45.5102)
         try await s.crewUpdate([:], geometry: crew)
         try await s.officeUpdate([:], geometry: office)
@@ -149,9 +149,9 @@ struct ConflictPolicyTests {
 
     /// A per-field rule overrides the layer's, and a sync's requested rule replaces the layer's
     /// but not a field's.
-    @Test(.timeLimit(.minutes(2)))
-    func fieldRulesOverrideTheLayerAndTheSync() async throws {
-        let s = try await Scenario.start(ConflictPolicy(rule: .clientWins, fields: ["status": .serverWins, "inspector": .clientWins]))
+    @Test(.timeLimit(.minutes(2)), arguments: BackendKind.syncing)
+    func fieldRulesOverrideTheLayerAndTheSync(kind: BackendKind) async throws {
+        let s = try await Scenario.start(kind, ConflictPolicy(rule: .clientWins, fields: ["status": .serverWins, "inspector": .clientWins]))
         // Two statuses other than the feature's own, so both sides change it.
         let statuses = ["open", "in_progress", "closed"].filter { FieldValue.string($0) != s.local.attributes["status"] }
         try await s.crewUpdate(["notes": .string("crew"), "status": .string(statuses[0]), "inspector": .string("crew")])
@@ -176,9 +176,9 @@ struct ConflictPolicyTests {
     /// Update here, delete there: the delete wins by default (the update's values recorded and
     /// the replica's copy removed); `updateResurrects` brings the feature back with its last
     /// values and the update applied.
-    @Test(.timeLimit(.minutes(2)), arguments: [ConflictPolicy.UpdateDeleteRule.deleteWins, .updateResurrects])
-    func updateAgainstDelete(_ rule: ConflictPolicy.UpdateDeleteRule) async throws {
-        let s = try await Scenario.start(ConflictPolicy(updateDelete: rule))
+    @Test(.timeLimit(.minutes(2)), arguments: BackendKind.syncing, [ConflictPolicy.UpdateDeleteRule.deleteWins, .updateResurrects])
+    func updateAgainstDelete(kind: BackendKind, _ rule: ConflictPolicy.UpdateDeleteRule) async throws {
+        let s = try await Scenario.start(kind, ConflictPolicy(updateDelete: rule))
         try await s.officeUpdate(["inspector": .string("office, before deleting")])
         try await s.h.sync(s.gdb)
         try await s.crewUpdate(["notes": .string("crew")])
@@ -201,9 +201,9 @@ struct ConflictPolicyTests {
 
     /// Delete here, update there: the delete wins by default (the server's values recorded);
     /// `keepServer` keeps the feature and the replica gets it back.
-    @Test(.timeLimit(.minutes(2)), arguments: [ConflictPolicy.DeleteUpdateRule.deleteWins, .keepServer])
-    func deleteAgainstUpdate(_ rule: ConflictPolicy.DeleteUpdateRule) async throws {
-        let s = try await Scenario.start(ConflictPolicy(deleteUpdate: rule))
+    @Test(.timeLimit(.minutes(2)), arguments: BackendKind.syncing, [ConflictPolicy.DeleteUpdateRule.deleteWins, .keepServer])
+    func deleteAgainstUpdate(kind: BackendKind, _ rule: ConflictPolicy.DeleteUpdateRule) async throws {
+        let s = try await Scenario.start(kind, ConflictPolicy(deleteUpdate: rule))
         try await s.points.delete(objectIDs: [s.local.objectID!])
         try await s.officeUpdate(["notes": .string("office")])
         try await s.h.sync(s.gdb)
@@ -220,9 +220,9 @@ struct ConflictPolicyTests {
     }
 
     /// Deleted on both sides: nothing is discarded, so nothing is recorded.
-    @Test(.timeLimit(.minutes(2)))
-    func deleteAgainstDelete() async throws {
-        let s = try await Scenario.start(nil)
+    @Test(.timeLimit(.minutes(2)), arguments: BackendKind.syncing)
+    func deleteAgainstDelete(kind: BackendKind) async throws {
+        let s = try await Scenario.start(kind, nil)
         try await s.points.delete(objectIDs: [s.local.objectID!])
         try await s.h.serverEdit(layer: 0, deletes: [Feature(objectID: s.serverID)])
         let results = try await s.h.sync(s.gdb)
@@ -235,9 +235,9 @@ struct ConflictPolicyTests {
 
     /// A manual conflict stays open until resolved on the replica: keeping ours is a normal edit
     /// that syncs; keeping theirs edits nothing; both close the server's record at the next sync.
-    @Test(.timeLimit(.minutes(2)), arguments: ["ours", "theirs", "values"])
-    func manualConflictsAreResolvedLater(_ keep: String) async throws {
-        let s = try await Scenario.start(ConflictPolicy(rule: .manual))
+    @Test(.timeLimit(.minutes(2)), arguments: BackendKind.syncing, ["ours", "theirs", "values"])
+    func manualConflictsAreResolvedLater(kind: BackendKind, _ keep: String) async throws {
+        let s = try await Scenario.start(kind, ConflictPolicy(rule: .manual))
         try await s.crewUpdate(["notes": .string("crew"), "condition": .integer(1)])
         try await s.officeUpdate(["notes": .string("office"), "condition": .integer(4)])
         try await s.h.sync(s.gdb)

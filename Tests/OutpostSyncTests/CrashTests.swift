@@ -33,12 +33,12 @@ struct CrashTests {
         }
     }
 
-    @Test(.timeLimit(.minutes(3)))
-    func outpostServeKilledBeforeItCommits() async throws {
-        let expected = try await Scenario.reference(serverEdits: false)
-        let service = try await TestService.fieldInspection(.sqlite)
+    @Test(.timeLimit(.minutes(3)), arguments: BackendKind.syncing)
+    func outpostServeKilledBeforeItCommits(kind: BackendKind) async throws {
+        let expected = try await Scenario.reference(kind, serverEdits: false)
+        let service = try await TestService.fieldInspection(kind)
         try await service.backend.close()
-        let doomed = try await ServeProcess.start(service: service.file, environment: ["OUTPOST_FAULT": "server.beforeCommit:kill"])
+        let doomed = try await ServeProcess.start(service, environment: ["OUTPOST_FAULT": "server.beforeCommit:kill"])
         let directory = TemporaryDirectory("outpost-crash")
         let task = try GeodatabaseSyncTask(url: doomed.featureServer("field_inspection"))
         let generate = task.makeGenerateGeodatabaseJob(
@@ -56,14 +56,14 @@ struct CrashTests {
         #expect(await doomed.stop() == SIGKILL, "the server died in the batch's transaction")
         #expect(try await gdb.read { try $0.sealedBatch() } != nil)
 
-        let restarted = try await ServeProcess.start(service: service.file)
+        let restarted = try await ServeProcess.start(service)
         let moved = try GeodatabaseSyncTask(url: restarted.featureServer("field_inspection"))
         let job = moved.makeSyncGeodatabaseJob(parameters: SyncGeodatabaseParameters(), geodatabase: gdb, faults: FaultInjector())
         try job.start()
         let results = try await job.output
         #expect(results.allSatisfy { $0.checksumMatches == true })
         #expect(await restarted.stop() == 0)
-        let backend = try SQLiteServiceBackend(url: service.file)
+        let backend = try await service.reopened()
         let state = try await Scenario.state(backend, gdb)
         #expect(state == expected)
         try await backend.close()

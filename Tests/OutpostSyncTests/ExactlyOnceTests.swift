@@ -74,8 +74,8 @@ enum Scenario {
     }
 
     /// The state an uninterrupted run reaches.
-    static func reference(serverEdits: Bool = true) async throws -> State {
-        let h = try await SyncHarness.start()
+    static func reference(_ kind: BackendKind = .sqlite, serverEdits: Bool = true) async throws -> State {
+        let h = try await SyncHarness.start(kind)
         let gdb = try await h.replica()
         if serverEdits { try await edit(h, gdb) } else { try await editLocally(gdb) }
         try await h.sync(gdb)
@@ -100,18 +100,18 @@ enum Scenario {
 struct ExactlyOnceTests {
     static let clientPoints = ["client.afterSeal", "client.afterSend", "client.afterAck", "client.afterStage", "client.beforeApplyCommit", "client.afterApply"]
 
-    @Test(.timeLimit(.minutes(5)))
-    func aFaultAtAnyStepThenASyncReachesTheUninterruptedState() async throws {
-        let expected = try await Scenario.reference()
+    @Test(.timeLimit(.minutes(5)), arguments: BackendKind.syncing)
+    func aFaultAtAnyStepThenASyncReachesTheUninterruptedState(kind: BackendKind) async throws {
+        let expected = try await Scenario.reference(kind)
         #expect(expected.server[0]?[Scenario.newPoint] != nil)
         #expect(expected.replica["inspection_points"]?[Scenario.serverPoint] != nil)
 
         for point in Self.clientPoints + ["server.beforeCommit"] {
-            let h = try await SyncHarness.start()
+            let h = try await SyncHarness.start(kind)
             let gdb = try await h.replica()
             try await Scenario.edit(h, gdb)
             let faults = FaultInjector()
-            let server = (h.service.backend as! SQLiteServiceBackend).faults
+            let server = (h.service.backend as! any SyncBackend).faults
             if point.hasPrefix("server.") { server.arm(point) } else { faults.arm(point) }
             let pendingBefore = try await gdb.read { try $0.capturedChanges().count }
             let generationBefore = try await h.service.backend.generation()
@@ -150,11 +150,11 @@ struct ExactlyOnceTests {
         }
     }
 
-    @Test(.timeLimit(.minutes(3)))
-    func aLostResponseIsReplayedNotReapplied() async throws {
-        let expected = try await Scenario.reference()
+    @Test(.timeLimit(.minutes(3)), arguments: BackendKind.syncing)
+    func aLostResponseIsReplayedNotReapplied(kind: BackendKind) async throws {
+        let expected = try await Scenario.reference(kind)
         for retryInTheSameJob in [false, true] {
-            let h = try await SyncHarness.start()
+            let h = try await SyncHarness.start(kind)
             let gdb = try await h.replica()
             try await Scenario.edit(h, gdb)
             let drops = DropCounter(limit: 1)
@@ -182,10 +182,10 @@ struct ExactlyOnceTests {
         }
     }
 
-    @Test(.timeLimit(.minutes(3)))
-    func aDroppedDownloadRequestIsFetchedAgain() async throws {
-        let expected = try await Scenario.reference()
-        let h = try await SyncHarness.start()
+    @Test(.timeLimit(.minutes(3)), arguments: BackendKind.syncing)
+    func aDroppedDownloadRequestIsFetchedAgain(kind: BackendKind) async throws {
+        let expected = try await Scenario.reference(kind)
+        let h = try await SyncHarness.start(kind)
         let gdb = try await h.replica()
         try await Scenario.edit(h, gdb)
         let drops = DropCounter(limit: 1)

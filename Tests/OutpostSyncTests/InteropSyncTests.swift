@@ -48,9 +48,9 @@ struct InteropSyncTests {
     /// Edits made on the replica by GDAL, the sqlite3 shell with SpatiaLite, and a DELETE from
     /// the plain shell sync like any other; pygeodiff then finds no difference between the
     /// replica and the server's data for the same filter.
-    @Test(.timeLimit(.minutes(3)))
-    func editsByOtherWritersSyncAndPygeodiffAgrees() async throws {
-        let h = try await SyncHarness.start()
+    @Test(.timeLimit(.minutes(3)), arguments: BackendKind.syncing)
+    func editsByOtherWritersSyncAndPygeodiffAgrees(kind: BackendKind) async throws {
+        let h = try await SyncHarness.start(kind)
         let area = Envelope(xmin: -122.70, ymin: 45.49, xmax: -122.64, ymax: 45.53)
         let gdb = try await h.replica("field", extent: area, layers: [0, 3])
         let file = gdb.url

@@ -22,9 +22,9 @@ struct RollbackTests {
         return try #require(try await points.features(matching: FeatureQuery(where: "objectid = 7")).first?.globalID)
     }
 
-    @Test(.timeLimit(.minutes(2)))
-    func rollbackTrueChangesNothingOnEitherSide() async throws {
-        let h = try await SyncHarness.start()
+    @Test(.timeLimit(.minutes(2)), arguments: BackendKind.syncing)
+    func rollbackTrueChangesNothingOnEitherSide(kind: BackendKind) async throws {
+        let h = try await SyncHarness.start(kind)
         let gdb = try await h.replica()
         let bad = try await Self.edits(gdb)
         let serverBefore = try await h.service.snapshot()
@@ -53,9 +53,9 @@ struct RollbackTests {
         try await h.stop()
     }
 
-    @Test(.timeLimit(.minutes(2)))
-    func rollbackFalseAppliesTheValidEditsAndKeepsTheRejectedOne() async throws {
-        let h = try await SyncHarness.start()
+    @Test(.timeLimit(.minutes(2)), arguments: BackendKind.syncing)
+    func rollbackFalseAppliesTheValidEditsAndKeepsTheRejectedOne(kind: BackendKind) async throws {
+        let h = try await SyncHarness.start(kind)
         let gdb = try await h.replica()
         let bad = try await Self.edits(gdb)
         let originalType = try await h.serverRows(0)[bad]?.attributes["asset_type"]

@@ -18,9 +18,9 @@ struct SyncBehaviourTests {
         return q
     }
 
-    @Test(.timeLimit(.minutes(2)))
-    func featuresLeavingAndEnteringTheFilterFollow() async throws {
-        let h = try await SyncHarness.start()
+    @Test(.timeLimit(.minutes(2)), arguments: BackendKind.syncing)
+    func featuresLeavingAndEnteringTheFilterFollow(kind: BackendKind) async throws {
+        let h = try await SyncHarness.start(kind)
         let gdb = try await h.replica("area", extent: Self.area, layers: [0])
         let inside = try await h.service.backend.features(layerID: 0, query: Self.scope).prefix(3).map { $0 }
         var outsideQuery = FeatureQuery(where: "objectid > 0")
@@ -58,9 +58,9 @@ struct SyncBehaviourTests {
 
     /// I8: every value a sync discards is kept in a conflict record, on the server and in the
     /// replica; changes to different columns merge without one.
-    @Test(.timeLimit(.minutes(2)))
-    func discardedValuesAreRecorded() async throws {
-        let h = try await SyncHarness.start()
+    @Test(.timeLimit(.minutes(2)), arguments: BackendKind.syncing)
+    func discardedValuesAreRecorded(kind: BackendKind) async throws {
+        let h = try await SyncHarness.start(kind)
         let gdb = try await h.replica(layers: [0])
         let points = try gdb.table(named: "inspection_points")
         let f = try await points.features(matching: FeatureQuery(where: "objectid <= 4"))
@@ -101,16 +101,16 @@ struct SyncBehaviourTests {
         #expect(sameColumn.base?["notes"] == f[0].attributes["notes"]?.jsonValue)
         #expect(records.first { $0.globalId == gid[1] }?.ours?["notes"] == .string("crew: repainted"), "the update the delete beat is kept")
         #expect(records.first { $0.globalId == gid[2] }?.theirs?["notes"] == .string("office: inspected"), "the server's update the delete beat is kept")
-        let onServer = try await (h.service.backend as! SQLiteServiceBackend).conflictCount()
+        let onServer = try await (h.service.backend as! any SyncBackend).conflictRecords().count
         #expect(onServer == 3)
         try await h.stop()
     }
 
     /// One sync per geodatabase; edits made while it runs are uploaded by a later batch and
     /// never overwritten by the download.
-    @Test(.timeLimit(.minutes(2)))
-    func editsDuringASyncAreKept() async throws {
-        let h = try await SyncHarness.start()
+    @Test(.timeLimit(.minutes(2)), arguments: BackendKind.syncing)
+    func editsDuringASyncAreKept(kind: BackendKind) async throws {
+        let h = try await SyncHarness.start(kind)
         let gdb = try await h.replica(layers: [0])
         let points = try gdb.table(named: "inspection_points")
         let one = try #require(try await points.feature(objectID: 1))
@@ -145,9 +145,9 @@ struct SyncBehaviourTests {
 
     /// I9: a replica that drifted from the server (a change made with capture off) is found by
     /// the checksum and that layer alone is fetched again.
-    @Test(.timeLimit(.minutes(2)))
-    func aChecksumMismatchRefetchesTheLayer() async throws {
-        let h = try await SyncHarness.start()
+    @Test(.timeLimit(.minutes(2)), arguments: BackendKind.syncing)
+    func aChecksumMismatchRefetchesTheLayer(kind: BackendKind) async throws {
+        let h = try await SyncHarness.start(kind)
         let gdb = try await h.replica(layers: [0, 1])
         try await gdb.write { conn in
             try conn.withChangeCaptureSilenced {
@@ -165,9 +165,9 @@ struct SyncBehaviourTests {
     }
 
     /// I7: applying the same staged page twice gives the same tables.
-    @Test(.timeLimit(.minutes(1)))
-    func applyingAPageTwiceChangesNothing() async throws {
-        let h = try await SyncHarness.start()
+    @Test(.timeLimit(.minutes(3)), arguments: BackendKind.syncing)
+    func applyingAPageTwiceChangesNothing(kind: BackendKind) async throws {
+        let h = try await SyncHarness.start(kind)
         let gdb = try await h.replica()
         let existing = try #require(try await gdb.table(named: "inspection_points").feature(objectID: 5))
         let changes = [
@@ -190,9 +190,9 @@ struct SyncBehaviourTests {
         try await h.stop()
     }
 
-    @Test(.timeLimit(.minutes(2)))
-    func perLayerDirections() async throws {
-        let h = try await SyncHarness.start()
+    @Test(.timeLimit(.minutes(2)), arguments: BackendKind.syncing)
+    func perLayerDirections(kind: BackendKind) async throws {
+        let h = try await SyncHarness.start(kind)
         let gdb = try await h.replica(layers: [0, 3], model: .layer)
         #expect(try await gdb.read { try $0.replicaState()?.syncModel } == .perLayer)
         let points = try gdb.table(named: "inspection_points"), log = try gdb.table(named: "inspection_log")
@@ -221,9 +221,9 @@ struct SyncBehaviourTests {
         try await h.stop()
     }
 
-    @Test(.timeLimit(.minutes(2)))
-    func anUnregisteredReplicaKeepsItsEdits() async throws {
-        let h = try await SyncHarness.start()
+    @Test(.timeLimit(.minutes(2)), arguments: BackendKind.syncing)
+    func anUnregisteredReplicaKeepsItsEdits(kind: BackendKind) async throws {
+        let h = try await SyncHarness.start(kind)
         let a = try await h.replica("a", layers: [0]), b = try await h.replica("b", layers: [0])
         try await a.table(named: "inspection_points").update([Feature(objectID: 1, attributes: ["notes": .string("a")])])
         try await h.task().unregisterGeodatabase(a)
@@ -241,9 +241,9 @@ struct SyncBehaviourTests {
     }
 
     /// A sync job paused mid-download is saved as JSON, rebuilt, and finishes.
-    @Test(.timeLimit(.minutes(2)))
-    func aPausedSyncJobResumesFromJSON() async throws {
-        let h = try await SyncHarness.start()
+    @Test(.timeLimit(.minutes(2)), arguments: BackendKind.syncing)
+    func aPausedSyncJobResumesFromJSON(kind: BackendKind) async throws {
+        let h = try await SyncHarness.start(kind)
         let gdb = try await h.replica()
         try await Scenario.edit(h, gdb)
         let task = try h.task()

@@ -9,9 +9,9 @@ import Testing
 
 @Suite("Generate and sync over loopback HTTP")
 struct SyncRoundTripTests {
-    @Test(.timeLimit(.minutes(2)))
-    func generateEditBothSidesAndSync() async throws {
-        let h = try await SyncHarness.start()
+    @Test(.timeLimit(.minutes(2)), arguments: BackendKind.syncing)
+    func generateEditBothSidesAndSync(kind: BackendKind) async throws {
+        let h = try await SyncHarness.start(kind)
         let gdb = try await h.replica()
         #expect(try await gdb.table(named: "inspection_points").count() == 300)
         #expect(try await gdb.table(named: "inspection_log").count() == 60)

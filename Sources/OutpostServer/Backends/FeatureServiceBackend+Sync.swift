@@ -29,10 +29,37 @@ public struct ReplicaRequest: Sendable {
     }
 }
 
+extension ReplicaRequest {
+    /// Refuses a request for layers the service lacks, or for syncing layers without global ids.
+    public func validate(against schema: ServiceSchema) throws {
+        guard !layers.isEmpty else { throw ServiceError.badParameter("layers", "no layers asked for") }
+        for layer in layers where schema.layer(id: layer.id) == nil {
+            throw ServiceError.badParameter("layers", "the service has no layer \(layer.id)")
+        }
+        if syncModel != .none {
+            for layer in layers where schema.layer(id: layer.id)?.globalIDField == nil {
+                throw ServiceError.badParameter("layers", "layer \(layer.id) has no global ids, so it cannot sync")
+            }
+        }
+    }
+
+    /// The replica this request registers, starting at `generation`.
+    public func info(replicaID: String, generation: Int64, schema: ServiceSchema, created: Int64) throws -> ReplicaInfo {
+        ReplicaInfo(
+            replicaID: replicaID, replicaName: name, syncModel: syncModel, replicaServerGen: generation,
+            layers: layers.map { var l = $0; l.serverGen = generation; return l },
+            geometry: try geometry.map { try JSONValue.parse(try EsriJSON.encode($0)) },
+            returnAttachments: returnAttachments, attachmentsSyncDirection: attachmentsSyncDirection, lastSeq: 0,
+            serviceGeneration: generation, schemaVersion: schema.schemaVersion, creationDate: created, lastSyncDate: nil)
+    }
+}
+
 /// A batch refused as a whole (rollback on failure): nothing was applied, the per-edit results
 /// say why.
 public struct BatchRejected: Error, Sendable {
     public var result: BatchResult
+
+    public init(result: BatchResult) { self.result = result }
 }
 
 /// The file a replica's data is written to.
@@ -80,4 +107,8 @@ public protocol SyncBackend: Sendable {
     func replayedResponse(key: String) async throws -> String?
     /// Keeps an answer for identical retries (dropping those older than `retention`).
     func storeResponse(key: String, response: String, retention: Duration) async throws
+    /// The conflict records kept on the server, oldest first, with their current state.
+    func conflictRecords() async throws -> [ConflictRecord]
+    /// Fault points for tests (`server.beforeCommit`: a batch applied, not yet committed).
+    var faults: FaultInjector { get }
 }

@@ -16,27 +16,15 @@ struct ReplicaExport {
     /// A replica GeoPackage: the replica's layers with client change capture, the features in
     /// scope, and the replica state the client syncs from.
     func writeGeoPackage(serviceURL: String, to url: URL) throws {
-        var clientSchema = schema
-        let ids = Set(request.layers.map(\.id))
         let synced = request.syncModel != .none
-        clientSchema.layers = schema.layers.filter { ids.contains($0.id) }.map { var l = $0; l.sync = synced && l.globalIDField != nil; return l }
-        clientSchema.tables = schema.tables.filter { ids.contains($0.id) }.map { var l = $0; l.sync = synced && l.globalIDField != nil; return l }
+        let clientSchema = ReplicaFile.clientSchema(schema, request)
         let gdb = try Geodatabase.create(at: url, schema: clientSchema, overwrite: true, changeCapture: synced) { conn in
             for layerInfo in request.layers {
                 guard let layer = schema.layer(id: layerInfo.id), let query = scope.query(layerInfo, layer: layer) else { continue }
                 try copy(layer, query: query, into: conn)
             }
             guard synced else { return }
-            let state = ReplicaState(
-                replicaID: replicaID, replicaName: request.name, serviceURL: serviceURL,
-                syncModel: request.syncModel == .perLayer ? .perLayer : .perReplica, cursor: generation,
-                layers: request.layers.compactMap { l in
-                    schema.layer(id: l.id).map {
-                        ReplicaState.Layer(id: l.id, table: $0.name, direction: ReplicaState.Direction(rawValue: l.syncDirection.rawValue) ?? .bidirectional, cursor: generation)
-                    }
-                },
-                attachmentsDirection: ReplicaState.Direction(rawValue: request.attachmentsSyncDirection.rawValue) ?? .none,
-                schemaVersion: schema.schemaVersion)
+            let state = ReplicaFile.state(request, schema: schema, replicaID: replicaID, serviceURL: serviceURL, generation: generation)
             try conn.setReplicaState(state)
         }
         try gdb.close()
@@ -84,13 +72,7 @@ struct ReplicaExport {
             throw ServiceError(500, "cannot write the replica file")
         }
         defer { try? file.close() }
-        var out = "{\"replicaName\":\(JSONValue.string(request.name).jsonString),\"replicaID\":\"\(replicaID)\","
-        if request.syncModel == .perLayer {
-            out += "\"layerServerGens\":[" + request.layers.map { "{\"id\":\($0.id),\"serverGen\":\(generation)}" }.joined(separator: ",") + "],"
-        } else {
-            out += "\"replicaServerGen\":\(generation),"
-        }
-        out += "\"syncModel\":\"\(request.syncModel.rawValue)\",\"layers\":["
+        var out = ReplicaFile.jsonHeader(request, replicaID: replicaID, generation: generation)
         for (index, layerInfo) in request.layers.enumerated() {
             guard let layer = schema.layer(id: layerInfo.id) else { continue }
             out += (index > 0 ? "," : "") + "{\"id\":\(layer.id),\"features\":["
@@ -128,16 +110,10 @@ struct ReplicaExport {
         var first = true
         for objectID in owners {
             for a in try table.attachments(forFeature: objectID, in: server) {
-                out += first ? "{" : ",{"
+                out += (first ? "" : ",") + ReplicaFile.jsonAttachment(a, layerID: layer.id, serviceURL: serviceURL, byURL: request.returnAttachmentsDataByUrl)
                 first = false
-                out += "\"id\":\(a.id),\"globalId\":\(JSONValue.string(a.globalID).jsonString),\"parentGlobalId\":\((a.featureGlobalID.map { JSONValue.string($0) } ?? .null).jsonString)"
-                out += ",\"name\":\(JSONValue.string(a.name).jsonString),\"contentType\":\(JSONValue.string(a.contentType).jsonString),\"size\":\(a.size)"
-                if request.returnAttachmentsDataByUrl {
-                    out += ",\"url\":\(JSONValue.string("\(serviceURL)/\(layer.id)/\(objectID)/attachments/\(a.id)").jsonString)}"
-                    continue
-                }
+                if request.returnAttachmentsDataByUrl { continue }
                 // Base64 in pieces of whole 3-byte groups, so the text never holds the file.
-                out += ",\"data\":\""
                 file.write(Data(out.utf8))
                 out = ""
                 var offset: Int64 = 0
@@ -150,5 +126,52 @@ struct ReplicaExport {
                 out += "\"}"
             }
         }
+    }
+}
+
+/// What every backend writes into a new replica file alike.
+public enum ReplicaFile {
+    /// The replica's layers and tables, synced (with change capture) unless the model is `none`.
+    public static func clientSchema(_ schema: ServiceSchema, _ request: ReplicaRequest) -> ServiceSchema {
+        var clientSchema = schema
+        let ids = Set(request.layers.map(\.id))
+        let synced = request.syncModel != .none
+        clientSchema.layers = schema.layers.filter { ids.contains($0.id) }.map { var l = $0; l.sync = synced && l.globalIDField != nil; return l }
+        clientSchema.tables = schema.tables.filter { ids.contains($0.id) }.map { var l = $0; l.sync = synced && l.globalIDField != nil; return l }
+        return clientSchema
+    }
+
+    /// The replica state a GeoPackage replica starts from.
+    public static func state(_ request: ReplicaRequest, schema: ServiceSchema, replicaID: String, serviceURL: String, generation: Int64) -> ReplicaState {
+        ReplicaState(
+            replicaID: replicaID, replicaName: request.name, serviceURL: serviceURL,
+            syncModel: request.syncModel == .perLayer ? .perLayer : .perReplica, cursor: generation,
+            layers: request.layers.compactMap { l in
+                schema.layer(id: l.id).map {
+                    ReplicaState.Layer(id: l.id, table: $0.name, direction: ReplicaState.Direction(rawValue: l.syncDirection.rawValue) ?? .bidirectional, cursor: generation)
+                }
+            },
+            attachmentsDirection: ReplicaState.Direction(rawValue: request.attachmentsSyncDirection.rawValue) ?? .none,
+            schemaVersion: schema.schemaVersion)
+    }
+
+    /// The ArcGIS JSON replica up to its `layers` array (open).
+    public static func jsonHeader(_ request: ReplicaRequest, replicaID: String, generation: Int64) -> String {
+        var out = "{\"replicaName\":\(JSONValue.string(request.name).jsonString),\"replicaID\":\"\(replicaID)\","
+        if request.syncModel == .perLayer {
+            out += "\"layerServerGens\":[" + request.layers.map { "{\"id\":\($0.id),\"serverGen\":\(generation)}" }.joined(separator: ",") + "],"
+        } else {
+            out += "\"replicaServerGen\":\(generation),"
+        }
+        return out + "\"syncModel\":\"\(request.syncModel.rawValue)\",\"layers\":["
+    }
+
+    /// An attachment of a JSON replica: whole with its `url`, or (not `byURL`) open after
+    /// `"data":"` for the caller to write the base64 content and close with `"}`.
+    public static func jsonAttachment(_ a: Attachment, layerID: Int, serviceURL: String, byURL: Bool) -> String {
+        let head = "{\"id\":\(a.id),\"globalId\":\(JSONValue.string(a.globalID).jsonString),\"parentGlobalId\":\((a.featureGlobalID.map { JSONValue.string($0) } ?? .null).jsonString)"
+            + ",\"name\":\(JSONValue.string(a.name).jsonString),\"contentType\":\(JSONValue.string(a.contentType).jsonString),\"size\":\(a.size)"
+        guard byURL else { return head + ",\"data\":\"" }
+        return head + ",\"url\":\(JSONValue.string("\(serviceURL)/\(layerID)/\(a.featureObjectID)/attachments/\(a.id)").jsonString)}"
     }
 }

@@ -8,15 +8,7 @@ extension SQLiteServiceBackend: SyncBackend {
 
     public func createReplica(_ request: ReplicaRequest, serviceURL: String, format: ReplicaFileFormat, writingTo url: URL) async throws -> ReplicaInfo {
         let schema = geodatabase.schema
-        guard !request.layers.isEmpty else { throw ServiceError.badParameter("layers", "no layers asked for") }
-        for layer in request.layers where schema.layer(id: layer.id) == nil {
-            throw ServiceError.badParameter("layers", "the service has no layer \(layer.id)")
-        }
-        if request.syncModel != .none {
-            for layer in request.layers where schema.layer(id: layer.id)?.globalIDField == nil {
-                throw ServiceError.badParameter("layers", "layer \(layer.id) has no global ids, so it cannot sync")
-            }
-        }
+        try request.validate(against: schema)
         let replicaID = GlobalID.make()
         let gdb = geodatabase
         let scope = ReplicaScope(request: request, schema: schema)
@@ -30,12 +22,7 @@ extension SQLiteServiceBackend: SyncBackend {
             }
             return generation
         }
-        let info = ReplicaInfo(
-            replicaID: replicaID, replicaName: request.name, syncModel: request.syncModel, replicaServerGen: generation,
-            layers: request.layers.map { var l = $0; l.serverGen = generation; return l },
-            geometry: try request.geometry.map { try JSONValue.parse(try EsriJSON.encode($0)) },
-            returnAttachments: request.returnAttachments, attachmentsSyncDirection: request.attachmentsSyncDirection, lastSeq: 0,
-            serviceGeneration: generation, schemaVersion: schema.schemaVersion, creationDate: Self.now(), lastSyncDate: nil)
+        let info = try request.info(replicaID: replicaID, generation: generation, schema: schema, created: Self.now())
         guard request.syncModel != .none else { return info }
         let definition = try JSONValueEncoder().encode(info).jsonString
         let created = info.creationDate
@@ -205,7 +192,7 @@ extension SQLiteServiceBackend: SyncBackend {
                 }
                 // Only this replica changed it: it has the values already (echo suppression).
                 if echo { continue }
-                var change = try Self.upsert(feature, fields: fields, layer: layer, generation: generation, inserted: (row[3].integerValue ?? 0) != 0)
+                var change = try ReplicaRows.upsert(feature, fields: fields, layer: layer, generation: generation, inserted: (row[3].integerValue ?? 0) != 0)
                 if let attachments { change.attachments = attachments[gid] ?? [] }
                 changes.append(change)
             }
@@ -231,14 +218,6 @@ extension SQLiteServiceBackend: SyncBackend {
         return (layerInfo, layer)
     }
 
-    static func upsert(_ feature: Feature, fields: [FieldDefinition], layer: LayerDefinition, generation: Int64, inserted: Bool? = nil) throws -> FeedChange {
-        FeedChange(
-            kind: .upsert, globalId: feature.globalID!, generation: generation,
-            attributes: ReplicaRows.attributes(feature, fields: fields),
-            geometry: try feature.geometry.map { try JSONValue.parse(try EsriJSON.encode($0)) } ?? (layer.isSpatial ? .null : nil),
-            inserted: inserted)
-    }
-
     public func snapshot(replicaID: String, layerID: Int, after: String?, limit: Int) async throws -> ChangePage {
         let schema = geodatabase.schema
         return try await geodatabase.read { conn in
@@ -252,7 +231,7 @@ extension SQLiteServiceBackend: SyncBackend {
                 query.limit = limit
                 let fields = layer.fields.filter { $0.type != .oid }
                 try conn.geodatabase.table(id: layerID).forEach(matching: query, in: conn) {
-                    changes.append(try Self.upsert($0, fields: fields, layer: layer, generation: generation))
+                    changes.append(try ReplicaRows.upsert($0, fields: fields, layer: layer, generation: generation))
                 }
                 if info.attachmentsSyncDirection == .bidirectional && layer.hasAttachments {
                     let attachments = try ServiceStore.attachmentInfos(conn, layer: layer.name, featureGlobalIDs: changes.map(\.globalId))
@@ -299,22 +278,22 @@ extension SQLiteServiceBackend: SyncBackend {
 }
 
 /// Which features of each layer a replica holds.
-struct ReplicaScope {
+public struct ReplicaScope: Sendable {
     let geometry: Geometry?
     let serviceSR: SpatialReference
 
-    init(request: ReplicaRequest, schema: ServiceSchema) {
+    public init(request: ReplicaRequest, schema: ServiceSchema) {
         geometry = request.geometry
         serviceSR = schema.spatialReference
     }
 
-    init(info: ReplicaInfo, schema: ServiceSchema) {
+    public init(info: ReplicaInfo, schema: ServiceSchema) {
         geometry = info.geometry.flatMap { try? EsriJSON.decodeGeometry($0) }
         serviceSR = schema.spatialReference
     }
 
     /// The query selecting the layer's features in scope, or nil when it holds none.
-    func query(_ info: ReplicaInfo.Layer, layer: LayerDefinition) -> FeatureQuery? {
+    public func query(_ info: ReplicaInfo.Layer, layer: LayerDefinition) -> FeatureQuery? {
         switch info.queryOption {
         case "none": return nil
         case "all": return FeatureQuery()
@@ -341,6 +320,15 @@ public enum ReplicaRows {
             }
         }
         return out
+    }
+
+    /// A feature as the change feed sends it: all its values, the geometry as Esri JSON.
+    public static func upsert(_ feature: Feature, fields: [FieldDefinition], layer: LayerDefinition, generation: Int64, inserted: Bool? = nil) throws -> FeedChange {
+        FeedChange(
+            kind: .upsert, globalId: feature.globalID!, generation: generation,
+            attributes: attributes(feature, fields: fields),
+            geometry: try feature.geometry.map { try JSONValue.parse(try EsriJSON.encode($0)) } ?? (layer.isSpatial ? .null : nil),
+            inserted: inserted)
     }
 
     /// A feature's values as a tombstone keeps them: Esri JSON `{"attributes", "geometry"}`.

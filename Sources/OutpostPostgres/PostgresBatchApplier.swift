@@ -1,0 +1,264 @@
+import Foundation
+import Logging
+import OutpostCore
+import OutpostProtocol
+import OutpostServer
+import OutpostStorage
+import PostgresNIO
+
+/// Applies an uploaded batch inside the service's commit transaction: the ``BatchPlanner``
+/// decides how each edit resolves (the same decisions as the GeoPackage backend), this reads
+/// what the planner needs in a few statements per layer and runs the plans' steps.
+struct PostgresBatchApplier {
+    let conn: PostgresConnection
+    let service: String
+    let logger: Logger
+    let generation: Int64
+    let origin: (replica: String, seq: Int64)
+    let rollbackOnFailure: Bool
+    let requestedRule: ConflictPolicy.Rule?
+    let now = BatchPlanner.timestamp()
+    private(set) var applied = 0
+    private(set) var failed = 0
+    /// With rollback on failure, edits share the transaction without savepoints: once a statement
+    /// failed the transaction runs nothing more, and the remaining edits are only checked.
+    private var aborted = false
+
+    init(
+        conn: PostgresConnection, service: String, logger: Logger, generation: Int64, origin: (String, Int64), rollbackOnFailure: Bool,
+        requestedRule: ConflictPolicy.Rule?
+    ) {
+        self.conn = conn
+        self.service = service
+        self.logger = logger
+        self.generation = generation
+        self.origin = origin
+        self.rollbackOnFailure = rollbackOnFailure
+        self.requestedRule = requestedRule
+    }
+
+    mutating func apply(_ edits: BatchLayer, _ layer: PostgresLayer) async throws -> [BatchEditResult] {
+        var planner = BatchPlanner(layer: layer.definition, generation: generation, origin: origin, requestedRule: requestedRule, droppedFields: [], now: now)
+        try await prefetch(edits, layer, &planner)
+        var log = PostgresChangeLog(service: service, layerID: layer.definition.id, generation: generation, origin: origin)
+        var results: [BatchEditResult] = []
+        results.reserveCapacity(edits.edits.count)
+        for (index, edit) in edits.edits.enumerated() {
+            // Without rollback on failure each edit stands alone: a savepoint undoes its own steps.
+            if !rollbackOnFailure { try await conn.query("SAVEPOINT batch_edit", logger: logger) }
+            let before = planner
+            do {
+                var plan = try planner.plan(edit)
+                try await run(&plan, &planner, layer, index)
+                if !rollbackOnFailure { try await conn.query("RELEASE SAVEPOINT batch_edit", logger: logger) }
+                applied += 1
+                for entry in plan.log { log.append(entry) }
+                results.append(plan.result)
+            } catch let error as StorageError {
+                planner = before
+                if rollbackOnFailure { aborted = true } else { try await conn.query("ROLLBACK TO SAVEPOINT batch_edit", logger: logger) }
+                failed += 1
+                results.append(BatchPlanner.failure(edit, error))
+            }
+        }
+        if !aborted { try await log.write(conn, logger: logger) }
+        return results
+    }
+
+    /// Runs a plan's steps and keeps its conflict records (giving them their ids).
+    private func run(_ plan: inout EditPlan, _ planner: inout BatchPlanner, _ layer: PostgresLayer, _ index: Int) async throws {
+        for step in plan.steps {
+            switch step {
+            case .insert(let feature):
+                let row = try layer.validator.add(feature, index: index)
+                guard !aborted else { continue }
+                let id = try await layer.insert(row, conn, index: index, logger: logger)
+                if let id, let gid = feature.globalID { planner.inserted(gid, objectID: id) }
+                plan.result.objectId = id
+            case .update(let objectID, let feature, let clearGeometry):
+                let row = try layer.validator.update(feature, index: index)
+                guard !aborted else { continue }
+                _ = try await layer.update(objectID: objectID, row, clearGeometry: clearGeometry, conn, index: index, logger: logger)
+            case .delete(let objectID):
+                guard !aborted else { continue }
+                var binds = PostgresBindings()
+                binds.append(objectID)
+                _ = try await layer.delete(where: "\(layer.pk) = $1", binds, conn, index: index, logger: logger)
+            }
+        }
+        guard !aborted, let conflicts = plan.result.conflicts else { return }
+        var kept: [ConflictRecord] = []
+        for conflict in conflicts { kept.append(try await record(conflict)) }
+        plan.result.conflicts = kept
+    }
+
+    /// Keeps a conflict record; returns it with its id.
+    private func record(_ conflict: ConflictRecord) async throws -> ConflictRecord {
+        var c = conflict
+        let text = try JSONValueEncoder().encode(c).jsonString
+        for try await id in try await conn.query(
+            """
+            INSERT INTO outpost_conflicts (service, layer_id, globalid, kind, record, replica_id, seq, generation, state)
+            VALUES (\(service), \(Int32(c.layerId)), \(c.globalId), \(c.kind.rawValue), \(text)::jsonb, \(origin.replica), \(origin.seq), \(generation), \(c.state))
+            RETURNING conflict_id
+            """, logger: logger
+        ).decode(Int64.self) { c.id = id }
+        return c
+    }
+
+    /// Object ids, others' changes since the oldest base in the batch, then the current values
+    /// and tombstones the plans will need: five statements per layer whatever the batch size.
+    private func prefetch(_ edits: BatchLayer, _ layer: PostgresLayer, _ planner: inout BatchPlanner) async throws {
+        guard let gidField = layer.definition.globalIDField else { return }
+        let gids = BatchPlanner.globalIDs(edits)
+        guard !gids.isEmpty else { return }
+        let layerID = Int32(layer.definition.id)
+        for try await (id, gid) in try await conn.query(
+            PostgresQuery(unsafeSQL: "SELECT \(layer.pk), \(PostgresLayer.q(gidField)) FROM \(layer.table) WHERE \(PostgresLayer.q(gidField)) = ANY($1) FOR UPDATE", binds: try binds(gids)),
+            logger: logger
+        ).decode((Int64, String).self) { planner.objectIDs[gid] = id }
+        if let base = edits.edits.compactMap(\.baseGeneration).min() {
+            for try await (gid, generation, columns, editedAt) in try await conn.query(
+                """
+                SELECT globalid, generation, coalesce(changed_columns, '[]'::jsonb)::text, \(unescaped: Self.isoTime("coalesce(edited_at, changed_at)"))
+                FROM outpost_change_log
+                WHERE service = \(service) AND layer_id = \(layerID) AND globalid = ANY(\(gids)) AND generation > \(base)
+                  AND origin_replica IS DISTINCT FROM \(origin.replica)
+                """, logger: logger
+            ).decode((String, Int64, String, String).self) {
+                let names = ((try? JSONValue.parse(columns))?.arrayValue ?? []).compactMap(\.stringValue)
+                planner.others[gid, default: []].append(OthersChange(generation: generation, columns: names, editedAt: editedAt))
+            }
+        }
+        let current = planner.needsCurrentValues(edits)
+        if !current.isEmpty {
+            for try await row in try await conn.query(
+                PostgresQuery(unsafeSQL: "SELECT \(layer.allColumns) FROM \(layer.table) WHERE \(PostgresLayer.q(gidField)) = ANY($1)", binds: try binds(current)), logger: logger)
+            {
+                let feature = try layer.decodeAll(row)
+                if let gid = feature.globalID { planner.current[gid] = feature }
+            }
+        }
+        let deleted = planner.needsTombstones(edits)
+        if !deleted.isEmpty {
+            for try await (gid, row, editedAt) in try await conn.query(
+                """
+                SELECT t.globalid, t.row::text, (SELECT \(unescaped: Self.isoTime("coalesce(c.edited_at, c.changed_at)")) FROM outpost_change_log c
+                  WHERE c.service = t.service AND c.layer_id = t.layer_id AND c.globalid = t.globalid AND c.generation = t.generation AND c.op = 'delete' LIMIT 1)
+                FROM outpost_tombstones t WHERE t.service = \(service) AND t.layer_id = \(layerID) AND t.globalid = ANY(\(deleted))
+                """, logger: logger
+            ).decode((String, String?, String?).self) {
+                planner.tombstones[gid] = TombstoneInfo(row: row.flatMap { try? JSONValue.parse($0) }, editedAt: editedAt ?? "")
+            }
+        }
+    }
+
+    private func binds(_ gids: [String]) throws -> PostgresBindings {
+        var binds = PostgresBindings()
+        binds.append(gids)
+        return binds
+    }
+
+    /// A timestamp as the edit times of batches are written (UTC ISO 8601 with milliseconds), so
+    /// that `latestEditWins` compares like with like.
+    static func isoTime(_ column: String) -> String {
+        "to_char(\(column) AT TIME ZONE 'UTC', 'YYYY-MM-DD\"T\"HH24:MI:SS.MS\"Z\"')"
+    }
+
+    // MARK: - Attachment edits
+
+    /// A new attachment's content must have been uploaded (by hash) and is copied from there; a
+    /// deleted one goes. Either way its feature is logged (no columns) so other replicas fetch
+    /// its attachment list again. An attachment of a feature deleted meanwhile is kept in a
+    /// conflict record.
+    mutating func apply(_ edits: [AttachmentEdit], layers: [Int: PostgresLayer]) async throws -> [BatchEditResult] {
+        var results: [BatchEditResult] = []
+        var logs: [Int: PostgresChangeLog] = [:]
+        let table = "\(PostgresServiceStore.quoted(service)).outpost_attachments"
+        for edit in edits {
+            let op: BatchEdit.Operation = edit.op == .insert ? .insert : .delete
+            if !rollbackOnFailure { try await conn.query("SAVEPOINT attachment_edit", logger: logger) }
+            do {
+                guard let layer = layers[edit.layerId] else { throw StorageError(.invalidEdit, "the service has no layer \(edit.layerId)") }
+                guard layer.definition.hasAttachments else {
+                    throw StorageError(.invalidEdit, "\(layer.definition.name) does not have attachments", table: layer.definition.name)
+                }
+                let gid = GlobalID.normalized(edit.globalId) ?? edit.globalId
+                var owner: String?
+                let result: BatchEditResult
+                switch edit.op {
+                case .delete:
+                    var found = false
+                    for try await fgid in try await conn.query(
+                        "SELECT feature_globalid FROM \(unescaped: table) WHERE globalid = \(gid) FOR UPDATE", logger: logger
+                    ).decode(String?.self) { found = true; owner = fgid }
+                    if found {
+                        try await conn.query("SELECT lo_unlink(content) FROM \(unescaped: table) WHERE globalid = \(gid)", logger: logger)
+                        try await conn.query("DELETE FROM \(unescaped: table) WHERE globalid = \(gid)", logger: logger)
+                        result = BatchEditResult(globalId: gid, op: op, success: true)
+                    } else {
+                        result = BatchEditResult(globalId: gid, op: op, success: true, resolution: "alreadyDeleted")
+                    }
+                case .insert:
+                    result = try await insertAttachment(edit, gid: gid, layer, table: table, owner: &owner)
+                }
+                if let owner { logs[layer.definition.id, default: PostgresChangeLog(service: service, layerID: layer.definition.id, generation: generation, origin: origin)].append(globalID: owner, op: "update", columns: []) }
+                if !rollbackOnFailure { try await conn.query("RELEASE SAVEPOINT attachment_edit", logger: logger) }
+                if result.success { applied += 1 }
+                results.append(result)
+            } catch let error as StorageError {
+                if rollbackOnFailure { aborted = true } else { try await conn.query("ROLLBACK TO SAVEPOINT attachment_edit", logger: logger) }
+                failed += 1
+                results.append(BatchEditResult(
+                    globalId: edit.globalId, op: op, success: false,
+                    error: .init(code: error.code == .notFound ? EditResult.Code.notFound : EditResult.Code.invalidEdit, description: error.description)))
+            }
+        }
+        if !aborted { for log in logs.values { try await log.write(conn, logger: logger) } }
+        return results
+    }
+
+    private func insertAttachment(_ edit: AttachmentEdit, gid: String, _ layer: PostgresLayer, table: String, owner: inout String?) async throws -> BatchEditResult {
+        let name = layer.definition.name
+        guard let info = edit.attachment, let featureGID = edit.featureGlobalId.flatMap(GlobalID.normalized), let gidField = layer.definition.globalIDField else {
+            throw StorageError(.invalidEdit, "an attachment insert needs the attachment and its feature's global id", table: name)
+        }
+        for try await _ in try await conn.query("SELECT 1 FROM \(unescaped: table) WHERE globalid = \(gid)", logger: logger) {
+            return BatchEditResult(globalId: gid, op: .insert, success: true, resolution: "alreadyApplied")
+        }
+        var binds = PostgresBindings()
+        binds.append(featureGID)
+        var objectID: Int64?
+        for try await id in try await conn.query(
+            PostgresQuery(unsafeSQL: "SELECT \(layer.pk) FROM \(layer.table) WHERE \(PostgresLayer.q(gidField)) = $1", binds: binds), logger: logger
+        ).decode(Int64.self) { objectID = id }
+        guard let objectID else {
+            // The feature was deleted on the server: the delete wins, the attachment is kept on record.
+            var conflict = ConflictRecord(
+                layerId: layer.definition.id, globalId: featureGID, kind: .updateDelete, columns: ["attachments"], base: nil,
+                ours: ["attachment": try JSONValueEncoder().encode(info)], theirs: nil, policy: "deleteWins", winner: "theirs", oursEditedAt: now)
+            conflict.replicaId = origin.replica
+            conflict.seq = origin.seq
+            conflict.generation = generation
+            let kept = aborted ? conflict : try await record(conflict)
+            return BatchEditResult(globalId: gid, op: .insert, success: true, resolution: "conflict", conflicts: [kept])
+        }
+        var complete = false
+        for try await (received, done) in try await conn.query(
+            "SELECT received, complete FROM outpost_blobs WHERE service = \(service) AND sha256 = \(info.sha256)", logger: logger
+        ).decode((Int64, Bool).self) { complete = done && received == info.size }
+        guard complete else {
+            throw StorageError(.invalidEdit, "the content of attachment \(gid) (\(info.sha256.prefix(12))…) has not been uploaded", table: name)
+        }
+        guard !aborted else { return BatchEditResult(globalId: gid, op: .insert, success: true) }
+        try await conn.query(
+            """
+            INSERT INTO \(unescaped: table) (layer_id, feature_oid, feature_globalid, globalid, name, content_type, size, sha256, keywords, content)
+            SELECT \(Int32(layer.definition.id)), \(objectID), \(featureGID), \(gid), \(info.name), \(info.contentType), \(info.size), \(info.sha256), \(info.keywords),
+              lo_from_bytea(0, lo_get(content))
+            FROM outpost_blobs WHERE service = \(service) AND sha256 = \(info.sha256)
+            """, logger: logger)
+        owner = featureGID
+        return BatchEditResult(globalId: gid, op: .insert, success: true)
+    }
+}

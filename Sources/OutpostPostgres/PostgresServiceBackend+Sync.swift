@@ -1,0 +1,460 @@
+import Foundation
+import Logging
+import OutpostCore
+import OutpostProtocol
+import OutpostServer
+import OutpostStorage
+import PostgresNIO
+
+/// Sync on PostgreSQL (DESIGN §5 and §6): replicas, the batch ledger, the change feed, snapshots
+/// and checksums, conflicts, and attachment content, all in the database so that any server
+/// process can serve any request of any replica.
+///
+/// Exactly once across processes: a batch applies in the transaction that holds the service's
+/// commit lock (its row in `outpost_services`), after reading the replica's ledger row under
+/// that lock, so the same batch sent to two processes at once is applied by the first and
+/// replayed by the second; the ledger's primary key (replica, seq) backs this up.
+extension PostgresServiceBackend: SyncBackend {
+    static func now() -> Int64 { Int64(Date().timeIntervalSince1970 * 1000) }
+
+    // MARK: - Replicas
+
+    public func createReplica(_ request: ReplicaRequest, serviceURL: String, format: ReplicaFileFormat, writingTo url: URL) async throws -> ReplicaInfo {
+        let schema = serviceSchema
+        try request.validate(against: schema)
+        let replicaID = GlobalID.make()
+        let export = PostgresReplicaExport(backend: self, request: request, schema: schema, replicaID: replicaID, serviceURL: serviceURL)
+        let service = name, logger = logger
+        // One snapshot: the data written and the generation recorded agree.
+        let generation = try await snapshotRead { conn in
+            let generation = try await Self.generation(conn, service: service, logger: logger)
+            switch format {
+            case .geopackage: try await export.writeGeoPackage(conn, generation: generation, to: url)
+            case .json: try await export.writeJSON(conn, generation: generation, to: url)
+            }
+            return generation
+        }
+        let info = try request.info(replicaID: replicaID, generation: generation, schema: schema, created: Self.now())
+        guard request.syncModel != .none else { return info }
+        let definition = try JSONValueEncoder().encode(info).jsonString
+        try await transaction { conn in
+            try await conn.query(
+                """
+                INSERT INTO outpost_replicas (replica_id, service, name, definition, replica_gen, last_seq, created_at)
+                VALUES (\(replicaID), \(service), \(request.name), \(definition)::jsonb, \(generation), 0, \(info.creationDate))
+                """, logger: logger)
+        }
+        return info
+    }
+
+    static func generation(_ conn: PostgresConnection, service: String, logger: Logger) async throws -> Int64 {
+        for try await g in try await conn.query("SELECT generation FROM outpost_services WHERE name = \(service)", logger: logger).decode(Int64.self) { return g }
+        throw ServiceError(503, "service \(service) is no longer in the database")
+    }
+
+    public func replica(id: String) async throws -> ReplicaInfo {
+        let service = name, logger = logger, version = serviceSchema.schemaVersion
+        return try await database { client in try await client.withConnection { try await Self.replica(id: id, service: service, version: version, $0, logger: logger) } }
+    }
+
+    /// A replica's info with its ledger position; `lock` holds its row to the end of the transaction.
+    static func replica(id: String, service: String, version: Int, _ conn: PostgresConnection, lock: Bool = false, logger: Logger) async throws -> ReplicaInfo {
+        let normalized = GlobalID.normalized(id) ?? id
+        let rows = try await conn.query(
+            """
+            SELECT r.definition::text, r.replica_gen, r.last_seq, r.last_sync_at, s.generation
+            FROM outpost_replicas r JOIN outpost_services s ON s.name = r.service
+            WHERE r.replica_id = \(normalized) AND r.service = \(service) \(unescaped: lock ? "FOR UPDATE OF r" : "")
+            """, logger: logger)
+        for try await (definition, replicaGen, lastSeq, lastSync, generation) in rows.decode((String, Int64, Int64, Int64?, Int64).self) {
+            var info = try JSONValueDecoder().decode(ReplicaInfo.self, from: Data(definition.utf8))
+            info.replicaServerGen = replicaGen
+            info.lastSeq = lastSeq
+            info.lastSyncDate = lastSync
+            info.serviceGeneration = generation
+            info.serviceSchemaVersion = version
+            return info
+        }
+        throw ServiceError.notFound("replica \(id)")
+    }
+
+    public func replicas() async throws -> [ReplicaInfo] {
+        let service = name, logger = logger, version = serviceSchema.schemaVersion
+        return try await database { client in
+            try await client.withConnection { conn in
+                var ids: [String] = []
+                for try await id in try await conn.query(
+                    "SELECT replica_id FROM outpost_replicas WHERE service = \(service) ORDER BY created_at, replica_id", logger: logger
+                ).decode(String.self) { ids.append(id) }
+                var out: [ReplicaInfo] = []
+                for id in ids { out.append(try await Self.replica(id: id, service: service, version: version, conn, logger: logger)) }
+                return out
+            }
+        }
+    }
+
+    public func unregisterReplica(id: String) async throws {
+        let service = name, logger = logger, version = serviceSchema.schemaVersion
+        try await transaction { conn in
+            _ = try await Self.replica(id: id, service: service, version: version, conn, lock: true, logger: logger)
+            // The ledger goes with it (ON DELETE CASCADE).
+            try await conn.query("DELETE FROM outpost_replicas WHERE replica_id = \(GlobalID.normalized(id) ?? id)", logger: logger)
+        }
+    }
+
+    // MARK: - Batches
+
+    public func batchResult(replicaID: String, seq: Int64) async throws -> BatchResult? {
+        let id = GlobalID.normalized(replicaID) ?? replicaID
+        var binds = PostgresBindings()
+        binds.append(id)
+        binds.append(seq)
+        guard let row = try await rows("SELECT result FROM outpost_batch_ledger WHERE replica_id = $1 AND seq = $2", binds).first else { return nil }
+        var result = try JSONValueDecoder().decode(BatchResult.self, from: Data(try row.decode(String.self).utf8))
+        result.replayed = true
+        return result
+    }
+
+    public func applyBatch(_ batch: UploadBatch, hash: String) async throws -> BatchResult {
+        let service = name, logger = logger, schema = serviceSchema, layers = layers, faults = faults
+        let requestedRule = try BatchPlanner.rule(batch.conflictPolicy)
+        return try await transaction { conn in
+            let generation = try await Self.lockGeneration(conn, service: service, logger: logger) + 1
+            let replicaID = GlobalID.normalized(batch.replicaId) ?? batch.replicaId
+            let info = try await Self.replica(id: replicaID, service: service, version: schema.schemaVersion, conn, lock: true, logger: logger)
+            for try await (storedHash, text) in try await conn.query(
+                "SELECT hash, result FROM outpost_batch_ledger WHERE replica_id = \(replicaID) AND seq = \(batch.seq)", logger: logger
+            ).decode((String, String).self) {
+                guard storedHash == hash else {
+                    throw ServiceError(409, "batch \(batch.seq) of replica \(replicaID) was already applied with different content", details: ["expectedSeq: \(info.lastSeq + 1)"])
+                }
+                var result = try JSONValueDecoder().decode(BatchResult.self, from: Data(text.utf8))
+                result.replayed = true
+                return result
+            }
+            guard batch.seq == info.lastSeq + 1 else {
+                throw ServiceError(409, "batch \(batch.seq) is out of order: replica \(replicaID) expects batch \(info.lastSeq + 1)", details: ["expectedSeq: \(info.lastSeq + 1)"])
+            }
+            var applier = PostgresBatchApplier(
+                conn: conn, service: service, logger: logger, generation: generation, origin: (replicaID, batch.seq), rollbackOnFailure: batch.rollbackOnFailure,
+                requestedRule: requestedRule)
+            if let resolved = batch.resolvedConflicts, !resolved.isEmpty {
+                try await conn.query(
+                    "UPDATE outpost_conflicts SET state = 'resolved' WHERE service = \(service) AND state = 'open' AND conflict_id = ANY(\(resolved))", logger: logger)
+            }
+            var results: [BatchLayerResult] = []
+            for layerEdits in batch.layers {
+                guard let layerInfo = info.layers.first(where: { $0.id == layerEdits.id }), layerInfo.syncDirection != .download, layerInfo.syncDirection != .none,
+                    let layer = layers[layerEdits.id]
+                else {
+                    throw ServiceError(400, "layer \(layerEdits.id) does not accept uploads from replica \(replicaID)")
+                }
+                results.append(BatchLayerResult(id: layerEdits.id, results: try await applier.apply(layerEdits, layer)))
+            }
+            var attachmentResults: [BatchEditResult]?
+            if let edits = batch.attachments, !edits.isEmpty {
+                guard info.attachmentsSyncDirection == .upload || info.attachmentsSyncDirection == .bidirectional else {
+                    throw ServiceError(400, "replica \(replicaID) does not upload attachments (its attachment sync direction is \(info.attachmentsSyncDirection.rawValue))")
+                }
+                attachmentResults = try await applier.apply(edits, layers: layers)
+            }
+            var result = BatchResult(seq: batch.seq, batchId: batch.batchId, generation: applier.applied > 0 ? generation : nil, layers: results)
+            result.attachments = attachmentResults
+            if batch.rollbackOnFailure, applier.failed > 0 { throw BatchRejected(result: result) }
+            if applier.applied > 0 { try await PostgresChangeLog.setGeneration(conn, service: service, generation, logger: logger) }
+            result.replayed = nil
+            let text = try JSONValueEncoder().encode(result).jsonString
+            try await conn.query(
+                """
+                INSERT INTO outpost_batch_ledger (replica_id, seq, batch_id, hash, result, generation)
+                VALUES (\(replicaID), \(batch.seq), \(batch.batchId), \(hash), \(text), \(result.generation))
+                """, logger: logger)
+            // Only the latest ledger row is needed: the client sends seq+1 only after acking seq.
+            try await conn.query("DELETE FROM outpost_batch_ledger WHERE replica_id = \(replicaID) AND seq < \(batch.seq)", logger: logger)
+            try await conn.query(
+                "UPDATE outpost_replicas SET last_seq = \(batch.seq), last_sync_at = \(Self.now()) WHERE replica_id = \(replicaID)", logger: logger)
+            try faults.check("server.beforeCommit")
+            return result
+        }
+    }
+
+    // MARK: - Change feed
+
+    public func changes(replicaID: String, layerID: Int, since: Int64, upto: Int64, after: String?, limit: Int) async throws -> ChangePage {
+        let service = name, logger = logger, schema = serviceSchema
+        let layer = try layer(layerID)
+        let page = try await snapshotRead { conn in
+            let info = try await Self.replica(id: replicaID, service: service, version: schema.schemaVersion, conn, logger: logger)
+            let layerInfo = try Self.layerInfo(layerID, of: info)
+            // One row per feature changed in the window: its latest generation, whether anyone
+            // but this replica changed it, whether it was added or deleted in the window.
+            var changed: [(gid: String, generation: Int64, echo: Bool, inserted: Bool, deleted: Bool)] = []
+            for try await (gid, generation, others, inserted, deleted) in try await conn.query(
+                """
+                SELECT globalid, max(generation), sum(CASE WHEN origin_replica IS NOT DISTINCT FROM \(info.replicaID) THEN 0 ELSE 1 END)::bigint,
+                  bool_or(op = 'insert'), bool_or(op = 'delete')
+                FROM outpost_change_log
+                WHERE service = \(service) AND layer_id = \(Int32(layerID)) AND generation > \(since) AND generation <= \(upto)
+                  AND globalid COLLATE "C" > \(after ?? "")
+                GROUP BY globalid ORDER BY globalid COLLATE "C" LIMIT \(Int64(limit))
+                """, logger: logger
+            ).decode((String, Int64, Int64, Bool, Bool).self) {
+                changed.append((gid, generation, others == 0, inserted, deleted))
+            }
+            var inScope: [String: Feature] = [:]
+            if !changed.isEmpty, var query = ReplicaScope(info: info, schema: schema).query(layerInfo, layer: layer.definition) {
+                query.globalIDs = changed.map(\.gid)
+                for feature in try await Self.features(conn, layer, query, logger: logger) { inScope[feature.globalID!] = feature }
+            }
+            let fields = layer.definition.fields.filter { $0.type != .oid }
+            let attachments = info.attachmentsSyncDirection == .bidirectional && layer.definition.hasAttachments
+                ? try await Self.attachmentInfos(conn, service: service, layerID: layerID, features: Array(inScope.keys), logger: logger) : nil
+            var changes: [FeedChange] = []
+            for row in changed {
+                guard let feature = inScope[row.gid] else {
+                    // Deleted, or moved out of the filter (by this replica's own edit, too: the
+                    // replica must drop what it no longer holds). Its own delete it has applied.
+                    if row.echo && row.deleted { continue }
+                    changes.append(FeedChange(kind: .leave, globalId: row.gid, generation: row.generation))
+                    continue
+                }
+                // Only this replica changed it: it has the values already (echo suppression).
+                if row.echo { continue }
+                var change = try ReplicaRows.upsert(feature, fields: fields, layer: layer.definition, generation: row.generation, inserted: row.inserted)
+                if let attachments { change.attachments = attachments[row.gid] ?? [] }
+                changes.append(change)
+            }
+            return ChangePage(layerId: layerID, since: since, upto: upto, changes: changes, next: changed.count == limit ? changed.last?.gid : nil)
+        }
+        if after == nil {
+            // The replica asked from `since`: it holds everything up to there (informational).
+            let id = GlobalID.normalized(replicaID) ?? replicaID
+            try await transaction { conn in
+                try await conn.query(
+                    "UPDATE outpost_replicas SET replica_gen = greatest(replica_gen, \(since)), last_sync_at = \(Self.now()) WHERE replica_id = \(id)", logger: logger)
+            }
+        }
+        return page
+    }
+
+    static func layerInfo(_ id: Int, of info: ReplicaInfo) throws -> ReplicaInfo.Layer {
+        guard let layerInfo = info.layers.first(where: { $0.id == id }) else { throw ServiceError.notFound("layer \(id) in replica \(info.replicaID)") }
+        return layerInfo
+    }
+
+    public func snapshot(replicaID: String, layerID: Int, after: String?, limit: Int) async throws -> ChangePage {
+        let service = name, logger = logger, schema = serviceSchema
+        let layer = try layer(layerID)
+        return try await snapshotRead { conn in
+            let info = try await Self.replica(id: replicaID, service: service, version: schema.schemaVersion, conn, logger: logger)
+            let layerInfo = try Self.layerInfo(layerID, of: info)
+            let generation = info.serviceGeneration
+            var changes: [FeedChange] = []
+            if var query = ReplicaScope(info: info, schema: schema).query(layerInfo, layer: layer.definition), let gid = layer.definition.globalIDField {
+                query.afterGlobalID = after
+                query.orderBy = [.init(gid)]
+                query.limit = limit
+                let fields = layer.definition.fields.filter { $0.type != .oid }
+                for feature in try await Self.features(conn, layer, query, logger: logger) {
+                    changes.append(try ReplicaRows.upsert(feature, fields: fields, layer: layer.definition, generation: generation))
+                }
+                if info.attachmentsSyncDirection == .bidirectional && layer.definition.hasAttachments {
+                    let attachments = try await Self.attachmentInfos(conn, service: service, layerID: layerID, features: changes.map(\.globalId), logger: logger)
+                    for i in changes.indices { changes[i].attachments = attachments[changes[i].globalId] ?? [] }
+                }
+            }
+            return ChangePage(layerId: layerID, since: 0, upto: generation, changes: changes, next: changes.count == limit ? changes.last?.globalId : nil)
+        }
+    }
+
+    public func checksums(replicaID: String, layerIDs: [Int]) async throws -> ReplicaChecksums {
+        let service = name, logger = logger, schema = serviceSchema, layers = layers
+        return try await snapshotRead { conn in
+            let info = try await Self.replica(id: replicaID, service: service, version: schema.schemaVersion, conn, logger: logger)
+            let scope = ReplicaScope(info: info, schema: schema)
+            var out: [ReplicaChecksums.Layer] = []
+            for id in layerIDs {
+                guard let layer = layers[id], let layerInfo = info.layers.first(where: { $0.id == id }) else {
+                    throw ServiceError.notFound("layer \(id) in replica \(replicaID)")
+                }
+                var acc = FeatureDigest.Accumulator()
+                if var query = scope.query(layerInfo, layer: layer.definition) {
+                    // A page at a time, by object id: never the whole layer in memory.
+                    query.orderBy = [.init(layer.definition.objectIDField)]
+                    query.limit = 2000
+                    while true {
+                        let page = try await Self.features(conn, layer, query, logger: logger)
+                        for feature in page { acc.add(feature, layer: layer.definition) }
+                        guard page.count == query.limit, let last = page.last?.objectID else { break }
+                        query.afterObjectID = last
+                    }
+                }
+                out.append(.init(id: id, count: acc.count, checksum: acc.hex))
+            }
+            return ReplicaChecksums(generation: info.serviceGeneration, layers: out)
+        }
+    }
+
+    // MARK: - Retried synchronizeReplica requests
+
+    public func replayedResponse(key: String) async throws -> String? {
+        var binds = PostgresBindings()
+        binds.append(name)
+        binds.append(key)
+        return try await rows("SELECT response FROM outpost_request_replay WHERE service = $1 AND request_key = $2", binds).first?.decode(String.self)
+    }
+
+    public func storeResponse(key: String, response: String, retention: Duration) async throws {
+        let service = name, logger = logger, seconds = Double(retention.components.seconds)
+        try await transaction { conn in
+            try await conn.query(
+                "DELETE FROM outpost_request_replay WHERE service = \(service) AND created_at < now() - make_interval(secs => \(seconds))", logger: logger)
+            try await conn.query(
+                """
+                INSERT INTO outpost_request_replay (service, request_key, response) VALUES (\(service), \(key), \(response))
+                ON CONFLICT (service, request_key) DO UPDATE SET response = excluded.response, created_at = now()
+                """, logger: logger)
+        }
+    }
+
+    // MARK: - Conflict records
+
+    /// The conflict records kept on the server, oldest first, with their current state.
+    public func conflictRecords() async throws -> [ConflictRecord] {
+        var binds = PostgresBindings()
+        binds.append(name)
+        return try await rows("SELECT conflict_id, record::text, state FROM outpost_conflicts WHERE service = $1 ORDER BY conflict_id", binds).map { row in
+            let (id, text, state) = try row.decode((Int64, String, String?).self)
+            var record = try JSONValueDecoder().decode(ConflictRecord.self, from: Data(text.utf8))
+            record.id = id
+            record.state = state
+            return record
+        }
+    }
+
+    // MARK: - Attachments by global id
+
+    /// The attachments of features (by the feature's global id), with their content hashes.
+    static func attachmentInfos(_ conn: PostgresConnection, service: String, layerID: Int, features: [String], logger: Logger) async throws -> [String: [AttachmentInfo]] {
+        guard !features.isEmpty else { return [:] }
+        var out: [String: [AttachmentInfo]] = [:]
+        let table = "\(PostgresServiceStore.quoted(service)).outpost_attachments"
+        for try await (owner, gid, name, type, size, sha, keywords) in try await conn.query(
+            """
+            SELECT feature_globalid, globalid, name, content_type, size, sha256, keywords FROM \(unescaped: table)
+            WHERE layer_id = \(Int32(layerID)) AND feature_globalid = ANY(\(features)) ORDER BY attachment_id
+            """, logger: logger
+        ).decode((String, String, String, String, Int64, String, String?).self) {
+            out[owner, default: []].append(AttachmentInfo(globalId: gid, name: name, contentType: type, size: size, sha256: sha, keywords: keywords))
+        }
+        return out
+    }
+
+    public func attachmentInfo(globalID: String) async throws -> AttachmentInfo {
+        guard let gid = GlobalID.normalized(globalID) else { throw ServiceError.notFound("attachment \(globalID)") }
+        var binds = PostgresBindings()
+        binds.append(gid)
+        guard let row = try await rows("SELECT globalid, name, content_type, size, sha256, keywords FROM \(attachmentTable) WHERE globalid = $1", binds).first else {
+            throw ServiceError.notFound("attachment \(globalID)")
+        }
+        let (id, name, type, size, sha, keywords) = try row.decode((String, String, String, Int64, String, String?).self)
+        return AttachmentInfo(globalId: id, name: name, contentType: type, size: size, sha256: sha, keywords: keywords)
+    }
+
+    public func attachmentBytes(globalID: String, offset: Int64, length: Int) async throws -> Data {
+        guard let gid = GlobalID.normalized(globalID) else { throw ServiceError.notFound("attachment \(globalID)") }
+        let table = attachmentTable, logger = logger
+        return try await transaction { conn in
+            for try await buffer in try await conn.query(
+                """
+                SELECT CASE WHEN \(offset) >= size THEN ''::bytea ELSE lo_get(content, \(offset), \(Int32(clamping: length))) END
+                FROM \(unescaped: table) WHERE globalid = \(gid)
+                """, logger: logger
+            ).decode(ByteBuffer.self) {
+                var b = buffer
+                return Data(b.readBytes(length: b.readableBytes) ?? [])
+            }
+            throw ServiceError.notFound("attachment \(globalID)")
+        }
+    }
+
+    // MARK: - Attachment content uploaded by hash
+
+    public func blobStatus(sha256: String) async throws -> BlobStatus {
+        try Self.requireHash(sha256)
+        let service = name, logger = logger
+        return try await database { client in
+            try await client.withConnection { try await Self.blobStatus(sha256, service: service, $0, logger: logger) }
+        }
+    }
+
+    static func requireHash(_ sha: String) throws {
+        guard sha.count == 64, sha.allSatisfy({ $0.isHexDigit && !$0.isUppercase }) else {
+            throw ServiceError.badParameter("sha256", "expected 64 lower-case hex digits")
+        }
+    }
+
+    static func blobStatus(_ sha: String, service: String, _ conn: PostgresConnection, lock: Bool = false, logger: Logger) async throws -> BlobStatus {
+        for try await (received, complete) in try await conn.query(
+            "SELECT received, complete FROM outpost_blobs WHERE service = \(service) AND sha256 = \(sha) \(unescaped: lock ? "FOR UPDATE" : "")", logger: logger
+        ).decode((Int64, Bool).self) {
+            return BlobStatus(sha256: sha, received: received, complete: complete)
+        }
+        return BlobStatus(sha256: sha, received: 0, complete: false)
+    }
+
+    /// Appends a chunk at `offset`: 409 when the received bytes end elsewhere (the answer says
+    /// where), 400 past `total`, 422 when the complete content does not hash to `sha256` (it is
+    /// discarded). The content is checked a megabyte at a time, never whole in memory here.
+    public func appendBlob(sha256: String, offset: Int64, total: Int64, bytes: Data) async throws -> BlobStatus {
+        try Self.requireHash(sha256)
+        guard total >= 0, offset >= 0, offset + Int64(bytes.count) <= total else {
+            throw ServiceError.badParameter("size", "\(offset) + \(bytes.count) bytes is past the declared size \(total)")
+        }
+        let service = name, logger = logger
+        let sha = sha256
+        let outcome: Result<BlobStatus, ServiceError> = try await transaction { conn in
+            // Creating the row first (if absent) gives concurrent uploads of one content a row to queue on.
+            try await conn.query(
+                """
+                INSERT INTO outpost_blobs (service, sha256, total, received, content) VALUES (\(service), \(sha), \(total), 0, lo_create(0))
+                ON CONFLICT (service, sha256) DO NOTHING
+                """, logger: logger)
+            let status = try await Self.blobStatus(sha, service: service, conn, lock: true, logger: logger)
+            if status.complete { return .success(status) }
+            guard offset == status.received else {
+                throw ServiceError(409, "content \(sha.prefix(12))… continues at byte \(status.received), not \(offset)", details: ["received: \(status.received)"])
+            }
+            let now = offset + Int64(bytes.count)
+            try await conn.query(
+                """
+                SELECT lo_put(content, \(offset), \(ByteBuffer(bytes: bytes))) FROM outpost_blobs WHERE service = \(service) AND sha256 = \(sha)
+                """, logger: logger)
+            guard now == total else {
+                try await conn.query("UPDATE outpost_blobs SET received = \(now) WHERE service = \(service) AND sha256 = \(sha)", logger: logger)
+                return .success(BlobStatus(sha256: sha, received: now, complete: false))
+            }
+            var hash = SHA256()
+            var position: Int64 = 0
+            while position < total {
+                var piece = ByteBuffer()
+                for try await b in try await conn.query(
+                    "SELECT lo_get(content, \(position), \(Int32(1 << 20))) FROM outpost_blobs WHERE service = \(service) AND sha256 = \(sha)", logger: logger
+                ).decode(ByteBuffer.self) { piece = b }
+                guard piece.readableBytes > 0 else { break }
+                piece.withUnsafeReadableBytes { hash.update($0) }
+                position += Int64(piece.readableBytes)
+            }
+            guard SHA256.hexString(hash.finalize()) == sha else {
+                try await conn.query(
+                    "SELECT lo_unlink(content) FROM outpost_blobs WHERE service = \(service) AND sha256 = \(sha)", logger: logger)
+                try await conn.query("DELETE FROM outpost_blobs WHERE service = \(service) AND sha256 = \(sha)", logger: logger)
+                return .failure(ServiceError(422, "the uploaded content does not match its SHA-256 \(sha.prefix(12))…; it was discarded, send it again"))
+            }
+            try await conn.query(
+                "UPDATE outpost_blobs SET received = \(now), complete = true WHERE service = \(service) AND sha256 = \(sha)", logger: logger)
+            return .success(BlobStatus(sha256: sha, received: now, complete: true))
+        }
+        return try outcome.get()
+    }
+}
