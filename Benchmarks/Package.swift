@@ -20,6 +20,7 @@ let package = Package(
                 .product(name: "OutpostServer", package: "Outpost"),
                 .product(name: "OutpostSync", package: "Outpost"),
                 .product(name: "OutpostTiles", package: "Outpost"),
+                .product(name: "OutpostPostgres", package: "Outpost"),
                 .product(name: "AsyncHTTPClient", package: "async-http-client"),
                 .product(name: "GRDB", package: "GRDB.swift"),
                 .product(name: "GRDBSQLite", package: "GRDB.swift"),

@@ -134,7 +134,9 @@ struct PostgresLayer: Sendable {
         " ORDER BY "
             + (try definition.orderTerms(query)).map { term in
                 let textual = [.string, .globalID, .guid].contains(term.field.type)
-                return "\(Self.q(term.field.name))\(textual ? " COLLATE \"C\"" : "") \(term.ascending ? "ASC NULLS FIRST" : "DESC NULLS LAST")"
+                // Object ids are never null: plain ASC/DESC lets the primary key's index serve.
+                let nulls = term.field.type == .oid ? "" : term.ascending ? " NULLS FIRST" : " NULLS LAST"
+                return "\(Self.q(term.field.name))\(textual ? " COLLATE \"C\"" : "") \(term.ascending ? "ASC" : "DESC")\(nulls)"
             }.joined(separator: ", ")
     }
 

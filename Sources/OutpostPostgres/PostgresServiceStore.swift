@@ -204,8 +204,10 @@ public enum PostgresServiceStore {
     static func columnType(_ field: FieldDefinition) -> String {
         switch field.type {
         case .oid: "bigint"
-        case .globalID, .guid: "text"
-        case .string: field.length.map { "varchar(\($0))" } ?? "text"
+        // Text compares and sorts in byte order, as SQLite does; being the columns' own
+        // collation, their indexes serve ordered paging by global id and text.
+        case .globalID, .guid: "text COLLATE \"C\""
+        case .string: (field.length.map { "varchar(\($0))" } ?? "text") + " COLLATE \"C\""
         case .smallInteger: "smallint"
         case .integer: "integer"
         case .bigInteger: "bigint"

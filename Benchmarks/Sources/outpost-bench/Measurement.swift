@@ -92,9 +92,14 @@ func printOwnPeakMemory() {
 /// Starts `executable worker-serve <service>` and waits for its "listening on" line; returns the
 /// process and its base URL (`http://127.0.0.1:PORT`). Stop it with SIGTERM.
 func startServer(executable: String, service: URL) throws -> (Process, String) {
+    try startServer(executable: executable, arguments: ["worker-serve", service.path])
+}
+
+/// A server child process started with `arguments`, and the URL it printed.
+func startServer(executable: String, arguments: [String]) throws -> (Process, String) {
     let server = Process()
     server.executableURL = URL(fileURLWithPath: executable)
-    server.arguments = ["worker-serve", service.path]
+    server.arguments = arguments
     let pipe = Pipe()
     server.standardOutput = pipe
     try server.run()

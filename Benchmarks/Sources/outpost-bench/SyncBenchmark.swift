@@ -95,25 +95,11 @@ enum SyncBenchmark {
         defer { kill(server.processIdentifier, SIGTERM); server.waitUntilExit() }
         let serviceURL = URL(string: url + "/arcgis/rest/services/sync-service/FeatureServer")!
 
-        // Replicas: A edits and uploads, B downloads. Fresh copies for each of the three runs.
-        let a0 = workDirectory.appendingPathComponent("sync-a0.gpkg"), b0 = workDirectory.appendingPathComponent("sync-b0.gpkg")
-        let generateStart = Date()
-        try await generate(serviceURL, to: a0)
-        let generateSeconds = Date().timeIntervalSince(generateStart)
-        try await generate(serviceURL, to: b0)
-        let base = workDirectory.appendingPathComponent("sync-base.gpkg")
-        Geodatabase.removeFiles(at: base)
-        try FileManager.default.copyItem(at: a0, to: base)
-        let edits = try edit(a0, count: count)
-
-        // One run: the server's state moves on with it (a second run would need a new service).
-        // The server's peak memory is counted from here (replica generation is not sync).
-        try? "5".write(toFile: "/proc/\(server.processIdentifier)/clear_refs", atomically: false, encoding: .utf8)
-        let up = try measure([executable, "worker-sync", a0.path])
-        let down = try measure([executable, "worker-sync", b0.path])
-        let uploadBest = try reportedSeconds(up), downloadBest = try reportedSeconds(down)
-        let peak = max(up.peakMemoryMB, down.peakMemoryMB)
+        let trip = try await roundTrip(serviceURL: serviceURL, count: count, executable: executable, workDirectory: workDirectory, serverPID: server.processIdentifier)
+        let (edits, uploadBest, downloadBest, peak) = (trip.edits, trip.upload, trip.download, trip.clientPeakMB)
         let serverPeak = peakMemoryMB(of: server.processIdentifier)
+        let base = workDirectory.appendingPathComponent("sync-base.gpkg"), a0 = workDirectory.appendingPathComponent("sync-a0.gpkg")
+        let generateSeconds = trip.generateSeconds
 
         // pygeodiff: the changeset between the base and the edited replica, applied to a copy.
         let geodiff = try measure([
@@ -145,6 +131,28 @@ enum SyncBenchmark {
                 ["pygeodiff create_changeset + apply_changeset", format(geodiffSeconds, 3), format(Double(edits) / geodiffSeconds), format(geodiff.peakMemoryMB)],
             ])
         print("end to end: \(format(geodiffSeconds / total, 2))x pygeodiff (target ≥ 2x); replica generation of \(count) features: \(format(generateSeconds, 2)) s")
+    }
+
+    /// Replicas A (edited, uploads) and B (downloads) of the service at `serviceURL`, then one
+    /// sync of each as worker processes. The server's state moves on: a second run needs a new
+    /// service. Keeps A's state before the edits as `sync-base.gpkg` (for pygeodiff).
+    static func roundTrip(
+        serviceURL: URL, count: Int, executable: String, workDirectory: URL, serverPID: Int32? = nil
+    ) async throws -> (edits: Int, upload: Double, download: Double, clientPeakMB: Double, generateSeconds: Double) {
+        let a0 = workDirectory.appendingPathComponent("sync-a0.gpkg"), b0 = workDirectory.appendingPathComponent("sync-b0.gpkg")
+        let generateStart = Date()
+        try await generate(serviceURL, to: a0)
+        let generateSeconds = Date().timeIntervalSince(generateStart)
+        try await generate(serviceURL, to: b0)
+        let base = workDirectory.appendingPathComponent("sync-base.gpkg")
+        Geodatabase.removeFiles(at: base)
+        try FileManager.default.copyItem(at: a0, to: base)
+        let edits = try edit(a0, count: count)
+        // The server's peak memory is counted from here (replica generation is not sync).
+        if let serverPID { try? "5".write(toFile: "/proc/\(serverPID)/clear_refs", atomically: false, encoding: .utf8) }
+        let up = try measure([executable, "worker-sync", a0.path])
+        let down = try measure([executable, "worker-sync", b0.path])
+        return (edits, try reportedSeconds(up), try reportedSeconds(down), max(up.peakMemoryMB, down.peakMemoryMB), generateSeconds)
     }
 
     /// A live process's peak resident memory (VmHWM), in MB.

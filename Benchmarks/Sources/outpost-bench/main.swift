@@ -1,7 +1,7 @@
 import Foundation
 import OutpostStorage
 
-// outpost-bench [import [counts…] | edits [base edits] | server | sync [features] | tiles | all]
+// outpost-bench [import [counts…] | edits [base edits] | server | sync [features] | postgres [features] | tiles | all]
 // Each measured run is a child process (worker-* subcommands), so peak memory is its own.
 let arguments = CommandLine.arguments
 let executable = URL(fileURLWithPath: arguments[0]).standardizedFileURL.path
@@ -46,6 +46,14 @@ do {
         print(try TilesBenchmark.floor(folder: URL(fileURLWithPath: arguments[2]), output: URL(fileURLWithPath: arguments[3])))
     case "tiles":
         try TilesBenchmark.run(executable: executable, workDirectory: work)
+    case "worker-serve-postgres":
+        try await PostgresBenchmark.serve(arguments[2])
+    case "postgres":
+        guard let url = ProcessInfo.processInfo.environment["OUTPOST_POSTGRES"] else {
+            throw BenchError("set OUTPOST_POSTGRES=postgres://user@host:port/database (a server with PostGIS; a scratch database is created there)")
+        }
+        let count = arguments.dropFirst(2).compactMap { Int($0) }.first ?? 100_000
+        try await PostgresBenchmark.run(count: count, postgres: url, executable: executable, workDirectory: work)
     case "worker-serve":
         try await ServerBenchmark.serve(URL(fileURLWithPath: arguments[2]))
     case "server":
