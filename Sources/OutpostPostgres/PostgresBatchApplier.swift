@@ -17,6 +17,8 @@ struct PostgresBatchApplier {
     let origin: (replica: String, seq: Int64)
     let rollbackOnFailure: Bool
     let requestedRule: ConflictPolicy.Rule?
+    /// Fields dropped by migrations since the batch's schema version, by layer (lower case).
+    let droppedFields: [Int: Set<String>]
     let now = BatchPlanner.timestamp()
     private(set) var applied = 0
     private(set) var failed = 0
@@ -26,8 +28,9 @@ struct PostgresBatchApplier {
 
     init(
         conn: PostgresConnection, service: String, logger: Logger, generation: Int64, origin: (String, Int64), rollbackOnFailure: Bool,
-        requestedRule: ConflictPolicy.Rule?
+        requestedRule: ConflictPolicy.Rule?, droppedFields: [Int: Set<String>] = [:]
     ) {
+        self.droppedFields = droppedFields
         self.conn = conn
         self.service = service
         self.logger = logger
@@ -38,7 +41,7 @@ struct PostgresBatchApplier {
     }
 
     mutating func apply(_ edits: BatchLayer, _ layer: PostgresLayer) async throws -> [BatchEditResult] {
-        var planner = BatchPlanner(layer: layer.definition, generation: generation, origin: origin, requestedRule: requestedRule, droppedFields: [], now: now)
+        var planner = BatchPlanner(layer: layer.definition, generation: generation, origin: origin, requestedRule: requestedRule, droppedFields: droppedFields[layer.definition.id] ?? [], now: now)
         try await prefetch(edits, layer, &planner)
         var log = PostgresChangeLog(service: service, layerID: layer.definition.id, generation: generation, origin: origin)
         var results: [BatchEditResult] = []

@@ -20,7 +20,7 @@ extension PostgresServiceBackend: SyncBackend {
     // MARK: - Replicas
 
     public func createReplica(_ request: ReplicaRequest, serviceURL: String, format: ReplicaFileFormat, writingTo url: URL) async throws -> ReplicaInfo {
-        let schema = serviceSchema
+        let schema = try await schema()
         try request.validate(against: schema)
         let replicaID = GlobalID.make()
         let export = PostgresReplicaExport(backend: self, request: request, schema: schema, replicaID: replicaID, serviceURL: serviceURL)
@@ -53,20 +53,20 @@ extension PostgresServiceBackend: SyncBackend {
     }
 
     public func replica(id: String) async throws -> ReplicaInfo {
-        let service = name, logger = logger, version = serviceSchema.schemaVersion
-        return try await database { client in try await client.withConnection { try await Self.replica(id: id, service: service, version: version, $0, logger: logger) } }
+        let service = name, logger = logger
+        return try await database { client in try await client.withConnection { try await Self.replica(id: id, service: service, $0, logger: logger) } }
     }
 
     /// A replica's info with its ledger position; `lock` holds its row to the end of the transaction.
-    static func replica(id: String, service: String, version: Int, _ conn: PostgresConnection, lock: Bool = false, logger: Logger) async throws -> ReplicaInfo {
+    static func replica(id: String, service: String, _ conn: PostgresConnection, lock: Bool = false, logger: Logger) async throws -> ReplicaInfo {
         let normalized = GlobalID.normalized(id) ?? id
         let rows = try await conn.query(
             """
-            SELECT r.definition::text, r.replica_gen, r.last_seq, r.last_sync_at, s.generation
+            SELECT r.definition::text, r.replica_gen, r.last_seq, r.last_sync_at, s.generation, s.schema_version
             FROM outpost_replicas r JOIN outpost_services s ON s.name = r.service
             WHERE r.replica_id = \(normalized) AND r.service = \(service) \(unescaped: lock ? "FOR UPDATE OF r" : "")
             """, logger: logger)
-        for try await (definition, replicaGen, lastSeq, lastSync, generation) in rows.decode((String, Int64, Int64, Int64?, Int64).self) {
+        for try await (definition, replicaGen, lastSeq, lastSync, generation, version) in rows.decode((String, Int64, Int64, Int64?, Int64, Int).self) {
             var info = try JSONValueDecoder().decode(ReplicaInfo.self, from: Data(definition.utf8))
             info.replicaServerGen = replicaGen
             info.lastSeq = lastSeq
@@ -79,7 +79,7 @@ extension PostgresServiceBackend: SyncBackend {
     }
 
     public func replicas() async throws -> [ReplicaInfo] {
-        let service = name, logger = logger, version = serviceSchema.schemaVersion
+        let service = name, logger = logger
         return try await database { client in
             try await client.withConnection { conn in
                 var ids: [String] = []
@@ -87,16 +87,16 @@ extension PostgresServiceBackend: SyncBackend {
                     "SELECT replica_id FROM outpost_replicas WHERE service = \(service) ORDER BY created_at, replica_id", logger: logger
                 ).decode(String.self) { ids.append(id) }
                 var out: [ReplicaInfo] = []
-                for id in ids { out.append(try await Self.replica(id: id, service: service, version: version, conn, logger: logger)) }
+                for id in ids { out.append(try await Self.replica(id: id, service: service, conn, logger: logger)) }
                 return out
             }
         }
     }
 
     public func unregisterReplica(id: String) async throws {
-        let service = name, logger = logger, version = serviceSchema.schemaVersion
+        let service = name, logger = logger
         try await transaction { conn in
-            _ = try await Self.replica(id: id, service: service, version: version, conn, lock: true, logger: logger)
+            _ = try await Self.replica(id: id, service: service, conn, lock: true, logger: logger)
             // The ledger goes with it (ON DELETE CASCADE).
             try await conn.query("DELETE FROM outpost_replicas WHERE replica_id = \(GlobalID.normalized(id) ?? id)", logger: logger)
         }
@@ -116,12 +116,13 @@ extension PostgresServiceBackend: SyncBackend {
     }
 
     public func applyBatch(_ batch: UploadBatch, hash: String) async throws -> BatchResult {
-        let service = name, logger = logger, schema = serviceSchema, layers = layers, faults = faults
+        let service = name, logger = logger, faults = faults
         let requestedRule = try BatchPlanner.rule(batch.conflictPolicy)
         return try await transaction { conn in
-            let generation = try await Self.lockGeneration(conn, service: service, logger: logger) + 1
+            let generation = try await self.lockGeneration(conn) + 1
+            let layers = self.layers, schema = self.serviceSchema
             let replicaID = GlobalID.normalized(batch.replicaId) ?? batch.replicaId
-            let info = try await Self.replica(id: replicaID, service: service, version: schema.schemaVersion, conn, lock: true, logger: logger)
+            let info = try await Self.replica(id: replicaID, service: service, conn, lock: true, logger: logger)
             for try await (storedHash, text) in try await conn.query(
                 "SELECT hash, result FROM outpost_batch_ledger WHERE replica_id = \(replicaID) AND seq = \(batch.seq)", logger: logger
             ).decode((String, String).self) {
@@ -137,7 +138,8 @@ extension PostgresServiceBackend: SyncBackend {
             }
             var applier = PostgresBatchApplier(
                 conn: conn, service: service, logger: logger, generation: generation, origin: (replicaID, batch.seq), rollbackOnFailure: batch.rollbackOnFailure,
-                requestedRule: requestedRule)
+                requestedRule: requestedRule,
+                droppedFields: batch.schemaVersion < schema.schemaVersion ? try await Self.droppedFields(since: batch.schemaVersion, service: service, conn, logger: logger) : [:])
             if let resolved = batch.resolvedConflicts, !resolved.isEmpty {
                 try await conn.query(
                     "UPDATE outpost_conflicts SET state = 'resolved' WHERE service = \(service) AND state = 'open' AND conflict_id = ANY(\(resolved))", logger: logger)
@@ -181,10 +183,10 @@ extension PostgresServiceBackend: SyncBackend {
     // MARK: - Change feed
 
     public func changes(replicaID: String, layerID: Int, since: Int64, upto: Int64, after: String?, limit: Int) async throws -> ChangePage {
-        let service = name, logger = logger, schema = serviceSchema
-        let layer = try layer(layerID)
+        let service = name, logger = logger
         let page = try await snapshotRead { conn in
-            let info = try await Self.replica(id: replicaID, service: service, version: schema.schemaVersion, conn, logger: logger)
+            let info = try await Self.replica(id: replicaID, service: service, conn, logger: logger)
+            let (schema, layer) = try await self.scope(info, layerID, conn)
             let layerInfo = try Self.layerInfo(layerID, of: info)
             // One row per feature changed in the window: its latest generation, whether anyone
             // but this replica changed it, whether it was added or deleted in the window.
@@ -237,16 +239,23 @@ extension PostgresServiceBackend: SyncBackend {
         return page
     }
 
+    /// The schema as the replica's read sees it (read again if another process migrated the
+    /// service) and the layer asked for.
+    func scope(_ info: ReplicaInfo, _ layerID: Int, _ conn: PostgresConnection) async throws -> (ServiceSchema, PostgresLayer) {
+        try await adopt(version: info.serviceSchemaVersion ?? 0, conn)
+        return (serviceSchema, try layer(layerID))
+    }
+
     static func layerInfo(_ id: Int, of info: ReplicaInfo) throws -> ReplicaInfo.Layer {
         guard let layerInfo = info.layers.first(where: { $0.id == id }) else { throw ServiceError.notFound("layer \(id) in replica \(info.replicaID)") }
         return layerInfo
     }
 
     public func snapshot(replicaID: String, layerID: Int, after: String?, limit: Int) async throws -> ChangePage {
-        let service = name, logger = logger, schema = serviceSchema
-        let layer = try layer(layerID)
+        let service = name, logger = logger
         return try await snapshotRead { conn in
-            let info = try await Self.replica(id: replicaID, service: service, version: schema.schemaVersion, conn, logger: logger)
+            let info = try await Self.replica(id: replicaID, service: service, conn, logger: logger)
+            let (schema, layer) = try await self.scope(info, layerID, conn)
             let layerInfo = try Self.layerInfo(layerID, of: info)
             let generation = info.serviceGeneration
             var changes: [FeedChange] = []
@@ -268,9 +277,11 @@ extension PostgresServiceBackend: SyncBackend {
     }
 
     public func checksums(replicaID: String, layerIDs: [Int]) async throws -> ReplicaChecksums {
-        let service = name, logger = logger, schema = serviceSchema, layers = layers
+        let service = name, logger = logger
         return try await snapshotRead { conn in
-            let info = try await Self.replica(id: replicaID, service: service, version: schema.schemaVersion, conn, logger: logger)
+            let info = try await Self.replica(id: replicaID, service: service, conn, logger: logger)
+            try await self.adopt(version: info.serviceSchemaVersion ?? 0, conn)
+            let schema = self.serviceSchema, layers = self.layers
             let scope = ReplicaScope(info: info, schema: schema)
             var out: [ReplicaChecksums.Layer] = []
             for id in layerIDs {

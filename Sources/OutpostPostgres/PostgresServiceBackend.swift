@@ -5,6 +5,7 @@ import OutpostProtocol
 import OutpostServer
 import OutpostStorage
 import PostgresNIO
+import Synchronization
 
 /// A feature service whose data lives in PostgreSQL/PostGIS (DESIGN §6), loaded there by
 /// ``PostgresServiceStore/createService(named:from:at:replace:)``. Holds no state of its own
@@ -18,8 +19,12 @@ import PostgresNIO
 public final class PostgresServiceBackend: FeatureServiceBackend {
     public let name: String
     public let location: PostgresLocation
-    let serviceSchema: ServiceSchema
-    let layers: [Int: PostgresLayer]
+    /// The service schema as this process last read it, with a table mapping per layer. Another
+    /// process may migrate the service: every commit, replica read and schema request compares
+    /// the stored schema version and reads the schema again when it moved.
+    private let current: Mutex<(schema: ServiceSchema, layers: [Int: PostgresLayer])>
+    var serviceSchema: ServiceSchema { current.withLock { $0.schema } }
+    var layers: [Int: PostgresLayer] { current.withLock { $0.layers } }
     let client: PostgresClient
     private let runner: Task<Void, Never>
     /// The longest a request waits for the database (a connection, then its queries).
@@ -31,10 +36,7 @@ public final class PostgresServiceBackend: FeatureServiceBackend {
     private init(name: String, location: PostgresLocation, schema: ServiceSchema, client: PostgresClient, runner: Task<Void, Never>, timeout: Duration) {
         self.name = name
         self.location = location
-        serviceSchema = schema
-        var layers: [Int: PostgresLayer] = [:]
-        for layer in schema.allLayers { layers[layer.id] = PostgresLayer(layer, service: name, schema: schema) }
-        self.layers = layers
+        current = Mutex((schema, Self.tables(schema, service: name)))
         self.client = client
         self.runner = runner
         self.timeout = timeout
@@ -69,7 +71,33 @@ public final class PostgresServiceBackend: FeatureServiceBackend {
 
     deinit { runner.cancel() }
 
-    public func schema() async throws -> ServiceSchema { serviceSchema }
+    static func tables(_ schema: ServiceSchema, service: String) -> [Int: PostgresLayer] {
+        var layers: [Int: PostgresLayer] = [:]
+        for layer in schema.allLayers { layers[layer.id] = PostgresLayer(layer, service: service, schema: schema) }
+        return layers
+    }
+
+    /// The stored schema (read again when another process migrated the service).
+    public func schema() async throws -> ServiceSchema {
+        let service = name, logger = logger
+        try await database { client in
+            try await client.withConnection { conn in
+                for try await version in try await conn.query("SELECT schema_version FROM outpost_services WHERE name = \(service)", logger: logger).decode(Int.self) {
+                    try await self.adopt(version: version, conn)
+                }
+            }
+        }
+        return serviceSchema
+    }
+
+    /// Reads the stored schema when its version is not the one this process holds.
+    func adopt(version: Int, _ conn: PostgresConnection) async throws {
+        guard version != serviceSchema.schemaVersion else { return }
+        for try await json in try await conn.query("SELECT schema_json::text FROM outpost_services WHERE name = \(name)", logger: logger).decode(String.self) {
+            let schema = try ServiceSchema.decode(Data(json.utf8))
+            current.withLock { $0 = (schema, Self.tables(schema, service: name)) }
+        }
+    }
 
     func layer(_ id: Int) throws -> PostgresLayer {
         guard let layer = layers[id] else { throw ServiceError.notFound("layer \(id)") }
@@ -221,10 +249,11 @@ public final class PostgresServiceBackend: FeatureServiceBackend {
     // MARK: - Edits
 
     public func applyEdits(layerID: Int, edits: EditRequest, rollbackOnFailure: Bool) async throws -> ApplyEditsResponse {
-        let layer = try layer(layerID)
+        _ = try layer(layerID)
         let service = name, logger = logger
         return try await transaction { conn in
-            let generation = try await Self.lockGeneration(conn, service: service, logger: logger) + 1
+            let generation = try await self.lockGeneration(conn) + 1
+            let layer = try self.layer(layerID)
             var applier = PostgresEditApplier(layer: layer, service: service, conn: conn, logger: logger, rollbackOnFailure: rollbackOnFailure, generation: generation)
             let response = try await applier.apply(edits)
             try await applier.finish()
@@ -233,13 +262,15 @@ public final class PostgresServiceBackend: FeatureServiceBackend {
     }
 
     /// Takes the service's commit lock (its row in `outpost_services`, held to the end of the
-    /// transaction) and returns the generation committed so far.
-    static func lockGeneration(_ conn: PostgresConnection, service: String, logger: Logger) async throws -> Int64 {
-        var generation: Int64?
-        for try await g in try await conn.query("SELECT generation FROM outpost_services WHERE name = \(service) FOR UPDATE", logger: logger).decode(Int64.self) {
-            generation = g
-        }
-        guard let generation else { throw ServiceError(503, "service \(service) is no longer in the database") }
+    /// transaction) and returns the generation committed so far; the schema is read again first
+    /// if another process migrated the service.
+    func lockGeneration(_ conn: PostgresConnection) async throws -> Int64 {
+        var found: (Int64, Int)?
+        for try await row in try await conn.query(
+            "SELECT generation, schema_version FROM outpost_services WHERE name = \(name) FOR UPDATE", logger: logger
+        ).decode((Int64, Int).self) { found = row }
+        guard let (generation, version) = found else { throw ServiceError(503, "service \(name) is no longer in the database") }
+        try await adopt(version: version, conn)
         return generation
     }
 
@@ -293,7 +324,7 @@ public final class PostgresServiceBackend: FeatureServiceBackend {
         let service = name, table = attachmentTable, logger = logger
         let sha256 = SHA256.hex([UInt8](data))
         return try await transaction { conn in
-            let generation = try await Self.lockGeneration(conn, service: service, logger: logger) + 1
+            let generation = try await self.lockGeneration(conn) + 1
             var owner: String??
             for try await gid in try await conn.query(
                 PostgresQuery(unsafeSQL: "SELECT \(layer.definition.globalIDField.map(PostgresLayer.q) ?? "NULL::text") FROM \(layer.table) WHERE \(layer.pk) = $1", binds: try PostgresServiceStore.binds(objectID)),
@@ -327,7 +358,7 @@ public final class PostgresServiceBackend: FeatureServiceBackend {
             }
             // The delete, the content, and the log entry that tells replicas, in one transaction.
             try await transaction { conn in
-                let generation = try await Self.lockGeneration(conn, service: service, logger: logger) + 1
+                let generation = try await self.lockGeneration(conn) + 1
                 try await conn.query("SELECT lo_unlink(content) FROM \(unescaped: table) WHERE attachment_id = \(id)", logger: logger)
                 try await conn.query("DELETE FROM \(unescaped: table) WHERE attachment_id = \(id)", logger: logger)
                 try await Self.attachmentsChanged(

@@ -127,6 +127,21 @@ public enum PostgresServiceStore {
             )
             """,
         ]),
+        // Schema changes of a service, with the steps each took (batches made against an older
+        // schema keep the values of dropped fields in conflict records).
+        (4, [
+            """
+            CREATE TABLE outpost_schema_migrations (
+              service text NOT NULL REFERENCES outpost_services (name) ON DELETE CASCADE,
+              schema_version integer NOT NULL,
+              generation bigint NOT NULL,
+              changes jsonb NOT NULL,
+              schema jsonb NOT NULL,
+              applied_at timestamptz NOT NULL DEFAULT now(),
+              PRIMARY KEY (service, schema_version)
+            )
+            """,
+        ]),
     ]
 
     /// Runs `body` with a pooled client that is shut down afterwards.

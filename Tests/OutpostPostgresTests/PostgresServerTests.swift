@@ -107,6 +107,27 @@ struct PostgresServerTests {
         for server in servers { #expect(await server.stop() == 0) }
     }
 
+    /// A schema change made through one process reaches another that is already running: its
+    /// next answer about the layer names the new field, and an edit may set it.
+    @Test(.timeLimit(.minutes(2)))
+    func aSchemaChangeReachesRunningProcesses() async throws {
+        let service = try await TestService.fieldInspection(.postgres)
+        let server = try await ServeProcess.start(service)
+        let layer = server.featureServer("field_inspection").absoluteString + "/0"
+        #expect(try await ExternalTools.run("curl", ["-s", layer + "?f=json"]).stdout.contains("photo_count") == false)
+        var next = try await service.backend.schema()
+        next.layers[0].fields.append(FieldDefinition(name: "photo_count", type: .smallInteger, nullable: true))
+        let steps = try await (service.backend as! any SyncBackend).migrate(to: next, allowDrop: false)
+        #expect(steps.map(\.kind) == [.addField])
+        #expect(try await ExternalTools.run("curl", ["-s", layer + "?f=json"]).stdout.contains("photo_count"))
+        let adds = #"[{"attributes":{"asset_id":"S-1","asset_type":"valve","photo_count":3},"geometry":{"x":-122.65,"y":45.52}}]"#
+        let edit = try await ExternalTools.run("curl", ["-s", "--data-urlencode", "adds=\(adds)", layer + "/applyEdits"])
+        #expect(edit.stdout.contains("\"success\":true"), "\(edit.stdout)")
+        #expect(try await service.backend.count(layerID: 0, query: FeatureQuery(where: "photo_count = 3")) == 1)
+        try await service.backend.close()
+        #expect(await server.stop() == 0)
+    }
+
     /// PostgreSQL stops under a running server: requests get a 503 with a message (not a hang,
     /// not a crash), the server stays up, and answers again once the database is back.
     @Test(.timeLimit(.minutes(3)))

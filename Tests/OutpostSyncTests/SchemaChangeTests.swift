@@ -22,11 +22,11 @@ struct SchemaChangeTests {
         return s
     }
 
-    static func backend(_ h: SyncHarness) -> SQLiteServiceBackend { h.service.backend as! SQLiteServiceBackend }
+    static func backend(_ h: SyncHarness) -> any SyncBackend { h.service.backend as! any SyncBackend }
 
-    @Test(.timeLimit(.minutes(2)))
-    func additiveChangesReachReplicasAndPendingEditsSurvive() async throws {
-        let h = try await SyncHarness.start()
+    @Test(.timeLimit(.minutes(2)), arguments: BackendKind.syncing)
+    func additiveChangesReachReplicasAndPendingEditsSurvive(kind: BackendKind) async throws {
+        let h = try await SyncHarness.start(kind)
         let gdb = try await h.replica(layers: [0, 3])
         let points = try gdb.table(named: "inspection_points")
         let one = try #require(try await points.feature(objectID: 1)), two = try #require(try await points.feature(objectID: 2))
@@ -72,9 +72,9 @@ struct SchemaChangeTests {
 
     /// A dropped field: values pending on a replica are kept in conflict records, whether they
     /// reach the server in an older-version batch or the replica migrates before uploading.
-    @Test(.timeLimit(.minutes(2)), arguments: [true, false])
-    func droppedFieldsKeepPendingValues(uploadFirst: Bool) async throws {
-        let h = try await SyncHarness.start()
+    @Test(.timeLimit(.minutes(2)), arguments: BackendKind.syncing, [true, false])
+    func droppedFieldsKeepPendingValues(kind: BackendKind, uploadFirst: Bool) async throws {
+        let h = try await SyncHarness.start(kind)
         let gdb = try await h.replica(layers: [0])
         let points = try gdb.table(named: "inspection_points")
         let one = try #require(try await points.feature(objectID: 1))
@@ -107,9 +107,9 @@ struct SchemaChangeTests {
     }
 
     /// Changes that would strand data are refused, and leave the service as it was.
-    @Test(.timeLimit(.minutes(1)))
-    func unsafeChangesAreRefused() async throws {
-        let h = try await SyncHarness.start()
+    @Test(.timeLimit(.minutes(3)), arguments: BackendKind.syncing)
+    func unsafeChangesAreRefused(kind: BackendKind) async throws {
+        let h = try await SyncHarness.start(kind)
         let base = try await h.service.backend.schema()
         var retyped = base
         retyped.layers[0].fields[retyped.layers[0].fields.firstIndex { $0.name == "notes" }!].type = .integer

@@ -109,6 +109,10 @@ public protocol SyncBackend: Sendable {
     func storeResponse(key: String, response: String, retention: Duration) async throws
     /// The conflict records kept on the server, oldest first, with their current state.
     func conflictRecords() async throws -> [ConflictRecord]
+    /// Moves the service to `schema` (DESIGN §5 "Schema changes"): additive steps, and dropped
+    /// fields when `allowDrop`; returns the steps taken (none when the schema is the same).
+    @discardableResult
+    func migrate(to schema: ServiceSchema, allowDrop: Bool) async throws -> [SchemaChange]
     /// Fault points for tests (`server.beforeCommit`: a batch applied, not yet committed).
     var faults: FaultInjector { get }
 }
