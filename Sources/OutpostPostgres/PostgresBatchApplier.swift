@@ -46,14 +46,20 @@ struct PostgresBatchApplier {
         var log = PostgresChangeLog(service: service, layerID: layer.definition.id, generation: generation, origin: origin)
         var results: [BatchEditResult] = []
         results.reserveCapacity(edits.edits.count)
+        // With rollback on failure the row changes go out set-based (a failure rejects the whole
+        // batch anyway); without it each edit stands alone under a savepoint.
+        var queue: PostgresStepQueue? = rollbackOnFailure ? PostgresStepQueue(layer: layer, logger: logger) : nil
+        var insertedAt: [Int: String] = [:]
         for (index, edit) in edits.edits.enumerated() {
-            // Without rollback on failure each edit stands alone: a savepoint undoes its own steps.
-            if !rollbackOnFailure { try await conn.query("SAVEPOINT batch_edit", logger: logger) }
+            if let q = queue, q.steps.count >= 5000 || GlobalID.normalized(edit.globalId).map(q.globalIDs.contains) == true {
+                try await flush(&queue, &insertedAt, &results, &planner, edits)
+            }
+            if queue == nil { try await conn.query("SAVEPOINT batch_edit", logger: logger) }
             let before = planner
             do {
                 var plan = try planner.plan(edit)
-                try await run(&plan, &planner, layer, index)
-                if !rollbackOnFailure { try await conn.query("RELEASE SAVEPOINT batch_edit", logger: logger) }
+                try await run(&plan, &planner, layer, index, queue: &queue, insertedAt: &insertedAt)
+                if queue == nil { try await conn.query("RELEASE SAVEPOINT batch_edit", logger: logger) }
                 applied += 1
                 for entry in plan.log { log.append(entry) }
                 results.append(plan.result)
@@ -64,26 +70,64 @@ struct PostgresBatchApplier {
                 results.append(BatchPlanner.failure(edit, error))
             }
         }
+        try await flush(&queue, &insertedAt, &results, &planner, edits)
         if !aborted { try await log.write(conn, logger: logger) }
         return results
     }
 
-    /// Runs a plan's steps and keeps its conflict records (giving them their ids).
-    private func run(_ plan: inout EditPlan, _ planner: inout BatchPlanner, _ layer: PostgresLayer, _ index: Int) async throws {
+    /// Writes the queued row changes; fills in inserted features' object ids, and turns the
+    /// results of edits whose rows the table refused into failures.
+    private mutating func flush(
+        _ queue: inout PostgresStepQueue?, _ insertedAt: inout [Int: String], _ results: inout [BatchEditResult], _ planner: inout BatchPlanner, _ edits: BatchLayer
+    ) async throws {
+        guard var q = queue, !q.isEmpty, !aborted else { return }
+        let (inserted, refused) = try await q.flush(conn)
+        queue = q
+        for (index, gid) in insertedAt {
+            guard let id = inserted[gid] else { continue }
+            results[index].objectId = id
+            planner.inserted(gid, objectID: id)
+        }
+        insertedAt = [:]
+        for (index, error) in refused {
+            results[index] = BatchPlanner.failure(edits.edits[index], error)
+            applied -= 1
+            failed += 1
+            aborted = true
+        }
+    }
+
+    /// Runs a plan's steps (or queues them) and keeps its conflict records (giving them their ids).
+    private func run(
+        _ plan: inout EditPlan, _ planner: inout BatchPlanner, _ layer: PostgresLayer, _ index: Int, queue: inout PostgresStepQueue?, insertedAt: inout [Int: String]
+    ) async throws {
         for step in plan.steps {
             switch step {
             case .insert(let feature):
                 let row = try layer.validator.add(feature, index: index)
                 guard !aborted else { continue }
+                if queue != nil {
+                    queue!.append(.init(result: index, kind: .insert(row)), globalID: feature.globalID)
+                    if let gid = feature.globalID { insertedAt[index] = gid }
+                    continue
+                }
                 let id = try await layer.insert(row, conn, index: index, logger: logger)
                 if let id, let gid = feature.globalID { planner.inserted(gid, objectID: id) }
                 plan.result.objectId = id
             case .update(let objectID, let feature, let clearGeometry):
                 let row = try layer.validator.update(feature, index: index)
                 guard !aborted else { continue }
+                if queue != nil, !clearGeometry {
+                    queue!.append(.init(result: index, kind: .update(objectID, row)), globalID: plan.result.globalId)
+                    continue
+                }
                 _ = try await layer.update(objectID: objectID, row, clearGeometry: clearGeometry, conn, index: index, logger: logger)
             case .delete(let objectID):
                 guard !aborted else { continue }
+                if queue != nil {
+                    queue!.append(.init(result: index, kind: .delete(objectID)), globalID: plan.result.globalId)
+                    continue
+                }
                 var binds = PostgresBindings()
                 binds.append(objectID)
                 _ = try await layer.delete(where: "\(layer.pk) = $1", binds, conn, index: index, logger: logger)
