@@ -7,6 +7,33 @@ import OutpostStorage
 import PostgresNIO
 import Synchronization
 
+/// One connection pool for the services of a database opened together; its connections stop
+/// when the last service using it is closed.
+final class PostgresPool: Sendable {
+    let client: PostgresClient
+    private let runner: Task<Void, Never>
+    private let users = Mutex(0)
+
+    init(_ location: PostgresLocation) {
+        let client = PostgresClient(configuration: location.configuration)
+        self.client = client
+        runner = Task { await client.run() }
+    }
+
+    func retain() { users.withLock { $0 += 1 } }
+
+    func release() {
+        if users.withLock({ users in
+            users -= 1
+            return users == 0
+        }) {
+            runner.cancel()
+        }
+    }
+
+    deinit { runner.cancel() }
+}
+
 /// A feature service whose data lives in PostgreSQL/PostGIS (DESIGN §6), loaded there by
 /// ``PostgresServiceStore/createService(named:from:at:replace:)``. Holds no state of its own
 /// beyond a connection pool, so several server processes can serve one database.
@@ -23,22 +50,24 @@ public final class PostgresServiceBackend: FeatureServiceBackend {
     /// process may migrate the service: every commit, replica read and schema request compares
     /// the stored schema version and reads the schema again when it moved.
     private let current: Mutex<(schema: ServiceSchema, layers: [Int: PostgresLayer])>
+    private let lastSchemaCheck = Mutex<ContinuousClock.Instant?>(nil)
     var serviceSchema: ServiceSchema { current.withLock { $0.schema } }
     var layers: [Int: PostgresLayer] { current.withLock { $0.layers } }
-    let client: PostgresClient
-    private let runner: Task<Void, Never>
+    let pool: PostgresPool
+    var client: PostgresClient { pool.client }
+    private let closed = Mutex(false)
     /// The longest a request waits for the database (a connection, then its queries).
     let timeout: Duration
     let logger = Logger(label: "outpost.postgres")
     /// Fault points for tests (`server.beforeCommit`: after a batch is applied, before it commits).
     public let faults = FaultInjector.fromEnvironment()
 
-    private init(name: String, location: PostgresLocation, schema: ServiceSchema, client: PostgresClient, runner: Task<Void, Never>, timeout: Duration) {
+    private init(name: String, location: PostgresLocation, schema: ServiceSchema, pool: PostgresPool, timeout: Duration) {
         self.name = name
         self.location = location
         current = Mutex((schema, Self.tables(schema, service: name)))
-        self.client = client
-        self.runner = runner
+        self.pool = pool
+        pool.retain()
         self.timeout = timeout
     }
 
@@ -59,17 +88,19 @@ public final class PostgresServiceBackend: FeatureServiceBackend {
             return out
         }
         if let only, stored.isEmpty { throw PostgresServiceError("\(location) has no service named \(only); load one with: outpost service create --postgres") }
+        // The services share one pool: connections go to whichever service is busy.
+        let pool = PostgresPool(location)
         return try stored.map { name, json in
-            let schema = try ServiceSchema.decode(Data(json.utf8))
-            let client = PostgresClient(configuration: location.configuration)
-            let runner = Task { await client.run() }
-            return PostgresServiceBackend(name: name, location: location, schema: schema, client: client, runner: runner, timeout: timeout)
+            PostgresServiceBackend(name: name, location: location, schema: try ServiceSchema.decode(Data(json.utf8)), pool: pool, timeout: timeout)
         }
     }
 
-    public func close() async throws { runner.cancel() }
+    public func close() async throws {
+        guard closed.withLock({ was in defer { was = true }; return !was }) else { return }
+        pool.release()
+    }
 
-    deinit { runner.cancel() }
+    deinit { if !closed.withLock({ $0 }) { pool.release() } }
 
     static func tables(_ schema: ServiceSchema, service: String) -> [Int: PostgresLayer] {
         var layers: [Int: PostgresLayer] = [:]
@@ -88,6 +119,31 @@ public final class PostgresServiceBackend: FeatureServiceBackend {
             }
         }
         return serviceSchema
+    }
+
+    /// A layer for a read, with the schema checked against the stored version at most once a
+    /// second (another process may have migrated the service).
+    func readingLayer(_ id: Int) async throws -> PostgresLayer {
+        let due = lastSchemaCheck.withLock { last in
+            let now = ContinuousClock.now
+            guard last.map({ now - $0 > .seconds(1) }) ?? true else { return false }
+            last = now
+            return true
+        }
+        if due { _ = try await schema() }
+        return try layer(id)
+    }
+
+    /// Runs a read; if it names what this process's schema lacks (a field just added by another
+    /// process), the schema is read again and the read runs once more.
+    func withCurrentSchema<T: Sendable>(_ layerID: Int, _ body: (PostgresLayer) async throws -> T) async throws -> T {
+        do {
+            return try await body(try await readingLayer(layerID))
+        } catch let error as StorageError where error.code == .invalidQuery {
+            let version = serviceSchema.schemaVersion
+            guard try await schema().schemaVersion != version else { throw error }
+            return try await body(try layer(layerID))
+        }
     }
 
     /// Reads the stored schema when its version is not the one this process holds.
@@ -187,7 +243,7 @@ public final class PostgresServiceBackend: FeatureServiceBackend {
     // MARK: - Reading
 
     public func extent(layerID: Int) async throws -> Envelope? {
-        let layer = try layer(layerID)
+        let layer = try await readingLayer(layerID)
         guard layer.definition.isSpatial else { return nil }
         let g = layer.geometryColumn
         let rows = try await rows(
@@ -199,25 +255,28 @@ public final class PostgresServiceBackend: FeatureServiceBackend {
     }
 
     public func count(layerID: Int, query: FeatureQuery) async throws -> Int {
-        let layer = try layer(layerID)
-        var binds = PostgresBindings()
-        let sql = "SELECT count(*) FROM \(layer.table)" + (try layer.filter(query, &binds))
-        return try await rows(sql, binds).first?.decode(Int.self) ?? 0
+        try await withCurrentSchema(layerID) { layer in
+            var binds = PostgresBindings()
+            let sql = "SELECT count(*) FROM \(layer.table)" + (try layer.filter(query, &binds))
+            return try await self.rows(sql, binds).first?.decode(Int.self) ?? 0
+        }
     }
 
     public func objectIDs(layerID: Int, query: FeatureQuery) async throws -> [Int64] {
-        let layer = try layer(layerID)
-        var binds = PostgresBindings()
-        var sql = "SELECT \(layer.pk) FROM \(layer.table)" + (try layer.filter(query, &binds))
-        sql += try layer.order(query) + layer.paging(query, &binds)
-        return try await rows(sql, binds).map { try $0.decode(Int64.self) }
+        try await withCurrentSchema(layerID) { layer in
+            var binds = PostgresBindings()
+            var sql = "SELECT \(layer.pk) FROM \(layer.table)" + (try layer.filter(query, &binds))
+            sql += try layer.order(query) + layer.paging(query, &binds)
+            return try await self.rows(sql, binds).map { try $0.decode(Int64.self) }
+        }
     }
 
     public func features(layerID: Int, query: FeatureQuery) async throws -> [Feature] {
-        let layer = try layer(layerID)
-        let (sql, binds) = try Self.featuresSQL(layer, query)
-        let fields = try layer.definition.selectedFields(outFields: query.outFields)
-        return try await rows(sql, binds).map { try layer.decode($0, fields: fields, returnGeometry: query.returnGeometry) }
+        try await withCurrentSchema(layerID) { layer in
+            let (sql, binds) = try Self.featuresSQL(layer, query)
+            let fields = try layer.definition.selectedFields(outFields: query.outFields)
+            return try await self.rows(sql, binds).map { try layer.decode($0, fields: fields, returnGeometry: query.returnGeometry) }
+        }
     }
 
     /// The statement reading one page of a layer's features matching `query`.

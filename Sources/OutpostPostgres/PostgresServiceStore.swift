@@ -142,6 +142,21 @@ public enum PostgresServiceStore {
             )
             """,
         ]),
+        // Server jobs, visible to every process serving the database.
+        (5, [
+            """
+            CREATE TABLE outpost_jobs (
+              job_id text PRIMARY KEY,
+              status text NOT NULL,
+              response_type text NOT NULL,
+              submission_time bigint NOT NULL,
+              last_updated_time bigint NOT NULL,
+              result jsonb,
+              error text,
+              cancel_requested boolean NOT NULL DEFAULT false
+            )
+            """,
+        ]),
     ]
 
     /// Runs `body` with a pooled client that is shut down afterwards.

@@ -230,5 +230,11 @@ extension MapServerTests {
         #expect((bad.1 as? HTTPURLResponse)?.statusCode == 400)
         let tooMany = try await finished(try await json("\(mapServer)/exportTiles?levels=0-19&exportExtent=-13800000,5500000,-13500000,5900000&f=json"))
         #expect(tooMany["status"] == "Failed")
+
+        // A cancelled export ends as Cancelled (not Failed), soon.
+        let long = try await json("\(mapServer)/exportTiles?levels=10-17&exportExtent=-13680000,5690000,-13630000,5730000&f=json")
+        let id = try #require(long["jobId"]?.stringValue)
+        #expect(try await json("\(mapServer)/jobs/\(id)/cancel?f=json")["success"] == true)
+        #expect(try await finished(long)["status"] == "Cancelled")
     }
 }

@@ -107,7 +107,7 @@ struct PostgresServerTests {
         for server in servers { #expect(await server.stop() == 0) }
     }
 
-    /// A schema change made through one process reaches another that is already running: its
+    /// A schema change made with `outpost service migrate --postgres` reaches a server process that is already running: its
     /// next answer about the layer names the new field, and an edit may set it.
     @Test(.timeLimit(.minutes(2)))
     func aSchemaChangeReachesRunningProcesses() async throws {
@@ -117,8 +117,14 @@ struct PostgresServerTests {
         #expect(try await ExternalTools.run("curl", ["-s", layer + "?f=json"]).stdout.contains("photo_count") == false)
         var next = try await service.backend.schema()
         next.layers[0].fields.append(FieldDefinition(name: "photo_count", type: .smallInteger, nullable: true))
-        let steps = try await (service.backend as! any SyncBackend).migrate(to: next, allowDrop: false)
-        #expect(steps.map(\.kind) == [.addField])
+        // Through the command line, while the server runs.
+        let file = service.directory.file("next-schema.json")
+        try next.encoded().write(to: file)
+        let database = try #require(service.postgres)
+        let migrate = try await ExternalTools.run(
+            Repository.outpostExecutable.path, ["service", "migrate", "field_inspection", "--schema", file.path, "--postgres", database.url, "--json"])
+        #expect(migrate.succeeded, "\(migrate.stderr)")
+        #expect(try JSONValue.parse(migrate.stdout)["steps"]?.arrayValue?.count == 1, "\(migrate.stdout)")
         #expect(try await ExternalTools.run("curl", ["-s", layer + "?f=json"]).stdout.contains("photo_count"))
         let adds = #"[{"attributes":{"asset_id":"S-1","asset_type":"valve","photo_count":3},"geometry":{"x":-122.65,"y":45.52}}]"#
         let edit = try await ExternalTools.run("curl", ["-s", "--data-urlencode", "adds=\(adds)", layer + "/applyEdits"])
@@ -126,6 +132,71 @@ struct PostgresServerTests {
         #expect(try await service.backend.count(layerID: 0, query: FeatureQuery(where: "photo_count = 3")) == 1)
         try await service.backend.close()
         #expect(await server.stop() == 0)
+    }
+
+    /// A job started by one process is seen by another: two processes with one database and one
+    /// output directory; an async createReplica sent to the first is polled, and its file
+    /// fetched, through the second.
+    @Test(.timeLimit(.minutes(2)))
+    func jobStatusAndFilesAnswerFromAnyProcess() async throws {
+        let service = try await TestService.fieldInspection(.postgres)
+        try await service.backend.close()
+        let shared = service.directory.file("server-files").path
+        let servers = [
+            try await ServeProcess.start(service, arguments: ["--output-directory", shared]),
+            try await ServeProcess.start(service, arguments: ["--output-directory", shared]),
+        ]
+        let first = servers[0].featureServer("field_inspection").absoluteString, second = servers[1].featureServer("field_inspection").absoluteString
+        let started = try await ExternalTools.run("curl", ["-s", "-d", "f=json", "-d", "layers=0", "-d", "dataFormat=json", "-d", "async=true", first + "/createReplica"])
+        let statusURL = try #require(try JSONValue.parse(started.stdout)["statusUrl"]?.stringValue, "\(started.stdout)")
+        let jobID = try #require(statusURL.split(separator: "/").last.map(String.init))
+        var job = JSONValue.null
+        for _ in 0..<100 {
+            job = try JSONValue.parse(try await ExternalTools.run("curl", ["-s", second + "/jobs/\(jobID)?f=json"]).stdout)
+            if ["Completed", "Failed"].contains(job["status"]?.stringValue ?? "") { break }
+            try await Task.sleep(for: .milliseconds(100))
+        }
+        #expect(job["status"] == "Completed", "the other process reports the job: \(job)")
+        let result = try #require(job["resultUrl"]?.stringValue?.split(separator: "/").last.map(String.init))
+        let replica = try await ExternalTools.run("curl", ["-s", "-o", "/dev/null", "-w", "%{http_code}", second + "/replicafiles/\(result)"])
+        #expect(replica.stdout == "200", "the other process serves the file from the shared directory")
+        #expect(try await ExternalTools.run("curl", ["-s", "-o", "/dev/null", "-w", "%{http_code}", second + "/jobs/nope?f=json"]).stdout == "404")
+        for server in servers { #expect(await server.stop() == 0) }
+    }
+
+    /// A cancel sent to another process reaches the running job through the database: a tile
+    /// export (drawn from a GeoPackage service both processes serve) started on the first process
+    /// and cancelled through the second stops, and both report it cancelled.
+    @Test(.timeLimit(.minutes(2)))
+    func aCancelSentToAnotherProcessStopsTheJob() async throws {
+        let service = try await TestService.fieldInspection(.postgres)
+        try await service.backend.close()
+        let drawn = try await TestService.fieldInspection(.sqlite)
+        try await drawn.backend.close()
+        let arguments = ["--service", drawn.file.path, "--name", "field"]
+        let servers = [try await ServeProcess.start(service, arguments: arguments), try await ServeProcess.start(service, arguments: arguments)]
+        let map = { (i: Int) in servers[i].url.appendingPathComponent("arcgis/rest/services/field/MapServer").absoluteString }
+        func status(_ id: String, _ i: Int) async throws -> String {
+            try JSONValue.parse(try await ExternalTools.run("curl", ["-s", map(i) + "/jobs/\(id)?f=json"]).stdout)["status"]?.stringValue ?? ""
+        }
+        let started = try await ExternalTools.run("curl", ["-s", map(0) + "/exportTiles?levels=10-17&exportExtent=-13680000,5690000,-13630000,5730000&f=json"])
+        let id = try #require(try JSONValue.parse(started.stdout)["jobId"]?.stringValue, "\(started.stdout)")
+        var seen = ""
+        for _ in 0..<50 where seen != "InProgress" {
+            seen = try await status(id, 1)
+            if seen != "InProgress" { try await Task.sleep(for: .milliseconds(50)) }
+        }
+        #expect(seen == "InProgress", "the other process sees the job running")
+        let cancel = try await ExternalTools.run("curl", ["-s", map(1) + "/jobs/\(id)/cancel?f=json"])
+        #expect(cancel.stdout.contains("\"success\":true"), "\(cancel.stdout)")
+        var final = ""
+        for _ in 0..<100 where final != "Cancelled" {
+            final = try await status(id, 0)
+            if final != "Cancelled" { try await Task.sleep(for: .milliseconds(100)) }
+        }
+        #expect(final == "Cancelled", "the running process stopped the job")
+        #expect(try await status(id, 1) == "Cancelled")
+        for server in servers { #expect(await server.stop() == 0) }
     }
 
     /// PostgreSQL stops under a running server: requests get a 503 with a message (not a hang,

@@ -17,6 +17,9 @@ public struct ServerConfiguration: Sendable {
     /// How long result files are kept after they were written or last fetched, and identical
     /// synchronizeReplica requests are answered from the stored response.
     public var resultRetention: Duration
+    /// Where job records live (nil: in this process). Several processes serving one database
+    /// share a store there, so any of them answers a job's status.
+    public var jobStore: (any JobRecordStore)?
 
     public init(
         host: String = "127.0.0.1", port: Int = 8080, maxBodyBytes: Int = 64 << 20, tokens: TokenPolicy? = nil,

@@ -91,9 +91,9 @@ public struct FeatureServerResponder: HTTPResponder {
             case (1, "unRegisterReplica"): return try await replicas.unregisterReplica()
             case (1, "replicas"): return try await replicas.replicas()
             case (2, "replicas"): return try await replicas.replica(route[1])
-            case (2, "jobs"): return try replicas.job(route[1])
-            case (3, "jobs") where route[2] == "status": return try replicas.job(route[1])
-            case (3, "jobs") where route[2] == "cancel": return try replicas.cancelJob(route[1])
+            case (2, "jobs"): return try await replicas.job(route[1])
+            case (3, "jobs") where route[2] == "status": return try await replicas.job(route[1])
+            case (3, "jobs") where route[2] == "cancel": return try await replicas.cancelJob(route[1])
             case (2, "replicafiles"): return try replicas.resultFile(route[1])
             default: throw ServiceError.notFound(path)
             }

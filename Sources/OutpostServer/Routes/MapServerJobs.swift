@@ -18,14 +18,14 @@ struct MapServerJobs {
     /// nil when `route` is not one of these operations.
     func respond(_ route: [String]) async throws -> Response? {
         switch (route.count, route.first) {
-        case (1, "exportTiles"): return try exportTiles(estimateOnly: false)
-        case (1, "estimateExportTilesSize"): return try exportTiles(estimateOnly: true)
+        case (1, "exportTiles"): return try await exportTiles(estimateOnly: false)
+        case (1, "estimateExportTilesSize"): return try await exportTiles(estimateOnly: true)
         case (2, "jobs"):
-            return try status(route[1])
+            return try await status(route[1])
         case (3, "jobs") where route[2] == "status":
-            return try status(route[1])
+            return try await status(route[1])
         case (3, "jobs") where route[2] == "cancel":
-            guard services.jobs.cancel(route[1]) else { throw ServiceError.notFound("job \(route[1])") }
+            guard try await services.jobs.cancel(route[1]) else { throw ServiceError.notFound("job \(route[1])") }
             return writing.json(["success": true])
         case (2, "tilefiles"):
             guard let file = services.files.file(named: route[1]) else { throw ServiceError.notFound("file \(route[1]) (files are kept for a limited time)") }
@@ -35,9 +35,9 @@ struct MapServerJobs {
         }
     }
 
-    private func status(_ id: String) throws -> Response {
+    private func status(_ id: String) async throws -> Response {
         _ = try parameters.format()
-        guard let status = services.jobs.status(id) else { throw ServiceError.notFound("job \(id)") }
+        guard let status = try await services.jobs.status(id) else { throw ServiceError.notFound("job \(id)") }
         return writing.json(status)
     }
 
@@ -88,7 +88,7 @@ struct MapServerJobs {
             compressionQuality: try parameters.int("compressionQuality", range: 0...100).map(Double.init))
     }
 
-    private func exportTiles(estimateOnly: Bool) throws -> Response {
+    private func exportTiles(estimateOnly: Bool) async throws -> Response {
         _ = try parameters.format()
         let export = try exportParameters()
         let source = self.source, files = services.files, base = mapServerURL
@@ -107,7 +107,7 @@ struct MapServerJobs {
                 return ["resultUrl": .string("\(base)/tilefiles/\(name)"), "out_service_url": .string("\(base)/tilefiles/\(name)")]
             }
         }
-        let id = services.jobs.start(responseType: estimateOnly ? "esriEstimateExportTilesSize" : "esriExportTiles", work)
+        let id = try await services.jobs.start(responseType: estimateOnly ? "esriEstimateExportTilesSize" : "esriExportTiles", work)
         return writing.json(["jobId": .string(id), "jobStatus": "esriJobSubmitted", "statusUrl": .string("\(base)/jobs/\(id)")])
     }
 

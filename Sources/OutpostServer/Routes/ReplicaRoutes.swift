@@ -65,7 +65,7 @@ struct ReplicaRoutes {
             return .object(result)
         }
         if isAsync {
-            let id = services.jobs.start(responseType: "esriReplicaResponseTypeData", work)
+            let id = try await services.jobs.start(responseType: "esriReplicaResponseTypeData", work)
             return writing.json(["statusUrl": .string("\(serviceURL)/jobs/\(id)")])
         }
         let result = try await work()
@@ -222,7 +222,7 @@ struct ReplicaRoutes {
             return .object(response)
         }
         if isAsync {
-            let id = services.jobs.start(responseType: "esriReplicaResponseTypeEdits", work)
+            let id = try await services.jobs.start(responseType: "esriReplicaResponseTypeEdits", work)
             return writing.json(["statusUrl": .string("\(serviceURL)/jobs/\(id)")])
         }
         return try replay(try await work())
@@ -311,14 +311,14 @@ struct ReplicaRoutes {
 
     // MARK: - Jobs and files
 
-    func job(_ id: String) throws -> Response {
+    func job(_ id: String) async throws -> Response {
         _ = try parameters.format()
-        guard let status = services.jobs.status(id) else { throw ServiceError.notFound("job \(id)") }
+        guard let status = try await services.jobs.status(id) else { throw ServiceError.notFound("job \(id)") }
         return writing.json(status)
     }
 
-    func cancelJob(_ id: String) throws -> Response {
-        guard services.jobs.cancel(id) else { throw ServiceError.notFound("job \(id)") }
+    func cancelJob(_ id: String) async throws -> Response {
+        guard try await services.jobs.cancel(id) else { throw ServiceError.notFound("job \(id)") }
         return writing.json(["success": true])
     }
 

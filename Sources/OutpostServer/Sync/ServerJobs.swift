@@ -2,30 +2,102 @@ import Foundation
 import OutpostCore
 import Synchronization
 
-/// The server's asynchronous operations (`async=true` createReplica and synchronizeReplica), as
-/// ArcGIS shapes them: the request answers `{"statusUrl": …/jobs/<id>}` at once and the client
-/// polls that URL until `status` is `Completed` (with `resultUrl`) or `Failed`.
-///
-/// Jobs live in memory: a restarted server forgets them and their status URLs answer 404, which
-/// a client treats as a failed job and retries (every operation behind a job is idempotent or
-/// registers nothing until it succeeds).
-final class ServerJobs: Sendable {
-    struct Record: Sendable {
-        var id: String
-        var status: String
-        var responseType: String
-        var submissionTime: Int64
-        var lastUpdatedTime: Int64
-        var result: JSONValue?
-        var error: String?
-        var task: Task<Void, Never>?
+/// One server job as a status request reports it.
+public struct JobRecord: Sendable, Equatable {
+    public var id: String
+    public var status: String
+    public var responseType: String
+    public var submissionTime: Int64
+    public var lastUpdatedTime: Int64
+    public var result: JSONValue?
+    public var error: String?
+
+    public init(
+        id: String, status: String, responseType: String, submissionTime: Int64, lastUpdatedTime: Int64, result: JSONValue? = nil, error: String? = nil
+    ) {
+        self.id = id
+        self.status = status
+        self.responseType = responseType
+        self.submissionTime = submissionTime
+        self.lastUpdatedTime = lastUpdatedTime
+        self.result = result
+        self.error = error
     }
 
-    private let records = Mutex<[String: Record]>([:])
+    public var isRunning: Bool { status == "Pending" || status == "InProgress" }
+}
+
+/// Where job records live: in the server process (the default), or in a database shared by
+/// several server processes, so a status request or a cancel may reach any of them.
+public protocol JobRecordStore: Sendable {
+    func insert(_ record: JobRecord) async throws
+    /// Sets a job's status (and its result or error), stamping the update time.
+    func update(_ id: String, status: String, result: JSONValue?, error: String?) async throws
+    func record(_ id: String) async throws -> JobRecord?
+    /// Asks the process running a job to cancel it. Returns false for an unknown job.
+    func requestCancel(_ id: String) async throws -> Bool
+    func cancelRequested(_ id: String) async throws -> Bool
+    /// Forgets finished jobs last updated before `time` (epoch ms).
+    func sweep(finishedBefore time: Int64) async throws
+    /// Whether other processes can see the jobs (and so may ask for a cancel through the store).
+    var isShared: Bool { get }
+}
+
+/// Job records in this process's memory: a restarted server forgets them, and their status URLs
+/// answer 404, which a client treats as a failed job and retries (every operation behind a job
+/// is idempotent or registers nothing until it succeeds).
+public final class MemoryJobStore: JobRecordStore {
+    private let records = Mutex<[String: (record: JobRecord, cancel: Bool)]>([:])
+
+    public init() {}
+
+    public var isShared: Bool { false }
+
+    public func insert(_ record: JobRecord) async throws { records.withLock { $0[record.id] = (record, false) } }
+
+    public func update(_ id: String, status: String, result: JSONValue?, error: String?) async throws {
+        records.withLock { records in
+            guard var r = records[id]?.record else { return }
+            r.status = status
+            r.result = result ?? r.result
+            r.error = error ?? r.error
+            r.lastUpdatedTime = ServerJobs.now()
+            records[id]?.record = r
+        }
+    }
+
+    public func record(_ id: String) async throws -> JobRecord? { records.withLock { $0[id]?.record } }
+
+    public func requestCancel(_ id: String) async throws -> Bool {
+        records.withLock { records in
+            guard records[id] != nil else { return false }
+            records[id]?.cancel = true
+            return true
+        }
+    }
+
+    public func cancelRequested(_ id: String) async throws -> Bool { records.withLock { $0[id]?.cancel ?? false } }
+
+    public func sweep(finishedBefore time: Int64) async throws {
+        records.withLock { records in records = records.filter { $0.value.record.isRunning || $0.value.record.lastUpdatedTime >= time } }
+    }
+}
+
+/// The server's asynchronous operations (`async=true` createReplica and synchronizeReplica, tile
+/// exports), as ArcGIS shapes them: the request answers `{"statusUrl": …/jobs/<id>}` at once and
+/// the client polls that URL until `status` is `Completed` (with `resultUrl`) or `Failed`.
+///
+/// A job runs in the process that started it; its record is in the ``JobRecordStore``. With a
+/// shared store any process answers its status, and a cancel sent to another process reaches
+/// the running one through the store (it looks twice a second).
+final class ServerJobs: Sendable {
+    let store: any JobRecordStore
+    private let running = Mutex<[String: Task<Void, Never>]>([:])
     /// Finished jobs are forgotten after this long.
     let retention: Duration
 
-    init(retention: Duration = .seconds(3600)) {
+    init(store: any JobRecordStore = MemoryJobStore(), retention: Duration = .seconds(3600)) {
+        self.store = store
         self.retention = retention
     }
 
@@ -33,52 +105,47 @@ final class ServerJobs: Sendable {
 
     /// Starts `work` and returns the job id; `work` returns the job's result fields
     /// (`resultUrl`, `replicaID`, …).
-    func start(responseType: String, _ work: @escaping @Sendable () async throws -> JSONValue) -> String {
+    func start(responseType: String, _ work: @escaping @Sendable () async throws -> JSONValue) async throws -> String {
         let id = UUID().uuidString.replacingOccurrences(of: "-", with: "").lowercased()
         let now = Self.now()
-        sweep(now: now)
-        records.withLock { $0[id] = Record(id: id, status: "Pending", responseType: responseType, submissionTime: now, lastUpdatedTime: now) }
+        try await store.sweep(finishedBefore: now - retention.components.seconds * 1000)
+        try await store.insert(JobRecord(id: id, status: "Pending", responseType: responseType, submissionTime: now, lastUpdatedTime: now))
+        let store = self.store
         let task = Task { [self] in
-            update(id) { $0.status = "InProgress" }
+            try? await store.update(id, status: "InProgress", result: nil, error: nil)
+            let watcher = store.isShared ? Task { await Self.watchForCancel(id, store: store, self) } : nil
+            defer { watcher?.cancel() }
+            let outcome: (status: String, result: JSONValue?, error: String?)
             do {
-                let result = try await work()
-                update(id) {
-                    $0.status = "Completed"
-                    $0.result = result
-                }
-            } catch is CancellationError {
-                update(id) { $0.status = "Cancelled" }
+                outcome = ("Completed", try await work(), nil)
             } catch {
+                // A cancelled job may end with its own error (a job's cancellation, a rollback's).
                 let failure = ServiceError.from(error)
-                update(id) {
-                    $0.status = failure.status == 499 ? "Cancelled" : "Failed"
-                    $0.error = failure.message
-                }
+                outcome = error is CancellationError || Task.isCancelled || failure.status == 499 ? ("Cancelled", nil, nil) : ("Failed", nil, failure.message)
             }
+            // Written from a task of its own: this one may be cancelled, and a database store
+            // would refuse to run a query for it.
+            await Task { try? await store.update(id, status: outcome.status, result: outcome.result, error: outcome.error) }.value
+            _ = running.withLock { $0.removeValue(forKey: id) }
         }
-        records.withLock { $0[id]?.task = task }
+        running.withLock { $0[id] = task }
         return id
     }
 
-    private func update(_ id: String, _ change: (inout Record) -> Void) {
-        records.withLock { records in
-            guard var r = records[id] else { return }
-            change(&r)
-            r.lastUpdatedTime = Self.now()
-            records[id] = r
-        }
-    }
-
-    private func sweep(now: Int64) {
-        let limit = retention.components.seconds * 1000
-        records.withLock { records in
-            records = records.filter { ["Pending", "InProgress"].contains($0.value.status) || now - $0.value.lastUpdatedTime < limit }
+    /// Cancels a job here when another process asked for it through the shared store.
+    private static func watchForCancel(_ id: String, store: any JobRecordStore, _ jobs: ServerJobs) async {
+        while !Task.isCancelled {
+            try? await Task.sleep(for: .milliseconds(500))
+            if (try? await store.cancelRequested(id)) == true {
+                jobs.running.withLock { $0[id] }?.cancel()
+                return
+            }
         }
     }
 
     /// The ArcGIS status JSON of a job, nil when unknown.
-    func status(_ id: String) -> JSONValue? {
-        guard let r = records.withLock({ $0[id] }) else { return nil }
+    func status(_ id: String) async throws -> JSONValue? {
+        guard let r = try await store.record(id) else { return nil }
         var json: [String: JSONValue] = [
             "jobId": .string(r.id), "status": .string(r.status), "responseType": .string(r.responseType),
             "submissionTime": .integer(r.submissionTime), "lastUpdatedTime": .integer(r.lastUpdatedTime),
@@ -91,11 +158,14 @@ final class ServerJobs: Sendable {
         return .object(json)
     }
 
-    /// Asks a running job to stop. Returns false for an unknown job.
-    func cancel(_ id: String) -> Bool {
-        guard let task = records.withLock({ $0[id].map { $0.task } }) else { return false }
-        task?.cancel()
-        return true
+    /// Asks a running job to stop (here, or through the store in the process running it).
+    /// Returns false for an unknown job.
+    func cancel(_ id: String) async throws -> Bool {
+        if let task = running.withLock({ $0[id] }) {
+            task.cancel()
+            return true
+        }
+        return try await store.requestCancel(id)
     }
 }
 
@@ -159,7 +229,7 @@ final class SyncServices: Sendable {
         let directory = configuration.outputDirectory
             ?? FileManager.default.temporaryDirectory.appendingPathComponent("outpost-serve-\(ProcessInfo.processInfo.processIdentifier)-\(UUID().uuidString.prefix(8))")
         renderedTiles = directory.appendingPathComponent("rendered-tiles")
-        jobs = ServerJobs()
+        jobs = ServerJobs(store: configuration.jobStore ?? MemoryJobStore())
         files = ResultFiles(directory: directory, retention: configuration.resultRetention)
         replayRetention = configuration.resultRetention
     }

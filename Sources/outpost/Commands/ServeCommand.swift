@@ -28,6 +28,12 @@ struct ServeCommand: AsyncParsableCommand {
     @Option(help: "A token every request but /health must carry (token= or Authorization: Bearer).") var token: String?
     @Option(help: "A file of tokens, one per line: \"<token> [read|edit]\".") var tokens: String?
     @Option(help: "Largest request body in MB.") var maxBodyMb = 64
+    @Option(
+        help: """
+            Where replica files, synchronizeReplica answers and tile packages are written for download \
+            (default: a new temporary directory). Processes serving one database should share one.
+            """)
+    var outputDirectory: String?
 
     /// The database to serve from, if any.
     var database: String? {
@@ -44,7 +50,8 @@ struct ServeCommand: AsyncParsableCommand {
     }
 
     func run() async throws {
-        var configuration = ServerConfiguration(host: host, port: port, maxBodyBytes: maxBodyMb << 20)
+        var configuration = ServerConfiguration(
+            host: host, port: port, maxBodyBytes: maxBodyMb << 20, outputDirectory: outputDirectory.map { URL(fileURLWithPath: $0) })
         if let token { configuration.tokens = TokenPolicy(token: token) }
         if let tokens { configuration.tokens = try TokenPolicy(contentsOf: URL(fileURLWithPath: tokens)) }
         let services: ServiceDirectory
@@ -61,6 +68,8 @@ struct ServeCommand: AsyncParsableCommand {
                 let stored = try await PostgresServiceBackend.openAll(at: location, timeout: .seconds(databaseTimeout))
                 guard !stored.isEmpty || service != nil else { throw CLIFailure(message: "\(location) has no services; load one with: outpost service create --postgres") }
                 backends += stored
+                // Job status in the database: any process answers it.
+                configuration.jobStore = try await PostgresJobStore(location: location)
             }
             services = try ServiceDirectory(checking: backends, tileCaches: tileCaches)
             try await services.loadTileCaches()
@@ -145,15 +154,27 @@ struct ServiceCommand: AsyncParsableCommand {
             discussion: """
                 The schema gets the next version; replicas migrate at their next sync and keep their \
                 pending edits. Values uploaded later for a dropped field are kept in conflict records. \
-                Run it while the service is not being served (outpost serve reads the schema when it starts).
+                Run it on a GeoPackage service while it is not being served (outpost serve reads the \
+                schema when it starts). A service in PostgreSQL may be migrated while served: every \
+                server process reads the new schema at its next commit, replica read or schema request.
                 """)
-        @Argument(help: "The service GeoPackage.") var service: String
+        @Argument(help: "The service GeoPackage (with --postgres: the service's name in the database).") var service: String
         @Option(help: "The new service schema JSON.") var schema: String
+        @Option(help: "The service is in this PostgreSQL/PostGIS database (postgres://user@host[:port]/db).") var postgres: String?
         @Flag(help: "Allow dropping fields (their values stay in existing rows' history only).") var allowDrop = false
         @Flag(help: "Print the steps as JSON.") var json = false
 
         func run() async throws {
-            let backend = try SQLiteServiceBackend(url: URL(fileURLWithPath: service))
+            let backend: any FeatureServiceBackend & SyncBackend
+            if let postgres {
+                do {
+                    backend = try await PostgresServiceBackend.open(service: service, at: try PostgresLocation(url: postgres))
+                } catch let error as PostgresServiceError {
+                    throw CLIFailure(message: error.message)
+                }
+            } else {
+                backend = try SQLiteServiceBackend(url: URL(fileURLWithPath: service))
+            }
             let target = try ServiceSchema.load(from: URL(fileURLWithPath: schema))
             let steps: [SchemaChange]
             do {

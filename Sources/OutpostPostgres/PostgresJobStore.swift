@@ -1,0 +1,105 @@
+import Foundation
+import Logging
+import OutpostCore
+import OutpostServer
+import PostgresNIO
+
+/// Job records (async createReplica and synchronizeReplica, tile exports) in the database, so
+/// that with several server processes any of them answers a job's status and passes a cancel to
+/// the process running it. The job itself runs where it was started; its files go to the
+/// processes' output directory (give them a shared one: `outpost serve --output-directory`).
+public final class PostgresJobStore: JobRecordStore {
+    let client: PostgresClient
+    private let runner: Task<Void, Never>
+    let location: PostgresLocation
+    let logger = Logger(label: "outpost.postgres")
+
+    /// Connects (one small pool) after applying pending migrations.
+    public init(location: PostgresLocation) async throws {
+        try await PostgresServiceStore.withClient(location) { client in _ = try await PostgresServiceStore.migrate(client) }
+        self.location = location
+        var configuration = location.configuration
+        configuration.options.maximumConnections = 4
+        client = PostgresClient(configuration: configuration)
+        let client = self.client
+        runner = Task { await client.run() }
+    }
+
+    deinit { runner.cancel() }
+
+    public var isShared: Bool { true }
+
+    @discardableResult
+    private func run<T: Sendable>(_ body: @escaping @Sendable (PostgresClient) async throws -> T) async throws -> T {
+        do {
+            return try await body(client)
+        } catch let error as PSQLError {
+            throw PostgresServiceBackend.serviceError(error, location)
+        }
+    }
+
+    public func insert(_ record: JobRecord) async throws {
+        let logger = logger
+        try await run { client in
+            try await client.query(
+                """
+                INSERT INTO outpost_jobs (job_id, status, response_type, submission_time, last_updated_time)
+                VALUES (\(record.id), \(record.status), \(record.responseType), \(record.submissionTime), \(record.lastUpdatedTime))
+                """, logger: logger)
+        }
+    }
+
+    public func update(_ id: String, status: String, result: JSONValue?, error: String?) async throws {
+        let logger = logger, now = Int64(Date().timeIntervalSince1970 * 1000), result = result?.jsonString
+        try await run { client in
+            try await client.query(
+                """
+                UPDATE outpost_jobs SET status = \(status), last_updated_time = \(now),
+                  result = coalesce(\(result)::jsonb, result), error = coalesce(\(error), error)
+                WHERE job_id = \(id)
+                """, logger: logger)
+        }
+    }
+
+    public func record(_ id: String) async throws -> JobRecord? {
+        let logger = logger
+        return try await run { client in
+            for try await (status, type, submitted, updated, result, error) in try await client.query(
+                "SELECT status, response_type, submission_time, last_updated_time, result::text, error FROM outpost_jobs WHERE job_id = \(id)", logger: logger
+            ).decode((String, String, Int64, Int64, String?, String?).self) {
+                return JobRecord(
+                    id: id, status: status, responseType: type, submissionTime: submitted, lastUpdatedTime: updated,
+                    result: try result.map { try JSONValue.parse($0) }, error: error)
+            }
+            return nil
+        }
+    }
+
+    public func requestCancel(_ id: String) async throws -> Bool {
+        let logger = logger
+        return try await run { client in
+            for try await _ in try await client.query("UPDATE outpost_jobs SET cancel_requested = true WHERE job_id = \(id) RETURNING 1", logger: logger) {
+                return true
+            }
+            return false
+        }
+    }
+
+    public func cancelRequested(_ id: String) async throws -> Bool {
+        let logger = logger
+        return try await run { client in
+            for try await flag in try await client.query("SELECT cancel_requested FROM outpost_jobs WHERE job_id = \(id)", logger: logger).decode(Bool.self) {
+                return flag
+            }
+            return false
+        }
+    }
+
+    public func sweep(finishedBefore time: Int64) async throws {
+        let logger = logger
+        try await run { client in
+            try await client.query(
+                "DELETE FROM outpost_jobs WHERE status NOT IN ('Pending', 'InProgress') AND last_updated_time < \(time)", logger: logger)
+        }
+    }
+}
