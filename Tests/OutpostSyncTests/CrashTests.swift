@@ -13,11 +13,11 @@ import Testing
 /// uninterrupted run.
 @Suite("Crashes: processes killed mid-sync", .serialized)
 struct CrashTests {
-    @Test(.timeLimit(.minutes(5)))
-    func outpostSyncKilledAtEveryStep() async throws {
-        let expected = try await Scenario.reference()
+    @Test(.timeLimit(.minutes(5)), arguments: BackendKind.syncing)
+    func outpostSyncKilledAtEveryStep(kind: BackendKind) async throws {
+        let expected = try await Scenario.reference(kind)
         for point in ExactlyOnceTests.clientPoints {
-            let h = try await SyncHarness.start()
+            let h = try await SyncHarness.start(kind)
             let gdb = try await h.replica()
             try await Scenario.edit(h, gdb)
             let killed = try await ExternalTools.run(
