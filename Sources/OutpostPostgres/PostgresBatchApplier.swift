@@ -55,7 +55,7 @@ struct PostgresBatchApplier {
                 try await flush(&queue, &insertedAt, &results, &planner, edits)
             }
             if queue == nil { try await conn.query("SAVEPOINT batch_edit", logger: logger) }
-            let before = planner
+            let undo = planner.undoPoint(edit)
             do {
                 var plan = try planner.plan(edit)
                 try await run(&plan, &planner, layer, index, queue: &queue, insertedAt: &insertedAt)
@@ -64,7 +64,7 @@ struct PostgresBatchApplier {
                 for entry in plan.log { log.append(entry) }
                 results.append(plan.result)
             } catch let error as StorageError {
-                planner = before
+                planner.undo(undo)
                 if rollbackOnFailure { aborted = true } else { try await conn.query("ROLLBACK TO SAVEPOINT batch_edit", logger: logger) }
                 failed += 1
                 results.append(BatchPlanner.failure(edit, error))

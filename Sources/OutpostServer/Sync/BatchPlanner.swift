@@ -169,6 +169,18 @@ public struct BatchPlanner: Sendable {
     /// After the backend ran an insert step.
     public mutating func inserted(_ globalID: String, objectID: Int64) { objectIDs[globalID] = objectID }
 
+    /// What an edit's plan and steps may change in the planner (a feature's object id), to undo
+    /// when the edit fails. Cheaper than keeping a copy of the planner, whose tables a change
+    /// would copy whole for every edit.
+    public func undoPoint(_ edit: BatchEdit) -> (globalID: String, objectID: Int64?)? {
+        GlobalID.normalized(edit.globalId).map { ($0, objectIDs[$0]) }
+    }
+
+    public mutating func undo(_ point: (globalID: String, objectID: Int64?)?) {
+        guard let point else { return }
+        objectIDs[point.globalID] = point.objectID
+    }
+
     private mutating func planApplying(_ edit: BatchEdit) throws -> EditPlan {
         guard let gid = GlobalID.normalized(edit.globalId) else {
             throw StorageError(.invalidEdit, "\"\(edit.globalId.prefix(40))\" is not a global id", table: layer.name)

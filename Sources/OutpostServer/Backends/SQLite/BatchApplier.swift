@@ -48,14 +48,14 @@ struct BatchApplier {
                 do {
                     // With rollback on failure one bad edit rejects the batch, so edits need no
                     // savepoint of their own; without it each edit stands alone.
-                    let before = planner
+                    let undo = planner.undoPoint(edit)
                     do {
                         let plan = rollbackOnFailure ? try run(edit, &planner, table) : try conn.inSavepoint { try run(edit, &planner, table) }
                         applied += 1
                         log += plan.log
                         results.append(plan.result)
                     } catch {
-                        planner = before
+                        planner.undo(undo)
                         throw error
                     }
                 } catch {
