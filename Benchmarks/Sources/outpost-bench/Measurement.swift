@@ -111,3 +111,39 @@ func startServer(executable: String, arguments: [String]) throws -> (Process, St
     }
     return (server, String(decoding: line, as: UTF8.self).replacingOccurrences(of: "listening on ", with: ""))
 }
+
+/// Samples a live process's resident memory ten times a second, keeping the peaks of its
+/// anonymous memory (heap, stacks) and of its file-backed pages (SQLite's memory-mapped reads
+/// of the database, which the kernel may drop at any time) apart: VmHWM counts both.
+final class MemorySampler: @unchecked Sendable {
+    // @unchecked: the peaks are written by the sampling thread and read after `stop()` joins it.
+    private let pid: Int32
+    private var running = true
+    private var peakAnonKB = 0, peakFileKB = 0
+    private let done = DispatchSemaphore(value: 0)
+
+    init(pid: Int32) {
+        self.pid = pid
+        Thread.detachNewThread { [self] in
+            while running {
+                if let status = try? String(contentsOfFile: "/proc/\(pid)/status", encoding: .utf8) {
+                    for line in status.split(separator: "\n") {
+                        let parts = line.split(whereSeparator: { $0 == " " || $0 == "\t" })
+                        guard parts.count >= 2, let kb = Int(parts[1]) else { continue }
+                        if parts[0] == "RssAnon:" { peakAnonKB = max(peakAnonKB, kb) }
+                        if parts[0] == "RssFile:" { peakFileKB = max(peakFileKB, kb) }
+                    }
+                }
+                usleep(100_000)
+            }
+            done.signal()
+        }
+    }
+
+    /// Stops sampling; the peaks in MB.
+    func stop() -> (anonMB: Double, fileMB: Double) {
+        running = false
+        done.wait()
+        return (Double(peakAnonKB) / 1024, Double(peakFileKB) / 1024)
+    }
+}

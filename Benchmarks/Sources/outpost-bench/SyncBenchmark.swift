@@ -150,8 +150,12 @@ enum SyncBenchmark {
         let edits = try edit(a0, count: count)
         // The server's peak memory is counted from here (replica generation is not sync).
         if let serverPID { try? "5".write(toFile: "/proc/\(serverPID)/clear_refs", atomically: false, encoding: .utf8) }
+        let sampler = serverPID.map { MemorySampler(pid: $0) }
         let up = try measure([executable, "worker-sync", a0.path])
         let down = try measure([executable, "worker-sync", b0.path])
+        if let server = sampler?.stop() {
+            print("server during the syncs: peak anonymous memory \(format(server.anonMB)) MB, peak file-backed (mapped database pages) \(format(server.fileMB)) MB")
+        }
         return (edits, try reportedSeconds(up), try reportedSeconds(down), max(up.peakMemoryMB, down.peakMemoryMB), generateSeconds)
     }
 
