@@ -111,7 +111,8 @@ final class ServerJobs: Sendable {
         try await store.sweep(finishedBefore: now - retention.components.seconds * 1000)
         try await store.insert(JobRecord(id: id, status: "Pending", responseType: responseType, submissionTime: now, lastUpdatedTime: now))
         let store = self.store
-        let task = Task { [self] in
+        // Created and recorded under the lock: the task's own removal at its end waits for it.
+        running.withLock { running in running[id] = Task { [self] in
             try? await store.update(id, status: "InProgress", result: nil, error: nil)
             let watcher = store.isShared ? Task { await Self.watchForCancel(id, store: store, self) } : nil
             defer { watcher?.cancel() }
@@ -126,9 +127,8 @@ final class ServerJobs: Sendable {
             // Written from a task of its own: this one may be cancelled, and a database store
             // would refuse to run a query for it.
             await Task { try? await store.update(id, status: outcome.status, result: outcome.result, error: outcome.error) }.value
-            _ = running.withLock { $0.removeValue(forKey: id) }
-        }
-        running.withLock { $0[id] = task }
+            _ = self.running.withLock { $0.removeValue(forKey: id) }
+        } }
         return id
     }
 
