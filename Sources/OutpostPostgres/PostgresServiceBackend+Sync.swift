@@ -60,12 +60,27 @@ extension PostgresServiceBackend: SyncBackend {
     /// A replica's info with its ledger position; `lock` holds its row to the end of the transaction.
     static func replica(id: String, service: String, _ conn: PostgresConnection, lock: Bool = false, logger: Logger) async throws -> ReplicaInfo {
         let normalized = GlobalID.normalized(id) ?? id
+        let found = try await replicas(conn, service: service, filter: "AND r.replica_id = $2" + (lock ? " FOR UPDATE OF r" : ""), binds: [normalized], logger: logger)
+        guard let info = found.first else { throw ServiceError.notFound("replica \(id)") }
+        return info
+    }
+
+    /// Replicas of a service with their ledger position and the service's generation and
+    /// schema version, oldest first; `filter` narrows them (binds from $2).
+    static func replicas(_ conn: PostgresConnection, service: String, filter: String, binds extra: [String], logger: Logger) async throws -> [ReplicaInfo] {
+        var binds = PostgresBindings()
+        binds.append(service)
+        for value in extra { binds.append(value) }
         let rows = try await conn.query(
-            """
-            SELECT r.definition::text, r.replica_gen, r.last_seq, r.last_sync_at, s.generation, s.schema_version
-            FROM outpost_replicas r JOIN outpost_services s ON s.name = r.service
-            WHERE r.replica_id = \(normalized) AND r.service = \(service) \(unescaped: lock ? "FOR UPDATE OF r" : "")
-            """, logger: logger)
+            PostgresQuery(
+                unsafeSQL: """
+                    SELECT r.definition::text, r.replica_gen, r.last_seq, r.last_sync_at, s.generation, s.schema_version
+                    FROM outpost_replicas r JOIN outpost_services s ON s.name = r.service
+                    WHERE r.service = $1 \(filter)
+                    """ + (filter.contains("FOR UPDATE") ? "" : " ORDER BY r.created_at, r.replica_id"),
+                binds: binds),
+            logger: logger)
+        var out: [ReplicaInfo] = []
         for try await (definition, replicaGen, lastSeq, lastSync, generation, version) in rows.decode((String, Int64, Int64, Int64?, Int64, Int).self) {
             var info = try JSONValueDecoder().decode(ReplicaInfo.self, from: Data(definition.utf8))
             info.replicaServerGen = replicaGen
@@ -73,23 +88,15 @@ extension PostgresServiceBackend: SyncBackend {
             info.lastSyncDate = lastSync
             info.serviceGeneration = generation
             info.serviceSchemaVersion = version
-            return info
+            out.append(info)
         }
-        throw ServiceError.notFound("replica \(id)")
+        return out
     }
 
     public func replicas() async throws -> [ReplicaInfo] {
         let service = name, logger = logger
         return try await database { client in
-            try await client.withConnection { conn in
-                var ids: [String] = []
-                for try await id in try await conn.query(
-                    "SELECT replica_id FROM outpost_replicas WHERE service = \(service) ORDER BY created_at, replica_id", logger: logger
-                ).decode(String.self) { ids.append(id) }
-                var out: [ReplicaInfo] = []
-                for id in ids { out.append(try await Self.replica(id: id, service: service, conn, logger: logger)) }
-                return out
-            }
+            try await client.withConnection { conn in try await Self.replicas(conn, service: service, filter: "", binds: [], logger: logger) }
         }
     }
 

@@ -100,7 +100,7 @@ enum PostgresBenchmark {
         }
         for n in 1...3 {
             let urls = processes.prefix(n).map { $0.1 + "/arcgis/rest/services/bench/FeatureServer/0/query?objectIds=4242&outFields=*&f=json" }
-            let figures = try concurrentWrk(urls, connections: 64 / n)
+            let figures = try ServerBenchmark.wrk(urls, connections: 64 / n, threads: 1)
             let total = figures.reduce(0) { $0 + (Double($1[0]) ?? 0) }
             scaleRows.append(["\(n)", format(total), figures.map { $0[2] }.joined(separator: " / ")])
         }
@@ -131,28 +131,6 @@ enum PostgresBenchmark {
             best = min(best, Date().timeIntervalSince(start))
         }
         return best
-    }
-
-    /// `wrk` against each URL at the same time; each one's requests/s, p50 and p99.
-    static func concurrentWrk(_ urls: [String], connections: Int) throws -> [[String]] {
-        let runs = try urls.map { url -> (Process, Pipe) in
-            let process = Process()
-            process.executableURL = URL(fileURLWithPath: "/usr/bin/wrk")
-            process.arguments = ["-t1", "-c\(max(connections, 1))", "-d10s", "--latency", url]
-            let out = Pipe()
-            process.standardOutput = out
-            try process.run()
-            return (process, out)
-        }
-        return runs.map { process, out in
-            let lines = String(decoding: out.fileHandleForReading.readDataToEndOfFile(), as: UTF8.self)
-                .split(separator: "\n").map { $0.trimmingCharacters(in: .whitespaces) }
-            process.waitUntilExit()
-            func value(_ prefix: String) -> String {
-                lines.first { $0.hasPrefix(prefix) }.map { String($0.dropFirst(prefix.count)).trimmingCharacters(in: .whitespaces) } ?? "?"
-            }
-            return [value("Requests/sec:"), value("50%"), value("99%")]
-        }
     }
 
     static func dropDatabase(_ name: String, at server: PostgresLocation) {

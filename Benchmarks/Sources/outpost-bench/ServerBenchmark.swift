@@ -132,18 +132,29 @@ enum ServerBenchmark {
 
     /// Requests/s, p50 and p99 from `wrk -t2 -c64 -d10s --latency`.
     static func wrk(_ url: String) throws -> [String] {
-        let process = Process()
-        process.executableURL = URL(fileURLWithPath: "/usr/bin/wrk")
-        process.arguments = ["-t2", "-c64", "-d10s", "--latency", url]
-        let out = Pipe()
-        process.standardOutput = out
-        try process.run()
-        let lines = String(decoding: out.fileHandleForReading.readDataToEndOfFile(), as: UTF8.self)
-            .split(separator: "\n").map { $0.trimmingCharacters(in: .whitespaces) }
-        process.waitUntilExit()
-        func value(_ prefix: String) -> String {
-            lines.first { $0.hasPrefix(prefix) }.map { String($0.dropFirst(prefix.count)).trimmingCharacters(in: .whitespaces) } ?? "?"
+        try wrk([url], connections: 64, threads: 2)[0]
+    }
+
+    /// `wrk` against each URL at the same time (`connections` and `threads` each); each one's
+    /// requests/s, p50 and p99.
+    static func wrk(_ urls: [String], connections: Int, threads: Int) throws -> [[String]] {
+        let runs = try urls.map { url -> (Process, Pipe) in
+            let process = Process()
+            process.executableURL = URL(fileURLWithPath: "/usr/bin/wrk")
+            process.arguments = ["-t\(threads)", "-c\(max(connections, threads))", "-d10s", "--latency", url]
+            let out = Pipe()
+            process.standardOutput = out
+            try process.run()
+            return (process, out)
         }
-        return [value("Requests/sec:"), value("50%"), value("99%")]
+        return runs.map { process, out in
+            let lines = String(decoding: out.fileHandleForReading.readDataToEndOfFile(), as: UTF8.self)
+                .split(separator: "\n").map { $0.trimmingCharacters(in: .whitespaces) }
+            process.waitUntilExit()
+            func value(_ prefix: String) -> String {
+                lines.first { $0.hasPrefix(prefix) }.map { String($0.dropFirst(prefix.count)).trimmingCharacters(in: .whitespaces) } ?? "?"
+            }
+            return [value("Requests/sec:"), value("50%"), value("99%")]
+        }
     }
 }
