@@ -256,9 +256,7 @@ struct PostgresBatchApplier {
             } catch let error as StorageError {
                 if rollbackOnFailure { aborted = true } else { try await conn.query("ROLLBACK TO SAVEPOINT attachment_edit", logger: logger) }
                 failed += 1
-                results.append(BatchEditResult(
-                    globalId: edit.globalId, op: op, success: false,
-                    error: .init(code: error.code == .notFound ? EditResult.Code.notFound : EditResult.Code.invalidEdit, description: error.description)))
+                results.append(BatchPlanner.failure(globalID: edit.globalId, op: op, error))
             }
         }
         if !aborted { for log in logs.values { try await log.write(conn, logger: logger) } }

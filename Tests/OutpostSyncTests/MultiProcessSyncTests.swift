@@ -224,14 +224,17 @@ struct MultiProcessSyncTests {
         try await points.update((1...10).map { Feature(objectID: Int64($0), attributes: ["notes": .string("after the restart")]) })
 
         let faults = FaultInjector()
+        let outage = Outage()
         faults.onReach("client.afterSeal") {
             // Blocks the sync until PostgreSQL is down, then lets it run into the outage.
             let down = DispatchSemaphore(value: 0)
             Task {
-                try? await cluster.stopServer()
+                let stopped = (try? await cluster.stopServer()) != nil
+                outage.state.withLock { $0.stopped = stopped }
                 down.signal()
                 try? await Task.sleep(for: .seconds(3))
-                try? await cluster.startServer()
+                let started = (try? await cluster.startServer()) != nil
+                outage.state.withLock { $0.started = started }
             }
             down.wait()
         }
@@ -239,7 +242,7 @@ struct MultiProcessSyncTests {
         try job.start()
         let results = try await job.output
         #expect(results.allSatisfy { $0.checksumMatches == true })
-        #expect(faults.trace.contains("client.afterSeal"))
+        #expect(outage.state.withLock { $0.stopped && $0.started }, "PostgreSQL was stopped after the seal and started again during the sync")
         #expect(try await gdb.read { try $0.capturedChanges().count } == 0)
 
         let backend = try await service.reopened()
@@ -247,6 +250,11 @@ struct MultiProcessSyncTests {
         #expect(try await backend.count(layerID: 0, query: FeatureQuery(where: "notes = 'after the restart'")) == 10)
         try await backend.close()
         #expect(await server.stop() == 0)
+    }
+
+    /// Whether the restart test's outage happened (written by the task that stops and starts PostgreSQL).
+    final class Outage: Sendable {
+        let state = Mutex((stopped: false, started: false))
     }
 
     struct ChecksumMismatch: Error {}

@@ -391,11 +391,13 @@ public struct BatchPlanner: Sendable {
     private func forOrigin(_ gid: String) -> ChangeLogEntry { ChangeLogEntry(globalID: gid, op: "update", columns: [], toOrigin: true) }
 
     /// The result of an edit that failed (its savepoint, or the whole batch, rolled back).
-    public static func failure(_ edit: BatchEdit, _ error: Error) -> BatchEditResult {
-        let op: BatchEdit.Operation = edit.op
+    public static func failure(_ edit: BatchEdit, _ error: Error) -> BatchEditResult { failure(globalID: edit.globalId, op: edit.op, error) }
+
+    /// The result of a failed feature or attachment edit: not found, or an invalid edit.
+    public static func failure(globalID: String, op: BatchEdit.Operation, _ error: Error) -> BatchEditResult {
         let storage = error as? StorageError
         return BatchEditResult(
-            globalId: edit.globalId, op: op, success: false,
+            globalId: globalID, op: op, success: false,
             error: .init(code: storage?.code == .notFound ? EditResult.Code.notFound : EditResult.Code.invalidEdit, description: storage?.description ?? "\(error)"))
     }
 }

@@ -207,10 +207,7 @@ struct BatchApplier {
                 results.append(result)
             } catch {
                 failed += 1
-                let storage = error as? StorageError
-                results.append(BatchEditResult(
-                    globalId: edit.globalId, op: op, success: false,
-                    error: .init(code: storage?.code == .notFound ? EditResult.Code.notFound : EditResult.Code.invalidEdit, description: storage?.description ?? "\(error)")))
+                results.append(BatchPlanner.failure(globalID: edit.globalId, op: op, error))
             }
         }
         for (layerID, entries) in logged { try ServiceStore.log(conn, generation: generation, layerID: layerID, entries, origin: origin) }
