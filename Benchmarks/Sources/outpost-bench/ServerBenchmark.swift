@@ -43,7 +43,9 @@ enum ServerBenchmark {
     /// The server as a child process (its own CPU time and memory), printing its URL.
     static func serve(_ file: URL) async throws {
         let services = ServiceDirectory([try SQLiteServiceBackend(url: file)])
-        let app = OutpostApplication.make(services: services, configuration: ServerConfiguration(port: 0)) { url in
+        // BENCH_PORT: a fixed port, so replicas made for profiling by hand reach a restarted server.
+        let port = ProcessInfo.processInfo.environment["BENCH_PORT"].flatMap { Int($0) } ?? 0
+        let app = OutpostApplication.make(services: services, configuration: ServerConfiguration(port: port)) { url in
             FileHandle.standardOutput.write(Data("listening on \(url)\n".utf8))
         }
         try await app.runService()

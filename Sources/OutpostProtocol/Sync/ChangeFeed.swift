@@ -48,6 +48,80 @@ public struct FeedChange: Codable, Hashable, Sendable {
     }
 }
 
+// The feed's hot path reads and writes changes through `JSONValue` directly: the Codable
+// conformance above gives the same JSON, but a download of many thousand changes spends most of
+// its decoding time in the generic coder's containers.
+extension FeedChange {
+    /// A change from its parsed JSON, checked like the Codable decoding.
+    public init(json: JSONValue) throws {
+        guard case .object(let o) = json else { throw Self.invalid("a change is not an object") }
+        guard let text = o["kind"]?.stringValue, let kind = Kind(rawValue: text) else { throw Self.invalid("a change has no valid kind") }
+        guard let globalId = o["globalId"]?.stringValue else { throw Self.invalid("a change has no globalId") }
+        guard let generation = o["generation"]?.integerValue else { throw Self.invalid("change \(globalId) has no generation") }
+        self.init(kind: kind, globalId: globalId, generation: generation)
+        switch o["attributes"] {
+        case nil, .null?: break
+        case .object(let attributes)?: self.attributes = attributes
+        default: throw Self.invalid("the attributes of change \(globalId) are not an object")
+        }
+        if let geometry = o["geometry"], !geometry.isNull { self.geometry = geometry }
+        switch o["inserted"] {
+        case nil, .null?: break
+        case .bool(let b)?: inserted = b
+        default: throw Self.invalid("inserted of change \(globalId) is not a boolean")
+        }
+        if let list = o["attachments"], !list.isNull { attachments = try JSONValueDecoder().decode([AttachmentInfo].self, from: list) }
+    }
+
+    /// The change as JSON (what the Codable encoding gives).
+    public var json: JSONValue {
+        var o: [String: JSONValue] = ["kind": .string(kind.rawValue), "globalId": .string(globalId), "generation": .integer(generation)]
+        if let attributes { o["attributes"] = .object(attributes) }
+        if let geometry { o["geometry"] = geometry }
+        if let inserted { o["inserted"] = .bool(inserted) }
+        if let attachments {
+            o["attachments"] = .array(attachments.map { a in
+                var item: [String: JSONValue] = [
+                    "globalId": .string(a.globalId), "name": .string(a.name), "contentType": .string(a.contentType), "size": .integer(a.size),
+                    "sha256": .string(a.sha256),
+                ]
+                if let keywords = a.keywords { item["keywords"] = .string(keywords) }
+                return .object(item)
+            })
+        }
+        return .object(o)
+    }
+
+    private static func invalid(_ message: String) -> DecodingError {
+        DecodingError.dataCorrupted(DecodingError.Context(codingPath: [], debugDescription: message))
+    }
+}
+
+extension ChangePage {
+    /// A page from its parsed JSON (see ``FeedChange/init(json:)``).
+    public init(json: JSONValue) throws {
+        guard let layerId = json["layerId"]?.integerValue, let since = json["since"]?.integerValue, let upto = json["upto"]?.integerValue,
+            let list = json["changes"]?.arrayValue
+        else {
+            throw DecodingError.dataCorrupted(DecodingError.Context(codingPath: [], debugDescription: "not a change page (layerId, since, upto, changes)"))
+        }
+        let next = json["next"]
+        guard next == nil || next == .null || next?.stringValue != nil else {
+            throw DecodingError.dataCorrupted(DecodingError.Context(codingPath: [], debugDescription: "next is not a string"))
+        }
+        self.init(layerId: Int(layerId), since: since, upto: upto, changes: try list.map(FeedChange.init(json:)), next: next?.stringValue)
+    }
+
+    /// The page as JSON (what the Codable encoding gives).
+    public var json: JSONValue {
+        var o: [String: JSONValue] = [
+            "layerId": .integer(Int64(layerId)), "since": .integer(since), "upto": .integer(upto), "changes": .array(changes.map(\.json)),
+        ]
+        if let next { o["next"] = .string(next) }
+        return .object(o)
+    }
+}
+
 /// Per-layer content checksums of a replica's scope (`GET …/replicas/{replica}/checksums`).
 public struct ReplicaChecksums: Codable, Hashable, Sendable {
     public struct Layer: Codable, Hashable, Sendable {

@@ -80,12 +80,12 @@ struct NativeSyncRoutes {
             let page = try await sync.changes(
                 replicaID: route[1], layerID: layer, since: Int64(since), upto: Int64(upto), after: parameters["after"],
                 limit: try parameters.int("limit", range: 1...10_000) ?? 1000)
-            return try json(page)
+            return writing.json(page.json)
         case (.get, 3) where route[0] == "replicas" && route[2] == "snapshot":
             guard let layer = try parameters.int("layer") else { throw ServiceError.badParameter("layer", "give the layer id") }
             let page = try await sync.snapshot(
                 replicaID: route[1], layerID: layer, after: parameters["after"], limit: try parameters.int("limit", range: 1...10_000) ?? 1000)
-            return try json(page)
+            return writing.json(page.json)
         case (.get, 3) where route[0] == "replicas" && route[2] == "checksums":
             let info = try await sync.replica(id: route[1])
             let layers = try parameters.integers("layers")?.map { Int($0) } ?? info.layers.map(\.id)

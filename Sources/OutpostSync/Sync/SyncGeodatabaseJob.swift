@@ -264,6 +264,26 @@ public struct SyncGeodatabaseJob: JobDefinition {
         }
     }
 
+    /// One page of a layer's change feed.
+    private func changePage(
+        _ state: ReplicaState, layer: Int, since: Int64, upto: Int64, after: String?, _ connection: ServiceConnection
+    ) async throws -> ChangePage {
+        var query = [("layer", String(layer)), ("since", String(since)), ("upto", String(upto)), ("limit", "1000")]
+        if let after { query.append(("after", after)) }
+        let reply = try await connection.send(.GET, connection.url(connection.nativeURL, "replicas/\(state.replicaID)/changes", query: query))
+        guard reply.status == 200 else { throw ServiceConnection.failure(reply, url: connection.nativeURL) }
+        return try decodePage(reply.body)
+    }
+
+    /// A change-feed page, read without the generic decoder (see ``FeedChange/init(json:)``).
+    private func decodePage(_ data: Data) throws -> ChangePage {
+        do {
+            return try ChangePage(json: JSONValue.parse(data))
+        } catch {
+            throw SyncError(.invalidResponse, "the server's change page is not readable: \(error)")
+        }
+    }
+
     private func decode<T: Decodable>(_ type: T.Type, _ data: Data) throws -> T {
         do {
             return try JSONValueDecoder().decode(type, from: data)
@@ -377,20 +397,23 @@ public struct SyncGeodatabaseJob: JobDefinition {
         while index < layers.count {
             let layer = layers[index]
             let since = state.cursor(forLayer: layer.id)
-            while since < upto {
-                var query = [("layer", String(layer.id)), ("since", String(since)), ("upto", String(upto)), ("limit", "1000")]
-                if let after { query.append(("after", after)) }
-                let reply = try await connection.send(.GET, connection.url(connection.nativeURL, "replicas/\(state.replicaID)/changes", query: query))
-                guard reply.status == 200 else { throw ServiceConnection.failure(reply, url: connection.nativeURL) }
-                let page = try decode(ChangePage.self, reply.body)
-                try await stage(page.changes, layerID: layer.id)
-                try faults.check("client.afterStage")
-                staged += Int64(page.changes.count)
-                if page.next == nil { context.log("staged \(staged) changes of \(layer.table)") }
-                context.reportProgress("changes downloaded", done: staged, total: nil)
-                after = page.next
-                try await save()
-                if after == nil { break }
+            if since < upto {
+                // The next page is requested before this one is staged, so the server reads it
+                // while the replica writes (only the cursor of a staged page is checkpointed).
+                var page = try await changePage(state, layer: layer.id, since: since, upto: upto, after: after, connection)
+                while true {
+                    let next = page.next
+                    async let following: ChangePage? = next == nil ? nil : changePage(state, layer: layer.id, since: since, upto: upto, after: next, connection)
+                    try await stage(page.changes, layerID: layer.id)
+                    try faults.check("client.afterStage")
+                    staged += Int64(page.changes.count)
+                    if page.next == nil { context.log("staged \(staged) changes of \(layer.table)") }
+                    context.reportProgress("changes downloaded", done: staged, total: nil)
+                    after = page.next
+                    try await save()
+                    guard let nextPage = try await following else { break }
+                    page = nextPage
+                }
             }
             index += 1
             after = nil
@@ -452,7 +475,6 @@ public struct SyncGeodatabaseJob: JobDefinition {
     /// a thousand at a time and content streams to disk: nothing large is held in memory.
     private func downloadContent(_ layers: [ReplicaState.Layer], into directory: URL, _ connection: ServiceConnection, _ context: JobContext) async throws {
         try FileManager.default.createDirectory(at: directory, withIntermediateDirectories: true)
-        let decoder = JSONValueDecoder()
         for layer in layers {
             var after = ""
             while true {
@@ -460,7 +482,7 @@ public struct SyncGeodatabaseJob: JobDefinition {
                 let rows = try await geodatabase.read { conn in try conn.stagedRows(layerID: layerID, after: from, limit: 1000) }
                 guard let last = rows.last else { break }
                 after = last.globalID
-                let wanted = try rows.compactMap { $0.row }.flatMap { try decoder.decode(FeedChange.self, from: Data($0.utf8)).attachments ?? [] }
+                let wanted = try rows.compactMap { $0.row }.flatMap { try FeedChange(json: JSONValue.parse($0)).attachments ?? [] }
                 guard !wanted.isEmpty else { continue }
                 let ids = wanted.map(\.globalId)
                 let local = try await geodatabase.read { conn in Set(try conn.attachmentRecords(globalIDs: ids).keys) }
@@ -513,8 +535,7 @@ public struct SyncGeodatabaseJob: JobDefinition {
 
     private func stage(_ changes: [FeedChange], layerID: Int) async throws {
         guard !changes.isEmpty else { return }
-        let encoder = JSONValueEncoder()
-        let rows = try changes.map { ($0, try encoder.encode($0).jsonString) }
+        let rows = changes.map { ($0, $0.json.jsonString) }
         try await geodatabase.write { conn in
             for (change, row) in rows {
                 try conn.stage(layerID: layerID, globalID: change.globalId, kind: change.kind.rawValue, generation: change.generation, row: row)
@@ -531,18 +552,20 @@ public struct SyncGeodatabaseJob: JobDefinition {
         }
         var applier = try DownloadApplier(conn: conn, layer: layer, contentDirectory: contentDirectory)
         var after = ""
-        let decoder = JSONValueDecoder()
-        while true {
-            let rows = try conn.stagedRows(layerID: layerID, after: after, limit: 1000)
-            guard let last = rows.last else { break }
-            let changes = try rows.map { row -> FeedChange in
-                if let text = row.row { return try decoder.decode(FeedChange.self, from: Data(text.utf8)) }
-                return FeedChange(kind: FeedChange.Kind(rawValue: row.kind) ?? .leave, globalId: row.globalID, generation: row.generation)
+        // gpkg_contents is brought up to date once, after the last chunk, not once per feature.
+        try conn.deferringContentsUpdates {
+            while true {
+                let rows = try conn.stagedRows(layerID: layerID, after: after, limit: 1000)
+                guard let last = rows.last else { break }
+                let changes = try rows.map { row -> FeedChange in
+                    if let text = row.row { return try FeedChange(json: JSONValue.parse(text)) }
+                    return FeedChange(kind: FeedChange.Kind(rawValue: row.kind) ?? .leave, globalId: row.globalID, generation: row.generation)
+                }
+                try applier.apply(changes)
+                after = last.globalID
             }
-            try applier.apply(changes)
-            after = last.globalID
+            if deleteAbsent { try applier.deleteAbsent(stagedLayerID: layerID) }
         }
-        if deleteAbsent { try applier.deleteAbsent(stagedLayerID: layerID) }
         return applier.counts
     }
 
@@ -553,13 +576,16 @@ public struct SyncGeodatabaseJob: JobDefinition {
         guard !layers.isEmpty else { return }
         let ids = layers.map { String($0.id) }.joined(separator: ",")
         context.log("verifying")
+        // The replica's checksums are computed while the server computes its own.
+        async let computed = localChecksums(layers)
         let reply = try await connection.send(.GET, connection.url(connection.nativeURL, "replicas/\(state.replicaID)/checksums", query: [("layers", ids)]))
         context.log("server checksums received")
         guard reply.status == 200 else { throw ServiceConnection.failure(reply, url: connection.nativeURL) }
         let server = try decode(ReplicaChecksums.self, reply.body)
-        for layer in layers {
+        let locals = try await computed
+        for (layer, localSum) in zip(layers, locals) {
             guard let expected = server.layers.first(where: { $0.id == layer.id }) else { continue }
-            guard let local = try await localChecksum(layer) else {
+            guard let local = localSum else {
                 context.log("\(layer.table) was edited during the sync; its checksum is checked next time")
                 continue
             }
@@ -583,6 +609,12 @@ public struct SyncGeodatabaseJob: JobDefinition {
         }
     }
 
+    private func localChecksums(_ layers: [ReplicaState.Layer]) async throws -> [FeatureDigest.Accumulator?] {
+        var sums: [FeatureDigest.Accumulator?] = []
+        for layer in layers { sums.append(try await localChecksum(layer)) }
+        return sums
+    }
+
     /// The layer's checksum, nil when it has pending edits (it cannot match until they upload).
     private func localChecksum(_ layer: ReplicaState.Layer) async throws -> FeatureDigest.Accumulator? {
         try await geodatabase.read { conn in
@@ -602,7 +634,7 @@ public struct SyncGeodatabaseJob: JobDefinition {
             if let after { query.append(("after", after)) }
             let reply = try await connection.send(.GET, connection.url(connection.nativeURL, "replicas/\(state.replicaID)/snapshot", query: query))
             guard reply.status == 200 else { throw ServiceConnection.failure(reply, url: connection.nativeURL) }
-            let page = try decode(ChangePage.self, reply.body)
+            let page = try decodePage(reply.body)
             try await stage(page.changes, layerID: layer.id)
             after = page.next
         } while after != nil
