@@ -211,9 +211,20 @@ extension PostgresServiceBackend: SyncBackend {
                 changed.append((gid, generation, others == 0, inserted, deleted))
             }
             var inScope: [String: Feature] = [:]
-            if !changed.isEmpty, var query = ReplicaScope(info: info, schema: schema).query(layerInfo, layer: layer.definition) {
-                query.globalIDs = changed.map(\.gid)
-                for feature in try await Self.features(conn, layer, query, logger: logger) { inScope[feature.globalID!] = feature }
+            if !changed.isEmpty, let query = ReplicaScope(info: info, schema: schema).query(layerInfo, layer: layer.definition) {
+                // Whole rows only for features someone else changed; of the replica's own
+                // changes only whether each feature is still in scope matters.
+                for wholeRows in [true, false] {
+                    let gids = changed.filter { $0.echo != wholeRows }.map(\.gid)
+                    guard !gids.isEmpty else { continue }
+                    var q = query
+                    q.globalIDs = gids
+                    if !wholeRows {
+                        q.outFields = []
+                        q.returnGeometry = false
+                    }
+                    for feature in try await Self.features(conn, layer, q, logger: logger) { inScope[feature.globalID!] = feature }
+                }
             }
             let fields = layer.definition.fields.filter { $0.type != .oid }
             let attachments = info.attachmentsSyncDirection == .bidirectional && layer.definition.hasAttachments

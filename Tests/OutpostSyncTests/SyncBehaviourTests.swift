@@ -269,4 +269,32 @@ struct SyncBehaviourTests {
         try await h.expectConverged(gdb, table: "inspection_points", layerID: 0)
         try await h.stop()
     }
+
+    /// A download rewrites a feature's geometry (and so its R-tree entry) only when the server
+    /// changed it: an attribute edit leaves the geometry column alone.
+    @Test(.timeLimit(.minutes(2)), arguments: BackendKind.syncing)
+    func unchangedGeometriesAreNotRewritten(kind: BackendKind) async throws {
+        let h = try await SyncHarness.start(kind)
+        let gdb = try await h.replica("geometry-writes", layers: [0])
+        try await gdb.write { conn in
+            try conn.execute("CREATE TABLE geometry_writes (fid INTEGER)")
+            try conn.execute(
+                "CREATE TRIGGER count_geometry_writes AFTER UPDATE OF geom ON inspection_points BEGIN INSERT INTO geometry_writes VALUES (NEW.objectid); END")
+        }
+        func writes() async throws -> Int64 {
+            try await gdb.read { conn in try conn.query("SELECT count(*) FROM geometry_writes").first?[0].integerValue ?? -1 }
+        }
+        let features = try await h.service.backend.features(layerID: 0, query: FeatureQuery(where: "objectid > 0")).prefix(2).map { $0 }
+        let status: FieldValue = features[0].attributes["status"] == .string("closed") ? .string("open") : .string("closed")
+        try await h.serverEdit(layer: 0, updates: [Feature(objectID: features[0].objectID, attributes: ["status": status])])
+        try await h.sync(gdb)
+        #expect(try await SyncHarness.localRows(gdb, "inspection_points")[features[0].globalID!]?.attributes["status"] == status)
+        #expect(try await writes() == 0, "an attribute edit does not touch the geometry")
+        try await h.serverEdit(layer: 0, updates: [Feature(objectID: features[1].objectID, geometry: try point(-122.66, 45.51))])
+        try await h.sync(gdb)
+        #expect(try await writes() == 1, "a moved feature is written once")
+        #expect(try await SyncHarness.localRows(gdb, "inspection_points")[features[1].globalID!]?.geometry == (try point(-122.66, 45.51)))
+        try await h.expectConverged(gdb, table: "inspection_points", layerID: 0)
+        try await h.stop()
+    }
 }

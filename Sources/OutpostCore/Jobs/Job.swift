@@ -309,6 +309,8 @@ public final class Job<Definition: JobDefinition>: Sendable {
             return s.waiters
         }
         if case .success = result { log("succeeded") }
+        // A job may have streamed millions of rows: what it freed goes back to the system.
+        FreedMemory.release()
         save()
         statusChanged()
         progressBroadcast.send(progress)

@@ -207,6 +207,7 @@ public final class FeatureImporter {
             }
         }
         entries = []
+        FreedMemory.release()
         for sql in savedTriggers {
             do {
                 try db.execute(sql: sql)

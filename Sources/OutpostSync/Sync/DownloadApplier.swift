@@ -72,10 +72,14 @@ struct DownloadApplier {
         let gids = changes.map(\.globalId)
         let pending = try conn.pendingColumns(table: layer.name, globalIDs: gids)
         var local: [String: Int64] = [:]
-        var query = FeatureQuery(returnGeometry: false)
+        var localGeometry: [String: Geometry] = [:]
+        var query = FeatureQuery(returnGeometry: layer.isSpatial)
         query.globalIDs = gids
         query.outFields = []
-        try table.forEach(matching: query, in: conn) { local[$0.globalID!] = $0.objectID! }
+        try table.forEach(matching: query, in: conn) { feature in
+            local[feature.globalID!] = feature.objectID!
+            if let geometry = feature.geometry { localGeometry[feature.globalID!] = geometry }
+        }
         let attachments = try localAttachments(changes)
         for change in changes {
             let protected = pending[change.globalId] ?? []
@@ -101,12 +105,15 @@ struct DownloadApplier {
                 }
                 let geometryJSON = change.geometry ?? .null
                 let setGeometry = layer.isSpatial && !protected.contains(layer.geometryColumn)
-                if setGeometry, !geometryJSON.isNull { feature.geometry = try EsriJSON.decodeGeometry(geometryJSON) }
+                let geometry = setGeometry && !geometryJSON.isNull ? try EsriJSON.decodeGeometry(geometryJSON) : nil
                 if let existing {
                     feature.objectID = existing
                     feature.globalID = nil
+                    // An unchanged geometry stays out of the UPDATE: writing it again would
+                    // delete and re-insert the feature's R-tree entry for nothing.
+                    if let geometry, geometry != localGeometry[change.globalId] { feature.geometry = geometry }
                     if !feature.attributes.isEmpty || feature.geometry != nil { try table.update([feature], in: conn) }
-                    if setGeometry, geometryJSON.isNull {
+                    if setGeometry, geometryJSON.isNull, localGeometry[change.globalId] != nil {
                         try conn.execute(
                             "UPDATE \(Self.quoted(layer.name)) SET \(Self.quoted(layer.geometryColumn)) = NULL WHERE \(Self.quoted(layer.objectIDField)) = ?",
                             arguments: [.integer(existing)])
@@ -115,6 +122,7 @@ struct DownloadApplier {
                     counts.updates += 1
                     if let list = change.attachments { try syncAttachments(list, feature: existing, globalID: change.globalId, attachments) }
                 } else {
+                    feature.geometry = geometry
                     let added = try table.add([feature], in: conn)[0]
                     counts.inserts += 1
                     if let list = change.attachments, let id = added.objectID { try syncAttachments(list, feature: id, globalID: change.globalId, attachments) }

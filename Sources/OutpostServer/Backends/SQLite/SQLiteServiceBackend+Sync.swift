@@ -172,9 +172,22 @@ extension SQLiteServiceBackend: SyncBackend {
             let scope = ReplicaScope(info: info, schema: schema)
             var inScope: [String: Feature] = [:]
             if !rows.isEmpty, let query = scope.query(layerInfo, layer: layer) {
-                var q = query
-                q.globalIDs = rows.map { $0[0].textValue! }
-                try conn.geodatabase.table(id: layerID).forEach(matching: q, in: conn) { inScope[$0.globalID!] = $0 }
+                // Whole rows only for features someone else changed; of the replica's own
+                // changes only whether each feature is still in scope matters (after a large
+                // upload, nearly every row of the window is its own).
+                let table = try conn.geodatabase.table(id: layerID)
+                let (own, others) = rows.reduce(into: ([String](), [String]())) { lists, row in
+                    if (row[2].integerValue ?? 0) == 0 { lists.0.append(row[0].textValue!) } else { lists.1.append(row[0].textValue!) }
+                }
+                for (gids, wholeRows) in [(others, true), (own, false)] where !gids.isEmpty {
+                    var q = query
+                    q.globalIDs = gids
+                    if !wholeRows {
+                        q.outFields = []
+                        q.returnGeometry = false
+                    }
+                    try table.forEach(matching: q, in: conn) { inScope[$0.globalID!] = $0 }
+                }
             }
             let fields = layer.fields.filter { $0.type != .oid }
             let attachments = info.attachmentsSyncDirection == .bidirectional && layer.hasAttachments
