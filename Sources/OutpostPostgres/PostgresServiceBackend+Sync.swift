@@ -117,7 +117,7 @@ extension PostgresServiceBackend: SyncBackend {
         binds.append(id)
         binds.append(seq)
         guard let row = try await rows("SELECT result FROM outpost_batch_ledger WHERE replica_id = $1 AND seq = $2", binds).first else { return nil }
-        var result = try JSONValueDecoder().decode(BatchResult.self, from: Data(try row.decode(String.self).utf8))
+        var result = try BatchResult(json: JSONValue.parse(try row.decode(String.self)))
         result.replayed = true
         return result
     }
@@ -136,7 +136,7 @@ extension PostgresServiceBackend: SyncBackend {
                 guard storedHash == hash else {
                     throw ServiceError(409, "batch \(batch.seq) of replica \(replicaID) was already applied with different content", details: ["expectedSeq: \(info.lastSeq + 1)"])
                 }
-                var result = try JSONValueDecoder().decode(BatchResult.self, from: Data(text.utf8))
+                var result = try BatchResult(json: JSONValue.parse(text))
                 result.replayed = true
                 return result
             }
@@ -172,7 +172,7 @@ extension PostgresServiceBackend: SyncBackend {
             if batch.rollbackOnFailure, applier.failed > 0 { throw BatchRejected(result: result) }
             if applier.applied > 0 { try await PostgresChangeLog.setGeneration(conn, service: service, generation, logger: logger) }
             result.replayed = nil
-            let text = try JSONValueEncoder().encode(result).jsonString
+            let text = result.json.jsonString
             try await conn.query(
                 """
                 INSERT INTO outpost_batch_ledger (replica_id, seq, batch_id, hash, result, generation)

@@ -209,7 +209,7 @@ struct SyncCommandTests {
 
         /// Runs `outpost` and returns its peak anonymous (heap) memory and its peak resident set in
         /// MB, sampled from /proc every 10 ms. The resident set also counts pages of the GeoPackage
-        /// that SQLite maps (at most its mmap_size, 256 MB) — file pages the kernel drops at will —
+        /// that SQLite maps (at most its mmap_size, 128 MB) — file pages the kernel drops at will —
         /// so the bound is asserted on the heap.
         func peakMB(_ arguments: [String]) async throws -> (heap: Double, resident: Double) {
             let run = try await ExternalTools.run(ExternalTools.python, ["-c", """

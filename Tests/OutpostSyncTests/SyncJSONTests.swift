@@ -100,4 +100,23 @@ struct SyncJSONTests {
         #expect(throws: DecodingError.self) { try UploadBatch.decode(Data(text.utf8)) }
         #expect(throws: (any Error).self) { try JSONValueDecoder().decode(UploadBatch.self, from: Data(text.utf8)) }
     }
+
+    @Test func batchResultsMatchCodable() throws {
+        let conflict = ConflictRecord(
+            id: 3, layerId: 0, globalId: "{2}", kind: .updateUpdate, columns: ["n"], base: ["n": .integer(1)], ours: ["n": .integer(2)], theirs: ["n": .integer(3)],
+            policy: "serverWins", winner: "theirs", replicaId: "{R}", seq: 4, generation: 9, oursEditedAt: "2026-11-22T10:00:00Z", state: "open")
+        var result = BatchResult(seq: 4, batchId: "{B}", generation: 9, layers: [
+            BatchLayerResult(id: 0, results: [
+                BatchEditResult(globalId: "{1}", op: .insert, success: true, objectId: 12),
+                BatchEditResult(globalId: "{2}", op: .update, success: true, objectId: 13, resolution: "conflict", conflicts: [conflict]),
+                BatchEditResult(globalId: "{3}", op: .delete, success: false, error: EditResult.Failure(code: 1018, description: "no feature \"{3}\"")),
+            ])
+        ], replayed: true)
+        result.attachments = [BatchEditResult(globalId: "{A}", op: .insert, success: true)]
+        for value in [result, BatchResult(seq: 1, batchId: "{B}", generation: nil, layers: [])] {
+            #expect(value.json == (try JSONValueEncoder().encode(value)))
+            #expect(try BatchResult(json: value.json) == value)
+        }
+        #expect(throws: DecodingError.self) { try BatchResult(json: JSONValue.parse(#"{"seq":1,"batchId":"{B}","layers":[{"id":0,"results":[{"globalId":"{1}","op":"insert"}]}]}"#)) }
+    }
 }

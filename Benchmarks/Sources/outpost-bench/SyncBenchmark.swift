@@ -59,6 +59,23 @@ enum SyncBenchmark {
         return updates + deletes + inserts
     }
 
+    /// The floor of one apply (a worker process): the same edits made on a copy of the replica
+    /// before them, through the API and the GeoPackage R-tree triggers, with change capture
+    /// removed. A round trip applies them twice: on the server and on the downloading replica.
+    static func applyFloor(base: URL, copy: URL, count: Int) throws -> Double {
+        Geodatabase.removeFiles(at: copy)
+        try FileManager.default.copyItem(at: base, to: copy)
+        defer { Geodatabase.removeFiles(at: copy) }
+        let gdb = try Geodatabase.open(at: copy)
+        try gdb.write { conn in
+            for name in ["insert", "update", "delete", "globalid_immutable"] { try conn.execute("DROP TRIGGER outpost_points_\(name)") }
+        }
+        try gdb.close()
+        let started = Date()
+        _ = try edit(copy, count: count)
+        return Date().timeIntervalSince(started)
+    }
+
     /// One sync of `replica` (a worker process): prints the seconds.
     static func syncOnce(replica: URL) async throws -> Double {
         let gdb = try Geodatabase.open(at: replica)
@@ -120,6 +137,9 @@ enum SyncBenchmark {
             workDirectory.appendingPathComponent("geodiff.bin").path,
         ])
         let geodiffSeconds = try reportedSeconds(geodiff)
+        let floor = try reportedSeconds(try measure([
+            executable, "worker-sync-floor", base.path, workDirectory.appendingPathComponent("sync-floor.gpkg").path, String(count),
+        ]))
         let total = uploadBest + downloadBest
         printTable(
             "Sync round trip: \(edits) edits of a \(count)-feature layer (10% updated, 1% deleted, 5% inserted), loopback HTTP",
@@ -129,7 +149,9 @@ enum SyncBenchmark {
                 ["Outpost download (feed, stage, apply, verify)", format(downloadBest, 3), format(Double(edits) / downloadBest), ""],
                 ["Outpost end to end", format(total, 3), format(Double(edits) / total), format(serverPeak) + " server"],
                 ["pygeodiff create_changeset + apply_changeset", format(geodiffSeconds, 3), format(Double(edits) / geodiffSeconds), format(geodiff.peakMemoryMB)],
+                ["floor: the edits applied once (API, R-tree, no capture)", format(floor, 3), format(Double(edits) / floor), ""],
             ])
+        print("a round trip applies the edits twice (server, replica): 2 x floor = \(format(2 * floor, 3)) s = \(format(geodiffSeconds / (2 * floor), 2))x pygeodiff")
         print("end to end: \(format(geodiffSeconds / total, 2))x pygeodiff (target ≥ 2x); replica generation of \(count) features: \(format(generateSeconds, 2)) s")
     }
 

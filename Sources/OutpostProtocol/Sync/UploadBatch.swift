@@ -290,3 +290,51 @@ extension BatchEdit {
         return .object(o)
     }
 }
+
+extension BatchResult {
+    public init(json: JSONValue) throws {
+        let o = try BatchJSON(json, "the batch result")
+        self.init(
+            seq: try o.integer("seq"), batchId: try o.string("batchId"), generation: try o.optionalInteger("generation"),
+            layers: try o.array("layers").map(BatchLayerResult.init(json:)))
+        if !o.absent("replayed") { replayed = try o.bool("replayed") }
+        if !o.absent("attachments") { attachments = try o.array("attachments").map(BatchEditResult.init(json:)) }
+    }
+
+    public var json: JSONValue {
+        var o: [String: JSONValue] = ["seq": .integer(seq), "batchId": .string(batchId), "layers": .array(layers.map(\.json))]
+        if let generation { o["generation"] = .integer(generation) }
+        if let replayed { o["replayed"] = .bool(replayed) }
+        if let attachments { o["attachments"] = .array(attachments.map(\.json)) }
+        return .object(o)
+    }
+}
+
+extension BatchLayerResult {
+    public init(json: JSONValue) throws {
+        let o = try BatchJSON(json, "a layer result")
+        self.init(id: Int(try o.integer("id")), results: try o.array("results").map(BatchEditResult.init(json:)))
+    }
+
+    public var json: JSONValue { .object(["id": .integer(Int64(id)), "results": .array(results.map(\.json))]) }
+}
+
+extension BatchEditResult {
+    public init(json: JSONValue) throws {
+        let o = try BatchJSON(json, "an edit result")
+        guard let op = BatchEdit.Operation(rawValue: try o.string("op")) else { throw BatchJSON.invalid("an edit result has an unknown op") }
+        self.init(globalId: try o.string("globalId"), op: op, success: try o.bool("success"), objectId: try o.optionalInteger("objectId"), resolution: try o.optionalString("resolution"))
+        // Failures and conflict records are rare and nested: the generic decoder reads them.
+        if let value = o.object["error"], value != .null { error = try JSONValueDecoder().decode(EditResult.Failure.self, from: value) }
+        if let value = o.object["conflicts"], value != .null { conflicts = try JSONValueDecoder().decode([ConflictRecord].self, from: value) }
+    }
+
+    public var json: JSONValue {
+        var o: [String: JSONValue] = ["globalId": .string(globalId), "op": .string(op.rawValue), "success": .bool(success)]
+        if let objectId { o["objectId"] = .integer(objectId) }
+        if let resolution { o["resolution"] = .string(resolution) }
+        if let error { o["error"] = (try? JSONValueEncoder().encode(error)) ?? .null }
+        if let conflicts { o["conflicts"] = (try? JSONValueEncoder().encode(conflicts)) ?? .null }
+        return .object(o)
+    }
+}

@@ -70,7 +70,7 @@ struct NativeSyncRoutes {
             guard let result = try await sync.batchResult(replicaID: route[1], seq: seq) else {
                 throw ServiceError.notFound("batch \(seq) of replica \(route[1])")
             }
-            return try json(result)
+            return writing.json(result.json)
         case (.get, 3) where route[0] == "replicas" && route[2] == "changes":
             guard let layer = try parameters.int("layer") else { throw ServiceError.badParameter("layer", "give the layer id") }
             guard let since = try parameters.int("since") else { throw ServiceError.badParameter("since", "give the generation received up to") }
@@ -161,7 +161,7 @@ struct NativeSyncRoutes {
             throw ServiceError.badParameter("body", "batch format \(batch.formatVersion) is newer than this server's \(UploadBatch.currentFormatVersion)")
         }
         do {
-            return try json(try await sync.applyBatch(batch, hash: UploadBatch.hash(bytes)))
+            return writing.json(try await sync.applyBatch(batch, hash: UploadBatch.hash(bytes)).json)
         } catch let rejected as BatchRejected {
             let failures = rejected.result.rejected
             let error = ServiceError(

@@ -95,15 +95,17 @@ public final class Geodatabase: Sendable {
             // Readers (up to five of a pool) get a smaller cache and map: memory stays bounded
             // when a sync streams millions of rows through them. Each connection maps the file
             // on its own and its mapped pages count in the process's resident memory, so the
-            // windows are kept small: a server with a writer and five readers maps at most
-            // 64 + 5 × 32 MB of a large file (with 256 + 5 × 64 MB, a sync of a million edits
-            // held 370 MB of mapped pages). Beyond the window SQLite reads through its cache.
+            // windows are bounded: a server with a writer and five readers maps at most
+            // 128 + 5 × 32 MB of a large file (with 256 + 5 × 64 MB, a sync of a million edits
+            // held 370 MB of mapped pages). Beyond the window SQLite reads through its page
+            // cache, which is heap: the writer's window still covers a replica holding a 100 MB
+            // attachment, whose upload otherwise fills the 32 MB cache.
             if db.configuration.readonly {
                 try db.execute(sql: "PRAGMA cache_size = -8192")
                 try db.execute(sql: "PRAGMA mmap_size = 33554432")
             } else {
                 try db.execute(sql: "PRAGMA cache_size = -32768")
-                try db.execute(sql: "PRAGMA mmap_size = 67108864")
+                try db.execute(sql: "PRAGMA mmap_size = 134217728")
             }
             // Every UPDATE that fires triggers (R-tree, capture) keeps a statement journal; once it
             // outgrows 64 KB SQLite moves it to a temporary file and every page the statement

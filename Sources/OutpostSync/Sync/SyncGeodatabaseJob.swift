@@ -242,7 +242,7 @@ public struct SyncGeodatabaseJob: JobDefinition {
                 let reply = try await connection.send(.PUT, url, body: stored.body)
                 switch reply.status {
                 case 200:
-                    let result = try decode(BatchResult.self, reply.body)
+                    let result = try decodeResult { try JSONValue.parse(reply.body) }
                     guard result.seq == stored.seq, result.batchId == stored.batchID else {
                         throw SyncError(.ledgerConflict, "the server answered batch \(stored.seq) with the result of batch \(result.seq) (\(result.batchId))")
                     }
@@ -251,7 +251,7 @@ public struct SyncGeodatabaseJob: JobDefinition {
                     guard let json = try? reply.json(), let result = json["result"] else {
                         throw SyncError(.invalidResponse, "HTTP 422 without the batch result")
                     }
-                    return .rejected(try decode(BatchResult.self, Data(result.jsonString.utf8)))
+                    return .rejected(try decodeResult { result })
                 default:
                     throw ServiceConnection.failure(reply, url: url)
                 }
@@ -273,6 +273,15 @@ public struct SyncGeodatabaseJob: JobDefinition {
         let reply = try await connection.send(.GET, connection.url(connection.nativeURL, "replicas/\(state.replicaID)/changes", query: query))
         guard reply.status == 200 else { throw ServiceConnection.failure(reply, url: connection.nativeURL) }
         return try decodePage(reply.body)
+    }
+
+    /// A batch's result, read without the generic decoder.
+    private func decodeResult(_ json: () throws -> JSONValue) throws -> BatchResult {
+        do {
+            return try BatchResult(json: json())
+        } catch {
+            throw SyncError(.invalidResponse, "the server's answer is not a batch result: \(error)")
+        }
     }
 
     /// A change-feed page, read without the generic decoder (see ``FeedChange/init(json:)``).

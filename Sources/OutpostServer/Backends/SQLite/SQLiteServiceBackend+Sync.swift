@@ -78,7 +78,7 @@ extension SQLiteServiceBackend: SyncBackend {
                 "SELECT result FROM outpost_batch_ledger WHERE replica_id = ? AND seq = ?",
                 arguments: [.text(GlobalID.normalized(replicaID) ?? replicaID), .integer(seq)]).first?[0].textValue
             else { return nil }
-            var result = try JSONValueDecoder().decode(BatchResult.self, from: Data(text.utf8))
+            var result = try BatchResult(json: JSONValue.parse(text))
             result.replayed = true
             return result
         }
@@ -97,7 +97,7 @@ extension SQLiteServiceBackend: SyncBackend {
                 guard stored[0].textValue == hash else {
                     throw ServiceError(409, "batch \(batch.seq) of replica \(replicaID) was already applied with different content", details: ["expectedSeq: \(info.lastSeq + 1)"])
                 }
-                var result = try JSONValueDecoder().decode(BatchResult.self, from: Data(stored[1].textValue!.utf8))
+                var result = try BatchResult(json: JSONValue.parse(stored[1].textValue!))
                 result.replayed = true
                 return result
             }
@@ -137,7 +137,7 @@ extension SQLiteServiceBackend: SyncBackend {
             }
             if applier.applied > 0 { try ServiceStore.setGeneration(conn, generation) }
             result.replayed = nil
-            let text = try JSONValueEncoder().encode(result).jsonString
+            let text = result.json.jsonString
             try conn.execute(
                 "INSERT INTO outpost_batch_ledger (replica_id, seq, batch_id, hash, result, generation) VALUES (?, ?, ?, ?, ?, ?)",
                 arguments: [.text(replicaID), .integer(batch.seq), .text(batch.batchId), .text(hash), .text(text), result.generation.map { .integer($0) } ?? .null])
