@@ -51,6 +51,20 @@ struct ImporterTests {
         try gdb.close()
     }
 
+    /// The bulk loader's row id → leaf map: an array indexed by id for dense ids, sorted pairs
+    /// otherwise; either way every id comes back once, in id order, with its node.
+    @Test(arguments: [[Int64](5...12), [3, 1_000_000, 7, 42, 999_999_999]])
+    func leafMapGivesEveryRowIDInOrder(ids: [Int64]) {
+        let entries = ids.map { RTreeEntry(id: $0, minX: 0, maxX: 0, minY: 0, maxY: 0) }
+        var map = RTreeBulkLoader.LeafMap(entries)
+        for (k, id) in ids.enumerated() { map.set(id, Int64(k % 3) + 1) }
+        var seen: [(Int64, Int64)] = []
+        map.forEachInRowIDOrder { seen.append(($0, $1)) }
+        let expected = ids.enumerated().map { ($0.element, Int64($0.offset % 3) + 1) }.sorted { $0.0 < $1.0 }
+        #expect(seen.map(\.0) == expected.map(\.0))
+        #expect(seen.map(\.1) == expected.map(\.1))
+    }
+
     @Test func importIntoANonEmptyTableAppendsToTheIndex() async throws {
         let dir = TemporaryDirectory()
         let gdb = try SampleGeodatabases.fieldInspection(in: dir)

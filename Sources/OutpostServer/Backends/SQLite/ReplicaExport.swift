@@ -28,6 +28,8 @@ struct ReplicaExport {
             try conn.setReplicaState(state)
         }
         try gdb.close()
+        // Millions of features passed through this process's heap: hand the freed memory back.
+        FreedMemory.release()
     }
 
     private func copy(_ layer: LayerDefinition, query: FeatureQuery, into conn: GeodatabaseConnection) throws {
