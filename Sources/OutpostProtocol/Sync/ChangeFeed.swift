@@ -79,16 +79,8 @@ extension FeedChange {
         if let attributes { o["attributes"] = .object(attributes) }
         if let geometry { o["geometry"] = geometry }
         if let inserted { o["inserted"] = .bool(inserted) }
-        if let attachments {
-            o["attachments"] = .array(attachments.map { a in
-                var item: [String: JSONValue] = [
-                    "globalId": .string(a.globalId), "name": .string(a.name), "contentType": .string(a.contentType), "size": .integer(a.size),
-                    "sha256": .string(a.sha256),
-                ]
-                if let keywords = a.keywords { item["keywords"] = .string(keywords) }
-                return .object(item)
-            })
-        }
+        // Attachment lists are rare and short: the generic encoder writes them.
+        if let attachments { o["attachments"] = (try? JSONValueEncoder().encode(attachments)) ?? .null }
         return .object(o)
     }
 
