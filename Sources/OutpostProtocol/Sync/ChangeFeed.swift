@@ -48,29 +48,17 @@ public struct FeedChange: Codable, Hashable, Sendable {
     }
 }
 
-// The feed's hot path reads and writes changes through `JSONValue` directly: the Codable
-// conformance above gives the same JSON, but a download of many thousand changes spends most of
-// its decoding time in the generic coder's containers.
+// The feed's hot path reads and writes changes through `JSONValue` directly (see ``WireJSON``):
+// the Codable conformance above gives the same JSON.
 extension FeedChange {
     /// A change from its parsed JSON, checked like the Codable decoding.
     public init(json: JSONValue) throws {
-        guard case .object(let o) = json else { throw Self.invalid("a change is not an object") }
-        guard let text = o["kind"]?.stringValue, let kind = Kind(rawValue: text) else { throw Self.invalid("a change has no valid kind") }
-        guard let globalId = o["globalId"]?.stringValue else { throw Self.invalid("a change has no globalId") }
-        guard let generation = o["generation"]?.integerValue else { throw Self.invalid("change \(globalId) has no generation") }
-        self.init(kind: kind, globalId: globalId, generation: generation)
-        switch o["attributes"] {
-        case nil, .null?: break
-        case .object(let attributes)?: self.attributes = attributes
-        default: throw Self.invalid("the attributes of change \(globalId) are not an object")
-        }
-        if let geometry = o["geometry"], !geometry.isNull { self.geometry = geometry }
-        switch o["inserted"] {
-        case nil, .null?: break
-        case .bool(let b)?: inserted = b
-        default: throw Self.invalid("inserted of change \(globalId) is not a boolean")
-        }
-        if let list = o["attachments"], !list.isNull { attachments = try JSONValueDecoder().decode([AttachmentInfo].self, from: list) }
+        let o = try WireJSON(json, "a change")
+        guard let kind = Kind(rawValue: try o.string("kind")) else { throw WireJSON.invalid("a change has an unknown kind") }
+        self.init(kind: kind, globalId: try o.string("globalId"), generation: try o.integer("generation"), attributes: try o.optionalObject("attributes"),
+            geometry: o.absent("geometry") ? nil : o.object["geometry"])
+        if !o.absent("inserted") { inserted = try o.bool("inserted") }
+        if !o.absent("attachments") { attachments = try JSONValueDecoder().decode([AttachmentInfo].self, from: o.object["attachments"]!) }
     }
 
     /// The change as JSON (what the Codable encoding gives).
@@ -83,25 +71,15 @@ extension FeedChange {
         if let attachments { o["attachments"] = (try? JSONValueEncoder().encode(attachments)) ?? .null }
         return .object(o)
     }
-
-    private static func invalid(_ message: String) -> DecodingError {
-        DecodingError.dataCorrupted(DecodingError.Context(codingPath: [], debugDescription: message))
-    }
 }
 
 extension ChangePage {
     /// A page from its parsed JSON (see ``FeedChange/init(json:)``).
     public init(json: JSONValue) throws {
-        guard let layerId = json["layerId"]?.integerValue, let since = json["since"]?.integerValue, let upto = json["upto"]?.integerValue,
-            let list = json["changes"]?.arrayValue
-        else {
-            throw DecodingError.dataCorrupted(DecodingError.Context(codingPath: [], debugDescription: "not a change page (layerId, since, upto, changes)"))
-        }
-        let next = json["next"]
-        guard next == nil || next == .null || next?.stringValue != nil else {
-            throw DecodingError.dataCorrupted(DecodingError.Context(codingPath: [], debugDescription: "next is not a string"))
-        }
-        self.init(layerId: Int(layerId), since: since, upto: upto, changes: try list.map(FeedChange.init(json:)), next: next?.stringValue)
+        let o = try WireJSON(json, "a change page")
+        self.init(
+            layerId: Int(try o.integer("layerId")), since: try o.integer("since"), upto: try o.integer("upto"),
+            changes: try o.array("changes").map(FeedChange.init(json:)), next: try o.optionalString("next"))
     }
 
     /// The page as JSON (what the Codable encoding gives).
