@@ -15,13 +15,10 @@ struct ImporterTests {
         }
     }
 
-    @Test(arguments: [1, 51, 52, 2_600, 20_000])
-    func bulkLoadedIndexIsValidAndAnswersLikeAScan(count: Int) async throws {
-        let dir = TemporaryDirectory()
-        let gdb = try SampleGeodatabases.emptyFieldInspection(in: dir)
-        let table = try gdb.table(named: "inspection_points")
-        let points = Self.randomPoints(count, seed: UInt64(count))
-        let imported = try await gdb.write { conn in
+    /// Imports `points` as valves in bulk; returns how many were added.
+    @discardableResult
+    static func importPoints(_ points: [(Double, Double)], into table: FeatureTable) async throws -> Int {
+        try await table.geodatabase.write { conn in
             try table.importFeatures(in: conn) { importer in
                 for (i, (x, y)) in points.enumerated() {
                     var values = [FieldValue](repeating: .null, count: importer.valueFields.count)
@@ -37,6 +34,15 @@ struct ImporterTests {
                 }
             }
         }
+    }
+
+    @Test(arguments: [1, 51, 52, 2_600, 20_000])
+    func bulkLoadedIndexIsValidAndAnswersLikeAScan(count: Int) async throws {
+        let dir = TemporaryDirectory()
+        let gdb = try SampleGeodatabases.emptyFieldInspection(in: dir)
+        let table = try gdb.table(named: "inspection_points")
+        let points = Self.randomPoints(count, seed: UInt64(count))
+        let imported = try await Self.importPoints(points, into: table)
         #expect(imported == count)
         #expect(try await gdb.string("SELECT rtreecheck('rtree_inspection_points_geom')") == "ok")
         #expect(try await gdb.int("SELECT count(*) FROM rtree_inspection_points_geom") == count)

@@ -42,7 +42,7 @@ extension FeatureTable {
     ) throws {
         guard let shape = query.intersecting else {
             let fields = try selectColumns(outFields: query.outFields, returnGeometry: query.returnGeometry)
-            let (filter, arguments) = try filterSQL(query, conn.db)
+            let (filter, arguments) = try filterSQL(query, conn)
             var sql = "SELECT \(selectList(fields, returnGeometry: query.returnGeometry)) FROM \(quoted(name))\(filter)"
             sql += try orderSQL(query)
             var args = arguments
@@ -94,7 +94,7 @@ extension FeatureTable {
             try forEach(matching: all, in: conn) { _ in n += 1 }
             return n
         }
-        let (filter, arguments) = try filterSQL(query, conn.db)
+        let (filter, arguments) = try filterSQL(query, conn)
         return try Int.fetchOne(conn.db, sql: "SELECT count(*) FROM \(quoted(name))\(filter)", arguments: StatementArguments(arguments)) ?? 0
     }
 
@@ -106,7 +106,7 @@ extension FeatureTable {
             try forEach(matching: ids, in: conn) { out.append($0.objectID!) }
             return out
         }
-        let (filter, arguments) = try filterSQL(query, conn.db)
+        let (filter, arguments) = try filterSQL(query, conn)
         var args = arguments
         var sql = "SELECT \(quoted(definition.objectIDField)) FROM \(quoted(name))\(filter)"
         sql += try orderSQL(query)
@@ -139,7 +139,7 @@ extension FeatureTable {
     }
 
     /// ` WHERE …` (or empty) and its arguments. Every user value is bound, never spliced.
-    func filterSQL(_ query: FeatureQuery, _ db: Database) throws -> (String, [DatabaseValue]) {
+    func filterSQL(_ query: FeatureQuery, _ conn: GeodatabaseConnection) throws -> (String, [DatabaseValue]) {
         var clauses: [String] = []
         var arguments: [DatabaseValue] = []
         let pk = quoted(definition.objectIDField)
@@ -180,7 +180,8 @@ extension FeatureTable {
             let g = quoted(definition.geometryColumn)
             // The R-tree stores bounds as 32-bit floats rounded outward: it finds candidates, and
             // the exact bounds from each blob's header settle them.
-            if try hasSpatialIndex(db) {
+            // (Not while the index is stale inside ``GeodatabaseConnection/maintainingSpatialIndex``.)
+            if !conn.deferredSpatialIndexes.contains(name), try hasSpatialIndex(conn.db) {
                 clauses.append("\(pk) IN (SELECT id FROM \(quoted(rtreeName)) WHERE minx <= ? AND maxx >= ? AND miny <= ? AND maxy >= ?)")
                 arguments += [e.xmax, e.xmin, e.ymax, e.ymin].map(\.databaseValue)
             }

@@ -151,9 +151,10 @@ enum GeoPackageDDL {
         ]
     }
 
-    /// Names of the R-tree triggers of a table (to drop them during a bulk load).
+    /// Names the R-tree triggers of a table may have (to set them aside during bulk writes):
+    /// GeoPackage 1.3's update1–4, and update5–7 that 1.4 writers such as GDAL 3.8+ use.
     static func spatialIndexTriggerNames(table: String, geometry: String) -> [String] {
         let rtree = "rtree_\(table)_\(geometry)"
-        return ["insert", "update1", "update2", "update3", "update4", "delete"].map { "\(rtree)_\($0)" }
+        return ["insert", "update1", "update2", "update3", "update4", "update5", "update6", "update7", "delete"].map { "\(rtree)_\($0)" }
     }
 }

@@ -134,7 +134,7 @@ extension FeatureTable {
         let columns = layer.fields.filter { $0.type != .oid && $0.type != .globalID }
         var select = [layer.globalIDField.map(quoted) ?? "NULL"] + columns.map { quoted($0.name) }
         if layer.isSpatial { select.append(quoted(layer.geometryColumn)) }
-        let (filter, arguments) = try filterSQL(candidates, conn.db)
+        let (filter, arguments) = try filterSQL(candidates, conn)
         let statement: Statement
         do {
             statement = try conn.db.makeStatement(sql: "SELECT \(select.joined(separator: ", ")) FROM \(quoted(name))\(filter)")

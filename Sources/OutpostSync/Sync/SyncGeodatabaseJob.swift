@@ -560,9 +560,8 @@ public struct SyncGeodatabaseJob: JobDefinition {
             throw SyncError(.notAReplica, "the replica has no table \(table)")
         }
         var applier = try DownloadApplier(conn: conn, layer: layer, contentDirectory: contentDirectory)
-        var after = ""
-        // gpkg_contents is brought up to date once, after the last chunk, not once per feature.
-        try conn.deferringContentsUpdates {
+        func applyAll() throws {
+            var after = ""
             while true {
                 let rows = try conn.stagedRows(layerID: layerID, after: after, limit: 1000)
                 guard let last = rows.last else { break }
@@ -574,6 +573,11 @@ public struct SyncGeodatabaseJob: JobDefinition {
                 after = last.globalID
             }
             if deleteAbsent { try applier.deleteAbsent(stagedLayerID: layerID) }
+        }
+        // gpkg_contents is brought up to date once, after the last chunk, not once per feature;
+        // the R-tree too when the download rewrites a large part of the layer.
+        try conn.maintainingSpatialIndex(of: table, edits: try conn.stagedCount(layerID: layerID)) {
+            try conn.deferringContentsUpdates(applyAll)
         }
         return applier.counts
     }

@@ -43,24 +43,27 @@ struct BatchApplier {
         var results: [BatchEditResult] = []
         var log: [ServiceStore.LogEntry] = []
         results.reserveCapacity(edits.edits.count)
-        try conn.deferringContentsUpdates {
-            for edit in edits.edits {
-                do {
-                    // With rollback on failure one bad edit rejects the batch, so edits need no
-                    // savepoint of their own; without it each edit stands alone.
-                    let undo = planner.undoPoint(edit)
+        // A batch that rewrites a large part of the layer packs its R-tree again at the end.
+        try conn.maintainingSpatialIndex(of: table.name, edits: edits.edits.count) {
+            try conn.deferringContentsUpdates {
+                for edit in edits.edits {
                     do {
-                        let plan = rollbackOnFailure ? try run(edit, &planner, table) : try conn.inSavepoint { try run(edit, &planner, table) }
-                        applied += 1
-                        log += plan.log
-                        results.append(plan.result)
+                        // With rollback on failure one bad edit rejects the batch, so edits need no
+                        // savepoint of their own; without it each edit stands alone.
+                        let undo = planner.undoPoint(edit)
+                        do {
+                            let plan = rollbackOnFailure ? try run(edit, &planner, table) : try conn.inSavepoint { try run(edit, &planner, table) }
+                            applied += 1
+                            log += plan.log
+                            results.append(plan.result)
+                        } catch {
+                            planner.undo(undo)
+                            throw error
+                        }
                     } catch {
-                        planner.undo(undo)
-                        throw error
+                        failed += 1
+                        results.append(BatchPlanner.failure(edit, error))
                     }
-                } catch {
-                    failed += 1
-                    results.append(BatchPlanner.failure(edit, error))
                 }
             }
         }

@@ -13,6 +13,13 @@ struct EditApplier {
     var layer: LayerDefinition { table.definition }
 
     func apply(_ edits: EditRequest) throws -> ApplyEditsResponse {
+        // A request that rewrites a large part of the layer packs its R-tree again at the end.
+        try conn.maintainingSpatialIndex(of: table.name, edits: edits.adds.count + edits.updates.count + edits.deletes.count) {
+            try applyEach(edits)
+        }
+    }
+
+    private func applyEach(_ edits: EditRequest) throws -> ApplyEditsResponse {
         let generation = try ServiceStore.generation(conn) + 1
         var response = ApplyEditsResponse()
         var applied = 0

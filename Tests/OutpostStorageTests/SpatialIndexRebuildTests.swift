@@ -1,0 +1,124 @@
+import Foundation
+import GRDB
+import OutpostCore
+import OutpostTestSupport
+import Testing
+
+@testable import OutpostStorage
+
+@Suite("Spatial index rebuilt after many edits in one transaction")
+struct SpatialIndexRebuildTests {
+    static let rtree = "rtree_inspection_points_geom"
+
+    /// A geodatabase with `count` random points, imported in bulk.
+    static func layer(_ count: Int, in dir: TemporaryDirectory) async throws -> (Geodatabase, FeatureTable) {
+        let gdb = try SampleGeodatabases.emptyFieldInspection(in: dir)
+        let table = try gdb.table(named: "inspection_points")
+        try await ImporterTests.importPoints(ImporterTests.randomPoints(count, seed: 7), into: table)
+        return (gdb, table)
+    }
+
+    static func triggers(_ gdb: Geodatabase) async throws -> [String] {
+        try await gdb.read { conn in
+            try String.fetchAll(conn.db, sql: "SELECT sql FROM sqlite_master WHERE type = 'trigger' AND name LIKE 'rtree_inspection_points_geom_%' ORDER BY name")
+        }
+    }
+
+    /// The index holds exactly one entry per non-empty geometry, each containing its bounds.
+    static func expectIndexMatchesTable(_ gdb: Geodatabase) async throws {
+        #expect(try await gdb.string("SELECT rtreecheck('\(rtree)')") == "ok")
+        let geometries = try await gdb.int("SELECT count(*) FROM inspection_points WHERE geom NOT NULL AND NOT ST_IsEmpty(geom)")
+        #expect(try await gdb.int("SELECT count(*) FROM \(rtree)") == geometries)
+        let wrong = try await gdb.int(
+            """
+            SELECT count(*) FROM \(rtree) r LEFT JOIN inspection_points p ON p.objectid = r.id
+            WHERE p.objectid IS NULL OR NOT (r.minx <= ST_MinX(p.geom) AND r.maxx >= ST_MaxX(p.geom) AND r.miny <= ST_MinY(p.geom) AND r.maxy >= ST_MaxY(p.geom))
+            """)
+        #expect(wrong == 0)
+    }
+
+    @Test func manyEditsRebuildTheIndexAndRestoreTheTriggers() async throws {
+        let dir = TemporaryDirectory()
+        let (gdb, table) = try await Self.layer(5_000, in: dir)
+        let triggersBefore = try await Self.triggers(gdb)
+        #expect(triggersBefore.count == 6)
+        let target = Envelope(xmin: 170.5, ymin: 80.5, xmax: 171.5, ymax: 81.5)
+        try await gdb.write { conn in
+            try conn.maintainingSpatialIndex(of: "inspection_points", edits: 2_000) {
+                #expect(try Int.fetchOne(conn.db, sql: "SELECT count(*) FROM sqlite_master WHERE type = 'trigger' AND name LIKE 'rtree_inspection_points_geom_%'") == 0)
+                try table.update((1...1_000).map { Feature(objectID: Int64($0), geometry: .point(try Point(x: 171, y: 81))) }, in: conn)
+                try table.delete(objectIDs: (2_001...2_300).map(Int64.init), in: conn)
+                try table.add((0..<500).map { i in
+                    Feature(attributes: ["asset_id": .string("N-\(i)"), "asset_type": .string("valve"), "status": .string("open")], geometry: .point(try Point(x: -171, y: -81)))
+                }, in: conn)
+                try conn.execute("UPDATE inspection_points SET geom = NULL WHERE objectid BETWEEN 3001 AND 3050")
+                // Inside, envelope queries do not trust the stale index.
+                #expect(try table.objectIDs(matching: FeatureQuery(envelope: target), in: conn).count == 1_000)
+            }
+        }
+        #expect(try await Self.triggers(gdb) == triggersBefore, "the triggers come back unchanged")
+        try await Self.expectIndexMatchesTable(gdb)
+        #expect(try await gdb.int("SELECT count(*) FROM \(Self.rtree)") == 5_000 - 300 + 500 - 50)
+        #expect(try await table.objectIDs(matching: FeatureQuery(envelope: target)) == (1...1_000).map(Int64.init))
+        // GDAL answers a spatial filter through the rebuilt index.
+        let gdal = try await ExternalTools.run("ogrinfo", ["-ro", "-so", "-spat", "170.5", "80.5", "171.5", "81.5", gdb.url.path, "inspection_points"])
+        #expect(gdal.succeeded && gdal.stdout.contains("Feature Count: 1000\n"), "\(gdal.stdout)\(gdal.stderr)")
+        // The restored triggers keep the index right for later edits.
+        try await table.update([Feature(objectID: 1, geometry: .point(try Point(x: 0.5, y: 0.5)))])
+        #expect(try await table.objectIDs(matching: FeatureQuery(envelope: Envelope(xmin: 0.4, ymin: 0.4, xmax: 0.6, ymax: 0.6))).contains(1))
+        try await Self.expectIndexMatchesTable(gdb)
+        try gdb.close()
+    }
+
+    @Test func fewEditsKeepTheTriggers() async throws {
+        let dir = TemporaryDirectory()
+        let (gdb, table) = try await Self.layer(5_000, in: dir)
+        try await gdb.write { conn in
+            try conn.maintainingSpatialIndex(of: "inspection_points", edits: 10) {
+                #expect(try Int.fetchOne(conn.db, sql: "SELECT count(*) FROM sqlite_master WHERE type = 'trigger' AND name LIKE 'rtree_inspection_points_geom_%'") == 6)
+                try table.update([Feature(objectID: 1, geometry: .point(try Point(x: 171, y: 81)))], in: conn)
+            }
+        }
+        try await Self.expectIndexMatchesTable(gdb)
+        try gdb.close()
+    }
+
+    @Test func aFailedBodyStillLeavesAConsistentIndex() async throws {
+        struct Stop: Error {}
+        let dir = TemporaryDirectory()
+        let (gdb, table) = try await Self.layer(2_000, in: dir)
+        let triggersBefore = try await Self.triggers(gdb)
+        // The caller catches the failure and commits what was written before it.
+        try await gdb.write { conn in
+            #expect(throws: Stop.self) {
+                try conn.maintainingSpatialIndex(of: "inspection_points", edits: 2_000) {
+                    try table.update((1...600).map { Feature(objectID: Int64($0), geometry: .point(try Point(x: 171, y: 81))) }, in: conn)
+                    throw Stop()
+                }
+            }
+        }
+        #expect(try await Self.triggers(gdb) == triggersBefore)
+        try await Self.expectIndexMatchesTable(gdb)
+        #expect(try await table.objectIDs(matching: FeatureQuery(envelope: Envelope(xmin: 170.5, ymin: 80.5, xmax: 171.5, ymax: 81.5))).count == 600)
+        // A rolled-back transaction leaves the file as it was.
+        await #expect(throws: Stop.self) {
+            try await gdb.write { conn in
+                try conn.maintainingSpatialIndex(of: "inspection_points", edits: 2_000) {
+                    try table.delete(objectIDs: (1...1_000).map(Int64.init), in: conn)
+                    throw Stop()
+                }
+            }
+        }
+        #expect(try await Self.triggers(gdb) == triggersBefore)
+        #expect(try await gdb.int("SELECT count(*) FROM \(Self.rtree)") == 2_000)
+        try await Self.expectIndexMatchesTable(gdb)
+        try gdb.close()
+    }
+
+    @Test func theCostRuleRebuildsOnlyWhenItPays() {
+        #expect(SpatialIndexRebuild.pays(edits: 16_000, span: 100_000))
+        #expect(!SpatialIndexRebuild.pays(edits: 100, span: 100_000))
+        #expect(!SpatialIndexRebuild.pays(edits: 5_000_000, span: 50_000_000), "too many rows to pack in memory")
+        #expect(!SpatialIndexRebuild.pays(edits: 10, span: 0))
+    }
+}
