@@ -59,6 +59,25 @@ struct ImporterTests {
 
     /// The bulk loader's row id → leaf map: an array indexed by id for dense ids, sorted pairs
     /// otherwise; either way every id comes back once, in id order, with its node.
+    @Test(arguments: ["random", "sorted", "reversed", "equal", "few values"])
+    func inPlaceSortOrdersLikeTheStandardSort(shape: String) {
+        var rng = FastRandomGenerator(seed: 11)
+        let keys: [Float] = (0..<5_000).map { i in
+            switch shape {
+            case "sorted": Float(i)
+            case "reversed": Float(5_000 - i)
+            case "equal": 3
+            case "few values": Float(rng.next() % 4)
+            default: Float(rng.next() % 100_000) / 7
+            }
+        }
+        var entries = keys.enumerated().map { RTreeEntry(id: Int64($0.offset), minX: $0.element, maxX: $0.element, minY: 0, maxY: 0) }
+        RTreeBulkLoader.sortInPlace(&entries, 100..<4_900) { $0.minX }
+        #expect(entries[100..<4_900].map(\.minX) == keys[100..<4_900].sorted())
+        #expect(Set(entries[100..<4_900].map(\.id)) == Set((100..<4_900).map(Int64.init)), "a permutation of the range")
+        #expect(entries[..<100].map(\.id) == (0..<100).map(Int64.init) && entries[4_900...].map(\.id) == (4_900..<5_000).map(Int64.init), "nothing outside the range moves")
+    }
+
     @Test(arguments: [[Int64](5...12), [3, 1_000_000, 7, 42, 999_999_999]])
     func leafMapGivesEveryRowIDInOrder(ids: [Int64]) {
         let entries = ids.map { RTreeEntry(id: $0, minX: 0, maxX: 0, minY: 0, maxY: 0) }

@@ -47,3 +47,64 @@ struct SyncRoundTripTests {
         try await h.stop()
     }
 }
+
+@Suite("Large applies pack the R-tree again")
+struct SpatialIndexSyncTests {
+    /// The table's R-tree is valid, holds one entry per geometry, its triggers are in place, and
+    /// an envelope query through it finds what a scan finds.
+    static func expectIndexWhole(_ gdb: Geodatabase, _ table: String, sourceLocation: SourceLocation = #_sourceLocation) async throws {
+        let rtree = "rtree_\(table)_geom"
+        let (check, entries, geometries, triggers, misplaced) = try await gdb.read { conn in
+            func int(_ sql: String) throws -> Int64 { try conn.query(sql)[0][0].integerValue ?? -1 }
+            return (
+                try conn.query("SELECT rtreecheck('\(rtree)')")[0][0].textValue,
+                try int("SELECT count(*) FROM \(rtree)"),
+                try int("SELECT count(*) FROM \(table) WHERE geom NOT NULL AND NOT ST_IsEmpty(geom)"),
+                try int("SELECT count(*) FROM sqlite_master WHERE type = 'trigger' AND name LIKE '\(rtree)_%'"),
+                try int(
+                    """
+                    SELECT count(*) FROM \(rtree) r LEFT JOIN \(table) p ON p.objectid = r.id
+                    WHERE p.objectid IS NULL OR NOT (r.minx <= ST_MinX(p.geom) AND r.maxx >= ST_MaxX(p.geom) AND r.miny <= ST_MinY(p.geom) AND r.maxy >= ST_MaxY(p.geom))
+                    """))
+        }
+        #expect(check == "ok", sourceLocation: sourceLocation)
+        #expect(entries == geometries && triggers == 6 && misplaced == 0, "\(entries) entries, \(geometries) geometries, \(triggers) triggers, \(misplaced) misplaced", sourceLocation: sourceLocation)
+        let box = Envelope(xmin: -122.70, ymin: 45.48, xmax: -122.60, ymax: 45.54)
+        let all = try await gdb.table(named: table).features()
+        let scanned = all.filter { f in f.geometry?.envelope.map { $0.xmin <= box.xmax && $0.xmax >= box.xmin && $0.ymin <= box.ymax && $0.ymax >= box.ymin } ?? false }
+        #expect(try await gdb.table(named: table).objectIDs(matching: FeatureQuery(envelope: box)) == scanned.compactMap(\.objectID).sorted(), sourceLocation: sourceLocation)
+    }
+
+    @Test(.timeLimit(.minutes(2)), arguments: BackendKind.syncing)
+    func moversOfMostOfALayerSyncWithWholeIndexes(kind: BackendKind) async throws {
+        let h = try await SyncHarness.start(kind)
+        let a = try await h.replica("a"), b = try await h.replica("b")
+        // More geometry writes than a rebuild needs, on the server's batch and on B's download.
+        let points = try a.table(named: "inspection_points")
+        var moved = try await points.features(matching: FeatureQuery(where: "objectid <= 200"))
+        for i in moved.indices {
+            guard let e = moved[i].geometry?.envelope else { continue }
+            moved[i].geometry = try point(e.xmin + 0.01, e.ymin - 0.005)
+            moved[i].attributes = [:]
+        }
+        try await points.update(moved)
+        try await points.delete(objectIDs: (201...220).map(Int64.init))
+        _ = try await points.add((0..<100).map { i in
+            Feature(attributes: ["asset_id": .string("BULK-\(i)"), "asset_type": .string("hydrant"), "status": .string("open")], geometry: try point(-122.66 + Double(i) * 0.0005, 45.51))
+        })
+        let up = try await h.sync(a)
+        #expect(up.first { $0.layerId == 0 }?.uploaded == PendingChanges(inserts: 100, updates: 200, deletes: 20))
+        let down = try await h.sync(b)
+        let layer0 = try #require(down.first { $0.layerId == 0 })
+        #expect(layer0.downloaded == PendingChanges(inserts: 100, updates: 200, deletes: 20))
+        #expect(layer0.checksumMatches == true)
+        try await h.expectConverged(b, table: "inspection_points", layerID: 0)
+        for gdb in [a, b] { try await Self.expectIndexWhole(gdb, "inspection_points") }
+        if kind == .sqlite {
+            let server = try Geodatabase.open(at: h.service.file, readOnly: true)
+            try await Self.expectIndexWhole(server, "inspection_points")
+            try server.close()
+        }
+        try await h.stop()
+    }
+}

@@ -40,7 +40,9 @@ enum SyncBenchmark {
         let updates = count / 10, deletes = count / 100, inserts = count / 20
         var random = FastRandomGenerator(seed: 9)
         try gdb.write { conn in
-            try conn.maintainingSpatialIndex(of: "points", edits: packIndex ? updates + deletes + inserts : 0) {
+            if packIndex {
+                try conn.maintainingSpatialIndex(of: "points") { try edits(conn, count: count, random: &random) }
+            } else {
                 try edits(conn, count: count, random: &random)
             }
         }

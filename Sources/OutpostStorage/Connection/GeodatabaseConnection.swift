@@ -12,8 +12,8 @@ public final class GeodatabaseConnection {
     public let geodatabase: Geodatabase
     /// While ``deferringContentsUpdates(_:)`` runs: the tables edited and the extent they grew by.
     var deferredContents: [String: Envelope.Builder]?
-    /// Tables whose R-tree is rebuilt at the end of ``maintainingSpatialIndex(of:edits:_:)``.
-    var deferredSpatialIndexes: Set<String> = []
+    /// Tables inside ``maintainingSpatialIndex(of:_:)``, by name.
+    var spatialIndexWatches: [String: SpatialIndexWatch] = [:]
 
     init(_ db: Database, _ geodatabase: Geodatabase) {
         self.db = db

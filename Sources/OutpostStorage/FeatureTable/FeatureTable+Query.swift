@@ -180,8 +180,8 @@ extension FeatureTable {
             let g = quoted(definition.geometryColumn)
             // The R-tree stores bounds as 32-bit floats rounded outward: it finds candidates, and
             // the exact bounds from each blob's header settle them.
-            // (Not while the index is stale inside ``GeodatabaseConnection/maintainingSpatialIndex``.)
-            if !conn.deferredSpatialIndexes.contains(name), try hasSpatialIndex(conn.db) {
+            // (Not while the index is stale inside ``GeodatabaseConnection/maintainingSpatialIndex(of:_:)``.)
+            if !conn.spatialIndexIsStale(name), try hasSpatialIndex(conn.db) {
                 clauses.append("\(pk) IN (SELECT id FROM \(quoted(rtreeName)) WHERE minx <= ? AND maxx >= ? AND miny <= ? AND maxy >= ?)")
                 arguments += [e.xmax, e.xmin, e.ymax, e.ymin].map(\.databaseValue)
             }

@@ -152,13 +152,13 @@ enum RTreeBulkLoader {
         let nodeCount = (items.count + capacity - 1) / capacity
         let sliceCount = Int(Double(nodeCount).squareRoot().rounded(.up))
         let sliceSize = sliceCount * capacity
-        items.sort { $0.centerX < $1.centerX }
+        sortInPlace(&items, 0..<items.count) { $0.centerX }
         var groups: [Range<Int>] = []
         groups.reserveCapacity(nodeCount)
         var start = 0
         while start < items.count {
             let end = min(start + sliceSize, items.count)
-            items[start..<end].sort { $0.centerY < $1.centerY }
+            sortInPlace(&items, start..<end) { $0.centerY }
             var s = start
             while s < end {
                 let e = min(s + capacity, end)
@@ -168,6 +168,54 @@ enum RTreeBulkLoader {
             start = end
         }
         return groups
+    }
+
+    /// Sorts `range` of `items` by `key` in place: an introspective-free quicksort (median of
+    /// three, insertion sort for short runs, recursion on the shorter side). The standard sort is
+    /// stable and allocates a scratch buffer of half the array, 75 MB for 6.25 million entries.
+    static func sortInPlace(_ items: inout [RTreeEntry], _ range: Range<Int>, by key: (RTreeEntry) -> Float) {
+        guard range.count > 1 else { return }
+        items.withUnsafeMutableBufferPointer { buffer in quicksort(buffer, range.lowerBound, range.upperBound - 1, key) }
+    }
+
+    private static func quicksort(_ a: UnsafeMutableBufferPointer<RTreeEntry>, _ low: Int, _ high: Int, _ key: (RTreeEntry) -> Float) {
+        var lo = low, hi = high
+        while hi - lo > 16 {
+            let mid = lo + (hi - lo) / 2
+            if key(a[mid]) < key(a[lo]) { a.swapAt(mid, lo) }
+            if key(a[hi]) < key(a[lo]) { a.swapAt(hi, lo) }
+            if key(a[hi]) < key(a[mid]) { a.swapAt(hi, mid) }
+            let pivot = key(a[mid])
+            var i = lo, j = hi
+            // Hoare partition: both scans stop on keys equal to the pivot, so runs of equal keys
+            // split evenly instead of degrading to quadratic time.
+            while i <= j {
+                while key(a[i]) < pivot { i += 1 }
+                while key(a[j]) > pivot { j -= 1 }
+                if i <= j {
+                    a.swapAt(i, j)
+                    i += 1
+                    j -= 1
+                }
+            }
+            if j - lo < hi - i {
+                quicksort(a, lo, j, key)
+                lo = i
+            } else {
+                quicksort(a, i, hi, key)
+                hi = j
+            }
+        }
+        guard hi > lo else { return }
+        for k in (lo + 1)...hi {
+            let value = a[k], v = key(value)
+            var m = k - 1
+            while m >= lo, key(a[m]) > v {
+                a[m + 1] = a[m]
+                m -= 1
+            }
+            a[m + 1] = value
+        }
     }
 
     static func bounds(of cells: ArraySlice<RTreeEntry>, id: Int64) -> RTreeEntry {

@@ -256,12 +256,6 @@ extension GeodatabaseConnection {
         ).map { ($0[0], $0[1], $0[2], $0[3]) }
     }
 
-    /// How many rows of a layer are staged.
-    public func stagedCount(layerID: Int) throws -> Int {
-        guard try db.tableExists("outpost_staging") else { return 0 }
-        return try Int.fetchOne(db, sql: "SELECT count(*) FROM outpost_staging WHERE layer_id = ?", arguments: [layerID]) ?? 0
-    }
-
     public func clearStaging(layerID: Int? = nil) throws {
         guard try db.tableExists("outpost_staging") else { return }
         if let layerID {

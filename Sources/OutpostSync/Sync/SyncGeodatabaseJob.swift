@@ -576,7 +576,7 @@ public struct SyncGeodatabaseJob: JobDefinition {
         }
         // gpkg_contents is brought up to date once, after the last chunk, not once per feature;
         // the R-tree too when the download rewrites a large part of the layer.
-        try conn.maintainingSpatialIndex(of: table, edits: try conn.stagedCount(layerID: layerID)) {
+        try conn.maintainingSpatialIndex(of: table) {
             try conn.deferringContentsUpdates(applyAll)
         }
         return applier.counts

@@ -44,7 +44,7 @@ struct BatchApplier {
         var log: [ServiceStore.LogEntry] = []
         results.reserveCapacity(edits.edits.count)
         // A batch that rewrites a large part of the layer packs its R-tree again at the end.
-        try conn.maintainingSpatialIndex(of: table.name, edits: edits.edits.count) {
+        try conn.maintainingSpatialIndex(of: table.name) {
             try conn.deferringContentsUpdates {
                 for edit in edits.edits {
                     do {

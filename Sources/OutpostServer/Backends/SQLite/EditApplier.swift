@@ -14,7 +14,7 @@ struct EditApplier {
 
     func apply(_ edits: EditRequest) throws -> ApplyEditsResponse {
         // A request that rewrites a large part of the layer packs its R-tree again at the end.
-        try conn.maintainingSpatialIndex(of: table.name, edits: edits.adds.count + edits.updates.count + edits.deletes.count) {
+        try conn.maintainingSpatialIndex(of: table.name) {
             try applyEach(edits)
         }
     }
