@@ -106,6 +106,33 @@ struct ImporterTests {
         try gdb.close()
     }
 
+    /// The global-id index of an empty table is built after the load, its sort spilling to disk
+    /// (not held in memory); a duplicate id still fails the import with a typed error, and the
+    /// connection's temporary storage is back in memory afterwards.
+    @Test func theGlobalIDIndexIsBuiltAfterTheLoadAndCatchesDuplicates() async throws {
+        let dir = TemporaryDirectory()
+        let gdb = try SampleGeodatabases.emptyFieldInspection(in: dir)
+        let table = try gdb.table(named: "inspection_points")
+        let duplicate = "{6A3E1D8C-0B7F-4C2A-9E5D-1F2A3B4C5D6E}"
+        let error = await #expect(throws: StorageError.self) {
+            try await gdb.write { conn in
+                try table.importFeatures(in: conn) { importer in
+                    for i in 0..<3_000 {
+                        try importer.add(
+                            Feature(globalID: i == 10 || i == 2_500 ? duplicate : nil, attributes: ["asset_id": .string("D\(i)"), "asset_type": .string("pole")],
+                                    geometry: .point(try Point(x: 1, y: 1))))
+                    }
+                }
+            }
+        }
+        #expect(error?.code == .invalidEdit && error?.message.contains("same global id") == true, "\(String(describing: error))")
+        #expect(try await table.count() == 0)
+        try await Self.importPoints(Self.randomPoints(3_000, seed: 3), into: table)
+        #expect(try await gdb.int("SELECT count(DISTINCT globalid) FROM inspection_points") == 3_000)
+        #expect(try await gdb.write { conn in try Int.fetchOne(conn.db, sql: "PRAGMA temp_store") } == 2, "temporary storage back in memory")
+        try gdb.close()
+    }
+
     @Test func aBadRowRollsTheWholeImportBack() async throws {
         let dir = TemporaryDirectory()
         let gdb = try SampleGeodatabases.fieldInspection(in: dir)
