@@ -59,8 +59,8 @@ struct ImporterTests {
 
     /// The bulk loader's row id → leaf map: an array indexed by id for dense ids, sorted pairs
     /// otherwise; either way every id comes back once, in id order, with its node.
-    @Test(arguments: ["random", "sorted", "reversed", "equal", "few values"])
-    func inPlaceSortOrdersLikeTheStandardSort(shape: String) {
+    @Test(arguments: ["random", "sorted", "reversed", "equal", "few values"], [nil, 0, 3])
+    func inPlaceSortOrdersLikeTheStandardSort(shape: String, splits: Int?) {
         var rng = FastRandomGenerator(seed: 11)
         let keys: [Float] = (0..<5_000).map { i in
             switch shape {
@@ -72,7 +72,8 @@ struct ImporterTests {
             }
         }
         var entries = keys.enumerated().map { RTreeEntry(id: Int64($0.offset), minX: $0.element, maxX: $0.element, minY: 0, maxY: 0) }
-        RTreeBulkLoader.sortInPlace(&entries, 100..<4_900) { $0.minX }
+        // splits 0: heapsort alone; 3: quicksort, then heapsort on what is left.
+        RTreeBulkLoader.sortInPlace(&entries, 100..<4_900, splits: splits) { $0.minX }
         #expect(entries[100..<4_900].map(\.minX) == keys[100..<4_900].sorted())
         #expect(Set(entries[100..<4_900].map(\.id)) == Set((100..<4_900).map(Int64.init)), "a permutation of the range")
         #expect(entries[..<100].map(\.id) == (0..<100).map(Int64.init) && entries[4_900...].map(\.id) == (4_900..<5_000).map(Int64.init), "nothing outside the range moves")

@@ -50,7 +50,7 @@ extension FeatureTable {
         var extent = Envelope.Builder()
         // Every prepared add binds the same columns (all attributes, then the geometry).
         let columns = prepared.first?.columns ?? []
-        try conn.willWriteGeometries(prepared.filter { $0.geometry != nil }.count, of: name)
+        try conn.willWriteGeometries(of: name, prepared.filter { $0.geometry != nil }.count)
         let sql = "INSERT INTO \(quoted(name)) (\(columns.map(quoted).joined(separator: ", "))) VALUES (\(Array(repeating: "?", count: columns.count).joined(separator: ", ")))"
         for (index, row) in prepared.enumerated() {
             do {
@@ -78,10 +78,8 @@ extension FeatureTable {
         // as not found (the caller's transaction rolls back the batch).
         let prepared = try features.enumerated().map { index, feature in (try updateKey(feature, index: index), try prepareUpdate(feature, index: index)) }
         var extent = Envelope.Builder()
-        if definition.isSpatial {
-            let geometry = definition.geometryColumn.lowercased()
-            try conn.willWriteGeometries(prepared.filter { $0.1.columns.contains { $0.lowercased() == geometry } }.count, of: name)
-        }
+        let geometry = definition.geometryColumn.lowercased()
+        try conn.willWriteGeometries(of: name, prepared.filter { $0.1.columns.contains { $0.lowercased() == geometry } }.count)
         for (index, (key, row)) in prepared.enumerated() {
             let sets = row.columns.isEmpty ? "\(key.column) = \(key.column)" : row.columns.map { "\(quoted($0)) = ?" }.joined(separator: ", ")
             let sql = "UPDATE \(quoted(name)) SET \(sets) WHERE \(key.column) = ?"
@@ -127,7 +125,7 @@ extension FeatureTable {
                 throw StorageError(.notFound, "no feature with object id \(id)", table: name, editIndex: index)
             }
         }
-        if definition.isSpatial { try conn.willWriteGeometries(objectIDs.count, of: name) }
+        try conn.willWriteGeometries(of: name, objectIDs.count)
         let statement = try db.cachedStatement(sql: "DELETE FROM \(quoted(name)) WHERE \(pk) = ?")
         for id in objectIDs { try statement.execute(arguments: [id]) }
         if !objectIDs.isEmpty { try touchContents(conn, extent: nil) }

@@ -170,17 +170,26 @@ enum RTreeBulkLoader {
         return groups
     }
 
-    /// Sorts `range` of `items` by `key` in place: an introspective-free quicksort (median of
-    /// three, insertion sort for short runs, recursion on the shorter side). The standard sort is
-    /// stable and allocates a scratch buffer of half the array, 75 MB for 6.25 million entries.
-    static func sortInPlace(_ items: inout [RTreeEntry], _ range: Range<Int>, by key: (RTreeEntry) -> Float) {
+    /// Sorts `range` of `items` by `key` in place, without extra memory: quicksort (median of
+    /// three, recursion on the shorter side, insertion sort for short runs) that turns to
+    /// heapsort on a range it has split too often, so no input makes it quadratic. The standard
+    /// sort is stable and allocates a scratch buffer of half the array, 75 MB for 6.25 million
+    /// entries.
+    /// `splits` (tests) bounds the quicksort splits before heapsort takes over.
+    static func sortInPlace(_ items: inout [RTreeEntry], _ range: Range<Int>, splits: Int? = nil, by key: (RTreeEntry) -> Float) {
         guard range.count > 1 else { return }
-        items.withUnsafeMutableBufferPointer { buffer in quicksort(buffer, range.lowerBound, range.upperBound - 1, key) }
+        let depth = splits ?? 2 * (Int.bitWidth - range.count.leadingZeroBitCount)
+        items.withUnsafeMutableBufferPointer { buffer in quicksort(buffer, range.lowerBound, range.upperBound - 1, depth, key) }
     }
 
-    private static func quicksort(_ a: UnsafeMutableBufferPointer<RTreeEntry>, _ low: Int, _ high: Int, _ key: (RTreeEntry) -> Float) {
-        var lo = low, hi = high
+    private static func quicksort(_ a: UnsafeMutableBufferPointer<RTreeEntry>, _ low: Int, _ high: Int, _ depth: Int, _ key: (RTreeEntry) -> Float) {
+        var lo = low, hi = high, depth = depth
         while hi - lo > 16 {
+            if depth == 0 {
+                heapsort(a, lo, hi, key)
+                return
+            }
+            depth -= 1
             let mid = lo + (hi - lo) / 2
             if key(a[mid]) < key(a[lo]) { a.swapAt(mid, lo) }
             if key(a[hi]) < key(a[lo]) { a.swapAt(hi, lo) }
@@ -199,10 +208,10 @@ enum RTreeBulkLoader {
                 }
             }
             if j - lo < hi - i {
-                quicksort(a, lo, j, key)
+                quicksort(a, lo, j, depth, key)
                 lo = i
             } else {
-                quicksort(a, i, hi, key)
+                quicksort(a, i, hi, depth, key)
                 hi = j
             }
         }
@@ -215,6 +224,25 @@ enum RTreeBulkLoader {
                 m -= 1
             }
             a[m + 1] = value
+        }
+    }
+
+    private static func heapsort(_ a: UnsafeMutableBufferPointer<RTreeEntry>, _ lo: Int, _ hi: Int, _ key: (RTreeEntry) -> Float) {
+        let count = hi - lo + 1
+        func siftDown(_ start: Int, _ end: Int) {
+            var root = start
+            while 2 * root + 1 < end {
+                var child = 2 * root + 1
+                if child + 1 < end, key(a[lo + child]) < key(a[lo + child + 1]) { child += 1 }
+                guard key(a[lo + root]) < key(a[lo + child]) else { return }
+                a.swapAt(lo + root, lo + child)
+                root = child
+            }
+        }
+        for start in stride(from: count / 2 - 1, through: 0, by: -1) { siftDown(start, count) }
+        for end in stride(from: count - 1, to: 0, by: -1) {
+            a.swapAt(lo, lo + end)
+            siftDown(0, end)
         }
     }
 

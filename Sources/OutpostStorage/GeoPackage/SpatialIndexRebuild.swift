@@ -29,7 +29,7 @@ enum SpatialIndexRebuild {
         return max(minimumWrites, span / writesPerRowCost)
     }
 
-    /// Empties the R-tree `rtree` of `table` and packs it again from the geometry column.
+    /// Empties `table`'s R-tree and packs it again from the geometry column.
     static func rebuild(_ table: FeatureTable, _ db: Database) throws {
         let rtree = table.rtreeName
         let node = quoted(rtree + "_node"), rowid = quoted(rtree + "_rowid"), parent = quoted(rtree + "_parent")
@@ -134,11 +134,12 @@ extension GeodatabaseConnection {
         spatialIndexWatches[table]?.savedTriggers != nil
     }
 
-    /// Counts `count` geometry writes about to happen on `table`; sets its R-tree triggers aside
-    /// once they make a packed rebuild cheaper.
-    func willWriteGeometries(_ count: Int, of table: String) throws {
-        guard count > 0, let watch = spatialIndexWatches[table], watch.savedTriggers == nil else { return }
-        watch.writes += Int64(count)
+    /// Counts geometry writes about to happen on `table` (`count` is evaluated only inside
+    /// ``maintainingSpatialIndex(of:_:)``); sets its R-tree triggers aside once they make a
+    /// packed rebuild cheaper.
+    func willWriteGeometries(of table: String, _ count: @autoclosure () -> Int) throws {
+        guard let watch = spatialIndexWatches[table], watch.savedTriggers == nil else { return }
+        watch.writes += Int64(count())
         guard watch.writes >= watch.budget else { return }
         var saved: [String] = []
         for name in GeoPackageDDL.spatialIndexTriggerNames(table: table, geometry: watch.table.definition.geometryColumn) {
