@@ -31,45 +31,39 @@ enum SyncBenchmark {
     }
 
     /// The edits, with plain SQL on the replica (captured by the triggers like any writer's):
-    /// updates move the point and change two attributes.
-    /// With `packIndex` the R-tree is packed again after the edits when that is cheaper than
-    /// keeping it current through the triggers (``GeodatabaseConnection/maintainingSpatialIndex``).
+    /// updates move the point and change two attributes. With `packIndex` the R-tree is packed
+    /// again after the edits when that is cheaper than keeping it current through the triggers
+    /// (``GeodatabaseConnection/maintainingSpatialIndex(of:_:)``).
     static func edit(_ replica: URL, count: Int, packIndex: Bool = false) throws -> Int {
         let gdb = try Geodatabase.open(at: replica)
         defer { try? gdb.close() }
-        let updates = count / 10, deletes = count / 100, inserts = count / 20
-        var random = FastRandomGenerator(seed: 9)
-        try gdb.write { conn in
-            if packIndex {
-                try conn.maintainingSpatialIndex(of: "points") { try edits(conn, count: count, random: &random) }
-            } else {
-                try edits(conn, count: count, random: &random)
-            }
+        return try gdb.write { conn in
+            packIndex ? try conn.maintainingSpatialIndex(of: "points") { try edits(conn, count: count) } : try edits(conn, count: count)
         }
-        return updates + deletes + inserts
     }
 
-    private static func edits(_ conn: GeodatabaseConnection, count: Int, random: inout FastRandomGenerator) throws {
+    /// Makes the edits inside the caller's transaction; returns how many.
+    private static func edits(_ conn: GeodatabaseConnection, count: Int) throws -> Int {
         let updates = count / 10, deletes = count / 100, inserts = count / 20
-        do {
-            let table = try conn.geodatabase.table(named: "points")
-            var moved: [Feature] = []
-            for i in stride(from: 1, through: updates * 10, by: 10) {
-                let (x, y) = ImportBenchmark.coordinates(i + 7)
-                moved.append(Feature(objectID: Int64(i), attributes: ["value": .double(Double(i) + 0.25), "label": .string("edited-\(i)")], geometry: .point(try Point(x: x, y: y))))
-            }
-            try table.update(moved, in: conn)
-            try table.delete(objectIDs: (0..<deletes).map { Int64($0 * 100 + 5) }, in: conn)
-            var added: [Feature] = []
-            for i in 0..<inserts {
-                let (x, y) = ImportBenchmark.coordinates(count + i)
-                added.append(Feature(
-                    attributes: ["id_int": .integer(Int64(count + i)), "value": .double(1.5), "label": .string("new-\(i)"),
-                                 "observed": .date(ImportBenchmark.epoch), "ref": .string(GlobalID.make(using: &random))],
-                    geometry: .point(try Point(x: x, y: y))))
-            }
-            _ = try table.add(added, in: conn)
+        var random = FastRandomGenerator(seed: 9)
+        let table = try conn.geodatabase.table(named: "points")
+        var moved: [Feature] = []
+        for i in stride(from: 1, through: updates * 10, by: 10) {
+            let (x, y) = ImportBenchmark.coordinates(i + 7)
+            moved.append(Feature(objectID: Int64(i), attributes: ["value": .double(Double(i) + 0.25), "label": .string("edited-\(i)")], geometry: .point(try Point(x: x, y: y))))
         }
+        try table.update(moved, in: conn)
+        try table.delete(objectIDs: (0..<deletes).map { Int64($0 * 100 + 5) }, in: conn)
+        var added: [Feature] = []
+        for i in 0..<inserts {
+            let (x, y) = ImportBenchmark.coordinates(count + i)
+            added.append(Feature(
+                attributes: ["id_int": .integer(Int64(count + i)), "value": .double(1.5), "label": .string("new-\(i)"),
+                             "observed": .date(ImportBenchmark.epoch), "ref": .string(GlobalID.make(using: &random))],
+                geometry: .point(try Point(x: x, y: y))))
+        }
+        _ = try table.add(added, in: conn)
+        return updates + deletes + inserts
     }
 
     /// The floor of one apply (a worker process): the same edits made on a copy of the replica

@@ -1,3 +1,4 @@
+import GRDB
 import OutpostCore
 
 /// SQL that creates GeoPackage structures, following GeoPackage 1.3 Annex C (table definitions)
@@ -149,6 +150,19 @@ enum GeoPackageDDL {
             BEGIN DELETE FROM \(qr) WHERE id = OLD.\(qi); END
             """,
         ]
+    }
+
+    /// Drops the named triggers and indexes that exist and returns their SQL, to be run again
+    /// (in the same transaction) once the bulk work they would slow down is done.
+    static func setAside(_ names: [String], _ db: Database) throws -> [String] {
+        var saved: [String] = []
+        for name in names {
+            guard let row = try Row.fetchOne(db, sql: "SELECT type, sql FROM sqlite_master WHERE name = ? AND type IN ('trigger', 'index')", arguments: [name]) else { continue }
+            let type: String = row[0]
+            saved.append(row[1])
+            try db.execute(sql: "DROP \(type == "index" ? "INDEX" : "TRIGGER") \(quoted(name))")
+        }
+        return saved
     }
 
     /// Names the R-tree triggers of a table may have (to set them aside during bulk writes):

@@ -141,12 +141,7 @@ extension GeodatabaseConnection {
         guard let watch = spatialIndexWatches[table], watch.savedTriggers == nil else { return }
         watch.writes += Int64(count())
         guard watch.writes >= watch.budget else { return }
-        var saved: [String] = []
-        for name in GeoPackageDDL.spatialIndexTriggerNames(table: table, geometry: watch.table.definition.geometryColumn) {
-            guard let sql = try String.fetchOne(db, sql: "SELECT sql FROM sqlite_master WHERE type = 'trigger' AND name = ?", arguments: [name]) else { continue }
-            saved.append(sql)
-            try db.execute(sql: "DROP TRIGGER \(quoted(name))")
-        }
-        watch.savedTriggers = saved
+        watch.savedTriggers = try GeoPackageDDL.setAside(
+            GeoPackageDDL.spatialIndexTriggerNames(table: table, geometry: watch.table.definition.geometryColumn), db)
     }
 }

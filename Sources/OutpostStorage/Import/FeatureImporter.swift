@@ -67,12 +67,7 @@ public final class FeatureImporter {
         if try Int.fetchOne(db, sql: "SELECT count(*) FROM (SELECT 1 FROM \(quoted(table.name)) LIMIT 1)") == 0 {
             setAside.append(GeoPackageDDL.globalIDIndexName(table: table.name))
         }
-        for name in setAside {
-            guard let row = try Row.fetchOne(db, sql: "SELECT type, sql FROM sqlite_master WHERE name = ?", arguments: [name]) else { continue }
-            let type: String = row[0]
-            savedTriggers.append(row[1])
-            try db.execute(sql: "DROP \(type == "index" ? "INDEX" : "TRIGGER") \(quoted(name))")
-        }
+        savedTriggers = try GeoPackageDDL.setAside(setAside, db)
         var columns = valueFields.map(\.name)
         if let gid = definition.globalIDField { columns.append(gid) }
         if definition.isSpatial { columns.append(definition.geometryColumn) }
