@@ -94,6 +94,30 @@ struct SpatialIndexRebuildTests {
         try gdb.close()
     }
 
+    @Test func aKnownLargeWriteSetsTheTriggersAsideBeforeTheFirstEdit() async throws {
+        let dir = TemporaryDirectory()
+        let (gdb, table) = try await Self.layer(5_000, in: dir)
+        let triggersBefore = try await Self.triggers(gdb)
+        try await gdb.write { conn in
+            // 600 announced writes reach the budget of 5,000 rows (125): no edit goes through the triggers.
+            try conn.maintainingSpatialIndex(of: "inspection_points", expectedGeometryWrites: 600) {
+                #expect(try Self.triggerCount(conn) == 0)
+                #expect(conn.spatialIndexIsStale("inspection_points"))
+                try table.update((1...600).map { Feature(objectID: Int64($0), geometry: .point(try Point(x: 171, y: 81))) }, in: conn)
+            }
+            // Fewer announced writes than the budget: the triggers stay until the writes counted reach it.
+            try conn.maintainingSpatialIndex(of: "inspection_points", expectedGeometryWrites: 100) {
+                #expect(try Self.triggerCount(conn) == 6)
+                try table.update((601...700).map { Feature(objectID: Int64($0), geometry: .point(try Point(x: 171, y: 81))) }, in: conn)
+                #expect(try Self.triggerCount(conn) == 6)
+            }
+        }
+        #expect(try await Self.triggers(gdb) == triggersBefore)
+        try await Self.expectIndexMatchesTable(gdb)
+        #expect(try await table.objectIDs(matching: FeatureQuery(envelope: Envelope(xmin: 170.5, ymin: 80.5, xmax: 171.5, ymax: 81.5))).count == 700)
+        try gdb.close()
+    }
+
     @Test func aFailedBodyStillLeavesAConsistentIndex() async throws {
         struct Stop: Error {}
         let dir = TemporaryDirectory()

@@ -93,7 +93,12 @@ extension GeodatabaseConnection {
     /// the triggers re-created. Until then envelope queries on the table do not use the index.
     /// Raw SQL writes are kept by the triggers while they are in place and by the rebuild after.
     /// A table without a spatial index runs `body` as it is.
-    public func maintainingSpatialIndex<T>(of tableName: String, _ body: () throws -> T) throws -> T {
+    ///
+    /// - Parameter expectedGeometryWrites: how many geometries the caller is about to write, when
+    ///   it knows (a batch's edits, a download's staged changes): once that reaches the budget
+    ///   the triggers are set aside before the first write, so no edit pays for both the
+    ///   triggers and the rebuild. Otherwise the writes are counted as they happen.
+    public func maintainingSpatialIndex<T>(of tableName: String, expectedGeometryWrites: Int? = nil, _ body: () throws -> T) throws -> T {
         guard isWritable, spatialIndexWatches[tableName] == nil else { return try body() }
         let table = try geodatabase.table(named: tableName)
         guard table.definition.isSpatial, try table.hasSpatialIndex(db) else { return try body() }
@@ -105,6 +110,14 @@ extension GeodatabaseConnection {
         guard let budget = SpatialIndexRebuild.budget(span: span) else { return try body() }
         let watch = SpatialIndexWatch(table: table, budget: budget)
         spatialIndexWatches[tableName] = watch
+        if let expected = expectedGeometryWrites, Int64(expected) >= budget {
+            do {
+                try setAsideSpatialIndexTriggers(watch)
+            } catch {
+                spatialIndexWatches[tableName] = nil
+                throw error
+            }
+        }
         func finish() throws {
             spatialIndexWatches[tableName] = nil
             guard let saved = watch.savedTriggers else { return }
@@ -141,7 +154,12 @@ extension GeodatabaseConnection {
         guard let watch = spatialIndexWatches[table], watch.savedTriggers == nil else { return }
         watch.writes += Int64(count())
         guard watch.writes >= watch.budget else { return }
+        try setAsideSpatialIndexTriggers(watch)
+    }
+
+    private func setAsideSpatialIndexTriggers(_ watch: SpatialIndexWatch) throws {
+        let definition = watch.table.definition
         watch.savedTriggers = try GeoPackageDDL.setAside(
-            GeoPackageDDL.spatialIndexTriggerNames(table: table, geometry: watch.table.definition.geometryColumn), db)
+            GeoPackageDDL.spatialIndexTriggerNames(table: definition.name, geometry: definition.geometryColumn), db)
     }
 }

@@ -246,6 +246,12 @@ extension GeodatabaseConnection {
         ).execute(arguments: [layerID, globalID, kind, generation, row])
     }
 
+    /// How many changes of a layer are staged.
+    public func stagedCount(layerID: Int) throws -> Int {
+        guard try db.tableExists("outpost_staging") else { return 0 }
+        return try Int.fetchOne(db, sql: "SELECT count(*) FROM outpost_staging WHERE layer_id = ?", arguments: [layerID]) ?? 0
+    }
+
     /// Staged rows of a layer after global id `after`, at most `limit`: (globalid, kind,
     /// generation, row JSON), in global id order.
     public func stagedRows(layerID: Int, after: String = "", limit: Int = 1000) throws -> [(globalID: String, kind: String, generation: Int64, row: String?)] {

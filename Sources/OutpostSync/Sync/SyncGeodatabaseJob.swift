@@ -575,8 +575,9 @@ public struct SyncGeodatabaseJob: JobDefinition {
             if deleteAbsent { try applier.deleteAbsent(stagedLayerID: layerID) }
         }
         // gpkg_contents is brought up to date once, after the last chunk, not once per feature;
-        // the R-tree too when the download rewrites a large part of the layer.
-        try conn.maintainingSpatialIndex(of: table) {
+        // the R-tree too when the download rewrites a large part of the layer (nearly every
+        // staged change writes a geometry).
+        try conn.maintainingSpatialIndex(of: table, expectedGeometryWrites: try conn.stagedCount(layerID: layerID)) {
             try conn.deferringContentsUpdates(applyAll)
         }
         return applier.counts

@@ -44,7 +44,8 @@ struct BatchApplier {
         var log: [ServiceStore.LogEntry] = []
         results.reserveCapacity(edits.edits.count)
         // A batch that rewrites a large part of the layer packs its R-tree again at the end.
-        try conn.maintainingSpatialIndex(of: table.name) {
+        let geometryWrites = edits.edits.count { $0.op == .delete || $0.geometry != nil }
+        try conn.maintainingSpatialIndex(of: table.name, expectedGeometryWrites: geometryWrites) {
             try conn.deferringContentsUpdates {
                 for edit in edits.edits {
                     do {

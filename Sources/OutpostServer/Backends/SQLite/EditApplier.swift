@@ -14,7 +14,8 @@ struct EditApplier {
 
     func apply(_ edits: EditRequest) throws -> ApplyEditsResponse {
         // A request that rewrites a large part of the layer packs its R-tree again at the end.
-        try conn.maintainingSpatialIndex(of: table.name) {
+        let geometryWrites = edits.adds.count + edits.updates.count { $0.geometry != nil } + edits.deletes.count
+        return try conn.maintainingSpatialIndex(of: table.name, expectedGeometryWrites: geometryWrites) {
             try applyEach(edits)
         }
     }
