@@ -23,6 +23,8 @@ public final class Geodatabase: Sendable {
     /// True for files created by Outpost (they carry `outpost_schema` and change capture).
     public let isManaged: Bool
     let writer: any DatabaseWriter
+    /// Checkpoints the WAL of a writable file in the background (nil: read-only or not WAL).
+    let checkpointer: WALCheckpointer?
     private let state: Mutex<State>
 
     private struct State {
@@ -34,9 +36,10 @@ public final class Geodatabase: Sendable {
     /// GeoPackages written by other tools.
     public var schema: ServiceSchema { state.withLock { $0.schema } }
 
-    init(url: URL, writer: any DatabaseWriter, schema: ServiceSchema, isReadOnly: Bool, isManaged: Bool) {
+    init(url: URL, writer: any DatabaseWriter, schema: ServiceSchema, isReadOnly: Bool, isManaged: Bool, checkpointer: WALCheckpointer? = nil) {
         self.url = url
         self.writer = writer
+        self.checkpointer = checkpointer
         self.isReadOnly = isReadOnly
         self.isManaged = isManaged
         self.state = Mutex(State(schema: schema))
@@ -52,7 +55,8 @@ public final class Geodatabase: Sendable {
     ///   `.corrupt`, or `.unsupportedContent` (for example curve geometry types).
     public static func open(at url: URL, readOnly: Bool = false) throws -> Geodatabase {
         let header = try FileHeader.read(url)
-        let config = configuration(readOnly: readOnly)
+        let checkpointer = header.isWAL && !readOnly ? WALCheckpointer(path: url.path) : nil
+        let config = configuration(readOnly: readOnly, checkpointer: checkpointer)
         let writer: any DatabaseWriter
         do {
             // WAL files get a pool (concurrent readers). Others are opened as they are: switching a
@@ -67,14 +71,15 @@ public final class Geodatabase: Sendable {
         }
         do {
             let (schema, managed) = try writer.read { db in try SchemaStore.load(db, fileStem: url.deletingPathExtension().lastPathComponent) }
-            return Geodatabase(url: url, writer: writer, schema: schema, isReadOnly: readOnly, isManaged: managed)
+            return Geodatabase(url: url, writer: writer, schema: schema, isReadOnly: readOnly, isManaged: managed, checkpointer: checkpointer)
         } catch {
+            checkpointer?.close()
             try? writer.close()
             throw StorageError.from(error, "cannot read \(url.lastPathComponent)")
         }
     }
 
-    static func configuration(readOnly: Bool) -> Configuration {
+    static func configuration(readOnly: Bool, checkpointer: WALCheckpointer? = nil) -> Configuration {
         var config = Configuration()
         config.readonly = readOnly
         config.foreignKeysEnabled = true
@@ -106,6 +111,8 @@ public final class Geodatabase: Sendable {
             } else {
                 try db.execute(sql: "PRAGMA cache_size = -32768")
                 try db.execute(sql: "PRAGMA mmap_size = 134217728")
+                // Commits leave the copying of WAL frames into the file to a background checkpoint.
+                checkpointer?.install(on: handle)
             }
             // Every UPDATE that fires triggers (R-tree, capture) keeps a statement journal; once it
             // outgrows 64 KB SQLite moves it to a temporary file and every page the statement
@@ -119,6 +126,7 @@ public final class Geodatabase: Sendable {
     /// Checkpoints the WAL into the main file and closes every connection. After `close()` the
     /// file is a single self-contained GeoPackage that can be copied or shared.
     public func close() throws {
+        checkpointer?.close()
         if let pool = writer as? DatabasePool, !isReadOnly {
             _ = try? pool.writeWithoutTransaction { db in try db.checkpoint(.truncate) }
         }

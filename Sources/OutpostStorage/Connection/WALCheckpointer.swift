@@ -1,0 +1,101 @@
+import Foundation
+import GRDBSQLite
+import Synchronization
+
+/// Copies committed WAL frames back into the database file on a background thread, instead of
+/// in the commit that crossed SQLite's automatic checkpoint threshold.
+///
+/// With SQLite's own automatic checkpoint, the commit that leaves 1,000 or more frames in the WAL
+/// also writes them all into the main file and syncs it before it returns: a server answering a
+/// 5,000-edit batch spent about as long on that as on the commit itself. Here the writer
+/// connection's WAL hook only notes the frame count; a separate read-write connection runs a
+/// passive checkpoint (it never blocks readers or the writer, and the writer keeps appending
+/// while it copies). Durability is unchanged: a commit is durable once its frames are synced in
+/// the WAL, and a checkpoint interrupted by a crash is completed by the next opener.
+final class WALCheckpointer: Sendable {
+    /// Frames in the WAL after a commit that start a checkpoint (SQLite's automatic default).
+    static let frameThreshold: Int32 = 1000
+
+    private let path: String
+    private let queue = DispatchQueue(label: "outpost.wal-checkpoint", qos: .utility)
+    private let state = Mutex(State())
+
+    private struct State {
+        var scheduled = false
+        var closed = false
+        /// The checkpointing connection, opened on first use (only used on `queue`).
+        var handle: OpaquePointer?
+    }
+
+    init(path: String) {
+        self.path = path
+    }
+
+    deinit {
+        state.withLock { state in
+            if let handle = state.handle { sqlite3_close_v2(handle) }
+        }
+    }
+
+    /// Installs the WAL hook on the writer connection (replacing SQLite's automatic checkpoint).
+    /// The checkpointer must outlive the connection: the geodatabase holds both.
+    func install(on connection: OpaquePointer) {
+        let context = Unmanaged.passUnretained(self).toOpaque()
+        sqlite3_wal_hook(connection, { context, _, _, frames in
+            guard let context else { return SQLITE_OK }
+            Unmanaged<WALCheckpointer>.fromOpaque(context).takeUnretainedValue().committed(frames: frames)
+            return SQLITE_OK
+        }, context)
+    }
+
+    /// After a commit that left `frames` frames in the WAL (called on the writer's thread).
+    func committed(frames: Int32) {
+        guard frames >= Self.frameThreshold else { return }
+        let start = state.withLock { state -> Bool in
+            guard !state.scheduled, !state.closed else { return false }
+            state.scheduled = true
+            return true
+        }
+        if start { queue.async { self.run() } }
+    }
+
+    private func run() {
+        let handle = state.withLock { state -> OpaquePointer? in
+            state.scheduled = false
+            guard !state.closed else { return nil }
+            if state.handle == nil {
+                var opened: OpaquePointer?
+                // A first read makes the new connection open the WAL (until then it checkpoints nothing).
+                if sqlite3_open_v2(path, &opened, SQLITE_OPEN_READWRITE, nil) == SQLITE_OK,
+                    sqlite3_exec(opened, "PRAGMA schema_version", nil, nil, nil) == SQLITE_OK
+                {
+                    state.handle = opened
+                } else {
+                    sqlite3_close_v2(opened)
+                }
+            }
+            return state.handle
+        }
+        // SQLITE_BUSY (another process is checkpointing) leaves the frames for the next commit.
+        guard let handle else { return }
+        sqlite3_wal_checkpoint_v2(handle, nil, SQLITE_CHECKPOINT_PASSIVE, nil, nil)
+    }
+
+    /// Holds (true) or lets go (false) the checkpoints scheduled meanwhile; for tests that watch
+    /// the main file between a commit and its checkpoint.
+    func hold(_ held: Bool) {
+        if held { queue.suspend() } else { queue.resume() }
+    }
+
+    /// Waits for a running checkpoint and closes the checkpointing connection; later commits
+    /// start none.
+    func close() {
+        queue.sync {
+            state.withLock { state in
+                state.closed = true
+                if let handle = state.handle { sqlite3_close_v2(handle) }
+                state.handle = nil
+            }
+        }
+    }
+}

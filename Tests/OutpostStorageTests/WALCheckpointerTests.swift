@@ -1,0 +1,64 @@
+import Foundation
+import OutpostCore
+import OutpostTestSupport
+import Testing
+
+@testable import OutpostStorage
+
+@Suite("WAL checkpoints run in the background")
+struct WALCheckpointerTests {
+    static func mainFileSize(_ gdb: Geodatabase) throws -> Int {
+        (try FileManager.default.attributesOfItem(atPath: gdb.url.path)[.size] as? Int) ?? 0
+    }
+
+    static func features(_ count: Int, from start: Int) throws -> [Feature] {
+        try (start..<start + count).map { i in
+            Feature(
+                attributes: ["asset_id": .string("A-\(i)"), "asset_type": .string("valve"), "status": .string("open")],
+                geometry: .point(try Point(x: Double(i % 360) - 180, y: Double(i % 170) - 85)))
+        }
+    }
+
+    @Test func aLargeCommitReturnsBeforeItsFramesReachTheFile() async throws {
+        let dir = TemporaryDirectory()
+        let gdb = try SampleGeodatabases.emptyFieldInspection(in: dir)
+        let table = try gdb.table(named: "inspection_points")
+        let checkpointer = try #require(gdb.checkpointer, "a writable WAL file checkpoints in the background")
+        let before = try Self.mainFileSize(gdb)
+        checkpointer.hold(true)
+        // Well over 1,000 pages: SQLite's own automatic checkpoint would copy them in the commit.
+        _ = try await table.add(try Self.features(20_000, from: 0))
+        #expect(try Self.mainFileSize(gdb) == before, "the commit left its pages in the WAL")
+        // Readers see the committed rows from the WAL meanwhile.
+        #expect(try await table.count() == 20_000)
+        checkpointer.hold(false)
+        var grown = false
+        for _ in 0..<200 where !grown {
+            try await Task.sleep(for: .milliseconds(25))
+            grown = try Self.mainFileSize(gdb) > before + 1_000_000
+        }
+        #expect(grown, "the background checkpoint copied the pages into the file")
+        // Writes go on while checkpoints run; closing waits for a running one.
+        for round in 1...3 { _ = try await table.add(try Self.features(5_000, from: 20_000 * round)) }
+        try gdb.close()
+        let wal = (try? FileManager.default.attributesOfItem(atPath: gdb.url.path + "-wal")[.size] as? Int) ?? 0
+        #expect(wal == 0, "close leaves a self-contained file")
+        // A third-party reader sees every row in the main file.
+        let info = try await ExternalTools.run("ogrinfo", ["-ro", "-so", gdb.url.path, "inspection_points"])
+        #expect(info.succeeded && info.stdout.contains("Feature Count: 35000\n"), "\(info.stdout)\(info.stderr)")
+    }
+
+    @Test func readOnlyAndClosedGeodatabasesStartNoCheckpoints() async throws {
+        let dir = TemporaryDirectory()
+        let gdb = try SampleGeodatabases.emptyFieldInspection(in: dir)
+        try gdb.close()
+        let reader = try Geodatabase.open(at: gdb.url, readOnly: true)
+        #expect(reader.checkpointer == nil)
+        try reader.close()
+        let writer = try Geodatabase.open(at: gdb.url)
+        let checkpointer = try #require(writer.checkpointer)
+        try writer.close()
+        // A commit hook firing after close (another handle's late commit) schedules nothing.
+        checkpointer.committed(frames: 5_000)
+    }
+}
