@@ -104,7 +104,12 @@ struct SpatialIndexRebuildTests {
                 #expect(try Self.triggerCount(conn) == 0)
                 #expect(conn.spatialIndexIsStale("inspection_points"))
                 try table.update((1...600).map { Feature(objectID: Int64($0), geometry: .point(try Point(x: 171, y: 81))) }, in: conn)
+                // As the triggers do, the packed index leaves out an empty geometry and a blob that
+                // is not a GeoPackage geometry.
+                try conn.execute("UPDATE inspection_points SET geom = x'47500011E61000000101000000000000000000F87F000000000000F87F' WHERE objectid = 4001")
+                try conn.execute("UPDATE inspection_points SET geom = x'0102' WHERE objectid = 4002")
             }
+            #expect(try Int.fetchOne(conn.db, sql: "SELECT count(*) FROM \(Self.rtree) WHERE id IN (4001, 4002)") == 0)
             // Fewer announced writes than the budget: the triggers stay until the writes counted reach it.
             try conn.maintainingSpatialIndex(of: "inspection_points", expectedGeometryWrites: 100) {
                 #expect(try Self.triggerCount(conn) == 6)

@@ -1,3 +1,4 @@
+import COutpostSQLite
 import Foundation
 import GRDB
 import GRDBSQLite
@@ -42,11 +43,13 @@ enum SpatialIndexRebuild {
         try RTreeBulkLoader.load(&entries, into: rtree, db)
     }
 
-    /// Every non-empty geometry's bounds, as the GeoPackage insert trigger computes them.
+    /// Every non-empty geometry's bounds, as the GeoPackage insert trigger computes them: rows
+    /// whose blob is a GeoPackage geometry without the empty flag, bounds from the same C
+    /// routine as `ST_MinX`…`ST_MaxY` (read once per row here instead of four times).
     static func bounds(of table: FeatureTable, _ db: Database) throws -> [RTreeEntry] {
         guard let handle = db.sqliteConnection else { throw StorageError(.sqlite, "the connection is closed") }
         let id = quoted(table.definition.objectIDField), g = quoted(table.definition.geometryColumn)
-        let sql = "SELECT \(id), ST_MinX(\(g)), ST_MaxX(\(g)), ST_MinY(\(g)), ST_MaxY(\(g)) FROM \(quoted(table.name)) WHERE \(g) NOT NULL AND NOT ST_IsEmpty(\(g))"
+        let sql = "SELECT \(id), \(g) FROM \(quoted(table.name)) WHERE \(g) NOT NULL"
         var statement: OpaquePointer?
         guard sqlite3_prepare_v2(handle, sql, -1, &statement, nil) == SQLITE_OK, let statement else {
             throw StorageError(.sqlite, "cannot read the bounds of \(table.name): \(String(cString: sqlite3_errmsg(handle)))", table: table.name)
@@ -55,13 +58,20 @@ enum SpatialIndexRebuild {
         // Reserved once: growing by doubling would hold the old and new arrays at once.
         var entries: [RTreeEntry] = []
         entries.reserveCapacity(try Int.fetchOne(db, sql: "SELECT count(*) FROM \(quoted(table.name))") ?? 0)
+        var box = (0.0, 0.0, 0.0, 0.0)
         var rc = sqlite3_step(statement)
         while rc == SQLITE_ROW {
-            let envelope = Envelope(
-                xmin: sqlite3_column_double(statement, 1), ymin: sqlite3_column_double(statement, 3),
-                xmax: sqlite3_column_double(statement, 2), ymax: sqlite3_column_double(statement, 4))
-            entries.append(RTreeEntry(id: sqlite3_column_int64(statement, 0), envelope))
-            rc = sqlite3_step(statement)
+            defer { rc = sqlite3_step(statement) }
+            guard sqlite3_column_type(statement, 1) == SQLITE_BLOB, let raw = sqlite3_column_blob(statement, 1) else { continue }
+            let size = sqlite3_column_bytes(statement, 1)
+            guard size >= 8 else { continue }
+            let blob = raw.assumingMemoryBound(to: UInt8.self)
+            // `ST_IsEmpty` is null for a blob that is not a GeoPackage geometry, 1 with the empty flag.
+            guard blob[0] == 0x47, blob[1] == 0x50, blob[3] & 0x10 == 0 else { continue }
+            let found = withUnsafeMutableBytes(of: &box) { outpost_gpkg_bounds(blob, size, $0.baseAddress!.assumingMemoryBound(to: Double.self)) }
+            // The trigger would store an unreadable geometry's null bounds as zeros.
+            let (minX, maxX, minY, maxY) = found == 1 ? box : (0, 0, 0, 0)
+            entries.append(RTreeEntry(id: sqlite3_column_int64(statement, 0), Envelope(xmin: minX, ymin: minY, xmax: maxX, ymax: maxY)))
         }
         guard rc == SQLITE_DONE else {
             throw StorageError(.sqlite, "cannot read the bounds of \(table.name): \(String(cString: sqlite3_errmsg(handle)))", table: table.name)
