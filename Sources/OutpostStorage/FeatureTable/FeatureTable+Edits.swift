@@ -54,7 +54,7 @@ extension FeatureTable {
         let sql = "INSERT INTO \(quoted(name)) (\(columns.map(quoted).joined(separator: ", "))) VALUES (\(Array(repeating: "?", count: columns.count).joined(separator: ", ")))"
         for (index, row) in prepared.enumerated() {
             do {
-                try db.cachedStatement(sql: sql).execute(arguments: StatementArguments(row.values))
+                try db.cachedStatement(sql: sql).run(row.values)
             } catch let error as DatabaseError where error.resultCode == .SQLITE_CONSTRAINT {
                 throw StorageError(.invalidEdit, "rejected by the table: \(error.message ?? "constraint failed")", table: name, editIndex: index, cause: error)
             }
@@ -84,7 +84,7 @@ extension FeatureTable {
             let sets = row.columns.isEmpty ? "\(key.column) = \(key.column)" : row.columns.map { "\(quoted($0)) = ?" }.joined(separator: ", ")
             let sql = "UPDATE \(quoted(name)) SET \(sets) WHERE \(key.column) = ?"
             do {
-                try db.cachedStatement(sql: sql).execute(arguments: StatementArguments(row.values + [key.value]))
+                try db.cachedStatement(sql: sql).run(row.values + [key.value])
             } catch let error as DatabaseError where error.resultCode == .SQLITE_CONSTRAINT {
                 throw StorageError(.invalidEdit, "rejected by the table: \(error.message ?? "constraint failed")", table: name, editIndex: index, cause: error)
             }
@@ -127,7 +127,7 @@ extension FeatureTable {
         }
         try conn.willWriteGeometries(of: name, objectIDs.count)
         let statement = try db.cachedStatement(sql: "DELETE FROM \(quoted(name)) WHERE \(pk) = ?")
-        for id in objectIDs { try statement.execute(arguments: [id]) }
+        for id in objectIDs { try statement.run([id.databaseValue]) }
         if !objectIDs.isEmpty { try touchContents(conn, extent: nil) }
     }
 

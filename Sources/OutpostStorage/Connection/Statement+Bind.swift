@@ -1,0 +1,40 @@
+import GRDB
+import GRDBSQLite
+
+extension Statement {
+    /// Binds `values` through the C API and steps the statement to completion, for per-row
+    /// statements in edit loops: `execute(arguments:)` builds a `StatementArguments` per call
+    /// (a key-path map over the values), which cost edits of a large apply about as much as
+    /// SQLite's work on small rows. Errors are GRDB's `DatabaseError` with the extended code,
+    /// as `execute(arguments:)` throws them.
+    func run(_ values: [DatabaseValue]) throws {
+        let stmt = sqliteStatement
+        sqlite3_reset(stmt)
+        guard values.count == Int(sqlite3_bind_parameter_count(stmt)) else {
+            throw DatabaseError(resultCode: .SQLITE_MISUSE, message: "\(values.count) values for \(sqlite3_bind_parameter_count(stmt)) parameters", sql: sql)
+        }
+        for (i, value) in values.enumerated() {
+            let index = Int32(i + 1)
+            switch value.storage {
+            case .null: sqlite3_bind_null(stmt, index)
+            case .int64(let v): sqlite3_bind_int64(stmt, index, v)
+            case .double(let v): sqlite3_bind_double(stmt, index, v)
+            case .string(var v):
+                v.withUTF8 { utf8 in
+                    _ = sqlite3_bind_text(stmt, index, UnsafeRawPointer(utf8.baseAddress)?.assumingMemoryBound(to: CChar.self), Int32(utf8.count), sqliteTransient)
+                }
+            case .blob(let v):
+                v.withUnsafeBytes { _ = sqlite3_bind_blob(stmt, index, $0.baseAddress, Int32($0.count), sqliteTransient) }
+            }
+        }
+        var rc = sqlite3_step(stmt)
+        while rc == SQLITE_ROW { rc = sqlite3_step(stmt) }
+        guard rc == SQLITE_DONE else {
+            let message = String(cString: sqlite3_errmsg(sqlite3_db_handle(stmt)))
+            let code = sqlite3_extended_errcode(sqlite3_db_handle(stmt))
+            sqlite3_reset(stmt)
+            throw DatabaseError(resultCode: ResultCode(rawValue: code), message: message, sql: sql)
+        }
+        sqlite3_reset(stmt)
+    }
+}
