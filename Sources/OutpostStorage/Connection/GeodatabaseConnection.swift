@@ -29,7 +29,7 @@ public final class GeodatabaseConnection {
         do {
             // One statement is prepared once per connection and reused (most SQL here runs often).
             if Self.isSingleStatement(sql) {
-                try db.cachedStatement(sql: sql).execute(arguments: StatementArguments(arguments.map(\.databaseValue)))
+                try db.cachedStatement(sql: sql).run(arguments.map(\.databaseValue))
             } else {
                 try db.execute(sql: sql, arguments: StatementArguments(arguments.map(\.databaseValue)))
             }
@@ -112,7 +112,7 @@ public final class SQLStatement {
 
     public func execute(_ arguments: [SQLLiteral]) throws {
         do {
-            try statement.execute(arguments: StatementArguments(arguments.map(\.databaseValue)))
+            try statement.run(arguments.map(\.databaseValue))
         } catch {
             throw StorageError.from(error, "SQL failed")
         }

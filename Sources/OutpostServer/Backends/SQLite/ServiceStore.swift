@@ -238,59 +238,56 @@ enum ServiceStore {
         }
     }
 
-    /// Logs many changes of one layer under one generation with four statements (the entries go
-    /// in as one JSON array, in order): per-edit statements cost more than the edits themselves.
+    /// Logs many changes of one layer under one generation, in order, with prepared statements
+    /// bound per entry (the column lists repeat, so each distinct one is written once): the
+    /// change log row, and the feature's version (column generations) or, for a delete, its
+    /// tombstone.
     static func log(
         _ conn: GeodatabaseConnection, generation: Int64, layerID: Int, _ entries: [LogEntry], origin: (replica: String, seq: Int64)? = nil
     ) throws {
         guard !entries.isEmpty else { return }
-        var text = "["
-        for (i, e) in entries.enumerated() {
-            if i > 0 { text += "," }
-            text += "["
-            JSONValue.writeString(e.globalID, to: &text)
-            text += ",\"\(e.op)\","
-            JSONValue.writeString(JSONValue.array(e.columns.map { .string($0) }).jsonString, to: &text)
-            text += ","
-            // The per-column generations this change sets ({} for a delete).
-            JSONValue.writeString(e.op == "delete" ? "{}" : JSONValue.object(Dictionary(e.columns.map { ($0, JSONValue.integer(generation)) }, uniquingKeysWith: { a, _ in a })).jsonString, to: &text)
-            text += ","
-            if let editedAt = e.editedAt { JSONValue.writeString(editedAt, to: &text) } else { text += "null" }
-            text += e.toOrigin ? ",1," : ",0,"
-            if let row = e.row { JSONValue.writeString(row, to: &text) } else { text += "null" }
-            text += "]"
-        }
-        text += "]"
-        let list = SQLLiteral.text(text), layer = SQLLiteral.integer(Int64(layerID)), gen = SQLLiteral.integer(generation)
-        try conn.execute(
+        let layer = SQLLiteral.integer(Int64(layerID)), gen = SQLLiteral.integer(generation)
+        let insertLog = try conn.statement(
+            "INSERT INTO outpost_change_log (generation, layer_id, globalid, op, changed_columns, origin_replica, origin_seq, edited_at) VALUES (?, ?, ?, ?, ?, ?, ?, ?)")
+        let dropVersion = try conn.statement("DELETE FROM outpost_feature_versions WHERE layer_id = ? AND globalid = ?")
+        let keepTombstone = try conn.statement(
             """
-            INSERT INTO outpost_change_log (generation, layer_id, globalid, op, changed_columns, origin_replica, origin_seq, edited_at)
-            SELECT ?1, ?2, value ->> 0, value ->> 1, value ->> 2, CASE WHEN value ->> 5 THEN NULL ELSE ?3 END, CASE WHEN value ->> 5 THEN NULL ELSE ?4 END,
-              value ->> 4
-            FROM json_each(?5) ORDER BY key
-            """,
-            arguments: [gen, layer, origin.map { .text($0.replica) } ?? .null, origin.map { .integer($0.seq) } ?? .null, list])
-        try conn.execute(
-            "DELETE FROM outpost_feature_versions WHERE layer_id = ? AND globalid IN (SELECT value ->> 0 FROM json_each(?) WHERE value ->> 1 = 'delete')",
-            arguments: [layer, list])
-        try conn.execute(
-            """
-            INSERT INTO outpost_tombstones (layer_id, globalid, generation, row)
-            SELECT ?, value ->> 0, ?, value ->> 6 FROM json_each(?) WHERE value ->> 1 = 'delete' ORDER BY key
+            INSERT INTO outpost_tombstones (layer_id, globalid, generation, row) VALUES (?, ?, ?, ?)
             ON CONFLICT (layer_id, globalid) DO UPDATE SET generation = excluded.generation, row = coalesce(excluded.row, row)
-            """,
-            arguments: [layer, gen, list])
-        try conn.execute(
+            """)
+        let setVersion = try conn.statement(
             """
-            INSERT INTO outpost_feature_versions (layer_id, globalid, generation, column_generations)
-            SELECT ?, value ->> 0, ?, value ->> 3 FROM json_each(?) WHERE value ->> 1 <> 'delete' AND NOT value ->> 5 ORDER BY key
+            INSERT INTO outpost_feature_versions (layer_id, globalid, generation, column_generations) VALUES (?, ?, ?, ?)
             ON CONFLICT (layer_id, globalid) DO UPDATE SET generation = excluded.generation,
               column_generations = json_patch(column_generations, excluded.column_generations)
-            """,
-            arguments: [layer, gen, list])
-        try conn.execute(
-            "DELETE FROM outpost_tombstones WHERE layer_id = ? AND globalid IN (SELECT value ->> 0 FROM json_each(?) WHERE value ->> 1 = 'insert')",
-            arguments: [layer, list])
+            """)
+        let dropTombstone = try conn.statement("DELETE FROM outpost_tombstones WHERE layer_id = ? AND globalid = ?")
+        // Column list -> (its JSON array, the per-column generations this change sets).
+        var columnTexts: [[String]: (SQLLiteral, SQLLiteral)] = [:]
+        let originReplica = origin.map { SQLLiteral.text($0.replica) } ?? .null, originSeq = origin.map { SQLLiteral.integer($0.seq) } ?? .null
+        for e in entries {
+            let gid = SQLLiteral.text(e.globalID)
+            let texts: (SQLLiteral, SQLLiteral)
+            if let known = columnTexts[e.columns] {
+                texts = known
+            } else {
+                texts = (
+                    .text(JSONValue.array(e.columns.map { .string($0) }).jsonString),
+                    .text(JSONValue.object(Dictionary(e.columns.map { ($0, JSONValue.integer(generation)) }, uniquingKeysWith: { a, _ in a })).jsonString)
+                )
+                columnTexts[e.columns] = texts
+            }
+            try insertLog.execute([
+                gen, layer, gid, .text(e.op), texts.0, e.toOrigin ? .null : originReplica, e.toOrigin ? .null : originSeq, e.editedAt.map { .text($0) } ?? .null,
+            ])
+            if e.op == "delete" {
+                try dropVersion.execute([layer, gid])
+                try keepTombstone.execute([layer, gid, gen, e.row.map { .text($0) } ?? .null])
+                continue
+            }
+            if !e.toOrigin { try setVersion.execute([layer, gid, gen, texts.1]) }
+            if e.op == "insert" { try dropTombstone.execute([layer, gid]) }
+        }
     }
 }
 
