@@ -143,6 +143,62 @@ struct SyncBehaviourTests {
         try await h.stop()
     }
 
+    /// The next batch is made while the server applies the current one and sealed as made only
+    /// when it still carries exactly the change rows a fresh seal would take. Edits made while a
+    /// batch is in flight — to features the next batch carries, and new ones — still reach the
+    /// server once, with their latest values.
+    @Test(.timeLimit(.minutes(2)), arguments: BackendKind.syncing)
+    func batchesMadeAheadKeepEveryEditOnce(kind: BackendKind) async throws {
+        let h = try await SyncHarness.start(kind)
+        let gdb = try await h.replica(layers: [0])
+        let points = try gdb.table(named: "inspection_points")
+        // 24 change rows: batches of 10, 10 and 4.
+        for id in 1...12 { try await points.update([Feature(objectID: Int64(id), attributes: ["notes": .string("first \(id)")])]) }
+        let added = try await points.add((0..<12).map { i in
+            Feature(attributes: ["asset_id": .string("AHEAD-\(i)"), "asset_type": .string("valve"), "status": .string("open")], geometry: .point(try Point(x: -122.6, y: 45.5)))
+        })
+        let faults = FaultInjector()
+        let edit: @Sendable (Int64, String) -> Void = { id, notes in
+            #expect(throws: Never.self) { try gdb.write { conn in try points.update([Feature(objectID: id, attributes: ["notes": .string(notes)])], in: conn) } }
+        }
+        // Batch 1 answered (batch 2 already made): features batch 2 carries are edited again,
+        // after the rows it covers, so it is still sealed as made and a later batch brings them.
+        let carried = added[0].objectID!
+        faults.onReach("client.afterSend") {
+            edit(carried, "edited while batch 1 was applied")
+            edit(5, "edited while batch 1 was applied")
+            // Batch 2 answered: batch 3 (the last 4 rows, made ahead) no longer covers every
+            // pending row once this edit lands, so it is sealed afresh with it.
+            faults.onReach("client.afterSend") { edit(7, "edited while batch 2 was applied") }
+        }
+        var parameters = SyncGeodatabaseParameters()
+        parameters.maxChangesPerBatch = 10
+        let job = try h.task().makeSyncGeodatabaseJob(parameters: parameters, geodatabase: gdb, faults: faults)
+        try job.start()
+        _ = try await job.output
+        let texts = job.messages.map(\.text)
+        #expect(texts.contains("batch 2 was made while batch 1 was applied"))
+        #expect(!texts.contains("batch 3 was made while batch 2 was applied"), "a batch made ahead that no longer covers the pending rows is dropped")
+        // Batch 3: the last 4 rows of before and the 3 edits made in flight.
+        #expect(texts.contains { $0.hasPrefix("sending batch 3 (7 edits") }, "\(texts)")
+        #expect(!texts.contains { $0.hasPrefix("sending batch 4 ") })
+        #expect(try await points.pendingChanges().total == 0)
+        try await h.expectConverged(gdb, table: "inspection_points", layerID: 0)
+        let server = try await h.serverRows(0)
+        let aheadAssets = server.values.compactMap { row -> String? in
+            if case .string(let id)? = row.attributes["asset_id"], id.hasPrefix("AHEAD-") { return id }
+            return nil
+        }
+        #expect(aheadAssets.count == 12 && Set(aheadAssets).count == 12, "each new feature once")
+        let local = try #require(try await points.feature(objectID: 5))
+        #expect(server[local.globalID!]?.attributes["notes"] == .string("edited while batch 1 was applied"))
+        let seventh = try #require(try await points.feature(objectID: 7))
+        #expect(server[seventh.globalID!]?.attributes["notes"] == .string("edited while batch 2 was applied"))
+        let ahead = try #require(try await points.feature(objectID: carried))
+        #expect(server[ahead.globalID!]?.attributes["notes"] == .string("edited while batch 1 was applied"))
+        try await h.stop()
+    }
+
     /// I9: a replica that drifted from the server (a change made with capture off) is found by
     /// the checksum and that layer alone is fetched again.
     @Test(.timeLimit(.minutes(2)), arguments: BackendKind.syncing)

@@ -178,6 +178,18 @@ public final class Geodatabase: Sendable {
         }
     }
 
+    /// Runs `body` on a reader of the committed data only, alongside writes: nil (without
+    /// running it) when the file cannot be read that way — not in WAL mode, or while an explicit
+    /// transaction is open (``read(_:)`` would then see its uncommitted changes).
+    public func readCommitted<T: Sendable>(_ body: @escaping @Sendable (GeodatabaseConnection) throws -> T) async throws -> T? {
+        guard writer is DatabasePool, !state.withLock({ $0.explicitTransaction }) else { return nil }
+        do {
+            return try await writer.read { db in try body(GeodatabaseConnection(db, self)) }
+        } catch {
+            throw StorageError.from(error, "read failed")
+        }
+    }
+
     /// Async `read`: the statement is interrupted when the calling task is cancelled.
     public func read<T: Sendable>(_ body: @escaping @Sendable (GeodatabaseConnection) throws -> T) async throws -> T {
         do {

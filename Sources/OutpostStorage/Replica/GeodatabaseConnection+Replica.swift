@@ -204,25 +204,38 @@ extension GeodatabaseConnection {
     }
 
     /// The change id a batch of at most `maxChanges` change rows of `tables` would cover (the
-    /// oldest rows first), nil when nothing is pending.
-    public func sealLimit(maxChanges: Int, tables: [String]) throws -> Int64? {
+    /// oldest rows first, those after change id `after` only), nil when nothing is pending.
+    public func sealLimit(maxChanges: Int, tables: [String], after: Int64 = 0) throws -> Int64? {
         guard try db.tableExists(ChangeCapture.changesTable) else { return nil }
         let names = JSONValue.array(tables.map { .string($0) }).jsonString
         if let id = try Int64.fetchOne(
-            db, sql: "SELECT change_id FROM outpost_changes WHERE table_name IN (SELECT value FROM json_each(?)) ORDER BY change_id LIMIT 1 OFFSET ?",
-            arguments: [names, max(maxChanges, 1) - 1])
+            db,
+            sql: "SELECT change_id FROM outpost_changes WHERE change_id > ? AND table_name IN (SELECT value FROM json_each(?)) ORDER BY change_id LIMIT 1 OFFSET ?",
+            arguments: [after, names, max(maxChanges, 1) - 1])
         {
             return id
         }
-        return try Int64.fetchOne(db, sql: "SELECT max(change_id) FROM outpost_changes WHERE table_name IN (SELECT value FROM json_each(?))", arguments: [names])
+        return try Int64.fetchOne(
+            db, sql: "SELECT max(change_id) FROM outpost_changes WHERE change_id > ? AND table_name IN (SELECT value FROM json_each(?))", arguments: [after, names])
     }
 
-    /// Captured changes of `tables` up to `changeID`, by table and global id, oldest first
-    /// within each feature.
-    public func capturedChanges(upTo changeID: Int64, tables: [String]) throws -> [CapturedChange] {
+    /// Captured changes of `tables` after change id `after` up to `changeID`, by table and
+    /// global id, oldest first within each feature.
+    public func capturedChanges(upTo changeID: Int64, after: Int64 = 0, tables: [String]) throws -> [CapturedChange] {
         try capturedChanges(
-            where: "change_id <= ? AND table_name IN (SELECT value FROM json_each(?))",
-            arguments: [changeID, JSONValue.array(tables.map { .string($0) }).jsonString], order: "table_name, globalid, change_id")
+            where: "change_id > ? AND change_id <= ? AND table_name IN (SELECT value FROM json_each(?))",
+            arguments: [after, changeID, JSONValue.array(tables.map { .string($0) }).jsonString], order: "table_name, globalid, change_id")
+    }
+
+    /// How many change rows of `tables` up to `changeID` are pending, and the oldest one's id.
+    /// Change ids only grow and rows go only with an acknowledgement, so equal spans are the
+    /// same rows.
+    public func pendingChangeSpan(upTo changeID: Int64, tables: [String]) throws -> (count: Int, first: Int64?) {
+        guard try db.tableExists(ChangeCapture.changesTable) else { return (0, nil) }
+        let row = try Row.fetchOne(
+            db, sql: "SELECT count(*), min(change_id) FROM outpost_changes WHERE change_id <= ? AND table_name IN (SELECT value FROM json_each(?))",
+            arguments: [changeID, JSONValue.array(tables.map { .string($0) }).jsonString])
+        return (row?[0] ?? 0, row?[1])
     }
 
     /// Captured changes of some features of a table.

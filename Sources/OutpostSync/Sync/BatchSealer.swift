@@ -19,6 +19,55 @@ enum BatchSealer {
         // server's values (that resolution edits nothing).
         guard try limit != nil || conn.hasUnsentResolutions() else { return nil }
         let changes = try limit.map { try conn.capturedChanges(upTo: $0, tables: tables) } ?? []
+        let seq = state.lastAckedSeq + 1
+        let made = try make(
+            conn, state: state, seq: seq, changes: changes, covering: limit ?? 0, tables: tables, resolved: try conn.takeUnsentResolutions(seq: seq),
+            rollbackOnFailure: rollbackOnFailure, conflictPolicy: conflictPolicy)
+        try conn.storeSealedBatch(made.0)
+        return made
+    }
+
+    /// The next batch, made from a read snapshot while batch `seq - 1` (covering change ids up
+    /// to `covered`) is still in flight; nothing is stored. ``sealPrepared(_:_:state:tables:maxChanges:)``
+    /// seals it after that batch's acknowledgement if it is still exactly what ``seal`` would
+    /// make then. Nil when nothing is pending after `covered`, or conflict resolutions wait
+    /// (they are taken when sealing).
+    static func prepare(
+        _ conn: GeodatabaseConnection, seq: Int64, after covered: Int64, tables: [String], maxChanges: Int, rollbackOnFailure: Bool,
+        conflictPolicy: ConflictPolicy.Rule? = nil
+    ) throws -> PreparedBatch? {
+        guard !tables.isEmpty, let state = try conn.replicaState(), try !conn.hasUnsentResolutions(),
+            let limit = try conn.sealLimit(maxChanges: maxChanges, tables: tables, after: covered)
+        else { return nil }
+        let changes = try conn.capturedChanges(upTo: limit, after: covered, tables: tables)
+        guard let first = changes.map(\.id).min() else { return nil }
+        let (stored, batch) = try make(
+            conn, state: state, seq: seq, changes: changes, covering: limit, tables: tables, resolved: [], rollbackOnFailure: rollbackOnFailure,
+            conflictPolicy: conflictPolicy)
+        return PreparedBatch(stored: stored, batch: batch, changeCount: changes.count, firstChangeID: first, schemaVersion: state.schemaVersion)
+    }
+
+    /// Seals a prepared batch when it carries exactly the change rows ``seal`` would take now
+    /// (rows are never rewritten, so the same span of ids is the same rows; the feature values
+    /// it read are those of its snapshot, and any edit after that is a later row, uploaded by
+    /// a later batch). Nil, storing nothing, when anything moved: then ``seal`` runs as usual.
+    static func sealPrepared(
+        _ prepared: PreparedBatch, _ conn: GeodatabaseConnection, state: ReplicaState, tables: [String], maxChanges: Int
+    ) throws -> (StoredBatch, UploadBatch)? {
+        guard prepared.batch.seq == state.lastAckedSeq + 1, prepared.schemaVersion == state.schemaVersion, prepared.stored.tables == tables,
+            try !conn.hasUnsentResolutions(), try conn.sealLimit(maxChanges: maxChanges, tables: tables) == prepared.stored.coversChangeID
+        else { return nil }
+        let span = try conn.pendingChangeSpan(upTo: prepared.stored.coversChangeID, tables: tables)
+        guard span.count == prepared.changeCount, span.first == prepared.firstChangeID else { return nil }
+        try conn.storeSealedBatch(prepared.stored)
+        return (prepared.stored, prepared.batch)
+    }
+
+    /// The batch of `changes` (sorted by table, global id, change id), encoded and hashed.
+    private static func make(
+        _ conn: GeodatabaseConnection, state: ReplicaState, seq: Int64, changes: [CapturedChange], covering limit: Int64, tables: [String],
+        resolved: [Int64], rollbackOnFailure: Bool, conflictPolicy: ConflictPolicy.Rule?
+    ) throws -> (StoredBatch, UploadBatch) {
         let schema = conn.geodatabase.schema
         var layers: [BatchLayer] = []
         var attachments: [AttachmentEdit] = []
@@ -39,16 +88,12 @@ enum BatchSealer {
             if !edits.isEmpty { layers.append(BatchLayer(id: layer.id, edits: edits)) }
             index = end
         }
-        let seq = state.lastAckedSeq + 1
-        let resolved = try conn.takeUnsentResolutions(seq: seq)
         var batch = UploadBatch(
             replicaId: state.replicaID, batchId: GlobalID.make(), seq: seq, schemaVersion: state.schemaVersion,
             rollbackOnFailure: rollbackOnFailure, layers: layers, conflictPolicy: conflictPolicy?.rawValue, resolvedConflicts: resolved.isEmpty ? nil : resolved)
         if !attachments.isEmpty { batch.attachments = attachments }
         let body = try batch.encoded()
-        let stored = StoredBatch(seq: batch.seq, batchID: batch.batchId, hash: UploadBatch.hash(body), body: body, coversChangeID: limit ?? 0, tables: tables)
-        try conn.storeSealedBatch(stored)
-        return (stored, batch)
+        return (StoredBatch(seq: batch.seq, batchID: batch.batchId, hash: UploadBatch.hash(body), body: body, coversChangeID: limit, tables: tables), batch)
     }
 
     /// One edit per feature of a table's changes (ordered by global id, then change id).
@@ -141,4 +186,15 @@ enum BatchSealer {
         guard let g = feature.geometry else { return .null }
         return try JSONValue.parse(try EsriJSON.encode(g))
     }
+}
+
+/// A batch made ahead from a snapshot (``BatchSealer/prepare(_:seq:after:tables:maxChanges:rollbackOnFailure:conflictPolicy:)``),
+/// not stored until it is sealed.
+struct PreparedBatch: Sendable {
+    let stored: StoredBatch
+    let batch: UploadBatch
+    /// The change rows it carries: how many, and the oldest id.
+    let changeCount: Int
+    let firstChangeID: Int64
+    let schemaVersion: Int
 }

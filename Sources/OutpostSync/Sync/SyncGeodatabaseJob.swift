@@ -135,14 +135,23 @@ public struct SyncGeodatabaseJob: JobDefinition {
         let uploadTables = tables
         let maxChanges = syncParameters.maxChangesPerBatch, rollback = syncParameters.shouldRollbackOnFailure, policy = syncParameters.conflictPolicy
         var sent = 0
+        // The next batch, made while the server applies the current one (see below).
+        var prepared: PreparedBatch?
         while true {
             try await context.checkpoint(["batchesSent": .integer(Int64(sent))])
-            let sealed = try await geodatabase.write { conn -> (StoredBatch, UploadBatch?)? in
-                if let pending = try conn.sealedBatch() { return (pending, nil) }
+            let ahead = prepared
+            prepared = nil
+            let sealed = try await geodatabase.write { conn -> (StoredBatch, UploadBatch?, Bool)? in
+                if let pending = try conn.sealedBatch() { return (pending, nil, false) }
                 guard let current = try conn.replicaState() else { return nil }
+                if let ahead, let (stored, batch) = try BatchSealer.sealPrepared(ahead, conn, state: current, tables: uploadTables, maxChanges: maxChanges) {
+                    return (stored, batch, true)
+                }
                 return try BatchSealer.seal(conn, state: current, tables: uploadTables, maxChanges: maxChanges, rollbackOnFailure: rollback, conflictPolicy: policy)
+                    .map { ($0.0, $0.1, false) }
             }
-            guard let (stored, fresh) = sealed else { break }
+            guard let (stored, fresh, madeAhead) = sealed else { break }
+            if madeAhead { context.log("batch \(stored.seq) was made while batch \(stored.seq - 1) was applied") }
             try faults.check("client.afterSeal")
             // A batch sealed by an earlier run is read back from its stored bytes.
             let batch = try fresh ?? UploadBatch.decode(stored.body)
@@ -150,8 +159,19 @@ public struct SyncGeodatabaseJob: JobDefinition {
             // upload that dropped continues where the server's copy ends.
             try await uploadContent(of: batch, connection, context)
             context.log("sending batch \(stored.seq) (\(batch.editCount) edits, \(stored.body.count >> 10) KB)")
+            // While the server applies this batch, the next one is made from a snapshot of the
+            // replica (nothing is stored: at most one batch is ever sealed and unacknowledged).
+            // After the acknowledgement it is sealed as it is if it still carries exactly the
+            // change rows a fresh seal would take; otherwise it is dropped and sealed afresh.
+            let gdb = geodatabase, covered = stored.coversChangeID, nextSeq = stored.seq + 1
+            async let next = gdb.readCommitted { conn in
+                try BatchSealer.prepare(
+                    conn, seq: nextSeq, after: covered, tables: uploadTables, maxChanges: maxChanges, rollbackOnFailure: rollback, conflictPolicy: policy)
+            }
             let outcome = try await send(stored, replicaID: state.replicaID, connection, context)
             context.log("batch \(stored.seq) answered")
+            // A failed preparation costs nothing but the fresh seal.
+            prepared = (try? await next) ?? nil
             try faults.check("client.afterSend")
             switch outcome {
             case .applied(let result, let text):
