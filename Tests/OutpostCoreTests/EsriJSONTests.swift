@@ -14,6 +14,22 @@ struct EsriJSONTests {
         #expect(try decode(#"{"x":"NaN","y":"NaN"}"#).isEmpty)
     }
 
+    /// `value` builds points directly; it must equal parsing the encoded text, as every other
+    /// geometry still does.
+    @Test func valueEqualsTheParsedEncoding() throws {
+        let points = try [
+            Point(x: 1, y: 2), Point(x: -122.6, y: 45.5), Point(x: 0.1 + 0.2, y: -0.0), Point(x: 1e15, y: -2e16), Point(x: 123456789.5, y: 1e-300), Point(x: 1e19, y: -9.3e18),
+            Point(x: 1, y: 2, z: 3), Point(x: 1.5, y: 2.5, m: 7.25), Point(x: 1, y: 2, z: -4.125, m: 9),
+        ]
+        var geometries = points.map { Geometry.point($0) }
+        geometries.append(try decode(#"{"x":null,"y":null}"#))
+        geometries.append(try decode(#"{"rings":[[[0,0],[0,10],[10,10],[10,0],[0,0]]]}"#))
+        for g in geometries {
+            let direct = try EsriJSON.value(g), parsed = try JSONValue.parse(EsriJSON.encode(g))
+            #expect(direct == parsed, "\(g): \(direct.jsonString) vs \(parsed.jsonString)")
+        }
+    }
+
     @Test func multipointsFollowHasZHasM() throws {
         let g = try decode(#"{"hasM":true,"points":[[1,2,7],[3,4,8]]}"#)
         #expect(g.layout == .xym)

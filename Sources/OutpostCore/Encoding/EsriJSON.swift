@@ -180,6 +180,24 @@ public enum EsriJSON {
 
     /// Writes `geometry` as an Esri JSON object, with `spatialReference` when given.
     /// - Throws: ``GeometryError/Code/unsupported`` for a GeometryCollection.
+    /// The Esri JSON of `geometry` as a value: what parsing ``encode(_:spatialReference:)`` gives,
+    /// built directly for a point (the commonest geometry on the sync paths, where a text round
+    /// trip per feature showed in profiles).
+    public static func value(_ geometry: Geometry) throws -> JSONValue {
+        guard case .point(let p) = geometry, let position = p.position else { return try JSONValue.parse(try encode(geometry)) }
+        var object: [String: JSONValue] = ["x": number(position.x), "y": number(position.y)]
+        if let z = position.z { object["z"] = number(z) }
+        if let m = position.m { object["m"] = number(m) }
+        return .object(object)
+    }
+
+    /// A coordinate as ``JSONValue/writeNumber(_:to:)`` writes it and the parser reads it back.
+    private static func number(_ d: Double) -> JSONValue {
+        guard d.isFinite else { return .null }
+        // The parser keeps integral values that fit 64 bits as integers, however written.
+        return d.rounded() == d && d >= -9.223_372_036_854_775_808e18 && d < 9.223_372_036_854_775_808e18 ? .integer(Int64(d)) : .number(d)
+    }
+
     public static func encode(_ geometry: Geometry, spatialReference: SpatialReference? = nil) throws -> String {
         var out = ""
         try write(geometry, spatialReference: spatialReference, to: &out)

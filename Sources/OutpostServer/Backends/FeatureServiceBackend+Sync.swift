@@ -48,7 +48,7 @@ extension ReplicaRequest {
         ReplicaInfo(
             replicaID: replicaID, replicaName: name, syncModel: syncModel, replicaServerGen: generation,
             layers: layers.map { var l = $0; l.serverGen = generation; return l },
-            geometry: try geometry.map { try JSONValue.parse(try EsriJSON.encode($0)) },
+            geometry: try geometry.map { try EsriJSON.value($0) },
             returnAttachments: returnAttachments, attachmentsSyncDirection: attachmentsSyncDirection, lastSeq: 0,
             serviceGeneration: generation, schemaVersion: schema.schemaVersion, creationDate: created, lastSyncDate: nil)
     }

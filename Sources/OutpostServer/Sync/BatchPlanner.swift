@@ -335,7 +335,7 @@ public struct BatchPlanner: Sendable {
         var out: [String: JSONValue] = [:]
         for (name, value) in try values(edit.attributes ?? [:]) where changed?.contains(name) ?? true { out[name] = value.jsonValue }
         if layer.isSpatial, changed?.contains(layer.geometryColumn) ?? (edit.op == .insert) {
-            out[layer.geometryColumn] = try geometry(edit.geometry).map { try JSONValue.parse(try EsriJSON.encode($0)) } ?? .null
+            out[layer.geometryColumn] = try geometry(edit.geometry).map { try EsriJSON.value($0) } ?? .null
         }
         return out
     }
@@ -343,7 +343,7 @@ public struct BatchPlanner: Sendable {
     private func jsonValues(_ feature: Feature) -> [String: JSONValue] {
         var out: [String: JSONValue] = [:]
         for field in layer.fields where field.type != .oid && field.type != .globalID { out[field.name] = (feature.attributes[field.name] ?? .null).jsonValue }
-        if layer.isSpatial { out[layer.geometryColumn] = feature.geometry.flatMap { try? JSONValue.parse(try EsriJSON.encode($0)) } ?? .null }
+        if layer.isSpatial { out[layer.geometryColumn] = feature.geometry.flatMap { try? EsriJSON.value($0) } ?? .null }
         return out
     }
 

@@ -184,7 +184,7 @@ enum BatchSealer {
 
     static func geometry(_ feature: Feature) throws -> JSONValue {
         guard let g = feature.geometry else { return .null }
-        return try JSONValue.parse(try EsriJSON.encode(g))
+        return try EsriJSON.value(g)
     }
 }
 

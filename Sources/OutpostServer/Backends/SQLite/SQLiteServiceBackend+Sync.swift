@@ -340,14 +340,14 @@ public enum ReplicaRows {
         FeedChange(
             kind: .upsert, globalId: feature.globalID!, generation: generation,
             attributes: attributes(feature, fields: fields),
-            geometry: try feature.geometry.map { try JSONValue.parse(try EsriJSON.encode($0)) } ?? (layer.isSpatial ? .null : nil),
+            geometry: try feature.geometry.map { try EsriJSON.value($0) } ?? (layer.isSpatial ? .null : nil),
             inserted: inserted)
     }
 
     /// A feature's values as a tombstone keeps them: Esri JSON `{"attributes", "geometry"}`.
     public static func tombstoneJSON(_ feature: Feature, _ layer: LayerDefinition) throws -> String {
         var row: [String: JSONValue] = ["attributes": .object(attributes(feature, fields: layer.fields.filter { $0.type != .oid }))]
-        if layer.isSpatial { row["geometry"] = try feature.geometry.map { try JSONValue.parse(try EsriJSON.encode($0)) } ?? .null }
+        if layer.isSpatial { row["geometry"] = try feature.geometry.map { try EsriJSON.value($0) } ?? .null }
         return JSONValue.object(row).jsonString
     }
 }
