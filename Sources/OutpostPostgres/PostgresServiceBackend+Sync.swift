@@ -123,6 +123,10 @@ extension PostgresServiceBackend: SyncBackend {
     }
 
     public func applyBatch(_ batch: UploadBatch, hash: String) async throws -> BatchResult {
+        try await applyBatchAnswering(batch, hash: hash).result
+    }
+
+    public func applyBatchAnswering(_ batch: UploadBatch, hash: String) async throws -> BatchAnswer {
         let service = name, logger = logger, faults = faults
         let requestedRule = try BatchPlanner.rule(batch.conflictPolicy)
         return try await transaction { conn in
@@ -138,7 +142,7 @@ extension PostgresServiceBackend: SyncBackend {
                 }
                 var result = try BatchResult(json: JSONValue.parse(text))
                 result.replayed = true
-                return result
+                return BatchAnswer(result)
             }
             guard batch.seq == info.lastSeq + 1 else {
                 throw ServiceError(409, "batch \(batch.seq) is out of order: replica \(replicaID) expects batch \(info.lastSeq + 1)", details: ["expectedSeq: \(info.lastSeq + 1)"])
@@ -183,7 +187,7 @@ extension PostgresServiceBackend: SyncBackend {
             try await conn.query(
                 "UPDATE outpost_replicas SET last_seq = \(batch.seq), last_sync_at = \(Self.now()) WHERE replica_id = \(replicaID)", logger: logger)
             try faults.check("server.beforeCommit")
-            return result
+            return BatchAnswer(result: result, json: text)
         }
     }
 

@@ -93,6 +93,9 @@ public protocol SyncBackend: Sendable {
     /// different batch under the same seq or a seq gap is a 409. Throws ``BatchRejected`` when
     /// `rollbackOnFailure` refuses the batch.
     func applyBatch(_ batch: UploadBatch, hash: String) async throws -> BatchResult
+    /// ``applyBatch(_:hash:)`` with the answer's JSON text: the backends encode the result once,
+    /// for the ledger, and the response sends that same text.
+    func applyBatchAnswering(_ batch: UploadBatch, hash: String) async throws -> BatchAnswer
     /// The stored result of an applied batch (for a client whose response was lost).
     func batchResult(replicaID: String, seq: Int64) async throws -> BatchResult?
     /// A page of a layer's changes in `since < generation ≤ upto` within the replica's filter,
@@ -115,4 +118,26 @@ public protocol SyncBackend: Sendable {
     func migrate(to schema: ServiceSchema, allowDrop: Bool) async throws -> [SchemaChange]
     /// Fault points for tests (`server.beforeCommit`: a batch applied, not yet committed).
     var faults: FaultInjector { get }
+}
+
+/// An applied batch's result and the JSON text to answer with.
+public struct BatchAnswer: Sendable {
+    public var result: BatchResult
+    public var json: String
+
+    public init(result: BatchResult, json: String) {
+        self.result = result
+        self.json = json
+    }
+
+    /// A result encoded now (a replayed one: the stored text lacks `replayed`).
+    public init(_ result: BatchResult) {
+        self.init(result: result, json: result.json.jsonString)
+    }
+}
+
+extension SyncBackend {
+    public func applyBatchAnswering(_ batch: UploadBatch, hash: String) async throws -> BatchAnswer {
+        BatchAnswer(try await applyBatch(batch, hash: hash))
+    }
 }

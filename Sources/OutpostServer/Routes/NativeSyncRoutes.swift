@@ -161,7 +161,8 @@ struct NativeSyncRoutes {
             throw ServiceError.badParameter("body", "batch format \(batch.formatVersion) is newer than this server's \(UploadBatch.currentFormatVersion)")
         }
         do {
-            return writing.json(try await sync.applyBatch(batch, hash: UploadBatch.hash(bytes)).json)
+            let answer = try await sync.applyBatchAnswering(batch, hash: UploadBatch.hash(bytes))
+            return writing.bytes(ByteBuffer(string: answer.json), contentType: "application/json; charset=utf-8")
         } catch let rejected as BatchRejected {
             let failures = rejected.result.rejected
             let error = ServiceError(

@@ -85,6 +85,10 @@ extension SQLiteServiceBackend: SyncBackend {
     }
 
     public func applyBatch(_ batch: UploadBatch, hash: String) async throws -> BatchResult {
+        try await applyBatchAnswering(batch, hash: hash).result
+    }
+
+    public func applyBatchAnswering(_ batch: UploadBatch, hash: String) async throws -> BatchAnswer {
         let gdb = geodatabase
         let faults = self.faults
         return try await gdb.write { conn in
@@ -99,7 +103,7 @@ extension SQLiteServiceBackend: SyncBackend {
                 }
                 var result = try BatchResult(json: JSONValue.parse(stored[1].textValue!))
                 result.replayed = true
-                return result
+                return BatchAnswer(result)
             }
             guard batch.seq == info.lastSeq + 1 else {
                 throw ServiceError(409, "batch \(batch.seq) is out of order: replica \(replicaID) expects batch \(info.lastSeq + 1)", details: ["expectedSeq: \(info.lastSeq + 1)"])
@@ -147,7 +151,7 @@ extension SQLiteServiceBackend: SyncBackend {
                 "UPDATE outpost_replicas SET last_seq = ?, last_sync_at = ? WHERE replica_id = ?",
                 arguments: [.integer(batch.seq), .integer(Self.now()), .text(replicaID)])
             try faults.check("server.beforeCommit")
-            return result
+            return BatchAnswer(result: result, json: text)
         }
     }
 
