@@ -225,12 +225,72 @@ final class SyncServices: Sendable {
     /// Where tiles drawn for feature services' MapServers are kept.
     let renderedTiles: URL
 
+    /// The output directory made for this server when none was configured: removed with the
+    /// services, and by a later server if this process is killed.
+    private let madeDirectory: ProcessDirectory?
+
     init(configuration: ServerConfiguration) {
-        let directory = configuration.outputDirectory
-            ?? FileManager.default.temporaryDirectory.appendingPathComponent("outpost-serve-\(ProcessInfo.processInfo.processIdentifier)-\(UUID().uuidString.prefix(8))")
+        let directory: URL
+        if let configured = configuration.outputDirectory {
+            directory = configured
+            madeDirectory = nil
+        } else {
+            let temporary = FileManager.default.temporaryDirectory
+            ProcessDirectory.removeAbandoned(in: temporary, prefix: "outpost-serve-")
+            let made = ProcessDirectory(
+                temporary.appendingPathComponent("outpost-serve-\(ProcessInfo.processInfo.processIdentifier)-\(UUID().uuidString.prefix(8))"))
+            directory = made.url
+            madeDirectory = made
+        }
         renderedTiles = directory.appendingPathComponent("rendered-tiles")
         jobs = ServerJobs(store: configuration.jobStore ?? MemoryJobStore())
         files = ResultFiles(directory: directory, retention: configuration.resultRetention)
         replayRetention = configuration.resultRetention
+    }
+}
+
+/// A directory that belongs to a running process: it holds an exclusive `flock` on the
+/// directory's `.lock` for as long as it lives, and the kernel drops that lock when the process
+/// ends, however it ends. A server's result files and rendered tiles live in one; a server that
+/// was killed leaves it behind (replica files of gigabytes), and the next server on the machine
+/// removes every such directory whose lock it can take.
+final class ProcessDirectory: Sendable {
+    let url: URL
+    private let lock: Int32
+
+    /// Makes the directory under a staging name, locks it, and only then gives it its name: a
+    /// sweeping server never sees it unlocked.
+    init(_ url: URL) {
+        let fm = FileManager.default
+        let staging = url.deletingLastPathComponent().appendingPathComponent(".staging-\(url.lastPathComponent)")
+        try? fm.createDirectory(at: staging, withIntermediateDirectories: true)
+        lock = open(staging.appendingPathComponent(".lock").path, O_CREAT | O_RDWR | O_CLOEXEC, 0o644)
+        if lock >= 0 { _ = flock(lock, LOCK_EX | LOCK_NB) }
+        if (try? fm.moveItem(at: staging, to: url)) == nil {
+            try? fm.createDirectory(at: url, withIntermediateDirectories: true)
+        }
+        self.url = url
+    }
+
+    deinit {
+        try? FileManager.default.removeItem(at: url)
+        if lock >= 0 { close(lock) }
+    }
+
+    /// Removes the directories named `prefix…` in `parent` that no live process holds. One
+    /// without a lock file (made before there were locks) goes once it is an hour old.
+    static func removeAbandoned(in parent: URL, prefix: String) {
+        let fm = FileManager.default
+        for name in (try? fm.contentsOfDirectory(atPath: parent.path)) ?? [] where name.hasPrefix(prefix) {
+            let directory = parent.appendingPathComponent(name)
+            let fd = open(directory.appendingPathComponent(".lock").path, O_RDWR | O_CLOEXEC)
+            guard fd >= 0 else {
+                let modified = (try? fm.attributesOfItem(atPath: directory.path))?[.modificationDate] as? Date
+                if let modified, modified < Date().addingTimeInterval(-3600) { try? fm.removeItem(at: directory) }
+                continue
+            }
+            defer { close(fd) }
+            if flock(fd, LOCK_EX | LOCK_NB) == 0 { try? fm.removeItem(at: directory) }
+        }
     }
 }
