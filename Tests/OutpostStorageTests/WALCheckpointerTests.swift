@@ -59,6 +59,9 @@ struct WALCheckpointerTests {
         let checkpointer = try #require(writer.checkpointer)
         try writer.close()
         // A commit hook firing after close (another handle's late commit) schedules nothing.
+        checkpointer.hold(true)
         checkpointer.committed(frames: 5_000)
+        #expect(!checkpointer.isScheduled)
+        checkpointer.hold(false)
     }
 }

@@ -19,10 +19,7 @@ extension Statement {
             case .null: sqlite3_bind_null(stmt, index)
             case .int64(let v): sqlite3_bind_int64(stmt, index, v)
             case .double(let v): sqlite3_bind_double(stmt, index, v)
-            case .string(var v):
-                v.withUTF8 { utf8 in
-                    _ = sqlite3_bind_text(stmt, index, UnsafeRawPointer(utf8.baseAddress)?.assumingMemoryBound(to: CChar.self), Int32(utf8.count), sqliteTransient)
-                }
+            case .string(let v): bindText(v, stmt, index)
             case .blob(let v):
                 v.withUnsafeBytes { _ = sqlite3_bind_blob(stmt, index, $0.baseAddress, Int32($0.count), sqliteTransient) }
             }
@@ -36,5 +33,13 @@ extension Statement {
             throw DatabaseError(resultCode: ResultCode(rawValue: code), message: message, sql: sql)
         }
         sqlite3_reset(stmt)
+    }
+}
+
+/// Binds text without the temporary C-string copy an implicit String conversion makes.
+func bindText(_ text: String, _ stmt: OpaquePointer?, _ index: Int32) {
+    var text = text
+    text.withUTF8 { utf8 in
+        _ = sqlite3_bind_text(stmt, index, UnsafeRawPointer(utf8.baseAddress)?.assumingMemoryBound(to: CChar.self), Int32(utf8.count), sqliteTransient)
     }
 }

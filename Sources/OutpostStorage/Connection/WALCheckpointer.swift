@@ -87,6 +87,9 @@ final class WALCheckpointer: Sendable {
         if held { queue.suspend() } else { queue.resume() }
     }
 
+    /// Whether a checkpoint is scheduled and has not started yet.
+    var isScheduled: Bool { state.withLock { $0.scheduled } }
+
     /// Waits for a running checkpoint and closes the checkpointing connection; later commits
     /// start none.
     func close() {

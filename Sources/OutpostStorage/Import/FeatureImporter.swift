@@ -177,14 +177,6 @@ public final class FeatureImporter {
         }
     }
 
-    /// Binds text without the temporary C-string copy an implicit String conversion makes.
-    private func bindText(_ text: String, _ stmt: OpaquePointer, _ index: Int32) {
-        var text = text
-        text.withUTF8 { utf8 in
-            _ = sqlite3_bind_text(stmt, index, UnsafeRawPointer(utf8.baseAddress)?.assumingMemoryBound(to: CChar.self), Int32(utf8.count), sqliteTransient)
-        }
-    }
-
     /// Builds the index, restores the triggers and the capture flag, updates `gpkg_contents`.
     func finish() throws {
         if let statement {
