@@ -48,6 +48,32 @@ struct WALCheckpointerTests {
         #expect(info.succeeded && info.stdout.contains("Feature Count: 35000\n"), "\(info.stdout)\(info.stderr)")
     }
 
+    static func companions(_ url: URL) -> [String] {
+        ["-wal", "-shm"].filter { FileManager.default.fileExists(atPath: url.path + $0) }
+    }
+
+    @Test func theLastCloseLeavesNoCompanionFiles() async throws {
+        let dir = TemporaryDirectory()
+        let gdb = try SampleGeodatabases.emptyFieldInspection(in: dir)
+        _ = try await gdb.table(named: "inspection_points").add(try Self.features(100, from: 0))
+        let second = try Geodatabase.open(at: gdb.url)
+        #expect(Self.companions(gdb.url) == ["-wal", "-shm"])
+        try gdb.close()
+        // Another handle still has the file open: its companions stay and it goes on working.
+        #expect(Self.companions(gdb.url) == ["-wal", "-shm"])
+        _ = try await second.table(named: "inspection_points").add(try Self.features(50, from: 100))
+        try second.close()
+        #expect(Self.companions(gdb.url).isEmpty, "the last close deletes -wal and -shm, as the sqlite3 shell and GDAL do")
+        // The file opens again, read-only (no companions to create) and for writing.
+        let reader = try Geodatabase.open(at: gdb.url, readOnly: true)
+        #expect(try await reader.table(named: "inspection_points").count() == 150)
+        try reader.close()
+        let writer = try Geodatabase.open(at: gdb.url)
+        #expect(try await writer.table(named: "inspection_points").count() == 150)
+        try writer.close()
+        #expect(Self.companions(gdb.url).isEmpty)
+    }
+
     @Test func readOnlyAndClosedGeodatabasesStartNoCheckpoints() async throws {
         let dir = TemporaryDirectory()
         let gdb = try SampleGeodatabases.emptyFieldInspection(in: dir)

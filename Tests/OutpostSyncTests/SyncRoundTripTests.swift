@@ -13,6 +13,9 @@ struct SyncRoundTripTests {
     func generateEditBothSidesAndSync(kind: BackendKind) async throws {
         let h = try await SyncHarness.start(kind)
         let gdb = try await h.replica()
+        // The download was checked under a temporary name and renamed: nothing of it is left.
+        let beside = try FileManager.default.contentsOfDirectory(atPath: gdb.url.deletingLastPathComponent().path)
+        #expect(beside.filter { $0.hasPrefix(gdb.url.lastPathComponent + ".") }.isEmpty, "\(beside)")
         #expect(try await gdb.table(named: "inspection_points").count() == 300)
         #expect(try await gdb.table(named: "inspection_log").count() == 60)
         try await h.expectConverged(gdb, table: "inspection_points", layerID: 0)

@@ -20,7 +20,7 @@ public enum FreedMemory {
         // malloc_trim is declared in <malloc.h>, which the Glibc module does not export: looked up
         // once by name.
         private typealias Trim = @convention(c) (Int) -> Int32
-        nonisolated(unsafe) private static let trim: Trim? = dlsym(UnsafeMutableRawPointer(bitPattern: 0), "malloc_trim").map {
+        private static let trim: Trim? = dlsym(UnsafeMutableRawPointer(bitPattern: 0), "malloc_trim").map {
             unsafeBitCast($0, to: Trim.self)
         }
     #endif

@@ -1,6 +1,7 @@
 import COutpostSQLite
 import Foundation
 import GRDB
+import GRDBSQLite
 import OutpostCore
 import Synchronization
 
@@ -124,10 +125,13 @@ public final class Geodatabase: Sendable {
     }
 
     /// Checkpoints the WAL into the main file and closes every connection. After `close()` the
-    /// file is a single self-contained GeoPackage that can be copied or shared.
+    /// file is a single self-contained GeoPackage that can be copied or shared, and, when no
+    /// other connection has it open, its `-wal` and `-shm` companions are gone (as after GDAL or
+    /// the `sqlite3` shell).
     public func close() throws {
         checkpointer?.close()
-        if let pool = writer as? DatabasePool, !isReadOnly {
+        let pool = writer as? DatabasePool
+        if let pool, !isReadOnly {
             _ = try? pool.writeWithoutTransaction { db in try db.checkpoint(.truncate) }
         }
         do {
@@ -135,6 +139,18 @@ public final class Geodatabase: Sendable {
         } catch {
             throw StorageError.from(error, "cannot close \(url.lastPathComponent)")
         }
+        if pool != nil, !isReadOnly { Self.removeWALCompanions(url.path) }
+    }
+
+    /// SQLite deletes a WAL file and its shared memory when the last connection to close can
+    /// write; the pool closes its writer before its read-only readers, so neither does. One more
+    /// connection, opened and closed alone, leaves the file as the shell or GDAL would (it keeps
+    /// them when another connection, in this process or another, still has the file open).
+    private static func removeWALCompanions(_ path: String) {
+        var handle: OpaquePointer?
+        defer { sqlite3_close_v2(handle) }
+        guard sqlite3_open_v2(path, &handle, SQLITE_OPEN_READWRITE, nil) == SQLITE_OK else { return }
+        sqlite3_exec(handle, "PRAGMA schema_version", nil, nil, nil)
     }
 
     // MARK: - Tables
