@@ -22,6 +22,27 @@ struct JSONValueTests {
         #expect(JSONValue.integer(9_007_199_254_740_993).jsonString == "9007199254740993")
     }
 
+    /// The byte writer's text reads back as the same value, here and in Foundation's reader:
+    /// escapes at the start, middle and end of strings and keys, non-ASCII text, integer limits.
+    @Test func writtenTextReadsBack() throws {
+        let strings = ["", "\"", "a\"b", "\\end\\", "\u{01}x\u{1F}", "tab\tnew\nline\r", "é中🌍 \"q\"", "plain text"]
+        let integers: [Int64] = [0, 7, -7, 10, -10, 1_234_567_890, .max, .min]
+        var object: [String: JSONValue] = [:]
+        for (k, s) in strings.enumerated() { object["k\(k)\(s)"] = .string(s) }
+        for (k, i) in integers.enumerated() { object["i\(k)"] = .integer(i) }
+        object["n"] = .array([.number(-0.5), .number(1e-7), .number(123_456.789), .number(-1e300), .integer(0)])
+        let value = JSONValue.object(object)
+        let text = value.jsonString
+        #expect(try JSONValue.parse(text) == value)
+        #expect(value.jsonData == Data(text.utf8))
+        let foundation = try #require(try JSONSerialization.jsonObject(with: Data(text.utf8)) as? [String: Any])
+        for (k, s) in strings.enumerated() { #expect(foundation["k\(k)\(s)"] as? String == s) }
+        for (k, i) in integers.enumerated() { #expect((foundation["i\(k)"] as? NSNumber)?.int64Value == i) }
+        var legacy = ""
+        value.write(to: &legacy)
+        #expect(legacy == text)
+    }
+
     @Test func invalidJSONIsAGeometryEncodingError() {
         let error = #expect(throws: GeometryError.self) { try JSONValue.parse("{\"a\":") }
         #expect(error?.code == .invalidEncoding)

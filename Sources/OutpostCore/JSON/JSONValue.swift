@@ -85,79 +85,128 @@ public enum JSONValue: Hashable, Sendable {
     // MARK: - Writing
 
     /// Compact JSON text; object keys are sorted so output is stable.
-    public var jsonString: String {
-        var out = ""
+    public var jsonString: String { String(decoding: jsonBytes, as: UTF8.self) }
+
+    public var jsonData: Data { Data(jsonBytes) }
+
+    /// The UTF-8 bytes of ``jsonString``.
+    public var jsonBytes: [UInt8] {
+        var out: [UInt8] = []
         write(to: &out)
         return out
     }
 
-    public var jsonData: Data { Data(jsonString.utf8) }
-
     public func write(to out: inout String) {
+        out += String(decoding: jsonBytes, as: UTF8.self)
+    }
+
+    /// Appends the compact JSON text as UTF-8: the writer behind every other spelling (bytes
+    /// append without String's per-call bookkeeping, a large batch is written several times
+    /// faster).
+    public func write(to out: inout [UInt8]) {
         switch self {
-        case .null: out += "null"
-        case .bool(let b): out += b ? "true" : "false"
-        case .integer(let i): out += String(i)
+        case .null: JSONValue.append("null", to: &out)
+        case .bool(let b): JSONValue.append(b ? "true" : "false", to: &out)
+        case .integer(let i): JSONValue.writeInteger(i, to: &out)
         case .number(let d): JSONValue.writeNumber(d, to: &out)
         case .string(let s): JSONValue.writeString(s, to: &out)
         case .array(let a):
-            out += "["
+            out.append(UInt8(ascii: "["))
             for (i, v) in a.enumerated() {
-                if i > 0 { out += "," }
+                if i > 0 { out.append(UInt8(ascii: ",")) }
                 v.write(to: &out)
             }
-            out += "]"
+            out.append(UInt8(ascii: "]"))
         case .object(let o):
-            out += "{"
-            for (i, key) in o.keys.sorted().enumerated() {
-                if i > 0 { out += "," }
-                JSONValue.writeString(key, to: &out)
-                out += ":"
-                o[key]!.write(to: &out)
+            out.append(UInt8(ascii: "{"))
+            // The entries' positions sorted by key: no copy of the entries, no second look-up.
+            var positions = Array(o.indices)
+            positions.sort { o[$0].key < o[$1].key }
+            for (i, position) in positions.enumerated() {
+                if i > 0 { out.append(UInt8(ascii: ",")) }
+                JSONValue.writeString(o[position].key, to: &out)
+                out.append(UInt8(ascii: ":"))
+                o[position].value.write(to: &out)
             }
-            out += "}"
+            out.append(UInt8(ascii: "}"))
+        }
+    }
+
+    private static func append(_ text: StaticString, to out: inout [UInt8]) {
+        out.append(contentsOf: UnsafeBufferPointer(start: text.utf8Start, count: text.utf8CodeUnitCount))
+    }
+
+    private static func append(_ text: String, to out: inout [UInt8]) {
+        var text = text
+        text.withUTF8 { out.append(contentsOf: $0) }
+    }
+
+    /// Writes an integer's decimal digits.
+    public static func writeInteger(_ i: Int64, to out: inout [UInt8]) {
+        if i < 0 { out.append(UInt8(ascii: "-")) }
+        var magnitude = i.magnitude
+        guard magnitude >= 10 else { return out.append(UInt8(ascii: "0") + UInt8(magnitude)) }
+        withUnsafeTemporaryAllocation(of: UInt8.self, capacity: 20) { digits in
+            var n = 0
+            while magnitude > 0 {
+                digits[n] = UInt8(ascii: "0") + UInt8(magnitude % 10)
+                magnitude /= 10
+                n += 1
+            }
+            for k in stride(from: n - 1, through: 0, by: -1) { out.append(digits[k]) }
         }
     }
 
     /// Writes a number as JSON: shortest round-trip form, integers without a fraction, `null` for
     /// NaN and infinities (JSON has no spelling for them).
     public static func writeNumber(_ d: Double, to out: inout String) {
-        guard d.isFinite else {
-            out += "null"
-            return
-        }
+        var bytes: [UInt8] = []
+        writeNumber(d, to: &bytes)
+        out += String(decoding: bytes, as: UTF8.self)
+    }
+
+    /// ``writeNumber(_:to:)-(_,String)`` for a byte buffer.
+    public static func writeNumber(_ d: Double, to out: inout [UInt8]) {
+        guard d.isFinite else { return append("null", to: &out) }
         if d.rounded() == d, abs(d) < 1e15 {
-            out += String(Int64(d))
+            writeInteger(Int64(d), to: &out)
         } else {
-            out += "\(d)"
+            append(d.description, to: &out)
         }
     }
 
     /// Writes a JSON string literal with the escapes RFC 8259 §7 requires.
     public static func writeString(_ s: String, to out: inout String) {
-        // Most strings need no escape: append them whole.
-        if !s.utf8.contains(where: { $0 < 0x20 || $0 == 0x22 || $0 == 0x5C }) {
-            out += "\""
-            out += s
-            out += "\""
-            return
-        }
-        out += "\""
-        for scalar in s.unicodeScalars {
-            switch scalar {
-            case "\"": out += "\\\""
-            case "\\": out += "\\\\"
-            case "\n": out += "\\n"
-            case "\r": out += "\\r"
-            case "\t": out += "\\t"
-            case _ where scalar.value < 0x20:
-                out += "\\u"
-                let hex = String(scalar.value, radix: 16)
-                out += String(repeating: "0", count: 4 - hex.count) + hex
-            default: out.unicodeScalars.append(scalar)
+        var bytes: [UInt8] = []
+        writeString(s, to: &bytes)
+        out += String(decoding: bytes, as: UTF8.self)
+    }
+
+    /// ``writeString(_:to:)-(_,String)`` for a byte buffer.
+    public static func writeString(_ s: String, to out: inout [UInt8]) {
+        var s = s
+        s.withUTF8 { utf8 in
+            out.append(UInt8(ascii: "\""))
+            // Runs without an escape are appended whole.
+            var run = 0
+            for (i, byte) in utf8.enumerated() where byte < 0x20 || byte == 0x22 || byte == 0x5C {
+                out.append(contentsOf: UnsafeBufferPointer(rebasing: utf8[run..<i]))
+                run = i + 1
+                out.append(UInt8(ascii: "\\"))
+                switch byte {
+                case 0x22: out.append(UInt8(ascii: "\""))
+                case 0x5C: out.append(UInt8(ascii: "\\"))
+                case 0x0A: out.append(UInt8(ascii: "n"))
+                case 0x0D: out.append(UInt8(ascii: "r"))
+                case 0x09: out.append(UInt8(ascii: "t"))
+                default:
+                    let hex = Array("0123456789abcdef".utf8)
+                    out.append(contentsOf: [UInt8(ascii: "u"), UInt8(ascii: "0"), UInt8(ascii: "0"), hex[Int(byte >> 4)], hex[Int(byte & 0xF)]])
+                }
             }
+            out.append(contentsOf: UnsafeBufferPointer(rebasing: utf8[run...]))
+            out.append(UInt8(ascii: "\""))
         }
-        out += "\""
     }
 }
 
