@@ -139,6 +139,36 @@ struct NativeSyncEndpointTests {
     }
 
     @Test(arguments: BackendKind.syncing)
+    func aFeedRequestReadsOnPastPagesOfEchoes(kind: BackendKind) async throws {
+        try await withServer(kind) { client, service in
+            let info = try await registerReplica(service)
+            let start = info.replicaServerGen
+            // 40 features of the replica's own, one change by another user.
+            let own = (1...40).map { insertEdit(String(format: "{0C0C0C0C-0000-4000-8000-0000000000%02d}", $0)) }
+            #expect(try await client.put("\(native)/replicas/\(q(info.replicaID))/batches/1", json: try batch(info, seq: 1, own)).status == 200)
+            _ = try await service.backend.applyEdits(
+                layerID: 0, edits: EditRequest(updates: [Feature(objectID: 1, attributes: ["notes": .string("office")])]), rollbackOnFailure: true)
+            let other = try await service.backend.features(layerID: 0, query: FeatureQuery(where: "objectid = 1"))[0].globalID
+            let upto = try await service.backend.generation()
+            // One feature per page: without reading on, 41 requests (40 of them empty).
+            var after: String?
+            var seen: [String] = []
+            var requests = 0
+            repeat {
+                let reply = try await client.get(
+                    "\(native)/replicas/\(q(info.replicaID))/changes?layer=0&since=\(start)&upto=\(upto)&limit=1\(after.map { "&after=\(q($0))" } ?? "")")
+                let page = try JSONDecoder().decode(ChangePage.self, from: Data(reply.text.utf8))
+                requests += 1
+                seen += page.changes.map(\.globalId)
+                after = page.next
+            } while after != nil && requests < 50
+            #expect(seen == [other])
+            // The change, at most two requests cut short by the page bound, the end.
+            #expect(requests <= 4, "\(requests) requests")
+        }
+    }
+
+    @Test(arguments: BackendKind.syncing)
     func uploadsNeedAnEditToken(kind: BackendKind) async throws {
         let policy = TokenPolicy(tokens: ["reader": .read, "editor": .edit])
         try await withServer(kind, configuration: ServerConfiguration(port: 0, tokens: policy)) { client, service in

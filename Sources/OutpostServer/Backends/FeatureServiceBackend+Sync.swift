@@ -140,4 +140,22 @@ extension SyncBackend {
     public func applyBatchAnswering(_ batch: UploadBatch, hash: String) async throws -> BatchAnswer {
         BatchAnswer(try await applyBatch(batch, hash: hash))
     }
+
+    /// The most pages of nothing but the replica's own changes one feed request reads on.
+    static var echoPagesPerRequest: Int { 32 }
+
+    /// ``changes(replicaID:layerID:since:upto:after:limit:)``, read on past pages that hold
+    /// nothing for the replica (all its own changes, left out): after it uploaded thousands of
+    /// edits, its feed was that many empty pages, each a round trip. The answer is the page the
+    /// client would have reached by asking for the next ones itself (generations in the window
+    /// are final, I5); at most ``echoPagesPerRequest`` pages are read per request.
+    public func feedPage(replicaID: String, layerID: Int, since: Int64, upto: Int64, after: String?, limit: Int) async throws -> ChangePage {
+        var page = try await changes(replicaID: replicaID, layerID: layerID, since: since, upto: upto, after: after, limit: limit)
+        var read = 1
+        while page.changes.isEmpty, let next = page.next, read < Self.echoPagesPerRequest {
+            page = try await changes(replicaID: replicaID, layerID: layerID, since: since, upto: upto, after: next, limit: limit)
+            read += 1
+        }
+        return page
+    }
 }

@@ -77,7 +77,7 @@ struct NativeSyncRoutes {
             guard let upto = try parameters.int("upto"), upto >= since else {
                 throw ServiceError.badParameter("upto", "give the generation to read up to (at least since)")
             }
-            let page = try await sync.changes(
+            let page = try await sync.feedPage(
                 replicaID: route[1], layerID: layer, since: Int64(since), upto: Int64(upto), after: parameters["after"],
                 limit: try parameters.int("limit", range: 1...10_000) ?? 1000)
             return writing.json(page.json)
