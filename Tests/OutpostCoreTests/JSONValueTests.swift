@@ -38,9 +38,12 @@ struct JSONValueTests {
         let foundation = try #require(try JSONSerialization.jsonObject(with: Data(text.utf8)) as? [String: Any])
         for (k, s) in strings.enumerated() { #expect(foundation["k\(k)\(s)"] as? String == s) }
         for (k, i) in integers.enumerated() { #expect((foundation["i\(k)"] as? NSNumber)?.int64Value == i) }
-        var legacy = ""
-        value.write(to: &legacy)
-        #expect(legacy == text)
+        // The string writers (scalars appended directly) agree with the byte writer.
+        for v in [value] + strings.map(JSONValue.string) + integers.map(JSONValue.integer) + [.number(-0.5), .number(1e300), .number(.nan), .number(2), .null, .bool(true)] {
+            var appended = "["
+            v.write(to: &appended)
+            #expect(appended == "[" + v.jsonString)
+        }
     }
 
     @Test func invalidJSONIsAGeometryEncodingError() {

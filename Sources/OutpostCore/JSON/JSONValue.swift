@@ -96,8 +96,17 @@ public enum JSONValue: Hashable, Sendable {
         return out
     }
 
+    /// Appends the compact JSON text to a string (feature writers that mix it with their own
+    /// text): scalars directly, containers through the byte writer.
     public func write(to out: inout String) {
-        out += String(decoding: jsonBytes, as: UTF8.self)
+        switch self {
+        case .null: out += "null"
+        case .bool(let b): out += b ? "true" : "false"
+        case .integer(let i): out += String(i)
+        case .number(let d): JSONValue.writeNumber(d, to: &out)
+        case .string(let s): JSONValue.writeString(s, to: &out)
+        case .array, .object: out += String(decoding: jsonBytes, as: UTF8.self)
+        }
     }
 
     /// Appends the compact JSON text as UTF-8: the writer behind every other spelling (bytes
@@ -160,23 +169,31 @@ public enum JSONValue: Hashable, Sendable {
     /// Writes a number as JSON: shortest round-trip form, integers without a fraction, `null` for
     /// NaN and infinities (JSON has no spelling for them).
     public static func writeNumber(_ d: Double, to out: inout String) {
-        var bytes: [UInt8] = []
-        writeNumber(d, to: &bytes)
-        out += String(decoding: bytes, as: UTF8.self)
+        guard d.isFinite else { return out += "null" }
+        out += writesAsInteger(d) ? String(Int64(d)) : d.description
     }
 
     /// ``writeNumber(_:to:)-(_,String)`` for a byte buffer.
     public static func writeNumber(_ d: Double, to out: inout [UInt8]) {
         guard d.isFinite else { return append("null", to: &out) }
-        if d.rounded() == d, abs(d) < 1e15 {
+        if writesAsInteger(d) {
             writeInteger(Int64(d), to: &out)
         } else {
             append(d.description, to: &out)
         }
     }
 
+    private static func writesAsInteger(_ d: Double) -> Bool { d.rounded() == d && abs(d) < 1e15 }
+
     /// Writes a JSON string literal with the escapes RFC 8259 §7 requires.
     public static func writeString(_ s: String, to out: inout String) {
+        // Most strings need no escape: appended whole, no byte buffer.
+        guard s.utf8.contains(where: { $0 < 0x20 || $0 == 0x22 || $0 == 0x5C }) else {
+            out += "\""
+            out += s
+            out += "\""
+            return
+        }
         var bytes: [UInt8] = []
         writeString(s, to: &bytes)
         out += String(decoding: bytes, as: UTF8.self)
