@@ -169,6 +169,52 @@ struct NativeSyncEndpointTests {
     }
 
     @Test(arguments: BackendKind.syncing)
+    func aSmallWindowOverALongHistoryIsReadByGeneration(kind: BackendKind) async throws {
+        try await withServer(kind) { client, service in
+            // History: 300 features updated ten times each by the office.
+            for round in 0..<10 {
+                let updates = (1...300).map { Feature(objectID: Int64($0), attributes: ["notes": .string("round \(round)")]) }
+                _ = try await service.backend.applyEdits(layerID: 0, edits: EditRequest(updates: updates), rollbackOnFailure: true)
+            }
+            let info = try await registerReplica(service)
+            let start = info.replicaServerGen
+            // The window: three features changed after the replica was made.
+            let ids: [Int64] = [5, 50, 250]
+            _ = try await service.backend.applyEdits(
+                layerID: 0, edits: EditRequest(updates: ids.map { Feature(objectID: $0, attributes: ["notes": .string("after")]) }), rollbackOnFailure: true)
+            let changed = try await service.backend.features(layerID: 0, query: FeatureQuery(where: "objectid IN (5, 50, 250)")).map { $0.globalID! }
+            let upto = try await service.backend.generation()
+            if let backend = service.backend as? SQLiteServiceBackend {
+                let byWindow = try await backend.geodatabase.read { conn in
+                    try SQLiteServiceBackend.readsFeedByWindow(conn, layerID: 0, since: start, upto: upto, limit: 1)
+                }
+                #expect(byWindow, "3 rows in the window, 3,003 in the log: the window is read by generation")
+            }
+            var after: String?
+            var seen: [String] = []
+            repeat {
+                let page = try JSONDecoder().decode(
+                    ChangePage.self,
+                    from: Data(try await client.get("\(native)/replicas/\(q(info.replicaID))/changes?layer=0&since=\(start)&upto=\(upto)&limit=1\(after.map { "&after=\(q($0))" } ?? "")").text.utf8))
+                #expect(page.changes.allSatisfy { $0.attributes?["notes"] == .string("after") })
+                seen += page.changes.map(\.globalId)
+                after = page.next
+            } while after != nil
+            #expect(seen == changed.sorted())
+        }
+    }
+
+    @Test func theFeedReadsTheCheaperWay() {
+        // A fresh log that is all window (the benchmark's 16,000 changes): walk the feature index.
+        #expect(!SQLiteServiceBackend.feedPlanSortsWindow(windowRows: 16_000, logRows: 16_000, limit: 1000))
+        #expect(!SQLiteServiceBackend.feedPlanSortsWindow(windowRows: 100_000, logRows: 2_000_000, limit: 1000))
+        // A few new changes over a long history: read the window by generation.
+        #expect(SQLiteServiceBackend.feedPlanSortsWindow(windowRows: 20, logRows: 2_000_000, limit: 1000))
+        #expect(SQLiteServiceBackend.feedPlanSortsWindow(windowRows: 2_000, logRows: 2_000_000, limit: 1000))
+        #expect(SQLiteServiceBackend.feedPlanSortsWindow(windowRows: 0, logRows: 0, limit: 1000))
+    }
+
+    @Test(arguments: BackendKind.syncing)
     func uploadsNeedAnEditToken(kind: BackendKind) async throws {
         let policy = TokenPolicy(tokens: ["reader": .read, "editor": .edit])
         try await withServer(kind, configuration: ServerConfiguration(port: 0, tokens: policy)) { client, service in
