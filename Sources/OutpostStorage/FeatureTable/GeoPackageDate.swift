@@ -44,7 +44,13 @@ public enum GeoPackageDate {
 
     /// Parses GeoPackage DATE/DATETIME text; nil when it is not one.
     public static func parse(_ text: String) -> Date? {
-        let b = Array(text.utf8)
+        var text = text
+        return text.withUTF8 { parse(utf8: $0) }
+    }
+
+    /// ``parse(_:)`` of UTF-8 bytes in place (a column's text as SQLite hands it over): checksums
+    /// and feature reads parse a date per row.
+    public static func parse(utf8 b: UnsafeBufferPointer<UInt8>) -> Date? {
         var i = 0
         func number(_ digits: Int) -> Int64? {
             guard i + digits <= b.count else { return nil }
@@ -57,8 +63,8 @@ public enum GeoPackageDate {
             i += digits
             return v
         }
-        func expect(_ c: Character) -> Bool {
-            guard i < b.count, b[i] == c.asciiValue! else { return false }
+        func expect(_ c: Unicode.Scalar) -> Bool {
+            guard i < b.count, b[i] == UInt8(ascii: c) else { return false }
             i += 1
             return true
         }

@@ -270,6 +270,7 @@ private enum StoredColumn {
         default:
             let raw = UnsafeRawBufferPointer(start: sqlite3_column_text(s, i), count: Int(sqlite3_column_bytes(s, i)))
             guard self != .text else { return row.text(raw) }
+            if self == .date, let d = GeoPackageDate.parse(utf8: raw.assumingMemoryBound(to: UInt8.self)) { return row.date(d) }
             let text = String(decoding: raw, as: UTF8.self)
             row.value(FieldValue.decodeStoredText(text, date: self == .date, integer: self == .integer, numeric: self != .date))
         }
