@@ -215,10 +215,14 @@ extension PostgresServiceBackend: SyncBackend {
                 changed.append((gid, generation, others == 0, inserted, deleted))
             }
             var inScope: [String: Feature] = [:]
-            if !changed.isEmpty, let query = ReplicaScope(info: info, schema: schema).query(layerInfo, layer: layer.definition) {
+            let query = ReplicaScope(info: info, schema: schema).query(layerInfo, layer: layer.definition)
+            // A replica holding the whole layer cannot have moved its own features out of scope.
+            let ownStayInScope = query?.selectsEveryFeature == true
+            if !changed.isEmpty, let query {
                 // Whole rows only for features someone else changed; of the replica's own
-                // changes only whether each feature is still in scope matters.
-                for wholeRows in [true, false] {
+                // changes only whether each feature is still in scope matters, and for a replica
+                // of the whole layer not even that.
+                for wholeRows in ownStayInScope ? [true] : [true, false] {
                     let gids = changed.filter { $0.echo != wholeRows }.map(\.gid)
                     guard !gids.isEmpty else { continue }
                     var q = query
@@ -235,6 +239,8 @@ extension PostgresServiceBackend: SyncBackend {
                 ? try await Self.attachmentInfos(conn, service: service, layerID: layerID, features: Array(inScope.keys), logger: logger) : nil
             var changes: [FeedChange] = []
             for row in changed {
+                // Only this replica changed it, and it holds the whole layer: it has the values.
+                if row.echo && ownStayInScope { continue }
                 guard let feature = inScope[row.gid] else {
                     // Deleted, or moved out of the filter (by this replica's own edit, too: the
                     // replica must drop what it no longer holds). Its own delete it has applied.

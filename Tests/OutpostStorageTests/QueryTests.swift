@@ -7,6 +7,20 @@ import Testing
 
 @Suite("Queries")
 struct QueryTests {
+    @Test func whichQueriesSelectEveryFeature() {
+        #expect(FeatureQuery().selectsEveryFeature)
+        #expect(FeatureQuery(where: " 1=1 ", outFields: ["status"], returnGeometry: false, limit: 10).selectsEveryFeature)
+        #expect(!FeatureQuery(where: "status = 'open'").selectsEveryFeature)
+        #expect(!FeatureQuery(objectIDs: [1]).selectsEveryFeature)
+        #expect(!FeatureQuery(envelope: Envelope(xmin: 0, ymin: 0, xmax: 1, ymax: 1)).selectsEveryFeature)
+        var gids = FeatureQuery()
+        gids.globalIDs = []
+        #expect(!gids.selectsEveryFeature)
+        var area = FeatureQuery()
+        area.intersecting = .point(try! Point(x: 0, y: 0))
+        #expect(!area.selectsEveryFeature)
+    }
+
     @Test func whereClausesFilterLikeTheSameFilterInSwift() async throws {
         let dir = TemporaryDirectory()
         let gdb = try SampleGeodatabases.fieldInspection(in: dir)

@@ -61,6 +61,14 @@ public struct FeatureQuery: Hashable, Sendable {
 
     /// Everything.
     public static let all = FeatureQuery()
+
+    /// True when the query keeps every feature of a layer: no where clause (or `1=1`), no ids,
+    /// no area. Paging, order and the fields returned do not count.
+    public var selectsEveryFeature: Bool {
+        let clause = whereClause?.trimmingCharacters(in: .whitespaces)
+        return (clause == nil || clause == "" || clause == "1=1") && objectIDs == nil && afterObjectID == nil && globalIDs == nil
+            && afterGlobalID == nil && envelope == nil && intersecting == nil
+    }
 }
 
 extension LayerDefinition {

@@ -175,16 +175,20 @@ extension SQLiteServiceBackend: SyncBackend {
                 """,
                 arguments: [.text(info.replicaID), .integer(Int64(layerID)), .integer(since), .integer(upto), .text(after ?? ""), .integer(Int64(limit))])
             let scope = ReplicaScope(info: info, schema: schema)
+            let query = scope.query(layerInfo, layer: layer)
+            // A replica holding the whole layer cannot have moved its own features out of scope.
+            let ownStayInScope = query?.selectsEveryFeature == true
             var inScope: [String: Feature] = [:]
-            if !rows.isEmpty, let query = scope.query(layerInfo, layer: layer) {
+            if !rows.isEmpty, let query {
                 // Whole rows only for features someone else changed; of the replica's own
                 // changes only whether each feature is still in scope matters (after a large
-                // upload, nearly every row of the window is its own).
+                // upload, nearly every row of the window is its own), and for a replica of the
+                // whole layer not even that.
                 let table = try conn.geodatabase.table(id: layerID)
                 let (own, others) = rows.reduce(into: ([String](), [String]())) { lists, row in
                     if (row[2].integerValue ?? 0) == 0 { lists.0.append(row[0].textValue!) } else { lists.1.append(row[0].textValue!) }
                 }
-                for (gids, wholeRows) in [(others, true), (own, false)] where !gids.isEmpty {
+                for (gids, wholeRows) in [(others, true), (ownStayInScope ? [] : own, false)] where !gids.isEmpty {
                     var q = query
                     q.globalIDs = gids
                     if !wholeRows {
@@ -201,6 +205,8 @@ extension SQLiteServiceBackend: SyncBackend {
             for row in rows {
                 let gid = row[0].textValue!, generation = row[1].integerValue!
                 let echo = (row[2].integerValue ?? 0) == 0
+                // Only this replica changed it, and it holds the whole layer: it has the values.
+                if echo && ownStayInScope { continue }
                 guard let feature = inScope[gid] else {
                     // Deleted, or moved out of the filter (by this replica's own edit, too: the
                     // replica must drop what it no longer holds). Its own delete it has applied.
