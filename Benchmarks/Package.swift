@@ -17,6 +17,7 @@ let package = Package(
             dependencies: [
                 .product(name: "OutpostCore", package: "Outpost"),
                 .product(name: "OutpostStorage", package: "Outpost"),
+                .product(name: "OutpostProtocol", package: "Outpost"),
                 .product(name: "OutpostServer", package: "Outpost"),
                 .product(name: "OutpostSync", package: "Outpost"),
                 .product(name: "OutpostTiles", package: "Outpost"),

@@ -1,7 +1,7 @@
 import Foundation
 import OutpostStorage
 
-// outpost-bench [import [counts…] | edits [base edits] | server | sync [features] | postgres [features] | tiles | all]
+// outpost-bench [import [counts…] | edits [base edits] | server | sync [features] | codec | postgres [features] | tiles | all]
 // Each measured run is a child process (worker-* subcommands), so peak memory is its own.
 let arguments = CommandLine.arguments
 let executable = URL(fileURLWithPath: arguments[0]).standardizedFileURL.path
@@ -36,6 +36,8 @@ do {
         print(try SyncBenchmark.applyFloor(base: URL(fileURLWithPath: arguments[2]), copy: URL(fileURLWithPath: arguments[3]), count: Int(arguments[4])!, packIndex: arguments.count > 5 && arguments[5] == "packed"))
     case "worker-sync":
         print(try await SyncBenchmark.syncOnce(replica: URL(fileURLWithPath: arguments[2])))
+    case "codec":
+        try CodecBenchmark.run()
     case "sync":
         let count = arguments.dropFirst(2).compactMap { Int($0) }.first ?? 100_000
         try await SyncBenchmark.run(count: count, executable: executable, workDirectory: work)
@@ -73,7 +75,7 @@ do {
         try await SyncBenchmark.run(count: 100_000, executable: executable, workDirectory: work)
         try TilesBenchmark.run(executable: executable, workDirectory: work)
     default:
-        print("usage: outpost-bench [import [counts…] | edits [base edits] | server | sync [features] | tiles | all]")
+        print("usage: outpost-bench [import [counts…] | edits [base edits] | server | sync [features] | codec | tiles | all]")
         exit(2)
     }
     if arguments.dropFirst().first?.hasPrefix("worker-") == true { printOwnPeakMemory() }
