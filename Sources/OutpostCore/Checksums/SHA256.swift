@@ -84,35 +84,43 @@ public struct SHA256: Sendable {
     }
 
     private mutating func compress(_ block: UnsafeRawBufferPointer) {
-        // The message schedule on the stack and the constants read through one pointer: a heap
-        // array per 64-byte block and checked subscripts made hashing a batch several times
-        // slower than the rounds themselves.
-        state = withUnsafeTemporaryAllocation(of: UInt32.self, capacity: 64) { w in
-            Self.k.withUnsafeBufferPointer { k in
-                for i in 0..<16 {
-                    w[i] = UInt32(block[i * 4]) << 24 | UInt32(block[i * 4 + 1]) << 16 | UInt32(block[i * 4 + 2]) << 8 | UInt32(block[i * 4 + 3])
-                }
-                for i in 16..<64 {
-                    let s0 = w[i - 15].rotatedRight(7) ^ w[i - 15].rotatedRight(18) ^ (w[i - 15] >> 3)
-                    let s1 = w[i - 2].rotatedRight(17) ^ w[i - 2].rotatedRight(19) ^ (w[i - 2] >> 10)
-                    w[i] = w[i - 16] &+ s0 &+ w[i - 7] &+ s1
-                }
-                var (a, b, c, d, e, f, g, h) = state
-                for i in 0..<64 {
-                    let s1 = e.rotatedRight(6) ^ e.rotatedRight(11) ^ e.rotatedRight(25)
-                    let ch = (e & f) ^ (~e & g)
-                    let t1 = h &+ s1 &+ ch &+ k[i] &+ w[i]
-                    let s0 = a.rotatedRight(2) ^ a.rotatedRight(13) ^ a.rotatedRight(22)
-                    let maj = (a & b) ^ (a & c) ^ (b & c)
-                    let t2 = s0 &+ maj
-                    (h, g, f, e, d, c, b, a) = (g, f, e, d &+ t1, c, b, a, t1 &+ t2)
-                }
-                return (state.0 &+ a, state.1 &+ b, state.2 &+ c, state.3 &+ d, state.4 &+ e, state.5 &+ f, state.6 &+ g, state.7 &+ h)
+        // The message schedule on the stack, the constants read through one pointer, and plain
+        // masking shifts written out: a heap array per 64-byte block, checked subscripts and the
+        // generic shift operators made hashing several times slower (twenty times in debug
+        // builds, which the tests run).
+        var (a, b, c, d, e, f, g, h) = state
+        withUnsafeTemporaryAllocation(of: UInt32.self, capacity: 64) { w in Self.k.withUnsafeBufferPointer { k in
+            var i = 0
+            while i < 16 {
+                let o = i &* 4
+                w[i] = UInt32(block[o]) &<< 24 | UInt32(block[o &+ 1]) &<< 16 | UInt32(block[o &+ 2]) &<< 8 | UInt32(block[o &+ 3])
+                i &+= 1
             }
-        }
+            while i < 64 {
+                let x = w[i &- 15], y = w[i &- 2]
+                let s0 = (x &>> 7 | x &<< 25) ^ (x &>> 18 | x &<< 14) ^ (x &>> 3)
+                let s1 = (y &>> 17 | y &<< 15) ^ (y &>> 19 | y &<< 13) ^ (y &>> 10)
+                w[i] = w[i &- 16] &+ s0 &+ w[i &- 7] &+ s1
+                i &+= 1
+            }
+            i = 0
+            while i < 64 {
+                let s1 = (e &>> 6 | e &<< 26) ^ (e &>> 11 | e &<< 21) ^ (e &>> 25 | e &<< 7)
+                let ch = (e & f) ^ (~e & g)
+                let t1 = h &+ s1 &+ ch &+ k[i] &+ w[i]
+                let s0 = (a &>> 2 | a &<< 30) ^ (a &>> 13 | a &<< 19) ^ (a &>> 22 | a &<< 10)
+                let maj = (a & b) ^ (a & c) ^ (b & c)
+                h = g
+                g = f
+                f = e
+                e = d &+ t1
+                d = c
+                c = b
+                b = a
+                a = t1 &+ s0 &+ maj
+                i &+= 1
+            }
+        } }
+        state = (state.0 &+ a, state.1 &+ b, state.2 &+ c, state.3 &+ d, state.4 &+ e, state.5 &+ f, state.6 &+ g, state.7 &+ h)
     }
-}
-
-extension UInt32 {
-    @inline(__always) fileprivate func rotatedRight(_ n: UInt32) -> UInt32 { (self >> n) | (self << (32 - n)) }
 }
