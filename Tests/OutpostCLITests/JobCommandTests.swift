@@ -31,21 +31,33 @@ struct JobCommandTests {
         return process
     }
 
-    /// The checkpoint offset of the only job in `directory`, once it has one.
-    static func waitForOffset(in directory: URL, atLeast minimum: Int64, timeout: TimeInterval = 30) async throws -> Int64 {
-        let deadline = Date().addingTimeInterval(timeout)
-        while Date() < deadline {
-            if let file = try? FileManager.default.contentsOfDirectory(at: directory, includingPropertiesForKeys: nil).first(where: { $0.pathExtension == "json" }),
-                let data = try? Data(contentsOf: file), let snapshot = try? JobSnapshot.decode(data)
-            {
-                if let offset = snapshot.checkpoint?["offset"]?.integerValue, offset >= minimum { return offset }
-                if snapshot.status.isFinished || snapshot.currentStep > 0 {
-                    throw ReaderMismatch(description: "the job got past the copy step before the test could kill it")
+    /// Kills `process` with SIGKILL once the only job in `directory` has checkpointed an offset
+    /// of at least `minimum`, and returns that offset. The watch runs on a thread of its own:
+    /// with the suite's tests sharing the two threads of the concurrency pool, a watching task
+    /// could wait seconds for a turn while the copy ran to its end.
+    static func killAtOffset(_ process: Process, in directory: URL, atLeast minimum: Int64, timeout: TimeInterval = 60) async throws -> Int64 {
+        let pid = process.processIdentifier
+        let outcome: Result<Int64, ReaderMismatch> = await withCheckedContinuation { continuation in
+            Thread.detachNewThread {
+                let deadline = Date().addingTimeInterval(timeout)
+                while Date() < deadline {
+                    if let file = try? FileManager.default.contentsOfDirectory(at: directory, includingPropertiesForKeys: nil).first(where: { $0.pathExtension == "json" }),
+                        let data = try? Data(contentsOf: file), let snapshot = try? JobSnapshot.decode(data)
+                    {
+                        if let offset = snapshot.checkpoint?["offset"]?.integerValue, offset >= minimum {
+                            kill(pid, SIGKILL)
+                            return continuation.resume(returning: .success(offset))
+                        }
+                        if snapshot.status.isFinished || snapshot.currentStep > 0 {
+                            return continuation.resume(returning: .failure(ReaderMismatch(description: "the job got past the copy step before the test could kill it")))
+                        }
+                    }
+                    usleep(2_000)
                 }
+                continuation.resume(returning: .failure(ReaderMismatch(description: "the job never reached offset \(minimum)")))
             }
-            try await Task.sleep(for: .milliseconds(10))
         }
-        throw ReaderMismatch(description: "the job never reached offset \(minimum)")
+        return try outcome.get()
     }
 
     @Test(.timeLimit(.minutes(2)))
@@ -57,8 +69,7 @@ struct JobCommandTests {
         let jobs = dir.file("jobs")
         // 128 chunks, 100 ms apart: seconds in which to kill it mid-copy, even on a busy machine.
         let process = try Self.launch(["copy", source.path, destination.path, "--job-dir", jobs.path, "--chunk-kb", "64", "--throttle-ms", "100"])
-        let offset = try await Self.waitForOffset(in: jobs, atLeast: 256 << 10)
-        kill(process.processIdentifier, SIGKILL)
+        let offset = try await Self.killAtOffset(process, in: jobs, atLeast: 256 << 10)
         while process.isRunning { try await Task.sleep(for: .milliseconds(5)) }
         #expect(process.terminationReason == .uncaughtSignal)
         #expect(offset < 8 << 20, "killed before the end")
@@ -87,8 +98,7 @@ struct JobCommandTests {
         try Self.randomFile(source, size: 4 << 20)
         let jobs = dir.file("jobs")
         let process = try Self.launch(["copy", source.path, destination.path, "--job-dir", jobs.path, "--chunk-kb", "32", "--throttle-ms", "100"])
-        _ = try await Self.waitForOffset(in: jobs, atLeast: 64 << 10)
-        kill(process.processIdentifier, SIGKILL)
+        _ = try await Self.killAtOffset(process, in: jobs, atLeast: 64 << 10)
         while process.isRunning { try await Task.sleep(for: .milliseconds(5)) }
         #expect(FileManager.default.fileExists(atPath: destination.path + ".partial"))
         let cancel = try await outpost(["job", "cancel", jobs.path])
