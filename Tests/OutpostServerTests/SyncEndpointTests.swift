@@ -214,6 +214,24 @@ struct NativeSyncEndpointTests {
         #expect(SQLiteServiceBackend.feedPlanSortsWindow(windowRows: 0, logRows: 0, limit: 1000))
     }
 
+    /// The queries that choose a feed page's plan run for every page: they may read only ends
+    /// of indexes, never the whole log (a scan per page made the feed quadratic in the log).
+    @Test func choosingTheFeedPlanReadsNoWholeLog() async throws {
+        let service = try await TestService.fieldInspection(.sqlite)
+        let backend = try #require(service.backend as? SQLiteServiceBackend)
+        let plans = try await backend.geodatabase.read { conn in
+            try [SQLiteServiceBackend.historySQL, SQLiteServiceBackend.windowSQL].map { sql in
+                try conn.query("EXPLAIN QUERY PLAN " + sql, arguments: sql.contains("?") ? [.integer(0), .integer(0), .integer(10), .integer(8)] : [])
+                    .compactMap { $0.last?.textValue }
+            }
+        }
+        for plan in plans {
+            #expect(!plan.isEmpty && plan.allSatisfy { !$0.hasPrefix("SCAN outpost_change_log") }, "\(plan)")
+        }
+        #expect(plans[0].filter { $0.contains("SEARCH outpost_change_log") }.count == 2, "\(plans[0])")
+        try await service.backend.close()
+    }
+
     @Test(arguments: BackendKind.syncing)
     func uploadsNeedAnEditToken(kind: BackendKind) async throws {
         let policy = TokenPolicy(tokens: ["reader": .read, "editor": .edit])

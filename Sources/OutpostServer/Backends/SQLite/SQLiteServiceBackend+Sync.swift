@@ -243,17 +243,27 @@ extension SQLiteServiceBackend: SyncBackend {
     /// where the walk wins in any case) and compared with the log's size; the cheaper reading is
     /// taken.
     static func readsFeedByWindow(_ conn: GeodatabaseConnection, layerID: Int, since: Int64, upto: Int64, limit: Int) throws -> Bool {
-        let history = try conn.query("SELECT coalesce(max(change_id) - min(change_id) + 1, 0) FROM outpost_change_log").first?[0].integerValue ?? 0
+        let history = try conn.query(historySQL).first?[0].integerValue ?? 0
         // Counting stops where the walk wins anyway (a few hundred rows for a fresh log of
         // 16,000, thousands for millions): counting whole large windows for every page cost a
         // third of the pages.
         var cap: Int64 = 2
         while cap < 1 << 40, feedPlanSortsWindow(windowRows: cap, logRows: history, limit: limit) { cap *= 2 }
         let window = try conn.query(
-            "SELECT count(*) FROM (SELECT 1 FROM outpost_change_log WHERE layer_id = ? AND generation > ? AND generation <= ? LIMIT ?)",
+            windowSQL,
             arguments: [.integer(Int64(layerID)), .integer(since), .integer(upto), .integer(cap)])
         return feedPlanSortsWindow(windowRows: window.first?[0].integerValue ?? 0, logRows: history, limit: limit)
     }
+
+    /// The span of change ids in the log: each end read from the primary key on its own. With
+    /// both aggregates in one select SQLite reads the whole log (no min/max shortcut), for every
+    /// page: 0.16 s a page at a million rows, two minutes of the feed after a million-edit upload.
+    static let historySQL = """
+        SELECT coalesce((SELECT max(change_id) FROM outpost_change_log) - (SELECT min(change_id) FROM outpost_change_log) + 1, 0)
+        """
+
+    /// The window's rows, counted up to a cap, from the (layer, generation) index.
+    static let windowSQL = "SELECT count(*) FROM (SELECT 1 FROM outpost_change_log WHERE layer_id = ? AND generation > ? AND generation <= ? LIMIT ?)"
 
     /// Whether sorting the window for a page (`w` rows: about w·log₂w, each ~3 times the cost of
     /// a row visited in index order) beats walking the feature index (for features spread evenly,
