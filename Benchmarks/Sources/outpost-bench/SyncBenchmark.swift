@@ -97,6 +97,7 @@ enum SyncBenchmark {
         let seconds = Date().timeIntervalSince(started)
         guard results.allSatisfy({ $0.checksumMatches != false }) else { throw BenchError("checksums differ") }
         if ProcessInfo.processInfo.environment["BENCH_TRACE"] != nil {
+            FileHandle.standardError.write(Data("  sync started at \(format(started.timeIntervalSince1970, 3)) (Unix time)\n".utf8))
             for m in job.messages { FileHandle.standardError.write(Data("  \(format(m.timestamp.timeIntervalSince(started), 3)) \(m.text)\n".utf8)) }
         }
         let r = results[0]
