@@ -48,6 +48,26 @@ struct WALCheckpointerTests {
         #expect(info.succeeded && info.stdout.contains("Feature Count: 35000\n"), "\(info.stdout)\(info.stderr)")
     }
 
+    /// Back-to-back large commits (a server applying upload batches): the WAL starts over
+    /// instead of growing by every commit.
+    @Test func backToBackLargeCommitsKeepTheWALBounded() async throws {
+        let dir = TemporaryDirectory()
+        let gdb = try SampleGeodatabases.emptyFieldInspection(in: dir)
+        let table = try gdb.table(named: "inspection_points")
+        var largest = 0, first = 0
+        for round in 0..<16 {
+            _ = try await table.add(try Self.features(20_000, from: 20_000 * round))
+            let wal = (try FileManager.default.attributesOfItem(atPath: gdb.url.path + "-wal")[.size] as? Int) ?? 0
+            if round == 0 { first = wal }
+            largest = max(largest, wal)
+        }
+        // The wait threshold's frames plus a few commits (it grew to 134 MB, and on, without the wait).
+        let bound = Int(WALCheckpointer.writerWaitFrames) * (4096 + 24) + 3 * first
+        #expect(largest < bound, "largest WAL \(largest >> 20) MB, one commit's \(first >> 20) MB")
+        #expect(try await table.count() == 320_000)
+        try gdb.close()
+    }
+
     static func companions(_ url: URL) -> [String] {
         ["-wal", "-shm"].filter { FileManager.default.fileExists(atPath: url.path + $0) }
     }

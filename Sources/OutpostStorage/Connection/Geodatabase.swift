@@ -249,6 +249,7 @@ public final class Geodatabase: Sendable {
                 return .commit
             }
         } else {
+            checkpointer?.waitIfBehind()
             try db.inTransaction(.immediate) {
                 result = try body(GeodatabaseConnection(db, self))
                 return .commit

@@ -15,6 +15,12 @@ import Synchronization
 final class WALCheckpointer: Sendable {
     /// Frames in the WAL after a commit that start a checkpoint (SQLite's automatic default).
     static let frameThreshold: Int32 = 1000
+    /// Frames in the WAL after which the next write transaction first waits for the checkpoint
+    /// (16 MB of 4 KB pages). SQLite starts the WAL over only when a write transaction begins
+    /// with every frame copied back; with back-to-back commits (the batches of a large upload)
+    /// the background copy was always behind at that moment and the WAL only grew: 2.4 GB
+    /// after 160,000 synced edits, on fresh blocks the file system zeroes first.
+    static let writerWaitFrames: Int32 = 4000
 
     private let path: String
     private let queue = DispatchQueue(label: "outpost.wal-checkpoint", qos: .utility)
@@ -23,6 +29,9 @@ final class WALCheckpointer: Sendable {
     private struct State {
         var scheduled = false
         var closed = false
+        var held = false
+        /// The WAL's frames after the last commit.
+        var frames: Int32 = 0
         /// The checkpointing connection, opened on first use (only used on `queue`).
         var handle: OpaquePointer?
     }
@@ -50,6 +59,7 @@ final class WALCheckpointer: Sendable {
 
     /// After a commit that left `frames` frames in the WAL (called on the writer's thread).
     func committed(frames: Int32) {
+        state.withLock { $0.frames = frames }
         guard frames >= Self.frameThreshold else { return }
         let start = state.withLock { state -> Bool in
             guard !state.scheduled, !state.closed else { return false }
@@ -81,9 +91,18 @@ final class WALCheckpointer: Sendable {
         sqlite3_wal_checkpoint_v2(handle, nil, SQLITE_CHECKPOINT_PASSIVE, nil, nil)
     }
 
+    /// Called on the writer's thread before it begins a write transaction: when the WAL has
+    /// grown past ``writerWaitFrames``, waits for the scheduled or running checkpoint, so the
+    /// transaction can start the WAL over (unless a reader still uses its frames).
+    func waitIfBehind() {
+        let wait = state.withLock { $0.frames >= Self.writerWaitFrames && !$0.held && !$0.closed }
+        if wait { queue.sync {} }
+    }
+
     /// Holds (true) or lets go (false) the checkpoints scheduled meanwhile; for tests that watch
     /// the main file between a commit and its checkpoint.
     func hold(_ held: Bool) {
+        state.withLock { $0.held = held }
         if held { queue.suspend() } else { queue.resume() }
     }
 
