@@ -59,10 +59,9 @@ final class WALCheckpointer: Sendable {
 
     /// After a commit that left `frames` frames in the WAL (called on the writer's thread).
     func committed(frames: Int32) {
-        state.withLock { $0.frames = frames }
-        guard frames >= Self.frameThreshold else { return }
         let start = state.withLock { state -> Bool in
-            guard !state.scheduled, !state.closed else { return false }
+            state.frames = frames
+            guard frames >= Self.frameThreshold, !state.scheduled, !state.closed else { return false }
             state.scheduled = true
             return true
         }
