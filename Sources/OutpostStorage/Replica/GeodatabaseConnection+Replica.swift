@@ -275,6 +275,61 @@ extension GeodatabaseConnection {
         ).map { ($0[0], $0[1], $0[2], $0[3]) }
     }
 
+    /// Staged rows of a layer whose feature `table` holds: each one's row id in the staging table
+    /// and the feature's object id, for global ids after `after` in global-id order, at most
+    /// `limit`; and the last global id read (nil when none is left).
+    public func stagedRowsOfLocalFeatures(
+        layerID: Int, table: String, globalIDField: String, objectIDField: String, after: String, limit: Int
+    ) throws -> (keys: [(objectID: Int64, rowID: Int64)], last: String?) {
+        guard try db.tableExists("outpost_staging") else { return ([], nil) }
+        let cursor = try Row.fetchCursor(
+            db,
+            sql: """
+                SELECT t.\(quoted(objectIDField)), s.rowid, s.globalid FROM outpost_staging s
+                JOIN \(quoted(table)) t ON t.\(quoted(globalIDField)) = s.globalid
+                WHERE s.layer_id = ? AND s.globalid > ? ORDER BY s.globalid LIMIT ?
+                """,
+            arguments: [layerID, after, limit])
+        var keys: [(objectID: Int64, rowID: Int64)] = []
+        var last: String?
+        while let row = try cursor.next() {
+            keys.append((row[0], row[1]))
+            last = row[2]
+        }
+        return (keys, last)
+    }
+
+    /// Staged rows by their row ids in the staging table (keyed by row id).
+    public func stagedRows(rowIDs: [Int64]) throws -> [Int64: (globalID: String, kind: String, generation: Int64, row: String?)] {
+        guard try db.tableExists("outpost_staging"), !rowIDs.isEmpty else { return [:] }
+        var out: [Int64: (globalID: String, kind: String, generation: Int64, row: String?)] = [:]
+        out.reserveCapacity(rowIDs.count)
+        for row in try Row.fetchAll(
+            db, sql: "SELECT rowid, globalid, kind, generation, row FROM outpost_staging WHERE rowid IN (SELECT value FROM json_each(?))",
+            arguments: [JSONValue.array(rowIDs.map { .integer($0) }).jsonString])
+        {
+            out[row[0]] = (row[1], row[2], row[3], row[4])
+        }
+        return out
+    }
+
+    /// Staged rows of a layer whose feature `table` does not hold (new features, and features
+    /// gone here), after global id `after`, at most `limit`, in global-id order.
+    public func stagedRowsWithoutLocalFeature(
+        layerID: Int, table: String, globalIDField: String, after: String, limit: Int
+    ) throws -> [(globalID: String, kind: String, generation: Int64, row: String?)] {
+        guard try db.tableExists("outpost_staging") else { return [] }
+        return try Row.fetchAll(
+            db,
+            sql: """
+                SELECT globalid, kind, generation, row FROM outpost_staging s WHERE layer_id = ? AND globalid > ?
+                AND NOT EXISTS (SELECT 1 FROM \(quoted(table)) t WHERE t.\(quoted(globalIDField)) = s.globalid)
+                ORDER BY globalid LIMIT ?
+                """,
+            arguments: [layerID, after, limit]
+        ).map { ($0[0], $0[1], $0[2], $0[3]) }
+    }
+
     public func clearStaging(layerID: Int? = nil) throws {
         guard try db.tableExists("outpost_staging") else { return }
         if let layerID {
