@@ -585,16 +585,21 @@ public struct SyncGeodatabaseJob: JobDefinition {
             return FeedChange(kind: FeedChange.Kind(rawValue: row.kind) ?? .leave, globalId: row.globalID, generation: row.generation)
         }
         func applyAll() throws {
-            var after = ""
-            guard let gidField = layer.globalIDField else {
+            if let gidField = layer.globalIDField {
+                try applyInRowOrder(gidField)
+            } else {
+                var after = ""
                 while true {
                     let rows = try conn.stagedRows(layerID: layerID, after: after, limit: 1000)
                     guard let last = rows.last else { break }
                     try applier.apply(rows.map(change))
                     after = last.globalID
                 }
-                return
             }
+            if deleteAbsent { try applier.deleteAbsent(stagedLayerID: layerID) }
+        }
+        func applyInRowOrder(_ gidField: String) throws {
+            var after = ""
             // Features the replica holds are changed in the order of their rows, not of their
             // global ids (random): each table page is then written once, not again and again as
             // the page cache turns over (1,000,000 updates of a 6,250,000-row table: 12.9 s in
@@ -622,7 +627,6 @@ public struct SyncGeodatabaseJob: JobDefinition {
                 try applier.apply(rows.map(change))
                 after = last.globalID
             }
-            if deleteAbsent { try applier.deleteAbsent(stagedLayerID: layerID) }
         }
         // gpkg_contents is brought up to date once, after the last chunk, not once per feature;
         // the R-tree too when the download rewrites a large part of the layer (nearly every
