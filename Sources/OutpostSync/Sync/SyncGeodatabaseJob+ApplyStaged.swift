@@ -1,0 +1,71 @@
+import Foundation
+import OutpostCore
+import OutpostProtocol
+import OutpostStorage
+
+extension SyncGeodatabaseJob {
+    /// Applies a layer's staged rows, a thousand at a time (inside the caller's transaction).
+    static func applyStaged(
+        layerID: Int, table: String, _ conn: GeodatabaseConnection, deleteAbsent: Bool = false, contentDirectory: URL? = nil
+    ) throws -> PendingChanges {
+        guard let layer = conn.geodatabase.schema.allLayers.first(where: { $0.name == table }) else {
+            throw SyncError(.notAReplica, "the replica has no table \(table)")
+        }
+        var applier = try DownloadApplier(conn: conn, layer: layer, contentDirectory: contentDirectory)
+        func change(_ row: (globalID: String, kind: String, generation: Int64, row: String?)) throws -> FeedChange {
+            if let text = row.row { return try FeedChange(json: JSONValue.parse(text)) }
+            return FeedChange(kind: FeedChange.Kind(rawValue: row.kind) ?? .leave, globalId: row.globalID, generation: row.generation)
+        }
+        func applyAll() throws {
+            if let gidField = layer.globalIDField {
+                try applyInRowOrder(gidField)
+            } else {
+                var after = ""
+                while true {
+                    let rows = try conn.stagedRows(layerID: layerID, after: after, limit: 1000)
+                    guard let last = rows.last else { break }
+                    try applier.apply(rows.map(change))
+                    after = last.globalID
+                }
+            }
+            if deleteAbsent { try applier.deleteAbsent(stagedLayerID: layerID) }
+        }
+        func applyInRowOrder(_ gidField: String) throws {
+            var after = ""
+            // Features the replica holds are changed in the order of their rows, not of their
+            // global ids (random): each table page is then written once, not again and again as
+            // the page cache turns over (1,000,000 updates of a 6,250,000-row table: 12.9 s in
+            // row order, 23.5 s at random). The keys are sorted a window of a million at a time
+            // (16 bytes each). Changing a row never makes another one match or not, and every
+            // staged row is applied once: a feature deleted here is not matched again below,
+            // since applying its leave a second time changes nothing.
+            while true {
+                let (keys, last) = try conn.stagedRowsOfLocalFeatures(
+                    layerID: layerID, table: table, globalIDField: gidField, objectIDField: layer.objectIDField, after: after, limit: 1 << 20)
+                guard let last else { break }
+                let ordered = keys.sorted { $0.objectID < $1.objectID }.map(\.rowID)
+                for start in stride(from: 0, to: ordered.count, by: 1000) {
+                    let ids = Array(ordered[start..<min(start + 1000, ordered.count)])
+                    let rows = try conn.stagedRows(rowIDs: ids)
+                    try applier.apply(ids.compactMap { rows[$0] }.map(change))
+                }
+                after = last
+            }
+            // Then new features (and leaves of features the replica does not hold).
+            after = ""
+            while true {
+                let rows = try conn.stagedRowsWithoutLocalFeature(layerID: layerID, table: table, globalIDField: gidField, after: after, limit: 1000)
+                guard let last = rows.last else { break }
+                try applier.apply(rows.map(change))
+                after = last.globalID
+            }
+        }
+        // gpkg_contents is brought up to date once, after the last chunk, not once per feature;
+        // the R-tree too when the download rewrites a large part of the layer (nearly every
+        // staged change writes a geometry).
+        try conn.maintainingSpatialIndex(of: table, expectedGeometryWrites: try conn.stagedCount(layerID: layerID)) {
+            try conn.deferringContentsUpdates(applyAll)
+        }
+        return applier.counts
+    }
+}
