@@ -172,7 +172,7 @@ final class Oracle: Sendable {
     }
 }
 
-@Suite("Randomised: several replicas, random edits, random faults, against an oracle", .serialized)
+@Suite("Randomised: several replicas, random edits, random faults, against an oracle")
 struct RandomizedSyncTests {
     struct Replica: Sendable {
         var name: String
