@@ -265,9 +265,12 @@ extension GeodatabaseConnection {
         return try Int.fetchOne(db, sql: "SELECT count(*) FROM outpost_staging WHERE layer_id = ?", arguments: [layerID]) ?? 0
     }
 
-    /// Staged rows of a layer after global id `after`, at most `limit`: (globalid, kind,
-    /// generation, row JSON), in global id order.
-    public func stagedRows(layerID: Int, after: String = "", limit: Int = 1000) throws -> [(globalID: String, kind: String, generation: Int64, row: String?)] {
+    /// A change staged by a download: the feature's global id, the kind of change, its
+    /// generation, and the feed's JSON of the row (nil for a delete or a leave).
+    public typealias StagedRow = (globalID: String, kind: String, generation: Int64, row: String?)
+
+    /// Staged rows of a layer after global id `after`, at most `limit`, in global id order.
+    public func stagedRows(layerID: Int, after: String = "", limit: Int = 1000) throws -> [StagedRow] {
         guard try db.tableExists("outpost_staging") else { return [] }
         return try Row.fetchAll(
             db, sql: "SELECT globalid, kind, generation, row FROM outpost_staging WHERE layer_id = ? AND globalid > ? ORDER BY globalid LIMIT ?",
@@ -300,9 +303,9 @@ extension GeodatabaseConnection {
     }
 
     /// Staged rows by their row ids in the staging table (keyed by row id).
-    public func stagedRows(rowIDs: [Int64]) throws -> [Int64: (globalID: String, kind: String, generation: Int64, row: String?)] {
+    public func stagedRows(rowIDs: [Int64]) throws -> [Int64: StagedRow] {
         guard try db.tableExists("outpost_staging"), !rowIDs.isEmpty else { return [:] }
-        var out: [Int64: (globalID: String, kind: String, generation: Int64, row: String?)] = [:]
+        var out: [Int64: StagedRow] = [:]
         out.reserveCapacity(rowIDs.count)
         for row in try Row.fetchAll(
             db, sql: "SELECT rowid, globalid, kind, generation, row FROM outpost_staging WHERE rowid IN (SELECT value FROM json_each(?))",
@@ -317,7 +320,7 @@ extension GeodatabaseConnection {
     /// gone here), after global id `after`, at most `limit`, in global-id order.
     public func stagedRowsWithoutLocalFeature(
         layerID: Int, table: String, globalIDField: String, after: String, limit: Int
-    ) throws -> [(globalID: String, kind: String, generation: Int64, row: String?)] {
+    ) throws -> [StagedRow] {
         guard try db.tableExists("outpost_staging") else { return [] }
         return try Row.fetchAll(
             db,

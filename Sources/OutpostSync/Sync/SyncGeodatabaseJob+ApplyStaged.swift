@@ -12,7 +12,7 @@ extension SyncGeodatabaseJob {
             throw SyncError(.notAReplica, "the replica has no table \(table)")
         }
         var applier = try DownloadApplier(conn: conn, layer: layer, contentDirectory: contentDirectory)
-        func change(_ row: (globalID: String, kind: String, generation: Int64, row: String?)) throws -> FeedChange {
+        func change(_ row: GeodatabaseConnection.StagedRow) throws -> FeedChange {
             if let text = row.row { return try FeedChange(json: JSONValue.parse(text)) }
             return FeedChange(kind: FeedChange.Kind(rawValue: row.kind) ?? .leave, globalId: row.globalID, generation: row.generation)
         }
