@@ -78,54 +78,6 @@ struct NativeSyncEndpointTests {
         }
     }
 
-    /// The server applies a batch's edits in the order of the layer's rows (not the batch's
-    /// global-id order); the answer still lists them as the batch did, edits of one feature
-    /// still apply in their order, and a rejected edit still rejects only itself.
-    @Test(arguments: BackendKind.syncing)
-    func editsApplyInRowOrderAndAnswerInBatchOrder(kind: BackendKind) async throws {
-        try await withServer(kind) { client, service in
-            let info = try await registerReplica(service)
-            let existing = try await service.backend.features(layerID: 0, query: FeatureQuery(limit: 4))
-            #expect(existing.count == 4)
-            let byRowDescending = existing.sorted { $0.objectID! > $1.objectID! }
-            let added = "{0C0C0C0C-0000-4000-8000-0000000000A1}"
-            var edits = byRowDescending.prefix(2).enumerated().map { i, f in
-                BatchEdit(op: .update, globalId: f.globalID!, attributes: ["asset_id": .string("R-\(i)")])
-            }
-            edits.append(insertEdit(added))
-            edits.append(BatchEdit(op: .update, globalId: added, attributes: ["asset_id": "R-new"]))
-            edits.append(BatchEdit(op: .update, globalId: byRowDescending[2].globalID!, attributes: ["asset_type": "spaceship"]))
-            edits.append(BatchEdit(op: .delete, globalId: byRowDescending[3].globalID!))
-            let answer = try await client.put("\(native)/replicas/\(q(info.replicaID))/batches/1", json: try batch(info, seq: 1, edits, rollback: false))
-            #expect(answer.status == 200, "\(answer.text)")
-            let results = try #require(try JSONDecoder().decode(BatchResult.self, from: Data(answer.text.utf8)).layers.first?.results)
-            #expect(results.map(\.globalId) == edits.map(\.globalId))
-            #expect(results.map(\.success) == [true, true, true, true, false, true])
-            #expect(results[0].objectId == byRowDescending[0].objectID && results[1].objectId == byRowDescending[1].objectID)
-            #expect(results[2].objectId != nil && results[3].objectId == results[2].objectId)
-            func assetID(_ gid: String) async throws -> String? {
-                var query = FeatureQuery()
-                query.globalIDs = [gid]
-                return try await service.backend.features(layerID: 0, query: query).first?.attributes["asset_id"]?.stringValue
-            }
-            #expect(try await assetID(byRowDescending[0].globalID!) == "R-0")
-            #expect(try await assetID(byRowDescending[1].globalID!) == "R-1")
-            #expect(try await assetID(added) == "R-new", "the update of a feature added in the batch follows its insert")
-            #expect(try await assetID(byRowDescending[2].globalID!) == byRowDescending[2].attributes["asset_id"]?.stringValue)
-            #expect(try await assetID(byRowDescending[3].globalID!) == nil)
-            // On SQLite the change log is written as the edits apply: the listed features in
-            // row order, the new one (added, then updated) last.
-            guard kind == .sqlite else { return }
-            let gdb = try Geodatabase.open(at: service.file, readOnly: true)
-            defer { try? gdb.close() }
-            let logged = try await gdb.read { conn in
-                try conn.query("SELECT globalid FROM outpost_change_log WHERE origin_replica = ? ORDER BY change_id", arguments: [.text(info.replicaID)])
-            }.compactMap { $0[0].textValue }
-            let applied = [3, 1, 0].map { byRowDescending[$0].globalID! } + [added, added]
-            #expect(logged == applied)
-        }
-    }
-
     @Test(arguments: BackendKind.syncing)
     func malformedRequestsGetClear4xx(kind: BackendKind) async throws {
         try await withServer(kind) { client, service in

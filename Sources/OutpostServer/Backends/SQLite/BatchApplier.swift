@@ -40,14 +40,14 @@ struct BatchApplier {
         var planner = BatchPlanner(
             layer: table.definition, generation: generation, origin: origin, requestedRule: requestedRule, droppedFields: droppedFields[edits.id] ?? [], now: now)
         try prefetch(edits, into: &planner, table)
-        var results = [BatchEditResult?](repeating: nil, count: edits.edits.count)
+        var results: [BatchEditResult] = []
         var log: [ServiceStore.LogEntry] = []
+        results.reserveCapacity(edits.edits.count)
         // A batch that rewrites a large part of the layer packs its R-tree again at the end.
         let geometryWrites = edits.edits.count { $0.op == .delete || $0.geometry != nil }
         try conn.maintainingSpatialIndex(of: table.name, expectedGeometryWrites: geometryWrites) {
             try conn.deferringContentsUpdates {
-                for index in Self.rowOrder(edits, planner.objectIDs) {
-                    let edit = edits.edits[index]
+                for edit in edits.edits {
                     do {
                         // With rollback on failure one bad edit rejects the batch, so edits need no
                         // savepoint of their own; without it each edit stands alone.
@@ -56,31 +56,20 @@ struct BatchApplier {
                             let plan = rollbackOnFailure ? try run(edit, &planner, table) : try conn.inSavepoint { try run(edit, &planner, table) }
                             applied += 1
                             log += plan.log
-                            results[index] = plan.result
+                            results.append(plan.result)
                         } catch {
                             planner.undo(undo)
                             throw error
                         }
                     } catch {
                         failed += 1
-                        results[index] = BatchPlanner.failure(edit, error)
+                        results.append(BatchPlanner.failure(edit, error))
                     }
                 }
             }
         }
         try ServiceStore.log(conn, generation: generation, layerID: edits.id, log, origin: origin)
-        return results.map { $0! }
-    }
-
-    /// The order to apply a batch's edits in: the features the layer holds by object id, then
-    /// the rest (new features) as they came. A batch lists its edits by global id, which is
-    /// random against the table's rows; in row order each page of the table, its indexes and
-    /// R-tree is read and dirtied once per stretch instead of at random, which on a layer larger
-    /// than the cache is most of an edit's cost. Edits of one feature keep their order (the sort
-    /// is stable), and edits of different features do not depend on each other.
-    static func rowOrder(_ edits: BatchLayer, _ objectIDs: [String: Int64]) -> [Int] {
-        let keys = edits.edits.map { edit in GlobalID.normalized(edit.globalId).flatMap { objectIDs[$0] } ?? Int64.max }
-        return keys.indices.sorted { keys[$0] != keys[$1] ? keys[$0] < keys[$1] : $0 < $1 }
+        return results
     }
 
     /// Plans one edit and runs its steps; its conflict records are kept (with their ids).
