@@ -78,6 +78,43 @@ struct NativeSyncEndpointTests {
         }
     }
 
+    /// A batch without rollback that mixes updates, an insert followed by an update of the new
+    /// feature, a rejected edit and a delete: the answer lists every edit in the batch's order
+    /// with its object id, and only the rejected edit is left out.
+    @Test(arguments: BackendKind.syncing)
+    func aMixedBatchAnswersEditByEdit(kind: BackendKind) async throws {
+        try await withServer(kind) { client, service in
+            let info = try await registerReplica(service)
+            let existing = try await service.backend.features(layerID: 0, query: FeatureQuery(limit: 4))
+            #expect(existing.count == 4)
+            let added = "{0C0C0C0C-0000-4000-8000-0000000000A1}"
+            var edits = existing.prefix(2).enumerated().map { i, f in
+                BatchEdit(op: .update, globalId: f.globalID!, attributes: ["asset_id": .string("R-\(i)")])
+            }
+            edits.append(insertEdit(added))
+            edits.append(BatchEdit(op: .update, globalId: added, attributes: ["asset_id": "R-new"]))
+            edits.append(BatchEdit(op: .update, globalId: existing[2].globalID!, attributes: ["asset_type": "spaceship"]))
+            edits.append(BatchEdit(op: .delete, globalId: existing[3].globalID!))
+            let answer = try await client.put("\(native)/replicas/\(q(info.replicaID))/batches/1", json: try batch(info, seq: 1, edits, rollback: false))
+            #expect(answer.status == 200, "\(answer.text)")
+            let results = try #require(try JSONDecoder().decode(BatchResult.self, from: Data(answer.text.utf8)).layers.first?.results)
+            #expect(results.map(\.globalId) == edits.map(\.globalId))
+            #expect(results.map(\.success) == [true, true, true, true, false, true])
+            #expect(results[0].objectId == existing[0].objectID && results[1].objectId == existing[1].objectID)
+            #expect(results[2].objectId != nil && results[3].objectId == results[2].objectId)
+            func assetID(_ gid: String) async throws -> String? {
+                var query = FeatureQuery()
+                query.globalIDs = [gid]
+                return try await service.backend.features(layerID: 0, query: query).first?.attributes["asset_id"]?.stringValue
+            }
+            #expect(try await assetID(existing[0].globalID!) == "R-0")
+            #expect(try await assetID(existing[1].globalID!) == "R-1")
+            #expect(try await assetID(added) == "R-new", "the update of a feature added in the batch follows its insert")
+            #expect(try await assetID(existing[2].globalID!) == existing[2].attributes["asset_id"]?.stringValue)
+            #expect(try await assetID(existing[3].globalID!) == nil)
+        }
+    }
+
     @Test(arguments: BackendKind.syncing)
     func malformedRequestsGetClear4xx(kind: BackendKind) async throws {
         try await withServer(kind) { client, service in
