@@ -316,16 +316,17 @@ extension GeodatabaseConnection {
         return out
     }
 
-    /// Staged rows of a layer whose feature `table` does not hold (new features, and features
-    /// gone here), after global id `after`, at most `limit`, in global-id order.
-    public func stagedRowsWithoutLocalFeature(
+    /// Staged upserts of a layer whose feature `table` does not hold (new features, and features
+    /// gone here), after global id `after`, at most `limit`, in global-id order. (A leave of a
+    /// feature the table does not hold changes nothing, so none is read.)
+    public func stagedUpsertsWithoutLocalFeature(
         layerID: Int, table: String, globalIDField: String, after: String, limit: Int
     ) throws -> [StagedRow] {
         guard try db.tableExists("outpost_staging") else { return [] }
         return try Row.fetchAll(
             db,
             sql: """
-                SELECT globalid, kind, generation, row FROM outpost_staging s WHERE layer_id = ? AND globalid > ?
+                SELECT globalid, kind, generation, row FROM outpost_staging s WHERE layer_id = ? AND globalid > ? AND kind = 'upsert'
                 AND NOT EXISTS (SELECT 1 FROM \(quoted(table)) t WHERE t.\(quoted(globalIDField)) = s.globalid)
                 ORDER BY globalid LIMIT ?
                 """,

@@ -16,17 +16,21 @@ extension SyncGeodatabaseJob {
             if let text = row.row { return try FeedChange(json: JSONValue.parse(text)) }
             return FeedChange(kind: FeedChange.Kind(rawValue: row.kind) ?? .leave, globalId: row.globalID, generation: row.generation)
         }
+        /// Applies pages of staged rows read by `page` (given the last global id applied).
+        func applyPages(_ page: (String) throws -> [GeodatabaseConnection.StagedRow]) throws {
+            var after = ""
+            while true {
+                let rows = try page(after)
+                guard let last = rows.last else { return }
+                try applier.apply(rows.map(change))
+                after = last.globalID
+            }
+        }
         func applyAll() throws {
             if let gidField = layer.globalIDField {
                 try applyInRowOrder(gidField)
             } else {
-                var after = ""
-                while true {
-                    let rows = try conn.stagedRows(layerID: layerID, after: after, limit: 1000)
-                    guard let last = rows.last else { break }
-                    try applier.apply(rows.map(change))
-                    after = last.globalID
-                }
+                try applyPages { try conn.stagedRows(layerID: layerID, after: $0, limit: 1000) }
             }
             if deleteAbsent { try applier.deleteAbsent(stagedLayerID: layerID) }
         }
@@ -36,9 +40,9 @@ extension SyncGeodatabaseJob {
             // global ids (random): each table page is then written once, not again and again as
             // the page cache turns over (1,000,000 updates of a 6,250,000-row table: 12.9 s in
             // row order, 23.5 s at random). The keys are sorted a window of a million at a time
-            // (16 bytes each). Changing a row never makes another one match or not, and every
-            // staged row is applied once: a feature deleted here is not matched again below,
-            // since applying its leave a second time changes nothing.
+            // (16 bytes each). Changing a row never makes another one match or not, so every
+            // staged row of a held feature is applied once here; a feature this deletes is gone
+            // from the table, but the pass below reads only upserts.
             while true {
                 let (keys, last) = try conn.stagedRowsOfLocalFeatures(
                     layerID: layerID, table: table, globalIDField: gidField, objectIDField: layer.objectIDField, after: after, limit: 1 << 20)
@@ -51,13 +55,9 @@ extension SyncGeodatabaseJob {
                 }
                 after = last
             }
-            // Then new features (and leaves of features the replica does not hold).
-            after = ""
-            while true {
-                let rows = try conn.stagedRowsWithoutLocalFeature(layerID: layerID, table: table, globalIDField: gidField, after: after, limit: 1000)
-                guard let last = rows.last else { break }
-                try applier.apply(rows.map(change))
-                after = last.globalID
+            // Then new features (upserts of features the replica does not hold).
+            try applyPages {
+                try conn.stagedUpsertsWithoutLocalFeature(layerID: layerID, table: table, globalIDField: gidField, after: $0, limit: 1000)
             }
         }
         // gpkg_contents is brought up to date once, after the last chunk, not once per feature;
