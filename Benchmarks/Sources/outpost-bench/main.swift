@@ -33,7 +33,7 @@ do {
         try await SyncBenchmark.generate(URL(string: arguments[2])!, to: URL(fileURLWithPath: arguments[4]))
         print(try SyncBenchmark.edit(URL(fileURLWithPath: arguments[3]), count: Int(arguments[5])!))
     case "worker-sync-floor":
-        print(try SyncBenchmark.applyFloor(base: URL(fileURLWithPath: arguments[2]), copy: URL(fileURLWithPath: arguments[3]), count: Int(arguments[4])!, packIndex: arguments.count > 5 && arguments[5] == "packed"))
+        print(try SyncBenchmark.applyFloor(base: URL(fileURLWithPath: arguments[2]), copy: URL(fileURLWithPath: arguments[3]), count: Int(arguments[4])!, how: arguments.count > 5 ? arguments[5] : "triggers"))
     case "worker-sync":
         print(try await SyncBenchmark.syncOnce(replica: URL(fileURLWithPath: arguments[2])))
     case "codec":
