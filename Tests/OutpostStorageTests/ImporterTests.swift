@@ -57,6 +57,34 @@ struct ImporterTests {
         try gdb.close()
     }
 
+    /// Packed nodes keep room for later inserts: SQLite splits a full node on its next insert, so
+    /// edits through the GeoPackage triggers after a bulk load or a rebuild would split nearly
+    /// every time. A hundred scattered inserts into 20,000 packed points add no node.
+    @Test func packedNodesLeaveRoomForInserts() async throws {
+        let dir = TemporaryDirectory()
+        let gdb = try SampleGeodatabases.emptyFieldInspection(in: dir)
+        let table = try gdb.table(named: "inspection_points")
+        try await Self.importPoints(Self.randomPoints(20_000, seed: 3), into: table)
+        let nodes = try await gdb.read { conn in
+            try conn.query("SELECT nodeno, data FROM rtree_inspection_points_geom_node ORDER BY nodeno").map { row -> (Int64, [UInt8]) in
+                guard case .blob(let data) = row[1] else { return (row[0].integerValue ?? 0, []) }
+                return (row[0].integerValue ?? 0, data)
+            }
+        }
+        let capacity = (nodes[0].1.count - 4) / 24
+        let cells = nodes.filter { $0.0 != 1 }.map { Int($0.1[2]) << 8 | Int($0.1[3]) }
+        #expect(cells.count > 100 && cells.allSatisfy { $0 <= RTreeBulkLoader.packedCells(capacity: capacity) }, "\(cells.max() ?? 0) of \(capacity) cells")
+        #expect(cells.reduce(0, +) > 20_000, "leaves and the level above them")
+        var added: [Feature] = []
+        for (x, y) in Self.randomPoints(100, seed: 4) {
+            added.append(Feature(attributes: ["asset_id": .string("N"), "asset_type": .string("pole")], geometry: .point(try Point(x: x, y: y))))
+        }
+        _ = try await table.add(added)
+        #expect(try await gdb.int("SELECT count(*) FROM rtree_inspection_points_geom_node") == nodes.count, "no insert split a node")
+        #expect(try await gdb.string("SELECT rtreecheck('rtree_inspection_points_geom')") == "ok")
+        try gdb.close()
+    }
+
     /// The bulk loader's row id → leaf map: an array indexed by id for dense ids, sorted pairs
     /// otherwise; either way every id comes back once, in id order, with its node.
     @Test(arguments: ["random", "sorted", "reversed", "equal", "few values"], [nil, 0, 3])
