@@ -67,9 +67,10 @@ enum SyncBenchmark {
     }
 
     /// The floor of one apply (a worker process): the same edits made on a copy of the replica
-    /// before them, through the API with change capture removed; the R-tree kept current by the
-    /// GeoPackage triggers, or packed again after the edits (`packIndex`). A round trip applies
-    /// them twice: on the server and on the downloading replica.
+    /// before them with change capture removed. `how`: `triggers` (through the API, the R-tree
+    /// kept current by the GeoPackage triggers), `packed` (through the API, the R-tree packed
+    /// again after the edits) or `raw` (``rawApply(_:count:)``). A round trip applies them twice:
+    /// on the server and on the downloading replica.
     static func applyFloor(base: URL, copy: URL, count: Int, how: String) throws -> Double {
         Geodatabase.removeFiles(at: copy)
         try FileManager.default.copyItem(at: base, to: copy)
