@@ -57,8 +57,9 @@ enum RTreeBulkLoader {
     /// module splits a full node on its next insert (and inserts part of its cells again), so in
     /// an index packed full nearly every insert paid a split. After a packed rebuild of 100,000
     /// points, 1,000 inserts through the triggers took 114–206 ms with full nodes and 28–46 ms
-    /// with 85% (`outpost-bench sync`, a batch below the rebuild budget); the index is about
-    /// 15% larger and packing costs the same.
+    /// with 85% (the server's last, insert-only batch of `outpost-bench sync`, timed by hand in
+    /// the server; alternating `worker-sync` runs at 1,000,000 points: upload 31–34 s full, 25–28 s
+    /// at 85%); the index is about 15% larger and packing costs the same.
     static let fillPercent = 85
 
     /// How many cells a node below the root gets when packing nodes of `capacity` cells.
