@@ -25,6 +25,8 @@ let package = Package(
         // HTTP client for sync and tile sources: streaming bodies, timeouts, decompression, pooling.
         .package(url: "https://github.com/swift-server/async-http-client", from: "1.37.0"),
         .package(url: "https://github.com/apple/swift-nio", from: "2.101.2"),
+        // HTTP field and status types the server's routes name (already in Hummingbird's graph).
+        .package(url: "https://github.com/apple/swift-http-types", from: "1.8.0"),
         // The feature service: HTTP/1.1 server with graceful shutdown through ServiceLifecycle.
         .package(url: "https://github.com/hummingbird-project/hummingbird", from: "2.28.1"),
         // gzip response bodies over the system zlib.
@@ -71,6 +73,8 @@ let package = Package(
             name: "OutpostTiles",
             dependencies: [
                 "OutpostStorage", "OutpostCore", "CZlib",
+                // MBTiles files are SQLite.
+                .product(name: "GRDB", package: "GRDB.swift"),
                 .product(name: "AsyncHTTPClient", package: "async-http-client"),
                 .product(name: "NIOCore", package: "swift-nio"),
                 .product(name: "NIOHTTP1", package: "swift-nio"),
@@ -81,6 +85,8 @@ let package = Package(
             dependencies: [
                 "OutpostProtocol", "OutpostTiles", "OutpostStorage", "OutpostCore",
                 .product(name: "Hummingbird", package: "hummingbird"),
+                .product(name: "HTTPTypes", package: "swift-http-types"),
+                .product(name: "NIOCore", package: "swift-nio"),
                 .product(name: "Logging", package: "swift-log"),
                 .product(name: "CompressNIO", package: "compress-nio"),
                 .product(name: "MultipartKit", package: "multipart-kit"),
@@ -101,39 +107,67 @@ let package = Package(
                 "OutpostServer", "OutpostPostgres",
                 .product(name: "ArgumentParser", package: "swift-argument-parser"),
                 .product(name: "AsyncHTTPClient", package: "async-http-client"),
+                .product(name: "NIOCore", package: "swift-nio"),
                 .product(name: "ServiceLifecycle", package: "swift-service-lifecycle"),
                 .product(name: "Logging", package: "swift-log"),
             ]
         ),
+        // Test support in three layers, so a test target builds only what it uses: files, sample
+        // data and external readers; HTTP peers on loopback (SwiftNIO); services on every backend
+        // (the server and PostgreSQL).
+        .target(name: "OutpostTestSupport", dependencies: ["OutpostCore", "OutpostStorage"]),
         .target(
-            name: "OutpostTestSupport",
+            name: "OutpostHTTPTestSupport",
             dependencies: [
-                "OutpostCore", "OutpostStorage", "OutpostServer", "OutpostPostgres",
                 .product(name: "AsyncHTTPClient", package: "async-http-client"),
-                .product(name: "ServiceLifecycle", package: "swift-service-lifecycle"),
-                .product(name: "Logging", package: "swift-log"),
                 .product(name: "NIOCore", package: "swift-nio"),
+                .product(name: "NIOFoundationCompat", package: "swift-nio"),
                 .product(name: "NIOPosix", package: "swift-nio"),
                 .product(name: "NIOHTTP1", package: "swift-nio"),
+            ]
+        ),
+        .target(
+            name: "OutpostServiceTestSupport",
+            dependencies: [
+                "OutpostTestSupport", "OutpostCore", "OutpostStorage", "OutpostServer", "OutpostPostgres",
+                .product(name: "ServiceLifecycle", package: "swift-service-lifecycle"),
+                .product(name: "Logging", package: "swift-log"),
             ]
         ),
         .testTarget(name: "OutpostCoreTests", dependencies: ["OutpostCore", "OutpostTestSupport"]),
         .testTarget(
             name: "OutpostStorageTests",
-            dependencies: ["OutpostStorage", "OutpostTestSupport", .product(name: "GRDB", package: "GRDB.swift")]
+            dependencies: ["OutpostStorage", "OutpostTestSupport", "OutpostCore", .product(name: "GRDB", package: "GRDB.swift")]
         ),
-        .testTarget(name: "OutpostCLITests", dependencies: ["OutpostTestSupport", "OutpostCore", "OutpostStorage"]),
-        .testTarget(name: "OutpostTilesTests", dependencies: ["OutpostTiles", "OutpostTestSupport", "OutpostCore", "OutpostStorage"]),
+        .testTarget(
+            name: "OutpostCLITests",
+            dependencies: ["OutpostTestSupport", "OutpostHTTPTestSupport", "OutpostServiceTestSupport", "OutpostCore", "OutpostStorage"]
+        ),
+        .testTarget(
+            name: "OutpostTilesTests",
+            dependencies: ["OutpostTiles", "OutpostTestSupport", "OutpostHTTPTestSupport", "OutpostCore", "OutpostStorage"]
+        ),
         .testTarget(
             name: "OutpostSyncTests",
-            dependencies: ["OutpostSync", "OutpostTestSupport", "OutpostCore", "OutpostStorage", "OutpostServer", "OutpostProtocol"]
+            dependencies: [
+                "OutpostSync", "OutpostTestSupport", "OutpostHTTPTestSupport", "OutpostServiceTestSupport", "OutpostCore", "OutpostStorage",
+                "OutpostServer", "OutpostProtocol",
+            ]
         ),
-        .testTarget(name: "OutpostPostgresTests", dependencies: ["OutpostPostgres", "OutpostServer", "OutpostTestSupport", "OutpostCore", "OutpostStorage", "OutpostProtocol"]),
+        .testTarget(
+            name: "OutpostPostgresTests",
+            dependencies: [
+                "OutpostPostgres", "OutpostServer", "OutpostTestSupport", "OutpostServiceTestSupport", "OutpostCore", "OutpostStorage",
+                "OutpostProtocol",
+            ]
+        ),
         .testTarget(
             name: "OutpostServerTests",
             dependencies: [
-                "OutpostServer", "OutpostTestSupport", "OutpostCore", "OutpostStorage",
+                "OutpostServer", "OutpostTestSupport", "OutpostServiceTestSupport", "OutpostCore", "OutpostStorage", "OutpostProtocol",
+                .product(name: "Hummingbird", package: "hummingbird"),
                 .product(name: "HummingbirdTesting", package: "hummingbird"),
+                .product(name: "NIOCore", package: "swift-nio"),
             ]
         ),
     ],

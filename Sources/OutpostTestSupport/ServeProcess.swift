@@ -20,13 +20,6 @@ public final class ServeProcess: @unchecked Sendable {
         try await start(source: ["--service", service.path], arguments: arguments, environment: environment, timeout: timeout)
     }
 
-    /// Serves a test service from its backend (the GeoPackage, or the PostgreSQL database).
-    public static func start(
-        _ service: TestService, arguments: [String] = [], environment: [String: String] = [:], timeout: TimeInterval = 60
-    ) async throws -> ServeProcess {
-        try await start(source: service.serveArguments, arguments: arguments, environment: environment, timeout: timeout)
-    }
-
     /// Starts `outpost serve <source> --port 0 <arguments>` and waits for its "listening on" line.
     public static func start(
         source: [String], arguments: [String] = [], environment: [String: String] = [:], timeout: TimeInterval = 60

@@ -5,6 +5,7 @@ import Foundation
 import OutpostCore
 import OutpostStorage
 import OutpostTestSupport
+import OutpostServiceTestSupport
 import Testing
 
 /// The command-line contract of DESIGN §8 for replicas and sync, against `outpost serve`.

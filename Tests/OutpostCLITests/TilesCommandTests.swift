@@ -5,6 +5,7 @@ import OutpostCore
     import FoundationNetworking
 #endif
 import OutpostTestSupport
+import OutpostHTTPTestSupport
 import Synchronization
 import Testing
 

@@ -5,6 +5,7 @@ import OutpostProtocol
 import OutpostServer
 import OutpostStorage
 import OutpostTestSupport
+import OutpostServiceTestSupport
 import Testing
 
 /// `outpost serve --postgres`: several processes on one database, and a database that goes away.

@@ -2,6 +2,7 @@ import Foundation
 import OutpostCore
 import OutpostStorage
 import OutpostTestSupport
+import OutpostServiceTestSupport
 import Testing
 
 @testable import OutpostServer

@@ -1,6 +1,7 @@
 import Foundation
 import OutpostCore
 import OutpostTestSupport
+import OutpostServiceTestSupport
 import Testing
 
 @testable import OutpostServer

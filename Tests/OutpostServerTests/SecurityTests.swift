@@ -2,6 +2,7 @@ import Foundation
 import NIOCore
 import OutpostCore
 import OutpostTestSupport
+import OutpostServiceTestSupport
 import Testing
 
 @testable import OutpostServer

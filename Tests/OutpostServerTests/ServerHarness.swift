@@ -5,6 +5,7 @@ import NIOCore
 import OutpostCore
 import OutpostServer
 import OutpostTestSupport
+import OutpostServiceTestSupport
 
 /// Runs requests against the server in process (Hummingbird's router test framework).
 struct Client {

@@ -4,6 +4,7 @@ import OutpostCore
 import OutpostProtocol
 import OutpostStorage
 import OutpostTestSupport
+import OutpostServiceTestSupport
 import Testing
 
 @testable import OutpostServer

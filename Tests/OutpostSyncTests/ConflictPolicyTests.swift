@@ -4,6 +4,7 @@ import OutpostProtocol
 import OutpostServer
 import OutpostStorage
 import OutpostTestSupport
+import OutpostServiceTestSupport
 import Testing
 
 @testable import OutpostSync

@@ -1,6 +1,7 @@
 import Foundation
 import OutpostCore
 import OutpostTestSupport
+import OutpostHTTPTestSupport
 import Synchronization
 import Testing
 

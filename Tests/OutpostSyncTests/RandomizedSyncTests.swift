@@ -4,6 +4,8 @@ import OutpostProtocol
 import OutpostServer
 import OutpostStorage
 import OutpostTestSupport
+import OutpostServiceTestSupport
+import OutpostHTTPTestSupport
 import Synchronization
 import Testing
 

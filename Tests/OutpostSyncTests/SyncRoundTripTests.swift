@@ -3,6 +3,7 @@ import OutpostCore
 import OutpostProtocol
 import OutpostStorage
 import OutpostTestSupport
+import OutpostServiceTestSupport
 import Testing
 
 @testable import OutpostSync

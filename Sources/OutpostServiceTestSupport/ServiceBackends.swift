@@ -3,6 +3,7 @@ import OutpostCore
 import OutpostPostgres
 import OutpostServer
 import OutpostStorage
+import OutpostTestSupport
 
 /// The storage backends a service can run on. Server and sync tests run once per available
 /// backend through `@Test(arguments: BackendKind.available)`: one test, every backend.
@@ -91,4 +92,13 @@ public struct TestService: Sendable {
 public struct ServiceSnapshot: Equatable, Sendable {
     public var layers: [Int: [Feature]]
     public var generation: Int64
+}
+
+extension ServeProcess {
+    /// Serves a test service from its backend (the GeoPackage, or the PostgreSQL database).
+    public static func start(
+        _ service: TestService, arguments: [String] = [], environment: [String: String] = [:], timeout: TimeInterval = 60
+    ) async throws -> ServeProcess {
+        try await start(source: service.serveArguments, arguments: arguments, environment: environment, timeout: timeout)
+    }
 }

@@ -1,0 +1,97 @@
+import Foundation
+import OutpostCore
+import OutpostTestSupport
+import Testing
+
+/// The package's module graph as `Package.swift` declares it, read with `swift package
+/// dump-package`, checked against what the sources import.
+@Suite("package hygiene")
+struct PackageHygieneTests {
+    struct Target {
+        var name: String
+        var kind: String
+        var directory: URL
+        var targets: Set<String>
+        var products: Set<String>
+    }
+
+    /// Modules every target may import without declaring them: the toolchain's own.
+    static let toolchainModules: Set<String> = [
+        "Foundation", "FoundationEssentials", "FoundationNetworking", "Dispatch", "Glibc", "Musl", "Darwin", "Synchronization", "Testing", "XCTest",
+        "_Concurrency", "_StringProcessing",
+    ]
+
+    static func targets() async throws -> [String: Target] {
+        let scratch = TemporaryDirectory("outpost-dump")
+        // A scratch path of its own: never waits on the lock of the build that runs these tests.
+        let dump = try await ExternalTools.run("swift", ["package", "--package-path", Repository.root.path, "--scratch-path", scratch.url.path, "dump-package"])
+        guard dump.succeeded else { throw ReaderMismatch(description: "swift package dump-package failed: \(dump.stderr)") }
+        var out: [String: Target] = [:]
+        for t in try JSONValue.parse(dump.stdout)["targets"]?.arrayValue ?? [] {
+            let name = t["name"]?.stringValue ?? "", kind = t["type"]?.stringValue ?? ""
+            let path = t["path"]?.stringValue ?? (kind == "test" ? "Tests/\(name)" : "Sources/\(name)")
+            var targets = Set<String>(), products = Set<String>()
+            for d in t["dependencies"]?.arrayValue ?? [] {
+                if let n = d["byName"]?[0]?.stringValue ?? d["target"]?[0]?.stringValue { targets.insert(n) }
+                if let p = d["product"]?[0]?.stringValue { products.insert(p) }
+            }
+            out[name] = Target(name: name, kind: kind, directory: Repository.root.appendingPathComponent(path), targets: targets, products: products)
+        }
+        return out
+    }
+
+    /// An import declaration: attributes, an access level, an import kind, then the module
+    /// (and a declaration path).
+    static var importLine: Regex<(Substring, Substring)> { /^\s*(?:@\w+(?:\([^)]*\))?\s+)*(?:(?:public|internal|package|fileprivate|private)\s+)?import\s+(?:(?:struct|class|enum|protocol|func|var|let|typealias)\s+)?([A-Za-z_]\w*)(?:\.[\w.]+)?\s*(?:\/\/.*)?$/ }
+
+    /// The modules a target's Swift files import (`import X`, `@testable import X`, `import struct X.Y`),
+    /// with a file that does; text inside multi-line string literals (Python scripts) is skipped.
+    static func imports(of target: Target) throws -> [String: String] {
+        var out: [String: String] = [:]
+        let files = FileManager.default.enumerator(at: target.directory, includingPropertiesForKeys: nil)?.compactMap { $0 as? URL } ?? []
+        for file in files where file.pathExtension == "swift" {
+            var inString = false
+            for line in try String(contentsOf: file, encoding: .utf8).split(separator: "\n", omittingEmptySubsequences: false) {
+                if line.components(separatedBy: "\"\"\"").count % 2 == 0 { inString.toggle() }
+                guard !inString, let match = String(line).wholeMatch(of: importLine) else { continue }
+                let module = String(match.1)
+                out[module] = out[module] ?? file.lastPathComponent
+            }
+        }
+        return out
+    }
+
+    /// Every module a target imports is one it declares (a product's module has the product's
+    /// name here): a module that only compiles because another target brought it in breaks
+    /// when that other target changes.
+    @Test(.timeLimit(.minutes(2)))
+    func everyImportIsDeclared() async throws {
+        for target in try await Self.targets().values.sorted(by: { $0.name < $1.name }) where target.kind == "regular" || target.kind == "test" || target.kind == "executable" {
+            for (module, file) in try Self.imports(of: target).sorted(by: { $0.key < $1.key }) where module != target.name {
+                let declared = target.targets.contains(module) || target.products.contains(module) || Self.toolchainModules.contains(module)
+                #expect(declared, "\(target.name) imports \(module) (\(file)) without declaring it in Package.swift")
+            }
+        }
+    }
+
+    /// A test of geometry, storage or tiles builds neither the server nor PostgreSQL.
+    @Test(.timeLimit(.minutes(2)))
+    func lowerTestTargetsBuildNoServer() async throws {
+        let all = try await Self.targets()
+        func closure(_ name: String) -> (targets: Set<String>, products: Set<String>) {
+            var seen = Set<String>(), products = Set<String>(), queue = [name]
+            while let next = queue.popLast() {
+                guard seen.insert(next).inserted, let target = all[next] else { continue }
+                products.formUnion(target.products)
+                queue += target.targets
+            }
+            return (seen, products)
+        }
+        for test in ["OutpostCoreTests", "OutpostStorageTests", "OutpostTilesTests"] {
+            let (targets, products) = closure(test)
+            #expect(all[test] != nil)
+            #expect(targets.isDisjoint(with: ["OutpostServer", "OutpostPostgres"]), "\(test) builds \(targets.intersection(["OutpostServer", "OutpostPostgres"]))")
+            #expect(products.isDisjoint(with: ["Hummingbird", "PostgresNIO"]), "\(test) builds \(products.intersection(["Hummingbird", "PostgresNIO"]))")
+        }
+    }
+}
