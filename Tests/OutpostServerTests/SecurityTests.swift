@@ -53,6 +53,8 @@ struct SecurityTests {
         ("query?where=\(q(String(repeating: "(", count: 500)))", "where"),
         ("query?outFields=\(q("asset_id, (SELECT 1)"))", "outFields"),
         ("query?outFields=\(q("*; DELETE FROM inspection_points"))", "outFields"),
+        ("query?outFields=\(q("*, (SELECT 1)"))", "outFields"),
+        ("query?outFields=\(q("asset_id,*,nope"))", "outFields"),
         ("query?orderByFields=\(q("asset_id; DROP TABLE x"))", "orderByFields"),
         ("query?orderByFields=\(q("asset_id SIDEWAYS"))", "orderByFields"),
         ("query?objectIds=\(q("1,2,three"))", "objectIds"),
@@ -98,6 +100,13 @@ struct SecurityTests {
                 #expect(reply.text.contains(mention), "\(form): \(reply.text)")
             }
             #expect(try await client.get("\(base)/0/query?where=\(q("notes = 'x''); DELETE FROM inspection_points; --'"))&returnCountOnly=true").json() == ["count": 0])
+            // A `*` beside other entries checks them and names the bad one; valid ones still mean every field.
+            let invalid = try await client.get("\(base)/0/query?outFields=\(q("*, (SELECT 1)"))")
+            #expect(invalid.errorMessage?.contains("Invalid field \"(SELECT 1)\"") == true, "\(invalid.text)")
+            let starAndName = try await client.get("\(base)/0/query?objectIds=1&outFields=\(q("asset_id, *"))&returnGeometry=false").json()
+            let attributes = try #require(starAndName["features"]?[0]?["attributes"]?.objectValue)
+            let fieldCount = try await service.backend.schema().layer(id: 0)?.fields.count
+            #expect(attributes.count == fieldCount, "\(attributes.keys.sorted())")
             #expect(try await service.snapshot() == before)
         }
     }

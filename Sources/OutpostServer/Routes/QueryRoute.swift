@@ -118,19 +118,23 @@ extension ServiceRoutes {
         return out
     }
 
-    /// `*` (or absent) for every field; otherwise the named fields plus the object id.
+    /// `*` (or absent) for every field; otherwise the named fields plus the object id. Every
+    /// entry of the list is checked, also beside a `*` (ArcGIS answers "Invalid field" there too).
     private func outFields(_ layer: LayerDefinition) throws -> [FieldDefinition] {
-        guard let text = parameters["outFields"], text.trimmingCharacters(in: .whitespaces) != "*" else {
-            return layer.fields
-        }
+        guard let text = parameters["outFields"] else { return layer.fields }
         var fields: [FieldDefinition] = []
+        var all = false
         for name in text.split(separator: ",").map({ $0.trimmingCharacters(in: .whitespaces) }) where !name.isEmpty {
-            if name == "*" { return layer.fields }
+            if name == "*" {
+                all = true
+                continue
+            }
             guard let field = layer.field(named: name) else {
-                throw ServiceError.badParameter("outFields", "\(layer.name) has no field \"\(name.prefix(60))\"")
+                throw ServiceError.badParameter("outFields", "Invalid field \"\(name.prefix(60))\": \(layer.name) has no such field")
             }
             if !fields.contains(field) { fields.append(field) }
         }
+        if all { return layer.fields }
         if let oid = layer.fields.first(where: { $0.type == .oid }), !fields.contains(oid) { fields.insert(oid, at: 0) }
         return fields
     }

@@ -76,15 +76,15 @@ extension LayerDefinition {
     /// the global id always included.
     /// - Throws: ``StorageError/Code/invalidQuery`` for a field the layer does not have.
     public func selectedFields(outFields: [String]?) throws -> [FieldDefinition] {
-        var selected: [FieldDefinition]
-        if let outFields, !outFields.contains("*") {
-            selected = []
-            for name in outFields {
-                guard let f = field(named: name) else {
-                    throw StorageError(.invalidQuery, "unknown out field \"\(shortened(name))\"", table: self.name)
-                }
-                if !selected.contains(f) { selected.append(f) }
+        var selected: [FieldDefinition] = []
+        // Every name is checked, also beside a `*`: a list never carries something that is not a field.
+        for name in outFields ?? [] where name != "*" {
+            guard let f = field(named: name) else {
+                throw StorageError(.invalidQuery, "unknown out field \"\(shortened(name))\"", table: self.name)
             }
+            if !selected.contains(f) { selected.append(f) }
+        }
+        if let outFields, !outFields.contains("*") {
             for system in fields where system.type == .oid || system.type == .globalID {
                 if !selected.contains(system) { selected.append(system) }
             }
