@@ -22,6 +22,23 @@ struct JSONValueTests {
         #expect(JSONValue.integer(9_007_199_254_740_993).jsonString == "9007199254740993")
     }
 
+    /// A number is its value however it is spelled: a Double without a fraction is written as an
+    /// integer and reads back as `.integer`, and must still equal what was written (a stored job's
+    /// parameters against the same command's, say). Hashing agrees with equality.
+    @Test func numbersEqualAcrossSpellings() throws {
+        let written: JSONValue = ["extent": [.number(-12), .number(34), .number(32.5), .number(61)], "levels": [.integer(3)]]
+        let read = try JSONValue.parse(written.jsonString)
+        #expect(read["extent"]?[0] == .integer(-12))
+        #expect(read == written)
+        #expect(Set([read, written]).count == 1)
+        #expect(JSONValue.integer(3) == .number(3.0) && JSONValue.number(-0.0) == .integer(0))
+        #expect(JSONValue.integer(3) != .number(3.5) && JSONValue.integer(1) != .bool(true) && JSONValue.integer(1) != .string("1"))
+        // Beyond 2^53 a Double stands for several integers: only the one it equals exactly matches.
+        #expect(JSONValue.integer(9_007_199_254_740_993) != .number(9_007_199_254_740_992))
+        #expect(JSONValue.integer(9_007_199_254_740_992) == .number(9_007_199_254_740_992))
+        #expect(JSONValue.number(1e300) != .integer(.max))
+    }
+
     /// The byte writer's text reads back as the same value, here and in Foundation's reader:
     /// escapes at the start, middle and end of strings and keys, non-ASCII text, integer limits.
     @Test func writtenTextReadsBack() throws {

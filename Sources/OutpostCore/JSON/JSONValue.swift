@@ -3,7 +3,9 @@ import Foundation
 /// A parsed JSON document: the shared currency of the GeoJSON and Esri JSON codecs, service
 /// schemas and wire bodies.
 ///
-/// Integers that fit 64 bits stay exact (`.integer`); other numbers are `.number`.
+/// Integers that fit 64 bits stay exact (`.integer`); other numbers are `.number`. Equality is
+/// JSON's: a number is its value, however it is spelled, so `.integer(12)` equals `.number(12.0)`
+/// (JSON text written from a Double reads back as an integer when it has no fraction).
 public enum JSONValue: Hashable, Sendable {
     case null
     case bool(Bool)
@@ -32,6 +34,38 @@ public enum JSONValue: Hashable, Sendable {
         }
     }
 
+
+    public static func == (lhs: JSONValue, rhs: JSONValue) -> Bool {
+        switch (lhs, rhs) {
+        case (.null, .null): true
+        case (.bool(let a), .bool(let b)): a == b
+        case (.integer(let a), .integer(let b)): a == b
+        case (.number(let a), .number(let b)): a == b
+        case (.integer(let i), .number(let d)), (.number(let d), .integer(let i)): Int64(exactly: d) == i
+        case (.string(let a), .string(let b)): a == b
+        case (.array(let a), .array(let b)): a == b
+        case (.object(let a), .object(let b)): a == b
+        default: false
+        }
+    }
+
+    /// Consistent with ``==(_:_:)``: a whole-number `.number` hashes as the integer it equals.
+    public func hash(into hasher: inout Hasher) {
+        switch self {
+        case .null: hasher.combine(0 as UInt8)
+        case .bool(let b): hasher.combine(1 as UInt8); hasher.combine(b)
+        case .integer(let i): hasher.combine(2 as UInt8); hasher.combine(i)
+        case .number(let d):
+            if let i = Int64(exactly: d) {
+                hasher.combine(2 as UInt8); hasher.combine(i)
+            } else {
+                hasher.combine(3 as UInt8); hasher.combine(d)
+            }
+        case .string(let s): hasher.combine(4 as UInt8); hasher.combine(s)
+        case .array(let a): hasher.combine(5 as UInt8); hasher.combine(a)
+        case .object(let o): hasher.combine(6 as UInt8); hasher.combine(o)
+        }
+    }
 
     public subscript(key: String) -> JSONValue? {
         if case .object(let o) = self { return o[key] }
