@@ -57,7 +57,8 @@ extension PostgresServiceBackend {
         case .addLayer:
             guard let id = step.layerId, let layer = new.layer(id: id) else { return [] }
             return PostgresServiceStore.createTable(layer, service: service, srid: (layer.spatialReference ?? new.spatialReference).wkid)
-        case .changeDomains:
+        case .changeDomains, .addAttachments:
+            // Attachments of every layer share the service's outpost_attachments table.
             return []
         }
     }

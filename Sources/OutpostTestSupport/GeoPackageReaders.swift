@@ -11,10 +11,18 @@ public struct ReaderMismatch: Error, CustomStringConvertible {
 /// (`validate_gpkg.py -k --extra --warning-as-error`).
 public enum GeoPackageReaders {
     /// - Parameter layers: expected layers by name: (pyogrio geometry type or nil for tables, count).
-    ///   Other listed layers (the attachments media and mapping tables) must have no geometry.
-    public static func expectReadable(_ file: URL, layers: [String: (String?, Int)]) async throws {
+    /// - Parameter relatedTables: the tables of the attachments (the media table and each layer's
+    ///   mapping table), which readers list too. Nothing else may be listed: no `outpost_*` table,
+    ///   no empty media table in a file without attachments.
+    public static func expectReadable(_ file: URL, layers: [String: (String?, Int)], relatedTables: Set<String> = []) async throws {
         let ogrinfo = try await ExternalTools.run("ogrinfo", ["-ro", "-so", "-al", file.path])
         guard ogrinfo.succeeded else { throw ReaderMismatch(description: "ogrinfo failed: \(ogrinfo.stderr)") }
+        let listed = Set(ogrinfo.stdout.split(separator: "\n").compactMap { line in
+            line.hasPrefix("Layer name: ") ? String(line.dropFirst("Layer name: ".count)) : nil
+        })
+        guard listed == Set(layers.keys).union(relatedTables) else {
+            throw ReaderMismatch(description: "ogrinfo lists \(listed.sorted()), expected \(Set(layers.keys).union(relatedTables).sorted())")
+        }
         for output in [ogrinfo.stdout, ogrinfo.stderr] where output.contains("Warning") || output.contains("ERROR") {
             throw ReaderMismatch(description: "ogrinfo warned: \(ogrinfo.stderr)\(ogrinfo.stdout.split(separator: "\n").filter { $0.contains("Warning") || $0.contains("ERROR") })")
         }
@@ -36,10 +44,11 @@ public enum GeoPackageReaders {
         let expectedJSON = "{" + layers.map { name, v in
             "\"\(name)\": {\"type\": \(v.0.map { "\"\($0)\"" } ?? "null"), \"count\": \(v.1)}"
         }.joined(separator: ", ") + "}"
+        let relatedJSON = "[" + relatedTables.sorted().map { "\"\($0)\"" }.joined(separator: ", ") + "]"
         let script = """
             import json, sys, warnings
             import pyogrio
-            path, expected = sys.argv[1], json.loads(sys.argv[2])
+            path, expected, related = sys.argv[1], json.loads(sys.argv[2]), json.loads(sys.argv[3])
             # GDAL warnings surface as Python warnings: make them failures while reading.
             warnings.simplefilter("error")
             listed = {name: kind for name, kind in pyogrio.list_layers(path)}
@@ -47,12 +56,12 @@ public enum GeoPackageReaders {
                 info = pyogrio.read_info(path, layer=name)
                 assert info["features"] == want["count"], (name, info["features"], want["count"])
                 assert info["geometry_type"] == want["type"], (name, info["geometry_type"], want["type"])
-            for name, kind in listed.items():
-                if name not in expected:
-                    assert kind is None, (name, kind)
+            assert set(listed) == set(expected) | set(related), sorted(listed)
+            for name in related:
+                assert listed[name] is None, (name, listed[name])
             print("ok")
             """
-        let py = try await ExternalTools.python(script, [file.path, expectedJSON])
+        let py = try await ExternalTools.python(script, [file.path, expectedJSON, relatedJSON])
         guard py.succeeded else { throw ReaderMismatch(description: "pyogrio: \(py.stderr)") }
 
         guard let validator = ExternalTools.validateGPKG else { throw ExternalToolError.missing("validate_gpkg.py (OUTPOST_VALIDATE_GPKG)") }

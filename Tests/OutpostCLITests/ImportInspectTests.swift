@@ -7,9 +7,11 @@ import Testing
 struct ImportInspectTests {
     @Test func importsTheSampleServicesIntoValidGeoPackages() async throws {
         let dir = TemporaryDirectory()
-        for (service, layers) in [
-            ("field_inspection", ["inspection_points": ("Point", 300), "pipelines": ("MultiLineString", 80), "service_areas": ("MultiPolygon", 12), "inspection_log": (nil as String?, 60)]),
-            ("natural_earth", ["countries": ("MultiPolygon", 177), "populated_places": ("Point", 243)]),
+        // Only layers with attachments bring the media and mapping tables: Natural Earth has none.
+        for (service, layers, related) in [
+            ("field_inspection", ["inspection_points": ("Point", 300), "pipelines": ("MultiLineString", 80), "service_areas": ("MultiPolygon", 12), "inspection_log": (nil as String?, 60)],
+             ["attachments", "inspection_points_attachments"] as Set),
+            ("natural_earth", ["countries": ("MultiPolygon", 177), "populated_places": ("Point", 243)], []),
         ] {
             let out = dir.file("\(service).gpkg")
             let result = try await outpost(["import", Repository.sampleData(service).path, "--out", out.path, "--json"])
@@ -17,7 +19,7 @@ struct ImportInspectTests {
             let json = try JSONValue.parse(result.stdout)
             let imported = Dictionary(uniqueKeysWithValues: json["layers"]!.arrayValue!.map { ($0["name"]!.stringValue!, $0["imported"]!.integerValue!) })
             #expect(imported == layers.mapValues { Int64($0.1) })
-            try await GeoPackageReaders.expectReadable(out, layers: layers)
+            try await GeoPackageReaders.expectReadable(out, layers: layers, relatedTables: related)
 
             let inspect = try await outpost(["inspect", out.path, "--json"])
             #expect(inspect.succeeded, "\(inspect.stderr)")

@@ -42,6 +42,45 @@ struct AttachmentTests {
         #expect(shell.stdout.trimmingCharacters(in: .whitespacesAndNewlines) == "0")
     }
 
+    /// A file whose layers have no attachments has no media table (readers would list it as an
+    /// empty layer); a schema change that gives a layer attachments makes it, and a replica that
+    /// uploads attachments captures them from then on. Taking attachments away is refused.
+    @Test func theMediaTableComesWithTheFirstLayerThatHasAttachments() async throws {
+        let dir = TemporaryDirectory()
+        let gdb = try ServiceDirectoryImport.createGeodatabase(from: Repository.sampleData("natural_earth"), at: dir.file("world.gpkg")).0
+        var schema = gdb.schema
+        #expect(try await gdb.int("SELECT count(*) FROM sqlite_master WHERE name LIKE '%attachments%' OR name = 'gpkgext_relations'") == 0)
+        #expect(try await gdb.int("SELECT count(*) FROM gpkg_contents WHERE data_type = 'attributes'") == 0)
+        let countries = try #require(schema.layers.firstIndex { $0.name == "countries" })
+        try await gdb.write { conn in
+            try conn.setReplicaState(ReplicaState(
+                replicaID: "{00000000-0000-0000-0000-000000000001}", replicaName: "world", serviceURL: "http://127.0.0.1:1/x/FeatureServer",
+                syncModel: .perReplica, cursor: 0, layers: [], attachmentsDirection: .bidirectional))
+        }
+        #expect(try await gdb.int("SELECT count(*) FROM sqlite_master WHERE type = 'trigger' AND name LIKE 'outpost_attachments_%'") == 0)
+
+        schema.layers[countries].hasAttachments = true
+        schema.schemaVersion += 1
+        let withAttachments = schema
+        let steps = try await gdb.write { conn in try conn.migrateSchema(to: withAttachments, allowDrop: false, addLayers: false) }
+        #expect(steps.map(\.kind) == [.addAttachments])
+        #expect(try await gdb.int("SELECT count(*) FROM gpkg_contents WHERE table_name IN ('attachments', 'countries_attachments')") == 2)
+        #expect(try await gdb.int("SELECT count(*) FROM sqlite_master WHERE type = 'trigger' AND name LIKE 'outpost_attachments_%'") == 2)
+        let table = try gdb.table(named: "countries")
+        let added = try await table.addAttachment(toFeature: 1, name: "flag.png", contentType: "image/png", data: Data([1, 2, 3]))
+        #expect(try await table.attachmentData(id: added.id) == Data([1, 2, 3]))
+        #expect(try await gdb.int("SELECT count(*) FROM outpost_changes WHERE table_name = 'attachments' AND op = 'insert'") == 1)
+
+        var stripped = schema
+        stripped.layers[countries].hasAttachments = false
+        let without = stripped
+        let refused = await #expect(throws: StorageError.self) {
+            try await gdb.write { conn in try conn.migrateSchema(to: without, allowDrop: true, addLayers: false) }
+        }
+        #expect(refused?.message.contains("loses its attachments") == true)
+        try gdb.close()
+    }
+
     @Test func largeAttachmentsStreamThroughFiles() async throws {
         let dir = TemporaryDirectory()
         let gdb = try SampleGeodatabases.fieldInspection(in: dir)

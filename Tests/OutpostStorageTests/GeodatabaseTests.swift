@@ -47,7 +47,8 @@ struct GeodatabaseTests {
         try gdb.close()
         try await GeoPackageReaders.expectReadable(
             dir.file("field.gpkg"),
-            layers: ["inspection_points": ("Point", 300), "pipelines": ("MultiLineString", 80), "service_areas": ("MultiPolygon", 12), "inspection_log": (nil, 60)])
+            layers: ["inspection_points": ("Point", 300), "pipelines": ("MultiLineString", 80), "service_areas": ("MultiPolygon", 12), "inspection_log": (nil, 60)],
+            relatedTables: ["attachments", "inspection_points_attachments"])
     }
 
     @Test func creationIsAtomicAndRefusesToOverwrite() throws {

@@ -2,9 +2,8 @@
 /// OGC Related Tables Extension (OGC 18-000): a `gpkgext_relations` row with relation `media` and a
 /// mapping table `<layer>_attachments` (base_id = feature OID, related_id = attachment id).
 ///
-/// The media table is always created, even without attachments: it is an `attributes` table, and
-/// GDAL hides tables missing from `gpkg_contents` (our `outpost_*` tables) only when the file has
-/// at least one `attributes` table (reference §6.2).
+/// The media table is made with the first layer that has attachments (at creation or by a later
+/// schema change), so a file without attachments shows readers no empty extra layer.
 enum MediaTable {
     static let name = "attachments"
     static let extensionName = "gpkg_related_tables"

@@ -10,6 +10,12 @@ enum GeoPackageDDL {
     /// GeoPackage 1.3.0: GDAL ≥ 3.3 opens it without a warning, and the R-tree trigger set below
     /// (update1–update4) is the one the validator expects for 1.3 (Req 75).
     static let userVersion: Int32 = 10300
+    /// GDAL's own extension for non-spatial tables. A whole-file row of it (table and column
+    /// NULL) tells GDAL the file registers its non-spatial tables, so with `LIST_ALL_TABLES=AUTO`
+    /// it does not list tables missing from `gpkg_contents` (our `outpost_*` tables) as layers,
+    /// also in a file without any `attributes` table. GDAL never warns about it.
+    static let aspatialExtensionName = "gdal_aspatial"
+    static let aspatialExtensionDefinition = "http://gdal.org/geopackage_aspatial.html"
 
     static let coreTables = """
         CREATE TABLE gpkg_spatial_ref_sys (

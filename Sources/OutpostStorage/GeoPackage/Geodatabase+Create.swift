@@ -4,8 +4,8 @@ import OutpostCore
 
 extension Geodatabase {
     /// Creates a new geodatabase file from a service schema: a GeoPackage 1.3 with one table per
-    /// layer, their R-tree indexes, the attachments media table, and change capture on synced
-    /// layers.
+    /// layer, their R-tree indexes, the attachments media table when a layer has attachments, and
+    /// change capture on synced layers.
     ///
     /// The file is built beside `url` under a temporary name and renamed into place only when
     /// complete, so a crash never leaves a half-made geodatabase at `url`.
@@ -91,12 +91,12 @@ enum GeoPackageWriter {
                     """,
                 arguments: [row.name, row.id, row.organization, row.organizationID, row.definition, row.description])
         }
-        try db.execute(sql: MediaTable.create)
-        try db.execute(
-            sql: """
-                INSERT INTO gpkg_contents (table_name, data_type, identifier, description, srs_id)
-                VALUES ('attachments', 'attributes', 'attachments', 'Attachments of all layers (OGC Related Tables Extension media table)', 0)
-                """)
+        // GDAL lists tables missing from gpkg_contents (our outpost_* tables) as layers unless the
+        // file has an attributes table or this row (docs/geopackage-extension.md): the media
+        // table is made only when a layer has attachments.
+        try registerExtension(
+            db, table: nil, column: nil, name: GeoPackageDDL.aspatialExtensionName,
+            definition: GeoPackageDDL.aspatialExtensionDefinition, scope: "read-write")
         try db.execute(sql: ChangeCapture.tables)
         if changeCapture { try ReplicaTables.install(db) }
         for table in ChangeCapture.ownTables {
@@ -141,7 +141,18 @@ enum GeoPackageWriter {
         }
     }
 
-    private static func addAttachmentRelation(_ db: Database, _ layer: LayerDefinition) throws {
+    /// Gives a layer its attachments: the shared media table (made with the first layer that has
+    /// attachments), the relation and the layer's mapping table.
+    static func addAttachmentRelation(_ db: Database, _ layer: LayerDefinition) throws {
+        if try !db.tableExists(MediaTable.name) {
+            try db.execute(sql: MediaTable.create)
+            try db.execute(
+                sql: """
+                    INSERT INTO gpkg_contents (table_name, data_type, identifier, description, srs_id)
+                    VALUES (?, 'attributes', ?, 'Attachments of all layers (OGC Related Tables Extension media table)', 0)
+                    """,
+                arguments: [MediaTable.name, MediaTable.name])
+        }
         if try !db.tableExists("gpkgext_relations") {
             try db.execute(sql: MediaTable.relationsTable)
             try registerExtension(

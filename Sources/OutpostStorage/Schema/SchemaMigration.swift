@@ -8,6 +8,8 @@ import OutpostCore
 public struct SchemaChange: Codable, Hashable, Sendable, CustomStringConvertible {
     public enum Kind: String, Codable, Hashable, Sendable {
         case addField, dropField, addLayer, changeDomains
+        /// A layer gains attachments (the media table is made with the first such layer).
+        case addAttachments
     }
 
     public var kind: Kind
@@ -26,6 +28,7 @@ public struct SchemaChange: Codable, Hashable, Sendable, CustomStringConvertible
         case .dropField: "drop field \(field ?? "") of layer \(layerId ?? -1)"
         case .addLayer: "add layer \(layerId ?? -1)"
         case .changeDomains: "change domains"
+        case .addAttachments: "add attachments to layer \(layerId ?? -1)"
         }
     }
 
@@ -34,8 +37,8 @@ public struct SchemaChange: Codable, Hashable, Sendable, CustomStringConvertible
     /// The steps from `old` to `new` (both normalised).
     /// - Throws: ``StorageError`` `.invalidSchema` naming the first change that is not a step
     ///   above: a changed field type, length or nullability, a removed layer, a changed geometry
-    ///   type or spatial reference, a new field that is required without a default, a drop when
-    ///   `allowDrop` is false.
+    ///   type or spatial reference, a new field that is required without a default, a layer that
+    ///   loses its attachments, a drop when `allowDrop` is false.
     public static func steps(from old: ServiceSchema, to new: ServiceSchema, allowDrop: Bool) throws -> [SchemaChange] {
         func refuse(_ message: String) -> StorageError {
             StorageError(.invalidSchema, "\(message); a migration may add nullable or defaulted fields, layers and coded values, and drop fields with --allow-drop")
@@ -48,6 +51,10 @@ public struct SchemaChange: Codable, Hashable, Sendable, CustomStringConvertible
                 (next.spatialReference ?? new.spatialReference) == (layer.spatialReference ?? old.spatialReference)
             else { throw refuse("layer \(layer.name) changes its geometry type or spatial reference") }
             guard next.sync == layer.sync else { throw refuse("layer \(layer.name) changes whether it syncs") }
+            if layer.hasAttachments != next.hasAttachments {
+                guard next.hasAttachments else { throw refuse("layer \(layer.name) loses its attachments") }
+                out.append(SchemaChange(kind: .addAttachments, layerId: layer.id))
+            }
             for field in layer.fields {
                 guard let updated = next.field(named: field.name) else {
                     guard field.type != .oid, field.type != .globalID else { throw refuse("\(layer.name).\(field.name) is an id field") }
@@ -121,9 +128,16 @@ extension GeodatabaseConnection {
             case .addLayer:
                 guard let id = step.layerId, let layer = scoped.layer(id: id) else { continue }
                 try GeoPackageWriter.createLayer(db, layer, schema: scoped, changeCapture: capture)
+            case .addAttachments:
+                guard let id = step.layerId, let layer = scoped.layer(id: id) else { continue }
+                try GeoPackageWriter.addAttachmentRelation(db, layer)
             case .changeDomains:
                 break
             }
+        }
+        // A replica that uploads attachments captures them from the moment its media table exists.
+        if let state = try replicaState(), state.attachmentsDirection == .upload || state.attachmentsDirection == .bidirectional {
+            try installAttachmentCapture()
         }
         var stored = scoped
         stored.schemaVersion = max(target.schemaVersion, old.schemaVersion)
