@@ -70,17 +70,49 @@ struct TilesCommandTests {
         try Data("PK\u{3}\u{4}not really".utf8).write(to: dir.file("bad.tpkx"))
         let bad = try await outpost(["tiles", "inspect", dir.file("bad.tpkx").path])
         #expect(bad.status == 1 && bad.stderr.hasPrefix("outpost: ") && bad.stderr.split(separator: "\n").count == 1)
+
+        // A package whose directory is whole but one bundle's tiles were cut short (an interrupted
+        // copy repacked): exit 1 naming the bundle and a tile; --json lists the damage too.
+        let short = dir.file("short.tpkx")
+        let repack = try await ExternalTools.run(ExternalTools.python, ["-c", """
+            import sys, zipfile
+            src = zipfile.ZipFile(sys.argv[1])
+            bundles = sorted(n for n in src.namelist() if n.endswith(".bundle"))
+            victim = max(bundles, key=lambda n: src.getinfo(n).file_size)
+            with zipfile.ZipFile(sys.argv[2], "w", zipfile.ZIP_STORED) as out:
+                for i in src.infolist():
+                    data = src.read(i.filename)
+                    out.writestr(i.filename, data[:-3000] if i.filename == victim else data)
+            print(victim)
+            """, dir.file("city.tpkx").path, short.path])
+        #expect(repack.succeeded, "\(repack.stderr)")
+        let victim = repack.stdout.trimmingCharacters(in: .whitespacesAndNewlines)
+        let damaged = try await outpost(["tiles", "inspect", short.path])
+        #expect(damaged.status == 1, "\(damaged.stdout)")
+        #expect(damaged.stderr.hasPrefix("outpost: ") && damaged.stderr.split(separator: "\n").count == 1, "\(damaged.stderr)")
+        #expect(damaged.stderr.contains(victim) && damaged.stderr.contains(", tile "), "\(damaged.stderr)")
+        let damagedJSON = try await outpost(["tiles", "inspect", short.path, "--json"])
+        #expect(damagedJSON.status == 1)
+        let report = try JSONValue.parse(damagedJSON.stdout)
+        #expect(report["damaged"]?[0]?["bundle"]?.stringValue?.hasSuffix(victim) == true)
+        #expect(report["damaged"]?[0]?["tile"]?["level"]?.integerValue != nil)
+        #expect(try JSONValue.parse((try await outpost(["tiles", "inspect", dir.file("city.tpkx").path, "--json"])).stdout)["damaged"] == [])
     }
 
     /// Killed (SIGKILL) right after a checkpoint, and again just before one; the same command
-    /// then finishes the export, fetching only the tiles of the last 512 not yet durable.
-    @Test(arguments: ["tiles.afterCheckpoint", "tiles.beforeCheckpoint"])
-    func killedExportFinishesWhenTheCommandRunsAgain(_ point: String) async throws {
+    /// then finishes the export, fetching only the tiles of the last 512 not yet durable. The
+    /// third case has a whole-number extent, whose stored parameters read back as JSON integers:
+    /// still the same command.
+    @Test(arguments: [
+        ("tiles.afterCheckpoint", Self.area, "12-15"), ("tiles.beforeCheckpoint", Self.area, "12-15"),
+        ("tiles.afterCheckpoint", ["--extent=-123,45,-122,46"], "11-13"),
+    ])
+    func killedExportFinishesWhenTheCommandRunsAgain(_ point: String, _ area: [String], _ levels: String) async throws {
         let (server, requests) = try await Self.server()
         defer { Task { try? await server.stop() } }
         let dir = TemporaryDirectory()
         let template = server.baseURL.absoluteString + "/{z}/{x}/{y}"
-        let arguments = ["tiles", "export", "--url", template] + Self.area + ["--levels", "12-15", "--concurrency", "4", "--out", dir.file("out.mbtiles").path]
+        let arguments = ["tiles", "export", "--url", template] + area + ["--levels", levels, "--concurrency", "4", "--out", dir.file("out.mbtiles").path]
         let killed = try await ExternalTools.run(Repository.outpostExecutable.path, arguments, environment: ["OUTPOST_FAULT": "\(point):kill", "OUTPOST_TILE_CHECKPOINT_MS": "0"])
         #expect(killed.status == 9 || killed.status == 137, "\(killed.status) \(killed.stderr)")
         #expect(!FileManager.default.fileExists(atPath: dir.file("out.mbtiles").path))

@@ -94,6 +94,56 @@ struct TilePackageTests {
         #expect(r["px"] == .array([.integer(Int64(expected[i])), .integer(Int64(expected[i + 1])), .integer(Int64(expected[i + 2]))]))
     }
 
+    /// A bundle whose tile bytes were cut short (a copy to a memory card that was interrupted)
+    /// or zero-filled: `inspect` names the bundle and a damaged tile, reading that tile gives the
+    /// same typed error, and the tiles that are whole still read.
+    @Test(arguments: ["truncated", "zero-filled", "truncated in a package"])
+    func damagedBundlesAreFoundAndNamed(_ damage: String) async throws {
+        let dir = TemporaryDirectory()
+        let exploded = dir.file("cache")
+        let keys = try TestTiles.write(.exploded, to: exploded, ranges: Self.ranges)
+        let bundle = exploded.appendingPathComponent("_alllayers/L02/R0000C0000.bundle")
+        let whole = try Data(contentsOf: bundle)
+        let tileBytes = whole.count - CompactBundle.fixedSize
+        var url = exploded
+        switch damage {
+        case "truncated":
+            try whole.prefix(whole.count - 1000).write(to: bundle)
+        case "zero-filled":
+            try (whole.prefix(CompactBundle.fixedSize + tileBytes / 2) + Data(count: tileBytes - tileBytes / 2)).write(to: bundle)
+        default:
+            // A package whose bundle entry is short but whose ZIP directory is intact.
+            url = dir.file("short.tpkx")
+            try TestTiles.write(.tilePackage, to: dir.file("whole.tpkx"), ranges: Self.ranges)
+            let zip = try await ExternalTools.run(ExternalTools.python, ["-c", """
+                import sys, zipfile
+                src = zipfile.ZipFile(sys.argv[1])
+                with zipfile.ZipFile(sys.argv[2], "w", zipfile.ZIP_STORED) as out:
+                    for i in src.infolist():
+                        data = src.read(i.filename)
+                        out.writestr(i.filename, data[:-1000] if i.filename == "tile/L02/R0000C0000.bundle" else data)
+                """, dir.file("whole.tpkx").path, url.path])
+            #expect(zip.succeeded, "\(zip.stderr)")
+        }
+        let cache = TileCache(fileURL: url)
+        try await cache.load()
+        let inspection = try cache.inspect()
+        #expect(inspection.levels.map(\.tiles) == [1, 4, 16])
+        #expect(inspection.damage.count == 1)
+        let found = try #require(inspection.damage.first)
+        #expect(found.bundle.hasSuffix("L02/R0000C0000.bundle") && found.damagedTiles >= 1)
+        #expect(found.error.code == .corrupt)
+        let tile = try #require(found.error.tile)
+        #expect(tile.level == 2)
+        do {
+            _ = try cache.tile(tile)
+            Issue.record("read a damaged tile")
+        } catch let error as TileCacheError {
+            #expect(error.code == .corrupt && error.tile == tile && error.file == found.error.file, "\(error)")
+        }
+        for key in keys where key.level < 2 { #expect(try cache.tile(key) == (try TestTiles.tile(key))) }
+    }
+
     @Test func damagedPackagesAreRefusedWithAReason() async throws {
         let dir = TemporaryDirectory()
         let url = dir.file("test.tpkx")

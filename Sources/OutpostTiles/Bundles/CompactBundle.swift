@@ -182,20 +182,25 @@ final class BundleWriter {
 /// Reads tiles from one bundle, wherever it sits (a file, or a stored ZIP entry at an offset).
 /// The header is checked as GDAL checks it, so both header variants seen in real ArcGIS bundles
 /// read; index entries of size 0 are absent tiles (whatever their offset); dead space between
-/// tiles is ignored.
+/// tiles is ignored. A tile is read only when its index entry lies inside the bundle and the size
+/// written before its bytes agrees with the index: a truncated or zero-filled copy (a copy to a
+/// memory card that was interrupted) is a ``TileCacheError/Code/corrupt`` error naming the tile.
 struct BundleReader: Sendable {
     let source: RandomAccessFile
     /// Where the bundle starts in the file, and its length.
     let start: Int64
     let length: Int64
     let name: String
+    /// The level and the top-left tile of the bundle, when known: errors then name the tile.
+    let origin: TileKey?
     private let index: [UInt64]
 
-    init(source: RandomAccessFile, start: Int64, length: Int64, name: String) throws {
+    init(source: RandomAccessFile, start: Int64, length: Int64, name: String, origin: TileKey? = nil) throws {
         self.source = source
         self.start = start
         self.length = length
         self.name = name
+        self.origin = origin
         guard length >= Int64(CompactBundle.fixedSize) else {
             throw TileCacheError(.corrupt, "a bundle of \(length) bytes is shorter than its header and index (131,136 bytes)", file: name)
         }
@@ -214,23 +219,83 @@ struct BundleReader: Sendable {
         }
     }
 
+    /// The bundle's top-left tile from its path (`…/L05/R0080C0100.bundle`), nil for other names.
+    static func origin(ofPath path: String) -> TileKey? {
+        let parts = path.split(separator: "/")
+        guard parts.count >= 2, let level = Int(parts[parts.count - 2].dropFirst()), parts[parts.count - 2].first == "L" else { return nil }
+        let file = parts[parts.count - 1]
+        guard file.hasPrefix("R"), file.hasSuffix(".bundle"), let c = file.firstIndex(of: "C") else { return nil }
+        guard let row = Int(file[file.index(after: file.startIndex)..<c], radix: 16),
+            let col = Int(file[file.index(after: c)..<file.index(file.endIndex, offsetBy: -7)], radix: 16)
+        else { return nil }
+        return TileKey(level: level, row: row, col: col)
+    }
+
     /// The (offset, size) an index slot names, nil for an absent tile.
     func entry(row: Int, col: Int) -> (offset: Int64, size: Int)? {
-        let v = index[(row % CompactBundle.packetSize) * CompactBundle.packetSize + col % CompactBundle.packetSize]
+        entry(slot: (row % CompactBundle.packetSize) * CompactBundle.packetSize + col % CompactBundle.packetSize)
+    }
+
+    private func entry(slot: Int) -> (offset: Int64, size: Int)? {
+        let v = index[slot]
         let size = Int(v >> 40)
         guard size > 0 else { return nil }
         return (Int64(v & 0xFF_FFFF_FFFF), size)
     }
 
+    private func key(slot: Int) -> TileKey? {
+        origin.map { TileKey(level: $0.level, row: $0.row + slot / CompactBundle.packetSize, col: $0.col + slot % CompactBundle.packetSize) }
+    }
+
+    /// Reads a tile's size prefix and bytes, checking them against its index entry.
+    private func read(offset: Int64, size: Int, key: TileKey?, bytes: Bool) throws -> [UInt8] {
+        func damaged(_ why: String) -> TileCacheError { TileCacheError(.corrupt, "damaged tile: \(why)", file: name, tile: key) }
+        guard offset >= Int64(CompactBundle.fixedSize + 4), offset + Int64(size) <= length else {
+            throw damaged("the index points at bytes \(offset)..<\(offset + Int64(size)) of a \(length)-byte bundle (truncated?)")
+        }
+        guard start + offset + Int64(size) <= source.size else {
+            throw damaged("the bundle's bytes end at \(source.size - start) of its \(length) (truncated?)")
+        }
+        let read = try source.read(at: start + offset - 4, count: bytes ? size + 4 : 4, name: name)
+        let prefix = Int(read[0]) | Int(read[1]) << 8 | Int(read[2]) << 16 | Int(read[3]) << 24
+        guard prefix == size else {
+            throw damaged("the size before the tile's bytes is \(prefix), the index says \(size) (overwritten or zero-filled)")
+        }
+        return bytes ? Array(read[4...]) : []
+    }
+
     /// The tile's bytes, nil when absent.
+    /// - Throws: ``TileCacheError/Code/corrupt`` naming the bundle and tile when it is damaged.
     func tile(row: Int, col: Int, key: TileKey? = nil) throws -> [UInt8]? {
         guard let (offset, size) = entry(row: row, col: col) else { return nil }
-        guard offset >= Int64(CompactBundle.fixedSize), offset + Int64(size) <= length else {
-            throw TileCacheError(
-                .corrupt, "the index points past the bundle's end (offset \(offset), \(size) bytes, bundle \(length) bytes): truncated or damaged",
-                file: name, tile: key)
+        return try read(offset: offset, size: size, key: key, bytes: true)
+    }
+
+    /// Checks every stored tile's index entry and size prefix (not its bytes): the first damaged
+    /// tile's error and how many tiles are damaged, nil when the bundle is whole.
+    func damage() throws -> (first: TileCacheError, tiles: Int)? {
+        var first: TileCacheError?
+        var damaged = 0
+        var checked: [Int64: Bool] = [:]
+        for slot in index.indices {
+            guard let (offset, size) = entry(slot: slot) else { continue }
+            // Shared tiles point at one stored copy: checked once.
+            let whole: Bool
+            if let known = checked[offset] {
+                whole = known
+            } else {
+                do {
+                    _ = try read(offset: offset, size: size, key: key(slot: slot), bytes: false)
+                    whole = true
+                } catch let error as TileCacheError where error.code == .corrupt {
+                    first = first ?? error
+                    whole = false
+                }
+                checked[offset] = whole
+            }
+            if !whole { damaged += 1 }
         }
-        return try source.read(at: start + offset, count: size, name: name)
+        return first.map { ($0, damaged) }
     }
 
     /// Present tiles (index slots with a size), and how many distinct stored blobs they use.

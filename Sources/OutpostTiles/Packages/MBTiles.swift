@@ -156,6 +156,17 @@ final class MBTilesReader: Sendable {
         }
     }
 
+    /// SQLite's `quick_check` of the file (every page and record read, no index cross-check):
+    /// nil when it passes, otherwise what SQLite reports first.
+    func integrityProblem() throws -> String? {
+        do {
+            let report = try queue.read { db in try String.fetchAll(db, sql: "PRAGMA quick_check(1)") }
+            return report == ["ok"] ? nil : "SQLite finds the file damaged: \(report.first ?? "")"
+        } catch {
+            return "SQLite cannot check the file: \(error)"
+        }
+    }
+
     func summary() throws -> [TileCache.LevelSummary] {
         do {
             return try queue.read { db in

@@ -124,18 +124,19 @@ public final class TileCache: Loadable, Sendable {
         guard key.level >= 0, key.row >= 0, key.col >= 0 else { return nil }
         let path = "\(CompactBundle.levelFolder(key.level))/\(CompactBundle.fileName(row: key.row, col: key.col))"
         if let open = state.withLock({ $0.bundles[path] }) { return open }
+        let origin = TileKey(level: key.level, row: key.row - key.row % CompactBundle.packetSize, col: key.col - key.col % CompactBundle.packetSize)
         let reader: BundleReader
         switch layout {
         case .package(let zip):
             guard let (offset, size) = try zip.dataRange(of: "tile/\(path)") else { return nil }
-            reader = try BundleReader(source: zip.file, start: offset, length: size, name: "\(fileURL.lastPathComponent)/tile/\(path)")
+            reader = try BundleReader(source: zip.file, start: offset, length: size, name: "\(fileURL.lastPathComponent)/tile/\(path)", origin: origin)
         case .mbtiles:
             return nil
         case .exploded(let root):
             let url = root.appendingPathComponent(path)
             guard FileManager.default.fileExists(atPath: url.path) else { return nil }
             let file = try RandomAccessFile(url: url)
-            reader = try BundleReader(source: file, start: 0, length: file.size, name: url.path)
+            reader = try BundleReader(source: file, start: 0, length: file.size, name: url.path, origin: origin)
         }
         state.withLock {
             if $0.bundles.count >= Self.maxOpenBundles { $0.bundles.removeAll() }
@@ -153,13 +154,37 @@ public final class TileCache: Loadable, Sendable {
         public var bytes: Int64
     }
 
+    /// A bundle with damaged tiles: which one, the first damaged tile's error, and how many are damaged.
+    public struct BundleDamage: Sendable {
+        /// The bundle's path (inside the package for a `.tpkx`).
+        public var bundle: String
+        /// The first damaged tile, with the bundle, the tile and what is wrong.
+        public var error: TileCacheError
+        public var damagedTiles: Int
+    }
+
+    /// What ``inspect(verifyingTiles:)`` finds: per level counts and the damaged bundles.
+    public struct Inspection: Sendable {
+        public var levels: [LevelSummary]
+        public var damage: [BundleDamage]
+    }
+
     /// Reads every bundle's index (not the tiles): what `outpost tiles inspect` prints.
-    public func summary() throws -> [LevelSummary] {
+    public func summary() throws -> [LevelSummary] { try inspect(verifyingTiles: false).levels }
+
+    /// Reads every bundle's index and, when `verifyingTiles`, checks that each index entry lies
+    /// inside its bundle and agrees with the size written before the tile's bytes (four bytes a
+    /// stored tile; the tiles themselves are not read). An MBTiles file gets SQLite's
+    /// `quick_check` instead.
+    /// - Throws: ``TileCacheError`` when a bundle cannot be read at all (a damaged header or
+    ///   package directory).
+    public func inspect(verifyingTiles: Bool = true) throws -> Inspection {
         guard let layout = state.withLock({ $0.layout }) else {
             throw TileCacheError(.io, "the tile cache is not loaded; call load() first", file: fileURL.path)
         }
         var levels: [Int: LevelSummary] = [:]
-        func add(level: Int, _ reader: BundleReader) {
+        var damage: [BundleDamage] = []
+        func add(level: Int, _ reader: BundleReader) throws {
             let (tiles, distinct) = reader.counts
             var s = levels[level] ?? LevelSummary(level: level, tiles: 0, distinctTiles: 0, bundles: 0, bytes: 0)
             s.tiles += tiles
@@ -167,15 +192,24 @@ public final class TileCache: Loadable, Sendable {
             s.bundles += 1
             s.bytes += reader.length
             levels[level] = s
+            if verifyingTiles, let (error, count) = try reader.damage() {
+                damage.append(BundleDamage(bundle: reader.name, error: error, damagedTiles: count))
+            }
         }
         switch layout {
         case .mbtiles(let reader):
-            return try reader.summary()
+            if verifyingTiles, let problem = try reader.integrityProblem() {
+                damage.append(BundleDamage(bundle: fileURL.path, error: TileCacheError(.corrupt, problem, file: fileURL.path), damagedTiles: 0))
+            }
+            return Inspection(levels: try reader.summary(), damage: damage)
         case .package(let zip):
             for name in zip.entries.keys.sorted() where name.hasPrefix("tile/L") && name.hasSuffix(".bundle") {
                 let parts = name.split(separator: "/")
                 guard parts.count == 3, let level = Int(parts[1].dropFirst()), let (offset, size) = try zip.dataRange(of: name) else { continue }
-                add(level: level, try BundleReader(source: zip.file, start: offset, length: size, name: "\(fileURL.lastPathComponent)/\(name)"))
+                try add(
+                    level: level,
+                    try BundleReader(
+                        source: zip.file, start: offset, length: size, name: "\(fileURL.lastPathComponent)/\(name)", origin: BundleReader.origin(ofPath: name)))
             }
         case .exploded(let root):
             let folders = (try? FileManager.default.contentsOfDirectory(atPath: root.path)) ?? []
@@ -184,10 +218,12 @@ public final class TileCache: Loadable, Sendable {
                 let files = (try? FileManager.default.contentsOfDirectory(atPath: root.appendingPathComponent(folder).path)) ?? []
                 for name in files.sorted() where name.hasSuffix(".bundle") {
                     let file = try RandomAccessFile(url: root.appendingPathComponent(folder).appendingPathComponent(name))
-                    add(level: level, try BundleReader(source: file, start: 0, length: file.size, name: file.url.path))
+                    try add(
+                        level: level,
+                        try BundleReader(source: file, start: 0, length: file.size, name: file.url.path, origin: BundleReader.origin(ofPath: "\(folder)/\(name)")))
                 }
             }
         }
-        return levels.values.sorted { $0.level < $1.level }
+        return Inspection(levels: levels.values.sorted { $0.level < $1.level }, damage: damage)
     }
 }

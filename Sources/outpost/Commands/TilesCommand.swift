@@ -127,7 +127,13 @@ struct TilesCommand: AsyncParsableCommand {
     }
 
     struct Inspect: AsyncParsableCommand {
-        static let configuration = CommandConfiguration(abstract: "Levels, tile counts, sizes and deduplication of a tile cache.")
+        static let configuration = CommandConfiguration(
+            abstract: "Levels, tile counts, sizes and deduplication of a tile cache, and a check that it is whole.",
+            discussion: """
+                Every bundle's index entries are checked against the bundle (inside it, and agreeing \
+                with the size stored before each tile), an MBTiles file gets SQLite's quick_check. \
+                A damaged cache (say, a copy that was interrupted) exits 1 naming the bundle and tile.
+                """)
         @Argument(help: "A .tpkx, an MBTiles file or an exploded cache folder.") var cache: String
         @Flag(help: "Print the result as JSON.") var json = false
 
@@ -140,8 +146,9 @@ struct TilesCommand: AsyncParsableCommand {
                 throw CLIFailure(message: error.description)
             }
             let info = tileCache.info!
-            let levels: [TileCache.LevelSummary]
-            do { levels = try tileCache.summary() } catch let error as TileCacheError { throw CLIFailure(message: error.description) }
+            let inspection: TileCache.Inspection
+            do { inspection = try tileCache.inspect() } catch let error as TileCacheError { throw CLIFailure(message: error.description) }
+            let levels = inspection.levels
             let format = cache.lowercased().hasSuffix(".tpkx") ? "tpkx" : cache.lowercased().hasSuffix(".mbtiles") ? "mbtiles" : "compactV2"
             let tiles = levels.reduce(0) { $0 + $1.tiles }, unique = levels.reduce(0) { $0 + $1.distinctTiles }
             let bytes = (try? FileManager.default.attributesOfItem(atPath: url.path)[.size] as? Int64) ?? levels.reduce(0) { $0 + $1.bytes }
@@ -150,12 +157,22 @@ struct TilesCommand: AsyncParsableCommand {
                     "format": .string(format), "name": .string(info.name), "tileFormat": .string(info.format),
                     "levels": .array(levels.map { ["level": .integer(Int64($0.level)), "tiles": .integer(Int64($0.tiles)), "uniqueTiles": .integer(Int64($0.distinctTiles))] }),
                     "tiles": .integer(Int64(tiles)), "uniqueTiles": .integer(Int64(unique)), "bytes": .integer(bytes),
+                    "damaged": .array(inspection.damage.map { d in
+                        var entry: [String: JSONValue] = ["bundle": .string(d.bundle), "reason": .string(d.error.message), "damagedTiles": .integer(Int64(d.damagedTiles))]
+                        if let t = d.error.tile { entry["tile"] = ["level": .integer(Int64(t.level)), "row": .integer(Int64(t.row)), "col": .integer(Int64(t.col))] }
+                        return .object(entry)
+                    }),
                 ])
             } else {
                 print("\(info.name): \(format), \(info.format) tiles, levels \(info.minLevel)–\(info.maxLevel), \(ProgressDisplay.count(bytes, "bytes"))")
                 for level in levels { print("  level \(level.level): \(level.tiles) tiles (\(level.distinctTiles) distinct)") }
                 let saved = tiles - unique
                 print("\(tiles) tiles, \(unique) stored" + (saved > 0 ? "; \(saved) duplicates share storage" : ""))
+                for d in inspection.damage { print("damaged: \(d.error.description)" + (d.damagedTiles > 1 ? "; \(d.damagedTiles) tiles of this bundle are damaged" : "")) }
+            }
+            if let first = inspection.damage.first {
+                let more = inspection.damage.count > 1 ? " (and \(inspection.damage.count - 1) more damaged bundles)" : ""
+                throw CLIFailure(message: "the cache is damaged: \(first.error.description)\(more)")
             }
         }
     }
