@@ -100,11 +100,20 @@ let package = Package(
                 .product(name: "Logging", package: "swift-log"),
             ]
         ),
+        // The field-inspection sample `outpost demo` serves, carried beside the executable as a
+        // resource bundle so the demo runs from any directory (SampleData stays its one copy).
+        .target(
+            name: "OutpostSampleData",
+            path: "SampleData",
+            exclude: ["README.md", "natural_earth", "golden-tiles"],
+            sources: ["BundledSamples.swift"],
+            resources: [.copy("field_inspection")]
+        ),
         .executableTarget(
             name: "outpost",
             dependencies: [
                 "OutpostCore", "OutpostStorage", "OutpostProtocol", "OutpostSync", "OutpostTiles",
-                "OutpostServer", "OutpostPostgres",
+                "OutpostServer", "OutpostPostgres", "OutpostSampleData",
                 .product(name: "ArgumentParser", package: "swift-argument-parser"),
                 .product(name: "AsyncHTTPClient", package: "async-http-client"),
                 .product(name: "NIOCore", package: "swift-nio"),

@@ -4,6 +4,7 @@ import Foundation
 import Logging
 import NIOCore
 import OutpostCore
+import OutpostSampleData
 import OutpostServer
 import OutpostStorage
 import OutpostSync
@@ -16,17 +17,14 @@ struct DemoCommand: AsyncParsableCommand {
     static let configuration = CommandConfiguration(
         commandName: "demo",
         abstract: "Serve the sample service, take a replica offline, edit both sides, sync, and check both sides match.",
-        discussion: "Run from the repository root (it reads SampleData/field_inspection).")
+        discussion: "Runs from any directory: the sample service travels with the executable (or pass --sample).")
 
     @Option(help: "Work directory (default: a new one under the system's temporary directory).") var workdir: String?
-    @Option(help: "The sample service directory.") var sample = "SampleData/field_inspection"
+    @Option(help: "A service directory to use instead of the bundled field-inspection sample (service.json and data/).") var sample: String?
     @Flag(help: "Leave the server running at the end (stop it with Ctrl-C).") var keep = false
 
     func run() async throws {
-        let sampleURL = URL(fileURLWithPath: sample)
-        guard FileManager.default.fileExists(atPath: sampleURL.appendingPathComponent("service.json").path) else {
-            throw CLIFailure(message: "\(sample)/service.json not found; run from the repository root or pass --sample")
-        }
+        let sampleURL = try Self.sampleDirectory(sample)
         let work = URL(fileURLWithPath: workdir ?? NSTemporaryDirectory() + "outpost-demo-\(ProcessInfo.processInfo.processIdentifier)")
         try FileManager.default.createDirectory(at: work, withIntermediateDirectories: true)
         say("work directory \(work.path)")
@@ -210,6 +208,23 @@ struct DemoCommand: AsyncParsableCommand {
         let response = try await HTTPClient.shared.execute(request, timeout: .seconds(60))
         let buffer = try await response.body.collect(upTo: 16 << 20)
         return try JSONValue.parse(Data(buffer: buffer))
+    }
+
+    /// The service directory the demo serves: `--sample`, else the sample carried with the
+    /// executable.
+    static func sampleDirectory(_ explicit: String?) throws -> URL {
+        if let explicit {
+            let url = URL(fileURLWithPath: explicit)
+            guard FileManager.default.fileExists(atPath: url.appendingPathComponent("service.json").path) else {
+                throw CLIFailure(message: "\(explicit) is not a service directory: it has no service.json")
+            }
+            return url
+        }
+        guard let bundled = BundledSamples.fieldInspection else {
+            let places = BundledSamples.candidates(for: "field_inspection").map(\.path).joined(separator: " or ")
+            throw CLIFailure(message: "the field-inspection sample is not installed beside the executable (looked in \(places)); pass --sample <dir>")
+        }
+        return bundled
     }
 
     private func say(_ line: String) {
