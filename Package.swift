@@ -1,7 +1,7 @@
 // swift-tools-version: 6.1
 import PackageDescription
 
-// Module graph (DESIGN §2): dependencies point one way only.
+// Module graph (README, "Modules"): dependencies point one way only.
 //   OutpostCore <- OutpostStorage <- OutpostSync / OutpostTiles <- OutpostServer <- outpost
 //   OutpostCore <- OutpostProtocol <- OutpostSync / OutpostServer
 let package = Package(

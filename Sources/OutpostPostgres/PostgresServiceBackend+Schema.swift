@@ -6,7 +6,7 @@ import OutpostServer
 import OutpostStorage
 import PostgresNIO
 
-/// Schema changes of a service in PostgreSQL (DESIGN §5 "Schema changes"), as for the
+/// Schema changes of a service in PostgreSQL (docs/sync.md, "Schema changes"), as for the
 /// GeoPackage backend: additive steps, and dropped fields when allowed. The change commits under
 /// the service's commit lock with a generation of its own; other server processes read the new
 /// schema at their next commit, replica read or schema request, and replicas migrate at their

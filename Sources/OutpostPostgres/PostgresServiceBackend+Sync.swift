@@ -6,7 +6,7 @@ import OutpostServer
 import OutpostStorage
 import PostgresNIO
 
-/// Sync on PostgreSQL (DESIGN §5 and §6): replicas, the batch ledger, the change feed, snapshots
+/// Sync on PostgreSQL (docs/sync.md, docs/postgres.md): replicas, the batch ledger, the change feed, snapshots
 /// and checksums, conflicts, and attachment content, all in the database so that any server
 /// process can serve any request of any replica.
 ///

@@ -34,7 +34,7 @@ final class PostgresPool: Sendable {
     deinit { runner.cancel() }
 }
 
-/// A feature service whose data lives in PostgreSQL/PostGIS (DESIGN §6), loaded there by
+/// A feature service whose data lives in PostgreSQL/PostGIS (docs/postgres.md), loaded there by
 /// ``PostgresServiceStore/createService(named:from:at:replace:)``. Holds no state of its own
 /// beyond a connection pool, so several server processes can serve one database.
 ///

@@ -4,7 +4,7 @@ import OutpostCore
 import OutpostStorage
 import PostgresNIO
 
-/// A feature service in PostgreSQL with PostGIS (DESIGN §6): each service is a PostgreSQL schema
+/// A feature service in PostgreSQL with PostGIS (docs/postgres.md): each service is a PostgreSQL schema
 /// holding one table per layer — geometry columns with their SRID, a GiST index, the global id
 /// unique — plus Outpost's own bookkeeping, created and upgraded by numbered migrations recorded
 /// in `outpost_migrations`.

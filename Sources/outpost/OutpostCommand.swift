@@ -18,7 +18,7 @@ struct OutpostCommand: AsyncParsableCommand {
         ]
     )
 
-    /// Errors become one line on stderr and exit code 1 (DESIGN §8); usage errors keep
+    /// Errors become one line on stderr and exit code 1 (docs/cli.md, "Conventions"); usage errors keep
     /// ArgumentParser's help text.
     static func main() async {
         do {

@@ -8,7 +8,7 @@ import OutpostTestSupport
 import OutpostServiceTestSupport
 import Testing
 
-/// The command-line contract of DESIGN §8 for replicas and sync, against `outpost serve`.
+/// The command-line contract of docs/cli.md for replicas and sync, against `outpost serve`.
 @Suite("outpost replica, sync, status, demo")
 struct SyncCommandTests {
     @Test(.timeLimit(.minutes(3)))

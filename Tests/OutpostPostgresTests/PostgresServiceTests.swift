@@ -25,7 +25,7 @@ struct PostgresServiceTests {
             Repository.outpostExecutable.path, ["service", "create", Repository.sampleData("field_inspection").path, "--postgres", Self.url, "--out", name])
         #expect(made.succeeded, "\(made.stderr)")
         #expect(made.stdout.contains("inspection_points: 300 features"), "\(made.stdout)")
-        // Counts, SRIDs and geometry types as PostGIS sees them; the indexes DESIGN §6 asks for.
+        // Counts, SRIDs and geometry types as PostGIS sees them; the indexes docs/postgres.md describes.
         #expect(try await Self.psql("SELECT count(*) FROM \(name).inspection_points") == ["300"])
         #expect(try await Self.psql("SELECT count(*) FROM \(name).pipelines") == ["80"])
         #expect(try await Self.psql("SELECT DISTINCT ST_SRID(geom) || ' ' || GeometryType(geom) FROM \(name).inspection_points") == ["4326 POINT"])

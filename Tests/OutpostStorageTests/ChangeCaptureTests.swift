@@ -67,7 +67,7 @@ struct ChangeCaptureTests {
     }
 
     /// Edits by GDAL, the sqlite3 shell with SpatiaLite, and a DELETE from the plain shell are
-    /// captured by the same triggers (DESIGN §8 "Edits by other writers").
+    /// captured by the same triggers (docs/geopackage-extension.md, "Triggers").
     @Test func editsByOtherWritersAreCaptured() async throws {
         let dir = TemporaryDirectory()
         try SampleGeodatabases.fieldInspection(in: dir).close()

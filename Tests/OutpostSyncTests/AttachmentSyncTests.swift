@@ -11,7 +11,7 @@ import Testing
 
 @testable import OutpostSync
 
-/// Attachments sync with their features (DESIGN §5 "Directions"): content by hash, in resumable
+/// Attachments sync with their features (docs/sync.md, "Attachments"): content by hash, in resumable
 /// chunks, verified on arrival, sent once.
 @Suite("Attachment sync")
 struct AttachmentSyncTests {

@@ -9,7 +9,7 @@ import Testing
 
 @testable import OutpostSync
 
-/// Conflict policies (DESIGN §5 "Conflicts"): every pair of concurrent operations, each rule,
+/// Conflict policies (docs/sync.md, "Conflicts"): every pair of concurrent operations, each rule,
 /// over real HTTP, with the records checked on the server and in the replica.
 @Suite("Conflict policies")
 struct ConflictPolicyTests {

@@ -9,7 +9,7 @@ import Testing
 
 @testable import OutpostSync
 
-/// Schema changes (DESIGN §5 "Schema changes"): the service evolves while replicas hold pending
+/// Schema changes (docs/sync.md, "Schema changes"): the service evolves while replicas hold pending
 /// edits; the replicas migrate with their next download and nothing a crew entered is lost.
 @Suite("Schema changes")
 struct SchemaChangeTests {

@@ -6,7 +6,7 @@ import Synchronization
 #endif
 
 /// Named fault points between the durable steps of sync, on both sides, so tests can prove that
-/// a crash or an error at any of them leaves nothing lost or duplicated (DESIGN §5, invariant I10).
+/// a crash or an error at any of them leaves nothing lost or duplicated (docs/sync.md, invariant I10).
 ///
 /// Points are armed in code (`injector.arm("client.afterSend", .fail)`) or, for a whole process,
 /// with `OUTPOST_FAULT=point:action[,point:action]` where action is `fail` or `kill` (SIGKILL

@@ -1,6 +1,6 @@
 import OutpostCore
 
-/// A value a sync discarded, kept so nothing is overwritten silently (DESIGN §5 "Conflicts",
+/// A value a sync discarded, kept so nothing is overwritten silently (docs/sync.md, "Conflicts";
 /// invariant I8): the same columns were changed on both sides since the client's base
 /// generation, or one side deleted a feature the other changed.
 public struct ConflictRecord: Codable, Hashable, Sendable {

@@ -1,7 +1,7 @@
 import Foundation
 import OutpostCore
 
-/// One sealed, numbered upload of a replica's local edits (DESIGN §5 "Upload"): the body of
+/// One sealed, numbered upload of a replica's local edits (docs/sync.md, "Upload"): the body of
 /// `PUT /outpost/v1/services/{service}/replicas/{replica}/batches/{seq}`.
 ///
 /// A batch is sealed once and resent byte for byte until acknowledged; the server applies a

@@ -112,7 +112,7 @@ public protocol SyncBackend: Sendable {
     func storeResponse(key: String, response: String, retention: Duration) async throws
     /// The conflict records kept on the server, oldest first, with their current state.
     func conflictRecords() async throws -> [ConflictRecord]
-    /// Moves the service to `schema` (DESIGN §5 "Schema changes"): additive steps, and dropped
+    /// Moves the service to `schema` (docs/sync.md, "Schema changes"): additive steps, and dropped
     /// fields when `allowDrop`; returns the steps taken (none when the schema is the same).
     @discardableResult
     func migrate(to schema: ServiceSchema, allowDrop: Bool) async throws -> [SchemaChange]

@@ -21,7 +21,7 @@ public struct ServiceError: Error, Sendable, CustomStringConvertible {
 
     public static func notFound(_ what: String) -> ServiceError { ServiceError(404, "\(what) not found") }
 
-    /// 400 naming the parameter, as DESIGN §8 asks.
+    /// 400 naming the parameter, as docs/cli.md promises.
     public static func badParameter(_ name: String, _ reason: String) -> ServiceError {
         ServiceError(400, "Invalid or missing input parameter '\(name)': \(reason)", details: ["'\(name)' parameter is invalid"])
     }

@@ -6,7 +6,7 @@ import OutpostCore
 import OutpostProtocol
 import OutpostStorage
 
-/// Outpost's native sync API, under `/outpost/v1/services/{service}/replicas` (DESIGN §5): the
+/// Outpost's native sync API, under `/outpost/v1/services/{service}/replicas` (docs/sync.md): the
 /// exactly-once batch upload and the commit-ordered change feed.
 ///
 /// | Method and path                              | Answer                                           |

@@ -68,7 +68,7 @@ public struct EditPlan: Sendable {
     public var result: BatchEditResult
 }
 
-/// Decides how each edit of an uploaded batch applies (DESIGN §5, "Conflicts"): column-level
+/// Decides how each edit of an uploaded batch applies (docs/sync.md, "Conflicts"): column-level
 /// merge of concurrent updates, the per-column rules for overlapping changes, update-delete and
 /// delete-update, edits made against an older schema. It reads nothing itself: a backend
 /// fetches what it needs for the layer's edits first (``needsCurrentValues`` and

@@ -1,7 +1,7 @@
 import OutpostCore
 
 /// Change capture: triggers on every synced table append one row per committed edit to
-/// `outpost_changes`, in the same transaction as the edit (DESIGN §5 "Capture", invariant I1).
+/// `outpost_changes`, in the same transaction as the edit (docs/sync.md, invariant I1).
 ///
 /// The triggers use SQLite built-in functions only, so edits made by GDAL, QGIS or the `sqlite3`
 /// shell are captured exactly like Outpost's own. A flag row in `outpost_capture` silences them

@@ -6,7 +6,7 @@ import OutpostCore
 import Synchronization
 
 /// A local geodatabase: an OGC GeoPackage 1.3 file holding feature tables, their R-tree spatial
-/// index, attachments and the change capture that sync relies on (DESIGN §3).
+/// index, attachments and the change capture that sync relies on (docs/geopackage-extension.md).
 ///
 /// ```swift
 /// let gdb = try Geodatabase.create(at: url, schema: schema)

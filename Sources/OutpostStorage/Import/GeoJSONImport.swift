@@ -78,7 +78,7 @@ public enum GeoJSONImport {
 }
 
 /// Creates a geodatabase from a sample-data directory: `service.json` (the schema) and
-/// `data/<layer name>.geojson` for each layer that has data (DESIGN §8, "Sample data layout").
+/// `data/<layer name>.geojson` for each layer that has data (docs/cli.md, "Sample data").
 public enum ServiceDirectoryImport {
     /// - Parameters:
     ///   - schemaURL: a schema to use instead of `<directory>/service.json`.

@@ -1,6 +1,6 @@
 import OutpostCore
 
-/// How a layer's sync conflicts are resolved (DESIGN §5 "Conflicts"), set in the service schema
+/// How a layer's sync conflicts are resolved (docs/sync.md, "Conflicts"), set in the service schema
 /// per layer (`"conflictPolicy"`) and overridable per field.
 ///
 /// ```json

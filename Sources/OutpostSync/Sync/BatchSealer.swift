@@ -3,7 +3,7 @@ import OutpostCore
 import OutpostProtocol
 import OutpostStorage
 
-/// Seals pending local changes into the next upload batch (DESIGN §5 "Upload"), inside one write
+/// Seals pending local changes into the next upload batch (docs/sync.md, "Upload"), inside one write
 /// transaction: the changes of each feature are coalesced (insert+update = insert, insert+delete =
 /// nothing, updates merge their columns), the feature's current values are read, and the batch is
 /// stored with its content hash before it is ever sent.

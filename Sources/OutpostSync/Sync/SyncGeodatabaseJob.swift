@@ -3,7 +3,7 @@ import OutpostCore
 import OutpostProtocol
 import OutpostStorage
 
-/// Syncs a replica geodatabase with its service (DESIGN §5), in three steps:
+/// Syncs a replica geodatabase with its service (docs/sync.md), in three steps:
 ///
 /// 1. `upload`: seal pending edits into the next numbered batch (stored before it is sent),
 ///    PUT it until the server answers, and record the answer in the same transaction that

@@ -2,7 +2,7 @@ import Foundation
 import OutpostCore
 
 /// Exports the tiles of an area and levels from a source into a `.tpkx`, an exploded cache or
-/// an MBTiles file (DESIGN §7).
+/// an MBTiles file (docs/tiles.md).
 ///
 /// Steps: `count` (the tile count, refused above ``ExportTileCacheParameters/maxTileCount`` before
 /// any download), `fetch` (tiles fetched `concurrency` at a time, written in bundle order beside

@@ -31,7 +31,7 @@ public struct LevelOfDetail: Hashable, Sendable, Codable {
     }
 }
 
-/// A tile grid: origin at the top-left, square tiles, levels of detail (DESIGN §7).
+/// A tile grid: origin at the top-left, square tiles, levels of detail (docs/tiles.md).
 public struct TilingScheme: Hashable, Sendable, Codable {
     public var spatialReference: SpatialReference
     public var originX: Double

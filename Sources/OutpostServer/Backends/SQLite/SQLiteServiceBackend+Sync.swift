@@ -454,7 +454,7 @@ extension SQLiteServiceBackend {
 // MARK: - Schema migrations
 
 extension SQLiteServiceBackend {
-    /// Moves the service to `schema` (DESIGN §5 "Schema changes"): additive steps, and dropped
+    /// Moves the service to `schema` (docs/sync.md, "Schema changes"): additive steps, and dropped
     /// fields when `allowDrop`. The new schema gets the next schema version and a generation of
     /// its own; replicas learn of it from their replica info, fetch the schema and migrate in the
     /// transaction that applies their next download. Batches made against an older version still
