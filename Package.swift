@@ -29,6 +29,9 @@ let package = Package(
         .package(url: "https://github.com/apple/swift-http-types", from: "1.8.0"),
         // The feature service: HTTP/1.1 server with graceful shutdown through ServiceLifecycle.
         .package(url: "https://github.com/hummingbird-project/hummingbird", from: "2.28.1"),
+        // Services Directory pages: logic-less templates with HTML escaping by default (no
+        // dependencies of its own).
+        .package(url: "https://github.com/hummingbird-project/swift-mustache", from: "2.1.1"),
         // gzip response bodies over the system zlib.
         .package(url: "https://github.com/adam-fowler/compress-nio", from: "1.5.0"),
         // multipart/form-data bodies (addAttachment uploads).
@@ -88,6 +91,7 @@ let package = Package(
                 .product(name: "HTTPTypes", package: "swift-http-types"),
                 .product(name: "NIOCore", package: "swift-nio"),
                 .product(name: "Logging", package: "swift-log"),
+                .product(name: "Mustache", package: "swift-mustache"),
                 .product(name: "CompressNIO", package: "compress-nio"),
                 .product(name: "MultipartKit", package: "multipart-kit"),
             ]
@@ -176,6 +180,7 @@ let package = Package(
                 "OutpostServer", "OutpostTestSupport", "OutpostServiceTestSupport", "OutpostCore", "OutpostStorage", "OutpostProtocol",
                 .product(name: "Hummingbird", package: "hummingbird"),
                 .product(name: "HummingbirdTesting", package: "hummingbird"),
+                .product(name: "HTTPTypes", package: "swift-http-types"),
                 .product(name: "NIOCore", package: "swift-nio"),
             ]
         ),

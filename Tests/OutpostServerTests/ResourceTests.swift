@@ -66,7 +66,7 @@ struct ResourceTests {
                 ("\(base)/9?f=json", 404, "layer 9"),
                 ("\(base)/abc", 404, "layer abc"),
                 ("\(base)/0/frobnicate", 404, "not found"),
-                ("\(base)/0?f=html", 400, "'f'"),
+                ("\(base)/0?f=xml", 400, "'f'"),
                 ("\(base)/0/query?f=kml", 400, "'f'"),
             ]
             for (uri, status, text) in cases {

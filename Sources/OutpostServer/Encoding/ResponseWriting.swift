@@ -9,6 +9,8 @@ import OutpostCore
 struct ResponseWriting {
     let gzip: Bool
     let pretty: Bool
+    /// For a browser (`f=html`): the Services Directory page the JSON is shown as.
+    var directory: (view: DirectoryView, page: DirectoryPage)?
 
     init(request: Request, pretty: Bool = false) {
         gzip = request.headers[.acceptEncoding].map { $0.lowercased().contains("gzip") } ?? false
@@ -16,6 +18,7 @@ struct ResponseWriting {
     }
 
     func json(_ value: JSONValue, status: HTTPResponse.Status = .ok) -> Response {
+        if let directory { return html(directory.view.page(directory.page, json: value), status: status) }
         let text = pretty ? Self.pretty(value) : value.jsonString
         return bytes(ByteBuffer(string: text), status: status, contentType: "application/json; charset=utf-8")
     }

@@ -25,14 +25,20 @@ public struct FeatureServerResponder: HTTPResponder {
 
     public func respond(to request: Request, context: Context) async throws -> Response {
         var request = request
-        let pretty = request.uri.queryParameters["f"].map { $0.lowercased() == "pjson" } ?? false
+        let f = request.uri.queryParameters["f"].map { $0.lowercased() }
+        let pretty = f == "pjson"
         do {
             return try await dispatch(&request)
         } catch {
             let failure = ServiceError.from(error)
             if failure.status >= 500 { context.logger.error("\(request.method) \(request.uri.path): \(error)") }
-            return ResponseWriting(request: request, pretty: pretty).json(
-                Self.errorJSON(failure), status: .init(code: failure.status, reasonPhrase: ""))
+            let writing = ResponseWriting(request: request, pretty: pretty)
+            let segments = request.uri.path.split(separator: "/").map { $0.removingPercentEncoding ?? String($0) }
+            if f == "html" || f == nil && request.headers[.accept]?.lowercased().contains("text/html") == true, segments.starts(with: ["arcgis", "rest"]) {
+                let view = DirectoryView(segments: Array(segments.dropFirst(2)), query: request.uri.query)
+                return writing.html(view.error(failure), status: .init(code: failure.status, reasonPhrase: ""))
+            }
+            return writing.json(Self.errorJSON(failure), status: .init(code: failure.status, reasonPhrase: ""))
         }
     }
 
@@ -49,6 +55,13 @@ public struct FeatureServerResponder: HTTPResponder {
         if segments.count >= 4, segments[0] == "outpost", segments[1] == "v1", segments[2] == "services" {
             return try await native(&request, Array(segments.dropFirst(3)))
         }
+        // The Services Directory's own style sheet and script (no token: a page's assets are
+        // fetched without it).
+        if segments.count == 4, segments[0] == "arcgis", segments[1] == "rest", segments[2] == "static", let asset = DirectoryAssets.named(segments[3]) {
+            var response = ResponseWriting(request: request).bytes(ByteBuffer(string: asset.text), contentType: asset.contentType)
+            response.headers[.cacheControl] = "public, max-age=3600"
+            return response
+        }
         guard segments.count >= 3, segments[0] == "arcgis", segments[1] == "rest", segments[2] == "services" else {
             throw ServiceError.notFound("\(path)")
         }
@@ -58,13 +71,18 @@ public struct FeatureServerResponder: HTTPResponder {
         let parameters = try await readParameters(&request)
         try authorize(request, parameters, edit: Self.isEdit(segments))
         let rest = Array(segments.dropFirst(3))
-        let writing = ResponseWriting(request: request, pretty: (parameters["f"] ?? "").lowercased() == "pjson")
+        var writing = ResponseWriting(request: request, pretty: (parameters["f"] ?? "").lowercased() == "pjson")
+        // A browser's request: the page is built from the JSON the resource answers.
+        let view = DirectoryView.wanted(request, parameters) ? DirectoryView(segments: Array(segments.dropFirst(2)), query: request.uri.query) : nil
+        func page(_ page: DirectoryPage) { if let view { writing.directory = (view, page) } }
         if rest.isEmpty {
             _ = try parameters.format()
+            page(.catalog)
             return writing.json(catalog())
         }
         if rest.count >= 2, rest[1] == "MapServer" {
             let route = Array(rest.dropFirst(2))
+            page(route.isEmpty ? .mapServer : .resource)
             let scheme = request.headers[HTTPField.Name("X-Forwarded-Proto")!] ?? "http"
             let mapServerURL = "\(scheme)://\(request.head.authority ?? "127.0.0.1")/arcgis/rest/services/\(rest[0])/MapServer"
             if let cache = try await services.tileCache(named: rest[0]) {
@@ -82,6 +100,12 @@ public struct FeatureServerResponder: HTTPResponder {
         guard rest.count >= 2, rest[1] == "FeatureServer" else { throw ServiceError.notFound("service \(rest[0])") }
         guard let backend = services.backend(named: rest[0]) else { throw ServiceError.notFound("service \(rest[0])") }
         let route = Array(rest.dropFirst(2))
+        page(Self.directoryPage(route, drawn: backend is SQLiteServiceBackend))
+        if let view, route == ["createReplica"], parameters["layers"] == nil {
+            return ServiceRoutes(backend: backend, parameters: parameters, writing: writing, request: request, configuration: configuration).operationForm(
+                DirectoryForms.createReplica, title: "Create Replica: \(backend.name)",
+                description: "Take layers of this service offline as a replica (a JSON file or a GeoPackage).", view: view)
+        }
         if let first = route.first, ["createReplica", "synchronizeReplica", "unRegisterReplica", "replicas", "jobs", "replicafiles"].contains(first) {
             guard let syncBackend = backend as? any SyncBackend else { throw ServiceError(400, "service \(backend.name) does not support sync") }
             let replicas = ReplicaRoutes(backend: backend, sync: syncBackend, parameters: parameters, writing: writing, request: request, services: sync)
@@ -107,8 +131,15 @@ public struct FeatureServerResponder: HTTPResponder {
         case 1:
             return try await handler.layerInfo(try layerID(route[0]))
         case 2 where route[1] == "query":
+            if let view { return try await handler.queryPage(try layerID(route[0]), view: view) }
             return try await handler.query(try layerID(route[0]))
         case 2 where route[1] == "applyEdits":
+            if let view, ["adds", "updates", "deletes"].allSatisfy({ parameters[$0] == nil }) {
+                let layer = try handler.layer(try layerID(route[0]), in: try await backend.schema())
+                return handler.operationForm(
+                    DirectoryForms.applyEdits, title: "Apply Edits: \(layer.name) (\(layer.id))", description: "Add, update and delete features of this layer in one request.",
+                    view: view)
+            }
             return try await handler.applyEdits(try layerID(route[0]))
         case 3 where route[2] == "attachments":
             return try await handler.attachments(try layerID(route[0]), try objectID(route[1]))
@@ -120,6 +151,19 @@ public struct FeatureServerResponder: HTTPResponder {
             return try await handler.attachment(try layerID(route[0]), try objectID(route[1]), try objectID(route[3]))
         default:
             throw ServiceError.notFound(path)
+        }
+    }
+
+    /// The directory page of a FeatureServer route.
+    static func directoryPage(_ route: [String], drawn: Bool) -> DirectoryPage {
+        switch route.count {
+        case 0: return .featureServer(drawn: drawn)
+        case 1 where Int(route[0]) != nil: return .layer
+        case 1 where route[0] == "createReplica":
+            return .operation(description: "The replica was created.", form: nil)
+        case 2 where route[1] == "applyEdits":
+            return .operation(description: "The edits were applied (see each result).", form: nil)
+        default: return .resource
         }
     }
 

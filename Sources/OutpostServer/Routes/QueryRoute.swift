@@ -15,31 +15,8 @@ extension ServiceRoutes {
         let schema = try await backend.schema()
         let layer = try layer(id, in: schema)
         let layerSR = layer.spatialReference ?? schema.spatialReference
-        var query = FeatureQuery()
-
-        if let text = parameters["where"] {
-            do {
-                _ = try WhereClause(text, layer: layer)
-            } catch let error as StorageError {
-                throw ServiceError.badParameter("where", error.message)
-            }
-            query.whereClause = text
-        }
-        query.objectIDs = try parameters.integers("objectIds")
-        try spatialFilter(into: &query, layer: layer, layerSR: layerSR)
-
-        let fields = try outFields(layer)
-        query.outFields = fields.map(\.name)
-        query.returnGeometry = try parameters.bool("returnGeometry", default: true) && layer.isSpatial
-        query.orderBy = try orderBy(layer)
-        query.offset = try parameters.int("resultOffset") ?? 0
-        let requested = try parameters.int("resultRecordCount")
-        let maxRecords = min(schema.maxRecordCount, configuration.maxRecordCount ?? Int.max)
-        var outSR = try parameters.spatialReference("outSR") ?? layerSR
-        if format == "geojson" { outSR = .wgs84 }  // RFC 7946 coordinates are WGS 84
-        if outSR != layerSR, (try? WebMercator.convert(Envelope(xmin: 0, ymin: 0, xmax: 1, ymax: 1), from: layerSR, to: outSR)) == nil {
-            throw ServiceError.badParameter("outSR", "cannot project from \(layerSR) to \(outSR); use 4326 or 3857")
-        }
+        let plan = try queryPlan(layer, schema: schema, geojson: format == "geojson")
+        let query = plan.query, fields = plan.fields, outSR = plan.outSR, limit = plan.limit
 
         if try parameters.bool("returnCountOnly", default: false) {
             var all = query
@@ -51,8 +28,6 @@ extension ServiceRoutes {
             return writing.json(["objectIdFieldName": .string(layer.objectIDField), "objectIds": .array(ids.map { .integer($0) })])
         }
 
-        // ArcGIS clamps a larger resultRecordCount to maxRecordCount and says so.
-        let limit = min(requested ?? maxRecords, maxRecords)
         let backend = self.backend
         let geojson = format == "geojson"
         let header = geojson ? "{\"type\":\"FeatureCollection\",\"features\":[" : esriHeader(layer, fields: fields, sr: outSR, returnGeometry: query.returnGeometry)
@@ -95,6 +70,46 @@ extension ServiceRoutes {
                 out.append("],\"exceededTransferLimit\":\(exceeded)}")
             }
         }
+    }
+
+    /// What a query request asks, as the JSON route and the Services Directory page both run it.
+    struct QueryPlan {
+        var query: FeatureQuery
+        var fields: [FieldDefinition]
+        var outSR: SpatialReference
+        /// How many features at most: `resultRecordCount` clamped to `maxRecordCount`.
+        var limit: Int
+    }
+
+    /// Reads and checks the query parameters (each failure a 400 naming its parameter).
+    func queryPlan(_ layer: LayerDefinition, schema: ServiceSchema, geojson: Bool = false) throws -> QueryPlan {
+        let layerSR = layer.spatialReference ?? schema.spatialReference
+        var query = FeatureQuery()
+        if let text = parameters["where"] {
+            do {
+                _ = try WhereClause(text, layer: layer)
+            } catch let error as StorageError {
+                throw ServiceError.badParameter("where", error.message)
+            }
+            query.whereClause = text
+        }
+        query.objectIDs = try parameters.integers("objectIds")
+        try spatialFilter(into: &query, layer: layer, layerSR: layerSR)
+
+        let fields = try outFields(layer)
+        query.outFields = fields.map(\.name)
+        query.returnGeometry = try parameters.bool("returnGeometry", default: true) && layer.isSpatial
+        query.orderBy = try orderBy(layer)
+        query.offset = try parameters.int("resultOffset") ?? 0
+        let requested = try parameters.int("resultRecordCount")
+        let maxRecords = min(schema.maxRecordCount, configuration.maxRecordCount ?? Int.max)
+        var outSR = try parameters.spatialReference("outSR") ?? layerSR
+        if geojson { outSR = .wgs84 }  // RFC 7946 coordinates are WGS 84
+        if outSR != layerSR, (try? WebMercator.convert(Envelope(xmin: 0, ymin: 0, xmax: 1, ymax: 1), from: layerSR, to: outSR)) == nil {
+            throw ServiceError.badParameter("outSR", "cannot project from \(layerSR) to \(outSR); use 4326 or 3857")
+        }
+        // ArcGIS clamps a larger resultRecordCount to maxRecordCount and says so.
+        return QueryPlan(query: query, fields: fields, outSR: outSR, limit: min(requested ?? maxRecords, maxRecords))
     }
 
     private func esriHeader(_ layer: LayerDefinition, fields: [FieldDefinition], sr: SpatialReference, returnGeometry: Bool) -> String {

@@ -83,10 +83,11 @@ struct RequestParameters: Sendable {
     }
 
     /// `f`: json (default), pjson, or the formats an endpoint also allows.
+    /// `f`: json (the default), pjson, html (a Services Directory page) or one of `extra`.
     func format(allowing extra: Set<String> = []) throws -> String {
         let f = (self["f"] ?? "json").lowercased()
-        guard f == "json" || f == "pjson" || extra.contains(f) else {
-            throw ServiceError.badParameter("f", "supported formats are json, pjson\(extra.isEmpty ? "" : ", " + extra.sorted().joined(separator: ", "))")
+        guard f == "json" || f == "pjson" || f == "html" || extra.contains(f) else {
+            throw ServiceError.badParameter("f", "supported formats are json, pjson, html\(extra.isEmpty ? "" : ", " + extra.sorted().joined(separator: ", "))")
         }
         return f
     }
