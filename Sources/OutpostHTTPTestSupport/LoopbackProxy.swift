@@ -21,37 +21,56 @@ public final class LoopbackProxy: Sendable {
     /// Sees every exchange the server answered (also those whose answer is then dropped).
     public typealias Observer = @Sendable (_ method: String, _ uri: String, _ request: Data, _ status: Int, _ response: Data) -> Void
 
+    /// What the proxy tells the server about the address clients used.
+    public enum Forwarding: Sendable {
+        /// Nothing: the server sees only the Host the proxy connected with (its own address).
+        case none
+        /// `X-Forwarded-Host`, `X-Forwarded-Proto`, and `X-Forwarded-Prefix` under a prefix.
+        case xForwarded
+        /// RFC 7239 `Forwarded: host=…;proto=…`.
+        case forwarded
+    }
+
     private let channel: any Channel
     public let port: Int
     let upstream: URL
+    /// The path the proxy serves the server under (`/gis`), or empty.
+    public let prefix: String
     /// Passes bodies through as they come (compressed stays compressed).
     static let client = HTTPClient(eventLoopGroupProvider: .singleton, configuration: HTTPClient.Configuration(decompression: .disabled))
 
-    private init(channel: any Channel, port: Int, upstream: URL) {
+    private init(channel: any Channel, port: Int, upstream: URL, prefix: String) {
         self.channel = channel
         self.port = port
         self.upstream = upstream
+        self.prefix = prefix
     }
 
     /// - Parameter upstream: `http://127.0.0.1:<port>` of the real server.
-    public static func start(upstream: URL, observer: Observer? = nil, rule: @escaping Rule) async throws -> LoopbackProxy {
+    /// - Parameter prefix: serve the server under this path (`/gis`): requests outside it are 404,
+    ///   the prefix is taken off before forwarding.
+    /// - Parameter port: the port to listen on (0: a free one).
+    public static func start(
+        upstream: URL, prefix: String = "", forwarding: Forwarding = .none, observer: Observer? = nil, port: Int = 0, rule: @escaping Rule
+    ) async throws -> LoopbackProxy {
         let bootstrap = ServerBootstrap(group: MultiThreadedEventLoopGroup.singleton)
             .serverChannelOption(.backlog, value: 64)
             .serverChannelOption(.socketOption(.so_reuseaddr), value: 1)
             .childChannelInitializer { channel in
                 channel.pipeline.configureHTTPServerPipeline().flatMap {
-                    channel.pipeline.addHandler(ProxyHandler(upstream: upstream, rule: rule, observer: observer))
+                    channel.pipeline.addHandler(ProxyHandler(upstream: upstream, prefix: prefix, forwarding: forwarding, rule: rule, observer: observer))
                 }
             }
-        let channel = try await bootstrap.bind(host: "127.0.0.1", port: 0).get()
-        return LoopbackProxy(channel: channel, port: channel.localAddress?.port ?? 0, upstream: upstream)
+        let channel = try await bootstrap.bind(host: "127.0.0.1", port: port).get()
+        return LoopbackProxy(channel: channel, port: channel.localAddress?.port ?? 0, upstream: upstream, prefix: prefix)
     }
 
-    /// `url` with the proxy's host and port in place of the server's.
+    /// `url` as a client reaches it through the proxy: the proxy's host and port, under its prefix.
     public func url(for url: URL) -> URL {
         var c = URLComponents(url: url, resolvingAgainstBaseURL: false)!
         c.host = "127.0.0.1"
         c.port = port
+        c.path = prefix + c.path
         return c.url!
     }
 
@@ -67,13 +86,17 @@ private final class ProxyHandler: ChannelInboundHandler, @unchecked Sendable {
     typealias OutboundOut = HTTPServerResponsePart
 
     let upstream: URL
+    let prefix: String
+    let forwarding: LoopbackProxy.Forwarding
     let rule: LoopbackProxy.Rule
     let observer: LoopbackProxy.Observer?
     var head: HTTPRequestHead?
     var body = ByteBuffer()
 
-    init(upstream: URL, rule: @escaping LoopbackProxy.Rule, observer: LoopbackProxy.Observer?) {
+    init(upstream: URL, prefix: String, forwarding: LoopbackProxy.Forwarding, rule: @escaping LoopbackProxy.Rule, observer: LoopbackProxy.Observer?) {
         self.upstream = upstream
+        self.prefix = prefix
+        self.forwarding = forwarding
         self.rule = rule
         self.observer = observer
     }
@@ -86,8 +109,15 @@ private final class ProxyHandler: ChannelInboundHandler, @unchecked Sendable {
         case .body(var buffer):
             body.writeBuffer(&buffer)
         case .end:
-            guard let head else { return }
+            guard var head else { return }
             self.head = nil
+            guard head.uri.hasPrefix(prefix + "/") else {
+                let empty = HTTPHeaders([("Content-Length", "0")])
+                context.write(wrapOutboundOut(.head(HTTPResponseHead(version: head.version, status: .notFound, headers: empty))), promise: nil)
+                context.writeAndFlush(wrapOutboundOut(.end(nil)), promise: nil)
+                return
+            }
+            head.uri = String(head.uri.dropFirst(prefix.count))
             let action = rule(head.method.rawValue, head.uri)
             if case .dropRequest = action {
                 context.close(promise: nil)
@@ -99,6 +129,17 @@ private final class ProxyHandler: ChannelInboundHandler, @unchecked Sendable {
             let skipped = ["host", "content-length", "connection"] + (observer == nil ? [] : ["accept-encoding"])
             for h in head.headers where !skipped.contains(h.name.lowercased()) {
                 request.headers.add(name: h.name, value: h.value)
+            }
+            // The Host the server sees is its own; what the client used travels in these.
+            let publicHost = "127.0.0.1:\(context.channel.localAddress?.port ?? 0)"
+            switch forwarding {
+            case .none: break
+            case .xForwarded:
+                request.headers.add(name: "X-Forwarded-Host", value: publicHost)
+                request.headers.add(name: "X-Forwarded-Proto", value: "http")
+                if !prefix.isEmpty { request.headers.add(name: "X-Forwarded-Prefix", value: prefix) }
+            case .forwarded:
+                request.headers.add(name: "Forwarded", value: "for=127.0.0.1;proto=http;host=\"\(publicHost)\"")
             }
             if body.readableBytes > 0 { request.body = .bytes(body) }
             let loop = NIOLoopBound(context, eventLoop: context.eventLoop)

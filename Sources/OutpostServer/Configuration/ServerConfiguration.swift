@@ -20,6 +20,10 @@ public struct ServerConfiguration: Sendable {
     /// Where job records live (nil: in this process). Several processes serving one database
     /// share a store there, so any of them answers a job's status.
     public var jobStore: (any JobRecordStore)?
+    /// The address clients reach the server at (`https://gis.example.org/prefix`), when a proxy
+    /// in front of it does not say so in `Forwarded`/`X-Forwarded-*` headers. Every absolute URL
+    /// the server writes starts with it.
+    public var publicURL: URL?
 
     public init(
         host: String = "127.0.0.1", port: Int = 8080, maxBodyBytes: Int = 64 << 20, tokens: TokenPolicy? = nil,

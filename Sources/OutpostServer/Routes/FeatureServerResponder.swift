@@ -83,8 +83,7 @@ public struct FeatureServerResponder: HTTPResponder {
         if rest.count >= 2, rest[1] == "MapServer" {
             let route = Array(rest.dropFirst(2))
             page(route.isEmpty ? .mapServer : .resource)
-            let scheme = request.headers[HTTPField.Name("X-Forwarded-Proto")!] ?? "http"
-            let mapServerURL = "\(scheme)://\(request.head.authority ?? "127.0.0.1")/arcgis/rest/services/\(rest[0])/MapServer"
+            let mapServerURL = PublicURL(request, configured: configuration.publicURL).service(rest[0], "MapServer")
             if let cache = try await services.tileCache(named: rest[0]) {
                 let jobs = MapServerJobs(source: TileCacheSource(cache: cache), services: sync, parameters: parameters, writing: writing, mapServerURL: mapServerURL)
                 if let answer = try await jobs.respond(route) { return answer }

@@ -17,10 +17,10 @@ struct ReplicaRoutes {
     let request: Request
     let services: SyncServices
 
-    /// `http://host:port/arcgis/rest/services/<name>/FeatureServer` as the client reached it.
+    /// `http://host:port/arcgis/rest/services/<name>/FeatureServer` as the client reached it
+    /// (through a proxy: as the proxy says, see ``PublicURL``).
     var serviceURL: String {
-        let scheme = request.headers[HTTPField.Name("X-Forwarded-Proto")!] ?? "http"
-        return "\(scheme)://\(request.head.authority ?? "127.0.0.1")/arcgis/rest/services/\(backend.name)/FeatureServer"
+        PublicURL(request, configured: services.publicURL).service(backend.name, "FeatureServer")
     }
 
     // MARK: - createReplica

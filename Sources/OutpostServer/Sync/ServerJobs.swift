@@ -224,12 +224,15 @@ final class SyncServices: Sendable {
     let replayRetention: Duration
     /// Where tiles drawn for feature services' MapServers are kept.
     let renderedTiles: URL
+    /// The configured public address (``ServerConfiguration/publicURL``).
+    let publicURL: URL?
 
     /// The output directory made for this server when none was configured: removed with the
     /// services, and by a later server if this process is killed.
     private let madeDirectory: ProcessDirectory?
 
     init(configuration: ServerConfiguration) {
+        publicURL = configuration.publicURL
         let directory: URL
         if let configured = configuration.outputDirectory {
             directory = configured

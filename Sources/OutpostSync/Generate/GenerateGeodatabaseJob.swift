@@ -89,8 +89,16 @@ public struct GenerateGeodatabaseJob: JobDefinition {
             do {
                 let gdb = try Geodatabase.open(at: partialURL)
                 defer { try? gdb.close() }
-                guard try await gdb.read({ try $0.replicaState() }) != nil || parameters_.syncModel == .none else {
+                let state = try await gdb.read({ try $0.replicaState() })
+                guard state != nil || parameters_.syncModel == .none else {
                     throw SyncError(.invalidResponse, "the downloaded file is not a replica")
+                }
+                // The replica syncs through the address this client used (a proxy's, say), not
+                // whatever address the server believed it had.
+                if var state, state.serviceURL != serviceURL.absoluteString {
+                    state.serviceURL = serviceURL.absoluteString
+                    let updated = state
+                    try await gdb.write { conn in try conn.setReplicaState(updated) }
                 }
             } catch let error as StorageError {
                 throw SyncError(.invalidResponse, "the downloaded replica does not open: \(error)")

@@ -34,6 +34,12 @@ struct ServeCommand: AsyncParsableCommand {
             (default: a new temporary directory). Processes serving one database should share one.
             """)
     var outputDirectory: String?
+    @Option(
+        help: """
+            The address clients reach this server at, e.g. https://gis.example.org/prefix, when a reverse proxy in front of it \
+            does not send Forwarded or X-Forwarded-Host/-Proto/-Prefix headers: every URL the server writes starts with it.
+            """)
+    var publicUrl: String?
 
     /// The database to serve from, if any.
     var database: String? {
@@ -47,11 +53,17 @@ struct ServeCommand: AsyncParsableCommand {
         guard token == nil || tokens == nil else { throw ValidationError("give --token or --tokens, not both") }
         guard (0...65535).contains(port) else { throw ValidationError("--port must be 0…65535") }
         guard maxBodyMb > 0 else { throw ValidationError("--max-body-mb must be positive") }
+        if let publicUrl {
+            guard let url = URL(string: publicUrl), ["http", "https"].contains(url.scheme?.lowercased() ?? ""), url.host != nil, url.query == nil else {
+                throw ValidationError("--public-url must be an http or https URL without a query, like https://gis.example.org/prefix")
+            }
+        }
     }
 
     func run() async throws {
         var configuration = ServerConfiguration(
             host: host, port: port, maxBodyBytes: maxBodyMb << 20, outputDirectory: outputDirectory.map { URL(fileURLWithPath: $0) })
+        configuration.publicURL = publicUrl.flatMap(URL.init(string:))
         if let token { configuration.tokens = TokenPolicy(token: token) }
         if let tokens { configuration.tokens = try TokenPolicy(contentsOf: URL(fileURLWithPath: tokens)) }
         let services: ServiceDirectory
