@@ -29,6 +29,9 @@ let package = Package(
         .package(url: "https://github.com/apple/swift-http-types", from: "1.8.0"),
         // The feature service: HTTP/1.1 server with graceful shutdown through ServiceLifecycle.
         .package(url: "https://github.com/hummingbird-project/hummingbird", from: "2.28.1"),
+        // Password hashes (PBKDF2 in _CryptoExtras) and token signatures (HMAC-SHA256); already in
+        // the graph through postgres-nio.
+        .package(url: "https://github.com/apple/swift-crypto", "3.12.3"..<"5.0.0"),
         // Services Directory pages: logic-less templates with HTML escaping by default (no
         // dependencies of its own).
         .package(url: "https://github.com/hummingbird-project/swift-mustache", from: "2.1.1"),
@@ -92,6 +95,8 @@ let package = Package(
                 .product(name: "NIOCore", package: "swift-nio"),
                 .product(name: "Logging", package: "swift-log"),
                 .product(name: "Mustache", package: "swift-mustache"),
+                .product(name: "Crypto", package: "swift-crypto"),
+                .product(name: "_CryptoExtras", package: "swift-crypto"),
                 .product(name: "CompressNIO", package: "compress-nio"),
                 .product(name: "MultipartKit", package: "multipart-kit"),
             ]

@@ -15,14 +15,15 @@ public final class ServeProcess: @unchecked Sendable {
     /// Starts `outpost serve --service <service> --port 0 <arguments>` and waits for its
     /// "listening on" line.
     public static func start(
-        service: URL, arguments: [String] = [], environment: [String: String] = [:], timeout: TimeInterval = 60
+        service: URL, arguments: [String] = [], environment: [String: String] = [:], timeout: TimeInterval = 60, errorLog: URL? = nil
     ) async throws -> ServeProcess {
-        try await start(source: ["--service", service.path], arguments: arguments, environment: environment, timeout: timeout)
+        try await start(source: ["--service", service.path], arguments: arguments, environment: environment, timeout: timeout, errorLog: errorLog)
     }
 
     /// Starts `outpost serve <source> --port 0 <arguments>` and waits for its "listening on" line.
+    /// - Parameter errorLog: a file for the server's standard error (its log), else discarded.
     public static func start(
-        source: [String], arguments: [String] = [], environment: [String: String] = [:], timeout: TimeInterval = 60
+        source: [String], arguments: [String] = [], environment: [String: String] = [:], timeout: TimeInterval = 60, errorLog: URL? = nil
     ) async throws -> ServeProcess {
         let process = Process()
         process.executableURL = Repository.outpostExecutable
@@ -30,7 +31,12 @@ public final class ServeProcess: @unchecked Sendable {
         if !environment.isEmpty { process.environment = ProcessInfo.processInfo.environment.merging(environment) { _, new in new } }
         let output = Pipe()
         process.standardOutput = output
-        process.standardError = FileHandle.nullDevice
+        if let errorLog {
+            FileManager.default.createFile(atPath: errorLog.path, contents: nil)
+            process.standardError = try FileHandle(forWritingTo: errorLog)
+        } else {
+            process.standardError = FileHandle.nullDevice
+        }
         try process.run()
         let line: String? = await withCheckedContinuation { continuation in
             DispatchQueue.global().async {

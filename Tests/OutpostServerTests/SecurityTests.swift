@@ -14,9 +14,11 @@ struct SecurityTests {
         let policy = TokenPolicy(tokens: ["editor-secret": .edit, "reader-secret": .read])
         try await withServer(kind, configuration: ServerConfiguration(port: 0, tokens: policy)) { client, service in
             #expect(try await client.get("/health").status == 200)
+            // ArcGIS's codes in the body: 499 token required, 498 invalid token.
             let missing = try await client.get("\(base)?f=json")
-            #expect(missing.status == 401 && missing.errorMessage == "Token required")
-            #expect(try await client.get("\(base)?f=json&token=wrong").status == 403)
+            #expect(missing.status == 401 && missing.errorMessage == "Token Required" && missing.errorCode == 499)
+            let wrong = try await client.get("\(base)?f=json&token=wrong")
+            #expect(wrong.status == 401 && wrong.errorCode == 498)
             #expect(try await client.get("\(base)?f=json&token=reader-secret").status == 200)
             #expect(try await client.get("\(base)/0/query?where=1%3D1&returnCountOnly=true", headers: [.authorization: "Bearer reader-secret"]).status == 200)
 
@@ -24,7 +26,7 @@ struct SecurityTests {
             let adds = #"[{"attributes":{"asset_id":"T-1","asset_type":"valve"},"geometry":{"x":-122.65,"y":45.52}}]"#
             #expect(try await client.post("\(base)/0/applyEdits", ["adds": adds]).status == 401)
             let reader = try await client.post("\(base)/0/applyEdits", ["adds": adds, "token": "reader-secret"])
-            #expect(reader.status == 403 && reader.errorMessage?.contains("may not edit") == true)
+            #expect(reader.status == 403 && reader.errorMessage?.contains("do not have permissions") == true)
             #expect(try await service.snapshot() == before)
             #expect(try await client.post("\(base)/0/applyEdits", ["adds": adds], headers: [.authorization: "Bearer editor-secret"]).status == 200)
         }

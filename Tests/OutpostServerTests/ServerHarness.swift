@@ -20,6 +20,8 @@ struct Client {
         func json() throws -> JSONValue { try JSONValue.parse(Data(text.utf8)) }
         /// The ArcGIS error message, when the reply is an error.
         var errorMessage: String? { (try? json())?["error"]?["message"]?.stringValue }
+        /// The ArcGIS error JSON's code (498/499 for tokens, else the HTTP status).
+        var errorCode: JSONValue? { (try? json())?["error"]?["code"] }
     }
 
     func get(_ uri: String, headers: HTTPFields = [:]) async throws -> Reply {

@@ -9,8 +9,12 @@ public struct ServerConfiguration: Sendable {
     public var maxBodyBytes: Int
     /// Largest page a query returns (ArcGIS `maxRecordCount` caps it further per service).
     public var maxRecordCount: Int?
-    /// nil: open service. Otherwise every endpoint but /health needs a token.
+    /// Static tokens (`--token`, `--tokens`). With these or a users file, every endpoint but
+    /// /health, /arcgis/rest/info, the token service and the directory's assets needs a token.
     public var tokens: TokenPolicy?
+    /// A users file (`outpost users`): users sign in with `generateToken` and get signed,
+    /// expiring tokens with their role's permissions.
+    public var usersFile: URL?
     /// Where replica files and synchronizeReplica answers are written for download (nil: a new
     /// directory under the system's temporary directory).
     public var outputDirectory: URL?

@@ -41,6 +41,18 @@ enum DirectoryForms {
         ],
         submit: "Apply Edits (POST)")
 
+    static let generateToken = DirectoryForm(
+        method: "post",
+        fields: [
+            .init(name: "username", label: "User name"),
+            .init(name: "password", label: "Password", kind: .password),
+            .init(name: "client", label: "Bind the token to", kind: .choice(["requestip", "referer", "ip", "none"])),
+            .init(name: "referer", label: "Referer", help: "with client=referer: the address of the pages that use it"),
+            .init(name: "ip", label: "IP address", help: "with client=ip"),
+            .init(name: "expiration", label: "Expiration (minutes)", value: "60"),
+        ],
+        submit: "Generate Token (POST)")
+
     static let createReplica = DirectoryForm(
         method: "post",
         fields: [

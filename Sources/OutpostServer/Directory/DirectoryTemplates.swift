@@ -116,6 +116,7 @@ enum DirectoryTemplates {
         {{#area}}<textarea id="{{name}}" name="{{name}}" rows="6">{{value}}</textarea>{{/area}}
         {{#select}}<select id="{{name}}" name="{{name}}">{{#choices}}<option value="{{value}}"{{#selected}} selected{{/selected}}>{{value}}</option>{{/choices}}</select>{{/select}}
         {{#line}}<input id="{{name}}" name="{{name}}" value="{{value}}">{{/line}}
+        {{#password}}<input id="{{name}}" name="{{name}}" type="password" autocomplete="current-password">{{/password}}
         {{#help}}<span class="note">{{help}}</span>{{/help}}</div>
         {{/fields}}
         <input type="hidden" name="f" value="html">

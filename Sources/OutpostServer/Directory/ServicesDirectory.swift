@@ -28,6 +28,8 @@ struct DirectoryForm: Sendable {
             case line
             case area
             case choice([String])
+            /// Never prefilled from the request.
+            case password
         }
 
         var name: String
@@ -315,11 +317,13 @@ struct DirectoryView: Sendable {
             // A GET form's fields replace the action's query; a POST keeps it, so its errors are pages too.
             "method": form.method, "action": Self.escapePath(segments.last ?? "") + (form.method == "post" ? "?f=html" : ""), "submit": form.submit,
             "fields": form.fields.map { field -> [String: Any] in
-                let given = query.last { $0.0.lowercased() == field.name.lowercased() }?.1 ?? field.value
+                var given = query.last { $0.0.lowercased() == field.name.lowercased() }?.1 ?? field.value
+                if case .password = field.kind { given = "" }
                 var f: [String: Any] = ["name": field.name, "label": field.label, "value": given]
                 if let help = field.help { f["help"] = help }
                 switch field.kind {
                 case .line: f["line"] = true
+                case .password: f["password"] = true
                 case .area: f["area"] = true
                 case .choice(let values):
                     f["select"] = true

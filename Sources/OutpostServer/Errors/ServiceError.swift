@@ -6,18 +6,22 @@ import OutpostStorage
 /// `{"error": {"code": <status>, "message": …, "details": […]}}`.
 public struct ServiceError: Error, Sendable, CustomStringConvertible {
     public var status: Int
+    /// The error JSON's `code` when it is not the HTTP status: ArcGIS's 498 (invalid token) and
+    /// 499 (token required), which clients look for in the body.
+    public var code: Int?
     public var message: String
     public var details: [String]
 
-    public init(_ status: Int, _ message: String, details: [String] = []) {
+    public init(_ status: Int, _ message: String, code: Int? = nil, details: [String] = []) {
         self.status = status
+        self.code = code
         self.message = message
         self.details = details
     }
 
     public var description: String { "HTTP \(status): \(message)" }
 
-    public var body: ArcGISErrorBody { ArcGISErrorBody(code: status, message: message, details: details) }
+    public var body: ArcGISErrorBody { ArcGISErrorBody(code: code ?? status, message: message, details: details) }
 
     public static func notFound(_ what: String) -> ServiceError { ServiceError(404, "\(what) not found") }
 

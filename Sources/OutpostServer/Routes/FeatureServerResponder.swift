@@ -11,16 +11,18 @@ import OutpostTiles
 /// query, applyEdits and attachments, plus /health. Paths are dispatched here rather than by a
 /// route table so that every miss gets the ArcGIS error JSON with the right status.
 public struct FeatureServerResponder: HTTPResponder {
-    public typealias Context = BasicRequestContext
+    public typealias Context = OutpostRequestContext
 
     let services: ServiceDirectory
     let configuration: ServerConfiguration
     let sync: SyncServices
+    let security: Security
 
     public init(services: ServiceDirectory, configuration: ServerConfiguration) {
         self.services = services
         self.configuration = configuration
         sync = SyncServices(configuration: configuration)
+        security = Security(configuration: configuration)
     }
 
     public func respond(to request: Request, context: Context) async throws -> Response {
@@ -28,7 +30,7 @@ public struct FeatureServerResponder: HTTPResponder {
         let f = request.uri.queryParameters["f"].map { $0.lowercased() }
         let pretty = f == "pjson"
         do {
-            return try await dispatch(&request)
+            return try await dispatch(&request, remote: context.remoteAddress)
         } catch {
             let failure = ServiceError.from(error)
             if failure.status >= 500 { context.logger.error("\(request.method) \(request.uri.path): \(error)") }
@@ -43,17 +45,27 @@ public struct FeatureServerResponder: HTTPResponder {
     }
 
     static func errorJSON(_ e: ServiceError) -> JSONValue {
-        ["error": ["code": .integer(Int64(e.status)), "message": .string(e.message), "details": .array(e.details.map { .string($0) })]]
+        ["error": ["code": .integer(Int64(e.code ?? e.status)), "message": .string(e.message), "details": .array(e.details.map { .string($0) })]]
     }
 
-    private func dispatch(_ request: inout Request) async throws -> Response {
+    private func dispatch(_ request: inout Request, remote: SocketAddress?) async throws -> Response {
         let path = request.uri.path
         let segments = path.split(separator: "/").map { $0.removingPercentEncoding ?? String($0) }
         if segments == ["health"] {
             return ResponseWriting(request: request).json(["status": "ok", "services": .integer(Int64(services.names.count))])
         }
         if segments.count >= 4, segments[0] == "outpost", segments[1] == "v1", segments[2] == "services" {
-            return try await native(&request, Array(segments.dropFirst(3)))
+            return try await native(&request, Array(segments.dropFirst(3)), remote: remote)
+        }
+        if segments.count >= 2, segments[0] == "arcgis", segments[1] == "tokens" || segments.count >= 4 && segments[1] == "sharing" && segments[3] == "generateToken" {
+            return try await tokens(&request, Array(segments.dropFirst(2)), remote: remote)
+        }
+        if segments == ["arcgis", "rest", "info"] {
+            let parameters = try await readParameters(&request)
+            _ = try parameters.format()
+            var writing = ResponseWriting(request: request, pretty: (parameters["f"] ?? "").lowercased() == "pjson")
+            if DirectoryView.wanted(request, parameters) { writing.directory = (DirectoryView(segments: ["info"], query: request.uri.query), .resource) }
+            return writing.json(info(request))
         }
         // The Services Directory's own style sheet and script (no token: a page's assets are
         // fetched without it).
@@ -69,8 +81,9 @@ public struct FeatureServerResponder: HTTPResponder {
             throw ServiceError(405, "\(request.method) is not allowed; use GET or POST")
         }
         let parameters = try await readParameters(&request)
-        try authorize(request, parameters, edit: Self.isEdit(segments))
         let rest = Array(segments.dropFirst(3))
+        let caller = try security.caller(request, parameters, remote: remote)
+        try Security.require(Self.permission(rest), of: caller, on: rest.first)
         var writing = ResponseWriting(request: request, pretty: (parameters["f"] ?? "").lowercased() == "pjson")
         // A browser's request: the page is built from the JSON the resource answers.
         let view = DirectoryView.wanted(request, parameters) ? DirectoryView(segments: Array(segments.dropFirst(2)), query: request.uri.query) : nil
@@ -78,7 +91,7 @@ public struct FeatureServerResponder: HTTPResponder {
         if rest.isEmpty {
             _ = try parameters.format()
             page(.catalog)
-            return writing.json(catalog())
+            return writing.json(catalog(for: caller))
         }
         if rest.count >= 2, rest[1] == "MapServer" {
             let route = Array(rest.dropFirst(2))
@@ -170,18 +183,27 @@ public struct FeatureServerResponder: HTTPResponder {
         bytes >= 1 << 20 ? "\(bytes >> 20) MB" : "\(bytes >> 10) KB"
     }
 
-    static func isEdit(_ segments: [String]) -> Bool {
-        guard let last = segments.last else { return false }
-        return ["applyEdits", "addAttachment", "deleteAttachments", "updateAttachment", "synchronizeReplica", "unRegisterReplica"].contains(last)
+    /// What a request below `/arcgis/rest/services/` needs: edits need `edit`, replica
+    /// operations `sync`, everything else `query`.
+    static func permission(_ rest: [String]) -> Permission {
+        guard rest.count >= 2, rest[1] == "FeatureServer" else { return .query }
+        let route = rest.dropFirst(2)
+        if let last = route.last, ["applyEdits", "addAttachment", "deleteAttachments", "updateAttachment"].contains(last) { return .edit }
+        if let first = route.first, ["createReplica", "synchronizeReplica", "unRegisterReplica", "replicas", "jobs", "replicafiles"].contains(first) {
+            return .sync
+        }
+        return .query
     }
 
     /// `/outpost/v1/services/{service}/…`: the native sync API.
-    private func native(_ request: inout Request, _ rest: [String]) async throws -> Response {
+    private func native(_ request: inout Request, _ rest: [String], remote: SocketAddress?) async throws -> Response {
         guard let backend = services.backend(named: rest[0]) else { throw ServiceError.notFound("service \(rest[0])") }
         guard let syncBackend = backend as? any SyncBackend else { throw ServiceError(400, "service \(backend.name) does not support sync") }
         let parameters = try await readParameters(&request)
         let route = Array(rest.dropFirst())
-        try authorize(request, parameters, edit: NativeSyncRoutes.isEdit(route, method: request.method))
+        // Reading a replica's state, feed or checksums reads data (query); changing it is sync.
+        let needed: Permission = request.method == .get ? .query : .sync
+        try Security.require(needed, of: try security.caller(request, parameters, remote: remote), on: backend.name)
         let writing = ResponseWriting(request: request, pretty: (parameters["f"] ?? "").lowercased() == "pjson")
         return try await NativeSyncRoutes(
             sync: syncBackend, parameters: parameters, writing: writing, method: request.method, range: request.headers[.range]
@@ -198,13 +220,49 @@ public struct FeatureServerResponder: HTTPResponder {
         return id
     }
 
-    private func catalog() -> JSONValue {
-        [
+    /// The services this caller may query.
+    private func catalog(for caller: Caller) -> JSONValue {
+        let visible = { (name: String) in caller.permissions(on: name).contains(.query) }
+        return [
             "currentVersion": ServiceInfo.currentVersion,
             "folders": [],
             "services": .array(
-                services.names.map { ["name": .string($0), "type": "FeatureServer"] } + services.mapServiceNames.map { ["name": .string($0), "type": "MapServer"] }),
+                services.names.filter(visible).map { ["name": .string($0), "type": "FeatureServer"] }
+                    + services.mapServiceNames.filter(visible).map { ["name": .string($0), "type": "MapServer"] }),
         ]
+    }
+
+    /// `/arcgis/rest/info`: the version, and how to sign in.
+    private func info(_ request: Request) -> JSONValue {
+        [
+            "currentVersion": ServiceInfo.currentVersion, "fullVersion": "11.1.0", "owningSystemUrl": .null,
+            "authInfo": security.authInfo(publicBase: PublicURL(request, configured: configuration.publicURL).base),
+        ]
+    }
+
+    /// `/arcgis/tokens/generateToken` (also `/arcgis/sharing/rest/generateToken`): a token for a
+    /// user's name and password, by POST only (a password never travels in a URL). A browser's
+    /// GET gets a sign-in form.
+    private func tokens(_ request: inout Request, _ rest: [String], remote: SocketAddress?) async throws -> Response {
+        let parameters = try await readParameters(&request)
+        let format = try parameters.format()
+        var writing = ResponseWriting(request: request, pretty: format == "pjson")
+        guard rest.last == "generateToken" || rest == ["tokens"] || rest.isEmpty else { throw ServiceError.notFound(request.uri.path) }
+        let view = DirectoryView(segments: ["tokens", "generateToken"], query: request.uri.query)
+        if request.method == .get {
+            guard DirectoryView.wanted(request, parameters) else {
+                throw ServiceError(405, "generateToken takes a POST: a password never travels in a URL")
+            }
+            return writing.html(view.operation(title: "Generate Token", description: "Sign in for a token to pass as token= or Authorization: Bearer.", form: DirectoryForms.generateToken, result: nil))
+        }
+        guard request.method == .post else { throw ServiceError(405, "\(request.method) is not allowed; use POST") }
+        if request.uri.queryParameters["password"] != nil {
+            throw ServiceError(400, "Unable to generate token.", details: ["send the password in the POST body, not the URL"])
+        }
+        let secure = PublicURL(request, configured: configuration.publicURL).base.hasPrefix("https:")
+        let answer = try security.generateToken(parameters, request: request, remote: remote, secure: secure)
+        if DirectoryView.wanted(request, parameters) { writing.directory = (view, .operation(description: "Your token:", form: nil)) }
+        return writing.json(answer)
     }
 
     /// Query string plus a form-encoded body; a multipart body is kept raw for addAttachment.
@@ -227,17 +285,6 @@ public struct FeatureServerResponder: HTTPResponder {
             parameters.rawBody = body
         }
         return parameters
-    }
-
-    private func authorize(_ request: Request, _ parameters: RequestParameters, edit: Bool) throws {
-        guard let policy = configuration.tokens else { return }
-        var token = parameters["token"]
-        if let header = request.headers[.authorization], header.lowercased().hasPrefix("bearer ") {
-            token = String(header.dropFirst(7)).trimmingCharacters(in: .whitespaces)
-        }
-        guard let token else { throw ServiceError(401, "Token required", details: ["pass token= or Authorization: Bearer <token>"]) }
-        guard let scope = policy.tokens[token] else { throw ServiceError(403, "Invalid token") }
-        if edit, scope != .edit { throw ServiceError(403, "This token may not edit the service") }
     }
 }
 

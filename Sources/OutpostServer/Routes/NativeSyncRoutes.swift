@@ -30,10 +30,6 @@ struct NativeSyncRoutes {
     /// The `Range` header (attachment downloads resume with it).
     var range: String?
 
-    static func isEdit(_ route: [String], method: HTTPRequest.Method) -> Bool {
-        method == .put || method == .delete || method == .post
-    }
-
     func respond(_ route: [String]) async throws -> Response {
         switch (method, route.count) {
         case (.get, 2) where route[0] == "blobs":

@@ -27,6 +27,7 @@ struct ServeCommand: AsyncParsableCommand {
     @Option(help: "Port (0 picks a free one).") var port = 8080
     @Option(help: "A token every request but /health must carry (token= or Authorization: Bearer).") var token: String?
     @Option(help: "A file of tokens, one per line: \"<token> [read|edit]\".") var tokens: String?
+    @Option(help: "A users file (outpost users add): users sign in with POST /arcgis/tokens/generateToken.") var users: String?
     @Option(help: "Largest request body in MB.") var maxBodyMb = 64
     @Option(
         help: """
@@ -66,6 +67,11 @@ struct ServeCommand: AsyncParsableCommand {
         configuration.publicURL = publicUrl.flatMap(URL.init(string:))
         if let token { configuration.tokens = TokenPolicy(token: token) }
         if let tokens { configuration.tokens = try TokenPolicy(contentsOf: URL(fileURLWithPath: tokens)) }
+        if let users {
+            let url = URL(fileURLWithPath: users)
+            _ = try UserFile.load(from: url)  // a missing or damaged file stops here, not at the first sign-in
+            configuration.usersFile = url
+        }
         let services: ServiceDirectory
         do {
             var backends: [any FeatureServiceBackend] = []

@@ -1,0 +1,218 @@
+import Foundation
+import HTTPTypes
+import Hummingbird
+import NIOCore
+import OutpostCore
+import Synchronization
+
+/// The request context of the server: Hummingbird's, plus the peer's address (tokens issued
+/// with `client=requestip` are bound to it).
+public struct OutpostRequestContext: RequestContext, RemoteAddressRequestContext {
+    public var coreContext: CoreRequestContextStorage
+    public let remoteAddress: SocketAddress?
+
+    public init(source: ApplicationRequestContextSource) {
+        coreContext = .init(source: source)
+        remoteAddress = source.channel.remoteAddress
+    }
+}
+
+/// Who is calling, and what they may do with each service.
+enum Caller: Sendable {
+    /// No security configured: anyone may do anything.
+    case anyone
+    /// A static token of `--token`/`--tokens`.
+    case staticToken(TokenPolicy.Scope)
+    /// A user, by a token from `generateToken`.
+    case user(UserFile.User)
+
+    func permissions(on service: String?) -> Set<Permission> {
+        switch self {
+        case .anyone: Set(Permission.allCases)
+        case .staticToken(.read): [.query]
+        case .staticToken(.edit): [.query, .edit, .sync]
+        case .user(let user): user.permissions(on: service)
+        }
+    }
+}
+
+/// Token security like ArcGIS Server's: static tokens, users with roles whose tokens come from
+/// `generateToken`, the ArcGIS error codes (499 token required, 498 invalid or expired token,
+/// 403 not permitted), and failed logins throttled per user name and per address.
+final class Security: Sendable {
+    let staticTokens: TokenPolicy?
+    let users: UserDirectory?
+    let throttle = LoginThrottle()
+
+    init(configuration: ServerConfiguration) {
+        staticTokens = configuration.tokens
+        users = configuration.usersFile.map(UserDirectory.init(url:))
+    }
+
+    var isEnabled: Bool { staticTokens != nil || users != nil }
+
+    /// The longest and the default life of a token, as ArcGIS's defaults (minutes).
+    static let defaultMinutes = 60
+    static let maximumMinutes = 14 * 24 * 60
+
+    /// The token a request carries: `token=`, `Authorization: Bearer …` or
+    /// `X-Esri-Authorization: Bearer …` (the ArcGIS API for Python's header).
+    static func token(_ request: Request, _ parameters: RequestParameters) -> String? {
+        for name in ["Authorization", "X-Esri-Authorization"] {
+            if let header = request.headers[HTTPField.Name(name)!], header.lowercased().hasPrefix("bearer ") {
+                let value = String(header.dropFirst(7)).trimmingCharacters(in: .whitespaces)
+                if !value.isEmpty { return value }
+            }
+        }
+        return parameters["token"]
+    }
+
+    /// Who the request is from. Never includes the token in an error message.
+    /// - Throws: ``ServiceError`` 499 when security is on and no token came, 498 for a token that
+    ///   is unknown, forged, expired, bound to another client, or whose user is gone.
+    func caller(_ request: Request, _ parameters: RequestParameters, remote: SocketAddress?) throws -> Caller {
+        guard isEnabled else { return .anyone }
+        guard let token = Self.token(request, parameters) else {
+            throw ServiceError(401, "Token Required", code: 499, details: ["pass token=, or Authorization: Bearer <token>"])
+        }
+        if let scope = staticTokens?.tokens[token] { return .staticToken(scope) }
+        guard let users, token.hasPrefix(SignedToken.prefix) else { throw Self.invalidToken }
+        let file = try users.current()
+        guard let key = UserFile.bytes(hex: file.tokenKey) else { throw Self.invalidToken }
+        let signed: SignedToken
+        do {
+            signed = try SignedToken.decode(token, key: key)
+        } catch {
+            throw error == .expired ? ServiceError(401, "Invalid Token", code: 498, details: ["the token has expired"]) : Self.invalidToken
+        }
+        if let binding = signed.binding {
+            let matches: Bool
+            if binding.hasPrefix("ip:") {
+                matches = remote?.ipAddress == String(binding.dropFirst(3))
+            } else if binding.hasPrefix("ref:") {
+                matches = request.headers[.referer].map { Self.sameReferer($0, String(binding.dropFirst(4))) } ?? false
+            } else {
+                matches = false
+            }
+            guard matches else { throw ServiceError(401, "Invalid Token", code: 498, details: ["the token was issued for another client"]) }
+        }
+        guard let user = file.user(named: signed.user) else { throw Self.invalidToken }
+        return .user(user)
+    }
+
+    static let invalidToken = ServiceError(401, "Invalid Token", code: 498)
+
+    /// A token bound to a referer is good for pages under it (ArcGIS compares the start).
+    static func sameReferer(_ header: String, _ bound: String) -> Bool {
+        header == bound || header.hasPrefix(bound.hasSuffix("/") ? bound : bound + "/") || header.hasPrefix(bound + "?")
+    }
+
+    /// Refuses a caller that lacks `permission` on `service`.
+    static func require(_ permission: Permission, of caller: Caller, on service: String?) throws {
+        guard caller.permissions(on: service).contains(permission) else {
+            throw ServiceError(403, "You do not have permissions to access this resource or perform this operation.", details: ["\(permission.rawValue) is not granted"])
+        }
+    }
+
+    /// `POST /arcgis/tokens/generateToken`: a signed token for a user's name and password.
+    func generateToken(_ parameters: RequestParameters, request: Request, remote: SocketAddress?, secure: Bool) throws -> JSONValue {
+        guard let users else {
+            throw ServiceError(400, "Unable to generate token.", details: ["this server has no users (outpost serve --users)"])
+        }
+        guard let name = parameters["username"], let password = parameters["password"] else {
+            throw ServiceError(400, "Unable to generate token.", details: ["'username' and 'password' are required"])
+        }
+        let address = remote?.ipAddress ?? "unknown"
+        let keys = ["user:" + name.lowercased(), "ip:" + address]
+        try throttle.check(keys)
+        let file = try users.current()
+        guard let user = file.authenticate(name, password: password) else {
+            throttle.failed(keys)
+            throw ServiceError(400, "Unable to generate token.", details: ["Invalid username or password."])
+        }
+        throttle.succeeded("user:" + name.lowercased())
+        let minutes = try parameters.int("expiration", range: 1...Self.maximumMinutes) ?? Self.defaultMinutes
+        let binding: String?
+        switch (parameters["client"] ?? (parameters["referer"] != nil ? "referer" : "requestip")).lowercased() {
+        case "requestip": binding = remote?.ipAddress.map { "ip:" + $0 }
+        case "ip":
+            guard let ip = parameters["ip"] else { throw ServiceError.badParameter("ip", "client=ip needs the address in 'ip'") }
+            binding = "ip:" + ip
+        case "referer":
+            guard let referer = parameters["referer"] else { throw ServiceError.badParameter("referer", "client=referer needs 'referer'") }
+            binding = "ref:" + referer
+        case "none", "anonymous": binding = nil
+        case let other: throw ServiceError.badParameter("client", "\"\(other.prefix(20))\" is not requestip, ip, referer or none")
+        }
+        let expires = Date().addingTimeInterval(TimeInterval(minutes * 60))
+        guard let key = UserFile.bytes(hex: file.tokenKey) else { throw ServiceError(500, "the users file's token key is damaged") }
+        let token = SignedToken(user: user.name, expires: expires, binding: binding).encoded(key: key)
+        return ["token": .string(token), "expires": .integer(Int64(expires.timeIntervalSince1970 * 1000)), "ssl": .bool(secure)]
+    }
+
+    /// `…/rest/info`'s `authInfo`.
+    func authInfo(publicBase: String) -> JSONValue {
+        guard isEnabled else { return ["isTokenBasedSecurity": false] }
+        return [
+            "isTokenBasedSecurity": true, "tokenServicesUrl": .string("\(publicBase)/arcgis/tokens/generateToken"),
+            "shortLivedTokenValidity": .integer(Int64(Self.defaultMinutes)),
+        ]
+    }
+}
+
+/// The users file, read again when it changes (checked at most once a second), so
+/// `outpost users add` takes effect on a running server.
+final class UserDirectory: Sendable {
+    let url: URL
+    private let state = Mutex<(file: UserFile?, modified: Date?, checked: Date)>((nil, nil, .distantPast))
+
+    init(url: URL) { self.url = url }
+
+    func current() throws -> UserFile {
+        let now = Date()
+        if let cached = state.withLock({ s -> UserFile? in now.timeIntervalSince(s.checked) < 1 ? s.file : nil }) { return cached }
+        let modified = (try? FileManager.default.attributesOfItem(atPath: url.path))?[.modificationDate] as? Date
+        if let cached = state.withLock({ s -> UserFile? in
+            s.checked = now
+            return s.modified == modified ? s.file : nil
+        }) {
+            return cached
+        }
+        let file = try UserFile.load(from: url)
+        state.withLock { $0 = (file, modified, now) }
+        return file
+    }
+}
+
+/// Failed logins per key (a user name, an address): after 5 within 15 minutes, further attempts
+/// are refused (429) until the oldest of them is 15 minutes old.
+final class LoginThrottle: Sendable {
+    static let limit = 5
+    static let window: TimeInterval = 15 * 60
+    private let failures = Mutex<[String: [Date]]>([:])
+
+    func check(_ keys: [String], now: Date = Date()) throws {
+        let wait = failures.withLock { all -> TimeInterval? in
+            var longest: TimeInterval?
+            for key in keys {
+                let recent = (all[key] ?? []).filter { now.timeIntervalSince($0) < Self.window }
+                all[key] = recent.isEmpty ? nil : recent
+                if recent.count >= Self.limit, let oldest = recent.first {
+                    longest = max(longest ?? 0, Self.window - now.timeIntervalSince(oldest))
+                }
+            }
+            return longest
+        }
+        if let wait {
+            throw ServiceError(429, "Too many failed logins; try again in \(Int(wait.rounded(.up))) seconds.")
+        }
+    }
+
+    func failed(_ keys: [String], now: Date = Date()) {
+        failures.withLock { all in for key in keys { all[key, default: []].append(now) } }
+    }
+
+    func succeeded(_ key: String) {
+        failures.withLock { _ = $0.removeValue(forKey: key) }
+    }
+}

@@ -1,0 +1,113 @@
+import ArgumentParser
+import Foundation
+import OutpostServer
+
+#if canImport(Glibc)
+    import Glibc
+#endif
+
+/// The users file `outpost serve --users` reads: who may sign in, with which role and per-service
+/// permissions. Changes reach a running server within a second.
+struct UsersCommand: AsyncParsableCommand {
+    static let configuration = CommandConfiguration(
+        commandName: "users",
+        abstract: "Manage the users who sign in to outpost serve (--users) with generateToken.",
+        discussion: """
+            Roles: viewer (query), editor (query, edit, sync), admin (all). --service NAME=query,edit \
+            replaces the role's permissions for one service. Passwords are stored as salted \
+            PBKDF2-HMAC-SHA256 hashes; the file (mode 0600) also holds the key that signs tokens.
+            """,
+        subcommands: [Add.self, List.self, Remove.self])
+
+    struct FileOption: ParsableArguments {
+        @Option(help: "The users file (default: $OUTPOST_USERS or users.json).") var users: String?
+        var url: URL { URL(fileURLWithPath: users ?? ProcessInfo.processInfo.environment["OUTPOST_USERS"] ?? "users.json") }
+    }
+
+    struct Add: AsyncParsableCommand {
+        static let configuration = CommandConfiguration(abstract: "Add a user, or give an existing one a new password, role and permissions.")
+        @Argument(help: "The user name.") var name: String
+        @Option(help: "viewer, editor or admin.") var role: String
+        @Option(help: "Permissions on one service, replacing the role's there: NAME=query,edit,sync,admin (repeatable).") var service: [String] = []
+        @Flag(help: "Read the password from the first line of standard input instead of asking.") var passwordStdin = false
+        @OptionGroup var file: FileOption
+
+        func validate() throws {
+            guard Role(rawValue: role) != nil else { throw ValidationError("--role is viewer, editor or admin") }
+            _ = try permissions()
+        }
+
+        func permissions() throws -> [String: [Permission]]? {
+            guard !service.isEmpty else { return nil }
+            var out: [String: [Permission]] = [:]
+            for entry in service {
+                let parts = entry.split(separator: "=", maxSplits: 1).map(String.init)
+                guard parts.count == 2, !parts[0].isEmpty else { throw ValidationError("--service is NAME=permission,… (\(entry))") }
+                let list = try parts[1].split(separator: ",").map { text -> Permission in
+                    guard let p = Permission(rawValue: text.trimmingCharacters(in: .whitespaces)) else {
+                        throw ValidationError("\(text) is not a permission: query, edit, sync or admin")
+                    }
+                    return p
+                }
+                out[parts[0]] = Array(Set(list)).sorted()
+            }
+            return out
+        }
+
+        func run() async throws {
+            let password = try readPassword(fromStdin: passwordStdin, prompt: "password for \(name): ")
+            var users = FileManager.default.fileExists(atPath: file.url.path) ? try UserFile.load(from: file.url) : UserFile()
+            let existed = users.user(named: name) != nil
+            try users.setUser(name, role: Role(rawValue: role)!, password: password, services: try permissions())
+            try users.save(to: file.url)
+            print("\(existed ? "updated" : "added") \(name) (\(role)) in \(file.url.path)")
+        }
+    }
+
+    struct List: AsyncParsableCommand {
+        static let configuration = CommandConfiguration(abstract: "List the users, their roles and per-service permissions.")
+        @OptionGroup var file: FileOption
+        @Flag(help: "Print JSON: [{\"name\", \"role\", \"services\"}].") var json = false
+
+        func run() async throws {
+            let users = try UserFile.load(from: file.url).users
+            if json {
+                return printJSON(.array(users.map { u in
+                    ["name": .string(u.name), "role": .string(u.role.rawValue),
+                     "services": .object((u.services ?? [:]).mapValues { .array($0.map { .string($0.rawValue) }) })]
+                }))
+            }
+            if users.isEmpty { print("no users in \(file.url.path)") }
+            for u in users {
+                let extra = (u.services ?? [:]).sorted { $0.key < $1.key }.map { "\($0.key): \($0.value.map(\.rawValue).joined(separator: ","))" }
+                print("\(u.name)  \(u.role.rawValue)" + (extra.isEmpty ? "" : "  (\(extra.joined(separator: "; ")))"))
+            }
+        }
+    }
+
+    struct Remove: AsyncParsableCommand {
+        static let configuration = CommandConfiguration(abstract: "Remove a user; their tokens stop working at once.")
+        @Argument(help: "The user name.") var name: String
+        @OptionGroup var file: FileOption
+
+        func run() async throws {
+            var users = try UserFile.load(from: file.url)
+            guard users.user(named: name) != nil else { throw CLIFailure(message: "\(file.url.path) has no user \(name)") }
+            users.users.removeAll { $0.name.lowercased() == name.lowercased() }
+            try users.save(to: file.url)
+            print("removed \(name)")
+        }
+    }
+}
+
+/// A password from standard input's first line, or asked for on the terminal without echo.
+func readPassword(fromStdin: Bool, prompt: String) throws -> String {
+    if fromStdin || isatty(STDIN_FILENO) == 0 {
+        guard let line = readLine(strippingNewline: true), !line.isEmpty else { throw CLIFailure(message: "no password on standard input") }
+        return line
+    }
+    guard let entered = getpass(prompt) else { throw CLIFailure(message: "no password entered") }
+    let first = String(cString: entered)
+    guard let again = getpass("again: "), String(cString: again) == first else { throw CLIFailure(message: "the passwords differ") }
+    return first
+}

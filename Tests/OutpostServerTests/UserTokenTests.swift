@@ -1,0 +1,151 @@
+import Foundation
+import HTTPTypes
+import OutpostCore
+import OutpostServiceTestSupport
+import OutpostTestSupport
+import Testing
+
+@testable import OutpostServer
+
+/// Security like ArcGIS Server's: users with roles sign in with generateToken and get signed,
+/// expiring tokens; `rest/info` says so; missing and bad tokens answer ArcGIS's 499 and 498;
+/// each role is held to its permissions; failed logins are throttled.
+@Suite("Users, roles and tokens")
+struct UserTokenTests {
+    static let password = "correct horse battery"
+
+    /// A users file: a viewer, an editor, an admin, and a viewer who may edit one service.
+    static func usersFile(_ directory: TemporaryDirectory) throws -> URL {
+        var file = UserFile()
+        try file.setUser("vera", role: .viewer, password: password)
+        try file.setUser("ed", role: .editor, password: password)
+        try file.setUser("ada", role: .admin, password: password)
+        try file.setUser("fieldcrew", role: .viewer, password: password, services: ["field_inspection": [.query, .edit]])
+        try file.setUser("outsider", role: .editor, password: password, services: ["field_inspection": []])
+        let url = directory.file("users.json")
+        try file.save(to: url)
+        return url
+    }
+
+    func withSecuredServer(_ kind: BackendKind, _ body: @Sendable (Client, TestService, URL) async throws -> Void) async throws {
+        let directory = TemporaryDirectory()
+        let users = try Self.usersFile(directory)
+        var configuration = ServerConfiguration(port: 0, tokens: TokenPolicy(tokens: ["static-reader": .read]))
+        configuration.usersFile = users
+        try await withServer(kind, configuration: configuration) { client, service in try await body(client, service, users) }
+        withExtendedLifetime(directory) {}
+    }
+
+    static func signIn(_ client: Client, _ name: String, password: String = password, extra: [String: String] = [:]) async throws -> Client.Reply {
+        try await client.post("/arcgis/tokens/generateToken", ["username": name, "password": password, "client": "none", "f": "json"].merging(extra) { $1 })
+    }
+
+    static func token(_ client: Client, _ name: String) async throws -> String {
+        let reply = try await signIn(client, name)
+        return try #require(try reply.json()["token"]?.stringValue, "\(reply.text)")
+    }
+
+    @Test(arguments: BackendKind.available)
+    func rolesGetWhatTheyAreAllowed(kind: BackendKind) async throws {
+        try await withSecuredServer(kind) { client, service, _ in
+            let info = try await client.get("/arcgis/rest/info?f=json").json()
+            #expect(info["authInfo"]?["isTokenBasedSecurity"] == true)
+            #expect(info["authInfo"]?["tokenServicesUrl"]?.stringValue?.hasSuffix("/arcgis/tokens/generateToken") == true)
+
+            let missing = try await client.get("\(base)?f=json")
+            #expect(missing.status == 401 && missing.errorCode == 499)
+            let signed = try await Self.signIn(client, "vera", extra: ["expiration": "30"])
+            let expires = try #require(try signed.json()["expires"]?.integerValue)
+            #expect(abs(Double(expires) / 1000 - Date().addingTimeInterval(1800).timeIntervalSince1970) < 60)
+
+            let vera = try await Self.token(client, "vera"), ed = try await Self.token(client, "ed"), crew = try await Self.token(client, "fieldcrew")
+            let outsider = try await Self.token(client, "outsider")
+            let adds = #"[{"attributes":{"asset_id":"R-1","asset_type":"valve"},"geometry":{"x":-122.65,"y":45.52}}]"#
+            let before = try await service.snapshot()
+
+            #expect(try await client.get("\(base)/0/query?where=1%3D1&returnCountOnly=true&token=\(vera)").json() == ["count": 300])
+            let viewerEdit = try await client.post("\(base)/0/applyEdits", ["adds": adds, "token": vera])
+            #expect(viewerEdit.status == 403 && viewerEdit.errorCode == 403, "\(viewerEdit.text)")
+            let viewerSync = try await client.post("\(base)/createReplica", ["layers": "0", "token": vera])
+            #expect(viewerSync.status == 403, "a viewer cannot take a replica")
+            let staticReader = try await client.post("\(base)/0/applyEdits", ["adds": adds, "token": "static-reader"])
+            #expect(staticReader.status == 403, "static tokens keep their scopes")
+            #expect(try await service.snapshot() == before, "refused requests changed nothing")
+
+            // The same header the ArcGIS API for Python sends.
+            let edited = try await client.post("\(base)/0/applyEdits", ["adds": adds], headers: [HTTPField.Name("X-Esri-Authorization")!: "Bearer \(ed)"])
+            #expect(try edited.json()["addResults"]?[0]?["success"] == true, "\(edited.text)")
+            #expect(try await client.post("\(base)/createReplica", ["layers": "0", "dataFormat": "json", "token": ed]).status == 200)
+            // Per-service permissions replace the role's.
+            #expect(try await client.post("\(base)/0/applyEdits", ["adds": adds, "token": crew]).status == 200)
+            #expect(try await client.post("\(base)/createReplica", ["layers": "0", "token": crew]).status == 403)
+            #expect(try await client.get("\(base)?f=json&token=\(outsider)").status == 403)
+            #expect(try await client.get("/arcgis/rest/services?f=json&token=\(outsider)").json()["services"] == [], "the catalog lists only what a caller may see")
+            #expect(try await client.get("/arcgis/rest/services?f=json&token=\(vera)").json()["services"]?.arrayValue?.count == 1)
+        }
+    }
+
+    @Test(arguments: BackendKind.available)
+    func badTokensAndSignInsAreRefused(kind: BackendKind) async throws {
+        try await withSecuredServer(kind) { client, _, usersURL in
+            let file = try UserFile.load(from: usersURL)
+            let key = try #require(UserFile.bytes(hex: file.tokenKey))
+            func status(_ token: String, headers: HTTPFields = [:]) async throws -> (Int, JSONValue?) {
+                let reply = try await client.get("\(base)?f=json&token=\(q(token))", headers: headers)
+                return (reply.status, try? reply.json()["error"]?["code"])
+            }
+            let expired = SignedToken(user: "ed", expires: Date().addingTimeInterval(-5), binding: nil).encoded(key: key)
+            #expect(try await status(expired) == (401, 498))
+            let otherKey = SignedToken(user: "ada", expires: Date().addingTimeInterval(600), binding: nil).encoded(key: Array(repeating: 7, count: 32))
+            #expect(try await status(otherKey) == (401, 498), "a token signed with another key is forged")
+            var altered = SignedToken(user: "ed", expires: Date().addingTimeInterval(600), binding: nil).encoded(key: key)
+            altered = altered.replacingOccurrences(of: "o1.", with: "o1.e")
+            #expect(try await status(altered) == (401, 498))
+            #expect(try await status("nonsense") == (401, 498))
+
+            let referer = try await Self.signIn(client, "ed", extra: ["client": "referer", "referer": "https://maps.example.org/app"])
+            let bound = try #require(try referer.json()["token"]?.stringValue)
+            #expect(try await status(bound, headers: [.referer: "https://maps.example.org/app/index.html"]).0 == 200)
+            #expect(try await status(bound, headers: [.referer: "https://evil.example/app"]) == (401, 498))
+            #expect(try await status(bound) == (401, 498), "a referer-bound token without the referer")
+
+            // A removed user's tokens stop working (the file is read again when it changes).
+            let ada = try await Self.token(client, "ada")
+            #expect(try await status(ada).0 == 200)
+            var changed = try UserFile.load(from: usersURL)
+            changed.users.removeAll { $0.name == "ada" }
+            try changed.save(to: usersURL)
+            try await Task.sleep(for: .milliseconds(1100))
+            #expect(try await status(ada) == (401, 498))
+
+            // Sign-in: POST only, the password never in the URL, wrong ones throttled.
+            #expect(try await client.get("/arcgis/tokens/generateToken?username=ed&password=x&f=json").status == 405)
+            let inURL = try await client.post("/arcgis/tokens/generateToken?password=\(q(Self.password))", ["username": "ed", "f": "json"])
+            #expect(inURL.status == 400)
+            for _ in 0..<LoginThrottle.limit {
+                let wrong = try await Self.signIn(client, "vera", password: "not the password")
+                #expect(wrong.status == 400 && (try? wrong.json())?["error"]?["details"]?[0] == "Invalid username or password.")
+            }
+            let throttled = try await Self.signIn(client, "vera")
+            #expect(throttled.status == 429, "the right password is refused too until the window passes: \(throttled.text)")
+            #expect(try await Self.signIn(client, "nobody", password: "whatever-it-is").status == 429, "the address is throttled too")
+        }
+    }
+
+    @Test func tokensRoundTripAndFailClosed() throws {
+        let key = Array(repeating: UInt8(3), count: 32)
+        let token = SignedToken(user: "ann", expires: Date(timeIntervalSince1970: 4_000_000_000), binding: "ip:10.0.0.1")
+        let text = token.encoded(key: key)
+        #expect(try SignedToken.decode(text, key: key) == token)
+        #expect(throws: SignedToken.Failure.expired) { try SignedToken.decode(text, key: key, now: Date(timeIntervalSince1970: 4_000_000_001)) }
+        #expect(throws: SignedToken.Failure.invalid) { try SignedToken.decode(text + "A", key: key) }
+        #expect(throws: SignedToken.Failure.invalid) { try SignedToken.decode(String(text.dropLast(2)), key: key) }
+
+        var file = UserFile()
+        try file.setUser("ann", role: .editor, password: "long enough")
+        #expect(file.authenticate("ANN", password: "long enough")?.name == "ann")
+        #expect(file.authenticate("ann", password: "long enougH") == nil && file.authenticate("bob", password: "long enough") == nil)
+        #expect(throws: ServiceError.self) { try file.setUser("bob", role: .viewer, password: "short") }
+        #expect(file.users[0].hash.count == 64 && file.users[0].iterations >= 600_000, "salted PBKDF2-HMAC-SHA256")
+    }
+}
