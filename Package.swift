@@ -25,6 +25,8 @@ let package = Package(
         // HTTP client for sync and tile sources: streaming bodies, timeouts, decompression, pooling.
         .package(url: "https://github.com/swift-server/async-http-client", from: "1.37.0"),
         .package(url: "https://github.com/apple/swift-nio", from: "2.101.2"),
+        // TLS for outpost serve --tls-cert/--tls-key (already in the graph through the HTTP client).
+        .package(url: "https://github.com/apple/swift-nio-ssl", from: "2.37.6"),
         // HTTP field and status types the server's routes name (already in Hummingbird's graph).
         .package(url: "https://github.com/apple/swift-http-types", from: "1.8.0"),
         // The feature service: HTTP/1.1 server with graceful shutdown through ServiceLifecycle.
@@ -91,6 +93,9 @@ let package = Package(
             dependencies: [
                 "OutpostProtocol", "OutpostTiles", "OutpostStorage", "OutpostCore",
                 .product(name: "Hummingbird", package: "hummingbird"),
+                .product(name: "HummingbirdTLS", package: "hummingbird"),
+                .product(name: "HummingbirdHTTP2", package: "hummingbird"),
+                .product(name: "NIOSSL", package: "swift-nio-ssl"),
                 .product(name: "HTTPTypes", package: "swift-http-types"),
                 .product(name: "NIOCore", package: "swift-nio"),
                 .product(name: "Logging", package: "swift-log"),

@@ -1,33 +1,61 @@
 import Foundation
 import Hummingbird
+import HummingbirdHTTP2
+import HummingbirdTLS
 import Logging
 import NIOCore
+import NIOSSL
 
 /// Builds and runs the Outpost feature service.
 ///
 /// ```swift
 /// let services = try ServiceDirectory(loading: URL(fileURLWithPath: "services/"))
-/// let app = OutpostApplication.make(services: services, configuration: ServerConfiguration(port: 0)) { url in
+/// let app = try OutpostApplication.make(services: services, configuration: ServerConfiguration(port: 0)) { url in
 ///     print("listening on \(url)")
 /// }
 /// try await app.runService()   // stops gracefully on SIGINT/SIGTERM
 /// ```
 public enum OutpostApplication {
+    /// - Throws: ``ServiceError`` (500) when the TLS certificate or key cannot be read.
     public static func make(
         services: ServiceDirectory, configuration: ServerConfiguration,
         onListening: @escaping @Sendable (String) async -> Void = { _ in }
-    ) -> Application<FeatureServerResponder> {
+    ) throws -> Application<FeatureServerResponder> {
         var logger = Logger(label: "outpost.server")
         logger.logLevel = ProcessInfo.processInfo.environment["LOG_LEVEL"].flatMap(Logger.Level.init(rawValue:)) ?? .warning
         let host = configuration.host
+        let tls = try configuration.tls.map(Self.tlsConfiguration)
+        let scheme = tls == nil ? "http" : "https"
         return Application(
             responder: FeatureServerResponder(services: services, configuration: configuration),
+            server: try tls.map { try .http2Upgrade(tlsConfiguration: $0) } ?? .http1(),
             configuration: .init(address: .hostname(host, port: configuration.port), serverName: "Outpost"),
             onServerRunning: { channel in
                 let port = channel.localAddress?.port ?? configuration.port
-                await onListening("http://\(host):\(port)")
+                await onListening("\(scheme)://\(host):\(port)")
             },
             logger: logger)
+    }
+
+    /// TLS 1.2 and later with the certificate chain and key of `files`; ALPN offers h2 and
+    /// http/1.1.
+    static func tlsConfiguration(_ files: TLSFiles) throws -> TLSConfiguration {
+        let chain: [NIOSSLCertificate]
+        let key: NIOSSLPrivateKey
+        do {
+            chain = try NIOSSLCertificate.fromPEMFile(files.certificateChain.path)
+        } catch {
+            throw ServiceError(500, "cannot read the TLS certificate chain \(files.certificateChain.path): \(error)")
+        }
+        do {
+            key = try NIOSSLPrivateKey(file: files.privateKey.path, format: .pem)
+        } catch {
+            throw ServiceError(500, "cannot read the TLS private key \(files.privateKey.path): \(error)")
+        }
+        guard !chain.isEmpty else { throw ServiceError(500, "\(files.certificateChain.path) holds no certificate") }
+        var tls = TLSConfiguration.makeServerConfiguration(certificateChain: chain.map { .certificate($0) }, privateKey: .privateKey(key))
+        tls.minimumTLSVersion = .tlsv12
+        return tls
     }
 }
 

@@ -23,7 +23,7 @@ public final class LiveService: Sendable {
         var configuration = configuration
         configuration.port = 0
         let (stream, continuation) = AsyncStream<String>.makeStream()
-        let app = OutpostApplication.make(services: ServiceDirectory([service.backend]), configuration: configuration) { url in
+        let app = try OutpostApplication.make(services: ServiceDirectory([service.backend]), configuration: configuration) { url in
             continuation.yield(url)
             continuation.finish()
         }

@@ -93,3 +93,65 @@ struct UsersCommandTests {
         withExtendedLifetime(service) {}
     }
 }
+
+/// `outpost serve --tls-cert --tls-key`: HTTPS with HTTP/2 and HTTP/1.1 by ALPN, URLs written with
+/// https, generateToken saying ssl, and a client that does not trust the certificate refused.
+@Suite("outpost serve over TLS")
+struct TLSServeTests {
+    /// A self-signed certificate for 127.0.0.1 (openssl), as a CA a client can be told to trust.
+    static func certificate(in dir: TemporaryDirectory) async throws -> (cert: URL, key: URL) {
+        let cert = dir.file("cert.pem"), key = dir.file("key.pem")
+        let made = try await ExternalTools.run("openssl", [
+            "req", "-x509", "-newkey", "rsa:2048", "-nodes", "-subj", "/CN=127.0.0.1", "-addext", "subjectAltName=IP:127.0.0.1,DNS:localhost",
+            "-keyout", key.path, "-out", cert.path, "-days", "2",
+        ])
+        #expect(made.succeeded, "\(made.stderr)")
+        return (cert, key)
+    }
+
+    @Test(.timeLimit(.minutes(2)))
+    func httpsWithHTTP2SignInAndPublicURLs() async throws {
+        let dir = TemporaryDirectory()
+        let (cert, key) = try await Self.certificate(in: dir)
+        let users = dir.file("users.json")
+        #expect(try await ExternalTools.run(
+            Repository.outpostExecutable.path, ["users", "add", "crew", "--role", "editor", "--users", users.path, "--password-stdin"], input: "a long pass phrase\n").succeeded)
+        let service = try await TestService.fieldInspection(.sqlite)
+        try await service.backend.close()
+        let server = try await ServeProcess.start(service: service.file, arguments: ["--tls-cert", cert.path, "--tls-key", key.path, "--users", users.path])
+        #expect(server.url.scheme == "https")
+        let base = server.url.absoluteString
+
+        // curl negotiates HTTP/2 by ALPN, and can still ask for HTTP/1.1.
+        let info = try await ExternalTools.run("curl", ["-s", "--cacert", cert.path, "-w", "\n%{http_version}", "\(base)/arcgis/rest/info?f=json"])
+        let lines = info.stdout.split(separator: "\n")
+        #expect(lines.last == "2", "\(info.stdout) \(info.stderr)")
+        let answer = try JSONValue.parse(String(lines.first ?? ""))
+        #expect(answer["authInfo"]?["tokenServicesUrl"]?.stringValue == "\(base)/arcgis/tokens/generateToken", "written with https")
+        let old = try await ExternalTools.run("curl", ["-s", "--http1.1", "--cacert", cert.path, "-o", "/dev/null", "-w", "%{http_version} %{http_code}", "\(base)/health"])
+        #expect(old.stdout == "1.1 200")
+        let untrusted = try await ExternalTools.run("curl", ["-s", "-o", "/dev/null", "\(base)/health"])
+        #expect(untrusted.status == 60, "a client that does not trust the certificate is refused")
+
+        // Python's ssl module with the CA: sign in over HTTPS, query with the token.
+        let script = """
+            import json, ssl, sys, urllib.request, urllib.parse
+            context = ssl.create_default_context(cafile=sys.argv[2])
+            body = urllib.parse.urlencode({"username": "crew", "password": "a long pass phrase", "client": "requestip", "f": "json"}).encode()
+            token = json.load(urllib.request.urlopen(sys.argv[1] + "/arcgis/tokens/generateToken", body, context=context))
+            assert token["ssl"] is True, token
+            url = sys.argv[1] + "/arcgis/rest/services/field_inspection/FeatureServer/0/query?where=1%3D1&returnCountOnly=true&f=json&token=" + token["token"]
+            print(json.load(urllib.request.urlopen(url, context=context))["count"])
+            """
+        let python = try await ExternalTools.python(script, [base, cert.path])
+        #expect(python.stdout.trimmingCharacters(in: .whitespacesAndNewlines) == "300", "\(python.stderr)")
+        await server.stop()
+
+        // A key that does not load stops the server at once, in one line.
+        try Data("not a key".utf8).write(to: dir.file("bad.pem"))
+        let bad = try await ExternalTools.run(
+            Repository.outpostExecutable.path, ["serve", "--service", service.file.path, "--port", "0", "--tls-cert", cert.path, "--tls-key", dir.file("bad.pem").path])
+        #expect(bad.status == 1 && bad.stderr.contains("TLS private key"), "\(bad.stderr)")
+        withExtendedLifetime(service) {}
+    }
+}

@@ -67,7 +67,7 @@ func withServer<T: Sendable>(
     _ body: @Sendable (Client, TestService) async throws -> T
 ) async throws -> T {
     let service = try await TestService.fieldInspection(kind)
-    let app = OutpostApplication.make(services: ServiceDirectory([service.backend]), configuration: configuration)
+    let app = try OutpostApplication.make(services: ServiceDirectory([service.backend]), configuration: configuration)
     let result = try await app.test(.router) { client in try await body(Client(client: client), service) }
     try await service.backend.close()
     return result

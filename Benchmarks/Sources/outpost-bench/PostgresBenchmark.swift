@@ -17,7 +17,7 @@ enum PostgresBenchmark {
     static func serve(_ url: String) async throws {
         let location = try PostgresLocation(url: url)
         let services = ServiceDirectory(try await PostgresServiceBackend.openAll(at: location).map { $0 as any FeatureServiceBackend })
-        let app = OutpostApplication.make(services: services, configuration: ServerConfiguration(port: 0)) { url in
+        let app = try OutpostApplication.make(services: services, configuration: ServerConfiguration(port: 0)) { url in
             FileHandle.standardOutput.write(Data("listening on \(url)\n".utf8))
         }
         try await app.runService()

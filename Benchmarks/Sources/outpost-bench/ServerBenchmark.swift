@@ -45,7 +45,7 @@ enum ServerBenchmark {
         let services = ServiceDirectory([try SQLiteServiceBackend(url: file)])
         // BENCH_PORT: a fixed port, so replicas made for profiling by hand reach a restarted server.
         let port = ProcessInfo.processInfo.environment["BENCH_PORT"].flatMap { Int($0) } ?? 0
-        let app = OutpostApplication.make(services: services, configuration: ServerConfiguration(port: port)) { url in
+        let app = try OutpostApplication.make(services: services, configuration: ServerConfiguration(port: port)) { url in
             FileHandle.standardOutput.write(Data("listening on \(url)\n".utf8))
         }
         try await app.runService()

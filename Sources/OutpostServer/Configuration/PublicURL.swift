@@ -8,14 +8,15 @@ import Hummingbird
 ///
 /// In order: the configured public URL (`outpost serve --public-url`); the first element of
 /// `Forwarded` (RFC 7239: `proto`, `host`); `X-Forwarded-Proto`, `X-Forwarded-Host` and
-/// `X-Forwarded-Prefix`; the request's own Host. A value that is not a plain host[:port], a
+/// `X-Forwarded-Prefix`; the request's own Host (https when the server serves TLS). A value that is not a plain host[:port], a
 /// scheme other than http/https or a prefix that is not a clean path is ignored, so a header
 /// cannot inject text into the URLs.
 struct PublicURL {
     /// `scheme://host[:port][/prefix]`, without a trailing slash.
     let base: String
 
-    init(_ request: Request, configured: URL?) {
+    /// - Parameter secure: the server itself serves HTTPS (the scheme when nothing says otherwise).
+    init(_ request: Request, configured: URL?, secure: Bool = false) {
         if let configured {
             var text = configured.absoluteString
             while text.hasSuffix("/") { text.removeLast() }
@@ -42,9 +43,13 @@ struct PublicURL {
         scheme = scheme ?? firstValue("X-Forwarded-Proto")
         host = host ?? firstValue("X-Forwarded-Host")
         let prefix = firstValue("X-Forwarded-Prefix").flatMap(Self.cleanPrefix) ?? ""
-        let usedScheme = scheme.map { $0.lowercased() }.flatMap { ["http", "https"].contains($0) ? $0 : nil } ?? "http"
+        let usedScheme = scheme.map { $0.lowercased() }.flatMap { ["http", "https"].contains($0) ? $0 : nil } ?? (secure ? "https" : "http")
         let usedHost = host.flatMap(Self.cleanHost) ?? request.head.authority.flatMap(Self.cleanHost) ?? "127.0.0.1"
         base = "\(usedScheme)://\(usedHost)\(prefix)"
+    }
+
+    init(_ request: Request, configuration: ServerConfiguration) {
+        self.init(request, configured: configuration.publicURL, secure: configuration.tls != nil)
     }
 
     /// `…/arcgis/rest/services/<name>/<kind>` as the client reaches it.

@@ -28,6 +28,9 @@ public struct ServerConfiguration: Sendable {
     /// in front of it does not say so in `Forwarded`/`X-Forwarded-*` headers. Every absolute URL
     /// the server writes starts with it.
     public var publicURL: URL?
+    /// Serve HTTPS (HTTP/2 and HTTP/1.1 by ALPN) with this certificate chain and private key
+    /// (PEM files); nil: plain HTTP.
+    public var tls: TLSFiles?
 
     public init(
         host: String = "127.0.0.1", port: Int = 8080, maxBodyBytes: Int = 64 << 20, tokens: TokenPolicy? = nil,
@@ -39,6 +42,17 @@ public struct ServerConfiguration: Sendable {
         self.tokens = tokens
         self.outputDirectory = outputDirectory
         self.resultRetention = resultRetention
+    }
+}
+
+/// A PEM certificate chain and its private key.
+public struct TLSFiles: Sendable {
+    public var certificateChain: URL
+    public var privateKey: URL
+
+    public init(certificateChain: URL, privateKey: URL) {
+        self.certificateChain = certificateChain
+        self.privateKey = privateKey
     }
 }
 

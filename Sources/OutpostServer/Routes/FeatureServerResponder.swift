@@ -96,7 +96,7 @@ public struct FeatureServerResponder: HTTPResponder {
         if rest.count >= 2, rest[1] == "MapServer" {
             let route = Array(rest.dropFirst(2))
             page(route.isEmpty ? .mapServer : .resource)
-            let mapServerURL = PublicURL(request, configured: configuration.publicURL).service(rest[0], "MapServer")
+            let mapServerURL = PublicURL(request, configuration: configuration).service(rest[0], "MapServer")
             if let cache = try await services.tileCache(named: rest[0]) {
                 let jobs = MapServerJobs(source: TileCacheSource(cache: cache), services: sync, parameters: parameters, writing: writing, mapServerURL: mapServerURL)
                 if let answer = try await jobs.respond(route) { return answer }
@@ -236,7 +236,7 @@ public struct FeatureServerResponder: HTTPResponder {
     private func info(_ request: Request) -> JSONValue {
         [
             "currentVersion": ServiceInfo.currentVersion, "fullVersion": "11.1.0", "owningSystemUrl": .null,
-            "authInfo": security.authInfo(publicBase: PublicURL(request, configured: configuration.publicURL).base),
+            "authInfo": security.authInfo(publicBase: PublicURL(request, configuration: configuration).base),
         ]
     }
 
@@ -259,7 +259,7 @@ public struct FeatureServerResponder: HTTPResponder {
         if request.uri.queryParameters["password"] != nil {
             throw ServiceError(400, "Unable to generate token.", details: ["send the password in the POST body, not the URL"])
         }
-        let secure = PublicURL(request, configured: configuration.publicURL).base.hasPrefix("https:")
+        let secure = PublicURL(request, configuration: configuration).base.hasPrefix("https:")
         let answer = try security.generateToken(parameters, request: request, remote: remote, secure: secure)
         if DirectoryView.wanted(request, parameters) { writing.directory = (view, .operation(description: "Your token:", form: nil)) }
         return writing.json(answer)

@@ -20,7 +20,7 @@ struct ReplicaRoutes {
     /// `http://host:port/arcgis/rest/services/<name>/FeatureServer` as the client reached it
     /// (through a proxy: as the proxy says, see ``PublicURL``).
     var serviceURL: String {
-        PublicURL(request, configured: services.publicURL).service(backend.name, "FeatureServer")
+        PublicURL(request, configured: services.publicURL, secure: services.secure).service(backend.name, "FeatureServer")
     }
 
     // MARK: - createReplica

@@ -226,6 +226,8 @@ final class SyncServices: Sendable {
     let renderedTiles: URL
     /// The configured public address (``ServerConfiguration/publicURL``).
     let publicURL: URL?
+    /// The server serves HTTPS.
+    let secure: Bool
 
     /// The output directory made for this server when none was configured: removed with the
     /// services, and by a later server if this process is killed.
@@ -233,6 +235,7 @@ final class SyncServices: Sendable {
 
     init(configuration: ServerConfiguration) {
         publicURL = configuration.publicURL
+        secure = configuration.tls != nil
         let directory: URL
         if let configured = configuration.outputDirectory {
             directory = configured

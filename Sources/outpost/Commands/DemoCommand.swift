@@ -38,7 +38,7 @@ struct DemoCommand: AsyncParsableCommand {
         let backend = try SQLiteServiceBackend(url: serviceFile)
         let services = ServiceDirectory([backend])
         let (listening, announce) = AsyncStream<String>.makeStream()
-        let app = OutpostApplication.make(
+        let app = try OutpostApplication.make(
             services: services, configuration: ServerConfiguration(port: 0, outputDirectory: work.appendingPathComponent("server-files"))
         ) { url in
             announce.yield(url)

@@ -41,6 +41,8 @@ struct ServeCommand: AsyncParsableCommand {
             does not send Forwarded or X-Forwarded-Host/-Proto/-Prefix headers: every URL the server writes starts with it.
             """)
     var publicUrl: String?
+    @Option(help: "Serve HTTPS (HTTP/2 and HTTP/1.1) with this PEM certificate chain; needs --tls-key.") var tlsCert: String?
+    @Option(help: "The PEM private key of --tls-cert.") var tlsKey: String?
 
     /// The database to serve from, if any.
     var database: String? {
@@ -54,6 +56,7 @@ struct ServeCommand: AsyncParsableCommand {
         guard token == nil || tokens == nil else { throw ValidationError("give --token or --tokens, not both") }
         guard (0...65535).contains(port) else { throw ValidationError("--port must be 0…65535") }
         guard maxBodyMb > 0 else { throw ValidationError("--max-body-mb must be positive") }
+        guard (tlsCert == nil) == (tlsKey == nil) else { throw ValidationError("give --tls-cert and --tls-key together") }
         if let publicUrl {
             guard let url = URL(string: publicUrl), ["http", "https"].contains(url.scheme?.lowercased() ?? ""), url.host != nil, url.query == nil else {
                 throw ValidationError("--public-url must be an http or https URL without a query, like https://gis.example.org/prefix")
@@ -65,6 +68,9 @@ struct ServeCommand: AsyncParsableCommand {
         var configuration = ServerConfiguration(
             host: host, port: port, maxBodyBytes: maxBodyMb << 20, outputDirectory: outputDirectory.map { URL(fileURLWithPath: $0) })
         configuration.publicURL = publicUrl.flatMap(URL.init(string:))
+        if let tlsCert, let tlsKey {
+            configuration.tls = TLSFiles(certificateChain: URL(fileURLWithPath: tlsCert), privateKey: URL(fileURLWithPath: tlsKey))
+        }
         if let token { configuration.tokens = TokenPolicy(token: token) }
         if let tokens { configuration.tokens = try TokenPolicy(contentsOf: URL(fileURLWithPath: tokens)) }
         if let users {
@@ -96,13 +102,16 @@ struct ServeCommand: AsyncParsableCommand {
         } catch let error as TileCacheError {
             throw CLIFailure(message: "a tile cache cannot be served: \(error)")
         }
-        let app = OutpostApplication.make(services: services, configuration: configuration) { url in
-            // Written straight to the file descriptor: scripts wait for this line, and stdout may
-            // be a pipe that would otherwise hold it in a buffer.
-            FileHandle.standardOutput.write(Data("listening on \(url)\n".utf8))
-        }
         do {
+            let app = try OutpostApplication.make(services: services, configuration: configuration) { url in
+                // Written straight to the file descriptor: scripts wait for this line, and stdout
+                // may be a pipe that would otherwise hold it in a buffer.
+                FileHandle.standardOutput.write(Data("listening on \(url)\n".utf8))
+            }
             try await app.runService()
+        } catch let error as ServiceError {
+            await services.closeAll()
+            throw CLIFailure(message: error.message)
         } catch {
             await services.closeAll()
             throw CLIFailure(message: "cannot serve on \(host):\(port): \(error)")
