@@ -34,6 +34,8 @@ let package = Package(
         // Password hashes (PBKDF2 in _CryptoExtras) and token signatures (HMAC-SHA256); already in
         // the graph through postgres-nio.
         .package(url: "https://github.com/apple/swift-crypto", "3.12.3"..<"5.0.0"),
+        // /metrics in the Prometheus text format (its dependencies are already in the graph).
+        .package(url: "https://github.com/swift-server/swift-prometheus", from: "2.4.1"),
         // Services Directory pages: logic-less templates with HTML escaping by default (no
         // dependencies of its own).
         .package(url: "https://github.com/hummingbird-project/swift-mustache", from: "2.1.1"),
@@ -100,6 +102,8 @@ let package = Package(
                 .product(name: "NIOCore", package: "swift-nio"),
                 .product(name: "Logging", package: "swift-log"),
                 .product(name: "Mustache", package: "swift-mustache"),
+                .product(name: "Prometheus", package: "swift-prometheus"),
+                .product(name: "ServiceLifecycle", package: "swift-service-lifecycle"),
                 .product(name: "Crypto", package: "swift-crypto"),
                 .product(name: "_CryptoExtras", package: "swift-crypto"),
                 .product(name: "CompressNIO", package: "compress-nio"),

@@ -17,8 +17,10 @@ import NIOSSL
 /// ```
 public enum OutpostApplication {
     /// - Throws: ``ServiceError`` (500) when the TLS certificate or key cannot be read.
+    /// - Parameter drain: run it in the same service group after the application to answer 503
+    ///   to new requests while a graceful shutdown lets the ones in flight finish.
     public static func make(
-        services: ServiceDirectory, configuration: ServerConfiguration,
+        services: ServiceDirectory, configuration: ServerConfiguration, drain: ServerDrain = ServerDrain(),
         onListening: @escaping @Sendable (String) async -> Void = { _ in }
     ) throws -> Application<FeatureServerResponder> {
         var logger = Logger(label: "outpost.server")
@@ -27,7 +29,7 @@ public enum OutpostApplication {
         let tls = try configuration.tls.map(Self.tlsConfiguration)
         let scheme = tls == nil ? "http" : "https"
         return Application(
-            responder: FeatureServerResponder(services: services, configuration: configuration),
+            responder: FeatureServerResponder(services: services, configuration: configuration, drain: drain.state),
             server: try tls.map { try .http2Upgrade(tlsConfiguration: $0) } ?? .http1(),
             configuration: .init(address: .hostname(host, port: configuration.port), serverName: "Outpost"),
             onServerRunning: { channel in

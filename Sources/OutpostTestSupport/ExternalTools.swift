@@ -87,15 +87,29 @@ public enum ExternalTools {
         nonisolated(unsafe) var errData = Data()
         group.enter()
         DispatchQueue.global().async {
-            errData = err.fileHandleForReading.readDataToEndOfFile()
+            errData = readToEnd(err.fileHandleForReading.fileDescriptor)
             group.leave()
         }
-        let outData = out.fileHandleForReading.readDataToEndOfFile()
+        let outData = readToEnd(out.fileHandleForReading.fileDescriptor)
         group.wait()
         process.waitUntilExit()
         return CommandResult(
             status: process.terminationStatus, stdout: String(decoding: outData, as: UTF8.self),
             stderr: String(decoding: errData, as: UTF8.self))
+    }
+
+    /// Everything a pipe delivers until its writer closes it. read(2) itself, retried when a
+    /// signal interrupts it: Foundation's readers stop the process on EINTR, and a child's
+    /// SIGCHLD arrives whenever another test's process ends.
+    public static func readToEnd(_ fd: Int32) -> Data {
+        var out = Data()
+        var buffer = [UInt8](repeating: 0, count: 64 << 10)
+        while true {
+            let n = buffer.withUnsafeMutableBytes { read(fd, $0.baseAddress, $0.count) }
+            if n < 0, errno == EINTR { continue }
+            if n <= 0 { return out }
+            out.append(contentsOf: buffer[0..<n])
+        }
     }
 
     /// Runs a Python snippet with ``python``; arguments arrive in `sys.argv[1:]`.

@@ -40,15 +40,19 @@ public final class ServeProcess: @unchecked Sendable {
         try process.run()
         let line: String? = await withCheckedContinuation { continuation in
             DispatchQueue.global().async {
+                // read(2) itself: FileHandle.readData stops the process when a signal (a child's
+                // SIGCHLD) interrupts the read, and other tests start children all the time.
                 var collected = Data()
-                let handle = output.fileHandleForReading
+                let fd = output.fileHandleForReading.fileDescriptor
+                var byte: UInt8 = 0
                 while true {
-                    let byte = handle.readData(ofLength: 1)
-                    if byte.isEmpty {
+                    let n = read(fd, &byte, 1)
+                    if n < 0, errno == EINTR { continue }
+                    if n <= 0 {
                         continuation.resume(returning: nil)
                         return
                     }
-                    if byte.first == UInt8(ascii: "\n") {
+                    if byte == UInt8(ascii: "\n") {
                         continuation.resume(returning: String(decoding: collected, as: UTF8.self))
                         return
                     }

@@ -218,8 +218,12 @@ struct PostgresServerTests {
             return (String(lines.last ?? ""), lines.dropLast().joined(separator: "\n"))
         }
         #expect(try await get(query) == ("200", #"{"count":300}"#))
+        let ready = server.url.appendingPathComponent("ready").absoluteString
+        #expect(try await get(ready).status == "200")
 
         try await cluster.stopServer()
+        let unready = try await get(ready)
+        #expect(unready.status == "503" && unready.body.contains("unavailable"), "readiness follows the database: \(unready)")
         let started = Date()
         let down = try await get(query)
         #expect(down.status == "503", "\(down)")
@@ -237,6 +241,7 @@ struct PostgresServerTests {
             if !recovered { try await Task.sleep(for: .milliseconds(500)) }
         }
         #expect(recovered, "answers again once PostgreSQL is back")
+        #expect(try await get(ready).status == "200")
         #expect(await server.stop() == 0)
     }
 

@@ -51,6 +51,21 @@ struct GeodatabaseTests {
             relatedTables: ["attachments", "inspection_points_attachments"])
     }
 
+    /// A closed geodatabase refuses every use with a typed error (its connection pool must not
+    /// be touched again), and closing twice is harmless.
+    @Test func aClosedGeodatabaseRefusesUse() async throws {
+        let dir = TemporaryDirectory()
+        let gdb = try SampleGeodatabases.fieldInspection(in: dir)
+        let table = try gdb.table(named: "inspection_points")
+        try gdb.close()
+        try gdb.close()
+        let counted = await #expect(throws: StorageError.self) { try await table.count() }
+        #expect(counted?.code == .closed)
+        #expect((#expect(throws: StorageError.self) { try gdb.read { _ in 1 } })?.code == .closed)
+        let written = await #expect(throws: StorageError.self) { try await gdb.write { _ in 1 } }
+        #expect(written?.code == .closed)
+    }
+
     @Test func creationIsAtomicAndRefusesToOverwrite() throws {
         let dir = TemporaryDirectory()
         let schema = try ServiceSchema.load(from: Repository.sampleData("field_inspection/service.json"))

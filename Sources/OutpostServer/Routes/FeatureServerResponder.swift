@@ -1,6 +1,7 @@
 import Foundation
 import HTTPTypes
 import Hummingbird
+import Logging
 import NIOCore
 import OutpostCore
 import OutpostProtocol
@@ -17,23 +18,58 @@ public struct FeatureServerResponder: HTTPResponder {
     let configuration: ServerConfiguration
     let sync: SyncServices
     let security: Security
+    let metrics: ServerMetrics
+    let drain: DrainState
 
     public init(services: ServiceDirectory, configuration: ServerConfiguration) {
+        self.init(services: services, configuration: configuration, drain: DrainState())
+    }
+
+    init(services: ServiceDirectory, configuration: ServerConfiguration, drain: DrainState) {
         self.services = services
         self.configuration = configuration
-        sync = SyncServices(configuration: configuration)
+        self.drain = drain
+        metrics = ServerMetrics()
+        sync = SyncServices(configuration: configuration, metrics: metrics)
         security = Security(configuration: configuration)
     }
 
+    /// Every request: a request id (the client's `X-Request-Id` when it is a plain token, else a
+    /// new one) in the response and the log line, metrics by route kind and status, and 503 once
+    /// the server drains. The log line names the path, never the query (tokens travel there).
     public func respond(to request: Request, context: Context) async throws -> Response {
+        let started = ContinuousClock.now
+        let segments = request.uri.path.split(separator: "/").map { $0.removingPercentEncoding ?? String($0) }
+        let id = request.headers[Self.requestID].flatMap { $0.count <= 64 && $0.allSatisfy { $0.isLetter || $0.isNumber || "-_.".contains($0) } ? $0 : nil }
+            ?? UUID().uuidString.lowercased()
+        var logger = context.logger
+        logger[metadataKey: "request_id"] = .string(id)
+        var response = try await answer(request, segments: segments, remote: context.remoteAddress, logger: logger)
+        response.headers[Self.requestID] = id
+        let route = ServerMetrics.route(segments)
+        metrics.request(route: route, method: request.method.rawValue, status: Int(response.status.code), duration: ContinuousClock.now - started)
+        logger.info(
+            "request", metadata: ["method": .string(request.method.rawValue), "path": .string(request.uri.path), "status": .stringConvertible(response.status.code), "route": .string(route)])
+        return response
+    }
+
+    static let requestID = HTTPField.Name("X-Request-Id")!
+
+    private func answer(_ request: Request, segments: [String], remote: SocketAddress?, logger: Logger) async throws -> Response {
         var request = request
         let f = request.uri.queryParameters["f"].map { $0.lowercased() }
         let pretty = f == "pjson"
         do {
-            return try await dispatch(&request, remote: context.remoteAddress)
+            if drain.isDraining, segments != ["health"] {
+                var response = ResponseWriting(request: request).json(
+                    Self.errorJSON(ServiceError(503, "the server is shutting down; try again")), status: .serviceUnavailable)
+                response.headers[.retryAfter] = "5"
+                return response
+            }
+            return try await dispatch(&request, remote: remote)
         } catch {
             let failure = ServiceError.from(error)
-            if failure.status >= 500 { context.logger.error("\(request.method) \(request.uri.path): \(error)") }
+            if failure.status >= 500 { logger.error("\(request.method) \(request.uri.path): \(error)") }
             let writing = ResponseWriting(request: request, pretty: pretty)
             let segments = request.uri.path.split(separator: "/").map { $0.removingPercentEncoding ?? String($0) }
             if f == "html" || f == nil && request.headers[.accept]?.lowercased().contains("text/html") == true, segments.starts(with: ["arcgis", "rest"]) {
@@ -53,6 +89,24 @@ public struct FeatureServerResponder: HTTPResponder {
         let segments = path.split(separator: "/").map { $0.removingPercentEncoding ?? String($0) }
         if segments == ["health"] {
             return ResponseWriting(request: request).json(["status": "ok", "services": .integer(Int64(services.names.count))])
+        }
+        if segments == ["ready"] {
+            // Ready when every service's store answers (a PostgreSQL server reachable, say).
+            for name in services.names {
+                guard let backend = services.backend(named: name) else { continue }
+                do {
+                    _ = try await backend.generation()
+                } catch {
+                    return ResponseWriting(request: request).json(
+                        ["status": "unavailable", "service": .string(name), "reason": .string(ServiceError.from(error).message)], status: .serviceUnavailable)
+                }
+            }
+            return ResponseWriting(request: request).json(["status": "ready", "services": .integer(Int64(services.names.count))])
+        }
+        if segments == ["metrics"] {
+            var response = ResponseWriting(request: request).bytes(ByteBuffer(string: metrics.text()), contentType: "text/plain; version=0.0.4; charset=utf-8")
+            response.headers[.cacheControl] = "no-store"
+            return response
         }
         if segments.count >= 4, segments[0] == "outpost", segments[1] == "v1", segments[2] == "services" {
             return try await native(&request, Array(segments.dropFirst(3)), remote: remote)
@@ -100,14 +154,15 @@ public struct FeatureServerResponder: HTTPResponder {
             if let cache = try await services.tileCache(named: rest[0]) {
                 let jobs = MapServerJobs(source: TileCacheSource(cache: cache), services: sync, parameters: parameters, writing: writing, mapServerURL: mapServerURL)
                 if let answer = try await jobs.respond(route) { return answer }
-                return try MapServerRoutes(cache: cache, name: rest[0], parameters: parameters, writing: writing).respond(route)
+                return try MapServerRoutes(cache: cache, name: rest[0], parameters: parameters, writing: writing, metrics: metrics).respond(route)
             }
             // A feature service's layers, drawn as tiles on request (kept on disk per generation).
             guard let backend = services.backend(named: rest[0]) as? SQLiteServiceBackend else { throw ServiceError.notFound("map service \(rest[0])") }
             let source = GeodatabaseRenderSource(geodatabase: backend.geodatabase, maxLevel: RenderedMapServerRoutes.maxLevel)
             let jobs = MapServerJobs(source: source, services: sync, parameters: parameters, writing: writing, mapServerURL: mapServerURL)
             if let answer = try await jobs.respond(route) { return answer }
-            return try await RenderedMapServerRoutes(backend: backend, directory: sync.renderedTiles, parameters: parameters, writing: writing).respond(route)
+            return try await RenderedMapServerRoutes(backend: backend, directory: sync.renderedTiles, parameters: parameters, writing: writing, metrics: metrics)
+                .respond(route)
         }
         guard rest.count >= 2, rest[1] == "FeatureServer" else { throw ServiceError.notFound("service \(rest[0])") }
         guard let backend = services.backend(named: rest[0]) else { throw ServiceError.notFound("service \(rest[0])") }
@@ -134,7 +189,7 @@ public struct FeatureServerResponder: HTTPResponder {
             default: throw ServiceError.notFound(path)
             }
         }
-        let handler = ServiceRoutes(backend: backend, parameters: parameters, writing: writing, request: request, configuration: configuration)
+        let handler = ServiceRoutes(backend: backend, parameters: parameters, writing: writing, request: request, configuration: configuration, metrics: metrics)
         switch route.count {
         case 0:
             return try await handler.serviceInfo()
@@ -206,7 +261,7 @@ public struct FeatureServerResponder: HTTPResponder {
         try Security.require(needed, of: try security.caller(request, parameters, remote: remote), on: backend.name)
         let writing = ResponseWriting(request: request, pretty: (parameters["f"] ?? "").lowercased() == "pjson")
         return try await NativeSyncRoutes(
-            sync: syncBackend, parameters: parameters, writing: writing, method: request.method, range: request.headers[.range]
+            sync: syncBackend, parameters: parameters, writing: writing, method: request.method, range: request.headers[.range], metrics: metrics
         ).respond(route)
     }
 

@@ -15,6 +15,7 @@ struct MapServerRoutes {
     let name: String
     let parameters: RequestParameters
     let writing: ResponseWriting
+    var metrics: ServerMetrics? = nil
 
     func respond(_ route: [String]) throws -> Response {
         switch route.count {
@@ -29,6 +30,7 @@ struct MapServerRoutes {
             guard let bytes = try tile(level: level, row: row, col: col) else {
                 throw ServiceError(404, "no tile \(level)/\(row)/\(col) in \(name)")
             }
+            metrics?.tile("cache")
             var response = writing.bytes(ByteBuffer(bytes: bytes), contentType: Self.contentType(bytes))
             response.headers[.cacheControl] = "public, max-age=86400"
             return response
@@ -78,6 +80,7 @@ struct RenderedMapServerRoutes {
     let directory: URL
     let parameters: RequestParameters
     let writing: ResponseWriting
+    var metrics: ServerMetrics? = nil
     static let maxLevel = 20
 
     func respond(_ route: [String]) async throws -> Response {
@@ -99,8 +102,10 @@ struct RenderedMapServerRoutes {
             let bytes: [UInt8]
             if let kept = FileManager.default.contents(atPath: file.path) {
                 bytes = [UInt8](kept)
+                metrics?.tile("kept")
             } else {
                 bytes = try await renderer.tile(TileKey(level: level, row: row, col: col))
+                metrics?.tile("drawn")
                 // Written beside and renamed: a reader never sees half a tile.
                 try? FileManager.default.createDirectory(at: file.deletingLastPathComponent(), withIntermediateDirectories: true)
                 let temporary = file.appendingPathExtension("\(UUID().uuidString.prefix(8)).partial")

@@ -29,6 +29,7 @@ struct NativeSyncRoutes {
     let method: HTTPRequest.Method
     /// The `Range` header (attachment downloads resume with it).
     var range: String?
+    var metrics: ServerMetrics?
 
     func respond(_ route: [String]) async throws -> Response {
         switch (method, route.count) {
@@ -158,8 +159,18 @@ struct NativeSyncRoutes {
         }
         do {
             let answer = try await sync.applyBatchAnswering(batch, hash: UploadBatch.hash(bytes))
+            if answer.result.replayed == true {
+                metrics?.batch("replayed")
+            } else {
+                metrics?.batch("applied")
+                metrics?.editsApplied(answer.result.layers.reduce(0) { $0 + $1.results.filter(\.success).count }, via: "batch")
+            }
             return writing.bytes(ByteBuffer(string: answer.json), contentType: "application/json; charset=utf-8")
+        } catch let error as ServiceError where error.status == 409 {
+            metrics?.batch("refused")
+            throw error
         } catch let rejected as BatchRejected {
+            metrics?.batch("rejected")
             let failures = rejected.result.rejected
             let error = ServiceError(
                 422, "batch \(seq) was rolled back: \(failures.count) of \(batch.editCount) edits are invalid",

@@ -13,6 +13,7 @@ struct ServiceRoutes {
     let writing: ResponseWriting
     let request: Request
     let configuration: ServerConfiguration
+    var metrics: ServerMetrics? = nil
 
     func layer(_ id: Int, in schema: ServiceSchema) throws -> LayerDefinition {
         guard let layer = schema.layer(id: id) else { throw ServiceError.notFound("layer \(id)") }
@@ -74,6 +75,7 @@ struct ServiceRoutes {
             throw ServiceError(413, "more than \(limit) edits in one request")
         }
         let response = try await backend.applyEdits(layerID: id, edits: edits, rollbackOnFailure: rollback)
+        metrics?.editsApplied((response.addResults + response.updateResults + response.deleteResults).filter(\.success).count, via: "applyEdits")
         return writing.json(try Self.json(response))
     }
 

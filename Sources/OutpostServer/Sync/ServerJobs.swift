@@ -95,10 +95,12 @@ final class ServerJobs: Sendable {
     private let running = Mutex<[String: Task<Void, Never>]>([:])
     /// Finished jobs are forgotten after this long.
     let retention: Duration
+    let metrics: ServerMetrics?
 
-    init(store: any JobRecordStore = MemoryJobStore(), retention: Duration = .seconds(3600)) {
+    init(store: any JobRecordStore = MemoryJobStore(), retention: Duration = .seconds(3600), metrics: ServerMetrics? = nil) {
         self.store = store
         self.retention = retention
+        self.metrics = metrics
     }
 
     static func now() -> Int64 { Int64(Date().timeIntervalSince1970 * 1000) }
@@ -112,7 +114,9 @@ final class ServerJobs: Sendable {
         try await store.insert(JobRecord(id: id, status: "Pending", responseType: responseType, submissionTime: now, lastUpdatedTime: now))
         let store = self.store
         // Created and recorded under the lock: the task's own removal at its end waits for it.
+        metrics?.jobStarted()
         running.withLock { running in running[id] = Task { [self] in
+            defer { self.metrics?.jobFinished() }
             try? await store.update(id, status: "InProgress", result: nil, error: nil)
             let watcher = store.isShared ? Task { await Self.watchForCancel(id, store: store, self) } : nil
             defer { watcher?.cancel() }
@@ -233,7 +237,7 @@ final class SyncServices: Sendable {
     /// services, and by a later server if this process is killed.
     private let madeDirectory: ProcessDirectory?
 
-    init(configuration: ServerConfiguration) {
+    init(configuration: ServerConfiguration, metrics: ServerMetrics? = nil) {
         publicURL = configuration.publicURL
         secure = configuration.tls != nil
         let directory: URL
@@ -249,7 +253,7 @@ final class SyncServices: Sendable {
             madeDirectory = made
         }
         renderedTiles = directory.appendingPathComponent("rendered-tiles")
-        jobs = ServerJobs(store: configuration.jobStore ?? MemoryJobStore())
+        jobs = ServerJobs(store: configuration.jobStore ?? MemoryJobStore(), metrics: metrics)
         files = ResultFiles(directory: directory, retention: configuration.resultRetention)
         replayRetention = configuration.resultRetention
     }

@@ -31,6 +31,13 @@ public final class Geodatabase: Sendable {
     private struct State {
         var schema: ServiceSchema
         var explicitTransaction = false
+        /// Closed: every later use is a ``StorageError/Code/closed`` error (a closed connection
+        /// pool must not be touched again).
+        var closed = false
+    }
+
+    private func checkOpen() throws {
+        if state.withLock({ $0.closed }) { throw StorageError(.closed, "\(url.lastPathComponent) is closed") }
     }
 
     /// The service schema the file was created from, or one derived from the file's tables for
@@ -129,6 +136,11 @@ public final class Geodatabase: Sendable {
     /// other connection has it open, its `-wal` and `-shm` companions are gone (as after GDAL or
     /// the `sqlite3` shell).
     public func close() throws {
+        // A second close does nothing.
+        guard !state.withLock({ s -> Bool in
+            defer { s.closed = true }
+            return s.closed
+        }) else { return }
         checkpointer?.close()
         let pool = writer as? DatabasePool
         if let pool, !isReadOnly {
@@ -184,6 +196,7 @@ public final class Geodatabase: Sendable {
     /// Runs `body` with a read-only view of the committed data (or, while an explicit transaction
     /// is open, with the writer so the transaction's own changes are visible).
     public func read<T>(_ body: (GeodatabaseConnection) throws -> T) throws -> T {
+        try checkOpen()
         do {
             if state.withLock({ $0.explicitTransaction }) {
                 return try writer.writeWithoutTransaction { db in try body(GeodatabaseConnection(db, self)) }
@@ -198,6 +211,7 @@ public final class Geodatabase: Sendable {
     /// running it) when the file cannot be read that way — not in WAL mode, or while an explicit
     /// transaction is open (``read(_:)`` would then see its uncommitted changes).
     public func readCommitted<T: Sendable>(_ body: @escaping @Sendable (GeodatabaseConnection) throws -> T) async throws -> T? {
+        try checkOpen()
         guard writer is DatabasePool, !state.withLock({ $0.explicitTransaction }) else { return nil }
         do {
             return try await writer.read { db in try body(GeodatabaseConnection(db, self)) }
@@ -208,6 +222,7 @@ public final class Geodatabase: Sendable {
 
     /// Async `read`: the statement is interrupted when the calling task is cancelled.
     public func read<T: Sendable>(_ body: @escaping @Sendable (GeodatabaseConnection) throws -> T) async throws -> T {
+        try checkOpen()
         do {
             if state.withLock({ $0.explicitTransaction }) {
                 return try await writer.writeWithoutTransaction { db in try body(GeodatabaseConnection(db, self)) }
@@ -222,6 +237,7 @@ public final class Geodatabase: Sendable {
     /// first error is rethrown). Inside an explicit transaction (``beginTransaction()``) the work
     /// joins it, in a savepoint so a failure undoes only this call's changes.
     public func write<T>(_ body: (GeodatabaseConnection) throws -> T) throws -> T {
+        try checkOpen()
         try checkWritable()
         do {
             return try writer.writeWithoutTransaction { db in try self.transactional(db, body) }
@@ -233,6 +249,7 @@ public final class Geodatabase: Sendable {
     /// Async `write`: the statement is interrupted when the calling task is cancelled, and the
     /// transaction rolls back.
     public func write<T: Sendable>(_ body: @escaping @Sendable (GeodatabaseConnection) throws -> T) async throws -> T {
+        try checkOpen()
         try checkWritable()
         do {
             return try await writer.writeWithoutTransaction { db in try self.transactional(db, body) }

@@ -16,7 +16,7 @@ public struct StorageError: Error, Sendable, CustomStringConvertible {
     public struct Code: Hashable, Sendable, CustomStringConvertible {
         private enum Base: String, Hashable, Sendable {
             case notAGeoPackage, corrupt, unsupportedContent, invalidSchema, invalidEdit, invalidWhereClause
-            case invalidQuery, notFound, alreadyExists, readOnly, transactionState, io, sqlite
+            case invalidQuery, notFound, alreadyExists, readOnly, transactionState, io, sqlite, closed
         }
         private let base: Base
         private init(_ base: Base) { self.base = base }
@@ -47,6 +47,8 @@ public struct StorageError: Error, Sendable, CustomStringConvertible {
         public static let io = Code(.io)
         /// Any other SQLite failure; `cause` holds it.
         public static let sqlite = Code(.sqlite)
+        /// The geodatabase was closed; open it again.
+        public static let closed = Code(.closed)
 
         public var description: String { base.rawValue }
 

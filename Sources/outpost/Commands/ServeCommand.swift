@@ -1,9 +1,11 @@
 import ArgumentParser
 import Foundation
+import Logging
 import OutpostPostgres
 import OutpostServer
 import OutpostTiles
 import OutpostStorage
+import ServiceLifecycle
 
 struct ServeCommand: AsyncParsableCommand {
     static let configuration = CommandConfiguration(
@@ -103,12 +105,17 @@ struct ServeCommand: AsyncParsableCommand {
             throw CLIFailure(message: "a tile cache cannot be served: \(error)")
         }
         do {
-            let app = try OutpostApplication.make(services: services, configuration: configuration) { url in
+            let drain = ServerDrain()
+            let app = try OutpostApplication.make(services: services, configuration: configuration, drain: drain) { url in
                 // Written straight to the file descriptor: scripts wait for this line, and stdout
                 // may be a pipe that would otherwise hold it in a buffer.
                 FileHandle.standardOutput.write(Data("listening on \(url)\n".utf8))
             }
-            try await app.runService()
+            // SIGTERM/SIGINT: the drain first (new requests get 503), then the server stops
+            // listening and lets the requests in flight finish.
+            let group = ServiceGroup(
+                configuration: .init(services: [app, drain], gracefulShutdownSignals: [.sigterm, .sigint], logger: Logger(label: "outpost.serve")))
+            try await group.run()
         } catch let error as ServiceError {
             await services.closeAll()
             throw CLIFailure(message: error.message)

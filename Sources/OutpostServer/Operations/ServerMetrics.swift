@@ -1,0 +1,113 @@
+import Foundation
+import Prometheus
+import ServiceLifecycle
+import Synchronization
+
+/// What `/metrics` reports, in the Prometheus text format: requests by route and status, their
+/// latency, sync batches by outcome, edits applied, jobs running, tiles served from what was
+/// already on disk or drawn anew. Routes are a short fixed list of kinds (never paths), so the
+/// label sets stay few whatever the requests.
+final class ServerMetrics: Sendable {
+    let registry = PrometheusCollectorRegistry()
+    /// Latency buckets from 1 ms to 30 s.
+    static let buckets: [Duration] = [1, 5, 10, 25, 50, 100, 250, 500, 1000, 2500, 5000, 10_000, 30_000].map { .milliseconds($0) }
+
+    private static func descriptor(_ name: String, _ unit: String, _ help: String) -> MetricNameDescriptor {
+        MetricNameDescriptor(namespace: "outpost", metricName: name, unitName: unit, helpText: help)
+    }
+
+    func request(route: String, method: String, status: Int, duration: Duration) {
+        registry.makeCounter(
+            descriptor: Self.descriptor("http_requests", "total", "HTTP requests by route kind, method and status"),
+            labels: [("route", route), ("method", method), ("status", String(status))]
+        ).increment()
+        registry.makeDurationHistogram(
+            descriptor: Self.descriptor("http_request_duration", "seconds", "Time from a request's head to its response's head, by route kind"),
+            labels: [("route", route)], buckets: Self.buckets
+        ).record(duration)
+    }
+
+    /// An upload batch's outcome: `applied`, `replayed` (the same batch again), `refused` (409:
+    /// another batch under its number, or out of order), `rejected` (an invalid edit with rollback).
+    func batch(_ outcome: String) {
+        registry.makeCounter(descriptor: Self.descriptor("sync_batches", "total", "Upload batches by outcome"), labels: [("outcome", outcome)]).increment()
+    }
+
+    func editsApplied(_ count: Int, via: String) {
+        guard count > 0 else { return }
+        registry.makeCounter(descriptor: Self.descriptor("edits_applied", "total", "Feature edits applied, by request kind"), labels: [("via", via)])
+            .increment(by: Int64(count))
+    }
+
+    func tile(_ source: String) {
+        registry.makeCounter(descriptor: Self.descriptor("tiles_served", "total", "Tiles served: from a tile cache (cache), drawn earlier and kept on disk (kept), or drawn now (drawn)"), labels: [("source", source)])
+            .increment()
+    }
+
+    private let jobs = Mutex(0)
+
+    func jobStarted() { setJobs(jobs.withLock { $0 += 1; return $0 }) }
+    func jobFinished() { setJobs(jobs.withLock { $0 -= 1; return $0 }) }
+
+    private func setJobs(_ value: Int) {
+        registry.makeGauge(descriptor: Self.descriptor("active_jobs", "count", "Server-side jobs running (createReplica, synchronizeReplica, exportTiles)"), labels: [])
+            .set(Int64(value))
+    }
+
+    func text() -> String {
+        setJobs(jobs.withLock { $0 })
+        return registry.emitToString()
+    }
+
+    /// The kind of a request path, for the route label.
+    static func route(_ segments: [String]) -> String {
+        switch segments.first {
+        case "health": return "health"
+        case "ready": return "ready"
+        case "metrics": return "metrics"
+        case "outpost":
+            guard segments.count >= 6 else { return "native" }
+            return "native." + (segments.dropFirst(5).first.map { ["batches", "changes", "checksums", "snapshot", "blobs", "attachments", "schema"].contains($0) ? $0 : "replica" } ?? "replica")
+        case "arcgis":
+            guard segments.count >= 3 else { return "other" }
+            if segments[1] == "tokens" || segments.last == "generateToken" { return "tokens" }
+            if segments[2] == "info" { return "info" }
+            if segments[2] == "static" { return "static" }
+            guard segments[2] == "services" else { return "other" }
+            let rest = Array(segments.dropFirst(3))
+            guard rest.count >= 2 else { return "catalog" }
+            let kind = rest[1] == "MapServer" ? "mapserver" : rest[1] == "FeatureServer" ? "featureserver" : "other"
+            let route = rest.dropFirst(2)
+            if kind == "mapserver" { return route.first == "tile" ? "mapserver.tile" : route.isEmpty ? "mapserver" : "mapserver.other" }
+            if let last = route.last, ["query", "applyEdits", "createReplica", "synchronizeReplica", "unRegisterReplica", "attachments", "addAttachment", "deleteAttachments"].contains(last) {
+                return "featureserver." + last
+            }
+            if route.first == "jobs" || route.first == "replicas" || route.first == "replicafiles" { return "featureserver." + route.first! }
+            return route.count == 1 && Int(route.first!) != nil ? "featureserver.layer" : route.isEmpty ? kind : "featureserver.other"
+        default: return "other"
+        }
+    }
+}
+
+/// Whether the server is draining: a graceful shutdown began (SIGTERM, SIGINT), requests in
+/// flight finish, and new ones (on connections still open) get 503 with Retry-After.
+final class DrainState: Sendable {
+    private let draining = Mutex(false)
+    var isDraining: Bool { draining.withLock { $0 } }
+    func startDraining() { draining.withLock { $0 = true } }
+}
+
+/// Starts a server's drain when its service group shuts down gracefully. Run it in the group
+/// after the application (`ServiceGroup(services: [app, drain])`): a group shuts its services
+/// down in reverse order, so the drain begins before the server stops listening and waits for
+/// the requests in flight.
+public struct ServerDrain: Service {
+    let state = DrainState()
+
+    public init() {}
+
+    public func run() async throws {
+        try? await gracefulShutdown()
+        state.startDraining()
+    }
+}

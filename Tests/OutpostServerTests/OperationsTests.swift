@@ -1,0 +1,128 @@
+import Foundation
+import HTTPTypes
+
+#if canImport(FoundationNetworking)
+    import FoundationNetworking
+#endif
+import OutpostCore
+import OutpostServiceTestSupport
+import OutpostTestSupport
+import Testing
+
+@testable import OutpostServer
+
+/// What an operator watches: /health, /ready, /metrics in the Prometheus format (read by the
+/// prometheus_client parser), request ids, and the drain of a graceful shutdown.
+@Suite("Health, readiness, metrics, request ids, drain")
+struct OperationsTests {
+    /// The samples of a metrics text, as Python's prometheus_client parses them.
+    static func samples(_ text: String) async throws -> [JSONValue] {
+        let dir = TemporaryDirectory()
+        let file = dir.file("metrics.txt")
+        try Data(text.utf8).write(to: file)
+        let parsed = try await ExternalTools.python(
+            """
+            import json, sys
+            from prometheus_client.parser import text_string_to_metric_families
+            out = []
+            for family in text_string_to_metric_families(open(sys.argv[1]).read()):
+                for s in family.samples:
+                    out.append({"family": family.name, "type": family.type, "name": s.name, "labels": s.labels, "value": s.value})
+            print(json.dumps(out))
+            """, [file.path])
+        #expect(parsed.succeeded, "\(parsed.stderr)")
+        return try JSONValue.parse(parsed.stdout).arrayValue ?? []
+    }
+
+    static func value(_ samples: [JSONValue], _ name: String, _ labels: [String: String]) -> Double {
+        samples.filter { s in
+            s["name"]?.stringValue == name && labels.allSatisfy { s["labels"]?[$0.key]?.stringValue == $0.value }
+        }.compactMap { $0["value"]?.doubleValue }.reduce(0, +)
+    }
+
+    @Test(arguments: BackendKind.syncing)
+    func metricsCountRequestsBatchesAndEdits(kind: BackendKind) async throws {
+        try await withServer(kind) { client, service in
+            for _ in 0..<3 { #expect(try await client.get("\(base)/0/query?where=1%3D1&returnCountOnly=true").status == 200) }
+            #expect(try await client.get("\(base)/0/query?where=nope").status == 400)
+            let adds = #"[{"attributes":{"asset_id":"M-1","asset_type":"valve"},"geometry":{"x":-122.65,"y":45.52}}]"#
+            #expect(try await client.post("\(base)/0/applyEdits", ["adds": adds]).status == 200)
+            let info = try await registerReplica(service)
+            let uri = "\(native)/replicas/\(q(info.replicaID))/batches"
+            let first = try batch(info, seq: 1, [insertEdit(), insertEdit("{0C0C0C0C-0000-4000-8000-000000000002}")])
+            #expect(try await client.put("\(uri)/1", json: first).status == 200)
+            #expect(try await client.put("\(uri)/1", json: first).status == 200, "the same batch again: replayed")
+            #expect(try await client.put("\(uri)/1", json: try batch(info, seq: 1, [insertEdit("{0C0C0C0C-0000-4000-8000-000000000003}")])).status == 409)
+
+            if kind == .sqlite {  // drawn MapServers are the GeoPackage backend's
+                for _ in 0..<2 { #expect(try await client.get("/arcgis/rest/services/field_inspection/MapServer/tile/12/1465/650").status == 200) }
+            }
+            let metrics = try await client.get("/metrics")
+            #expect(metrics.headers[.contentType]?.hasPrefix("text/plain; version=0.0.4") == true)
+            let samples = try await Self.samples(metrics.text)
+            #expect(Self.value(samples, "outpost_http_requests_total", ["route": "featureserver.query", "status": "200"]) == 3)
+            #expect(Self.value(samples, "outpost_http_requests_total", ["route": "featureserver.query", "status": "400"]) == 1)
+            #expect(Self.value(samples, "outpost_http_request_duration_seconds_count", ["route": "featureserver.query"]) == 4)
+            #expect(Self.value(samples, "outpost_sync_batches_total", ["outcome": "applied"]) == 1)
+            #expect(Self.value(samples, "outpost_sync_batches_total", ["outcome": "replayed"]) == 1)
+            #expect(Self.value(samples, "outpost_sync_batches_total", ["outcome": "refused"]) == 1)
+            #expect(Self.value(samples, "outpost_edits_applied_total", ["via": "batch"]) == 2)
+            #expect(Self.value(samples, "outpost_edits_applied_total", ["via": "applyEdits"]) == 1)
+            #expect(samples.contains { $0["name"]?.stringValue == "outpost_active_jobs_count" })
+            if kind == .sqlite {
+                #expect(Self.value(samples, "outpost_tiles_served_total", ["source": "drawn"]) == 1)
+                #expect(Self.value(samples, "outpost_tiles_served_total", ["source": "kept"]) == 1)
+            }
+            // Routes are kinds, never paths: no object id or replica id becomes a label.
+            #expect(!metrics.text.contains(info.replicaID) && !metrics.text.contains("objectid"))
+        }
+    }
+
+    @Test(arguments: BackendKind.available)
+    func requestIDsAndReadiness(kind: BackendKind) async throws {
+        try await withServer(kind) { client, service in
+            let given = try await client.get("\(base)?f=json", headers: [OperationsTests.requestID: "crew-7.sync_42"])
+            #expect(given.headers[OperationsTests.requestID] == "crew-7.sync_42")
+            let made = try #require(try await client.get("\(base)?f=json").headers[OperationsTests.requestID])
+            #expect(UUID(uuidString: made) != nil)
+            let hostile = try await client.get("\(base)?f=json", headers: [OperationsTests.requestID: String(repeating: "x", count: 65)])
+            #expect(hostile.headers[OperationsTests.requestID]?.count == 36, "an over-long id is replaced")
+            #expect(try await client.get("/ready").json()["status"] == "ready")
+            // A store that no longer answers (PostgreSQL going away: the outage test) makes the
+            // server unready; here the service's file is closed under it.
+            guard kind == .sqlite else { return }
+            try await service.backend.close()
+            let unready = try await client.get("/ready")
+            #expect(unready.status == 503 && (try? unready.json())?["service"] == "field_inspection", "\(unready.text)")
+            #expect(try await client.get("/health").status == 200, "alive, though not ready")
+        }
+    }
+
+    static let requestID = HTTPField.Name("X-Request-Id")!
+
+    @Test func aDrainingServerAnswers503ButStaysAlive() async throws {
+        let drain = ServerDrain()
+        try await withServer(.sqlite, drain: drain) { client, _ in
+            #expect(try await client.get("\(base)?f=json").status == 200)
+            drain.state.startDraining()
+            let refused = try await client.get("\(base)/0/query?where=1%3D1")
+            #expect(refused.status == 503 && refused.headers[.retryAfter] == "5")
+            #expect(try await client.get("/health").status == 200)
+        }
+    }
+
+    /// SIGTERM with a client's keep-alive connection open: the server drains and exits 0.
+    @Test(.timeLimit(.minutes(1)))
+    func sigtermStopsGracefully() async throws {
+        let service = try await TestService.fieldInspection(.sqlite)
+        try await service.backend.close()
+        let server = try await ServeProcess.start(service: service.file)
+        let session = URLSession(configuration: .ephemeral)
+        _ = try await session.data(from: server.featureServer("field_inspection").appendingPathComponent("0/query?where=1%3D1&f=json"))
+        let started = Date()
+        let status = await server.stop(signal: SIGTERM, timeout: 20)
+        #expect(status == 0, "exit status \(status)")
+        #expect(Date().timeIntervalSince(started) < 15)
+        withExtendedLifetime(service) {}
+    }
+}
