@@ -191,7 +191,7 @@ let package = Package(
         .testTarget(
             name: "OutpostServerTests",
             dependencies: [
-                "OutpostServer", "OutpostTestSupport", "OutpostServiceTestSupport", "OutpostCore", "OutpostStorage", "OutpostProtocol",
+                "OutpostServer", "OutpostTestSupport", "OutpostServiceTestSupport", "OutpostCore", "OutpostStorage", "OutpostProtocol", "OutpostTiles",
                 .product(name: "Hummingbird", package: "hummingbird"),
                 .product(name: "HummingbirdTesting", package: "hummingbird"),
                 .product(name: "HTTPTypes", package: "swift-http-types"),

@@ -271,3 +271,48 @@ extension MapServerTests {
         #expect(try await finished(long)["status"] == "Cancelled")
     }
 }
+
+extension MapServerTests {
+    /// A tile package served as a MapServer draws `export` images by mosaicking its tiles: an
+    /// image of exactly one tile's area and size is that tile, pixel for pixel; identify and
+    /// find say there are no features to ask about.
+    @Test func aTileCacheServiceExportsImagesFromItsTiles() async throws {
+        let dir = TemporaryDirectory()
+        let sample = try await Self.serveSample(in: dir)
+        defer { Task { _ = await sample.stop() } }
+        let cached = dir.file("cached")
+        try FileManager.default.createDirectory(at: cached, withIntermediateDirectories: true)
+        let made = try await outpost([
+            "tiles", "export", "--url", sample.url.absoluteString + "/arcgis/rest/services/field/MapServer", "--extent=-122.70,45.49,-122.60,45.56",
+            "--levels", "12-14", "--out", cached.appendingPathComponent("basemap.tpkx").path,
+        ])
+        #expect(made.succeeded, "\(made.stderr)")
+        let server = try await ServeProcess.start(service: cached)
+        defer { Task { _ = await server.stop() } }
+        let map = server.url.absoluteString + "/arcgis/rest/services/basemap/MapServer"
+
+        let info = try await json(map + "?f=json")
+        #expect(info["layers"]?[0]?["type"] == "Raster Layer" && info["capabilities"] == "Map")
+        // Tile (14, 5861, 2610) holds part of the sample; its area, at 256×256, is the tile.
+        let (level, row, col) = (14, 5861, 2610)
+        let span = 156_543.033_928 / Double(1 << level) * 256, origin = 20_037_508.342_789_244
+        let bbox = "\(-origin + Double(col) * span),\(origin - Double(row + 1) * span),\(-origin + Double(col + 1) * span),\(origin - Double(row) * span)"
+        let tile = try await URLSession.shared.data(from: URL(string: "\(map)/tile/\(level)/\(row)/\(col)")!).0
+        let image = try await URLSession.shared.data(from: URL(string: "\(map)/export?bbox=\(bbox)&size=256,256&f=image")!).0
+        let pixels = try await ExternalTools.python(
+            """
+            import sys, rasterio
+            a, b = (rasterio.open(p).read() for p in sys.argv[1:3])
+            print(a.shape == b.shape and bool((a == b).all()), int(a.std()))
+            """, [try Self.save(tile, dir.file("tile.png")), try Self.save(image, dir.file("export.png"))])
+        #expect(pixels.stdout.hasPrefix("True"), "the export is the tile: \(pixels.stdout) \(pixels.stderr)")
+        #expect((Int(pixels.stdout.split(separator: " ").last?.trimmingCharacters(in: .whitespacesAndNewlines) ?? "") ?? 0) > 5, "and it is not blank")
+        let identify = try await URLSession.shared.data(from: URL(string: "\(map)/identify?geometry=0,0&mapExtent=\(bbox)&imageDisplay=256,256,96&f=json")!)
+        #expect((identify.1 as? HTTPURLResponse)?.statusCode == 400)
+    }
+
+    static func save(_ data: Data, _ url: URL) throws -> String {
+        try data.write(to: url)
+        return url.path
+    }
+}

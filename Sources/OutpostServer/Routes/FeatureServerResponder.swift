@@ -46,6 +46,7 @@ public struct FeatureServerResponder: HTTPResponder {
         logger[metadataKey: "request_id"] = .string(id)
         var response = try await answer(request, segments: segments, remote: context.remoteAddress, logger: logger)
         response.headers[Self.requestID] = id
+        Self.cacheControl(&response, secured: security.isEnabled, static: segments.starts(with: ["arcgis", "rest", "static"]))
         let route = ServerMetrics.route(segments)
         metrics.request(route: route, method: request.method.rawValue, status: Int(response.status.code), duration: ContinuousClock.now - started)
         logger.info(
@@ -54,6 +55,20 @@ public struct FeatureServerResponder: HTTPResponder {
     }
 
     static let requestID = HTTPField.Name("X-Request-Id")!
+
+    /// What caches may keep. Answers change with every edit, so clients ask again (`no-cache`)
+    /// unless a route said otherwise (tiles, the directory's assets). On a server with tokens
+    /// nothing is stored (`private, no-store`): a client's disk cache (QGIS keeps one) must not
+    /// hand a token holder's answer to a later request without the token; tiles may stay in
+    /// the client's own cache only.
+    static func cacheControl(_ response: inout Response, secured: Bool, static isStatic: Bool) {
+        let given = response.headers[.cacheControl]
+        if secured, !isStatic {
+            response.headers[.cacheControl] = given.map { $0.replacingOccurrences(of: "public", with: "private") } ?? "private, no-store"
+        } else if given == nil {
+            response.headers[.cacheControl] = "no-cache"
+        }
+    }
 
     private func answer(_ request: Request, segments: [String], remote: SocketAddress?, logger: Logger) async throws -> Response {
         var request = request
@@ -154,15 +169,24 @@ public struct FeatureServerResponder: HTTPResponder {
             if let cache = try await services.tileCache(named: rest[0]) {
                 let jobs = MapServerJobs(source: TileCacheSource(cache: cache), services: sync, parameters: parameters, writing: writing, mapServerURL: mapServerURL)
                 if let answer = try await jobs.respond(route) { return answer }
-                return try MapServerRoutes(cache: cache, name: rest[0], parameters: parameters, writing: writing, metrics: metrics).respond(route)
+                let operations = MapServerOperations(
+                    source: .cache(cache, name: rest[0]), parameters: parameters, writing: writing, files: sync.files, mapServerURL: mapServerURL)
+                if let answer = try await operations.respond(route) { return answer }
+                return try MapServerRoutes(cache: cache, name: rest[0], parameters: parameters, writing: writing, metrics: metrics,
+                    layers: route.isEmpty ? try await operations.layers() : []  // the service's description only; not per tile
+                ).respond(route)
             }
             // A feature service's layers, drawn as tiles on request (kept on disk per generation).
             guard let backend = services.backend(named: rest[0]) as? SQLiteServiceBackend else { throw ServiceError.notFound("map service \(rest[0])") }
             let source = GeodatabaseRenderSource(geodatabase: backend.geodatabase, maxLevel: RenderedMapServerRoutes.maxLevel)
             let jobs = MapServerJobs(source: source, services: sync, parameters: parameters, writing: writing, mapServerURL: mapServerURL)
             if let answer = try await jobs.respond(route) { return answer }
-            return try await RenderedMapServerRoutes(backend: backend, directory: sync.renderedTiles, parameters: parameters, writing: writing, metrics: metrics)
-                .respond(route)
+            let operations = MapServerOperations(source: .drawn(backend), parameters: parameters, writing: writing, files: sync.files, mapServerURL: mapServerURL)
+            if let answer = try await operations.respond(route) { return answer }
+            return try await RenderedMapServerRoutes(
+                backend: backend, directory: sync.renderedTiles, parameters: parameters, writing: writing, metrics: metrics,
+                layers: route.isEmpty ? try await operations.layers() : []  // the service's description only; not per tile
+            ).respond(route)
         }
         guard rest.count >= 2, rest[1] == "FeatureServer" else { throw ServiceError.notFound("service \(rest[0])") }
         guard let backend = services.backend(named: rest[0]) else { throw ServiceError.notFound("service \(rest[0])") }

@@ -16,13 +16,15 @@ struct MapServerRoutes {
     let parameters: RequestParameters
     let writing: ResponseWriting
     var metrics: ServerMetrics? = nil
+    /// The layers the service lists (``MapServerOperations/layers()``).
+    var layers: [JSONValue] = []
 
     func respond(_ route: [String]) throws -> Response {
         switch route.count {
         case 0:
             _ = try parameters.format()
             guard let info = cache.info else { throw ServiceError(500, "the tile cache did not load") }
-            return writing.json(try Self.info(info))
+            return writing.json(try Self.info(info, layers: layers, capabilities: "Map"))
         case 4 where route[0] == "tile":
             guard let level = Int(route[1]), let row = Int(route[2]), let col = Int(route[3]), level >= 0, row >= 0, col >= 0, level <= 30 else {
                 throw ServiceError(400, "a tile is tile/{level}/{row}/{col} with non-negative integers, not \(route.dropFirst().joined(separator: "/"))")
@@ -47,14 +49,24 @@ struct MapServerRoutes {
         }
     }
 
-    static func info(_ info: TileCacheInfo) throws -> JSONValue {
+    /// The map service's description: its tiling (`tileInfo`, levels), extent, layers and what
+    /// it answers (`capabilities`: Map for tiles and export, Query and Data for features).
+    static func info(_ info: TileCacheInfo, layers: [JSONValue], capabilities: String) throws -> JSONValue {
         let sr: JSONValue = info.scheme.spatialReference.wkid == 3857 ? ["wkid": 102100, "latestWkid": 3857] : ["wkid": .integer(Int64(info.scheme.spatialReference.wkid))]
         var out: [String: JSONValue] = [
             "currentVersion": ServiceInfo.currentVersion, "mapName": .string(info.name), "serviceDescription": "", "singleFusedMapCache": true,
-            "capabilities": "Map,TilesOnly", "spatialReference": sr, "units": "esriMeters",
+            "capabilities": .string(capabilities), "spatialReference": sr, "units": "esriMeters",
+            "supportedImageFormatTypes": "PNG32,PNG24,PNG,PNG8", "maxImageHeight": .integer(Int64(MapServerOperations.maxImageSize)),
+            "maxImageWidth": .integer(Int64(MapServerOperations.maxImageSize)), "supportsDynamicLayers": false, "maxRecordCount": 1000,
             "tileInfo": try JSONValue.parse(info.tileInfoJSON()), "minLOD": .integer(Int64(info.minLevel)), "maxLOD": .integer(Int64(info.maxLevel)),
             "minScale": .number(info.scheme.lod(info.minLevel)?.scale ?? 0), "maxScale": .number(info.scheme.lod(info.maxLevel)?.scale ?? 0),
-            "exportTilesAllowed": false, "layers": [], "tables": [],
+            "exportTilesAllowed": false, "tables": [],
+            "layers": .array(layers.map { l in
+                [
+                    "id": l["id"] ?? 0, "name": l["name"] ?? "", "parentLayerId": -1, "defaultVisibility": true, "subLayerIds": .null,
+                    "minScale": l["minScale"] ?? 0, "maxScale": l["maxScale"] ?? 0, "type": l["type"] ?? "Feature Layer", "geometryType": l["geometryType"] ?? .null,
+                ]
+            }),
         ]
         if let e = info.fullExtent {
             let extent: JSONValue = ["xmin": .number(e.xmin), "ymin": .number(e.ymin), "xmax": .number(e.xmax), "ymax": .number(e.ymax), "spatialReference": sr]
@@ -81,6 +93,7 @@ struct RenderedMapServerRoutes {
     let parameters: RequestParameters
     let writing: ResponseWriting
     var metrics: ServerMetrics? = nil
+    var layers: [JSONValue] = []
     static let maxLevel = 20
 
     func respond(_ route: [String]) async throws -> Response {
@@ -90,7 +103,7 @@ struct RenderedMapServerRoutes {
             _ = try parameters.format()
             let info = TileCacheInfo(
                 name: backend.name, scheme: .webMercator, minLevel: 0, maxLevel: Self.maxLevel, format: "PNG", fullExtent: try await renderer.extent())
-            return writing.json(try MapServerRoutes.info(info))
+            return writing.json(try MapServerRoutes.info(info, layers: layers, capabilities: "Map,Query,Data"))
         case 4 where route[0] == "tile":
             guard let level = Int(route[1]), let row = Int(route[2]), let col = Int(route[3]), (0...Self.maxLevel).contains(level), row >= 0, col >= 0,
                 row < 1 << level, col < 1 << level

@@ -67,11 +67,15 @@ struct Canvas {
                 let coverage = min(1, abs(sum)) * alpha
                 guard coverage > 0.002 else { continue }
                 let i = (y * width + x) * 4
+                // "Over" with straight alpha: on an opaque background this is the plain blend; on
+                // a transparent one (an export with transparent=true) colours keep their value.
                 let keep = 1 - coverage
-                pixels[i] = UInt8(Float(pixels[i]) * keep + Float(color.r) * coverage + 0.5)
-                pixels[i + 1] = UInt8(Float(pixels[i + 1]) * keep + Float(color.g) * coverage + 0.5)
-                pixels[i + 2] = UInt8(Float(pixels[i + 2]) * keep + Float(color.b) * coverage + 0.5)
-                pixels[i + 3] = UInt8(min(255, Float(pixels[i + 3]) + coverage * 255 * keep + 0.5))
+                let below = Float(pixels[i + 3]) / 255 * keep
+                let out = coverage + below
+                pixels[i] = UInt8(min(255, (Float(color.r) * coverage + Float(pixels[i]) * below) / out + 0.5))
+                pixels[i + 1] = UInt8(min(255, (Float(color.g) * coverage + Float(pixels[i + 1]) * below) / out + 0.5))
+                pixels[i + 2] = UInt8(min(255, (Float(color.b) * coverage + Float(pixels[i + 2]) * below) / out + 0.5))
+                pixels[i + 3] = UInt8(min(255, out * 255 + 0.5))
             }
             accumulation[row + width] = 0
             accumulation[row + width + 1] = 0

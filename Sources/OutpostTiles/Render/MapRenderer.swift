@@ -30,10 +30,33 @@ public struct MapRenderer: Sendable {
         return builder.envelope
     }
 
-    /// RGBA pixels of `envelope` (Web Mercator) drawn at `width`×`height`.
-    public func render(envelope: Envelope, width: Int, height: Int) async throws -> [UInt8] {
+    /// The colour a layer is drawn in (by its position among the schema's layers).
+    public func color(ofLayer id: Int) -> RGBA? {
+        geodatabase.schema.layers.firstIndex { $0.id == id }.map { Self.palette[$0 % Self.palette.count] }
+    }
+
+    /// A PNG legend swatch of a layer's symbol: a circle, a line or a filled square, as drawn.
+    public func swatch(ofLayer id: Int, size: Int = 20) throws -> [UInt8] {
+        guard let layer = geodatabase.schema.layer(id: id), let color = color(ofLayer: id), let type = layer.geometryType?.type else {
+            throw TileCacheError(.invalidArea, "layer \(id) is not drawn")
+        }
+        var canvas = Canvas(width: size, height: size, background: RGBA(0, 0, 0, 0))
+        let s = Double(size)
+        let sample: Geometry
+        switch type {
+        case .point, .multiPoint: sample = .point(try Point(x: s / 2, y: s / 2))
+        case .lineString, .multiLineString: sample = .lineString(try LineString([Position(x: 2, y: s - 4), Position(x: s / 2, y: 5), Position(x: s - 2, y: s - 6)]))
+        default: sample = .polygon(try Polygon(rings: [[Position(x: 2, y: 2), Position(x: s - 2, y: 2), Position(x: s - 2, y: s - 2), Position(x: 2, y: s - 2), Position(x: 2, y: 2)]]))
+        }
+        Self.draw(sample, color: color, on: &canvas) { ($0.x, $0.y) }
+        return try PNGEncoder.encode(pixels: canvas.pixels, width: size, height: size)
+    }
+
+    /// RGBA pixels of `envelope` (Web Mercator) drawn at `width`×`height`: every spatial layer,
+    /// or those of `layers`; on the background colour, or transparent.
+    public func render(envelope: Envelope, width: Int, height: Int, layers shown: Set<Int>? = nil, transparent: Bool = false) async throws -> [UInt8] {
         let gdb = geodatabase
-        let background = background
+        let background = transparent ? RGBA(0, 0, 0, 0) : background
         return try await gdb.read { conn in
             var canvas = Canvas(width: width, height: height, background: background)
             let sx = Double(width) / (envelope.xmax - envelope.xmin), sy = Double(height) / (envelope.ymax - envelope.ymin)
@@ -41,7 +64,9 @@ public struct MapRenderer: Sendable {
             // A margin of a few pixels, so strokes and symbols of features just outside show.
             let margin = 8 / min(sx, sy)
             let area = Envelope(xmin: envelope.xmin - margin, ymin: envelope.ymin - margin, xmax: envelope.xmax + margin, ymax: envelope.ymax + margin)
-            let layers = conn.geodatabase.schema.layers.enumerated().filter { $0.element.isSpatial }
+            let layers = conn.geodatabase.schema.layers.enumerated().filter { entry in
+                entry.element.isSpatial && (shown?.contains(entry.element.id) ?? true)
+            }
             let order: (GeometryType?) -> Int = { type in
                 switch type {
                 case .polygon?, .multiPolygon?: 0
