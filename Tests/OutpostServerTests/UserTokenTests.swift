@@ -54,6 +54,14 @@ struct UserTokenTests {
 
             let missing = try await client.get("\(base)?f=json")
             #expect(missing.status == 401 && missing.errorCode == 499)
+            // The catalog answers without a token, with what an anonymous caller may see: nothing.
+            #expect(try await client.get("/arcgis/rest/services?f=json").json() == ["currentVersion": 11.1, "folders": [], "services": []])
+            // The portal resources portal-minded clients read first say what this server is.
+            let sharing = try await client.get("/arcgis/sharing/rest/info?f=json").json()
+            #expect(sharing["authInfo"]?["isTokenBasedSecurity"] == true && sharing["owningSystemUrl"]?.stringValue?.hasSuffix("/arcgis") == true)
+            let portal = try await client.get("/arcgis/sharing/rest/portals/self?f=json").json()
+            #expect(portal["supportsHostedServices"] == false && portal["user"] == nil)
+            #expect(try await client.get("/arcgis/sharing/rest/community/self?f=json").errorCode == 499)
             let signed = try await Self.signIn(client, "vera", extra: ["expiration": "30"])
             let expires = try #require(try signed.json()["expires"]?.integerValue)
             #expect(abs(Double(expires) / 1000 - Date().addingTimeInterval(1800).timeIntervalSince1970) < 60)
@@ -82,6 +90,9 @@ struct UserTokenTests {
             #expect(try await client.get("\(base)?f=json&token=\(outsider)").status == 403)
             #expect(try await client.get("/arcgis/rest/services?f=json&token=\(outsider)").json()["services"] == [], "the catalog lists only what a caller may see")
             #expect(try await client.get("/arcgis/rest/services?f=json&token=\(vera)").json()["services"]?.arrayValue?.count == 1)
+            let me = try await client.get("/arcgis/sharing/rest/community/self?f=json&token=\(ed)").json()
+            #expect(me["username"] == "ed" && me["role"] == "org_publisher")
+            #expect(try await client.get("/arcgis/sharing/rest/community/users/vera?f=json&token=\(ed)").status == 403, "only oneself")
         }
     }
 

@@ -129,6 +129,16 @@ public struct FeatureServerResponder: HTTPResponder {
         if segments.count >= 2, segments[0] == "arcgis", segments[1] == "tokens" || segments.count >= 4 && segments[1] == "sharing" && segments[3] == "generateToken" {
             return try await tokens(&request, Array(segments.dropFirst(2)), remote: remote)
         }
+        if segments.starts(with: ["arcgis", "sharing", "rest"]) {
+            let parameters = try await readParameters(&request)
+            _ = try parameters.format()
+            let caller = try security.caller(request, parameters, remote: remote, anonymousAllowed: true)
+            let routes = PortalRoutes(
+                security: security, caller: caller, publicBase: PublicURL(request, configuration: configuration).base,
+                writing: ResponseWriting(request: request, pretty: (parameters["f"] ?? "").lowercased() == "pjson"))
+            guard let answer = try routes.respond(Array(segments.dropFirst(3))) else { throw ServiceError.notFound(request.uri.path) }
+            return answer
+        }
         if segments == ["arcgis", "rest", "info"] {
             let parameters = try await readParameters(&request)
             _ = try parameters.format()
@@ -151,8 +161,10 @@ public struct FeatureServerResponder: HTTPResponder {
         }
         let parameters = try await readParameters(&request)
         let rest = Array(segments.dropFirst(3))
-        let caller = try security.caller(request, parameters, remote: remote)
-        try Security.require(Self.permission(rest), of: caller, on: rest.first)
+        // The catalog answers without a token, listing only what the caller may see (clients
+        // such as the ArcGIS API for Python look at it before they sign in).
+        let caller = try security.caller(request, parameters, remote: remote, anonymousAllowed: rest.isEmpty)
+        if !rest.isEmpty { try Security.require(Self.permission(rest), of: caller, on: rest.first) }
         var writing = ResponseWriting(request: request, pretty: (parameters["f"] ?? "").lowercased() == "pjson")
         // A browser's request: the page is built from the JSON the resource answers.
         let view = DirectoryView.wanted(request, parameters) ? DirectoryView(segments: Array(segments.dropFirst(2)), query: request.uri.query) : nil
@@ -362,6 +374,11 @@ public struct FeatureServerResponder: HTTPResponder {
         var parameters = RequestParameters(query: request.uri.query, formBody: form)
         if contentType.hasPrefix("multipart/form-data") || contentType.hasPrefix("application/json") || contentType.hasPrefix("application/octet-stream") {
             parameters.rawBody = body
+        }
+        // A multipart form's text fields are parameters like a urlencoded form's; its files stay
+        // in the raw body (addAttachment reads them there).
+        if let body, let boundary = ServiceRoutes.boundary(contentType) {
+            parameters.add(fields: try ServiceRoutes.formFields(body, boundary: boundary))
         }
         return parameters
     }

@@ -246,7 +246,10 @@ struct ReplicaRoutes {
     /// What the replica has received: `replicaServerGen`, or `syncLayers` per layer (perLayer).
     private func downloadStart(_ info: ReplicaInfo) throws -> [Int: Int64] {
         var since: [Int: Int64] = [:]
-        if let layers = try parameters.json("syncLayers") {
+        // The ArcGIS API for Python sends syncLayers=perReplica (its default) with
+        // replicaServerGen for a per-replica sync: the word names the model, not layers.
+        let perReplicaWord = ["perReplica", "perreplica"].contains(parameters["syncLayers"] ?? "")
+        if !perReplicaWord, let layers = try parameters.json("syncLayers") {
             guard let array = layers.arrayValue else { throw ServiceError.badParameter("syncLayers", "expected a JSON array") }
             for item in array {
                 guard let id = item["id"]?.integerValue, let gen = item["serverGen"]?.integerValue else {

@@ -10,6 +10,12 @@ struct RequestParameters: Sendable {
     /// A multipart body, kept as it came (for addAttachment).
     var rawBody: ByteBuffer?
 
+    /// Adds form fields that came in a `multipart/form-data` body (the ArcGIS API for Python
+    /// posts every operation that way); a field given twice keeps its last value, as in a query.
+    mutating func add(fields: [(String, String)]) {
+        for (name, value) in fields { values[name] = value }
+    }
+
     init(query: String?, formBody: String?) {
         for source in [query, formBody] {
             guard let source, !source.isEmpty else { continue }

@@ -195,8 +195,8 @@ struct ServiceRoutes {
         var data: Data
     }
 
-    /// The `attachment` part of a multipart/form-data body (RFC 7578).
-    static func filePart(_ body: ByteBuffer, boundary: String) throws -> FilePart {
+    /// The parts of a multipart/form-data body (RFC 7578): each part's headers and bytes.
+    static func parts(_ body: ByteBuffer, boundary: String) throws -> [(headers: [(String, String)], data: Data)] {
         let parser = MultipartParser(boundary: boundary)
         var parts: [(headers: [(String, String)], data: Data)] = []
         var headers: [(String, String)] = []
@@ -210,6 +210,27 @@ struct ServiceRoutes {
         }
         do {
             try parser.execute(body)
+        } catch {
+            throw ServiceError.badParameter("body", "the multipart body cannot be read")
+        }
+        return parts
+    }
+
+    /// The text fields of a multipart/form-data body: parts with a name and no file name.
+    static func formFields(_ body: ByteBuffer, boundary: String) throws -> [(String, String)] {
+        try parts(body, boundary: boundary).compactMap { part in
+            let disposition = part.headers.first { $0.0.lowercased() == "content-disposition" }?.1 ?? ""
+            let attributes = Self.dispositionAttributes(disposition)
+            guard let name = attributes["name"], attributes["filename"] == nil else { return nil }
+            return (name, String(decoding: part.data, as: UTF8.self))
+        }
+    }
+
+    /// The `attachment` part of a multipart/form-data body (RFC 7578).
+    static func filePart(_ body: ByteBuffer, boundary: String) throws -> FilePart {
+        let parts: [(headers: [(String, String)], data: Data)]
+        do {
+            parts = try Self.parts(body, boundary: boundary)
         } catch {
             throw ServiceError.badParameter("attachment", "the multipart body cannot be read")
         }

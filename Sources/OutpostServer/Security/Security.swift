@@ -25,10 +25,13 @@ enum Caller: Sendable {
     case staticToken(TokenPolicy.Scope)
     /// A user, by a token from `generateToken`.
     case user(UserFile.User)
+    /// No token on a server with security: may see that the server exists, nothing more.
+    case anonymous
 
     func permissions(on service: String?) -> Set<Permission> {
         switch self {
         case .anyone: Set(Permission.allCases)
+        case .anonymous: []
         case .staticToken(.read): [.query]
         case .staticToken(.edit): [.query, .edit, .sync]
         case .user(let user): user.permissions(on: service)
@@ -70,9 +73,12 @@ final class Security: Sendable {
     /// Who the request is from. Never includes the token in an error message.
     /// - Throws: ``ServiceError`` 499 when security is on and no token came, 498 for a token that
     ///   is unknown, forged, expired, bound to another client, or whose user is gone.
-    func caller(_ request: Request, _ parameters: RequestParameters, remote: SocketAddress?) throws -> Caller {
+    /// - Parameter anonymousAllowed: a request without a token is ``Caller/anonymous`` (the
+    ///   catalog, as ArcGIS's, lists what such a caller may see: nothing) instead of a 499.
+    func caller(_ request: Request, _ parameters: RequestParameters, remote: SocketAddress?, anonymousAllowed: Bool = false) throws -> Caller {
         guard isEnabled else { return .anyone }
         guard let token = Self.token(request, parameters) else {
+            if anonymousAllowed { return .anonymous }
             throw ServiceError(401, "Token Required", code: 499, details: ["pass token=, or Authorization: Bearer <token>"])
         }
         if let scope = staticTokens?.tokens[token] { return .staticToken(scope) }
