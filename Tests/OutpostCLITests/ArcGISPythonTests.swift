@@ -46,21 +46,14 @@ struct ArcGISPythonTests {
     @Test(.timeLimit(.minutes(3)))
     func theArcGISAPIForPythonWorksWithTheServer() async throws {
         let dir = TemporaryDirectory()
-        let (cert, key) = try await TLSServeTests.certificate(in: dir)
-        let users = dir.file("users.json")
-        #expect(try await ExternalTools.run(
-            Repository.outpostExecutable.path, ["users", "add", "crew", "--role", "editor", "--users", users.path, "--password-stdin"], input: "a long pass phrase\n").succeeded)
-        let service = try await TestService.fieldInspection(.sqlite)
-        try await service.backend.close()
-        let server = try await ServeProcess.start(service: service.file, arguments: ["--tls-cert", cert.path, "--tls-key", key.path, "--users", users.path])
-        let run = try await ExternalTools.python(Self.script, [server.url.absoluteString, cert.path, dir.url.path])
+        let secured = try await TLSServeTests.securedSample(in: dir, role: "editor")
+        let run = try await ExternalTools.python(Self.script, [secured.server.url.absoluteString, secured.certificate.path, dir.url.path])
         #expect(run.succeeded, "\(run.stderr.suffix(3000))")
         let out = try JSONValue.parse(run.stdout.split(separator: "\n").last.map(String.init) ?? "")
         #expect(out == [
             "signedIn": "crew", "open": 82, "count": 300, "added": [true], "countAfter": 301, "syncEnabled": true, "synced": [true],
             "serverGenAdvanced": true, "unregistered": true,
         ], "\(out)")
-        await server.stop()
-        withExtendedLifetime(service) {}
+        await secured.stop()
     }
 }

@@ -106,17 +106,10 @@ struct QGISTests {
     @Test(.timeLimit(.minutes(3)))
     func qgisOverHTTPSWithATokenFromGenerateToken() async throws {
         let dir = TemporaryDirectory()
-        let (cert, key) = try await TLSServeTests.certificate(in: dir)
-        let users = dir.file("users.json")
-        #expect(try await ExternalTools.run(
-            Repository.outpostExecutable.path, ["users", "add", "crew", "--role", "viewer", "--users", users.path, "--password-stdin"], input: "a long pass phrase\n").succeeded)
-        let service = try await TestService.fieldInspection(.sqlite)
-        try await service.backend.close()
-        let server = try await ServeProcess.start(service: service.file, arguments: ["--tls-cert", cert.path, "--tls-key", key.path, "--users", users.path])
-        let out = try await Self.run([server.url.absoluteString, cert.path])
+        let secured = try await TLSServeTests.securedSample(in: dir, role: "viewer")
+        let out = try await Self.run([secured.server.url.absoluteString, secured.certificate.path])
         #expect(out["withoutToken"] == false, "without the token QGIS gets nothing")
         Self.expectWholeLayer(out)
-        await server.stop()
-        withExtendedLifetime(service) {}
+        await secured.stop()
     }
 }

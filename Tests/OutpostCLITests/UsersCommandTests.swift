@@ -109,16 +109,36 @@ struct TLSServeTests {
         return (cert, key)
     }
 
-    @Test(.timeLimit(.minutes(2)))
-    func httpsWithHTTP2SignInAndPublicURLs() async throws {
-        let dir = TemporaryDirectory()
-        let (cert, key) = try await Self.certificate(in: dir)
+    /// A secured sample server: the field-inspection service over HTTPS (a fresh self-signed
+    /// certificate) with one user, `crew`, whose password is "a long pass phrase".
+    struct Secured {
+        let service: TestService
+        let server: ServeProcess
+        let certificate: URL
+
+        func stop() async {
+            await server.stop()
+            withExtendedLifetime(service) {}
+        }
+    }
+
+    static func securedSample(in dir: TemporaryDirectory, role: String) async throws -> Secured {
+        let (cert, key) = try await certificate(in: dir)
         let users = dir.file("users.json")
-        #expect(try await ExternalTools.run(
-            Repository.outpostExecutable.path, ["users", "add", "crew", "--role", "editor", "--users", users.path, "--password-stdin"], input: "a long pass phrase\n").succeeded)
+        let added = try await ExternalTools.run(
+            Repository.outpostExecutable.path, ["users", "add", "crew", "--role", role, "--users", users.path, "--password-stdin"], input: "a long pass phrase\n")
+        #expect(added.succeeded, "\(added.stderr)")
         let service = try await TestService.fieldInspection(.sqlite)
         try await service.backend.close()
         let server = try await ServeProcess.start(service: service.file, arguments: ["--tls-cert", cert.path, "--tls-key", key.path, "--users", users.path])
+        return Secured(service: service, server: server, certificate: cert)
+    }
+
+    @Test(.timeLimit(.minutes(2)))
+    func httpsWithHTTP2SignInAndPublicURLs() async throws {
+        let dir = TemporaryDirectory()
+        let secured = try await Self.securedSample(in: dir, role: "editor")
+        let (server, cert, service) = (secured.server, secured.certificate, secured.service)
         #expect(server.url.scheme == "https")
         let base = server.url.absoluteString
 
