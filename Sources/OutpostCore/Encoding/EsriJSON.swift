@@ -205,71 +205,84 @@ public enum EsriJSON {
     }
 
     public static func write(_ geometry: Geometry, spatialReference: SpatialReference? = nil, to out: inout String) throws {
+        try out.appendWritten { try write(geometry, spatialReference: spatialReference, to: &$0) }
+    }
+
+    public static func write(_ geometry: Geometry, spatialReference: SpatialReference? = nil, to out: inout [UInt8]) throws {
         let layout = geometry.layout
-        out += "{"
+        out.append(utf8: "{")
         switch geometry {
         case .point(let p):
             if let position = p.position {
-                out += "\"x\":"
+                out.append(utf8: "\"x\":")
                 JSONValue.writeNumber(position.x, to: &out)
-                out += ",\"y\":"
+                out.append(utf8: ",\"y\":")
                 JSONValue.writeNumber(position.y, to: &out)
                 if let z = position.z {
-                    out += ",\"z\":"
+                    out.append(utf8: ",\"z\":")
                     JSONValue.writeNumber(z, to: &out)
                 }
                 if let m = position.m {
-                    out += ",\"m\":"
+                    out.append(utf8: ",\"m\":")
                     JSONValue.writeNumber(m, to: &out)
                 }
             } else {
-                out += "\"x\":null,\"y\":null"
+                out.append(utf8: "\"x\":null,\"y\":null")
             }
         case .multiPoint(let m):
             writeFlags(layout, to: &out)
-            out += "\"points\":"
+            out.append(utf8: "\"points\":")
             writePositions(m.points.compactMap(\.position), to: &out)
         case .lineString(let l):
             writeFlags(layout, to: &out)
-            out += "\"paths\":["
+            out.append(utf8: "\"paths\":[")
             if !l.positions.isEmpty { writePositions(l.positions, to: &out) }
-            out += "]"
+            out.append(utf8: "]")
         case .multiLineString(let m):
             writeFlags(layout, to: &out)
-            out += "\"paths\":["
+            out.append(utf8: "\"paths\":[")
             for (i, l) in m.lineStrings.enumerated() {
-                if i > 0 { out += "," }
+                if i > 0 { out.append(utf8: ",") }
                 writePositions(l.positions, to: &out)
             }
-            out += "]"
+            out.append(utf8: "]")
         case .polygon(let p):
             writeFlags(layout, to: &out)
-            out += "\"rings\":["
+            out.append(utf8: "\"rings\":[")
             var separate = false
             writeRings(p, separate: &separate, to: &out)
-            out += "]"
+            out.append(utf8: "]")
         case .multiPolygon(let m):
             writeFlags(layout, to: &out)
-            out += "\"rings\":["
+            out.append(utf8: "\"rings\":[")
             var separate = false
             for p in m.polygons { writeRings(p, separate: &separate, to: &out) }
-            out += "]"
+            out.append(utf8: "]")
         case .geometryCollection:
             throw GeometryError(.unsupported, "a GeometryCollection has no Esri JSON representation")
         }
         if let spatialReference {
-            out += ",\"spatialReference\":"
+            out.append(utf8: ",\"spatialReference\":")
             writeSpatialReference(spatialReference, to: &out)
         }
-        out += "}"
+        out.append(utf8: "}")
     }
 
     /// `{"wkid":4326}`, or `{"wkid":102100,"latestWkid":3857}` for Web Mercator as ArcGIS writes it.
     public static func writeSpatialReference(_ sr: SpatialReference, to out: inout String) {
+        out.appendWritten { writeSpatialReference(sr, to: &$0) }
+    }
+
+    /// ``writeSpatialReference(_:to:)-(_,String)`` for a byte buffer.
+    public static func writeSpatialReference(_ sr: SpatialReference, to out: inout [UInt8]) {
         if sr.isWebMercator {
-            out += "{\"wkid\":102100,\"latestWkid\":3857}"
+            out.append(utf8: "{\"wkid\":102100,\"latestWkid\":3857}")
         } else {
-            out += "{\"wkid\":\(sr.wkid),\"latestWkid\":\(sr.wkid)}"
+            out.append(utf8: "{\"wkid\":")
+            JSONValue.writeInteger(Int64(sr.wkid), to: &out)
+            out.append(utf8: ",\"latestWkid\":")
+            JSONValue.writeInteger(Int64(sr.wkid), to: &out)
+            out.append(utf8: "}")
         }
     }
 
@@ -290,21 +303,21 @@ public enum EsriJSON {
         return out
     }
 
-    private static func writeFlags(_ layout: CoordinateLayout, to out: inout String) {
-        if layout.hasZ { out += "\"hasZ\":true," }
-        if layout.hasM { out += "\"hasM\":true," }
+    private static func writeFlags(_ layout: CoordinateLayout, to out: inout [UInt8]) {
+        if layout.hasZ { out.append(utf8: "\"hasZ\":true,") }
+        if layout.hasM { out.append(utf8: "\"hasM\":true,") }
     }
 
-    private static func writeRings(_ p: Polygon, separate: inout Bool, to out: inout String) {
+    private static func writeRings(_ p: Polygon, separate: inout Bool, to out: inout [UInt8]) {
         for (i, ring) in p.rings.enumerated() {
-            if separate { out += "," }
+            if separate { out.append(utf8: ",") }
             separate = true
             // Esri winding: exteriors clockwise, holes counter-clockwise.
             writePositions(RingOrientation.oriented(ring, clockwise: i == 0), to: &out)
         }
     }
 
-    private static func writePositions(_ positions: [Position], to out: inout String) {
+    private static func writePositions(_ positions: [Position], to out: inout [UInt8]) {
         CoordinateText.write(positions, measures: true, to: &out)
     }
 }

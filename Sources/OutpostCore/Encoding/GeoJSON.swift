@@ -135,60 +135,66 @@ public enum GeoJSON {
     }
 
     public static func write(_ geometry: Geometry, to out: inout String) {
-        out += "{\"type\":\"\(geometry.type.geoJSONName)\","
-        switch geometry {
-        case .point(let p):
-            out += "\"coordinates\":"
-            if let position = p.position { writePosition(position, to: &out) } else { out += "[]" }
-        case .lineString(let l):
-            out += "\"coordinates\":"
-            writePositions(l.positions, to: &out)
-        case .polygon(let p):
-            out += "\"coordinates\":"
-            writePolygon(p, to: &out)
-        case .multiPoint(let m):
-            out += "\"coordinates\":"
-            writePositions(m.points.compactMap(\.position), to: &out)
-        case .multiLineString(let m):
-            out += "\"coordinates\":["
-            for (i, l) in m.lineStrings.enumerated() {
-                if i > 0 { out += "," }
-                writePositions(l.positions, to: &out)
-            }
-            out += "]"
-        case .multiPolygon(let m):
-            out += "\"coordinates\":["
-            for (i, p) in m.polygons.enumerated() {
-                if i > 0 { out += "," }
-                writePolygon(p, to: &out)
-            }
-            out += "]"
-        case .geometryCollection(let c):
-            out += "\"geometries\":["
-            for (i, g) in c.geometries.enumerated() {
-                if i > 0 { out += "," }
-                write(g, to: &out)
-            }
-            out += "]"
-        }
-        out += "}"
+        out.appendWritten { write(geometry, to: &$0) }
     }
 
-    private static func writePolygon(_ p: Polygon, to out: inout String) {
-        out += "["
+    public static func write(_ geometry: Geometry, to out: inout [UInt8]) {
+        out.append(utf8: "{\"type\":\"")
+        out.append(utf8: geometry.type.geoJSONName)
+        out.append(utf8: "\",")
+        switch geometry {
+        case .point(let p):
+            out.append(utf8: "\"coordinates\":")
+            if let position = p.position { writePosition(position, to: &out) } else { out.append(utf8: "[]") }
+        case .lineString(let l):
+            out.append(utf8: "\"coordinates\":")
+            writePositions(l.positions, to: &out)
+        case .polygon(let p):
+            out.append(utf8: "\"coordinates\":")
+            writePolygon(p, to: &out)
+        case .multiPoint(let m):
+            out.append(utf8: "\"coordinates\":")
+            writePositions(m.points.compactMap(\.position), to: &out)
+        case .multiLineString(let m):
+            out.append(utf8: "\"coordinates\":[")
+            for (i, l) in m.lineStrings.enumerated() {
+                if i > 0 { out.append(utf8: ",") }
+                writePositions(l.positions, to: &out)
+            }
+            out.append(utf8: "]")
+        case .multiPolygon(let m):
+            out.append(utf8: "\"coordinates\":[")
+            for (i, p) in m.polygons.enumerated() {
+                if i > 0 { out.append(utf8: ",") }
+                writePolygon(p, to: &out)
+            }
+            out.append(utf8: "]")
+        case .geometryCollection(let c):
+            out.append(utf8: "\"geometries\":[")
+            for (i, g) in c.geometries.enumerated() {
+                if i > 0 { out.append(utf8: ",") }
+                write(g, to: &out)
+            }
+            out.append(utf8: "]")
+        }
+        out.append(utf8: "}")
+    }
+
+    private static func writePolygon(_ p: Polygon, to out: inout [UInt8]) {
+        out.append(utf8: "[")
         for (i, ring) in p.rings.enumerated() {
-            if i > 0 { out += "," }
+            if i > 0 { out.append(utf8: ",") }
             // RFC 7946 §3.1.6: exterior counter-clockwise, holes clockwise.
             writePositions(RingOrientation.oriented(ring, clockwise: i > 0), to: &out)
         }
-        out += "]"
+        out.append(utf8: "]")
     }
 
-    private static func writePositions(_ positions: [Position], to out: inout String) {
+    private static func writePositions(_ positions: [Position], to out: inout [UInt8]) {
         CoordinateText.write(positions, measures: false, to: &out)
     }
 
-    private static func writePosition(_ p: Position, to out: inout String) {
+    private static func writePosition(_ p: Position, to out: inout [UInt8]) {
         CoordinateText.write(p, measures: false, to: &out)
     }
 }

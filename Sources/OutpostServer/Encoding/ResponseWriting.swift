@@ -69,7 +69,7 @@ struct ResponseWriting {
 /// Text written by a streaming handler, sent to the client in chunks.
 struct ChunkedText {
     private var writer: any ResponseBodyWriter
-    private var text = ""
+    private var bytes: [UInt8] = []
     private let compressor: (any NIOCompressor)?
     static let chunkSize = 64 * 1024
 
@@ -84,11 +84,14 @@ struct ChunkedText {
         }
     }
 
-    mutating func append(_ s: String) { text += s }
+    mutating func append(_ s: String) { bytes.append(utf8: s) }
+
+    /// Lets a byte writer (a feature's JSON) append in place.
+    mutating func write<Failure: Error>(_ body: (inout [UInt8]) throws(Failure) -> Void) throws(Failure) { try body(&bytes) }
 
     /// Sends the accumulated text once it reaches the chunk size.
     mutating func flushIfNeeded() async throws {
-        if text.utf8.count >= Self.chunkSize { try await send(final: false) }
+        if bytes.count >= Self.chunkSize { try await send(final: false) }
     }
 
     mutating func finish() async throws {
@@ -97,8 +100,8 @@ struct ChunkedText {
     }
 
     private mutating func send(final: Bool) async throws {
-        var buffer = ByteBuffer(string: text)
-        text = ""
+        var buffer = ByteBuffer(bytes: bytes)
+        bytes.removeAll(keepingCapacity: true)
         if let compressor {
             let out = try buffer.compressStream(with: compressor, flush: final ? .finish : .sync, allocator: ByteBufferAllocator())
             if final { try? compressor.finishStream() }

@@ -38,10 +38,26 @@ extension ServiceRoutes {
             var exceeded = false
             var page = base
             let keyset = base.orderBy.isEmpty && base.offset == 0 && base.intersecting == nil
-            while written <= limit {
-                page.limit = min(Self.pageSize, limit + 1 - written)
-                if page.limit == 0 { break }
-                let features = try await backend.features(layerID: id, query: page)
+            // One page is read while the one before it is written: reading and encoding each
+            // take about half the time, and they run on different threads.
+            page.limit = min(Self.pageSize, limit + 1)
+            var reading: Task<[Feature], any Error>?
+            if page.limit! > 0 {
+                let first = page
+                reading = Task { try await backend.features(layerID: id, query: first) }
+            }
+            defer { reading?.cancel() }
+            while let current = reading {
+                let features = try await current.value
+                reading = nil
+                if features.count == page.limit! {
+                    if keyset { page.afterObjectID = features.last?.objectID } else { page.offset += features.count }
+                    page.limit = min(Self.pageSize, limit + 1 - written - features.count)
+                    if page.limit! > 0 {
+                        let next = page
+                        reading = Task { try await backend.features(layerID: id, query: next) }
+                    }
+                }
                 for var feature in features {
                     if written == limit {
                         exceeded = true
@@ -50,19 +66,14 @@ extension ServiceRoutes {
                     if let g = feature.geometry, targetSR != layerSR { feature.geometry = try WebMercator.convert(g, from: layerSR, to: targetSR) }
                     if written > 0 { out.append(",") }
                     if geojson {
-                        var text = ""
-                        FeatureJSON.writeGeoJSON(feature, fields: fields, includeGeometry: page.returnGeometry, to: &text)
-                        out.append(text)
+                        out.write { FeatureJSON.writeGeoJSON(feature, fields: fields, includeGeometry: base.returnGeometry, to: &$0) }
                     } else {
-                        var text = ""
-                        try FeatureJSON.writeEsri(feature, fields: fields, includeGeometry: page.returnGeometry, to: &text)
-                        out.append(text)
+                        try out.write { try FeatureJSON.writeEsri(feature, fields: fields, includeGeometry: base.returnGeometry, to: &$0) }
                     }
                     written += 1
                     try await out.flushIfNeeded()
                 }
-                if exceeded || features.count < page.limit! { break }
-                if keyset { page.afterObjectID = features.last?.objectID } else { page.offset += features.count }
+                if exceeded { break }
             }
             if geojson {
                 out.append(exceeded ? "],\"properties\":{\"exceededTransferLimit\":true}}" : "]}")

@@ -59,14 +59,22 @@ public enum FeatureJSON {
     public static func writeEsri(
         _ feature: Feature, fields: [FieldDefinition], includeGeometry: Bool, to out: inout String
     ) throws {
-        out += "{\"attributes\":{"
+        try out.appendWritten { try writeEsri(feature, fields: fields, includeGeometry: includeGeometry, to: &$0) }
+    }
+
+    /// ``writeEsri(_:fields:includeGeometry:to:)-(_,_,_,String)`` as UTF-8 bytes: what a streamed
+    /// query writes.
+    public static func writeEsri(
+        _ feature: Feature, fields: [FieldDefinition], includeGeometry: Bool, to out: inout [UInt8]
+    ) throws {
+        out.append(utf8: "{\"attributes\":{")
         writeAttributes(feature, fields: fields, to: &out)
-        out += "}"
+        out.append(utf8: "}")
         if includeGeometry {
-            out += ",\"geometry\":"
-            if let g = feature.geometry { try EsriJSON.write(g, to: &out) } else { out += "null" }
+            out.append(utf8: ",\"geometry\":")
+            if let g = feature.geometry { try EsriJSON.write(g, to: &out) } else { out.append(utf8: "null") }
         }
-        out += "}"
+        out.append(utf8: "}")
     }
 
     /// Writes a GeoJSON Feature: `id` is the object id, properties are the attributes (dates as
@@ -74,40 +82,52 @@ public enum FeatureJSON {
     public static func writeGeoJSON(
         _ feature: Feature, fields: [FieldDefinition], includeGeometry: Bool, to out: inout String
     ) {
-        out += "{\"type\":\"Feature\""
-        if let id = feature.objectID { out += ",\"id\":\(id)" }
-        out += ",\"geometry\":"
+        out.appendWritten { writeGeoJSON(feature, fields: fields, includeGeometry: includeGeometry, to: &$0) }
+    }
+
+    /// ``writeGeoJSON(_:fields:includeGeometry:to:)-(_,_,_,String)`` as UTF-8 bytes.
+    public static func writeGeoJSON(
+        _ feature: Feature, fields: [FieldDefinition], includeGeometry: Bool, to out: inout [UInt8]
+    ) {
+        out.append(utf8: "{\"type\":\"Feature\"")
+        if let id = feature.objectID {
+            out.append(utf8: ",\"id\":")
+            JSONValue.writeInteger(id, to: &out)
+        }
+        out.append(utf8: ",\"geometry\":")
         if includeGeometry, let g = feature.geometry {
             GeoJSON.write(g, to: &out)
         } else {
-            out += "null"
+            out.append(utf8: "null")
         }
-        out += ",\"properties\":{"
+        out.append(utf8: ",\"properties\":{")
         writeAttributes(feature, fields: fields, dateAsText: true, to: &out)
-        out += "}}"
+        out.append(utf8: "}}")
     }
 
-    static func writeAttributes(_ feature: Feature, fields: [FieldDefinition], dateAsText: Bool = false, to out: inout String) {
-        var first = true
-        for field in fields {
-            let value: JSONValue
+    /// `"name":value` for each field, straight from the stored values (no JSON value built).
+    static func writeAttributes(_ feature: Feature, fields: [FieldDefinition], dateAsText: Bool = false, to out: inout [UInt8]) {
+        for (i, field) in fields.enumerated() {
+            if i > 0 { out.append(UInt8(ascii: ",")) }
+            JSONValue.writeString(field.name, to: &out)
+            out.append(UInt8(ascii: ":"))
             switch field.type {
-            case .oid: value = feature.objectID.map { .integer($0) } ?? .null
-            case .globalID: value = feature.globalID.map { .string($0) } ?? .null
+            case .oid:
+                if let id = feature.objectID { JSONValue.writeInteger(id, to: &out) } else { out.append(utf8: "null") }
+            case .globalID:
+                if let id = feature.globalID { JSONValue.writeString(id, to: &out) } else { out.append(utf8: "null") }
             default:
-                let v = feature.attributes[field.name] ?? .null
-                if dateAsText, case .date(let d) = v {
+                switch feature.attributes[field.name] ?? .null {
+                case .null: out.append(utf8: "null")
+                case .integer(let i): JSONValue.writeInteger(i, to: &out)
+                case .double(let d): JSONValue.writeNumber(d, to: &out)
+                case .string(let s): JSONValue.writeString(s, to: &out)
+                case .date(let d) where dateAsText:
                     let text = GeoPackageDate.format(d)
-                    value = .string(field.type == .dateOnly ? String(text.prefix(10)) : text)
-                } else {
-                    value = v.jsonValue
+                    JSONValue.writeString(field.type == .dateOnly ? String(text.prefix(10)) : text, to: &out)
+                case let value: value.jsonValue.write(to: &out)
                 }
             }
-            if !first { out += "," }
-            first = false
-            JSONValue.writeString(field.name, to: &out)
-            out += ":"
-            value.write(to: &out)
         }
     }
 }
