@@ -159,4 +159,31 @@ struct UserTokenTests {
         #expect(throws: ServiceError.self) { try file.setUser("bob", role: .viewer, password: "short") }
         #expect(file.users[0].hash.count == 64 && file.users[0].iterations >= 600_000, "salted PBKDF2-HMAC-SHA256")
     }
+
+    /// A token is hashed once per users-file version; its expiry still counts on every use, and a
+    /// file written again with a new key forgets every token verified against the old one.
+    @Test func verifiedTokensAreRememberedPerFileVersion() throws {
+        let directory = TemporaryDirectory()
+        let url = directory.url.appendingPathComponent("users.json")
+        var file = UserFile()
+        try file.setUser("ann", role: .viewer, password: "long enough")
+        try file.save(to: url)
+        let users = UserDirectory(url: url)
+        let key = try #require(UserFile.bytes(hex: file.tokenKey))
+        let expiry = Date().addingTimeInterval(3600)
+        let text = SignedToken(user: "ann", expires: expiry, binding: nil).encoded(key: key)
+
+        #expect(try users.verify(text).token.user == "ann")
+        #expect(try users.verify(text).token.user == "ann", "the remembered token")
+        #expect(throws: SignedToken.Failure.expired) { try users.verify(text, now: expiry.addingTimeInterval(1)) }
+        #expect(throws: SignedToken.Failure.invalid) { try users.verify(text + "A") }
+
+        var rotated = UserFile()
+        try rotated.setUser("ann", role: .viewer, password: "long enough")
+        try rotated.save(to: url)
+        // The file is looked at again at most once a second; its time must differ from the first.
+        try FileManager.default.setAttributes([.modificationDate: Date().addingTimeInterval(5)], ofItemAtPath: url.path)
+        Thread.sleep(forTimeInterval: 1.1)
+        #expect(throws: SignedToken.Failure.invalid, "signed with the old key") { try users.verify(text) }
+    }
 }

@@ -1,7 +1,7 @@
 import Foundation
 import OutpostStorage
 
-// outpost-bench [import [counts…] | edits [base edits] | server | sync [features] | codec | postgres [features] | tiles | all]
+// outpost-bench [import [counts…] | edits [base edits] | server | secure | sync [features] | codec | postgres [features] | tiles | all]
 // Each measured run is a child process (worker-* subcommands), so peak memory is its own.
 let arguments = CommandLine.arguments
 let executable = URL(fileURLWithPath: arguments[0]).standardizedFileURL.path
@@ -62,6 +62,14 @@ do {
         try await ServerBenchmark.serve(URL(fileURLWithPath: arguments[2]))
     case "server":
         try await ServerBenchmark.run(executable: executable, workDirectory: work)
+    case "worker-serve-secure":
+        try await SecureServerBenchmark.serve(
+            URL(fileURLWithPath: arguments[2]), tls: arguments[3] == "tls", users: arguments[4] == "-" ? nil : arguments[4], directory: URL(fileURLWithPath: arguments[5]))
+    case "worker-secure-floor":
+        let (time, bytes) = try await SecureServerBenchmark.floor(URL(fileURLWithPath: arguments[2]))
+        print("floor: \(Int(100_000 / time)) features/s, \(bytes) bytes")
+    case "secure":
+        try await SecureServerBenchmark.run(executable: executable, workDirectory: work)
     case "import":
         let counts = arguments.dropFirst(2).compactMap { Int($0) }
         try ImportBenchmark.run(counts: counts.isEmpty ? [100_000, 1_000_000] : counts, executable: executable, workDirectory: work)
@@ -72,10 +80,11 @@ do {
         try ImportBenchmark.run(counts: [100_000, 1_000_000], executable: executable, workDirectory: work)
         try EditsBenchmark.run(base: 100_000, edits: 100_000, executable: executable, workDirectory: work)
         try await ServerBenchmark.run(executable: executable, workDirectory: work)
+        try await SecureServerBenchmark.run(executable: executable, workDirectory: work)
         try await SyncBenchmark.run(count: 100_000, executable: executable, workDirectory: work)
         try TilesBenchmark.run(executable: executable, workDirectory: work)
     default:
-        print("usage: outpost-bench [import [counts…] | edits [base edits] | server | sync [features] | codec | tiles | all]")
+        print("usage: outpost-bench [import [counts…] | edits [base edits] | server | secure | sync [features] | codec | tiles | all]")
         exit(2)
     }
     if arguments.dropFirst().first?.hasPrefix("worker-") == true { printOwnPeakMemory() }

@@ -83,13 +83,13 @@ final class Security: Sendable {
         }
         if let scope = staticTokens?.tokens[token] { return .staticToken(scope) }
         guard let users, token.hasPrefix(SignedToken.prefix) else { throw Self.invalidToken }
-        let file = try users.current()
-        guard let key = UserFile.bytes(hex: file.tokenKey) else { throw Self.invalidToken }
-        let signed: SignedToken
+        let signed: SignedToken, file: UserFile
         do {
-            signed = try SignedToken.decode(token, key: key)
-        } catch {
-            throw error == .expired ? ServiceError(401, "Invalid Token", code: 498, details: ["the token has expired"]) : Self.invalidToken
+            (signed, file) = try users.verify(token)
+        } catch SignedToken.Failure.expired {
+            throw ServiceError(401, "Invalid Token", code: 498, details: ["the token has expired"])
+        } catch is SignedToken.Failure {
+            throw Self.invalidToken
         }
         if let binding = signed.binding {
             let matches: Bool
@@ -167,26 +167,64 @@ final class Security: Sendable {
 }
 
 /// The users file, read again when it changes (checked at most once a second), so
-/// `outpost users add` takes effect on a running server.
+/// `outpost users add` takes effect on a running server; and the tokens already verified against
+/// it, so a token is hashed once per file version rather than on every request.
 final class UserDirectory: Sendable {
     let url: URL
-    private let state = Mutex<(file: UserFile?, modified: Date?, checked: Date)>((nil, nil, .distantPast))
+    private struct State {
+        var file: UserFile?
+        var modified: Date?
+        var checked = Date.distantPast
+        /// Bumped on every reload: a token verified against an older file is not remembered.
+        var generation = 0
+        var verified: [String: SignedToken] = [:]
+    }
+    private let state = Mutex(State())
+    /// Verified tokens remembered at most (the memory is cleared when full).
+    static let verifiedLimit = 4096
 
     init(url: URL) { self.url = url }
 
-    func current() throws -> UserFile {
+    func current() throws -> UserFile { try currentWithGeneration().file }
+
+    private func currentWithGeneration() throws -> (file: UserFile, generation: Int) {
         let now = Date()
-        if let cached = state.withLock({ s -> UserFile? in now.timeIntervalSince(s.checked) < 1 ? s.file : nil }) { return cached }
+        if let cached = state.withLock({ s in now.timeIntervalSince(s.checked) < 1 ? s.file.map { ($0, s.generation) } : nil }) { return cached }
         let modified = (try? FileManager.default.attributesOfItem(atPath: url.path))?[.modificationDate] as? Date
-        if let cached = state.withLock({ s -> UserFile? in
+        if let cached = state.withLock({ s -> (UserFile, Int)? in
             s.checked = now
-            return s.modified == modified ? s.file : nil
+            return s.modified == modified ? s.file.map { ($0, s.generation) } : nil
         }) {
             return cached
         }
         let file = try UserFile.load(from: url)
-        state.withLock { $0 = (file, modified, now) }
-        return file
+        return state.withLock { s in
+            s.file = file
+            s.modified = modified
+            s.checked = now
+            s.generation += 1
+            s.verified.removeAll()
+            return (file, s.generation)
+        }
+    }
+
+    /// The token `text` signed with the current file's key, and that file. Its expiry is checked
+    /// on every call; its signature once per file version.
+    /// - Throws: ``SignedToken/Failure``, or the users file's read error.
+    func verify(_ text: String, now: Date = Date()) throws -> (token: SignedToken, file: UserFile) {
+        let (file, generation) = try currentWithGeneration()
+        if let known = state.withLock({ $0.generation == generation ? $0.verified[text] : nil }) {
+            guard known.expires > now else { throw SignedToken.Failure.expired }
+            return (known, file)
+        }
+        guard let key = UserFile.bytes(hex: file.tokenKey) else { throw SignedToken.Failure.invalid }
+        let token = try SignedToken.decode(text, key: key, now: now)
+        state.withLock { s in
+            guard s.generation == generation else { return }
+            if s.verified.count >= Self.verifiedLimit { s.verified.removeAll() }
+            s.verified[text] = token
+        }
+        return (token, file)
     }
 }
 
