@@ -134,18 +134,14 @@ extension PostgresServiceBackend: SyncBackend {
             let layers = self.layers, schema = self.serviceSchema
             let replicaID = GlobalID.normalized(batch.replicaId) ?? batch.replicaId
             let info = try await Self.replica(id: replicaID, service: service, conn, lock: true, logger: logger)
+            var ledger: BatchAdmission.LedgerEntry?
             for try await (storedHash, text) in try await conn.query(
                 "SELECT hash, result FROM outpost_batch_ledger WHERE replica_id = \(replicaID) AND seq = \(batch.seq)", logger: logger
-            ).decode((String, String).self) {
-                guard storedHash == hash else {
-                    throw ServiceError(409, "batch \(batch.seq) of replica \(replicaID) was already applied with different content", details: ["expectedSeq: \(info.lastSeq + 1)"])
-                }
-                var result = try BatchResult(json: JSONValue.parse(text))
-                result.replayed = true
-                return BatchAnswer(result)
-            }
-            guard batch.seq == info.lastSeq + 1 else {
-                throw ServiceError(409, "batch \(batch.seq) is out of order: replica \(replicaID) expects batch \(info.lastSeq + 1)", details: ["expectedSeq: \(info.lastSeq + 1)"])
+            ).decode((String, String).self) { ledger = .init(hash: storedHash, result: text) }
+            let admitted: BatchAdmission.Admitted
+            switch try BatchAdmission.admit(batch, hash: hash, replica: info, ledger: ledger) {
+            case .replay(let answer): return answer
+            case .apply(let a): admitted = a
             }
             var applier = PostgresBatchApplier(
                 conn: conn, service: service, logger: logger, generation: generation, origin: (replicaID, batch.seq), rollbackOnFailure: batch.rollbackOnFailure,
@@ -157,38 +153,35 @@ extension PostgresServiceBackend: SyncBackend {
             }
             var results: [BatchLayerResult] = []
             for layerEdits in batch.layers {
-                guard let layerInfo = info.layers.first(where: { $0.id == layerEdits.id }), layerInfo.syncDirection != .download, layerInfo.syncDirection != .none,
-                    let layer = layers[layerEdits.id]
-                else {
-                    throw ServiceError(400, "layer \(layerEdits.id) does not accept uploads from replica \(replicaID)")
-                }
+                guard let layer = layers[layerEdits.id] else { throw BatchRefusal.layerNotUploadable(replicaID: replicaID, layerID: layerEdits.id) }
                 results.append(BatchLayerResult(id: layerEdits.id, results: try await applier.apply(layerEdits, layer)))
             }
-            var attachmentResults: [BatchEditResult]?
-            if let edits = batch.attachments, !edits.isEmpty {
-                guard info.attachmentsSyncDirection == .upload || info.attachmentsSyncDirection == .bidirectional else {
-                    throw ServiceError(400, "replica \(replicaID) does not upload attachments (its attachment sync direction is \(info.attachmentsSyncDirection.rawValue))")
-                }
-                attachmentResults = try await applier.apply(edits, layers: layers)
+            var attachments: [BatchEditResult]?
+            if let edits = batch.attachments, !edits.isEmpty { attachments = try await applier.apply(edits, layers: layers) }
+            switch admitted.finish(generation: generation, applied: applier.applied, failed: applier.failed, layers: results, attachments: attachments) {
+            case .rejected(let rejected):
+                throw rejected
+            case .commit(let commit):
+                try await Self.record(commit, service: service, conn, logger: logger)
+                try faults.check("server.beforeCommit")
+                return commit.answer
             }
-            var result = BatchResult(seq: batch.seq, batchId: batch.batchId, generation: applier.applied > 0 ? generation : nil, layers: results)
-            result.attachments = attachmentResults
-            if batch.rollbackOnFailure, applier.failed > 0 { throw BatchRejected(result: result) }
-            if applier.applied > 0 { try await PostgresChangeLog.setGeneration(conn, service: service, generation, logger: logger) }
-            result.replayed = nil
-            let text = result.json.jsonString
-            try await conn.query(
-                """
-                INSERT INTO outpost_batch_ledger (replica_id, seq, batch_id, hash, result, generation)
-                VALUES (\(replicaID), \(batch.seq), \(batch.batchId), \(hash), \(text), \(result.generation))
-                """, logger: logger)
-            // Only the latest ledger row is needed: the client sends seq+1 only after acking seq.
-            try await conn.query("DELETE FROM outpost_batch_ledger WHERE replica_id = \(replicaID) AND seq < \(batch.seq)", logger: logger)
-            try await conn.query(
-                "UPDATE outpost_replicas SET last_seq = \(batch.seq), last_sync_at = \(Self.now()) WHERE replica_id = \(replicaID)", logger: logger)
-            try faults.check("server.beforeCommit")
-            return BatchAnswer(result: result, json: text)
         }
+    }
+
+    /// Writes what an applied batch commits with: the generation, the ledger row (pruning the
+    /// older ones) and the replica's position.
+    static func record(_ commit: BatchAdmission.Commit, service: String, _ conn: PostgresConnection, logger: Logger) async throws {
+        if let generation = commit.advancesGenerationTo { try await PostgresChangeLog.setGeneration(conn, service: service, generation, logger: logger) }
+        let replica = commit.replicaID
+        try await conn.query(
+            """
+            INSERT INTO outpost_batch_ledger (replica_id, seq, batch_id, hash, result, generation)
+            VALUES (\(replica), \(commit.seq), \(commit.batchID), \(commit.hash), \(commit.answer.json), \(commit.advancesGenerationTo))
+            """, logger: logger)
+        try await conn.query("DELETE FROM outpost_batch_ledger WHERE replica_id = \(replica) AND seq < \(commit.pruneBelow)", logger: logger)
+        try await conn.query(
+            "UPDATE outpost_replicas SET last_seq = \(commit.lastSeq), last_sync_at = \(now()) WHERE replica_id = \(replica)", logger: logger)
     }
 
     // MARK: - Change feed

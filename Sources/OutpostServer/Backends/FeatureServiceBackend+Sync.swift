@@ -54,14 +54,6 @@ extension ReplicaRequest {
     }
 }
 
-/// A batch refused as a whole (rollback on failure): nothing was applied, the per-edit results
-/// say why.
-public struct BatchRejected: Error, Sendable {
-    public var result: BatchResult
-
-    public init(result: BatchResult) { self.result = result }
-}
-
 /// The file a replica's data is written to.
 public enum ReplicaFileFormat: String, Sendable {
     /// A replica GeoPackage with change capture and the replica state (ArcGIS `dataFormat=sqlite`):

@@ -30,10 +30,21 @@ public struct ServiceError: Error, Sendable, CustomStringConvertible {
         ServiceError(400, "Invalid or missing input parameter '\(name)': \(reason)", details: ["'\(name)' parameter is invalid"])
     }
 
+    /// A refused batch: 409 for the sequence (with `expectedSeq: N` in the details, which clients
+    /// read), 400 for what the replica may not upload.
+    init(refusal: BatchRefusal) {
+        if let expected = refusal.expectedSeq {
+            self.init(409, refusal.description, details: ["expectedSeq: \(expected)"])
+        } else {
+            self.init(400, refusal.description)
+        }
+    }
+
     /// Maps storage failures to HTTP: what the request got wrong is a 4xx; the rest is a 500 with
     /// no internals in the message.
     static func from(_ error: any Error, parameter: String? = nil) -> ServiceError {
         if let e = error as? ServiceError { return e }
+        if let e = error as? BatchRefusal { return ServiceError(refusal: e) }
         if let e = error as? StorageError {
             switch e.code {
             case .invalidWhereClause: return .badParameter(parameter ?? "where", e.message)

@@ -166,9 +166,9 @@ struct NativeSyncRoutes {
                 metrics?.editsApplied(answer.result.layers.reduce(0) { $0 + $1.results.filter(\.success).count }, via: "batch")
             }
             return writing.bytes(ByteBuffer(string: answer.json), contentType: "application/json; charset=utf-8")
-        } catch let error as ServiceError where error.status == 409 {
+        } catch let refusal as BatchRefusal {
             metrics?.batch("refused")
-            throw error
+            throw ServiceError(refusal: refusal)
         } catch let rejected as BatchRejected {
             metrics?.batch("rejected")
             let failures = rejected.result.rejected

@@ -94,19 +94,14 @@ extension SQLiteServiceBackend: SyncBackend {
         return try await gdb.write { conn in
             let replicaID = GlobalID.normalized(batch.replicaId) ?? batch.replicaId
             let info = try Self.replica(id: replicaID, conn)
-            if let stored = try conn.query(
+            let ledger = try conn.query(
                 "SELECT hash, result FROM outpost_batch_ledger WHERE replica_id = ? AND seq = ?",
-                arguments: [.text(replicaID), .integer(batch.seq)]).first
-            {
-                guard stored[0].textValue == hash else {
-                    throw ServiceError(409, "batch \(batch.seq) of replica \(replicaID) was already applied with different content", details: ["expectedSeq: \(info.lastSeq + 1)"])
-                }
-                var result = try BatchResult(json: JSONValue.parse(stored[1].textValue!))
-                result.replayed = true
-                return BatchAnswer(result)
-            }
-            guard batch.seq == info.lastSeq + 1 else {
-                throw ServiceError(409, "batch \(batch.seq) is out of order: replica \(replicaID) expects batch \(info.lastSeq + 1)", details: ["expectedSeq: \(info.lastSeq + 1)"])
+                arguments: [.text(replicaID), .integer(batch.seq)]
+            ).first.map { BatchAdmission.LedgerEntry(hash: $0[0].textValue ?? "", result: $0[1].textValue ?? "") }
+            let admitted: BatchAdmission.Admitted
+            switch try BatchAdmission.admit(batch, hash: hash, replica: info, ledger: ledger) {
+            case .replay(let answer): return answer
+            case .apply(let a): admitted = a
             }
             let generation = try ServiceStore.generation(conn) + 1
             let requestedRule = try BatchPlanner.rule(batch.conflictPolicy)
@@ -122,37 +117,35 @@ extension SQLiteServiceBackend: SyncBackend {
             }
             var layers: [BatchLayerResult] = []
             for layerEdits in batch.layers {
-                guard let layer = info.layers.first(where: { $0.id == layerEdits.id }), layer.syncDirection != .download, layer.syncDirection != .none else {
-                    throw ServiceError(400, "layer \(layerEdits.id) does not accept uploads from replica \(replicaID)")
-                }
                 layers.append(BatchLayerResult(id: layerEdits.id, results: try applier.apply(layerEdits)))
             }
-            var attachmentResults: [BatchEditResult]?
-            if let edits = batch.attachments, !edits.isEmpty {
-                guard info.attachmentsSyncDirection == .upload || info.attachmentsSyncDirection == .bidirectional else {
-                    throw ServiceError(400, "replica \(replicaID) does not upload attachments (its attachment sync direction is \(info.attachmentsSyncDirection.rawValue))")
-                }
-                attachmentResults = try applier.apply(edits, blobs: self.blobs)
+            var attachments: [BatchEditResult]?
+            if let edits = batch.attachments, !edits.isEmpty { attachments = try applier.apply(edits, blobs: self.blobs) }
+            switch admitted.finish(generation: generation, applied: applier.applied, failed: applier.failed, layers: layers, attachments: attachments) {
+            case .rejected(let rejected):
+                throw rejected
+            case .commit(let commit):
+                try Self.record(commit, conn)
+                try faults.check("server.beforeCommit")
+                return commit.answer
             }
-            var result = BatchResult(seq: batch.seq, batchId: batch.batchId, generation: applier.applied > 0 ? generation : nil, layers: layers)
-            result.attachments = attachmentResults
-            if batch.rollbackOnFailure, applier.failed > 0 {
-                throw BatchRejected(result: result)
-            }
-            if applier.applied > 0 { try ServiceStore.setGeneration(conn, generation) }
-            result.replayed = nil
-            let text = result.json.jsonString
-            try conn.execute(
-                "INSERT INTO outpost_batch_ledger (replica_id, seq, batch_id, hash, result, generation) VALUES (?, ?, ?, ?, ?, ?)",
-                arguments: [.text(replicaID), .integer(batch.seq), .text(batch.batchId), .text(hash), .text(text), result.generation.map { .integer($0) } ?? .null])
-            // Only the latest ledger row is needed: the client sends seq+1 only after acking seq.
-            try conn.execute("DELETE FROM outpost_batch_ledger WHERE replica_id = ? AND seq < ?", arguments: [.text(replicaID), .integer(batch.seq)])
-            try conn.execute(
-                "UPDATE outpost_replicas SET last_seq = ?, last_sync_at = ? WHERE replica_id = ?",
-                arguments: [.integer(batch.seq), .integer(Self.now()), .text(replicaID)])
-            try faults.check("server.beforeCommit")
-            return BatchAnswer(result: result, json: text)
         }
+    }
+
+    /// Writes what an applied batch commits with: the generation, the ledger row (pruning the
+    /// older ones) and the replica's position.
+    static func record(_ commit: BatchAdmission.Commit, _ conn: GeodatabaseConnection) throws {
+        if let generation = commit.advancesGenerationTo { try ServiceStore.setGeneration(conn, generation) }
+        let replica = SQLLiteral.text(commit.replicaID)
+        try conn.execute(
+            "INSERT INTO outpost_batch_ledger (replica_id, seq, batch_id, hash, result, generation) VALUES (?, ?, ?, ?, ?, ?)",
+            arguments: [
+                replica, .integer(commit.seq), .text(commit.batchID), .text(commit.hash), .text(commit.answer.json),
+                commit.advancesGenerationTo.map { .integer($0) } ?? .null,
+            ])
+        try conn.execute("DELETE FROM outpost_batch_ledger WHERE replica_id = ? AND seq < ?", arguments: [replica, .integer(commit.pruneBelow)])
+        try conn.execute(
+            "UPDATE outpost_replicas SET last_seq = ?, last_sync_at = ? WHERE replica_id = ?", arguments: [.integer(commit.lastSeq), .integer(now()), replica])
     }
 
     // MARK: - Change feed
@@ -337,68 +330,6 @@ extension SQLiteServiceBackend: SyncBackend {
             }
             return ReplicaChecksums(generation: try ServiceStore.generation(conn), layers: layers)
         }
-    }
-}
-
-/// Which features of each layer a replica holds.
-public struct ReplicaScope: Sendable {
-    let geometry: Geometry?
-    let serviceSR: SpatialReference
-
-    public init(request: ReplicaRequest, schema: ServiceSchema) {
-        geometry = request.geometry
-        serviceSR = schema.spatialReference
-    }
-
-    public init(info: ReplicaInfo, schema: ServiceSchema) {
-        geometry = info.geometry.flatMap { try? EsriJSON.decodeGeometry($0) }
-        serviceSR = schema.spatialReference
-    }
-
-    /// The query selecting the layer's features in scope, or nil when it holds none.
-    public func query(_ info: ReplicaInfo.Layer, layer: LayerDefinition) -> FeatureQuery? {
-        switch info.queryOption {
-        case "none": return nil
-        case "all": return FeatureQuery()
-        default:
-            var q = FeatureQuery(where: info.where)
-            if info.useGeometry, let geometry, layer.isSpatial {
-                let layerSR = layer.spatialReference ?? serviceSR
-                q.intersecting = (try? WebMercator.convert(geometry, from: serviceSR, to: layerSR)) ?? geometry
-            }
-            return q
-        }
-    }
-}
-
-/// Feature attributes as sync JSON (dates in epoch ms), the OID left out.
-public enum ReplicaRows {
-    public static func attributes(_ feature: Feature, fields: [FieldDefinition]) -> [String: JSONValue] {
-        var out: [String: JSONValue] = [:]
-        for field in fields {
-            switch field.type {
-            case .oid: continue
-            case .globalID: out[field.name] = feature.globalID.map { .string($0) } ?? .null
-            default: out[field.name] = (feature.attributes[field.name] ?? .null).jsonValue
-            }
-        }
-        return out
-    }
-
-    /// A feature as the change feed sends it: all its values, the geometry as Esri JSON.
-    public static func upsert(_ feature: Feature, fields: [FieldDefinition], layer: LayerDefinition, generation: Int64, inserted: Bool? = nil) throws -> FeedChange {
-        FeedChange(
-            kind: .upsert, globalId: feature.globalID!, generation: generation,
-            attributes: attributes(feature, fields: fields),
-            geometry: try feature.geometry.map { try EsriJSON.value($0) } ?? (layer.isSpatial ? .null : nil),
-            inserted: inserted)
-    }
-
-    /// A feature's values as a tombstone keeps them: Esri JSON `{"attributes", "geometry"}`.
-    public static func tombstoneJSON(_ feature: Feature, _ layer: LayerDefinition) throws -> String {
-        var row: [String: JSONValue] = ["attributes": .object(attributes(feature, fields: layer.fields.filter { $0.type != .oid }))]
-        if layer.isSpatial { row["geometry"] = try feature.geometry.map { try EsriJSON.value($0) } ?? .null }
-        return JSONValue.object(row).jsonString
     }
 }
 

@@ -1,0 +1,150 @@
+import Foundation
+import OutpostCore
+import OutpostProtocol
+
+/// Batch admission (docs/sync.md, invariants I3 and I4): what the server does with an uploaded
+/// batch, decided from the replica's registration and its ledger row alone. No I/O: a backend
+/// reads the inputs and carries out the outcome inside the transaction that holds the service's
+/// commit lock; routes turn refusals into HTTP statuses.
+///
+/// The machine has two steps. ``admit(_:hash:replica:ledger:)`` answers one of
+/// - ``Decision/replay(_:)``: this seq was applied with the same content (same hash): answer its
+///   stored result, apply nothing (I3);
+/// - ``BatchRefusal``: the same seq with other content, a gap or a step back in the sequence
+///   (I4), a layer or attachments the replica may not upload;
+/// - ``Decision/apply(_:)``: the next batch in sequence: apply it.
+///
+/// Once the edits are applied, ``Admitted/finish(generation:applied:failed:layers:attachments:)``
+/// answers ``Finish/rejected(_:)`` (rollback on failure and an edit failed: the transaction rolls
+/// back) or ``Finish/commit(_:)``: the ledger row to write, the generation to advance to, the
+/// ledger rows to prune and the replica's new position.
+public enum BatchAdmission {
+    /// The replica's ledger row for the batch's seq (the server keeps the latest only).
+    public struct LedgerEntry: Sendable, Equatable {
+        public var hash: String
+        /// The stored result, as it was answered.
+        public var result: String
+
+        public init(hash: String, result: String) {
+            self.hash = hash
+            self.result = result
+        }
+    }
+
+    public enum Decision: Sendable {
+        /// Answer the stored result again (marked `replayed`); nothing is applied.
+        case replay(BatchAnswer)
+        case apply(Admitted)
+    }
+
+    /// Decides what happens to `batch`, whose body hashes to `hash`, sent by `replica` whose
+    /// ledger row for the batch's seq is `ledger` (nil when there is none).
+    /// - Throws: ``BatchRefusal``; a ledger row whose result cannot be read throws the parse error.
+    public static func admit(_ batch: UploadBatch, hash: String, replica: ReplicaInfo, ledger: LedgerEntry?) throws -> Decision {
+        let replicaID = replica.replicaID
+        let expected = replica.lastSeq + 1
+        if let ledger {
+            guard ledger.hash == hash else { throw BatchRefusal.differentContent(replicaID: replicaID, seq: batch.seq, expectedSeq: expected) }
+            var result = try BatchResult(json: JSONValue.parse(ledger.result))
+            result.replayed = true
+            return .replay(BatchAnswer(result))
+        }
+        guard batch.seq == expected else { throw BatchRefusal.outOfOrder(replicaID: replicaID, seq: batch.seq, expectedSeq: expected) }
+        for layer in batch.layers {
+            guard let registered = replica.layers.first(where: { $0.id == layer.id }), registered.syncDirection.uploads else {
+                throw BatchRefusal.layerNotUploadable(replicaID: replicaID, layerID: layer.id)
+            }
+        }
+        if let attachments = batch.attachments, !attachments.isEmpty, !replica.attachmentsSyncDirection.uploads {
+            throw BatchRefusal.attachmentsNotUploadable(replicaID: replicaID, direction: replica.attachmentsSyncDirection)
+        }
+        return .apply(Admitted(replicaID: replicaID, seq: batch.seq, batchID: batch.batchId, hash: hash, rollbackOnFailure: batch.rollbackOnFailure))
+    }
+
+    /// A batch admitted for applying.
+    public struct Admitted: Sendable, Equatable {
+        public let replicaID: String
+        public let seq: Int64
+        public let batchID: String
+        public let hash: String
+        public let rollbackOnFailure: Bool
+
+        /// What the applied edits come to. `generation` is the one the batch's changes were
+        /// logged under (the service's current generation + 1).
+        public func finish(generation: Int64, applied: Int, failed: Int, layers: [BatchLayerResult], attachments: [BatchEditResult]?) -> Finish {
+            var result = BatchResult(seq: seq, batchId: batchID, generation: applied > 0 ? generation : nil, layers: layers)
+            result.attachments = attachments
+            if rollbackOnFailure, failed > 0 { return .rejected(BatchRejected(result: result)) }
+            let text = result.json.jsonString
+            return .commit(
+                Commit(
+                    answer: BatchAnswer(result: result, json: text), replicaID: replicaID, seq: seq, batchID: batchID, hash: hash,
+                    advancesGenerationTo: applied > 0 ? generation : nil))
+        }
+    }
+
+    public enum Finish: Sendable {
+        /// Nothing may stay applied: throw it to roll the transaction back.
+        case rejected(BatchRejected)
+        case commit(Commit)
+    }
+
+    /// What the transaction writes before it commits.
+    public struct Commit: Sendable {
+        /// The answer, also the ledger row's result.
+        public let answer: BatchAnswer
+        public let replicaID: String
+        public let seq: Int64
+        public let batchID: String
+        public let hash: String
+        /// The service's new generation, when any edit applied (nil: it stays).
+        public let advancesGenerationTo: Int64?
+        /// Ledger rows of the replica below this seq go: the client sends seq+1 only after it
+        /// has the answer to seq, so only the latest row can be asked for again.
+        public var pruneBelow: Int64 { seq }
+        /// The replica's ledger position after the commit.
+        public var lastSeq: Int64 { seq }
+    }
+}
+
+/// A batch the server refuses without applying anything; routes answer 409 (sequence) or 400.
+public enum BatchRefusal: Error, Sendable, Equatable, CustomStringConvertible {
+    /// The seq was applied before with other content: a client bug or two clients on one replica.
+    case differentContent(replicaID: String, seq: Int64, expectedSeq: Int64)
+    /// A gap or a step back: batches apply in seq order (I4).
+    case outOfOrder(replicaID: String, seq: Int64, expectedSeq: Int64)
+    /// The replica registered the layer download-only, not at all, or not in this replica.
+    case layerNotUploadable(replicaID: String, layerID: Int)
+    case attachmentsNotUploadable(replicaID: String, direction: ReplicaInfo.Direction)
+
+    public var description: String {
+        switch self {
+        case .differentContent(let replica, let seq, _): "batch \(seq) of replica \(replica) was already applied with different content"
+        case .outOfOrder(let replica, let seq, let expected): "batch \(seq) is out of order: replica \(replica) expects batch \(expected)"
+        case .layerNotUploadable(let replica, let layer): "layer \(layer) does not accept uploads from replica \(replica)"
+        case .attachmentsNotUploadable(let replica, let direction):
+            "replica \(replica) does not upload attachments (its attachment sync direction is \(direction.rawValue))"
+        }
+    }
+
+    /// The seq the server expects next, for the sequence refusals.
+    public var expectedSeq: Int64? {
+        switch self {
+        case .differentContent(_, _, let expected), .outOfOrder(_, _, let expected): expected
+        case .layerNotUploadable, .attachmentsNotUploadable: nil
+        }
+    }
+}
+
+/// A batch refused as a whole (rollback on failure): nothing was applied, the per-edit results
+/// say why.
+public struct BatchRejected: Error, Sendable {
+    public var result: BatchResult
+
+    public init(result: BatchResult) { self.result = result }
+}
+
+extension ReplicaInfo.Direction {
+    /// Whether the replica sends edits of this kind to the server.
+    var uploads: Bool { self == .upload || self == .bidirectional }
+}

@@ -1,0 +1,66 @@
+import Foundation
+import OutpostCore
+import OutpostProtocol
+import OutpostStorage
+
+/// Which features of each layer a replica holds.
+public struct ReplicaScope: Sendable {
+    let geometry: Geometry?
+    let serviceSR: SpatialReference
+
+    public init(request: ReplicaRequest, schema: ServiceSchema) {
+        geometry = request.geometry
+        serviceSR = schema.spatialReference
+    }
+
+    public init(info: ReplicaInfo, schema: ServiceSchema) {
+        geometry = info.geometry.flatMap { try? EsriJSON.decodeGeometry($0) }
+        serviceSR = schema.spatialReference
+    }
+
+    /// The query selecting the layer's features in scope, or nil when it holds none.
+    public func query(_ info: ReplicaInfo.Layer, layer: LayerDefinition) -> FeatureQuery? {
+        switch info.queryOption {
+        case "none": return nil
+        case "all": return FeatureQuery()
+        default:
+            var q = FeatureQuery(where: info.where)
+            if info.useGeometry, let geometry, layer.isSpatial {
+                let layerSR = layer.spatialReference ?? serviceSR
+                q.intersecting = (try? WebMercator.convert(geometry, from: serviceSR, to: layerSR)) ?? geometry
+            }
+            return q
+        }
+    }
+}
+
+/// Feature attributes as sync JSON (dates in epoch ms), the OID left out.
+public enum ReplicaRows {
+    public static func attributes(_ feature: Feature, fields: [FieldDefinition]) -> [String: JSONValue] {
+        var out: [String: JSONValue] = [:]
+        for field in fields {
+            switch field.type {
+            case .oid: continue
+            case .globalID: out[field.name] = feature.globalID.map { .string($0) } ?? .null
+            default: out[field.name] = (feature.attributes[field.name] ?? .null).jsonValue
+            }
+        }
+        return out
+    }
+
+    /// A feature as the change feed sends it: all its values, the geometry as Esri JSON.
+    public static func upsert(_ feature: Feature, fields: [FieldDefinition], layer: LayerDefinition, generation: Int64, inserted: Bool? = nil) throws -> FeedChange {
+        FeedChange(
+            kind: .upsert, globalId: feature.globalID!, generation: generation,
+            attributes: attributes(feature, fields: fields),
+            geometry: try feature.geometry.map { try EsriJSON.value($0) } ?? (layer.isSpatial ? .null : nil),
+            inserted: inserted)
+    }
+
+    /// A feature's values as a tombstone keeps them: Esri JSON `{"attributes", "geometry"}`.
+    public static func tombstoneJSON(_ feature: Feature, _ layer: LayerDefinition) throws -> String {
+        var row: [String: JSONValue] = ["attributes": .object(attributes(feature, fields: layer.fields.filter { $0.type != .oid }))]
+        if layer.isSpatial { row["geometry"] = try feature.geometry.map { try EsriJSON.value($0) } ?? .null }
+        return JSONValue.object(row).jsonString
+    }
+}
