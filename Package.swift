@@ -15,6 +15,9 @@ let package = Package(
         .library(name: "OutpostTiles", targets: ["OutpostTiles"]),
         .library(name: "OutpostServer", targets: ["OutpostServer"]),
         .library(name: "OutpostPostgres", targets: ["OutpostPostgres"]),
+        // Not for applications: many crews syncing at once against an oracle, shared by the test
+        // suite (a small run) and Benchmarks (`outpost-bench load`).
+        .library(name: "OutpostLoadTesting", targets: ["OutpostLoadTesting"]),
         .executable(name: "outpost", targets: ["outpost"]),
     ],
     dependencies: [
@@ -161,6 +164,12 @@ let package = Package(
                 .product(name: "Logging", package: "swift-log"),
             ]
         ),
+        .target(
+            name: "OutpostLoadTesting",
+            dependencies: [
+                "OutpostCore", "OutpostStorage", "OutpostProtocol", "OutpostSync", "OutpostServer", "OutpostHTTPTestSupport",
+            ]
+        ),
         .testTarget(name: "OutpostCoreTests", dependencies: ["OutpostCore", "OutpostTestSupport"]),
         .testTarget(
             name: "OutpostStorageTests",
@@ -177,8 +186,8 @@ let package = Package(
         .testTarget(
             name: "OutpostSyncTests",
             dependencies: [
-                "OutpostSync", "OutpostTestSupport", "OutpostHTTPTestSupport", "OutpostServiceTestSupport", "OutpostCore", "OutpostStorage",
-                "OutpostServer", "OutpostProtocol",
+                "OutpostSync", "OutpostTestSupport", "OutpostHTTPTestSupport", "OutpostServiceTestSupport", "OutpostLoadTesting", "OutpostCore",
+                "OutpostStorage", "OutpostServer", "OutpostProtocol", "OutpostPostgres",
             ]
         ),
         .testTarget(

@@ -23,6 +23,7 @@ let package = Package(
                 .product(name: "OutpostSync", package: "Outpost"),
                 .product(name: "OutpostTiles", package: "Outpost"),
                 .product(name: "OutpostPostgres", package: "Outpost"),
+                .product(name: "OutpostLoadTesting", package: "Outpost"),
                 .product(name: "AsyncHTTPClient", package: "async-http-client"),
                 .product(name: "NIOSSL", package: "swift-nio-ssl"),
                 .product(name: "GRDB", package: "GRDB.swift"),

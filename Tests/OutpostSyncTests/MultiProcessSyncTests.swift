@@ -4,6 +4,7 @@ import OutpostProtocol
 import OutpostServer
 import OutpostStorage
 import OutpostTestSupport
+import OutpostLoadTesting
 import OutpostServiceTestSupport
 import Synchronization
 import Testing
