@@ -1,7 +1,7 @@
 import Foundation
 import OutpostStorage
 
-// outpost-bench [import [counts…] | edits [base edits] | server | secure | load [crews] | sync [features] | codec | postgres [features] | tiles | all]
+// outpost-bench [import [counts…] | edits [base edits] | server | secure | crew | load [crews] | sync [features] | codec | postgres [features] | tiles | all]
 // Each measured run is a child process (worker-* subcommands), so peak memory is its own.
 let arguments = CommandLine.arguments
 let executable = URL(fileURLWithPath: arguments[0]).standardizedFileURL.path
@@ -68,6 +68,8 @@ do {
     case "worker-secure-floor":
         let (time, bytes) = try await SecureServerBenchmark.floor(URL(fileURLWithPath: arguments[2]))
         print("floor: \(Int(100_000 / time)) features/s, \(bytes) bytes")
+    case "crew":
+        try await CrewSyncBenchmark.run(executable: executable, workDirectory: work)
     case "load":
         let crews = arguments.dropFirst(2).compactMap { Int($0) }.first ?? 50
         try await LoadBenchmark.run(crews: crews, postgres: ProcessInfo.processInfo.environment["OUTPOST_POSTGRES"], executable: executable, workDirectory: work)
@@ -87,7 +89,7 @@ do {
         try await SyncBenchmark.run(count: 100_000, executable: executable, workDirectory: work)
         try TilesBenchmark.run(executable: executable, workDirectory: work)
     default:
-        print("usage: outpost-bench [import [counts…] | edits [base edits] | server | secure | load [crews] | sync [features] | codec | tiles | all]")
+        print("usage: outpost-bench [import [counts…] | edits [base edits] | server | secure | crew | load [crews] | sync [features] | codec | tiles | all]")
         exit(2)
     }
     if arguments.dropFirst().first?.hasPrefix("worker-") == true { printOwnPeakMemory() }
