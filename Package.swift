@@ -140,7 +140,10 @@ let package = Package(
                 .product(name: "NIOCore", package: "swift-nio"),
                 .product(name: "ServiceLifecycle", package: "swift-service-lifecycle"),
                 .product(name: "Logging", package: "swift-log"),
-            ]
+            ],
+            // Debug builds (the ones the tests run) read OUTPOST_FAULT for the crash tests;
+            // release builds do not (Commands/TestHooks.swift).
+            swiftSettings: [.define("OUTPOST_FAULTS", .when(configuration: .debug))]
         ),
         // Test support in three layers, so a test target builds only what it uses: files, sample
         // data and external readers; HTTP peers on loopback (SwiftNIO); services on every backend
@@ -170,7 +173,7 @@ let package = Package(
                 "OutpostCore", "OutpostStorage", "OutpostProtocol", "OutpostSync", "OutpostServer", "OutpostHTTPTestSupport",
             ]
         ),
-        .testTarget(name: "OutpostCoreTests", dependencies: ["OutpostCore", "OutpostTestSupport"]),
+        .testTarget(name: "OutpostCoreTests", dependencies: ["OutpostCore", "OutpostStorage", "OutpostTestSupport"]),
         .testTarget(
             name: "OutpostStorageTests",
             dependencies: ["OutpostStorage", "OutpostTestSupport", "OutpostCore", .product(name: "GRDB", package: "GRDB.swift")]

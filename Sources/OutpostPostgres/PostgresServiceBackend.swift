@@ -60,9 +60,10 @@ public final class PostgresServiceBackend: FeatureServiceBackend {
     let timeout: Duration
     let logger = Logger(label: "outpost.postgres")
     /// Fault points for tests (`server.beforeCommit`: after a batch is applied, before it commits).
-    public let faults = FaultInjector.fromEnvironment()
+    public let faults: FaultInjector
 
-    private init(name: String, location: PostgresLocation, schema: ServiceSchema, pool: PostgresPool, timeout: Duration) {
+    private init(name: String, location: PostgresLocation, schema: ServiceSchema, pool: PostgresPool, timeout: Duration, faults: FaultInjector) {
+        self.faults = faults
         self.name = name
         self.location = location
         current = Mutex((schema, Self.tables(schema, service: name)))
@@ -73,12 +74,17 @@ public final class PostgresServiceBackend: FeatureServiceBackend {
 
     /// Opens one service of the database.
     /// - Throws: ``PostgresServiceError`` when the database cannot be reached or has no such service.
-    public static func open(service: String, at location: PostgresLocation, timeout: Duration = .seconds(30)) async throws -> PostgresServiceBackend {
-        try await openAll(at: location, only: service, timeout: timeout)[0]
+    public static func open(
+        service: String, at location: PostgresLocation, timeout: Duration = .seconds(30), faults: FaultInjector = FaultInjector()
+    ) async throws -> PostgresServiceBackend {
+        try await openAll(at: location, only: service, timeout: timeout, faults: faults)[0]
     }
 
     /// Opens every service of the database (or only `only`), after applying pending migrations.
-    public static func openAll(at location: PostgresLocation, only: String? = nil, timeout: Duration = .seconds(30)) async throws -> [PostgresServiceBackend] {
+    /// - Parameter faults: fault points for tests, shared by the services.
+    public static func openAll(
+        at location: PostgresLocation, only: String? = nil, timeout: Duration = .seconds(30), faults: FaultInjector = FaultInjector()
+    ) async throws -> [PostgresServiceBackend] {
         let stored: [(String, String)] = try await PostgresServiceStore.withClient(location) { client in
             try await PostgresServiceStore.migrate(client)
             var out: [(String, String)] = []
@@ -91,7 +97,7 @@ public final class PostgresServiceBackend: FeatureServiceBackend {
         // The services share one pool: connections go to whichever service is busy.
         let pool = PostgresPool(location)
         return try stored.map { name, json in
-            PostgresServiceBackend(name: name, location: location, schema: try ServiceSchema.decode(Data(json.utf8)), pool: pool, timeout: timeout)
+            PostgresServiceBackend(name: name, location: location, schema: try ServiceSchema.decode(Data(json.utf8)), pool: pool, timeout: timeout, faults: faults)
         }
     }
 

@@ -5,6 +5,7 @@ import HummingbirdTLS
 import Logging
 import NIOCore
 import NIOSSL
+import OutpostStorage
 
 /// Builds and runs the Outpost feature service.
 ///
@@ -24,7 +25,7 @@ public enum OutpostApplication {
         onListening: @escaping @Sendable (String) async -> Void = { _ in }
     ) throws -> Application<FeatureServerResponder> {
         var logger = Logger(label: "outpost.server")
-        logger.logLevel = ProcessInfo.processInfo.environment["LOG_LEVEL"].flatMap(Logger.Level.init(rawValue:)) ?? .warning
+        logger.logLevel = configuration.logLevel
         let host = configuration.host
         let tls = try configuration.tls.map(Self.tlsConfiguration)
         let scheme = tls == nil ? "http" : "https"
@@ -70,7 +71,10 @@ extension ServiceDirectory {
     }
 
     /// The services of a path: a service GeoPackage, a tile cache, or a directory of them.
-    public static func files(at path: URL, name: String? = nil) throws -> (backends: [any FeatureServiceBackend], tileCaches: [URL]) {
+    /// - Parameter faults: fault points for tests, shared by the services.
+    public static func files(
+        at path: URL, name: String? = nil, faults: FaultInjector = FaultInjector()
+    ) throws -> (backends: [any FeatureServiceBackend], tileCaches: [URL]) {
         var isDirectory: ObjCBool = false
         guard FileManager.default.fileExists(atPath: path.path, isDirectory: &isDirectory) else {
             throw ServiceError(404, "\(path.path) does not exist")
@@ -84,11 +88,11 @@ extension ServiceDirectory {
                     || FileManager.default.fileExists(atPath: $0.appendingPathComponent("conf.xml").path)
             }
             guard !files.isEmpty || !caches.isEmpty else { throw ServiceError(404, "\(path.path) holds no service .gpkg files or tile caches") }
-            return (try files.map { try SQLiteServiceBackend(url: $0) }, caches)
+            return (try files.map { try SQLiteServiceBackend(url: $0, faults: faults) }, caches)
         } else if ["tpkx", "mbtiles"].contains(path.pathExtension.lowercased()) {
             return ([], [path])
         } else {
-            return ([try SQLiteServiceBackend(url: path, name: name)], [])
+            return ([try SQLiteServiceBackend(url: path, name: name, faults: faults)], [])
         }
     }
 

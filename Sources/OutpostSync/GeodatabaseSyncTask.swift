@@ -112,7 +112,7 @@ public final class GeodatabaseSyncTask: Loadable, Sendable {
     /// A job that generates the replica into `downloadFileURL` (written beside it, moved into
     /// place when complete).
     public func makeGenerateGeodatabaseJob(
-        parameters: GenerateGeodatabaseParameters, downloadFileURL: URL, faults: FaultInjector = .fromEnvironment(), store: (any JobStore)? = nil
+        parameters: GenerateGeodatabaseParameters, downloadFileURL: URL, faults: FaultInjector = FaultInjector(), store: (any JobStore)? = nil
     ) -> Job<GenerateGeodatabaseJob> {
         Job(
             GenerateGeodatabaseJob(
@@ -133,7 +133,7 @@ public final class GeodatabaseSyncTask: Loadable, Sendable {
     }
 
     public func makeSyncGeodatabaseJob(
-        parameters: SyncGeodatabaseParameters, geodatabase: Geodatabase, faults: FaultInjector = .fromEnvironment(), store: (any JobStore)? = nil
+        parameters: SyncGeodatabaseParameters, geodatabase: Geodatabase, faults: FaultInjector = FaultInjector(), store: (any JobStore)? = nil
     ) -> Job<SyncGeodatabaseJob> {
         Job(
             SyncGeodatabaseJob(

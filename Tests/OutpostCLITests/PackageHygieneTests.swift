@@ -94,4 +94,23 @@ struct PackageHygieneTests {
             #expect(products.isDisjoint(with: ["Hummingbird", "PostgresNIO"]), "\(test) builds \(products.intersection(["Hummingbird", "PostgresNIO"]))")
         }
     }
+
+    /// OutpostCore does no I/O (files, processes, the environment live in the modules above it),
+    /// and no shipping library reads the environment: the CLI passes what it takes from there.
+    @Test func coreDoesNoIOAndLibrariesReadNoEnvironment() throws {
+        let io = ["FileManager", "FileHandle", "Data(contentsOf", "options: .atomic", "ProcessInfo", "flock(", "getpid()", "fopen("]
+        let shipping = ["OutpostCore", "OutpostStorage", "OutpostProtocol", "OutpostSync", "OutpostTiles", "OutpostServer", "OutpostPostgres"]
+        for module in shipping {
+            let directory = Repository.root.appendingPathComponent("Sources/\(module)")
+            let files = FileManager.default.enumerator(at: directory, includingPropertiesForKeys: nil)?.compactMap { $0 as? URL }.filter { $0.pathExtension == "swift" } ?? []
+            #expect(!files.isEmpty, "\(module) has sources")
+            for file in files {
+                let text = try String(contentsOf: file, encoding: .utf8)
+                #expect(!text.contains("processInfo.environment"), "\(module)/\(file.lastPathComponent) reads the environment")
+                if module == "OutpostCore" {
+                    for word in io { #expect(!text.contains(word), "OutpostCore/\(file.lastPathComponent) does I/O (\(word))") }
+                }
+            }
+        }
+    }
 }

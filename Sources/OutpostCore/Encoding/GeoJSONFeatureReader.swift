@@ -2,8 +2,9 @@ import Foundation
 
 /// Reads the features of a GeoJSON FeatureCollection one at a time.
 ///
-/// The file is memory-mapped and only the bytes of the current feature are parsed, so a
-/// collection of millions of features is read with the memory of one. The reader finds the
+/// Over a memory-mapped file (`init(contentsOf:)`, in OutpostStorage) only the bytes of the
+/// current feature are parsed, so a collection of millions of features is read with the memory
+/// of one. The reader finds the
 /// top-level `"features"` array by scanning tokens (strings and nesting are tracked, so a
 /// `"features"` inside a property does not confuse it).
 ///
@@ -18,13 +19,8 @@ public struct GeoJSONFeatureReader: ~Copyable {
     /// 1-based index of the feature returned last (for error messages).
     public private(set) var featureIndex = 0
 
-    /// Opens `url` and positions the reader at the first feature.
-    /// - Throws: ``GeometryError/Code/invalidEncoding`` when the file is not a FeatureCollection.
-    public init(contentsOf url: URL) throws {
-        let data = try Data(contentsOf: url, options: .alwaysMapped)
-        try self.init(data: data)
-    }
-
+    /// Positions the reader at the first feature of `data`.
+    /// - Throws: ``GeometryError/Code/invalidEncoding`` when it is not a FeatureCollection.
     public init(data: Data) throws {
         self.data = data
         self.cursor = 0

@@ -328,8 +328,9 @@ public final class Job<Definition: JobDefinition>: Sendable {
         do {
             try store.save(snapshot)
         } catch {
-            // Losing the JSON must not fail the work; the next checkpoint tries again.
-            FileHandle.standardError.write(Data("outpost: cannot save job \(snapshot.id): \(error)\n".utf8))
+            // Losing the JSON must not fail the work; the next checkpoint tries again. The job's
+            // own messages say so (whoever runs it shows them), not this library on stderr.
+            log("cannot save the job's state (\(error)); the next checkpoint tries again", severity: .warning)
         }
     }
 

@@ -29,13 +29,6 @@ public struct JobRegistry: Sendable {
         self.environment = environment
     }
 
-    /// The job types of OutpostCore.
-    public static var standard: JobRegistry {
-        var registry = JobRegistry()
-        registry.register(CopyFileJob.self)
-        return registry
-    }
-
     public mutating func register<D: JobDefinition>(_ type: D.Type) {
         factories[D.jobType] = { [environment] snapshot, store in
             try Job<D>(snapshot: snapshot, environment: environment, store: store)

@@ -1,4 +1,5 @@
 import Foundation
+import Logging
 
 /// How `outpost serve` runs: address, body limit, and who may call it.
 public struct ServerConfiguration: Sendable {
@@ -31,6 +32,9 @@ public struct ServerConfiguration: Sendable {
     /// Serve HTTPS (HTTP/2 and HTTP/1.1 by ALPN) with this certificate chain and private key
     /// (PEM files); nil: plain HTTP.
     public var tls: TLSFiles?
+    /// The server's log level: `info` logs a line per request (`outpost serve` takes it from
+    /// `LOG_LEVEL`).
+    public var logLevel: Logger.Level = .warning
 
     public init(
         host: String = "127.0.0.1", port: Int = 8080, maxBodyBytes: Int = 64 << 20, tokens: TokenPolicy? = nil,

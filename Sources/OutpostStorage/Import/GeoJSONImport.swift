@@ -106,3 +106,11 @@ public enum ServiceDirectoryImport {
         return (gdb, counts)
     }
 }
+
+extension GeoJSONFeatureReader {
+    /// Memory-maps `url` and positions the reader at its first feature.
+    /// - Throws: ``GeometryError/Code/invalidEncoding`` when the file is not a FeatureCollection.
+    public init(contentsOf url: URL) throws {
+        try self.init(data: try Data(contentsOf: url, options: .alwaysMapped))
+    }
+}

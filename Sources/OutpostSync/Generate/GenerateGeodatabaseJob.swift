@@ -8,7 +8,7 @@ public struct SyncJobEnvironment: Sendable {
     public var token: String?
     public var faults: FaultInjector
 
-    public init(token: String? = nil, faults: FaultInjector = .fromEnvironment()) {
+    public init(token: String? = nil, faults: FaultInjector = FaultInjector()) {
         self.token = token
         self.faults = faults
     }

@@ -3,6 +3,7 @@ import Foundation
 import NIOCore
 import NIOHTTP1
 import OutpostCore
+import OutpostStorage
 
 /// Follows server-side jobs (async createReplica, exportTiles) over HTTP.
 ///

@@ -152,15 +152,14 @@ public struct TileJobEnvironment: Sendable {
     public var faults: FaultInjector
     /// The least time between two durable checkpoints of an export (each costs two fsyncs and
     /// the job's JSON; a kill loses at most this much fetching). Checkpoints also need 512 new
-    /// tiles. Default 500 ms; `OUTPOST_TILE_CHECKPOINT_MS` overrides it (0: every 512 tiles).
+    /// tiles. Default 500 ms (0: every 512 tiles).
     public var checkpointInterval: Duration
 
-    public init(token: String? = nil, source: (any TileSource)? = nil, faults: FaultInjector = .fromEnvironment(), checkpointInterval: Duration? = nil) {
+    public init(token: String? = nil, source: (any TileSource)? = nil, faults: FaultInjector = FaultInjector(), checkpointInterval: Duration? = nil) {
         self.token = token
         self.source = source
         self.faults = faults
-        let fromEnvironment = ProcessInfo.processInfo.environment["OUTPOST_TILE_CHECKPOINT_MS"].flatMap(Int.init).map { Duration.milliseconds(max(0, $0)) }
-        self.checkpointInterval = checkpointInterval ?? fromEnvironment ?? .milliseconds(500)
+        self.checkpointInterval = checkpointInterval ?? .milliseconds(500)
     }
 }
 

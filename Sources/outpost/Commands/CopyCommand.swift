@@ -1,12 +1,15 @@
 import ArgumentParser
 import Foundation
 import OutpostCore
+import OutpostStorage
 import OutpostSync
 import OutpostTiles
 
 /// The job types `outpost` can resume: copies, server-side jobs and tile exports (a tile
 /// source's token comes from `OUTPOST_TOKEN`, never from the job file).
-func outpostJobRegistry(tiles: TileJobEnvironment = TileJobEnvironment(token: serviceToken(nil))) -> JobRegistry {
+func outpostJobRegistry(
+    tiles: TileJobEnvironment = TileJobEnvironment(token: serviceToken(nil), faults: processFaults, checkpointInterval: testCheckpointInterval)
+) -> JobRegistry {
     var registry = JobRegistry.withNetworkJobs()
     registry.withTileJobs(tiles)
     return registry

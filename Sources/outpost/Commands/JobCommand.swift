@@ -1,6 +1,7 @@
 import ArgumentParser
 import Foundation
 import OutpostCore
+import OutpostStorage
 import OutpostSync
 
 struct JobCommand: AsyncParsableCommand {

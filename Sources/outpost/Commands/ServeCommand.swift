@@ -70,6 +70,7 @@ struct ServeCommand: AsyncParsableCommand {
         var configuration = ServerConfiguration(
             host: host, port: port, maxBodyBytes: maxBodyMb << 20, outputDirectory: outputDirectory.map { URL(fileURLWithPath: $0) })
         configuration.publicURL = publicUrl.flatMap(URL.init(string:))
+        if let level = ProcessInfo.processInfo.environment["LOG_LEVEL"].flatMap(Logger.Level.init(rawValue:)) { configuration.logLevel = level }
         if let tlsCert, let tlsKey {
             configuration.tls = TLSFiles(certificateChain: URL(fileURLWithPath: tlsCert), privateKey: URL(fileURLWithPath: tlsKey))
         }
@@ -85,13 +86,13 @@ struct ServeCommand: AsyncParsableCommand {
             var backends: [any FeatureServiceBackend] = []
             var tileCaches: [URL] = []
             if let service {
-                let files = try ServiceDirectory.files(at: URL(fileURLWithPath: service), name: name)
+                let files = try ServiceDirectory.files(at: URL(fileURLWithPath: service), name: name, faults: processFaults)
                 backends += files.backends
                 tileCaches = files.tileCaches
             }
             if let database {
                 let location = try PostgresLocation(url: database)
-                let stored = try await PostgresServiceBackend.openAll(at: location, timeout: .seconds(databaseTimeout))
+                let stored = try await PostgresServiceBackend.openAll(at: location, timeout: .seconds(databaseTimeout), faults: processFaults)
                 guard !stored.isEmpty || service != nil else { throw CLIFailure(message: "\(location) has no services; load one with: outpost service create --postgres") }
                 backends += stored
                 // Job status in the database: any process answers it.

@@ -89,7 +89,7 @@ struct ReplicaCommand: AsyncParsableCommand {
             let out = URL(fileURLWithPath: out)
             parameters.replicaName = out.deletingPathExtension().lastPathComponent
             try? FileManager.default.createDirectory(at: out.deletingLastPathComponent(), withIntermediateDirectories: true)
-            let job = task.makeGenerateGeodatabaseJob(parameters: parameters, downloadFileURL: out)
+            let job = task.makeGenerateGeodatabaseJob(parameters: parameters, downloadFileURL: out, faults: processFaults)
             try job.start()
             let status = await runShowingProgress(job, label: "replica")
             guard status == .succeeded else {
@@ -183,7 +183,7 @@ struct SyncCommand: AsyncParsableCommand {
         let parameters = SyncGeodatabaseParameters(
             geodatabaseSyncDirection: SyncGeodatabaseParameters.Direction(rawValue: direction)!, shouldRollbackOnFailure: !noRollback,
             conflictPolicy: policy.flatMap(ConflictPolicy.Rule.init(rawValue:)))
-        let job = task.makeSyncGeodatabaseJob(parameters: parameters, geodatabase: gdb)
+        let job = task.makeSyncGeodatabaseJob(parameters: parameters, geodatabase: gdb, faults: processFaults)
         try job.start()
         let status = await runShowingProgress(job, label: "sync")
         guard status == .succeeded else {

@@ -1,6 +1,7 @@
 import ArgumentParser
 import Foundation
 import OutpostCore
+import OutpostStorage
 import OutpostSync
 import OutpostTiles
 
@@ -54,7 +55,7 @@ struct TilesCommand: AsyncParsableCommand {
                 compressionQuality: compressionQuality)
         }
 
-        var environment: TileJobEnvironment { TileJobEnvironment(token: serviceToken(token)) }
+        var environment: TileJobEnvironment { TileJobEnvironment(token: serviceToken(token), faults: processFaults, checkpointInterval: testCheckpointInterval) }
     }
 
     struct Estimate: AsyncParsableCommand {

@@ -10,12 +10,12 @@ public final class SQLiteServiceBackend: FeatureServiceBackend {
     let geodatabase: Geodatabase
     /// Attachment content uploaded by hash, beside the service file.
     let blobs: BlobStore
-    /// Fault points for tests (`server.beforeCommit`); armed through `OUTPOST_FAULT` too.
+    /// Fault points for tests (`server.beforeCommit`).
     public let faults: FaultInjector
 
     /// Opens a service GeoPackage made by ``create(at:schema:dataDirectory:overwrite:)``.
     /// - Throws: ``ServiceError`` when the file is not an Outpost service.
-    public init(url: URL, name: String? = nil, faults: FaultInjector = .fromEnvironment()) throws {
+    public init(url: URL, name: String? = nil, faults: FaultInjector = FaultInjector()) throws {
         geodatabase = try Geodatabase.open(at: url)
         blobs = BlobStore(directory: URL(fileURLWithPath: url.path + ".blobs"))
         self.name = name ?? url.deletingPathExtension().lastPathComponent

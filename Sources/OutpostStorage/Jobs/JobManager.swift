@@ -1,4 +1,5 @@
 import Foundation
+import OutpostCore
 import Synchronization
 
 #if canImport(Glibc)

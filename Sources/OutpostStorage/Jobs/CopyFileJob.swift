@@ -1,4 +1,5 @@
 import Foundation
+import OutpostCore
 
 /// Copies a file in chunks, resumably, and verifies the copy: for carrying large geodatabases and
 /// tile packages to removable storage in the field, where the app may be killed mid-copy.
@@ -129,5 +130,14 @@ public struct CopyFileJob: JobDefinition {
 
     public func rollback(context: JobContext) async {
         try? FileManager.default.removeItem(at: partial)
+    }
+}
+
+extension JobRegistry {
+    /// The job types every process knows: the file copy.
+    public static var standard: JobRegistry {
+        var registry = JobRegistry()
+        registry.register(CopyFileJob.self)
+        return registry
     }
 }

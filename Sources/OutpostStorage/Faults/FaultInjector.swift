@@ -8,9 +8,11 @@ import Synchronization
 /// Named fault points between the durable steps of sync, on both sides, so tests can prove that
 /// a crash or an error at any of them leaves nothing lost or duplicated (docs/sync.md, invariant I10).
 ///
-/// Points are armed in code (`injector.arm("client.afterSend", .fail)`) or, for a whole process,
-/// with `OUTPOST_FAULT=point:action[,point:action]` where action is `fail` or `kill` (SIGKILL
-/// of the process itself, for the CLI crash tests). An armed point fires once.
+/// Points are armed in code (`injector.arm("client.afterSend", .fail)`) or from a specification
+/// `point:action[,point:action]` where action is `fail` or `kill` (SIGKILL of the process itself,
+/// for the crash tests). An armed point fires once. Libraries never arm points on their own: the
+/// default everywhere is an injector with none, and only a debug build of `outpost` reads
+/// `OUTPOST_FAULT` (docs/sync.md, "Fault points").
 public final class FaultInjector: Sendable {
     public enum Action: String, Sendable {
         /// Throw an error, as if the step failed.
@@ -40,14 +42,15 @@ public final class FaultInjector: Sendable {
         hooks.withLock { $0[point] = body }
     }
 
-    /// The faults given by `OUTPOST_FAULT` in the environment (none when unset).
-    public static func fromEnvironment() -> FaultInjector {
+    /// The points of a specification `point:action[,point:action]` (entries that do not parse
+    /// are left out).
+    public convenience init(specification: String) {
         var points: [String: Action] = [:]
-        for item in (ProcessInfo.processInfo.environment["OUTPOST_FAULT"] ?? "").split(separator: ",") {
+        for item in specification.split(separator: ",") {
             let parts = item.split(separator: ":")
             if parts.count == 2, let action = Action(rawValue: String(parts[1])) { points[String(parts[0])] = action }
         }
-        return FaultInjector(points)
+        self.init(points)
     }
 
     public func arm(_ point: String, _ action: Action = .fail) {
