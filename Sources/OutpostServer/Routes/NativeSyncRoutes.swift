@@ -4,6 +4,7 @@ import Hummingbird
 import NIOCore
 import OutpostCore
 import OutpostProtocol
+import Logging
 import OutpostStorage
 
 /// Outpost's native sync API, under `/outpost/v1/services/{service}/replicas` (docs/sync.md): the
@@ -31,67 +32,106 @@ struct NativeSyncRoutes {
     var range: String?
     var metrics: ServerMetrics?
 
+    /// Answers the request for `route` (the path below `…/services/{service}/`, decoded segments).
     func respond(_ route: [String]) async throws -> Response {
-        switch (method, route.count) {
-        case (.get, 2) where route[0] == "blobs":
-            return try json(try await sync.blobStatus(sha256: route[1]))
-        case (.put, 2) where route[0] == "blobs":
-            guard let offset = try parameters.int("offset"), let size = try parameters.int("size") else {
-                throw ServiceError.badParameter("offset", "give offset and size (the content's whole size)")
+        var head = HTTPRequest(method: method, scheme: nil, authority: nil, path: "/" + route.map(Self.encoded).joined(separator: "/"))
+        head.headerFields = [:]
+        return try await Self.router.respond(to: Request(head: head, body: .init(buffer: ByteBuffer())), context: NativeSyncContext(source: .init(routes: self)))
+    }
+
+    /// The routes, built once: each path with the methods it answers; another method on a known
+    /// path is a 405, an unknown path a 404 (both in the ArcGIS error shape).
+    static let router: RouterResponder<NativeSyncContext> = {
+        let router = Router(context: NativeSyncContext.self)
+        router.add(middleware: NotFoundAsServiceError())
+        func path(_ path: String, _ handlers: [HTTPRequest.Method: @Sendable (NativeSyncRoutes, Parameters) async throws -> Response]) {
+            for method in [HTTPRequest.Method.get, .put, .post, .delete, .patch] {
+                let handler = handlers[method]
+                router.on(RouterPath(path), method: method) { _, context in
+                    guard let handler else { throw ServiceError(405, "\(method) is not allowed on \(path)") }
+                    return try await handler(context.routes, context.coreContext.parameters)
+                }
             }
-            var body = parameters.rawBody ?? ByteBuffer()
-            let bytes = Data(body.readBytes(length: body.readableBytes) ?? [])
-            do {
-                return try json(try await sync.appendBlob(sha256: route[1], offset: Int64(offset), total: Int64(size), bytes: bytes))
-            } catch let error as ServiceError where error.status == 409 {
-                // Say where to continue, in the status shape.
-                let status = try await sync.blobStatus(sha256: route[1])
-                return writing.json(["error": ["code": 409, "message": .string(error.message)], "received": .integer(status.received)], status: .conflict)
-            }
-        case (.get, 2) where route[0] == "attachments":
-            return try await attachment(route[1])
-        case (.get, 1) where route[0] == "schema":
-            let schema = try await sync.schema()
-            return writing.json(["schemaVersion": .integer(Int64(schema.schemaVersion)), "schema": try JSONValue.parse(try schema.encoded())])
-        case (.get, 1) where route[0] == "replicas":
-            return try json(try await sync.replicas())
-        case (.get, 2) where route[0] == "replicas":
-            return try json(try await sync.replica(id: route[1]))
-        case (.delete, 2) where route[0] == "replicas":
-            try await sync.unregisterReplica(id: route[1])
-            return writing.json(["success": true])
-        case (.put, 4) where route[0] == "replicas" && route[2] == "batches":
-            return try await putBatch(replica: route[1], seq: try seq(route[3]))
-        case (.get, 4) where route[0] == "replicas" && route[2] == "batches":
-            let seq = try seq(route[3])
-            guard let result = try await sync.batchResult(replicaID: route[1], seq: seq) else {
-                throw ServiceError.notFound("batch \(seq) of replica \(route[1])")
-            }
-            return writing.json(result.json)
-        case (.get, 3) where route[0] == "replicas" && route[2] == "changes":
-            guard let layer = try parameters.int("layer") else { throw ServiceError.badParameter("layer", "give the layer id") }
-            guard let since = try parameters.int("since") else { throw ServiceError.badParameter("since", "give the generation received up to") }
-            guard let upto = try parameters.int("upto"), upto >= since else {
-                throw ServiceError.badParameter("upto", "give the generation to read up to (at least since)")
-            }
-            let page = try await sync.feedPage(
-                replicaID: route[1], layerID: layer, since: Int64(since), upto: Int64(upto), after: parameters["after"],
-                limit: try parameters.int("limit", range: 1...10_000) ?? 1000)
-            return writing.json(page.json)
-        case (.get, 3) where route[0] == "replicas" && route[2] == "snapshot":
-            guard let layer = try parameters.int("layer") else { throw ServiceError.badParameter("layer", "give the layer id") }
-            let page = try await sync.snapshot(
-                replicaID: route[1], layerID: layer, after: parameters["after"], limit: try parameters.int("limit", range: 1...10_000) ?? 1000)
-            return writing.json(page.json)
-        case (.get, 3) where route[0] == "replicas" && route[2] == "checksums":
-            let info = try await sync.replica(id: route[1])
-            let layers = try parameters.integers("layers")?.map { Int($0) } ?? info.layers.map(\.id)
-            return try json(try await sync.checksums(replicaID: route[1], layerIDs: layers))
-        case (_, 1...4) where route[0] == "replicas":
-            throw ServiceError(405, "\(method) is not allowed on \(route.joined(separator: "/"))")
-        default:
-            throw ServiceError.notFound(route.joined(separator: "/"))
         }
+        path("blobs/:sha256", [
+            .get: { r, p in try r.json(try await r.sync.blobStatus(sha256: try p.decoded("sha256"))) },
+            .put: { r, p in try await r.appendBlob(try p.decoded("sha256")) },
+        ])
+        path("attachments/:globalId", [.get: { r, p in try await r.attachment(try p.decoded("globalId")) }])
+        path("schema", [.get: { r, _ in try await r.schema() }])
+        path("replicas", [.get: { r, _ in try r.json(try await r.sync.replicas()) }])
+        path("replicas/:replica", [
+            .get: { r, p in try r.json(try await r.sync.replica(id: try p.decoded("replica"))) },
+            .delete: { r, p in
+                try await r.sync.unregisterReplica(id: try p.decoded("replica"))
+                return r.writing.json(["success": true])
+            },
+        ])
+        path("replicas/:replica/batches/:seq", [
+            .put: { r, p in try await r.putBatch(replica: try p.decoded("replica"), seq: try seq(try p.decoded("seq"))) },
+            .get: { r, p in try await r.storedBatch(replica: try p.decoded("replica"), seq: try seq(try p.decoded("seq"))) },
+        ])
+        path("replicas/:replica/changes", [.get: { r, p in try await r.changes(replica: try p.decoded("replica")) }])
+        path("replicas/:replica/snapshot", [.get: { r, p in try await r.snapshot(replica: try p.decoded("replica")) }])
+        path("replicas/:replica/checksums", [.get: { r, p in try await r.checksums(replica: try p.decoded("replica")) }])
+        return router.buildResponder()
+    }()
+
+    private static func encoded(_ segment: String) -> String {
+        var allowed = CharacterSet.urlPathAllowed
+        allowed.remove(charactersIn: "/{}")
+        return segment.addingPercentEncoding(withAllowedCharacters: allowed) ?? segment
+    }
+
+    private func appendBlob(_ sha256: String) async throws -> Response {
+        guard let offset = try parameters.int("offset"), let size = try parameters.int("size") else {
+            throw ServiceError.badParameter("offset", "give offset and size (the content's whole size)")
+        }
+        var body = parameters.rawBody ?? ByteBuffer()
+        let bytes = Data(body.readBytes(length: body.readableBytes) ?? [])
+        do {
+            return try json(try await sync.appendBlob(sha256: sha256, offset: Int64(offset), total: Int64(size), bytes: bytes))
+        } catch let error as ServiceError where error.status == 409 {
+            // Say where to continue, in the status shape.
+            let status = try await sync.blobStatus(sha256: sha256)
+            return writing.json(["error": ["code": 409, "message": .string(error.message)], "received": .integer(status.received)], status: .conflict)
+        }
+    }
+
+    private func schema() async throws -> Response {
+        let schema = try await sync.schema()
+        return writing.json(["schemaVersion": .integer(Int64(schema.schemaVersion)), "schema": try JSONValue.parse(try schema.encoded())])
+    }
+
+    private func storedBatch(replica: String, seq: Int64) async throws -> Response {
+        guard let result = try await sync.batchResult(replicaID: replica, seq: seq) else {
+            throw ServiceError.notFound("batch \(seq) of replica \(replica)")
+        }
+        return writing.json(result.json)
+    }
+
+    private func changes(replica: String) async throws -> Response {
+        guard let layer = try parameters.int("layer") else { throw ServiceError.badParameter("layer", "give the layer id") }
+        guard let since = try parameters.int("since") else { throw ServiceError.badParameter("since", "give the generation received up to") }
+        guard let upto = try parameters.int("upto"), upto >= since else {
+            throw ServiceError.badParameter("upto", "give the generation to read up to (at least since)")
+        }
+        let page = try await sync.feedPage(
+            replicaID: replica, layerID: layer, since: Int64(since), upto: Int64(upto), after: parameters["after"],
+            limit: try parameters.int("limit", range: 1...10_000) ?? 1000)
+        return writing.json(page.json)
+    }
+
+    private func snapshot(replica: String) async throws -> Response {
+        guard let layer = try parameters.int("layer") else { throw ServiceError.badParameter("layer", "give the layer id") }
+        let page = try await sync.snapshot(replicaID: replica, layerID: layer, after: parameters["after"], limit: try parameters.int("limit", range: 1...10_000) ?? 1000)
+        return writing.json(page.json)
+    }
+
+    private func checksums(replica: String) async throws -> Response {
+        let info = try await sync.replica(id: replica)
+        let layers = try parameters.integers("layers")?.map { Int($0) } ?? info.layers.map(\.id)
+        return try json(try await sync.checksums(replicaID: replica, layerIDs: layers))
     }
 
     /// An attachment's bytes, streamed a megabyte at a time; `Range: bytes=N-` or `bytes=N-M`
@@ -129,7 +169,7 @@ struct NativeSyncRoutes {
             })
     }
 
-    private func seq(_ text: String) throws -> Int64 {
+    private static func seq(_ text: String) throws -> Int64 {
         guard let seq = Int64(text), seq > 0 else { throw ServiceError.notFound("batch \(text)") }
         return seq
     }
@@ -189,5 +229,42 @@ struct NativeSyncRoutes {
         case DecodingError.dataCorrupted(let c): return c.debugDescription
         default: return "\(error)"
         }
+    }
+}
+
+/// What a native route is handed: the request's routes (backend, parameters, writer).
+struct NativeSyncContext: RequestContext {
+    struct Source: RequestContextSource {
+        let routes: NativeSyncRoutes
+        var logger: Logger { NativeSyncContext.logger }
+    }
+
+    static let logger = Logger(label: "outpost.sync")
+
+    var coreContext: CoreRequestContextStorage
+    let routes: NativeSyncRoutes
+
+    init(source: Source) {
+        coreContext = .init(source: source)
+        routes = source.routes
+    }
+}
+
+/// The router's own 404 as the ArcGIS error answer the rest of the server gives.
+private struct NotFoundAsServiceError: RouterMiddleware {
+    func handle(_ request: Request, context: NativeSyncContext, next: (Request, NativeSyncContext) async throws -> Response) async throws -> Response {
+        do {
+            return try await next(request, context)
+        } catch let error as HTTPError where error.status == .notFound {
+            throw ServiceError.notFound(String(request.uri.path.dropFirst()).removingPercentEncoding ?? request.uri.path)
+        }
+    }
+}
+
+extension Parameters {
+    /// A path parameter, percent-decoded.
+    fileprivate func decoded(_ name: String) throws -> String {
+        let raw = try require(name)
+        return raw.removingPercentEncoding ?? raw
     }
 }

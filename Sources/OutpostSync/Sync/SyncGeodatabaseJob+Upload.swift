@@ -1,0 +1,147 @@
+import Foundation
+import OutpostCore
+import OutpostProtocol
+import OutpostStorage
+
+/// Step 1: seal pending edits into numbered batches and send them until the server answers.
+extension SyncGeodatabaseJob {
+    func upload(_ state: ReplicaState, _ client: NativeSyncClient, _ context: JobContext) async throws {
+        let layers = state.layers.filter { syncParameters.uploads($0, model: state.syncModel) }
+        var tables = layers.map(\.table)
+        guard !tables.isEmpty else { return }
+        if state.attachmentsDirection == .upload || state.attachmentsDirection == .bidirectional {
+            try await geodatabase.write { conn in try conn.installAttachmentCapture() }
+            tables.append(GeodatabaseConnection.attachmentsTable)
+        }
+        let uploadTables = tables
+        let maxChanges = syncParameters.maxChangesPerBatch, rollback = syncParameters.shouldRollbackOnFailure, policy = syncParameters.conflictPolicy
+        var sent = 0
+        // The next batch, made while the server applies the current one (see below).
+        var prepared: PreparedBatch?
+        while true {
+            try await context.checkpoint(["batchesSent": .integer(Int64(sent))])
+            let ahead = prepared
+            prepared = nil
+            let sealed = try await geodatabase.write { conn -> (StoredBatch, UploadBatch?, Bool)? in
+                if let pending = try conn.sealedBatch() { return (pending, nil, false) }
+                guard let current = try conn.replicaState() else { return nil }
+                if let ahead, let (stored, batch) = try BatchSealer.sealPrepared(ahead, conn, state: current, tables: uploadTables, maxChanges: maxChanges) {
+                    return (stored, batch, true)
+                }
+                return try BatchSealer.seal(conn, state: current, tables: uploadTables, maxChanges: maxChanges, rollbackOnFailure: rollback, conflictPolicy: policy)
+                    .map { ($0.0, $0.1, false) }
+            }
+            guard let (stored, fresh, madeAhead) = sealed else { break }
+            if madeAhead { context.log("batch \(stored.seq) was made while batch \(stored.seq - 1) was applied") }
+            try faults.check("client.afterSeal")
+            // A batch sealed by an earlier run is read back from its stored bytes.
+            let batch = try fresh ?? UploadBatch.decode(stored.body)
+            // Attachment content first, by hash: what the server has is not sent again, and an
+            // upload that dropped continues where the server's copy ends.
+            try await uploadContent(of: batch, client, context)
+            context.log("sending batch \(stored.seq) (\(batch.editCount) edits, \(stored.body.count >> 10) KB)")
+            // While the server applies this batch, the next one is made from a snapshot of the
+            // replica (nothing is stored: at most one batch is ever sealed and unacknowledged).
+            // After the acknowledgement it is sealed as it is if it still carries exactly the
+            // change rows a fresh seal would take; otherwise it is dropped and sealed afresh.
+            let gdb = geodatabase, covered = stored.coversChangeID, nextSeq = stored.seq + 1
+            async let next = gdb.readCommitted { conn in
+                try BatchSealer.prepare(
+                    conn, seq: nextSeq, after: covered, tables: uploadTables, maxChanges: maxChanges, rollbackOnFailure: rollback, conflictPolicy: policy)
+            }
+            let outcome = try await withRetries(context, "batch \(stored.seq) not acknowledged") {
+                try await client.putBatch(seq: stored.seq, batchID: stored.batchID, body: stored.body)
+            }
+            context.log("batch \(stored.seq) answered")
+            // A failed preparation costs nothing but the fresh seal.
+            prepared = (try? await next) ?? nil
+            try faults.check("client.afterSend")
+            switch outcome {
+            case .applied(let result, let text):
+                let rejected = Self.rejections(result, batch, state: state, pending: false)
+                let conflicts = Self.conflicts(result, state: state)
+                try await geodatabase.write { conn in try conn.acknowledgeBatch(seq: stored.seq, result: text, rejected: rejected, conflicts: conflicts) }
+                try faults.check("client.afterAck")
+                record(result, of: batch, state: state, context)
+                if result.replayed == true { context.log("batch \(stored.seq) had already been applied; the server replayed its answer") }
+                if !rejected.isEmpty { context.log("\(rejected.count) edits of batch \(stored.seq) were rejected", severity: .warning) }
+            case .rejected(let result):
+                let rejected = Self.rejections(result, batch, state: state, pending: true)
+                try await geodatabase.write { conn in try conn.withdrawSealedBatch(seq: stored.seq, rejected: rejected) }
+                record(result, of: batch, state: state, context)
+                let first = rejected.first.map { " (first: \($0.layer) \($0.globalID): \($0.reason))" } ?? ""
+                throw SyncError(
+                    .rejected,
+                    "the server rolled back the upload: \(rejected.count) of \(batch.editCount) edits are invalid\(first); nothing was applied and the edits are still pending")
+            }
+            sent += 1
+            context.reportProgress("batches uploaded", done: Int64(sent), total: nil)
+        }
+    }
+
+    static func rejections(_ result: BatchResult, _ batch: UploadBatch, state: ReplicaState, pending: Bool) -> [RejectedEdit] {
+        var out: [RejectedEdit] = []
+        for layer in result.layers {
+            let table = state.layers.first { $0.id == layer.id }?.table ?? String(layer.id)
+            let edits = batch.layers.first { $0.id == layer.id }?.edits ?? []
+            for r in layer.results where !r.success {
+                let edit = edits.first { $0.globalId == r.globalId }
+                let text = edit.flatMap { try? JSONValueEncoder().encode($0).jsonString }
+                out.append(RejectedEdit(
+                    layer: table, globalID: r.globalId, operation: r.op.rawValue, reason: r.error?.description ?? "rejected", seq: batch.seq,
+                    pending: pending, edit: text))
+            }
+        }
+        for r in result.attachments ?? [] where !r.success {
+            let edit = batch.attachments?.first { $0.globalId == r.globalId }
+            out.append(RejectedEdit(
+                layer: GeodatabaseConnection.attachmentsTable, globalID: r.globalId, operation: r.op.rawValue, reason: r.error?.description ?? "rejected",
+                seq: batch.seq, pending: pending, edit: edit.flatMap { try? JSONValueEncoder().encode($0).jsonString }))
+        }
+        return out
+    }
+
+    static func conflicts(_ result: BatchResult, state: ReplicaState) -> [SyncConflict] {
+        let ofAttachments = (result.attachments ?? []).flatMap { r in
+            (r.conflicts ?? []).compactMap { c -> SyncConflict? in
+                guard let text = try? JSONValueEncoder().encode(c).jsonString else { return nil }
+                let table = state.layers.first { $0.id == c.layerId }?.table ?? String(c.layerId)
+                return SyncConflict(serverID: c.id, table: table, globalID: c.globalId, kind: c.kind.rawValue, record: text, state: c.state)
+            }
+        }
+        return ofAttachments + result.layers.flatMap { layer in
+            layer.results.flatMap { r in
+                (r.conflicts ?? []).compactMap { c -> SyncConflict? in
+                    guard let text = try? JSONValueEncoder().encode(c).jsonString else { return nil }
+                    let table = state.layers.first { $0.id == layer.id }?.table ?? String(layer.id)
+                    return SyncConflict(serverID: c.id, table: table, globalID: c.globalId, kind: c.kind.rawValue, record: text, state: c.state)
+                }
+            }
+        }
+    }
+
+    func record(_ result: BatchResult, of batch: UploadBatch, state: ReplicaState, _ context: JobContext) {
+        for (edit, outcome) in zip(batch.attachments ?? [], result.attachments ?? []) where outcome.success && outcome.resolution == nil {
+            guard let layer = state.layers.first(where: { $0.id == edit.layerId }) else { continue }
+            Self.update(context, layer: layer) { $0.attachmentsUploaded += 1 }
+        }
+        for layerResult in result.layers {
+            guard let layer = state.layers.first(where: { $0.id == layerResult.id }) else { continue }
+            Self.update(context, layer: layer) { r in
+                for edit in layerResult.results {
+                    r.conflicts += edit.conflicts?.count ?? 0
+                    if edit.resolution == "merged" { r.merged += 1 }
+                    guard edit.success else {
+                        r.editResults.append(.init(globalId: edit.globalId, operation: edit.op.rawValue, message: edit.error?.description ?? "rejected"))
+                        continue
+                    }
+                    switch edit.op {
+                    case .insert: r.uploaded.inserts += 1
+                    case .update: r.uploaded.updates += 1
+                    case .delete: r.uploaded.deletes += 1
+                    }
+                }
+            }
+        }
+    }
+}

@@ -1,0 +1,155 @@
+import Foundation
+import OutpostCore
+import OutpostProtocol
+import OutpostStorage
+
+/// The native sync API of one replica on its service (`…/outpost/v1/services/<name>`,
+/// docs/sync.md): the one place that knows its paths and what each answer means. Each call is
+/// one request; retrying is the caller's (``SyncGeodatabaseJob``), which sees network failures as
+/// ``SyncError/Code/unreachable`` and 5xx answers as ``SyncError/Code/server`` with the status.
+struct NativeSyncClient: Sendable {
+    let connection: ServiceConnection
+    let replicaID: String
+
+    init(_ connection: ServiceConnection, replicaID: String) {
+        self.connection = connection
+        self.replicaID = replicaID
+    }
+
+    private var replica: String { "replicas/\(replicaID)" }
+
+    private func url(_ path: String, _ query: [(String, String)] = []) -> URL { connection.url(connection.nativeURL, path, query: query) }
+
+    // MARK: - Replica
+
+    /// The replica's registration with the service's generation and schema version now.
+    func replicaInfo() async throws -> JSONValue {
+        try await connection.json(.GET, url(replica))
+    }
+
+    /// The service's schema now (a replica behind its version migrates to it).
+    func schema() async throws -> ServiceSchema {
+        let answer = try await connection.json(.GET, url("schema"))
+        guard let schema = answer["schema"] else { throw SyncError(.invalidResponse, "the service sent no schema") }
+        do {
+            return try ServiceSchema.decode(Data(schema.jsonString.utf8))
+        } catch {
+            throw SyncError(.invalidResponse, "the service's schema is not readable here: \(error)")
+        }
+    }
+
+    // MARK: - Upload
+
+    /// What the server did with a batch.
+    enum BatchOutcome {
+        /// Applied now or before (then `replayed`); `text` is the answer as sent, which the
+        /// replica keeps.
+        case applied(BatchResult, text: String)
+        /// Rolled back as a whole: an edit is invalid (HTTP 422); nothing was applied.
+        case rejected(BatchResult)
+    }
+
+    /// `PUT replicas/{id}/batches/{seq}` with the sealed bytes.
+    func putBatch(seq: Int64, batchID: String, body: Data) async throws -> BatchOutcome {
+        let target = url("\(replica)/batches/\(seq)")
+        let reply = try await connection.send(.PUT, target, body: body)
+        switch reply.status {
+        case 200:
+            let result = try Self.batchResult { try JSONValue.parse(reply.body) }
+            guard result.seq == seq, result.batchId == batchID else {
+                throw SyncError(.ledgerConflict, "the server answered batch \(seq) with the result of batch \(result.seq) (\(result.batchId))")
+            }
+            return .applied(result, text: String(decoding: reply.body, as: UTF8.self))
+        case 422:
+            guard let json = try? reply.json(), let result = json["result"] else { throw SyncError(.invalidResponse, "HTTP 422 without the batch result") }
+            return .rejected(try Self.batchResult { result })
+        default:
+            throw ServiceConnection.failure(reply, url: target)
+        }
+    }
+
+    /// How much of some attachment content the server has.
+    func blobStatus(_ sha256: String) async throws -> BlobStatus {
+        let target = url("blobs/\(sha256)")
+        let reply = try await connection.send(.GET, target)
+        guard reply.status == 200 else { throw ServiceConnection.failure(reply, url: target) }
+        return try Self.decode(BlobStatus.self, reply.body)
+    }
+
+    /// Appends a chunk of content at `offset` (`total`: its whole size). When someone else's
+    /// upload of the same content moved on meanwhile (409), the answer is where it stands now.
+    func appendBlob(_ sha256: String, offset: Int64, total: Int64, bytes: Data) async throws -> BlobStatus {
+        let target = url("blobs/\(sha256)", [("offset", String(offset)), ("size", String(total))])
+        let reply = try await connection.send(.PUT, target, body: bytes, contentType: "application/octet-stream")
+        switch reply.status {
+        case 200: return try Self.decode(BlobStatus.self, reply.body)
+        case 409: return try await blobStatus(sha256)
+        default: throw ServiceConnection.failure(reply, url: target)
+        }
+    }
+
+    // MARK: - Download
+
+    /// One page of a layer's changes in the window (`since`, `upto`], after the global id `after`.
+    func changes(layer: Int, since: Int64, upto: Int64, after: String?, limit: Int = 1000) async throws -> ChangePage {
+        var query = [("layer", String(layer)), ("since", String(since)), ("upto", String(upto)), ("limit", String(limit))]
+        if let after { query.append(("after", after)) }
+        return try await page(url("\(replica)/changes", query))
+    }
+
+    /// One page of every feature of a layer in the replica's scope (fetching a layer again).
+    func snapshot(layer: Int, after: String?, limit: Int = 1000) async throws -> ChangePage {
+        var query = [("layer", String(layer)), ("limit", String(limit))]
+        if let after { query.append(("after", after)) }
+        return try await page(url("\(replica)/snapshot", query))
+    }
+
+    private func page(_ target: URL) async throws -> ChangePage {
+        let reply = try await connection.send(.GET, target)
+        guard reply.status == 200 else { throw ServiceConnection.failure(reply, url: target) }
+        do {
+            // Read without the generic decoder (see ``FeedChange/init(json:)``).
+            return try ChangePage(json: JSONValue.parse(reply.body))
+        } catch {
+            throw SyncError(.invalidResponse, "the server's change page is not readable: \(error)")
+        }
+    }
+
+    /// Bytes `from`…`through` of an attachment's content.
+    func attachmentBytes(_ globalID: String, from: Int64, through: Int64) async throws -> Data {
+        let target = url("attachments/\(globalID)")
+        let reply = try await connection.send(.GET, target, range: "bytes=\(from)-\(through)")
+        guard reply.status == 206 || (reply.status == 200 && from == 0) else { throw ServiceConnection.failure(reply, url: target) }
+        guard !reply.body.isEmpty else { throw SyncError(.invalidResponse, "the server sent no bytes of attachment \(globalID) from \(from)") }
+        return reply.body
+    }
+
+    // MARK: - Verify
+
+    /// The server's count and checksum of each layer in the replica's scope.
+    func checksums(layers: [Int]) async throws -> ReplicaChecksums {
+        let target = url("\(replica)/checksums", [("layers", layers.map(String.init).joined(separator: ","))])
+        let reply = try await connection.send(.GET, target)
+        guard reply.status == 200 else { throw ServiceConnection.failure(reply, url: target) }
+        return try Self.decode(ReplicaChecksums.self, reply.body)
+    }
+
+    // MARK: - Decoding
+
+    /// A batch's result, read without the generic decoder.
+    static func batchResult(_ json: () throws -> JSONValue) throws -> BatchResult {
+        do {
+            return try BatchResult(json: json())
+        } catch {
+            throw SyncError(.invalidResponse, "the server's answer is not a batch result: \(error)")
+        }
+    }
+
+    static func decode<T: Decodable>(_ type: T.Type, _ data: Data) throws -> T {
+        do {
+            return try JSONValueDecoder().decode(type, from: data)
+        } catch {
+            throw SyncError(.invalidResponse, "the server's answer is not a \(type): \(error)")
+        }
+    }
+}
