@@ -117,13 +117,7 @@ extension PostgresServiceBackend: SyncBackend {
         binds.append(id)
         binds.append(seq)
         guard let row = try await rows("SELECT result FROM outpost_batch_ledger WHERE replica_id = $1 AND seq = $2", binds).first else { return nil }
-        var result = try BatchResult(json: JSONValue.parse(try row.decode(String.self)))
-        result.replayed = true
-        return result
-    }
-
-    public func applyBatch(_ batch: UploadBatch, hash: String) async throws -> BatchResult {
-        try await applyBatchAnswering(batch, hash: hash).result
+        return try BatchAdmission.replayed(try row.decode(String.self))
     }
 
     public func applyBatchAnswering(_ batch: UploadBatch, hash: String) async throws -> BatchAnswer {
@@ -194,7 +188,7 @@ extension PostgresServiceBackend: SyncBackend {
             let layerInfo = try Self.layerInfo(layerID, of: info)
             // One row per feature changed in the window: its latest generation, whether anyone
             // but this replica changed it, whether it was added or deleted in the window.
-            var changed: [(gid: String, generation: Int64, echo: Bool, inserted: Bool, deleted: Bool)] = []
+            var changed: [ChangeFeedAssembly.Row] = []
             for try await (gid, generation, others, inserted, deleted) in try await conn.query(
                 """
                 SELECT globalid, max(generation), sum(CASE WHEN origin_replica IS NOT DISTINCT FROM \(info.replicaID) THEN 0 ELSE 1 END)::bigint,
@@ -205,49 +199,17 @@ extension PostgresServiceBackend: SyncBackend {
                 GROUP BY globalid ORDER BY globalid COLLATE "C" LIMIT \(Int64(limit))
                 """, logger: logger
             ).decode((String, Int64, Int64, Bool, Bool).self) {
-                changed.append((gid, generation, others == 0, inserted, deleted))
+                changed.append(.init(globalID: gid, generation: generation, echo: others == 0, inserted: inserted, deleted: deleted))
             }
+            let scope = ReplicaScope(info: info, schema: schema).query(layerInfo, layer: layer.definition)
             var inScope: [String: Feature] = [:]
-            let query = ReplicaScope(info: info, schema: schema).query(layerInfo, layer: layer.definition)
-            // A replica holding the whole layer cannot have moved its own features out of scope.
-            let ownStayInScope = query?.selectsEveryFeature == true
-            if !changed.isEmpty, let query {
-                // Whole rows only for features someone else changed; of the replica's own
-                // changes only whether each feature is still in scope matters, and for a replica
-                // of the whole layer not even that.
-                for wholeRows in ownStayInScope ? [true] : [true, false] {
-                    let gids = changed.filter { $0.echo != wholeRows }.map(\.gid)
-                    guard !gids.isEmpty else { continue }
-                    var q = query
-                    q.globalIDs = gids
-                    if !wholeRows {
-                        q.outFields = []
-                        q.returnGeometry = false
-                    }
-                    for feature in try await Self.features(conn, layer, q, logger: logger) { inScope[feature.globalID!] = feature }
-                }
+            for read in ChangeFeedAssembly.reads(changed, scope: scope) {
+                for feature in try await Self.features(conn, layer, read, logger: logger) { inScope[feature.globalID!] = feature }
             }
-            let fields = layer.definition.fields.filter { $0.type != .oid }
             let attachments = info.attachmentsSyncDirection == .bidirectional && layer.definition.hasAttachments
                 ? try await Self.attachmentInfos(conn, service: service, layerID: layerID, features: Array(inScope.keys), logger: logger) : nil
-            var changes: [FeedChange] = []
-            for row in changed {
-                // Only this replica changed it, and it holds the whole layer: it has the values.
-                if row.echo && ownStayInScope { continue }
-                guard let feature = inScope[row.gid] else {
-                    // Deleted, or moved out of the filter (by this replica's own edit, too: the
-                    // replica must drop what it no longer holds). Its own delete it has applied.
-                    if row.echo && row.deleted { continue }
-                    changes.append(FeedChange(kind: .leave, globalId: row.gid, generation: row.generation))
-                    continue
-                }
-                // Only this replica changed it: it has the values already (echo suppression).
-                if row.echo { continue }
-                var change = try ReplicaRows.upsert(feature, fields: fields, layer: layer.definition, generation: row.generation, inserted: row.inserted)
-                if let attachments { change.attachments = attachments[row.gid] ?? [] }
-                changes.append(change)
-            }
-            return ChangePage(layerId: layerID, since: since, upto: upto, changes: changes, next: changed.count == limit ? changed.last?.gid : nil)
+            let changes = try ChangeFeedAssembly.changes(changed, scope: scope, inScope: inScope, layer: layer.definition, attachments: attachments)
+            return ChangePage(layerId: layerID, since: since, upto: upto, changes: changes, next: ChangeFeedAssembly.next(changed, limit: limit))
         }
         if after == nil {
             // The replica asked from `since`: it holds everything up to there (informational).

@@ -81,12 +81,10 @@ public protocol SyncBackend: Sendable {
     func replica(id: String) async throws -> ReplicaInfo
     func replicas() async throws -> [ReplicaInfo]
     func unregisterReplica(id: String) async throws
-    /// Applies a batch exactly once: a resent batch (same hash) gets the stored result, a
-    /// different batch under the same seq or a seq gap is a 409. Throws ``BatchRejected`` when
-    /// `rollbackOnFailure` refuses the batch.
-    func applyBatch(_ batch: UploadBatch, hash: String) async throws -> BatchResult
-    /// ``applyBatch(_:hash:)`` with the answer's JSON text: the backends encode the result once,
-    /// for the ledger, and the response sends that same text.
+    /// Applies a batch exactly once, as ``BatchAdmission`` decides: a resent batch (same hash)
+    /// gets the stored result; another batch under the same seq, a seq gap, or a layer the replica
+    /// does not upload throws ``BatchRefusal``; ``BatchRejected`` when `rollbackOnFailure` refuses
+    /// the batch. The answer's JSON text is the one stored in the ledger.
     func applyBatchAnswering(_ batch: UploadBatch, hash: String) async throws -> BatchAnswer
     /// The stored result of an applied batch (for a client whose response was lost).
     func batchResult(replicaID: String, seq: Int64) async throws -> BatchResult?
@@ -129,8 +127,9 @@ public struct BatchAnswer: Sendable {
 }
 
 extension SyncBackend {
-    public func applyBatchAnswering(_ batch: UploadBatch, hash: String) async throws -> BatchAnswer {
-        BatchAnswer(try await applyBatch(batch, hash: hash))
+    /// ``applyBatchAnswering(_:hash:)``'s result.
+    public func applyBatch(_ batch: UploadBatch, hash: String) async throws -> BatchResult {
+        try await applyBatchAnswering(batch, hash: hash).result
     }
 
     /// The most pages of nothing but the replica's own changes one feed request reads on.

@@ -45,9 +45,7 @@ public enum BatchAdmission {
         let expected = replica.lastSeq + 1
         if let ledger {
             guard ledger.hash == hash else { throw BatchRefusal.differentContent(replicaID: replicaID, seq: batch.seq, expectedSeq: expected) }
-            var result = try BatchResult(json: JSONValue.parse(ledger.result))
-            result.replayed = true
-            return .replay(BatchAnswer(result))
+            return .replay(BatchAnswer(try replayed(ledger.result)))
         }
         guard batch.seq == expected else { throw BatchRefusal.outOfOrder(replicaID: replicaID, seq: batch.seq, expectedSeq: expected) }
         for layer in batch.layers {
@@ -59,6 +57,13 @@ public enum BatchAdmission {
             throw BatchRefusal.attachmentsNotUploadable(replicaID: replicaID, direction: replica.attachmentsSyncDirection)
         }
         return .apply(Admitted(replicaID: replicaID, seq: batch.seq, batchID: batch.batchId, hash: hash, rollbackOnFailure: batch.rollbackOnFailure))
+    }
+
+    /// A stored result as it is answered again: marked `replayed`.
+    public static func replayed(_ stored: String) throws -> BatchResult {
+        var result = try BatchResult(json: JSONValue.parse(stored))
+        result.replayed = true
+        return result
     }
 
     /// A batch admitted for applying.

@@ -78,14 +78,8 @@ extension SQLiteServiceBackend: SyncBackend {
                 "SELECT result FROM outpost_batch_ledger WHERE replica_id = ? AND seq = ?",
                 arguments: [.text(GlobalID.normalized(replicaID) ?? replicaID), .integer(seq)]).first?[0].textValue
             else { return nil }
-            var result = try BatchResult(json: JSONValue.parse(text))
-            result.replayed = true
-            return result
+            return try BatchAdmission.replayed(text)
         }
-    }
-
-    public func applyBatch(_ batch: UploadBatch, hash: String) async throws -> BatchResult {
-        try await applyBatchAnswering(batch, hash: hash).result
     }
 
     public func applyBatchAnswering(_ batch: UploadBatch, hash: String) async throws -> BatchAnswer {
@@ -167,53 +161,21 @@ extension SQLiteServiceBackend: SyncBackend {
                 GROUP BY globalid ORDER BY globalid LIMIT ?
                 """,
                 arguments: [.text(info.replicaID), .integer(Int64(layerID)), .integer(since), .integer(upto), .text(after ?? ""), .integer(Int64(limit))])
-            let scope = ReplicaScope(info: info, schema: schema)
-            let query = scope.query(layerInfo, layer: layer)
-            // A replica holding the whole layer cannot have moved its own features out of scope.
-            let ownStayInScope = query?.selectsEveryFeature == true
-            var inScope: [String: Feature] = [:]
-            if !rows.isEmpty, let query {
-                // Whole rows only for features someone else changed; of the replica's own
-                // changes only whether each feature is still in scope matters (after a large
-                // upload, nearly every row of the window is its own), and for a replica of the
-                // whole layer not even that.
-                let table = try conn.geodatabase.table(id: layerID)
-                let (own, others) = rows.reduce(into: ([String](), [String]())) { lists, row in
-                    if (row[2].integerValue ?? 0) == 0 { lists.0.append(row[0].textValue!) } else { lists.1.append(row[0].textValue!) }
-                }
-                for (gids, wholeRows) in [(others, true), (ownStayInScope ? [] : own, false)] where !gids.isEmpty {
-                    var q = query
-                    q.globalIDs = gids
-                    if !wholeRows {
-                        q.outFields = []
-                        q.returnGeometry = false
-                    }
-                    try table.forEach(matching: q, in: conn) { inScope[$0.globalID!] = $0 }
-                }
+            let changed = rows.map { row in
+                ChangeFeedAssembly.Row(
+                    globalID: row[0].textValue!, generation: row[1].integerValue!, echo: (row[2].integerValue ?? 0) == 0,
+                    inserted: (row[3].integerValue ?? 0) != 0, deleted: (row[4].integerValue ?? 0) != 0)
             }
-            let fields = layer.fields.filter { $0.type != .oid }
+            let scope = ReplicaScope(info: info, schema: schema).query(layerInfo, layer: layer)
+            var inScope: [String: Feature] = [:]
+            let table = try conn.geodatabase.table(id: layerID)
+            for read in ChangeFeedAssembly.reads(changed, scope: scope) {
+                try table.forEach(matching: read, in: conn) { inScope[$0.globalID!] = $0 }
+            }
             let attachments = info.attachmentsSyncDirection == .bidirectional && layer.hasAttachments
                 ? try ServiceStore.attachmentInfos(conn, layer: layer.name, featureGlobalIDs: Array(inScope.keys)) : nil
-            var changes: [FeedChange] = []
-            for row in rows {
-                let gid = row[0].textValue!, generation = row[1].integerValue!
-                let echo = (row[2].integerValue ?? 0) == 0
-                // Only this replica changed it, and it holds the whole layer: it has the values.
-                if echo && ownStayInScope { continue }
-                guard let feature = inScope[gid] else {
-                    // Deleted, or moved out of the filter (by this replica's own edit, too: the
-                    // replica must drop what it no longer holds). Its own delete it has applied.
-                    if echo && (row[4].integerValue ?? 0) != 0 { continue }
-                    changes.append(FeedChange(kind: .leave, globalId: gid, generation: generation))
-                    continue
-                }
-                // Only this replica changed it: it has the values already (echo suppression).
-                if echo { continue }
-                var change = try ReplicaRows.upsert(feature, fields: fields, layer: layer, generation: generation, inserted: (row[3].integerValue ?? 0) != 0)
-                if let attachments { change.attachments = attachments[gid] ?? [] }
-                changes.append(change)
-            }
-            return ChangePage(layerId: layerID, since: since, upto: upto, changes: changes, next: rows.count == limit ? rows.last?[0].textValue : nil)
+            let changes = try ChangeFeedAssembly.changes(changed, scope: scope, inScope: inScope, layer: layer, attachments: attachments)
+            return ChangePage(layerId: layerID, since: since, upto: upto, changes: changes, next: ChangeFeedAssembly.next(changed, limit: limit))
         }
         if after == nil {
             // The replica asked from `since`: it holds everything up to there (informational,

@@ -1,0 +1,85 @@
+import Foundation
+import OutpostCore
+import OutpostProtocol
+import OutpostStorage
+
+/// How a page of the change feed is made from the change log, whatever the store (docs/sync.md,
+/// "Download"): which features to read, and what each changed feature becomes for the replica.
+/// The backends read the log and the features; this decides, without I/O.
+public enum ChangeFeedAssembly {
+    /// One feature changed in the window: its latest generation there, whether only the replica
+    /// itself changed it (an echo), and whether it was added or deleted in the window.
+    public struct Row: Sendable, Equatable {
+        public var globalID: String
+        public var generation: Int64
+        public var echo: Bool
+        public var inserted: Bool
+        public var deleted: Bool
+
+        public init(globalID: String, generation: Int64, echo: Bool, inserted: Bool, deleted: Bool) {
+            self.globalID = globalID
+            self.generation = generation
+            self.echo = echo
+            self.inserted = inserted
+            self.deleted = deleted
+        }
+    }
+
+    /// The feature reads a page needs, as queries on the layer: whole rows for the features
+    /// someone else changed; of the replica's own changes only whether each is still in scope
+    /// (after a large upload nearly every row of the window is its own), and for a replica that
+    /// holds the whole layer not even that. Empty when the replica holds none of the layer.
+    public static func reads(_ rows: [Row], scope: FeatureQuery?) -> [FeatureQuery] {
+        guard let scope, !rows.isEmpty else { return [] }
+        var out: [FeatureQuery] = []
+        let others = rows.filter { !$0.echo }.map(\.globalID)
+        if !others.isEmpty {
+            var q = scope
+            q.globalIDs = others
+            out.append(q)
+        }
+        let own = holdsWholeLayer(scope) ? [] : rows.filter(\.echo).map(\.globalID)
+        if !own.isEmpty {
+            var q = scope
+            q.globalIDs = own
+            q.outFields = []
+            q.returnGeometry = false
+            out.append(q)
+        }
+        return out
+    }
+
+    /// A replica holding the whole layer cannot have moved its own features out of scope.
+    static func holdsWholeLayer(_ scope: FeatureQuery?) -> Bool { scope?.selectsEveryFeature == true }
+
+    /// The page's changes: an upsert with every value for a feature someone else changed that is
+    /// in scope; a leave for one deleted or moved out of scope (also by the replica's own edit:
+    /// it must drop what it no longer holds), except its own delete, which it has applied; nothing
+    /// for a feature only the replica changed (echo suppression).
+    /// - Parameters:
+    ///   - inScope: the features the reads found, by global id.
+    ///   - attachments: each feature's attachments, when the replica syncs them.
+    public static func changes(
+        _ rows: [Row], scope: FeatureQuery?, inScope: [String: Feature], layer: LayerDefinition, attachments: [String: [AttachmentInfo]]?
+    ) throws -> [FeedChange] {
+        let wholeLayer = holdsWholeLayer(scope)
+        let fields = layer.fields.filter { $0.type != .oid }
+        var changes: [FeedChange] = []
+        for row in rows {
+            if row.echo && wholeLayer { continue }
+            guard let feature = inScope[row.globalID] else {
+                if row.echo && row.deleted { continue }
+                changes.append(FeedChange(kind: .leave, globalId: row.globalID, generation: row.generation))
+                continue
+            }
+            if row.echo { continue }
+            var change = try ReplicaRows.upsert(feature, fields: fields, layer: layer, generation: row.generation, inserted: row.inserted)
+            if let attachments { change.attachments = attachments[row.globalID] ?? [] }
+            changes.append(change)
+        }
+        return changes
+    }
+
+    /// The cursor of the next page: the last global id of a full page.
+    public static func next(_ rows: [Row], limit: Int) -> String? { rows.count == limit ? rows.last?.globalID : nil }
+}
