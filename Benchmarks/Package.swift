@@ -13,6 +13,7 @@ let package = Package(
         .package(url: "https://github.com/apple/swift-nio-ssl", from: "2.37.6"),
     ],
     targets: [
+        .systemLibrary(name: "CZlibBench"),
         .executableTarget(
             name: "outpost-bench",
             dependencies: [
@@ -24,6 +25,7 @@ let package = Package(
                 .product(name: "OutpostTiles", package: "Outpost"),
                 .product(name: "OutpostPostgres", package: "Outpost"),
                 .product(name: "OutpostLoadTesting", package: "Outpost"),
+                "CZlibBench",
                 .product(name: "AsyncHTTPClient", package: "async-http-client"),
                 .product(name: "NIOSSL", package: "swift-nio-ssl"),
                 .product(name: "GRDB", package: "GRDB.swift"),

@@ -60,6 +60,82 @@ struct PNGTests {
         #expect(try PNGDecoder.decode([UInt8](try Data(contentsOf: out))).pixels == rgba)
     }
 
+    /// `encodeTile` takes the smallest lossless form: indexed for ≤ 256 colours, RGB when opaque,
+    /// RGBA otherwise (IHDR's colour type is byte 25), and every form decodes to the input.
+    @Test func tilesTakeTheirSmallestLosslessForm() throws {
+        var few = [UInt8](repeating: 255, count: 256 * 256 * 4)
+        for p in 0..<(256 * 256) { few[p * 4] = UInt8(p % 7 * 30); few[p * 4 + 3] = p % 5 == 0 ? 128 : 255 }
+        var many = few
+        for p in 0..<(256 * 256) { many[p * 4 + 1] = UInt8(p & 0xFF); many[p * 4 + 2] = UInt8(p >> 8) }
+        var opaque = many
+        for p in 0..<(256 * 256) { opaque[p * 4 + 3] = 255 }
+        for (pixels, colourType) in [(few, UInt8(3)), (many, 6), (opaque, 2)] {
+            let png = try PNGEncoder.encodeTile(rgba: pixels, width: 256, height: 256)
+            #expect(png[25] == colourType)
+            #expect(try PNGDecoder.decode(png).pixels == pixels)
+        }
+        let rgba = try PNGEncoder.encode(pixels: few, width: 256, height: 256)
+        #expect(try PNGEncoder.encodeTile(rgba: few, width: 256, height: 256).count < rgba.count)
+        #expect(throws: PNGEncoder.Error.self) { try PNGEncoder.encodeTile(rgba: few, width: 255, height: 256) }
+    }
+
+    /// The vectorised cost sums pick the filter a byte-at-a-time sum of |filtered byte| picks,
+    /// on random rows and on the flat-with-edges rows maps have, at 3 and 4 bytes per pixel.
+    @Test(arguments: [3, 4])
+    func vectorisedFilterChoiceMatchesTheScalarOne(_ bpp: Int) {
+        var random = SystemRandomNumberGenerator()
+        for trial in 0..<300 {
+            let width = [1, 5, 16, 17, 64, 256, 301][trial % 7]
+            let n = width * bpp
+            let flat = trial % 2 == 0
+            let up = (0..<n).map { i in flat ? UInt8(i / 37 * 40 & 0xFF) : UInt8.random(in: 0...255, using: &random) }
+            let row = (0..<n).map { i in flat ? up[i] &+ (i % 50 == 0 ? 9 : 0) : UInt8.random(in: 0...255, using: &random) }
+            var scalar = [Int](repeating: 0, count: 5)
+            for i in 0..<n {
+                let a = i >= bpp ? Int(row[i - bpp]) : 0, b = Int(up[i]), c = i >= bpp ? Int(up[i - bpp]) : 0
+                let p = a + b - c
+                let pa = abs(p - a), pb = abs(p - b), pc = abs(p - c)
+                let predictor = pa <= pb && pa <= pc ? a : (pb <= pc ? b : c)
+                for (f, prediction) in [0, a, b, (a + b) / 2, predictor].enumerated() {
+                    scalar[f] += PNGEncoder.cost(row[i] &- UInt8(prediction))
+                }
+            }
+            let expected = UInt8(scalar.firstIndex(of: scalar.min()!)!)
+            let chosen = row.withUnsafeBufferPointer { r in up.withUnsafeBufferPointer { u in PNGEncoder.cheapestFilter(r, u, bpp: bpp) } }
+            #expect(chosen == expected, "trial \(trial): costs \(scalar)")
+        }
+    }
+
+    /// A rendered map tile as an indexed PNG and as an RGBA PNG: Pillow and GDAL (libpng) read
+    /// both to the same RGBA pixels, and the indexed one is the smaller.
+    @Test func indexedAndRGBATilesDecodeAlikeInPillowAndGDAL() async throws {
+        let dir = TemporaryDirectory()
+        let indexed = try #require(try await Self.sampleTiles(in: dir, count: 1).first)
+        #expect(indexed[25] == 3)
+        let pixels = try PNGDecoder.decode(indexed).pixels
+        let rgba = try PNGEncoder.encode(pixels: pixels, width: 256, height: 256)
+        #expect(indexed.count < rgba.count)
+        try Data(indexed).write(to: dir.file("indexed.png"))
+        try Data(rgba).write(to: dir.file("rgba.png"))
+        let pillow = try await ExternalTools.python("""
+            import sys
+            from PIL import Image
+            a = Image.open(sys.argv[1]); b = Image.open(sys.argv[2])
+            assert a.mode == "P" and b.mode == "RGBA", (a.mode, b.mode)
+            assert a.convert("RGBA").tobytes() == b.tobytes(), "pixels differ"
+            print("same")
+            """, [dir.file("indexed.png").path, dir.file("rgba.png").path])
+        #expect(pillow.stdout.contains("same"), "\(pillow.stderr)")
+        for (name, source) in [("indexed", "indexed.png"), ("rgba", "rgba.png")] {
+            let out = dir.file("\(name)-gdal.png")
+            var arguments = ["-q", "-of", "PNG", dir.file(source).path, out.path]
+            if name == "indexed" { arguments.insert(contentsOf: ["-expand", "rgba"], at: 1) }
+            let made = try await ExternalTools.run("gdal_translate", arguments)
+            #expect(made.succeeded, "\(made.stderr)")
+            #expect(try PNGDecoder.decode([UInt8](try Data(contentsOf: out))).pixels == pixels)
+        }
+    }
+
     @Test func damagedPNGsAreErrorsNotCrashes() throws {
         let good = try PNGEncoder.encode(pixels: TestTiles.pixels(TileKey(level: 1, row: 0, col: 0)), width: 256, height: 256)
         var flipped = good
@@ -71,21 +147,28 @@ struct PNGTests {
     }
 
     @Test func optimizingIsLosslessAndNeverLarger() async throws {
-        let dir = TemporaryDirectory()
+        var before = 0, after = 0
+        for tile in try await Self.sampleTiles(in: TemporaryDirectory(), count: 6, zlibLevel: 1) {
+            let optimized = PNGDecoder.optimized(tile)
+            #expect(optimized.count <= tile.count)
+            let pixels = try PNGDecoder.decode(tile).pixels
+            #expect(try PNGDecoder.decode(optimized).pixels == pixels)
+            before += try PNGEncoder.encode(pixels: pixels, width: 256, height: 256).count
+            after += optimized.count
+        }
+        #expect(after < before, "optimised tiles are smaller than plain RGBA ones")
+    }
+
+    /// The first `count` zoom-14 tiles (in bundle order) the renderer draws of the field
+    /// inspection sample.
+    static func sampleTiles(in dir: TemporaryDirectory, count: Int, zlibLevel: Int32 = 6) async throws -> [[UInt8]] {
         let gdb = try SampleGeodatabases.fieldInspection(in: dir)
         defer { try? gdb.close() }
         let renderer = MapRenderer(geodatabase: gdb)
         let extent = try #require(try await renderer.extent())
         let range = try #require(TilingScheme.webMercator.tileRange(level: 14, covering: extent))
-        var before = 0, after = 0
-        for key in range.inBundleOrder().prefix(6) {
-            let tile = try await renderer.tile(key, level: 1)
-            let optimized = PNGDecoder.optimized(tile)
-            #expect(optimized.count <= tile.count)
-            #expect(try PNGDecoder.decode(optimized).pixels == (try PNGDecoder.decode(tile).pixels))
-            before += tile.count
-            after += optimized.count
-        }
-        #expect(after < before)
+        var tiles: [[UInt8]] = []
+        for key in range.inBundleOrder().prefix(count) { tiles.append(try await renderer.tile(key, level: zlibLevel)) }
+        return tiles
     }
 }

@@ -9,8 +9,8 @@ import OutpostTiles
 /// Tile export throughput (the tiles issue): 50,176 tiles of ~10 KB in a z/x/y folder (the local
 /// source) exported into a .tpkx and into MBTiles, next to the pmtiles Python writer, mbutil,
 /// direct SQLite inserts into an MBTiles schema, and a plain copy of the same bytes into one file
-/// (the disk floor). Every writer reads the same files and makes its output durable. Also PNG
-/// encoding throughput of map-like tiles at zlib levels 6 and 9.
+/// (the disk floor). Every writer reads the same files and makes its output durable. PNG
+/// encoding: `PNGBenchmark`.
 enum TilesBenchmark {
     static let level = 14
     static let row0 = 5_800, col0 = 2_600, size = 224  // 224 × 224 = 50,176 tiles, 4 bundles
@@ -204,21 +204,5 @@ enum TilesBenchmark {
                 row("pmtiles Python writer", pmtilesRun), row("mbutil (disk → MBTiles)", mbutilRun),
                 row("direct SQLite inserts (Python, one transaction)", sqliteRun), row("plain copy into one file (floor)", floorRun),
             ])
-
-        // PNG encoding of map-like tiles, one core.
-        let tiles = (0..<64).map { mapPixels($0) }
-        var results: [[String]] = []
-        for level: Int32 in [6, 9] {
-            var bestSeconds = Double.infinity, encoded = 0
-            for _ in 0..<3 {
-                let started = Date()
-                encoded = 0
-                for px in tiles { encoded += try PNGEncoder.encode(pixels: px, width: 256, height: 256, level: level).count }
-                bestSeconds = min(bestSeconds, Date().timeIntervalSince(started))
-            }
-            let raw = Double(tiles.count * 256 * 256 * 4)
-            results.append(["zlib level \(level)", format(Double(tiles.count) / bestSeconds), format(raw / bestSeconds / 1e6, 0), format(Double(encoded) / Double(tiles.count) / 1024, 1)])
-        }
-        printTable("PNG encoding of 256×256 RGBA map-like tiles, one core", ["", "tiles/s", "MB/s (pixels in)", "KB per tile"], results)
     }
 }

@@ -111,45 +111,8 @@ public enum PNGDecoder {
     /// (JPEG tiles are kept as they are).
     public static func optimized(_ tile: [UInt8], level: Int32 = 9) -> [UInt8] {
         guard let image = try? decode(tile) else { return tile }
-        let count = image.width * image.height
-        var encoded: [UInt8]?
-        if let (indices, palette) = paletted(image) {
-            encoded = try? PNGEncoder.encode(indices: indices, palette: palette, width: image.width, height: image.height, level: level)
-        } else if stride(from: 3, to: image.pixels.count, by: 4).allSatisfy({ image.pixels[$0] == 255 }) {
-            let rgb = [UInt8](unsafeUninitializedCapacity: count * 3) { out, n in
-                for p in 0..<count {
-                    out[p * 3] = image.pixels[p * 4]
-                    out[p * 3 + 1] = image.pixels[p * 4 + 1]
-                    out[p * 3 + 2] = image.pixels[p * 4 + 2]
-                }
-                n = count * 3
-            }
-            encoded = try? PNGEncoder.encode(pixels: rgb, width: image.width, height: image.height, channels: 3, level: level)
-        } else {
-            encoded = try? PNGEncoder.encode(pixels: image.pixels, width: image.width, height: image.height, channels: 4, level: level)
-        }
+        let encoded = try? PNGEncoder.encodeTile(rgba: image.pixels, width: image.width, height: image.height, level: level)
         guard let smaller = encoded, smaller.count < tile.count else { return tile }
         return smaller
-    }
-
-    /// Indices and RGBA palette entries (`0xRRGGBBAA`, in order of first appearance) when the
-    /// image has at most 256 colours; nil otherwise.
-    static func paletted(_ image: Image) -> ([UInt8], [UInt32])? {
-        var slots: [UInt32: UInt8] = [:]
-        var palette: [UInt32] = []
-        var indices = [UInt8](repeating: 0, count: image.width * image.height)
-        for p in 0..<indices.count {
-            let o = p * 4
-            let colour = UInt32(image.pixels[o]) << 24 | UInt32(image.pixels[o + 1]) << 16 | UInt32(image.pixels[o + 2]) << 8 | UInt32(image.pixels[o + 3])
-            if let slot = slots[colour] {
-                indices[p] = slot
-            } else {
-                guard palette.count < 256 else { return nil }
-                slots[colour] = UInt8(palette.count)
-                indices[p] = UInt8(palette.count)
-                palette.append(colour)
-            }
-        }
-        return (indices, palette)
     }
 }

@@ -118,11 +118,12 @@ public struct MapRenderer: Sendable {
         }
     }
 
-    /// A PNG tile of `scheme`.
+    /// A PNG tile of `scheme`, in the smallest lossless form (`PNGEncoder.encodeTile`): rendered
+    /// maps usually have few enough colours for an indexed image.
     public func tile(_ key: TileKey, scheme: TilingScheme = .webMercator, level zlibLevel: Int32 = 6) async throws -> [UInt8] {
         guard let envelope = scheme.envelope(of: key) else { throw TileCacheError(.invalidArea, "the tiling scheme has no level \(key.level)", tile: key) }
         let pixels = try await render(envelope: envelope, width: scheme.tileSize, height: scheme.tileSize)
-        return try PNGEncoder.encode(pixels: pixels, width: scheme.tileSize, height: scheme.tileSize, level: zlibLevel)
+        return try PNGEncoder.encodeTile(rgba: pixels, width: scheme.tileSize, height: scheme.tileSize, level: zlibLevel)
     }
 }
 

@@ -1,0 +1,2 @@
+// The system zlib, for the benchmark's baseline of zlib alone on the same pixels.
+#include <zlib.h>
