@@ -86,8 +86,9 @@ let package = Package(
             name: "OutpostTiles",
             dependencies: [
                 "OutpostStorage", "OutpostCore", "CZlib",
-                // MBTiles files are SQLite.
+                // MBTiles files are SQLite (read through GRDB, bulk-written through the C API).
                 .product(name: "GRDB", package: "GRDB.swift"),
+                .product(name: "GRDBSQLite", package: "GRDB.swift"),
                 .product(name: "AsyncHTTPClient", package: "async-http-client"),
                 .product(name: "NIOCore", package: "swift-nio"),
                 .product(name: "NIOHTTP1", package: "swift-nio"),

@@ -172,6 +172,35 @@ struct ExportTests {
             let check = try await ExternalTools.run(ExternalTools.python, ["-c", "import sys, zipfile; assert zipfile.ZipFile(sys.argv[1]).testzip() is None", url.path])
             #expect(check.succeeded, "\(check.stderr)")
         }
+        if format == .mbtiles { try await Self.expectMBTilesSpec(url, keys: keys) }
+    }
+
+    /// What MBTiles 1.3 asks of a file, checked with Python's sqlite3: the metadata rows
+    /// (name and format required; bounds, minzoom and maxzoom as numbers), a `tiles` table or view
+    /// with its four columns, one row per (zoom_level, tile_column, tile_row) under a unique index,
+    /// rows in TMS order (`tile_row = 2^z − 1 − y`), and no image that no tile uses.
+    static func expectMBTilesSpec(_ url: URL, keys: [TileKey]) async throws {
+        let expected = keys.map { "\($0.level)/\($0.col)/\((1 << $0.level) - 1 - $0.row)" }.sorted().joined(separator: ",")
+        let check = try await ExternalTools.python("""
+            import sys, sqlite3
+            db = sqlite3.connect(sys.argv[1])
+            meta = dict(db.execute("SELECT name, value FROM metadata"))
+            assert meta["name"] and meta["format"] in ("png", "jpg", "webp", "pbf"), meta
+            bounds = [float(v) for v in meta["bounds"].split(",")]
+            assert len(bounds) == 4 and bounds[0] < bounds[2] and bounds[1] < bounds[3], bounds
+            assert int(meta["minzoom"]) <= int(meta["maxzoom"]), meta
+            columns = [r[1] for r in db.execute("PRAGMA table_info(tiles)")]
+            assert columns == ["zoom_level", "tile_column", "tile_row", "tile_data"], columns
+            rows = sorted(f"{z}/{x}/{y}" for z, x, y in db.execute("SELECT zoom_level, tile_column, tile_row FROM tiles"))
+            assert ",".join(rows) == sys.argv[2], "tiles are not the expected TMS keys, once each"
+            unique = [i for i in db.execute("PRAGMA index_list(map)") if i[2]]
+            assert unique, "map has no unique index"
+            orphans = db.execute("SELECT count(*) FROM images WHERE tile_id NOT IN (SELECT tile_id FROM map)").fetchone()[0]
+            assert orphans == 0, f"{orphans} images no tile uses"
+            assert db.execute("PRAGMA integrity_check").fetchone()[0] == "ok"
+            print("ok")
+            """, [url.path, expected])
+        #expect(check.stdout.contains("ok"), "\(check.stderr)")
     }
 }
 

@@ -64,7 +64,7 @@ public struct ExportTileCacheJob: JobDefinition {
         default:
             let cache = TileCache(fileURL: partialURL)
             try await cache.load()
-            let present = try cache.summary().reduce(0) { $0 + $1.tiles }
+            let present = try cache.tileCount()
             let written = Int(context.recorded("tilesWritten")?.integerValue ?? -1)
             guard present == written else {
                 throw TileCacheError(.corrupt, "the written cache holds \(present) tiles, not the \(written) written", file: partialURL.path)

@@ -172,6 +172,12 @@ public final class TileCache: Loadable, Sendable {
     /// Reads every bundle's index (not the tiles): what `outpost tiles inspect` prints.
     public func summary() throws -> [LevelSummary] { try inspect(verifyingTiles: false).levels }
 
+    /// How many tiles the cache holds: an MBTiles file counts its rows without reading tiles.
+    public func tileCount() throws -> Int {
+        if case .mbtiles(let reader) = state.withLock({ $0.layout }) { return try reader.tileCount() }
+        return try summary().reduce(0) { $0 + $1.tiles }
+    }
+
     /// Reads every bundle's index and, when `verifyingTiles`, checks that each index entry lies
     /// inside its bundle and agrees with the size written before the tile's bytes (four bytes a
     /// stored tile; the tiles themselves are not read). An MBTiles file gets SQLite's

@@ -125,7 +125,7 @@ public final class TileCacheWriter {
             throw TileCacheError(.invalidArea, "level \(key.level) is outside the cache's levels \(info.minLevel)–\(info.maxLevel)", tile: key)
         }
         if let mbtiles {
-            try mbtiles.add(key, data: [UInt8](bytes))
+            try mbtiles.add(key, bytes: bytes)
             tilesWritten += 1
             return
         }
