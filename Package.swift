@@ -62,6 +62,9 @@ let package = Package(
         ),
         // The system zlib: PNG deflate/inflate, and crc32/crc32_combine for stored ZIP entries.
         .systemLibrary(name: "CZlib", path: "Sources/CZlib", providers: [.apt(["zlib1g-dev"])]),
+        // libjpeg-turbo (TurboJPEG API) and libwebp: JPEG and WebP tiles.
+        .systemLibrary(name: "CTurboJPEG", path: "Sources/CTurboJPEG", providers: [.apt(["libturbojpeg0-dev"])]),
+        .systemLibrary(name: "CWebP", path: "Sources/CWebP", providers: [.apt(["libwebp-dev"])]),
         .target(name: "OutpostCore"),
         .target(
             name: "OutpostStorage",
@@ -85,7 +88,7 @@ let package = Package(
         .target(
             name: "OutpostTiles",
             dependencies: [
-                "OutpostStorage", "OutpostCore", "CZlib",
+                "OutpostStorage", "OutpostCore", "CZlib", "CTurboJPEG", "CWebP",
                 // MBTiles files are SQLite (read through GRDB, bulk-written through the C API).
                 .product(name: "GRDB", package: "GRDB.swift"),
                 .product(name: "GRDBSQLite", package: "GRDB.swift"),

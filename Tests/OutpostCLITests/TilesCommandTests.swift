@@ -38,6 +38,23 @@ struct TilesCommandTests {
 
     static let area = ["--extent", "-122.9,45.4,-122.4,45.7"]
 
+    /// `--compression-quality` makes a MIXED cache, `--webp` a WebP MBTiles file; `--webp` into a
+    /// tile package is refused with the reason and leaves nothing.
+    @Test func compressionQualityAndWebPFromTheCommandLine() async throws {
+        let dir = TemporaryDirectory()
+        try SampleGeodatabases.fieldInspection(in: dir).close()
+        let base = ["tiles", "export", "--url", dir.file("field.gpkg").path, "--extent=-122.70,45.49,-122.60,45.56", "--levels", "12-13"]
+        for (out, flags, format) in [("mixed.tpkx", ["--compression-quality", "60"], "MIXED"), ("tiles.mbtiles", ["--webp"], "WEBP")] {
+            let made = try await outpost(base + flags + ["--out", dir.file(out).path])
+            #expect(made.succeeded, "\(made.stderr)")
+            let inspect = try JSONValue.parse(try await outpost(["tiles", "inspect", dir.file(out).path, "--json"]).stdout)
+            #expect(inspect["tileFormat"] == .string(format))
+        }
+        let refused = try await outpost(base + ["--webp", "--out", dir.file("webp.tpkx").path])
+        #expect(!refused.succeeded && refused.stderr.contains("WebP tiles need an .mbtiles output"), "\(refused.stderr)")
+        #expect(!FileManager.default.fileExists(atPath: dir.file("webp.tpkx").path))
+    }
+
     @Test func estimateExportAndInspect() async throws {
         let (server, requests) = try await Self.server()
         defer { Task { try? await server.stop() } }

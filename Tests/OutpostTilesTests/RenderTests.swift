@@ -87,17 +87,18 @@ struct RenderTests {
         #expect(read.succeeded, "\(read.stderr)")
     }
 
-    /// `compressionQuality` re-encodes drawn tiles smaller without changing a pixel, and travels
+    /// `optimizeTilesForSize` re-encodes drawn tiles smaller without changing a pixel, and travels
     /// in the job's JSON.
-    @Test func compressionQualityShrinksTilesLosslessly() async throws {
+    @Test func optimizingShrinksTilesLosslessly() async throws {
         let dir = TemporaryDirectory()
         let (task, full) = try await Self.sampleExportTask(in: dir)
         var caches: [TileCache] = []
-        for (name, quality) in [("plain.tpkx", nil), ("small.tpkx", 0.0)] as [(String, Double?)] {
-            let parameters = ExportTileCacheParameters(areaOfInterest: .envelope(full, .webMercator), levelIDs: [13, 14], compressionQuality: quality)
+        for (name, optimize) in [("plain.tpkx", false), ("small.tpkx", true)] {
+            let parameters = ExportTileCacheParameters(areaOfInterest: .envelope(full, .webMercator), levelIDs: [13, 14], optimizeTilesForSize: optimize)
             let job = task.makeExportTileCacheJob(parameters: parameters, downloadFileURL: dir.file(name))
             let json = try job.toJSON()
-            #expect(String(decoding: json, as: UTF8.self).contains("compressionQuality") == (quality != nil))
+            let compact = String(decoding: json, as: UTF8.self).filter { !$0.isWhitespace }
+            #expect(compact.contains("\"optimizeTilesForSize\":\(optimize)"))
             var registry = JobRegistry()
             registry.withTileJobs(TileJobEnvironment())
             let rebuilt = try registry.makeJob(from: try JobSnapshot.decode(json))

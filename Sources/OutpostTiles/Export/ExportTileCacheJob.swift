@@ -52,6 +52,9 @@ public struct ExportTileCacheJob: JobDefinition {
         let selection = try exportParameters.selection(info)
         switch step {
         case 0:
+            if exportParameters.webp, format != .mbtiles {
+                throw TileCacheError(.unsupported, "WebP tiles need an .mbtiles output: Compact Cache bundles hold PNG and JPEG tiles")
+            }
             let counts = selection.counts()
             let total = counts.reduce(0) { $0 + $1.tiles }
             context.log("\(total) tiles at levels \(counts.map { "\($0.level): \($0.tiles)" }.joined(separator: ", "))")
@@ -84,6 +87,11 @@ public struct ExportTileCacheJob: JobDefinition {
         var outputInfo = info
         outputInfo.minLevel = selection.levels.first ?? info.minLevel
         outputInfo.maxLevel = selection.levels.last ?? info.maxLevel
+        let recoding = exportParameters.recoding
+        if let recoding {
+            outputInfo.format = recoding.format(from: info.format)
+            outputInfo.compressionQuality = recoding.quality
+        }
         if case .envelope(let e, let sr)? = exportParameters.areaOfInterest, let projected = try? WebMercator.convert(e, from: sr, to: info.scheme.spatialReference) {
             outputInfo.fullExtent = projected
         }
@@ -99,7 +107,6 @@ public struct ExportTileCacheJob: JobDefinition {
             writer = try TileCacheWriter(format: format, at: partialURL, info: outputInfo, journal: journalURL)
         }
         let window = max(1, exportParameters.concurrency)
-        let recompression = exportParameters.recompressionLevel
         var sinceCheckpoint = 0, lastCheckpoint = ContinuousClock.now
         try await withThrowingTaskGroup(of: (Int, TileKey, [UInt8]?).self) { group in
             // The iterator lives here, not in a helper closure: each launch must advance it.
@@ -117,7 +124,7 @@ public struct ExportTileCacheJob: JobDefinition {
                     inFlight += 1
                     group.addTask {
                         let tile = try await source.tile(key)
-                        return (index, key, recompression.flatMap { level in tile.map { PNGDecoder.optimized($0, level: level) } } ?? tile)
+                        return (index, key, recoding.flatMap { recoding in tile.map { recoding.recode($0) } } ?? tile)
                     }
                 }
                 guard let (index, key, data) = try await group.next() else { break }

@@ -14,15 +14,18 @@ public struct ExportTileCacheParameters: Sendable, Hashable {
     /// Re-encode PNG tiles losslessly at zlib level 9 when that makes them smaller (ArcGIS REST
     /// `optimizeTilesForSize`); JPEG and other tiles are kept as the source sent them.
     public var optimizeTilesForSize: Bool
-    /// 0–100, nil for the tiles as the source sent them (ArcGIS `compressionQuality`): lower
-    /// values spend more effort for smaller PNG tiles — a lossless re-encode at zlib level 9 at 0
-    /// down to level 6 at 100, as a palette image when a tile has at most 256 colours, kept only
-    /// when smaller. JPEG tiles are passed through unchanged (there is no JPEG codec here).
+    /// 0–100, nil for the tiles as the source sent them (ArcGIS `compressionQuality`): opaque tiles
+    /// are re-encoded as JPEG at this quality (unless a tile is already smaller as fetched), tiles
+    /// with transparency stay PNG — the cache's format becomes `MIXED` (`JPEG` from a JPEG
+    /// source). With `webp`, the WebP quality (default 75).
     public var compressionQuality: Double?
+    /// Every tile re-encoded as WebP (lossy, with alpha where a tile has transparency): MBTiles
+    /// outputs only, as Compact Cache bundles hold PNG and JPEG.
+    public var webp: Bool
 
     public init(
         areaOfInterest: AreaOfInterest?, levelIDs: [Int], maxTileCount: Int = 100_000, concurrency: Int = 8, optimizeTilesForSize: Bool = false,
-        compressionQuality: Double? = nil
+        compressionQuality: Double? = nil, webp: Bool = false
     ) {
         self.areaOfInterest = areaOfInterest
         self.levelIDs = levelIDs
@@ -30,13 +33,15 @@ public struct ExportTileCacheParameters: Sendable, Hashable {
         self.concurrency = concurrency
         self.optimizeTilesForSize = optimizeTilesForSize
         self.compressionQuality = compressionQuality.map { min(100, max(0, $0)) }
+        self.webp = webp
     }
 
-    /// The zlib level tiles are re-encoded at, nil when they are kept as fetched.
-    var recompressionLevel: Int32? {
-        if optimizeTilesForSize { return 9 }
-        guard let quality = compressionQuality, quality.isFinite else { return nil }
-        return 9 - Int32((quality * 3 / 100).rounded())
+    /// How fetched tiles are re-encoded, nil when they are kept as fetched.
+    public var recoding: TileRecoding? {
+        let quality = compressionQuality.flatMap { $0.isFinite ? Int($0.rounded()) : nil }
+        if webp { return .webp(quality: quality ?? 75) }
+        if let quality { return .mixed(quality: quality, pngLevel: optimizeTilesForSize ? 9 : 6) }
+        return optimizeTilesForSize ? .optimizePNG(level: 9) : nil
     }
 
     var json: JSONValue {
@@ -45,6 +50,7 @@ public struct ExportTileCacheParameters: Sendable, Hashable {
             "optimizeTilesForSize": .bool(optimizeTilesForSize),
         ]
         if let compressionQuality { out["compressionQuality"] = .number(compressionQuality) }
+        if webp { out["webp"] = .bool(true) }
         switch areaOfInterest {
         case .envelope(let e, let sr)?:
             out["areaOfInterest"] = ["envelope": [.number(e.xmin), .number(e.ymin), .number(e.xmax), .number(e.ymax)], "wkid": .integer(Int64(sr.wkid))]
@@ -72,7 +78,7 @@ public struct ExportTileCacheParameters: Sendable, Hashable {
         self.init(
             areaOfInterest: area, levelIDs: levels, maxTileCount: Int(json["maxTileCount"]?.integerValue ?? 100_000),
             concurrency: Int(json["concurrency"]?.integerValue ?? 8), optimizeTilesForSize: json["optimizeTilesForSize"]?.boolValue ?? false,
-            compressionQuality: json["compressionQuality"]?.doubleValue)
+            compressionQuality: json["compressionQuality"]?.doubleValue, webp: json["webp"]?.boolValue ?? false)
     }
 
     /// The selection this asks of a cache with `info`.

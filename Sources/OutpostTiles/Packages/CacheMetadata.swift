@@ -8,8 +8,10 @@ public struct TileCacheInfo: Hashable, Sendable {
     public var scheme: TilingScheme
     public var minLevel: Int
     public var maxLevel: Int
-    /// `PNG`, `JPEG` or `MIXED` (ArcGIS `CacheTileFormat`).
+    /// `PNG`, `JPEG` or `MIXED` (ArcGIS `CacheTileFormat`); `WEBP` in MBTiles only.
     public var format: String
+    /// The JPEG (or WebP) quality tiles were encoded at; 0 when not known or lossless.
+    public var compressionQuality: Int = 0
     /// The data's extent, in the scheme's spatial reference.
     public var fullExtent: Envelope?
 
@@ -37,7 +39,7 @@ public struct TileCacheInfo: Hashable, Sendable {
             out += ",\"minScale\":\(min.scale),\"maxScale\":\(max.scale)"
         }
         out += ",\"resampling\":false,\"tileInfo\":\(tileInfoJSON())"
-        out += ",\"tileImageInfo\":{\"format\":\"\(format)\",\"compressionQuality\":0,\"bandCount\":1,\"lercError\":0}"
+        out += ",\"tileImageInfo\":{\"format\":\"\(format)\",\"compressionQuality\":\(compressionQuality),\"bandCount\":1,\"lercError\":0}"
         out += ",\"storageInfo\":{\"storageFormat\":\"esriMapCacheStorageModeCompactV2\",\"packetSize\":128}"
         out += ",\"exportTilesAllowed\":false"
         if let e = fullExtent {
@@ -50,7 +52,7 @@ public struct TileCacheInfo: Hashable, Sendable {
 
     /// ArcGIS `tileInfo` JSON (also what a MapServer's info carries).
     public func tileInfoJSON() -> String {
-        var out = "{\"rows\":\(scheme.tileSize),\"cols\":\(scheme.tileSize),\"dpi\":\(scheme.dpi),\"format\":\"\(format)\",\"compressionQuality\":0"
+        var out = "{\"rows\":\(scheme.tileSize),\"cols\":\(scheme.tileSize),\"dpi\":\(scheme.dpi),\"format\":\"\(format)\",\"compressionQuality\":\(compressionQuality)"
         out += ",\"origin\":{\"x\":\(scheme.originX),\"y\":\(scheme.originY)},\"spatialReference\":\(Self.spatialReferenceJSON(scheme.spatialReference))"
         out += ",\"lods\":["
         out += scheme.lods.map { "{\"level\":\($0.level),\"resolution\":\($0.resolution),\"scale\":\($0.scale)}" }.joined(separator: ",")
@@ -118,9 +120,11 @@ public struct TileCacheInfo: Hashable, Sendable {
         if let e = json["fullExtent"], let x0 = e["xmin"]?.doubleValue, let y0 = e["ymin"]?.doubleValue, let x1 = e["xmax"]?.doubleValue, let y1 = e["ymax"]?.doubleValue {
             extent = Envelope(xmin: x0, ymin: y0, xmax: x1, ymax: y1)
         }
-        return TileCacheInfo(
+        var info = TileCacheInfo(
             name: json["name"]?.stringValue ?? fallback, scheme: scheme, minLevel: minLevel, maxLevel: maxLevel,
             format: json["tileImageInfo"]?["format"]?.stringValue ?? "MIXED", fullExtent: extent)
+        info.compressionQuality = Int(json["tileImageInfo"]?["compressionQuality"]?.doubleValue ?? 0)
+        return info
     }
 
     // MARK: - Exploded caches: conf.xml and conf.cdi
@@ -148,7 +152,7 @@ public struct TileCacheInfo: Hashable, Sendable {
         out += """
             </LODInfos>
             </TileCacheInfo>
-            <TileImageInfo xsi:type="typens:TileImageInfo"><CacheTileFormat>\(format)</CacheTileFormat><CompressionQuality>0</CompressionQuality><Antialiasing>true</Antialiasing></TileImageInfo>
+            <TileImageInfo xsi:type="typens:TileImageInfo"><CacheTileFormat>\(format)</CacheTileFormat><CompressionQuality>\(compressionQuality)</CompressionQuality><Antialiasing>true</Antialiasing></TileImageInfo>
             <CacheStorageInfo xsi:type="typens:CacheStorageInfo"><StorageFormat>esriMapCacheStorageModeCompactV2</StorageFormat><PacketSize>128</PacketSize></CacheStorageInfo>
             </CacheInfo>
 
@@ -223,8 +227,10 @@ public struct TileCacheInfo: Hashable, Sendable {
                 extent = Envelope(xmin: x0, ymin: y0, xmax: x1, ymax: y1)
             }
         }
-        return TileCacheInfo(
+        var info = TileCacheInfo(
             name: name, scheme: scheme, minLevel: lods.first!.level, maxLevel: lods.last!.level,
             format: values("CacheTileFormat", in: all).first.map(String.init) ?? "MIXED", fullExtent: extent)
+        info.compressionQuality = values("CompressionQuality", in: all).first.flatMap { Int($0) } ?? 0
+        return info
     }
 }

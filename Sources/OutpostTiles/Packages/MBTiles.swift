@@ -139,15 +139,34 @@ enum MBTilesLayout {
     /// at 1.4–1.6× the time, and a larger page cache (8–16 MB) as no faster.
     static let pageSize = 65_536
 
+    /// MBTiles' `format` for a `CacheTileFormat`. MBTiles has no mixed format: a MIXED cache is
+    /// mostly JPEG and says `jpg`; its PNG tiles (those with transparency) are found by readers
+    /// that sniff each tile, as GDAL and browsers do.
+    static func format(_ cacheFormat: String) -> String {
+        switch cacheFormat.uppercased() {
+        case "JPEG", "JPG", "MIXED": "jpg"
+        case "WEBP": "webp"
+        default: "png"
+        }
+    }
+
+    /// The CacheTileFormat of an MBTiles `format`.
+    static func cacheFormat(_ format: String) -> String {
+        switch format.lowercased() {
+        case "jpg", "jpeg": "JPEG"
+        case "webp": "WEBP"
+        default: "PNG"
+        }
+    }
+
     /// The metadata rows MBTiles 1.3 asks for (name, format, bounds, minzoom, maxzoom) and more.
     static func metadata(_ info: TileCacheInfo) -> [(String, String)] {
         var bounds = "-180,-85.0511,180,85.0511"
         if let e = info.fullExtent, let g = try? WebMercator.convert(e, from: info.scheme.spatialReference, to: .wgs84) {
             bounds = "\(g.xmin),\(g.ymin),\(g.xmax),\(g.ymax)"
         }
-        let format = info.format.lowercased().hasPrefix("jp") ? "jpg" : "png"
         return [
-            ("name", info.name), ("format", format), ("bounds", bounds), ("minzoom", String(info.minLevel)), ("maxzoom", String(info.maxLevel)),
+            ("name", info.name), ("format", format(info.format)), ("bounds", bounds), ("minzoom", String(info.minLevel)), ("maxzoom", String(info.maxLevel)),
             ("type", "baselayer"), ("version", "1.0"), ("description", "written by outpost"),
         ]
     }
@@ -183,7 +202,7 @@ final class MBTilesReader: Sendable {
                 if b.count == 4 {
                     extent = try? WebMercator.convert(Envelope(xmin: b[0], ymin: b[1], xmax: b[2], ymax: b[3]), from: .wgs84, to: .webMercator)
                 }
-                let format = (meta["format"] ?? "png").lowercased().hasPrefix("jp") ? "JPEG" : "PNG"
+                let format = MBTilesLayout.cacheFormat(meta["format"] ?? "png")
                 return TileCacheInfo(
                     name: meta["name"] ?? url.deletingPathExtension().lastPathComponent, scheme: .webMercator, minLevel: minZoom, maxLevel: maxZoom,
                     format: format, fullExtent: extent)

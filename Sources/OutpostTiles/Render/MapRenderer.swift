@@ -118,12 +118,15 @@ public struct MapRenderer: Sendable {
         }
     }
 
-    /// A PNG tile of `scheme`, in the smallest lossless form (`PNGEncoder.encodeTile`): rendered
-    /// maps usually have few enough colours for an indexed image.
-    public func tile(_ key: TileKey, scheme: TilingScheme = .webMercator, level zlibLevel: Int32 = 6) async throws -> [UInt8] {
+    /// A tile of `scheme`: a PNG in the smallest lossless form (`PNGEncoder.encodeTile`; rendered
+    /// maps usually have few enough colours for an indexed image), or, with `jpegQuality`, a JPEG
+    /// when the tile is opaque (as basemaps on a background colour are).
+    public func tile(_ key: TileKey, scheme: TilingScheme = .webMercator, level zlibLevel: Int32 = 6, jpegQuality: Int? = nil) async throws -> [UInt8] {
         guard let envelope = scheme.envelope(of: key) else { throw TileCacheError(.invalidArea, "the tiling scheme has no level \(key.level)", tile: key) }
-        let pixels = try await render(envelope: envelope, width: scheme.tileSize, height: scheme.tileSize)
-        return try PNGEncoder.encodeTile(rgba: pixels, width: scheme.tileSize, height: scheme.tileSize, level: zlibLevel)
+        let size = scheme.tileSize
+        let pixels = try await render(envelope: envelope, width: size, height: size)
+        if let jpegQuality, Palette.isOpaque(pixels) { return try JPEGCodec.encode(rgba: pixels, width: size, height: size, quality: jpegQuality) }
+        return try PNGEncoder.encodeTile(rgba: pixels, width: size, height: size, level: zlibLevel)
     }
 }
 
@@ -131,19 +134,24 @@ public struct MapRenderer: Sendable {
 public struct GeodatabaseRenderSource: TileSource {
     public let renderer: MapRenderer
     public var maxLevel: Int
+    /// Opaque tiles drawn as JPEG at this quality (a MIXED cache), nil for PNG only.
+    public var jpegQuality: Int?
 
-    public init(geodatabase: Geodatabase, maxLevel: Int = 20) {
+    public init(geodatabase: Geodatabase, maxLevel: Int = 20, jpegQuality: Int? = nil) {
         renderer = MapRenderer(geodatabase: geodatabase)
         self.maxLevel = maxLevel
+        self.jpegQuality = jpegQuality
     }
 
     public var label: String { renderer.geodatabase.url.lastPathComponent }
 
     public func cacheInfo() async throws -> TileCacheInfo {
-        TileCacheInfo(
-            name: renderer.geodatabase.url.deletingPathExtension().lastPathComponent, scheme: .webMercator, minLevel: 0, maxLevel: maxLevel, format: "PNG",
+        var info = TileCacheInfo(
+            name: renderer.geodatabase.url.deletingPathExtension().lastPathComponent, scheme: .webMercator, minLevel: 0, maxLevel: maxLevel, format: jpegQuality == nil ? "PNG" : "MIXED",
             fullExtent: try await renderer.extent())
+        info.compressionQuality = jpegQuality ?? 0
+        return info
     }
 
-    public func tile(_ key: TileKey) async throws -> [UInt8]? { try await renderer.tile(key) }
+    public func tile(_ key: TileKey) async throws -> [UInt8]? { try await renderer.tile(key, jpegQuality: jpegQuality) }
 }

@@ -52,11 +52,8 @@ public enum TileMosaic {
 
     private static func decode(_ bytes: [UInt8]?, info: TileCacheInfo, key: TileKey) throws -> PNGDecoder.Image? {
         guard let bytes else { return nil }
-        if bytes.starts(with: [0xFF, 0xD8, 0xFF]) {
-            throw TileCacheError(.unsupported, "the cache holds JPEG tiles; images are drawn from PNG tiles only", tile: key)
-        }
         do {
-            return try PNGDecoder.decode(bytes)
+            return try TileImageFormat.decode(bytes)
         } catch {
             throw TileCacheError(.corrupt, "a tile does not decode: \(error)", tile: key)
         }

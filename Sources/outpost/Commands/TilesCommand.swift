@@ -22,7 +22,9 @@ struct TilesCommand: AsyncParsableCommand {
         @Option(help: "Tiles fetched at once.") var concurrency = 8
         @Option(help: "Service token (default: $OUTPOST_TOKEN).") var token: String?
         @Flag(help: "Re-encode PNG tiles losslessly at zlib level 9 when that makes them smaller.") var optimize = false
-        @Option(help: "0–100: re-encode PNG tiles losslessly, harder the lower the value (JPEG tiles are kept as they are).") var compressionQuality: Double?
+        @Option(help: "0–100: re-encode opaque tiles as JPEG at this quality, keeping PNG where a tile has transparency (a MIXED cache).")
+        var compressionQuality: Double?
+        @Flag(help: "Re-encode every tile as WebP (MBTiles output only), at --compression-quality (default 75).") var webp = false
 
         func validate() throws {
             guard extent == nil || aoi == nil else { throw ValidationError("give --extent or --aoi, not both") }
@@ -52,7 +54,7 @@ struct TilesCommand: AsyncParsableCommand {
             if let g = try commandArea(extent: nil, aoi: aoi) { area = .polygon(g, .wgs84) }
             return ExportTileCacheParameters(
                 areaOfInterest: area, levelIDs: try levelIDs(), maxTileCount: maxTiles, concurrency: concurrency, optimizeTilesForSize: optimize,
-                compressionQuality: compressionQuality)
+                compressionQuality: compressionQuality, webp: webp)
         }
 
         var environment: TileJobEnvironment { TileJobEnvironment(token: serviceToken(token), faults: processFaults, checkpointInterval: testCheckpointInterval) }

@@ -1,0 +1,3 @@
+// libwebp (Debian's libwebp-dev): WebP tiles, decoded and encoded.
+#include <webp/decode.h>
+#include <webp/encode.h>
