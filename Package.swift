@@ -65,6 +65,8 @@ let package = Package(
         // libjpeg-turbo (TurboJPEG API) and libwebp: JPEG and WebP tiles.
         .systemLibrary(name: "CTurboJPEG", path: "Sources/CTurboJPEG", providers: [.apt(["libturbojpeg0-dev"])]),
         .systemLibrary(name: "CWebP", path: "Sources/CWebP", providers: [.apt(["libwebp-dev"])]),
+        // libdeflate: whole-buffer inflate of PNG tiles.
+        .systemLibrary(name: "CDeflate", path: "Sources/CDeflate", providers: [.apt(["libdeflate-dev"])]),
         .target(name: "OutpostCore"),
         .target(
             name: "OutpostStorage",
@@ -88,7 +90,7 @@ let package = Package(
         .target(
             name: "OutpostTiles",
             dependencies: [
-                "OutpostStorage", "OutpostCore", "CZlib", "CTurboJPEG", "CWebP",
+                "OutpostStorage", "OutpostCore", "CZlib", "CTurboJPEG", "CWebP", "CDeflate",
                 // MBTiles files are SQLite (read through GRDB, bulk-written through the C API).
                 .product(name: "GRDB", package: "GRDB.swift"),
                 .product(name: "GRDBSQLite", package: "GRDB.swift"),

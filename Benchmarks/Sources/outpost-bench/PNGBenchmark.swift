@@ -29,11 +29,11 @@ enum PNGBenchmark {
                 "zlib level 6 alone on the RGBA bytes (no PNG)", format(Double(tiles.count) / zlibAlone.seconds), format(raw / zlibAlone.seconds / 1e6),
                 format(Double(zlibAlone.bytes) / Double(tiles.count) / 1024, 1), "1.00",
             ])
-            try add("PNG RGBA, adaptive filters, level 6") { try PNGEncoder.encode(pixels: $0, width: 256, height: 256, level: 6) }
-            try add("PNG RGBA, adaptive filters, level 6, Z_FILTERED") { try PNGEncoder.encode(pixels: $0, width: 256, height: 256, level: 6, strategy: .filtered) }
-            try add("PNG RGBA, adaptive filters, level 9") { try PNGEncoder.encode(pixels: $0, width: 256, height: 256, level: 9) }
-            try add("PNG tile form (indexed when ≤ 256 colours, else RGB/RGBA), level 6") { try PNGEncoder.encodeTile(rgba: $0, width: 256, height: 256, level: 6) }
-            try add("PNG tile form, indexed rows with Z_RLE, level 6") {
+            try add("PNG RGBA, adaptive filters, level 6 (libdeflate)") { try PNGEncoder.encode(pixels: $0, width: 256, height: 256, level: 6) }
+            try add("PNG RGBA, adaptive filters, level 6, zlib Z_FILTERED") { try PNGEncoder.encode(pixels: $0, width: 256, height: 256, level: 6, strategy: .filtered) }
+            try add("PNG RGBA, adaptive filters, level 9 (libdeflate)") { try PNGEncoder.encode(pixels: $0, width: 256, height: 256, level: 9) }
+            try add("PNG tile form (indexed, zlib, when ≤ 256 colours), level 6") { try PNGEncoder.encodeTile(rgba: $0, width: 256, height: 256, level: 6) }
+            try add("PNG tile form, indexed rows with zlib Z_RLE, level 6") {
                 try PNGEncoder.encodeTile(rgba: $0, width: 256, height: 256, level: 6, indexedStrategy: .rle)
             }
             let indexed = tiles.filter { Palette.index($0) != nil }.count

@@ -1,7 +1,7 @@
 import Foundation
 import OutpostStorage
 
-// outpost-bench [import [counts…] | edits [base edits] | server | secure | png | crew | load [crews] | sync [features] | codec | postgres [features] | tiles | all]
+// outpost-bench [import [counts…] | edits [base edits] | server | secure | png | jpeg | crew | load [crews] | sync [features] | codec | postgres [features] | tiles | all]
 // Each measured run is a child process (worker-* subcommands), so peak memory is its own.
 let arguments = CommandLine.arguments
 let executable = URL(fileURLWithPath: arguments[0]).standardizedFileURL.path
@@ -51,6 +51,7 @@ do {
     case "tiles":
         try TilesBenchmark.run(executable: executable, workDirectory: work)
         try await PNGBenchmark.run(workDirectory: work)
+        try await JPEGBenchmark.run(workDirectory: work)
     case "worker-serve-postgres":
         try await PostgresBenchmark.serve(arguments[2])
     case "postgres":
@@ -71,6 +72,8 @@ do {
         print("floor: \(Int(100_000 / time)) features/s, \(bytes) bytes")
     case "png":
         try await PNGBenchmark.run(workDirectory: work)
+    case "jpeg":
+        try await JPEGBenchmark.run(workDirectory: work)
     case "crew":
         try await CrewSyncBenchmark.run(executable: executable, workDirectory: work)
     case "load":
@@ -92,8 +95,9 @@ do {
         try await SyncBenchmark.run(count: 100_000, executable: executable, workDirectory: work)
         try TilesBenchmark.run(executable: executable, workDirectory: work)
         try await PNGBenchmark.run(workDirectory: work)
+        try await JPEGBenchmark.run(workDirectory: work)
     default:
-        print("usage: outpost-bench [import [counts…] | edits [base edits] | server | secure | png | crew | load [crews] | sync [features] | codec | tiles | all]")
+        print("usage: outpost-bench [import [counts…] | edits [base edits] | server | secure | png | jpeg | crew | load [crews] | sync [features] | codec | tiles | all]")
         exit(2)
     }
     if arguments.dropFirst().first?.hasPrefix("worker-") == true { printOwnPeakMemory() }

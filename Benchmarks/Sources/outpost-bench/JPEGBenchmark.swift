@@ -1,0 +1,88 @@
+import Foundation
+import OutpostTiles
+
+/// `compressionQuality` 75 on one core: PNG tiles as a server sends them, decoded and re-encoded
+/// as JPEG by Outpost's recoding (`TileRecoding.mixed`) and by Pillow (`Image.open` →
+/// `convert("RGB")` → `save(JPEG, quality=75)`) over the same files in the same run, with the
+/// bytes before and after. Two sets: imagery-like tiles (where JPEG is the point) and the
+/// Natural Earth tiles the renderer draws (few colours: indexed PNG is often smaller, and the
+/// recoding keeps it).
+enum JPEGBenchmark {
+    static func run(workDirectory: URL) async throws {
+        let imagery = try (0..<256).map { try PNGEncoder.encode(pixels: imageryPixels(seed: $0), width: 256, height: 256) }
+        let rendered = try await PNGBenchmark.renderedTiles(workDirectory).map { try PNGEncoder.encodeTile(rgba: $0, width: 256, height: 256) }
+        let python = ProcessInfo.processInfo.environment["OUTPOST_PYTHON"] ?? "python3"
+        var rows: [[String]] = []
+        for (name, tiles) in [("imagery-like (grain on gradients)", imagery), ("Natural Earth drawn by MapRenderer", rendered)] {
+            let folder = workDirectory.appendingPathComponent("jpeg-\(rows.count)")
+            try? FileManager.default.removeItem(at: folder)
+            try FileManager.default.createDirectory(at: folder, withIntermediateDirectories: true)
+            for (i, tile) in tiles.enumerated() { try Data(tile).write(to: folder.appendingPathComponent("\(i).png")) }
+            let recoding = TileRecoding.mixed(quality: 75, pngLevel: 6)
+            var best = Double.infinity, jpegTiles = 0, out = 0
+            for _ in 0..<3 {
+                let start = ContinuousClock.now
+                var bytes = 0, jpegs = 0
+                for tile in tiles {
+                    let recoded = recoding.recode(tile)
+                    bytes += recoded.count
+                    if JPEGCodec.isJPEG(recoded) { jpegs += 1 }
+                }
+                let elapsed = ContinuousClock.now - start
+                best = min(best, Double(elapsed.components.seconds) + Double(elapsed.components.attoseconds) / 1e18)
+                (out, jpegTiles) = (bytes, jpegs)
+            }
+            let pillow = try measure([python, "-c", """
+                import sys, io, os, time
+                from PIL import Image
+                folder, count = sys.argv[1], int(sys.argv[2])
+                tiles = [open(os.path.join(folder, f"{i}.png"), "rb").read() for i in range(count)]
+                best = None
+                for _ in range(3):
+                    t = time.perf_counter(); size = 0
+                    for data in tiles:
+                        out = io.BytesIO()
+                        Image.open(io.BytesIO(data)).convert("RGB").save(out, "JPEG", quality=75)
+                        size += out.tell()
+                    elapsed = time.perf_counter() - t
+                    best = elapsed if best is None else min(best, elapsed)
+                print(best, size)
+                """, folder.path, String(tiles.count)])
+            let parts = pillow.output.split(whereSeparator: \.isWhitespace)
+            guard parts.count >= 2, let pillowSeconds = Double(parts[0]), let pillowBytes = Int(parts[1]) else {
+                throw BenchError("Pillow printed \(pillow.output)")
+            }
+            let png = tiles.reduce(0) { $0 + $1.count }
+            let count = Double(tiles.count)
+            rows.append([
+                "\(name): Outpost", format(count / best), format(Double(png) / count / 1024, 1), format(Double(out) / count / 1024, 1),
+                "\(jpegTiles) of \(tiles.count)", format(pillowSeconds / best, 2),
+            ])
+            rows.append([
+                "\(name): Pillow", format(count / pillowSeconds), format(Double(png) / count / 1024, 1), format(Double(pillowBytes) / count / 1024, 1),
+                "\(tiles.count) of \(tiles.count)", "1.00",
+            ])
+        }
+        printTable(
+            "compressionQuality 75 on one core: PNG tiles of 256×256 decoded and re-encoded as JPEG",
+            ["", "tiles/s", "KB per PNG tile", "KB per tile after", "JPEG tiles", "speed vs Pillow"], rows)
+    }
+
+    /// Opaque pixels with the texture of aerial imagery: gradients and fields with grain.
+    static func imageryPixels(seed: Int) -> [UInt8] {
+        var state = UInt64(seed) &* 0x9E37_79B9_7F4A_7C15 &+ 1
+        var px = [UInt8](repeating: 255, count: 256 * 256 * 4)
+        for y in 0..<256 {
+            for x in 0..<256 {
+                state = state &* 6_364_136_223_846_793_005 &+ 1_442_695_040_888_963_407
+                let grain = Int(state >> 60)
+                let field = ((x + seed * 13) / 48 + (y + seed * 7) / 40) % 3
+                let i = (y * 256 + x) * 4
+                px[i] = UInt8(clamping: [96, 140, 180][field] + (x + y) / 16 + grain)
+                px[i + 1] = UInt8(clamping: [120, 150, 165][field] + y / 12 + grain)
+                px[i + 2] = UInt8(clamping: [70, 90, 140][field] + x / 20 + grain)
+            }
+        }
+        return px
+    }
+}
