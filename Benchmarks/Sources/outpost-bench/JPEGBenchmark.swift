@@ -1,4 +1,5 @@
 import Foundation
+import OutpostCore
 import OutpostTiles
 
 /// `compressionQuality` 75 on one core: PNG tiles as a server sends them, decoded and re-encoded
@@ -66,6 +67,46 @@ enum JPEGBenchmark {
         printTable(
             "compressionQuality 75 on one core: PNG tiles of 256×256 decoded and re-encoded as JPEG",
             ["", "tiles/s", "KB per PNG tile", "KB per tile after", "JPEG tiles", "speed vs Pillow"], rows)
+        try await packages(workDirectory)
+    }
+
+    /// The export job (all cores, 8 tiles in flight) over 4,096 imagery-like PNG tiles in a
+    /// z/x/y folder, into a .tpkx as fetched and with `compressionQuality` 75: time and package size.
+    static func packages(_ workDirectory: URL) async throws {
+        let range = TileRange(level: 14, minRow: 5_800, maxRow: 5_863, minCol: 2_600, maxCol: 2_663)
+        let folder = workDirectory.appendingPathComponent("jpeg-imagery")
+        let marker = folder.appendingPathComponent("complete")
+        if !FileManager.default.fileExists(atPath: marker.path) {
+            try? FileManager.default.removeItem(at: folder)
+            for key in range.inBundleOrder() {
+                let dir = folder.appendingPathComponent("\(key.level)/\(key.col)")
+                try FileManager.default.createDirectory(at: dir, withIntermediateDirectories: true)
+                let png = try PNGEncoder.encode(pixels: imageryPixels(seed: key.row * 131 + key.col), width: 256, height: 256)
+                try Data(png).write(to: dir.appendingPathComponent("\(key.row).png"))
+            }
+            try Data().write(to: marker)
+        }
+        let scheme = TilingScheme.webMercator
+        let first = scheme.envelope(of: TileKey(level: 14, row: range.minRow, col: range.minCol))!
+        let last = scheme.envelope(of: TileKey(level: 14, row: range.maxRow, col: range.maxCol))!
+        let area = Envelope(xmin: first.xmin + 0.001, ymin: last.ymin + 0.001, xmax: last.xmax - 0.001, ymax: first.ymax - 0.001)
+        var rows: [[String]] = []
+        for (label, quality) in [("PNG tiles as fetched", nil), ("compressionQuality 75 (MIXED)", 75.0)] as [(String, Double?)] {
+            let out = workDirectory.appendingPathComponent("jpeg-imagery-\(quality.map { String(Int($0)) } ?? "png").tpkx")
+            try? FileManager.default.removeItem(at: out)
+            let task = ExportTileCacheTask(source: .cache(folder), tileSource: TilesBenchmark.FolderSource(folder: folder))
+            let parameters = ExportTileCacheParameters(areaOfInterest: .envelope(area, .webMercator), levelIDs: [14], concurrency: 8, compressionQuality: quality)
+            let started = Date()
+            let job = task.makeExportTileCacheJob(parameters: parameters, downloadFileURL: out)
+            try job.start()
+            _ = try await job.output
+            let seconds = Date().timeIntervalSince(started)
+            let size = (try FileManager.default.attributesOfItem(atPath: out.path)[.size] as? NSNumber)?.doubleValue ?? 0
+            rows.append([label, format(seconds, 2), format(Double(range.count) / seconds), format(size / 1e6, 1)])
+        }
+        printTable(
+            "Export job, \(range.count) imagery-like PNG tiles from a z/x/y folder into a .tpkx (all cores)",
+            ["", "seconds", "tiles/s", "package MB"], rows)
     }
 
     /// Opaque pixels with the texture of aerial imagery: gradients and fields with grain.
