@@ -137,7 +137,7 @@ enum TilesBenchmark {
 
         func best(_ name: String, _ arguments: @autoclosure () -> [String], reset: URL? = nil, timed: Bool = true) throws -> ProcessMeasurement {
             var bestRun: ProcessMeasurement?
-            for _ in 0..<2 {
+            for _ in 0..<3 {
                 if let reset { try? FileManager.default.removeItem(at: reset) }
                 var m = try measure(arguments())
                 if timed { m.seconds = try reportedSeconds(m) }

@@ -22,12 +22,15 @@ public final class MBTilesWriter {
     private static let knownLimit = 1 << 16
     private var nextID: Int64
     private var inTransaction = false
+    /// Whether an earlier process wrote to the file: only then can a key have been written twice.
+    private let resumed: Bool
     public private(set) var tilesWritten = 0
     public private(set) var sharedTiles = 0
 
     /// - Parameter resuming: continue a file an earlier (killed) export committed to.
     public init(at url: URL, info: TileCacheInfo, resuming: Bool = false) throws {
         self.url = url
+        resumed = resuming
         if !resuming {
             for suffix in ["", "-journal"] { try? FileManager.default.removeItem(atPath: url.path + suffix) }
         }
@@ -118,8 +121,10 @@ public final class MBTilesWriter {
         do {
             try file.execute("BEGIN")
             if try file.integer("SELECT count(*) FROM sqlite_master WHERE type = 'index' AND tbl_name = 'map'") == 0 {
-                try file.execute("DELETE FROM map WHERE rowid NOT IN (SELECT max(rowid) FROM map GROUP BY zoom_level, tile_column, tile_row)")
-                if file.changes > 0 {
+                if resumed {
+                    try file.execute("DELETE FROM map WHERE rowid NOT IN (SELECT max(rowid) FROM map GROUP BY zoom_level, tile_column, tile_row)")
+                }
+                if resumed, file.changes > 0 {
                     try file.execute("DELETE FROM images WHERE tile_id NOT IN (SELECT tile_id FROM map)")
                 }
                 try file.execute("CREATE UNIQUE INDEX map_index ON map (zoom_level, tile_column, tile_row)")
