@@ -4,6 +4,7 @@ import PackageDescription
 // Module graph (README, "Modules"): dependencies point one way only.
 //   OutpostCore <- OutpostStorage <- OutpostSync / OutpostTiles <- OutpostServer <- outpost
 //   OutpostCore <- OutpostProtocol <- OutpostSync / OutpostServer
+//   OutpostCore <- OutpostGeoprocessing (GEOS, PROJ)
 let package = Package(
     name: "Outpost",
     platforms: [.macOS(.v15)],
@@ -14,6 +15,7 @@ let package = Package(
         .library(name: "OutpostSync", targets: ["OutpostSync"]),
         .library(name: "OutpostTiles", targets: ["OutpostTiles"]),
         .library(name: "OutpostServer", targets: ["OutpostServer"]),
+        .library(name: "OutpostGeoprocessing", targets: ["OutpostGeoprocessing"]),
         .library(name: "OutpostPostgres", targets: ["OutpostPostgres"]),
         // Not for applications: many crews syncing at once against an oracle, shared by the test
         // suite (a small run) and Benchmarks (`outpost-bench load`).
@@ -67,6 +69,13 @@ let package = Package(
         .systemLibrary(name: "CWebP", path: "Sources/CWebP", providers: [.apt(["libwebp-dev"])]),
         // libdeflate: whole-buffer inflate of PNG tiles.
         .systemLibrary(name: "CDeflate", path: "Sources/CDeflate", providers: [.apt(["libdeflate-dev"])]),
+        // GEOS (reentrant C API) for overlay, buffer and validity; PROJ for coordinate systems
+        // and geodesics.
+        .systemLibrary(name: "CGEOS", path: "Sources/CGEOS", providers: [.apt(["libgeos-dev"])]),
+        .systemLibrary(name: "CPROJ", path: "Sources/CPROJ", providers: [.apt(["libproj-dev"])]),
+        // Geoprocessing: a geometry engine over GEOS and PROJ (a module of its own so that
+        // OutpostCore stays free of C dependencies and only what analyses builds them).
+        .target(name: "OutpostGeoprocessing", dependencies: ["OutpostCore", "CGEOS", "CPROJ"]),
         .target(name: "OutpostCore"),
         .target(
             name: "OutpostStorage",
@@ -179,6 +188,7 @@ let package = Package(
                 "OutpostCore", "OutpostStorage", "OutpostProtocol", "OutpostSync", "OutpostServer", "OutpostHTTPTestSupport",
             ]
         ),
+        .testTarget(name: "OutpostGeoprocessingTests", dependencies: ["OutpostGeoprocessing", "OutpostTestSupport", "OutpostCore"]),
         .testTarget(name: "OutpostCoreTests", dependencies: ["OutpostCore", "OutpostStorage", "OutpostTestSupport"]),
         .testTarget(
             name: "OutpostStorageTests",
