@@ -15,24 +15,37 @@ public final class CoordinateTransform {
     private let context: OpaquePointer
     private let operation: OpaquePointer
 
-    public init(from source: SpatialReference, to target: SpatialReference) throws {
-        self.source = source
-        self.target = target
+    /// The systems as PROJ names them (`EPSG:4326`, or a PROJ string such as a local
+    /// azimuthal equidistant projection).
+    private let sourceName: String, targetName: String
+
+    public convenience init(from source: SpatialReference, to target: SpatialReference) throws {
+        try self.init(from: "EPSG:\(source.wkid)", to: "EPSG:\(target.wkid)")
+    }
+
+    /// Between any two systems PROJ understands by name: `EPSG:3067`, `+proj=aeqd +lat_0=60 …`.
+    public init(from source: String, to target: String) throws {
+        sourceName = source
+        targetName = target
+        self.source = SpatialReference(wkid: Self.epsg(source) ?? 0)
+        self.target = SpatialReference(wkid: Self.epsg(target) ?? 0)
         guard let context = proj_context_create() else { throw Failure(description: "cannot start PROJ") }
         self.context = context
-        guard let raw = proj_create_crs_to_crs(context, "EPSG:\(source.wkid)", "EPSG:\(target.wkid)", nil) else {
+        guard let raw = proj_create_crs_to_crs(context, source, target, nil) else {
             let reason = String(cString: proj_context_errno_string(context, proj_context_errno(context)))
             proj_context_destroy(context)
-            throw Failure(description: "PROJ knows no transformation from EPSG:\(source.wkid) to EPSG:\(target.wkid) (\(reason))")
+            throw Failure(description: "PROJ knows no transformation from \(source) to \(target) (\(reason))")
         }
         guard let normalized = proj_normalize_for_visualization(context, raw) else {
             proj_destroy(raw)
             proj_context_destroy(context)
-            throw Failure(description: "PROJ cannot order the axes of EPSG:\(source.wkid) → EPSG:\(target.wkid)")
+            throw Failure(description: "PROJ cannot order the axes of \(source) → \(target)")
         }
         proj_destroy(raw)
         operation = normalized
     }
+
+    private static func epsg(_ name: String) -> Int? { name.hasPrefix("EPSG:") ? Int(name.dropFirst(5)) : nil }
 
     deinit {
         proj_destroy(operation)
@@ -44,13 +57,41 @@ public final class CoordinateTransform {
         c.xyzt = PJ_XYZT(x: position.x, y: position.y, z: position.z ?? 0, t: .infinity)
         let out = proj_trans(operation, PJ_FWD, c)
         guard out.xyzt.x.isFinite, out.xyzt.y.isFinite else {
-            throw Failure(description: "(\(position.x), \(position.y)) has no place in EPSG:\(target.wkid)")
+            throw Failure(description: "(\(position.x), \(position.y)) has no place in \(targetName)")
         }
         return Position(x: out.xyzt.x, y: out.xyzt.y, z: position.z == nil ? nil : out.xyzt.z, m: position.m)
     }
 
     public func transform(_ geometry: Geometry) throws -> Geometry {
         try geometry.mapPositions { try transform($0) }
+    }
+}
+
+/// What a coordinate reference system is, as PROJ describes it: geographic (degrees) or
+/// projected, and how many metres one unit of its first axis is.
+public struct CoordinateSystemInfo: Sendable, Hashable {
+    public var isGeographic: Bool
+    /// Metres per coordinate unit (nil for angular units).
+    public var metresPerUnit: Double?
+
+    public init(_ reference: SpatialReference) throws {
+        guard let context = proj_context_create() else { throw CoordinateTransform.Failure(description: "cannot start PROJ") }
+        defer { proj_context_destroy(context) }
+        guard let crs = proj_create(context, "EPSG:\(reference.wkid)") else {
+            throw CoordinateTransform.Failure(description: "PROJ does not know EPSG:\(reference.wkid)")
+        }
+        defer { proj_destroy(crs) }
+        let type = proj_get_type(crs)
+        isGeographic = type == PJ_TYPE_GEOGRAPHIC_2D_CRS || type == PJ_TYPE_GEOGRAPHIC_3D_CRS
+        guard let cs = proj_crs_get_coordinate_system(context, crs) else {
+            throw CoordinateTransform.Failure(description: "EPSG:\(reference.wkid) has no coordinate system")
+        }
+        defer { proj_destroy(cs) }
+        var factor = 0.0
+        guard proj_cs_get_axis_info(context, cs, 0, nil, nil, nil, &factor, nil, nil, nil) == 1 else {
+            throw CoordinateTransform.Failure(description: "EPSG:\(reference.wkid): no axis information")
+        }
+        metresPerUnit = isGeographic ? nil : factor
     }
 }
 

@@ -1,0 +1,80 @@
+import OutpostCore
+
+/// Buffer: polygons at a distance around the input features. Planar in a projected system (the
+/// distance converted to its units); geodesic (metres on the WGS 84 ellipsoid) when asked, or
+/// when the features are in longitude/latitude, by buffering each feature in an azimuthal
+/// equidistant projection centred on it. A distance field gives each feature its own distance
+/// (in the distance's units); `Dissolve` ALL merges the buffers into one.
+public struct BufferTool: GPTool {
+    public static let name = "Buffer"
+    public static let summary = "Polygons at a given distance around input features."
+    public static let parameters: [GPParameterInfo] = [
+        GPParameterInfo(name: "Input_Features", dataType: .featureRecordSetLayer, displayName: "Input Features"),
+        GPParameterInfo(name: "Distance", dataType: .linearUnit, displayName: "Distance", defaultValue: .linearUnit(distance: 100, units: .esriMeters)),
+        GPParameterInfo(name: "Distance_Field", dataType: .string, kind: .optional, displayName: "Distance Field"),
+        GPParameterInfo(name: "Method", dataType: .string, kind: .optional, displayName: "Method", defaultValue: .string("PLANAR"), choiceList: ["PLANAR", "GEODESIC"]),
+        GPParameterInfo(name: "Dissolve", dataType: .string, kind: .optional, displayName: "Dissolve Type", defaultValue: .string("NONE"), choiceList: ["NONE", "ALL"]),
+        GPParameterInfo(name: "Output_Features", dataType: .featureRecordSetLayer, direction: .output, kind: .derived, displayName: "Output Features"),
+    ]
+
+    /// Segments per quarter circle of a round buffer.
+    public var quadrantSegments = 8
+
+    public init() {}
+
+    public func run(_ inputs: [String: GPValue], context: GPToolContext) async throws -> [String: GPValue] {
+        guard case .featureSet(let input)? = inputs["Input_Features"] else { throw GPValueError(parameter: "Input_Features", "is required") }
+        guard input.url == nil else { throw GPValueError(parameter: "Input_Features", "a layer URL must be resolved to features before the tool runs") }
+        guard case .linearUnit(let distance, let units)? = inputs["Distance"] else { throw GPValueError(parameter: "Distance", "is required") }
+        let reference = input.spatialReference ?? SpatialReference(wkid: 4326)
+        let system = try CoordinateSystemInfo(reference)
+        let geodesic = system.isGeographic || inputs["Method"] == .string("GEODESIC")
+        guard let unitMetres = units.metres else {
+            throw GPValueError(parameter: "Distance", "decimal degrees are not a distance; give metres, feet or another length")
+        }
+        var field: String?
+        if case .string(let name)? = inputs["Distance_Field"], !name.isEmpty {
+            guard input.fields.contains(where: { $0.name == name }) else { throw GPValueError(parameter: "Distance_Field", "the input has no field \(name)") }
+            field = name
+        }
+        let engine = GeometryEngine()
+        var out: [GPFeatureSet.Feature] = []
+        for (index, feature) in input.features.enumerated() {
+            if index % 1_000 == 0 { try context.checkCancellation() }
+            guard let geometry = feature.geometry else { continue }
+            var metres = distance * unitMetres
+            if let field {
+                guard let value = feature.attributes[field]?.doubleValue, value.isFinite else { continue }
+                metres = value * unitMetres
+            }
+            let buffered: Geometry?
+            if geodesic {
+                buffered = try Self.geodesicBuffer(geometry, metres: metres, in: reference, engine: engine, quadrantSegments: quadrantSegments)
+            } else {
+                buffered = try engine.buffer(geometry, distance: metres / (system.metresPerUnit ?? 1), quadrantSegments: quadrantSegments)
+            }
+            if let buffered { out.append(GPFeatureSet.Feature(geometry: buffered, attributes: feature.attributes)) }
+        }
+        var fields = input.fields
+        if inputs["Dissolve"] == .string("ALL") {
+            let merged = try engine.unaryUnion(out.compactMap(\.geometry))
+            out = merged.map { [GPFeatureSet.Feature(geometry: $0, attributes: ["OBJECTID": .integer(1)])] } ?? []
+            fields = [GPField(name: "OBJECTID", type: "esriFieldTypeOID")]
+        }
+        context.message("Buffered \(input.features.count) features into \(out.count) polygons (\(geodesic ? "geodesic" : "planar"))")
+        return ["Output_Features": .featureSet(GPFeatureSet(geometryType: "esriGeometryPolygon", spatialReference: reference, fields: fields, features: out))]
+    }
+
+    /// The geometry buffered by `metres` on the ellipsoid: into an azimuthal equidistant
+    /// projection centred on the geometry's envelope (distances from the centre are true), the
+    /// buffer there, and back.
+    static func geodesicBuffer(_ geometry: Geometry, metres: Double, in reference: SpatialReference, engine: GeometryEngine, quadrantSegments: Int) throws -> Geometry? {
+        let toGeographic = reference.wkid == 4326 ? nil : try CoordinateTransform(from: reference, to: SpatialReference(wkid: 4326))
+        let geographic = try toGeographic?.transform(geometry) ?? geometry
+        guard let envelope = geographic.envelope else { return nil }
+        let centre = "+proj=aeqd +lat_0=\((envelope.ymin + envelope.ymax) / 2) +lon_0=\((envelope.xmin + envelope.xmax) / 2) +datum=WGS84 +units=m +type=crs"
+        let there = try CoordinateTransform(from: "EPSG:4326", to: centre), back = try CoordinateTransform(from: centre, to: "EPSG:\(reference.wkid)")
+        guard let buffered = try engine.buffer(try there.transform(geographic), distance: metres, quadrantSegments: quadrantSegments) else { return nil }
+        return try back.transform(buffered)
+    }
+}
