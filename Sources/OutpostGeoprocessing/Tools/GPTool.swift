@@ -42,3 +42,29 @@ extension GPTool {
         return try await run(inputs, context: context)
     }
 }
+
+/// Reading tool inputs.
+enum ToolInputs {
+    /// The inline feature set given for `name`.
+    static func features(_ inputs: [String: GPValue], _ name: String) throws -> GPFeatureSet {
+        guard case .featureSet(let set)? = inputs[name] else { throw GPValueError(parameter: name, "is required") }
+        guard set.url == nil else { throw GPValueError(parameter: name, "a layer URL must be resolved to features before the tool runs") }
+        return set
+    }
+
+    static func string(_ inputs: [String: GPValue], _ name: String) -> String? {
+        if case .string(let s)? = inputs[name], !s.isEmpty { return s }
+        return nil
+    }
+
+    /// Both sets in one spatial reference (the second's geometries transformed to the first's).
+    static func aligned(_ a: GPFeatureSet, _ b: GPFeatureSet) throws -> GPFeatureSet {
+        let target = a.spatialReference ?? SpatialReference(wkid: 4326), source = b.spatialReference ?? target
+        guard source != target else { return b }
+        let transform = try CoordinateTransform(from: source, to: target)
+        var out = b
+        out.spatialReference = target
+        out.features = try b.features.map { GPFeatureSet.Feature(geometry: try $0.geometry.map(transform.transform), attributes: $0.attributes) }
+        return out
+    }
+}

@@ -1,0 +1,166 @@
+import OutpostCore
+
+/// Clip: the parts of the input features inside the clip features (their union), with the
+/// input's attributes. Features wholly outside are dropped.
+public struct ClipTool: GPTool {
+    public static let name = "Clip"
+    public static let summary = "The parts of input features that fall inside clip features."
+    public static let parameters: [GPParameterInfo] = [
+        GPParameterInfo(name: "Input_Features", dataType: .featureRecordSetLayer, displayName: "Input Features"),
+        GPParameterInfo(name: "Clip_Features", dataType: .featureRecordSetLayer, displayName: "Clip Features"),
+        GPParameterInfo(name: "Output_Features", dataType: .featureRecordSetLayer, direction: .output, kind: .derived, displayName: "Output Features"),
+    ]
+
+    public init() {}
+
+    public func run(_ inputs: [String: GPValue], context: GPToolContext) async throws -> [String: GPValue] {
+        let input = try ToolInputs.features(inputs, "Input_Features")
+        let clip = try ToolInputs.aligned(input, try ToolInputs.features(inputs, "Clip_Features"))
+        let engine = GeometryEngine()
+        var out = input
+        out.features = []
+        guard let area = try engine.unaryUnion(clip.features.compactMap(\.geometry)) else {
+            return ["Output_Features": .featureSet(out)]
+        }
+        for (index, feature) in input.features.enumerated() {
+            if index % 1_000 == 0 { try context.checkCancellation() }
+            guard let g = feature.geometry, let part = try engine.intersection(g, area) else { continue }
+            out.features.append(GPFeatureSet.Feature(geometry: part, attributes: feature.attributes))
+        }
+        context.message("\(out.features.count) of \(input.features.count) features inside the clip area")
+        return ["Output_Features": .featureSet(out)]
+    }
+}
+
+/// Dissolve: features merged by the values of the dissolve fields (all into one when none),
+/// with statistics of other fields per group (`SUM`, `MEAN`, `MIN`, `MAX`, `COUNT`, as
+/// `"field SUM;other MEAN"`), written as `SUM_field` and so on.
+public struct DissolveTool: GPTool {
+    public static let name = "Dissolve"
+    public static let summary = "Features merged by shared attribute values, with statistics."
+    public static let parameters: [GPParameterInfo] = [
+        GPParameterInfo(name: "Input_Features", dataType: .featureRecordSetLayer, displayName: "Input Features"),
+        GPParameterInfo(name: "Dissolve_Fields", dataType: .multiValue(.string), kind: .optional, displayName: "Dissolve Fields"),
+        GPParameterInfo(name: "Statistics_Fields", dataType: .string, kind: .optional, displayName: "Statistics Fields"),
+        GPParameterInfo(name: "Output_Features", dataType: .featureRecordSetLayer, direction: .output, kind: .derived, displayName: "Output Features"),
+    ]
+
+    public enum Statistic: String, CaseIterable, Sendable {
+        case SUM, MEAN, MIN, MAX, COUNT
+    }
+
+    public init() {}
+
+    public func run(_ inputs: [String: GPValue], context: GPToolContext) async throws -> [String: GPValue] {
+        let input = try ToolInputs.features(inputs, "Input_Features")
+        var keys: [String] = []
+        if case .multiValue(_, let values)? = inputs["Dissolve_Fields"] {
+            keys = values.compactMap { if case .string(let s) = $0 { s } else { nil } }
+        }
+        let fieldNames = Set(input.fields.map(\.name))
+        if let missing = keys.first(where: { !fieldNames.contains($0) }) { throw GPValueError(parameter: "Dissolve_Fields", "the input has no field \(missing)") }
+        let statistics = try Self.statistics(ToolInputs.string(inputs, "Statistics_Fields") ?? "", fields: fieldNames)
+        // Groups in order of first appearance.
+        var order: [[JSONValue]] = []
+        var groups: [[JSONValue]: [GPFeatureSet.Feature]] = [:]
+        for feature in input.features where feature.geometry != nil {
+            let key = keys.map { feature.attributes[$0] ?? .null }
+            if groups[key] == nil { order.append(key) }
+            groups[key, default: []].append(feature)
+        }
+        let engine = GeometryEngine()
+        var out: [GPFeatureSet.Feature] = []
+        for key in order {
+            try context.checkCancellation()
+            let members = groups[key]!
+            guard let merged = try engine.unaryUnion(members.compactMap(\.geometry)) else { continue }
+            var attributes: [String: JSONValue] = ["OBJECTID": .integer(Int64(out.count + 1))]
+            for (name, value) in zip(keys, key) { attributes[name] = value }
+            for (field, statistic) in statistics {
+                let numbers = members.compactMap { $0.attributes[field]?.doubleValue }
+                let value: JSONValue
+                switch statistic {
+                case .COUNT: value = .integer(Int64(members.filter { !($0.attributes[field]?.isNull ?? true) }.count))
+                case .SUM: value = .number(numbers.reduce(0, +))
+                case .MEAN: value = numbers.isEmpty ? .null : .number(numbers.reduce(0, +) / Double(numbers.count))
+                case .MIN: value = numbers.min().map(JSONValue.number) ?? .null
+                case .MAX: value = numbers.max().map(JSONValue.number) ?? .null
+                }
+                attributes["\(statistic.rawValue)_\(field)"] = value
+            }
+            out.append(GPFeatureSet.Feature(geometry: merged, attributes: attributes))
+        }
+        var fields = [GPField(name: "OBJECTID", type: "esriFieldTypeOID")]
+        fields += keys.compactMap { key in input.fields.first { $0.name == key } }
+        fields += statistics.map { field, statistic in
+            GPField(name: "\(statistic.rawValue)_\(field)", type: statistic == .COUNT ? "esriFieldTypeInteger" : "esriFieldTypeDouble")
+        }
+        context.message("Dissolved \(input.features.count) features into \(out.count)")
+        return [
+            "Output_Features": .featureSet(GPFeatureSet(geometryType: input.geometryType, spatialReference: input.spatialReference, fields: fields, features: out))
+        ]
+    }
+
+    /// `"population SUM;area MEAN"` as (field, statistic) pairs.
+    static func statistics(_ text: String, fields: Set<String>) throws -> [(String, Statistic)] {
+        try text.split(separator: ";").map { entry in
+            let parts = entry.split(separator: " ").map(String.init)
+            guard parts.count == 2, let statistic = Statistic(rawValue: parts[1].uppercased()) else {
+                throw GPValueError(parameter: "Statistics_Fields", "\"\(entry)\" is not \"field STATISTIC\" (\(Statistic.allCases.map(\.rawValue).joined(separator: ", ")))")
+            }
+            guard fields.contains(parts[0]) else { throw GPValueError(parameter: "Statistics_Fields", "the input has no field \(parts[0])") }
+            return (parts[0], statistic)
+        }
+    }
+}
+
+/// Select Layer By Location: the input features that relate to the selecting features —
+/// intersect them, lie within a distance of them, contain them or are within them.
+public struct SelectLayerByLocationTool: GPTool {
+    public static let name = "SelectLayerByLocation"
+    public static let summary = "Input features selected by their spatial relation to other features."
+    public static let parameters: [GPParameterInfo] = [
+        GPParameterInfo(name: "Input_Features", dataType: .featureRecordSetLayer, displayName: "Input Features"),
+        GPParameterInfo(
+            name: "Overlap_Type", dataType: .string, kind: .optional, displayName: "Relationship", defaultValue: .string("INTERSECT"),
+            choiceList: ["INTERSECT", "WITHIN_A_DISTANCE", "CONTAINS", "WITHIN"]),
+        GPParameterInfo(name: "Select_Features", dataType: .featureRecordSetLayer, displayName: "Selecting Features"),
+        GPParameterInfo(name: "Search_Distance", dataType: .linearUnit, kind: .optional, displayName: "Search Distance"),
+        GPParameterInfo(name: "Output_Features", dataType: .featureRecordSetLayer, direction: .output, kind: .derived, displayName: "Selected Features"),
+    ]
+
+    public init() {}
+
+    public func run(_ inputs: [String: GPValue], context: GPToolContext) async throws -> [String: GPValue] {
+        let input = try ToolInputs.features(inputs, "Input_Features")
+        let selecting = try ToolInputs.aligned(input, try ToolInputs.features(inputs, "Select_Features")).features.compactMap(\.geometry)
+        let relation = ToolInputs.string(inputs, "Overlap_Type") ?? "INTERSECT"
+        var distance = 0.0
+        if relation == "WITHIN_A_DISTANCE" {
+            guard case .linearUnit(let d, let units)? = inputs["Search_Distance"], let metres = units.metres else {
+                throw GPValueError(parameter: "Search_Distance", "WITHIN_A_DISTANCE needs a distance in a length unit")
+            }
+            let system = try CoordinateSystemInfo(input.spatialReference ?? SpatialReference(wkid: 4326))
+            guard let perUnit = system.metresPerUnit else {
+                throw GPValueError(parameter: "Search_Distance", "a distance needs projected input; project the features first")
+            }
+            distance = d * metres / perUnit
+        }
+        let engine = GeometryEngine()
+        var out = input
+        out.features = try input.features.enumerated().filter { index, feature in
+            if index % 1_000 == 0 { try context.checkCancellation() }
+            guard let g = feature.geometry else { return false }
+            return try selecting.contains { s in
+                switch relation {
+                case "WITHIN_A_DISTANCE": return try engine.distance(g, s) <= distance
+                case "CONTAINS": return try engine.test(g, .contains, s)
+                case "WITHIN": return try engine.test(g, .within, s)
+                default: return try engine.test(g, .intersects, s)
+                }
+            }
+        }.map(\.element)
+        context.message("Selected \(out.features.count) of \(input.features.count) features")
+        return ["Output_Features": .featureSet(out)]
+    }
+}
