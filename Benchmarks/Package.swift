@@ -25,6 +25,7 @@ let package = Package(
                 .product(name: "OutpostTiles", package: "Outpost"),
                 .product(name: "OutpostPostgres", package: "Outpost"),
                 .product(name: "OutpostLoadTesting", package: "Outpost"),
+                .product(name: "OutpostGeoprocessing", package: "Outpost"),
                 "CZlibBench",
                 .product(name: "AsyncHTTPClient", package: "async-http-client"),
                 .product(name: "NIOSSL", package: "swift-nio-ssl"),

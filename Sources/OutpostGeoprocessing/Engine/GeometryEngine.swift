@@ -33,6 +33,9 @@ public final class GeometryEngine {
         GEOS_finish_r(handle)
     }
 
+    /// The GEOS library's version (`3.11.1`).
+    public static var geosVersion: String { String(cString: GEOSversion()).split(separator: "-").first.map(String.init) ?? "" }
+
     // MARK: - Operations
 
     /// The area within `distance` of the geometry (in its own units), arcs drawn with
