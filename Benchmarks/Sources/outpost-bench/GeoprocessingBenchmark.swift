@@ -60,7 +60,13 @@ enum GeoprocessingBenchmark {
             ours.append((best, area))
         }
         let python = ProcessInfo.processInfo.environment["OUTPOST_PYTHON"] ?? "python3"
-        let peer = try measure([python, "-c", """
+        // shapely's wheel carries its own GEOS; OUTPOST_SHAPELY_DEBIAN_GEOS names a shapely built
+        // on Debian's (pip install --no-binary shapely --target DIR shapely) for a same-GEOS peer.
+        var peers: [(label: String, path: String?)] = [("shapely 2", nil)]
+        if let path = ProcessInfo.processInfo.environment["OUTPOST_SHAPELY_DEBIAN_GEOS"] { peers.append(("shapely 2 on Debian's GEOS", path)) }
+        var peerRows: [[[String]]] = [[], [], []]
+        for peer in peers {
+            let run = try measure(["/usr/bin/env"] + (peer.path.map { ["PYTHONPATH=\($0)"] } ?? []) + [python, "-c", """
             import sys, time, shapely, numpy
             folder = sys.argv[1]
             xy = numpy.loadtxt(f"{folder}/points.csv", delimiter=",")
@@ -77,17 +83,25 @@ enum GeoprocessingBenchmark {
             tc, clipped = best(lambda: [g for g in shapely.intersection(numpy.array(squares), clip) if not g.is_empty])
             print(ta, sum(shapely.area(buffers)), tb, merged.area, tc, sum(g.area for g in clipped), ".".join(map(str, shapely.geos_version)))
             """, folder.path])
-        let parts = peer.output.split(whereSeparator: \.isWhitespace).map(String.init)
-        let p = parts.compactMap { Double($0) }
-        guard p.count >= 6 else { throw BenchError("shapely printed \(peer.output)") }
-        let peerGEOS = parts.count > 6 ? parts[6] : "?"
+            let parts = run.output.split(whereSeparator: \.isWhitespace).map(String.init)
+            let p = parts.compactMap { Double($0) }
+            guard p.count >= 6 else { throw BenchError("shapely printed \(run.output)") }
+            let version = parts.count > 6 ? parts[6] : "?"
+            for (i, count) in [100_000.0, 100_000, 10_000].enumerated() {
+                peerRows[i].append([
+                    "\(peer.label) (GEOS \(version))", format(p[2 * i], 3), format(count / p[2 * i]), format(p[2 * i] / ours[i].seconds, 2),
+                    format(p[2 * i + 1] / 1e6, 3),
+                ])
+            }
+        }
         var rows: [[String]] = []
-        for (i, (label, count)) in [("Buffer 200 m, 100,000 points", 100_000.0), ("Buffer 200 m + Dissolve ALL, 100,000 points", 100_000), ("Clip 10,000 polygons", 10_000)].enumerated() {
-            rows.append(["\(label): Outpost (GEOS \(GeometryEngine.geosVersion))", format(ours[i].seconds, 3), format(count / ours[i].seconds), format(p[2 * i] / ours[i].seconds, 2), format(ours[i].area / 1e6, 3)])
-            rows.append(["\(label): shapely 2 (GEOS \(peerGEOS))", format(p[2 * i], 3), format(count / p[2 * i]), "1.00", format(p[2 * i + 1] / 1e6, 3)])
+        for (i, label) in ["Buffer 200 m, 100,000 points", "Buffer 200 m + Dissolve ALL, 100,000 points", "Clip 10,000 polygons"].enumerated() {
+            let count = i == 2 ? 10_000.0 : 100_000
+            rows.append(["\(label): Outpost (GEOS \(GeometryEngine.geosVersion))", format(ours[i].seconds, 3), format(count / ours[i].seconds), "1.00", format(ours[i].area / 1e6, 3)])
+            rows += peerRows[i].map { ["  " + $0[0]] + $0.dropFirst() }
         }
         printTable(
-            "Geoprocessing tools vs shapely 2 (both GEOS), one core, EPSG:3067", ["", "seconds", "features/s", "speed vs shapely", "result km²"], rows)
+            "Geoprocessing tools vs shapely 2 (both GEOS), one core, EPSG:3067", ["", "seconds", "features/s", "Outpost's speed vs this", "result km²"], rows)
     }
 
     /// A small deterministic generator (splitmix64).

@@ -3,8 +3,8 @@ import OutpostCore
 
 /// Overlay, buffer, validity and measures through GEOS's reentrant C API. One engine holds one
 /// GEOS context and is used by one task at a time (GEOS contexts are not thread-safe); make one
-/// per task. Geometries cross into GEOS and back as WKB. An empty result (two polygons that do
-/// not meet) is `nil`.
+/// per task. Geometries cross into GEOS and back through coordinate sequences (WKB only for
+/// M values, which GEOS 3.11 drops). An empty result (two polygons that do not meet) is `nil`.
 public final class GeometryEngine {
     public struct Failure: Error, CustomStringConvertible {
         public var description: String
@@ -13,7 +13,6 @@ public final class GeometryEngine {
     private let handle: GEOSContextHandle_t
     private let messages = GEOSMessages()
     private let reader: OpaquePointer
-    private let writer: OpaquePointer
 
     public init() {
         handle = GEOS_init_r()
@@ -24,12 +23,10 @@ public final class GeometryEngine {
                 Unmanaged<GEOSMessages>.fromOpaque(user).takeUnretainedValue().last = String(cString: message)
             }, Unmanaged.passUnretained(messages).toOpaque())
         reader = GEOSWKBReader_create_r(handle)
-        writer = GEOSWKBWriter_create_r(handle)
     }
 
     deinit {
         GEOSWKBReader_destroy_r(handle, reader)
-        GEOSWKBWriter_destroy_r(handle, writer)
         GEOS_finish_r(handle)
     }
 
@@ -127,7 +124,15 @@ public final class GeometryEngine {
 
     // MARK: - Crossing into GEOS and back
 
+    /// A GEOS geometry built from the coordinates directly (no WKB in between); geometries with
+    /// M values go through WKB, as GEOS 3.11 keeps no M.
     func geos(_ geometry: Geometry) throws -> OpaquePointer {
+        guard !geometry.layout.hasM else { return try geosFromWKB(geometry) }
+        guard let g = try build(geometry) else { throw failure("building a \(geometry.type) in GEOS") }
+        return g
+    }
+
+    private func geosFromWKB(_ geometry: Geometry) throws -> OpaquePointer {
         let wkb = WKB.encode(geometry)
         guard let g = wkb.withUnsafeBufferPointer({ GEOSWKBReader_read_r(handle, reader, $0.baseAddress, $0.count) }) else {
             throw failure("reading a \(geometry.type) into GEOS")
@@ -135,18 +140,134 @@ public final class GeometryEngine {
         return g
     }
 
+    /// A coordinate sequence of `positions` (x, y and, with `hasZ`, z).
+    private func sequence(_ positions: [Position], hasZ: Bool) -> OpaquePointer? {
+        let stride = hasZ ? 3 : 2
+        var buffer = [Double](repeating: 0, count: positions.count * stride)
+        for (i, p) in positions.enumerated() {
+            buffer[i * stride] = p.x
+            buffer[i * stride + 1] = p.y
+            if hasZ { buffer[i * stride + 2] = p.z ?? .nan }
+        }
+        return buffer.withUnsafeBufferPointer { GEOSCoordSeq_copyFromBuffer_r(handle, $0.baseAddress, UInt32(positions.count), hasZ ? 1 : 0, 0) }
+    }
+
+    private func build(_ geometry: Geometry) throws -> OpaquePointer? {
+        let hasZ = geometry.layout.hasZ
+        switch geometry {
+        case .point(let p):
+            guard let position = p.position else { return GEOSGeom_createEmptyPoint_r(handle) }
+            return sequence([position], hasZ: hasZ).flatMap { GEOSGeom_createPoint_r(handle, $0) }
+        case .lineString(let l):
+            guard !l.positions.isEmpty else { return GEOSGeom_createEmptyLineString_r(handle) }
+            return sequence(l.positions, hasZ: hasZ).flatMap { GEOSGeom_createLineString_r(handle, $0) }
+        case .polygon(let p):
+            return polygon(p.rings, hasZ: hasZ)
+        case .multiPoint(let m):
+            return try collection(GEOS_MULTIPOINT, m.points.map { .point($0) })
+        case .multiLineString(let m):
+            return try collection(GEOS_MULTILINESTRING, m.lineStrings.map { .lineString($0) })
+        case .multiPolygon(let m):
+            return try collection(GEOS_MULTIPOLYGON, m.polygons.map { .polygon($0) })
+        case .geometryCollection(let c):
+            return try collection(GEOS_GEOMETRYCOLLECTION, c.geometries)
+        }
+    }
+
+    private func polygon(_ rings: [[Position]], hasZ: Bool) -> OpaquePointer? {
+        guard let first = rings.first else { return GEOSGeom_createEmptyPolygon_r(handle) }
+        guard let shell = sequence(first, hasZ: hasZ).flatMap({ GEOSGeom_createLinearRing_r(handle, $0) }) else { return nil }
+        var holes: [OpaquePointer?] = []
+        for ring in rings.dropFirst() {
+            guard let hole = sequence(ring, hasZ: hasZ).flatMap({ GEOSGeom_createLinearRing_r(handle, $0) }) else {
+                GEOSGeom_destroy_r(handle, shell)
+                for h in holes { GEOSGeom_destroy_r(handle, h) }
+                return nil
+            }
+            holes.append(hole)
+        }
+        // The polygon takes ownership of its rings.
+        return holes.withUnsafeMutableBufferPointer { GEOSGeom_createPolygon_r(handle, shell, $0.baseAddress, UInt32($0.count)) }
+    }
+
+    private func collection(_ type: GEOSGeomTypes, _ parts: [Geometry]) throws -> OpaquePointer? {
+        var built: [OpaquePointer?] = []
+        for part in parts {
+            guard let g = try build(part) else {
+                for b in built { GEOSGeom_destroy_r(handle, b) }
+                return nil
+            }
+            built.append(g)
+        }
+        return built.withUnsafeMutableBufferPointer { GEOSGeom_createCollection_r(handle, Int32(type.rawValue), $0.baseAddress, UInt32($0.count)) }
+    }
+
+    /// A GEOS result as a geometry value, read from its coordinate sequences; nil when empty.
     func geometry(_ g: OpaquePointer) throws -> Geometry? {
         if GEOSisEmpty_r(handle, g) == 1 { return nil }
-        let dimension: Int32 = GEOSHasZ_r(handle, g) == 1 ? 3 : 2
-        GEOSWKBWriter_setOutputDimension_r(handle, writer, dimension)
-        var size = 0
-        guard let bytes = GEOSWKBWriter_write_r(handle, writer, g, &size) else { throw failure("writing a GEOS result") }
-        defer { GEOSFree_r(handle, bytes) }
+        let hasZ = GEOSHasZ_r(handle, g) == 1
         do {
-            return try WKB.decode(Array(UnsafeBufferPointer(start: bytes, count: size)))
+            return try value(g, hasZ: hasZ)
+        } catch let error as Failure {
+            throw error
         } catch {
             throw Failure(description: "GEOS gave a geometry Outpost cannot hold: \(error)")
         }
+    }
+
+    private func positions(_ g: OpaquePointer, hasZ: Bool) throws -> [Position] {
+        guard let seq = GEOSGeom_getCoordSeq_r(handle, g) else { throw failure("reading coordinates") }
+        var size: UInt32 = 0
+        guard GEOSCoordSeq_getSize_r(handle, seq, &size) == 1 else { throw failure("reading coordinates") }
+        let stride = hasZ ? 3 : 2
+        var buffer = [Double](repeating: 0, count: Int(size) * stride)
+        guard buffer.withUnsafeMutableBufferPointer({ GEOSCoordSeq_copyToBuffer_r(handle, seq, $0.baseAddress, hasZ ? 1 : 0, 0) }) == 1 else {
+            throw failure("reading coordinates")
+        }
+        return (0..<Int(size)).map { i in
+            Position(x: buffer[i * stride], y: buffer[i * stride + 1], z: hasZ ? buffer[i * stride + 2] : nil)
+        }
+    }
+
+    private func value(_ g: OpaquePointer, hasZ: Bool) throws -> Geometry {
+        let layout = CoordinateLayout(hasZ: hasZ, hasM: false)
+        switch Int(GEOSGeomTypeId_r(handle, g)) {
+        case Int(GEOS_POINT.rawValue):
+            if GEOSisEmpty_r(handle, g) == 1 { return .point(Point(empty: layout)) }
+            return .point(try Point(try positions(g, hasZ: hasZ)[0]))
+        case Int(GEOS_LINESTRING.rawValue), Int(GEOS_LINEARRING.rawValue):
+            return .lineString(try LineString(try positions(g, hasZ: hasZ), layout: layout))
+        case Int(GEOS_POLYGON.rawValue):
+            return .polygon(try polygonValue(g, hasZ: hasZ))
+        default:
+            let count = Int(GEOSGetNumGeometries_r(handle, g))
+            let parts = try (0..<count).map { i -> Geometry in
+                guard let part = GEOSGetGeometryN_r(handle, g, Int32(i)) else { throw failure("reading a part") }
+                return try value(part, hasZ: hasZ)
+            }
+            switch Int(GEOSGeomTypeId_r(handle, g)) {
+            case Int(GEOS_MULTIPOINT.rawValue):
+                return .multiPoint(try MultiPoint(parts.compactMap { if case .point(let p) = $0 { p } else { nil } }, layout: layout))
+            case Int(GEOS_MULTILINESTRING.rawValue):
+                return .multiLineString(try MultiLineString(parts.compactMap { if case .lineString(let l) = $0 { l } else { nil } }, layout: layout))
+            case Int(GEOS_MULTIPOLYGON.rawValue):
+                return .multiPolygon(try MultiPolygon(parts.compactMap { if case .polygon(let p) = $0 { p } else { nil } }, layout: layout))
+            default:
+                return .geometryCollection(try GeometryCollection(parts, layout: layout))
+            }
+        }
+    }
+
+    private func polygonValue(_ g: OpaquePointer, hasZ: Bool) throws -> Polygon {
+        let layout = CoordinateLayout(hasZ: hasZ, hasM: false)
+        if GEOSisEmpty_r(handle, g) == 1 { return Polygon(empty: layout) }
+        guard let shell = GEOSGetExteriorRing_r(handle, g) else { throw failure("reading a polygon") }
+        var rings = [try positions(shell, hasZ: hasZ)]
+        for i in 0..<GEOSGetNumInteriorRings_r(handle, g) {
+            guard let hole = GEOSGetInteriorRingN_r(handle, g, i) else { throw failure("reading a polygon") }
+            rings.append(try positions(hole, hasZ: hasZ))
+        }
+        return try Polygon(rings: rings, layout: layout)
     }
 
     private func makeCollection(_ geometries: [Geometry]) throws -> OpaquePointer {
