@@ -30,6 +30,9 @@ public final class GeometryEngine {
         GEOS_finish_r(handle)
     }
 
+    /// Frees a geometry `geos(_:)` made (for tests).
+    func release(_ g: OpaquePointer) { GEOSGeom_destroy_r(handle, g) }
+
     /// The GEOS library's version (`3.11.1`).
     public static var geosVersion: String { String(cString: GEOSversion()).split(separator: "-").first.map(String.init) ?? "" }
 
