@@ -147,4 +147,46 @@ struct OverlayToolTests {
         #expect(names(near).contains("Tallinn") && !names(near).contains("Stockholm"))
         #expect(names(containing) == theirs.last)
     }
+
+    /// Countries intersected with a 10° grid over Europe: the same pieces and areas as shapely's
+    /// pairwise intersections (polygonal parts only), the grid's clashing `name` as `name_1`.
+    @Test func intersectMatchesShapely() async throws {
+        let countries = try Self.featureSet(Self.countriesFile, type: "esriGeometryPolygon")
+        var cells: [GPFeatureSet.Feature] = []
+        for x in stride(from: -10, to: 40, by: 10) {
+            for y in stride(from: 35, to: 70, by: 10) {
+                let ring = [(x, y), (x, y + 10), (x + 10, y + 10), (x + 10, y), (x, y)].map { Position(x: Double($0.0), y: Double($0.1)) }
+                cells.append(.init(geometry: .polygon(try Polygon(rings: [ring])), attributes: ["name": .string("\(x),\(y)")]))
+            }
+        }
+        let grid = GPFeatureSet(geometryType: "esriGeometryPolygon", spatialReference: SpatialReference(wkid: 4326), fields: [GPField(name: "name", type: "esriFieldTypeString")], features: cells)
+        let result = try Self.output(try await IntersectTool().execute(["Input_Features": .multiValue(.featureRecordSetLayer, [.featureSet(countries), .featureSet(grid)])]))
+        #expect(result.fields.map(\.name).contains("name_1"))
+        let engine = GeometryEngine()
+        var ours: [String: Double] = [:]
+        for f in result.features {
+            guard case .string(let country)? = f.attributes["name"], case .string(let cell)? = f.attributes["name_1"], let g = f.geometry else { continue }
+            ours["\(country)|\(cell)", default: 0] += try engine.area(g)
+        }
+        let run = try await ExternalTools.python("""
+            import sys, json, shapely
+            countries = json.load(open(sys.argv[1]))["features"]
+            out = {}
+            for c in countries:
+                g = shapely.geometry.shape(c["geometry"])
+                for x in range(-10, 40, 10):
+                    for y in range(35, 70, 10):
+                        piece = g.intersection(shapely.box(x, y, x + 10, y + 10))
+                        area = sum(p.area for p in getattr(piece, "geoms", [piece]) if p.geom_type in ("Polygon", "MultiPolygon"))
+                        if area > 0: out[f"{c['properties']['name']}|{x},{y}"] = area
+            print(json.dumps(out))
+            """, [Self.countriesFile.path])
+        #expect(run.succeeded, "\(run.stderr)")
+        let theirs = (try JSONValue.parse(run.stdout).objectValue ?? [:]).compactMapValues(\.doubleValue)
+        #expect(theirs.count > 40)
+        Self.expectClose(ours.filter { $0.value > 0 }, theirs)
+        await #expect(throws: GPValueError.self) {
+            try await IntersectTool().execute(["Input_Features": .multiValue(.featureRecordSetLayer, [.featureSet(countries)])])
+        }
+    }
 }

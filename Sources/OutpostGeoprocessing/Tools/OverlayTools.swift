@@ -164,3 +164,112 @@ public struct SelectLayerByLocationTool: GPTool {
         return ["Output_Features": .featureSet(out)]
     }
 }
+
+/// Intersect: the areas (or lines, or points) that all the input layers share, each piece with
+/// the attributes of the features it came from (later names that clash get `_1`, `_2`, …).
+/// The output has the lowest dimension among the inputs; lower-dimensional touches are dropped.
+public struct IntersectTool: GPTool {
+    public static let name = "Intersect"
+    public static let summary = "The geometry all input layers share, with their attributes."
+    public static let parameters: [GPParameterInfo] = [
+        GPParameterInfo(name: "Input_Features", dataType: .multiValue(.featureRecordSetLayer), displayName: "Input Features"),
+        GPParameterInfo(name: "Output_Features", dataType: .featureRecordSetLayer, direction: .output, kind: .derived, displayName: "Output Features"),
+    ]
+
+    public init() {}
+
+    public func run(_ inputs: [String: GPValue], context: GPToolContext) async throws -> [String: GPValue] {
+        guard case .multiValue(_, let values)? = inputs["Input_Features"] else { throw GPValueError(parameter: "Input_Features", "is required") }
+        var sets: [GPFeatureSet] = []
+        for value in values {
+            guard case .featureSet(let set) = value, set.url == nil else {
+                throw GPValueError(parameter: "Input_Features", "every input must be a feature set with its features")
+            }
+            sets.append(sets.isEmpty ? set : try ToolInputs.aligned(sets[0], set))
+        }
+        guard sets.count >= 2 else { throw GPValueError(parameter: "Input_Features", "needs at least two feature sets") }
+        let dimension = sets.compactMap { Self.dimension($0.geometryType) }.min() ?? 2
+        let engine = GeometryEngine()
+        var result = sets[0]
+        for next in sets.dropFirst() {
+            let (fields, renames) = Self.merge(result.fields, next.fields)
+            var pieces: [GPFeatureSet.Feature] = []
+            let envelopes = next.features.map { $0.geometry?.envelope }
+            for (index, a) in result.features.enumerated() {
+                if index % 200 == 0 { try context.checkCancellation() }
+                guard let ga = a.geometry, let ea = ga.envelope else { continue }
+                for (b, eb) in zip(next.features, envelopes) {
+                    guard let gb = b.geometry, let eb, ea.intersects(eb) else { continue }
+                    guard let shared = try engine.intersection(ga, gb), let kept = Self.keep(shared, dimension: dimension) else { continue }
+                    var attributes = a.attributes
+                    for (name, value) in b.attributes { attributes[renames[name] ?? name] = value }
+                    pieces.append(GPFeatureSet.Feature(geometry: kept, attributes: attributes))
+                }
+            }
+            result = GPFeatureSet(geometryType: Self.typeName(dimension), spatialReference: result.spatialReference, fields: fields, features: pieces)
+        }
+        context.message("\(result.features.count) intersecting pieces")
+        return ["Output_Features": .featureSet(result)]
+    }
+
+    static func dimension(_ geometryType: String?) -> Int? {
+        switch geometryType {
+        case "esriGeometryPoint", "esriGeometryMultipoint": 0
+        case "esriGeometryPolyline": 1
+        case "esriGeometryPolygon": 2
+        default: nil
+        }
+    }
+
+    static func typeName(_ dimension: Int) -> String { ["esriGeometryMultipoint", "esriGeometryPolyline", "esriGeometryPolygon"][min(max(dimension, 0), 2)] }
+
+    /// The parts of `g` of the given dimension (a polygon pair that also touches along an edge
+    /// gives a collection; the edge goes).
+    static func keep(_ g: Geometry, dimension: Int) -> Geometry? {
+        func dim(_ g: Geometry) -> Int {
+            switch g {
+            case .point, .multiPoint: 0
+            case .lineString, .multiLineString: 1
+            case .polygon, .multiPolygon: 2
+            case .geometryCollection: -1
+            }
+        }
+        if case .geometryCollection(let c) = g {
+            let parts = c.geometries.flatMap { part -> [Geometry] in
+                if case .geometryCollection = part { return keep(part, dimension: dimension).map { [$0] } ?? [] }
+                return dim(part) == dimension ? [part] : []
+            }
+            switch parts.count {
+            case 0: return nil
+            case 1: return parts[0]
+            default:
+                let polygons = parts.flatMap { p -> [Polygon] in
+                    if case .polygon(let x) = p { return [x] }
+                    if case .multiPolygon(let m) = p { return m.polygons }
+                    return []
+                }
+                if dimension == 2, let multi = try? MultiPolygon(polygons) { return .multiPolygon(multi) }
+                return (try? GeometryCollection(parts)).map { .geometryCollection($0) }
+            }
+        }
+        return dim(g) == dimension ? g : nil
+    }
+
+    /// The fields of both, the second's clashing names renamed `name_1`, `name_2`, …
+    static func merge(_ a: [GPField], _ b: [GPField]) -> ([GPField], [String: String]) {
+        var names = Set(a.map(\.name)), out = a, renames: [String: String] = [:]
+        for field in b {
+            var name = field.name, n = 0
+            while names.contains(name) {
+                n += 1
+                name = "\(field.name)_\(n)"
+            }
+            names.insert(name)
+            if name != field.name { renames[field.name] = name }
+            var renamed = field
+            renamed.name = name
+            out.append(renamed)
+        }
+        return (out, renames)
+    }
+}
