@@ -189,4 +189,47 @@ struct OverlayToolTests {
             try await IntersectTool().execute(["Input_Features": .multiValue(.featureRecordSetLayer, [.featureSet(countries)])])
         }
     }
+
+    /// Four Baltic countries overlaid with two circles: every piece (inside both, only a
+    /// country, only a circle) with the same area as shapely's intersections and differences.
+    @Test func unionMatchesShapely() async throws {
+        let all = try Self.featureSet(Self.countriesFile, type: "esriGeometryPolygon")
+        var countries = all
+        countries.features = all.features.filter { ["Finland", "Estonia", "Latvia", "Sweden"].contains($0.attributes["name"]?.stringValue ?? "") }
+        let engine = GeometryEngine()
+        let circles = GPFeatureSet(
+            geometryType: "esriGeometryPolygon", spatialReference: SpatialReference(wkid: 4326), fields: [GPField(name: "name", type: "esriFieldTypeString")],
+            features: try [("Helsinki", 24.94, 60.17), ("Riga", 24.11, 56.95)].map { name, x, y in
+                .init(geometry: try engine.buffer(.point(try Point(x: x, y: y)), distance: 1.5), attributes: ["name": .string(name)])
+            })
+        let result = try Self.output(try await UnionTool().execute(["Input_Features": .featureSet(countries), "Union_Features": .featureSet(circles)]))
+        var ours: [String: Double] = [:]
+        for f in result.features {
+            let key = "\(f.attributes["name"]?.stringValue ?? "")|\(f.attributes["name_1"]?.stringValue ?? "")"
+            ours[key, default: 0] += try engine.area(try #require(f.geometry))
+        }
+        let run = try await ExternalTools.python("""
+            import sys, json, shapely
+            cs = [f for f in json.load(open(sys.argv[1]))["features"] if f["properties"]["name"] in ("Finland", "Estonia", "Latvia", "Sweden")]
+            countries = [(f["properties"]["name"], shapely.geometry.shape(f["geometry"])) for f in cs]
+            circles = [(n, shapely.Point(x, y).buffer(1.5, quad_segs=8)) for n, x, y in (("Helsinki", 24.94, 60.17), ("Riga", 24.11, 56.95))]
+            def poly_area(g): return sum(p.area for p in getattr(g, "geoms", [g]) if p.geom_type in ("Polygon", "MultiPolygon"))
+            out = {}
+            A = shapely.union_all([g for _, g in countries]); B = shapely.union_all([g for _, g in circles])
+            for a, ga in countries:
+                for b, gb in circles:
+                    if poly_area(ga.intersection(gb)) > 0: out[f"{a}|{b}"] = poly_area(ga.intersection(gb))
+                if poly_area(ga.difference(B)) > 0: out[f"{a}|"] = poly_area(ga.difference(B))
+            for b, gb in circles:
+                if poly_area(gb.difference(A)) > 0: out[f"|{b}"] = poly_area(gb.difference(A))
+            print(json.dumps(out))
+            """, [Self.countriesFile.path])
+        #expect(run.succeeded, "\(run.stderr)")
+        let theirs = (try JSONValue.parse(run.stdout).objectValue ?? [:]).compactMapValues(\.doubleValue)
+        #expect(theirs.keys.contains("Finland|Helsinki") && theirs.keys.contains("|Riga") && theirs.keys.contains("Sweden|"))
+        Self.expectClose(ours.filter { $0.value > 0 }, theirs)
+        await #expect(throws: GPValueError.self) {
+            try await UnionTool().execute(["Input_Features": .featureSet(countries), "Union_Features": .featureSet(try Self.featureSet(Self.placesFile, type: "esriGeometryPoint"))])
+        }
+    }
 }

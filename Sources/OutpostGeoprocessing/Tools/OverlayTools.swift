@@ -273,3 +273,56 @@ public struct IntersectTool: GPTool {
         return (out, renames)
     }
 }
+
+/// Union: the polygon overlay of two layers, every piece of either with the attributes of the
+/// features it lies in (null for the layer it is outside of). Each layer's own polygons are
+/// taken not to overlap one another (as parcels, zones or countries do).
+public struct UnionTool: GPTool {
+    public static let name = "Union"
+    public static let summary = "The overlay of two polygon layers, every piece with the attributes of both."
+    public static let parameters: [GPParameterInfo] = [
+        GPParameterInfo(name: "Input_Features", dataType: .featureRecordSetLayer, displayName: "Input Features"),
+        GPParameterInfo(name: "Union_Features", dataType: .featureRecordSetLayer, displayName: "Union Features"),
+        GPParameterInfo(name: "Output_Features", dataType: .featureRecordSetLayer, direction: .output, kind: .derived, displayName: "Output Features"),
+    ]
+
+    public init() {}
+
+    public func run(_ inputs: [String: GPValue], context: GPToolContext) async throws -> [String: GPValue] {
+        let a = try ToolInputs.features(inputs, "Input_Features")
+        let b = try ToolInputs.aligned(a, try ToolInputs.features(inputs, "Union_Features"))
+        for (set, name) in [(a, "Input_Features"), (b, "Union_Features")] where set.geometryType != "esriGeometryPolygon" {
+            throw GPValueError(parameter: name, "Union overlays polygons; this set holds \(set.geometryType ?? "no geometry type")")
+        }
+        let (fields, renames) = IntersectTool.merge(a.fields, b.fields)
+        let nullsOfA = Dictionary(uniqueKeysWithValues: a.fields.map { ($0.name, JSONValue.null) })
+        let nullsOfB = Dictionary(uniqueKeysWithValues: b.fields.map { (renames[$0.name] ?? $0.name, JSONValue.null) })
+        func rename(_ attributes: [String: JSONValue]) -> [String: JSONValue] {
+            Dictionary(uniqueKeysWithValues: attributes.map { (renames[$0.key] ?? $0.key, $0.value) })
+        }
+        let engine = GeometryEngine()
+        let wholeA = try engine.unaryUnion(a.features.compactMap(\.geometry)), wholeB = try engine.unaryUnion(b.features.compactMap(\.geometry))
+        var pieces: [GPFeatureSet.Feature] = []
+        func add(_ g: Geometry?, _ attributes: [String: JSONValue]) {
+            if let g, let kept = IntersectTool.keep(g, dimension: 2) { pieces.append(GPFeatureSet.Feature(geometry: kept, attributes: attributes)) }
+        }
+        let envelopes = b.features.map { $0.geometry?.envelope }
+        for (index, fa) in a.features.enumerated() {
+            if index % 200 == 0 { try context.checkCancellation() }
+            guard let ga = fa.geometry, let ea = ga.envelope else { continue }
+            for (fb, eb) in zip(b.features, envelopes) {
+                guard let gb = fb.geometry, let eb, ea.intersects(eb) else { continue }
+                add(try engine.intersection(ga, gb), fa.attributes.merging(rename(fb.attributes)) { $1 })
+            }
+            add(try wholeB.map { try engine.difference(ga, $0) } ?? ga, fa.attributes.merging(nullsOfB) { old, _ in old })
+        }
+        for fb in b.features {
+            guard let gb = fb.geometry else { continue }
+            add(try wholeA.map { try engine.difference(gb, $0) } ?? gb, nullsOfA.merging(rename(fb.attributes)) { $1 })
+        }
+        context.message("\(pieces.count) pieces")
+        return [
+            "Output_Features": .featureSet(GPFeatureSet(geometryType: "esriGeometryPolygon", spatialReference: a.spatialReference, fields: fields, features: pieces))
+        ]
+    }
+}
