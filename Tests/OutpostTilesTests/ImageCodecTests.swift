@@ -130,6 +130,14 @@ struct ImageCodecTests {
         let kept = recoding.recode(translucent)
         #expect(TileImageFormat(sniffing: kept) == .png)
         #expect(try PNGDecoder.decode(kept).pixels == clear)
+        // WebP sources become JPEG or PNG whatever their size: a MIXED cache holds nothing else.
+        let webpOpaque = try WebPCodec.encode(rgba: Self.photo(), width: 256, height: 256, quality: 10)
+        #expect(TileImageFormat(sniffing: recoding.recode(webpOpaque)) == .jpeg)
+        let webpClear = try WebPCodec.encode(rgba: clear, width: 256, height: 256, quality: nil)
+        let fromWebP = recoding.recode(webpClear)
+        #expect(TileImageFormat(sniffing: fromWebP) == .png)
+        // Lossless against what the WebP decodes to (libwebp may change colours under alpha 0).
+        #expect(try PNGDecoder.decode(fromWebP).pixels == (try TileImageFormat.decode(webpClear).pixels))
         #expect(recoding.format(from: "PNG") == "MIXED" && recoding.format(from: "JPEG") == "JPEG" && TileRecoding.webp(quality: 75).format(from: "PNG") == "WEBP")
     }
 }

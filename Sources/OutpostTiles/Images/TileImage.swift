@@ -30,9 +30,9 @@ public enum TileImageFormat: String, Sendable, Hashable, CaseIterable {
 public enum TileRecoding: Sendable, Hashable {
     /// PNG tiles re-encoded losslessly at a zlib level, kept only when smaller.
     case optimizePNG(level: Int32)
-    /// ArcGIS "MIXED": opaque tiles become JPEG at `quality` (unless the tile as fetched is
-    /// already smaller), tiles with transparency stay PNG (re-encoded losslessly at `pngLevel`
-    /// when that is smaller).
+    /// ArcGIS "MIXED": opaque tiles become JPEG at `quality`, tiles with transparency PNG
+    /// (lossless, at `pngLevel`); a PNG or JPEG tile as fetched stays when it is already the
+    /// smaller. Other sources (WebP) are always re-encoded, as Compact Cache holds PNG and JPEG.
     case mixed(quality: Int, pngLevel: Int32)
     /// Every tile WebP at `quality`, with an alpha plane where a tile has transparency.
     case webp(quality: Int)
@@ -42,10 +42,18 @@ public enum TileRecoding: Sendable, Hashable {
         case .optimizePNG(let level):
             return PNGDecoder.optimized(tile, level: level)
         case .mixed(let quality, let pngLevel):
+            let source = TileImageFormat(sniffing: tile)
             guard let image = try? TileImageFormat.decode(tile) else { return tile }
-            guard Palette.isOpaque(image.pixels) else { return PNGDecoder.optimized(tile, level: pngLevel) }
-            guard let jpeg = try? JPEGCodec.encode(rgba: image.pixels, width: image.width, height: image.height, quality: quality) else { return tile }
-            return jpeg.count < tile.count ? jpeg : tile
+            // The tile as fetched may stay only when it is already a format the cache holds.
+            let keepable = source == .png || (source == .jpeg && Palette.isOpaque(image.pixels))
+            let recoded: [UInt8]?
+            if Palette.isOpaque(image.pixels) {
+                recoded = try? JPEGCodec.encode(rgba: image.pixels, width: image.width, height: image.height, quality: quality)
+            } else {
+                recoded = try? PNGEncoder.encodeTile(rgba: image.pixels, width: image.width, height: image.height, level: pngLevel)
+            }
+            guard let recoded else { return tile }
+            return keepable && tile.count <= recoded.count ? tile : recoded
         case .webp(let quality):
             guard let image = try? TileImageFormat.decode(tile),
                 let webp = try? WebPCodec.encode(rgba: image.pixels, width: image.width, height: image.height, quality: quality)
