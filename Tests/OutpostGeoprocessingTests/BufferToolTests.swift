@@ -94,6 +94,20 @@ struct BufferToolTests {
         #expect(check.succeeded, "\(check.stderr)")
         let theirs = try JSONValue.parse(check.stdout).arrayValue?.compactMap(\.doubleValue) ?? []
         #expect(Self.close(geodesicAreas, theirs, relative: 1e-6), "\(geodesicAreas) vs \(theirs)")
+
+        // The same points in EPSG:3067 with Method GEODESIC: the same circles on the ellipsoid.
+        let projected = try await BufferTool().execute([
+            "Input_Features": .featureSet(try Self.points(wkid: 3067)), "Distance": .linearUnit(distance: 10, units: .esriKilometers),
+            "Method": .string("GEODESIC"),
+        ])
+        guard case .featureSet(let inFinland)? = projected["Output_Features"] else { Issue.record("no output"); return }
+        #expect(inFinland.spatialReference?.wkid == 3067)
+        let back = try CoordinateTransform(from: SpatialReference(wkid: 3067), to: SpatialReference(wkid: 4326))
+        let areas = try inFinland.features.map { f -> Double in
+            guard case .polygon(let p)? = try f.geometry.map(back.transform) else { return 0 }
+            return Geodesic.area(ring: p.rings[0])
+        }
+        #expect(Self.close(areas, geodesicAreas, relative: 1e-6), "\(areas) vs \(geodesicAreas)")
     }
 
     @Test func badInputsAreNamed() async throws {

@@ -67,6 +67,38 @@ public final class CoordinateTransform {
     }
 }
 
+/// Azimuthal equidistant projections on WGS 84 centred where asked (distances from the centre
+/// are true), made straight from PROJ's projection definition: no search of PROJ's database for
+/// a transformation, which costs milliseconds each and would dominate a geodesic buffer of many
+/// features. One instance makes any number of them; one task uses it at a time.
+public final class LocalProjections {
+    private let context: OpaquePointer
+
+    public init() throws {
+        guard let context = proj_context_create() else { throw CoordinateTransform.Failure(description: "cannot start PROJ") }
+        self.context = context
+    }
+
+    deinit { proj_context_destroy(context) }
+
+    /// Longitude/latitude (degrees, WGS 84) → metres east/north of `centre` (`inverse` the other
+    /// way), applied to every position of `geometry`.
+    public func azimuthalEquidistant(_ geometry: Geometry, centre: Position, inverse: Bool = false) throws -> Geometry {
+        guard let projection = proj_create(context, "+proj=aeqd +lat_0=\(centre.y) +lon_0=\(centre.x) +ellps=WGS84") else {
+            throw CoordinateTransform.Failure(description: "PROJ cannot centre a projection on (\(centre.x), \(centre.y))")
+        }
+        defer { proj_destroy(projection) }
+        let radians = Double.pi / 180
+        return try geometry.mapPositions { p in
+            var c = PJ_COORD()
+            c.xyzt = inverse ? PJ_XYZT(x: p.x, y: p.y, z: 0, t: .infinity) : PJ_XYZT(x: p.x * radians, y: p.y * radians, z: 0, t: .infinity)
+            let out = proj_trans(projection, inverse ? PJ_INV : PJ_FWD, c).xyzt
+            guard out.x.isFinite, out.y.isFinite else { throw CoordinateTransform.Failure(description: "(\(p.x), \(p.y)) cannot be projected") }
+            return inverse ? Position(x: out.x / radians, y: out.y / radians, z: p.z, m: p.m) : Position(x: out.x, y: out.y, z: p.z, m: p.m)
+        }
+    }
+}
+
 /// What a coordinate reference system is, as PROJ describes it: geographic (degrees) or
 /// projected, and how many metres one unit of its first axis is.
 public struct CoordinateSystemInfo: Sendable, Hashable {

@@ -38,6 +38,7 @@ public struct BufferTool: GPTool {
             field = name
         }
         let engine = GeometryEngine()
+        let geodesicBuffer = geodesic ? try GeodesicBuffer(reference: reference, quadrantSegments: quadrantSegments) : nil
         var out: [GPFeatureSet.Feature] = []
         for (index, feature) in input.features.enumerated() {
             if index % 1_000 == 0 { try context.checkCancellation() }
@@ -48,8 +49,8 @@ public struct BufferTool: GPTool {
                 metres = value * unitMetres
             }
             let buffered: Geometry?
-            if geodesic {
-                buffered = try Self.geodesicBuffer(geometry, metres: metres, in: reference, engine: engine, quadrantSegments: quadrantSegments)
+            if let geodesicBuffer {
+                buffered = try geodesicBuffer.buffer(geometry, metres: metres, engine: engine)
             } else {
                 buffered = try engine.buffer(geometry, distance: metres / (system.metresPerUnit ?? 1), quadrantSegments: quadrantSegments)
             }
@@ -64,17 +65,32 @@ public struct BufferTool: GPTool {
         context.message("Buffered \(input.features.count) features into \(out.count) polygons (\(geodesic ? "geodesic" : "planar"))")
         return ["Output_Features": .featureSet(GPFeatureSet(geometryType: "esriGeometryPolygon", spatialReference: reference, fields: fields, features: out))]
     }
+}
 
-    /// The geometry buffered by `metres` on the ellipsoid: into an azimuthal equidistant
-    /// projection centred on the geometry's envelope (distances from the centre are true), the
-    /// buffer there, and back.
-    static func geodesicBuffer(_ geometry: Geometry, metres: Double, in reference: SpatialReference, engine: GeometryEngine, quadrantSegments: Int) throws -> Geometry? {
-        let toGeographic = reference.wkid == 4326 ? nil : try CoordinateTransform(from: reference, to: SpatialReference(wkid: 4326))
-        let geographic = try toGeographic?.transform(geometry) ?? geometry
-        guard let envelope = geographic.envelope else { return nil }
-        let centre = "+proj=aeqd +lat_0=\((envelope.ymin + envelope.ymax) / 2) +lon_0=\((envelope.xmin + envelope.xmax) / 2) +datum=WGS84 +units=m +type=crs"
-        let there = try CoordinateTransform(from: "EPSG:4326", to: centre), back = try CoordinateTransform(from: centre, to: "EPSG:\(reference.wkid)")
-        guard let buffered = try engine.buffer(try there.transform(geographic), distance: metres, quadrantSegments: quadrantSegments) else { return nil }
-        return try back.transform(buffered)
+/// Buffers on the ellipsoid: each geometry in an azimuthal equidistant projection centred on its
+/// envelope (distances from the centre are true), buffered there, and brought back. The
+/// transforms to and from longitude/latitude are made once per run.
+struct GeodesicBuffer {
+    let toGeographic: CoordinateTransform?
+    let fromGeographic: CoordinateTransform?
+    let projections: LocalProjections
+    let quadrantSegments: Int
+
+    init(reference: SpatialReference, quadrantSegments: Int) throws {
+        let geographic = SpatialReference(wkid: 4326)
+        toGeographic = reference == geographic ? nil : try CoordinateTransform(from: reference, to: geographic)
+        fromGeographic = reference == geographic ? nil : try CoordinateTransform(from: geographic, to: reference)
+        projections = try LocalProjections()
+        self.quadrantSegments = quadrantSegments
+    }
+
+    func buffer(_ geometry: Geometry, metres: Double, engine: GeometryEngine) throws -> Geometry? {
+        let lonLat = try toGeographic?.transform(geometry) ?? geometry
+        guard let envelope = lonLat.envelope else { return nil }
+        let centre = Position(x: (envelope.xmin + envelope.xmax) / 2, y: (envelope.ymin + envelope.ymax) / 2)
+        let local = try projections.azimuthalEquidistant(lonLat, centre: centre)
+        guard let buffered = try engine.buffer(local, distance: metres, quadrantSegments: quadrantSegments) else { return nil }
+        let back = try projections.azimuthalEquidistant(buffered, centre: centre, inverse: true)
+        return try fromGeographic?.transform(back) ?? back
     }
 }
