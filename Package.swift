@@ -4,7 +4,7 @@ import PackageDescription
 // Module graph (README, "Modules"): dependencies point one way only.
 //   OutpostCore <- OutpostStorage <- OutpostSync / OutpostTiles <- OutpostServer <- outpost
 //   OutpostCore <- OutpostProtocol <- OutpostSync / OutpostServer
-//   OutpostCore <- OutpostGeoprocessing (GEOS, PROJ)
+//   OutpostCore <- OutpostGeoprocessing (GEOS, PROJ) <- OutpostServer
 let package = Package(
     name: "Outpost",
     platforms: [.macOS(.v15)],
@@ -111,7 +111,9 @@ let package = Package(
         .target(
             name: "OutpostServer",
             dependencies: [
-                "OutpostProtocol", "OutpostTiles", "OutpostStorage", "OutpostCore",
+                "OutpostProtocol", "OutpostTiles", "OutpostStorage", "OutpostCore", "OutpostGeoprocessing",
+                // Geoprocessing job records (already in the graph through OutpostStorage).
+                .product(name: "GRDB", package: "GRDB.swift"),
                 .product(name: "Hummingbird", package: "hummingbird"),
                 .product(name: "HummingbirdTLS", package: "hummingbird"),
                 .product(name: "HummingbirdHTTP2", package: "hummingbird"),
@@ -220,6 +222,7 @@ let package = Package(
             name: "OutpostServerTests",
             dependencies: [
                 "OutpostServer", "OutpostTestSupport", "OutpostServiceTestSupport", "OutpostCore", "OutpostStorage", "OutpostProtocol", "OutpostTiles",
+                "OutpostGeoprocessing",
                 .product(name: "Hummingbird", package: "hummingbird"),
                 .product(name: "HummingbirdTesting", package: "hummingbird"),
                 .product(name: "HTTPTypes", package: "swift-http-types"),

@@ -10,7 +10,7 @@ import OutpostStorage
 /// Builds and runs the Outpost feature service.
 ///
 /// ```swift
-/// let services = try ServiceDirectory(loading: URL(fileURLWithPath: "services/"))
+/// let services = try await ServiceDirectory(loading: URL(fileURLWithPath: "services/"))
 /// let app = try OutpostApplication.make(services: services, configuration: ServerConfiguration(port: 0)) { url in
 ///     print("listening on \(url)")
 /// }
@@ -65,16 +65,18 @@ public enum OutpostApplication {
 extension ServiceDirectory {
     /// Opens the services at `path`: one service GeoPackage, or every `.gpkg` in a directory.
     /// The service name is `name` (single file only) or the file's stem.
-    public convenience init(loading path: URL, name: String? = nil) throws {
+    public convenience init(loading path: URL, name: String? = nil) async throws {
         let found = try Self.files(at: path, name: name)
-        self.init(found.backends, tileCaches: found.tileCaches)
+        var geoprocessing: [GeoprocessingService] = []
+        for url in found.geoprocessing { geoprocessing.append(try await GeoprocessingService(contentsOf: url)) }
+        self.init(found.backends, tileCaches: found.tileCaches, geoprocessing: geoprocessing)
     }
 
     /// The services of a path: a service GeoPackage, a tile cache, or a directory of them.
     /// - Parameter faults: fault points for tests, shared by the services.
     public static func files(
         at path: URL, name: String? = nil, faults: FaultInjector = FaultInjector()
-    ) throws -> (backends: [any FeatureServiceBackend], tileCaches: [URL]) {
+    ) throws -> (backends: [any FeatureServiceBackend], tileCaches: [URL], geoprocessing: [URL]) {
         var isDirectory: ObjCBool = false
         guard FileManager.default.fileExists(atPath: path.path, isDirectory: &isDirectory) else {
             throw ServiceError(404, "\(path.path) does not exist")
@@ -87,21 +89,31 @@ extension ServiceDirectory {
                 ["tpkx", "mbtiles"].contains($0.pathExtension.lowercased())
                     || FileManager.default.fileExists(atPath: $0.appendingPathComponent("conf.xml").path)
             }
-            guard !files.isEmpty || !caches.isEmpty else { throw ServiceError(404, "\(path.path) holds no service .gpkg files or tile caches") }
-            return (try files.map { try SQLiteServiceBackend(url: $0, faults: faults) }, caches)
+            // Geoprocessing services: <name>.gp.json.
+            let gp = entries.filter { $0.lastPathComponent.lowercased().hasSuffix(".gp.json") }
+            guard !files.isEmpty || !caches.isEmpty || !gp.isEmpty else {
+                throw ServiceError(404, "\(path.path) holds no service .gpkg files, tile caches or .gp.json geoprocessing services")
+            }
+            return (try files.map { try SQLiteServiceBackend(url: $0, faults: faults) }, caches, gp)
         } else if ["tpkx", "mbtiles"].contains(path.pathExtension.lowercased()) {
-            return ([], [path])
+            return ([], [path], [])
+        } else if path.lastPathComponent.lowercased().hasSuffix(".gp.json") {
+            return ([], [], [path])
         } else {
-            return ([try SQLiteServiceBackend(url: path, name: name, faults: faults)], [])
+            return ([try SQLiteServiceBackend(url: path, name: name, faults: faults)], [], [])
         }
     }
 
     /// Services from several places (files and a database): two with one name are refused.
-    public convenience init(checking backends: [any FeatureServiceBackend], tileCaches: [URL] = []) throws {
+    public convenience init(checking backends: [any FeatureServiceBackend], tileCaches: [URL] = [], geoprocessing: [GeoprocessingService] = []) throws {
         var seen = Set<String>()
         for b in backends where !seen.insert(b.name.lowercased()).inserted {
             throw ServiceError(409, "two services are named \(b.name); serve them from separate processes or rename one")
         }
-        self.init(backends, tileCaches: tileCaches)
+        var gpSeen = Set<String>()
+        for g in geoprocessing where !gpSeen.insert(g.name.lowercased()).inserted {
+            throw ServiceError(409, "two geoprocessing services are named \(g.name)")
+        }
+        self.init(backends, tileCaches: tileCaches, geoprocessing: geoprocessing)
     }
 }

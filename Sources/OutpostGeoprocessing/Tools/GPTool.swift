@@ -31,15 +31,24 @@ extension GPTool {
     /// Checks `given` against the parameters (types, choices, required values, defaults) and
     /// runs the tool. Unknown names are refused, naming them.
     public func execute(_ given: [String: GPValue], context: GPToolContext = GPToolContext()) async throws -> [String: GPValue] {
-        let known = Set(Self.parameters.map(\.name))
-        if let unknown = given.keys.sorted().first(where: { !known.contains($0) }) {
-            throw GPValueError(parameter: unknown, "is not a parameter of \(Self.name)")
+        try await run(try GPParameterInfo.check(given, against: Self.parameters, task: Self.name), context: context)
+    }
+}
+
+extension GPParameterInfo {
+    /// The inputs a task runs with: `given` checked against `parameters` (an unknown name, a
+    /// wrong type, a value outside a choice list, a missing required value are errors naming
+    /// the parameter), defaults filled in.
+    public static func check(_ given: [String: GPValue], against parameters: [GPParameterInfo], task: String) throws -> [String: GPValue] {
+        let inputs = Set(parameters.filter { $0.direction == .input }.map(\.name))
+        if let unknown = given.keys.sorted().first(where: { !inputs.contains($0) }) {
+            throw GPValueError(parameter: unknown, "is not an input parameter of \(task)")
         }
-        var inputs: [String: GPValue] = [:]
-        for parameter in Self.parameters where parameter.direction == .input {
-            if let value = try parameter.accept(given[parameter.name]) { inputs[parameter.name] = value }
+        var checked: [String: GPValue] = [:]
+        for parameter in parameters where parameter.direction == .input {
+            if let value = try parameter.accept(given[parameter.name]) { checked[parameter.name] = value }
         }
-        return try await run(inputs, context: context)
+        return checked
     }
 }
 
@@ -59,12 +68,20 @@ enum ToolInputs {
 
     /// Both sets in one spatial reference (the second's geometries transformed to the first's).
     static func aligned(_ a: GPFeatureSet, _ b: GPFeatureSet) throws -> GPFeatureSet {
-        let target = a.spatialReference ?? SpatialReference(wkid: 4326), source = b.spatialReference ?? target
-        guard source != target else { return b }
+        try b.projected(to: a.spatialReference ?? SpatialReference(wkid: 4326))
+    }
+}
+
+extension GPFeatureSet {
+    /// The set with its geometries in `target` (itself when already there; a set without a
+    /// spatial reference is taken to be WGS 84).
+    public func projected(to target: SpatialReference) throws -> GPFeatureSet {
+        let source = spatialReference ?? SpatialReference(wkid: 4326)
+        guard source != target else { return self }
         let transform = try CoordinateTransform(from: source, to: target)
-        var out = b
+        var out = self
         out.spatialReference = target
-        out.features = try b.features.map { GPFeatureSet.Feature(geometry: try $0.geometry.map(transform.transform), attributes: $0.attributes) }
+        out.features = try features.map { Feature(geometry: try $0.geometry.map(transform.transform), attributes: $0.attributes) }
         return out
     }
 }

@@ -1,4 +1,5 @@
 import OutpostCore
+import OutpostGeoprocessing
 import OutpostProtocol
 import OutpostStorage
 
@@ -56,6 +57,7 @@ public struct ServiceError: Error, Sendable, CustomStringConvertible {
             }
         }
         if let e = error as? GeometryError { return .badParameter(parameter ?? "geometry", e.message) }
+        if let e = error as? GPValueError { return e.parameter.map { .badParameter($0, e.reason) } ?? ServiceError(400, e.reason) }
         if error is CancellationError { return ServiceError(499, "the request was cancelled") }
         return ServiceError(500, "the service could not complete the request")
     }

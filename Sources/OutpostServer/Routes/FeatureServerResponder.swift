@@ -200,6 +200,16 @@ public struct FeatureServerResponder: HTTPResponder {
                 layers: route.isEmpty ? try await operations.layers() : []  // the service's description only; not per tile
             ).respond(route)
         }
+        if rest.count >= 2, rest[1] == "GPServer" {
+            guard let gp = services.geoprocessingService(named: rest[0]) else { throw ServiceError.notFound("geoprocessing service \(rest[0])") }
+            page(.resource)
+            let publicURL = PublicURL(request, configuration: configuration)
+            let resolver = GPLayerResolver(services: services, publicBase: publicURL.base, limit: gp.definition.maximumRecords)
+            return try await GPServerRoutes(
+                service: gp, resolver: resolver, parameters: parameters, writing: writing, serviceURL: publicURL.service(gp.name, "GPServer"),
+                contentType: request.headers[.contentType]
+            ).respond(Array(rest.dropFirst(2)))
+        }
         guard rest.count >= 2, rest[1] == "FeatureServer" else { throw ServiceError.notFound("service \(rest[0])") }
         guard let backend = services.backend(named: rest[0]) else { throw ServiceError.notFound("service \(rest[0])") }
         let route = Array(rest.dropFirst(2))
@@ -319,7 +329,8 @@ public struct FeatureServerResponder: HTTPResponder {
             "folders": [],
             "services": .array(
                 services.names.filter(visible).map { ["name": .string($0), "type": "FeatureServer"] }
-                    + services.mapServiceNames.filter(visible).map { ["name": .string($0), "type": "MapServer"] }),
+                    + services.mapServiceNames.filter(visible).map { ["name": .string($0), "type": "MapServer"] }
+                    + services.geoprocessingNames.filter(visible).map { ["name": .string($0), "type": "GPServer"] }),
         ]
     }
 
@@ -390,7 +401,11 @@ public final class ServiceDirectory: Sendable {
     /// Tiled map services (`…/MapServer`), by name: tile caches on disk.
     private let tileCaches: [String: (name: String, cache: TileCache)]
 
-    public init(_ backends: [any FeatureServiceBackend], tileCaches: [URL] = []) {
+    /// Geoprocessing services (`…/GPServer`), by name.
+    private let geoprocessing: [String: GeoprocessingService]
+
+    public init(_ backends: [any FeatureServiceBackend], tileCaches: [URL] = [], geoprocessing: [GeoprocessingService] = []) {
+        self.geoprocessing = Dictionary(geoprocessing.map { ($0.name.lowercased(), $0) }, uniquingKeysWith: { first, _ in first })
         var map: [String: any FeatureServiceBackend] = [:]
         for b in backends { map[b.name.lowercased()] = b }
         self.backends = map
@@ -408,6 +423,11 @@ public final class ServiceDirectory: Sendable {
     public var mapServiceNames: [String] { tileCaches.values.map(\.name).sorted() }
 
     public func backend(named name: String) -> (any FeatureServiceBackend)? { backends[name.lowercased()] }
+
+    /// The names of the geoprocessing services.
+    public var geoprocessingNames: [String] { geoprocessing.values.map(\.name).sorted() }
+
+    public func geoprocessingService(named name: String) -> GeoprocessingService? { geoprocessing[name.lowercased()] }
 
     /// The tile cache behind `name`'s MapServer, loaded.
     public func tileCache(named name: String) async throws -> TileCache? {

@@ -27,6 +27,9 @@ struct RequestParameters: Sendable {
         }
     }
 
+    /// The names of every parameter given (empty values too).
+    var names: [String] { Array(values.keys) }
+
     static func decode(_ s: Substring) -> String {
         String(s).replacingOccurrences(of: "+", with: " ").removingPercentEncoding ?? String(s)
     }

@@ -85,10 +85,18 @@ struct ServeCommand: AsyncParsableCommand {
         do {
             var backends: [any FeatureServiceBackend] = []
             var tileCaches: [URL] = []
+            var geoprocessing: [GeoprocessingService] = []
             if let service {
                 let files = try ServiceDirectory.files(at: URL(fileURLWithPath: service), name: name, faults: processFaults)
                 backends += files.backends
                 tileCaches = files.tileCaches
+                for url in files.geoprocessing {
+                    do {
+                        geoprocessing.append(try await GeoprocessingService(contentsOf: url))
+                    } catch {
+                        throw CLIFailure(message: "\(url.lastPathComponent): \(error)")
+                    }
+                }
             }
             if let database {
                 let location = try PostgresLocation(url: database)
@@ -98,7 +106,7 @@ struct ServeCommand: AsyncParsableCommand {
                 // Job status in the database: any process answers it.
                 configuration.jobStore = try await PostgresJobStore(location: location)
             }
-            services = try ServiceDirectory(checking: backends, tileCaches: tileCaches)
+            services = try ServiceDirectory(checking: backends, tileCaches: tileCaches, geoprocessing: geoprocessing)
             try await services.loadTileCaches()
         } catch let error as ServiceError {
             throw CLIFailure(message: error.message)

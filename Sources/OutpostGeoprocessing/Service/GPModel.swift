@@ -1,0 +1,198 @@
+import OutpostCore
+
+/// A model is wrong: a cycle, a type that does not fit, a name that leads nowhere.
+public struct GPModelError: Error, Hashable, Sendable, CustomStringConvertible {
+    public var model: String
+    public var reason: String
+
+    public init(model: String, _ reason: String) {
+        self.model = model
+        self.reason = reason
+    }
+
+    public var description: String { "model \(model): \(reason)" }
+}
+
+/// A model: tools chained into one task. Its JSON (documented in docs/geoprocessing.md, schema
+/// `Schemas/gp-service.schema.json#/$defs/model`):
+///
+/// ```json
+/// {"name": "BufferAndClip",
+///  "parameters": [{"name": "Points", "dataType": "GPFeatureRecordSetLayer"}, …,
+///                 {"name": "Result", "dataType": "GPFeatureRecordSetLayer", "direction": "esriGPParameterDirectionOutput"}],
+///  "steps": [{"id": "buffer", "tool": "Buffer", "inputs": {"Input_Features": {"parameter": "Points"},
+///                                                          "Distance": {"value": {"distance": 50, "units": "esriMeters"}}}},
+///            {"id": "clip", "tool": "Clip", "inputs": {"Input_Features": {"step": "buffer", "output": "Output_Features"},
+///                                                      "Clip_Features": {"parameter": "Area"}}}],
+///  "outputs": {"Result": {"step": "clip", "output": "Output_Features"}}}
+/// ```
+///
+/// A step's input is bound to a model parameter, to an output of another step, or to a fixed
+/// value; inputs left unbound take the tool's default. Loading checks everything a run would
+/// find too late: unknown tools, steps and parameters; types that differ between what feeds an
+/// input and the input; required inputs left unbound; cycles. Steps run in dependency order.
+public struct GPModel: Sendable {
+    public enum Source: Hashable, Sendable {
+        case parameter(String)
+        case step(String, output: String)
+        case value(GPValue)
+    }
+
+    public struct Step: Sendable {
+        public var id: String
+        public var task: GPTaskDefinition
+        public var inputs: [String: Source]
+    }
+
+    public var name: String
+    public var displayName: String
+    public var summary: String
+    public var parameters: [GPParameterInfo]
+    /// In the order they run.
+    public private(set) var steps: [Step]
+    public var outputs: [String: Source]
+
+    /// Reads and checks a model. `tasks` finds the task a step names (the built-in tools unless
+    /// the service offers more).
+    public init(json: JSONValue, tasks: (String) -> GPTaskDefinition? = GPToolbox.task(named:)) throws {
+        guard json.objectValue != nil else { throw GPModelError(model: "(unnamed)", "a model is a JSON object") }
+        guard let name = json["name"]?.stringValue, !name.isEmpty else { throw GPModelError(model: "(unnamed)", "a model needs a \"name\"") }
+        func fail(_ reason: String) -> GPModelError { GPModelError(model: name, reason) }
+        self.name = name
+        displayName = json["displayName"]?.stringValue ?? name
+        summary = json["description"]?.stringValue ?? ""
+        do {
+            parameters = try (json["parameters"]?.arrayValue ?? []).map { try GPParameterInfo(json: $0) }
+        } catch let error as GPValueError {
+            throw fail("parameter \(error.description)")
+        }
+        var seen = Set<String>()
+        for p in parameters where !seen.insert(p.name).inserted { throw fail("two parameters are named \(p.name)") }
+        let byName = Dictionary(uniqueKeysWithValues: parameters.map { ($0.name, $0) })
+
+        guard let stepList = json["steps"]?.arrayValue, !stepList.isEmpty else { throw fail("a model needs at least one step") }
+        var declared: [String: Step] = [:]
+        var order: [String] = []
+        for (index, item) in stepList.enumerated() {
+            guard let id = item["id"]?.stringValue, !id.isEmpty else { throw fail("steps[\(index)] needs an \"id\"") }
+            guard declared[id] == nil else { throw fail("two steps have the id \(id)") }
+            guard let toolName = item["tool"]?.stringValue else { throw fail("step \(id) needs a \"tool\"") }
+            guard let task = tasks(toolName) else { throw fail("step \(id): there is no tool \(toolName)") }
+            var inputs: [String: Source] = [:]
+            for (input, binding) in item["inputs"]?.objectValue ?? [:] {
+                guard let target = task.parameter(input), target.direction == .input else {
+                    throw fail("step \(id): \(input) is not an input of \(toolName)")
+                }
+                inputs[input] = try Self.source(binding, type: target.dataType, where: "step \(id) input \(input)", fail)
+            }
+            declared[id] = Step(id: id, task: task, inputs: inputs)
+            order.append(id)
+        }
+
+        // What feeds each input has the input's type; required inputs are bound.
+        func type(of source: Source, where place: String) throws -> GPDataType? {
+            switch source {
+            case .value(let v): return v.dataType
+            case .parameter(let p):
+                guard let parameter = byName[p], parameter.direction == .input else { throw fail("\(place): the model has no input parameter \(p)") }
+                return parameter.dataType
+            case .step(let s, let output):
+                guard let step = declared[s] else { throw fail("\(place): there is no step \(s)") }
+                guard let produced = step.task.parameter(output), produced.direction == .output else {
+                    throw fail("\(place): \(step.task.name) (step \(s)) has no output \(output)")
+                }
+                return produced.dataType
+            }
+        }
+        for id in order {
+            let step = declared[id]!
+            for target in step.task.inputs {
+                guard let source = step.inputs[target.name] else {
+                    if target.kind == .required, target.defaultValue == nil { throw fail("step \(id): the required input \(target.name) is not bound") }
+                    continue
+                }
+                let place = "step \(id) input \(target.name)"
+                if let given = try type(of: source, where: place), given != target.dataType {
+                    throw fail("\(place) expects a \(target.dataType) but is fed a \(given)")
+                }
+            }
+        }
+        var outputs: [String: Source] = [:]
+        for (output, binding) in json["outputs"]?.objectValue ?? [:] {
+            guard let parameter = byName[output], parameter.direction == .output else { throw fail("outputs: \(output) is not an output parameter of the model") }
+            let source = try Self.source(binding, type: parameter.dataType, where: "output \(output)", fail)
+            if let given = try type(of: source, where: "output \(output)"), given != parameter.dataType {
+                throw fail("output \(output) is a \(parameter.dataType) but is fed a \(given)")
+            }
+            outputs[output] = source
+        }
+        for parameter in parameters where parameter.direction == .output && outputs[parameter.name] == nil {
+            throw fail("the output parameter \(parameter.name) is not fed by any step")
+        }
+        self.outputs = outputs
+        steps = try Self.dependencyOrder(order, declared, fail)
+    }
+
+    private static func source(_ json: JSONValue, type: GPDataType, where place: String, _ fail: (String) -> GPModelError) throws -> Source {
+        if let p = json["parameter"]?.stringValue { return .parameter(p) }
+        if let s = json["step"]?.stringValue {
+            guard let output = json["output"]?.stringValue else { throw fail("\(place): name the \"output\" of step \(s)") }
+            return .step(s, output: output)
+        }
+        if let v = json["value"] {
+            do {
+                return .value(try GPValue(json: v, as: type, parameter: place))
+            } catch let error as GPValueError {
+                throw fail(error.description)
+            }
+        }
+        throw fail("\(place): bind it to {\"parameter\"}, {\"step\", \"output\"} or {\"value\"}")
+    }
+
+    /// Steps ordered so each runs after the steps that feed it (Kahn's algorithm); a cycle is
+    /// an error naming its steps.
+    private static func dependencyOrder(_ order: [String], _ steps: [String: Step], _ fail: (String) -> GPModelError) throws -> [Step] {
+        func feeders(_ step: Step) -> Set<String> {
+            Set(step.inputs.values.compactMap { if case .step(let s, _) = $0 { s } else { nil } })
+        }
+        var waiting = Dictionary(uniqueKeysWithValues: order.map { ($0, feeders(steps[$0]!)) })
+        var sorted: [Step] = []
+        while !waiting.isEmpty {
+            guard let next = order.first(where: { waiting[$0]?.isEmpty == true }) else {
+                throw fail("the steps \(order.filter { waiting[$0] != nil }.joined(separator: ", ")) form a cycle")
+            }
+            waiting[next] = nil
+            for key in waiting.keys { waiting[key]?.remove(next) }
+            sorted.append(steps[next]!)
+        }
+        return sorted
+    }
+
+    /// Runs the steps in order, each with its bound inputs; messages carry the step's id.
+    public func run(_ inputs: [String: GPValue], context: GPToolContext) async throws -> [String: GPValue] {
+        var produced: [String: [String: GPValue]] = [:]
+        func value(_ source: Source) -> GPValue? {
+            switch source {
+            case .parameter(let p): inputs[p]
+            case .step(let s, let output): produced[s]?[output]
+            case .value(let v): v
+            }
+        }
+        for step in steps {
+            try context.checkCancellation()
+            var given: [String: GPValue] = [:]
+            for (name, source) in step.inputs {
+                if let v = value(source) { given[name] = v }
+            }
+            let stepContext = GPToolContext { context.message("\(step.id): \($0)") }
+            produced[step.id] = try await step.task.execute(given, context: stepContext)
+        }
+        return outputs.compactMapValues(value)
+    }
+
+    public var task: GPTaskDefinition {
+        GPTaskDefinition(name: name, displayName: displayName, summary: summary, parameters: parameters) { inputs, context in
+            try await run(inputs, context: context)
+        }
+    }
+}

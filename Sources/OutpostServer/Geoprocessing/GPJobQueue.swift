@@ -1,0 +1,155 @@
+import Foundation
+import OutpostCore
+import OutpostGeoprocessing
+
+/// Runs a geoprocessing service's jobs: at most `maximumConcurrentJobs` at once (the rest wait
+/// as `esriJobWaiting`, first come first served), each ended by cancel or by its time limit,
+/// every state change and message written to the ``GPJobStore`` as it happens.
+///
+/// On start it takes over what a stopped server left: a job that was executing is failed with
+/// a message saying so (a tool may have been half way through; its inputs are kept, so the
+/// client may submit again), and jobs that were submitted or waiting run as if just submitted.
+actor GPJobQueue {
+    let definition: GPServiceDefinition
+    let store: GPJobStore
+    private var running: [String: Task<Void, Never>] = [:]
+    private var waiting: [String] = []
+    /// Jobs whose time ran out (ended as TimedOut rather than Cancelled).
+    private var timedOut: Set<String> = []
+
+    init(definition: GPServiceDefinition, store: GPJobStore) {
+        self.definition = definition
+        self.store = store
+    }
+
+    /// Takes over the jobs a previous server left unfinished.
+    func recover() throws {
+        try sweep()
+        for (id, status) in try store.unfinished() {
+            switch status {
+            case .executing, .cancelling:
+                try store.append(id, GPMessage(.error, "The server stopped while the job was executing; submit it again."))
+                try store.update(id, status: .failed)
+            default:
+                try store.append(id, GPMessage(.informative, "Queued again after a server restart."))
+                waiting.append(id)
+                try store.update(id, status: .waiting)
+            }
+        }
+        pump()
+    }
+
+    /// Records a job and starts it when a slot is free. `inputs` were checked by the caller.
+    func submit(task: String, inputs: [String: JSONValue], environment: GPEnvironment) throws -> String {
+        try sweep()
+        let id = "j" + UUID().uuidString.replacingOccurrences(of: "-", with: "").lowercased()
+        let now = GPJobStore.now()
+        try store.insert(GPJobRecord(id: id, task: task, status: .submitted, submitted: now, updated: now, inputs: inputs, environment: environment))
+        waiting.append(id)
+        if running.count >= definition.maximumConcurrentJobs { try store.update(id, status: .waiting) }
+        pump()
+        return id
+    }
+
+    /// Asks a job to stop: a waiting one is cancelled at once, a running one is told to stop
+    /// (its tool checks between features) and discards what it made. False for an unknown job.
+    func cancel(_ id: String) throws -> Bool {
+        guard let job = try store.summary(id) else { return false }
+        if let index = waiting.firstIndex(of: id) {
+            waiting.remove(at: index)
+            try store.append(id, GPMessage(.warning, "Cancelled before it started."))
+            try store.update(id, status: .cancelled)
+        } else if let task = running[id] {
+            try store.update(id, status: .cancelling)
+            task.cancel()
+        } else if !job.status.isFinished {
+            try store.update(id, status: .cancelled)
+        }
+        return true
+    }
+
+    /// Forgets finished jobs older than the retention, with their files.
+    func sweep() throws {
+        let cutoff = GPJobStore.now() - definition.jobRetention.components.seconds * 1000
+        _ = try store.removeFinished(before: cutoff)
+    }
+
+    /// Waits for every running job (tests, shutdown).
+    func drain() async {
+        while let task = running.values.first { await task.value }
+    }
+
+    private func pump() {
+        while running.count < definition.maximumConcurrentJobs, !waiting.isEmpty {
+            let id = waiting.removeFirst()
+            running[id] = Task { await self.execute(id) }
+        }
+    }
+
+    private func finished(_ id: String) {
+        running[id] = nil
+        timedOut.remove(id)
+        pump()
+    }
+
+    private func markTimedOut(_ id: String) {
+        guard let task = running[id] else { return }
+        timedOut.insert(id)
+        task.cancel()
+    }
+
+    private func hasTimedOut(_ id: String) -> Bool { timedOut.contains(id) }
+
+    /// Runs off the actor: reading inputs and running the tool take seconds, and status,
+    /// cancel and submit requests must not wait for them.
+    private nonisolated func execute(_ id: String) async {
+        _ = try? await GPWorkExecutor.run { await self.run(id) }
+        await finished(id)
+    }
+
+    private nonisolated func run(_ id: String) async {
+        let store = self.store, definition = self.definition
+        guard let record = try? store.record(id), let task = definition.task(named: record.task) else {
+            _ = try? store.update(id, status: .failed)
+            return
+        }
+        let limit = definition.maximumExecutionTime
+        let timer = Task {
+            try await Task.sleep(for: limit)
+            await self.markTimedOut(id)
+        }
+        defer { timer.cancel() }
+        let outcome: (GPJobStatus, [String: JSONValue]?, GPMessage?)
+        do {
+            try store.update(id, status: .executing)
+            try store.append(id, GPMessage(.informative, "Executing \(task.name)"))
+            var inputs: [String: GPValue] = [:]
+            for (name, json) in record.inputs {
+                guard let parameter = task.parameter(name) else { throw GPValueError(parameter: name, "is not a parameter of \(task.name)") }
+                inputs[name] = try GPValue(json: json, as: parameter.dataType, parameter: name)
+            }
+            let context = GPToolContext { text in try? store.append(id, GPMessage(.informative, text)) }
+            let outputs = try await task.execute(inputs, environment: record.environment, context: context)
+            try Task.checkCancellation()
+            outcome = (.succeeded, try outputs.mapValues { try $0.json }, GPMessage(.informative, "Succeeded"))
+        } catch {
+            if error is CancellationError || Task.isCancelled {
+                outcome = await hasTimedOut(id)
+                    ? (.timedOut, nil, GPMessage(.error, "The job ran longer than the service allows (\(limit.components.seconds) s) and was stopped."))
+                    : (.cancelled, nil, GPMessage(.warning, "Cancelled; no output was kept."))
+            } else {
+                outcome = (.failed, nil, GPMessage(.error, Self.describe(error)))
+            }
+        }
+        if let message = outcome.2 { try? store.append(id, message) }
+        _ = try? store.update(id, status: outcome.0, results: outcome.1)
+    }
+
+    /// A failure as a message a person can act on.
+    static func describe(_ error: any Error) -> String {
+        if let e = error as? GPValueError { return e.description }
+        if let e = error as? GeometryEngine.Failure { return "Geometry error: \(e.description)" }
+        if let e = error as? CoordinateTransform.Failure { return "Coordinate error: \(e.description)" }
+        return "\(error)"
+    }
+}

@@ -1,0 +1,255 @@
+import Foundation
+import Synchronization
+import Hummingbird
+import NIOCore
+import OutpostCore
+import OutpostGeoprocessing
+
+/// `…/<name>/GPServer/…`, as the ArcGIS REST API shapes a geoprocessing service: service info,
+/// task info, `execute` (synchronous services), `submitJob` and `jobs/{id}` with its results,
+/// inputs and cancel (asynchronous services), and `uploads/upload`.
+struct GPServerRoutes {
+    let service: GeoprocessingService
+    let resolver: GPLayerResolver
+    let parameters: RequestParameters
+    let writing: ResponseWriting
+    /// `…/<name>/GPServer` as the client reaches it.
+    let serviceURL: String
+    /// The request's Content-Type (uploads are multipart).
+    let contentType: String?
+
+    /// Parameters every operation may carry besides the task's own.
+    static let common: Set<String> = ["f", "token", "returnmessages", "returnz", "returnm", "context", "returnfeaturecollection", "returncolumnname", "returntype"]
+
+    func respond(_ route: [String]) async throws -> Response {
+        _ = try parameters.format()
+        let definition = service.definition
+        switch route.count {
+        case 0:
+            return writing.json(serviceInfo())
+        case 2 where route[0] == "uploads" && route[1] == "upload":
+            return try upload()
+        case 2 where route[0] == "uploads":
+            return try uploadInfo(route[1])
+        case 2 where route[0] == "jobs":
+            // ArcGIS also answers a job below the service (`…/GPServer/jobs/{id}`).
+            return try await job(route[1], task: nil)
+        default:
+            break
+        }
+        guard let task = definition.task(named: route[0]) else { throw ServiceError.notFound("task \(route[0])") }
+        switch (route.count, route.count > 1 ? route[1] : "") {
+        case (1, _):
+            var info = try task.infoJSON.objectValue ?? [:]
+            info["executionType"] = .string(definition.executionType.rawValue)
+            return writing.json(.object(info))
+        case (2, "execute"):
+            guard definition.executionType == .synchronous else {
+                throw ServiceError(400, "\(definition.name) is an asynchronous service: use submitJob, not execute")
+            }
+            return try await execute(task)
+        case (2, "submitJob"):
+            guard definition.executionType == .asynchronous else {
+                throw ServiceError(400, "\(definition.name) is a synchronous service: use execute, not submitJob")
+            }
+            let (inputs, environment) = try await inputs(task)
+            let id = try await service.queue.submit(task: task.name, inputs: try inputs.mapValues { try $0.json }, environment: environment)
+            return writing.json(try await status(id, task: task))
+        case (3, "jobs"):
+            return try await job(route[2], task: task)
+        case (4, "jobs") where route[3] == "cancel":
+            guard try await service.queue.cancel(route[2]) else { throw ServiceError.notFound("job \(route[2])") }
+            return writing.json(try await status(route[2], task: task))
+        case (5, "jobs") where route[3] == "results" || route[3] == "inputs":
+            return try await parameterValue(route[2], task: task, name: route[4], output: route[3] == "results")
+        default:
+            throw ServiceError.notFound("\(serviceURL)/\(route.joined(separator: "/"))")
+        }
+    }
+
+    private func serviceInfo() -> JSONValue {
+        let d = service.definition
+        return [
+            "currentVersion": ServiceInfo.currentVersion, "serviceDescription": .string(d.summary),
+            "tasks": .array(d.tasks.map { .string($0.name) }), "executionType": .string(d.executionType.rawValue),
+            "resultMapServerName": .string(d.resultMapServer ? d.name : ""), "maximumRecords": .integer(Int64(d.maximumRecords)),
+            "capabilities": .string(d.executionType == .asynchronous ? "Uploads" : ""),
+        ]
+    }
+
+    // MARK: - Inputs
+
+    /// The task's inputs from the request: each read as its type (a 400 naming it when it does
+    /// not parse), layer URLs resolved to features, feature counts within `maximumRecords`,
+    /// required values present; `env:outSR` and `env:processSR`.
+    func inputs(_ task: GPTaskDefinition) async throws -> (values: [String: GPValue], environment: GPEnvironment) {
+        let inputNames = Set(task.inputs.map(\.name))
+        for name in parameters.names.sorted() where !inputNames.contains(name) && !Self.common.contains(name.lowercased()) && !name.lowercased().hasPrefix("env:") {
+            throw ServiceError.badParameter(name, "\(task.name) has no parameter \(name) (its inputs: \(task.inputs.map(\.name).joined(separator: ", ")))")
+        }
+        var values: [String: GPValue] = [:]
+        for parameter in task.inputs {
+            guard let text = parameters[parameter.name] else { continue }
+            var value = try GPValue(formValue: text, as: parameter.dataType, parameter: parameter.name)
+            value = try await resolver.resolve(value, parameter: parameter.name)
+            try check(value, parameter: parameter.name)
+            values[parameter.name] = value
+        }
+        let checked = try GPParameterInfo.check(values, against: task.parameters, task: task.name)
+        let environment = GPEnvironment(processSpatialReference: try spatialReference("env:processSR"), outputSpatialReference: try spatialReference("env:outSR"))
+        return (checked, environment)
+    }
+
+    private func check(_ value: GPValue, parameter: String) throws {
+        let limit = service.definition.maximumRecords
+        switch value {
+        case .featureSet(let set), .recordSet(let set):
+            guard set.features.count <= limit else {
+                throw ServiceError.badParameter(parameter, "\(set.features.count) features are more than the \(limit) this service takes (maximumRecords)")
+            }
+        case .dataFile(let file), .rasterData(let file), .rasterDataLayer(let file):
+            if let item = file.itemID, uploadedFile(item) == nil { throw ServiceError.badParameter(parameter, "there is no uploaded item \(item)") }
+            if file.itemID == nil { throw ServiceError.badParameter(parameter, "give an uploaded file as {\"itemID\": …} (uploads/upload)") }
+        case .multiValue(_, let items):
+            for item in items { try check(item, parameter: parameter) }
+        default:
+            break
+        }
+    }
+
+    private func spatialReference(_ name: String) throws -> SpatialReference? {
+        guard var sr = try parameters.spatialReference(name) else { return nil }
+        if [102100, 102113, 900913].contains(sr.wkid) { sr = SpatialReference(wkid: 3857) }
+        do {
+            _ = try CoordinateSystemInfo(sr)
+        } catch {
+            throw ServiceError.badParameter(name, "PROJ does not know the spatial reference \(sr.wkid)")
+        }
+        return sr
+    }
+
+    // MARK: - execute
+
+    private func execute(_ task: GPTaskDefinition) async throws -> Response {
+        let (inputs, environment) = try await inputs(task)
+        let messages = MessageLog()
+        let context = GPToolContext { messages.append(GPMessage(.informative, $0)) }
+        let outputs: [String: GPValue]
+        do {
+            outputs = try await GPWorkExecutor.run { try await task.execute(inputs, environment: environment, context: context) }
+        } catch let error as GPValueError {
+            throw ServiceError.from(error)
+        } catch is CancellationError {
+            throw ServiceError(499, "the request was cancelled")
+        } catch {
+            throw ServiceError(500, "Error executing tool \(task.name): \(GPJobQueue.describe(error))", details: messages.all.map(\.description))
+        }
+        var results: [JSONValue] = []
+        for parameter in task.outputs {
+            guard let value = outputs[parameter.name] else { continue }
+            results.append(["paramName": .string(parameter.name), "dataType": .string(parameter.dataType.description), "value": try limited(value)])
+        }
+        let wantMessages = try parameters.bool("returnMessages", default: true)
+        return writing.json(["results": .array(results), "messages": .array(wantMessages ? messages.all.map(\.json) : [])])
+    }
+
+    /// An output's JSON, a feature set cut at `maximumRecords` and marked so.
+    private func limited(_ value: GPValue) throws -> JSONValue {
+        let limit = service.definition.maximumRecords
+        if case .featureSet(var set) = value, set.features.count > limit {
+            set.features.removeLast(set.features.count - limit)
+            var json = try GPValue.featureSet(set).json.objectValue ?? [:]
+            json["exceededTransferLimit"] = true
+            return .object(json)
+        }
+        return try value.json
+    }
+
+    // MARK: - Jobs
+
+    private func job(_ id: String, task: GPTaskDefinition?) async throws -> Response {
+        writing.json(try await status(id, task: task))
+    }
+
+    /// `jobs/{id}`: status, messages, and where each input and (once succeeded) output is.
+    private func status(_ id: String, task: GPTaskDefinition?) async throws -> JSONValue {
+        let store = service.queue.store
+        guard let job = try store.summary(id), task == nil || job.task == task?.name else { throw ServiceError.notFound("job \(id)") }
+        var json: [String: JSONValue] = ["jobId": .string(id), "jobStatus": .string(job.status.rawValue)]
+        json["inputs"] = .object(Dictionary(uniqueKeysWithValues: job.inputs.map { ($0, ["paramUrl": .string("inputs/\($0)")]) }))
+        json["results"] = .object(Dictionary(uniqueKeysWithValues: job.results.map { ($0, ["paramUrl": .string("results/\($0)")]) }))
+        if try parameters.bool("returnMessages", default: true) {
+            json["messages"] = .array(try store.messages(id).map(\.json))
+        }
+        return .object(json)
+    }
+
+    private func parameterValue(_ id: String, task: GPTaskDefinition, name: String, output: Bool) async throws -> Response {
+        let store = service.queue.store
+        guard let job = try store.summary(id), job.task == task.name else { throw ServiceError.notFound("job \(id)") }
+        guard let parameter = task.parameter(name), parameter.direction == (output ? .output : .input) else {
+            throw ServiceError.notFound("\(output ? "output" : "input") parameter \(name) of \(task.name)")
+        }
+        if output, job.status != .succeeded {
+            throw ServiceError(400, "job \(id) is \(job.status.rawValue); results exist once it has succeeded")
+        }
+        guard var value = try store.value(id, name, result: output) else { throw ServiceError.notFound("a value of \(name) in job \(id)") }
+        if output { value = try limited(GPValue(json: value, as: parameter.dataType, parameter: name)) }
+        return writing.json(["paramName": .string(name), "dataType": .string(parameter.dataType.description), "value": value])
+    }
+
+    // MARK: - Uploads
+
+    /// `uploads/upload`: a multipart body with the file in a part named `file`; answers the
+    /// item id a GPDataFile input names (`{"itemID": …}`).
+    private func upload() throws -> Response {
+        guard let body = parameters.rawBody, let type = contentType, let boundary = ServiceRoutes.boundary(type) else {
+            throw ServiceError.badParameter("file", "send the file as multipart/form-data in a part named \"file\"")
+        }
+        let parts = try ServiceRoutes.parts(body, boundary: boundary)
+        guard
+            let part = parts.first(where: {
+                ServiceRoutes.dispositionAttributes($0.headers.first { $0.0.lowercased() == "content-disposition" }?.1 ?? "")["name"] == "file"
+            })
+        else { throw ServiceError.badParameter("file", "the body has no part named \"file\"") }
+        let disposition = ServiceRoutes.dispositionAttributes(part.headers.first { $0.0.lowercased() == "content-disposition" }?.1 ?? "")
+        let fileName = Self.safeName(disposition["filename"] ?? "upload")
+        let id = "i" + UUID().uuidString.replacingOccurrences(of: "-", with: "").lowercased()
+        let folder = service.uploads.appendingPathComponent(id)
+        try FileManager.default.createDirectory(at: folder, withIntermediateDirectories: true)
+        try part.data.write(to: folder.appendingPathComponent(fileName))
+        return writing.json(["success": true, "item": itemJSON(id, name: fileName, size: part.data.count)])
+    }
+
+    private func uploadInfo(_ id: String) throws -> Response {
+        guard let file = uploadedFile(id) else { throw ServiceError.notFound("uploaded item \(id)") }
+        let size = (try? FileManager.default.attributesOfItem(atPath: file.path)[.size] as? Int) ?? 0
+        return writing.json(["item": itemJSON(id, name: file.lastPathComponent, size: size)])
+    }
+
+    private func itemJSON(_ id: String, name: String, size: Int) -> JSONValue {
+        ["itemID": .string(id), "itemName": .string(name), "description": .null, "date": .integer(GPJobStore.now()), "committed": true, "size": .integer(Int64(size))]
+    }
+
+    /// The file of an uploaded item, nil for an unknown one.
+    func uploadedFile(_ id: String) -> URL? {
+        guard id.range(of: "^i[0-9a-f]{32}$", options: .regularExpression) != nil else { return nil }
+        let folder = service.uploads.appendingPathComponent(id)
+        guard let name = try? FileManager.default.contentsOfDirectory(atPath: folder.path).first else { return nil }
+        return folder.appendingPathComponent(name)
+    }
+
+    /// A file name without directories or characters a file system might mind.
+    static func safeName(_ name: String) -> String {
+        let last = name.split(whereSeparator: { $0 == "/" || $0 == "\\" }).last.map(String.init) ?? "upload"
+        let cleaned = String(last.map { $0.isLetter || $0.isNumber || "-_.".contains($0) ? $0 : "_" }).trimmingCharacters(in: CharacterSet(charactersIn: "."))
+        return cleaned.isEmpty ? "upload" : String(cleaned.prefix(120))
+    }
+}
+
+/// Messages an `execute` collects while its tool runs.
+final class MessageLog: Sendable {
+    private let messages = Mutex<[GPMessage]>([])
+    func append(_ m: GPMessage) { messages.withLock { $0.append(m) } }
+    var all: [GPMessage] { messages.withLock { $0 } }
+}

@@ -1,0 +1,93 @@
+import Foundation
+import OutpostCore
+import OutpostGeoprocessing
+import OutpostStorage
+
+/// A geoprocessing service the server offers at `…/<name>/GPServer`: its definition, its jobs
+/// (records in `<jobs directory>/jobs.sqlite`) and uploaded files.
+public final class GeoprocessingService: Sendable {
+    public let definition: GPServiceDefinition
+    public var name: String { definition.name }
+    /// Where its job records and uploads live; they outlive the server process.
+    public let directory: URL
+    let queue: GPJobQueue
+
+    /// Opens the service and takes over the jobs a previous server left (see ``GPJobQueue``).
+    /// - Parameter jobsDirectory: default `<name>.gp-jobs/` beside the definition file.
+    public init(contentsOf url: URL, jobsDirectory: URL? = nil) async throws {
+        definition = try GPServiceDefinition(contentsOf: url)
+        directory = jobsDirectory ?? url.deletingLastPathComponent().appendingPathComponent("\(definition.name).gp-jobs")
+        queue = GPJobQueue(definition: definition, store: try GPJobStore(url: directory.appendingPathComponent("jobs.sqlite")))
+        try await queue.recover()
+    }
+
+    /// Waits for the jobs running now (tests).
+    public func waitForRunningJobs() async { await queue.drain() }
+
+    var uploads: URL { directory.appendingPathComponent("uploads") }
+}
+
+/// Turns `{"url": …}` feature set inputs into features: only layers this server serves, read
+/// with the URL's `where` (at most `limit` features).
+struct GPLayerResolver {
+    let services: ServiceDirectory
+    /// `scheme://host[:port][/prefix]` clients reach the server at.
+    let publicBase: String
+    let limit: Int
+
+    func resolve(_ value: GPValue, parameter: String) async throws -> GPValue {
+        switch value {
+        case .featureSet(let set) where set.url != nil: return .featureSet(try await features(set.url!, parameter: parameter, geometry: true))
+        case .recordSet(let set) where set.url != nil: return .recordSet(try await features(set.url!, parameter: parameter, geometry: false))
+        case .multiValue(let type, let items):
+            var out: [GPValue] = []
+            for item in items { out.append(try await resolve(item, parameter: parameter)) }
+            return .multiValue(type, out)
+        default: return value
+        }
+    }
+
+    private func features(_ text: String, parameter: String, geometry: Bool) async throws -> GPFeatureSet {
+        func bad(_ reason: String) -> ServiceError { .badParameter(parameter, reason) }
+        guard let url = URL(string: text) else { throw bad("\(text.prefix(80)) is not a URL") }
+        if url.host != nil, let base = URL(string: publicBase), url.host?.lowercased() != base.host?.lowercased() || url.port != base.port {
+            throw bad("only layers of services on this server can be given by URL")
+        }
+        let parts = url.path.split(separator: "/").map(String.init)
+        guard let at = parts.firstIndex(of: "services"), parts.count > at + 3, parts[at + 2] == "FeatureServer", let layerID = Int(parts[at + 3]),
+            parts.count == at + 4 || parts.count == at + 5 && parts[at + 4] == "query"
+        else { throw bad("give a layer URL like …/rest/services/<service>/FeatureServer/<layer>[/query?where=…]") }
+        guard let backend = services.backend(named: parts[at + 1]) else { throw bad("there is no service \(parts[at + 1]) on this server") }
+        let schema = try await backend.schema()
+        guard let layer = schema.layer(id: layerID) else { throw bad("service \(backend.name) has no layer \(layerID)") }
+        var query = FeatureQuery()
+        let items = URLComponents(url: url, resolvingAgainstBaseURL: false)?.queryItems ?? []
+        if let clause = items.first(where: { $0.name.lowercased() == "where" })?.value, !clause.isEmpty {
+            do {
+                _ = try WhereClause(clause, layer: layer)
+            } catch let error as StorageError {
+                throw bad("where: \(error.message)")
+            }
+            query.whereClause = clause
+        }
+        query.returnGeometry = geometry && layer.isSpatial
+        query.limit = limit + 1
+        let found = try await backend.features(layerID: layerID, query: query)
+        guard found.count <= limit else { throw bad("the layer holds more than the \(limit) features a task takes (maximumRecords)") }
+        let fields = layer.fields
+        return GPFeatureSet(
+            geometryType: geometry ? layer.geometryType?.esriName : nil, spatialReference: layer.spatialReference ?? schema.spatialReference,
+            fields: fields.map { GPField(name: $0.name, type: $0.type.esriName, alias: $0.alias, length: $0.length) },
+            features: found.map { feature in
+                var attributes: [String: JSONValue] = [:]
+                for field in fields {
+                    switch field.type {
+                    case .oid: attributes[field.name] = feature.objectID.map { .integer($0) } ?? .null
+                    case .globalID: attributes[field.name] = feature.globalID.map { .string($0) } ?? .null
+                    default: attributes[field.name] = feature.attributes[field.name]?.jsonValue ?? .null
+                    }
+                }
+                return GPFeatureSet.Feature(geometry: query.returnGeometry ? feature.geometry : nil, attributes: attributes)
+            })
+    }
+}

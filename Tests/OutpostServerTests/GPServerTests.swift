@@ -1,0 +1,324 @@
+import Foundation
+import Hummingbird
+import HummingbirdTesting
+import NIOCore
+import OutpostCore
+import OutpostGeoprocessing
+import OutpostServer
+import OutpostServiceTestSupport
+import OutpostTestSupport
+import Testing
+
+/// GPServer over real HTTP on 127.0.0.1: task infos, execute, jobs with polling, cancel, time
+/// limits, waiting jobs, a restart, and the ArcGIS error JSON for bad input.
+@Suite("GPServer")
+struct GPServerTests {
+    static let sync: JSONValue = [
+        "executionType": "esriExecutionTypeSynchronous", "maximumRecords": 50,
+        "tasks": [["tool": "Buffer"], ["tool": "SelectLayerByLocation"], ["model": GPServerTests.model]],
+    ]
+    static func async(concurrent: Int = 2, seconds: Int = 600) -> JSONValue {
+        [
+            "executionType": "esriExecutionTypeAsynchronous", "maximumRecords": 100_000, "maximumConcurrentJobs": .integer(Int64(concurrent)),
+            "maximumExecutionSeconds": .integer(Int64(seconds)), "tasks": [["tool": "Buffer"], ["tool": "Dissolve"]],
+        ]
+    }
+    /// Buffer then dissolve, as one task.
+    static let model: JSONValue = [
+        "name": "BufferDissolve",
+        "parameters": [
+            ["name": "Points", "dataType": "GPFeatureRecordSetLayer"],
+            ["name": "Areas", "dataType": "GPFeatureRecordSetLayer", "direction": "esriGPParameterDirectionOutput", "parameterType": "esriGPParameterTypeDerived"],
+        ],
+        "steps": [
+            ["id": "buffer", "tool": "Buffer", "inputs": ["Input_Features": ["parameter": "Points"], "Distance": ["value": ["distance": 1, "units": "esriKilometers"]]]],
+            ["id": "dissolve", "tool": "Dissolve", "inputs": ["Input_Features": ["step": "buffer", "output": "Output_Features"]]],
+        ],
+        "outputs": ["Areas": ["step": "dissolve", "output": "Output_Features"]],
+    ]
+
+    /// A server with the field-inspection feature service and the given geoprocessing services,
+    /// whose job records live in `directory` (kept across servers for the restart test).
+    static func withServer<T: Sendable>(
+        _ definitions: [String: JSONValue], directory: TemporaryDirectory = TemporaryDirectory("outpost-gp"),
+        _ body: @Sendable (Client, [String: GeoprocessingService]) async throws -> T
+    ) async throws -> T {
+        var services: [String: GeoprocessingService] = [:]
+        for (name, json) in definitions {
+            let file = directory.file("\(name).gp.json")
+            if !FileManager.default.fileExists(atPath: file.path) { try json.jsonData.write(to: file) }
+            services[name] = try await GeoprocessingService(contentsOf: file)
+        }
+        let feature = try await TestService.fieldInspection(.sqlite)
+        let app = try OutpostApplication.make(
+            services: ServiceDirectory([feature.backend], geoprocessing: Array(services.values)), configuration: ServerConfiguration(port: 0))
+        let frozen = services
+        let result = try await app.test(.live) { client in try await body(Client(client: client), frozen) }
+        try await feature.backend.close()
+        return result
+    }
+
+    /// `count` points on a 100 m grid in ETRS-TM35FIN (central Helsinki), as feature set JSON.
+    static func points(_ count: Int) -> String {
+        var out = #"{"geometryType":"esriGeometryPoint","spatialReference":{"wkid":3067},"fields":[{"name":"id","type":"esriFieldTypeInteger"}],"features":["#
+        for i in 0..<count {
+            if i > 0 { out += "," }
+            out += #"{"geometry":{"x":\#(385_000 + (i % 300) * 100),"y":\#(6_671_000 + (i / 300) * 100)},"attributes":{"id":\#(i)}}"#
+        }
+        return out + "]}"
+    }
+
+    static let kilometre = #"{"distance":1,"units":"esriKilometers"}"#
+
+    /// Polls a job until it has finished (or `until` holds), every 20 ms.
+    static func poll(_ client: Client, _ url: String, until: (String) -> Bool = { GPJobStatus(rawValue: $0)?.isFinished == true }) async throws -> JSONValue {
+        let deadline = ContinuousClock.now + .seconds(120)
+        while ContinuousClock.now < deadline {
+            let status = try await client.get("\(url)?f=json").json()
+            if let s = status["jobStatus"]?.stringValue, until(s) { return status }
+            try await Task.sleep(for: .milliseconds(20))
+        }
+        throw GPValueError("job \(url) did not get there in time")
+    }
+
+    @Test func infosListTasksAndParametersAsArcGISDoes() async throws {
+        try await Self.withServer(["quick": Self.sync, "batch": Self.async()]) { client, _ in
+            let catalog = try await client.get("/arcgis/rest/services?f=json").json()
+            let kinds = (catalog["services"]?.arrayValue ?? []).map { "\($0["name"]!.stringValue!)/\($0["type"]!.stringValue!)" }
+            #expect(kinds.contains("quick/GPServer") && kinds.contains("batch/GPServer"))
+            let info = try await client.get("/arcgis/rest/services/quick/GPServer?f=json").json()
+            #expect(info["tasks"] == ["Buffer", "SelectLayerByLocation", "BufferDissolve"])
+            #expect(info["executionType"] == "esriExecutionTypeSynchronous")
+            #expect(info["maximumRecords"] == 50)
+            let task = try await client.get("/arcgis/rest/services/quick/GPServer/Buffer?f=json").json()
+            #expect(task["name"] == "Buffer" && task["executionType"] == "esriExecutionTypeSynchronous")
+            let parameters = task["parameters"]?.arrayValue ?? []
+            let distance = try #require(parameters.first { $0["name"] == "Distance" })
+            #expect(distance["dataType"] == "GPLinearUnit" && distance["direction"] == "esriGPParameterDirectionInput")
+            #expect(distance["defaultValue"] == ["distance": 100, "units": "esriMeters"])
+            let method = try #require(parameters.first { $0["name"] == "Method" })
+            #expect(method["choiceList"] == ["PLANAR", "GEODESIC"] && method["parameterType"] == "esriGPParameterTypeOptional")
+            let output = try #require(parameters.first { $0["name"] == "Output_Features" })
+            #expect(output["direction"] == "esriGPParameterDirectionOutput" && output["parameterType"] == "esriGPParameterTypeDerived")
+            let model = try await client.get("/arcgis/rest/services/quick/GPServer/BufferDissolve?f=json").json()
+            #expect((model["parameters"]?.arrayValue ?? []).map { $0["name"]! } == ["Points", "Areas"])
+            #expect(try await client.get("/arcgis/rest/services/quick/GPServer/Teleport?f=json").status == 404)
+            #expect(try await client.get("/arcgis/rest/services/nowhere/GPServer?f=json").status == 404)
+        }
+    }
+
+    @Test func executeAnswersResultsAndMessages() async throws {
+        try await Self.withServer(["quick": Self.sync]) { client, _ in
+            let reply = try await client.post(
+                "/arcgis/rest/services/quick/GPServer/Buffer/execute",
+                ["f": "json", "Input_Features": Self.points(3), "Distance": Self.kilometre, "env:outSR": "4326"])
+            #expect(reply.status == 200)
+            let json = try reply.json()
+            let result = try #require(json["results"]?[0])
+            #expect(result["paramName"] == "Output_Features" && result["dataType"] == "GPFeatureRecordSetLayer")
+            let set = try GPValue(json: try #require(result["value"]), as: .featureRecordSetLayer)
+            guard case .featureSet(let features) = set else { throw GPValueError("not a feature set") }
+            // env:outSR: the polygons come back in WGS 84, around Helsinki.
+            #expect(features.spatialReference?.wkid == 4326 && features.features.count == 3)
+            let first = try #require(features.features.first?.geometry?.envelope)
+            #expect(first.xmin > 24.8 && first.xmax < 25.1 && first.ymin > 60.1 && first.ymax < 60.2)
+            // The area, projected back, is a 1 km circle's (within the polygon's segment error).
+            let back = try GPFeatureSet(geometryType: nil, spatialReference: features.spatialReference, fields: [], features: [features.features[0]]).projected(to: SpatialReference(wkid: 3067))
+            let area = try GeometryEngine().area(try #require(back.features[0].geometry))
+            #expect(abs(area - Double.pi * 1e6) / (Double.pi * 1e6) < 0.01)
+            #expect((json["messages"]?.arrayValue ?? []).contains { $0["description"]?.stringValue?.contains("Buffered 3 features") == true })
+            let quiet = try await client.post(
+                "/arcgis/rest/services/quick/GPServer/Buffer/execute",
+                ["f": "json", "Input_Features": Self.points(1), "returnMessages": "false"]).json()
+            #expect(quiet["messages"] == [])
+            // A model runs as one task.
+            let model = try await client.post(
+                "/arcgis/rest/services/quick/GPServer/BufferDissolve/execute", ["f": "json", "Points": Self.points(5)]).json()
+            #expect(model["results"]?[0]?["paramName"] == "Areas" && model["results"]?[0]?["value"]?["features"]?.arrayValue?.count == 1)
+        }
+    }
+
+    @Test func layerURLsOfServedLayersAreInputs() async throws {
+        try await Self.withServer(["quick": Self.sync]) { client, _ in
+            let clause = "status = 'open' AND objectid <= 40"
+            let layer = "/arcgis/rest/services/field_inspection/FeatureServer/0/query?where=" + q(clause)
+            let reply = try await client.post(
+                "/arcgis/rest/services/quick/GPServer/Buffer/execute",
+                ["f": "json", "Input_Features": #"{"url":"\#(layer)"}"#, "Distance": #"{"distance":10,"units":"esriMeters"}"#])
+            #expect(reply.status == 200, "\(reply.text)")
+            let open = try await client.get("/arcgis/rest/services/field_inspection/FeatureServer/0/query?f=json&returnCountOnly=true&where=" + q(clause)).json()
+            #expect(try reply.json()["results"]?[0]?["value"]?["features"]?.arrayValue?.count == open["count"]?.integerValue.map(Int.init))
+            // Another server's layer, a layer that is not there, a bad where clause.
+            for (url, words) in [
+                ("http://elsewhere.example:8080/arcgis/rest/services/field_inspection/FeatureServer/0", "only layers of services on this server"),
+                ("/arcgis/rest/services/field_inspection/FeatureServer/9", "has no layer 9"),
+                ("/arcgis/rest/services/field_inspection/FeatureServer/0/query?where=" + q("nosuch = 1"), "where"),
+            ] {
+                let bad = try await client.post("/arcgis/rest/services/quick/GPServer/Buffer/execute", ["f": "json", "Input_Features": #"{"url":"\#(url)"}"#])
+                #expect(bad.status == 400 && bad.errorMessage?.contains("Input_Features") == true && bad.errorMessage?.contains(words) == true, "\(bad.text)")
+            }
+        }
+    }
+
+    @Test func badInputIsA400NamingTheParameter() async throws {
+        try await Self.withServer(["quick": Self.sync, "batch": Self.async()]) { client, _ in
+            let execute = "/arcgis/rest/services/quick/GPServer/Buffer/execute"
+            let cases: [([String: String], String)] = [
+                (["f": "json"], "'Input_Features'"),  // required, missing
+                (["f": "json", "Input_Features": Self.points(1), "Radius": "5"], "'Radius'"),  // unknown
+                (["f": "json", "Input_Features": "[1,2]"], "'Input_Features'"),  // wrong shape
+                (["f": "json", "Input_Features": Self.points(1), "Distance": #"{"distance":1,"units":"esriFurlongs"}"#], "'Distance'"),  // unknown unit
+                (["f": "json", "Input_Features": Self.points(1), "Distance": "ten"], "'Distance'"),  // not JSON
+                (["f": "json", "Input_Features": Self.points(1), "Method": "SIDEWAYS"], "'Method'"),  // outside the choice list
+                (["f": "json", "Input_Features": Self.points(51)], "maximumRecords"),  // more than maximumRecords
+                (["f": "json", "Input_Features": Self.points(1), "env:outSR": "999999"], "'env:outSR'"),  // unknown system
+                (["f": "json", "Input_Features": Self.points(1), "Distance_Field": "nosuch"], "'Distance_Field'"),  // tool refuses the field
+            ]
+            for (form, words) in cases {
+                let reply = try await client.post(execute, form)
+                #expect(reply.status == 400, "\(form.keys.sorted()): \(reply.text)")
+                #expect(reply.errorMessage?.contains(words) == true, "\(reply.text)")
+            }
+            // Execute on an asynchronous service, submitJob on a synchronous one.
+            #expect(try await client.post("/arcgis/rest/services/batch/GPServer/Buffer/execute", ["f": "json", "Input_Features": Self.points(1)]).status == 400)
+            #expect(try await client.post("/arcgis/rest/services/quick/GPServer/Buffer/submitJob", ["f": "json", "Input_Features": Self.points(1)]).status == 400)
+            // Jobs that do not exist.
+            #expect(try await client.get("/arcgis/rest/services/batch/GPServer/Buffer/jobs/jnothere?f=json").status == 404)
+            #expect(try await client.post("/arcgis/rest/services/batch/GPServer/Buffer/jobs/jnothere/cancel", ["f": "json"]).status == 404)
+        }
+    }
+
+    @Test func submittedJobsArePolledToTheirResults() async throws {
+        try await Self.withServer(["batch": Self.async()]) { client, _ in
+            let submitted = try await client.post(
+                "/arcgis/rest/services/batch/GPServer/Buffer/submitJob", ["f": "json", "Input_Features": Self.points(4), "Distance": Self.kilometre]).json()
+            let id = try #require(submitted["jobId"]?.stringValue)
+            #expect(["esriJobSubmitted", "esriJobWaiting", "esriJobExecuting", "esriJobSucceeded"].contains(submitted["jobStatus"]?.stringValue ?? ""))
+            let job = "/arcgis/rest/services/batch/GPServer/Buffer/jobs/\(id)"
+            let done = try await Self.poll(client, job)
+            #expect(done["jobStatus"] == "esriJobSucceeded")
+            #expect(done["results"]?["Output_Features"]?["paramUrl"] == "results/Output_Features")
+            #expect(done["inputs"]?["Input_Features"]?["paramUrl"] == "inputs/Input_Features")
+            let messages = (done["messages"]?.arrayValue ?? []).compactMap { $0["description"]?.stringValue }
+            #expect(messages.contains("Executing Buffer") && messages.contains { $0.contains("Buffered 4 features") } && messages.last == "Succeeded")
+            let result = try await client.get("\(job)/results/Output_Features?f=json").json()
+            #expect(result["paramName"] == "Output_Features" && result["value"]?["features"]?.arrayValue?.count == 4)
+            let input = try await client.get("\(job)/inputs/Distance?f=json").json()
+            #expect(input["value"] == ["distance": 1, "units": "esriKilometers"])
+            // ArcGIS also answers the job below the service.
+            #expect(try await client.get("/arcgis/rest/services/batch/GPServer/jobs/\(id)?f=json").json()["jobStatus"] == "esriJobSucceeded")
+            #expect(try await client.get("\(job)/results/Nothing?f=json").status == 404)
+            // The same job is not found under another task.
+            #expect(try await client.get("/arcgis/rest/services/batch/GPServer/Dissolve/jobs/\(id)?f=json").status == 404)
+            // A tool that fails makes a failed job with the reason, and the server goes on.
+            let failing = try await client.post(
+                "/arcgis/rest/services/batch/GPServer/Dissolve/submitJob",
+                ["f": "json", "Input_Features": Self.points(2), "Dissolve_Fields": #"["nosuch"]"#]).json()
+            let failed = try await Self.poll(client, "/arcgis/rest/services/batch/GPServer/Dissolve/jobs/\(failing["jobId"]!.stringValue!)")
+            #expect(failed["jobStatus"] == "esriJobFailed")
+            #expect((failed["messages"]?.arrayValue ?? []).contains { $0["type"] == "esriJobMessageTypeError" && $0["description"]?.stringValue?.contains("nosuch") == true })
+            #expect(try await client.get("/arcgis/rest/services/batch/GPServer/Dissolve/jobs/\(failing["jobId"]!.stringValue!)/results/Output_Features?f=json").status == 400)
+        }
+    }
+
+    /// Points enough that a geodesic buffer runs for seconds.
+    static let longInput = points(30_000)
+
+    static func submitLong(_ client: Client, service: String = "batch") async throws -> String {
+        let reply = try await client.post(
+            "/arcgis/rest/services/\(service)/GPServer/Buffer/submitJob",
+            ["f": "json", "Input_Features": longInput, "Distance": kilometre, "Method": "GEODESIC"]).json()
+        return try #require(reply["jobId"]?.stringValue)
+    }
+
+    @Test func cancelStopsARunningToolWithinASecondAndKeepsNothing() async throws {
+        try await Self.withServer(["batch": Self.async()]) { client, services in
+            let id = try await Self.submitLong(client)
+            let job = "/arcgis/rest/services/batch/GPServer/Buffer/jobs/\(id)"
+            let executing = try await Self.poll(client, job) { $0 == "esriJobExecuting" || GPJobStatus(rawValue: $0)?.isFinished == true }
+            #expect(executing["jobStatus"] == "esriJobExecuting")
+            let asked = ContinuousClock.now
+            let cancel = try await client.post("\(job)/cancel", ["f": "json"]).json()
+            #expect(["esriJobCancelling", "esriJobCancelled"].contains(cancel["jobStatus"]?.stringValue ?? ""))
+            let done = try await Self.poll(client, job)
+            let took = ContinuousClock.now - asked
+            #expect(done["jobStatus"] == "esriJobCancelled")
+            #expect(took < .seconds(1), "cancelled after \(took)")
+            #expect(done["results"] == [:])
+            #expect(try await client.get("\(job)/results/Output_Features?f=json").status == 400)
+            await services["batch"]!.waitForRunningJobs()
+        }
+    }
+
+    @Test func jobsBeyondTheLimitWaitAndJobsBeyondTheirTimeStop() async throws {
+        try await Self.withServer(["one": Self.async(concurrent: 1), "brief": Self.async(seconds: 1)]) { client, services in
+            let long = try await Self.submitLong(client, service: "one")
+            let quick = try await client.post(
+                "/arcgis/rest/services/one/GPServer/Buffer/submitJob", ["f": "json", "Input_Features": Self.points(2)]).json()
+            #expect(quick["jobStatus"] == "esriJobWaiting")
+            let quickJob = "/arcgis/rest/services/one/GPServer/Buffer/jobs/\(quick["jobId"]!.stringValue!)"
+            #expect(try await client.get("\(quickJob)?f=json").json()["jobStatus"] == "esriJobWaiting")
+            // The waiting job runs once the slot is free.
+            _ = try await client.post("/arcgis/rest/services/one/GPServer/Buffer/jobs/\(long)/cancel", ["f": "json"])
+            #expect(try await Self.poll(client, quickJob)["jobStatus"] == "esriJobSucceeded")
+            // A job beyond the service's time.
+            let slow = try await Self.submitLong(client, service: "brief")
+            let timedOut = try await Self.poll(client, "/arcgis/rest/services/brief/GPServer/Buffer/jobs/\(slow)")
+            #expect(timedOut["jobStatus"] == "esriJobTimedOut")
+            #expect((timedOut["messages"]?.arrayValue ?? []).contains { $0["description"]?.stringValue?.contains("longer than the service allows") == true })
+            for service in services.values { await service.waitForRunningJobs() }
+        }
+    }
+
+    @Test func aRestartKeepsFinishedJobsFailsTheRunningOneAndRunsTheWaiting() async throws {
+        let directory = TemporaryDirectory("outpost-gp-restart")
+        let definitions = ["one": Self.async(concurrent: 1)]
+        // The first server: one job done, one executing, one waiting, when the second server
+        // opens the same records (as a server started after the first was killed would).
+        let (finished, running, waiting) = try await Self.withServer(definitions, directory: directory) { client, services in
+            let first = try await client.post("/arcgis/rest/services/one/GPServer/Buffer/submitJob", ["f": "json", "Input_Features": Self.points(3)]).json()
+            let finished = first["jobId"]!.stringValue!
+            #expect(try await Self.poll(client, "/arcgis/rest/services/one/GPServer/Buffer/jobs/\(finished)")["jobStatus"] == "esriJobSucceeded")
+            let running = try await Self.submitLong(client, service: "one")
+            _ = try await Self.poll(client, "/arcgis/rest/services/one/GPServer/Buffer/jobs/\(running)") { $0 == "esriJobExecuting" }
+            let next = try await client.post("/arcgis/rest/services/one/GPServer/Buffer/submitJob", ["f": "json", "Input_Features": Self.points(2)]).json()
+            let waiting = next["jobId"]!.stringValue!
+            #expect(next["jobStatus"] == "esriJobWaiting")
+
+            try await Self.withServer(definitions, directory: directory) { client, _ in
+                let base = "/arcgis/rest/services/one/GPServer/Buffer/jobs/"
+                let kept = try await client.get("\(base)\(finished)?f=json").json()
+                #expect(kept["jobStatus"] == "esriJobSucceeded")
+                #expect(try await client.get("\(base)\(finished)/results/Output_Features?f=json").json()["value"]?["features"]?.arrayValue?.count == 3)
+                let lost = try await client.get("\(base)\(running)?f=json").json()
+                #expect(lost["jobStatus"] == "esriJobFailed")
+                #expect((lost["messages"]?.arrayValue ?? []).contains { $0["description"]?.stringValue?.contains("server stopped while the job was executing") == true })
+                #expect(try await Self.poll(client, "\(base)\(waiting)")["jobStatus"] == "esriJobSucceeded")
+            }
+            // The first server's job, cancelled so the test ends.
+            _ = try await client.post("/arcgis/rest/services/one/GPServer/Buffer/jobs/\(running)/cancel", ["f": "json"])
+            await services["one"]!.waitForRunningJobs()
+            return (finished, running, waiting)
+        }
+        #expect(!finished.isEmpty && !running.isEmpty && !waiting.isEmpty)
+    }
+
+    @Test func uploadsGiveItemIDsThatDataFileInputsName() async throws {
+        try await Self.withServer(["batch": Self.async()]) { client, _ in
+            let boundary = "outpost-boundary"
+            var body = "--\(boundary)\r\nContent-Disposition: form-data; name=\"f\"\r\n\r\njson\r\n"
+            body += "--\(boundary)\r\nContent-Disposition: form-data; name=\"file\"; filename=\"../../heights.csv\"\r\nContent-Type: text/csv\r\n\r\nx,y,z\n1,2,3\n\r\n"
+            body += "--\(boundary)--\r\n"
+            let reply = try await client.post(
+                "/arcgis/rest/services/batch/GPServer/uploads/upload", body: ByteBuffer(string: body), contentType: "multipart/form-data; boundary=\(boundary)")
+            #expect(reply.status == 200, "\(reply.text)")
+            let item = try reply.json()["item"]
+            let id = try #require(item?["itemID"]?.stringValue)
+            #expect(item?["itemName"] == "heights.csv")
+            #expect(try await client.get("/arcgis/rest/services/batch/GPServer/uploads/\(id)?f=json").json()["item"]?["size"] == 12)
+            #expect(try await client.get("/arcgis/rest/services/batch/GPServer/uploads/i0000?f=json").status == 404)
+            let none = try await client.post("/arcgis/rest/services/batch/GPServer/uploads/upload", ["f": "json"])
+            #expect(none.status == 400 && none.errorMessage?.contains("'file'") == true)
+        }
+    }
+}
