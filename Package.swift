@@ -75,7 +75,16 @@ let package = Package(
         .systemLibrary(name: "CPROJ", path: "Sources/CPROJ", providers: [.apt(["libproj-dev"])]),
         // Geoprocessing: a geometry engine over GEOS and PROJ (a module of its own so that
         // OutpostCore stays free of C dependencies and only what analyses builds them).
-        .target(name: "OutpostGeoprocessing", dependencies: ["OutpostCore", "CGEOS", "CPROJ"]),
+        .target(
+            name: "OutpostGeoprocessing",
+            dependencies: [
+                "OutpostCore", "CGEOS", "CPROJ",
+                // GeoprocessingTask talks to GPServer services (already in the graph for sync and tiles).
+                .product(name: "AsyncHTTPClient", package: "async-http-client"),
+                .product(name: "NIOCore", package: "swift-nio"),
+                .product(name: "NIOHTTP1", package: "swift-nio"),
+            ]
+        ),
         .target(name: "OutpostCore"),
         .target(
             name: "OutpostStorage",

@@ -167,3 +167,32 @@ public struct Overridable<Value: Sendable>: Sendable {
     /// Called by loading code with what it found.
     public mutating func setLoaded(_ value: Value?) { loaded = value }
 }
+
+/// A Loadable that forwards every requirement to a ``LoadableSupport`` it owns.
+///
+/// ```swift
+/// final class ServiceInfo: LoadableForwarding {
+///     let loadSupport = LoadableSupport { … }
+/// }
+/// ```
+public protocol LoadableForwarding: Loadable {
+    var loadSupport: LoadableSupport { get }
+}
+
+extension LoadableForwarding {
+    public var loadStatus: LoadStatus { loadSupport.loadStatus }
+    public var loadStatusUpdates: AsyncStream<LoadStatus> { loadSupport.loadStatusUpdates }
+    public var loadError: (any Error)? { loadSupport.loadError }
+    public func load() async throws { try await loadSupport.load() }
+    public func retryLoad() async throws { try await loadSupport.retryLoad() }
+    public func cancelLoad() { loadSupport.cancelLoad() }
+}
+
+/// A value behind a lock (a Loadable's loaded state, a collector shared with a callback).
+public final class LockedValue<Value: Sendable>: Sendable {
+    private let mutex: Mutex<Value>
+    public init(_ value: Value) { mutex = Mutex(value) }
+    public func get() -> Value { mutex.withLock { $0 } }
+    public func set(_ value: Value) { mutex.withLock { $0 = value } }
+    public func update(_ body: (inout Value) -> Void) { mutex.withLock { body(&$0) } }
+}

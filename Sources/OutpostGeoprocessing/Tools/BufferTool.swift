@@ -41,7 +41,7 @@ public struct BufferTool: GPTool {
         let geodesicBuffer = geodesic ? try GeodesicBuffer(reference: reference, quadrantSegments: quadrantSegments) : nil
         var out: [GPFeatureSet.Feature] = []
         for (index, feature) in input.features.enumerated() {
-            if index % 1_000 == 0 { try context.checkCancellation() }
+            if index % 128 == 0 { try context.checkCancellation() }
             guard let geometry = feature.geometry else { continue }
             var metres = distance * unitMetres
             if let field {

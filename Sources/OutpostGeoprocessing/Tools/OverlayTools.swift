@@ -23,7 +23,7 @@ public struct ClipTool: GPTool {
             return ["Output_Features": .featureSet(out)]
         }
         for (index, feature) in input.features.enumerated() {
-            if index % 1_000 == 0 { try context.checkCancellation() }
+            if index % 128 == 0 { try context.checkCancellation() }
             guard let g = feature.geometry, let part = try engine.intersection(g, area) else { continue }
             out.features.append(GPFeatureSet.Feature(geometry: part, attributes: feature.attributes))
         }
@@ -149,7 +149,7 @@ public struct SelectLayerByLocationTool: GPTool {
         let engine = GeometryEngine()
         var out = input
         out.features = try input.features.enumerated().filter { index, feature in
-            if index % 1_000 == 0 { try context.checkCancellation() }
+            if index % 128 == 0 { try context.checkCancellation() }
             guard let g = feature.geometry else { return false }
             return try selecting.contains { s in
                 switch relation {
@@ -196,7 +196,7 @@ public struct IntersectTool: GPTool {
             var pieces: [GPFeatureSet.Feature] = []
             let envelopes = next.features.map { $0.geometry?.envelope }
             for (index, a) in result.features.enumerated() {
-                if index % 200 == 0 { try context.checkCancellation() }
+                if index % 128 == 0 { try context.checkCancellation() }
                 guard let ga = a.geometry, let ea = ga.envelope else { continue }
                 for (b, eb) in zip(next.features, envelopes) {
                     guard let gb = b.geometry, let eb, ea.intersects(eb) else { continue }
@@ -308,7 +308,7 @@ public struct UnionTool: GPTool {
         }
         let envelopes = b.features.map { $0.geometry?.envelope }
         for (index, fa) in a.features.enumerated() {
-            if index % 200 == 0 { try context.checkCancellation() }
+            if index % 128 == 0 { try context.checkCancellation() }
             guard let ga = fa.geometry, let ea = ga.envelope else { continue }
             for (fb, eb) in zip(b.features, envelopes) {
                 guard let gb = fb.geometry, let eb, ea.intersects(eb) else { continue }

@@ -86,13 +86,13 @@ final class GPJobStore: Sendable {
 
     /// A job's task, status and the names of its inputs and results, without reading their
     /// values (a status request must stay cheap while a job with megabytes of input runs).
-    func summary(_ id: String) throws -> (task: String, status: GPJobStatus, inputs: [String], results: [String])? {
+    func summary(_ id: String) throws -> (task: String, status: GPJobStatus, inputs: [String], results: [String], updated: Int64)? {
         try queue.read { db in
             guard
                 let row = try Row.fetchOne(
                     db,
                     sql: """
-                        SELECT task, status, (SELECT json_group_array(key) FROM json_each(inputs)) AS inputs,
+                        SELECT task, status, updated, (SELECT json_group_array(key) FROM json_each(inputs)) AS inputs,
                                (SELECT json_group_array(key) FROM json_each(results)) AS results
                         FROM gp_job WHERE id = ?
                         """, arguments: [id])
@@ -100,7 +100,7 @@ final class GPJobStore: Sendable {
             func names(_ text: String?) throws -> [String] {
                 try text.map { try JSONValue.parse($0).arrayValue?.compactMap(\.stringValue) ?? [] } ?? []
             }
-            return (row["task"], GPJobStatus(rawValue: row["status"]) ?? .failed, try names(row["inputs"]), try names(row["results"]))
+            return (row["task"], GPJobStatus(rawValue: row["status"]) ?? .failed, try names(row["inputs"]), try names(row["results"]), row["updated"])
         }
     }
 

@@ -24,6 +24,9 @@ public final class GeoprocessingService: Sendable {
     /// Waits for the jobs running now (tests).
     public func waitForRunningJobs() async { await queue.drain() }
 
+    /// When a job's status last changed (epoch milliseconds), nil for an unknown job.
+    public func lastUpdate(ofJob id: String) throws -> Int64? { try queue.store.summary(id)?.updated }
+
     var uploads: URL { directory.appendingPathComponent("uploads") }
 }
 

@@ -5,10 +5,10 @@ import OutpostCore
 /// Takes tiles offline (ArcGIS `ExportTileCacheTask`): from a tiled map service, a URL template or
 /// a cache on disk, into a `.tpkx`, an exploded cache or MBTiles. Loadable: ``load()`` reads the
 /// source's tiling scheme and levels.
-public final class ExportTileCacheTask: Loadable, Sendable {
+public final class ExportTileCacheTask: LoadableForwarding, Sendable {
     public let source: TileSourceDescriptor
     let environment: TileJobEnvironment
-    private let loader: LoadableSupport
+    public let loadSupport: LoadableSupport
     private let loaded = LockedValue<TileCacheInfo?>(nil)
 
     /// - Parameter url: a MapServer URL, a `{z}/{x}/{y}` template, or a file URL of a cache.
@@ -20,18 +20,11 @@ public final class ExportTileCacheTask: Loadable, Sendable {
         self.source = source
         self.environment = TileJobEnvironment(token: token, source: tileSource)
         let box = loaded, environment = environment
-        loader = LoadableSupport {
+        loadSupport = LoadableSupport {
             let made = try environment.source ?? source.makeSource(token: environment.token)
             box.set(try await made.cacheInfo())
         }
     }
-
-    public var loadStatus: LoadStatus { loader.loadStatus }
-    public var loadStatusUpdates: AsyncStream<LoadStatus> { loader.loadStatusUpdates }
-    public var loadError: (any Error)? { loader.loadError }
-    public func load() async throws { try await loader.load() }
-    public func retryLoad() async throws { try await loader.retryLoad() }
-    public func cancelLoad() { loader.cancelLoad() }
 
     /// The source's tiling scheme, levels and extent (after loading).
     public var tileCacheInfo: TileCacheInfo? { loaded.get() }
@@ -59,14 +52,6 @@ public final class ExportTileCacheTask: Loadable, Sendable {
     public func makeExportTileCacheJob(parameters: ExportTileCacheParameters, downloadFileURL: URL, store: (any JobStore)? = nil) -> Job<ExportTileCacheJob> {
         Job(ExportTileCacheJob(source: source, parameters: parameters, downloadFileURL: downloadFileURL, environment: environment), store: store)
     }
-}
-
-/// A value behind a lock (for a Loadable's loaded state).
-final class LockedValue<Value: Sendable>: Sendable {
-    private let mutex: Mutex<Value>
-    init(_ value: Value) { mutex = Mutex(value) }
-    func get() -> Value { mutex.withLock { $0 } }
-    func set(_ value: Value) { mutex.withLock { $0 = value } }
 }
 
 extension JobRegistry {

@@ -1,0 +1,111 @@
+import AsyncHTTPClient
+import Foundation
+import NIOCore
+import NIOHTTP1
+import OutpostCore
+
+/// A GPServer answered with the ArcGIS error JSON, or not as a GPServer answers.
+public struct GeoprocessingError: Error, Hashable, Sendable, CustomStringConvertible {
+    /// The HTTP status (or the error JSON's code).
+    public var code: Int
+    public var message: String
+    public var details: [String]
+
+    public init(code: Int, _ message: String, details: [String] = []) {
+        self.code = code
+        self.message = message
+        self.details = details
+    }
+
+    public var description: String { details.isEmpty ? message : "\(message) (\(details.joined(separator: "; ")))" }
+}
+
+/// How a ``GeoprocessingTask`` reaches its service. Network failures are
+/// ``RemoteJobUnreachable`` (a polling job rides them out for a while); answers that will not
+/// get better are ``GeoprocessingError``.
+public protocol GPTransport: Sendable {
+    func get(_ url: URL) async throws -> JSONValue
+    func post(_ url: URL, form: [(String, String)]) async throws -> JSONValue
+    /// `uploads/upload`: the file as multipart part `file`.
+    func upload(_ url: URL, file: URL) async throws -> JSONValue
+}
+
+/// ``GPTransport`` over HTTP (AsyncHTTPClient), with an optional token.
+public struct HTTPGPTransport: GPTransport {
+    let client: HTTPClient
+    let token: String?
+    let timeout: TimeAmount
+
+    public init(client: HTTPClient = .shared, token: String? = nil, timeout: Duration = .seconds(120)) {
+        self.client = client
+        self.token = token
+        self.timeout = .nanoseconds(Int64(timeout.components.seconds) * 1_000_000_000 + timeout.components.attoseconds / 1_000_000_000)
+    }
+
+    public func get(_ url: URL) async throws -> JSONValue {
+        try await send(Self.json(url), method: .GET, body: nil, contentType: nil)
+    }
+
+    public func post(_ url: URL, form: [(String, String)]) async throws -> JSONValue {
+        let fields = (form.contains { $0.0 == "f" } ? form : form + [("f", "json")])
+        return try await send(url, method: .POST, body: Data(Self.formEncoded(fields).utf8), contentType: "application/x-www-form-urlencoded")
+    }
+
+    public func upload(_ url: URL, file: URL) async throws -> JSONValue {
+        let boundary = "outpost-\(UUID().uuidString)"
+        let name = file.lastPathComponent.replacingOccurrences(of: "\"", with: "_")
+        var body = Data("--\(boundary)\r\nContent-Disposition: form-data; name=\"f\"\r\n\r\njson\r\n".utf8)
+        body += Data("--\(boundary)\r\nContent-Disposition: form-data; name=\"file\"; filename=\"\(name)\"\r\nContent-Type: application/octet-stream\r\n\r\n".utf8)
+        body += try Data(contentsOf: file)
+        body += Data("\r\n--\(boundary)--\r\n".utf8)
+        return try await send(url, method: .POST, body: body, contentType: "multipart/form-data; boundary=\(boundary)")
+    }
+
+    private func send(_ url: URL, method: HTTPMethod, body: Data?, contentType: String?) async throws -> JSONValue {
+        var request = HTTPClientRequest(url: url.absoluteString)
+        request.method = method
+        request.headers.add(name: "Accept", value: "application/json")
+        if let token { request.headers.add(name: "Authorization", value: "Bearer \(token)") }
+        if let contentType { request.headers.add(name: "Content-Type", value: contentType) }
+        if let body { request.body = .bytes(ByteBuffer(bytes: body)) }
+        let response: HTTPClientResponse
+        var buffer: ByteBuffer
+        do {
+            response = try await client.execute(request, timeout: timeout)
+            buffer = try await response.body.collect(upTo: 512 << 20)
+        } catch let error as CancellationError {
+            throw error
+        } catch {
+            throw RemoteJobUnreachable("\(url.host ?? "server"): \(error)")
+        }
+        let code = Int(response.status.code)
+        if [502, 503, 504].contains(code) { throw RemoteJobUnreachable("\(url.host ?? "server") answered HTTP \(code)") }
+        let bytes = buffer.readBytes(length: buffer.readableBytes) ?? []
+        guard let json = try? JSONValue.parse(Data(bytes)) else {
+            throw GeoprocessingError(code: code, "\(url.absoluteString) answered HTTP \(code) without JSON")
+        }
+        // ArcGIS servers also answer errors with HTTP 200 and an error object.
+        if let error = json["error"], !error.isNull {
+            throw GeoprocessingError(
+                code: Int(error["code"]?.integerValue ?? Int64(code)), error["message"]?.stringValue ?? "error",
+                details: error["details"]?.arrayValue?.compactMap(\.stringValue) ?? [])
+        }
+        guard (200..<300).contains(code) else { throw GeoprocessingError(code: code, "HTTP \(code) from \(url.absoluteString)") }
+        return json
+    }
+
+    static func json(_ url: URL) -> URL {
+        guard var components = URLComponents(url: url, resolvingAgainstBaseURL: false) else { return url }
+        var items = components.queryItems ?? []
+        if !items.contains(where: { $0.name == "f" }) { items.append(URLQueryItem(name: "f", value: "json")) }
+        components.queryItems = items
+        return components.url ?? url
+    }
+
+    static func formEncoded(_ fields: [(String, String)]) -> String {
+        var allowed = CharacterSet.alphanumerics
+        allowed.insert(charactersIn: "-._~")
+        return fields.map { "\($0.0.addingPercentEncoding(withAllowedCharacters: allowed)!)=\($0.1.addingPercentEncoding(withAllowedCharacters: allowed)!)" }
+            .joined(separator: "&")
+    }
+}

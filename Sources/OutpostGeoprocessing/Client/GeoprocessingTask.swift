@@ -1,0 +1,161 @@
+import Foundation
+import OutpostCore
+
+/// Runs a geoprocessing task (ArcGIS `GeoprocessingTask`): a GPServer task by URL, or a tool or
+/// model on this device (offline, the same tools as the server). Loadable: ``load()`` reads the
+/// task info (parameters, execution type).
+///
+/// ```swift
+/// let task = GeoprocessingTask(url: URL(string: "https://gis.example.org/arcgis/rest/services/analysis/GPServer/Buffer")!)
+/// var parameters = try await task.makeDefaultParameters()
+/// parameters.inputs["Input_Features"] = .featureSet(points)
+/// let job = task.makeJob(parameters: parameters)
+/// try job.start()
+/// let result = try await job.output      // outputs by name, messages
+/// ```
+public final class GeoprocessingTask: LoadableForwarding, Sendable {
+    public enum Source: Sendable {
+        /// `…/GPServer/<task>`.
+        case remote(URL)
+        /// A built-in tool by name, or a model file, run here.
+        case local(GPLocalTask)
+    }
+
+    public let source: Source
+    let transport: any GPTransport
+    public let loadSupport: LoadableSupport
+    private let loaded = LockedValue<GPTaskInfo?>(nil)
+
+    /// - Parameter url: a task URL (`…/GPServer/<task>`), or a file URL of a model JSON file.
+    public convenience init(url: URL, token: String? = nil, transport: (any GPTransport)? = nil) {
+        self.init(source: url.isFileURL ? .local(.modelFile(url.path)) : .remote(url), transport: transport ?? HTTPGPTransport(token: token))
+    }
+
+    /// A built-in tool (`Buffer`, `Clip`, …) run on this device.
+    public convenience init(tool: String) {
+        self.init(source: .local(.tool(tool)), transport: HTTPGPTransport())
+    }
+
+    public init(source: Source, transport: any GPTransport) {
+        self.source = source
+        self.transport = transport
+        let box = loaded
+        loadSupport = LoadableSupport {
+            switch source {
+            case .remote(let url): box.set(try await GPTaskInfo.fetch(url, transport: transport))
+            case .local(let local):
+                let task = try local.definition()
+                box.set(GPTaskInfo(name: task.name, displayName: task.displayName, summary: task.summary, parameters: task.parameters, executionType: .synchronous))
+            }
+        }
+    }
+
+    /// The task's name, parameters and execution type (after loading).
+    public var taskInfo: GPTaskInfo? { loaded.get() }
+
+    /// Parameters with each input's default and the service's execution type.
+    public func makeDefaultParameters() async throws -> GeoprocessingParameters {
+        try await load()
+        guard let info = taskInfo else { throw GeoprocessingError(code: 500, "the task did not load") }
+        var parameters = GeoprocessingParameters(executionType: info.executionType)
+        for p in info.parameters where p.direction == .input {
+            if let value = p.defaultValue { parameters.inputs[p.name] = value }
+        }
+        return parameters
+    }
+
+    /// A job that runs the task with `parameters` (start it with `start()`). A job saved to a
+    /// store and rebuilt after a restart reattaches to the server's job.
+    public func makeJob(parameters: GeoprocessingParameters, store: (any JobStore)? = nil) -> Job<GeoprocessingJob> {
+        Job(GeoprocessingJob(source: source, parameters: parameters, transport: transport), store: store)
+    }
+}
+
+/// A task on this device: a built-in tool or a model file.
+public enum GPLocalTask: Hashable, Sendable {
+    case tool(String)
+    case modelFile(String)
+
+    public func definition() throws -> GPTaskDefinition {
+        switch self {
+        case .tool(let name):
+            guard let task = GPToolbox.task(named: name) else {
+                throw GeoprocessingError(code: 404, "there is no tool \(name) (tools: \(GPToolbox.names.joined(separator: ", ")))")
+            }
+            return task
+        case .modelFile(let path):
+            let data: Data
+            do { data = try Data(contentsOf: URL(fileURLWithPath: path)) } catch { throw GeoprocessingError(code: 404, "cannot read the model \(path)") }
+            let json: JSONValue
+            do { json = try JSONValue.parse(data) } catch { throw GeoprocessingError(code: 400, "\(path) is not JSON: \(error)") }
+            return try GPModel(json: json).task
+        }
+    }
+
+    var json: JSONValue {
+        switch self {
+        case .tool(let name): ["tool": .string(name)]
+        case .modelFile(let path): ["modelFile": .string(path)]
+        }
+    }
+
+    init?(json: JSONValue) {
+        if let tool = json["tool"]?.stringValue {
+            self = .tool(tool)
+        } else if let path = json["modelFile"]?.stringValue {
+            self = .modelFile(path)
+        } else {
+            return nil
+        }
+    }
+}
+
+/// A task's description, as its task info gives it.
+public struct GPTaskInfo: Sendable {
+    public var name: String
+    public var displayName: String
+    public var summary: String
+    public var parameters: [GPParameterInfo]
+    public var executionType: GPServiceDefinition.ExecutionType
+
+    public func parameter(_ name: String) -> GPParameterInfo? { parameters.first { $0.name == name } }
+
+    /// Reads `…/GPServer/<task>?f=json` (and the service's info when the task does not say how it runs).
+    static func fetch(_ url: URL, transport: any GPTransport) async throws -> GPTaskInfo {
+        let json = try await transport.get(url)
+        guard let name = json["name"]?.stringValue, let list = json["parameters"]?.arrayValue else {
+            throw GeoprocessingError(code: 400, "\(url.absoluteString) is not a geoprocessing task")
+        }
+        let parameters = try list.map { try GPParameterInfo(json: $0) }
+        var type = json["executionType"]?.stringValue
+        if type == nil { type = try await transport.get(url.deletingLastPathComponent())["executionType"]?.stringValue }
+        return GPTaskInfo(
+            name: name, displayName: json["displayName"]?.stringValue ?? name, summary: json["description"]?.stringValue ?? "", parameters: parameters,
+            executionType: type.flatMap(GPServiceDefinition.ExecutionType.init(rawValue:)) ?? .asynchronous)
+    }
+}
+
+/// What a geoprocessing job runs with (ArcGIS `GeoprocessingParameters`).
+public struct GeoprocessingParameters: Sendable {
+    public var executionType: GPServiceDefinition.ExecutionType
+    /// Input values by parameter name. A GPDataFile input given as a file URL
+    /// (`{"url": "file:///…"}`) is uploaded to the service first.
+    public var inputs: [String: GPValue] = [:]
+    public var processSpatialReference: SpatialReference?
+    public var outputSpatialReference: SpatialReference?
+    public var returnZ = false
+    public var returnM = false
+
+    public init(executionType: GPServiceDefinition.ExecutionType) {
+        self.executionType = executionType
+    }
+}
+
+/// A finished job's outputs (ArcGIS `GeoprocessingResult`).
+public struct GeoprocessingResult: Sendable {
+    /// Output values by parameter name.
+    public var outputs: [String: GPValue]
+    public var messages: [GPMessage]
+    /// The server's job id (asynchronous services).
+    public var jobID: String?
+}

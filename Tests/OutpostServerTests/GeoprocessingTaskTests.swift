@@ -1,0 +1,154 @@
+import Foundation
+import OutpostCore
+import OutpostGeoprocessing
+import OutpostServer
+import OutpostTestSupport
+import Testing
+
+/// GeoprocessingTask against GPServer over real HTTP: loading, default parameters, execute and
+/// jobs, resume after the client stops, cancel, and the same task run offline.
+@Suite("GeoprocessingTask")
+struct GeoprocessingTaskTests {
+    static func taskURL(_ client: Client, _ service: String, _ task: String) -> URL {
+        URL(string: "http://127.0.0.1:\(client.client.port!)/arcgis/rest/services/\(service)/GPServer/\(task)")!
+    }
+
+    static func points(_ count: Int) throws -> GPValue {
+        try GPValue(json: try JSONValue.parse(GPServerTests.points(count)), as: .featureRecordSetLayer)
+    }
+
+    @Test func aServerTaskGivesWhatTheSameToolGivesOffline() async throws {
+        try await GPServerTests.withServer(["quick": GPServerTests.sync, "batch": GPServerTests.async()]) { client, _ in
+            let input = try Self.points(5)
+            // Offline: the built-in tool on this device.
+            let local = GeoprocessingTask(tool: "Buffer")
+            var offline = try await local.makeDefaultParameters()
+            offline.inputs["Input_Features"] = input
+            offline.inputs["Distance"] = .linearUnit(distance: 250, units: .esriMeters)
+            let localJob = local.makeJob(parameters: offline)
+            try localJob.start()
+            let expected = try await localJob.output
+            #expect(expected.messages.contains { $0.description.contains("Buffered 5 features") })
+
+            for service in ["quick", "batch"] {
+                let task = GeoprocessingTask(url: Self.taskURL(client, service, "Buffer"))
+                try await task.load()
+                #expect(task.taskInfo?.executionType == (service == "quick" ? .synchronous : .asynchronous))
+                #expect(task.taskInfo?.parameter("Method")?.choiceList == ["PLANAR", "GEODESIC"])
+                var parameters = try await task.makeDefaultParameters()
+                #expect(parameters.inputs["Distance"] == .linearUnit(distance: 100, units: .esriMeters))
+                parameters.inputs["Input_Features"] = input
+                parameters.inputs["Distance"] = .linearUnit(distance: 250, units: .esriMeters)
+                var definition = GeoprocessingJob(source: task.source, parameters: parameters, transport: HTTPGPTransport())
+                definition.pollInterval = .milliseconds(20)
+                let job = Job(definition)
+                try job.start()
+                let result = try await job.output
+                #expect(result.outputs["Output_Features"] == expected.outputs["Output_Features"], "\(service)")
+                #expect((service == "batch") == (result.jobID != nil))
+                #expect(job.messages.contains { $0.text.contains("Buffered 5 features") })
+            }
+        }
+    }
+
+    @Test func aServerErrorFailsTheJobWithTheServersWords() async throws {
+        try await GPServerTests.withServer(["quick": GPServerTests.sync, "batch": GPServerTests.async()]) { client, _ in
+            for service in ["quick", "batch"] {
+                let task = GeoprocessingTask(url: Self.taskURL(client, service, "Buffer"))
+                var parameters = try await task.makeDefaultParameters()
+                parameters.inputs["Input_Features"] = try Self.points(3)
+                parameters.inputs["Distance_Field"] = .string("nosuch")
+                var definition = GeoprocessingJob(source: task.source, parameters: parameters, transport: HTTPGPTransport())
+                definition.pollInterval = .milliseconds(20)
+                let job = Job(definition)
+                try job.start()
+                #expect(await job.waitUntilFinished() == .failed)
+                #expect(job.error?.message.contains("nosuch") == true, "\(service): \(job.error?.message ?? "")")
+            }
+            // A task that is not there fails to load.
+            let missing = GeoprocessingTask(url: Self.taskURL(client, "quick", "Teleport"))
+            await #expect(throws: GeoprocessingError.self) { try await missing.load() }
+        }
+    }
+
+    @Test func aJobRebuiltFromItsJSONReattachesToTheServersJob() async throws {
+        try await GPServerTests.withServer(["one": GPServerTests.async(concurrent: 1)]) { client, services in
+            // A long job holds the only slot, so ours waits on the server.
+            let blocker = try await GPServerTests.submitLong(client, service: "one")
+            let task = GeoprocessingTask(url: Self.taskURL(client, "one", "Buffer"))
+            var parameters = try await task.makeDefaultParameters()
+            parameters.inputs["Input_Features"] = try Self.points(2)
+            var definition = GeoprocessingJob(source: task.source, parameters: parameters, transport: HTTPGPTransport())
+            definition.pollInterval = .milliseconds(20)
+            let job = Job(definition)
+            try job.start()
+            var serverJob: String?
+            for _ in 0..<500 {
+                if let id = job.snapshot.results["jobId"]?.stringValue, job.snapshot.checkpoint != nil {
+                    serverJob = id
+                    break
+                }
+                try await Task.sleep(for: .milliseconds(10))
+            }
+            let id = try #require(serverJob)
+            try job.pause()
+            for await status in job.statusUpdates where status == .paused { break }
+            // The client process "ends"; a new one rebuilds the job from its JSON.
+            var registry = JobRegistry.standard
+            registry.withGeoprocessingJobs()
+            let rebuilt = try #require(try registry.makeJob(from: try JobSnapshot.decode(try job.toJSON())) as? Job<GeoprocessingJob>)
+            _ = try await client.post("/arcgis/rest/services/one/GPServer/Buffer/jobs/\(blocker)/cancel", ["f": "json"])
+            try rebuilt.resume()
+            #expect(await rebuilt.waitUntilFinished() == .succeeded)
+            #expect(rebuilt.messages.contains { $0.text == "following server job \(id)" })
+            // Submitted once, by the first process; the second only followed it.
+            #expect(rebuilt.messages.filter { $0.text.hasPrefix("submitted as server job") }.count == 1)
+            let result = try await rebuilt.output
+            #expect(result.jobID == id)
+            if case .featureSet(let set)? = result.outputs["Output_Features"] { #expect(set.features.count == 2) } else { Issue.record("no output") }
+            await services["one"]!.waitForRunningJobs()
+        }
+    }
+
+    @Test func cancellingTheJobCancelsTheServersJob() async throws {
+        try await GPServerTests.withServer(["batch": GPServerTests.async()]) { client, services in
+            let task = GeoprocessingTask(url: Self.taskURL(client, "batch", "Buffer"))
+            var parameters = try await task.makeDefaultParameters()
+            parameters.inputs["Input_Features"] = try GPValue(json: try JSONValue.parse(GPServerTests.longInput), as: .featureRecordSetLayer)
+            parameters.inputs["Method"] = .string("GEODESIC")
+            var definition = GeoprocessingJob(source: task.source, parameters: parameters, transport: HTTPGPTransport())
+            definition.pollInterval = .milliseconds(20)
+            let job = Job(definition)
+            try job.start()
+            var id: String?
+            for _ in 0..<1000 where id == nil {
+                id = job.snapshot.results["jobId"]?.stringValue
+                try await Task.sleep(for: .milliseconds(10))
+            }
+            let serverJob = try #require(id)
+            job.cancel()
+            #expect(await job.waitUntilFinished() == .failed)
+            let status = try await GPServerTests.poll(client, "/arcgis/rest/services/batch/GPServer/Buffer/jobs/\(serverJob)")
+            #expect(status["jobStatus"] == "esriJobCancelled")
+            await services["batch"]!.waitForRunningJobs()
+        }
+    }
+
+    @Test func aModelFileRunsOfflineAsATask() async throws {
+        let directory = TemporaryDirectory("outpost-gp-model")
+        let file = directory.file("buffer-dissolve.model.json")
+        try GPServerTests.model.jsonData.write(to: file)
+        let task = GeoprocessingTask(url: file)
+        var parameters = try await task.makeDefaultParameters()
+        #expect(task.taskInfo?.name == "BufferDissolve")
+        parameters.inputs["Points"] = try Self.points(4)
+        parameters.outputSpatialReference = SpatialReference(wkid: 4326)
+        let job = task.makeJob(parameters: parameters)
+        try job.start()
+        let result = try await job.output
+        guard case .featureSet(let areas)? = result.outputs["Areas"] else { throw GPValueError("no Areas") }
+        #expect(areas.features.count == 1 && areas.spatialReference?.wkid == 4326)
+        // Its JSON names the model file, so it can be rebuilt.
+        #expect(try JSONValue.parse(try job.toJSON())["parameters"]?["local"]?["modelFile"] == .string(file.path))
+    }
+}
