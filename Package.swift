@@ -160,7 +160,7 @@ let package = Package(
             name: "outpost",
             dependencies: [
                 "OutpostCore", "OutpostStorage", "OutpostProtocol", "OutpostSync", "OutpostTiles",
-                "OutpostServer", "OutpostPostgres", "OutpostSampleData",
+                "OutpostServer", "OutpostPostgres", "OutpostSampleData", "OutpostGeoprocessing",
                 .product(name: "ArgumentParser", package: "swift-argument-parser"),
                 .product(name: "AsyncHTTPClient", package: "async-http-client"),
                 .product(name: "NIOCore", package: "swift-nio"),

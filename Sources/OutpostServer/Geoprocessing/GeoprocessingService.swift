@@ -77,11 +77,19 @@ struct GPLayerResolver {
         query.limit = limit + 1
         let found = try await backend.features(layerID: layerID, query: query)
         guard found.count <= limit else { throw bad("the layer holds more than the \(limit) features a task takes (maximumRecords)") }
+        return GPFeatureSet(layer: layer, spatialReference: layer.spatialReference ?? schema.spatialReference, features: found, geometry: query.returnGeometry)
+    }
+}
+
+extension GPFeatureSet {
+    /// A layer's features as a feature set (a record set without geometry when `geometry` is
+    /// false): every field of the layer, object and global ids included.
+    public init(layer: LayerDefinition, spatialReference: SpatialReference?, features: [OutpostStorage.Feature], geometry: Bool = true) {
         let fields = layer.fields
-        return GPFeatureSet(
-            geometryType: geometry ? layer.geometryType?.esriName : nil, spatialReference: layer.spatialReference ?? schema.spatialReference,
+        self.init(
+            geometryType: geometry ? layer.geometryType?.esriName : nil, spatialReference: spatialReference,
             fields: fields.map { GPField(name: $0.name, type: $0.type.esriName, alias: $0.alias, length: $0.length) },
-            features: found.map { feature in
+            features: features.map { feature in
                 var attributes: [String: JSONValue] = [:]
                 for field in fields {
                     switch field.type {
@@ -90,7 +98,7 @@ struct GPLayerResolver {
                     default: attributes[field.name] = feature.attributes[field.name]?.jsonValue ?? .null
                     }
                 }
-                return GPFeatureSet.Feature(geometry: query.returnGeometry ? feature.geometry : nil, attributes: attributes)
+                return GPFeatureSet.Feature(geometry: geometry ? feature.geometry : nil, attributes: attributes)
             })
     }
 }

@@ -1,0 +1,132 @@
+import Foundation
+import OutpostCore
+import OutpostTestSupport
+import Testing
+
+/// `outpost gp info|run` against `outpost serve` (its own process, real HTTP) and offline, with
+/// the outputs read back by GDAL's GeoJSON driver (pyogrio).
+@Suite("outpost gp")
+struct GPCommandTests {
+    static let service: JSONValue = [
+        "executionType": "esriExecutionTypeAsynchronous",
+        "tasks": [["tool": "Buffer"], ["tool": "Dissolve"]],
+    ]
+
+    /// Four points around Helsinki's railway station, as GeoJSON.
+    static let points: JSONValue = [
+        "type": "FeatureCollection",
+        "features": .array([(24.9414, 60.1719), (24.9450, 60.1700), (24.9380, 60.1690), (24.9600, 60.1750)].enumerated().map { i, p in
+            ["type": "Feature", "geometry": ["type": "Point", "coordinates": [.number(p.0), .number(p.1)]], "properties": ["id": .integer(Int64(i))]]
+        }),
+    ]
+
+    @Test func infoAndRunAgainstAServerAndOfflineAgree() async throws {
+        let directory = TemporaryDirectory("outpost-gp-cli")
+        let services = directory.file("services")
+        try FileManager.default.createDirectory(at: services, withIntermediateDirectories: true)
+        try Self.service.jsonData.write(to: services.appendingPathComponent("analysis.gp.json"))
+        let created = try await outpost(["service", "create", Repository.sampleData("field_inspection").path, "--out", services.appendingPathComponent("fi.gpkg").path])
+        #expect(created.succeeded, "\(created.stderr)")
+        try Self.points.jsonData.write(to: directory.file("points.geojson"))
+        let server = try await ServeProcess.start(service: services)
+        defer { Task { await server.stop() } }
+        let task = server.url.appendingPathComponent("arcgis/rest/services/analysis/GPServer/Buffer").absoluteString
+
+        let info = try await outpost(["gp", "info", task, "--json"])
+        #expect(info.succeeded, "\(info.stderr)")
+        let described = try JSONValue.parse(Data(info.stdout.utf8))
+        #expect(described["executionType"] == "esriExecutionTypeAsynchronous")
+        let names = (described["parameters"]?.arrayValue ?? []).compactMap { $0["name"]?.stringValue }
+        #expect(names.contains("Distance_Field"))
+        let table = try await outpost(["gp", "info", task])
+        #expect(table.stdout.contains("Distance") && table.stdout.contains("PLANAR|GEODESIC"))
+
+        let distance = #"Distance={"distance":150,"units":"esriMeters"}"#
+        let remote = try await outpost([
+            "gp", "run", task, "--param", "Input_Features=@\(directory.file("points.geojson").path)", "--param", distance,
+            "--poll-ms", "50", "--out", directory.file("remote").path, "--json",
+        ])
+        #expect(remote.succeeded, "\(remote.stderr)")
+        let answer = try JSONValue.parse(Data(remote.stdout.utf8))
+        #expect(answer["status"] == "succeeded" && answer["jobId"]?.stringValue?.hasPrefix("j") == true)
+        #expect(answer["outputs"]?["Output_Features"]?["features"] == 4)
+        let offline = try await outpost([
+            "gp", "run", "Buffer", "--param", "Input_Features=@\(directory.file("points.geojson").path)", "--param", distance,
+            "--out", directory.file("offline").path,
+        ])
+        #expect(offline.succeeded, "\(offline.stderr)")
+        #expect(offline.stdout.contains("Output_Features: 4 features"))
+        // GDAL reads both; the server's polygons are the offline ones.
+        let script = """
+            import sys, pyogrio.raw, shapely, pyproj
+            from shapely.ops import transform
+            ma, _, ga, _ = pyogrio.raw.read(sys.argv[1]); mb, _, gb, _ = pyogrio.raw.read(sys.argv[2])
+            a = shapely.from_wkb(ga); b = shapely.from_wkb(gb)
+            assert len(a) == 4 and len(b) == 4, (len(a), len(b))
+            assert ma["crs"] == "EPSG:4326", ma["crs"]
+            assert all(x.equals_exact(y, 1e-12) for x, y in zip(a, b))
+            to3067 = pyproj.Transformer.from_crs(4326, 3067, always_xy=True).transform
+            areas = [transform(to3067, g).area for g in a]
+            assert all(abs(s - 3.14159 * 150 ** 2) / (3.14159 * 150 ** 2) < 0.02 for s in areas), areas
+            print("ok")
+            """
+        let check = try await ExternalTools.python(script, [directory.file("remote/Output_Features.geojson").path, directory.file("offline/Output_Features.geojson").path])
+        #expect(check.succeeded, "\(check.stderr)")
+
+        // A layer the server serves, by URL.
+        let layer = server.url.appendingPathComponent("arcgis/rest/services/fi/FeatureServer/2").absoluteString
+        let dissolved = try await outpost([
+            "gp", "run", server.url.appendingPathComponent("arcgis/rest/services/analysis/GPServer/Dissolve").absoluteString,
+            "--param", #"Input_Features={"url":"\#(layer)"}"#, "--param", #"Dissolve_Fields=["crew"]"#, "--poll-ms", "50", "--json",
+        ])
+        #expect(dissolved.succeeded, "\(dissolved.stderr)")
+        #expect((try JSONValue.parse(Data(dissolved.stdout.utf8)))["outputs"]?["Output_Features"]?["features"]?.integerValue ?? 0 >= 1)
+
+        // A failing job: exit 1 with the server's reason.
+        let failing = try await outpost([
+            "gp", "run", task, "--param", "Input_Features=@\(directory.file("points.geojson").path)", "--param", "Distance_Field=nosuch", "--poll-ms", "50",
+        ])
+        #expect(failing.status == 1 && failing.stderr.contains("nosuch"), "\(failing.stderr)")
+        // Bad arguments: an unknown input, a task that does not exist.
+        let unknown = try await outpost(["gp", "run", "Buffer", "--param", "Radius=5"])
+        #expect(unknown.status == 1 && unknown.stderr.contains("Buffer has no input Radius"))
+        let missing = try await outpost(["gp", "info", "Teleport"])
+        #expect(missing.status == 1 && missing.stderr.contains("neither a task URL"))
+    }
+
+    @Test func aModelRunsOfflineOnAReplicasLayer() async throws {
+        let directory = TemporaryDirectory("outpost-gp-model")
+        let gpkg = directory.file("crew.gpkg")
+        let created = try await outpost(["service", "create", Repository.sampleData("field_inspection").path, "--out", gpkg.path])
+        #expect(created.succeeded, "\(created.stderr)")
+        let model: JSONValue = [
+            "name": "CoverageByCrew",
+            "parameters": [
+                ["name": "Sites", "dataType": "GPFeatureRecordSetLayer"],
+                ["name": "Coverage", "dataType": "GPFeatureRecordSetLayer", "direction": "esriGPParameterDirectionOutput"],
+            ],
+            "steps": [
+                ["id": "reach", "tool": "Buffer", "inputs": ["Input_Features": ["parameter": "Sites"], "Distance": ["value": ["distance": 200, "units": "esriMeters"]]]],
+                ["id": "merge", "tool": "Dissolve", "inputs": ["Input_Features": ["step": "reach", "output": "Output_Features"], "Dissolve_Fields": ["value": ["status"]]]],
+            ],
+            "outputs": ["Coverage": ["step": "merge", "output": "Output_Features"]],
+        ]
+        try model.jsonData.write(to: directory.file("coverage.model.json"))
+        let run = try await outpost([
+            "gp", "run", directory.file("coverage.model.json").path, "--input", gpkg.path, "--param", "Sites=layer:inspection_points",
+            "--out", directory.file("out").path,
+        ])
+        #expect(run.succeeded, "\(run.stderr)")
+        #expect(run.stderr.contains("reach: Buffered") && run.stderr.contains("merge: Dissolved"))
+        let check = try await ExternalTools.python(
+            """
+            import sys, pyogrio.raw
+            meta, _, geometry, fields = pyogrio.raw.read(sys.argv[1])
+            status = list(fields[list(meta["fields"]).index("status")])
+            assert set(status) == {"open", "closed", "in_progress"} and len(status) == 3, status
+            assert all(g is not None for g in geometry)
+            print(len(status))
+            """, [directory.file("out/Coverage.geojson").path])
+        #expect(check.succeeded, "\(check.stderr)")
+    }
+}
