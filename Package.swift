@@ -4,7 +4,7 @@ import PackageDescription
 // Module graph (README, "Modules"): dependencies point one way only.
 //   OutpostCore <- OutpostStorage <- OutpostSync / OutpostTiles <- OutpostServer <- outpost
 //   OutpostCore <- OutpostProtocol <- OutpostSync / OutpostServer
-//   OutpostCore <- OutpostGeoprocessing (GEOS, PROJ) <- OutpostServer
+//   OutpostCore <- OutpostStorage <- OutpostGeoprocessing (GEOS, PROJ) <- OutpostServer
 let package = Package(
     name: "Outpost",
     platforms: [.macOS(.v15)],
@@ -78,7 +78,9 @@ let package = Package(
         .target(
             name: "OutpostGeoprocessing",
             dependencies: [
-                "OutpostCore", "CGEOS", "CPROJ",
+                "OutpostCore", "OutpostStorage", "CGEOS", "CPROJ",
+                // Select Layer By Attribute runs the where-clause parser's SQL in an in-memory SQLite.
+                .product(name: "GRDB", package: "GRDB.swift"),
                 // GeoprocessingTask talks to GPServer services (already in the graph for sync and tiles).
                 .product(name: "AsyncHTTPClient", package: "async-http-client"),
                 .product(name: "NIOCore", package: "swift-nio"),

@@ -59,7 +59,8 @@ public struct GPTaskDefinition: Sendable {
 /// The built-in tools by name.
 public enum GPToolbox {
     public static let tools: [any GPTool] = [
-        BufferTool(), ClipTool(), DissolveTool(), IntersectTool(), UnionTool(), SelectLayerByLocationTool(),
+        BufferTool(), ClipTool(), DissolveTool(), IntersectTool(), UnionTool(), SelectLayerByLocationTool(), SelectLayerByAttributeTool(),
+        SummarizeWithinTool(),
     ]
 
     public static var names: [String] { tools.map { type(of: $0).name } }

@@ -77,16 +77,7 @@ public struct DissolveTool: GPTool {
             var attributes: [String: JSONValue] = ["OBJECTID": .integer(Int64(out.count + 1))]
             for (name, value) in zip(keys, key) { attributes[name] = value }
             for (field, statistic) in statistics {
-                let numbers = members.compactMap { $0.attributes[field]?.doubleValue }
-                let value: JSONValue
-                switch statistic {
-                case .COUNT: value = .integer(Int64(members.filter { !($0.attributes[field]?.isNull ?? true) }.count))
-                case .SUM: value = .number(numbers.reduce(0, +))
-                case .MEAN: value = numbers.isEmpty ? .null : .number(numbers.reduce(0, +) / Double(numbers.count))
-                case .MIN: value = numbers.min().map(JSONValue.number) ?? .null
-                case .MAX: value = numbers.max().map(JSONValue.number) ?? .null
-                }
-                attributes["\(statistic.rawValue)_\(field)"] = value
+                attributes["\(statistic.rawValue)_\(field)"] = Self.compute(statistic, members.map { $0.attributes[field] ?? .null })
             }
             out.append(GPFeatureSet.Feature(geometry: merged, attributes: attributes))
         }
@@ -102,14 +93,27 @@ public struct DissolveTool: GPTool {
     }
 
     /// `"population SUM;area MEAN"` as (field, statistic) pairs.
-    static func statistics(_ text: String, fields: Set<String>) throws -> [(String, Statistic)] {
+    static func statistics(_ text: String, fields: Set<String>, parameter: String = "Statistics_Fields") throws -> [(String, Statistic)] {
         try text.split(separator: ";").map { entry in
             let parts = entry.split(separator: " ").map(String.init)
             guard parts.count == 2, let statistic = Statistic(rawValue: parts[1].uppercased()) else {
-                throw GPValueError(parameter: "Statistics_Fields", "\"\(entry)\" is not \"field STATISTIC\" (\(Statistic.allCases.map(\.rawValue).joined(separator: ", ")))")
+                throw GPValueError(parameter: parameter, "\"\(entry)\" is not \"field STATISTIC\" (\(Statistic.allCases.map(\.rawValue).joined(separator: ", ")))")
             }
-            guard fields.contains(parts[0]) else { throw GPValueError(parameter: "Statistics_Fields", "the input has no field \(parts[0])") }
+            guard fields.contains(parts[0]) else { throw GPValueError(parameter: parameter, "the input has no field \(parts[0])") }
             return (parts[0], statistic)
+        }
+    }
+
+    /// A statistic of some attribute values (nulls and non-numbers left out; COUNT counts the
+    /// values that are not null).
+    static func compute(_ statistic: Statistic, _ values: [JSONValue]) -> JSONValue {
+        let numbers = values.compactMap(\.doubleValue)
+        switch statistic {
+        case .COUNT: return .integer(Int64(values.filter { !$0.isNull }.count))
+        case .SUM: return .number(numbers.reduce(0, +))
+        case .MEAN: return numbers.isEmpty ? .null : .number(numbers.reduce(0, +) / Double(numbers.count))
+        case .MIN: return numbers.min().map(JSONValue.number) ?? .null
+        case .MAX: return numbers.max().map(JSONValue.number) ?? .null
         }
     }
 }
