@@ -78,7 +78,7 @@ let package = Package(
         .target(
             name: "OutpostGeoprocessing",
             dependencies: [
-                "OutpostCore", "OutpostStorage", "CGEOS", "CPROJ",
+                "OutpostCore", "OutpostStorage", "CGEOS", "CPROJ", "CZlib",
                 // Select Layer By Attribute runs the where-clause parser's SQL in an in-memory SQLite.
                 .product(name: "GRDB", package: "GRDB.swift"),
                 // GeoprocessingTask talks to GPServer services (already in the graph for sync and tiles).
@@ -154,7 +154,7 @@ let package = Package(
         .target(
             name: "OutpostSampleData",
             path: "SampleData",
-            exclude: ["README.md", "natural_earth", "golden-tiles"],
+            exclude: ["README.md", "natural_earth", "golden-tiles", "planning"],
             sources: ["BundledSamples.swift"],
             resources: [.copy("field_inspection")]
         ),

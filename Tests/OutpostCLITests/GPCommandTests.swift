@@ -130,3 +130,61 @@ struct GPCommandTests {
         #expect(check.succeeded, "\(check.stderr)")
     }
 }
+
+/// The planning sample (SampleData/planning): its feature service and geoprocessing service
+/// served as a user would, the SDK's two sample models run through `outpost gp run`.
+@Suite("Planning sample")
+struct PlanningSampleTests {
+    @Test func elevationContoursAndMailingListRunOnTheSampleService() async throws {
+        let directory = TemporaryDirectory("outpost-planning")
+        let services = directory.file("services")
+        try FileManager.default.createDirectory(at: services, withIntermediateDirectories: true)
+        let sample = Repository.sampleData("planning")
+        let created = try await outpost(["service", "create", sample.path, "--out", services.appendingPathComponent("planning.gpkg").path])
+        #expect(created.succeeded, "\(created.stderr)")
+        try FileManager.default.copyItem(at: sample.appendingPathComponent("planning.gp.json"), to: services.appendingPathComponent("planning.gp.json"))
+        let server = try await ServeProcess.start(service: services)
+        defer { Task { await server.stop() } }
+        let base = server.url.appendingPathComponent("arcgis/rest/services/planning/GPServer").absoluteString
+
+        // Spot heights → IDW surface → contours, the layer read from the feature service.
+        let terrain = directory.file("terrain")
+        let contours = try await outpost(["gp", "run", "\(base)/ElevationContours", "--param", "Interval=5", "--poll-ms", "50", "--out", terrain.path, "--json"])
+        #expect(contours.succeeded, "\(contours.stderr)")
+        let surface = try #require(try FileManager.default.contentsOfDirectory(atPath: terrain.path).first { $0.hasSuffix(".tif") })
+        let info = try await ExternalTools.run("gdalinfo", ["-json", terrain.appendingPathComponent(surface).path])
+        #expect(info.succeeded, "\(info.stderr)")
+        let raster = try JSONValue.parse(info.stdout)
+        #expect(raster["coordinateSystem"]?["wkt"]?.stringValue?.contains("ETRS89 / TM35FIN") == true)
+        #expect((raster["geoTransform"]?.arrayValue ?? []).compactMap(\.doubleValue)[1] == 10)
+        let lines = try await ExternalTools.run("ogrinfo", ["-so", "-al", terrain.appendingPathComponent("Contours.geojson").path])
+        #expect(lines.succeeded && lines.stdout.contains("Line String") && lines.stdout.contains("Contour: "), "\(lines.stdout)")
+
+        // The mailing list around one parcel: the same parcels shapely finds within 100 m.
+        let mail = directory.file("mail")
+        let parcel = "091-011-0011-0003"
+        let listed = try await outpost(["gp", "run", "\(base)/MailingList", "--param", "Parcel_ID=\(parcel)", "--poll-ms", "50", "--out", mail.path, "--json"])
+        #expect(listed.succeeded, "\(listed.stderr)")
+        let answer = try JSONValue.parse(Data(listed.stdout.utf8))
+        let count = try #require(answer["outputs"]?["Owners"]?["features"]?.integerValue)
+        let check = try await ExternalTools.python("""
+            import sys, json, csv, shapely, pyproj
+            from shapely.ops import transform
+            to3067 = pyproj.Transformer.from_crs(4326, 3067, always_xy=True).transform
+            fs = json.load(open(sys.argv[1]))["features"]
+            shapes = {f["properties"]["parcel_id"]: transform(to3067, shapely.geometry.shape(f["geometry"])) for f in fs}
+            target = shapes[sys.argv[2]]
+            near = sorted(k for k, g in shapes.items() if g.distance(target) <= 100)
+            rows = list(csv.DictReader(open(sys.argv[3], encoding="utf-8")))
+            assert sorted(r["parcel_id"] for r in rows) == near, (len(rows), len(near))
+            assert all(r["owner"] and r["address"].endswith("Helsinki") for r in rows)
+            print(len(near))
+            """, [sample.appendingPathComponent("data/parcels.geojson").path, parcel, mail.appendingPathComponent("mailing-list.csv").path])
+        #expect(check.succeeded, "\(check.stderr)")
+        #expect(Int64(check.stdout.trimmingCharacters(in: .whitespacesAndNewlines)) == count)
+        // A parcel id that is not there selects nothing, and the job still succeeds.
+        let none = try await outpost(["gp", "run", "\(base)/MailingList", "--param", "Parcel_ID=no-such-parcel'; --", "--poll-ms", "50", "--json"])
+        #expect(none.succeeded, "\(none.stderr)")
+        #expect((try JSONValue.parse(Data(none.stdout.utf8)))["outputs"]?["Owners"]?["features"] == 0)
+    }
+}

@@ -190,7 +190,10 @@ struct GPServiceSchemaTests {
             assert list(validator.iter_errors(bad))
             print("ok")
             """
-        let result = try await ExternalTools.python(script, [Repository.schema("gp-service.schema.json").path, example.path, directory.file("inline.gp.json").path])
+        let planning = Repository.sampleData("planning/planning.gp.json")
+        #expect(try GPServiceDefinition(contentsOf: planning).tasks.map(\.name).contains("MailingList"))
+        let result = try await ExternalTools.python(
+            script, [Repository.schema("gp-service.schema.json").path, example.path, directory.file("inline.gp.json").path, planning.path])
         #expect(result.succeeded, "\(result.stderr)")
     }
 }

@@ -247,6 +247,7 @@ struct GPServerTests {
             let stopped = try #require(try services["batch"]!.lastUpdate(ofJob: id))
             #expect(stopped - asked < 1_000, "the tool stopped \(stopped - asked) ms after the cancel")
             #expect(done["results"] == [:])
+            #expect(!FileManager.default.fileExists(atPath: services["batch"]!.outputDirectory(ofJob: id).path))
             #expect(try await client.get("\(job)/results/Output_Features?f=json").status == 400)
             await services["batch"]!.waitForRunningJobs()
         }

@@ -28,6 +28,8 @@ public protocol GPTransport: Sendable {
     func post(_ url: URL, form: [(String, String)]) async throws -> JSONValue
     /// `uploads/upload`: the file as multipart part `file`.
     func upload(_ url: URL, file: URL) async throws -> JSONValue
+    /// An output file (`…/GPServer/files/…`) into `destination`.
+    func download(_ url: URL, to destination: URL) async throws
 }
 
 /// ``GPTransport`` over HTTP (AsyncHTTPClient), with an optional token.
@@ -59,6 +61,36 @@ public struct HTTPGPTransport: GPTransport {
         body += try Data(contentsOf: file)
         body += Data("\r\n--\(boundary)--\r\n".utf8)
         return try await send(url, method: .POST, body: body, contentType: "multipart/form-data; boundary=\(boundary)")
+    }
+
+    public func download(_ url: URL, to destination: URL) async throws {
+        var request = HTTPClientRequest(url: url.absoluteString)
+        if let token { request.headers.add(name: "Authorization", value: "Bearer \(token)") }
+        let response: HTTPClientResponse
+        do {
+            response = try await client.execute(request, timeout: timeout)
+        } catch let error as CancellationError {
+            throw error
+        } catch {
+            throw RemoteJobUnreachable("\(url.host ?? "server"): \(error)")
+        }
+        guard response.status.code == 200 else { throw GeoprocessingError(code: Int(response.status.code), "HTTP \(response.status.code) from \(url.absoluteString)") }
+        // Streamed to a partial file, renamed when complete.
+        let partial = destination.appendingPathExtension("part")
+        _ = FileManager.default.createFile(atPath: partial.path, contents: nil)
+        let handle = try FileHandle(forWritingTo: partial)
+        do {
+            for try await var chunk in response.body {
+                if let bytes = chunk.readBytes(length: chunk.readableBytes) { try handle.write(contentsOf: bytes) }
+            }
+            try handle.close()
+        } catch {
+            try? handle.close()
+            try? FileManager.default.removeItem(at: partial)
+            throw RemoteJobUnreachable("\(url.host ?? "server"): \(error)")
+        }
+        try? FileManager.default.removeItem(at: destination)
+        try FileManager.default.moveItem(at: partial, to: destination)
     }
 
     private func send(_ url: URL, method: HTTPMethod, body: Data?, contentType: String?) async throws -> JSONValue {

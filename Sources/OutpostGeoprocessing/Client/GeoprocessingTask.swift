@@ -64,6 +64,18 @@ public final class GeoprocessingTask: LoadableForwarding, Sendable {
         return parameters
     }
 
+    /// Fetches an output file (a GPDataFile or raster output) into `destination`: downloaded
+    /// from the service, or copied when the task ran here.
+    public func download(_ file: GPFileReference, to destination: URL) async throws {
+        guard let text = file.url, let url = URL(string: text) else { throw GeoprocessingError(code: 400, "the output has no URL") }
+        if url.isFileURL {
+            try? FileManager.default.removeItem(at: destination)
+            try FileManager.default.copyItem(at: url, to: destination)
+        } else {
+            try await transport.download(url, to: destination)
+        }
+    }
+
     /// A job that runs the task with `parameters` (start it with `start()`). A job saved to a
     /// store and rebuilt after a restart reattaches to the server's job.
     public func makeJob(parameters: GeoprocessingParameters, store: (any JobStore)? = nil) -> Job<GeoprocessingJob> {

@@ -64,6 +64,12 @@ public final class GeometryEngine {
         return try result(GEOSUnaryUnion_r(handle, collection), "union")
     }
 
+    /// Lines joined end to end where exactly two meet (`GEOSLineMerge`): contour segments
+    /// become contour lines.
+    public func lineMerge(_ geometry: Geometry) throws -> Geometry? {
+        try unary(geometry, "line merge") { GEOSLineMerge_r(handle, $0) }
+    }
+
     /// Whether GEOS finds the geometry valid (OGC simple features), and if not why.
     public func validity(_ geometry: Geometry) throws -> (valid: Bool, reason: String?) {
         let g = try geos(geometry)

@@ -36,6 +36,10 @@ public struct GPModel: Sendable {
         case parameter(String)
         case step(String, output: String)
         case value(GPValue)
+        /// A where clause (GPString) with `:Name` replaced by model parameter Name's value as
+        /// an SQL literal (text quoted, quotes doubled; numbers as they are): the clause parser
+        /// then sees a literal, never SQL a user typed.
+        case sql(String)
     }
 
     public struct Step: Sendable {
@@ -93,6 +97,11 @@ public struct GPModel: Sendable {
         func type(of source: Source, where place: String) throws -> GPDataType? {
             switch source {
             case .value(let v): return v.dataType
+            case .sql(let text):
+                for name in Self.sqlParameters(text) where byName[name]?.direction != .input {
+                    throw fail("\(place): the clause names :\(name), which is not an input parameter of the model")
+                }
+                return .string
             case .parameter(let p):
                 guard let parameter = byName[p], parameter.direction == .input else { throw fail("\(place): the model has no input parameter \(p)") }
                 return parameter.dataType
@@ -139,6 +148,10 @@ public struct GPModel: Sendable {
             guard let output = json["output"]?.stringValue else { throw fail("\(place): name the \"output\" of step \(s)") }
             return .step(s, output: output)
         }
+        if let text = json["sql"]?.stringValue {
+            guard type == .string else { throw fail("\(place): an \"sql\" binding feeds a GPString, not a \(type)") }
+            return .sql(text)
+        }
         if let v = json["value"] {
             do {
                 return .value(try GPValue(json: v, as: type, parameter: place))
@@ -146,7 +159,7 @@ public struct GPModel: Sendable {
                 throw fail(error.description)
             }
         }
-        throw fail("\(place): bind it to {\"parameter\"}, {\"step\", \"output\"} or {\"value\"}")
+        throw fail("\(place): bind it to {\"parameter\"}, {\"step\", \"output\"}, {\"value\"} or {\"sql\"}")
     }
 
     /// Steps ordered so each runs after the steps that feed it (Kahn's algorithm); a cycle is
@@ -176,6 +189,7 @@ public struct GPModel: Sendable {
             case .parameter(let p): inputs[p]
             case .step(let s, let output): produced[s]?[output]
             case .value(let v): v
+            case .sql(let text): .string(Self.render(text, inputs))
             }
         }
         for step in steps {
@@ -184,10 +198,47 @@ public struct GPModel: Sendable {
             for (name, source) in step.inputs {
                 if let v = value(source) { given[name] = v }
             }
-            let stepContext = GPToolContext { context.message("\(step.id): \($0)") }
+            let stepContext = GPToolContext(outputDirectory: context.outputDirectory) { context.message("\(step.id): \($0)") }
             produced[step.id] = try await step.task.execute(given, context: stepContext)
         }
         return outputs.compactMapValues(value)
+    }
+
+    /// The `:Name` parameters a clause template names.
+    static func sqlParameters(_ text: String) -> [String] {
+        var names: [String] = []
+        var rest = Substring(text)
+        while let colon = rest.firstIndex(of: ":") {
+            let after = rest[rest.index(after: colon)...]
+            let name = after.prefix { $0.isLetter || $0.isNumber || $0 == "_" }
+            if !name.isEmpty { names.append(String(name)) }
+            rest = after.dropFirst(name.count)
+        }
+        return names
+    }
+
+    /// A clause template with each `:Name` replaced by the parameter's value as an SQL literal.
+    static func render(_ text: String, _ inputs: [String: GPValue]) -> String {
+        var out = ""
+        var rest = Substring(text)
+        while let colon = rest.firstIndex(of: ":") {
+            out += rest[..<colon]
+            let after = rest[rest.index(after: colon)...]
+            let name = String(after.prefix { $0.isLetter || $0.isNumber || $0 == "_" })
+            if name.isEmpty {
+                out += ":"
+            } else {
+                switch inputs[name] {
+                case .string(let s)?: out += "'" + s.replacingOccurrences(of: "'", with: "''") + "'"
+                case .long(let n)?: out += String(n)
+                case .double(let d)?: out += String(d)
+                case .boolean(let b)?: out += b ? "1" : "0"
+                default: out += "NULL"
+                }
+            }
+            rest = after.dropFirst(name.count)
+        }
+        return out + rest
     }
 
     public var task: GPTaskDefinition {

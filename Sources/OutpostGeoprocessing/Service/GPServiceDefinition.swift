@@ -92,6 +92,13 @@ public struct GPServiceDefinition: Sendable {
                 task.name = renamed
                 task.displayName = entry["displayName"]?.stringValue ?? renamed
             }
+            for (key, path) in [("processSR", \GPEnvironment.processSpatialReference), ("outSR", \GPEnvironment.outputSpatialReference)] {
+                guard let value = entry[key] else { continue }
+                guard let wkid = value.integerValue, wkid > 0, (try? CoordinateSystemInfo(SpatialReference(wkid: Int(wkid)))) != nil else {
+                    throw fail("tasks[\(index)]: \(key) must be an EPSG code PROJ knows")
+                }
+                task.environment[keyPath: path] = SpatialReference(wkid: Int(wkid))
+            }
             guard !tasks.contains(where: { $0.name == task.name }) else { throw fail("two tasks are named \(task.name)") }
             tasks.append(task)
         }

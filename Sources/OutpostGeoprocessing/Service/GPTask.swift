@@ -7,6 +7,9 @@ public struct GPTaskDefinition: Sendable {
     public var displayName: String
     public var summary: String
     public var parameters: [GPParameterInfo]
+    /// The environment the task runs in unless a request says otherwise (a service may have
+    /// its tasks process in a projected system, as ArcGIS services set a default processSR).
+    public var environment = GPEnvironment()
     private let body: @Sendable ([String: GPValue], GPToolContext) async throws -> [String: GPValue]
 
     public init(
@@ -60,7 +63,7 @@ public struct GPTaskDefinition: Sendable {
 public enum GPToolbox {
     public static let tools: [any GPTool] = [
         BufferTool(), ClipTool(), DissolveTool(), IntersectTool(), UnionTool(), SelectLayerByLocationTool(), SelectLayerByAttributeTool(),
-        SummarizeWithinTool(),
+        SummarizeWithinTool(), IDWTool(), ContourTool(), ExportTableTool(),
     ]
 
     public static var names: [String] { tools.map { type(of: $0).name } }

@@ -180,3 +180,64 @@ public struct SummarizeWithinTool: GPTool {
         return area ? try engine.area(g) * unit * unit : try engine.length(g) * unit
     }
 }
+
+/// Export Table: the attributes of features as a record set (only `Fields` when given, in that
+/// order) and as a CSV file (RFC 4180, UTF-8, a header row): a report to hand on.
+public struct ExportTableTool: GPTool {
+    public static let name = "ExportTable"
+    public static let summary = "Feature attributes as a table and a CSV file."
+    public static let parameters: [GPParameterInfo] = [
+        GPParameterInfo(name: "Input_Rows", dataType: .featureRecordSetLayer, displayName: "Input Rows"),
+        GPParameterInfo(name: "Fields", dataType: .multiValue(.string), kind: .optional, displayName: "Fields"),
+        GPParameterInfo(name: "File_Name", dataType: .string, kind: .optional, displayName: "File Name", defaultValue: .string("table.csv")),
+        GPParameterInfo(name: "Output_Table", dataType: .recordSet, direction: .output, kind: .derived, displayName: "Output Table"),
+        GPParameterInfo(name: "Output_File", dataType: .dataFile, direction: .output, kind: .derived, displayName: "Output File"),
+    ]
+
+    public init() {}
+
+    public func run(_ inputs: [String: GPValue], context: GPToolContext) async throws -> [String: GPValue] {
+        let input = try ToolInputs.features(inputs, "Input_Rows")
+        var fields = input.fields
+        if case .multiValue(_, let names)? = inputs["Fields"], !names.isEmpty {
+            fields = try names.compactMap { value -> GPField? in
+                guard case .string(let name) = value else { return nil }
+                guard let field = input.fields.first(where: { $0.name.lowercased() == name.lowercased() }) else {
+                    throw GPValueError(parameter: "Fields", "the input has no field \(name)")
+                }
+                return field
+            }
+        }
+        var name = ToolInputs.string(inputs, "File_Name") ?? "table.csv"
+        name = String(name.map { $0.isLetter || $0.isNumber || "-_.".contains($0) ? $0 : "_" }).trimmingCharacters(in: CharacterSet(charactersIn: "."))
+        if !name.lowercased().hasSuffix(".csv") { name += ".csv" }
+        var csv = fields.map { Self.cell(.string($0.name)) }.joined(separator: ",") + "\r\n"
+        var rows: [GPFeatureSet.Feature] = []
+        for (index, feature) in input.features.enumerated() {
+            if index % 1_024 == 0 { try context.checkCancellation() }
+            var attributes: [String: JSONValue] = [:]
+            for field in fields { attributes[field.name] = feature.attributes[field.name] ?? .null }
+            rows.append(GPFeatureSet.Feature(geometry: nil, attributes: attributes))
+            csv += fields.map { Self.cell(attributes[$0.name] ?? .null) }.joined(separator: ",") + "\r\n"
+        }
+        let file = try context.outputFile(name)
+        try Data(csv.utf8).write(to: file)
+        context.message("Exported \(rows.count) rows of \(fields.count) fields")
+        return [
+            "Output_Table": .recordSet(GPFeatureSet(fields: fields, features: rows)),
+            "Output_File": .dataFile(GPFileReference(url: file.absoluteString)),
+        ]
+    }
+
+    /// One CSV cell: text quoted when it holds a comma, quote or line break.
+    static func cell(_ value: JSONValue) -> String {
+        let text: String
+        switch value {
+        case .null: return ""
+        case .string(let s): text = s
+        default: text = value.jsonString
+        }
+        guard text.contains(where: { $0 == "," || $0 == "\"" || $0 == "\n" || $0 == "\r" }) else { return text }
+        return "\"" + text.replacingOccurrences(of: "\"", with: "\"\"") + "\""
+    }
+}

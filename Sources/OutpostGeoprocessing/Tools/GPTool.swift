@@ -1,3 +1,4 @@
+import Foundation
 import OutpostCore
 
 /// A geoprocessing tool: named parameters in, named values out. Tools run the same on a server
@@ -15,9 +16,20 @@ public protocol GPTool: Sendable {
 /// What a running tool may report, and whether it should stop.
 public final class GPToolContext: Sendable {
     private let report: @Sendable (String) -> Void
+    /// Where a tool writes the files it outputs (rasters, extracts); a server serves them from
+    /// there, a local run hands back their file URLs.
+    public let outputDirectory: URL
 
-    public init(report: @escaping @Sendable (String) -> Void = { _ in }) {
+    public init(outputDirectory: URL? = nil, report: @escaping @Sendable (String) -> Void = { _ in }) {
         self.report = report
+        self.outputDirectory = outputDirectory
+            ?? FileManager.default.temporaryDirectory.appendingPathComponent("outpost-gp-\(UUID().uuidString.prefix(8).lowercased())")
+    }
+
+    /// A new file in the output directory (the directory made when needed).
+    public func outputFile(_ name: String) throws -> URL {
+        try FileManager.default.createDirectory(at: outputDirectory, withIntermediateDirectories: true)
+        return outputDirectory.appendingPathComponent(name)
     }
 
     /// A progress message (a job's message list; the `execute` answer's `messages`).

@@ -12,14 +12,16 @@ import OutpostGeoprocessing
 actor GPJobQueue {
     let definition: GPServiceDefinition
     let store: GPJobStore
+    let files: GPFiles
     private var running: [String: Task<Void, Never>] = [:]
     private var waiting: [String] = []
     /// Jobs whose time ran out (ended as TimedOut rather than Cancelled).
     private var timedOut: Set<String> = []
 
-    init(definition: GPServiceDefinition, store: GPJobStore) {
+    init(definition: GPServiceDefinition, store: GPJobStore, files: GPFiles) {
         self.definition = definition
         self.store = store
+        self.files = files
     }
 
     /// Takes over the jobs a previous server left unfinished.
@@ -71,7 +73,15 @@ actor GPJobQueue {
     /// Forgets finished jobs older than the retention, with their files.
     func sweep() throws {
         let cutoff = GPJobStore.now() - definition.jobRetention.components.seconds * 1000
-        _ = try store.removeFinished(before: cutoff)
+        for id in try store.removeFinished(before: cutoff) { try? FileManager.default.removeItem(at: files.root.appendingPathComponent(id)) }
+        // The files of execute requests (x…) go after the same time.
+        let oldest = Date(timeIntervalSince1970: Double(cutoff) / 1000)
+        for name in (try? FileManager.default.contentsOfDirectory(atPath: files.root.path)) ?? [] where name.hasPrefix("x") {
+            let folder = files.root.appendingPathComponent(name)
+            if let made = (try? FileManager.default.attributesOfItem(atPath: folder.path))?[.modificationDate] as? Date, made < oldest {
+                try? FileManager.default.removeItem(at: folder)
+            }
+        }
     }
 
     /// Waits for every running job (tests, shutdown).
@@ -108,7 +118,7 @@ actor GPJobQueue {
     }
 
     private nonisolated func run(_ id: String) async {
-        let store = self.store, definition = self.definition
+        let store = self.store, definition = self.definition, files = self.files
         guard let record = try? store.record(id), let task = definition.task(named: record.task) else {
             _ = try? store.update(id, status: .failed)
             return
@@ -126,9 +136,10 @@ actor GPJobQueue {
             var inputs: [String: GPValue] = [:]
             for (name, json) in record.inputs {
                 guard let parameter = task.parameter(name) else { throw GPValueError(parameter: name, "is not a parameter of \(task.name)") }
-                inputs[name] = try GPValue(json: json, as: parameter.dataType, parameter: name)
+                inputs[name] = try files.local(try GPValue(json: json, as: parameter.dataType, parameter: name), parameter: name)
             }
-            let context = GPToolContext { text in try? store.append(id, GPMessage(.informative, text)) }
+            let output = files.root.appendingPathComponent(id)
+            let context = GPToolContext(outputDirectory: output) { text in try? store.append(id, GPMessage(.informative, text)) }
             let outputs = try await task.execute(inputs, environment: record.environment, context: context)
             try Task.checkCancellation()
             outcome = (.succeeded, try outputs.mapValues { try $0.json }, GPMessage(.informative, "Succeeded"))
@@ -141,6 +152,8 @@ actor GPJobQueue {
                 outcome = (.failed, nil, GPMessage(.error, Self.describe(error)))
             }
         }
+        // A job that did not succeed leaves no output behind.
+        if outcome.0 != .succeeded { try? FileManager.default.removeItem(at: files.root.appendingPathComponent(id)) }
         if let message = outcome.2 { try? store.append(id, message) }
         _ = try? store.update(id, status: outcome.0, results: outcome.1)
     }

@@ -31,6 +31,9 @@ struct GPServerRoutes {
             return try upload()
         case 2 where route[0] == "uploads":
             return try uploadInfo(route[1])
+        case 3 where route[0] == "files":
+            guard let file = service.files.written(route[1], route[2]) else { throw ServiceError.notFound("file \(route[2])") }
+            return try ReplicaRoutes.streamFile(file, contentType: Self.contentType(route[2]), removeAfter: false)
         case 2 where route[0] == "jobs":
             // ArcGIS also answers a job below the service (`…/GPServer/jobs/{id}`).
             return try await job(route[1], task: nil)
@@ -90,13 +93,18 @@ struct GPServerRoutes {
         var values: [String: GPValue] = [:]
         for parameter in task.inputs {
             guard let text = parameters[parameter.name] else { continue }
-            var value = try GPValue(formValue: text, as: parameter.dataType, parameter: parameter.name)
-            value = try await resolver.resolve(value, parameter: parameter.name)
-            try check(value, parameter: parameter.name)
-            values[parameter.name] = value
+            values[parameter.name] = try GPValue(formValue: text, as: parameter.dataType, parameter: parameter.name)
         }
-        let checked = try GPParameterInfo.check(values, against: task.parameters, task: task.name)
-        let environment = GPEnvironment(processSpatialReference: try spatialReference("env:processSR"), outputSpatialReference: try spatialReference("env:outSR"))
+        // Defaults first, then layer URLs read (a default may name a served layer).
+        var checked = try GPParameterInfo.check(values, against: task.parameters, task: task.name)
+        for (name, value) in checked {
+            let resolved = try await resolver.resolve(value, parameter: name)
+            try check(resolved, parameter: name)
+            checked[name] = resolved
+        }
+        let environment = GPEnvironment(
+            processSpatialReference: try spatialReference("env:processSR") ?? task.environment.processSpatialReference,
+            outputSpatialReference: try spatialReference("env:outSR") ?? task.environment.outputSpatialReference)
         return (checked, environment)
     }
 
@@ -107,9 +115,8 @@ struct GPServerRoutes {
             guard set.features.count <= limit else {
                 throw ServiceError.badParameter(parameter, "\(set.features.count) features are more than the \(limit) this service takes (maximumRecords)")
             }
-        case .dataFile(let file), .rasterData(let file), .rasterDataLayer(let file):
-            if let item = file.itemID, uploadedFile(item) == nil { throw ServiceError.badParameter(parameter, "there is no uploaded item \(item)") }
-            if file.itemID == nil { throw ServiceError.badParameter(parameter, "give an uploaded file as {\"itemID\": …} (uploads/upload)") }
+        case .dataFile, .rasterData, .rasterDataLayer:
+            _ = try service.files.local(value, parameter: parameter)
         case .multiValue(_, let items):
             for item in items { try check(item, parameter: parameter) }
         default:
@@ -131,23 +138,32 @@ struct GPServerRoutes {
     // MARK: - execute
 
     private func execute(_ task: GPTaskDefinition) async throws -> Response {
-        let (inputs, environment) = try await inputs(task)
+        let (given, environment) = try await inputs(task)
+        let files = service.files
+        let inputs = try given.reduce(into: [String: GPValue]()) { $0[$1.key] = try files.local($1.value, parameter: $1.key) }
         let messages = MessageLog()
-        let context = GPToolContext { messages.append(GPMessage(.informative, $0)) }
+        let output = files.root.appendingPathComponent("x" + UUID().uuidString.replacingOccurrences(of: "-", with: "").lowercased())
+        let context = GPToolContext(outputDirectory: output) { messages.append(GPMessage(.informative, $0)) }
         let outputs: [String: GPValue]
         do {
             outputs = try await GPWorkExecutor.run { try await task.execute(inputs, environment: environment, context: context) }
-        } catch let error as GPValueError {
-            throw ServiceError.from(error)
-        } catch is CancellationError {
-            throw ServiceError(499, "the request was cancelled")
         } catch {
-            throw ServiceError(500, "Error executing tool \(task.name): \(GPJobQueue.describe(error))", details: messages.all.map(\.description))
+            // A tool that failed leaves no files behind.
+            try? FileManager.default.removeItem(at: output)
+            switch error {
+            case let error as GPValueError: throw ServiceError.from(error)
+            case is CancellationError: throw ServiceError(499, "the request was cancelled")
+            default:
+                throw ServiceError(500, "Error executing tool \(task.name): \(GPJobQueue.describe(error))", details: messages.all.map(\.description))
+            }
         }
         var results: [JSONValue] = []
         for parameter in task.outputs {
             guard let value = outputs[parameter.name] else { continue }
-            results.append(["paramName": .string(parameter.name), "dataType": .string(parameter.dataType.description), "value": try limited(value)])
+            results.append([
+                "paramName": .string(parameter.name), "dataType": .string(parameter.dataType.description),
+                "value": files.published(try limited(value), serviceURL: serviceURL),
+            ])
         }
         let wantMessages = try parameters.bool("returnMessages", default: true)
         return writing.json(["results": .array(results), "messages": .array(wantMessages ? messages.all.map(\.json) : [])])
@@ -194,7 +210,7 @@ struct GPServerRoutes {
             throw ServiceError(400, "job \(id) is \(job.status.rawValue); results exist once it has succeeded")
         }
         guard var value = try store.value(id, name, result: output) else { throw ServiceError.notFound("a value of \(name) in job \(id)") }
-        if output { value = try limited(GPValue(json: value, as: parameter.dataType, parameter: name)) }
+        if output { value = service.files.published(try limited(GPValue(json: value, as: parameter.dataType, parameter: name)), serviceURL: serviceURL) }
         return writing.json(["paramName": .string(name), "dataType": .string(parameter.dataType.description), "value": value])
     }
 
@@ -215,14 +231,14 @@ struct GPServerRoutes {
         let disposition = ServiceRoutes.dispositionAttributes(part.headers.first { $0.0.lowercased() == "content-disposition" }?.1 ?? "")
         let fileName = Self.safeName(disposition["filename"] ?? "upload")
         let id = "i" + UUID().uuidString.replacingOccurrences(of: "-", with: "").lowercased()
-        let folder = service.uploads.appendingPathComponent(id)
+        let folder = service.files.uploads.appendingPathComponent(id)
         try FileManager.default.createDirectory(at: folder, withIntermediateDirectories: true)
         try part.data.write(to: folder.appendingPathComponent(fileName))
         return writing.json(["success": true, "item": itemJSON(id, name: fileName, size: part.data.count)])
     }
 
     private func uploadInfo(_ id: String) throws -> Response {
-        guard let file = uploadedFile(id) else { throw ServiceError.notFound("uploaded item \(id)") }
+        guard let file = service.files.uploaded(id) else { throw ServiceError.notFound("uploaded item \(id)") }
         let size = (try? FileManager.default.attributesOfItem(atPath: file.path)[.size] as? Int) ?? 0
         return writing.json(["item": itemJSON(id, name: file.lastPathComponent, size: size)])
     }
@@ -231,12 +247,15 @@ struct GPServerRoutes {
         ["itemID": .string(id), "itemName": .string(name), "description": .null, "date": .integer(GPJobStore.now()), "committed": true, "size": .integer(Int64(size))]
     }
 
-    /// The file of an uploaded item, nil for an unknown one.
-    func uploadedFile(_ id: String) -> URL? {
-        guard id.range(of: "^i[0-9a-f]{32}$", options: .regularExpression) != nil else { return nil }
-        let folder = service.uploads.appendingPathComponent(id)
-        guard let name = try? FileManager.default.contentsOfDirectory(atPath: folder.path).first else { return nil }
-        return folder.appendingPathComponent(name)
+    static func contentType(_ name: String) -> String {
+        switch URL(fileURLWithPath: name).pathExtension.lowercased() {
+        case "tif", "tiff": "image/tiff"
+        case "json", "geojson": "application/json"
+        case "csv": "text/csv"
+        case "zip": "application/zip"
+        case "gpkg": "application/geopackage+sqlite3"
+        default: "application/octet-stream"
+        }
     }
 
     /// A file name without directories or characters a file system might mind.

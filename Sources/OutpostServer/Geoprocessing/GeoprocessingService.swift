@@ -17,7 +17,9 @@ public final class GeoprocessingService: Sendable {
     public init(contentsOf url: URL, jobsDirectory: URL? = nil) async throws {
         definition = try GPServiceDefinition(contentsOf: url)
         directory = jobsDirectory ?? url.deletingLastPathComponent().appendingPathComponent("\(definition.name).gp-jobs")
-        queue = GPJobQueue(definition: definition, store: try GPJobStore(url: directory.appendingPathComponent("jobs.sqlite")))
+        queue = GPJobQueue(
+            definition: definition, store: try GPJobStore(url: directory.appendingPathComponent("jobs.sqlite")),
+            files: GPFiles(uploads: directory.appendingPathComponent("uploads"), root: directory.appendingPathComponent("files")))
         try await queue.recover()
     }
 
@@ -27,7 +29,74 @@ public final class GeoprocessingService: Sendable {
     /// When a job's status last changed (epoch milliseconds), nil for an unknown job.
     public func lastUpdate(ofJob id: String) throws -> Int64? { try queue.store.summary(id)?.updated }
 
-    var uploads: URL { directory.appendingPathComponent("uploads") }
+    var files: GPFiles { queue.files }
+
+    /// Where a job's tools write their files (removed when the job does not succeed).
+    public func outputDirectory(ofJob id: String) -> URL { queue.files.root.appendingPathComponent(id) }
+}
+
+/// File inputs and outputs of a geoprocessing service: an uploaded item or a file the service
+/// wrote becomes a local file for the tool; a file a tool wrote becomes a URL under
+/// `…/GPServer/files/` in answers. Nothing else is fetched or read.
+struct GPFiles: Sendable {
+    let uploads: URL
+    let root: URL
+
+    /// The file of an uploaded item, nil for an unknown one.
+    func uploaded(_ id: String) -> URL? {
+        guard id.range(of: "^i[0-9a-f]{32}$", options: .regularExpression) != nil else { return nil }
+        let folder = uploads.appendingPathComponent(id)
+        guard let name = try? FileManager.default.contentsOfDirectory(atPath: folder.path).first else { return nil }
+        return folder.appendingPathComponent(name)
+    }
+
+    /// A file this service wrote, by its directory and name (as its URL names them).
+    func written(_ directory: String, _ name: String) -> URL? {
+        guard directory.range(of: "^[jx][0-9a-f]{32}$", options: .regularExpression) != nil, GPServerRoutes.safeName(name) == name else { return nil }
+        let file = root.appendingPathComponent(directory).appendingPathComponent(name)
+        return FileManager.default.fileExists(atPath: file.path) ? file : nil
+    }
+
+    /// File inputs as local files: `{"itemID"}` of an upload, or `{"url"}` of a file this
+    /// service wrote (`…/GPServer/files/<dir>/<name>`). Other URLs are refused.
+    func local(_ value: GPValue, parameter: String) throws -> GPValue {
+        func resolve(_ file: GPFileReference) throws -> GPFileReference {
+            var out = file
+            if let item = file.itemID {
+                guard let path = uploaded(item) else { throw GPValueError(parameter: parameter, "there is no uploaded item \(item)") }
+                out.url = path.absoluteString
+                out.itemID = nil
+                return out
+            }
+            let parts = URL(string: file.url ?? "")?.path.split(separator: "/").map(String.init) ?? []
+            guard parts.count >= 4, parts[parts.count - 3] == "files", parts[parts.count - 4] == "GPServer",
+                let path = written(parts[parts.count - 2], parts[parts.count - 1])
+            else { throw GPValueError(parameter: parameter, "give an uploaded file ({\"itemID\"}) or a file this service wrote") }
+            out.url = path.absoluteString
+            return out
+        }
+        switch value {
+        case .dataFile(let f): return .dataFile(try resolve(f))
+        case .rasterData(let f): return .rasterData(try resolve(f))
+        case .rasterDataLayer(let f): return .rasterDataLayer(try resolve(f))
+        case .multiValue(let type, let items): return .multiValue(type, try items.map { try local($0, parameter: parameter) })
+        default: return value
+        }
+    }
+
+    /// A result's JSON with the file URLs of files under `root` turned into `…/GPServer/files/…`.
+    func published(_ json: JSONValue, serviceURL: String) -> JSONValue {
+        switch json {
+        case .object(var object):
+            if let text = object["url"]?.stringValue, let url = URL(string: text), url.isFileURL, url.path.hasPrefix(root.path + "/") {
+                object["url"] = .string(serviceURL + "/files/" + url.path.dropFirst(root.path.count + 1))
+                return .object(object)
+            }
+            return .object(object.mapValues { published($0, serviceURL: serviceURL) })
+        case .array(let items): return .array(items.map { published($0, serviceURL: serviceURL) })
+        default: return json
+        }
+    }
 }
 
 /// Turns `{"url": …}` feature set inputs into features: only layers this server serves, read

@@ -77,13 +77,13 @@ struct GPCommand: AsyncParsableCommand {
                 --param NAME=VALUE gives an input: text for strings, numbers and booleans, JSON for the rest \
                 ({"distance":5,"units":"esriKilometers"}), layer:<name> for a layer of --input, @file.geojson or \
                 @file.json for features in a file, a file path for a GPDataFile (uploaded first). Feature outputs are \
-                written to --out as <name>.geojson. Exit code 0 when the job succeeded, 1 when it failed.
+                written to --out as <name>.geojson, output files (reports, rasters) downloaded into it. Exit code 0 when the job succeeded, 1 when it failed.
                 """)
         @Argument(help: "A task URL (…/GPServer/<task>), a model .json file, or a built-in tool (Buffer, Clip, …).") var task: String
         @Option(name: .customLong("param"), parsing: .unconditionalSingleValue, help: "An input as NAME=VALUE (repeat for each).") var params: [String] = []
         @Option(help: "A JSON file of inputs: {\"NAME\": <REST JSON value>, …}.") var paramFile: String?
         @Option(help: "A geodatabase (a replica) whose layers inputs name as layer:<name>.") var input: String?
-        @Option(help: "A directory for the outputs (<name>.geojson; other values in outputs.json).") var out: String?
+        @Option(help: "A directory for the outputs (<name>.geojson, output files, other values in outputs.json).") var out: String?
         @Option(help: "Process in this spatial reference (env:processSR), an EPSG code.") var processSr: Int?
         @Option(help: "Outputs in this spatial reference (env:outSR), an EPSG code.") var outSr: Int?
         @Option(help: "Milliseconds between status requests to an asynchronous service.") var pollMs = 5_000
@@ -132,7 +132,24 @@ struct GPCommand: AsyncParsableCommand {
                 if json { printJSON(["status": .string(status.rawValue), "error": .string(job.error?.message ?? "")]) }
                 throw CLIFailure(message: job.error?.message ?? "the task did not finish (\(status.rawValue))")
             }
-            let result = try await job.output
+            var result = try await job.output
+            // File outputs (reports, rasters) come down into --out.
+            if let out {
+                let directory = URL(fileURLWithPath: out)
+                try FileManager.default.createDirectory(at: directory, withIntermediateDirectories: true)
+                for (name, value) in result.outputs {
+                    switch value {
+                    case .dataFile(let file), .rasterData(let file), .rasterDataLayer(let file):
+                        guard let remote = file.url.flatMap(URL.init(string:)) else { continue }
+                        let local = directory.appendingPathComponent(remote.lastPathComponent.isEmpty ? name : remote.lastPathComponent)
+                        try await task.download(file, to: local)
+                        var copy = file
+                        copy.url = local.absoluteString
+                        result.outputs[name] = value.dataType == .dataFile ? .dataFile(copy) : value.dataType == .rasterData ? .rasterData(copy) : .rasterDataLayer(copy)
+                    default: continue
+                    }
+                }
+            }
             try write(result, info: info)
         }
 
