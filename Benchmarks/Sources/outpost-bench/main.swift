@@ -1,7 +1,7 @@
 import Foundation
 import OutpostStorage
 
-// outpost-bench [import [counts…] | edits [base edits] | server | secure | png | jpeg | gp | crew | load [crews] | sync [features] | codec | postgres [features] | tiles | all]
+// outpost-bench [import [counts…] | edits [base edits] | server | secure | png | jpeg | gp | gp-server | crew | load [crews] | sync [features] | codec | postgres [features] | tiles | all]
 // Each measured run is a child process (worker-* subcommands), so peak memory is its own.
 let arguments = CommandLine.arguments
 let executable = URL(fileURLWithPath: arguments[0]).standardizedFileURL.path
@@ -76,6 +76,10 @@ do {
         try await JPEGBenchmark.run(workDirectory: work)
     case "gp":
         try await GeoprocessingBenchmark.run(workDirectory: work)
+    case "worker-serve-gp":
+        try await GPServerBenchmark.serve(URL(fileURLWithPath: arguments[2]))
+    case "gp-server":
+        try await GPServerBenchmark.run(executable: executable, workDirectory: work)
     case "crew":
         try await CrewSyncBenchmark.run(executable: executable, workDirectory: work)
     case "load":
@@ -99,7 +103,7 @@ do {
         try await PNGBenchmark.run(workDirectory: work)
         try await JPEGBenchmark.run(workDirectory: work)
     default:
-        print("usage: outpost-bench [import [counts…] | edits [base edits] | server | secure | png | jpeg | gp | crew | load [crews] | sync [features] | codec | tiles | all]")
+        print("usage: outpost-bench [import [counts…] | edits [base edits] | server | secure | png | jpeg | gp | gp-server | crew | load [crews] | sync [features] | codec | tiles | all]")
         exit(2)
     }
     if arguments.dropFirst().first?.hasPrefix("worker-") == true { printOwnPeakMemory() }
