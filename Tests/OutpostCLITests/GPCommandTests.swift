@@ -182,6 +182,33 @@ struct PlanningSampleTests {
             """, [sample.appendingPathComponent("data/parcels.geojson").path, parcel, mail.appendingPathComponent("mailing-list.csv").path])
         #expect(check.succeeded, "\(check.stderr)")
         #expect(Int64(check.stdout.trimmingCharacters(in: .whitespacesAndNewlines)) == count)
+        // The ArcGIS API for Python: import_toolbox builds a function per task from the task
+        // infos; calling one submits the job, polls it and reads the results.
+        let python = try await ExternalTools.python("""
+            import sys, json
+            from arcgis.geoprocessing import import_toolbox
+            from arcgis.features import FeatureSet
+            tbx = import_toolbox(sys.argv[1])
+            out = {"tasks": sorted(n for n in ("buffer", "mailing_list", "elevation_contours", "idw") if hasattr(tbx, n))}
+            r = tbx.mailing_list(parcel_id=sys.argv[2])
+            out["nearby"] = len(r.nearby_parcels.features)
+            out["owners"] = sorted(f.attributes["parcel_id"] for f in r.owners.features)
+            out["report"] = r.report.url if hasattr(r.report, "url") else str(r.report)
+            points = FeatureSet.from_dict({"geometryType": "esriGeometryPoint", "spatialReference": {"wkid": 4326},
+                                           "fields": [{"name": "id", "type": "esriFieldTypeInteger"}],
+                                           "features": [{"geometry": {"x": 24.95, "y": 60.185}, "attributes": {"id": 1}}]})
+            b = tbx.buffer(input_features=points, distance={"distance": 50, "units": "esriMeters"})
+            out["buffers"] = len(b.features)
+            out["bufferSR"] = b.spatial_reference
+            print(json.dumps(out))
+            """, [base, parcel])
+        #expect(python.succeeded, "\(python.stderr.suffix(3000))")
+        let fromPython = try JSONValue.parse(python.stdout.split(separator: "\n").last.map(String.init) ?? "")
+        #expect(fromPython["tasks"] == ["buffer", "elevation_contours", "idw", "mailing_list"])
+        #expect(fromPython["nearby"]?.integerValue == count && fromPython["owners"]?.arrayValue?.count == Int(count))
+        #expect(fromPython["report"]?.stringValue?.hasSuffix("/mailing-list.csv") == true)
+        #expect(fromPython["buffers"] == 1)
+
         // A parcel id that is not there selects nothing, and the job still succeeds.
         let none = try await outpost(["gp", "run", "\(base)/MailingList", "--param", "Parcel_ID=no-such-parcel'; --", "--poll-ms", "50", "--json"])
         #expect(none.succeeded, "\(none.stderr)")

@@ -29,7 +29,7 @@ public final class CoordinateTransform {
         targetName = target
         self.source = SpatialReference(wkid: Self.epsg(source) ?? 0)
         self.target = SpatialReference(wkid: Self.epsg(target) ?? 0)
-        guard let context = proj_context_create() else { throw Failure(description: "cannot start PROJ") }
+        guard let context = Self.makeContext() else { throw Failure(description: "cannot start PROJ") }
         self.context = context
         guard let raw = proj_create_crs_to_crs(context, source, target, nil) else {
             let reason = String(cString: proj_context_errno_string(context, proj_context_errno(context)))
@@ -43,6 +43,14 @@ public final class CoordinateTransform {
         }
         proj_destroy(raw)
         operation = normalized
+    }
+
+    /// A PROJ context that keeps quiet: its errors come back as our errors, not as lines on
+    /// the process's stderr ("proj_create: crs not found").
+    static func makeContext() -> OpaquePointer? {
+        guard let context = proj_context_create() else { return nil }
+        proj_log_level(context, PJ_LOG_NONE)
+        return context
     }
 
     private static func epsg(_ name: String) -> Int? { name.hasPrefix("EPSG:") ? Int(name.dropFirst(5)) : nil }
@@ -75,7 +83,7 @@ public final class LocalProjections {
     private let context: OpaquePointer
 
     public init() throws {
-        guard let context = proj_context_create() else { throw CoordinateTransform.Failure(description: "cannot start PROJ") }
+        guard let context = CoordinateTransform.makeContext() else { throw CoordinateTransform.Failure(description: "cannot start PROJ") }
         self.context = context
     }
 
@@ -107,7 +115,7 @@ public struct CoordinateSystemInfo: Sendable, Hashable {
     public var metresPerUnit: Double?
 
     public init(_ reference: SpatialReference) throws {
-        guard let context = proj_context_create() else { throw CoordinateTransform.Failure(description: "cannot start PROJ") }
+        guard let context = CoordinateTransform.makeContext() else { throw CoordinateTransform.Failure(description: "cannot start PROJ") }
         defer { proj_context_destroy(context) }
         guard let crs = proj_create(context, "EPSG:\(reference.wkid)") else {
             throw CoordinateTransform.Failure(description: "PROJ does not know EPSG:\(reference.wkid)")

@@ -75,7 +75,9 @@ struct GPServerRoutes {
         return [
             "currentVersion": ServiceInfo.currentVersion, "serviceDescription": .string(d.summary),
             "tasks": .array(d.tasks.map { .string($0.name) }), "executionType": .string(d.executionType.rawValue),
-            "resultMapServerName": .string(d.resultMapServer ? d.name : ""), "maximumRecords": .integer(Int64(d.maximumRecords)),
+            // No result map service yet: clients (the ArcGIS API for Python) build a map layer
+            // for any name given here.
+            "resultMapServerName": "", "maximumRecords": .integer(Int64(d.maximumRecords)),
             "capabilities": .string(d.executionType == .asynchronous ? "Uploads" : ""),
         ]
     }
