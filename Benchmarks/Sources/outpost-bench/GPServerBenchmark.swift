@@ -24,14 +24,15 @@ enum GPServerBenchmark {
         let folder = workDirectory.appendingPathComponent("gp-server")
         try? FileManager.default.removeItem(at: folder)
         try FileManager.default.createDirectory(at: folder, withIntermediateDirectories: true)
-        try JSONValue(["executionType": "esriExecutionTypeSynchronous", "tasks": [["tool": "Buffer"]]]).jsonData
+        let quick: JSONValue = ["executionType": "esriExecutionTypeSynchronous", "tasks": [["tool": "Buffer"]]]
+        let batch: JSONValue = ["executionType": "esriExecutionTypeAsynchronous", "maximumConcurrentJobs": 4, "tasks": [["tool": "Buffer"]]]
+        try quick.jsonData
             .write(to: folder.appendingPathComponent("quick.gp.json"))
-        try JSONValue(["executionType": "esriExecutionTypeAsynchronous", "maximumConcurrentJobs": 4, "tasks": [["tool": "Buffer"]]]).jsonData
+        try batch.jsonData
             .write(to: folder.appendingPathComponent("batch.gp.json"))
         let (server, url) = try startServer(executable: executable, arguments: ["worker-serve-gp", folder.path])
         defer { kill(server.processIdentifier, SIGTERM); server.waitUntilExit() }
         let client = HTTPClient(eventLoopGroupProvider: .singleton, configuration: .init(connectionPool: .init(idleTimeout: .seconds(60), concurrentHTTP1ConnectionsPerHostSoftLimit: 32)))
-        defer { try? client.syncShutdown() }
         let form = "f=json&Input_Features=\(point.addingPercentEncoding(withAllowedCharacters: .alphanumerics)!)&Distance=%7B%22distance%22%3A10%2C%22units%22%3A%22esriMeters%22%7D"
 
         func post(_ path: String) async throws -> JSONValue {
@@ -92,6 +93,7 @@ enum GPServerBenchmark {
             overheads.append((ContinuousClock.now - t).seconds * 1000)
         }
         overheads.sort()
+        try await client.shutdown()
         printTable(
             "GPServer submitJob to esriJobSucceeded, Buffer of one point, polled every 20 ms (100 jobs one after another)",
             ["p50 ms", "p99 ms", "min ms"], [[format(percentile(overheads, 0.5), 1), format(percentile(overheads, 0.99), 1), format(overheads[0], 1)]])

@@ -111,6 +111,12 @@ public struct SummarizeWithinTool: GPTool {
     public init() {}
 
     public func run(_ inputs: [String: GPValue], context: GPToolContext) async throws -> [String: GPValue] {
+        // The work is synchronous: kept out of the async function (the release compiler's
+        // coroutine splitting crashed on these loops inside it).
+        try Self.summarize(inputs, context: context)
+    }
+
+    static func summarize(_ inputs: [String: GPValue], context: GPToolContext) throws -> [String: GPValue] {
         let polygons = try ToolInputs.features(inputs, "In_Polygons")
         let summary = try ToolInputs.aligned(polygons, try ToolInputs.features(inputs, "In_Sum_Features"))
         let statistics = try DissolveTool.statistics(ToolInputs.string(inputs, "Sum_Fields") ?? "", fields: Set(summary.fields.map(\.name)), parameter: "Sum_Fields")
