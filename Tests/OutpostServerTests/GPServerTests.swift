@@ -7,6 +7,7 @@ import OutpostGeoprocessing
 import OutpostServer
 import OutpostServiceTestSupport
 import OutpostTestSupport
+import OutpostTiles
 import Testing
 
 /// GPServer over real HTTP on 127.0.0.1: task infos, execute, jobs with polling, cancel, time
@@ -322,6 +323,42 @@ struct GPServerTests {
             #expect(try await client.get("/arcgis/rest/services/batch/GPServer/uploads/i0000?f=json").status == 404)
             let none = try await client.post("/arcgis/rest/services/batch/GPServer/uploads/upload", ["f": "json"])
             #expect(none.status == 400 && none.errorMessage?.contains("'file'") == true)
+        }
+    }
+
+    @Test func theResultMapDrawsAJobsOutputsWhereTheyLie() async throws {
+        try await Self.withServer(["batch": Self.async()]) { client, _ in
+            let submitted = try await client.post(
+                "/arcgis/rest/services/batch/GPServer/Buffer/submitJob", ["f": "json", "Input_Features": Self.points(4), "Distance": Self.kilometre]).json()
+            let id = try #require(submitted["jobId"]?.stringValue)
+            #expect(try await Self.poll(client, "/arcgis/rest/services/batch/GPServer/Buffer/jobs/\(id)")["jobStatus"] == "esriJobSucceeded")
+            let map = "/arcgis/rest/services/batch/MapServer/jobs/\(id)"
+            let info = try await client.get("\(map)?f=json").json()
+            #expect(info["layers"]?[0]?["name"] == "Output_Features" && info["spatialReference"]?["wkid"] == 3067)
+            let extent = try #require(info["fullExtent"])
+            #expect(abs((extent["xmin"]?.doubleValue ?? 0) - 384_000) < 1 && abs((extent["ymax"]?.doubleValue ?? 0) - 6_672_000) < 1)
+            #expect(try await client.get("\(map)/0?f=json").json()["geometryType"] == "esriGeometryPolygon")
+
+            // 6 km square at 30 m a pixel: the buffers around (385000–385300, 6671000) are drawn
+            // there, the far corner stays transparent.
+            let reply = try await client.get("\(map)/export?bbox=383000,6669000,389000,6675000&bboxSR=3067&size=200,200&format=png&f=image")
+            #expect(reply.status == 200 && reply.headers[.contentType] == "image/png")
+            let image = try PNGDecoder.decode(Array(reply.body.readableBytesView))
+            #expect(image.width == 200 && image.height == 200)
+            func alpha(_ x: Double, _ y: Double) -> UInt8 {
+                let column = Int((x - 383_000) / 30), row = Int((6_675_000 - y) / 30)
+                return image.pixels[4 * (row * 200 + column) + 3]
+            }
+            #expect(alpha(385_150, 6_671_000) > 0, "inside the buffers")
+            #expect(alpha(385_150, 6_671_800) > 0, "800 m north, still inside")
+            #expect(alpha(385_150, 6_672_300) == 0, "1.3 km north, outside")
+            #expect(alpha(388_800, 6_674_800) == 0, "the far corner")
+            // The same place asked in WGS 84 draws the same buffers.
+            let json = try await client.get("\(map)/export?bbox=383000,6669000,389000,6675000&bboxSR=3067&size=200,200&f=json").json()
+            #expect(json["href"]?.stringValue?.contains("/MapServer/jobs/\(id)/export?") == true && json["width"] == 200)
+            // A bbox that is not one, a job that is not there.
+            #expect(try await client.get("\(map)/export?bbox=1,2,3&f=image").status == 400)
+            #expect(try await client.get("/arcgis/rest/services/batch/MapServer/jobs/j0123456789abcdef0123456789abcdef/export?f=image").status == 404)
         }
     }
 }

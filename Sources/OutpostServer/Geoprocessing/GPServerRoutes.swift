@@ -75,9 +75,8 @@ struct GPServerRoutes {
         return [
             "currentVersion": ServiceInfo.currentVersion, "serviceDescription": .string(d.summary),
             "tasks": .array(d.tasks.map { .string($0.name) }), "executionType": .string(d.executionType.rawValue),
-            // No result map service yet: clients (the ArcGIS API for Python) build a map layer
-            // for any name given here.
-            "resultMapServerName": "", "maximumRecords": .integer(Int64(d.maximumRecords)),
+            // The result map service (…/<name>/MapServer/jobs/<id>), when the definition asks for it.
+            "resultMapServerName": .string(d.resultMapServer ? d.name : ""), "maximumRecords": .integer(Int64(d.maximumRecords)),
             "capabilities": .string(d.executionType == .asynchronous ? "Uploads" : ""),
         ]
     }

@@ -176,6 +176,12 @@ public struct FeatureServerResponder: HTTPResponder {
         }
         if rest.count >= 2, rest[1] == "MapServer" {
             let route = Array(rest.dropFirst(2))
+            // A geoprocessing service's result map: …/<name>/MapServer/jobs/<job id>[/export].
+            if route.count >= 2, route[0] == "jobs", route[1].hasPrefix("j"), let gp = services.geoprocessingService(named: rest[0]) {
+                page(.resource)
+                let map = GPResultMap(service: gp, parameters: parameters, writing: writing, mapURL: PublicURL(request, configuration: configuration).service(gp.name, "MapServer"))
+                return try await map.respond(route[1], Array(route.dropFirst(2)))
+            }
             page(route.isEmpty ? .mapServer : .resource)
             let mapServerURL = PublicURL(request, configuration: configuration).service(rest[0], "MapServer")
             if let cache = try await services.tileCache(named: rest[0]) {

@@ -40,6 +40,16 @@ struct Canvas {
 
     typealias Point = (x: Double, y: Double)
 
+    /// Sets one pixel (no blending).
+    mutating func set(x: Int, y: Int, _ color: RGBA) {
+        guard x >= 0, y >= 0, x < width, y < height else { return }
+        let i = 4 * (y * width + x)
+        pixels[i] = color.r
+        pixels[i + 1] = color.g
+        pixels[i + 2] = color.b
+        pixels[i + 3] = color.a
+    }
+
     /// Fills closed rings (pixel coordinates) with non-zero winding; rings meant as holes must
     /// wind the other way.
     mutating func fill(_ rings: [[Point]], color: RGBA) {
