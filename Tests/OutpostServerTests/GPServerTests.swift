@@ -104,6 +104,12 @@ struct GPServerTests {
             let model = try await client.get("/arcgis/rest/services/quick/GPServer/BufferDissolve?f=json").json()
             #expect((model["parameters"]?.arrayValue ?? []).map { $0["name"]! } == ["Points", "Areas"])
             #expect(try await client.get("/arcgis/rest/services/quick/GPServer/Teleport?f=json").status == 404)
+            // In a browser: the task's inputs as a form, and its answer as a page.
+            let form = try await client.get("/arcgis/rest/services/quick/GPServer/Buffer/execute?f=html")
+            #expect(form.status == 200 && form.headers[.contentType]?.hasPrefix("text/html") == true)
+            #expect(form.text.contains("Execute Task (POST)") && form.text.contains("name=\"Input_Features\"") && form.text.contains("GEODESIC"))
+            let ran = try await client.post("/arcgis/rest/services/quick/GPServer/Buffer/execute", ["f": "html", "Input_Features": Self.points(1), "Method": "PLANAR"])
+            #expect(ran.status == 200 && ran.text.contains("The task ran") && ran.text.contains("Output_Features"), "\(ran.text.prefix(300))")
             #expect(try await client.get("/arcgis/rest/services/nowhere/GPServer?f=json").status == 404)
         }
     }

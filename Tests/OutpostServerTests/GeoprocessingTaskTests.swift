@@ -46,6 +46,7 @@ struct GeoprocessingTaskTests {
                 let result = try await job.output
                 #expect(result.outputs["Output_Features"] == expected.outputs["Output_Features"], "\(service)")
                 #expect((service == "batch") == (result.jobID != nil))
+                if let id = result.jobID { #expect(result.resultMapURL?.absoluteString.hasSuffix("/batch/MapServer/jobs/\(id)") == true) }
                 #expect(job.messages.contains { $0.text.contains("Buffered 5 features") })
             }
         }

@@ -230,6 +230,12 @@ public struct GeoprocessingJob: JobDefinition {
         for name in (context.recorded("resultNames")?.arrayValue ?? []).compactMap(\.stringValue) {
             results.append(try await transport.get(taskURL.appendingPathComponent("jobs/\(id)/results/\(name)")))
         }
+        // The result map service, when the service has one: …/<map name>/MapServer/jobs/<id>.
+        let service = taskURL.deletingLastPathComponent()
+        if let name = try? await transport.get(service)["resultMapServerName"]?.stringValue, !name.isEmpty {
+            let map = service.deletingLastPathComponent().deletingLastPathComponent().appendingPathComponent(name).appendingPathComponent("MapServer/jobs/\(id)")
+            context.record("resultMap", .string(map.absoluteString))
+        }
         context.record("results", .array(results))
     }
 
@@ -246,7 +252,9 @@ public struct GeoprocessingJob: JobDefinition {
             outputs[name] = try GPValue(json: value, as: type, parameter: name)
         }
         let messages = (context.recorded("messages")?.arrayValue ?? []).compactMap(GPMessage.init(json:))
-        return GeoprocessingResult(outputs: outputs, messages: messages, jobID: context.recorded("jobId")?.stringValue)
+        return GeoprocessingResult(
+            outputs: outputs, messages: messages, jobID: context.recorded("jobId")?.stringValue,
+            resultMapURL: context.recorded("resultMap")?.stringValue.flatMap(URL.init(string:)))
     }
 
     /// A cancelled or failed client job asks the server to cancel its job.

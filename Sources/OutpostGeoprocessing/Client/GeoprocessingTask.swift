@@ -170,4 +170,7 @@ public struct GeoprocessingResult: Sendable {
     public var messages: [GPMessage]
     /// The server's job id (asynchronous services).
     public var jobID: String?
+    /// The job's result map (`…/MapServer/jobs/<id>`; add `/export?bbox=…` for an image), when
+    /// the service has one.
+    public var resultMapURL: URL?
 }

@@ -1,6 +1,7 @@
 import Foundation
 import Hummingbird
 import OutpostCore
+import OutpostGeoprocessing
 import OutpostStorage
 
 /// The forms of the operations a browser calls from the Services Directory.
@@ -40,6 +41,32 @@ enum DirectoryForms {
             .init(name: "rollbackOnFailure", label: "Roll back on failure", kind: .choice(trueFalse)),
         ],
         submit: "Apply Edits (POST)")
+
+    /// A geoprocessing task's inputs as a form (`execute` or `submitJob`): choice lists as
+    /// choices, feature sets and other JSON values as text areas, defaults filled in.
+    static func geoprocessing(_ task: GPTaskDefinition, operation: String) -> DirectoryForm {
+        var fields: [DirectoryForm.Field] = task.inputs.map { p in
+            let value: String = {
+                switch p.defaultValue {
+                case .string(let s)?: return s
+                case let v?: return (try? v.json.jsonString) ?? ""
+                case nil: return ""
+                }
+            }()
+            let kind: DirectoryForm.Field.Kind
+            switch p.dataType {
+            case .string where !p.choiceList.isEmpty: kind = .choice(p.choiceList)
+            case .boolean: kind = .choice(value == "true" ? trueFalse : falseTrue)
+            case .featureRecordSetLayer, .recordSet, .multiValue: kind = .area
+            default: kind = .line
+            }
+            let required = p.kind == .required ? "required" : "optional"
+            return .init(name: p.name, label: p.displayName, kind: kind, value: value, help: "\(p.dataType) (\(required))")
+        }
+        fields.append(.init(name: "env:outSR", label: "Output spatial reference", help: "EPSG code"))
+        fields.append(.init(name: "env:processSR", label: "Process spatial reference", help: "EPSG code"))
+        return DirectoryForm(method: "post", fields: fields, submit: operation == "execute" ? "Execute Task (POST)" : "Submit Job (POST)")
+    }
 
     static let generateToken = DirectoryForm(
         method: "post",

@@ -4,6 +4,7 @@ import Hummingbird
 import Logging
 import NIOCore
 import OutpostCore
+import OutpostGeoprocessing
 import OutpostProtocol
 import OutpostStorage
 import OutpostTiles
@@ -208,13 +209,26 @@ public struct FeatureServerResponder: HTTPResponder {
         }
         if rest.count >= 2, rest[1] == "GPServer" {
             guard let gp = services.geoprocessingService(named: rest[0]) else { throw ServiceError.notFound("geoprocessing service \(rest[0])") }
-            page(.resource)
+            let route = Array(rest.dropFirst(2))
+            // A browser on execute/submitJob with no inputs gets the task's form; the answer
+            // then shows as the operation's result.
+            if let view, route.count == 2, ["execute", "submitJob"].contains(route[1]), let task = gp.definition.task(named: route[0]) {
+                if task.inputs.allSatisfy({ parameters[$0.name] == nil }) {
+                    return writing.html(
+                        view.operation(
+                            title: "\(route[1] == "execute" ? "Execute" : "Submit Job"): \(task.displayName)", description: task.summary,
+                            form: DirectoryForms.geoprocessing(task, operation: route[1]), result: nil))
+                }
+                writing.directory = (view, .operation(description: route[1] == "execute" ? "The task ran:" : "The job was submitted; follow it at jobs/<jobId>.", form: nil))
+            } else {
+                page(.resource)
+            }
             let publicURL = PublicURL(request, configuration: configuration)
             let resolver = GPLayerResolver(services: services, publicBase: publicURL.base, limit: gp.definition.maximumRecords)
             return try await GPServerRoutes(
                 service: gp, resolver: resolver, parameters: parameters, writing: writing, serviceURL: publicURL.service(gp.name, "GPServer"),
                 contentType: request.headers[.contentType]
-            ).respond(Array(rest.dropFirst(2)))
+            ).respond(route)
         }
         guard rest.count >= 2, rest[1] == "FeatureServer" else { throw ServiceError.notFound("service \(rest[0])") }
         guard let backend = services.backend(named: rest[0]) else { throw ServiceError.notFound("service \(rest[0])") }
