@@ -167,6 +167,15 @@ struct PlanningSampleTests {
         let lines = try await ExternalTools.run("ogrinfo", ["-so", "-al", terrain.appendingPathComponent("Contours.geojson").path])
         #expect(lines.succeeded && lines.stdout.contains("Line String") && lines.stdout.contains("Contour: "), "\(lines.stdout)")
 
+        // The downloaded surface goes back up (uploads/upload, then its item id) to Contour.
+        let again = try await outpost([
+            "gp", "run", "\(base)/Contour", "--param", "In_Raster=\(terrain.appendingPathComponent(surface).path)", "--param", "Contour_Interval=10",
+            "--poll-ms", "50", "--json",
+        ])
+        #expect(again.succeeded, "\(again.stderr)")
+        #expect(((try JSONValue.parse(Data(again.stdout.utf8)))["outputs"]?["Output_Features"]?["features"]?.integerValue ?? 0) > 0)
+        #expect(again.stderr.isEmpty || !again.stderr.contains("error"))
+
         // The mailing list around one parcel: the same parcels shapely finds within 100 m.
         let mail = directory.file("mail")
         let parcel = "091-011-0011-0003"

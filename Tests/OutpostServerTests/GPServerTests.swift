@@ -367,4 +367,27 @@ struct GPServerTests {
             #expect(try await client.get("/arcgis/rest/services/batch/MapServer/jobs/j0123456789abcdef0123456789abcdef/export?f=image").status == 404)
         }
     }
+
+    @Test func finishedJobsExpireWithTheirFiles() async throws {
+        // Kept for 0.005 minutes: 300 ms.
+        let definition: JSONValue = ["executionType": "esriExecutionTypeAsynchronous", "jobRetentionMinutes": 0.005, "tasks": [["tool": "ExportTable"]]]
+        try await Self.withServer(["brief": definition]) { client, services in
+            let first = try await client.post("/arcgis/rest/services/brief/GPServer/ExportTable/submitJob", ["f": "json", "Input_Rows": Self.points(2)]).json()
+            let id = try #require(first["jobId"]?.stringValue)
+            let job = "/arcgis/rest/services/brief/GPServer/ExportTable/jobs/\(id)"
+            #expect(try await Self.poll(client, job)["jobStatus"] == "esriJobSucceeded")
+            let file = try await client.get("\(job)/results/Output_File?f=json").json()["value"]?["url"]?.stringValue
+            let path = try #require(file.flatMap(URL.init(string:))?.path)
+            #expect(try await client.get(path).status == 200)
+            #expect(FileManager.default.fileExists(atPath: services["brief"]!.outputDirectory(ofJob: id).path))
+            try await Task.sleep(for: .milliseconds(500))
+            // The next submission sweeps: the old job, its results and its files are gone.
+            let second = try await client.post("/arcgis/rest/services/brief/GPServer/ExportTable/submitJob", ["f": "json", "Input_Rows": Self.points(1)]).json()
+            #expect(second["jobId"]?.stringValue != nil)
+            #expect(try await client.get("\(job)?f=json").status == 404)
+            #expect(try await client.get(path).status == 404)
+            #expect(!FileManager.default.fileExists(atPath: services["brief"]!.outputDirectory(ofJob: id).path))
+            await services["brief"]!.waitForRunningJobs()
+        }
+    }
 }

@@ -3,7 +3,7 @@ import OutpostCore
 
 /// A geoprocessing task run as a Job (ArcGIS `GeoprocessingJob`). Steps:
 ///
-/// 1. `upload` — GPDataFile inputs given as file URLs go to the service's `uploads/upload`
+/// 1. `upload` — file inputs (GPDataFile, rasters) given as file URLs go to the service's `uploads/upload`
 ///    and are replaced by their item ids.
 /// 2. `run` — a synchronous service answers `execute`; an asynchronous one gets `submitJob`,
 ///    the server's job id goes into the checkpoint, and the job polls `jobs/<id>` every
@@ -104,10 +104,10 @@ public struct GeoprocessingJob: JobDefinition {
     private func inputs(_ context: JobContext) throws -> [String: GPValue] {
         var inputs = settings.inputs
         for (name, item) in context.recorded("uploads")?.objectValue ?? [:] {
-            guard let id = item.stringValue, case .dataFile(var file)? = inputs[name] else { continue }
+            guard let id = item.stringValue, let value = inputs[name], var file = value.fileReference else { continue }
             file.url = nil
             file.itemID = id
-            inputs[name] = .dataFile(file)
+            inputs[name] = value.replacingFile(file)
         }
         return inputs
     }
@@ -116,7 +116,7 @@ public struct GeoprocessingJob: JobDefinition {
         guard let taskURL else { return }
         var uploads = context.recorded("uploads")?.objectValue ?? [:]
         for (name, value) in settings.inputs.sorted(by: { $0.key < $1.key }) where uploads[name] == nil {
-            guard case .dataFile(let file) = value, let text = file.url, let url = URL(string: text), url.isFileURL else { continue }
+            guard let file = value.fileReference, let text = file.url, let url = URL(string: text), url.isFileURL else { continue }
             context.log("uploading \(url.lastPathComponent) for \(name)")
             let answer = try await transport.upload(taskURL.deletingLastPathComponent().appendingPathComponent("uploads/upload"), file: url)
             guard let id = answer["item"]?["itemID"]?.stringValue else { throw GeoprocessingError(code: 500, "the upload of \(url.lastPathComponent) gave no item id") }
@@ -274,5 +274,25 @@ extension JobRegistry {
     public mutating func withGeoprocessingJobs(transport: any GPTransport = HTTPGPTransport()) {
         environment[(any GPTransport).self] = transport
         register(GeoprocessingJob.self)
+    }
+}
+
+extension GPValue {
+    /// The file a GPDataFile, GPRasterData or GPRasterDataLayer value names.
+    public var fileReference: GPFileReference? {
+        switch self {
+        case .dataFile(let f), .rasterData(let f), .rasterDataLayer(let f): f
+        default: nil
+        }
+    }
+
+    /// The same kind of value naming `file`.
+    public func replacingFile(_ file: GPFileReference) -> GPValue {
+        switch self {
+        case .dataFile: .dataFile(file)
+        case .rasterData: .rasterData(file)
+        case .rasterDataLayer: .rasterDataLayer(file)
+        default: self
+        }
     }
 }

@@ -58,7 +58,13 @@ public struct GPServiceDefinition: Sendable {
         maximumRecords = Int(try positive("maximumRecords", 10_000))
         maximumConcurrentJobs = Int(try positive("maximumConcurrentJobs", 2))
         maximumExecutionTime = .seconds(try positive("maximumExecutionSeconds", 3_600))
-        jobRetention = .seconds(try positive("jobRetentionMinutes", 1_440) * 60)
+        // Minutes, fractions allowed (0.5 is thirty seconds).
+        if let v = json["jobRetentionMinutes"] {
+            guard let minutes = v.doubleValue, minutes > 0, minutes.isFinite else { throw fail("jobRetentionMinutes must be a positive number") }
+            jobRetention = .milliseconds(Int64(minutes * 60_000))
+        } else {
+            jobRetention = .seconds(1_440 * 60)
+        }
         resultMapServer = json["resultMapServer"]?.boolValue ?? true
         guard let list = json["tasks"]?.arrayValue, !list.isEmpty else { throw fail("it needs at least one task") }
         var tasks: [GPTaskDefinition] = []

@@ -72,7 +72,8 @@ actor GPJobQueue {
 
     /// Forgets finished jobs older than the retention, with their files.
     func sweep() throws {
-        let cutoff = GPJobStore.now() - definition.jobRetention.components.seconds * 1000
+        let retention = definition.jobRetention.components
+        let cutoff = GPJobStore.now() - retention.seconds * 1000 - retention.attoseconds / 1_000_000_000_000_000
         for id in try store.removeFinished(before: cutoff) { try? FileManager.default.removeItem(at: files.root.appendingPathComponent(id)) }
         // The files of execute requests (x…) go after the same time.
         let oldest = Date(timeIntervalSince1970: Double(cutoff) / 1000)

@@ -145,7 +145,7 @@ struct GPCommand: AsyncParsableCommand {
                         try await task.download(file, to: local)
                         var copy = file
                         copy.url = local.absoluteString
-                        result.outputs[name] = value.dataType == .dataFile ? .dataFile(copy) : value.dataType == .rasterData ? .rasterData(copy) : .rasterDataLayer(copy)
+                        result.outputs[name] = value.replacingFile(copy)
                     default: continue
                     }
                 }
