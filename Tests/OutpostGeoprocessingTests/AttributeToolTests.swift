@@ -135,3 +135,54 @@ struct AttributeToolTests {
         } throws: { ($0 as? GPValueError)?.parameter == "Sum_Fields" }
     }
 }
+
+/// Extract Data: every format read back by GDAL (pyogrio, through /vsizip/), with the clipped
+/// features, their attributes and their coordinate system.
+@Suite("Extract Data")
+struct ExtractDataTests {
+    @Test(arguments: ExtractDataTool.formats)
+    func everyFormatOpensInGDAL(format: String) async throws {
+        let directory = TemporaryDirectory("outpost-extract")
+        let countries = try AttributeToolTests.countries()
+        let places = try OverlayToolTests.featureSet(OverlayToolTests.placesFile, type: "esriGeometryPoint")
+        // Roughly the Nordic countries.
+        let area = GPFeatureSet(
+            geometryType: "esriGeometryPolygon", spatialReference: .wgs84,
+            features: [.init(geometry: .polygon(try Polygon(rings: [[Position(x: 4, y: 54), Position(x: 32, y: 54), Position(x: 32, y: 71), Position(x: 4, y: 71), Position(x: 4, y: 54)]])), attributes: [:])])
+        let result = try await ExtractDataTool().execute(
+            [
+                "Layers_to_Clip": .multiValue(.featureRecordSetLayer, [.featureSet(countries), .featureSet(places)]),
+                "Layer_Names": .multiValue(.string, [.string("countries"), .string("places")]), "Area_of_Interest": .featureSet(area),
+                "Feature_Format": .string(format),
+            ], context: GPToolContext(outputDirectory: directory.url))
+        guard case .dataFile(let file)? = result["Output_Zip_File"], let zip = URL(string: file.url ?? "") else { throw GPValueError("no zip") }
+        let clippedCountries = try OverlayToolTests.output(try await ClipTool().execute(["Input_Features": .featureSet(countries), "Clip_Features": .featureSet(area)]))
+        let clippedPlaces = try OverlayToolTests.output(try await ClipTool().execute(["Input_Features": .featureSet(places), "Clip_Features": .featureSet(area)]))
+        let script = """
+            import sys, json, pyogrio, pyogrio.raw
+            zip, fmt = sys.argv[1], sys.argv[2]
+            if fmt.startswith("GeoPackage"): sources = {"countries": ("/vsizip/" + zip + "/extract.gpkg", "countries"), "places": ("/vsizip/" + zip + "/extract.gpkg", "places")}
+            else:
+                ext = {"GeoJSON": "geojson", "CSV": "csv", "Shapefile": "shp"}[fmt.split(" ")[0]]
+                sources = {n: ("/vsizip/" + zip + "/" + n + "." + ext, None) for n in ("countries", "places")}
+            out = {}
+            for name, (path, layer) in sources.items():
+                meta, _, geometry, fields = pyogrio.raw.read(path, layer=layer) if layer else pyogrio.raw.read(path)
+                names = list(meta["fields"])
+                key = "name" if "name" in names else names[0]
+                out[name] = {"count": len(geometry), "crs": meta["crs"], "names": sorted(str(v) for v in fields[names.index(key)]),
+                             "geometry": meta.get("geometry_type")}
+            print(json.dumps(out))
+            """
+        let run = try await ExternalTools.python(script, [zip.path, format])
+        #expect(run.succeeded, "\(run.stderr)")
+        let read = try JSONValue.parse(run.stdout)
+        for (name, set) in [("countries", clippedCountries), ("places", clippedPlaces)] {
+            #expect(read[name]?["count"]?.integerValue == Int64(set.features.count), "\(format) \(name)")
+            let expected = set.features.compactMap { $0.attributes["name"]?.stringValue }.sorted()
+            #expect(read[name]?["names"]?.arrayValue?.compactMap(\.stringValue) == expected, "\(format) \(name)")
+            if !format.hasPrefix("CSV") { #expect(read[name]?["crs"]?.stringValue?.contains("4326") == true, "\(format) \(name): \(read[name]?["crs"] ?? .null)") }
+        }
+        #expect(clippedCountries.features.contains { $0.attributes["name"] == "Finland" })
+    }
+}

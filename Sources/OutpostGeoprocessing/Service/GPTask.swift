@@ -63,7 +63,7 @@ public struct GPTaskDefinition: Sendable {
 public enum GPToolbox {
     public static let tools: [any GPTool] = [
         BufferTool(), ClipTool(), DissolveTool(), IntersectTool(), UnionTool(), SelectLayerByLocationTool(), SelectLayerByAttributeTool(),
-        SummarizeWithinTool(), IDWTool(), ContourTool(), ExportTableTool(),
+        SummarizeWithinTool(), IDWTool(), ContourTool(), ExportTableTool(), ExtractDataTool(),
     ]
 
     public static var names: [String] { tools.map { type(of: $0).name } }

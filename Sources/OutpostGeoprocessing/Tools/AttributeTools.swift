@@ -217,14 +217,14 @@ public struct ExportTableTool: GPTool {
         var name = ToolInputs.string(inputs, "File_Name") ?? "table.csv"
         name = String(name.map { $0.isLetter || $0.isNumber || "-_.".contains($0) ? $0 : "_" }).trimmingCharacters(in: CharacterSet(charactersIn: "."))
         if !name.lowercased().hasSuffix(".csv") { name += ".csv" }
-        var csv = fields.map { Self.cell(.string($0.name)) }.joined(separator: ",") + "\r\n"
+        var csv = fields.map { FeatureFiles.cell(.string($0.name)) }.joined(separator: ",") + "\r\n"
         var rows: [GPFeatureSet.Feature] = []
         for (index, feature) in input.features.enumerated() {
             if index % 1_024 == 0 { try context.checkCancellation() }
             var attributes: [String: JSONValue] = [:]
             for field in fields { attributes[field.name] = feature.attributes[field.name] ?? .null }
             rows.append(GPFeatureSet.Feature(geometry: nil, attributes: attributes))
-            csv += fields.map { Self.cell(attributes[$0.name] ?? .null) }.joined(separator: ",") + "\r\n"
+            csv += fields.map { FeatureFiles.cell(attributes[$0.name] ?? .null) }.joined(separator: ",") + "\r\n"
         }
         let file = try context.outputFile(name)
         try Data(csv.utf8).write(to: file)
@@ -233,17 +233,5 @@ public struct ExportTableTool: GPTool {
             "Output_Table": .recordSet(GPFeatureSet(fields: fields, features: rows)),
             "Output_File": .dataFile(GPFileReference(url: file.absoluteString)),
         ]
-    }
-
-    /// One CSV cell: text quoted when it holds a comma, quote or line break.
-    static func cell(_ value: JSONValue) -> String {
-        let text: String
-        switch value {
-        case .null: return ""
-        case .string(let s): text = s
-        default: text = value.jsonString
-        }
-        guard text.contains(where: { $0 == "," || $0 == "\"" || $0 == "\n" || $0 == "\r" }) else { return text }
-        return "\"" + text.replacingOccurrences(of: "\"", with: "\"\"") + "\""
     }
 }

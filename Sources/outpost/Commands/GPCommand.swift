@@ -224,7 +224,7 @@ struct GPCommand: AsyncParsableCommand {
                 case .featureSet(let set), .recordSet(let set):
                     if let directory {
                         let file = directory.appendingPathComponent("\(name).geojson")
-                        try Self.geoJSON(set).write(to: file)
+                        try FeatureFiles.geoJSON(set).write(to: file)
                         files[name] = .string(file.path)
                     }
                     printed[name] = ["features": .integer(Int64(set.features.count)), "geometryType": set.geometryType.map(JSONValue.string) ?? .null]
@@ -250,22 +250,6 @@ struct GPCommand: AsyncParsableCommand {
                     }
                 }
             }
-        }
-
-        /// A feature set as a GeoJSON FeatureCollection in WGS 84.
-        static func geoJSON(_ set: GPFeatureSet) throws -> Data {
-            let wgs84 = try set.projected(to: .wgs84)
-            var out = "{\"type\":\"FeatureCollection\",\"features\":["
-            for (i, feature) in wgs84.features.enumerated() {
-                if i > 0 { out += "," }
-                out += "{\"type\":\"Feature\",\"geometry\":"
-                if let g = feature.geometry { GeoJSON.write(g, to: &out) } else { out += "null" }
-                out += ",\"properties\":"
-                JSONValue.object(feature.attributes).write(to: &out)
-                out += "}"
-            }
-            out += "]}"
-            return Data(out.utf8)
         }
     }
 }
