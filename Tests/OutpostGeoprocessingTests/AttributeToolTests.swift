@@ -186,3 +186,36 @@ struct ExtractDataTests {
         #expect(clippedCountries.features.contains { $0.attributes["name"] == "Finland" })
     }
 }
+
+/// An invalid polygon where GEOS cannot work with it: an error naming the parameter, the feature
+/// and GEOS's reason (or, for Dissolve, a repair it reports).
+@Suite("Invalid geometries")
+struct InvalidGeometryTests {
+    static var bowtie: GPFeatureSet {
+        get throws {
+            GPFeatureSet(
+                geometryType: "esriGeometryPolygon", spatialReference: SpatialReference(wkid: 3067), fields: [GPField(name: "OBJECTID", type: "esriFieldTypeOID")],
+                features: [
+                    .init(geometry: .polygon(try Polygon(rings: [[Position(x: 0, y: 0), Position(x: 10, y: 0), Position(x: 10, y: 10), Position(x: 0, y: 10), Position(x: 0, y: 0)]])), attributes: ["OBJECTID": 1]),
+                    .init(geometry: .polygon(try Polygon(rings: [[Position(x: 0, y: 0), Position(x: 10, y: 10), Position(x: 10, y: 0), Position(x: 0, y: 10), Position(x: 0, y: 0)]])), attributes: ["OBJECTID": 2]),
+                ])
+        }
+    }
+
+    @Test func overlayToolsNameTheInvalidFeatureAndDissolveRepairs() async throws {
+        let square = GPFeatureSet(
+            geometryType: "esriGeometryPolygon", spatialReference: SpatialReference(wkid: 3067),
+            features: [.init(geometry: .polygon(try Polygon(rings: [[Position(x: 2, y: 2), Position(x: 8, y: 2), Position(x: 8, y: 8), Position(x: 2, y: 8), Position(x: 2, y: 2)]])), attributes: [:])])
+        do {
+            let out = try await UnionTool().execute(["Input_Features": .featureSet(try Self.bowtie), "Union_Features": .featureSet(square)])
+            Issue.record("Union over a bowtie answered \(out.keys.sorted()) instead of an error")
+        } catch let error as GPValueError {
+            #expect(error.parameter == "Input_Features" && error.reason.contains("feature 1 (object id 2)") && error.reason.contains("Self-intersection"), "\(error)")
+        }
+        let messages = MessageBox()
+        let dissolved = try await DissolveTool().execute(["Input_Features": .featureSet(try Self.bowtie)], context: GPToolContext { messages.add($0) })
+        guard case .featureSet(let set)? = dissolved["Output_Features"], let g = set.features.first?.geometry else { throw GPValueError("no output") }
+        #expect(abs(try GeometryEngine().area(g) - 100) < 1e-9, "the bowtie's two triangles lie within the square")
+        #expect(messages.all.contains { $0.contains("Repaired invalid geometries") })
+    }
+}

@@ -27,7 +27,11 @@ public struct GPTaskDefinition: Sendable {
     public init(tool: some GPTool, name: String? = nil) {
         let type = type(of: tool)
         self.init(name: name ?? type.name, summary: type.summary, parameters: type.parameters) { inputs, context in
-            try await tool.run(inputs, context: context)
+            do {
+                return try await tool.run(inputs, context: context)
+            } catch {
+                throw ToolInputs.explain(error, inputs)
+            }
         }
     }
 

@@ -43,7 +43,12 @@ extension GPTool {
     /// Checks `given` against the parameters (types, choices, required values, defaults) and
     /// runs the tool. Unknown names are refused, naming them.
     public func execute(_ given: [String: GPValue], context: GPToolContext = GPToolContext()) async throws -> [String: GPValue] {
-        try await run(try GPParameterInfo.check(given, against: Self.parameters, task: Self.name), context: context)
+        let inputs = try GPParameterInfo.check(given, against: Self.parameters, task: Self.name)
+        do {
+            return try await run(inputs, context: context)
+        } catch {
+            throw ToolInputs.explain(error, inputs)
+        }
     }
 }
 
@@ -76,6 +81,50 @@ enum ToolInputs {
     static func string(_ inputs: [String: GPValue], _ name: String) -> String? {
         if case .string(let s)? = inputs[name], !s.isEmpty { return s }
         return nil
+    }
+
+    /// Refuses a set with an invalid polygon (GEOS's validity: self-intersections, rings that
+    /// cross): an overlay on it gives wrong answers or none. The error names the parameter, the
+    /// feature (its object id when it has one) and GEOS's reason.
+    /// When GEOS fails inside a tool: the first invalid polygon among the feature inputs, as an
+    /// error naming its parameter and feature with GEOS's reason (the tool's own error when every
+    /// input is valid). Tools run on what GEOS accepts — real data has self-touching rings that
+    /// overlay handles — and only a failure is traced back to the feature that caused it.
+    static func explain(_ error: any Error, _ inputs: [String: GPValue]) -> any Error {
+        guard error is GeometryEngine.Failure else { return error }
+        let engine = GeometryEngine()
+        for (name, value) in inputs.sorted(by: { $0.key < $1.key }) {
+            let sets: [GPFeatureSet]
+            switch value {
+            case .featureSet(let set): sets = [set]
+            case .multiValue(_, let items): sets = items.compactMap { if case .featureSet(let s) = $0 { s } else { nil } }
+            default: continue
+            }
+            for set in sets {
+                do {
+                    try requireValid(set, name, engine: engine)
+                } catch {
+                    return error
+                }
+            }
+        }
+        return error
+    }
+
+    static func requireValid(_ set: GPFeatureSet, _ parameter: String, engine: GeometryEngine) throws {
+        for (index, feature) in set.features.enumerated() {
+            guard let g = feature.geometry else { continue }
+            switch g {
+            case .polygon, .multiPolygon: break
+            default: continue
+            }
+            let (valid, reason) = try engine.validity(g)
+            guard !valid else { continue }
+            let id = feature.attributes["OBJECTID"] ?? feature.attributes["objectid"] ?? feature.attributes["fid"]
+            throw GPValueError(
+                parameter: parameter,
+                "feature \(index)\(id.map { " (object id \($0.jsonString))" } ?? "") has an invalid geometry: \(reason ?? "GEOS says it is not valid")")
+        }
     }
 
     /// Both sets in one spatial reference (the second's geometries transformed to the first's).

@@ -73,7 +73,16 @@ public struct DissolveTool: GPTool {
         for key in order {
             try context.checkCancellation()
             let members = groups[key]!
-            guard let merged = try engine.unaryUnion(members.compactMap(\.geometry)) else { continue }
+            let merged: Geometry?
+            do {
+                merged = try engine.unaryUnion(members.compactMap(\.geometry))
+            } catch is GeometryEngine.Failure {
+                // An invalid polygon among them: Dissolve repairs its input (GEOSMakeValid) and says so.
+                let repaired = try members.compactMap(\.geometry).compactMap { g in try engine.validity(g).valid ? g : try engine.makeValid(g) }
+                context.message("Repaired invalid geometries before dissolving")
+                merged = try engine.unaryUnion(repaired)
+            }
+            guard let merged else { continue }
             var attributes: [String: JSONValue] = ["OBJECTID": .integer(Int64(out.count + 1))]
             for (name, value) in zip(keys, key) { attributes[name] = value }
             for (field, statistic) in statistics {
