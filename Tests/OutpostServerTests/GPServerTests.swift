@@ -390,4 +390,53 @@ struct GPServerTests {
             await services["brief"]!.waitForRunningJobs()
         }
     }
+
+    /// Every GP data type goes in over HTTP and comes back from `jobs/<id>/inputs/<name>` as
+    /// it went: a model that declares an input of each type (and buffers its points).
+    @Test func everyDataTypeRoundTripsThroughAJob() async throws {
+        let types = [
+            "GPBoolean", "GPLong", "GPDouble", "GPString", "GPDate", "GPLinearUnit", "GPArealUnit", "GPFeatureRecordSetLayer", "GPRecordSet", "GPDataFile",
+            "GPRasterData", "GPRasterDataLayer", "GPMultiValue:GPString", "GPMultiValue:GPDouble", "GPMultiValue:GPLinearUnit",
+        ]
+        let parameters: [JSONValue] = types.map { t in
+            ["name": .string("in_" + t.replacingOccurrences(of: ":", with: "_")), "dataType": .string(t), "parameterType": "esriGPParameterTypeOptional"]
+        } + [["name": "Out", "dataType": "GPFeatureRecordSetLayer", "direction": "esriGPParameterDirectionOutput"]]
+        let model: JSONValue = [
+            "name": "Echo", "parameters": .array(parameters),
+            "steps": [["id": "b", "tool": "Buffer", "inputs": ["Input_Features": ["parameter": "in_GPFeatureRecordSetLayer"]]]],
+            "outputs": ["Out": ["step": "b", "output": "Output_Features"]],
+        ]
+        let definition: JSONValue = ["executionType": "esriExecutionTypeAsynchronous", "tasks": [["model": model]]]
+        try await Self.withServer(["types": definition]) { client, _ in
+            let boundary = "b0undary"
+            let body = "--\(boundary)\r\nContent-Disposition: form-data; name=\"file\"; filename=\"z.tif\"\r\n\r\nII*\r\n--\(boundary)--\r\n"
+            let upload = try await client.post(
+                "/arcgis/rest/services/types/GPServer/uploads/upload", body: ByteBuffer(string: body), contentType: "multipart/form-data; boundary=\(boundary)")
+            let item = try #require(try upload.json()["item"]?["itemID"]?.stringValue)
+            let values: [String: JSONValue] = [
+                "GPBoolean": true, "GPLong": 42, "GPDouble": 2.5, "GPString": "Kallio, 00530", "GPDate": 1_700_000_000_000,
+                "GPLinearUnit": ["distance": 3, "units": "esriNauticalMiles"], "GPArealUnit": ["area": 2.5, "units": "esriHectares"],
+                "GPFeatureRecordSetLayer": try JSONValue.parse(Self.points(2)),
+                "GPRecordSet": ["fields": [["name": "owner", "type": "esriFieldTypeString"]], "features": [["attributes": ["owner": "Aino Laine"]]]],
+                "GPDataFile": ["itemID": .string(item)], "GPRasterData": ["itemID": .string(item)], "GPRasterDataLayer": ["itemID": .string(item), "format": "tif"],
+                "GPMultiValue:GPString": ["a", "b,c"], "GPMultiValue:GPDouble": [1.5, -2], "GPMultiValue:GPLinearUnit": [["distance": 1, "units": "esriFeet"]],
+            ]
+            var form = ["f": "json"]
+            for (type, value) in values {
+                form["in_" + type.replacingOccurrences(of: ":", with: "_")] = value.stringValue ?? value.jsonString
+            }
+            let submitted = try await client.post("/arcgis/rest/services/types/GPServer/Echo/submitJob", form).json()
+            let id = try #require(submitted["jobId"]?.stringValue, "\(submitted)")
+            let job = "/arcgis/rest/services/types/GPServer/Echo/jobs/\(id)"
+            #expect(try await Self.poll(client, job)["jobStatus"] == "esriJobSucceeded")
+            for (type, value) in values {
+                let name = "in_" + type.replacingOccurrences(of: ":", with: "_")
+                let back = try await client.get("\(job)/inputs/\(name)?f=json").json()
+                #expect(back["dataType"]?.stringValue == type, "\(type)")
+                let expected = try GPValue(json: value, as: GPDataType(name: type)!).json
+                #expect(back["value"] == expected, "\(type): sent \(value.jsonString), got \(back["value"]?.jsonString ?? "nothing")")
+            }
+            #expect(try await client.get("\(job)/results/Out?f=json").json()["value"]?["features"]?.arrayValue?.count == 2)
+        }
+    }
 }

@@ -109,7 +109,9 @@ final class GPJobStore: Sendable {
         try queue.read { db in
             let column = result ? "results" : "inputs"
             let text = try String.fetchOne(
-                db, sql: "SELECT json_extract(\(column), '$.' || json_quote(?)) FROM gp_job WHERE id = ? AND json_type(\(column), '$.' || json_quote(?)) IS NOT NULL",
+                // `->` answers the member as JSON text (json_extract would turn true into 1 and
+                // a string into bare text).
+                db, sql: "SELECT \(column) -> ('$.' || json_quote(?)) FROM gp_job WHERE id = ? AND json_type(\(column), '$.' || json_quote(?)) IS NOT NULL",
                 arguments: [name, id, name])
             return try text.map { try JSONValue.parse($0) }
         }
