@@ -166,6 +166,8 @@ public final class GeometryEngine {
         switch geometry {
         case .point(let p):
             guard let position = p.position else { return GEOSGeom_createEmptyPoint_r(handle) }
+            // A 2-D point straight from its coordinates: no sequence, no buffer.
+            if !hasZ { return GEOSGeom_createPointFromXY_r(handle, position.x, position.y) }
             return sequence([position], hasZ: hasZ).flatMap { GEOSGeom_createPoint_r(handle, $0) }
         case .lineString(let l):
             guard !l.positions.isEmpty else { return GEOSGeom_createEmptyLineString_r(handle) }
