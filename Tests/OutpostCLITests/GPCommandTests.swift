@@ -250,3 +250,71 @@ struct PlanningSampleTests {
         #expect(out["image"]?.stringValue?.contains("/MapServer/jobs/j") == true, "\(out)")
     }
 }
+
+/// `outpost serve` killed (SIGKILL) while a geoprocessing job runs, then started again on the
+/// same directory: finished jobs keep their results, the running one is failed with a message,
+/// the waiting one runs. Real processes, real HTTP (curl).
+@Suite("GP jobs across a killed server")
+struct GPRestartTests {
+    @Test(.timeLimit(.minutes(3)))
+    func aKilledServersJobsAreTakenOverByTheNextOne() async throws {
+        let directory = TemporaryDirectory("outpost-gp-kill")
+        let services = directory.file("services")
+        try FileManager.default.createDirectory(at: services, withIntermediateDirectories: true)
+        let definition: JSONValue = ["executionType": "esriExecutionTypeAsynchronous", "maximumRecords": 100_000, "maximumConcurrentJobs": 1, "tasks": [["tool": "Buffer"]]]
+        try definition.jsonData.write(to: services.appendingPathComponent("work.gp.json"))
+        // 40,000 points for a geodesic buffer of some seconds, and 2 for quick jobs.
+        func points(_ n: Int) -> String {
+            var s = #"{"geometryType":"esriGeometryPoint","spatialReference":{"wkid":3067},"fields":[],"features":["#
+            for i in 0..<n { s += (i > 0 ? "," : "") + #"{"geometry":{"x":\#(385_000 + (i % 200) * 50),"y":\#(6_671_000 + (i / 200) * 50)},"attributes":{}}"# }
+            return s + "]}"
+        }
+        try Data(points(40_000).utf8).write(to: directory.file("long.json"))
+        try Data(points(2).utf8).write(to: directory.file("short.json"))
+
+        func submit(_ base: URL, _ file: String, geodesic: Bool = false) async throws -> String {
+            var arguments = ["-s", "-X", "POST", "\(base)/arcgis/rest/services/work/GPServer/Buffer/submitJob", "--data-urlencode", "f=json",
+                             "--data-urlencode", "Input_Features@\(directory.file(file).path)"]
+            if geodesic { arguments += ["--data-urlencode", "Method=GEODESIC"] }
+            let run = try await ExternalTools.run("curl", arguments)
+            return try #require(try JSONValue.parse(run.stdout)["jobId"]?.stringValue, "\(run.stdout) \(run.stderr)")
+        }
+        func status(_ base: URL, _ id: String) async throws -> JSONValue {
+            let run = try await ExternalTools.run("curl", ["-s", "\(base)/arcgis/rest/services/work/GPServer/Buffer/jobs/\(id)?f=json"])
+            return try JSONValue.parse(run.stdout)
+        }
+        func wait(_ base: URL, _ id: String, for states: Set<String>) async throws -> JSONValue {
+            for _ in 0..<1_200 {
+                let s = try await status(base, id)
+                if states.contains(s["jobStatus"]?.stringValue ?? "") { return s }
+                try await Task.sleep(for: .milliseconds(50))
+            }
+            throw GPRestartError("job \(id) never reached \(states)")
+        }
+
+        let first = try await ServeProcess.start(service: services)
+        let finished = try await submit(first.url, "short.json")
+        #expect(try await wait(first.url, finished, for: ["esriJobSucceeded", "esriJobFailed"])["jobStatus"] == "esriJobSucceeded")
+        let running = try await submit(first.url, "long.json", geodesic: true)
+        _ = try await wait(first.url, running, for: ["esriJobExecuting"])
+        let waiting = try await submit(first.url, "short.json")
+        #expect(try await status(first.url, waiting)["jobStatus"] == "esriJobWaiting")
+        await first.stop(signal: SIGKILL)
+
+        let second = try await ServeProcess.start(service: services)
+        defer { Task { await second.stop() } }
+        let kept = try await status(second.url, finished)
+        #expect(kept["jobStatus"] == "esriJobSucceeded")
+        let result = try await ExternalTools.run("curl", ["-s", "\(second.url)/arcgis/rest/services/work/GPServer/Buffer/jobs/\(finished)/results/Output_Features?f=json"])
+        #expect((try JSONValue.parse(result.stdout))["value"]?["features"]?.arrayValue?.count == 2)
+        let lost = try await status(second.url, running)
+        #expect(lost["jobStatus"] == "esriJobFailed")
+        #expect((lost["messages"]?.arrayValue ?? []).contains { $0["description"]?.stringValue?.contains("server stopped while the job was executing") == true })
+        #expect(try await wait(second.url, waiting, for: ["esriJobSucceeded", "esriJobFailed"])["jobStatus"] == "esriJobSucceeded")
+    }
+}
+
+struct GPRestartError: Error, CustomStringConvertible {
+    var description: String
+    init(_ description: String) { self.description = description }
+}
