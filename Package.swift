@@ -154,7 +154,7 @@ let package = Package(
         .target(
             name: "OutpostSampleData",
             path: "SampleData",
-            exclude: ["README.md", "natural_earth", "golden-tiles", "planning"],
+            exclude: ["README.md", "natural_earth", "golden-tiles", "planning", "helsinki"],
             sources: ["BundledSamples.swift"],
             resources: [.copy("field_inspection")]
         ),

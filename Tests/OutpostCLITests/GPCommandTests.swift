@@ -318,3 +318,23 @@ struct GPRestartError: Error, CustomStringConvertible {
     var description: String
     init(_ description: String) { self.description = description }
 }
+
+/// The Helsinki sample (OpenStreetMap, ODbL) becomes a service as the other samples do.
+@Suite("Helsinki sample")
+struct HelsinkiSampleTests {
+    @Test func theOpenStreetMapSampleLoadsAndKeepsItsAttribution() async throws {
+        let directory = TemporaryDirectory("outpost-helsinki")
+        let file = directory.file("helsinki.gpkg")
+        let created = try await outpost(["service", "create", Repository.sampleData("helsinki").path, "--out", file.path])
+        #expect(created.succeeded, "\(created.stderr)")
+        for (layer, count) in [("addresses", 1_451), ("streets", 2_504)] {
+            let info = try await ExternalTools.run("ogrinfo", ["-q", file.path, "-sql", "SELECT COUNT(*) AS n FROM \(layer)"])
+            #expect(info.stdout.contains("n (Integer) = \(count)"), "\(layer): \(info.stdout)")
+        }
+        let named = try await ExternalTools.run("ogrinfo", ["-q", file.path, "-sql", "SELECT COUNT(*) AS n FROM addresses WHERE street = 'Mannerheimintie'"])
+        #expect(!named.stdout.contains("n (Integer) = 0"), "\(named.stdout)")
+        let readme = try String(contentsOf: Repository.sampleData("README.md"), encoding: .utf8)
+        #expect(readme.contains("© OpenStreetMap contributors") && readme.contains("Open Database"))
+    }
+}
+
