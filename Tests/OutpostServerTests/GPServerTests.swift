@@ -380,6 +380,12 @@ struct GPServerTests {
             let path = try #require(file.flatMap(URL.init(string:))?.path)
             #expect(try await client.get(path).status == 200)
             #expect(FileManager.default.fileExists(atPath: services["brief"]!.outputDirectory(ofJob: id).path))
+            let boundary = "b0undary"
+            let upload = try await client.post(
+                "/arcgis/rest/services/brief/GPServer/uploads/upload",
+                body: ByteBuffer(string: "--\(boundary)\r\nContent-Disposition: form-data; name=\"file\"; filename=\"a.csv\"\r\n\r\nx\r\n--\(boundary)--\r\n"),
+                contentType: "multipart/form-data; boundary=\(boundary)")
+            let item = try #require(try upload.json()["item"]?["itemID"]?.stringValue)
             try await Task.sleep(for: .milliseconds(500))
             // The next submission sweeps: the old job, its results and its files are gone.
             let second = try await client.post("/arcgis/rest/services/brief/GPServer/ExportTable/submitJob", ["f": "json", "Input_Rows": Self.points(1)]).json()
@@ -387,6 +393,7 @@ struct GPServerTests {
             #expect(try await client.get("\(job)?f=json").status == 404)
             #expect(try await client.get(path).status == 404)
             #expect(!FileManager.default.fileExists(atPath: services["brief"]!.outputDirectory(ofJob: id).path))
+            #expect(try await client.get("/arcgis/rest/services/brief/GPServer/uploads/\(item)?f=json").status == 404, "uploads expire too")
             await services["brief"]!.waitForRunningJobs()
         }
     }

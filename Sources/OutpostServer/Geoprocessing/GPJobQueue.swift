@@ -75,12 +75,15 @@ actor GPJobQueue {
         let retention = definition.jobRetention.components
         let cutoff = GPJobStore.now() - retention.seconds * 1000 - retention.attoseconds / 1_000_000_000_000_000
         for id in try store.removeFinished(before: cutoff) { try? FileManager.default.removeItem(at: files.root.appendingPathComponent(id)) }
-        // The files of execute requests (x…) go after the same time.
+        // The files of execute requests (x…) and uploaded items go after the same time.
         let oldest = Date(timeIntervalSince1970: Double(cutoff) / 1000)
-        for name in (try? FileManager.default.contentsOfDirectory(atPath: files.root.path)) ?? [] where name.hasPrefix("x") {
-            let folder = files.root.appendingPathComponent(name)
-            if let made = (try? FileManager.default.attributesOfItem(atPath: folder.path))?[.modificationDate] as? Date, made < oldest {
-                try? FileManager.default.removeItem(at: folder)
+        let fm = FileManager.default
+        for (parent, prefix) in [(files.root, "x"), (files.uploads, "i")] {
+            for name in (try? fm.contentsOfDirectory(atPath: parent.path)) ?? [] where name.hasPrefix(prefix) {
+                let folder = parent.appendingPathComponent(name)
+                if let made = (try? fm.attributesOfItem(atPath: folder.path))?[.modificationDate] as? Date, made < oldest {
+                    try? fm.removeItem(at: folder)
+                }
             }
         }
     }
