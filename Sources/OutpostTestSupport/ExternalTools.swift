@@ -1,4 +1,5 @@
 import Foundation
+import OutpostCore
 
 /// Runs a command and captures its output.
 public struct CommandResult: Sendable {
@@ -110,6 +111,26 @@ public enum ExternalTools {
             if n <= 0 { return out }
             out.append(contentsOf: buffer[0..<n])
         }
+    }
+
+    /// Checks documents against a JSON Schema with Python's `jsonschema` (draft 2020-12): the
+    /// schema itself is valid, every file in `valid` passes, every document in `invalid` fails.
+    /// The result fails naming the first document that did otherwise.
+    public static func checkJSONSchema(_ schema: URL, valid: [URL], invalid: [JSONValue] = []) async throws -> CommandResult {
+        let script = """
+            import json, sys, jsonschema
+            schema = json.load(open(sys.argv[1]))
+            jsonschema.Draft202012Validator.check_schema(schema)
+            validator = jsonschema.Draft202012Validator(schema)
+            bad = json.loads(sys.argv[2])
+            for path in sys.argv[3:]:
+                errors = [e.message for e in validator.iter_errors(json.load(open(path)))]
+                assert not errors, (path, errors)
+            for i, doc in enumerate(bad):
+                assert list(validator.iter_errors(doc)), ("invalid document %d passed" % i, doc)
+            print("ok")
+            """
+        return try await python(script, [schema.path, JSONValue.array(invalid).jsonString] + valid.map(\.path))
     }
 
     /// Runs a Python snippet with ``python``; arguments arrive in `sys.argv[1:]`.

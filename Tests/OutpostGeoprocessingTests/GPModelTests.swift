@@ -174,26 +174,18 @@ struct GPServiceSchemaTests {
         let directory = TemporaryDirectory("outpost-gp-schema")
         let inline: JSONValue = ["tasks": [["tool": "Buffer"], ["model": GPModelTests.bufferThenClip]]]
         try inline.jsonData.write(to: directory.file("inline.gp.json"))
-        let script = """
-            import json, sys, jsonschema
-            schema = json.load(open(sys.argv[1]))
-            jsonschema.Draft202012Validator.check_schema(schema)
-            validator = jsonschema.Draft202012Validator(schema)
-            for path in sys.argv[2:]:
-                errors = [e.message for e in validator.iter_errors(json.load(open(path)))]
-                assert not errors, (path, errors)
-            bad = json.load(open(sys.argv[2]))
-            bad["tasks"][0] = {"tool": "Buffer", "model": {"name": "x", "steps": [{"id": "a", "tool": "Clip"}]}}
-            assert list(validator.iter_errors(bad)), "a task with both a tool and a model"
-            bad = json.load(open(sys.argv[2]))
-            bad["executionType"] = "soon"
-            assert list(validator.iter_errors(bad))
-            print("ok")
-            """
         let planning = Repository.sampleData("planning/planning.gp.json")
         #expect(try GPServiceDefinition(contentsOf: planning).tasks.map(\.name).contains("MailingList"))
-        let result = try await ExternalTools.python(
-            script, [Repository.schema("gp-service.schema.json").path, example.path, directory.file("inline.gp.json").path, planning.path])
+        // Invalid: a task with both a tool and a model; an execution type that does not exist.
+        var both = try JSONValue.parse(try Data(contentsOf: example)).objectValue ?? [:]
+        var unknownType = both
+        var tasks = both["tasks"]?.arrayValue ?? []
+        tasks[0] = ["tool": "Buffer", "model": ["name": "x", "steps": [["id": "a", "tool": "Clip"]]]]
+        both["tasks"] = .array(tasks)
+        unknownType["executionType"] = "soon"
+        let result = try await ExternalTools.checkJSONSchema(
+            Repository.schema("gp-service.schema.json"), valid: [example, directory.file("inline.gp.json"), planning],
+            invalid: [.object(both), .object(unknownType)])
         #expect(result.succeeded, "\(result.stderr)")
     }
 }
