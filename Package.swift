@@ -17,6 +17,7 @@ let package = Package(
         .library(name: "OutpostServer", targets: ["OutpostServer"]),
         .library(name: "OutpostGeoprocessing", targets: ["OutpostGeoprocessing"]),
         .library(name: "OutpostPostgres", targets: ["OutpostPostgres"]),
+        .library(name: "OutpostLocator", targets: ["OutpostLocator"]),
         // Not for applications: many crews syncing at once against an oracle, shared by the test
         // suite (a small run) and Benchmarks (`outpost-bench load`).
         .library(name: "OutpostLoadTesting", targets: ["OutpostLoadTesting"]),
@@ -85,6 +86,15 @@ let package = Package(
                 .product(name: "AsyncHTTPClient", package: "async-http-client"),
                 .product(name: "NIOCore", package: "swift-nio"),
                 .product(name: "NIOHTTP1", package: "swift-nio"),
+            ]
+        ),
+        // Locators: search files over SQLite FTS5 and R-tree, LocatorTask (offline and against
+        // GeocodeServer); coordinate transforms and the REST transport come from geoprocessing.
+        .target(
+            name: "OutpostLocator",
+            dependencies: [
+                "OutpostCore", "OutpostStorage", "OutpostGeoprocessing",
+                .product(name: "GRDB", package: "GRDB.swift"),
             ]
         ),
         .target(name: "OutpostCore"),
@@ -201,6 +211,7 @@ let package = Package(
                 "OutpostCore", "OutpostStorage", "OutpostProtocol", "OutpostSync", "OutpostServer", "OutpostHTTPTestSupport",
             ]
         ),
+        .testTarget(name: "OutpostLocatorTests", dependencies: ["OutpostLocator", "OutpostTestSupport", "OutpostCore", "OutpostStorage"]),
         .testTarget(name: "OutpostGeoprocessingTests", dependencies: ["OutpostGeoprocessing", "OutpostTestSupport", "OutpostCore"]),
         .testTarget(name: "OutpostCoreTests", dependencies: ["OutpostCore", "OutpostStorage", "OutpostTestSupport"]),
         .testTarget(

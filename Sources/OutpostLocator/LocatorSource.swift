@@ -1,0 +1,80 @@
+import Foundation
+import OutpostCore
+
+/// Which fields of a layer hold the parts of an address.
+public struct LocatorFieldMap: Hashable, Sendable, Codable {
+    public var house: String?
+    public var street: String?
+    public var city: String?
+    public var postal: String?
+    /// A place or feature name ("Burger King", "Hydrant 2231"): searchable, and the label of a POI.
+    public var name: String?
+    /// Another searchable value (an asset id, an alternative name).
+    public var alias: String?
+
+    public init(house: String? = nil, street: String? = nil, city: String? = nil, postal: String? = nil, name: String? = nil, alias: String? = nil) {
+        self.house = house
+        self.street = street
+        self.city = city
+        self.postal = postal
+        self.name = name
+        self.alias = alias
+    }
+
+    /// Parses `house=house_number,street=street,city=city,postal=postcode,name=name,alias=id`.
+    public init(parsing spec: String) throws {
+        self.init()
+        for pair in spec.split(separator: ",", omittingEmptySubsequences: true) {
+            let parts = pair.split(separator: "=", maxSplits: 1).map { $0.trimmingCharacters(in: .whitespaces) }
+            guard parts.count == 2, !parts[1].isEmpty else {
+                throw LocatorError(.invalidInput, "field map entry \"\(pair)\" is not role=field")
+            }
+            switch parts[0].lowercased() {
+            case "house": house = parts[1]
+            case "street": street = parts[1]
+            case "city": city = parts[1]
+            case "postal": postal = parts[1]
+            case "name": name = parts[1]
+            case "alias": alias = parts[1]
+            default:
+                throw LocatorError(.invalidInput, "unknown field role \"\(parts[0])\" (house, street, city, postal, name, alias)")
+            }
+        }
+        guard !fieldNames.isEmpty else { throw LocatorError(.invalidInput, "the field map names no field") }
+    }
+
+    /// The mapped field names.
+    public var fieldNames: [String] { [house, street, city, postal, name, alias].compactMap { $0 } }
+}
+
+/// A layer a locator is built from. Point (and polygon) layers give addresses and places; line
+/// layers give streets (their names, extents and shapes for reverse geocoding).
+public struct LocatorSource: Hashable, Sendable {
+    public var layer: String
+    public var fields: LocatorFieldMap
+    /// Only rows matching this where clause.
+    public var whereClause: String?
+
+    public init(layer: String, fields: LocatorFieldMap, whereClause: String? = nil) {
+        self.layer = layer
+        self.fields = fields
+        self.whereClause = whereClause
+    }
+}
+
+/// What a build or an update did.
+public struct LocatorBuildSummary: Hashable, Sendable {
+    /// Address and place rows indexed (added, for an update).
+    public var entries = 0
+    /// Street line parts indexed (added, for an update).
+    public var segments = 0
+    /// Rows with nothing to search by (no street, name, alias, postal code or city), left out.
+    public var skipped = 0
+    /// Rows removed (updates only).
+    public var removed = 0
+    /// Rows whose fields or shape changed and were indexed again (updates only).
+    public var changed = 0
+    /// Street, postal-code and city entries made from the rows.
+    public var places = 0
+    public var seconds = 0.0
+}
