@@ -4,7 +4,7 @@ import PackageDescription
 // Module graph (README, "Modules"): dependencies point one way only.
 //   OutpostCore <- OutpostStorage <- OutpostSync / OutpostTiles <- OutpostServer <- outpost
 //   OutpostCore <- OutpostProtocol <- OutpostSync / OutpostServer
-//   OutpostCore <- OutpostStorage <- OutpostGeoprocessing (GEOS, PROJ) <- OutpostServer
+//   OutpostCore <- OutpostStorage <- OutpostGeoprocessing (GEOS, PROJ) <- OutpostLocator <- OutpostServer
 let package = Package(
     name: "Outpost",
     platforms: [.macOS(.v15)],
@@ -132,7 +132,7 @@ let package = Package(
         .target(
             name: "OutpostServer",
             dependencies: [
-                "OutpostProtocol", "OutpostTiles", "OutpostStorage", "OutpostCore", "OutpostGeoprocessing",
+                "OutpostProtocol", "OutpostTiles", "OutpostStorage", "OutpostCore", "OutpostGeoprocessing", "OutpostLocator",
                 // Geoprocessing job records (already in the graph through OutpostStorage).
                 .product(name: "GRDB", package: "GRDB.swift"),
                 .product(name: "Hummingbird", package: "hummingbird"),
@@ -172,7 +172,7 @@ let package = Package(
             name: "outpost",
             dependencies: [
                 "OutpostCore", "OutpostStorage", "OutpostProtocol", "OutpostSync", "OutpostTiles",
-                "OutpostServer", "OutpostPostgres", "OutpostSampleData", "OutpostGeoprocessing",
+                "OutpostServer", "OutpostPostgres", "OutpostSampleData", "OutpostGeoprocessing", "OutpostLocator",
                 .product(name: "ArgumentParser", package: "swift-argument-parser"),
                 .product(name: "AsyncHTTPClient", package: "async-http-client"),
                 .product(name: "NIOCore", package: "swift-nio"),

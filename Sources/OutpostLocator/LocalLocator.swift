@@ -67,6 +67,7 @@ public final class LocalLocator: Sendable {
     /// Candidates for one line of text ("Mannerheimintie 12, Helsinki"), best first.
     /// Empty, overlong or symbol-only text gives no candidates rather than an error.
     public func geocode(_ searchText: String, parameters: GeocodeParameters = GeocodeParameters()) throws -> [GeocodeResult] {
+        try check(parameters.outputSpatialReference)
         let text = String(searchText.prefix(1_000))
         let near = try parameters.preferredSearchLocation.map { try toLocator($0, from: parameters.locationSpatialReference) }
         let area = try parameters.searchArea.map { try toLocator($0, from: parameters.searchAreaSpatialReference) }
@@ -120,6 +121,7 @@ public final class LocalLocator: Sendable {
     /// name when no address is that near; empty when nothing is.
     public func reverseGeocode(_ location: Position, parameters: ReverseGeocodeParameters = ReverseGeocodeParameters()) throws -> [GeocodeResult] {
         guard location.x.isFinite, location.y.isFinite else { throw LocatorError(.invalidInput, "the location is not a pair of finite numbers") }
+        try check(parameters.outputSpatialReference)
         let p = try toLocator(location, from: parameters.locationSpatialReference)
         if geographic, abs(p.y) > 90 || abs(p.x) > 180 { throw LocatorError(.invalidInput, "(\(p.x), \(p.y)) is not a longitude and latitude") }
         let types = Set(parameters.featureTypes.compactMap { LocatorMatchType(name: $0) })
@@ -193,6 +195,17 @@ public final class LocalLocator: Sendable {
     }
 
     // MARK: - Helpers
+
+    /// An output spatial reference PROJ knows, checked before searching (an empty answer must not
+    /// hide a bad one).
+    private func check(_ reference: SpatialReference?) throws {
+        guard let reference, reference != info.spatialReference else { return }
+        do {
+            _ = try CoordinateSystemInfo(reference)
+        } catch {
+            throw LocatorError(.invalidInput, "PROJ does not know the spatial reference \(reference.wkid)")
+        }
+    }
 
     private func filter(_ scored: [LocatorSearch.Scored], categories: [String], area: Envelope?) -> [LocatorSearch.Scored] {
         let types = Set(categories.compactMap { name -> LocatorMatchType? in

@@ -116,3 +116,16 @@ public struct LocatorInfo: Hashable, Sendable {
     public var supportsSuggestions: Bool
     public var supportsReverseGeocoding: Bool
 }
+
+/// How a batch geocode grades each address (ArcGIS `Status`).
+public enum BatchGeocode {
+    /// The score a best candidate needs to count as matched.
+    public static let matchScore = 85.0
+
+    /// `M` matched, `T` tied (another address scored the same), `U` unmatched.
+    public static func status(_ candidates: [GeocodeResult]) -> String {
+        guard let best = candidates.first, best.score >= matchScore else { return "U" }
+        if candidates.dropFirst().contains(where: { $0.score == best.score && $0.label != best.label }) { return "T" }
+        return "M"
+    }
+}

@@ -5,6 +5,7 @@ import HummingbirdTLS
 import Logging
 import NIOCore
 import NIOSSL
+import OutpostLocator
 import OutpostStorage
 
 /// Builds and runs the Outpost feature service.
@@ -69,14 +70,21 @@ extension ServiceDirectory {
         let found = try Self.files(at: path, name: name)
         var geoprocessing: [GeoprocessingService] = []
         for url in found.geoprocessing { geoprocessing.append(try await GeoprocessingService(contentsOf: url)) }
-        self.init(found.backends, tileCaches: found.tileCaches, geoprocessing: geoprocessing)
+        let locators = try found.locators.map { url in
+            do {
+                return try LocalLocator(url: url)
+            } catch {
+                throw ServiceError(500, "\(url.lastPathComponent): \(error)")
+            }
+        }
+        self.init(found.backends, tileCaches: found.tileCaches, geoprocessing: geoprocessing, locators: locators)
     }
 
     /// The services of a path: a service GeoPackage, a tile cache, or a directory of them.
     /// - Parameter faults: fault points for tests, shared by the services.
     public static func files(
         at path: URL, name: String? = nil, faults: FaultInjector = FaultInjector()
-    ) throws -> (backends: [any FeatureServiceBackend], tileCaches: [URL], geoprocessing: [URL]) {
+    ) throws -> (backends: [any FeatureServiceBackend], tileCaches: [URL], geoprocessing: [URL], locators: [URL]) {
         var isDirectory: ObjCBool = false
         guard FileManager.default.fileExists(atPath: path.path, isDirectory: &isDirectory) else {
             throw ServiceError(404, "\(path.path) does not exist")
@@ -91,21 +99,27 @@ extension ServiceDirectory {
             }
             // Geoprocessing services: <name>.gp.json.
             let gp = entries.filter { $0.lastPathComponent.lowercased().hasSuffix(".gp.json") }
-            guard !files.isEmpty || !caches.isEmpty || !gp.isEmpty else {
-                throw ServiceError(404, "\(path.path) holds no service .gpkg files, tile caches or .gp.json geoprocessing services")
+            // Locators: <name>.locator, served as …/<name>/GeocodeServer.
+            let locators = entries.filter { $0.pathExtension.lowercased() == "locator" }
+            guard !files.isEmpty || !caches.isEmpty || !gp.isEmpty || !locators.isEmpty else {
+                throw ServiceError(404, "\(path.path) holds no service .gpkg files, tile caches, .gp.json geoprocessing services or .locator files")
             }
-            return (try files.map { try SQLiteServiceBackend(url: $0, faults: faults) }, caches, gp)
+            return (try files.map { try SQLiteServiceBackend(url: $0, faults: faults) }, caches, gp, locators)
         } else if ["tpkx", "mbtiles"].contains(path.pathExtension.lowercased()) {
-            return ([], [path], [])
+            return ([], [path], [], [])
         } else if path.lastPathComponent.lowercased().hasSuffix(".gp.json") {
-            return ([], [], [path])
+            return ([], [], [path], [])
+        } else if path.pathExtension.lowercased() == "locator" {
+            return ([], [], [], [path])
         } else {
-            return ([try SQLiteServiceBackend(url: path, name: name, faults: faults)], [], [])
+            return ([try SQLiteServiceBackend(url: path, name: name, faults: faults)], [], [], [])
         }
     }
 
     /// Services from several places (files and a database): two with one name are refused.
-    public convenience init(checking backends: [any FeatureServiceBackend], tileCaches: [URL] = [], geoprocessing: [GeoprocessingService] = []) throws {
+    public convenience init(
+        checking backends: [any FeatureServiceBackend], tileCaches: [URL] = [], geoprocessing: [GeoprocessingService] = [], locators: [LocalLocator] = []
+    ) throws {
         var seen = Set<String>()
         for b in backends where !seen.insert(b.name.lowercased()).inserted {
             throw ServiceError(409, "two services are named \(b.name); serve them from separate processes or rename one")
@@ -114,6 +128,10 @@ extension ServiceDirectory {
         for g in geoprocessing where !gpSeen.insert(g.name.lowercased()).inserted {
             throw ServiceError(409, "two geoprocessing services are named \(g.name)")
         }
-        self.init(backends, tileCaches: tileCaches, geoprocessing: geoprocessing)
+        var locatorSeen = Set<String>()
+        for l in locators where !locatorSeen.insert(l.info.name.lowercased()).inserted {
+            throw ServiceError(409, "two locators are named \(l.info.name)")
+        }
+        self.init(backends, tileCaches: tileCaches, geoprocessing: geoprocessing, locators: locators)
     }
 }

@@ -186,3 +186,38 @@ import Testing
         #expect(added.count == 1)
     }
 }
+
+/// Batch geocoding as a job: pausing, rebuilding from JSON and resuming geocodes every row once.
+@Suite struct BatchGeocodeJobTests {
+    @Test func aPausedBatchRebuiltFromItsJSONFinishesWithEveryRowOnce() async throws {
+        let directory = TemporaryDirectory("outpost-batch-job")
+        let (_, url) = try HelsinkiLocator.build(in: directory)
+        let addresses = try HelsinkiLocator.addresses()
+        var csv = "id,SingleLine\n"
+        for (i, a) in addresses.enumerated() { csv += "\(i + 1),\"\(a.houseFirst.replacingOccurrences(of: "\"", with: "\"\""))\"\n" }
+        let input = directory.file("addresses.csv")
+        try Data(csv.utf8).write(to: input)
+        let output = directory.file("matches.gpkg")
+        let job = Job(BatchGeocodeJob(locator: url.path, input: input, output: output))
+        let updates = job.progressUpdates
+        try job.start()
+        for await progress in updates where (progress.phases.last?.done ?? 0) >= 500 { break }
+        try job.pause()
+        for await status in job.statusUpdates where status == .paused || status.isFinished { break }
+        #expect(job.status == .paused)
+        #expect(!FileManager.default.fileExists(atPath: output.path))
+
+        let resumed = try Job<BatchGeocodeJob>.fromJSON(try job.toJSON())
+        try resumed.start()
+        let result = try await resumed.output
+        #expect(result.rows == 1_451)
+        #expect(result.matched + result.tied + result.unmatched == 1_451)
+        // House number first, the same text crews type: nearly all match outright.
+        #expect(result.unmatched == 0, "\(result)")
+        let gdb = try Geodatabase.open(at: output, readOnly: true)
+        defer { try? gdb.close() }
+        let rows = try await gdb.table(named: "matches").features(matching: FeatureQuery(outFields: ["row_number", "status"], returnGeometry: false))
+        #expect(rows.count == 1_451)
+        #expect(Set(rows.compactMap { $0["row_number"] }).count == 1_451)
+    }
+}

@@ -4,6 +4,7 @@ import Hummingbird
 import Logging
 import NIOCore
 import OutpostCore
+import OutpostLocator
 import OutpostGeoprocessing
 import OutpostProtocol
 import OutpostStorage
@@ -230,6 +231,11 @@ public struct FeatureServerResponder: HTTPResponder {
                 contentType: request.headers[.contentType]
             ).respond(route)
         }
+        if rest.count >= 2, rest[1] == "GeocodeServer" {
+            guard let locator = services.locator(named: rest[0]) else { throw ServiceError.notFound("locator \(rest[0])") }
+            page(.resource)
+            return try await GeocodeServerRoutes(locator: locator, parameters: parameters, writing: writing).respond(Array(rest.dropFirst(2)))
+        }
         guard rest.count >= 2, rest[1] == "FeatureServer" else { throw ServiceError.notFound("service \(rest[0])") }
         guard let backend = services.backend(named: rest[0]) else { throw ServiceError.notFound("service \(rest[0])") }
         let route = Array(rest.dropFirst(2))
@@ -350,7 +356,8 @@ public struct FeatureServerResponder: HTTPResponder {
             "services": .array(
                 services.names.filter(visible).map { ["name": .string($0), "type": "FeatureServer"] }
                     + services.mapServiceNames.filter(visible).map { ["name": .string($0), "type": "MapServer"] }
-                    + services.geoprocessingNames.filter(visible).map { ["name": .string($0), "type": "GPServer"] }),
+                    + services.geoprocessingNames.filter(visible).map { ["name": .string($0), "type": "GPServer"] }
+                    + services.locatorNames.filter(visible).map { ["name": .string($0), "type": "GeocodeServer"] }),
         ]
     }
 
@@ -423,9 +430,14 @@ public final class ServiceDirectory: Sendable {
 
     /// Geoprocessing services (`…/GPServer`), by name.
     private let geoprocessing: [String: GeoprocessingService]
+    /// Locators (`…/GeocodeServer`), by name.
+    private let locators: [String: LocalLocator]
 
-    public init(_ backends: [any FeatureServiceBackend], tileCaches: [URL] = [], geoprocessing: [GeoprocessingService] = []) {
+    public init(
+        _ backends: [any FeatureServiceBackend], tileCaches: [URL] = [], geoprocessing: [GeoprocessingService] = [], locators: [LocalLocator] = []
+    ) {
         self.geoprocessing = Dictionary(geoprocessing.map { ($0.name.lowercased(), $0) }, uniquingKeysWith: { first, _ in first })
+        self.locators = Dictionary(locators.map { ($0.info.name.lowercased(), $0) }, uniquingKeysWith: { first, _ in first })
         var map: [String: any FeatureServiceBackend] = [:]
         for b in backends { map[b.name.lowercased()] = b }
         self.backends = map
@@ -448,6 +460,11 @@ public final class ServiceDirectory: Sendable {
     public var geoprocessingNames: [String] { geoprocessing.values.map(\.name).sorted() }
 
     public func geoprocessingService(named name: String) -> GeoprocessingService? { geoprocessing[name.lowercased()] }
+
+    /// The names of the locators.
+    public var locatorNames: [String] { locators.values.map(\.info.name).sorted() }
+
+    public func locator(named name: String) -> LocalLocator? { locators[name.lowercased()] }
 
     /// The tile cache behind `name`'s MapServer, loaded.
     public func tileCache(named name: String) async throws -> TileCache? {

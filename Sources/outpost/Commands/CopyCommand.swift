@@ -1,6 +1,7 @@
 import ArgumentParser
 import Foundation
 import OutpostCore
+import OutpostLocator
 import OutpostStorage
 import OutpostSync
 import OutpostTiles
@@ -12,6 +13,7 @@ func outpostJobRegistry(
 ) -> JobRegistry {
     var registry = JobRegistry.withNetworkJobs()
     registry.withTileJobs(tiles)
+    registry.register(BatchGeocodeJob.self)
     return registry
 }
 

@@ -2,6 +2,7 @@ import ArgumentParser
 import Foundation
 import Logging
 import OutpostPostgres
+import OutpostLocator
 import OutpostServer
 import OutpostTiles
 import OutpostStorage
@@ -86,6 +87,7 @@ struct ServeCommand: AsyncParsableCommand {
             var backends: [any FeatureServiceBackend] = []
             var tileCaches: [URL] = []
             var geoprocessing: [GeoprocessingService] = []
+            var locators: [LocalLocator] = []
             if let service {
                 let files = try ServiceDirectory.files(at: URL(fileURLWithPath: service), name: name, faults: processFaults)
                 backends += files.backends
@@ -93,6 +95,13 @@ struct ServeCommand: AsyncParsableCommand {
                 for url in files.geoprocessing {
                     do {
                         geoprocessing.append(try await GeoprocessingService(contentsOf: url))
+                    } catch {
+                        throw CLIFailure(message: "\(url.lastPathComponent): \(error)")
+                    }
+                }
+                for url in files.locators {
+                    do {
+                        locators.append(try LocalLocator(url: url))
                     } catch {
                         throw CLIFailure(message: "\(url.lastPathComponent): \(error)")
                     }
@@ -106,7 +115,7 @@ struct ServeCommand: AsyncParsableCommand {
                 // Job status in the database: any process answers it.
                 configuration.jobStore = try await PostgresJobStore(location: location)
             }
-            services = try ServiceDirectory(checking: backends, tileCaches: tileCaches, geoprocessing: geoprocessing)
+            services = try ServiceDirectory(checking: backends, tileCaches: tileCaches, geoprocessing: geoprocessing, locators: locators)
             try await services.loadTileCaches()
         } catch let error as ServiceError {
             throw CLIFailure(message: error.message)
