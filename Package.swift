@@ -95,6 +95,7 @@ let package = Package(
             dependencies: [
                 "OutpostCore", "OutpostStorage", "OutpostGeoprocessing",
                 .product(name: "GRDB", package: "GRDB.swift"),
+                .product(name: "GRDBSQLite", package: "GRDB.swift"),
             ]
         ),
         .target(name: "OutpostCore"),

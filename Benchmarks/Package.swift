@@ -26,6 +26,7 @@ let package = Package(
                 .product(name: "OutpostPostgres", package: "Outpost"),
                 .product(name: "OutpostLoadTesting", package: "Outpost"),
                 .product(name: "OutpostGeoprocessing", package: "Outpost"),
+                .product(name: "OutpostLocator", package: "Outpost"),
                 "CZlibBench",
                 .product(name: "AsyncHTTPClient", package: "async-http-client"),
                 .product(name: "NIOSSL", package: "swift-nio-ssl"),

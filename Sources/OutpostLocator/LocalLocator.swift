@@ -133,9 +133,10 @@ public final class LocalLocator: Sendable {
             while true {
                 let box = searchBox(around: p, metres: radius)
                 if wantsPoints {
+                    // The cells whose extent meets the box, then their points.
                     let rows = try Row.fetchAll(db, sql: """
-                        SELECT e.* FROM address_rtree r JOIN entries e ON e.id = r.id
-                        WHERE r.minx <= ? AND r.maxx >= ? AND r.miny <= ? AND r.maxy >= ?
+                        SELECT e.* FROM address_cells c JOIN entries e ON e.cell = c.id
+                        WHERE c.minx <= ? AND c.maxx >= ? AND c.miny <= ? AND c.maxy >= ?
                         """, arguments: [box.xmax, box.xmin, box.ymax, box.ymin])
                     var near: [LocatorSearch.Scored] = []
                     for row in rows {
@@ -146,7 +147,7 @@ public final class LocalLocator: Sendable {
                         let d = LocatorGeometry.distance(Position(x: record.x, y: record.y), p, geographic: geographic, metresPerUnit: metresPerUnit)
                         guard d <= radius else { continue }
                         var s = LocatorSearch.Scored(
-                            record: record, id: row["id"], score: 100, completeness: 1, asPlaceName: named,
+                            record: record, id: row[0], score: 100, completeness: 1, asPlaceName: named,
                             label: LocatorSearch.label(record, asPlaceName: named), matchType: type)
                         s.distance = d
                         near.append(s)
@@ -188,7 +189,7 @@ public final class LocalLocator: Sendable {
         record.x = best.point.x
         record.y = best.point.y
         var s = LocatorSearch.Scored(
-            record: record, id: row["id"], score: 100, completeness: 1, asPlaceName: false,
+            record: record, id: row[0], score: 100, completeness: 1, asPlaceName: false,
             label: LocatorSearch.label(record, asPlaceName: false), matchType: .streetName)
         s.distance = best.distance
         return s

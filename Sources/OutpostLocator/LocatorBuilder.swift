@@ -48,7 +48,11 @@ public enum LocatorBuilder {
                 try db.execute(sql: "PRAGMA application_id = \(LocatorLayout.applicationID); PRAGMA user_version = \(LocatorLayout.version)")
                 try db.inTransaction {
                     try db.execute(sql: LocatorLayout.schema)
+                    // A bulk build merges the full-text segments once, at the end ('optimize'),
+                    // rather than while rows arrive.
+                    try db.execute(sql: "INSERT INTO address_index(address_index, rank) VALUES('automerge', 0)")
                     let writer = try LocatorWriter(db, geographic: system.isGeographic, metresPerUnit: system.metresPerUnit ?? 1)
+                    writer.tracksChanges = false
                     var done = 0
                     for (index, source) in sources.enumerated() {
                         let sourceID = Int64(index + 1)
@@ -57,18 +61,52 @@ public enum LocatorBuilder {
                         try db.execute(
                             sql: "INSERT INTO locator_sources(id, layer, role, fields, where_clause) VALUES (?, ?, ?, ?, ?)",
                             arguments: [sourceID, source.layer, role, fields, source.whereClause])
-                        try geodatabase.read { conn in
-                            let table = try geodatabase.table(named: source.layer)
-                            try table.forEach(matching: query(for: source, after: nil, limit: nil), in: conn) { feature in
-                                let added = try writer.index(feature, source: sourceID, fields: source.fields, role: role)
-                                summary.entries += added.entries
-                                summary.segments += added.segments
-                                summary.skipped += added.skipped
-                                done += 1
-                                if done % 10_000 == 0 { progress?(done) }
+                        // Two threads: one reads the layer and prepares rows (values, terms,
+                        // keys), this one writes them; a bounded channel between them.
+                        let channel = BatchChannel<[LocatorWriter.PreparedRow]>(capacity: 8)
+                        let producerDone = DispatchSemaphore(value: 0)
+                        let query = query(for: source, after: nil, limit: nil)
+                        let fieldMap = source.fields
+                        Thread.detachNewThread {
+                            defer { producerDone.signal() }
+                            do {
+                                try geodatabase.read { conn in
+                                    let table = try geodatabase.table(named: source.layer)
+                                    var batch: [LocatorWriter.PreparedRow] = []
+                                    batch.reserveCapacity(512)
+                                    try table.forEach(matching: query, in: conn) { feature in
+                                        batch.append(LocatorWriter.prepare(feature, source: sourceID, fields: fieldMap, role: role))
+                                        if batch.count == 512 {
+                                            guard channel.send(batch) else { throw CancellationError() }
+                                            batch.removeAll(keepingCapacity: true)
+                                        }
+                                    }
+                                    if !batch.isEmpty { _ = channel.send(batch) }
+                                }
+                                channel.finish(nil)
+                            } catch {
+                                channel.finish(error)
                             }
                         }
+                        do {
+                            while let batch = try channel.receive() {
+                                for row in batch {
+                                    let added = try writer.write(row)
+                                    summary.entries += added.entries
+                                    summary.segments += added.segments
+                                    summary.skipped += added.skipped
+                                    done += 1
+                                    if done % 10_000 == 0 { progress?(done) }
+                                }
+                            }
+                        } catch {
+                            channel.cancel()
+                            producerDone.wait()
+                            throw error
+                        }
+                        producerDone.wait()
                     }
+                    try writer.fillCells()
                     try db.execute(sql: LocatorLayout.indexes)
                     summary.places = try writer.rebuildPlaces(.all)
                     try writer.flushVocabulary()

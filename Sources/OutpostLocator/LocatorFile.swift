@@ -5,6 +5,16 @@ import OutpostCore
 /// The on-disk layout of a `.locator` file (docs/locator.md): one SQLite file, identified by its
 /// `application_id` and versioned by `user_version`.
 enum LocatorLayout {
+    /// The side of a reverse-geocoding cell: 0.002° (about 110 × 220 m in Finland) for degrees,
+    /// 200 m otherwise. Points are grouped by cell; the R-tree holds each cell's extent.
+    static func cellSize(geographic: Bool, metresPerUnit: Double) -> Double { geographic ? 0.002 : 200 / metresPerUnit }
+
+    /// The cell holding (x, y): row and column packed into one integer.
+    static func cell(x: Double, y: Double, size: Double) -> Int64 {
+        let column = Int64((x / size).rounded(.down)) + (1 << 24), row = Int64((y / size).rounded(.down)) + (1 << 24)
+        return row << 26 | column
+    }
+
     /// "OPLC".
     static let applicationID: Int32 = 0x4F50_4C43
     static let version = 1
@@ -23,13 +33,14 @@ enum LocatorLayout {
             street_key TEXT, postal_key TEXT, city_key TEXT,
             x REAL NOT NULL, y REAL NOT NULL,
             xmin REAL NOT NULL, ymin REAL NOT NULL, xmax REAL NOT NULL, ymax REAL NOT NULL,
-            weight INTEGER NOT NULL DEFAULT 1);
+            weight INTEGER NOT NULL DEFAULT 1,
+            cell INTEGER);
         CREATE TABLE segments(
             id INTEGER PRIMARY KEY, source INTEGER NOT NULL, fid INTEGER NOT NULL, fingerprint INTEGER NOT NULL,
             street TEXT NOT NULL, city TEXT, street_key TEXT NOT NULL, length REAL NOT NULL, line BLOB NOT NULL);
         CREATE VIRTUAL TABLE address_index USING fts5(terms, content='', detail=none, tokenize='unicode61 remove_diacritics 0');
         CREATE VIRTUAL TABLE place_index USING fts5(terms, content='', detail=none, tokenize='unicode61 remove_diacritics 0');
-        CREATE VIRTUAL TABLE address_rtree USING rtree(id, minx, maxx, miny, maxy);
+        CREATE VIRTUAL TABLE address_cells USING rtree(id, minx, maxx, miny, maxy);
         CREATE VIRTUAL TABLE segment_rtree USING rtree(id, minx, maxx, miny, maxy);
         CREATE TABLE vocabulary(term TEXT PRIMARY KEY, count INTEGER NOT NULL) WITHOUT ROWID;
         CREATE TABLE typo_keys(key TEXT NOT NULL, term TEXT NOT NULL, PRIMARY KEY(key, term)) WITHOUT ROWID;
@@ -41,13 +52,14 @@ enum LocatorLayout {
         CREATE INDEX IF NOT EXISTS entries_street ON entries(street_key, kind);
         CREATE INDEX IF NOT EXISTS entries_postal ON entries(postal_key, kind);
         CREATE INDEX IF NOT EXISTS entries_city ON entries(city_key, kind);
+        CREATE INDEX IF NOT EXISTS entries_cell ON entries(cell) WHERE cell IS NOT NULL;
         CREATE INDEX IF NOT EXISTS segments_source ON segments(source, fid);
         CREATE INDEX IF NOT EXISTS segments_street ON segments(street_key);
         """
 
     /// Tables a file must have to be searched.
     static let requiredTables = [
-        "locator_info", "locator_sources", "entries", "segments", "address_index", "place_index", "address_rtree",
+        "locator_info", "locator_sources", "entries", "segments", "address_index", "place_index", "address_cells",
         "segment_rtree", "vocabulary", "typo_keys",
     ]
 

@@ -21,7 +21,7 @@ enum LocatorSearch {
     /// Most candidates scored per search.
     static let candidateLimit = 2_000
     /// A best score below this makes a geocode look again with each word left out.
-    static let relaxBelow = 90.0
+    static let relaxBelow = 80.0
 
     struct QueryToken {
         var text: String
@@ -47,13 +47,16 @@ enum LocatorSearch {
         var probe = Set(raw.map(\.text))
         for (a, b) in zip(raw, raw.dropFirst()) { probe.insert(a.text + b.text) }
         let known = try vocabulary(probe)
+        let endsTyping = typing && text.unicodeScalars.last.map { LocatorText.classify($0) != 0 } == true
         func join(numbers: Bool) -> [LocatorText.Token] {
             var joined: [LocatorText.Token] = []
             var i = 0
             while i < raw.count {
-                if i + 1 < raw.count, known.contains(raw[i].text + raw[i + 1].text),
-                   !known.contains(raw[i].text) || !known.contains(raw[i + 1].text)
-                    || (numbers && LocatorText.isNumeric(raw[i].text) && (LocatorText.isNumeric(raw[i + 1].text) || raw[i + 1].text.count == 1))
+                let a = raw[i].text, b = i + 1 < raw.count ? raw[i + 1].text : ""
+                let bothNumbers = LocatorText.isNumeric(a) && (LocatorText.isNumeric(b) || b.count == 1)
+                // The word being typed is never joined to the one before: it is not finished.
+                if i + 1 < raw.count, !(endsTyping && i + 1 == raw.count - 1), known.contains(a + b),
+                   numbers ? bothNumbers : (!bothNumbers && (!known.contains(a) || !known.contains(b)))
                 {
                     joined.append(LocatorText.Token(text: raw[i].text + raw[i + 1].text, abbreviated: raw[i + 1].abbreviated))
                     i += 2
@@ -64,7 +67,6 @@ enum LocatorSearch {
             }
             return joined
         }
-        let endsTyping = typing && text.unicodeScalars.last.map { LocatorText.classify($0) != 0 } == true
         func tokens(_ words: [LocatorText.Token]) -> [QueryToken] {
             words.enumerated().map { index, token in
                 let letters = !LocatorText.isNumeric(token.text)
@@ -81,8 +83,10 @@ enum LocatorSearch {
 
     // MARK: - Retrieval
 
-    /// The indexed terms a word can stand for.
-    static func terms(for token: QueryToken, in db: Database, prefixLimit: Int = 24) throws -> [String] {
+    /// What a word can stand for, as full-text phrases: the indexed terms it may be (quoted) and,
+    /// for a prefix of two or more letters, the prefix itself (`"manne"*`, which FTS5 expands
+    /// to every term it begins). Empty when nothing indexed matches.
+    static func phrases(for token: QueryToken, in db: Database, prefixLimit: Int = 24) throws -> [String] {
         var candidates = Set([token.text, token.folded] + token.alternatives)
         if token.folded.unicodeScalars.count >= typoMinimumLength {
             let keys = [token.folded] + LocatorText.deletions(token.folded)
@@ -92,16 +96,23 @@ enum LocatorSearch {
                 arguments: StatementArguments(keys + keys))
             for term in near where LocatorText.editDistance(token.folded, LocatorText.fold(term)) <= 1 { candidates.insert(term) }
         }
-        var found = try known(candidates, in: db)
-        if token.prefix {
-            let upper = token.folded + "\u{10FFFF}"
+        var phrases = try known(candidates, in: db).sorted().map { "\"\($0)\"" }
+        guard token.prefix else { return phrases }
+        if token.folded.unicodeScalars.count >= 2 {
+            for prefix in Set([token.text, token.folded]) where try String.fetchOne(
+                db, sql: "SELECT term FROM vocabulary WHERE term >= ? AND term < ? LIMIT 1", arguments: [prefix, prefix + "\u{10FFFF}"]) != nil
+            {
+                phrases.append("\"\(prefix)\"*")
+            }
+        } else {
+            // One letter: the terms it begins that most entries hold.
             let begun = try String.fetchAll(db, sql: """
                 SELECT term FROM (SELECT term, count FROM vocabulary WHERE term >= ? AND term < ? LIMIT 2000)
                 ORDER BY count DESC LIMIT ?
-                """, arguments: [token.folded, upper, prefixLimit])
-            found.formUnion(begun)
+                """, arguments: [token.folded, token.folded + "\u{10FFFF}", prefixLimit])
+            phrases += begun.filter { !candidates.contains($0) }.map { "\"\($0)\"" }
         }
-        return found.sorted()
+        return phrases
     }
 
     static func known(_ terms: Set<String>, in db: Database) throws -> Set<String> {
@@ -111,10 +122,10 @@ enum LocatorSearch {
         return Set(try String.fetchAll(db, sql: "SELECT term FROM vocabulary WHERE term IN (\(placeholders))", arguments: StatementArguments(list)))
     }
 
-    /// A full-text expression needing a term of every group. Terms are letters and digits only
-    /// (LocatorText), quoted, so user text can never become FTS5 syntax.
+    /// A full-text expression needing a phrase of every group. Terms are letters and digits
+    /// only (LocatorText), quoted, so user text can never become FTS5 syntax.
     static func expression(_ groups: [[String]]) -> String {
-        groups.map { "(" + $0.map { "\"\($0)\"" }.joined(separator: " OR ") + ")" }.joined(separator: " AND ")
+        groups.map { "(" + $0.joined(separator: " OR ") + ")" }.joined(separator: " AND ")
     }
 
     /// Entries holding a term of every group, from both indexes.
@@ -134,26 +145,27 @@ enum LocatorSearch {
     /// `relaxAlways` — also those holding all groups but one (a mistyped house number or a stray
     /// letter still finds its street).
     static func candidates(_ tokens: [QueryToken], in db: Database, relax: (([Row]) -> Bool)? = nil) throws -> [Row] {
-        var groups: [[String]] = []
+        var resolved: [(token: QueryToken, phrases: [String])] = []
         for token in tokens {
-            let terms = try terms(for: token, in: db)
-            if !terms.isEmpty { groups.append(terms) }
+            let phrases = try phrases(for: token, in: db)
+            if !phrases.isEmpty { resolved.append((token, phrases)) }
         }
+        let groups = resolved.map(\.phrases)
         guard !groups.isEmpty else { return [] }
         var out = try retrieve(groups, in: db)
         guard groups.count > 1, out.isEmpty || relax?(out) == true else { return out }
-        var seen = Set(out.map { $0["id"] as Int64 })
+        var seen = Set(out.map { $0[0] as Int64 })
         for left in groups.indices {
             var rest = groups
             rest.remove(at: left)
-            for row in try retrieve(rest, in: db) where seen.insert(row["id"]).inserted { out.append(row) }
+            for row in try retrieve(rest, in: db) where seen.insert(row[0]).inserted { out.append(row) }
             if out.count >= candidateLimit * 2 { break }
         }
         // Still nothing: the words alone, without numbers; then the longest word alone.
         if out.isEmpty {
-            let words = zip(tokens.filter { (try? terms(for: $0, in: db).isEmpty) == false }, groups).filter { !$0.0.numeric }
-            if words.count < groups.count, !words.isEmpty { out = try retrieve(words.map(\.1), in: db) }
-            if out.isEmpty, let longest = words.max(by: { $0.0.weight < $1.0.weight }) { out = try retrieve([longest.1], in: db) }
+            let words = resolved.filter { !$0.token.numeric }
+            if words.count < groups.count, !words.isEmpty { out = try retrieve(words.map(\.phrases), in: db) }
+            if out.isEmpty, let longest = words.max(by: { $0.token.weight < $1.token.weight }) { out = try retrieve([longest.phrases], in: db) }
         }
         return out
     }
@@ -163,11 +175,23 @@ enum LocatorSearch {
     static func search(_ text: String, typing: Bool, in db: Database) throws -> [Scored] {
         var best: [Int64: Scored] = [:]
         for tokens in try readings(text, typing: typing, vocabulary: { try known($0, in: db) }) {
-            func scored(_ rows: [Row]) -> [Scored] { rows.map { score(EntryRecord(row: $0), id: $0["id"], tokens: tokens) } }
+            // Each candidate is scored once per reading, however many retrievals return it.
+            var cache: [Int64: Scored] = [:]
+            func scored(_ rows: [Row]) -> [Scored] {
+                rows.map { row in
+                    let id: Int64 = row[0]
+                    if let done = cache[id] { return done }
+                    let s = score(EntryRecord(row: row), id: id, tokens: tokens)
+                    cache[id] = s
+                    return s
+                }
+            }
             var rows: [Row]
             if typing, tokens.count > 1 {
-                rows = try candidates(tokens.filter { !$0.prefix }, in: db)
-                if rows.isEmpty { rows = try candidates(tokens, in: db) }
+                // The word being typed narrows the words typed in full; when nothing holds them
+                // all, the words typed in full alone.
+                rows = try candidates(tokens, in: db)
+                if rows.isEmpty { rows = try candidates(tokens.filter { !$0.prefix }, in: db) }
             } else {
                 // A weak best match may be a stray word or a mistyped number keeping the right
                 // entry out: look with each word left out too.
@@ -200,6 +224,8 @@ enum LocatorSearch {
         var label: String
         var matchType: LocatorMatchType
         var distance = 0.0
+        /// The house number's leading digits, for ordering equal candidates.
+        var houseOrder: Int { Int(LocatorSearch.leadingDigits(record.house ?? "")) ?? Int.max }
     }
 
     static func fieldTokens(_ record: EntryRecord) -> [FieldToken] {
@@ -351,15 +377,18 @@ enum LocatorSearch {
                 items[i].distance = LocatorGeometry.distance(Position(x: items[i].record.x, y: items[i].record.y), near, geographic: geographic)
             }
         }
-        items.sort { a, b in
+        // Sort keys computed once, not per comparison.
+        var keyed = items.map { ($0, $0.houseOrder) }
+        keyed.sort { x, y in
+            let (a, b) = (x.0, y.0)
             if a.score != b.score { return a.score > b.score }
             if a.distance != b.distance { return a.distance < b.distance }
             if abs(a.completeness - b.completeness) > 1e-9 { return a.completeness > b.completeness }
-            let ha = Int(leadingDigits(a.record.house ?? "")) ?? Int.max, hb = Int(leadingDigits(b.record.house ?? "")) ?? Int.max
-            if ha != hb { return ha < hb }
+            if x.1 != y.1 { return x.1 < y.1 }
             if a.matchType != b.matchType { return a.matchType.rawValue < b.matchType.rawValue }
             return a.id < b.id
         }
+        items = keyed.map(\.0)
         var seen = Set<String>()
         return items.filter { seen.insert($0.label.lowercased()).inserted }
     }

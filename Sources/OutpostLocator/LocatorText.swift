@@ -43,7 +43,8 @@ public enum LocatorText {
 
     /// The tokens of `text`.
     public static func tokens(_ text: String) -> [Token] {
-        let composed = text.utf8.allSatisfy({ $0 < 0x80 }) ? text : text.precomposedStringWithCanonicalMapping
+        if let ascii = asciiTokens(text) { return ascii }
+        let composed = text.precomposedStringWithCanonicalMapping
         var out: [Token] = []
         // Runs of letters (1) or digits (2) within the current alphanumeric word.
         var runs: [(kind: Int, scalars: String.UnicodeScalarView)] = []
@@ -83,6 +84,54 @@ public enum LocatorText {
         return out
     }
 
+    /// ``tokens(_:)`` for ASCII text, on its bytes (most addresses); nil for other text.
+    static func asciiTokens(_ text: String) -> [Token]? {
+        var text = text
+        return text.withUTF8 { bytes -> [Token]? in
+            var out: [Token] = []
+            var runs: [(kind: Int, start: Int, end: Int)] = []
+            func flush(abbreviated: Bool) {
+                guard !runs.isEmpty else { return }
+                // As for other text: one-letter runs stay with the digits beside them.
+                var pieces: [(Int, Int)] = []
+                for (i, run) in runs.enumerated() {
+                    let previous = i > 0 ? runs[i - 1] : nil
+                    if !pieces.isEmpty, let previous,
+                       (run.kind == 1 && run.end - run.start == 1) || (previous.kind == 1 && previous.end - previous.start == 1 && run.kind == 2)
+                    {
+                        pieces[pieces.count - 1].1 = run.end
+                    } else {
+                        pieces.append((run.start, run.end))
+                    }
+                }
+                for (i, piece) in pieces.enumerated() {
+                    let token = String(unsafeUninitializedCapacity: piece.1 - piece.0) { buffer in
+                        for j in piece.0..<piece.1 {
+                            let b = bytes[j]
+                            buffer[j - piece.0] = b >= 0x41 && b <= 0x5A ? b | 0x20 : b
+                        }
+                        return piece.1 - piece.0
+                    }
+                    out.append(Token(text: token, abbreviated: abbreviated && i == pieces.count - 1))
+                }
+                runs.removeAll(keepingCapacity: true)
+            }
+            for (i, b) in bytes.enumerated() {
+                guard b < 0x80 else { return nil }
+                let kind = b >= 0x30 && b <= 0x39 ? 2 : (b | 0x20) >= 0x61 && (b | 0x20) <= 0x7A ? 1 : 0
+                if kind == 0 {
+                    flush(abbreviated: b == 0x2E)
+                } else if let last = runs.last, last.kind == kind, last.end == i {
+                    runs[runs.count - 1].end = i + 1
+                } else {
+                    runs.append((kind, i, i + 1))
+                }
+            }
+            flush(abbreviated: false)
+            return out
+        }
+    }
+
     /// 1 for letters, 2 for digits, 0 for separators (what SQLite's unicode61 tokenizer also
     /// treats as separators, so index terms pass through it unchanged).
     @inline(__always) static func classify(_ scalar: Unicode.Scalar) -> Int {
@@ -102,6 +151,34 @@ public enum LocatorText {
     /// `token` without diacritics ("töölö" → "toolo"); the token itself when it has none.
     public static func fold(_ token: String) -> String {
         if token.utf8.allSatisfy({ $0 < 0x80 }) { return token }
+        // The letters of European street names, without a round trip through NFD.
+        var quick = String.UnicodeScalarView()
+        for scalar in token.unicodeScalars {
+            if scalar.value < 0x80 {
+                quick.append(scalar)
+            } else if let plain = latinFolds[scalar] {
+                quick.append(contentsOf: plain.unicodeScalars)
+            } else {
+                return slowFold(token)
+            }
+        }
+        return String(quick)
+    }
+
+    static let latinFolds: [Unicode.Scalar: String] = {
+        var out: [Unicode.Scalar: String] = [:]
+        let pairs: [(String, String)] = [
+            ("àáâãäåāăą", "a"), ("çćč", "c"), ("ďđ", "d"), ("èéêëēėęě", "e"), ("ìíîïīį", "i"), ("ñńň", "n"),
+            ("òóôõöøōő", "o"), ("ùúûüūůű", "u"), ("ýÿ", "y"), ("śšș", "s"), ("źżž", "z"), ("ťț", "t"), ("ł", "l"),
+            ("ř", "r"), ("ğ", "g"), ("ß", "ss"), ("æ", "ae"), ("œ", "oe"), ("þ", "th"), ("ð", "d"),
+        ]
+        for (letters, plain) in pairs {
+            for scalar in letters.unicodeScalars { out[scalar] = plain }
+        }
+        return out
+    }()
+
+    static func slowFold(_ token: String) -> String {
         var out = String.UnicodeScalarView()
         for scalar in token.decomposedStringWithCanonicalMapping.unicodeScalars {
             switch scalar.properties.generalCategory {
@@ -123,7 +200,9 @@ public enum LocatorText {
     /// The parts of a compound street name ("aleksanterinkatu" → ["aleksanterin", "katu"]), or
     /// nil when it is not one.
     public static func parts(_ token: String) -> [String]? {
-        for word in streetWords where token.hasSuffix(word) {
+        // The shortest street word is three letters and a stem at least three more.
+        guard token.utf8.count >= 6 else { return nil }
+        for word in streetWords where token.utf8.last == word.utf8.last && token.hasSuffix(word) {
             let stem = token.dropLast(word.count)
             guard stem.count >= 3 else { continue }
             return [String(stem), word]
@@ -172,6 +251,10 @@ public enum LocatorText {
     /// The optimal-string-alignment distance (insert, delete, substitute, swap neighbours), or
     /// `limit + 1` as soon as it is certain to exceed `limit`.
     static func editDistance(_ a: String, _ b: String, limit: Int = 1) -> Int {
+        // Most pairs differ in length by more than the limit: answered from the byte counts
+        // (a scalar is 1–4 bytes) before anything is allocated.
+        let ua = a.utf8.count, ub = b.utf8.count
+        if abs(ua - ub) > 4 * limit + 3 * min(ua, ub) / 4 { return limit + 1 }
         let x = Array(a.unicodeScalars), y = Array(b.unicodeScalars)
         if abs(x.count - y.count) > limit { return limit + 1 }
         if x.isEmpty || y.isEmpty { return max(x.count, y.count) }

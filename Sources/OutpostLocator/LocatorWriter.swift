@@ -1,10 +1,11 @@
 import Foundation
 import GRDB
+import GRDBSQLite
 import OutpostCore
 import OutpostStorage
 
 /// One row of `entries` as the writer builds it.
-struct EntryRecord {
+struct EntryRecord: Sendable {
     var kind: LocatorMatchType
     var source: Int64?
     var fid: Int64?
@@ -20,46 +21,55 @@ struct EntryRecord {
     var xmin: Double, ymin: Double, xmax: Double, ymax: Double
     var weight = 1
 
-    /// The terms indexed for this entry: every field for addresses and places; the fields an
-    /// aggregate stands for otherwise.
-    var terms: [String] {
-        var out: [String] = []
-        let fields: [String?] =
+    /// The terms indexed for this entry (every field for addresses and places; the fields an
+    /// aggregate stands for otherwise) and its street, postal and city keys, from one
+    /// tokenisation of each field.
+    var analysis: (terms: [String], streetKey: String?, postalKey: String?, cityKey: String?) {
+        func tokens(_ field: String?) -> [String] { field.map { LocatorText.tokens($0).map(\.text) } ?? [] }
+        let h = tokens(house), s = tokens(street), c = tokens(city), p = tokens(postal), n = tokens(name), a = tokens(alias)
+        let fields: [[String]] =
             switch kind {
-            case .streetName: [street, city]
-            case .postal: [postal, city]
-            case .locality: [city]
-            default: [house, street, city, postal, name, alias]
+            case .streetName: [s, c]
+            case .postal: [p, c]
+            case .locality: [c]
+            default: [h, s, c, p, n, a]
             }
+        var terms: [String] = []
         for field in fields {
-            guard let field else { continue }
-            for token in LocatorText.tokens(field) { LocatorText.appendTerms(of: token.text, to: &out) }
+            for token in field { LocatorText.appendTerms(of: token, to: &terms) }
         }
-        return out
+        func key(_ tokens: [String]) -> String? { tokens.isEmpty ? nil : tokens.map(LocatorText.fold).joined(separator: " ") }
+        let cityKey = key(c)
+        return (terms, key(s).map { "\($0)|\(cityKey ?? "")" }, key(p).map { "\($0)|\(cityKey ?? "")" }, cityKey)
     }
 
-    var streetKey: String? { LocatorWriter.key(street).map { "\($0)|\(LocatorWriter.key(city) ?? "")" } }
-    var postalKey: String? { LocatorWriter.key(postal).map { "\($0)|\(LocatorWriter.key(city) ?? "")" } }
-    var cityKey: String? { LocatorWriter.key(city) }
+    var terms: [String] { analysis.terms }
+    var streetKey: String? { analysis.streetKey }
+    var postalKey: String? { analysis.postalKey }
+    var cityKey: String? { analysis.cityKey }
 
+    /// A row of `SELECT * FROM entries`, read by position (layout 1's column order: id, kind,
+    /// source, fid, fingerprint, house, street, city, postal, name, alias, street_key,
+    /// postal_key, city_key, x, y, xmin, ymin, xmax, ymax, weight, cell): searches read
+    /// thousands of candidates, and looking columns up by name cost a third of that.
     init(row: Row) {
-        kind = LocatorMatchType(rawValue: row["kind"]) ?? .pointAddress
-        source = row["source"]
-        fid = row["fid"]
-        fingerprint = row["fingerprint"]
-        house = row["house"]
-        street = row["street"]
-        city = row["city"]
-        postal = row["postal"]
-        name = row["name"]
-        alias = row["alias"]
-        x = row["x"]
-        y = row["y"]
-        xmin = row["xmin"]
-        ymin = row["ymin"]
-        xmax = row["xmax"]
-        ymax = row["ymax"]
-        weight = row["weight"]
+        kind = LocatorMatchType(rawValue: row[1]) ?? .pointAddress
+        source = row[2]
+        fid = row[3]
+        fingerprint = row[4]
+        house = row[5]
+        street = row[6]
+        city = row[7]
+        postal = row[8]
+        name = row[9]
+        alias = row[10]
+        x = row[14]
+        y = row[15]
+        xmin = row[16]
+        ymin = row[17]
+        xmax = row[18]
+        ymax = row[19]
+        weight = row[20]
     }
 
     init(kind: LocatorMatchType, x: Double, y: Double, box: (Double, Double, Double, Double)) {
@@ -80,11 +90,16 @@ final class LocatorWriter {
     private var vocabularyDelta: [String: Int] = [:]
     /// Streets (their name keys), postal keys and city keys whose rows changed.
     private(set) var touched = PlaceScope()
+    /// False for a build from scratch: every place is computed anyway.
+    var tracksChanges = true
 
     private let insertEntry: Statement
     private let insertAddressText: Statement
     private let insertPlaceText: Statement
-    private let insertAddressBox: Statement
+    private let readCell: Statement
+    private let writeCell: Statement
+    /// The side of the reverse-geocoding cells.
+    let cellSize: Double
     private let insertSegment: Statement
     private let insertSegmentBox: Statement
 
@@ -94,12 +109,14 @@ final class LocatorWriter {
         self.metresPerUnit = metresPerUnit
         insertEntry = try db.makeStatement(sql: """
             INSERT INTO entries(kind, source, fid, fingerprint, house, street, city, postal, name, alias,
-                street_key, postal_key, city_key, x, y, xmin, ymin, xmax, ymax, weight)
-            VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)
+                street_key, postal_key, city_key, x, y, xmin, ymin, xmax, ymax, weight, cell)
+            VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)
             """)
         insertAddressText = try db.makeStatement(sql: "INSERT INTO address_index(rowid, terms) VALUES (?, ?)")
         insertPlaceText = try db.makeStatement(sql: "INSERT INTO place_index(rowid, terms) VALUES (?, ?)")
-        insertAddressBox = try db.makeStatement(sql: "INSERT INTO address_rtree(id, minx, maxx, miny, maxy) VALUES (?, ?, ?, ?, ?)")
+        readCell = try db.makeStatement(sql: "SELECT minx, maxx, miny, maxy FROM address_cells WHERE id = ?")
+        writeCell = try db.makeStatement(sql: "INSERT OR REPLACE INTO address_cells(id, minx, maxx, miny, maxy) VALUES (?, ?, ?, ?, ?)")
+        cellSize = LocatorLayout.cellSize(geographic: geographic, metresPerUnit: metresPerUnit)
         insertSegment = try db.makeStatement(sql: """
             INSERT INTO segments(source, fid, fingerprint, street, city, street_key, length, line) VALUES (?, ?, ?, ?, ?, ?, ?, ?)
             """)
@@ -122,31 +139,50 @@ final class LocatorWriter {
         var skipped = 0
     }
 
+    /// A source row made ready to write: everything but the SQL, so that a bulk build computes
+    /// it on another thread while this one writes.
+    struct PreparedRow: Sendable {
+        var entry: (record: EntryRecord, terms: [String], streetKey: String?, postalKey: String?, cityKey: String?)?
+        var lines: [[Position]] = []
+        var street: String?
+        var city: String?
+        var source: Int64 = 0
+        var fid: Int64 = 0
+        var fingerprint: Int64 = 0
+        var skipped = false
+    }
+
     /// Indexes one feature of a source layer.
     func index(_ feature: Feature, source: Int64, fields: LocatorFieldMap, role: String) throws -> Added {
-        var added = Added()
+        try write(Self.prepare(feature, source: source, fields: fields, role: role))
+    }
+
+    /// The values, fingerprint, terms and keys of one feature.
+    static func prepare(_ feature: Feature, source: Int64, fields: LocatorFieldMap, role: String) -> PreparedRow {
+        var prepared = PreparedRow()
         guard let fid = feature.objectID, let geometry = feature.geometry, !geometry.isEmpty else {
-            added.skipped = 1
-            return added
+            prepared.skipped = true
+            return prepared
         }
         let values = Self.values(feature, fields)
-        let fingerprint = Self.fingerprint(values, geometry)
+        prepared.source = source
+        prepared.fid = fid
+        prepared.fingerprint = Self.fingerprint(values, geometry)
         if role == "streets" {
             guard let street = values.street else {
-                added.skipped = 1
-                return added
+                prepared.skipped = true
+                return prepared
             }
-            for line in Self.lines(geometry) where line.count >= 2 {
-                try addSegment(line, source: source, fid: fid, fingerprint: fingerprint, street: street, city: values.city)
-                added.segments += 1
-            }
-            return added
+            prepared.street = street
+            prepared.city = values.city
+            prepared.lines = Self.lines(geometry).filter { $0.count >= 2 }
+            return prepared
         }
         guard values.street != nil || values.name != nil || values.alias != nil || values.postal != nil || values.city != nil,
               let box = geometry.envelope
         else {
-            added.skipped = 1
-            return added
+            prepared.skipped = true
+            return prepared
         }
         let point = Self.representativePoint(geometry, box)
         var record = EntryRecord(
@@ -154,15 +190,32 @@ final class LocatorWriter {
             box: (box.xmin, box.ymin, box.xmax, box.ymax))
         record.source = source
         record.fid = fid
-        record.fingerprint = fingerprint
+        record.fingerprint = prepared.fingerprint
         record.house = values.house
         record.street = values.street
         record.city = values.city
         record.postal = values.postal
         record.name = values.name
         record.alias = values.alias
-        _ = try add(record)
-        added.entries = 1
+        let analysis = record.analysis
+        prepared.entry = (record, analysis.terms, analysis.streetKey, analysis.postalKey, analysis.cityKey)
+        return prepared
+    }
+
+    /// Writes a prepared row.
+    func write(_ row: PreparedRow) throws -> Added {
+        var added = Added()
+        if row.skipped {
+            added.skipped = 1
+        } else if let entry = row.entry {
+            try add(entry.record, analysis: (entry.terms, entry.streetKey, entry.postalKey, entry.cityKey))
+            added.entries = 1
+        } else if let street = row.street {
+            for line in row.lines {
+                try addSegment(line, source: row.source, fid: row.fid, fingerprint: row.fingerprint, street: street, city: row.city)
+                added.segments += 1
+            }
+        }
         return added
     }
 
@@ -219,10 +272,13 @@ final class LocatorWriter {
                 case .double(let d): d.rounded() == d && abs(d) < 1e15 ? String(Int64(d)) : String(d)
                 default: nil
                 }
-            guard let trimmed = string?.trimmingCharacters(in: .whitespacesAndNewlines), !trimmed.isEmpty,
-                  !LocatorText.tokens(trimmed).isEmpty
+            // Text with a letter or digit, without the spaces around it.
+            guard let string, string.unicodeScalars.contains(where: { LocatorText.classify($0) != 0 }) else { return nil }
+            let scalars = string.unicodeScalars
+            guard let first = scalars.firstIndex(where: { !$0.properties.isWhitespace }),
+                  let last = scalars.lastIndex(where: { !$0.properties.isWhitespace })
             else { return nil }
-            return trimmed
+            return first == scalars.startIndex && last == scalars.index(before: scalars.endIndex) ? string : String(scalars[first...last])
         }
         return Values(
             house: text(fields.house), street: text(fields.street), city: text(fields.city), postal: text(fields.postal),
@@ -262,22 +318,44 @@ final class LocatorWriter {
 
     /// Inserts an entry with its full-text row (and R-tree row for points); returns its id.
     @discardableResult
-    func add(_ record: EntryRecord) throws -> Int64 {
-        let streetKey = record.streetKey, postalKey = record.postalKey, cityKey = record.cityKey
-        try insertEntry.execute(arguments: [
-            record.kind.rawValue, record.source, record.fid, record.fingerprint, record.house, record.street, record.city,
-            record.postal, record.name, record.alias, streetKey, postalKey, cityKey, record.x, record.y, record.xmin,
-            record.ymin, record.xmax, record.ymax, record.weight,
-        ])
+    func add(
+        _ record: EntryRecord, analysis: (terms: [String], streetKey: String?, postalKey: String?, cityKey: String?)? = nil
+    ) throws -> Int64 {
+        let (terms, streetKey, postalKey, cityKey) = analysis ?? record.analysis
+        let cell = record.kind.isPlace ? nil : LocatorLayout.cell(x: record.x, y: record.y, size: cellSize)
+        // Bound through the C API: a million rows pass here, and GRDB's argument arrays cost
+        // more than SQLite's own work on them.
+        let entry = RawStatement(insertEntry)
+        entry.bind(1, Int64(record.kind.rawValue))
+        entry.bind(2, record.source)
+        entry.bind(3, record.fid)
+        entry.bind(4, record.fingerprint)
+        for (i, text) in [record.house, record.street, record.city, record.postal, record.name, record.alias, streetKey, postalKey, cityKey].enumerated() {
+            entry.bind(Int32(5 + i), text)
+        }
+        for (i, value) in [record.x, record.y, record.xmin, record.ymin, record.xmax, record.ymax].enumerated() { entry.bind(Int32(14 + i), value) }
+        entry.bind(20, Int64(record.weight))
+        entry.bind(21, cell)
+        try entry.run(db)
         let id = db.lastInsertedRowID
-        let terms = record.terms
         for term in terms { vocabularyDelta[term, default: 0] += 1 }
         if record.kind.isPlace {
             try insertPlaceText.execute(arguments: [id, terms.joined(separator: " ")])
         } else {
-            try insertAddressText.execute(arguments: [id, terms.joined(separator: " ")])
-            try insertAddressBox.execute(arguments: [id, record.xmin, record.xmax, record.ymin, record.ymax])
-            touched.note(record)
+            let text = RawStatement(insertAddressText)
+            text.bind(1, id)
+            text.bind(2, terms.joined(separator: " "))
+            try text.run(db)
+            // A bulk build fills the cells once at the end (fillCells); an update grows the
+            // entry's cell to cover it.
+            if tracksChanges, let cell {
+                var box = (record.xmin, record.xmax, record.ymin, record.ymax)
+                if let old = try Row.fetchOne(readCell, arguments: [cell]) {
+                    box = (min(box.0, old[0]), max(box.1, old[1]), min(box.2, old[2]), max(box.3, old[3]))
+                }
+                try writeCell.execute(arguments: [cell, box.0, box.1, box.2, box.3])
+                touched.note(street: streetKey, postal: postalKey, city: cityKey)
+            }
         }
         return id
     }
@@ -292,10 +370,21 @@ final class LocatorWriter {
         let index = record.kind.isPlace ? "place_index" : "address_index"
         try db.execute(sql: "INSERT INTO \(index)(\(index), rowid, terms) VALUES('delete', ?, ?)", arguments: [id, terms.joined(separator: " ")])
         if !record.kind.isPlace {
-            try db.execute(sql: "DELETE FROM address_rtree WHERE id = ?", arguments: [id])
-            touched.note(record)
+            // The cell keeps its extent: a cell's box may cover more than its points, never less.
+            let keys = record.analysis
+            touched.note(street: keys.streetKey, postal: keys.postalKey, city: keys.cityKey)
         }
         try db.execute(sql: "DELETE FROM entries WHERE id = ?", arguments: [id])
+    }
+
+    /// Fills the R-tree of cells from the entries: one row per cell holding addresses (an R-tree
+    /// takes 8 µs a row to grow, so a million points would cost seconds where ten thousand cells
+    /// cost milliseconds).
+    func fillCells() throws {
+        try db.execute(sql: """
+            INSERT INTO address_cells(id, minx, maxx, miny, maxy)
+            SELECT cell, min(xmin), max(xmax), min(ymin), max(ymax) FROM entries WHERE cell IS NOT NULL GROUP BY cell
+            """)
     }
 
     // MARK: - Street segments
@@ -316,7 +405,7 @@ final class LocatorWriter {
         let key = "\(Self.key(street) ?? "")|\(Self.key(city) ?? "")"
         try insertSegment.execute(arguments: [source, fid, fingerprint, street, city, key, length, Data(blob)])
         try insertSegmentBox.execute(arguments: [db.lastInsertedRowID, xmin, xmax, ymin, ymax])
-        touched.streets.insert(Self.key(street) ?? "")
+        if tracksChanges { touched.streets.insert(Self.key(street) ?? "") }
     }
 
     func removeSegment(_ id: Int64) throws {
@@ -338,11 +427,12 @@ final class LocatorWriter {
 
         static let all = PlaceScope(all: true)
 
-        mutating func note(_ record: EntryRecord) {
+        /// Notes an entry's keys (its street by name: the part of the street key before `|`).
+        mutating func note(street: String?, postal: String?, city: String?) {
             guard !all else { return }
-            if let street = LocatorWriter.key(record.street) { streets.insert(street) }
-            if let postal = record.postalKey { postals.insert(postal) }
-            if let city = record.cityKey { cities.insert(city) }
+            if let street { streets.insert(String(street.prefix { $0 != "|" })) }
+            if let postal { postals.insert(postal) }
+            if let city { cities.insert(city) }
         }
     }
 
@@ -397,9 +487,26 @@ final class LocatorWriter {
                 streets[key] = Street(street: row[1], city: row[2], count: 0, x: middle.x, y: middle.y, box: box)
                 order.append(key)
             }
+            // The address nearest each street's centre: one pass over every address for a full
+            // build (ten thousand streets queried one by one took seconds), a query per street
+            // for an update.
+            var nearestAll: [String: (d2: Double, x: Double, y: Double)] = [:]
+            if scope.all {
+                let cursor = try Row.fetchCursor(db, sql: "SELECT street_key, x, y FROM entries WHERE kind IN (1, 2) AND street_key IS NOT NULL")
+                while let row = try cursor.next() {
+                    let key: String = row[0]
+                    guard let street = streets[key] else { continue }
+                    let x: Double = row[1], y: Double = row[2]
+                    let d2 = (x - street.x) * (x - street.x) + (y - street.y) * (y - street.y)
+                    if d2 < nearestAll[key]?.d2 ?? .infinity { nearestAll[key] = (d2, x, y) }
+                }
+            }
             for key in order {
                 guard var street = streets[key] else { continue }
-                if street.count > 0,
+                if let nearest = nearestAll[key] {
+                    street.x = nearest.x
+                    street.y = nearest.y
+                } else if !scope.all, street.count > 0,
                    let nearest = try Row.fetchOne(db, sql: """
                        SELECT x, y FROM entries WHERE street_key = ? AND kind IN (1, 2)
                        ORDER BY (x - ?) * (x - ?) + (y - ?) * (y - ?) LIMIT 1
@@ -535,5 +642,94 @@ enum LocatorGeometry {
             if d < best.1 { best = (q, d) }
         }
         return best
+    }
+}
+
+/// A GRDB statement bound and stepped through SQLite's C API (for the bulk build's hot loop).
+struct RawStatement {
+    let pointer: OpaquePointer
+    /// SQLite copies bound text before the call returns (the C macro SQLITE_TRANSIENT).
+    static let transient = unsafeBitCast(-1, to: sqlite3_destructor_type.self)
+
+    init(_ statement: Statement) { pointer = statement.sqliteStatement }
+
+    func bind(_ index: Int32, _ value: String?) {
+        guard var text = value else {
+            sqlite3_bind_null(pointer, index)
+            return
+        }
+        text.withUTF8 { bytes in
+            _ = bytes.withMemoryRebound(to: CChar.self) { sqlite3_bind_text(pointer, index, $0.baseAddress, Int32(bytes.count), Self.transient) }
+        }
+    }
+
+    func bind(_ index: Int32, _ value: Int64?) {
+        if let value { sqlite3_bind_int64(pointer, index, value) } else { sqlite3_bind_null(pointer, index) }
+    }
+
+    func bind(_ index: Int32, _ value: Double) { sqlite3_bind_double(pointer, index, value) }
+
+    /// Steps the statement once and resets it.
+    func run(_ db: Database) throws {
+        let code = sqlite3_step(pointer)
+        sqlite3_reset(pointer)
+        guard code == SQLITE_DONE else {
+            throw DatabaseError(resultCode: ResultCode(rawValue: code), message: String(cString: sqlite3_errmsg(db.sqliteConnection)))
+        }
+    }
+}
+
+/// A bounded hand-over of batches from one thread to another: the sender waits while
+/// `capacity` batches are queued, so memory stays bounded whatever the layer size.
+final class BatchChannel<Batch: Sendable>: @unchecked Sendable {
+    private let condition = NSCondition()
+    private var queue: [Batch] = []
+    private var finished = false
+    private var failure: (any Error)?
+    private var cancelled = false
+    private let capacity: Int
+
+    init(capacity: Int) { self.capacity = capacity }
+
+    /// False when the receiver has gone (stop producing).
+    func send(_ batch: Batch) -> Bool {
+        condition.lock()
+        defer { condition.unlock() }
+        while queue.count >= capacity, !cancelled { condition.wait() }
+        guard !cancelled else { return false }
+        queue.append(batch)
+        condition.broadcast()
+        return true
+    }
+
+    /// No more batches; `error` when the sender failed.
+    func finish(_ error: (any Error)?) {
+        condition.lock()
+        finished = true
+        failure = error
+        condition.broadcast()
+        condition.unlock()
+    }
+
+    /// The receiver stops: a waiting sender returns.
+    func cancel() {
+        condition.lock()
+        cancelled = true
+        condition.broadcast()
+        condition.unlock()
+    }
+
+    /// The next batch, nil when the sender finished; rethrows the sender's error.
+    func receive() throws -> Batch? {
+        condition.lock()
+        defer { condition.unlock() }
+        while queue.isEmpty, !finished { condition.wait() }
+        if !queue.isEmpty {
+            let batch = queue.removeFirst()
+            condition.broadcast()
+            return batch
+        }
+        if let failure { throw failure }
+        return nil
     }
 }
