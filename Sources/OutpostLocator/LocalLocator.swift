@@ -71,7 +71,7 @@ public final class LocalLocator: Sendable {
         let text = String(searchText.prefix(1_000))
         let near = try parameters.preferredSearchLocation.map { try toLocator($0, from: parameters.locationSpatialReference) }
         let area = try parameters.searchArea.map { try toLocator($0, from: parameters.searchAreaSpatialReference) }
-        let scored = try read { db in try LocatorSearch.search(text, typing: false, in: db) }
+        let scored = try read { db in try LocatorSearch.search(text, typing: false, in: db, geographic: geographic) }
         let kept = filter(scored, categories: parameters.categories, area: area).filter { $0.score >= parameters.minScore }
         return try LocatorSearch.ranked(kept, near: near, geographic: geographic).prefix(max(parameters.maxResults, 0)).map {
             try result($0, attributes: parameters.resultAttributeNames, outSR: parameters.outputSpatialReference)
@@ -126,7 +126,7 @@ public final class LocalLocator: Sendable {
         if geographic, abs(p.y) > 90 || abs(p.x) > 180 { throw LocatorError(.invalidInput, "(\(p.x), \(p.y)) is not a longitude and latitude") }
         let types = Set(parameters.featureTypes.compactMap { LocatorMatchType(name: $0) })
         let wantsPoints = types.isEmpty || types.contains(.pointAddress) || types.contains(.poi)
-        let wantsStreets = types.isEmpty || types.contains(.streetName)
+        let wantsStreets = types.isEmpty || types.contains(.streetName) || types.contains(.streetAddress)
         let maxDistance = max(0, min(parameters.maxDistance, 50_000))
         let found = try read { db -> [LocatorSearch.Scored] in
             var radius = min(25, maxDistance)
@@ -158,7 +158,7 @@ public final class LocalLocator: Sendable {
                 radius = min(radius * 2, maxDistance)
             }
             guard wantsStreets else { return [] }
-            return try nearestStreet(to: p, within: maxDistance, in: db).map { [$0] } ?? []
+            return try nearestStreet(to: p, within: maxDistance, types: types, in: db).map { [$0] } ?? []
         }
         var seen = Set<String>()
         let ordered = found.sorted { ($0.distance, $0.id) < ($1.distance, $1.id) }.filter { seen.insert($0.label).inserted }
@@ -167,24 +167,41 @@ public final class LocalLocator: Sendable {
         }
     }
 
-    private func nearestStreet(to p: Position, within metres: Double, in db: Database) throws -> LocatorSearch.Scored? {
+    /// The nearest street line within `metres`: as a house number when the line carries ranges
+    /// (and StreetAddress is wanted), else as its street.
+    private func nearestStreet(to p: Position, within metres: Double, types: Set<LocatorMatchType>, in db: Database) throws -> LocatorSearch.Scored? {
         let box = searchBox(around: p, metres: metres)
         let rows = try Row.fetchAll(db, sql: """
-            SELECT s.street_key, s.line FROM segment_rtree r JOIN segments s ON s.id = r.id
+            SELECT s.street_key, \(StreetRanges.Segment.columns.split(separator: ",").map { "s." + $0.trimmingCharacters(in: .whitespaces) }.joined(separator: ", "))
+            FROM segment_rtree r JOIN segments s ON s.id = r.id
             WHERE r.minx <= ? AND r.maxx >= ? AND r.miny <= ? AND r.maxy >= ?
             """, arguments: [box.xmax, box.xmin, box.ymax, box.ymin])
-        var best: (key: String, point: Position, distance: Double)?
+        var best: (key: String, segment: StreetRanges.Segment, point: Position, distance: Double)?
         for row in rows {
-            let line = LocatorGeometry.decode(row["line"])
-            let (q, d) = LocatorGeometry.nearest(on: line, to: p, geographic: geographic, metresPerUnit: metresPerUnit)
-            if d <= metres, d < (best?.distance ?? .infinity) { best = (row["street_key"], q, d) }
+            let segment = StreetRanges.Segment(row: row, first: 1)
+            let (q, d) = LocatorGeometry.nearest(on: segment.line, to: p, geographic: geographic, metresPerUnit: metresPerUnit)
+            if d <= metres, d < (best?.distance ?? .infinity) { best = (row[0], segment, q, d) }
         }
         guard let best else { return nil }
+        if types.isEmpty || types.contains(.streetAddress), let house = StreetRanges.house(at: p, on: best.segment, geographic: geographic) {
+            let pad = geographic ? 0.0009 : 90 / metresPerUnit
+            var record = EntryRecord(kind: .streetAddress, x: best.point.x, y: best.point.y, box: (best.point.x - pad, best.point.y - pad, best.point.x + pad, best.point.y + pad))
+            record.house = String(house)
+            record.street = best.segment.street
+            record.city = best.segment.city
+            record.postal = best.segment.postal
+            var s = LocatorSearch.Scored(
+                record: record, id: -1, score: 100, completeness: 1, asPlaceName: false,
+                label: LocatorSearch.label(record, asPlaceName: false), matchType: .streetAddress)
+            s.distance = best.distance
+            return s
+        }
+        guard types.isEmpty || types.contains(.streetName) else { return nil }
         // The street's entry: its key, or (lines without a city) the street of that name nearest.
+        let part = String(best.key.prefix { $0 != "|" })
         let entries = try Row.fetchAll(
-            db, sql: "SELECT * FROM entries WHERE kind = 3 AND street_key >= ? AND street_key < ?",
-            arguments: [String(best.key.prefix { $0 != "|" }) + "|", String(best.key.prefix { $0 != "|" }) + "}"])
-        guard let row = entries.first(where: { ($0["street_key"] as String) == best.key }) ?? entries.first else { return nil }
+            db, sql: "SELECT * FROM entries WHERE kind = 3 AND street_key >= ? AND street_key < ?", arguments: [part + "|", part + "}"])
+        guard let row = entries.first(where: { ($0[11] as String?) == best.key }) ?? entries.first else { return nil }
         var record = EntryRecord(row: row)
         record.x = best.point.x
         record.y = best.point.y

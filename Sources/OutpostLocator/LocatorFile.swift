@@ -37,7 +37,8 @@ enum LocatorLayout {
             cell INTEGER);
         CREATE TABLE segments(
             id INTEGER PRIMARY KEY, source INTEGER NOT NULL, fid INTEGER NOT NULL, fingerprint INTEGER NOT NULL,
-            street TEXT NOT NULL, city TEXT, street_key TEXT NOT NULL, length REAL NOT NULL, line BLOB NOT NULL);
+            street TEXT NOT NULL, city TEXT, street_key TEXT NOT NULL, length REAL NOT NULL, line BLOB NOT NULL,
+            postal TEXT, left_from INTEGER, left_to INTEGER, right_from INTEGER, right_to INTEGER);
         CREATE VIRTUAL TABLE address_index USING fts5(terms, content='', detail=none, tokenize='unicode61 remove_diacritics 0');
         CREATE VIRTUAL TABLE place_index USING fts5(terms, content='', detail=none, tokenize='unicode61 remove_diacritics 0');
         CREATE VIRTUAL TABLE address_cells USING rtree(id, minx, maxx, miny, maxy);

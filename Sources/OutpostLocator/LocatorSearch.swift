@@ -172,7 +172,7 @@ enum LocatorSearch {
 
     /// Every candidate for `text` scored, each entry once with its best reading's score. While
     /// `typing`, the words typed in full find the candidates and the one being typed ranks them.
-    static func search(_ text: String, typing: Bool, in db: Database) throws -> [Scored] {
+    static func search(_ text: String, typing: Bool, in db: Database, geographic: Bool = true) throws -> [Scored] {
         var best: [Int64: Scored] = [:]
         for tokens in try readings(text, typing: typing, vocabulary: { try known($0, in: db) }) {
             // Each candidate is scored once per reading, however many retrievals return it.
@@ -198,6 +198,14 @@ enum LocatorSearch {
                 rows = try candidates(tokens, in: db) { rows in (scored(rows).map(\.score).max() ?? 0) < relaxBelow }
             }
             for candidate in scored(rows) where candidate.score > (best[candidate.id]?.score ?? -1) { best[candidate.id] = candidate }
+            // House numbers on streets whose lines carry ranges (negative ids: not entries).
+            if !typing {
+                let streets = best.values.filter { $0.record.kind == .streetName }.sorted { $0.score > $1.score }
+                for record in try StreetRanges.candidates(tokens, streets: streets, in: db, geographic: geographic) {
+                    let id = -Int64(best.count + 1)
+                    best[id] = score(record, id: id, tokens: tokens)
+                }
+            }
         }
         return Array(best.values)
     }

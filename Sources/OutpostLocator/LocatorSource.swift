@@ -11,6 +11,12 @@ public struct LocatorFieldMap: Hashable, Sendable, Codable {
     public var name: String?
     /// Another searchable value (an asset id, an alternative name).
     public var alias: String?
+    /// House number ranges of street lines (ArcGIS `L_F_ADD`, `L_T_ADD`, `R_F_ADD`, `R_T_ADD`):
+    /// the numbers at the line's start and end on its left and right, for interpolation.
+    public var leftFrom: String?
+    public var leftTo: String?
+    public var rightFrom: String?
+    public var rightTo: String?
 
     public init(house: String? = nil, street: String? = nil, city: String? = nil, postal: String? = nil, name: String? = nil, alias: String? = nil) {
         self.house = house
@@ -36,15 +42,27 @@ public struct LocatorFieldMap: Hashable, Sendable, Codable {
             case "postal": postal = parts[1]
             case "name": name = parts[1]
             case "alias": alias = parts[1]
+            case "left_from": leftFrom = parts[1]
+            case "left_to": leftTo = parts[1]
+            case "right_from": rightFrom = parts[1]
+            case "right_to": rightTo = parts[1]
             default:
-                throw LocatorError(.invalidInput, "unknown field role \"\(parts[0])\" (house, street, city, postal, name, alias)")
+                throw LocatorError(
+                    .invalidInput, "unknown field role \"\(parts[0])\" (house, street, city, postal, name, alias, left_from, left_to, right_from, right_to)")
             }
         }
         guard !fieldNames.isEmpty else { throw LocatorError(.invalidInput, "the field map names no field") }
+        let ranges = [leftFrom, leftTo, rightFrom, rightTo].compactMap { $0 }.count
+        guard ranges == 0 || ranges == 4 else {
+            throw LocatorError(.invalidInput, "house number ranges need all four of left_from, left_to, right_from and right_to")
+        }
     }
 
+    /// Whether street lines carry house number ranges.
+    public var hasRanges: Bool { leftFrom != nil && leftTo != nil && rightFrom != nil && rightTo != nil }
+
     /// The mapped field names.
-    public var fieldNames: [String] { [house, street, city, postal, name, alias].compactMap { $0 } }
+    public var fieldNames: [String] { [house, street, city, postal, name, alias, leftFrom, leftTo, rightFrom, rightTo].compactMap { $0 } }
 }
 
 /// A layer a locator is built from. Point (and polygon) layers give addresses and places; line

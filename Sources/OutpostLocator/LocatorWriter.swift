@@ -118,7 +118,8 @@ final class LocatorWriter {
         writeCell = try db.makeStatement(sql: "INSERT OR REPLACE INTO address_cells(id, minx, maxx, miny, maxy) VALUES (?, ?, ?, ?, ?)")
         cellSize = LocatorLayout.cellSize(geographic: geographic, metresPerUnit: metresPerUnit)
         insertSegment = try db.makeStatement(sql: """
-            INSERT INTO segments(source, fid, fingerprint, street, city, street_key, length, line) VALUES (?, ?, ?, ?, ?, ?, ?, ?)
+            INSERT INTO segments(source, fid, fingerprint, street, city, street_key, length, line, postal, left_from, left_to, right_from, right_to)
+            VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)
             """)
         insertSegmentBox = try db.makeStatement(sql: "INSERT INTO segment_rtree(id, minx, maxx, miny, maxy) VALUES (?, ?, ?, ?, ?)")
     }
@@ -146,6 +147,9 @@ final class LocatorWriter {
         var lines: [[Position]] = []
         var street: String?
         var city: String?
+        var postal: String?
+        /// Left from, left to, right from, right to.
+        var ranges: [Int64?] = [nil, nil, nil, nil]
         var source: Int64 = 0
         var fid: Int64 = 0
         var fingerprint: Int64 = 0
@@ -175,6 +179,8 @@ final class LocatorWriter {
             }
             prepared.street = street
             prepared.city = values.city
+            prepared.postal = values.postal
+            prepared.ranges = values.ranges
             prepared.lines = Self.lines(geometry).filter { $0.count >= 2 }
             return prepared
         }
@@ -212,7 +218,7 @@ final class LocatorWriter {
             added.entries = 1
         } else if let street = row.street {
             for line in row.lines {
-                try addSegment(line, source: row.source, fid: row.fid, fingerprint: row.fingerprint, street: street, city: row.city)
+                try addSegment(line, row: row, street: street)
                 added.segments += 1
             }
         }
@@ -259,6 +265,8 @@ final class LocatorWriter {
 
     struct Values {
         var house, street, city, postal, name, alias: String?
+        /// Left from, left to, right from, right to: whole numbers, or nil.
+        var ranges: [Int64?] = [nil, nil, nil, nil]
     }
 
     static func values(_ feature: Feature, _ fields: LocatorFieldMap) -> Values {
@@ -280,14 +288,21 @@ final class LocatorWriter {
             else { return nil }
             return first == scalars.startIndex && last == scalars.index(before: scalars.endIndex) ? string : String(scalars[first...last])
         }
-        return Values(
+        var values = Values(
             house: text(fields.house), street: text(fields.street), city: text(fields.city), postal: text(fields.postal),
             name: text(fields.name), alias: text(fields.alias))
+        if fields.hasRanges {
+            values.ranges = [fields.leftFrom, fields.leftTo, fields.rightFrom, fields.rightTo].map { field in
+                text(field).flatMap { Int64(LocatorSearch.leadingDigits($0)) }
+            }
+        }
+        return values
     }
 
     static func fingerprint(_ values: Values, _ geometry: Geometry) -> Int64 {
         var hash = Fingerprint()
         for value in [values.house, values.street, values.city, values.postal, values.name, values.alias] { hash.add(value) }
+        for range in values.ranges { hash.add(range.map(String.init)) }
         geometry.forEachPosition { position in
             hash.add(position.x)
             hash.add(position.y)
@@ -389,7 +404,8 @@ final class LocatorWriter {
 
     // MARK: - Street segments
 
-    func addSegment(_ line: [Position], source: Int64, fid: Int64, fingerprint: Int64, street: String, city: String?) throws {
+    func addSegment(_ line: [Position], row: PreparedRow, street: String) throws {
+        let city = row.city
         var blob = [UInt8]()
         blob.reserveCapacity(line.count * 16)
         var xmin = Double.infinity, ymin = Double.infinity, xmax = -Double.infinity, ymax = -Double.infinity
@@ -403,7 +419,10 @@ final class LocatorWriter {
         }
         let length = LocatorGeometry.length(line, geographic: geographic, metresPerUnit: metresPerUnit)
         let key = "\(Self.key(street) ?? "")|\(Self.key(city) ?? "")"
-        try insertSegment.execute(arguments: [source, fid, fingerprint, street, city, key, length, Data(blob)])
+        try insertSegment.execute(arguments: [
+            row.source, row.fid, row.fingerprint, street, city, key, length, Data(blob), row.postal, row.ranges[0], row.ranges[1], row.ranges[2],
+            row.ranges[3],
+        ])
         try insertSegmentBox.execute(arguments: [db.lastInsertedRowID, xmin, xmax, ymin, ymax])
         if tracksChanges { touched.streets.insert(Self.key(street) ?? "") }
     }

@@ -1,4 +1,7 @@
 import Foundation
+#if canImport(FoundationNetworking)
+    import FoundationNetworking
+#endif
 import OutpostCore
 import OutpostTestSupport
 import Testing
@@ -186,5 +189,44 @@ import Testing
         ], "\(check.stdout)")
         let missing = try await outpost(["geocode", locator.path, "--batch", csv.path, "--out", out.path, "--address-field", "nope", "--job-dir", directory.file("jobs").path])
         #expect(!missing.succeeded && missing.stderr.contains("has no column nope"))
+    }
+
+    /// A crew's locator follows its replica: after a sync brings an address added at the office,
+    /// `locator update` indexes that row alone and the address is found offline.
+    @Test(.timeLimit(.minutes(3)))
+    func aLocatorBuiltFromAReplicaFollowsItAfterASync() async throws {
+        let directory = TemporaryDirectory("outpost-locator-replica")
+        let services = directory.file("services")
+        try FileManager.default.createDirectory(at: services, withIntermediateDirectories: true)
+        let created = try await outpost(["service", "create", Repository.sampleData("helsinki").path, "--out", services.appendingPathComponent("helsinki.gpkg").path])
+        #expect(created.succeeded, "\(created.stderr)")
+        let server = try await ServeProcess.start(service: services)
+        defer { Task { await server.stop() } }
+        let url = server.featureServer("helsinki")
+        let replica = directory.file("crew.gpkg").path
+        let taken = try await outpost(["replica", "create", "--url", url.absoluteString, "--layers", "0", "--out", replica])
+        #expect(taken.succeeded, "\(taken.stderr)")
+        let locator = directory.file("crew.locator").path
+        let built = try await outpost(["locator", "create", replica, "--layer", "addresses", "--fields", Self.fields, "--out", locator])
+        #expect(built.succeeded, "\(built.stderr)")
+        #expect(try await outpost(["geocode", locator, "Kuusitie 999, Helsinki", "--min-score", "90"]).stderr.contains("no candidates"))
+
+        var request = URLRequest(url: url.appendingPathComponent("0/applyEdits"))
+        request.httpMethod = "POST"
+        request.setValue("application/x-www-form-urlencoded", forHTTPHeaderField: "Content-Type")
+        let adds = #"[{"geometry":{"x":24.93,"y":60.18},"attributes":{"street":"Kuusitie","house_number":"999","city":"Helsinki","osm_id":"office"}}]"#
+        request.httpBody = Data(("f=json&adds=" + adds.addingPercentEncoding(withAllowedCharacters: .alphanumerics)!).utf8)
+        let answer = try JSONValue.parse(try await URLSession.shared.data(for: request).0)
+        #expect(answer["addResults"]?[0]?["success"] == true, "\(answer)")
+
+        let sync = try await outpost(["sync", replica])
+        #expect(sync.succeeded, "\(sync.stderr)")
+        let update = try await outpost(["locator", "update", locator, replica, "--json"])
+        #expect(update.succeeded, "\(update.stderr)")
+        let summary = try JSONValue.parse(update.stdout)
+        #expect(summary["entries"] == 1 && summary["changed"] == 0 && summary["removed"] == 0, "\(update.stdout)")
+        let found = try await outpost(["geocode", locator, "Kuusitie 999, Helsinki", "--json"])
+        let first = try JSONValue.parse(found.stdout)["candidates"]?[0]
+        #expect(first?["address"] == "Kuusitie 999, Helsinki" && first?["score"] == 100, "\(found.stdout)")
     }
 }
