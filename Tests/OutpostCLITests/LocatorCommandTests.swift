@@ -229,4 +229,56 @@ import Testing
         let first = try JSONValue.parse(found.stdout)["candidates"]?[0]
         #expect(first?["address"] == "Kuusitie 999, Helsinki" && first?["score"] == 100, "\(found.stdout)")
     }
+
+    /// geopy signed in: it asks `https://<auth_domain>/sharing/generateToken` with the name and
+    /// password in the URL (a GET), which a server takes only when started with
+    /// --allow-token-requests-in-url and only over HTTPS; then it geocodes with the token and its
+    /// Referer. Without the flag the same client is refused.
+    @Test(.timeLimit(.minutes(3)))
+    func geopySignsInOverHTTPSAndGeocodesWithItsToken() async throws {
+        let directory = TemporaryDirectory("outpost-geopy-secure")
+        let locator = try await Self.locator(in: directory, name: "World")
+        let (cert, key) = try await TLSServeTests.certificate(in: directory)
+        let users = directory.file("users.json")
+        let added = try await ExternalTools.run(
+            Repository.outpostExecutable.path, ["users", "add", "crew", "--role", "viewer", "--users", users.path, "--password-stdin"], input: "a long pass phrase\n")
+        #expect(added.succeeded, "\(added.stderr)")
+        let script = """
+            import sys, ssl
+            from geopy.geocoders import ArcGIS
+            from geopy.exc import GeopyError
+            domain, ca = sys.argv[1], sys.argv[2]
+            context = ssl.create_default_context(cafile=ca)
+            g = ArcGIS("crew", "a long pass phrase", referer="https://crew.example", scheme="https", domain=domain, auth_domain=domain,
+                       ssl_context=context, timeout=30)
+            try:
+                found = g.geocode("Mannerheimintie 12, 00100 Helsinki")
+                print(found.address)
+                print(g.reverse((60.1680605, 24.9405705)).raw["Match_addr"])
+            except GeopyError as error:
+                print("refused:", type(error).__name__)
+            anonymous = ArcGIS(scheme="https", domain=domain, ssl_context=context, timeout=30)
+            try:
+                print(anonymous.geocode("Mannerheimintie 12"))
+            except GeopyError as error:
+                print("anonymous refused:", type(error).__name__)
+            """
+        for allowed in [true, false] {
+            let server = try await ServeProcess.start(
+                service: locator.deletingLastPathComponent(),
+                arguments: ["--tls-cert", cert.path, "--tls-key", key.path, "--users", users.path] + (allowed ? ["--allow-token-requests-in-url"] : []))
+            let domain = "\(server.url.host ?? "127.0.0.1"):\(server.url.port ?? 0)"
+            let result = try await ExternalTools.python(script, [domain, cert.path])
+            await server.stop()
+            #expect(result.succeeded, "\(result.stderr)")
+            let lines = result.stdout.split(separator: "\n").map(String.init)
+            if allowed {
+                #expect(lines.first == "Mannerheimintie 12, 00100 Helsinki", "\(result.stdout)")
+                #expect(lines.count > 1 && lines[1] == "Mannerheimintie 12, 00100 Helsinki")
+            } else {
+                #expect(lines.first?.hasPrefix("refused:") == true, "\(result.stdout)")
+            }
+            #expect(lines.last?.hasPrefix("anonymous refused:") == true, "\(result.stdout)")
+        }
+    }
 }

@@ -32,6 +32,10 @@ public struct ServerConfiguration: Sendable {
     /// Serve HTTPS (HTTP/2 and HTTP/1.1 by ALPN) with this certificate chain and private key
     /// (PEM files); nil: plain HTTP.
     public var tls: TLSFiles?
+    /// Whether `generateToken` also takes a name and password in the URL (a GET, as geopy and
+    /// other ArcGIS Online clients send it), over HTTPS only. Off by default: a URL can end up in
+    /// a proxy's or browser's history where a POST body does not.
+    public var tokenRequestsInURL = false
     /// The server's log level: `info` logs a line per request (`outpost serve` takes it from
     /// `LOG_LEVEL`).
     public var logLevel: Logger.Level = .warning

@@ -131,6 +131,10 @@ public struct FeatureServerResponder: HTTPResponder {
         if segments.count >= 2, segments[0] == "arcgis", segments[1] == "tokens" || segments.count >= 4 && segments[1] == "sharing" && segments[3] == "generateToken" {
             return try await tokens(&request, Array(segments.dropFirst(2)), remote: remote)
         }
+        // A portal's token service at the root, where ArcGIS Online has it (geopy asks there).
+        if segments == ["sharing", "generateToken"] || segments == ["sharing", "rest", "generateToken"] {
+            return try await tokens(&request, ["generateToken"], remote: remote)
+        }
         if segments.starts(with: ["arcgis", "sharing", "rest"]) {
             let parameters = try await readParameters(&request)
             _ = try parameters.format()
@@ -369,26 +373,33 @@ public struct FeatureServerResponder: HTTPResponder {
         ]
     }
 
-    /// `/arcgis/tokens/generateToken` (also `/arcgis/sharing/rest/generateToken`): a token for a
-    /// user's name and password, by POST only (a password never travels in a URL). A browser's
-    /// GET gets a sign-in form.
+    /// `/arcgis/tokens/generateToken` (also `/arcgis/sharing/rest/generateToken` and
+    /// `/sharing/generateToken`): a token for a user's name and password, by POST (a password never
+    /// travels in a URL) unless the server allows it in the URL over HTTPS
+    /// (``ServerConfiguration/tokenRequestsInURL``). A browser's GET gets a sign-in form.
     private func tokens(_ request: inout Request, _ rest: [String], remote: SocketAddress?) async throws -> Response {
         let parameters = try await readParameters(&request)
         let format = try parameters.format()
         var writing = ResponseWriting(request: request, pretty: format == "pjson")
         guard rest.last == "generateToken" || rest == ["tokens"] || rest.isEmpty else { throw ServiceError.notFound(request.uri.path) }
         let view = DirectoryView(segments: ["tokens", "generateToken"], query: request.uri.query)
-        if request.method == .get {
+        let secure = PublicURL(request, configuration: configuration).base.hasPrefix("https:")
+        let passwordInURL = request.uri.queryParameters["password"] != nil
+        if passwordInURL {
+            // Only when the server allows it, and never over plain HTTP.
+            guard configuration.tokenRequestsInURL else {
+                throw ServiceError(400, "Unable to generate token.", details: ["send the password in the POST body, not the URL"])
+            }
+            guard secure else { throw ServiceError(400, "Unable to generate token.", details: ["a password in a URL is taken over HTTPS only"]) }
+        } else if request.method == .get {
             guard DirectoryView.wanted(request, parameters) else {
                 throw ServiceError(405, "generateToken takes a POST: a password never travels in a URL")
             }
             return writing.html(view.operation(title: "Generate Token", description: "Sign in for a token to pass as token= or Authorization: Bearer.", form: DirectoryForms.generateToken, result: nil))
         }
-        guard request.method == .post else { throw ServiceError(405, "\(request.method) is not allowed; use POST") }
-        if request.uri.queryParameters["password"] != nil {
-            throw ServiceError(400, "Unable to generate token.", details: ["send the password in the POST body, not the URL"])
+        guard request.method == .post || (passwordInURL && request.method == .get) else {
+            throw ServiceError(405, "\(request.method) is not allowed; use POST")
         }
-        let secure = PublicURL(request, configuration: configuration).base.hasPrefix("https:")
         let answer = try security.generateToken(parameters, request: request, remote: remote, secure: secure)
         if DirectoryView.wanted(request, parameters) { writing.directory = (view, .operation(description: "Your token:", form: nil)) }
         return writing.json(answer)

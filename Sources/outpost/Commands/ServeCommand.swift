@@ -46,6 +46,12 @@ struct ServeCommand: AsyncParsableCommand {
     var publicUrl: String?
     @Option(help: "Serve HTTPS (HTTP/2 and HTTP/1.1) with this PEM certificate chain; needs --tls-key.") var tlsCert: String?
     @Option(help: "The PEM private key of --tls-cert.") var tlsKey: String?
+    @Flag(
+        help: """
+            Let generateToken take the name and password in the URL (a GET, as geopy and other ArcGIS Online clients \
+            send it), over HTTPS only. Off by default: a URL can end up in a proxy's or browser's history.
+            """)
+    var allowTokenRequestsInUrl = false
 
     /// The database to serve from, if any.
     var database: String? {
@@ -77,6 +83,7 @@ struct ServeCommand: AsyncParsableCommand {
         }
         if let token { configuration.tokens = TokenPolicy(token: token) }
         if let tokens { configuration.tokens = try TokenPolicy(contentsOf: URL(fileURLWithPath: tokens)) }
+        configuration.tokenRequestsInURL = allowTokenRequestsInUrl
         if let users {
             let url = URL(fileURLWithPath: users)
             _ = try UserFile.load(from: url)  // a missing or damaged file stops here, not at the first sign-in
