@@ -385,11 +385,9 @@ public struct FeatureServerResponder: HTTPResponder {
         let view = DirectoryView(segments: ["tokens", "generateToken"], query: request.uri.query)
         let secure = PublicURL(request, configuration: configuration).base.hasPrefix("https:")
         let passwordInURL = request.uri.queryParameters["password"] != nil
-        if passwordInURL {
-            // Only when the server allows it, and never over plain HTTP.
-            guard configuration.tokenRequestsInURL else {
-                throw ServiceError(400, "Unable to generate token.", details: ["send the password in the POST body, not the URL"])
-            }
+        // A password in the URL only when the server allows it, and never over plain HTTP.
+        let urlAllowed = passwordInURL && configuration.tokenRequestsInURL
+        if urlAllowed {
             guard secure else { throw ServiceError(400, "Unable to generate token.", details: ["a password in a URL is taken over HTTPS only"]) }
         } else if request.method == .get {
             guard DirectoryView.wanted(request, parameters) else {
@@ -397,8 +395,11 @@ public struct FeatureServerResponder: HTTPResponder {
             }
             return writing.html(view.operation(title: "Generate Token", description: "Sign in for a token to pass as token= or Authorization: Bearer.", form: DirectoryForms.generateToken, result: nil))
         }
-        guard request.method == .post || (passwordInURL && request.method == .get) else {
+        guard request.method == .post || (urlAllowed && request.method == .get) else {
             throw ServiceError(405, "\(request.method) is not allowed; use POST")
+        }
+        if passwordInURL, !urlAllowed {
+            throw ServiceError(400, "Unable to generate token.", details: ["send the password in the POST body, not the URL"])
         }
         let answer = try security.generateToken(parameters, request: request, remote: remote, secure: secure)
         if DirectoryView.wanted(request, parameters) { writing.directory = (view, .operation(description: "Your token:", form: nil)) }
