@@ -18,6 +18,7 @@ let package = Package(
         .library(name: "OutpostGeoprocessing", targets: ["OutpostGeoprocessing"]),
         .library(name: "OutpostPostgres", targets: ["OutpostPostgres"]),
         .library(name: "OutpostLocator", targets: ["OutpostLocator"]),
+        .library(name: "OutpostRouting", targets: ["OutpostRouting"]),
         // Not for applications: many crews syncing at once against an oracle, shared by the test
         // suite (a small run) and Benchmarks (`outpost-bench load`).
         .library(name: "OutpostLoadTesting", targets: ["OutpostLoadTesting"]),
@@ -96,6 +97,14 @@ let package = Package(
                 "OutpostCore", "OutpostStorage", "OutpostGeoprocessing",
                 .product(name: "GRDB", package: "GRDB.swift"),
                 .product(name: "GRDBSQLite", package: "GRDB.swift"),
+            ]
+        ),
+        // Routing: networks built from street layers, shortest paths, RouteTask.
+        .target(
+            name: "OutpostRouting",
+            dependencies: [
+                "OutpostCore", "OutpostStorage", "OutpostGeoprocessing",
+                .product(name: "GRDB", package: "GRDB.swift"),
             ]
         ),
         .target(name: "OutpostCore"),
@@ -212,6 +221,7 @@ let package = Package(
                 "OutpostCore", "OutpostStorage", "OutpostProtocol", "OutpostSync", "OutpostServer", "OutpostHTTPTestSupport",
             ]
         ),
+        .testTarget(name: "OutpostRoutingTests", dependencies: ["OutpostRouting", "OutpostTestSupport", "OutpostCore", "OutpostStorage"]),
         .testTarget(name: "OutpostLocatorTests", dependencies: ["OutpostLocator", "OutpostTestSupport", "OutpostCore", "OutpostStorage"]),
         .testTarget(name: "OutpostGeoprocessingTests", dependencies: ["OutpostGeoprocessing", "OutpostTestSupport", "OutpostCore"]),
         .testTarget(name: "OutpostCoreTests", dependencies: ["OutpostCore", "OutpostStorage", "OutpostTestSupport"]),

@@ -47,21 +47,8 @@ enum HelsinkiLocator {
     }
 }
 
-/// A seeded generator (SplitMix64), so the typo test is the same every run.
-struct SeededGenerator: RandomNumberGenerator {
-    var state: UInt64
-    init(seed: UInt64) { state = seed }
-    mutating func next() -> UInt64 {
-        state &+= 0x9E37_79B9_7F4A_7C15
-        var z = state
-        z = (z ^ (z >> 30)) &* 0xBF58_476D_1CE4_E5B9
-        z = (z ^ (z >> 27)) &* 0x94D0_49BB_1331_11EB
-        return z ^ (z >> 31)
-    }
-}
-
 /// One random typo: a letter inserted, deleted, substituted, or two neighbours swapped.
-func typo(_ text: String, using rng: inout SeededGenerator) -> String {
+func typo(_ text: String, using rng: inout FastRandomGenerator) -> String {
     var chars = Array(text)
     let letters = Array("abcdefghijklmnopqrstuvwxyzäö")
     switch Int.random(in: 0..<4, using: &rng) {

@@ -1,6 +1,7 @@
 import Foundation
 import OutpostCore
 import OutpostLocator
+import OutpostStorage
 import OutpostTestSupport
 import Testing
 
@@ -23,7 +24,7 @@ import Testing
         }
         #expect(exactMisses.isEmpty, "\(exactMisses.count) exact misses: \(exactMisses.prefix(10))")
 
-        var rng = SeededGenerator(seed: 23)
+        var rng = FastRandomGenerator(seed: 23)
         var first = 0, five = 0
         var misses: [String] = []
         for address in addresses {
