@@ -66,6 +66,8 @@ public struct NetworkEdge: Sendable, Hashable {
     public var oneway: Int
     public var name: String?
     public var roadClass: String?
+    /// The edge's line from `from` to `to` (read for the edges of a route only).
+    public var line: [Position] = []
 }
 
 /// An open `.network` file with its graphs in memory, one per travel mode.
@@ -156,18 +158,33 @@ public final class RoadNetwork: Sendable {
 /// reach the best meeting found: the reference the faster solvers are checked against.
 enum BidirectionalDijkstra {
     static func run(forward: ArcGraph, backward: ArcGraph, from source: Int, to target: Int) -> (cost: Double, edges: [Int])? {
-        if source == target { return (0, []) }
+        guard let path = run(forward: forward, backward: backward, sources: [(source, 0)], targets: [(target, 0)]) else { return nil }
+        return (path.cost, path.edges)
+    }
+
+    /// From any of `sources` to any of `targets`, each with the cost already spent reaching it
+    /// (a stop part-way along an edge); the path's edges and the source and target nodes it
+    /// runs between.
+    static func run(
+        forward: ArcGraph, backward: ArcGraph, sources: [(Int, Double)], targets: [(Int, Double)]
+    ) -> (cost: Double, edges: [Int], start: Int, end: Int)? {
         let n = forward.nodeCount
         var dist = [[Double]](repeating: [Double](repeating: .infinity, count: n), count: 2)
         var parentArc = [[Int32]](repeating: [Int32](repeating: -1, count: n), count: 2)
         var parentNode = [[Int32]](repeating: [Int32](repeating: -1, count: n), count: 2)
         var settled = [[Bool]](repeating: [Bool](repeating: false, count: n), count: 2)
         var heaps = [BinaryHeap(), BinaryHeap()]
-        dist[0][source] = 0
-        dist[1][target] = 0
-        heaps[0].push(0, Int32(source))
-        heaps[1].push(0, Int32(target))
+        for (side, seeds) in [(0, sources), (1, targets)] {
+            for (node, cost) in seeds where (0..<n).contains(node) && cost < dist[side][node] {
+                dist[side][node] = cost
+                heaps[side].push(cost, Int32(node))
+            }
+        }
         var best = Double.infinity, meeting = -1
+        for node in 0..<n where dist[0][node] + dist[1][node] < best {
+            best = dist[0][node] + dist[1][node]
+            meeting = node
+        }
         let graphs = [forward, backward]
         while !heaps[0].isEmpty || !heaps[1].isEmpty {
             let top0 = heaps[0].peekKey ?? .infinity, top1 = heaps[1].peekKey ?? .infinity
@@ -187,7 +204,7 @@ enum BidirectionalDijkstra {
                     parentNode[side][v] = Int32(u)
                     heaps[side].push(nd, Int32(v))
                 }
-                let total = nd + dist[1 - side][v]
+                let total = dist[side][v] + dist[1 - side][v]
                 if total < best {
                     best = total
                     meeting = v
@@ -197,17 +214,18 @@ enum BidirectionalDijkstra {
         guard meeting >= 0, best.isFinite else { return nil }
         var path: [Int] = []
         var v = meeting
-        while v != source, parentNode[0][v] >= 0 {
+        while parentNode[0][v] >= 0 {
             path.append(Int(parentArc[0][v]))
             v = Int(parentNode[0][v])
         }
+        let start = v
         path.reverse()
         v = meeting
-        while v != target, parentNode[1][v] >= 0 {
+        while parentNode[1][v] >= 0 {
             path.append(Int(parentArc[1][v]))
             v = Int(parentNode[1][v])
         }
-        return (best, path)
+        return (best, path, start, v)
     }
 }
 

@@ -1,0 +1,242 @@
+import Foundation
+import GRDB
+import OutpostCore
+import OutpostGeoprocessing
+
+/// A place to visit.
+public struct RouteStop: Sendable, Hashable {
+    public var location: Position
+    public var name: String?
+
+    public init(_ location: Position, name: String? = nil) {
+        self.location = location
+        self.name = name
+    }
+}
+
+/// A stop placed on the network: the nearest point of the nearest edge a mode may use.
+public struct NetworkSnap: Sendable, Hashable {
+    public var edge: Int
+    /// Where along the edge, 0 at `from_node`, 1 at `to_node`.
+    public var fraction: Double
+    public var point: Position
+    /// Metres from the stop to the edge.
+    public var distance: Double
+}
+
+/// One street a route runs along, in the direction it runs.
+public struct RouteStep: Sendable, Hashable {
+    public var edge: Int
+    public var name: String?
+    /// Metres and seconds (for the route's travel mode) on this part.
+    public var length: Double
+    public var time: Double
+    public var geometry: [Position]
+}
+
+/// A route through its stops in order.
+public struct SolvedRoute: Sendable {
+    public var stops: [RouteStop]
+    public var snaps: [NetworkSnap]
+    /// The steps between consecutive stops (`legs[i]` from stop i to stop i + 1).
+    public var legs: [[RouteStep]]
+    /// The cost (seconds or metres, by mode) from the first stop to each stop.
+    public var cumulativeCosts: [Double]
+    public var totalLength: Double { legs.joined().reduce(0) { $0 + $1.length } }
+    public var totalTime: Double { legs.joined().reduce(0) { $0 + $1.time } }
+    /// The whole route's line.
+    public var geometry: [Position] {
+        var out: [Position] = []
+        for step in legs.joined() {
+            for p in step.geometry where out.last != p { out.append(p) }
+        }
+        return out
+    }
+}
+
+extension RoadNetwork {
+    /// The edge nearest `point` within `maxDistance` metres that `mode` may use, or nil.
+    public func snap(_ point: Position, mode: TravelMode, maxDistance: Double = 500) throws -> NetworkSnap? {
+        let geographic = spatialReference.wkid == 4326
+        let dy = geographic ? maxDistance / 111_320 : maxDistance
+        let dx = geographic ? maxDistance / (111_320 * max(cos(point.y * .pi / 180), 0.01)) : maxDistance
+        return try queue.read { db -> NetworkSnap? in
+            let rows = try Row.fetchAll(db, sql: """
+                SELECT e.id, e.line, e.drive_seconds, e.walk_seconds FROM edge_rtree r JOIN edges e ON e.id = r.id
+                WHERE r.minx <= ? AND r.maxx >= ? AND r.miny <= ? AND r.maxy >= ?
+                """, arguments: [point.x + dx, point.x - dx, point.y + dy, point.y - dy])
+            var best: NetworkSnap?
+            for row in rows {
+                let drive: Double? = row[2], walk: Double? = row[3]
+                guard mode == .walking ? walk != nil : drive != nil else { continue }
+                let line = NetworkGeometry.decode(row[1])
+                let (q, fraction, d) = NetworkGeometry.nearest(on: line, to: point, geographic: geographic)
+                if d <= maxDistance, d < (best?.distance ?? .infinity) { best = NetworkSnap(edge: row[0], fraction: fraction, point: q, distance: d) }
+            }
+            return best
+        }
+    }
+
+    /// The cheapest route through `stops` in order.
+    /// - Throws: ``RoutingError`` `.invalidInput` naming a stop too far from any street it may
+    ///   use, `.noRoute` naming two stops nothing joins.
+    public func solve(_ stops: [RouteStop], mode: TravelMode, snapDistance: Double = 500) throws -> SolvedRoute {
+        guard stops.count >= 2 else { throw RoutingError(.invalidInput, "a route needs at least two stops (got \(stops.count))") }
+        var snaps: [NetworkSnap] = []
+        for (i, stop) in stops.enumerated() {
+            guard let snap = try snap(stop.location, mode: mode, maxDistance: snapDistance) else {
+                throw RoutingError(.invalidInput, "stop \(i + 1)\(stop.name.map { " (\($0))" } ?? "") is more than \(Int(snapDistance)) m from any street")
+            }
+            snaps.append(snap)
+        }
+        var legs: [[RouteStep]] = []
+        var cumulative: [Double] = [0]
+        for i in 0..<(snaps.count - 1) {
+            guard let leg = try leg(from: snaps[i], to: snaps[i + 1], mode: mode) else {
+                throw RoutingError(.noRoute, "no route between stop \(i + 1) and stop \(i + 2)")
+            }
+            legs.append(leg.steps)
+            cumulative.append(cumulative[i] + leg.cost)
+        }
+        return SolvedRoute(stops: stops, snaps: snaps, legs: legs, cumulativeCosts: cumulative)
+    }
+
+    /// The cheapest way from one snapped stop to another: along their edges to the nodes at
+    /// either end (as far as the edges' directions allow), and between those nodes by
+    /// bidirectional Dijkstra seeded with those partial costs.
+    func leg(from a: NetworkSnap, to b: NetworkSnap, mode: TravelMode) throws -> (cost: Double, steps: [RouteStep])? {
+        let ea = try edge(a.edge), eb = try edge(b.edge)
+        let costA = cost(ea, mode), costB = cost(eb, mode)
+        let (fa, ba) = directions(ea, mode), (fb, bb) = directions(eb, mode)
+        // Sources: leaving stop a towards the edge's ends; targets: arriving at stop b from its ends.
+        var sources: [(Int, Double)] = [], targets: [(Int, Double)] = []
+        if fa { sources.append((ea.to, (1 - a.fraction) * costA)) }
+        if ba { sources.append((ea.from, a.fraction * costA)) }
+        if fb { targets.append((eb.from, b.fraction * costB)) }
+        if bb { targets.append((eb.to, (1 - b.fraction) * costB)) }
+        var best: (cost: Double, path: (edges: [Int], start: Int, end: Int)?)? = nil
+        // Both on one edge, the second ahead in a direction the edge may be travelled.
+        if a.edge == b.edge, (b.fraction >= a.fraction && fa) || (b.fraction <= a.fraction && ba) {
+            best = (abs(b.fraction - a.fraction) * costA, nil)
+        }
+        if let path = BidirectionalDijkstra.run(forward: forward[mode]!, backward: backward[mode]!, sources: sources, targets: targets),
+           path.cost < best?.cost ?? .infinity
+        {
+            best = (path.cost, (path.edges, path.start, path.end))
+        }
+        guard let best else { return nil }
+        guard let path = best.path else { return (best.cost, [step(ea, mode, from: a.fraction, to: b.fraction)]) }
+        // Off stop a's edge towards the node the path starts from, along the path, onto b's edge.
+        var steps = [step(ea, mode, from: a.fraction, to: path.start == ea.to ? 1 : 0)]
+        var node = path.start
+        for id in path.edges {
+            let e = try edge(id)
+            let along = e.from == node
+            steps.append(step(e, mode, from: along ? 0 : 1, to: along ? 1 : 0))
+            node = along ? e.to : e.from
+        }
+        steps.append(step(eb, mode, from: path.end == eb.from ? 0 : 1, to: b.fraction))
+        return (best.cost, steps.filter { $0.length > 0 })
+    }
+
+    func cost(_ e: NetworkEdge, _ mode: TravelMode) -> Double {
+        switch mode {
+        case .drivingTime: e.driveSeconds ?? .infinity
+        case .drivingDistance: e.length
+        case .walking: e.walkSeconds ?? .infinity
+        }
+    }
+
+    /// Whether the edge may be travelled from → to, and to → from.
+    func directions(_ e: NetworkEdge, _ mode: TravelMode) -> (Bool, Bool) {
+        mode == .walking ? (e.walkSeconds != nil, e.walkSeconds != nil) : (e.driveSeconds != nil && e.oneway >= 0, e.driveSeconds != nil && e.oneway <= 0)
+    }
+
+    /// The part of an edge between two fractions, in the direction travelled.
+    func step(_ e: NetworkEdge, _ mode: TravelMode, from: Double, to: Double) -> RouteStep {
+        let share = abs(to - from)
+        let time = mode == .walking ? (e.walkSeconds ?? 0) : (e.driveSeconds ?? 0)
+        let geographic = spatialReference.wkid == 4326
+        return RouteStep(
+            edge: e.id, name: e.name, length: e.length * share, time: time * share,
+            geometry: NetworkGeometry.part(of: e.line, from: from, to: to, geographic: geographic))
+    }
+
+    /// One edge with its line.
+    func edge(_ id: Int) throws -> NetworkEdge {
+        try queue.read { db in
+            guard let row = try Row.fetchOne(
+                db, sql: "SELECT id, from_node, to_node, length, drive_seconds, walk_seconds, oneway, name, class, line FROM edges WHERE id = ?",
+                arguments: [id])
+            else { throw RoutingError(.notANetwork, "\(url.lastPathComponent) has no edge \(id)") }
+            var e = NetworkEdge(
+                id: row[0], from: (row[1] as Int) - 1, to: (row[2] as Int) - 1, length: row[3], driveSeconds: row[4], walkSeconds: row[5],
+                oneway: row[6], name: row[7], roadClass: row[8])
+            e.line = NetworkGeometry.decode(row[9])
+            return e
+        }
+    }
+}
+
+/// Lines stored in a network.
+enum NetworkGeometry {
+    static func decode(_ blob: Data) -> [Position] {
+        var out: [Position] = []
+        out.reserveCapacity(blob.count / 16)
+        blob.withUnsafeBytes { raw in
+            var offset = 0
+            while offset + 16 <= raw.count {
+                let x = Double(bitPattern: UInt64(littleEndian: raw.loadUnaligned(fromByteOffset: offset, as: UInt64.self)))
+                let y = Double(bitPattern: UInt64(littleEndian: raw.loadUnaligned(fromByteOffset: offset + 8, as: UInt64.self)))
+                out.append(Position(x: x, y: y))
+                offset += 16
+            }
+        }
+        return out
+    }
+
+    static func distance(_ a: Position, _ b: Position, geographic: Bool) -> Double {
+        geographic ? Geodesic.distance(a, b) : hypot(b.x - a.x, b.y - a.y)
+    }
+
+    /// The nearest point of `line` to `p`, its fraction of the line's length, and the distance.
+    static func nearest(on line: [Position], to p: Position, geographic: Bool) -> (Position, Double, Double) {
+        let scale = geographic ? cos(p.y * .pi / 180) : 1
+        var lengths: [Double] = [0]
+        for (a, b) in zip(line, line.dropFirst()) { lengths.append(lengths.last! + distance(a, b, geographic: geographic)) }
+        let total = lengths.last ?? 0
+        var best = (point: line.first ?? p, along: 0.0, distance: Double.infinity)
+        for (i, (a, b)) in zip(line, line.dropFirst()).enumerated() {
+            let ax = (a.x - p.x) * scale, ay = a.y - p.y, bx = (b.x - p.x) * scale, by = b.y - p.y
+            let dx = bx - ax, dy = by - ay
+            let len2 = dx * dx + dy * dy
+            let t = len2 > 0 ? max(0, min(1, -(ax * dx + ay * dy) / len2)) : 0
+            let q = Position(x: a.x + (b.x - a.x) * t, y: a.y + (b.y - a.y) * t)
+            let d = distance(q, p, geographic: geographic)
+            if d < best.distance { best = (q, lengths[i] + (lengths[i + 1] - lengths[i]) * t, d) }
+        }
+        return (best.point, total > 0 ? best.along / total : 0, best.distance)
+    }
+
+    /// The part of `line` between two fractions of its length, in that order.
+    static func part(of line: [Position], from: Double, to: Double, geographic: Bool) -> [Position] {
+        guard line.count >= 2 else { return line }
+        if from > to { return part(of: line, from: to, to: from, geographic: geographic).reversed() }
+        var lengths: [Double] = [0]
+        for (a, b) in zip(line, line.dropFirst()) { lengths.append(lengths.last! + distance(a, b, geographic: geographic)) }
+        let total = lengths.last ?? 0
+        func point(_ f: Double) -> Position {
+            let target = total * f
+            for i in 1..<line.count where lengths[i] >= target {
+                let span = lengths[i] - lengths[i - 1]
+                let t = span > 0 ? (target - lengths[i - 1]) / span : 0
+                return Position(x: line[i - 1].x + (line[i].x - line[i - 1].x) * t, y: line[i - 1].y + (line[i].y - line[i - 1].y) * t)
+            }
+            return line[line.count - 1]
+        }
+        var out = [point(from)]
+        for i in 1..<(line.count - 1) where lengths[i] > total * from && lengths[i] < total * to { out.append(line[i]) }
+        out.append(point(to))
+        return out
+    }
+}
