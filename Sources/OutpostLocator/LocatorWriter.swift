@@ -406,12 +406,9 @@ final class LocatorWriter {
 
     func addSegment(_ line: [Position], row: PreparedRow, street: String) throws {
         let city = row.city
-        var blob = [UInt8]()
-        blob.reserveCapacity(line.count * 16)
+        let blob = PackedPositions.encode(line)
         var xmin = Double.infinity, ymin = Double.infinity, xmax = -Double.infinity, ymax = -Double.infinity
         for p in line {
-            withUnsafeBytes(of: p.x.bitPattern.littleEndian) { blob.append(contentsOf: $0) }
-            withUnsafeBytes(of: p.y.bitPattern.littleEndian) { blob.append(contentsOf: $0) }
             xmin = min(xmin, p.x)
             ymin = min(ymin, p.y)
             xmax = max(xmax, p.x)
@@ -420,7 +417,7 @@ final class LocatorWriter {
         let length = LocatorGeometry.length(line, geographic: geographic, metresPerUnit: metresPerUnit)
         let key = "\(Self.key(street) ?? "")|\(Self.key(city) ?? "")"
         try insertSegment.execute(arguments: [
-            row.source, row.fid, row.fingerprint, street, city, key, length, Data(blob), row.postal, row.ranges[0], row.ranges[1], row.ranges[2],
+            row.source, row.fid, row.fingerprint, street, city, key, length, blob, row.postal, row.ranges[0], row.ranges[1], row.ranges[2],
             row.ranges[3],
         ])
         try insertSegmentBox.execute(arguments: [db.lastInsertedRowID, xmin, xmax, ymin, ymax])
@@ -601,20 +598,7 @@ final class LocatorWriter {
 
 /// Lengths and positions along street lines stored in a locator.
 enum LocatorGeometry {
-    static func decode(_ blob: Data) -> [Position] {
-        var out: [Position] = []
-        out.reserveCapacity(blob.count / 16)
-        blob.withUnsafeBytes { raw in
-            var offset = 0
-            while offset + 16 <= raw.count {
-                let x = Double(bitPattern: UInt64(littleEndian: raw.loadUnaligned(fromByteOffset: offset, as: UInt64.self)))
-                let y = Double(bitPattern: UInt64(littleEndian: raw.loadUnaligned(fromByteOffset: offset + 8, as: UInt64.self)))
-                out.append(Position(x: x, y: y))
-                offset += 16
-            }
-        }
-        return out
-    }
+    static func decode(_ blob: Data) -> [Position] { PackedPositions.decode(blob) }
 
     /// Metres between two positions: great-circle (haversine) for degrees, planar otherwise.
     static func distance(_ a: Position, _ b: Position, geographic: Bool, metresPerUnit: Double = 1) -> Double {

@@ -174,17 +174,12 @@ public enum NetworkBuilder {
                                     total + (geographic ? Geodesic.distance(pair.0, pair.1) : hypot(pair.1.x - pair.0.x, pair.1.y - pair.0.y) * metresPerUnit)
                                 }
                                 let from = try node(piece[0]), to = try node(piece[piece.count - 1])
-                                var blob = [UInt8]()
                                 var box = (Double.infinity, -Double.infinity, Double.infinity, -Double.infinity)
-                                for p in piece {
-                                    withUnsafeBytes(of: p.x.bitPattern.littleEndian) { blob.append(contentsOf: $0) }
-                                    withUnsafeBytes(of: p.y.bitPattern.littleEndian) { blob.append(contentsOf: $0) }
-                                    box = (min(box.0, p.x), max(box.1, p.x), min(box.2, p.y), max(box.3, p.y))
-                                }
+                                for p in piece { box = (min(box.0, p.x), max(box.1, p.x), min(box.2, p.y), max(box.3, p.y)) }
                                 try insertEdge.execute(arguments: [
                                     from, to, length, attributes.drivable ? length / (attributes.speed / 3.6) : nil,
                                     attributes.walkable ? length / TravelMode.walkingSpeed : nil, attributes.oneway, attributes.name,
-                                    attributes.roadClass, feature.objectID, Data(blob),
+                                    attributes.roadClass, feature.objectID, PackedPositions.encode(piece),
                                 ])
                                 try insertBox.execute(arguments: [db.lastInsertedRowID, box.0, box.1, box.2, box.3])
                                 summary.edges += 1

@@ -180,20 +180,7 @@ extension RoadNetwork {
 
 /// Lines stored in a network.
 enum NetworkGeometry {
-    static func decode(_ blob: Data) -> [Position] {
-        var out: [Position] = []
-        out.reserveCapacity(blob.count / 16)
-        blob.withUnsafeBytes { raw in
-            var offset = 0
-            while offset + 16 <= raw.count {
-                let x = Double(bitPattern: UInt64(littleEndian: raw.loadUnaligned(fromByteOffset: offset, as: UInt64.self)))
-                let y = Double(bitPattern: UInt64(littleEndian: raw.loadUnaligned(fromByteOffset: offset + 8, as: UInt64.self)))
-                out.append(Position(x: x, y: y))
-                offset += 16
-            }
-        }
-        return out
-    }
+    static func decode(_ blob: Data) -> [Position] { PackedPositions.decode(blob) }
 
     static func distance(_ a: Position, _ b: Position, geographic: Bool) -> Double {
         geographic ? Geodesic.distance(a, b) : hypot(b.x - a.x, b.y - a.y)
