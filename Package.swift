@@ -182,7 +182,7 @@ let package = Package(
             name: "outpost",
             dependencies: [
                 "OutpostCore", "OutpostStorage", "OutpostProtocol", "OutpostSync", "OutpostTiles",
-                "OutpostServer", "OutpostPostgres", "OutpostSampleData", "OutpostGeoprocessing", "OutpostLocator",
+                "OutpostServer", "OutpostPostgres", "OutpostSampleData", "OutpostGeoprocessing", "OutpostLocator", "OutpostRouting",
                 .product(name: "ArgumentParser", package: "swift-argument-parser"),
                 .product(name: "AsyncHTTPClient", package: "async-http-client"),
                 .product(name: "NIOCore", package: "swift-nio"),

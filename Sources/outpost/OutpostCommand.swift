@@ -15,7 +15,7 @@ struct OutpostCommand: AsyncParsableCommand {
         subcommands: [
             DemoCommand.self, ImportCommand.self, InspectCommand.self, ServiceCommand.self, ServeCommand.self, ReplicaCommand.self, SyncCommand.self,
             StatusCommand.self, ConflictsCommand.self, TilesCommand.self, RenderCommand.self, CopyCommand.self, JobCommand.self, UsersCommand.self,
-            GPCommand.self, LocatorCommand.self, GeocodeCommand.self, ReverseCommand.self, SuggestCommand.self,
+            GPCommand.self, LocatorCommand.self, GeocodeCommand.self, ReverseCommand.self, SuggestCommand.self, NetworkCommand.self, RouteCommand.self,
         ]
     )
 

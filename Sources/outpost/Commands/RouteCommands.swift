@@ -1,0 +1,140 @@
+import ArgumentParser
+import Foundation
+import OutpostCore
+import OutpostRouting
+import OutpostStorage
+
+/// `outpost network create`.
+struct NetworkCommand: AsyncParsableCommand {
+    static let configuration = CommandConfiguration(
+        commandName: "network", abstract: "Build road networks (for outpost route) from street line layers.", subcommands: [Create.self])
+
+    struct Create: AsyncParsableCommand {
+        static let configuration = CommandConfiguration(
+            abstract: "Build a .network from a line layer: nodes where lines meet, edges with length, travel times and one-way direction.",
+            discussion: "docs/routing.md describes the file and how speeds and road classes are read.")
+        @Argument(help: "The geodatabase (.gpkg) holding the street lines.") var geodatabase: String
+        @Option(help: "The line layer.") var layer: String
+        @Option(help: "The street name field (for directions).") var nameField: String?
+        @Option(help: "The one-way field (yes/true/1 along the line, -1 against it).") var onewayField: String?
+        @Option(help: "The speed limit field (50, 30 mph); road classes give the default.") var speedField: String?
+        @Option(help: "The road class field (OpenStreetMap highway): which modes may use a street.") var classField: String?
+        @Option(help: "Leave out rows matching this where clause (e.g. \"highway = 'footway'\").") var restrict: String?
+        @Option(name: .customLong("where"), help: "Only rows matching this where clause.") var whereClause: String?
+        @Option(help: "Metres within which line vertices are one node.") var tolerance = 0.01
+        @Option(help: "The network file to write.") var out: String
+        @Flag(help: "Replace an existing file.") var overwrite = false
+        @Flag(help: "Print the summary as JSON.") var json = false
+
+        func run() async throws {
+            let gdb: Geodatabase
+            do {
+                gdb = try Geodatabase.open(at: URL(fileURLWithPath: geodatabase), readOnly: true)
+            } catch {
+                throw CLIFailure(message: "\(geodatabase): \(error)")
+            }
+            defer { try? gdb.close() }
+            let summary: NetworkBuildSummary
+            do {
+                summary = try NetworkBuilder.create(
+                    from: gdb, layer: layer, fields: NetworkFieldMap(name: nameField, oneway: onewayField, speed: speedField, roadClass: classField),
+                    whereClause: whereClause, restrict: restrict, tolerance: tolerance, at: URL(fileURLWithPath: out), overwrite: overwrite)
+            } catch let error as RoutingError {
+                throw CLIFailure(message: error.message)
+            }
+            if json {
+                printJSON([
+                    "nodes": .integer(Int64(summary.nodes)), "edges": .integer(Int64(summary.edges)), "skipped": .integer(Int64(summary.skipped)),
+                    "seconds": .number(summary.seconds),
+                ])
+            } else {
+                print("\(summary.nodes) nodes, \(summary.edges) edges" + (summary.skipped > 0 ? ", \(summary.skipped) lines left out" : "") + String(format: " in %.2f s", summary.seconds))
+            }
+        }
+    }
+}
+
+/// `outpost route`.
+struct RouteCommand: AsyncParsableCommand {
+    static let configuration = CommandConfiguration(
+        commandName: "route",
+        abstract: "Route through stops on a .network and print turn-by-turn directions.",
+        discussion: """
+            Stops are lon,lat pairs separated by semicolons, visited in order. Prints each maneuver \
+            with its distance and time, then the totals; --json prints the route, stops and \
+            directions; --geojson writes the route line and the stops. A stop more than \
+            --snap-distance metres from any street, or stops no street joins: exit 1 naming them.
+            """)
+    @Argument(help: "A .network file.") var network: String
+    @Option(help: "lon,lat;lon,lat;… (two or more).") var stops: String
+    @Option(help: "driving (fastest), driving-distance (shortest) or walking.") var mode = "driving"
+    @Option(help: "Metres a stop may be from the nearest street.") var snapDistance = 500.0
+    @Option(help: "Write the route and stops as GeoJSON to this file.") var geojson: String?
+    @Flag(help: "Print as JSON.") var json = false
+
+    func run() async throws {
+        if network.hasPrefix("http://") || network.hasPrefix("https://") {
+            throw CLIFailure(message: "routing against an NAServer is not built yet; give a .network file")
+        }
+        let travel: TravelMode
+        switch mode.lowercased() {
+        case "driving", "driving-time": travel = .drivingTime
+        case "driving-distance": travel = .drivingDistance
+        case "walking": travel = .walking
+        default: throw CLIFailure(message: "--mode \(mode): expected driving, driving-distance or walking")
+        }
+        var points: [RouteStop] = []
+        for (i, pair) in stops.split(separator: ";").enumerated() {
+            let parts = pair.split(separator: ",").map { Double($0.trimmingCharacters(in: .whitespaces)) }
+            guard parts.count == 2, let x = parts[0], let y = parts[1], x.isFinite, y.isFinite else {
+                throw CLIFailure(message: "--stops: stop \(i + 1) \"\(pair)\" is not lon,lat")
+            }
+            points.append(RouteStop(Position(x: x, y: y)))
+        }
+        let route: SolvedRoute
+        do {
+            route = try RoadNetwork(url: URL(fileURLWithPath: network)).solve(points, mode: travel, snapDistance: snapDistance)
+        } catch let error as RoutingError {
+            throw CLIFailure(message: error.message)
+        }
+        let directions = route.directions
+        if let geojson {
+            var features: [JSONValue] = [[
+                "type": "Feature", "properties": ["totalLength": .number(route.totalLength), "totalTime": .number(route.totalTime), "mode": .string(travel.rawValue)],
+                "geometry": ["type": "LineString", "coordinates": .array(route.geometry.map { [.number($0.x), .number($0.y)] })],
+            ]]
+            for (i, stop) in route.stops.enumerated() {
+                features.append([
+                    "type": "Feature", "properties": ["name": .string(stop.name ?? ""), "sequence": .integer(Int64(i + 1)), "cumulativeCost": .number(route.cumulativeCosts[i])],
+                    "geometry": ["type": "Point", "coordinates": [.number(route.snaps[i].point.x), .number(route.snaps[i].point.y)]],
+                ])
+            }
+            try (["type": "FeatureCollection", "features": .array(features)] as JSONValue).jsonData.write(to: URL(fileURLWithPath: geojson))
+        }
+        if json {
+            printJSON([
+                "mode": .string(travel.rawValue), "totalLength": .number(route.totalLength), "totalTime": .number(route.totalTime),
+                "stops": .array(route.stops.enumerated().map { i, s in
+                    ["name": .string(s.name ?? ""), "sequence": .integer(Int64(i + 1)), "cumulativeCost": .number(route.cumulativeCosts[i]),
+                     "x": .number(route.snaps[i].point.x), "y": .number(route.snaps[i].point.y)]
+                }),
+                "directions": .array(directions.map {
+                    ["text": .string($0.text), "maneuverType": .string($0.type.rawValue), "length": .number($0.length), "time": .number($0.time)]
+                }),
+            ])
+            return
+        }
+        for (i, d) in directions.enumerated() {
+            let distance = d.type == .stop ? "" : "  " + Self.metres(d.length) + "  " + Self.duration(d.time)
+            print("\(i + 1). \(d.text)\(distance)")
+        }
+        print("Total: \(Self.metres(route.totalLength)), \(Self.duration(route.totalTime))")
+    }
+
+    static func metres(_ m: Double) -> String { m >= 1_000 ? String(format: "%.1f km", m / 1_000) : "\(Int(m.rounded())) m" }
+
+    static func duration(_ s: Double) -> String {
+        let seconds = Int(s.rounded())
+        return seconds >= 60 ? "\(seconds / 60) min \(seconds % 60) s" : "\(seconds) s"
+    }
+}

@@ -1,0 +1,48 @@
+import Foundation
+import OutpostCore
+import OutpostTestSupport
+import Testing
+
+/// `outpost network create` and `outpost route` on the Helsinki sample.
+@Suite struct RouteCommandTests {
+    @Test func aNetworkIsBuiltAndADriveIsPrintedAndWrittenAsGeoJSON() async throws {
+        let directory = TemporaryDirectory("outpost-route-cli")
+        let gpkg = directory.file("helsinki.gpkg")
+        #expect(try await outpost(["service", "create", Repository.sampleData("helsinki").path, "--out", gpkg.path]).succeeded)
+        let network = directory.file("helsinki.network")
+        let built = try await outpost([
+            "network", "create", gpkg.path, "--layer", "streets", "--name-field", "name", "--oneway-field", "oneway", "--speed-field", "maxspeed",
+            "--class-field", "highway", "--out", network.path, "--json",
+        ])
+        #expect(built.succeeded, "\(built.stderr)")
+        let summary = try JSONValue.parse(built.stdout)
+        #expect((summary["edges"]?.integerValue ?? 0) > 4_000 && (summary["nodes"]?.integerValue ?? 0) > 3_000)
+
+        let stops = "24.941428,60.167769;24.947429,60.168943"
+        let geojson = directory.file("route.geojson")
+        let text = try await outpost(["route", network.path, "--stops", stops, "--mode", "driving-distance", "--geojson", geojson.path])
+        #expect(text.succeeded, "\(text.stderr)")
+        #expect(text.stdout.contains("Turn right onto Aleksanterinkatu") && text.stdout.contains("Finish at stop 2"), "\(text.stdout)")
+        #expect(text.stdout.contains("Total: "))
+        let json = try JSONValue.parse(try await outpost(["route", network.path, "--stops", stops, "--mode", "driving-distance", "--json"]).stdout)
+        let lengths = (json["directions"]?.arrayValue ?? []).compactMap { $0["length"]?.doubleValue }
+        #expect(abs(lengths.reduce(0, +) - (json["totalLength"]?.doubleValue ?? 0)) < 1e-6)
+        // The GeoJSON is what GDAL reads: a line and two stops.
+        let read = try await ExternalTools.python("""
+            import sys, pyogrio.raw as raw
+            meta, fids, geometry, fields = raw.read(sys.argv[1])
+            print(meta["geometry_type"], len(geometry))
+            """, [geojson.path])
+        #expect(read.succeeded, "\(read.stderr)")
+        #expect(read.stdout.contains("3"), "\(read.stdout)")
+
+        let far = try await outpost(["route", network.path, "--stops", "24.94,60.16;25.5,60.5"])
+        #expect(!far.succeeded && far.stderr.contains("stop 2 is more than 500 m from any street"), "\(far.stderr)")
+        let one = try await outpost(["route", network.path, "--stops", "24.94,60.16"])
+        #expect(!one.succeeded && one.stderr.contains("at least two stops"))
+        let garbage = try await outpost(["route", network.path, "--stops", "north;south"])
+        #expect(!garbage.succeeded && garbage.stderr.contains("is not lon,lat"))
+        let notNetwork = try await outpost(["route", gpkg.path, "--stops", stops])
+        #expect(!notNetwork.succeeded && notNetwork.stderr.contains("not an Outpost network file"), "\(notNetwork.stderr)")
+    }
+}
