@@ -47,7 +47,8 @@ extension SolvedRoute {
     public var directions: [DirectionManeuver] {
         var out: [DirectionManeuver] = []
         for (i, leg) in legs.enumerated() {
-            let from = stops[i].name ?? "stop \(i + 1)", to = stops[i + 1].name ?? "stop \(i + 2)"
+            // Unnamed stops are called by their place in the request.
+            let from = stops[i].name ?? "stop \(sequence[i] + 1)", to = stops[i + 1].name ?? "stop \(sequence[i + 1] + 1)"
             // Consecutive steps on one street, merged.
             var runs: [(name: String?, steps: [RouteStep])] = []
             for step in leg {

@@ -41,11 +41,11 @@ public struct ArcGraph: Sendable {
         return ArcGraph(nodeCount: nodeCount, arcs: arcs)
     }
 
-    /// Every arc as (from, to, cost): what a test exports for another solver.
-    public var arcs: [(from: Int, to: Int, cost: Double)] {
-        var out: [(Int, Int, Double)] = []
+    /// Every arc as (from, to, cost, edge): what a test exports for another solver.
+    public var arcs: [(from: Int, to: Int, cost: Double, edge: Int)] {
+        var out: [(Int, Int, Double, Int)] = []
         for n in 0..<nodeCount {
-            for a in Int(offsets[n])..<Int(offsets[n + 1]) { out.append((n, Int(targets[a]), costs[a])) }
+            for a in Int(offsets[n])..<Int(offsets[n + 1]) { out.append((n, Int(targets[a]), costs[a], Int(edges[a]))) }
         }
         return out
     }
@@ -148,25 +148,24 @@ public final class RoadNetwork: Sendable {
 
     /// The cheapest path between two nodes (numbered from 0) and its edges in order, by
     /// bidirectional Dijkstra; nil when none joins them.
-    public func shortestPath(from source: Int, to target: Int, mode: TravelMode) -> (cost: Double, edges: [Int])? {
+    public func shortestPath(from source: Int, to target: Int, mode: TravelMode, closedEdges: Set<Int> = []) -> (cost: Double, edges: [Int])? {
         guard (0..<nodeCount).contains(source), (0..<nodeCount).contains(target) else { return nil }
-        return BidirectionalDijkstra.run(forward: forward[mode]!, backward: backward[mode]!, from: source, to: target)
+        if source == target { return (0, []) }
+        guard let path = BidirectionalDijkstra.run(
+            forward: forward[mode]!, backward: backward[mode]!, sources: [(source, 0)], targets: [(target, 0)], blocked: Set(closedEdges.map { Int32($0) }))
+        else { return nil }
+        return (path.cost, path.edges)
     }
 }
 
 /// Dijkstra from both ends at once, stopping when the two frontiers' smallest keys together
 /// reach the best meeting found: the reference the faster solvers are checked against.
 enum BidirectionalDijkstra {
-    static func run(forward: ArcGraph, backward: ArcGraph, from source: Int, to target: Int) -> (cost: Double, edges: [Int])? {
-        guard let path = run(forward: forward, backward: backward, sources: [(source, 0)], targets: [(target, 0)]) else { return nil }
-        return (path.cost, path.edges)
-    }
-
     /// From any of `sources` to any of `targets`, each with the cost already spent reaching it
     /// (a stop part-way along an edge); the path's edges and the source and target nodes it
     /// runs between.
     static func run(
-        forward: ArcGraph, backward: ArcGraph, sources: [(Int, Double)], targets: [(Int, Double)]
+        forward: ArcGraph, backward: ArcGraph, sources: [(Int, Double)], targets: [(Int, Double)], blocked: Set<Int32> = []
     ) -> (cost: Double, edges: [Int], start: Int, end: Int)? {
         let n = forward.nodeCount
         var dist = [[Double]](repeating: [Double](repeating: .infinity, count: n), count: 2)
@@ -196,6 +195,7 @@ enum BidirectionalDijkstra {
             settled[side][u] = true
             let g = graphs[side]
             for a in Int(g.offsets[u])..<Int(g.offsets[u + 1]) {
+                if !blocked.isEmpty, blocked.contains(g.edges[a]) { continue }
                 let v = Int(g.targets[a])
                 let nd = d + g.costs[a]
                 if nd < dist[side][v] {

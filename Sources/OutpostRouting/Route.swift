@@ -3,6 +3,37 @@ import GRDB
 import OutpostCore
 import OutpostGeoprocessing
 
+/// How to route (ArcGIS `RouteParameters`, the parts the solver reads).
+public struct RouteOptions: Sendable, Hashable {
+    /// Most stops a route takes.
+    public static let maximumStops = 10_000
+    /// Most stops the best-sequence search orders (it builds the cost matrix between them).
+    public static let maximumSequencedStops = 200
+
+    public var mode: TravelMode
+    /// Metres a stop (or barrier) may be from the nearest street.
+    public var snapDistance: Double
+    /// Points that close the street they stand on.
+    public var barriers: [Position]
+    /// Visit the stops in the cheapest order found (a heuristic: nearest neighbour, then 2-opt
+    /// and moves of single stops until nothing improves).
+    public var findsBestSequence: Bool
+    public var preserveFirstStop: Bool
+    public var preserveLastStop: Bool
+
+    public init(
+        mode: TravelMode = .drivingTime, snapDistance: Double = 500, barriers: [Position] = [], findsBestSequence: Bool = false,
+        preserveFirstStop: Bool = true, preserveLastStop: Bool = true
+    ) {
+        self.mode = mode
+        self.snapDistance = snapDistance
+        self.barriers = barriers
+        self.findsBestSequence = findsBestSequence
+        self.preserveFirstStop = preserveFirstStop
+        self.preserveLastStop = preserveLastStop
+    }
+}
+
 /// A place to visit.
 public struct RouteStop: Sendable, Hashable {
     public var location: Position
@@ -42,6 +73,9 @@ public struct SolvedRoute: Sendable {
     public var legs: [[RouteStep]]
     /// The cost (seconds or metres, by mode) from the first stop to each stop.
     public var cumulativeCosts: [Double]
+    /// The stops' positions in the request, in the order visited (`0, 1, 2…` unless the
+    /// sequence was optimised).
+    public var sequence: [Int]
     public var totalLength: Double { legs.joined().reduce(0) { $0 + $1.length } }
     public var totalTime: Double { legs.joined().reduce(0) { $0 + $1.time } }
     /// The whole route's line.
@@ -81,30 +115,74 @@ extension RoadNetwork {
     /// - Throws: ``RoutingError`` `.invalidInput` naming a stop too far from any street it may
     ///   use, `.noRoute` naming two stops nothing joins.
     public func solve(_ stops: [RouteStop], mode: TravelMode, snapDistance: Double = 500) throws -> SolvedRoute {
+        try solve(stops, parameters: RouteOptions(mode: mode, snapDistance: snapDistance))
+    }
+
+    /// The cheapest route through `stops`: in order, or in the best order found
+    /// (`findsBestSequence`), around the edges the barriers stand on.
+    /// - Throws: ``RoutingError`` `.invalidInput` naming a stop too far from any street it may
+    ///   use (or too many stops to order), `.noRoute` naming two stops nothing joins.
+    public func solve(_ stops: [RouteStop], parameters: RouteOptions) throws -> SolvedRoute {
+        let mode = parameters.mode
         guard stops.count >= 2 else { throw RoutingError(.invalidInput, "a route needs at least two stops (got \(stops.count))") }
+        guard stops.count <= RouteOptions.maximumStops else {
+            throw RoutingError(.invalidInput, "\(stops.count) stops are more than the \(RouteOptions.maximumStops) a route takes")
+        }
         var snaps: [NetworkSnap] = []
         for (i, stop) in stops.enumerated() {
-            guard let snap = try snap(stop.location, mode: mode, maxDistance: snapDistance) else {
-                throw RoutingError(.invalidInput, "stop \(i + 1)\(stop.name.map { " (\($0))" } ?? "") is more than \(Int(snapDistance)) m from any street")
+            guard let snap = try snap(stop.location, mode: mode, maxDistance: parameters.snapDistance) else {
+                throw RoutingError(.invalidInput, "stop \(i + 1)\(stop.name.map { " (\($0))" } ?? "") is more than \(Int(parameters.snapDistance)) m from any street")
             }
             snaps.append(snap)
         }
+        // Each barrier closes the edge it stands on (within the snapping distance), both ways.
+        var blocked = Set<Int32>()
+        for (i, barrier) in parameters.barriers.enumerated() {
+            guard let snap = try snap(barrier, mode: mode, maxDistance: parameters.snapDistance) else {
+                throw RoutingError(.invalidInput, "barrier \(i + 1) is more than \(Int(parameters.snapDistance)) m from any street")
+            }
+            blocked.insert(Int32(snap.edge))
+        }
+        var order = Array(stops.indices)
+        if parameters.findsBestSequence, stops.count > 2 {
+            guard stops.count <= RouteOptions.maximumSequencedStops else {
+                throw RoutingError(.invalidInput, "best sequence takes at most \(RouteOptions.maximumSequencedStops) stops (got \(stops.count))")
+            }
+            let matrix = try costMatrix(snaps, mode: mode, blocked: blocked)
+            order = StopSequence.best(matrix, preserveFirst: parameters.preserveFirstStop, preserveLast: parameters.preserveLastStop)
+        }
         var legs: [[RouteStep]] = []
         var cumulative: [Double] = [0]
-        for i in 0..<(snaps.count - 1) {
-            guard let leg = try leg(from: snaps[i], to: snaps[i + 1], mode: mode) else {
-                throw RoutingError(.noRoute, "no route between stop \(i + 1) and stop \(i + 2)")
+        for k in 0..<(order.count - 1) {
+            let (i, j) = (order[k], order[k + 1])
+            guard let leg = try leg(from: snaps[i], to: snaps[j], mode: mode, blocked: blocked) else {
+                throw RoutingError(.noRoute, "no route between stop \(i + 1) and stop \(j + 1)")
             }
             legs.append(leg.steps)
-            cumulative.append(cumulative[i] + leg.cost)
+            cumulative.append(cumulative[k] + leg.cost)
         }
-        return SolvedRoute(stops: stops, snaps: snaps, legs: legs, cumulativeCosts: cumulative)
+        return SolvedRoute(stops: order.map { stops[$0] }, snaps: order.map { snaps[$0] }, legs: legs, cumulativeCosts: cumulative, sequence: order)
+    }
+
+    /// The cost from every snapped stop to every other (infinity where no path joins them).
+    public func costMatrix(_ snaps: [NetworkSnap], mode: TravelMode, blocked: Set<Int32> = []) throws -> [[Double]] {
+        var matrix = [[Double]](repeating: [Double](repeating: 0, count: snaps.count), count: snaps.count)
+        for i in snaps.indices {
+            for j in snaps.indices where i != j {
+                matrix[i][j] = try leg(from: snaps[i], to: snaps[j], mode: mode, blocked: blocked, stepsWanted: false)?.cost ?? .infinity
+            }
+        }
+        return matrix
     }
 
     /// The cheapest way from one snapped stop to another: along their edges to the nodes at
     /// either end (as far as the edges' directions allow), and between those nodes by
     /// bidirectional Dijkstra seeded with those partial costs.
-    func leg(from a: NetworkSnap, to b: NetworkSnap, mode: TravelMode) throws -> (cost: Double, steps: [RouteStep])? {
+    func leg(
+        from a: NetworkSnap, to b: NetworkSnap, mode: TravelMode, blocked: Set<Int32> = [], stepsWanted: Bool = true
+    ) throws -> (cost: Double, steps: [RouteStep])? {
+        // A stop on a closed street cannot leave or reach it.
+        if blocked.contains(Int32(a.edge)) || blocked.contains(Int32(b.edge)) { return nil }
         let ea = try edge(a.edge), eb = try edge(b.edge)
         let costA = cost(ea, mode), costB = cost(eb, mode)
         let (fa, ba) = directions(ea, mode), (fb, bb) = directions(eb, mode)
@@ -119,12 +197,13 @@ extension RoadNetwork {
         if a.edge == b.edge, (b.fraction >= a.fraction && fa) || (b.fraction <= a.fraction && ba) {
             best = (abs(b.fraction - a.fraction) * costA, nil)
         }
-        if let path = BidirectionalDijkstra.run(forward: forward[mode]!, backward: backward[mode]!, sources: sources, targets: targets),
+        if let path = BidirectionalDijkstra.run(forward: forward[mode]!, backward: backward[mode]!, sources: sources, targets: targets, blocked: blocked),
            path.cost < best?.cost ?? .infinity
         {
             best = (path.cost, (path.edges, path.start, path.end))
         }
         guard let best else { return nil }
+        guard stepsWanted else { return (best.cost, []) }
         guard let path = best.path else { return (best.cost, [step(ea, mode, from: a.fraction, to: b.fraction)]) }
         // Off stop a's edge towards the node the path starts from, along the path, onto b's edge.
         var steps = [step(ea, mode, from: a.fraction, to: path.start == ea.to ? 1 : 0)]

@@ -36,6 +36,15 @@ import Testing
         #expect(read.succeeded, "\(read.stderr)")
         #expect(read.stdout.contains("3"), "\(read.stdout)")
 
+        // Four stops in the best order, with the first kept; a barrier on the way.
+        let four = try await outpost([
+            "route", network.path, "--stops", "24.9414,60.1678;24.9520,60.1690;24.9450,60.1710;24.9474,60.1689", "--mode", "walking",
+            "--best-sequence", "--barriers", "24.9474,60.16894", "--json",
+        ])
+        #expect(four.succeeded, "\(four.stderr)")
+        let ordered = try JSONValue.parse(four.stdout)
+        let names = (ordered["stops"]?.arrayValue ?? []).compactMap { $0["name"]?.stringValue }
+        #expect(names.first == "stop 1" && Set(names) == ["stop 1", "stop 2", "stop 3", "stop 4"], "\(names)")
         let far = try await outpost(["route", network.path, "--stops", "24.94,60.16;25.5,60.5"])
         #expect(!far.succeeded && far.stderr.contains("stop 2 is more than 500 m from any street"), "\(far.stderr)")
         let one = try await outpost(["route", network.path, "--stops", "24.94,60.16"])

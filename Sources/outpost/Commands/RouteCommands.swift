@@ -69,6 +69,9 @@ struct RouteCommand: AsyncParsableCommand {
     @Option(help: "lon,lat;lon,lat;… (two or more).") var stops: String
     @Option(help: "driving (fastest), driving-distance (shortest) or walking.") var mode = "driving"
     @Option(help: "Metres a stop may be from the nearest street.") var snapDistance = 500.0
+    @Flag(help: "Visit the stops in the cheapest order found (the first stays first).") var bestSequence = false
+    @Flag(help: "With --best-sequence, keep the last stop last too.") var preserveLast = false
+    @Option(help: "lon,lat;… points that close the street they stand on.") var barriers: String?
     @Option(help: "Write the route and stops as GeoJSON to this file.") var geojson: String?
     @Flag(help: "Print as JSON.") var json = false
 
@@ -83,17 +86,14 @@ struct RouteCommand: AsyncParsableCommand {
         case "walking": travel = .walking
         default: throw CLIFailure(message: "--mode \(mode): expected driving, driving-distance or walking")
         }
-        var points: [RouteStop] = []
-        for (i, pair) in stops.split(separator: ";").enumerated() {
-            let parts = pair.split(separator: ",").map { Double($0.trimmingCharacters(in: .whitespaces)) }
-            guard parts.count == 2, let x = parts[0], let y = parts[1], x.isFinite, y.isFinite else {
-                throw CLIFailure(message: "--stops: stop \(i + 1) \"\(pair)\" is not lon,lat")
-            }
-            points.append(RouteStop(Position(x: x, y: y)))
-        }
+        let points = try Self.positions(stops, option: "--stops", item: "stop").map { RouteStop($0) }
+        let closed = try barriers.map { try Self.positions($0, option: "--barriers", item: "barrier") } ?? []
+        let options = RouteOptions(
+            mode: travel, snapDistance: snapDistance, barriers: closed, findsBestSequence: bestSequence, preserveFirstStop: true,
+            preserveLastStop: preserveLast)
         let route: SolvedRoute
         do {
-            route = try RoadNetwork(url: URL(fileURLWithPath: network)).solve(points, mode: travel, snapDistance: snapDistance)
+            route = try RoadNetwork(url: URL(fileURLWithPath: network)).solve(points, parameters: options)
         } catch let error as RoutingError {
             throw CLIFailure(message: error.message)
         }
@@ -105,7 +105,7 @@ struct RouteCommand: AsyncParsableCommand {
             ]]
             for (i, stop) in route.stops.enumerated() {
                 features.append([
-                    "type": "Feature", "properties": ["name": .string(stop.name ?? ""), "sequence": .integer(Int64(i + 1)), "cumulativeCost": .number(route.cumulativeCosts[i])],
+                    "type": "Feature", "properties": ["name": .string(stop.name ?? "stop \(route.sequence[i] + 1)"), "sequence": .integer(Int64(i + 1)), "cumulativeCost": .number(route.cumulativeCosts[i])],
                     "geometry": ["type": "Point", "coordinates": [.number(route.snaps[i].point.x), .number(route.snaps[i].point.y)]],
                 ])
             }
@@ -115,7 +115,7 @@ struct RouteCommand: AsyncParsableCommand {
             printJSON([
                 "mode": .string(travel.rawValue), "totalLength": .number(route.totalLength), "totalTime": .number(route.totalTime),
                 "stops": .array(route.stops.enumerated().map { i, s in
-                    ["name": .string(s.name ?? ""), "sequence": .integer(Int64(i + 1)), "cumulativeCost": .number(route.cumulativeCosts[i]),
+                    ["name": .string("stop \(route.sequence[i] + 1)"), "sequence": .integer(Int64(i + 1)), "cumulativeCost": .number(route.cumulativeCosts[i]),
                      "x": .number(route.snaps[i].point.x), "y": .number(route.snaps[i].point.y)]
                 }),
                 "directions": .array(directions.map {
@@ -129,6 +129,17 @@ struct RouteCommand: AsyncParsableCommand {
             print("\(i + 1). \(d.text)\(distance)")
         }
         print("Total: \(Self.metres(route.totalLength)), \(Self.duration(route.totalTime))")
+    }
+
+    /// `x,y;x,y;…` as positions.
+    static func positions(_ text: String, option: String, item: String) throws -> [Position] {
+        try text.split(separator: ";").enumerated().map { i, pair in
+            let parts = pair.split(separator: ",").map { Double($0.trimmingCharacters(in: .whitespaces)) }
+            guard parts.count == 2, let x = parts[0], let y = parts[1], x.isFinite, y.isFinite else {
+                throw CLIFailure(message: "\(option): \(item) \(i + 1) \"\(pair)\" is not lon,lat")
+            }
+            return Position(x: x, y: y)
+        }
     }
 
     static func metres(_ m: Double) -> String { m >= 1_000 ? String(format: "%.1f km", m / 1_000) : "\(Int(m.rounded())) m" }
