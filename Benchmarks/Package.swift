@@ -27,6 +27,7 @@ let package = Package(
                 .product(name: "OutpostLoadTesting", package: "Outpost"),
                 .product(name: "OutpostGeoprocessing", package: "Outpost"),
                 .product(name: "OutpostLocator", package: "Outpost"),
+                .product(name: "OutpostRouting", package: "Outpost"),
                 "CZlibBench",
                 .product(name: "AsyncHTTPClient", package: "async-http-client"),
                 .product(name: "NIOSSL", package: "swift-nio-ssl"),

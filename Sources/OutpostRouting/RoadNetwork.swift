@@ -12,7 +12,7 @@ public struct ArcGraph: Sendable {
     var edges: [Int32]
 
     /// Arcs as (from, to, cost, edge), nodes numbered from 0.
-    init(nodeCount: Int, arcs: [(Int32, Int32, Double, Int32)]) {
+    public init(nodeCount: Int, arcs: [(Int32, Int32, Double, Int32)]) {
         self.nodeCount = nodeCount
         var counts = [Int32](repeating: 0, count: nodeCount + 1)
         for arc in arcs { counts[Int(arc.0) + 1] += 1 }
@@ -32,7 +32,7 @@ public struct ArcGraph: Sendable {
     }
 
     /// The same arcs, reversed (for searching backwards from a target).
-    func reversed() -> ArcGraph {
+    public func reversed() -> ArcGraph {
         var arcs: [(Int32, Int32, Double, Int32)] = []
         arcs.reserveCapacity(targets.count)
         for n in 0..<nodeCount {
@@ -160,11 +160,11 @@ public final class RoadNetwork: Sendable {
 
 /// Dijkstra from both ends at once, stopping when the two frontiers' smallest keys together
 /// reach the best meeting found: the reference the faster solvers are checked against.
-enum BidirectionalDijkstra {
+public enum BidirectionalDijkstra {
     /// From any of `sources` to any of `targets`, each with the cost already spent reaching it
     /// (a stop part-way along an edge); the path's edges and the source and target nodes it
     /// runs between.
-    static func run(
+    public static func run(
         forward: ArcGraph, backward: ArcGraph, sources: [(Int, Double)], targets: [(Int, Double)], blocked: Set<Int32> = []
     ) -> (cost: Double, edges: [Int], start: Int, end: Int)? {
         let n = forward.nodeCount

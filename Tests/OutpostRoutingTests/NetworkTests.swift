@@ -98,3 +98,33 @@ import Testing
         }
     }
 }
+
+/// Contraction hierarchies answer what the reference Dijkstra answers.
+@Suite struct ContractionHierarchyTests {
+    @Test(arguments: TravelMode.allCases)
+    func hierarchiesCostWhatDijkstraFinds(mode: TravelMode) throws {
+        let directory = TemporaryDirectory("outpost-network-ch")
+        let (_, url, _) = try NetworkTests.network(in: directory)
+        let network = try RoadNetwork(url: url)
+        let graph = network.graph(mode)
+        let hierarchy = ContractionHierarchy(graph: graph)
+        var costs: [Int: Double] = [:]
+        for arc in graph.arcs { costs[arc.edge] = min(costs[arc.edge] ?? .infinity, arc.cost) }
+        var rng = FastRandomGenerator(seed: 77)
+        // Nodes the mode can leave (footway-only nodes are islands for a car).
+        let nodes = Array(Set(graph.arcs.map(\.from))).sorted()
+        var reachable = 0
+        for _ in 0..<1_000 {
+            let s = nodes[Int(rng.next() % UInt64(nodes.count))], t = nodes[Int(rng.next() % UInt64(nodes.count))]
+            let reference = network.shortestPath(from: s, to: t, mode: mode)
+            let fast = hierarchy.shortestPath(from: s, to: t)
+            #expect((reference == nil) == (fast == nil), "\(s) → \(t)")
+            guard let reference, let fast else { continue }
+            reachable += 1
+            #expect(abs(reference.cost - fast.cost) <= 1e-6, "\(s) → \(t): \(reference.cost) vs \(fast.cost)")
+            // The unpacked edges are a path of that cost.
+            #expect(abs(fast.edges.reduce(0) { $0 + (costs[$1] ?? .infinity) } - fast.cost) <= 1e-6)
+        }
+        #expect(reachable > 300)
+    }
+}
