@@ -179,8 +179,9 @@ public enum BidirectionalDijkstra {
                 heaps[side].push(cost, Int32(node))
             }
         }
+        // A source that is also a target meets at once.
         var best = Double.infinity, meeting = -1
-        for node in 0..<n where dist[0][node] + dist[1][node] < best {
+        for (node, _) in sources where (0..<n).contains(node) && dist[0][node] + dist[1][node] < best {
             best = dist[0][node] + dist[1][node]
             meeting = node
         }

@@ -73,11 +73,6 @@ import Testing
         var away = GeocodeParameters()
         away.searchArea = Envelope(xmin: 10, ymin: 50, xmax: 11, ymax: 51)
         #expect(try locator.geocode("Mannerheimintie 12", parameters: away).isEmpty)
-        // Among equal candidates ("Aleksanterinkatu" exists once), the nearer comes first.
-        var near = GeocodeParameters()
-        near.preferredSearchLocation = Position(x: 24.95, y: 60.17)
-        near.maxResults = 3
-        #expect(try locator.geocode("Mannerheimintie", parameters: near).count >= 1)
 
         // Reverse in another spatial reference; far from everything gives nothing.
         var reverse = ReverseGeocodeParameters()
