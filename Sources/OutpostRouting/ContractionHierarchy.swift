@@ -33,21 +33,31 @@ public final class ContractionHierarchy: Sendable {
     public init(graph: ArcGraph, witnessSettleLimit: Int = 200) {
         let n = graph.nodeCount
         nodeCount = n
-        // Mutable adjacency: outgoing and incoming arcs per node, cheapest per neighbour.
-        var outgoing = [[Int32: Arc]](repeating: [:], count: n)
-        var incoming = [[Int32: Arc]](repeating: [:], count: n)
+        // Mutable adjacency in arrays (degrees are small: a linear search beats hashing):
+        // outgoing and incoming arcs per node, cheapest per neighbour.
+        var outgoing = [[Arc]](repeating: [], count: n)
+        var incoming = [[Arc]](repeating: [], count: n)
         var all: [Int64: Arc] = [:]
         func key(_ u: Int32, _ v: Int32) -> Int64 { Int64(u) << 32 | Int64(v) }
-        for u in 0..<n {
-            for a in Int(graph.offsets[u])..<Int(graph.offsets[u + 1]) {
-                let v = graph.targets[a]
-                guard v != Int32(u) else { continue }
-                let arc = Arc(target: v, cost: graph.costs[a], edge: graph.edges[a], middle: -1)
-                if arc.cost < outgoing[u][v]?.cost ?? .infinity {
-                    outgoing[u][v] = arc
-                    incoming[Int(v)][Int32(u)] = Arc(target: Int32(u), cost: arc.cost, edge: arc.edge, middle: -1)
-                    all[key(Int32(u), v)] = arc
+        /// Sets arc u → v (cost, edge, middle) if cheaper than the one there; true if set.
+        @discardableResult
+        func put(_ u: Int32, _ v: Int32, _ cost: Double, _ edge: Int32, _ middle: Int32) -> Bool {
+            if let i = outgoing[Int(u)].firstIndex(where: { $0.target == v }) {
+                guard cost < outgoing[Int(u)][i].cost else { return false }
+                outgoing[Int(u)][i] = Arc(target: v, cost: cost, edge: edge, middle: middle)
+                if let j = incoming[Int(v)].firstIndex(where: { $0.target == u }) {
+                    incoming[Int(v)][j] = Arc(target: u, cost: cost, edge: edge, middle: middle)
                 }
+            } else {
+                outgoing[Int(u)].append(Arc(target: v, cost: cost, edge: edge, middle: middle))
+                incoming[Int(v)].append(Arc(target: u, cost: cost, edge: edge, middle: middle))
+            }
+            all[key(u, v)] = Arc(target: v, cost: cost, edge: edge, middle: middle)
+            return true
+        }
+        for u in 0..<n {
+            for a in Int(graph.offsets[u])..<Int(graph.offsets[u + 1]) where graph.targets[a] != Int32(u) {
+                put(Int32(u), graph.targets[a], graph.costs[a], graph.edges[a], -1)
             }
         }
         var contracted = [Bool](repeating: false, count: n)
@@ -57,17 +67,19 @@ public final class ContractionHierarchy: Sendable {
         // The witness search's state, reused (only touched entries are reset).
         var dist = [Double](repeating: .infinity, count: n)
         var touched: [Int32] = []
+        var heap = BinaryHeap()
 
-        /// Shortcuts needed to contract v: (from, to, cost).
+        /// Shortcuts needed to contract v: (from, to, cost); only counted when `countOnly`.
         func shortcuts(_ v: Int32) -> [(Int32, Int32, Double)] {
             var out: [(Int32, Int32, Double)] = []
-            let targets = outgoing[Int(v)].filter { !contracted[Int($0.key)] }
+            let targets = outgoing[Int(v)].filter { !contracted[Int($0.target)] }
             guard !targets.isEmpty else { return out }
-            let maxOut = targets.values.reduce(0) { max($0, $1.cost) }
-            for (u, inArc) in incoming[Int(v)] where !contracted[Int(u)] {
+            let maxOut = targets.reduce(0) { max($0, $1.cost) }
+            for inArc in incoming[Int(v)] where !contracted[Int(inArc.target)] {
+                let u = inArc.target
                 // Dijkstra from u without v, up to the dearest path through v.
                 let limit = inArc.cost + maxOut
-                var heap = BinaryHeap()
+                heap = BinaryHeap()
                 dist[Int(u)] = 0
                 touched.append(u)
                 heap.push(0, u)
@@ -76,7 +88,8 @@ public final class ContractionHierarchy: Sendable {
                     if d > dist[Int(x)] { continue }
                     if d > limit || settled >= witnessSettleLimit { break }
                     settled += 1
-                    for (y, arc) in outgoing[Int(x)] where y != v && !contracted[Int(y)] {
+                    for arc in outgoing[Int(x)] where arc.target != v && !contracted[Int(arc.target)] {
+                        let y = arc.target
                         let nd = d + arc.cost
                         if nd < dist[Int(y)] {
                             if dist[Int(y)] == .infinity { touched.append(y) }
@@ -85,9 +98,9 @@ public final class ContractionHierarchy: Sendable {
                         }
                     }
                 }
-                for (w, outArc) in targets where w != u {
+                for outArc in targets where outArc.target != u {
                     let via = inArc.cost + outArc.cost
-                    if dist[Int(w)] > via { out.append((u, w, via)) }
+                    if dist[Int(outArc.target)] > via { out.append((u, outArc.target, via)) }
                 }
                 for t in touched { dist[Int(t)] = .infinity }
                 touched.removeAll(keepingCapacity: true)
@@ -96,8 +109,9 @@ public final class ContractionHierarchy: Sendable {
         }
 
         func priority(_ v: Int32) -> Double {
-            let degree = outgoing[Int(v)].keys.filter { !contracted[Int($0)] }.count + incoming[Int(v)].keys.filter { !contracted[Int($0)] }.count
-            return Double(shortcuts(v).count - degree) + Double(deleted[Int(v)])
+            let degree = outgoing[Int(v)].reduce(0) { $0 + (contracted[Int($1.target)] ? 0 : 1) }
+                + incoming[Int(v)].reduce(0) { $0 + (contracted[Int($1.target)] ? 0 : 1) }
+            return 2 * Double(shortcuts(v).count) - Double(degree) + Double(deleted[Int(v)])
         }
 
         var queue = BinaryHeap()
@@ -111,17 +125,12 @@ public final class ContractionHierarchy: Sendable {
                 queue.push(current, v)
                 continue
             }
-            for (u, w, cost) in shortcuts(v) where cost < outgoing[Int(u)][w]?.cost ?? .infinity {
-                let arc = Arc(target: w, cost: cost, edge: -1, middle: v)
-                outgoing[Int(u)][w] = arc
-                incoming[Int(w)][u] = Arc(target: u, cost: cost, edge: -1, middle: v)
-                all[key(u, w)] = arc
-            }
+            for (u, w, cost) in shortcuts(v) { put(u, w, cost, -1, v) }
             contracted[Int(v)] = true
             rank[Int(v)] = order
             order += 1
-            for u in outgoing[Int(v)].keys where !contracted[Int(u)] { deleted[Int(u)] += 1 }
-            for u in incoming[Int(v)].keys where !contracted[Int(u)] { deleted[Int(u)] += 1 }
+            for arc in outgoing[Int(v)] where !contracted[Int(arc.target)] { deleted[Int(arc.target)] += 1 }
+            for arc in incoming[Int(v)] where !contracted[Int(arc.target)] { deleted[Int(arc.target)] += 1 }
         }
         self.rank = rank
         // Upward arcs from each node; the backward search walks incoming arcs from higher ranks.
