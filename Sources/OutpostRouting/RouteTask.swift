@@ -24,10 +24,7 @@ public final class RouteTask: LoadableForwarding, Sendable {
         let box = network
         loadSupport = LoadableSupport {
             guard url.isFileURL else { throw RoutingError(.invalidInput, "routing against an NAServer is not built yet; open a .network file") }
-            let opened = try await withCheckedThrowingContinuation { continuation in
-                DispatchQueue.global().async { continuation.resume(with: Result { try RoadNetwork(url: url) }) }
-            }
-            box.set(opened)
+            box.set(try await runBlocking { try RoadNetwork(url: url) })
         }
     }
 
@@ -49,9 +46,7 @@ public final class RouteTask: LoadableForwarding, Sendable {
             findsBestSequence: parameters.findsBestSequence, preserveFirstStop: parameters.preserveFirstStop,
             preserveLastStop: parameters.preserveLastStop)
         let stops = parameters.stops
-        let route = try await withCheckedThrowingContinuation { continuation in
-            DispatchQueue.global().async { continuation.resume(with: Result { try network.solve(stops, parameters: options) }) }
-        }
+        let route = try await runBlocking { try network.solve(stops, parameters: options) }
         return RouteResult(routes: [route], returnsDirections: parameters.returnsDirections, startTime: parameters.startTime)
     }
 }

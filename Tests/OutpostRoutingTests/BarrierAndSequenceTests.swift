@@ -30,16 +30,10 @@ import Testing
         try Data(cases.map { "\($0.0),\($0.1),\($0.2)" }.joined(separator: "\n").utf8).write(to: directory.file("cases.csv"))
         let python = try await ExternalTools.python("""
             import sys, networkx as nx
-            arcs = [line.strip().split(",") for line in list(open(sys.argv[1]))[1:]]
+            \(NetworkTests.networkxGraph)
             for line in open(sys.argv[2]):
                 s, t, closed = map(int, line.split(","))
-                g = nx.DiGraph()
-                for u, v, c, e in arcs:
-                    if int(e) == closed:
-                        continue
-                    u, v, c = int(u), int(v), float(c)
-                    if not g.has_edge(u, v) or g[u][v]["w"] > c:
-                        g.add_edge(u, v, w=c)
+                g = graph(sys.argv[1], closed)
                 try:
                     print(repr(nx.dijkstra_path_length(g, s, t, weight="w")))
                 except (nx.NetworkXNoPath, nx.NodeNotFound):

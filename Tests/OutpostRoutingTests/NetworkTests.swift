@@ -7,6 +7,21 @@ import Testing
 
 /// The Helsinki street network (OpenStreetMap, ODbL), checked against networkx on the same graph.
 @Suite struct NetworkTests {
+    /// Python: `graph(path, closed=None)` reads `u,v,cost[,edge]` arcs (a header line first) into a
+    /// networkx DiGraph, the cheapest of parallel arcs kept, leaving out the arcs of edge `closed`.
+    static let networkxGraph = """
+        def graph(path, closed=None):
+            g = nx.DiGraph()
+            for line in list(open(path))[1:]:
+                parts = line.strip().split(",")
+                if closed is not None and int(parts[3]) == closed:
+                    continue
+                u, v, c = int(parts[0]), int(parts[1]), float(parts[2])
+                if not g.has_edge(u, v) or g[u][v]["w"] > c:
+                    g.add_edge(u, v, w=c)
+            return g
+        """
+
     static func network(in directory: TemporaryDirectory) throws -> (Geodatabase, URL, NetworkBuildSummary) {
         let (gdb, _) = try ServiceDirectoryImport.createGeodatabase(from: Repository.sampleData("helsinki"), at: directory.file("helsinki.gpkg"))
         let url = directory.file("helsinki.network")
@@ -36,12 +51,8 @@ import Testing
         try Data(pairs.map { "\($0.0),\($0.1)" }.joined(separator: "\n").utf8).write(to: directory.file("pairs.csv"))
         let python = try await ExternalTools.python("""
             import sys, networkx as nx
-            g = nx.DiGraph()
-            for line in list(open(sys.argv[1]))[1:]:
-                u, v, c = line.strip().split(",")
-                u, v, c = int(u), int(v), float(c)
-                if not g.has_edge(u, v) or g[u][v]["w"] > c:
-                    g.add_edge(u, v, w=c)
+            \(Self.networkxGraph)
+            g = graph(sys.argv[1])
             for line in open(sys.argv[2]):
                 s, t = map(int, line.split(","))
                 try:

@@ -42,15 +42,11 @@ struct GeocodeServerRoutes {
     /// Searches read SQLite synchronously: off the cooperative pool, so a batch does not hold a
     /// thread other requests need.
     private func run<T: Sendable>(_ body: @escaping @Sendable () throws -> T) async throws -> T {
-        try await withCheckedThrowingContinuation { continuation in
-            DispatchQueue.global().async {
-                continuation.resume(with: Result {
-                    do {
-                        return try body()
-                    } catch let error as LocatorError {
-                        throw ServiceError(error.code == .notALocator ? 500 : 400, error.message)
-                    }
-                })
+        try await runBlocking {
+            do {
+                return try body()
+            } catch let error as LocatorError {
+                throw ServiceError(error.code == .notALocator ? 500 : 400, error.message)
             }
         }
     }
