@@ -142,7 +142,7 @@ let package = Package(
         .target(
             name: "OutpostServer",
             dependencies: [
-                "OutpostProtocol", "OutpostTiles", "OutpostStorage", "OutpostCore", "OutpostGeoprocessing", "OutpostLocator",
+                "OutpostProtocol", "OutpostTiles", "OutpostStorage", "OutpostCore", "OutpostGeoprocessing", "OutpostLocator", "OutpostRouting",
                 // Geoprocessing job records (already in the graph through OutpostStorage).
                 .product(name: "GRDB", package: "GRDB.swift"),
                 .product(name: "Hummingbird", package: "hummingbird"),
@@ -221,7 +221,12 @@ let package = Package(
                 "OutpostCore", "OutpostStorage", "OutpostProtocol", "OutpostSync", "OutpostServer", "OutpostHTTPTestSupport",
             ]
         ),
-        .testTarget(name: "OutpostRoutingTests", dependencies: ["OutpostRouting", "OutpostTestSupport", "OutpostCore", "OutpostStorage"]),
+        .testTarget(
+            name: "OutpostRoutingTests",
+            dependencies: [
+                "OutpostRouting", "OutpostTestSupport", "OutpostCore", "OutpostStorage", "OutpostGeoprocessing",
+                .product(name: "GRDB", package: "GRDB.swift"),
+            ]),
         .testTarget(name: "OutpostLocatorTests", dependencies: ["OutpostLocator", "OutpostTestSupport", "OutpostCore", "OutpostStorage"]),
         .testTarget(name: "OutpostGeoprocessingTests", dependencies: ["OutpostGeoprocessing", "OutpostTestSupport", "OutpostCore"]),
         .testTarget(name: "OutpostCoreTests", dependencies: ["OutpostCore", "OutpostStorage", "OutpostTestSupport"]),
@@ -231,7 +236,7 @@ let package = Package(
         ),
         .testTarget(
             name: "OutpostCLITests",
-            dependencies: ["OutpostTestSupport", "OutpostHTTPTestSupport", "OutpostServiceTestSupport", "OutpostCore", "OutpostStorage"]
+            dependencies: ["OutpostTestSupport", "OutpostHTTPTestSupport", "OutpostServiceTestSupport", "OutpostCore", "OutpostStorage", "OutpostRouting"]
         ),
         .testTarget(
             name: "OutpostTilesTests",

@@ -31,6 +31,10 @@ public struct NetworkBuildSummary: Hashable, Sendable {
     public var edges = 0
     /// Source lines left out (no geometry, or matching the restriction).
     public var skipped = 0
+    /// Shortcuts each travel mode's contraction hierarchy added.
+    public var shortcuts: [TravelMode: Int] = [:]
+    /// Seconds spent building the hierarchies (part of `seconds`).
+    public var hierarchySeconds = 0.0
     public var seconds = 0.0
 }
 
@@ -38,7 +42,9 @@ public struct NetworkBuildSummary: Hashable, Sendable {
 enum NetworkLayout {
     /// "OPNW".
     static let applicationID: Int32 = 0x4F50_4E57
-    static let version = 1
+    /// Layout 2 added the `hierarchies` table; layout 1 files are read (their hierarchies
+    /// built on opening).
+    static let version = 2
 
     static let schema = """
         CREATE TABLE network_info(key TEXT PRIMARY KEY, value TEXT NOT NULL) WITHOUT ROWID;
@@ -52,20 +58,23 @@ enum NetworkLayout {
 
     static let requiredTables = ["network_info", "nodes", "edges", "edge_rtree"]
 
-    static func check(_ db: Database, name: String) throws {
+    /// Checks the file and answers its layout version.
+    @discardableResult
+    static func check(_ db: Database, name: String) throws -> Int {
         guard try Int32.fetchOne(db, sql: "PRAGMA application_id") == applicationID else {
             throw RoutingError(.notANetwork, "\(name) is not an Outpost network file")
         }
         let version = try Int.fetchOne(db, sql: "PRAGMA user_version") ?? 0
-        guard version == Self.version else {
-            throw RoutingError(.notANetwork, "\(name) has network layout \(version); this version of Outpost reads layout \(Self.version)")
+        guard (1...Self.version).contains(version) else {
+            throw RoutingError(.notANetwork, "\(name) has network layout \(version); this version of Outpost reads layouts 1 to \(Self.version)")
         }
         let tables = Set(try String.fetchAll(db, sql: "SELECT name FROM sqlite_master WHERE type = 'table'"))
-        if let missing = requiredTables.first(where: { !tables.contains($0) }) {
+        if let missing = (requiredTables + (version >= 2 ? ["hierarchies"] : [])).first(where: { !tables.contains($0) }) {
             throw RoutingError(.notANetwork, "\(name) is damaged: table \(missing) is missing")
         }
         let quick = try String.fetchAll(db, sql: "PRAGMA quick_check(1)")
         guard quick == ["ok"] else { throw RoutingError(.notANetwork, "\(name) is damaged: \(quick.joined(separator: "; "))") }
+        return version
     }
 }
 
@@ -140,7 +149,7 @@ public enum NetworkBuilder {
             try db.execute(sql: "PRAGMA journal_mode = OFF; PRAGMA synchronous = OFF; PRAGMA cache_size = -65536")
             try db.execute(sql: "PRAGMA application_id = \(NetworkLayout.applicationID); PRAGMA user_version = \(NetworkLayout.version)")
             try db.inTransaction {
-                try db.execute(sql: NetworkLayout.schema)
+                try db.execute(sql: NetworkLayout.schema + ContractionHierarchy.schema)
                 let insertNode = try db.makeStatement(sql: "INSERT INTO nodes(id, x, y) VALUES (?, ?, ?)")
                 let insertEdge = try db.makeStatement(sql: """
                     INSERT INTO edges(from_node, to_node, length, drive_seconds, walk_seconds, oneway, name, class, fid, line)
@@ -196,6 +205,15 @@ public enum NetworkBuilder {
                 ] {
                     try db.execute(sql: "INSERT INTO network_info(key, value) VALUES (?, ?)", arguments: [k, v])
                 }
+                // Each travel mode's contraction hierarchy, stored so opening is quick.
+                let hierarchyStarted = Date()
+                let graphs = try RoadNetwork.loadGraphs(db).graphs
+                let hierarchies = ContractionHierarchy.build(graphs)
+                for (mode, hierarchy) in hierarchies.sorted(by: { $0.key.rawValue < $1.key.rawValue }) {
+                    try hierarchy.write(mode: mode, to: db)
+                    summary.shortcuts[mode] = hierarchy.shortcutCount
+                }
+                summary.hierarchySeconds = Date().timeIntervalSince(hierarchyStarted)
                 return .commit
             }
         }

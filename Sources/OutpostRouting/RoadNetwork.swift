@@ -76,8 +76,13 @@ public final class RoadNetwork: Sendable {
     public let spatialReference: SpatialReference
     public let nodeCount: Int
     public let edgeCount: Int
+    /// The nodes' extent (nil for an empty network).
+    public let extent: Envelope?
     let forward: [TravelMode: ArcGraph]
     let backward: [TravelMode: ArcGraph]
+    /// The contraction hierarchy of each mode, stored in the file: what routes are solved with
+    /// (the Dijkstra reference only where barriers close streets).
+    let hierarchies: [TravelMode: ContractionHierarchy]
     let queue: DatabaseQueue
 
     /// Opens and checks `url` and loads its graphs.
@@ -89,46 +94,67 @@ public final class RoadNetwork: Sendable {
         config.readonly = true
         do {
             queue = try DatabaseQueue(path: url.path, configuration: config)
-            let loaded = try queue.read { db -> (Int, Int, Int, [TravelMode: ArcGraph]) in
-                try NetworkLayout.check(db, name: url.lastPathComponent)
+            let loaded = try queue.read { db -> (Int, Int, Int, [TravelMode: ArcGraph], [TravelMode: ContractionHierarchy], Envelope?) in
+                let version = try NetworkLayout.check(db, name: url.lastPathComponent)
                 let wkid = Int(try String.fetchOne(db, sql: "SELECT value FROM network_info WHERE key = 'wkid'") ?? "") ?? 4326
-                let nodes = try Int.fetchOne(db, sql: "SELECT count(*) FROM nodes") ?? 0
-                var arcs: [TravelMode: [(Int32, Int32, Double, Int32)]] = [:]
-                var edges = 0
-                let cursor = try Row.fetchCursor(db, sql: "SELECT id, from_node, to_node, length, drive_seconds, walk_seconds, oneway FROM edges")
-                while let row = try cursor.next() {
-                    edges += 1
-                    let id = Int32(row[0] as Int64), from = Int32((row[1] as Int64) - 1), to = Int32((row[2] as Int64) - 1)
-                    let length: Double = row[3], drive: Double? = row[4], walk: Double? = row[5], oneway: Int = row[6]
-                    if let drive {
-                        if oneway >= 0 {
-                            arcs[.drivingTime, default: []].append((from, to, drive, id))
-                            arcs[.drivingDistance, default: []].append((from, to, length, id))
-                        }
-                        if oneway <= 0 {
-                            arcs[.drivingTime, default: []].append((to, from, drive, id))
-                            arcs[.drivingDistance, default: []].append((to, from, length, id))
-                        }
-                    }
-                    if let walk {
-                        arcs[.walking, default: []].append((from, to, walk, id))
-                        arcs[.walking, default: []].append((to, from, walk, id))
+                let (nodes, edges, maxEdge, graphs) = try Self.loadGraphs(db)
+                var hierarchies: [TravelMode: ContractionHierarchy] = [:]
+                if version >= 2 {
+                    for mode in TravelMode.allCases {
+                        hierarchies[mode] = try ContractionHierarchy.read(
+                            mode: mode, from: db, nodeCount: nodes, maxEdge: maxEdge, name: url.lastPathComponent)
                     }
                 }
-                var graphs: [TravelMode: ArcGraph] = [:]
-                for mode in TravelMode.allCases { graphs[mode] = ArcGraph(nodeCount: nodes, arcs: arcs[mode] ?? []) }
-                return (wkid, nodes, edges, graphs)
+                let box = try Row.fetchOne(db, sql: "SELECT min(x), min(y), max(x), max(y) FROM nodes")
+                let extent: Envelope? = (box?[0] as Double?).map { Envelope(xmin: $0, ymin: box![1], xmax: box![2], ymax: box![3]) }
+                return (wkid, nodes, edges, graphs, hierarchies, extent)
             }
             spatialReference = SpatialReference(wkid: loaded.0)
             nodeCount = loaded.1
             edgeCount = loaded.2
+            extent = loaded.5
             forward = loaded.3
             backward = loaded.3.mapValues { $0.reversed() }
+            // A layout-1 file has no hierarchies: they are built here (seconds for a city).
+            hierarchies = loaded.4.isEmpty ? ContractionHierarchy.build(loaded.3) : loaded.4
         } catch let error as RoutingError {
             throw error
         } catch {
             throw RoutingError(.notANetwork, "\(url.lastPathComponent) is not a network file: \(error)")
         }
+    }
+
+    /// The node count, edge count, largest edge id and each travel mode's graph of a network
+    /// file's edges.
+    static func loadGraphs(_ db: Database) throws -> (nodes: Int, edges: Int, maxEdge: Int, graphs: [TravelMode: ArcGraph]) {
+        let nodes = try Int.fetchOne(db, sql: "SELECT count(*) FROM nodes") ?? 0
+        var arcs: [TravelMode: [(Int32, Int32, Double, Int32)]] = [:]
+        var edges = 0, maxEdge = 0
+        let cursor = try Row.fetchCursor(db, sql: "SELECT id, from_node, to_node, length, drive_seconds, walk_seconds, oneway FROM edges")
+        while let row = try cursor.next() {
+            edges += 1
+            let id = Int32(row[0] as Int64), from = Int32((row[1] as Int64) - 1), to = Int32((row[2] as Int64) - 1)
+            guard from >= 0, Int(from) < nodes, to >= 0, Int(to) < nodes else { throw RoutingError(.notANetwork, "edge \(id) joins nodes the file does not have") }
+            maxEdge = max(maxEdge, Int(id))
+            let length: Double = row[3], drive: Double? = row[4], walk: Double? = row[5], oneway: Int = row[6]
+            if let drive {
+                if oneway >= 0 {
+                    arcs[.drivingTime, default: []].append((from, to, drive, id))
+                    arcs[.drivingDistance, default: []].append((from, to, length, id))
+                }
+                if oneway <= 0 {
+                    arcs[.drivingTime, default: []].append((to, from, drive, id))
+                    arcs[.drivingDistance, default: []].append((to, from, length, id))
+                }
+            }
+            if let walk {
+                arcs[.walking, default: []].append((from, to, walk, id))
+                arcs[.walking, default: []].append((to, from, walk, id))
+            }
+        }
+        var graphs: [TravelMode: ArcGraph] = [:]
+        for mode in TravelMode.allCases { graphs[mode] = ArcGraph(nodeCount: nodes, arcs: arcs[mode] ?? []) }
+        return (nodes, edges, maxEdge, graphs)
     }
 
     /// Every edge, in id order (streamed from the file).
@@ -146,16 +172,39 @@ public final class RoadNetwork: Sendable {
     /// The graph of a travel mode (nodes numbered from 0: `nodes.id - 1`).
     public func graph(_ mode: TravelMode) -> ArcGraph { forward[mode]! }
 
-    /// The cheapest path between two nodes (numbered from 0) and its edges in order, by
-    /// bidirectional Dijkstra; nil when none joins them.
-    public func shortestPath(from source: Int, to target: Int, mode: TravelMode, closedEdges: Set<Int> = []) -> (cost: Double, edges: [Int])? {
+    /// The contraction hierarchy of a travel mode.
+    public func hierarchy(_ mode: TravelMode) -> ContractionHierarchy { hierarchies[mode]! }
+
+    /// The cheapest path between two nodes (numbered from 0) and its edges in order; nil when
+    /// none joins them.
+    /// - Parameter solver: `.hierarchy` (the default) unless edges are closed, when the
+    ///   bidirectional Dijkstra reference answers.
+    public func shortestPath(
+        from source: Int, to target: Int, mode: TravelMode, closedEdges: Set<Int> = [], solver: PathSolver = .hierarchy
+    ) -> (cost: Double, edges: [Int])? {
         guard (0..<nodeCount).contains(source), (0..<nodeCount).contains(target) else { return nil }
         if source == target { return (0, []) }
-        guard let path = BidirectionalDijkstra.run(
-            forward: forward[mode]!, backward: backward[mode]!, sources: [(source, 0)], targets: [(target, 0)], blocked: Set(closedEdges.map { Int32($0) }))
-        else { return nil }
-        return (path.cost, path.edges)
+        return search(mode: mode, sources: [(source, 0)], targets: [(target, 0)], blocked: Set(closedEdges.map { Int32($0) }), solver: solver)
+            .map { ($0.cost, $0.edges) }
     }
+
+    /// From any source to any target node, with the costs already spent reaching them.
+    func search(
+        mode: TravelMode, sources: [(Int, Double)], targets: [(Int, Double)], blocked: Set<Int32>, solver: PathSolver = .hierarchy
+    ) -> (cost: Double, edges: [Int], start: Int, end: Int)? {
+        if solver == .hierarchy, blocked.isEmpty, let hierarchy = hierarchies[mode] {
+            return hierarchy.search(sources: sources, targets: targets)
+        }
+        return BidirectionalDijkstra.run(forward: forward[mode]!, backward: backward[mode]!, sources: sources, targets: targets, blocked: blocked)
+    }
+}
+
+/// Which shortest-path search answers.
+public enum PathSolver: Sendable, Hashable {
+    /// The contraction hierarchy (falls back to Dijkstra where streets are closed).
+    case hierarchy
+    /// Bidirectional Dijkstra on the whole graph: the reference.
+    case dijkstra
 }
 
 /// Dijkstra from both ends at once, stopping when the two frontiers' smallest keys together
@@ -230,45 +279,53 @@ public enum BidirectionalDijkstra {
     }
 }
 
-/// A binary min-heap of (key, node).
+/// A binary min-heap of (key, node), sifting a hole instead of swapping pairs.
 struct BinaryHeap {
-    private var keys: [Double] = []
-    private var nodes: [Int32] = []
+    private struct Entry {
+        var key: Double
+        var node: Int32
+    }
 
-    var isEmpty: Bool { keys.isEmpty }
-    var peekKey: Double? { keys.first }
+    private var entries: [Entry] = []
+
+    var isEmpty: Bool { entries.isEmpty }
+    var peekKey: Double? { entries.first?.key }
+
+    mutating func removeAll() { entries.removeAll(keepingCapacity: true) }
 
     mutating func push(_ key: Double, _ node: Int32) {
-        keys.append(key)
-        nodes.append(node)
-        var i = keys.count - 1
-        while i > 0 {
-            let parent = (i - 1) / 2
-            guard keys[parent] > keys[i] else { break }
-            keys.swapAt(parent, i)
-            nodes.swapAt(parent, i)
-            i = parent
+        entries.append(Entry(key: key, node: node))
+        entries.withUnsafeMutableBufferPointer { e in
+            var i = e.count - 1
+            let item = e[i]
+            while i > 0 {
+                let parent = (i - 1) >> 1
+                guard e[parent].key > item.key else { break }
+                e[i] = e[parent]
+                i = parent
+            }
+            e[i] = item
         }
     }
 
     mutating func pop() -> (Double, Int32)? {
-        guard let key = keys.first, let node = nodes.first else { return nil }
-        let last = keys.count - 1
-        keys.swapAt(0, last)
-        nodes.swapAt(0, last)
-        keys.removeLast()
-        nodes.removeLast()
-        var i = 0
-        while true {
-            let l = 2 * i + 1, r = l + 1
-            var smallest = i
-            if l < keys.count, keys[l] < keys[smallest] { smallest = l }
-            if r < keys.count, keys[r] < keys[smallest] { smallest = r }
-            if smallest == i { break }
-            keys.swapAt(i, smallest)
-            nodes.swapAt(i, smallest)
-            i = smallest
+        guard let top = entries.first else { return nil }
+        let last = entries.removeLast()
+        if !entries.isEmpty {
+            entries.withUnsafeMutableBufferPointer { e in
+                let count = e.count
+                var i = 0
+                while true {
+                    var child = 2 * i + 1
+                    if child >= count { break }
+                    if child + 1 < count, e[child + 1].key < e[child].key { child += 1 }
+                    guard e[child].key < last.key else { break }
+                    e[i] = e[child]
+                    i = child
+                }
+                e[i] = last
+            }
         }
-        return (key, node)
+        return (top.key, top.node)
     }
 }

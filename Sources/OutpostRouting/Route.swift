@@ -89,25 +89,33 @@ public struct SolvedRoute: Sendable {
 }
 
 extension RoadNetwork {
-    /// The edge nearest `point` within `maxDistance` metres that `mode` may use, or nil.
+    /// The edge nearest `point` within `maxDistance` metres that `mode` may use, or nil. Looks
+    /// within 25 m first, then 100 m, then the whole distance: in a city centre the first box
+    /// holds a handful of edges where the last holds hundreds.
     public func snap(_ point: Position, mode: TravelMode, maxDistance: Double = 500) throws -> NetworkSnap? {
         let geographic = spatialReference.wkid == 4326
-        let dy = geographic ? maxDistance / 111_320 : maxDistance
-        let dx = geographic ? maxDistance / (111_320 * max(cos(point.y * .pi / 180), 0.01)) : maxDistance
+        var radii = [25.0, 100.0].filter { $0 < maxDistance }
+        radii.append(maxDistance)
         return try queue.read { db -> NetworkSnap? in
-            let rows = try Row.fetchAll(db, sql: """
-                SELECT e.id, e.line, e.drive_seconds, e.walk_seconds FROM edge_rtree r JOIN edges e ON e.id = r.id
-                WHERE r.minx <= ? AND r.maxx >= ? AND r.miny <= ? AND r.maxy >= ?
-                """, arguments: [point.x + dx, point.x - dx, point.y + dy, point.y - dy])
-            var best: NetworkSnap?
-            for row in rows {
-                let drive: Double? = row[2], walk: Double? = row[3]
-                guard mode == .walking ? walk != nil : drive != nil else { continue }
-                let line = NetworkGeometry.decode(row[1])
-                let (q, fraction, d) = NetworkGeometry.nearest(on: line, to: point, geographic: geographic)
-                if d <= maxDistance, d < (best?.distance ?? .infinity) { best = NetworkSnap(edge: row[0], fraction: fraction, point: q, distance: d) }
+            for radius in radii {
+                let dy = geographic ? radius / 111_320 : radius
+                let dx = geographic ? radius / (111_320 * max(cos(point.y * .pi / 180), 0.01)) : radius
+                let rows = try Row.fetchAll(db, sql: """
+                    SELECT e.id, e.line, e.drive_seconds, e.walk_seconds FROM edge_rtree r JOIN edges e ON e.id = r.id
+                    WHERE r.minx <= ? AND r.maxx >= ? AND r.miny <= ? AND r.maxy >= ?
+                    """, arguments: [point.x + dx, point.x - dx, point.y + dy, point.y - dy])
+                var best: NetworkSnap?
+                for row in rows {
+                    let drive: Double? = row[2], walk: Double? = row[3]
+                    guard mode == .walking ? walk != nil : drive != nil else { continue }
+                    let line = NetworkGeometry.decode(row[1])
+                    let (q, fraction, d) = NetworkGeometry.nearest(on: line, to: point, geographic: geographic)
+                    if d <= radius, d < (best?.distance ?? .infinity) { best = NetworkSnap(edge: row[0], fraction: fraction, point: q, distance: d) }
+                }
+                // Nothing outside the box is nearer than its radius: the nearest within it is the nearest.
+                if let best { return best }
             }
-            return best
+            return nil
         }
     }
 
@@ -153,9 +161,10 @@ extension RoadNetwork {
         }
         var legs: [[RouteStep]] = []
         var cumulative: [Double] = [0]
+        let edges = EdgeCache(self)
         for k in 0..<(order.count - 1) {
             let (i, j) = (order[k], order[k + 1])
-            guard let leg = try leg(from: snaps[i], to: snaps[j], mode: mode, blocked: blocked) else {
+            guard let leg = try leg(from: snaps[i], to: snaps[j], mode: mode, blocked: blocked, edges: edges) else {
                 throw RoutingError(.noRoute, "no route between stop \(i + 1) and stop \(j + 1)")
             }
             legs.append(leg.steps)
@@ -167,23 +176,25 @@ extension RoadNetwork {
     /// The cost from every snapped stop to every other (infinity where no path joins them).
     public func costMatrix(_ snaps: [NetworkSnap], mode: TravelMode, blocked: Set<Int32> = []) throws -> [[Double]] {
         var matrix = [[Double]](repeating: [Double](repeating: 0, count: snaps.count), count: snaps.count)
+        let edges = EdgeCache(self)
         for i in snaps.indices {
             for j in snaps.indices where i != j {
-                matrix[i][j] = try leg(from: snaps[i], to: snaps[j], mode: mode, blocked: blocked, stepsWanted: false)?.cost ?? .infinity
+                matrix[i][j] = try leg(from: snaps[i], to: snaps[j], mode: mode, blocked: blocked, stepsWanted: false, edges: edges)?.cost ?? .infinity
             }
         }
         return matrix
     }
 
     /// The cheapest way from one snapped stop to another: along their edges to the nodes at
-    /// either end (as far as the edges' directions allow), and between those nodes by
-    /// bidirectional Dijkstra seeded with those partial costs.
+    /// either end (as far as the edges' directions allow), and between those nodes by the
+    /// hierarchy (or, around barriers, bidirectional Dijkstra) seeded with those partial costs.
     func leg(
-        from a: NetworkSnap, to b: NetworkSnap, mode: TravelMode, blocked: Set<Int32> = [], stepsWanted: Bool = true
+        from a: NetworkSnap, to b: NetworkSnap, mode: TravelMode, blocked: Set<Int32> = [], stepsWanted: Bool = true, edges: EdgeCache? = nil
     ) throws -> (cost: Double, steps: [RouteStep])? {
+        let cache = edges ?? EdgeCache(self)
         // A stop on a closed street cannot leave or reach it.
         if blocked.contains(Int32(a.edge)) || blocked.contains(Int32(b.edge)) { return nil }
-        let ea = try edge(a.edge), eb = try edge(b.edge)
+        let ea = try cache.edge(a.edge), eb = try cache.edge(b.edge)
         let costA = cost(ea, mode), costB = cost(eb, mode)
         let (fa, ba) = directions(ea, mode), (fb, bb) = directions(eb, mode)
         // Sources: leaving stop a towards the edge's ends; targets: arriving at stop b from its ends.
@@ -197,7 +208,7 @@ extension RoadNetwork {
         if a.edge == b.edge, (b.fraction >= a.fraction && fa) || (b.fraction <= a.fraction && ba) {
             best = (abs(b.fraction - a.fraction) * costA, nil)
         }
-        if let path = BidirectionalDijkstra.run(forward: forward[mode]!, backward: backward[mode]!, sources: sources, targets: targets, blocked: blocked),
+        if let path = search(mode: mode, sources: sources, targets: targets, blocked: blocked),
            path.cost < best?.cost ?? .infinity
         {
             best = (path.cost, (path.edges, path.start, path.end))
@@ -209,7 +220,7 @@ extension RoadNetwork {
         var steps = [step(ea, mode, from: a.fraction, to: path.start == ea.to ? 1 : 0)]
         var node = path.start
         for id in path.edges {
-            let e = try edge(id)
+            let e = try cache.edge(id)
             let along = e.from == node
             steps.append(step(e, mode, from: along ? 0 : 1, to: along ? 1 : 0))
             node = along ? e.to : e.from
@@ -242,7 +253,7 @@ extension RoadNetwork {
     }
 
     /// One edge with its line.
-    func edge(_ id: Int) throws -> NetworkEdge {
+    public func edge(_ id: Int) throws -> NetworkEdge {
         try queue.read { db in
             guard let row = try Row.fetchOne(
                 db, sql: "SELECT id, from_node, to_node, length, drive_seconds, walk_seconds, oneway, name, class, line FROM edges WHERE id = ?",
@@ -254,6 +265,23 @@ extension RoadNetwork {
             e.line = NetworkGeometry.decode(row[9])
             return e
         }
+    }
+}
+
+/// The edges one solve has read, so a route through many stops (or a cost matrix) reads each
+/// street from the file once.
+final class EdgeCache {
+    let network: RoadNetwork
+    private var edges: [Int: NetworkEdge] = [:]
+
+    init(_ network: RoadNetwork) { self.network = network }
+
+    func edge(_ id: Int) throws -> NetworkEdge {
+        if let e = edges[id] { return e }
+        let e = try network.edge(id)
+        if edges.count > 100_000 { edges.removeAll(keepingCapacity: true) }
+        edges[id] = e
+        return e
     }
 }
 

@@ -105,4 +105,36 @@ import Testing
         permute(0)
         #expect(found <= best * 1.05, "found \(found), optimum \(best)")
     }
+
+    /// The limits: 10,000 stops route (each leg by the hierarchy), one more is refused, as are
+    /// 201 stops to order; barriers on every street leave no route, said as such.
+    @Test func theLimitsAreClearAndBounded() throws {
+        let directory = TemporaryDirectory("outpost-route-limits")
+        let (_, url, _) = try NetworkTests.network(in: directory)
+        let network = try RoadNetwork(url: url)
+        // A point on each walkable edge: halfway along its first stretch.
+        // Walkable edges joined to the first one (the sample has small islands of footway).
+        var edges: [NetworkEdge] = []
+        try network.forEachEdge { if $0.walkSeconds != nil, $0.from != $0.to { edges.append($0) } }
+        let walkable = edges.filter { network.shortestPath(from: edges[0].from, to: $0.from, mode: .walking) != nil }.map(\.id)
+        let middles = try walkable.map { id in
+            let line = try network.edge(id).line
+            return Position(x: (line[0].x + line[1].x) / 2, y: (line[0].y + line[1].y) / 2)
+        }
+        #expect(middles.count > 4_000)
+        let stops = (0..<RouteOptions.maximumStops).map { RouteStop(middles[($0 * 37) % middles.count]) }
+        let long = try network.solve(stops, mode: .walking)
+        #expect(long.legs.count == RouteOptions.maximumStops - 1 && long.cumulativeCosts.last! > 0)
+        #expect { try network.solve(stops + [stops[0]], mode: .walking) } throws: {
+            ($0 as? RoutingError)?.message.contains("more than the 10000 a route takes") == true
+        }
+        #expect { try network.solve(Array(stops.prefix(201)), parameters: RouteOptions(mode: .walking, findsBestSequence: true)) } throws: {
+            ($0 as? RoutingError)?.message.contains("at most 200 stops") == true
+        }
+        // A barrier on every street.
+        let barriers = middles
+        #expect { try network.solve(Array(stops.prefix(2)), parameters: RouteOptions(mode: .walking, barriers: barriers)) } throws: {
+            ($0 as? RoutingError)?.message == "no route between stop 1 and stop 2"
+        }
+    }
 }

@@ -1,4 +1,5 @@
 import Foundation
+import GRDB
 import OutpostCore
 import OutpostRouting
 import OutpostStorage
@@ -65,9 +66,12 @@ import Testing
         #expect(expected.count == count)
         var reachable = 0, mismatches: [String] = []
         for (i, pair) in pairs.enumerated() where i < expected.count {
-            let ours = network.shortestPath(from: pair.0, to: pair.1, mode: mode)?.cost ?? .infinity
             if expected[i].isFinite { reachable += 1 }
-            if !(ours == expected[i] || abs(ours - expected[i]) <= 1e-6) { mismatches.append("\(pair): \(ours) vs \(expected[i])") }
+            // The contraction hierarchy routes are solved with, and the Dijkstra reference.
+            for solver in [PathSolver.hierarchy, .dijkstra] {
+                let ours = network.shortestPath(from: pair.0, to: pair.1, mode: mode, solver: solver)?.cost ?? .infinity
+                if !(ours == expected[i] || abs(ours - expected[i]) <= 1e-6) { mismatches.append("\(solver) \(pair): \(ours) vs \(expected[i])") }
+            }
         }
         #expect(mismatches.isEmpty, "\(mismatches.count): \(mismatches.prefix(5))")
         #expect(reachable >= count / 2, "\(reachable) of \(count) pairs are joined")
@@ -115,10 +119,13 @@ import Testing
     @Test(arguments: TravelMode.allCases)
     func hierarchiesCostWhatDijkstraFinds(mode: TravelMode) throws {
         let directory = TemporaryDirectory("outpost-network-ch")
-        let (_, url, _) = try NetworkTests.network(in: directory)
+        let (_, url, summary) = try NetworkTests.network(in: directory)
+        #expect((summary.shortcuts[mode] ?? 0) > 0)
         let network = try RoadNetwork(url: url)
         let graph = network.graph(mode)
-        let hierarchy = ContractionHierarchy(graph: graph)
+        // The hierarchy stored in the file, and one built here from the same graph.
+        let stored = network.hierarchy(mode), fresh = ContractionHierarchy(graph: graph)
+        #expect(stored.shortcutCount == fresh.shortcutCount && stored.arcCount == fresh.arcCount)
         var costs: [Int: Double] = [:]
         for arc in graph.arcs { costs[arc.edge] = min(costs[arc.edge] ?? .infinity, arc.cost) }
         var rng = FastRandomGenerator(seed: 77)
@@ -127,15 +134,72 @@ import Testing
         var reachable = 0
         for _ in 0..<1_000 {
             let s = nodes[Int(rng.next() % UInt64(nodes.count))], t = nodes[Int(rng.next() % UInt64(nodes.count))]
-            let reference = network.shortestPath(from: s, to: t, mode: mode)
-            let fast = hierarchy.shortestPath(from: s, to: t)
-            #expect((reference == nil) == (fast == nil), "\(s) → \(t)")
-            guard let reference, let fast else { continue }
-            reachable += 1
-            #expect(abs(reference.cost - fast.cost) <= 1e-6, "\(s) → \(t): \(reference.cost) vs \(fast.cost)")
-            // The unpacked edges are a path of that cost.
-            #expect(abs(fast.edges.reduce(0) { $0 + (costs[$1] ?? .infinity) } - fast.cost) <= 1e-6)
+            let reference = network.shortestPath(from: s, to: t, mode: mode, solver: .dijkstra)
+            for fast in [stored.shortestPath(from: s, to: t), fresh.shortestPath(from: s, to: t)] {
+                #expect((reference == nil) == (fast == nil), "\(s) → \(t)")
+                guard let reference, let fast else { continue }
+                #expect(abs(reference.cost - fast.cost) <= 1e-6, "\(s) → \(t): \(reference.cost) vs \(fast.cost)")
+                // The unpacked edges are a path of that cost.
+                #expect(abs(fast.edges.reduce(0) { $0 + (costs[$1] ?? .infinity) } - fast.cost) <= 1e-6)
+            }
+            if reference != nil { reachable += 1 }
         }
         #expect(reachable > 300)
+    }
+
+    /// Several sources and targets with costs already spent (a stop part-way along an edge):
+    /// the same cost and end nodes as the reference.
+    @Test func seededSearchesMatchTheReference() throws {
+        let directory = TemporaryDirectory("outpost-network-ch-seeds")
+        let (_, url, _) = try NetworkTests.network(in: directory)
+        let network = try RoadNetwork(url: url)
+        let graph = network.graph(.drivingTime), reverse = graph.reversed()
+        let nodes = Array(Set(graph.arcs.map(\.from))).sorted()
+        var rng = FastRandomGenerator(seed: 5)
+        func seeds() -> [(Int, Double)] {
+            (0..<(1 + Int(rng.next() % 3))).map { _ in (nodes[Int(rng.next() % UInt64(nodes.count))], Double(rng.next() % 600) / 10) }
+        }
+        for _ in 0..<300 {
+            let sources = seeds(), targets = seeds()
+            let reference = BidirectionalDijkstra.run(forward: graph, backward: reverse, sources: sources, targets: targets)
+            let fast = network.hierarchy(.drivingTime).search(sources: sources, targets: targets)
+            #expect((reference == nil) == (fast == nil))
+            guard let reference, let fast else { continue }
+            #expect(abs(reference.cost - fast.cost) <= 1e-6, "\(sources) → \(targets)")
+            // The path leaves a source and reaches a target whose seeds add up to its cost.
+            let seedCost = (sources.filter { $0.0 == fast.start }.map(\.1).min() ?? .infinity) + (targets.filter { $0.0 == fast.end }.map(\.1).min() ?? .infinity)
+            #expect(seedCost.isFinite)
+        }
+    }
+
+    /// A layout-1 file (no stored hierarchies) still opens, building them; a damaged hierarchy
+    /// is refused on open.
+    @Test func olderFilesOpenAndDamagedHierarchiesAreRefused() throws {
+        let directory = TemporaryDirectory("outpost-network-ch-layout")
+        let (_, url, _) = try NetworkTests.network(in: directory)
+        let old = directory.file("old.network"), bad = directory.file("bad.network")
+        try FileManager.default.copyItem(at: url, to: old)
+        try FileManager.default.copyItem(at: url, to: bad)
+        let current = try RoadNetwork(url: url)
+        do {
+            let queue = try DatabaseQueue(path: old.path)
+            try queue.writeWithoutTransaction { db in try db.execute(sql: "DROP TABLE hierarchies; PRAGMA user_version = 1; VACUUM") }
+            try queue.close()
+        }
+        let reopened = try RoadNetwork(url: old)
+        #expect(reopened.hierarchy(.walking).shortcutCount == current.hierarchy(.walking).shortcutCount)
+        #expect(reopened.shortestPath(from: 10, to: 900, mode: .walking)?.cost == current.shortestPath(from: 10, to: 900, mode: .walking)?.cost)
+        do {
+            let queue = try DatabaseQueue(path: bad.path)
+            // An arc pointing past the last node.
+            try queue.write { db in
+                try db.execute(sql: "UPDATE hierarchies SET up_targets = zeroblob(length(up_targets) - 4) || x'FFFFFF7F' WHERE mode = 'walking'")
+            }
+            try queue.close()
+        }
+        #expect { try RoadNetwork(url: bad) } throws: {
+            let error = $0 as? RoutingError
+            return error?.code == .notANetwork && error?.message.contains("walking hierarchy") == true
+        }
     }
 }

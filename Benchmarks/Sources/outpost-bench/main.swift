@@ -1,7 +1,7 @@
 import Foundation
 import OutpostStorage
 
-// outpost-bench [import [counts…] | edits [base edits] | server | secure | png | jpeg | gp | gp-server | locator [count] | route [rows columns] | crew | load [crews] | sync [features] | codec | postgres [features] | tiles | all]
+// outpost-bench [import [counts…] | edits [base edits] | server | secure | png | jpeg | gp | gp-server | locator [count] | route [rows columns] [uniform] | crew | load [crews] | sync [features] | codec | postgres [features] | tiles | all]
 // Each measured run is a child process (worker-* subcommands), so peak memory is its own.
 let arguments = CommandLine.arguments
 let executable = URL(fileURLWithPath: arguments[0]).standardizedFileURL.path
@@ -81,10 +81,11 @@ do {
     case "gp-server":
         try await GPServerBenchmark.run(executable: executable, workDirectory: work)
     case "worker-route":
-        try RouteBenchmark.worker(rows: Int(arguments[2]) ?? 100, columns: Int(arguments[3]) ?? 100, folder: URL(fileURLWithPath: arguments[4]))
+        try RouteBenchmark.worker(kind: arguments[2], rows: Int(arguments[3]) ?? 100, columns: Int(arguments[4]) ?? 100, folder: URL(fileURLWithPath: arguments[5]))
     case "route":
         let size = arguments.dropFirst(2).compactMap { Int($0) }
-        try RouteBenchmark.run(rows: size.first ?? 500, columns: size.dropFirst().first ?? 1_000, executable: executable, workDirectory: work)
+        try RouteBenchmark.run(
+            rows: size.first ?? 710, columns: size.dropFirst().first ?? 710, uniform: arguments.contains("uniform"), executable: executable, workDirectory: work)
     case "worker-locator-build":
         try LocatorBenchmark.build(arguments[2], arguments[3])
     case "worker-locator-queries":
@@ -117,7 +118,7 @@ do {
         try await PNGBenchmark.run(workDirectory: work)
         try await JPEGBenchmark.run(workDirectory: work)
     default:
-        print("usage: outpost-bench [import [counts…] | edits [base edits] | server | secure | png | jpeg | gp | gp-server | locator [count] | route [rows columns] | crew | load [crews] | sync [features] | codec | tiles | all]")
+        print("usage: outpost-bench [import [counts…] | edits [base edits] | server | secure | png | jpeg | gp | gp-server | locator [count] | route [rows columns] [uniform] | crew | load [crews] | sync [features] | codec | tiles | all]")
         exit(2)
     }
     if arguments.dropFirst().first?.hasPrefix("worker-") == true { printOwnPeakMemory() }
