@@ -9,6 +9,8 @@ public struct RoutingError: Error, Hashable, Sendable, CustomStringConvertible {
         case invalidInput
         /// No path joins two stops.
         case noRoute
+        /// An NAServer could not be reached or answered with an error.
+        case service
     }
 
     public var code: Code

@@ -6,6 +6,7 @@ import Logging
 import NIOCore
 import NIOSSL
 import OutpostLocator
+import OutpostRouting
 import OutpostStorage
 
 /// Builds and runs the Outpost feature service.
@@ -77,14 +78,21 @@ extension ServiceDirectory {
                 throw ServiceError(500, "\(url.lastPathComponent): \(error)")
             }
         }
-        self.init(found.backends, tileCaches: found.tileCaches, geoprocessing: geoprocessing, locators: locators)
+        let networks = try found.networks.map { url in
+            do {
+                return try RoadNetwork(url: url)
+            } catch {
+                throw ServiceError(500, "\(url.lastPathComponent): \(error)")
+            }
+        }
+        self.init(found.backends, tileCaches: found.tileCaches, geoprocessing: geoprocessing, locators: locators, networks: networks)
     }
 
     /// The services of a path: a service GeoPackage, a tile cache, or a directory of them.
     /// - Parameter faults: fault points for tests, shared by the services.
     public static func files(
         at path: URL, name: String? = nil, faults: FaultInjector = FaultInjector()
-    ) throws -> (backends: [any FeatureServiceBackend], tileCaches: [URL], geoprocessing: [URL], locators: [URL]) {
+    ) throws -> (backends: [any FeatureServiceBackend], tileCaches: [URL], geoprocessing: [URL], locators: [URL], networks: [URL]) {
         var isDirectory: ObjCBool = false
         guard FileManager.default.fileExists(atPath: path.path, isDirectory: &isDirectory) else {
             throw ServiceError(404, "\(path.path) does not exist")
@@ -101,24 +109,29 @@ extension ServiceDirectory {
             let gp = entries.filter { $0.lastPathComponent.lowercased().hasSuffix(".gp.json") }
             // Locators: <name>.locator, served as …/<name>/GeocodeServer.
             let locators = entries.filter { $0.pathExtension.lowercased() == "locator" }
-            guard !files.isEmpty || !caches.isEmpty || !gp.isEmpty || !locators.isEmpty else {
-                throw ServiceError(404, "\(path.path) holds no service .gpkg files, tile caches, .gp.json geoprocessing services or .locator files")
+            // Street networks: <name>.network, served as …/<name>/NAServer.
+            let networks = entries.filter { $0.pathExtension.lowercased() == "network" }
+            guard !files.isEmpty || !caches.isEmpty || !gp.isEmpty || !locators.isEmpty || !networks.isEmpty else {
+                throw ServiceError(404, "\(path.path) holds no service .gpkg files, tile caches, .gp.json geoprocessing services, .locator or .network files")
             }
-            return (try files.map { try SQLiteServiceBackend(url: $0, faults: faults) }, caches, gp, locators)
+            return (try files.map { try SQLiteServiceBackend(url: $0, faults: faults) }, caches, gp, locators, networks)
         } else if ["tpkx", "mbtiles"].contains(path.pathExtension.lowercased()) {
-            return ([], [path], [], [])
+            return ([], [path], [], [], [])
         } else if path.lastPathComponent.lowercased().hasSuffix(".gp.json") {
-            return ([], [], [path], [])
+            return ([], [], [path], [], [])
         } else if path.pathExtension.lowercased() == "locator" {
-            return ([], [], [], [path])
+            return ([], [], [], [path], [])
+        } else if path.pathExtension.lowercased() == "network" {
+            return ([], [], [], [], [path])
         } else {
-            return ([try SQLiteServiceBackend(url: path, name: name, faults: faults)], [], [], [])
+            return ([try SQLiteServiceBackend(url: path, name: name, faults: faults)], [], [], [], [])
         }
     }
 
     /// Services from several places (files and a database): two with one name are refused.
     public convenience init(
-        checking backends: [any FeatureServiceBackend], tileCaches: [URL] = [], geoprocessing: [GeoprocessingService] = [], locators: [LocalLocator] = []
+        checking backends: [any FeatureServiceBackend], tileCaches: [URL] = [], geoprocessing: [GeoprocessingService] = [], locators: [LocalLocator] = [],
+        networks: [RoadNetwork] = []
     ) throws {
         var seen = Set<String>()
         for b in backends where !seen.insert(b.name.lowercased()).inserted {
@@ -132,6 +145,10 @@ extension ServiceDirectory {
         for l in locators where !locatorSeen.insert(l.info.name.lowercased()).inserted {
             throw ServiceError(409, "two locators are named \(l.info.name)")
         }
-        self.init(backends, tileCaches: tileCaches, geoprocessing: geoprocessing, locators: locators)
+        var networkSeen = Set<String>()
+        for n in networks where !networkSeen.insert(n.url.deletingPathExtension().lastPathComponent.lowercased()).inserted {
+            throw ServiceError(409, "two networks are named \(n.url.deletingPathExtension().lastPathComponent)")
+        }
+        self.init(backends, tileCaches: tileCaches, geoprocessing: geoprocessing, locators: locators, networks: networks)
     }
 }

@@ -1,5 +1,6 @@
 import Foundation
 import OutpostCore
+import OutpostGeoprocessing
 import OutpostRouting
 import OutpostStorage
 import OutpostTestSupport
@@ -23,20 +24,23 @@ import Testing
         let arrivals = try #require(result.arrivalTimes)
         #expect(arrivals.count == 2 && arrivals[0] == start)
         #expect(abs(arrivals[1].timeIntervalSince(start) - route.totalTime) < 1e-6)
-        #expect(route.directions.last?.text == "Finish at B")
+        #expect(route.directionManeuvers.last?.text == "Finish at B")
+        #expect(route.stops.map(\.name) == ["A", "B"] && route.stops[1].arrivalTime == arrivals[1])
+        #expect(result.solvedRoutes.first?.legs.count == 1)
 
         parameters.stops = [parameters.stops[0]]
         await #expect(throws: RoutingError.self) { try await task.solveRoute(parameters: parameters) }
     }
 
-    @Test func aDamagedFileOrAnNAServerURLFailsToLoad() async throws {
+    @Test func aDamagedFileOrAnUnreachableServiceFailsToLoad() async throws {
         let directory = TemporaryDirectory("outpost-route-task-bad")
         let bad = directory.file("bad.network")
         try Data("not a network".utf8).write(to: bad)
         let task = RouteTask(url: bad)
         await #expect(throws: RoutingError.self) { try await task.load() }
         #expect(task.loadStatus == .failed)
-        let remote = RouteTask(url: URL(string: "http://127.0.0.1:1/arcgis/rest/services/city/NAServer/Route")!)
-        await #expect { try await remote.load() } throws: { ($0 as? RoutingError)?.message.contains("not built yet") == true }
+        // Nothing listens there (a short timeout: the HTTP client retries connecting until it).
+        let remote = RouteTask(url: URL(string: "http://127.0.0.1:1/arcgis/rest/services/city/NAServer/Route")!, transport: HTTPGPTransport(timeout: .seconds(2)))
+        await #expect { try await remote.load() } throws: { ($0 as? RoutingError)?.code == .service }
     }
 }

@@ -5,6 +5,7 @@ import Logging
 import NIOCore
 import OutpostCore
 import OutpostLocator
+import OutpostRouting
 import OutpostGeoprocessing
 import OutpostProtocol
 import OutpostStorage
@@ -240,6 +241,11 @@ public struct FeatureServerResponder: HTTPResponder {
             page(.resource)
             return try await GeocodeServerRoutes(locator: locator, parameters: parameters, writing: writing).respond(Array(rest.dropFirst(2)))
         }
+        if rest.count >= 2, rest[1] == "NAServer" {
+            guard let network = services.network(named: rest[0]) else { throw ServiceError.notFound("network analysis service \(rest[0])") }
+            page(.resource)
+            return try await NAServerRoutes(name: rest[0], network: network, parameters: parameters, writing: writing).respond(Array(rest.dropFirst(2)))
+        }
         guard rest.count >= 2, rest[1] == "FeatureServer" else { throw ServiceError.notFound("service \(rest[0])") }
         guard let backend = services.backend(named: rest[0]) else { throw ServiceError.notFound("service \(rest[0])") }
         let route = Array(rest.dropFirst(2))
@@ -361,7 +367,8 @@ public struct FeatureServerResponder: HTTPResponder {
                 services.names.filter(visible).map { ["name": .string($0), "type": "FeatureServer"] }
                     + services.mapServiceNames.filter(visible).map { ["name": .string($0), "type": "MapServer"] }
                     + services.geoprocessingNames.filter(visible).map { ["name": .string($0), "type": "GPServer"] }
-                    + services.locatorNames.filter(visible).map { ["name": .string($0), "type": "GeocodeServer"] }),
+                    + services.locatorNames.filter(visible).map { ["name": .string($0), "type": "GeocodeServer"] }
+                    + services.networkNames.filter(visible).map { ["name": .string($0), "type": "NAServer"] }),
         ]
     }
 
@@ -444,10 +451,18 @@ public final class ServiceDirectory: Sendable {
     private let geoprocessing: [String: GeoprocessingService]
     /// Locators (`…/GeocodeServer`), by name.
     private let locators: [String: LocalLocator]
+    /// Street networks (`…/NAServer`), by name (the file's stem).
+    private let networks: [String: (name: String, network: RoadNetwork)]
 
     public init(
-        _ backends: [any FeatureServiceBackend], tileCaches: [URL] = [], geoprocessing: [GeoprocessingService] = [], locators: [LocalLocator] = []
+        _ backends: [any FeatureServiceBackend], tileCaches: [URL] = [], geoprocessing: [GeoprocessingService] = [], locators: [LocalLocator] = [],
+        networks: [RoadNetwork] = []
     ) {
+        self.networks = Dictionary(
+            networks.map { network in
+                let name = network.url.deletingPathExtension().lastPathComponent
+                return (name.lowercased(), (name, network))
+            }, uniquingKeysWith: { first, _ in first })
         self.geoprocessing = Dictionary(geoprocessing.map { ($0.name.lowercased(), $0) }, uniquingKeysWith: { first, _ in first })
         self.locators = Dictionary(locators.map { ($0.info.name.lowercased(), $0) }, uniquingKeysWith: { first, _ in first })
         var map: [String: any FeatureServiceBackend] = [:]
@@ -477,6 +492,11 @@ public final class ServiceDirectory: Sendable {
     public var locatorNames: [String] { locators.values.map(\.info.name).sorted() }
 
     public func locator(named name: String) -> LocalLocator? { locators[name.lowercased()] }
+
+    /// The names of the network analysis services.
+    public var networkNames: [String] { networks.values.map(\.name).sorted() }
+
+    public func network(named name: String) -> RoadNetwork? { networks[name.lowercased()]?.network }
 
     /// The tile cache behind `name`'s MapServer, loaded.
     public func tileCache(named name: String) async throws -> TileCache? {

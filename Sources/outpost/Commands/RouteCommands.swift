@@ -45,10 +45,13 @@ struct NetworkCommand: AsyncParsableCommand {
             if json {
                 printJSON([
                     "nodes": .integer(Int64(summary.nodes)), "edges": .integer(Int64(summary.edges)), "skipped": .integer(Int64(summary.skipped)),
-                    "seconds": .number(summary.seconds),
+                    "seconds": .number(summary.seconds), "hierarchySeconds": .number(summary.hierarchySeconds),
+                    "shortcuts": .object(Dictionary(uniqueKeysWithValues: summary.shortcuts.map { ($0.key.rawValue, JSONValue.integer(Int64($0.value))) })),
                 ])
             } else {
                 print("\(summary.nodes) nodes, \(summary.edges) edges" + (summary.skipped > 0 ? ", \(summary.skipped) lines left out" : "") + String(format: " in %.2f s", summary.seconds))
+                let shortcuts = TravelMode.allCases.map { "\($0.rawValue) \(summary.shortcuts[$0] ?? 0)" }.joined(separator: ", ")
+                print("contraction hierarchies (shortcuts: \(shortcuts))" + String(format: " in %.2f s", summary.hierarchySeconds))
             }
         }
     }
@@ -58,14 +61,14 @@ struct NetworkCommand: AsyncParsableCommand {
 struct RouteCommand: AsyncParsableCommand {
     static let configuration = CommandConfiguration(
         commandName: "route",
-        abstract: "Route through stops on a .network and print turn-by-turn directions.",
+        abstract: "Route through stops on a .network or an NAServer and print turn-by-turn directions.",
         discussion: """
             Stops are lon,lat pairs separated by semicolons, visited in order. Prints each maneuver \
             with its distance and time, then the totals; --json prints the route, stops and \
             directions; --geojson writes the route line and the stops. A stop more than \
             --snap-distance metres from any street, or stops no street joins: exit 1 naming them.
             """)
-    @Argument(help: "A .network file.") var network: String
+    @Argument(help: "A .network file, or an NAServer route layer URL (…/NAServer/Route).") var network: String
     @Option(help: "lon,lat;lon,lat;… (two or more).") var stops: String
     @Option(help: "driving (fastest), driving-distance (shortest) or walking.") var mode = "driving"
     @Option(help: "Metres a stop may be from the nearest street.") var snapDistance = 500.0
@@ -74,11 +77,9 @@ struct RouteCommand: AsyncParsableCommand {
     @Option(help: "lon,lat;… points that close the street they stand on.") var barriers: String?
     @Option(help: "Write the route and stops as GeoJSON to this file.") var geojson: String?
     @Flag(help: "Print as JSON.") var json = false
+    @Option(help: "A token for a secured NAServer.") var token: String?
 
     func run() async throws {
-        if network.hasPrefix("http://") || network.hasPrefix("https://") {
-            throw CLIFailure(message: "routing against an NAServer is not built yet; give a .network file")
-        }
         let travel: TravelMode
         switch mode.lowercased() {
         case "driving", "driving-time": travel = .drivingTime
@@ -86,27 +87,37 @@ struct RouteCommand: AsyncParsableCommand {
         case "walking": travel = .walking
         default: throw CLIFailure(message: "--mode \(mode): expected driving, driving-distance or walking")
         }
-        let points = try Self.positions(stops, option: "--stops", item: "stop").map { RouteStop($0) }
-        let closed = try barriers.map { try Self.positions($0, option: "--barriers", item: "barrier") } ?? []
-        let options = RouteOptions(
-            mode: travel, snapDistance: snapDistance, barriers: closed, findsBestSequence: bestSequence, preserveFirstStop: true,
-            preserveLastStop: preserveLast)
-        let route: SolvedRoute
+        let remote = network.hasPrefix("http://") || network.hasPrefix("https://")
+        guard let url = remote ? URL(string: network) : URL(fileURLWithPath: network) else { throw CLIFailure(message: "\(network) is not a URL") }
+        let task = RouteTask(url: url, token: token)
+        var parameters = RouteParameters()
+        parameters.stops = try Self.positions(stops, option: "--stops", item: "stop").map { RouteStop($0) }
+        parameters.pointBarriers = try barriers.map { try Self.positions($0, option: "--barriers", item: "barrier") } ?? []
+        parameters.travelMode = travel
+        parameters.snapDistance = snapDistance
+        parameters.findsBestSequence = bestSequence
+        parameters.preserveLastStop = preserveLast
+        let route: RouteSolution
         do {
-            route = try RoadNetwork(url: URL(fileURLWithPath: network)).solve(points, parameters: options)
+            guard let solved = try await task.solveRoute(parameters: parameters).routes.first else { throw CLIFailure(message: "no route came back") }
+            route = solved
         } catch let error as RoutingError {
             throw CLIFailure(message: error.message)
         }
-        let directions = route.directions
+        let directions = route.directionManeuvers
         if let geojson {
             var features: [JSONValue] = [[
                 "type": "Feature", "properties": ["totalLength": .number(route.totalLength), "totalTime": .number(route.totalTime), "mode": .string(travel.rawValue)],
                 "geometry": ["type": "LineString", "coordinates": .array(route.geometry.map { [.number($0.x), .number($0.y)] })],
             ]]
-            for (i, stop) in route.stops.enumerated() {
+            for stop in route.stops {
                 features.append([
-                    "type": "Feature", "properties": ["name": .string(stop.name ?? "stop \(route.sequence[i] + 1)"), "sequence": .integer(Int64(i + 1)), "cumulativeCost": .number(route.cumulativeCosts[i])],
-                    "geometry": ["type": "Point", "coordinates": [.number(route.snaps[i].point.x), .number(route.snaps[i].point.y)]],
+                    "type": "Feature",
+                    "properties": [
+                        "name": .string(stop.name), "sequence": .integer(Int64(stop.sequence)), "cumulativeTime": .number(stop.cumulativeTime),
+                        "cumulativeLength": .number(stop.cumulativeLength),
+                    ],
+                    "geometry": ["type": "Point", "coordinates": [.number(stop.snappedLocation.x), .number(stop.snappedLocation.y)]],
                 ])
             }
             try (["type": "FeatureCollection", "features": .array(features)] as JSONValue).jsonData.write(to: URL(fileURLWithPath: geojson))
@@ -114,9 +125,11 @@ struct RouteCommand: AsyncParsableCommand {
         if json {
             printJSON([
                 "mode": .string(travel.rawValue), "totalLength": .number(route.totalLength), "totalTime": .number(route.totalTime),
-                "stops": .array(route.stops.enumerated().map { i, s in
-                    ["name": .string("stop \(route.sequence[i] + 1)"), "sequence": .integer(Int64(i + 1)), "cumulativeCost": .number(route.cumulativeCosts[i]),
-                     "x": .number(route.snaps[i].point.x), "y": .number(route.snaps[i].point.y)]
+                "stops": .array(route.stops.map { s in
+                    [
+                        "name": .string(s.name), "sequence": .integer(Int64(s.sequence)), "cumulativeTime": .number(s.cumulativeTime),
+                        "cumulativeLength": .number(s.cumulativeLength), "x": .number(s.snappedLocation.x), "y": .number(s.snappedLocation.y),
+                    ]
                 }),
                 "directions": .array(directions.map {
                     ["text": .string($0.text), "maneuverType": .string($0.type.rawValue), "length": .number($0.length), "time": .number($0.time)]

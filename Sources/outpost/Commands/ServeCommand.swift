@@ -2,7 +2,9 @@ import ArgumentParser
 import Foundation
 import Logging
 import OutpostPostgres
+import OutpostCore
 import OutpostLocator
+import OutpostRouting
 import OutpostServer
 import OutpostTiles
 import OutpostStorage
@@ -95,6 +97,7 @@ struct ServeCommand: AsyncParsableCommand {
             var tileCaches: [URL] = []
             var geoprocessing: [GeoprocessingService] = []
             var locators: [LocalLocator] = []
+            var networks: [RoadNetwork] = []
             if let service {
                 let files = try ServiceDirectory.files(at: URL(fileURLWithPath: service), name: name, faults: processFaults)
                 backends += files.backends
@@ -113,6 +116,13 @@ struct ServeCommand: AsyncParsableCommand {
                         throw CLIFailure(message: "\(url.lastPathComponent): \(error)")
                     }
                 }
+                for url in files.networks {
+                    do {
+                        networks.append(try await runBlocking { try RoadNetwork(url: url) })
+                    } catch {
+                        throw CLIFailure(message: "\(url.lastPathComponent): \(error)")
+                    }
+                }
             }
             if let database {
                 let location = try PostgresLocation(url: database)
@@ -122,7 +132,7 @@ struct ServeCommand: AsyncParsableCommand {
                 // Job status in the database: any process answers it.
                 configuration.jobStore = try await PostgresJobStore(location: location)
             }
-            services = try ServiceDirectory(checking: backends, tileCaches: tileCaches, geoprocessing: geoprocessing, locators: locators)
+            services = try ServiceDirectory(checking: backends, tileCaches: tileCaches, geoprocessing: geoprocessing, locators: locators, networks: networks)
             try await services.loadTileCaches()
         } catch let error as ServiceError {
             throw CLIFailure(message: error.message)

@@ -1,0 +1,141 @@
+import Foundation
+import Hummingbird
+import OutpostCore
+import OutpostGeoprocessing
+import OutpostRouting
+
+/// `…/<name>/NAServer/…`, as the ArcGIS REST API shapes a network analysis service: the
+/// service (its route layer named), the route layer's description, and `solve` over a
+/// `.network` file served beside the services.
+struct NAServerRoutes {
+    static let layerName = "Route"
+
+    let name: String
+    let network: RoadNetwork
+    let parameters: RequestParameters
+    let writing: ResponseWriting
+
+    func respond(_ route: [String]) async throws -> Response {
+        _ = try parameters.format()
+        switch route {
+        case []:
+            return writing.json([
+                "currentVersion": ServiceInfo.currentVersion, "serviceDescription": .string("Routes on the \(name) street network"),
+                "routeLayers": [.string(Self.layerName)], "serviceAreaLayers": [], "closestFacilityLayers": [],
+            ])
+        case [Self.layerName]:
+            return writing.json(NAServerJSON.layerInfo(
+                name: name, nodeCount: network.nodeCount, edgeCount: network.edgeCount, spatialReference: network.spatialReference, extent: network.extent))
+        case [Self.layerName, "solve"]:
+            return writing.json(try await solve())
+        default:
+            throw ServiceError.notFound("NAServer resource \(route.joined(separator: "/"))")
+        }
+    }
+
+    /// Reads the request, solves on a thread of its own (searches are synchronous), answers
+    /// the ArcGIS shapes. Bad input is a 400 naming the parameter or the stop.
+    private func solve() async throws -> JSONValue {
+        let language = (parameters["directionsLanguage"] ?? "en").lowercased()
+        guard language == "en" || language.hasPrefix("en-") || language.hasPrefix("en_") else {
+            throw ServiceError.badParameter("directionsLanguage", "\(language.prefix(20)) is not supported; directions are written in en")
+        }
+        var output = NAServerJSON.SolveOutput()
+        output.returnsRoutes = try parameters.bool("returnRoutes", default: true)
+        output.returnsStops = try parameters.bool("returnStops", default: false)
+        output.returnsDirections = try parameters.bool("returnDirections", default: true)
+        if let units = parameters["directionsLengthUnits"] {
+            guard let metres = NAServerJSON.lengthUnits[units] else {
+                throw ServiceError.badParameter("directionsLengthUnits", "expected one of \(NAServerJSON.lengthUnits.keys.sorted().joined(separator: ", "))")
+            }
+            output.lengthUnit = (units, metres)
+        }
+        var mode = TravelMode.drivingTime
+        if let text = parameters["travelMode"] ?? parameters["impedanceAttributeName"] {
+            guard let found = NAServerJSON.mode(named: text) else {
+                throw ServiceError.badParameter(
+                    parameters["travelMode"] != nil ? "travelMode" : "impedanceAttributeName",
+                    "expected one of \(NAServerJSON.modes.map { "\($0.name) (\($0.id))" }.joined(separator: ", "))")
+            }
+            mode = found
+        }
+        let startTime: Date?
+        if let text = parameters["startTime"], text.lowercased() != "none" {
+            if text.lowercased() == "now" {
+                startTime = Date()
+            } else {
+                guard let ms = Double(text), ms.isFinite else { throw ServiceError.badParameter("startTime", "expected milliseconds since 1970 or now") }
+                startTime = Date(timeIntervalSince1970: ms / 1_000)
+            }
+        } else {
+            startTime = nil
+        }
+        let outSR = try parameters.spatialReference("outSR")
+        let stops = try points("stops", required: true)
+        let barriers = try points("barriers", required: false).map(\.0)
+        let options = RouteOptions(
+            mode: mode, barriers: barriers, findsBestSequence: try parameters.bool("findBestSequence", default: false),
+            preserveFirstStop: try parameters.bool("preserveFirstStop", default: true), preserveLastStop: try parameters.bool("preserveLastStop", default: true))
+        let network = network
+        let routeStops = stops.map { RouteStop($0.0, name: $0.1) }
+        let (wanted, travel) = (output, mode)
+        return try await runBlocking {
+            do {
+                let solved = try network.solve(routeStops, parameters: options)
+                var solution = solved.solution(spatialReference: network.spatialReference, startTime: startTime, directions: wanted.returnsDirections)
+                if let outSR { solution = try solution.projected(to: outSR) }
+                return NAServerJSON.solveAnswer(solution, mode: travel, output: wanted)
+            } catch let error as RoutingError {
+                switch error.code {
+                case .invalidInput, .noRoute: throw ServiceError(400, "Unable to complete operation.", details: [error.message])
+                default: throw ServiceError(500, error.message)
+                }
+            }
+        }
+    }
+
+    /// `stops` / `barriers`: `x,y;x,y` (WGS 84) or features JSON (`{"features": [{"geometry":
+    /// {"x", "y"}, "attributes": {"Name"}}], "spatialReference": …}`), in the network's system.
+    private func points(_ parameter: String, required: Bool) throws -> [(Position, String?)] {
+        guard let text = parameters[parameter] else {
+            if required { throw ServiceError.badParameter(parameter, "required: x,y;x,y or features JSON") }
+            return []
+        }
+        var found: [(Position, String?)] = []
+        var source = SpatialReference(wkid: 4326)
+        let trimmed = text.trimmingCharacters(in: .whitespaces)
+        if trimmed.hasPrefix("{") || trimmed.hasPrefix("[") {
+            guard let json = try? JSONValue.parse(trimmed) else { throw ServiceError.badParameter(parameter, "not valid JSON") }
+            guard let features = json["features"]?.arrayValue ?? json.arrayValue else {
+                throw ServiceError.badParameter(parameter, "expected {\"features\": [{\"geometry\": {\"x\": …, \"y\": …}}]}")
+            }
+            if let sr = json["spatialReference"].flatMap(EsriJSON.decodeSpatialReference) { source = sr }
+            for (i, feature) in features.enumerated() {
+                guard let x = feature["geometry"]?["x"]?.doubleValue, let y = feature["geometry"]?["y"]?.doubleValue, x.isFinite, y.isFinite else {
+                    throw ServiceError.badParameter(parameter, "feature \(i + 1) has no point geometry")
+                }
+                let attributes = feature["attributes"]?.objectValue ?? [:]
+                let name = attributes.first { $0.key.caseInsensitiveCompare("Name") == .orderedSame }?.value.stringValue
+                found.append((Position(x: x, y: y), name))
+            }
+        } else {
+            for (i, pair) in trimmed.split(separator: ";").enumerated() {
+                let parts = pair.split(separator: ",").map { Double($0.trimmingCharacters(in: .whitespaces)) }
+                guard parts.count == 2, let x = parts[0], let y = parts[1], x.isFinite, y.isFinite else {
+                    throw ServiceError.badParameter(parameter, "item \(i + 1) \"\(pair.prefix(40))\" is not x,y")
+                }
+                found.append((Position(x: x, y: y), nil))
+            }
+        }
+        guard found.count <= RouteOptions.maximumStops else {
+            throw ServiceError.badParameter(parameter, "\(found.count) points are more than the \(RouteOptions.maximumStops) a route takes")
+        }
+        guard source.wkid != network.spatialReference.wkid else { return found }
+        do {
+            let transform = try CoordinateTransform(from: source, to: network.spatialReference)
+            return try found.map { (try transform.transform($0.0), $0.1) }
+        } catch {
+            throw ServiceError.badParameter(parameter, "cannot project from wkid \(source.wkid): \(error)")
+        }
+    }
+}
