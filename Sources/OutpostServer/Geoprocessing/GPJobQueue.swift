@@ -134,6 +134,8 @@ actor GPJobQueue {
         }
         defer { timer.cancel() }
         let outcome: (GPJobStatus, [String: JSONValue]?, GPMessage?)
+        let started = ContinuousClock.now
+        let timedOut = (GPJobStatus.timedOut, nil as [String: JSONValue]?, GPMessage(.error, "The job ran longer than the service allows (\(limit.components.seconds) s) and was stopped."))
         do {
             try store.update(id, status: .executing)
             try store.append(id, GPMessage(.informative, "Executing \(task.name)"))
@@ -146,12 +148,11 @@ actor GPJobQueue {
             let context = GPToolContext(outputDirectory: output) { text in try? store.append(id, GPMessage(.informative, text)) }
             let outputs = try await task.execute(inputs, environment: record.environment, context: context)
             try Task.checkCancellation()
-            outcome = (.succeeded, try outputs.mapValues { try $0.json }, GPMessage(.informative, "Succeeded"))
+            // The limit holds even when a busy machine wakes the timer late.
+            outcome = ContinuousClock.now - started > limit ? timedOut : (.succeeded, try outputs.mapValues { try $0.json }, GPMessage(.informative, "Succeeded"))
         } catch {
             if error is CancellationError || Task.isCancelled {
-                outcome = await hasTimedOut(id)
-                    ? (.timedOut, nil, GPMessage(.error, "The job ran longer than the service allows (\(limit.components.seconds) s) and was stopped."))
-                    : (.cancelled, nil, GPMessage(.warning, "Cancelled; no output was kept."))
+                outcome = await hasTimedOut(id) ? timedOut : (.cancelled, nil, GPMessage(.warning, "Cancelled; no output was kept."))
             } else {
                 outcome = (.failed, nil, GPMessage(.error, Self.describe(error)))
             }
