@@ -1,4 +1,7 @@
 import Foundation
+#if canImport(FoundationNetworking)
+    import FoundationNetworking
+#endif
 import OutpostCore
 import OutpostRouting
 import OutpostTestSupport
@@ -164,4 +167,55 @@ import Testing
         #expect(fromFile.succeeded && fromService.succeeded, "\(fromService.stderr)")
         #expect(fromFile.stdout == fromService.stdout, "\(fromFile.stdout)\n---\n\(fromService.stdout)")
     }
+
+    /// A crew's network follows its replica: after a sync brings a street added at the office,
+    /// `network create --overwrite` rebuilds it and the route takes the new street.
+    @Test(.timeLimit(.minutes(3)))
+    func aNetworkBuiltFromAReplicaIsRebuiltAfterASync() async throws {
+        let directory = TemporaryDirectory("outpost-network-replica")
+        let services = directory.file("services")
+        try FileManager.default.createDirectory(at: services, withIntermediateDirectories: true)
+        let created = try await outpost(["service", "create", Repository.sampleData("helsinki").path, "--out", services.appendingPathComponent("helsinki.gpkg").path])
+        #expect(created.succeeded, "\(created.stderr)")
+        let server = try await ServeProcess.start(service: services)
+        defer { Task { await server.stop() } }
+        let url = server.featureServer("helsinki")
+        let replica = directory.file("crew.gpkg").path
+        let taken = try await outpost(["replica", "create", "--url", url.absoluteString, "--layers", "1", "--out", replica])
+        #expect(taken.succeeded, "\(taken.stderr)")
+        let network = directory.file("crew.network").path
+        let build = ["network", "create", replica, "--layer", "streets", "--name-field", "name", "--oneway-field", "oneway", "--class-field", "highway", "--out", network]
+        #expect(try await outpost(build).succeeded)
+        // Two street ends a few hundred metres apart, joined only the long way round.
+        let before = try RoadNetwork(url: URL(fileURLWithPath: network))
+        let a = try before.edge(1).line[0]
+        var b = a
+        var far: [Int] = []
+        try before.forEachEdge { if $0.walkSeconds != nil { far.append($0.id) } }
+        for id in far {
+            let p = try before.edge(id).line[0]
+            let metres = hypot((p.x - a.x) * 111_320 * cos(a.y * .pi / 180), (p.y - a.y) * 111_320)
+            if metres > 300, metres < 400 { b = p; break }
+        }
+        let stops = "\(a.x),\(a.y);\(b.x),\(b.y)"
+        let first = try JSONValue.parse(try await outpost(["route", network, "--stops", stops, "--mode", "walking", "--json"]).stdout)
+        let straight = hypot((b.x - a.x) * 111_320 * cos(a.y * .pi / 180), (b.y - a.y) * 111_320)
+        #expect((first["totalLength"]?.doubleValue ?? 0) > straight * 1.05, "\(first)")
+
+        // The office draws a footpath straight between them; the crew syncs and rebuilds.
+        var request = URLRequest(url: url.appendingPathComponent("1/applyEdits"))
+        request.httpMethod = "POST"
+        request.setValue("application/x-www-form-urlencoded", forHTTPHeaderField: "Content-Type")
+        let adds = #"[{"geometry":{"paths":[[[\#(a.x),\#(a.y)],[\#(b.x),\#(b.y)]]]},"attributes":{"name":"Oikopolku","highway":"footway","osm_id":"office"}}]"#
+        request.httpBody = Data(("f=json&adds=" + adds.addingPercentEncoding(withAllowedCharacters: .alphanumerics)!).utf8)
+        let answer = try JSONValue.parse(try await URLSession.shared.data(for: request).0)
+        #expect(answer["addResults"]?[0]?["success"] == true, "\(answer)")
+        #expect(try await outpost(["sync", replica]).succeeded)
+        let rebuilt = try await outpost(build + ["--overwrite"])
+        #expect(rebuilt.succeeded, "\(rebuilt.stderr)")
+        let second = try JSONValue.parse(try await outpost(["route", network, "--stops", stops, "--mode", "walking", "--json"]).stdout)
+        #expect(abs((second["totalLength"]?.doubleValue ?? 0) - straight) < straight * 0.01, "\(second)")
+        #expect((second["directions"]?.arrayValue ?? []).contains { $0["text"]?.stringValue?.contains("Oikopolku") == true }, "\(second)")
+    }
 }
+
