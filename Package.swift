@@ -117,7 +117,7 @@ let package = Package(
                 .product(name: "GRDBSQLite", package: "GRDB.swift"),
             ]
         ),
-        .target(name: "OutpostProtocol", dependencies: ["OutpostCore"]),
+        .target(name: "OutpostProtocol", dependencies: ["OutpostCore", "CZlib"]),
         .target(
             name: "OutpostSync",
             dependencies: [

@@ -61,35 +61,7 @@ extension SyncGeodatabaseJob {
         }
         let contentDirectory = state.attachmentsDirection == .bidirectional ? URL(fileURLWithPath: geodatabase.url.path + ".attachments") : nil
         if let contentDirectory { try await downloadContent(layers, into: contentDirectory, client, context) }
-        let downloadedIDs = Set(layers.map(\.id))
-        let faults = self.faults
-        let migration = newSchema
-        let gdb = geodatabase
-        let counts = try await withSchemaRestoredOnFailure(gdb, migrating: migration != nil) { try await gdb.write { conn -> [Int: PendingChanges] in
-            try conn.withChangeCaptureSilenced {
-                var counts: [Int: PendingChanges] = [:]
-                if let migration {
-                    // Pending values of dropped fields are kept as records first.
-                    try conn.migrateSchema(to: migration, allowDrop: true, addLayers: false) { layer, column in
-                        try conn.archivePendingValues(of: layer, column: column)
-                    }
-                }
-                for layer in layers {
-                    counts[layer.id] = try Self.applyStaged(layerID: layer.id, table: layer.table, conn, contentDirectory: contentDirectory)
-                }
-                guard var current = try conn.replicaState() else { throw SyncError(.notAReplica, "the replica state disappeared") }
-                if current.syncModel == .perReplica { current.cursor = max(current.cursor, upto) }
-                for i in current.layers.indices where downloadedIDs.contains(current.layers[i].id) {
-                    current.layers[i].cursor = max(current.layers[i].cursor, upto)
-                }
-                current.lastSyncAt = Date()
-                if let migration { current.schemaVersion = max(current.schemaVersion, migration.schemaVersion) }
-                try conn.setReplicaState(current)
-                try conn.clearStaging()
-                try faults.check("client.beforeApplyCommit")
-                return counts
-            }
-        } }
+        let counts = try await Self.applyDownloaded(geodatabase, layers: layers, upto: upto, migration: newSchema, contentDirectory: contentDirectory, faults: faults)
         try faults.check("client.afterApply")
         if let contentDirectory { try? FileManager.default.removeItem(at: contentDirectory) }
         for layer in layers {
@@ -99,13 +71,46 @@ extension SyncGeodatabaseJob {
         context.log("applied \(total) server changes up to generation \(upto)")
     }
 
-    /// Runs `body`; if it fails after a migration began, the geodatabase reads its stored (old)
-    /// schema again, as the transaction rolled the migration back.
-    private func withSchemaRestoredOnFailure<T>(_ gdb: Geodatabase, migrating: Bool, _ body: () async throws -> T) async throws -> T {
+    /// Applies the staged changes of `layers` with the cursor advance to `upto` (and a schema
+    /// migration) in one transaction, after `first` (a delta reply's acknowledgement) in the same
+    /// transaction; the counts per layer.
+    static func applyDownloaded(
+        _ gdb: Geodatabase, layers: [ReplicaState.Layer], upto: Int64, migration: ServiceSchema?, contentDirectory: URL?, faults: FaultInjector,
+        first: (@Sendable (GeodatabaseConnection) throws -> Void)? = nil
+    ) async throws -> [Int: PendingChanges] {
+        let downloadedIDs = Set(layers.map(\.id))
         do {
-            return try await body()
+            return try await gdb.write { conn -> [Int: PendingChanges] in
+                try first?(conn)
+                return try conn.withChangeCaptureSilenced {
+                    var counts: [Int: PendingChanges] = [:]
+                    if let migration {
+                        // Pending values of dropped fields are kept as records first.
+                        try conn.migrateSchema(to: migration, allowDrop: true, addLayers: false) { layer, column in
+                            try conn.archivePendingValues(of: layer, column: column)
+                        }
+                    }
+                    for layer in layers {
+                        counts[layer.id] = try Self.applyStaged(layerID: layer.id, table: layer.table, conn, contentDirectory: contentDirectory)
+                    }
+                    guard var current = try conn.replicaState() else { throw SyncError(.notAReplica, "the replica state disappeared") }
+                    if !layers.isEmpty {
+                        if current.syncModel == .perReplica { current.cursor = max(current.cursor, upto) }
+                        for i in current.layers.indices where downloadedIDs.contains(current.layers[i].id) {
+                            current.layers[i].cursor = max(current.layers[i].cursor, upto)
+                        }
+                    }
+                    current.lastSyncAt = Date()
+                    if let migration { current.schemaVersion = max(current.schemaVersion, migration.schemaVersion) }
+                    try conn.setReplicaState(current)
+                    try conn.clearStaging()
+                    try faults.check("client.beforeApplyCommit")
+                    return counts
+                }
+            }
         } catch {
-            if migrating { try? gdb.reloadSchema() }
+            // The transaction rolled a migration back: the geodatabase reads its stored schema again.
+            if migration != nil { try? gdb.reloadSchema() }
             throw error
         }
     }

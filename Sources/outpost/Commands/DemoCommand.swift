@@ -113,7 +113,7 @@ struct DemoCommand: AsyncParsableCommand {
         let results = try await sync.output
         for r in results where r.uploaded.total + r.downloaded.total > 0 {
             let photos = r.attachmentsUploaded > 0 ? " and \(r.attachmentsUploaded) photo" : ""
-            say("  \(r.tableName): uploaded \(SyncCommand.describe(r.uploaded))\(photos); downloaded \(SyncCommand.describe(r.downloaded))")
+            say("  \(r.tableName): uploaded \(SyncRunCommand.describe(r.uploaded))\(photos); downloaded \(SyncRunCommand.describe(r.downloaded))")
         }
         for c in try await replica.read({ try $0.conflicts() }) {
             let record = try JSONValue.parse(Data(c.record.utf8))

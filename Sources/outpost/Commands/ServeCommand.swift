@@ -3,6 +3,7 @@ import Foundation
 import Logging
 import OutpostPostgres
 import OutpostCore
+import OutpostProtocol
 import OutpostLocator
 import OutpostRouting
 import OutpostServer
@@ -166,7 +167,7 @@ struct ServiceCommand: AsyncParsableCommand {
     static let configuration = CommandConfiguration(
         commandName: "service",
         abstract: "Create feature services and evolve their schemas.",
-        subcommands: [Create.self, Migrate.self])
+        subcommands: [Create.self, Migrate.self, ImportDelta.self])
 
     struct Create: AsyncParsableCommand {
         static let configuration = CommandConfiguration(
@@ -234,16 +235,7 @@ struct ServiceCommand: AsyncParsableCommand {
         @Flag(help: "Print the steps as JSON.") var json = false
 
         func run() async throws {
-            let backend: any FeatureServiceBackend & SyncBackend
-            if let postgres {
-                do {
-                    backend = try await PostgresServiceBackend.open(service: service, at: try PostgresLocation(url: postgres))
-                } catch let error as PostgresServiceError {
-                    throw CLIFailure(message: error.message)
-                }
-            } else {
-                backend = try SQLiteServiceBackend(url: URL(fileURLWithPath: service))
-            }
+            let backend = try await ServiceCommand.openBackend(service, postgres: postgres)
             let target = try ServiceSchema.load(from: URL(fileURLWithPath: schema))
             let steps: [SchemaChange]
             do {
@@ -262,4 +254,62 @@ struct ServiceCommand: AsyncParsableCommand {
             print("service schema is now version \(version)")
         }
     }
+
+    /// A service GeoPackage, or with `postgres` a service in that database.
+    static func openBackend(_ service: String, postgres: String?) async throws -> any FeatureServiceBackend & SyncBackend {
+        do {
+            if let postgres { return try await PostgresServiceBackend.open(service: service, at: try PostgresLocation(url: postgres)) }
+            return try SQLiteServiceBackend(url: URL(fileURLWithPath: service))
+        } catch let error as PostgresServiceError {
+            throw CLIFailure(message: error.message)
+        } catch let error as ServiceError {
+            throw CLIFailure(message: error.message)
+        }
+    }
+
+    struct ImportDelta: AsyncParsableCommand {
+        static let configuration = CommandConfiguration(
+            commandName: "import-delta",
+            abstract: "Apply a replica's edits delta file to a service exactly once and write the reply delta file.",
+            discussion: """
+                The batch goes through the same ledger as an HTTP upload: importing the same file \
+                again replays the stored answer; another batch under the same number, or a gap, \
+                is refused. The reply carries the answer and the service's changes the replica \
+                needs since the file was made, filtered to its area.
+                """)
+        @Argument(help: "The service GeoPackage (with --postgres: the service's name in the database).") var service: String
+        @Argument(help: "The edits delta file.") var delta: String
+        @Option(help: "The reply delta file to write.") var out: String
+        @Option(help: "The service is in this PostgreSQL/PostGIS database (postgres://user@host[:port]/db).") var postgres: String?
+        @Flag(help: "Print the result as JSON.") var json = false
+
+        func run() async throws {
+            let backend = try await ServiceCommand.openBackend(service, postgres: postgres)
+            let summary: DeltaImport.Summary
+            do {
+                summary = try await DeltaImport.importEdits(URL(fileURLWithPath: delta), into: backend, service: backend.name, reply: URL(fileURLWithPath: out))
+            } catch let error as DeltaError {
+                try? await backend.close()
+                throw CLIFailure(message: error.message)
+            } catch {
+                try? await backend.close()
+                throw error
+            }
+            try await backend.close()
+            if json {
+                return printJSON([
+                    "replicaId": .string(summary.replicaID), "seq": summary.seq.map { .integer($0) } ?? .null, "replayed": .bool(summary.replayed),
+                    "rejected": .bool(summary.rejected), "edits": .integer(Int64(summary.edits)), "changes": .integer(Int64(summary.changes)),
+                    "upto": .integer(summary.upto),
+                ])
+            }
+            var line = summary.seq.map { seq in
+                summary.rejected ? "batch \(seq) rolled back (an edit is invalid; nothing applied)"
+                    : summary.replayed ? "batch \(seq) had been applied before; its stored answer is replayed" : "batch \(seq): \(summary.edits) edits applied"
+            } ?? "no edits"
+            line += "; \(summary.changes) changes up to generation \(summary.upto) in \(out)"
+            print(line)
+        }
+    }
 }
+

@@ -1,6 +1,7 @@
 import ArgumentParser
 import Foundation
 import OutpostCore
+import OutpostProtocol
 import OutpostStorage
 import OutpostSync
 
@@ -154,7 +155,96 @@ struct ReplicaCommand: AsyncParsableCommand {
 struct SyncCommand: AsyncParsableCommand {
     static let configuration = CommandConfiguration(
         commandName: "sync",
-        abstract: "Sync a replica with its feature service: upload local edits, download the server's.",
+        abstract: "Sync a replica with its feature service (over HTTP, or by delta files with no link).",
+        subcommands: [SyncRunCommand.self, SyncExportCommand.self, SyncImportCommand.self],
+        defaultSubcommand: SyncRunCommand.self)
+}
+
+/// `outpost sync export`: the replica's pending edits into a delta file.
+struct SyncExportCommand: AsyncParsableCommand {
+    static let configuration = CommandConfiguration(
+        commandName: "export",
+        abstract: "Write a replica's pending edits to a delta file for its service (sync with no link).",
+        discussion: """
+            The edits are sealed as the next batch (the one an HTTP sync would send) and stay \
+            pending until the service's reply is imported with `outpost sync import`; exporting \
+            again before then writes the same batch. With nothing pending the file asks only for \
+            the service's changes.
+            """)
+    @Argument(help: "The replica GeoPackage.") var geodatabase: String
+    @Option(help: "The delta file to write.") var out: String
+    @Flag(help: "Apply the valid edits even when some are rejected (default: reject the whole batch).") var noRollback = false
+    @Flag(help: "Print the header as JSON.") var json = false
+
+    func run() async throws {
+        let (gdb, _) = try await openReplica(geodatabase)
+        defer { try? gdb.close() }
+        let summary: DeltaSync.ExportSummary
+        do {
+            summary = try await DeltaSync.exportEdits(
+                from: gdb, to: URL(fileURLWithPath: out), parameters: SyncGeodatabaseParameters(shouldRollbackOnFailure: !noRollback))
+        } catch let error as DeltaError {
+            throw CLIFailure(message: error.message)
+        } catch let error as SyncError {
+            throw CLIFailure(message: error.message)
+        }
+        let size = (try? FileManager.default.attributesOfItem(atPath: out)[.size] as? Int) ?? 0
+        if json {
+            printJSON(try JSONValue.parse(JSONEncoder().encode(summary.header)))
+        } else if let seq = summary.header.seq {
+            print("batch \(seq): \(summary.edits) edits, \(size) bytes in \(out)")
+        } else {
+            print("nothing to upload; \(out) (\(size) bytes) asks for the service's changes")
+        }
+    }
+}
+
+/// `outpost sync import`: a service's reply into the replica.
+struct SyncImportCommand: AsyncParsableCommand {
+    static let configuration = CommandConfiguration(
+        commandName: "import",
+        abstract: "Apply a service's reply delta file to a replica: acknowledge its batch and apply the changes.",
+        discussion: """
+            Checked whole before anything is applied; the acknowledgement, the changes and the \
+            cursor advance are one transaction. Importing a reply twice changes nothing; a reply to \
+            another replica, or one that does not start at the replica's generation, is refused.
+            """)
+    @Argument(help: "The replica GeoPackage.") var geodatabase: String
+    @Argument(help: "The reply delta file.") var reply: String
+    @Flag(help: "Print the result as JSON.") var json = false
+
+    func run() async throws {
+        let (gdb, _) = try await openReplica(geodatabase)
+        defer { try? gdb.close() }
+        let summary: DeltaSync.ImportSummary
+        do {
+            summary = try await DeltaSync.importReply(into: gdb, from: URL(fileURLWithPath: reply))
+        } catch let error as DeltaError {
+            throw CLIFailure(message: error.message)
+        } catch let error as SyncError {
+            throw CLIFailure(message: error.message)
+        }
+        if json {
+            printJSON([
+                "acknowledged": .bool(summary.acknowledged), "rejected": .bool(summary.rejected), "rejectedEdits": .integer(Int64(summary.rejectedEdits)),
+                "conflicts": .integer(Int64(summary.conflicts)), "changes": .integer(Int64(summary.changes)), "upto": summary.upto.map { .integer($0) } ?? .null,
+            ])
+        } else {
+            var parts: [String] = []
+            if summary.acknowledged { parts.append("batch acknowledged") }
+            if summary.rejected { parts.append("batch rolled back by the service: \(summary.rejectedEdits) edits invalid, all still pending (see outpost status)") }
+            if summary.conflicts > 0 { parts.append("\(summary.conflicts) conflicts recorded") }
+            parts.append(summary.upto.map { "\(summary.changes) server changes applied up to generation \($0)" } ?? "no new server changes")
+            print(parts.joined(separator: "; "))
+        }
+        if summary.rejected { throw CLIFailure(message: "the service rolled the batch back", exitCode: 2) }
+    }
+}
+
+struct SyncRunCommand: AsyncParsableCommand {
+    static let configuration = CommandConfiguration(
+        commandName: "run",
+        abstract: "Sync a replica with its feature service over HTTP: upload local edits, download the server's (the default).",
         discussion: """
             Exit codes: 0 all applied; 2 some edits rejected (with --no-rollback; they are kept, see \
             `outpost status`); 1 failed (with rollback, nothing changed on either side). A sync that \

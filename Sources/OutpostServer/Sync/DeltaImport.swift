@@ -1,0 +1,100 @@
+import Foundation
+import OutpostCore
+import OutpostProtocol
+import OutpostStorage
+
+/// A service's side of sync by delta files (docs/sync.md, "Delta files"): an `edits` file is
+/// applied through the same batch admission and ledger as an HTTP upload — importing it again
+/// replays the stored answer, a different batch under the same seq or a gap is refused — and
+/// the reply carries the answer and the changes the replica needs since the cursors the file
+/// names, filtered to its scope, paged as the HTTP feed is.
+public enum DeltaImport {
+    /// What an import did.
+    public struct Summary: Sendable {
+        public var replicaID: String
+        public var seq: Int64?
+        /// The batch was applied before (this answer is the stored one).
+        public var replayed = false
+        /// Rolled back as a whole (an invalid edit); nothing applied.
+        public var rejected = false
+        public var edits = 0
+        public var changes = 0
+        public var upto: Int64 = 0
+    }
+
+    /// Feed page size in the reply.
+    static let pageSize = 1_000
+
+    /// Applies `input` (an `edits` file) to `backend` exactly once and writes the reply to `reply`.
+    /// - Throws: ``DeltaError`` for a damaged, foreign or out-of-order file (nothing applied).
+    public static func importEdits(_ input: URL, into backend: any SyncBackend, service: String, reply: URL) async throws -> Summary {
+        let reader = try DeltaReader(url: input)
+        let header = reader.header
+        let name = input.lastPathComponent
+        guard header.kind == .edits else { throw DeltaError("\(name) is a \(header.kind.rawValue) file; a service imports edits files") }
+        guard let replicaID = header.replicaId else { throw DeltaError("\(name) names no replica") }
+        let replica: ReplicaInfo
+        do {
+            replica = try await backend.replica(id: replicaID)
+        } catch {
+            throw DeltaError("\(service) has no replica \(replicaID) (\(name) was made for another service, or the replica was unregistered)")
+        }
+        var summary = Summary(replicaID: replicaID, seq: header.seq)
+        var answer: (DeltaFile.RecordKind, Data)?
+        if let seq = header.seq {
+            guard let (kind, body) = try reader.next(), kind == .batch else { throw DeltaError("\(name) is damaged: its batch is missing") }
+            guard let hash = header.batchHash, UploadBatch.hash(body) == hash else { throw DeltaError("\(name) is damaged: its batch does not match its hash") }
+            let batch: UploadBatch
+            do {
+                batch = try UploadBatch.decode(body)
+            } catch {
+                throw DeltaError("\(name) is damaged: its batch is unreadable (\(error))")
+            }
+            guard batch.replicaId == replicaID, batch.seq == seq, batch.batchId == header.batchId else {
+                throw DeltaError("\(name) is damaged: its batch is not the one its header names")
+            }
+            summary.edits = batch.editCount
+            do {
+                let applied = try await backend.applyBatchAnswering(batch, hash: hash)
+                summary.replayed = applied.result.replayed == true
+                answer = (.batchAnswer, Data(applied.json.utf8))
+            } catch let refusal as BatchRefusal {
+                throw DeltaError(refusal.description)
+            } catch let rejected as BatchRejected {
+                summary.rejected = true
+                answer = (.rejection, Data(rejected.result.json.jsonString.utf8))
+            }
+        }
+        // The changes since the file's cursors, up to the generation now.
+        let upto = try await backend.replica(id: replicaID).serviceGeneration
+        summary.upto = upto
+        var cursors: [Int: Int64] = [:]
+        for (key, since) in header.cursors {
+            guard let id = Int(key), replica.layers.contains(where: { $0.id == id }) else {
+                throw DeltaError("\(name) asks for changes of layer \(key), which replica \(replicaID) does not hold")
+            }
+            cursors[id] = since
+        }
+        var out = DeltaHeader(kind: .reply, service: service, replicaId: replicaID, cursors: header.cursors)
+        out.replicaName = replica.replicaName
+        out.seq = header.seq
+        out.batchId = header.batchId
+        out.batchHash = header.batchHash
+        out.upto = upto
+        out.schemaVersion = try await backend.schema().schemaVersion
+        out.edits = summary.edits
+        let writer = try DeltaWriter(url: reply, header: out)
+        if let answer { try writer.write(answer.0, answer.1) }
+        for (layer, since) in cursors.sorted(by: { $0.key < $1.key }) where since < upto {
+            var after: String?
+            repeat {
+                let page = try await backend.changes(replicaID: replicaID, layerID: layer, since: since, upto: upto, after: after, limit: pageSize)
+                if !page.changes.isEmpty { try writer.write(.changes, Data(page.json.jsonString.utf8)) }
+                summary.changes += page.changes.count
+                after = page.next
+            } while after != nil
+        }
+        try writer.finish()
+        return summary
+    }
+}
