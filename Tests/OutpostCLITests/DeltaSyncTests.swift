@@ -208,5 +208,85 @@ struct DeltaSyncTests {
         #expect(fixed.succeeded)
         #expect(try await outpost(["sync", replica]).succeeded)
     }
+
+    /// Several replicas, each adding features with unique labels, sync at random by HTTP or by
+    /// delta files — with files imported twice, replies lost, and replies imported late or out of
+    /// order. At the end every replica equals the service and every added feature is there once.
+    /// (A larger run belongs in Benchmarks; this one is seeded and small.)
+    @Test(.timeLimit(.minutes(6)), arguments: [UInt64(7), 8])
+    func randomMixOfHTTPAndFileSyncsLosesAndDuplicatesNothing(seed: UInt64) async throws {
+        let (service, server, dir, url) = try await Self.served()
+        defer { Task { await server.stop() } }
+        let crews = (0..<3).map { dir.file("crew\($0).gpkg").path }
+        for crew in crews { #expect(try await outpost(["replica", "create", "--url", url, "--layers", "0", "--out", crew]).succeeded) }
+        var rng = FastRandomGenerator(seed: seed)
+        func pick(_ n: Int) -> Int { Int(rng.next() % UInt64(n)) }
+        var added: [String] = []
+        /// Replies written but not yet imported, per crew (oldest first).
+        var waiting: [[String]] = [[], [], []]
+        var refusals = 0
+        for step in 0..<36 {
+            let c = pick(crews.count), crew = crews[c]
+            switch pick(6) {
+            case 0, 1:
+                // Field edits: a new feature with a label no one else uses, and a changed note.
+                let label = "c\(c)-s\(step)"
+                let gdb = try Geodatabase.open(at: URL(fileURLWithPath: crew))
+                let table = try gdb.table(named: "inspection_points")
+                let template = try #require(try await table.features().first)
+                var feature = Feature(attributes: template.attributes, geometry: template.geometry)
+                feature.attributes["objectid"] = nil
+                feature.attributes["globalid"] = nil
+                feature.attributes["asset_id"] = .string(label)
+                _ = try await table.add([feature])
+                try gdb.close()
+                added.append(label)
+            case 2:
+                let sync = try await outpost(["sync", crew])
+                #expect(sync.succeeded, "\(sync.stderr)")
+            default:
+                // By file: export, import at the office (sometimes twice), then the reply is
+                // imported now, kept for later, or lost.
+                let edits = dir.file("e\(step).delta").path, reply = dir.file("r\(step).delta").path
+                #expect(try await outpost(["sync", "export", crew, "--out", edits]).succeeded)
+                let office = try await outpost(["service", "import-delta", service.file.path, edits, "--out", reply])
+                #expect(office.succeeded, "\(office.stderr)")
+                if pick(3) == 0 { #expect(try await outpost(["service", "import-delta", service.file.path, edits, "--out", reply]).succeeded) }
+                switch pick(4) {
+                case 0: waiting[c].append(reply)
+                case 1: break  // lost
+                default: waiting[c].append(reply)
+                    for file in waiting[c].shuffled(using: &rng) {
+                        let imported = try await outpost(["sync", "import", crew, file])
+                        if !imported.succeeded {
+                            // Only the refusals that leave the replica as it was.
+                            #expect(["nothing in it is new", "export the edits again", "import the earlier reply first"].contains { imported.stderr.contains($0) }, "\(imported.stderr)")
+                            refusals += 1
+                        }
+                    }
+                    waiting[c] = []
+                }
+            }
+        }
+        // Everyone syncs over the link twice: all edits in, all changes out.
+        for _ in 0..<2 {
+            for crew in crews {
+                let sync = try await outpost(["sync", crew, "--json"])
+                #expect(sync.succeeded, "\(sync.stderr)")
+            }
+        }
+        let result = try await ExternalTools.run("curl", ["-s", "\(url)/0/query?where=1%3D1&outFields=asset_id&returnGeometry=false&f=json"])
+        let onServer = (try JSONValue.parse(Data(result.stdout.utf8))["features"]?.arrayValue ?? []).compactMap { $0["attributes"]?["asset_id"]?.stringValue }
+        for label in added { #expect(onServer.filter { $0 == label }.count == 1, "\(label) is on the server \(onServer.filter { $0 == label }.count) times") }
+        let serverSorted = onServer.sorted()
+        for crew in crews {
+            let rows = try await ExternalTools.run("sqlite3", [crew, "SELECT asset_id FROM inspection_points"])
+            let local = rows.stdout.split(separator: "\n").map(String.init).sorted()
+            #expect(local == serverSorted, "\(crew) differs from the service")
+            #expect(try await Self.status(crew)["layers"]?[0]?["pending"] == ["inserts": 0, "updates": 0, "deletes": 0])
+        }
+        #expect(added.count > 5)
+        print("mixed run seed \(seed): \(added.count) features added, \(refusals) replies refused as out of order or old")
+    }
 }
 
