@@ -1,7 +1,7 @@
 import Foundation
 import OutpostStorage
 
-// outpost-bench [import [counts…] | edits [base edits] | server | secure | png | jpeg | gp | gp-server | locator [count] | route [rows columns] [uniform] | crew | load [crews] | sync [features] | codec | postgres [features] | tiles | all]
+// outpost-bench [import [counts…] | edits [base edits] | server | secure | png | jpeg | gp | gp-server | locator [count] | route [rows columns] [uniform] | delta [edits…] | crew | load [crews] | sync [features] | codec | postgres [features] | tiles | all]
 // Each measured run is a child process (worker-* subcommands), so peak memory is its own.
 let arguments = CommandLine.arguments
 let executable = URL(fileURLWithPath: arguments[0]).standardizedFileURL.path
@@ -82,6 +82,9 @@ do {
         try await GPServerBenchmark.run(executable: executable, workDirectory: work)
     case "worker-route":
         try RouteBenchmark.worker(kind: arguments[2], rows: Int(arguments[3]) ?? 100, columns: Int(arguments[4]) ?? 100, folder: URL(fileURLWithPath: arguments[5]))
+    case "delta":
+        let counts = arguments.dropFirst(2).compactMap { Int($0) }
+        try await DeltaBenchmark.run(counts: counts.isEmpty ? [100, 10_000, 1_000_000] : counts, workDirectory: work)
     case "route":
         let size = arguments.dropFirst(2).compactMap { Int($0) }
         try RouteBenchmark.run(
@@ -118,7 +121,7 @@ do {
         try await PNGBenchmark.run(workDirectory: work)
         try await JPEGBenchmark.run(workDirectory: work)
     default:
-        print("usage: outpost-bench [import [counts…] | edits [base edits] | server | secure | png | jpeg | gp | gp-server | locator [count] | route [rows columns] [uniform] | crew | load [crews] | sync [features] | codec | tiles | all]")
+        print("usage: outpost-bench [import [counts…] | edits [base edits] | server | secure | png | jpeg | gp | gp-server | locator [count] | route [rows columns] [uniform] | delta [edits…] | crew | load [crews] | sync [features] | codec | tiles | all]")
         exit(2)
     }
     if arguments.dropFirst().first?.hasPrefix("worker-") == true { printOwnPeakMemory() }

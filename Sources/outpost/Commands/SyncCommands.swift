@@ -174,6 +174,7 @@ struct SyncExportCommand: AsyncParsableCommand {
     @Argument(help: "The replica GeoPackage.") var geodatabase: String
     @Option(help: "The delta file to write.") var out: String
     @Flag(help: "Apply the valid edits even when some are rejected (default: reject the whole batch).") var noRollback = false
+    @Option(help: "Most edits one file carries; the rest go in the next round (default 100000).") var maxEdits = 100_000
     @Flag(help: "Print the header as JSON.") var json = false
 
     func run() async throws {
@@ -182,7 +183,8 @@ struct SyncExportCommand: AsyncParsableCommand {
         let summary: DeltaSync.ExportSummary
         do {
             summary = try await DeltaSync.exportEdits(
-                from: gdb, to: URL(fileURLWithPath: out), parameters: SyncGeodatabaseParameters(shouldRollbackOnFailure: !noRollback))
+                from: gdb, to: URL(fileURLWithPath: out),
+                parameters: SyncGeodatabaseParameters(shouldRollbackOnFailure: !noRollback, maxChangesPerBatch: max(1, maxEdits)))
         } catch let error as DeltaError {
             throw CLIFailure(message: error.message)
         } catch let error as SyncError {
