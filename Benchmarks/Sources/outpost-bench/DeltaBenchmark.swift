@@ -141,11 +141,7 @@ enum DeltaBenchmark {
             try table.delete(objectIDs: (0..<deletes).map { Int64(count - $0) }, in: conn)
             var added: [Feature] = []
             for i in 0..<inserts {
-                let (x, y) = ImportBenchmark.coordinates(count + i)
-                added.append(Feature(
-                    attributes: ["id_int": .integer(Int64(count + i)), "value": .double(1.5), "label": .string("new-\(i)"),
-                                 "observed": .date(ImportBenchmark.epoch), "ref": .string(GlobalID.make(using: &random))],
-                    geometry: .point(try Point(x: x, y: y))))
+                added.append(try SyncBenchmark.newPoint(count + i, label: "new-\(i)", random: &random))
                 if added.count == 10_000 {
                     _ = try table.add(added, in: conn)
                     added.removeAll(keepingCapacity: true)

@@ -54,16 +54,17 @@ enum SyncBenchmark {
         }
         try table.update(moved, in: conn)
         try table.delete(objectIDs: (0..<deletes).map { Int64($0 * 100 + 5) }, in: conn)
-        var added: [Feature] = []
-        for i in 0..<inserts {
-            let (x, y) = ImportBenchmark.coordinates(count + i)
-            added.append(Feature(
-                attributes: ["id_int": .integer(Int64(count + i)), "value": .double(1.5), "label": .string("new-\(i)"),
-                             "observed": .date(ImportBenchmark.epoch), "ref": .string(GlobalID.make(using: &random))],
-                geometry: .point(try Point(x: x, y: y))))
-        }
-        _ = try table.add(added, in: conn)
+        _ = try table.add(try (0..<inserts).map { try newPoint(count + $0, label: "new-\($0)", random: &random) }, in: conn)
         return updates + deletes + inserts
+    }
+
+    /// A point added by an edit: number `n` of the layer, at its place in the synthetic pattern.
+    static func newPoint(_ n: Int, label: String, random: inout FastRandomGenerator) throws -> Feature {
+        let (x, y) = ImportBenchmark.coordinates(n)
+        return Feature(
+            attributes: ["id_int": .integer(Int64(n)), "value": .double(1.5), "label": .string(label), "observed": .date(ImportBenchmark.epoch),
+                         "ref": .string(GlobalID.make(using: &random))],
+            geometry: .point(try Point(x: x, y: y)))
     }
 
     /// The floor of one apply (a worker process): the same edits made on a copy of the replica
