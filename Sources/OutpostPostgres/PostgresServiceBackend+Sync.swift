@@ -181,9 +181,30 @@ extension PostgresServiceBackend: SyncBackend {
     // MARK: - Change feed
 
     public func changes(replicaID: String, layerID: Int, since: Int64, upto: Int64, after: String?, limit: Int) async throws -> ChangePage {
+        let page = try await feedPage(scope: nil, replicaID: replicaID, layerID: layerID, since: since, upto: upto, after: after, limit: limit)
+        if after == nil {
+            // The replica asked from `since`: it holds everything up to there (informational).
+            let id = GlobalID.normalized(replicaID) ?? replicaID
+            let logger = logger
+            try await transaction { conn in
+                try await conn.query(
+                    "UPDATE outpost_replicas SET replica_gen = greatest(replica_gen, \(since)), last_sync_at = \(Self.now()) WHERE replica_id = \(id)", logger: logger)
+            }
+        }
+        return page
+    }
+
+    public func changes(scope: ReplicaInfo, layerID: Int, since: Int64, upto: Int64, after: String?, limit: Int) async throws -> ChangePage {
+        try await feedPage(scope: scope, replicaID: scope.replicaID, layerID: layerID, since: since, upto: upto, after: after, limit: limit)
+    }
+
+    /// A feed page for a registered replica (`scope` nil: read from the database) or for a scope
+    /// no replica holds (an update package's area).
+    private func feedPage(scope given: ReplicaInfo?, replicaID: String, layerID: Int, since: Int64, upto: Int64, after: String?, limit: Int) async throws -> ChangePage {
         let service = name, logger = logger
-        let page = try await snapshotRead { conn in
-            let info = try await Self.replica(id: replicaID, service: service, conn, logger: logger)
+        return try await snapshotRead { conn in
+            let info: ReplicaInfo
+            if let given { info = given } else { info = try await Self.replica(id: replicaID, service: service, conn, logger: logger) }
             let (schema, layer) = try await self.scope(info, layerID, conn)
             let layerInfo = try Self.layerInfo(layerID, of: info)
             // One row per feature changed in the window: its latest generation, whether anyone
@@ -211,15 +232,6 @@ extension PostgresServiceBackend: SyncBackend {
             let changes = try ChangeFeedAssembly.changes(changed, scope: scope, inScope: inScope, layer: layer.definition, attachments: attachments)
             return ChangePage(layerId: layerID, since: since, upto: upto, changes: changes, next: ChangeFeedAssembly.next(changed, limit: limit))
         }
-        if after == nil {
-            // The replica asked from `since`: it holds everything up to there (informational).
-            let id = GlobalID.normalized(replicaID) ?? replicaID
-            try await transaction { conn in
-                try await conn.query(
-                    "UPDATE outpost_replicas SET replica_gen = greatest(replica_gen, \(since)), last_sync_at = \(Self.now()) WHERE replica_id = \(id)", logger: logger)
-            }
-        }
-        return page
     }
 
     /// The schema as the replica's read sees it (read again if another process migrated the

@@ -288,5 +288,56 @@ struct DeltaSyncTests {
         #expect(added.count > 5)
         print("mixed run seed \(seed): \(added.count) features added, \(refusals) replies refused as out of order or old")
     }
+
+    /// A scheduled update package: the service's changes since a generation within an area, for
+    /// replicas with nothing to upload; imported by one at that generation and by one already
+    /// past part of it; refused where edits wait.
+    @Test(.timeLimit(.minutes(3)))
+    func updatePackagesReachReplicasWithNothingToUpload() async throws {
+        let (service, server, dir, url) = try await Self.served()
+        defer { Task { await server.stop() } }
+        let first = dir.file("first.gpkg").path, later = dir.file("later.gpkg").path, busy = dir.file("busy.gpkg").path
+        for replica in [first, busy] { #expect(try await outpost(["replica", "create", "--url", url, "--layers", "0", "--out", replica]).succeeded) }
+        let info = try JSONValue.parse(Data(try await outpost(["replica", "info", first, "--json"]).stdout.utf8))
+        let since = try #require(info["generation"]?.integerValue)
+        func officeEdit(_ id: Int, _ note: String) async throws {
+            let edit = #"[{"attributes":{"objectid":\#(id),"notes":"\#(note)"}}]"#
+            let r = try await ExternalTools.run("curl", ["-s", "--data-urlencode", "updates=\(edit)", "--data-urlencode", "f=json", "\(url)/0/applyEdits"])
+            #expect(r.stdout.contains("\"success\":true"), "\(r.stdout)")
+        }
+        try await officeEdit(1, "update one")
+        // A replica made now already holds the first change.
+        #expect(try await outpost(["replica", "create", "--url", url, "--layers", "0", "--out", later]).succeeded)
+        try await officeEdit(2, "update two")
+        let package = dir.file("updates.delta").path
+        let made = try await outpost(["service", "export-updates", service.file.path, "--since", String(since), "--out", package, "--json"])
+        #expect(made.succeeded, "\(made.stderr)")
+        #expect(try JSONValue.parse(Data(made.stdout.utf8))["changes"] == 2)
+        for replica in [first, later] {
+            let imported = try await outpost(["sync", "import", replica, package, "--json"])
+            #expect(imported.succeeded, "\(imported.stderr)")
+            let notes = try await ExternalTools.run("sqlite3", [replica, "SELECT notes FROM inspection_points WHERE objectid IN (1, 2) ORDER BY objectid"])
+            #expect(notes.stdout == "update one\nupdate two\n", "\(replica): \(notes.stdout)")
+            // Then HTTP sync carries on from there: nothing left to fetch, checksums equal.
+            let sync = try JSONValue.parse(Data(try await outpost(["sync", replica, "--json"]).stdout.utf8))
+            #expect(sync["downloaded"] == ["inserts": 0, "updates": 0, "deletes": 0] && sync["checksumsMatch"] == true, "\(sync)")
+        }
+        #expect(try await SyncCommandTests.sqlite(busy, "UPDATE inspection_points SET notes = 'mine' WHERE objectid = 3;").succeeded)
+        let refused = try await outpost(["sync", "import", busy, package])
+        #expect(!refused.succeeded && refused.stderr.contains("edits waiting to upload"), "\(refused.stderr)")
+        // An area far from every feature: the changed features come only as leaving it (a
+        // replica of that area drops them if it had them), and a replica there stays as it was.
+        let far = dir.file("far.gpkg").path
+        #expect(try await outpost(["replica", "create", "--url", url, "--layers", "0", "--extent", "0,0,1,1", "--out", far]).succeeded)
+        let farSince = try #require(try JSONValue.parse(Data(try await outpost(["replica", "info", far, "--json"]).stdout.utf8))["generation"]?.integerValue)
+        try await officeEdit(3, "update three")
+        let areaPackage = dir.file("area.delta").path
+        #expect(try await outpost(["service", "export-updates", service.file.path, "--since", String(farSince), "--area", "0,0,1,1", "--out", areaPackage]).succeeded)
+        #expect(try await outpost(["sync", "import", far, areaPackage]).succeeded)
+        let farRows = try await ExternalTools.run("sqlite3", [far, "SELECT count(*) FROM inspection_points"])
+        #expect(farRows.stdout.trimmingCharacters(in: .whitespacesAndNewlines) == "0")
+        let bad = try await outpost(["service", "export-updates", service.file.path, "--since", "999999", "--out", dir.file("x.delta").path])
+        #expect(!bad.succeeded && bad.stderr.contains("is not a generation"), "\(bad.stderr)")
+    }
 }
 

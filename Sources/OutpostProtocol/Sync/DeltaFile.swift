@@ -58,6 +58,9 @@ public struct DeltaHeader: Codable, Sendable, Equatable {
     /// `reply`, `updates`: the generation the changes reach.
     public var upto: Int64?
     public var schemaVersion: Int?
+    /// `updates`: the area the changes were taken within (xmin, ymin, xmax, ymax in the
+    /// service's spatial reference; nil: everywhere).
+    public var area: [Double]?
     public var edits: Int?
     public var changes: Int?
     public var created: String

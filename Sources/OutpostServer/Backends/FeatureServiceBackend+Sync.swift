@@ -91,6 +91,9 @@ public protocol SyncBackend: Sendable {
     /// A page of a layer's changes in `since < generation ≤ upto` within the replica's filter,
     /// leaving out features only the replica itself changed.
     func changes(replicaID: String, layerID: Int, since: Int64, upto: Int64, after: String?, limit: Int) async throws -> ChangePage
+    /// The same page for a scope no replica holds (an update package's area and layers): no
+    /// feature's changes are left out as echoes.
+    func changes(scope: ReplicaInfo, layerID: Int, since: Int64, upto: Int64, after: String?, limit: Int) async throws -> ChangePage
     /// A page of every feature of a layer in the replica's scope now, as upserts ordered by
     /// global id (to refetch a layer whose checksum did not match).
     func snapshot(replicaID: String, layerID: Int, after: String?, limit: Int) async throws -> ChangePage

@@ -97,4 +97,44 @@ public enum DeltaImport {
         try writer.finish()
         return summary
     }
+
+    /// Writes a scheduled update package: every change of `layers` after generation `since` up to
+    /// `upto`, within `area` (in the service's spatial reference; nil: everywhere), for any
+    /// read-only replica of that area at or after `since` to import. Returns the changes written.
+    @discardableResult
+    public static func exportUpdates(
+        from backend: any SyncBackend, service: String, layers: [Int], area: Envelope?, where clause: String? = nil, since: Int64, upto: Int64, to url: URL
+    ) async throws -> Int {
+        let schema = try await backend.schema()
+        for id in layers {
+            guard let layer = schema.layer(id: id) else { throw DeltaError("\(service) has no layer \(id)") }
+            guard layer.globalIDField != nil else { throw DeltaError("layer \(id) has no global ids, so it does not sync") }
+        }
+        guard since >= 0, since <= upto else { throw DeltaError("--since \(since) is not a generation of \(service) (it is at \(upto))") }
+        let geometry = try area.map { try EsriJSON.value(.polygon($0.polygon)) }
+        // A scope no replica holds: its id matches no change's origin, so nothing is left out.
+        let scope = ReplicaInfo(
+            replicaID: "updates-\(UUID().uuidString)", replicaName: "updates", syncModel: .perReplica, replicaServerGen: since,
+            layers: layers.map { ReplicaInfo.Layer(id: $0, serverGen: since, syncDirection: .download, where: clause, useGeometry: area != nil) },
+            geometry: geometry, returnAttachments: false, attachmentsSyncDirection: .none, lastSeq: 0, serviceGeneration: upto,
+            schemaVersion: schema.schemaVersion, creationDate: Int64(Date().timeIntervalSince1970 * 1_000), lastSyncDate: nil)
+        var header = DeltaHeader(kind: .updates, service: service, replicaId: nil, cursors: Dictionary(uniqueKeysWithValues: layers.map { (String($0), since) }))
+        header.upto = upto
+        header.schemaVersion = schema.schemaVersion
+        header.area = area.map { [$0.xmin, $0.ymin, $0.xmax, $0.ymax] }
+        let writer = try DeltaWriter(url: url, header: header)
+        var total = 0
+        for layer in layers.sorted() where since < upto {
+            var after: String?
+            repeat {
+                let page = try await backend.changes(scope: scope, layerID: layer, since: since, upto: upto, after: after, limit: pageSize)
+                if !page.changes.isEmpty { try writer.write(.changes, Data(page.json.jsonString.utf8)) }
+                total += page.changes.count
+                after = page.next
+            } while after != nil
+        }
+        try writer.finish()
+        return total
+    }
 }
+

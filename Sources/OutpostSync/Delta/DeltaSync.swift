@@ -84,6 +84,20 @@ public enum DeltaSync {
         if header.kind == .reply, header.replicaId != state.replicaID {
             throw DeltaError("\(name) answers replica \(header.replicaId ?? "?"), not \(state.replicaID)")
         }
+        // An update package knows nothing of local edits: it goes into replicas with none
+        // waiting in its layers (read-only ones, or any with nothing pending).
+        if header.kind == .updates {
+            // Layers the replica does not hold are passed over.
+            let tables = state.layers.filter { header.cursors[String($0.id)] != nil }.map(\.table)
+            guard !tables.isEmpty else { throw DeltaError("\(name) carries none of this replica's layers") }
+            let layerTables = tables
+            let waiting = try await geodatabase.read { conn in
+                (try conn.sealedBatch() != nil ? 1 : 0) + (try conn.pendingChangeSpan(upTo: .max, tables: layerTables).count)
+            }
+            guard waiting == 0 else {
+                throw DeltaError("\(name) is an update package, and this replica has edits waiting to upload: sync (or export them) first")
+            }
+        }
         var summary = ImportSummary()
         // The batch part: the answer to the sealed batch, or one acknowledged before.
         var acknowledge: (@Sendable (GeodatabaseConnection) throws -> Void)?
@@ -126,6 +140,7 @@ public enum DeltaSync {
         var layers: [ReplicaState.Layer] = []
         for (key, since) in header.cursors {
             guard let id = Int(key), let layer = state.layers.first(where: { $0.id == id }) else {
+                if header.kind == .updates { continue }
                 throw DeltaError("\(name) carries changes of layer \(key), which this replica does not hold")
             }
             let cursor = state.cursor(forLayer: id)

@@ -167,7 +167,7 @@ struct ServiceCommand: AsyncParsableCommand {
     static let configuration = CommandConfiguration(
         commandName: "service",
         abstract: "Create feature services and evolve their schemas.",
-        subcommands: [Create.self, Migrate.self, ImportDelta.self])
+        subcommands: [Create.self, Migrate.self, ImportDelta.self, ExportUpdates.self])
 
     struct Create: AsyncParsableCommand {
         static let configuration = CommandConfiguration(
@@ -267,6 +267,25 @@ struct ServiceCommand: AsyncParsableCommand {
         }
     }
 
+    /// Runs `body` on the opened service and closes it, failed or not; a delta file's error is
+    /// the command's one line.
+    static func withBackend<T: Sendable>(
+        _ service: String, postgres: String?, _ body: (any FeatureServiceBackend & SyncBackend) async throws -> T
+    ) async throws -> T {
+        let backend = try await openBackend(service, postgres: postgres)
+        do {
+            let result = try await body(backend)
+            try await backend.close()
+            return result
+        } catch let error as DeltaError {
+            try? await backend.close()
+            throw CLIFailure(message: error.message)
+        } catch {
+            try? await backend.close()
+            throw error
+        }
+    }
+
     struct ImportDelta: AsyncParsableCommand {
         static let configuration = CommandConfiguration(
             commandName: "import-delta",
@@ -284,18 +303,10 @@ struct ServiceCommand: AsyncParsableCommand {
         @Flag(help: "Print the result as JSON.") var json = false
 
         func run() async throws {
-            let backend = try await ServiceCommand.openBackend(service, postgres: postgres)
-            let summary: DeltaImport.Summary
-            do {
-                summary = try await DeltaImport.importEdits(URL(fileURLWithPath: delta), into: backend, service: backend.name, reply: URL(fileURLWithPath: out))
-            } catch let error as DeltaError {
-                try? await backend.close()
-                throw CLIFailure(message: error.message)
-            } catch {
-                try? await backend.close()
-                throw error
+            let (delta, out) = (URL(fileURLWithPath: delta), URL(fileURLWithPath: out))
+            let summary = try await ServiceCommand.withBackend(service, postgres: postgres) { backend in
+                try await DeltaImport.importEdits(delta, into: backend, service: backend.name, reply: out)
             }
-            try await backend.close()
             if json {
                 return printJSON([
                     "replicaId": .string(summary.replicaID), "seq": summary.seq.map { .integer($0) } ?? .null, "replayed": .bool(summary.replayed),
@@ -309,6 +320,52 @@ struct ServiceCommand: AsyncParsableCommand {
             } ?? "no edits"
             line += "; \(summary.changes) changes up to generation \(summary.upto) in \(out)"
             print(line)
+        }
+    }
+
+    struct ExportUpdates: AsyncParsableCommand {
+        static let configuration = CommandConfiguration(
+            commandName: "export-updates",
+            abstract: "Write a scheduled update package: the service's changes since a generation, for read-only replicas to import.",
+            discussion: """
+                Every change after --since up to the generation now, of the layers asked for, within \
+                --area; any read-only replica of that area at or after --since imports it with \
+                `outpost sync import` (changes it already has are applied again, harmlessly).
+                """)
+        @Argument(help: "The service GeoPackage (with --postgres: the service's name in the database).") var service: String
+        @Option(help: "The generation the changes start after (a replica's generation: `outpost replica info`).") var since: Int64
+        @Option(parsing: .unconditional, help: "xmin,ymin,xmax,ymax in the service's spatial reference (default: everywhere).") var area: String?
+        @Option(help: "Layer ids, comma-separated (default: every layer that syncs).") var layers: String?
+        @Option(help: "A where clause for every layer.") var `where`: String?
+        @Option(help: "The update package to write.") var out: String
+        @Option(help: "The service is in this PostgreSQL/PostGIS database (postgres://user@host[:port]/db).") var postgres: String?
+        @Flag(help: "Print the result as JSON.") var json = false
+
+        func run() async throws {
+            var envelope: Envelope?
+            if let area {
+                let v = area.split(separator: ",").compactMap { Double($0.trimmingCharacters(in: .whitespaces)) }
+                guard v.count == 4, v[0] <= v[2], v[1] <= v[3] else { throw CLIFailure(message: "--area: expected xmin,ymin,xmax,ymax") }
+                envelope = Envelope(xmin: v[0], ymin: v[1], xmax: v[2], ymax: v[3])
+            }
+            let (layers, since, clause, out) = (layers, since, `where`, out)
+            let (ids, upto, count) = try await ServiceCommand.withBackend(service, postgres: postgres) { backend in
+                let schema = try await backend.schema()
+                let ids = try layers.map { text in
+                    try text.split(separator: ",").map { part -> Int in
+                        guard let id = Int(part.trimmingCharacters(in: .whitespaces)) else { throw CLIFailure(message: "--layers: \(part) is not a layer id") }
+                        return id
+                    }
+                } ?? schema.layers.filter { $0.globalIDField != nil }.map(\.id)
+                let upto = try await backend.generation()
+                let count = try await DeltaImport.exportUpdates(
+                    from: backend, service: backend.name, layers: ids, area: envelope, where: clause, since: since, upto: upto, to: URL(fileURLWithPath: out))
+                return (ids, upto, count)
+            }
+            if json {
+                return printJSON(["since": .integer(since), "upto": .integer(upto), "changes": .integer(Int64(count)), "layers": .array(ids.map { .integer(Int64($0)) })])
+            }
+            print("\(count) changes from generation \(since) to \(upto) in \(out)")
         }
     }
 }

@@ -145,10 +145,31 @@ extension SQLiteServiceBackend: SyncBackend {
     // MARK: - Change feed
 
     public func changes(replicaID: String, layerID: Int, since: Int64, upto: Int64, after: String?, limit: Int) async throws -> ChangePage {
+        let page = try await feedPage(scope: nil, replicaID: replicaID, layerID: layerID, since: since, upto: upto, after: after, limit: limit)
+        if after == nil {
+            // The replica asked from `since`: it holds everything up to there (informational,
+            // shown as replicaServerGen in the replica's info).
+            let id = GlobalID.normalized(replicaID) ?? replicaID
+            try await geodatabase.write { conn in
+                try conn.execute(
+                    "UPDATE outpost_replicas SET replica_gen = max(replica_gen, ?), last_sync_at = ? WHERE replica_id = ?",
+                    arguments: [.integer(since), .integer(Self.now()), .text(id)])
+            }
+        }
+        return page
+    }
+
+    public func changes(scope: ReplicaInfo, layerID: Int, since: Int64, upto: Int64, after: String?, limit: Int) async throws -> ChangePage {
+        try await feedPage(scope: scope, replicaID: scope.replicaID, layerID: layerID, since: since, upto: upto, after: after, limit: limit)
+    }
+
+    /// A feed page for a registered replica (`scope` nil: read from the database) or for a scope
+    /// no replica holds (an update package's area).
+    private func feedPage(scope given: ReplicaInfo?, replicaID: String, layerID: Int, since: Int64, upto: Int64, after: String?, limit: Int) async throws -> ChangePage {
         let schema = geodatabase.schema
         let gdb = geodatabase
-        let page = try await gdb.read { conn in
-            let info = try Self.replica(id: replicaID, conn)
+        return try await gdb.read { conn in
+            let info = try given ?? Self.replica(id: replicaID, conn)
             let (layerInfo, layer) = try Self.layer(layerID, of: info, schema: schema)
             // One row per feature changed in the window: its latest generation, whether anyone
             // but this replica changed it, and whether it was added in the window.
@@ -177,17 +198,6 @@ extension SQLiteServiceBackend: SyncBackend {
             let changes = try ChangeFeedAssembly.changes(changed, scope: scope, inScope: inScope, layer: layer, attachments: attachments)
             return ChangePage(layerId: layerID, since: since, upto: upto, changes: changes, next: ChangeFeedAssembly.next(changed, limit: limit))
         }
-        if after == nil {
-            // The replica asked from `since`: it holds everything up to there (informational,
-            // shown as replicaServerGen in the replica's info).
-            let id = GlobalID.normalized(replicaID) ?? replicaID
-            try await gdb.write { conn in
-                try conn.execute(
-                    "UPDATE outpost_replicas SET replica_gen = max(replica_gen, ?), last_sync_at = ? WHERE replica_id = ?",
-                    arguments: [.integer(since), .integer(Self.now()), .text(id)])
-            }
-        }
-        return page
     }
 
     /// How a feed page reads the change log. Walking the (layer, global id, generation) index
