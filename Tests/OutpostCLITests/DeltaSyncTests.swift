@@ -78,8 +78,8 @@ struct DeltaSyncTests {
         let feature = try JSONValue.parse(Data(try await ExternalTools.run("curl", ["-s", "\(url)/0/query?where=objectid%3D5&outFields=objectid&f=json"]).stdout.utf8))
         #expect(feature["features"]?[0] != nil)
         let edit = #"[{"attributes":{"objectid":5,"notes":"from the office"}}]"#
-        let office = try await ExternalTools.run("curl", ["-s", "--data-urlencode", "updates=\(edit)", "--data-urlencode", "f=json", "\(url)/0/applyEdits"])
-        #expect(office.stdout.contains("\"success\":true"), "\(office.stdout)")
+        let office = try await applyEdits(url, layer: 0, "updates", edit)
+        #expect(office["updateResults"]?[0]?["success"] == true, "\(office)")
         let ask = dir.file("ask.delta").path, answer = dir.file("answer.delta").path
         let asked = try await outpost(["sync", "export", replica, "--out", ask])
         #expect(asked.succeeded && asked.stdout.contains("nothing to upload"), "\(asked.stdout)")
@@ -178,7 +178,7 @@ struct DeltaSyncTests {
         #expect(try await outpost(["service", "import-delta", service.file.path, file("e1.delta"), "--out", file("r1.delta")]).succeeded)
         // The office edits between two imports of the same file: two replies, the second longer.
         let edit = #"[{"attributes":{"objectid":7,"notes":"office"}}]"#
-        _ = try await ExternalTools.run("curl", ["-s", "--data-urlencode", "updates=\(edit)", "--data-urlencode", "f=json", "\(url)/0/applyEdits"])
+        #expect(try await applyEdits(url, layer: 0, "updates", edit)["updateResults"]?[0]?["success"] == true)
         #expect(try await outpost(["service", "import-delta", service.file.path, file("e1.delta"), "--out", file("r2.delta")]).succeeded)
         #expect(try await outpost(["sync", "import", replica, file("r1.delta")]).succeeded)
         let late = try await outpost(["sync", "import", replica, file("r2.delta")])
@@ -302,8 +302,8 @@ struct DeltaSyncTests {
         let since = try #require(info["generation"]?.integerValue)
         func officeEdit(_ id: Int, _ note: String) async throws {
             let edit = #"[{"attributes":{"objectid":\#(id),"notes":"\#(note)"}}]"#
-            let r = try await ExternalTools.run("curl", ["-s", "--data-urlencode", "updates=\(edit)", "--data-urlencode", "f=json", "\(url)/0/applyEdits"])
-            #expect(r.stdout.contains("\"success\":true"), "\(r.stdout)")
+            let answer = try await applyEdits(url, layer: 0, "updates", edit)
+            #expect(answer["updateResults"]?[0]?["success"] == true, "\(answer)")
         }
         try await officeEdit(1, "update one")
         // A replica made now already holds the first change.

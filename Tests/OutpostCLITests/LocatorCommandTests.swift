@@ -211,12 +211,8 @@ import Testing
         #expect(built.succeeded, "\(built.stderr)")
         #expect(try await outpost(["geocode", locator, "Kuusitie 999, Helsinki", "--min-score", "90"]).stderr.contains("no candidates"))
 
-        var request = URLRequest(url: url.appendingPathComponent("0/applyEdits"))
-        request.httpMethod = "POST"
-        request.setValue("application/x-www-form-urlencoded", forHTTPHeaderField: "Content-Type")
         let adds = #"[{"geometry":{"x":24.93,"y":60.18},"attributes":{"street":"Kuusitie","house_number":"999","city":"Helsinki","osm_id":"office"}}]"#
-        request.httpBody = Data(("f=json&adds=" + adds.addingPercentEncoding(withAllowedCharacters: .alphanumerics)!).utf8)
-        let answer = try JSONValue.parse(try await URLSession.shared.data(for: request).0)
+        let answer = try await applyEdits(url.absoluteString, layer: 0, "adds", adds)
         #expect(answer["addResults"]?[0]?["success"] == true, "\(answer)")
 
         let sync = try await outpost(["sync", replica])

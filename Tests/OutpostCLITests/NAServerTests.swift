@@ -1,7 +1,4 @@
 import Foundation
-#if canImport(FoundationNetworking)
-    import FoundationNetworking
-#endif
 import OutpostCore
 import OutpostRouting
 import OutpostTestSupport
@@ -203,12 +200,8 @@ import Testing
         #expect((first["totalLength"]?.doubleValue ?? 0) > straight * 1.05, "\(first)")
 
         // The office draws a footpath straight between them; the crew syncs and rebuilds.
-        var request = URLRequest(url: url.appendingPathComponent("1/applyEdits"))
-        request.httpMethod = "POST"
-        request.setValue("application/x-www-form-urlencoded", forHTTPHeaderField: "Content-Type")
         let adds = #"[{"geometry":{"paths":[[[\#(a.x),\#(a.y)],[\#(b.x),\#(b.y)]]]},"attributes":{"name":"Oikopolku","highway":"footway","osm_id":"office"}}]"#
-        request.httpBody = Data(("f=json&adds=" + adds.addingPercentEncoding(withAllowedCharacters: .alphanumerics)!).utf8)
-        let answer = try JSONValue.parse(try await URLSession.shared.data(for: request).0)
+        let answer = try await applyEdits(url.absoluteString, layer: 1, "adds", adds)
         #expect(answer["addResults"]?[0]?["success"] == true, "\(answer)")
         #expect(try await outpost(["sync", replica]).succeeded)
         let rebuilt = try await outpost(build + ["--overwrite"])

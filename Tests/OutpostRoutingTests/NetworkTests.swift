@@ -8,20 +8,40 @@ import Testing
 
 /// The Helsinki street network (OpenStreetMap, ODbL), checked against networkx on the same graph.
 @Suite struct NetworkTests {
-    /// Python: `graph(path, closed=None)` reads `u,v,cost[,edge]` arcs (a header line first) into a
-    /// networkx DiGraph, the cheapest of parallel arcs kept, leaving out the arcs of edge `closed`.
-    static let networkxGraph = """
-        def graph(path, closed=None):
-            g = nx.DiGraph()
-            for line in list(open(path))[1:]:
-                parts = line.strip().split(",")
-                if closed is not None and int(parts[3]) == closed:
-                    continue
-                u, v, c = int(parts[0]), int(parts[1]), float(parts[2])
-                if not g.has_edge(u, v) or g[u][v]["w"] > c:
-                    g.add_edge(u, v, w=c)
-            return g
-        """
+    /// networkx's Dijkstra length for each query — a source, a target, and an edge to leave out
+    /// of the graph or nil — on `graph`'s arcs (the cheapest of parallel arcs kept), infinity
+    /// where nothing joins them.
+    static func networkxLengths(_ graph: ArcGraph, _ queries: [(Int, Int, Int?)], in directory: TemporaryDirectory) async throws -> [Double] {
+        var arcs = "u,v,cost,edge\n"
+        for arc in graph.arcs { arcs += "\(arc.from),\(arc.to),\(String(format: "%.17g", arc.cost)),\(arc.edge)\n" }
+        try Data(arcs.utf8).write(to: directory.file("arcs.csv"))
+        try Data(queries.map { "\($0.0),\($0.1),\($0.2 ?? -1)" }.joined(separator: "\n").utf8).write(to: directory.file("queries.csv"))
+        let python = try await ExternalTools.python("""
+            import sys, networkx as nx
+            def graph(path, closed):
+                g = nx.DiGraph()
+                for line in list(open(path))[1:]:
+                    parts = line.strip().split(",")
+                    if int(parts[3]) == closed:
+                        continue
+                    u, v, c = int(parts[0]), int(parts[1]), float(parts[2])
+                    if not g.has_edge(u, v) or g[u][v]["w"] > c:
+                        g.add_edge(u, v, w=c)
+                return g
+            whole = graph(sys.argv[1], -1)
+            for line in open(sys.argv[2]):
+                s, t, closed = map(int, line.split(","))
+                g = whole if closed == -1 else graph(sys.argv[1], closed)
+                try:
+                    print(repr(nx.dijkstra_path_length(g, s, t, weight="w")))
+                except (nx.NetworkXNoPath, nx.NodeNotFound):
+                    print("inf")
+            """, [directory.file("arcs.csv").path, directory.file("queries.csv").path])
+        #expect(python.succeeded, "\(python.stderr)")
+        let lengths = python.stdout.split(separator: "\n").map { Double($0) ?? .infinity }
+        #expect(lengths.count == queries.count)
+        return lengths
+    }
 
     static func network(in directory: TemporaryDirectory) throws -> (Geodatabase, URL, NetworkBuildSummary) {
         let (gdb, _) = try ServiceDirectoryImport.createGeodatabase(from: Repository.sampleData("helsinki"), at: directory.file("helsinki.gpkg"))
@@ -38,32 +58,11 @@ import Testing
         #expect(summary.edges > 2_500 && summary.nodes > 1_000, "\(summary)")
         let network = try RoadNetwork(url: url)
         let graph = network.graph(mode)
-        var arcs = "u,v,cost\n"
-        var touched = Set<Int>()
-        for arc in graph.arcs {
-            arcs += "\(arc.from),\(arc.to),\(String(format: "%.17g", arc.cost))\n"
-            touched.insert(arc.from)
-        }
-        let nodes = touched.sorted()
+        let nodes = Array(Set(graph.arcs.map(\.from))).sorted()
         var rng = FastRandomGenerator(seed: 24 + UInt64(count))
         var pairs: [(Int, Int)] = []
         for _ in 0..<count { pairs.append((nodes[Int(rng.next() % UInt64(nodes.count))], nodes[Int(rng.next() % UInt64(nodes.count))])) }
-        try Data(arcs.utf8).write(to: directory.file("arcs.csv"))
-        try Data(pairs.map { "\($0.0),\($0.1)" }.joined(separator: "\n").utf8).write(to: directory.file("pairs.csv"))
-        let python = try await ExternalTools.python("""
-            import sys, networkx as nx
-            \(Self.networkxGraph)
-            g = graph(sys.argv[1])
-            for line in open(sys.argv[2]):
-                s, t = map(int, line.split(","))
-                try:
-                    print(repr(nx.dijkstra_path_length(g, s, t, weight="w")))
-                except (nx.NetworkXNoPath, nx.NodeNotFound):
-                    print("inf")
-            """, [directory.file("arcs.csv").path, directory.file("pairs.csv").path])
-        #expect(python.succeeded, "\(python.stderr)")
-        let expected = python.stdout.split(separator: "\n").map { Double($0) ?? .infinity }
-        #expect(expected.count == count)
+        let expected = try await Self.networkxLengths(graph, pairs.map { ($0.0, $0.1, nil) }, in: directory)
         var reachable = 0, mismatches: [String] = []
         for (i, pair) in pairs.enumerated() where i < expected.count {
             if expected[i].isFinite { reachable += 1 }
