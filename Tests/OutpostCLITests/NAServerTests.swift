@@ -41,6 +41,11 @@ import Testing
         let catalog = try await Self.call(server.url.appendingPathComponent("arcgis/rest/services"), [:]).1
         #expect((catalog["services"]?.arrayValue ?? []).contains { $0["name"] == "helsinki" && $0["type"] == "NAServer" })
         #expect(try await Self.call(base, [:]).1["routeLayers"] == ["Route"])
+        // In a browser: solve's form, and the answer as a page.
+        let form = try await ExternalTools.run("curl", ["-s", base.appendingPathComponent("Route/solve").absoluteString + "?f=html"])
+        #expect(form.stdout.contains("Solve Route (POST)") && form.stdout.contains("name=\"stops\""), "\(form.stdout.prefix(300))")
+        let page = try await ExternalTools.run("curl", ["-s", "--data-urlencode", "stops=\(Self.stops)", "--data-urlencode", "f=html", base.appendingPathComponent("Route/solve").absoluteString])
+        #expect(page.stdout.contains("The route:") && page.stdout.contains("Finish at stop 2"), "\(page.stdout.prefix(300))")
         let layer = try await Self.call(base.appendingPathComponent("Route"), [:]).1
         #expect(layer["layerType"] == "esriNAServerRouteLayer" && layer["defaultTravelMode"] == "1")
         let attributes = (layer["networkDataset"]?["networkAttributes"]?.arrayValue ?? []).compactMap { $0["name"]?.stringValue }

@@ -42,6 +42,24 @@ enum DirectoryForms {
         ],
         submit: "Apply Edits (POST)")
 
+    /// An NAServer route layer's `solve`.
+    static let solveRoute = DirectoryForm(
+        method: "post",
+        fields: [
+            .init(name: "stops", label: "Stops", kind: .area, help: "x,y;x,y (longitude, latitude) or features JSON with Name attributes"),
+            .init(name: "barriers", label: "Point barriers", kind: .area, help: "x,y;x,y or features JSON: each closes the street it stands on"),
+            .init(name: "travelMode", label: "Travel mode", kind: .choice(["Driving Time", "Driving Distance", "Walking Time"])),
+            .init(name: "findBestSequence", label: "Find best sequence", kind: .choice(falseTrue)),
+            .init(name: "preserveFirstStop", label: "Preserve first stop", kind: .choice(trueFalse)),
+            .init(name: "preserveLastStop", label: "Preserve last stop", kind: .choice(trueFalse)),
+            .init(name: "returnDirections", label: "Return directions", kind: .choice(trueFalse)),
+            .init(name: "returnStops", label: "Return stops", kind: .choice(trueFalse)),
+            .init(name: "directionsLengthUnits", label: "Directions length units", kind: .choice(["esriNAUKilometers", "esriNAUMeters", "esriNAUMiles", "esriNAUFeet"])),
+            .init(name: "startTime", label: "Start time", help: "milliseconds since 1970, or now"),
+            .init(name: "outSR", label: "Output spatial reference", help: "WKID"),
+        ],
+        submit: "Solve Route (POST)")
+
     /// A geoprocessing task's inputs as a form (`execute` or `submitJob`): choice lists as
     /// choices, feature sets and other JSON values as text areas, defaults filled in.
     static func geoprocessing(_ task: GPTaskDefinition, operation: String) -> DirectoryForm {

@@ -243,7 +243,17 @@ public struct FeatureServerResponder: HTTPResponder {
         }
         if rest.count >= 2, rest[1] == "NAServer" {
             guard let network = services.network(named: rest[0]) else { throw ServiceError.notFound("network analysis service \(rest[0])") }
-            page(.resource)
+            // A browser on solve with no stops gets the form; the answer then shows as its result.
+            if let view, Array(rest.dropFirst(2)) == [NAServerRoutes.layerName, "solve"] {
+                if parameters["stops"] == nil {
+                    return writing.html(view.operation(
+                        title: "Solve Route: \(rest[0])", description: "Route through the stops on the \(rest[0]) street network.",
+                        form: DirectoryForms.solveRoute, result: nil))
+                }
+                writing.directory = (view, .operation(description: "The route:", form: nil))
+            } else {
+                page(.resource)
+            }
             return try await NAServerRoutes(name: rest[0], network: network, parameters: parameters, writing: writing).respond(Array(rest.dropFirst(2)))
         }
         guard rest.count >= 2, rest[1] == "FeatureServer" else { throw ServiceError.notFound("service \(rest[0])") }
