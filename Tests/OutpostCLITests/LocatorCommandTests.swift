@@ -196,16 +196,8 @@ import Testing
     @Test(.timeLimit(.minutes(3)))
     func aLocatorBuiltFromAReplicaFollowsItAfterASync() async throws {
         let directory = TemporaryDirectory("outpost-locator-replica")
-        let services = directory.file("services")
-        try FileManager.default.createDirectory(at: services, withIntermediateDirectories: true)
-        let created = try await outpost(["service", "create", Repository.sampleData("helsinki").path, "--out", services.appendingPathComponent("helsinki.gpkg").path])
-        #expect(created.succeeded, "\(created.stderr)")
-        let server = try await ServeProcess.start(service: services)
+        let (server, url, replica) = try await helsinkiCrew(in: directory, layer: 0)
         defer { Task { await server.stop() } }
-        let url = server.featureServer("helsinki")
-        let replica = directory.file("crew.gpkg").path
-        let taken = try await outpost(["replica", "create", "--url", url.absoluteString, "--layers", "0", "--out", replica])
-        #expect(taken.succeeded, "\(taken.stderr)")
         let locator = directory.file("crew.locator").path
         let built = try await outpost(["locator", "create", replica, "--layer", "addresses", "--fields", Self.fields, "--out", locator])
         #expect(built.succeeded, "\(built.stderr)")

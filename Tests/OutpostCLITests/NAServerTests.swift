@@ -175,16 +175,8 @@ import Testing
     @Test(.timeLimit(.minutes(3)))
     func aNetworkBuiltFromAReplicaIsRebuiltAfterASync() async throws {
         let directory = TemporaryDirectory("outpost-network-replica")
-        let services = directory.file("services")
-        try FileManager.default.createDirectory(at: services, withIntermediateDirectories: true)
-        let created = try await outpost(["service", "create", Repository.sampleData("helsinki").path, "--out", services.appendingPathComponent("helsinki.gpkg").path])
-        #expect(created.succeeded, "\(created.stderr)")
-        let server = try await ServeProcess.start(service: services)
+        let (server, url, replica) = try await helsinkiCrew(in: directory, layer: 1)
         defer { Task { await server.stop() } }
-        let url = server.featureServer("helsinki")
-        let replica = directory.file("crew.gpkg").path
-        let taken = try await outpost(["replica", "create", "--url", url.absoluteString, "--layers", "1", "--out", replica])
-        #expect(taken.succeeded, "\(taken.stderr)")
         let network = directory.file("crew.network").path
         let build = ["network", "create", replica, "--layer", "streets", "--name-field", "name", "--oneway-field", "oneway", "--class-field", "highway", "--out", network]
         #expect(try await outpost(build).succeeded)
