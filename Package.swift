@@ -19,6 +19,7 @@ let package = Package(
         .library(name: "OutpostPostgres", targets: ["OutpostPostgres"]),
         .library(name: "OutpostLocator", targets: ["OutpostLocator"]),
         .library(name: "OutpostRouting", targets: ["OutpostRouting"]),
+        .library(name: "OutpostOffline", targets: ["OutpostOffline"]),
         // Not for applications: many crews syncing at once against an oracle, shared by the test
         // suite (a small run) and Benchmarks (`outpost-bench load`).
         .library(name: "OutpostLoadTesting", targets: ["OutpostLoadTesting"]),
@@ -107,6 +108,16 @@ let package = Package(
                 .product(name: "GRDB", package: "GRDB.swift"),
             ]
         ),
+        // Offline maps: map definitions taken offline in one job, and synced in one job.
+        .target(
+            name: "OutpostOffline",
+            dependencies: [
+                "OutpostSync", "OutpostTiles", "OutpostProtocol", "OutpostStorage", "OutpostCore",
+                .product(name: "AsyncHTTPClient", package: "async-http-client"),
+                .product(name: "NIOCore", package: "swift-nio"),
+                .product(name: "NIOHTTP1", package: "swift-nio"),
+            ]
+        ),
         .target(name: "OutpostCore"),
         .target(
             name: "OutpostStorage",
@@ -183,6 +194,7 @@ let package = Package(
             dependencies: [
                 "OutpostCore", "OutpostStorage", "OutpostProtocol", "OutpostSync", "OutpostTiles",
                 "OutpostServer", "OutpostPostgres", "OutpostSampleData", "OutpostGeoprocessing", "OutpostLocator", "OutpostRouting",
+                "OutpostOffline",
                 .product(name: "ArgumentParser", package: "swift-argument-parser"),
                 .product(name: "AsyncHTTPClient", package: "async-http-client"),
                 .product(name: "NIOCore", package: "swift-nio"),

@@ -85,14 +85,14 @@ extension ServiceDirectory {
                 throw ServiceError(500, "\(url.lastPathComponent): \(error)")
             }
         }
-        self.init(found.backends, tileCaches: found.tileCaches, geoprocessing: geoprocessing, locators: locators, networks: networks)
+        self.init(found.backends, tileCaches: found.tileCaches, geoprocessing: geoprocessing, locators: locators, networks: networks, maps: found.maps)
     }
 
     /// The services of a path: a service GeoPackage, a tile cache, or a directory of them.
     /// - Parameter faults: fault points for tests, shared by the services.
     public static func files(
         at path: URL, name: String? = nil, faults: FaultInjector = FaultInjector()
-    ) throws -> (backends: [any FeatureServiceBackend], tileCaches: [URL], geoprocessing: [URL], locators: [URL], networks: [URL]) {
+    ) throws -> ServiceFiles {
         var isDirectory: ObjCBool = false
         guard FileManager.default.fileExists(atPath: path.path, isDirectory: &isDirectory) else {
             throw ServiceError(404, "\(path.path) does not exist")
@@ -111,27 +111,31 @@ extension ServiceDirectory {
             let locators = entries.filter { $0.pathExtension.lowercased() == "locator" }
             // Street networks: <name>.network, served as …/<name>/NAServer.
             let networks = entries.filter { $0.pathExtension.lowercased() == "network" }
+            // Map definitions: <name>.map.json, served as /arcgis/rest/maps/<name>.json.
+            let maps = entries.filter { $0.lastPathComponent.lowercased().hasSuffix(".map.json") }
             guard !files.isEmpty || !caches.isEmpty || !gp.isEmpty || !locators.isEmpty || !networks.isEmpty else {
                 throw ServiceError(404, "\(path.path) holds no service .gpkg files, tile caches, .gp.json geoprocessing services, .locator or .network files")
             }
-            return (try files.map { try SQLiteServiceBackend(url: $0, faults: faults) }, caches, gp, locators, networks)
+            return ServiceFiles(
+                backends: try files.map { try SQLiteServiceBackend(url: $0, faults: faults) }, tileCaches: caches, geoprocessing: gp, locators: locators,
+                networks: networks, maps: maps)
         } else if ["tpkx", "mbtiles"].contains(path.pathExtension.lowercased()) {
-            return ([], [path], [], [], [])
+            return ServiceFiles(tileCaches: [path])
         } else if path.lastPathComponent.lowercased().hasSuffix(".gp.json") {
-            return ([], [], [path], [], [])
+            return ServiceFiles(geoprocessing: [path])
         } else if path.pathExtension.lowercased() == "locator" {
-            return ([], [], [], [path], [])
+            return ServiceFiles(locators: [path])
         } else if path.pathExtension.lowercased() == "network" {
-            return ([], [], [], [], [path])
+            return ServiceFiles(networks: [path])
         } else {
-            return ([try SQLiteServiceBackend(url: path, name: name, faults: faults)], [], [], [], [])
+            return ServiceFiles(backends: [try SQLiteServiceBackend(url: path, name: name, faults: faults)])
         }
     }
 
     /// Services from several places (files and a database): two with one name are refused.
     public convenience init(
         checking backends: [any FeatureServiceBackend], tileCaches: [URL] = [], geoprocessing: [GeoprocessingService] = [], locators: [LocalLocator] = [],
-        networks: [RoadNetwork] = []
+        networks: [RoadNetwork] = [], maps: [URL] = []
     ) throws {
         var seen = Set<String>()
         for b in backends where !seen.insert(b.name.lowercased()).inserted {
@@ -149,6 +153,17 @@ extension ServiceDirectory {
         for n in networks where !networkSeen.insert(n.url.deletingPathExtension().lastPathComponent.lowercased()).inserted {
             throw ServiceError(409, "two networks are named \(n.url.deletingPathExtension().lastPathComponent)")
         }
-        self.init(backends, tileCaches: tileCaches, geoprocessing: geoprocessing, locators: locators, networks: networks)
+        self.init(backends, tileCaches: tileCaches, geoprocessing: geoprocessing, locators: locators, networks: networks, maps: maps)
     }
+}
+
+/// What a path holds for ``ServiceDirectory``: service GeoPackages (opened), and the files of
+/// tile caches, geoprocessing services, locators, networks and map definitions.
+public struct ServiceFiles {
+    public var backends: [any FeatureServiceBackend] = []
+    public var tileCaches: [URL] = []
+    public var geoprocessing: [URL] = []
+    public var locators: [URL] = []
+    public var networks: [URL] = []
+    public var maps: [URL] = []
 }

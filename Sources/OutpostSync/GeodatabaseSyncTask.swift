@@ -141,6 +141,34 @@ public final class GeodatabaseSyncTask: Loadable, Sendable {
             store: store)
     }
 
+    /// What a sync of `geodatabase` would move, asked without moving anything (the SDK's
+    /// `checkForUpdates`): whether the service has changes for it (one change is enough to say
+    /// yes) and how many local edits wait to upload.
+    public func checkForUpdates(geodatabase: Geodatabase) async throws -> GeodatabaseUpdates {
+        guard let state = try await geodatabase.read({ try $0.replicaState() }) else {
+            throw SyncError(.notAReplica, "\(geodatabase.url.lastPathComponent) is not a replica of a feature service")
+        }
+        var pending = PendingChanges()
+        for layer in state.layers {
+            let changes = try await geodatabase.table(named: layer.table).pendingChanges()
+            pending.inserts += changes.inserts
+            pending.updates += changes.updates
+            pending.deletes += changes.deletes
+        }
+        let client = NativeSyncClient(connection, replicaID: state.replicaID)
+        guard let generation = try await client.replicaInfo()["serviceGeneration"]?.integerValue else {
+            throw SyncError(.invalidResponse, "the replica info has no serviceGeneration")
+        }
+        var changed: [Int] = []
+        let parameters = SyncGeodatabaseParameters(geodatabaseSyncDirection: .download)
+        for layer in state.layers where parameters.downloads(layer, model: state.syncModel) {
+            let since = state.cursor(forLayer: layer.id)
+            guard since < generation else { continue }
+            if try await !client.changes(layer: layer.id, since: since, upto: generation, after: nil, limit: 1).changes.isEmpty { changed.append(layer.id) }
+        }
+        return GeodatabaseUpdates(layersWithChanges: changed, pendingUploads: pending)
+    }
+
     /// Unregisters the geodatabase's replica on the service; the file keeps its data and its
     /// pending edits, marked as no longer able to sync.
     public func unregisterGeodatabase(_ geodatabase: Geodatabase) async throws {
@@ -158,6 +186,17 @@ public final class GeodatabaseSyncTask: Loadable, Sendable {
             try conn.setReplicaState(current)
         }
     }
+}
+
+/// What ``GeodatabaseSyncTask/checkForUpdates(geodatabase:)`` found.
+public struct GeodatabaseUpdates: Sendable, Hashable, Codable {
+    /// The layers the service has changes for.
+    public var layersWithChanges: [Int]
+    /// Local edits waiting to upload.
+    public var pendingUploads: PendingChanges
+
+    public var downloadAvailable: Bool { !layersWithChanges.isEmpty }
+    public var uploadAvailable: Bool { pendingUploads.total > 0 }
 }
 
 extension JobRegistry {

@@ -2,6 +2,7 @@ import ArgumentParser
 import Foundation
 import OutpostPostgres
 import OutpostCore
+import OutpostOffline
 import OutpostServer
 import OutpostStorage
 import OutpostSync
@@ -16,6 +17,7 @@ struct OutpostCommand: AsyncParsableCommand {
             DemoCommand.self, ImportCommand.self, InspectCommand.self, ServiceCommand.self, ServeCommand.self, ReplicaCommand.self, SyncCommand.self,
             StatusCommand.self, ConflictsCommand.self, TilesCommand.self, RenderCommand.self, CopyCommand.self, JobCommand.self, UsersCommand.self,
             GPCommand.self, LocatorCommand.self, GeocodeCommand.self, ReverseCommand.self, SuggestCommand.self, NetworkCommand.self, RouteCommand.self,
+            OfflineCommand.self,
         ]
     )
 
@@ -43,6 +45,8 @@ struct OutpostCommand: AsyncParsableCommand {
             fail(error.message)
         } catch let error as TileCacheError {
             fail(error.description)
+        } catch let error as OfflineMapError {
+            fail(error.message)
         } catch let error as PostgresServiceError {
             fail(error.message)
         } catch {

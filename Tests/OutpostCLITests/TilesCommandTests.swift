@@ -136,7 +136,7 @@ struct TilesCommandTests {
         let fetchedBeforeKill = requests.total
         let again = try await ExternalTools.run(Repository.outpostExecutable.path, arguments, environment: ["OUTPOST_TILE_CHECKPOINT_MS": "0"])
         #expect(again.succeeded, "\(again.stderr)")
-        #expect(again.stderr.contains("resuming export job"))
+        #expect(again.stderr.contains("resuming job"))
         // At most one checkpoint's worth (512) plus the tiles in flight were asked twice.
         #expect(requests.repeated <= 512 + 8, "\(requests.repeated) of \(fetchedBeforeKill) asked again")
         let inspect = try await outpost(["tiles", "inspect", dir.file("out.mbtiles").path, "--json"])

@@ -345,6 +345,7 @@ public final class Job<Definition: JobDefinition>: Sendable {
 
     fileprivate var checkpointData: JSONValue? { state.withLock { $0.snapshot.checkpoint } }
     fileprivate var interruptRequested: Bool { state.withLock { $0.machine.pauseRequested || $0.machine.status == .canceling } }
+    fileprivate var cancelRequested: Bool { state.withLock { $0.machine.status == .canceling } }
 
     fileprivate func record(_ key: String, _ value: JSONValue?) {
         state.withLock { $0.snapshot.results[key] = value }
@@ -394,6 +395,7 @@ public final class JobContext: Sendable {
     private let dataProvider: @Sendable () -> JSONValue?
     private let stepProvider: @Sendable () -> Int
     private let interruptProvider: @Sendable () -> Bool
+    private let cancelProvider: @Sendable () -> Bool
     private let progressHandler: @Sendable (String, Int64, Int64?) -> Void
     private let logHandler: @Sendable (String, JobMessage.Severity) -> Void
     private let cleanupHandler: @Sendable (@escaping @Sendable () async -> Void) -> Void
@@ -410,6 +412,7 @@ public final class JobContext: Sendable {
         dataProvider = { [unowned job] in job.checkpointData }
         stepProvider = { [unowned job] in job.currentStep }
         interruptProvider = { [unowned job] in job.interruptRequested }
+        cancelProvider = { [unowned job] in job.cancelRequested }
         progressHandler = { [unowned job] in job.setProgress(phase: $0, done: $1, total: $2) }
         logHandler = { [unowned job] in job.log($0, severity: $1) }
         cleanupHandler = { [unowned job] in job.addCleanup($0) }
@@ -433,6 +436,10 @@ public final class JobContext: Sendable {
     /// True when a pause or cancel waits for the next checkpoint: steps that space out their
     /// checkpoints reach one at once.
     public var isInterruptRequested: Bool { interruptProvider() }
+
+    /// True when the interruption asked for is a cancellation (not a pause): a step that runs
+    /// other jobs cancels them rather than pausing them.
+    public var isCancelRequested: Bool { cancelProvider() }
 
     /// Records a checkpoint (persisted with the job), then pauses or cancels the job if that was
     /// asked for (by throwing: let the error propagate).

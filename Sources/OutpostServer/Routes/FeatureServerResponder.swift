@@ -126,6 +126,15 @@ public struct FeatureServerResponder: HTTPResponder {
             response.headers[.cacheControl] = "no-store"
             return response
         }
+        // A served locator's or network's file, for offline maps: /outpost/v1/{locators|networks}/<name>/file.
+        if segments.count == 5, segments[0] == "outpost", segments[1] == "v1", ["locators", "networks"].contains(segments[2]), segments[4] == "file" {
+            guard request.method == .get else { throw ServiceError(405, "\(request.method) is not allowed; use GET") }
+            let parameters = try await readParameters(&request)
+            try Security.require(.query, of: try security.caller(request, parameters, remote: remote), on: segments[3])
+            let file = segments[2] == "locators" ? services.locator(named: segments[3])?.url : services.networkFile(named: segments[3])
+            guard let file else { throw ServiceError.notFound("\(segments[2] == "locators" ? "locator" : "network") \(segments[3])") }
+            return try ReplicaRoutes.streamFile(file, contentType: "application/vnd.sqlite3", removeAfter: false, range: request.headers[.range])
+        }
         if segments.count >= 4, segments[0] == "outpost", segments[1] == "v1", segments[2] == "services" {
             return try await native(&request, Array(segments.dropFirst(3)), remote: remote)
         }
@@ -159,6 +168,9 @@ public struct FeatureServerResponder: HTTPResponder {
             var response = ResponseWriting(request: request).bytes(ByteBuffer(string: asset.text), contentType: asset.contentType)
             response.headers[.cacheControl] = "public, max-age=3600"
             return response
+        }
+        if segments.count >= 3, segments[0] == "arcgis", segments[1] == "rest", segments[2] == "maps" {
+            return try await mapDefinitions(&request, Array(segments.dropFirst(3)), remote: remote)
         }
         guard segments.count >= 3, segments[0] == "arcgis", segments[1] == "rest", segments[2] == "services" else {
             throw ServiceError.notFound("\(path)")
@@ -382,6 +394,33 @@ public struct FeatureServerResponder: HTTPResponder {
         ]
     }
 
+    /// `/arcgis/rest/maps` (the names) and `/arcgis/rest/maps/<name>.json` (a map definition
+    /// with its service URLs made absolute for the address the caller used).
+    private func mapDefinitions(_ request: inout Request, _ rest: [String], remote: SocketAddress?) async throws -> Response {
+        guard request.method == .get else { throw ServiceError(405, "\(request.method) is not allowed; use GET") }
+        let parameters = try await readParameters(&request)
+        _ = try parameters.format()
+        _ = try security.caller(request, parameters, remote: remote, anonymousAllowed: rest.isEmpty)
+        let writing = ResponseWriting(request: request, pretty: (parameters["f"] ?? "").lowercased() == "pjson")
+        let base = PublicURL(request, configuration: configuration).base
+        if rest.isEmpty {
+            return writing.json([
+                "maps": .array(services.mapNames.map { ["name": .string($0), "url": .string("\(base)/arcgis/rest/maps/\($0).json")] })
+            ])
+        }
+        guard rest.count == 1, rest[0].lowercased().hasSuffix(".json"), let file = services.mapFile(named: String(rest[0].dropLast(5))) else {
+            throw ServiceError.notFound("map \(rest.joined(separator: "/"))")
+        }
+        let map: MapDefinition
+        do {
+            map = try MapDefinition.decode(try Data(contentsOf: file))
+        } catch {
+            throw ServiceError(500, "the map definition \(file.lastPathComponent) cannot be read: \(error)")
+        }
+        let resolved = map.resolvingURLs(against: "\(base)/arcgis/rest/services/")
+        return writing.json(try JSONValue.parse(try resolved.encoded()))
+    }
+
     /// `/arcgis/rest/info`: the version, and how to sign in.
     private func info(_ request: Request) -> JSONValue {
         [
@@ -463,11 +502,18 @@ public final class ServiceDirectory: Sendable {
     private let locators: [String: LocalLocator]
     /// Street networks (`…/NAServer`), by name (the file's stem).
     private let networks: [String: (name: String, network: RoadNetwork)]
+    /// Map definitions (`/arcgis/rest/maps/<name>.json`), by name (the file's name before `.map.json`).
+    private let maps: [String: (name: String, file: URL)]
 
     public init(
         _ backends: [any FeatureServiceBackend], tileCaches: [URL] = [], geoprocessing: [GeoprocessingService] = [], locators: [LocalLocator] = [],
-        networks: [RoadNetwork] = []
+        networks: [RoadNetwork] = [], maps: [URL] = []
     ) {
+        self.maps = Dictionary(
+            maps.map { url in
+                let name = String(url.lastPathComponent.dropLast(".map.json".count))
+                return (name.lowercased(), (name, url))
+            }, uniquingKeysWith: { first, _ in first })
         self.networks = Dictionary(
             networks.map { network in
                 let name = network.url.deletingPathExtension().lastPathComponent
@@ -507,6 +553,15 @@ public final class ServiceDirectory: Sendable {
     public var networkNames: [String] { networks.values.map(\.name).sorted() }
 
     public func network(named name: String) -> RoadNetwork? { networks[name.lowercased()]?.network }
+
+    /// The file of network `name`.
+    public func networkFile(named name: String) -> URL? { networks[name.lowercased()]?.network.url }
+
+    /// The names of the map definitions.
+    public var mapNames: [String] { maps.values.map(\.name).sorted() }
+
+    /// The file of map definition `name`.
+    public func mapFile(named name: String) -> URL? { maps[name.lowercased()]?.file }
 
     /// The tile cache behind `name`'s MapServer, loaded.
     public func tileCache(named name: String) async throws -> TileCache? {

@@ -328,7 +328,7 @@ struct ReplicaRoutes {
     func resultFile(_ name: String) throws -> Response {
         guard let file = services.files.file(named: name) else { throw ServiceError.notFound("file \(name) (files are kept for a limited time)") }
         let type = name.hasSuffix(".gpkg") ? "application/geopackage+sqlite3" : "application/json; charset=utf-8"
-        return try streamFile(file, contentType: type, removeAfter: false)
+        return try Self.streamFile(file, contentType: type, removeAfter: false, range: request.headers[.range])
     }
 
     /// A file's bytes, read a megabyte at a time as the client takes them.
@@ -336,13 +336,26 @@ struct ReplicaRoutes {
         try Self.streamFile(url, contentType: contentType, removeAfter: removeAfter)
     }
 
-    static func streamFile(_ url: URL, contentType: String, removeAfter: Bool) throws -> Response {
+    /// With `range` (a request's `Range: bytes=N-`), the bytes from N on (206), so an interrupted
+    /// download continues where it broke off; 416 when N is past the end.
+    static func streamFile(_ url: URL, contentType: String, removeAfter: Bool, range: String? = nil) throws -> Response {
         guard let handle = FileHandle(forReadingAtPath: url.path),
-            let size = (try? FileManager.default.attributesOfItem(atPath: url.path)[.size] as? NSNumber)?.intValue
+            let total = (try? FileManager.default.attributesOfItem(atPath: url.path)[.size] as? NSNumber)?.intValue
         else { throw ServiceError.notFound("file \(url.lastPathComponent)") }
-        let headers: HTTPFields = [.contentType: contentType, .contentLength: String(size)]
+        var start = 0
+        if let range, range.hasPrefix("bytes="), range.hasSuffix("-"), let from = Int(range.dropFirst(6).dropLast()), from >= 0 {
+            guard from < total else {
+                try? handle.close()
+                return Response(status: .rangeNotSatisfiable, headers: [.contentRange: "bytes */\(total)"])
+            }
+            start = from
+            try handle.seek(toOffset: UInt64(from))
+        }
+        let size = total - start
+        var headers: HTTPFields = [.contentType: contentType, .contentLength: String(size), .acceptRanges: "bytes"]
+        if start > 0 { headers[.contentRange] = "bytes \(start)-\(total - 1)/\(total)" }
         return Response(
-            status: .ok, headers: headers,
+            status: start > 0 ? .partialContent : .ok, headers: headers,
             body: ResponseBody(contentLength: size) { writer in
                 defer {
                     try? handle.close()

@@ -39,9 +39,9 @@ public final class JobManager: Sendable {
 
     public func jsonURL(id: String) -> URL { store.url(id: id) }
 
-    /// Creates a job persisted in the directory (not started).
-    public func add<D: JobDefinition>(_ definition: D) throws -> Job<D> {
-        let job = Job(definition, store: store)
+    /// Creates a job persisted in the directory (not started), with a new id or `id`.
+    public func add<D: JobDefinition>(_ definition: D, id: String = UUID().uuidString) throws -> Job<D> {
+        let job = Job(definition, id: id, store: store)
         try store.save(job.snapshot)
         return job
     }

@@ -163,17 +163,11 @@ public struct ServiceConnection: Sendable {
             throw Self.failure(Reply(status: Int(response.status.code), body: Data(buffer.readBytes(length: buffer.readableBytes) ?? [])), url: url)
         }
         let total = response.headers["Content-Length"].first.flatMap { Int64($0) }
-        var received: Int64 = 0
+        let received: Int64
         do {
-            for try await var chunk in response.body {
-                received += Int64(chunk.readableBytes)
-                if let bytes = chunk.readBytes(length: chunk.readableBytes) { try handle.write(contentsOf: bytes) }
-                progress(received, total)
-            }
-        } catch is CancellationError {
-            throw CancellationError()
-        } catch {
-            throw SyncError(.unreachable, "the download from \(url.host ?? "the server") broke off after \(received) bytes (\(error))")
+            received = try await response.streamBody(to: handle) { progress($0, total) }
+        } catch let broken as BodyInterrupted {
+            throw SyncError(.unreachable, "the download from \(url.host ?? "the server") broke off after \(broken.received) bytes (\(broken.reason))")
         }
         try handle.synchronize()
         if let total, received != total {

@@ -2,16 +2,18 @@ import ArgumentParser
 import Foundation
 import OutpostCore
 import OutpostLocator
+import OutpostOffline
 import OutpostStorage
 import OutpostSync
 import OutpostTiles
 
-/// The job types `outpost` can resume: copies, server-side jobs and tile exports (a tile
-/// source's token comes from `OUTPOST_TOKEN`, never from the job file).
+/// The job types `outpost` can resume: copies, server-side jobs, replicas, syncs, tile exports
+/// and offline maps (a service's token comes from `OUTPOST_TOKEN`, never from the job file).
 func outpostJobRegistry(
     tiles: TileJobEnvironment = TileJobEnvironment(token: serviceToken(nil), faults: processFaults, checkpointInterval: testCheckpointInterval)
 ) -> JobRegistry {
-    var registry = JobRegistry.withNetworkJobs()
+    var registry = JobRegistry.withOfflineMapJobs(
+        OfflineJobEnvironment(token: serviceToken(nil), faults: processFaults, tileCheckpointInterval: testCheckpointInterval))
     registry.withTileJobs(tiles)
     registry.register(BatchGeocodeJob.self)
     return registry
@@ -76,4 +78,18 @@ func report(_ job: any AnyJob, status: JobStatus, json: Bool) throws {
     default:
         throw CLIFailure(message: "job \(snapshot.id) failed: \(snapshot.error?.message ?? status.rawValue)")
     }
+}
+
+/// The unfinished job of `definition`'s type that `sameTarget` picks (the same command run again
+/// after a pause or a kill continues it), else a new one.
+/// - Throws: when the unfinished job has other parameters (it must be cancelled first).
+func resumingOrAdding<D: JobDefinition>(_ definition: D, in manager: JobManager, target: String, sameTarget: (JobSnapshot) -> Bool) throws -> any AnyJob {
+    guard let earlier = try manager.snapshots().first(where: { $0.jobType == D.jobType && !$0.status.isFinished && sameTarget($0) }) else {
+        return try manager.add(definition)
+    }
+    guard earlier.parameters == definition.parameters else {
+        throw CLIFailure(message: "an unfinished job for \(target) with other parameters exists (job \(earlier.id)); cancel it with outpost job cancel")
+    }
+    FileHandle.standardError.write(Data("resuming job \(earlier.id)\n".utf8))
+    return try manager.job(id: earlier.id)
 }

@@ -99,10 +99,20 @@ struct ServeCommand: AsyncParsableCommand {
             var geoprocessing: [GeoprocessingService] = []
             var locators: [LocalLocator] = []
             var networks: [RoadNetwork] = []
+            var maps: [URL] = []
             if let service {
                 let files = try ServiceDirectory.files(at: URL(fileURLWithPath: service), name: name, faults: processFaults)
                 backends += files.backends
                 tileCaches = files.tileCaches
+                maps = files.maps
+                // A map definition that does not read is refused now, not at the first request.
+                for url in maps {
+                    do {
+                        _ = try MapDefinition.decode(try Data(contentsOf: url))
+                    } catch {
+                        throw CLIFailure(message: "\(url.lastPathComponent): \(error)")
+                    }
+                }
                 for url in files.geoprocessing {
                     do {
                         geoprocessing.append(try await GeoprocessingService(contentsOf: url))
@@ -133,7 +143,7 @@ struct ServeCommand: AsyncParsableCommand {
                 // Job status in the database: any process answers it.
                 configuration.jobStore = try await PostgresJobStore(location: location)
             }
-            services = try ServiceDirectory(checking: backends, tileCaches: tileCaches, geoprocessing: geoprocessing, locators: locators, networks: networks)
+            services = try ServiceDirectory(checking: backends, tileCaches: tileCaches, geoprocessing: geoprocessing, locators: locators, networks: networks, maps: maps)
             try await services.loadTileCaches()
         } catch let error as ServiceError {
             throw CLIFailure(message: error.message)

@@ -108,18 +108,7 @@ struct TilesCommand: AsyncParsableCommand {
             let parameters = try selection.parameters()
             let definition = ExportTileCacheJob(source: selection.source, parameters: parameters, downloadFileURL: output, environment: selection.environment)
             // The same command again continues an unfinished export of the same output.
-            let job: any AnyJob
-            if let earlier = try manager.snapshots().first(where: {
-                $0.jobType == ExportTileCacheJob.jobType && !$0.status.isFinished && $0.parameters["downloadFile"]?.stringValue == output.path
-            }) {
-                guard earlier.parameters == definition.parameters else {
-                    throw CLIFailure(message: "an unfinished export to \(out) with other parameters exists (job \(earlier.id)); cancel it with outpost job cancel")
-                }
-                job = try manager.job(id: earlier.id)
-                FileHandle.standardError.write(Data("resuming export job \(earlier.id)\n".utf8))
-            } else {
-                job = try manager.add(definition)
-            }
+            let job = try resumingOrAdding(definition, in: manager, target: out) { $0.parameters["downloadFile"]?.stringValue == output.path }
             if ProgressDisplay().enabled {
                 FileHandle.standardError.write(Data("job \(job.id): \(manager.jsonURL(id: job.id).path)\n".utf8))
             }

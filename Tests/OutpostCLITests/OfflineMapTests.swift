@@ -1,0 +1,287 @@
+import Foundation
+import OutpostCore
+import OutpostStorage
+import OutpostTestSupport
+import Testing
+
+#if canImport(Glibc)
+    import Glibc
+#endif
+
+/// Offline maps (`outpost offline create|sync|status`): a map of two services and a basemap taken
+/// offline in one job, read by GDAL, synced in one job, and both jobs killed at random moments.
+@Suite("outpost offline")
+struct OfflineMapTests {
+    /// The field-inspection and Natural Earth services and the sample map definition served from
+    /// `directory/services`: the server and the map's URL.
+    static func served(in dir: TemporaryDirectory, map: String = "field-crews.map.json") async throws -> (ServeProcess, String) {
+        let services = dir.file("services")
+        try FileManager.default.createDirectory(at: services, withIntermediateDirectories: true)
+        for name in ["field_inspection", "natural_earth"] {
+            let created = try await outpost(["service", "create", Repository.sampleData(name).path, "--out", services.appendingPathComponent("\(name).gpkg").path])
+            #expect(created.succeeded, "\(created.stderr)")
+        }
+        try FileManager.default.copyItem(at: Repository.schema("examples/field-crews.map.json"), to: services.appendingPathComponent(map))
+        let server = try await ServeProcess.start(service: services)
+        return (server, "\(server.url.absoluteString)/arcgis/rest/maps/\(map.replacingOccurrences(of: ".map.json", with: "")).json")
+    }
+
+    static let area = ["--extent", "-122.70,45.49,-122.64,45.53", "--max-scale", "70000"]
+
+    static func status(_ folder: URL, check: Bool = false) async throws -> JSONValue {
+        let result = try await outpost(["offline", "status", folder.path, "--json"] + (check ? ["--check"] : []))
+        #expect(result.succeeded, "\(result.stderr)")
+        return try JSONValue.parse(Data(result.stdout.utf8))
+    }
+
+    /// A layer's features on the server whose `field` is `value`.
+    static func serverCount(_ featureServer: String, layer: Int, where clause: String) async throws -> Int {
+        let encoded = clause.addingPercentEncoding(withAllowedCharacters: .alphanumerics) ?? clause
+        let answer = try await ExternalTools.run("curl", ["-s", "\(featureServer)/\(layer)/query?where=\(encoded)&returnCountOnly=true&f=json"])
+        return Int(try JSONValue.parse(Data(answer.stdout.utf8))["count"]?.integerValue ?? -1)
+    }
+
+    /// Runs `outpost` and kills it (SIGKILL) after `delay` unless it ended first: true when it
+    /// ended on its own with exit status 0. The wait runs on a thread of its own, so the kill
+    /// comes on time however busy the test's concurrency pool is.
+    static func runOrKill(_ arguments: [String], after delay: Duration, environment: [String: String] = [:]) async throws -> Bool {
+        let process = Process()
+        process.executableURL = Repository.outpostExecutable
+        process.arguments = arguments
+        process.environment = ProcessInfo.processInfo.environment.merging(environment) { _, new in new }
+        process.standardOutput = FileHandle.nullDevice
+        process.standardError = FileHandle.nullDevice
+        try process.run()
+        let milliseconds = Int(delay.components.seconds * 1000 + delay.components.attoseconds / 1_000_000_000_000_000)
+        return await withCheckedContinuation { continuation in
+            Thread.detachNewThread {
+                let deadline = Date().addingTimeInterval(Double(milliseconds) / 1000)
+                while process.isRunning, Date() < deadline { usleep(2_000) }
+                if process.isRunning { kill(process.processIdentifier, SIGKILL) }
+                process.waitUntilExit()
+                continuation.resume(returning: process.terminationReason == .exit && process.terminationStatus == 0)
+            }
+        }
+    }
+
+    @Test(.timeLimit(.minutes(4)))
+    func anOfflineMapOfTwoServicesAndABasemapOpensInGDALAndSyncsInOneJob() async throws {
+        let dir = TemporaryDirectory()
+        let (server, mapURL) = try await Self.served(in: dir)
+        defer { Task { await server.stop() } }
+        let fieldInspection = server.featureServer("field_inspection").absoluteString, naturalEarth = server.featureServer("natural_earth").absoluteString
+
+        // The served definition validates against the schema, with its URLs made absolute.
+        let served = dir.file("served.json")
+        #expect(try await ExternalTools.run("curl", ["-s", "-o", served.path, mapURL]).succeeded)
+        #expect(try JSONValue.parse(Data(contentsOf: served))["operationalLayers"]?[0]?["url"]?.stringValue == "\(fieldInspection)/0")
+
+        let folder = dir.file("crew-map")
+        let created = try await outpost(["offline", "create", "--map", mapURL] + Self.area + ["--out", folder.path, "--json"])
+        #expect(created.succeeded, "\(created.stderr)")
+        let summary = try JSONValue.parse(Data(created.stdout.utf8))
+        #expect(summary["layerErrors"] == [])
+        #expect(summary["replicas"]?.arrayValue?.map { $0["file"]?.stringValue } == ["data/field_inspection.gpkg", "data/natural_earth.gpkg"])
+        #expect(summary["basemap"] == "basemap.tpkx")
+        #expect(!FileManager.default.fileExists(atPath: folder.path + ".partial"), "the folder being built is gone once the map is in place")
+
+        // Both documents are what the schema says; the offline one points at local files.
+        let schema = try await ExternalTools.checkJSONSchema(
+            Repository.schema("map.schema.json"), valid: [served, folder.appendingPathComponent("map.json"), Repository.schema("examples/field-crews.map.json")],
+            invalid: [["formatVersion": 2, "title": "x", "operationalLayers": []], ["formatVersion": 1, "title": "x", "operationalLayers": [["id": "a", "title": "a", "url": "u", "file": "/etc/passwd"]]]])
+        #expect(schema.succeeded, "\(schema.stderr)")
+
+        // GDAL opens every file: the replicas as GeoPackages with their layers, the basemap as a
+        // Compact Cache tile package (ESRIC, GDAL ≥ 3.8, through rasterio).
+        for (file, layers) in [("field_inspection", ["inspection_points", "pipelines", "service_areas", "inspection_log"]), ("natural_earth", ["countries", "populated_places"])] {
+            let info = try await ExternalTools.run("ogrinfo", ["-ro", "-so", "-q", folder.appendingPathComponent("data/\(file).gpkg").path])
+            #expect(info.succeeded, "\(info.stderr)")
+            for layer in layers { #expect(info.stdout.contains(layer), "\(file): \(info.stdout)") }
+        }
+        let raster = try await ExternalTools.python(
+            """
+            import sys, rasterio
+            d = rasterio.open(sys.argv[1])
+            assert d.driver == "ESRIC", d.driver
+            assert d.width > 256 and d.height > 256 and d.count == 4, (d.width, d.height, d.count)
+            assert d.read(4).max() == 255, "the basemap has drawn pixels"
+            print(len(d.overviews(1)))
+            """, [folder.appendingPathComponent("basemap.tpkx").path])
+        #expect(raster.succeeded, "\(raster.stderr)")
+
+        // Edits on both sides of both services.
+        let gpkg = { (name: String) in folder.appendingPathComponent("data/\(name).gpkg").path }
+        #expect(
+            try await SyncCommandTests.sqlite(
+                gpkg("field_inspection"),
+                "INSERT INTO inspection_points (asset_id, asset_type, condition, status, geom) VALUES ('OFFLINE-1', 'hydrant', 3, 'open', AsGPB(GeomFromText('POINT(-122.66 45.51)', 4326)));"
+            ).succeeded)
+        #expect(
+            try await SyncCommandTests.sqlite(
+                gpkg("natural_earth"),
+                "INSERT INTO populated_places (name, geom) VALUES ('Crew camp', AsGPB(GeomFromText('POINT(-122.67 45.50)', 4326)));"
+            ).succeeded)
+        let office = try await applyEdits(
+            fieldInspection, layer: 0, "adds",
+            #"[{"geometry":{"x":-122.68,"y":45.52,"spatialReference":{"wkid":4326}},"attributes":{"asset_id":"OFFICE-1","asset_type":"valve","condition":1,"status":"open"}}]"#)
+        #expect(office["addResults"]?[0]?["success"] == true, "\(office)")
+        let officePlace = try await applyEdits(
+            naturalEarth, layer: 1, "adds", #"[{"geometry":{"x":-122.65,"y":45.52,"spatialReference":{"wkid":4326}},"attributes":{"name":"Office depot"}}]"#)
+        #expect(officePlace["addResults"]?[0]?["success"] == true, "\(officePlace)")
+
+        let before = try await Self.status(folder, check: true)
+        #expect(before["replicas"]?.arrayValue?.allSatisfy { $0["updatesAvailable"] == true } == true, "\(before)")
+        #expect(before["replicas"]?.arrayValue?.map { $0["pending"]?["inserts"] } == [1, 1])
+
+        // One job syncs both.
+        let synced = try await outpost(["offline", "sync", folder.path, "--json"])
+        #expect(synced.succeeded, "\(synced.stderr)")
+        let result = try JSONValue.parse(Data(synced.stdout.utf8))
+        for replica in result["replicas"]?.arrayValue ?? [] {
+            #expect(replica["error"] == .null && replica["uploaded"]?["inserts"] == 1 && replica["downloaded"]?["inserts"] == 1, "\(replica)")
+        }
+        #expect(result["replicas"]?.arrayValue?.count == 2)
+        #expect(try await Self.serverCount(fieldInspection, layer: 0, where: "asset_id = 'OFFLINE-1'") == 1)
+        #expect(try await Self.serverCount(naturalEarth, layer: 1, where: "name = 'Crew camp'") == 1)
+        let local = try await SyncCommandTests.sqlite(
+            gpkg("field_inspection"), "SELECT count(*) FROM inspection_points WHERE asset_id IN ('OFFICE-1', 'OFFLINE-1');")
+        #expect(local.stdout.split(separator: "\n").last == "2", "\(local.stdout)")
+        let after = try await Self.status(folder, check: true)
+        #expect(after["replicas"]?.arrayValue?.allSatisfy { $0["updatesAvailable"] == false && $0["lastSync"] != .null } == true, "\(after)")
+        #expect(after["replicas"]?.arrayValue?.map { $0["pending"]?["inserts"] } == [0, 0])
+
+        // A second map into the same folder is refused; the first is untouched.
+        let again = try await outpost(["offline", "create", "--map", mapURL] + Self.area + ["--out", folder.path])
+        #expect(!again.succeeded && again.stderr.contains("is not empty"), "\(again.stderr)")
+        #expect(FileManager.default.fileExists(atPath: folder.appendingPathComponent("map.json").path))
+    }
+
+    /// Layers that cannot go offline are reported and the rest is kept; --strict fails instead,
+    /// leaving nothing behind and no replica registered.
+    @Test(.timeLimit(.minutes(3)))
+    func layerErrorsAreReportedAndTheRestGoesOffline() async throws {
+        let dir = TemporaryDirectory()
+        let (server, _) = try await Self.served(in: dir)
+        defer { Task { await server.stop() } }
+        // A map the server does not have is a 404 with the ArcGIS error body.
+        let missing = try await ExternalTools.run("curl", ["-s", "-w", "\n%{http_code}", "\(server.url.absoluteString)/arcgis/rest/maps/nope.json"])
+        #expect(missing.stdout.hasSuffix("\n404") && missing.stdout.contains("\"error\""), "\(missing.stdout)")
+        var map = try JSONValue.parse(Data(contentsOf: Repository.schema("examples/field-crews.map.json"))).objectValue ?? [:]
+        var layers = map["operationalLayers"]?.arrayValue ?? []
+        layers.append(["id": "missing_layer", "title": "Gone", "url": "field_inspection/FeatureServer/9"])
+        layers.append(["id": "bad_filter", "title": "Bad filter", "url": "field_inspection/FeatureServer/1", "where": "no_such_column = 1"])
+        layers.append(["id": "no_service", "title": "Elsewhere", "url": "nowhere/FeatureServer/0"])
+        map["operationalLayers"] = .array(layers)
+        map["servicesUrl"] = .string("\(server.url.absoluteString)/arcgis/rest/services/")
+        let file = dir.file("map.json")
+        try Data(JSONValue.object(map).jsonString.utf8).write(to: file)
+
+        let folder = dir.file("crew-map")
+        let created = try await outpost(["offline", "create", "--map", file.path] + Self.area + ["--skip", "places", "--no-basemap", "--out", folder.path, "--json"])
+        #expect(created.succeeded, "\(created.stderr)")
+        let summary = try JSONValue.parse(Data(created.stdout.utf8))
+        let errors = Dictionary(uniqueKeysWithValues: (summary["layerErrors"]?.arrayValue ?? []).map { ($0["layer"]?.stringValue ?? "", $0["message"]?.stringValue ?? "") })
+        #expect(Set(errors.keys) == ["missing_layer", "bad_filter", "no_service"], "\(errors)")
+        #expect(errors["missing_layer"]?.contains("no layer 9") == true && errors["no_service"]?.contains("nowhere") == true, "\(errors)")
+        #expect(summary["basemap"] == .null)
+        let offline = try JSONValue.parse(Data(contentsOf: folder.appendingPathComponent("map.json")))
+        let ids = offline["operationalLayers"]?.arrayValue?.compactMap { $0["id"]?.stringValue }
+        #expect(ids == ["inspection_points", "pipelines", "service_areas", "inspection_log", "countries"], "skipped and failed layers are not in the offline map")
+
+        // --strict: the first error fails the job before anything is made.
+        let strictFolder = dir.file("strict-map")
+        let strict = try await outpost(["offline", "create", "--map", file.path] + Self.area + ["--strict", "--out", strictFolder.path])
+        #expect(!strict.succeeded && strict.stderr.contains("no layer 9"), "\(strict.stderr)")
+        #expect(!FileManager.default.fileExists(atPath: strictFolder.path) && !FileManager.default.fileExists(atPath: strictFolder.path + ".partial"))
+        // A name that is not a layer of the map is refused by name.
+        let unknown = try await outpost(["offline", "create", "--map", file.path] + Self.area + ["--skip", "nope", "--out", dir.file("x").path])
+        #expect(!unknown.succeeded && unknown.stderr.contains("nope, which is not a layer of the map"), "\(unknown.stderr)")
+    }
+
+    /// Generation killed (SIGKILL) at random moments, again and again: the same command finishes
+    /// it, the map holds each feature once, and the only replicas the services keep for it are
+    /// the map's own. Then its sync is killed the same way: every crew edit reaches the services
+    /// once, and the office's reach the crew once.
+    @Test(.timeLimit(.minutes(6)))
+    func generationAndSyncSurviveSIGKILLAtRandomMoments() async throws {
+        let dir = TemporaryDirectory()
+        let (server, mapURL) = try await Self.served(in: dir)
+        defer { Task { await server.stop() } }
+        let fieldInspection = server.featureServer("field_inspection").absoluteString
+        let folder = dir.file("crew-map"), jobs = dir.file("jobs")
+        let arguments = ["offline", "create", "--map", mapURL] + Self.area + ["--out", folder.path, "--job-dir", jobs.path]
+        // Tile checkpoints as often as they come, so kills land between them too.
+        let environment = ["OUTPOST_TILE_CHECKPOINT_MS": "0"]
+        var random = FastRandomGenerator(seed: 25)
+        var kills = 0
+        // Kills at fixed points first (after the parts, before the move), then at random times.
+        for point in ["offline.afterParts", "offline.beforeMove"] {
+            let killed = try await Self.runOrKill(arguments, after: .seconds(120), environment: environment.merging(["OUTPOST_FAULT": "\(point):kill"]) { a, _ in a })
+            #expect(!killed, "the fault point \(point) killed it")
+            #expect(!FileManager.default.fileExists(atPath: folder.appendingPathComponent("map.json").path), "no map before the job completes")
+            kills += 1
+            // Cancel this attempt (rolling back what it made) before the next one starts afresh.
+            let cancelled = try await outpost(["job", "cancel", jobs.path])
+            #expect(cancelled.succeeded, "\(cancelled.stderr)")
+            #expect(!FileManager.default.fileExists(atPath: folder.path + ".partial"), "a cancelled job removes what it built")
+        }
+        #expect(try await Self.registeredReplicas(fieldInspection) == 0, "cancelled jobs unregister their replicas")
+        // Random moments, later each time (a run that starts from a checkpoint needs a moment
+        // to get past it): the first falls well inside a run that takes seconds.
+        var finished = false, randomKills = 0
+        while !finished, randomKills < 10 {
+            let delay = Duration.milliseconds(Int.random(in: 100...400, using: &random) + 200 * randomKills)
+            finished = try await Self.runOrKill(arguments, after: delay, environment: environment)
+            if !finished { randomKills += 1 }
+        }
+        if !finished { finished = try await Self.runOrKill(arguments, after: .seconds(120), environment: environment) }
+        kills += randomKills
+        #expect(finished && randomKills >= 1, "the same command finished the map after \(randomKills) kills at random moments")
+        let status = try await Self.status(folder)
+        #expect(status["layerErrors"] == [])
+        let counts = status["replicas"]?[0]?["layers"]?.arrayValue?.map { $0["features"]?.integerValue ?? -1 }
+        #expect(counts == [111, 32, 6, 60], "each feature once: \(String(describing: counts))")
+        // The server keeps the map's replica, and at most the few a kill caught between asking
+        // for a replica and recording the answer.
+        let registered = try await Self.registeredReplicas(fieldInspection)
+        #expect(registered >= 1 && registered <= 1 + kills, "\(registered) replicas after \(kills) kills")
+        let raster = try await ExternalTools.python("import sys, rasterio; print(rasterio.open(sys.argv[1]).driver)", [folder.appendingPathComponent("basemap.tpkx").path])
+        #expect(raster.stdout.contains("ESRIC"), "\(raster.stderr)")
+
+        // Sync killed at random moments: 3,000 crew inserts and 5 office inserts, once each.
+        let inserts = """
+            WITH RECURSIVE n(i) AS (SELECT 0 UNION ALL SELECT i + 1 FROM n WHERE i < 2999)
+            INSERT INTO inspection_points (asset_id, asset_type, condition, status, geom)
+            SELECT 'KILL-' || i, 'hydrant', 2, 'open', AsGPB(MakePoint(-122.69 + (i % 50) * 0.0008, 45.50 + (i / 50) * 0.0004, 4326)) FROM n;
+            """
+        #expect(try await SyncCommandTests.sqlite(folder.appendingPathComponent("data/field_inspection.gpkg").path, inserts).succeeded)
+        for i in 0..<5 {
+            let added = try await applyEdits(
+                fieldInspection, layer: 0, "adds",
+                #"[{"geometry":{"x":-122.68,"y":45.52,"spatialReference":{"wkid":4326}},"attributes":{"asset_id":"DESK-\#(i)","asset_type":"valve","condition":1,"status":"open"}}]"#)
+            #expect(added["addResults"]?[0]?["success"] == true)
+        }
+        let sync = ["offline", "sync", folder.path]
+        var synced = false, syncKills = 0
+        while !synced, syncKills < 8 {
+            synced = try await Self.runOrKill(sync, after: .milliseconds(Int.random(in: 30...200, using: &random) + 80 * syncKills))
+            if !synced { syncKills += 1 }
+        }
+        if !synced { synced = try await Self.runOrKill(sync, after: .seconds(120)) }
+        #expect(synced && syncKills >= 1, "synced after \(syncKills) kills")
+        // One more sync moves nothing: everything arrived, once.
+        #expect(try await outpost(sync).succeeded)
+        #expect(try await Self.serverCount(fieldInspection, layer: 0, where: "asset_id LIKE 'KILL-%'") == 3000)
+        let local = try await SyncCommandTests.sqlite(
+            folder.appendingPathComponent("data/field_inspection.gpkg").path,
+            "SELECT count(*), count(DISTINCT asset_id) FROM inspection_points WHERE asset_id LIKE 'KILL-%' OR asset_id LIKE 'DESK-%';")
+        #expect(local.stdout.split(separator: "\n").last == "3005|3005", "\(local.stdout)")
+        let after = try await Self.status(folder, check: true)
+        #expect(after["replicas"]?.arrayValue?.allSatisfy { $0["updatesAvailable"] == false && $0["pending"]?["inserts"] == 0 } == true, "\(after)")
+    }
+
+    static func registeredReplicas(_ featureServer: String) async throws -> Int {
+        let answer = try await ExternalTools.run("curl", ["-s", "\(featureServer)/replicas?f=json"])
+        return try JSONValue.parse(Data(answer.stdout.utf8)).arrayValue?.count ?? -1
+    }
+}
