@@ -21,6 +21,12 @@ struct OfflineMapTests {
             let created = try await outpost(["service", "create", Repository.sampleData(name).path, "--out", services.appendingPathComponent("\(name).gpkg").path])
             #expect(created.succeeded, "\(created.stderr)")
         }
+        // The map's locator (assets by id) and network (the pipes), served beside the services.
+        let gpkg = services.appendingPathComponent("field_inspection.gpkg").path
+        let locator = try await outpost(["locator", "create", gpkg, "--layer", "inspection_points", "--fields", "name=asset_id", "--out", services.appendingPathComponent("assets.locator").path])
+        #expect(locator.succeeded, "\(locator.stderr)")
+        let network = try await outpost(["network", "create", gpkg, "--layer", "pipelines", "--name-field", "pipe_id", "--out", services.appendingPathComponent("pipes.network").path])
+        #expect(network.succeeded, "\(network.stderr)")
         try FileManager.default.copyItem(at: Repository.schema("examples/field-crews.map.json"), to: services.appendingPathComponent(map))
         let server = try await ServeProcess.start(service: services)
         return (server, "\(server.url.absoluteString)/arcgis/rest/maps/\(map.replacingOccurrences(of: ".map.json", with: "")).json")
@@ -83,6 +89,23 @@ struct OfflineMapTests {
         #expect(summary["layerErrors"] == [])
         #expect(summary["replicas"]?.arrayValue?.map { $0["file"]?.stringValue } == ["data/field_inspection.gpkg", "data/natural_earth.gpkg"])
         #expect(summary["basemap"] == "basemap.tpkx")
+        #expect(summary["locators"] == ["locators/assets.locator"] && summary["networks"] == ["networks/pipes.network"], "\(summary)")
+        // The copies are the served files, byte for byte, and work offline.
+        for (copy, original) in [("locators/assets.locator", "assets.locator"), ("networks/pipes.network", "pipes.network")] {
+            #expect(try Data(contentsOf: folder.appendingPathComponent(copy)) == Data(contentsOf: dir.file("services/\(original)")), "\(copy)")
+        }
+        // The file route continues a broken download where it ended (Range), and says when
+        // there is nothing left.
+        let whole = try Data(contentsOf: dir.file("services/assets.locator"))
+        let tail = dir.file("tail.bin")
+        let ranged = try await ExternalTools.run(
+            "curl", ["-s", "-o", tail.path, "-w", "%{http_code}", "-r", "1000-", "\(server.url.absoluteString)/outpost/v1/locators/assets/file"])
+        let tailBytes = try Data(contentsOf: tail)
+        #expect(ranged.stdout == "206" && tailBytes == whole.dropFirst(1000), "\(ranged.stdout)")
+        let past = try await ExternalTools.run("curl", ["-s", "-o", "/dev/null", "-w", "%{http_code}", "-r", "\(whole.count)-", "\(server.url.absoluteString)/outpost/v1/locators/assets/file"])
+        #expect(past.stdout == "416")
+        let found = try await outpost(["geocode", folder.appendingPathComponent("locators/assets.locator").path, "HY-1000", "--json"])
+        #expect(found.succeeded && found.stdout.contains("HY-1000"), "\(found.stderr)")
         #expect(!FileManager.default.fileExists(atPath: folder.path + ".partial"), "the folder being built is gone once the map is in place")
 
         // Both documents are what the schema says; the offline one points at local files.
