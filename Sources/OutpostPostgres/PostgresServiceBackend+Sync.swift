@@ -100,6 +100,21 @@ extension PostgresServiceBackend: SyncBackend {
         }
     }
 
+    public func copyReplica(id: String, name: String, generation: Int64) async throws -> ReplicaInfo {
+        let service = self.name, logger = logger
+        let copyID = GlobalID.make()
+        return try await transaction { conn in
+            let copy = try await Self.replica(id: id, service: service, conn, logger: logger).copy(id: copyID, name: name, generation: generation, created: Self.now())
+            let definition = try JSONValueEncoder().encode(copy).jsonString
+            try await conn.query(
+                """
+                INSERT INTO outpost_replicas (replica_id, service, name, definition, replica_gen, last_seq, created_at)
+                VALUES (\(copyID), \(service), \(name), \(definition)::jsonb, \(generation), 0, \(copy.creationDate))
+                """, logger: logger)
+            return copy
+        }
+    }
+
     public func unregisterReplica(id: String) async throws {
         let service = name, logger = logger
         try await transaction { conn in

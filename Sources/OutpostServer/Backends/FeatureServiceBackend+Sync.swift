@@ -63,6 +63,29 @@ public enum ReplicaFileFormat: String, Sendable {
     case json
 }
 
+extension ReplicaInfo {
+    /// The registration of a copy of this replica's file: a new id and name, every layer at
+    /// `generation`, no batches yet.
+    /// - Throws: 400 for a copy of a replica that cannot sync, or a generation the service has
+    ///   not reached (or one before the replica began).
+    public func copy(id: String, name: String, generation: Int64, created: Int64) throws -> ReplicaInfo {
+        guard syncModel != .none else { throw ServiceError(400, "replica \(replicaID) does not sync; there is nothing to register") }
+        let began = layers.map(\.serverGen).min() ?? replicaServerGen
+        guard generation >= min(began, replicaServerGen), generation <= serviceGeneration else {
+            throw ServiceError(400, "generation \(generation) is outside replica \(replicaID)'s history (\(min(began, replicaServerGen))…\(serviceGeneration))")
+        }
+        var copy = self
+        copy.replicaID = id
+        copy.replicaName = name
+        copy.replicaServerGen = generation
+        copy.layers = layers.map { var l = $0; l.serverGen = generation; return l }
+        copy.lastSeq = 0
+        copy.lastSyncDate = nil
+        copy.creationDate = created
+        return copy
+    }
+}
+
 /// The sync side of a service's storage: replicas, the batch ledger, the change feed.
 public protocol SyncBackend: Sendable {
     /// The service schema now (replicas behind its version migrate to it).
@@ -81,6 +104,9 @@ public protocol SyncBackend: Sendable {
     func replica(id: String) async throws -> ReplicaInfo
     func replicas() async throws -> [ReplicaInfo]
     func unregisterReplica(id: String) async throws
+    /// Registers a new replica with the scope of replica `id`, starting at `generation` (the
+    /// generation of the copy of its file a client holds: a preplanned area's package).
+    func copyReplica(id: String, name: String, generation: Int64) async throws -> ReplicaInfo
     /// Applies a batch exactly once, as ``BatchAdmission`` decides: a resent batch (same hash)
     /// gets the stored result; another batch under the same seq, a seq gap, or a layer the replica
     /// does not upload throws ``BatchRefusal``; ``BatchRejected`` when `rollbackOnFailure` refuses

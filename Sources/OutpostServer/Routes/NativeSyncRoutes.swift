@@ -16,6 +16,7 @@ import OutpostStorage
 /// | `DELETE replicas/{id}`                       | unregisters                                      |
 /// | `PUT  replicas/{id}/batches/{seq}`           | ``BatchResult``; 422 rejected, 409 seq/hash       |
 /// | `GET  replicas/{id}/batches/{seq}`           | the stored ``BatchResult``                        |
+/// | `POST replicas/{id}/copies?generation&replicaName` | ``ReplicaInfo`` of a new replica with the same scope at `generation` (a preplanned package's file) |
 /// | `GET  replicas/{id}/changes?layer&since&upto&after&limit` | ``ChangePage``                      |
 /// | `GET  replicas/{id}/snapshot?layer&after&limit` | ``ChangePage`` of every feature in scope       |
 /// | `GET  replicas/{id}/checksums?layers=0,1`    | ``ReplicaChecksums``                              |
@@ -71,6 +72,7 @@ struct NativeSyncRoutes {
             .put: { r, p in try await r.putBatch(replica: try p.decoded("replica"), seq: try seq(try p.decoded("seq"))) },
             .get: { r, p in try await r.storedBatch(replica: try p.decoded("replica"), seq: try seq(try p.decoded("seq"))) },
         ])
+        path("replicas/:replica/copies", [.post: { r, p in try await r.copy(replica: try p.decoded("replica")) }])
         path("replicas/:replica/changes", [.get: { r, p in try await r.changes(replica: try p.decoded("replica")) }])
         path("replicas/:replica/snapshot", [.get: { r, p in try await r.snapshot(replica: try p.decoded("replica")) }])
         path("replicas/:replica/checksums", [.get: { r, p in try await r.checksums(replica: try p.decoded("replica")) }])
@@ -96,6 +98,12 @@ struct NativeSyncRoutes {
             let status = try await sync.blobStatus(sha256: sha256)
             return writing.json(["error": ["code": 409, "message": .string(error.message)], "received": .integer(status.received)], status: .conflict)
         }
+    }
+
+    private func copy(replica: String) async throws -> Response {
+        guard let generation = parameters["generation"].flatMap({ Int64($0) }) else { throw ServiceError(400, "copies needs generation, the generation of the copied file") }
+        let name = parameters["replicaName"].flatMap { $0.isEmpty ? nil : $0 } ?? "copy of \(replica)"
+        return try json(try await sync.copyReplica(id: replica, name: name, generation: generation))
     }
 
     private func schema() async throws -> Response {

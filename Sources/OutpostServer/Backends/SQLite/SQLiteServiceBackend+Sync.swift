@@ -61,6 +61,18 @@ extension SQLiteServiceBackend: SyncBackend {
         }
     }
 
+    public func copyReplica(id: String, name: String, generation: Int64) async throws -> ReplicaInfo {
+        let copyID = GlobalID.make()
+        let copy = try await geodatabase.write { conn in
+            let copy = try Self.replica(id: id, conn).copy(id: copyID, name: name, generation: generation, created: Self.now())
+            try conn.execute(
+                "INSERT INTO outpost_replicas (replica_id, name, definition, replica_gen, last_seq, created_at) VALUES (?, ?, ?, ?, 0, ?)",
+                arguments: [.text(copyID), .text(name), .text(try JSONValueEncoder().encode(copy).jsonString), .integer(generation), .integer(copy.creationDate)])
+            return copy
+        }
+        return copy
+    }
+
     public func unregisterReplica(id: String) async throws {
         try await geodatabase.write { conn in
             _ = try Self.replica(id: id, conn)
