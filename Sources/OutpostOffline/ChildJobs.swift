@@ -1,5 +1,6 @@
 import Foundation
 import OutpostCore
+import OutpostStorage
 
 /// Runs jobs as the parts of one job: starts them together, reports their combined progress as
 /// the parent's, and carries the parent's pause and cancel to them. Each part keeps its own JSON
@@ -76,6 +77,17 @@ struct ChildJobs {
         if cancel { throw CancellationError() }
         // The parent's checkpoint raises its pause.
         try await context.checkpoint(nil)
+    }
+
+    /// Cancels the parts a kill left unfinished in `directory` (each rolls back what it made),
+    /// for a parent that is being rolled back after a restart.
+    static func cancelUnfinished(in directory: URL, environment: OfflineJobEnvironment) async {
+        guard FileManager.default.fileExists(atPath: directory.path),
+            let manager = try? JobManager(directory: directory, registry: .withOfflineMapJobs(environment))
+        else { return }
+        for snapshot in (try? manager.snapshots()) ?? [] where !snapshot.status.isFinished {
+            _ = try? await manager.cancel(id: snapshot.id, timeout: .seconds(30))
+        }
     }
 
     /// Cancels the parts (waiting for their rollbacks) or pauses them (waiting until each has

@@ -79,12 +79,7 @@ public struct GenerateOfflineMapJob: JobDefinition {
 
     private func plan(_ context: JobContext) async throws {
         let files = FileManager.default
-        if files.fileExists(atPath: downloadDirectory.path) {
-            let entries = (try? files.contentsOfDirectory(atPath: downloadDirectory.path)) ?? ["?"]
-            guard entries.isEmpty else {
-                throw OfflineMapError(.directoryExists, "\(downloadDirectory.path) exists and is not empty; an offline map goes into a new folder")
-            }
-        }
+        try OfflineMap.requireEmpty(downloadDirectory)
         try? files.removeItem(at: stagingURL)
         try files.createDirectory(at: stagingURL.appendingPathComponent("data"), withIntermediateDirectories: true)
         var plan = OfflineMapPlan()
@@ -377,13 +372,7 @@ public struct GenerateOfflineMapJob: JobDefinition {
 
     public func rollback(context: JobContext) async {
         guard context.recorded("moved") == nil else { return }
-        // Parts a kill left unfinished are cancelled first: each removes its partial file and
-        // unregisters a replica the service made for it.
-        if FileManager.default.fileExists(atPath: partsURL.path), let manager = try? JobManager(directory: partsURL, registry: .withOfflineMapJobs(environment)) {
-            for snapshot in (try? manager.snapshots()) ?? [] where !snapshot.status.isFinished {
-                _ = try? await manager.cancel(id: snapshot.id, timeout: .seconds(30))
-            }
-        }
+        await ChildJobs.cancelUnfinished(in: partsURL, environment: environment)
         // Replicas already made for a map that will not exist are unregistered, so the service
         // does not keep their change history for nobody.
         if let plan = try? recordedPlan(context) {

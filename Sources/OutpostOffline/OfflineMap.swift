@@ -44,6 +44,16 @@ public struct OfflineMap: Sendable {
         self.offline = offline
     }
 
+    /// Refuses a destination that exists and holds anything: an offline map goes into a new
+    /// (or empty) folder.
+    static func requireEmpty(_ directory: URL) throws {
+        let files = FileManager.default
+        guard files.fileExists(atPath: directory.path) else { return }
+        guard ((try? files.contentsOfDirectory(atPath: directory.path)) ?? ["?"]).isEmpty else {
+            throw OfflineMapError(.directoryExists, "\(directory.path) exists and is not empty; an offline map goes into a new folder")
+        }
+    }
+
     /// What could not be taken offline (the SDK's `layerErrors`).
     public var layerErrors: [MapDefinition.Offline.LayerError] { offline.layerErrors }
 
@@ -52,6 +62,16 @@ public struct OfflineMap: Sendable {
 
     /// The replicas that sync (snapshots excluded).
     public var syncingReplicas: [MapDefinition.Offline.Replica] { offline.replicas.filter { !$0.snapshot } }
+
+    /// Copies every replica's write-ahead log back into its file, so each database is one file
+    /// (a package served to crews, or a folder copied to a memory card).
+    public func seal() throws {
+        for replica in offline.replicas {
+            // Opening read-write and closing checkpoints the log and truncates it.
+            try Geodatabase.open(at: url(replica.file)).close()
+            for suffix in ["-wal", "-shm"] { try? FileManager.default.removeItem(atPath: url(replica.file).path + suffix) }
+        }
+    }
 
     /// The basemap's tile cache, if the map has one offline.
     public var basemapURL: URL? { definition.basemap?.file.map(url) }

@@ -95,6 +95,7 @@ extension JobRegistry {
         registry.register(DownloadFileJob.self)
         registry.register(GenerateOfflineMapJob.self)
         registry.register(OfflineMapSyncJob.self)
+        registry.register(DownloadPreplannedOfflineMapJob.self)
         return registry
     }
 }

@@ -169,6 +169,45 @@ public final class GeodatabaseSyncTask: Loadable, Sendable {
         return GeodatabaseUpdates(layersWithChanges: changed, pendingUploads: pending)
     }
 
+    /// Registers a copy of a replica's file (a preplanned area's package, a file copied to a
+    /// second device) as a replica of its own, starting where the file is: the service answers
+    /// with the new replica's id. The file is not changed: give the id to
+    /// ``adopt(replicaID:name:serviceURL:in:)`` (a caller that records it in between never
+    /// registers twice).
+    public func registerCopy(of geodatabase: Geodatabase, name: String) async throws -> String {
+        guard let state = try await geodatabase.read({ try $0.replicaState() }) else {
+            throw SyncError(.notAReplica, "\(geodatabase.url.lastPathComponent) is not a replica of a feature service")
+        }
+        guard state.lastAckedSeq == 0, try await geodatabase.read({ try $0.sealedBatch() }) == nil else {
+            throw SyncError(.unsupported, "\(geodatabase.url.lastPathComponent) has synced edits of its own; only an unsynced copy registers as a new replica")
+        }
+        let generation = state.layers.map { state.cursor(forLayer: $0.id) }.min() ?? state.cursor
+        return try await NativeSyncClient(connection, replicaID: state.replicaID).copy(generation: generation, name: name).replicaID
+    }
+
+    /// Makes `geodatabase` the replica `replicaID` (registered by ``registerCopy(of:name:)``),
+    /// syncing with `serviceURL` from now on.
+    public static func adopt(replicaID: String, name: String, serviceURL: URL, in geodatabase: Geodatabase) async throws {
+        try await geodatabase.write { conn in
+            guard var state = try conn.replicaState() else { throw SyncError(.notAReplica, "\(geodatabase.url.lastPathComponent) is not a replica") }
+            state.replicaID = replicaID
+            state.replicaName = name
+            state.serviceURL = serviceURL.absoluteString
+            state.unregistered = false
+            try conn.setReplicaState(state)
+        }
+    }
+
+    /// Unregisters replica `id` on the service (a registration whose file was never kept); one
+    /// already gone is not an error.
+    public func unregisterReplica(id: String) async throws {
+        do {
+            _ = try await connection.json(.POST, url.appendingPathComponent("unRegisterReplica"), form: [("replicaID", id)])
+        } catch let error as SyncError where error.code == .notRegistered {
+            // Already gone.
+        }
+    }
+
     /// Unregisters the geodatabase's replica on the service; the file keeps its data and its
     /// pending edits, marked as no longer able to sync.
     public func unregisterGeodatabase(_ geodatabase: Geodatabase) async throws {

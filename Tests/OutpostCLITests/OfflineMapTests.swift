@@ -308,3 +308,83 @@ struct OfflineMapTests {
         return try JSONValue.parse(Data(answer.stdout.utf8)).arrayValue?.count ?? -1
     }
 }
+
+/// Preplanned areas: packages prepared ahead by `outpost offline prepare`, downloaded by crews
+/// with resume, their replicas registered as each crew's own.
+@Suite("outpost offline prepare and preplanned downloads")
+struct PreplannedAreaTests {
+    @Test(.timeLimit(.minutes(5)))
+    func aPreparedPackageDownloadsWithResumeRegistersItsOwnReplicasAndSyncs() async throws {
+        let dir = TemporaryDirectory()
+        let (server, mapURL) = try await OfflineMapTests.served(in: dir)
+        defer { Task { await server.stop() } }
+        let fieldInspection = server.featureServer("field_inspection").absoluteString
+        let areas = "\(server.url.absoluteString)/arcgis/rest/maps/field-crews/areas"
+        let listed = try JSONValue.parse(Data(try await ExternalTools.run("curl", ["-s", areas]).stdout.utf8))
+        #expect(listed["areas"]?[0]?["id"] == "south-west" && listed["areas"]?[0]?["ready"] == false, "\(listed)")
+
+        // The office prepares the area beside the map definition; the server offers it at once.
+        let packages = dir.file("services/field-crews.preplanned")
+        let prepared = try await outpost(["offline", "prepare", "--map", mapURL, "--out", packages.path, "--json"])
+        #expect(prepared.succeeded, "\(prepared.stderr)")
+        #expect(try JSONValue.parse(Data(prepared.stdout.utf8))["areas"]?[0]?["prepared"] == true)
+        let package = try JSONValue.parse(Data(try await ExternalTools.run("curl", ["-s", "\(areas)/south-west"]).stdout.utf8))
+        #expect(package["ready"] == true)
+        let files = package["files"]?.arrayValue?.compactMap { $0["path"]?.stringValue } ?? []
+        #expect(files.contains("map.json") && files.contains("basemap.tpkx") && files.contains("data/field_inspection.gpkg"), "\(files)")
+        #expect(!files.contains { $0.hasSuffix("-wal") || $0.hasPrefix(".") }, "the package is its files, nothing else")
+        #expect(try await OfflineMapTests.registeredReplicas(fieldInspection) == 1, "the package's own replica")
+        let again = try await outpost(["offline", "prepare", "--map", mapURL, "--out", packages.path])
+        #expect(again.succeeded && again.stdout.contains("already prepared"), "\(again.stdout)")
+
+        // Crew A: killed after the first file arrived; a half-written file is cut shorter still;
+        // the same command continues the downloads (HTTP Range) and finishes.
+        let crewA = dir.file("crew-a"), jobsA = dir.file("jobs-a")
+        let download = { (folder: URL, jobs: URL) in ["offline", "create", "--map", mapURL, "--area", "south-west", "--out", folder.path, "--job-dir", jobs.path] }
+        let killed = try await OfflineMapTests.runOrKill(download(crewA, jobsA), after: .seconds(120), environment: ["OUTPOST_FAULT": "offline.afterDownload:kill"])
+        #expect(!killed)
+        let staging = URL(fileURLWithPath: crewA.path + ".partial")
+        let partials = (FileManager.default.enumerator(at: staging, includingPropertiesForKeys: nil)?.allObjects as? [URL] ?? []).filter { $0.lastPathComponent.hasSuffix(".partial") }
+        #expect(!partials.isEmpty, "a file was downloaded but not yet moved into place")
+        for partial in partials {
+            let data = try Data(contentsOf: partial)
+            try data.prefix(data.count / 2).write(to: partial)
+        }
+        #expect(try await outpost(download(crewA, jobsA)).succeeded)
+        #expect(try Data(contentsOf: crewA.appendingPathComponent("basemap.tpkx")) == Data(contentsOf: packages.appendingPathComponent("south-west/basemap.tpkx")))
+
+        // Crew B: killed between registering its replica and taking its id; no second registration.
+        let crewB = dir.file("crew-b"), jobsB = dir.file("jobs-b")
+        #expect(!(try await OfflineMapTests.runOrKill(download(crewB, jobsB), after: .seconds(120), environment: ["OUTPOST_FAULT": "offline.afterRegister:kill"])))
+        let resumed = try await outpost(download(crewB, jobsB) + ["--json"])
+        #expect(resumed.succeeded, "\(resumed.stderr)")
+        let a = try await OfflineMapTests.status(crewA), b = try await OfflineMapTests.status(crewB)
+        let packaged = try await OfflineMapTests.status(packages.appendingPathComponent("south-west"))
+        let ids = [a, b, packaged].map { $0["replicas"]?[0]?["replicaId"]?.stringValue ?? "" }
+        #expect(Set(ids).count == 3, "each crew is a replica of its own: \(ids)")
+        #expect(a["preplannedArea"] == "south-west" && a["replicas"]?[0]?["layers"]?[0]?["features"] == 111)
+        #expect(try await OfflineMapTests.registeredReplicas(fieldInspection) == 3, "the package's and one per crew")
+
+        // Crew A's edit reaches the service and crew B, once; the office's reaches both.
+        #expect(
+            try await SyncCommandTests.sqlite(
+                crewA.appendingPathComponent("data/field_inspection.gpkg").path,
+                "INSERT INTO inspection_points (asset_id, asset_type, condition, status, geom) VALUES ('CREW-A', 'hydrant', 3, 'open', AsGPB(GeomFromText('POINT(-122.66 45.51)', 4326)));"
+            ).succeeded)
+        let office = try await applyEdits(
+            fieldInspection, layer: 0, "adds",
+            #"[{"geometry":{"x":-122.68,"y":45.52,"spatialReference":{"wkid":4326}},"attributes":{"asset_id":"OFFICE-P","asset_type":"valve","condition":1,"status":"open"}}]"#)
+        #expect(office["addResults"]?[0]?["success"] == true)
+        for crew in [crewA, crewB, crewA] {
+            let synced = try await outpost(["offline", "sync", crew.path])
+            #expect(synced.succeeded, "\(synced.stderr)")
+        }
+        #expect(try await OfflineMapTests.serverCount(fieldInspection, layer: 0, where: "asset_id = 'CREW-A'") == 1)
+        for crew in [crewA, crewB] {
+            let rows = try await SyncCommandTests.sqlite(
+                crew.appendingPathComponent("data/field_inspection.gpkg").path,
+                "SELECT count(*) FROM inspection_points WHERE asset_id IN ('CREW-A', 'OFFICE-P');")
+            #expect(rows.stdout.split(separator: "\n").last == "2", "\(crew.lastPathComponent): \(rows.stdout)")
+        }
+    }
+}

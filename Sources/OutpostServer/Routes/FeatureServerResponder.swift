@@ -408,17 +408,53 @@ public struct FeatureServerResponder: HTTPResponder {
                 "maps": .array(services.mapNames.map { ["name": .string($0), "url": .string("\(base)/arcgis/rest/maps/\($0).json")] })
             ])
         }
+        if rest.count >= 2, rest[1] == "areas", let file = services.mapFile(named: rest[0]) {
+            return try preplannedAreas(file, name: rest[0], Array(rest.dropFirst(2)), request: request, writing: writing, base: base)
+        }
         guard rest.count == 1, rest[0].lowercased().hasSuffix(".json"), let file = services.mapFile(named: String(rest[0].dropLast(5))) else {
             throw ServiceError.notFound("map \(rest.joined(separator: "/"))")
         }
-        let map: MapDefinition
+        let resolved = try Self.mapDefinition(file).resolvingURLs(against: "\(base)/arcgis/rest/services/")
+        return writing.json(try JSONValue.parse(try resolved.encoded()))
+    }
+
+    static func mapDefinition(_ file: URL) throws -> MapDefinition {
         do {
-            map = try MapDefinition.decode(try Data(contentsOf: file))
+            return try MapDefinition.decode(try Data(contentsOf: file))
         } catch {
             throw ServiceError(500, "the map definition \(file.lastPathComponent) cannot be read: \(error)")
         }
-        let resolved = map.resolvingURLs(against: "\(base)/arcgis/rest/services/")
-        return writing.json(try JSONValue.parse(try resolved.encoded()))
+    }
+
+    /// A map's preplanned areas (`…/maps/<name>/areas`), one area's package (`…/areas/<id>`: its
+    /// files and sizes, once `outpost offline prepare` has made it in `<name>.preplanned/<id>/`
+    /// beside the map definition), and the package's files (`…/areas/<id>/files/<path>`, with
+    /// Range so a broken download continues).
+    private func preplannedAreas(_ file: URL, name: String, _ route: [String], request: Request, writing: ResponseWriting, base: String) throws -> Response {
+        let map = try Self.mapDefinition(file)
+        let packages = file.deletingLastPathComponent().appendingPathComponent("\(name).preplanned")
+        func describe(_ area: MapDefinition.PreplannedArea, files: Bool) throws -> JSONValue {
+            let listed = PreplannedPackage.files(in: packages.appendingPathComponent(area.id))
+            var entry: [String: JSONValue] = [
+                "id": .string(area.id), "title": .string(area.title), "extent": try JSONValue.parse(try JSONEncoder().encode(area.extent)),
+                "ready": .bool(listed != nil), "url": .string("\(base)/arcgis/rest/maps/\(name)/areas/\(area.id)"),
+                "size": .integer(listed?.reduce(0) { $0 + $1.size } ?? 0),
+            ]
+            if let minScale = area.minScale { entry["minScale"] = .number(minScale) }
+            if let maxScale = area.maxScale { entry["maxScale"] = .number(maxScale) }
+            if files { entry["files"] = .array((listed ?? []).map { ["path": .string($0.path), "size": .integer($0.size)] }) }
+            return .object(entry)
+        }
+        let areas = map.preplannedAreas ?? []
+        if route.isEmpty { return writing.json(["areas": .array(try areas.map { try describe($0, files: false) })]) }
+        guard let area = areas.first(where: { $0.id == route[0] }) else { throw ServiceError.notFound("preplanned area \(route[0]) of map \(name)") }
+        if route.count == 1 { return writing.json(try describe(area, files: true)) }
+        let path = route.dropFirst(2).joined(separator: "/")
+        let folder = packages.appendingPathComponent(area.id)
+        guard route[1] == "files", let listed = PreplannedPackage.files(in: folder), listed.contains(where: { $0.path == path }) else {
+            throw ServiceError.notFound("file \(path) of preplanned area \(area.id)")
+        }
+        return try ReplicaRoutes.streamFile(folder.appendingPathComponent(path), contentType: "application/octet-stream", removeAfter: false, range: request.headers[.range])
     }
 
     /// `/arcgis/rest/info`: the version, and how to sign in.

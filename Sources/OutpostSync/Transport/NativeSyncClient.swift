@@ -27,6 +27,17 @@ struct NativeSyncClient: Sendable {
         try await connection.json(.GET, url(replica))
     }
 
+    /// Registers a new replica with this one's scope at `generation` (the generation of a copy of
+    /// its file); its info.
+    func copy(generation: Int64, name: String) async throws -> ReplicaInfo {
+        let answer = try await connection.json(.POST, url("\(replica)/copies"), form: [("generation", String(generation)), ("replicaName", name)])
+        do {
+            return try JSONValueDecoder().decode(ReplicaInfo.self, from: answer)
+        } catch {
+            throw SyncError(.invalidResponse, "the service's answer to a replica copy is not a replica: \(error)")
+        }
+    }
+
     /// The service's schema now (a replica behind its version migrates to it).
     func schema() async throws -> ServiceSchema {
         let answer = try await connection.json(.GET, url("schema"))

@@ -11,7 +11,7 @@ struct OfflineCommand: AsyncParsableCommand {
     static let configuration = CommandConfiguration(
         commandName: "offline",
         abstract: "Take a whole map offline in one job, sync it in one job, show its state (docs/offline.md).",
-        subcommands: [Create.self, Sync.self, Status.self])
+        subcommands: [Create.self, Sync.self, Status.self, Prepare.self])
 
     static func environment(_ token: String?) -> OfflineJobEnvironment {
         OfflineJobEnvironment(token: serviceToken(token), faults: processFaults, tileCheckpointInterval: testCheckpointInterval)
@@ -33,7 +33,8 @@ struct OfflineCommand: AsyncParsableCommand {
         @Option(help: "The base of the map's relative service URLs, for a map file without servicesUrl.") var servicesUrl: String?
         @Option(parsing: .unconditional, help: "Area: xmin,ymin,xmax,ymax (longitude/latitude unless --extent-sr).") var extent: String?
         @Option(help: "The spatial reference of --extent.") var extentSr = 4326
-        @Option(help: "A preplanned area of the map (its extent and scales).") var area: String?
+        @Option(help: "A preplanned area of the map: its package when the server has prepared it, else its extent and scales.") var area: String?
+        @Flag(help: "With --area: generate the area now even when the server has its package ready.") var onDemand = false
         @Option(help: "The basemap's coarsest scale (0: its coarsest level).") var minScale: Double?
         @Option(help: "The basemap's finest scale (0: its finest level).") var maxScale: Double?
         @Option(help: "Basemap levels instead of scales, like 0-12.") var levels: String?
@@ -60,6 +61,23 @@ struct OfflineCommand: AsyncParsableCommand {
             let source = map.hasPrefix("http://") || map.hasPrefix("https://") ? URL(string: map) : URL(fileURLWithPath: map)
             guard let source else { throw CLIFailure(message: "\(map) is not a URL") }
             let task = OfflineMapTask(url: source, token: serviceToken(token), servicesURL: servicesUrl)
+            let output = URL(fileURLWithPath: out.hasSuffix("/") ? String(out.dropLast()) : out).standardizedFileURL
+            let directory = jobDir.map { URL(fileURLWithPath: $0) } ?? output.deletingLastPathComponent().appendingPathComponent(".outpost/jobs")
+            let manager = try JobManager(directory: directory, registry: outpostJobRegistry())
+            // A prepared package is downloaded rather than generated again.
+            if let area, !onDemand, !source.isFileURL {
+                let prepared = try await task.preplannedMapAreas().first { $0.id == area }
+                if let prepared, prepared.isReady {
+                    let definition = DownloadPreplannedOfflineMapJob(
+                        areaURL: prepared.url, mapSource: task.source, downloadDirectory: output, environment: OfflineCommand.environment(token))
+                    let job = try resumingOrAdding(definition, in: manager, target: out) { $0.parameters["downloadDirectory"]?.stringValue == output.path }
+                    try manager.start(job)
+                    let status = await runShowingProgress(job, label: "download \(area)")
+                    guard status == .succeeded else { return try report(job, status: status, json: false) }
+                    return try await OfflineCommand.describe(try OfflineMap(directory: output), json: json, check: false, token: token)
+                }
+                FileHandle.standardError.write(Data("area \(area) is not prepared on the server; generating it now\n".utf8))
+            }
             var parameters: GenerateOfflineMapParameters
             do {
                 if let area {
@@ -73,9 +91,6 @@ struct OfflineCommand: AsyncParsableCommand {
                 throw CLIFailure(message: error.message)
             }
             try adjust(&parameters, map: task.map!)
-            let output = URL(fileURLWithPath: out.hasSuffix("/") ? String(out.dropLast()) : out).standardizedFileURL
-            let directory = jobDir.map { URL(fileURLWithPath: $0) } ?? output.deletingLastPathComponent().appendingPathComponent(".outpost/jobs")
-            let manager = try JobManager(directory: directory, registry: outpostJobRegistry())
             let definition = GenerateOfflineMapJob(
                 map: task.map!, source: task.source, offlineParameters: parameters, downloadDirectory: output, environment: OfflineCommand.environment(token))
             let job = try resumingOrAdding(definition, in: manager, target: out) { $0.parameters["downloadDirectory"]?.stringValue == output.path }
@@ -220,6 +235,95 @@ struct OfflineCommand: AsyncParsableCommand {
             let offline = try OfflineCommand.open(URL(fileURLWithPath: directory).standardizedFileURL)
             try await OfflineCommand.describe(offline, json: json, check: check, token: token)
         }
+    }
+
+    struct Prepare: AsyncParsableCommand {
+        static let configuration = CommandConfiguration(
+            abstract: "Prepare a map's preplanned areas ahead, as packages the server hands to crews.",
+            discussion: """
+                outpost offline prepare --map http://127.0.0.1:8080/arcgis/rest/maps/field-crews.json \\
+                    --out services/field-crews.preplanned
+
+                Each area of the map's preplannedAreas becomes <out>/<area id>/, an offline map whose \
+                replicas stay registered as the package's: a crew's download registers copies of them \
+                (outpost offline create --area). Put --out beside the map definition as \
+                <map name>.preplanned and outpost serve offers the packages. An area already prepared \
+                is kept unless --refresh (which unregisters the old package's replicas).
+                """)
+        @Option(help: "The map definition: a URL (…/arcgis/rest/maps/<name>.json) or a file.") var map: String
+        @Option(help: "The base of the map's relative service URLs, for a map file without servicesUrl.") var servicesUrl: String?
+        @Option(help: "An area to prepare (repeatable; default: every area of the map).") var area: [String] = []
+        @Option(help: "The packages folder, e.g. services/<map name>.preplanned.") var out: String
+        @Flag(help: "Prepare areas again that are already prepared.") var refresh = false
+        @Option(help: "Service token (default: $OUTPOST_TOKEN).") var token: String?
+        @Flag(help: "Print the result as JSON.") var json = false
+
+        func run() async throws {
+            let source = map.hasPrefix("http://") || map.hasPrefix("https://") ? URL(string: map) : URL(fileURLWithPath: map)
+            guard let source else { throw CLIFailure(message: "\(map) is not a URL") }
+            let task = OfflineMapTask(url: source, token: serviceToken(token), servicesURL: servicesUrl)
+            do { try await task.load() } catch let error as OfflineMapError { throw CLIFailure(message: error.message) }
+            let known = task.preplannedAreas
+            for id in area where !known.contains(where: { $0.id == id }) {
+                throw CLIFailure(message: "the map has no preplanned area \(id) (it has \(known.map(\.id).joined(separator: ", ")))")
+            }
+            let chosen = known.filter { area.isEmpty || area.contains($0.id) }
+            guard !chosen.isEmpty else { throw CLIFailure(message: "the map names no preplanned areas") }
+            let packages = URL(fileURLWithPath: out).standardizedFileURL
+            try FileManager.default.createDirectory(at: packages, withIntermediateDirectories: true)
+            let manager = try JobManager(directory: packages.appendingPathComponent(".outpost/jobs"), registry: outpostJobRegistry())
+            var prepared: [JSONValue] = []
+            for preplanned in chosen {
+                let folder = packages.appendingPathComponent(preplanned.id)
+                let exists = FileManager.default.fileExists(atPath: folder.appendingPathComponent(OfflineMap.mapFileName).path)
+                if exists, !refresh {
+                    prepared.append(["area": .string(preplanned.id), "prepared": false, "reason": "already prepared"])
+                    if !json { print("\(preplanned.id): already prepared (--refresh prepares it again)") }
+                    continue
+                }
+                let target = exists ? packages.appendingPathComponent(".\(preplanned.id).new") : folder
+                let parameters: GenerateOfflineMapParameters
+                do {
+                    parameters = try await task.makeDefaultGenerateOfflineMapParameters(preplannedArea: preplanned.id)
+                } catch let error as OfflineMapError {
+                    throw CLIFailure(message: error.message)
+                }
+                let definition = GenerateOfflineMapJob(
+                    map: task.map!, source: task.source, offlineParameters: parameters, downloadDirectory: target, environment: OfflineCommand.environment(token))
+                let job = try resumingOrAdding(definition, in: manager, target: target.path) { $0.parameters["downloadDirectory"]?.stringValue == target.path }
+                try manager.start(job)
+                let status = await runShowingProgress(job, label: "prepare \(preplanned.id)")
+                guard status == .succeeded else { return try report(job, status: status, json: false) }
+                let made = try OfflineMap(directory: target)
+                try made.seal()
+                if exists {
+                    // The old package's replicas go: no crew copies them any more.
+                    let old = try OfflineMap(directory: folder)
+                    for replica in old.syncingReplicas {
+                        let gdb = try Geodatabase.open(at: old.url(replica.file))
+                        if let url = URL(string: replica.serviceUrl) { try? await GeodatabaseSyncTask(url: url, token: serviceToken(token)).unregisterGeodatabase(gdb) }
+                        try? gdb.close()
+                    }
+                    let trash = packages.appendingPathComponent(".\(preplanned.id).old")
+                    try? FileManager.default.removeItem(at: trash)
+                    try FileManager.default.moveItem(at: folder, to: trash)
+                    try FileManager.default.moveItem(at: target, to: folder)
+                    try? FileManager.default.removeItem(at: trash)
+                }
+                let size = OfflineCommand.bytes(in: folder)
+                prepared.append(["area": .string(preplanned.id), "prepared": true, "bytes": .integer(size), "layerErrors": .integer(Int64(made.layerErrors.count))])
+                if !json { print("\(preplanned.id): prepared in \(folder.path) (\(ProgressDisplay.count(size, "bytes")))" + (made.layerErrors.isEmpty ? "" : "; \(made.layerErrors.count) layers stay online")) }
+            }
+            if json { printJSON(["areas": .array(prepared)]) }
+        }
+    }
+
+    /// The bytes of the files below `folder`.
+    static func bytes(in folder: URL) -> Int64 {
+        var total: Int64 = 0
+        let walker = FileManager.default.enumerator(at: folder, includingPropertiesForKeys: [.fileSizeKey])
+        while let url = walker?.nextObject() as? URL { total += Int64((try? url.resourceValues(forKeys: [.fileSizeKey]).fileSize) ?? 0) }
+        return total
     }
 
     static func open(_ folder: URL) throws -> OfflineMap {
