@@ -248,7 +248,9 @@ let package = Package(
         ),
         .testTarget(
             name: "OutpostCLITests",
-            dependencies: ["OutpostTestSupport", "OutpostHTTPTestSupport", "OutpostServiceTestSupport", "OutpostCore", "OutpostStorage", "OutpostRouting"]
+            dependencies: [
+                "OutpostTestSupport", "OutpostHTTPTestSupport", "OutpostServiceTestSupport", "OutpostCore", "OutpostStorage", "OutpostRouting", "OutpostOffline",
+            ]
         ),
         .testTarget(
             name: "OutpostTilesTests",

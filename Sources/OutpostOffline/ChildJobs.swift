@@ -21,10 +21,12 @@ struct ChildJobs {
     /// returns their final snapshots by key.
     /// - Throws: `CancellationError` after cancelling the parts, or the parent's pause (after
     ///   pausing them), when the parent is cancelled or paused.
-    func run(_ context: JobContext, phase: String) async throws -> [String: JobSnapshot] {
+    /// - Parameter started: called once the parts are running (a fault point for tests).
+    func run(_ context: JobContext, phase: String, started: () throws -> Void = {}) async throws -> [String: JobSnapshot] {
         for part in parts where !part.job.status.isFinished {
             try await startPart(part.job)
         }
+        try started()
         let clock = ContinuousClock()
         var lastCheckpoint = clock.now
         while true {

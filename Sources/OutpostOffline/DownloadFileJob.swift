@@ -68,7 +68,7 @@ public struct DownloadFileJob: JobDefinition {
 }
 
 /// What a rebuilt offline-map job cannot keep in its JSON: the services' token and, for tests,
-/// the fault points (`offline.afterPart`, `offline.beforeMove`, `offline.afterDownload`).
+/// the fault points (`offline.partsStarted`, `offline.afterParts`, `offline.beforeMove`, `offline.afterDownload`, `offline.afterRegister`).
 public struct OfflineJobEnvironment: Sendable {
     public var token: String?
     public var faults: FaultInjector

@@ -262,7 +262,9 @@ public struct GenerateOfflineMapJob: JobDefinition {
                     DownloadFileJob(url: URL(string: task.download)!, destination: stagingURL.appendingPathComponent(task.file), environment: environment)
                 })
         }
-        let finals = try await ChildJobs(parts: parts, start: { try manager.start($0) }).run(context, phase: "parts")
+        let finals = try await ChildJobs(parts: parts, start: { try manager.start($0) }).run(context, phase: "parts") {
+            try environment.faults.check("offline.partsStarted")
+        }
         var outcomes: [String: JSONValue] = [:]
         for (key, snapshot) in finals {
             if snapshot.status == .failed {
