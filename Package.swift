@@ -250,6 +250,7 @@ let package = Package(
             name: "OutpostCLITests",
             dependencies: [
                 "OutpostTestSupport", "OutpostHTTPTestSupport", "OutpostServiceTestSupport", "OutpostCore", "OutpostStorage", "OutpostRouting", "OutpostOffline",
+                "OutpostProtocol",
             ]
         ),
         .testTarget(
