@@ -1,7 +1,7 @@
 import Foundation
 import OutpostStorage
 
-// outpost-bench [import [counts…] | edits [base edits] | server | secure | png | jpeg | gp | gp-server | locator [count] | route [rows columns] [uniform] | delta [edits…] | crew | load [crews] | sync [features] | codec | postgres [features] | tiles | all]
+// outpost-bench [import [counts…] | edits [base edits] | server | secure | png | jpeg | gp | gp-server | locator [count] | route [rows columns] [uniform] | delta [edits…] | offline [max scale] | crew | load [crews] | sync [features] | codec | postgres [features] | tiles | all]
 // Each measured run is a child process (worker-* subcommands), so peak memory is its own.
 let arguments = CommandLine.arguments
 let executable = URL(fileURLWithPath: arguments[0]).standardizedFileURL.path
@@ -98,6 +98,8 @@ do {
     case "locator":
         let count = arguments.dropFirst(2).compactMap { Int($0) }.first ?? 1_000_000
         try await LocatorBenchmark.run(count: count, executable: executable, workDirectory: work)
+    case "offline":
+        try await OfflineBenchmark.run(maxScale: arguments.dropFirst(2).compactMap { Int($0) }.first ?? 70_000, executable: executable, workDirectory: work)
     case "crew":
         try await CrewSyncBenchmark.run(executable: executable, workDirectory: work)
     case "load":
@@ -121,7 +123,7 @@ do {
         try await PNGBenchmark.run(workDirectory: work)
         try await JPEGBenchmark.run(workDirectory: work)
     default:
-        print("usage: outpost-bench [import [counts…] | edits [base edits] | server | secure | png | jpeg | gp | gp-server | locator [count] | route [rows columns] [uniform] | delta [edits…] | crew | load [crews] | sync [features] | codec | tiles | all]")
+        print("usage: outpost-bench [import [counts…] | edits [base edits] | server | secure | png | jpeg | gp | gp-server | locator [count] | route [rows columns] [uniform] | delta [edits…] | offline [max scale] | crew | load [crews] | sync [features] | codec | tiles | all]")
         exit(2)
     }
     if arguments.dropFirst().first?.hasPrefix("worker-") == true { printOwnPeakMemory() }

@@ -59,7 +59,8 @@ public struct RemoteJobStatus: Hashable, Sendable {
 }
 
 /// A client job that follows a server-side job until it ends: it polls the status URL with
-/// backoff, rides out network loss for a window (10 minutes by default, as the ArcGIS jobs do)
+/// backoff (at once, then after 150 ms, each wait half as long again up to 15 s: a job of a
+/// moment is seen done within a fifth of a second, a long one costs a poll every 15 s), rides out network loss for a window (10 minutes by default, as the ArcGIS jobs do)
 /// before failing with ``JobError/Code/connectionLost``, and cancelling it sends the cancel to the
 /// server.
 ///
@@ -77,7 +78,7 @@ public struct RemoteJob: JobDefinition {
 
     public init(
         statusURL: URL, cancelURL: URL? = nil, transport: any RemoteJobTransport,
-        initialInterval: Duration = .milliseconds(500), maximumInterval: Duration = .seconds(15),
+        initialInterval: Duration = .milliseconds(100), maximumInterval: Duration = .seconds(15),
         connectionLossWindow: Duration = .seconds(600)
     ) {
         self.statusURL = statusURL
@@ -108,7 +109,7 @@ public struct RemoteJob: JobDefinition {
         }
         self.init(
             statusURL: status, cancelURL: parameters["cancelUrl"]?.stringValue.flatMap(URL.init(string:)), transport: transport,
-            initialInterval: .milliseconds(parameters["initialIntervalMilliseconds"]?.integerValue ?? 500),
+            initialInterval: .milliseconds(parameters["initialIntervalMilliseconds"]?.integerValue ?? 100),
             maximumInterval: .milliseconds(parameters["maximumIntervalMilliseconds"]?.integerValue ?? 15_000),
             connectionLossWindow: .milliseconds(parameters["connectionLossWindowMilliseconds"]?.integerValue ?? 600_000))
     }
