@@ -198,6 +198,22 @@ public final class GeodatabaseSyncTask: Loadable, Sendable {
         }
     }
 
+    // MARK: Delta files
+
+    /// A job that writes the geodatabase's pending edits (and the content of attachments they
+    /// add) to a delta file, for a link-less trip to the service (docs/sync.md, "Delta files").
+    /// The edits stay pending until the reply is imported; exporting again writes the same batch.
+    public static func makeExportDeltaJob(
+        geodatabase: Geodatabase, deltaFileURL: URL, parameters: SyncGeodatabaseParameters = SyncGeodatabaseParameters(), store: (any JobStore)? = nil
+    ) -> Job<ExportDeltaJob> {
+        Job(ExportDeltaJob(geodatabase: geodatabase, deltaFileURL: deltaFileURL, syncParameters: parameters), store: store)
+    }
+
+    /// A job that imports a service's reply (or a scheduled update package) into the geodatabase.
+    public static func makeImportDeltaJob(geodatabase: Geodatabase, deltaFileURL: URL, store: (any JobStore)? = nil) -> Job<ImportDeltaJob> {
+        Job(ImportDeltaJob(geodatabase: geodatabase, deltaFileURL: deltaFileURL), store: store)
+    }
+
     /// Unregisters replica `id` on the service (a registration whose file was never kept); one
     /// already gone is not an error.
     public func unregisterReplica(id: String) async throws {
@@ -245,6 +261,8 @@ extension JobRegistry {
         registry.environment[SyncJobEnvironment.self] = environment
         registry.register(GenerateGeodatabaseJob.self)
         registry.register(SyncGeodatabaseJob.self)
+        registry.register(ExportDeltaJob.self)
+        registry.register(ImportDeltaJob.self)
         return registry
     }
 }

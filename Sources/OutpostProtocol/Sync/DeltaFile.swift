@@ -35,6 +35,40 @@ public enum DeltaFile {
         case batchAnswer = 2
         case changes = 3
         case rejection = 4
+        /// A chunk of an attachment's bytes: ``DeltaContent``.
+        case content = 5
+        /// `edits`: the global ids of the attachments the replica holds (a JSON array), so the
+        /// reply carries only content the replica lacks.
+        case heldAttachments = 6
+    }
+}
+
+/// An attachment's bytes in a delta file travel as `content` records of at most ``chunkSize``
+/// bytes: 64 ASCII hex digits of the content's SHA-256, the chunk's offset and the content's
+/// total size (each 8 bytes, little-endian), then the bytes. Chunks of one content come in order.
+public enum DeltaContent {
+    public static let chunkSize = 1 << 20
+
+    public static func record(sha256: String, offset: Int64, total: Int64, bytes: Data) -> Data {
+        var out = Data(sha256.utf8)
+        withUnsafeBytes(of: UInt64(offset).littleEndian) { out.append(contentsOf: $0) }
+        withUnsafeBytes(of: UInt64(total).littleEndian) { out.append(contentsOf: $0) }
+        out.append(bytes)
+        return out
+    }
+
+    /// - Throws: ``DeltaError`` for a record that is not a content chunk.
+    public static func parse(_ body: Data) throws -> (sha256: String, offset: Int64, total: Int64, bytes: Data) {
+        guard body.count >= 80, let sha = String(data: body.prefix(64), encoding: .ascii), sha.allSatisfy(\.isHexDigit) else {
+            throw DeltaError("an attachment content record is damaged")
+        }
+        let numbers = body.dropFirst(64).prefix(16).withUnsafeBytes { raw in
+            (Int64(bitPattern: UInt64(littleEndian: raw.loadUnaligned(as: UInt64.self))),
+             Int64(bitPattern: UInt64(littleEndian: raw.loadUnaligned(fromByteOffset: 8, as: UInt64.self))))
+        }
+        let bytes = Data(body.dropFirst(80))
+        guard numbers.0 >= 0, numbers.1 >= numbers.0 + Int64(bytes.count) else { throw DeltaError("an attachment content record is damaged") }
+        return (sha.lowercased(), numbers.0, numbers.1, bytes)
     }
 }
 
@@ -63,6 +97,8 @@ public struct DeltaHeader: Codable, Sendable, Equatable {
     public var area: [Double]?
     public var edits: Int?
     public var changes: Int?
+    /// How many attachments' content the file carries.
+    public var attachments: Int?
     public var created: String
 
     public init(kind: DeltaFile.Kind, service: String, replicaId: String?, cursors: [String: Int64]) {
@@ -71,6 +107,21 @@ public struct DeltaHeader: Codable, Sendable, Equatable {
         self.replicaId = replicaId
         self.cursors = cursors
         created = ISO8601DateFormatter().string(from: Date())
+    }
+}
+
+extension DeltaWriter {
+    /// Writes `total` bytes of content `sha256` as content records, each chunk from
+    /// `read(offset, length)`; nil from `read` (the content is gone) stops it.
+    /// - Returns: whether the content was written whole.
+    public func writeContent(sha256: String, total: Int64, read: (Int64, Int) async throws -> Data?) async throws -> Bool {
+        var offset: Int64 = 0
+        repeat {
+            guard let bytes = try await read(offset, DeltaContent.chunkSize), bytes.count > 0 || total == 0 else { return false }
+            try write(.content, DeltaContent.record(sha256: sha256, offset: offset, total: total, bytes: bytes))
+            offset += Int64(bytes.count)
+        } while offset < total
+        return true
     }
 }
 

@@ -19,6 +19,8 @@ public enum DeltaImport {
         public var rejected = false
         public var edits = 0
         public var changes = 0
+        /// Attachments whose content the reply carries.
+        public var attachments = 0
         public var upto: Int64 = 0
     }
 
@@ -41,18 +43,36 @@ public enum DeltaImport {
         }
         var summary = Summary(replicaID: replicaID, seq: header.seq)
         var answer: (DeltaFile.RecordKind, Data)?
+        var record = try reader.next()
+        var batch: UploadBatch?
         if let seq = header.seq {
-            guard let (kind, body) = try reader.next(), kind == .batch else { throw DeltaError("\(name) is damaged: its batch is missing") }
+            guard let (kind, body) = record, kind == .batch else { throw DeltaError("\(name) is damaged: its batch is missing") }
             guard let hash = header.batchHash, UploadBatch.hash(body) == hash else { throw DeltaError("\(name) is damaged: its batch does not match its hash") }
-            let batch: UploadBatch
             do {
                 batch = try UploadBatch.decode(body)
             } catch {
                 throw DeltaError("\(name) is damaged: its batch is unreadable (\(error))")
             }
-            guard batch.replicaId == replicaID, batch.seq == seq, batch.batchId == header.batchId else {
+            guard batch?.replicaId == replicaID, batch?.seq == seq, batch?.batchId == header.batchId else {
                 throw DeltaError("\(name) is damaged: its batch is not the one its header names")
             }
+            record = try reader.next()
+        }
+        // The content of the attachments the batch adds goes into the service's store first (as
+        // an HTTP upload sends it first), and the list of attachments the replica holds.
+        var held: Set<String>?
+        while let (kind, body) = record {
+            switch kind {
+            case .content: try await receive(body, into: backend, file: name)
+            case .heldAttachments:
+                let ids = (try? JSONValue.parse(body).arrayValue?.compactMap(\.stringValue)) ?? nil
+                guard let ids else { throw DeltaError("\(name) is damaged: its list of attachments is unreadable") }
+                held = Set(ids.map { GlobalID.normalized($0) ?? $0 })
+            default: throw DeltaError("\(name) is damaged: unexpected record \(kind.rawValue)")
+            }
+            record = try reader.next()
+        }
+        if let batch, let hash = header.batchHash {
             summary.edits = batch.editCount
             do {
                 let applied = try await backend.applyBatchAnswering(batch, hash: hash)
@@ -85,17 +105,49 @@ public enum DeltaImport {
         out.edits = summary.edits
         let writer = try DeltaWriter(url: reply, header: out)
         if let answer { try writer.write(answer.0, answer.1) }
+        // Attachments the replica will need content for: those of the changes it does not hold.
+        let wantsContent = replica.attachmentsSyncDirection == .bidirectional
+        var needed: [String: AttachmentInfo] = [:]
         for (layer, since) in cursors.sorted(by: { $0.key < $1.key }) where since < upto {
             var after: String?
             repeat {
                 let page = try await backend.changes(replicaID: replicaID, layerID: layer, since: since, upto: upto, after: after, limit: pageSize)
                 if !page.changes.isEmpty { try writer.write(.changes, Data(page.json.jsonString.utf8)) }
                 summary.changes += page.changes.count
+                if wantsContent {
+                    for info in page.changes.flatMap({ $0.attachments ?? [] }) where !(held?.contains(GlobalID.normalized(info.globalId) ?? info.globalId) ?? false) {
+                        needed[info.sha256] = info
+                    }
+                }
                 after = page.next
             } while after != nil
         }
+        for info in needed.values.sorted(by: { $0.sha256 < $1.sha256 }) {
+            let written = try await writer.writeContent(sha256: info.sha256, total: info.size) { offset, length in
+                try? await backend.attachmentBytes(globalID: info.globalId, offset: offset, length: length)
+            }
+            if written { summary.attachments += 1 }
+        }
         try writer.finish()
         return summary
+    }
+
+    /// Appends a content chunk to the service's store of attachment content: bytes it has are
+    /// passed over (a file imported again), complete content is left alone.
+    static func receive(_ body: Data, into backend: any SyncBackend, file name: String) async throws {
+        let chunk = try DeltaContent.parse(body)
+        let status = try await backend.blobStatus(sha256: chunk.sha256)
+        let end = chunk.offset + Int64(chunk.bytes.count)
+        if status.complete || end <= status.received && end < chunk.total { return }
+        guard chunk.offset <= status.received else {
+            throw DeltaError("\(name) is damaged: the content \(chunk.sha256.prefix(12))… misses bytes \(status.received) to \(chunk.offset)")
+        }
+        do {
+            _ = try await backend.appendBlob(
+                sha256: chunk.sha256, offset: status.received, total: chunk.total, bytes: Data(chunk.bytes.dropFirst(Int(status.received - chunk.offset))))
+        } catch let error as ServiceError {
+            throw DeltaError("\(name): attachment content \(chunk.sha256.prefix(12))…: \(error.message)")
+        }
     }
 
     /// Writes a scheduled update package: every change of `layers` after generation `since` up to

@@ -58,6 +58,12 @@ extension GeodatabaseConnection {
         return out
     }
 
+    /// The global ids of every attachment held here.
+    public func attachmentGlobalIDs() throws -> [String] {
+        guard try db.tableExists(MediaTable.name) else { return [] }
+        return try String.fetchAll(db, sql: "SELECT globalid FROM attachments WHERE globalid IS NOT NULL ORDER BY globalid")
+    }
+
     /// The attachments of features of a layer, by feature global id.
     public func attachmentRecords(layer: String, featureGlobalIDs: [String]) throws -> [String: [AttachmentRecord]] {
         guard !featureGlobalIDs.isEmpty, try db.tableExists(MediaTable.name) else { return [:] }

@@ -11,13 +11,13 @@ import OutpostStorage
 /// one replica in any order.
 public enum DeltaSync {
     /// What an export wrote.
-    public struct ExportSummary: Sendable {
+    public struct ExportSummary: Sendable, Codable {
         public var header: DeltaHeader
         public var edits: Int
     }
 
     /// What an import did.
-    public struct ImportSummary: Sendable {
+    public struct ImportSummary: Sendable, Codable {
         /// The batch the reply answered was acknowledged now (false: it had been before).
         public var acknowledged = false
         /// Rolled back by the service: its edits stay pending, the reasons recorded.
@@ -32,15 +32,14 @@ public enum DeltaSync {
 
     /// Seals the replica's pending edits (or takes the batch already sealed and waiting) and
     /// writes them, with the cursors its changes are wanted from, to `url`.
-    /// - Throws: ``SyncError`` when the file is not a replica, or its batch carries attachment
-    ///   edits (their content travels over HTTP only, for now).
+    /// - Throws: ``SyncError`` when the file is not a replica.
     @discardableResult
     public static func exportEdits(from geodatabase: Geodatabase, to url: URL, parameters: SyncGeodatabaseParameters = SyncGeodatabaseParameters()) async throws -> ExportSummary {
         let sealed = try await geodatabase.write { conn -> (ReplicaState, StoredBatch?) in
             guard let state = try conn.replicaState() else { throw SyncError(.notAReplica, "\(geodatabase.url.lastPathComponent) is not a replica") }
             guard !state.unregistered else { throw SyncError(.notAReplica, "replica \(state.replicaID) was unregistered; it can no longer sync") }
             if let pending = try conn.sealedBatch() { return (state, pending) }
-            let tables = state.layers.filter { parameters.uploads($0, model: state.syncModel) }.map(\.table)
+            let tables = try SyncGeodatabaseJob.uploadTables(state, parameters, conn)
             let made = try BatchSealer.seal(
                 conn, state: state, tables: tables, maxChanges: parameters.maxChangesPerBatch, rollbackOnFailure: parameters.shouldRollbackOnFailure,
                 conflictPolicy: parameters.conflictPolicy)
@@ -48,8 +47,10 @@ public enum DeltaSync {
         }
         let (state, stored) = sealed
         let batch = try stored.map { try UploadBatch.decode($0.body) }
-        if let batch, !(batch.attachments ?? []).isEmpty {
-            throw SyncError(.invalidResponse, "batch \(batch.seq) carries attachment edits, whose content travels over HTTP only: sync over HTTP once")
+        // The content of the attachments the batch adds travels with it, once per content.
+        var contents: [String: (globalID: String, info: AttachmentInfo)] = [:]
+        for edit in batch?.attachments ?? [] where edit.op == .insert {
+            if let info = edit.attachment, contents[info.sha256] == nil { contents[info.sha256] = (edit.globalId, info) }
         }
         var cursors: [String: Int64] = [:]
         for layer in state.layers where parameters.downloads(layer, model: state.syncModel) {
@@ -63,8 +64,25 @@ public enum DeltaSync {
         header.lastAckedSeq = state.lastAckedSeq
         header.schemaVersion = state.schemaVersion
         header.edits = batch?.editCount ?? 0
+        header.attachments = contents.count
         let writer = try DeltaWriter(url: url, header: header)
         if let stored { try writer.write(.batch, stored.body) }
+        for (sha, entry) in contents.sorted(by: { $0.key < $1.key }) {
+            let gid = entry.globalID
+            // Deleted here after the batch was sealed: the service refuses the insert (no
+            // content), and the next batch carries the delete, as over HTTP.
+            _ = try await writer.writeContent(sha256: sha, total: entry.info.size) { offset, length in
+                try await geodatabase.read { conn -> Data? in
+                    guard let record = try conn.attachmentRecords(globalIDs: [gid]).values.first else { return nil }
+                    return try conn.attachmentBytes(id: record.id, offset: offset, length: length)
+                }
+            }
+        }
+        // What the replica holds, so the reply brings only the content it lacks.
+        if state.attachmentsDirection == .bidirectional {
+            let held = try await geodatabase.read { try $0.attachmentGlobalIDs() }
+            try writer.write(.heldAttachments, Data(JSONValue.array(held.map { .string($0) }).jsonString.utf8))
+        }
         try writer.finish()
         return ExportSummary(header: header, edits: batch?.editCount ?? 0)
     }
@@ -160,8 +178,16 @@ public enum DeltaSync {
         }
         let wanted = Set(layers.map(\.id))
         try await geodatabase.write { conn in try conn.clearStaging() }
+        // Attachment content lands where an HTTP download puts it, checked by its hash.
+        let contentDirectory = header.kind == .reply && state.attachmentsDirection == .bidirectional ? URL(fileURLWithPath: geodatabase.url.path + ".attachments") : nil
+        defer { if let contentDirectory { try? FileManager.default.removeItem(at: contentDirectory) } }
         var record = firstPage
         while let (kind, body) = record {
+            if kind == .content {
+                if let contentDirectory { try DeltaContentReceiver(directory: contentDirectory).receive(body, file: name) }
+                record = try reader.next()
+                continue
+            }
             guard kind == .changes else { throw DeltaError("\(name) is damaged: unexpected record \(kind.rawValue)") }
             let page: ChangePage
             do {
@@ -180,9 +206,33 @@ public enum DeltaSync {
             record = try reader.next()
         }
         let counts = try await SyncGeodatabaseJob.applyDownloaded(
-            geodatabase, layers: layers, upto: upto, migration: nil, contentDirectory: nil, faults: FaultInjector(), first: acknowledge)
+            geodatabase, layers: layers, upto: upto, migration: nil, contentDirectory: contentDirectory, faults: FaultInjector(), first: acknowledge)
         summary.changes = counts.values.reduce(0) { $0 + $1.total }
         summary.upto = layers.isEmpty ? nil : upto
         return summary
+    }
+}
+
+/// Writes attachment content records into a directory as `<sha256>` files (the layout an HTTP
+/// download uses), appending chunk by chunk and checking the hash when a content is whole.
+struct DeltaContentReceiver {
+    let directory: URL
+
+    func receive(_ body: Data, file name: String) throws {
+        let chunk = try DeltaContent.parse(body)
+        try FileManager.default.createDirectory(at: directory, withIntermediateDirectories: true)
+        let target = directory.appendingPathComponent(chunk.sha256), partial = directory.appendingPathComponent(chunk.sha256 + ".partial")
+        if FileManager.default.fileExists(atPath: target.path) { return }
+        if chunk.offset == 0 { _ = FileManager.default.createFile(atPath: partial.path, contents: nil) }
+        guard let handle = FileHandle(forWritingAtPath: partial.path) else { throw DeltaError("\(name) is damaged: content \(chunk.sha256.prefix(12))… starts past its beginning") }
+        defer { try? handle.close() }
+        guard try handle.seekToEnd() == UInt64(chunk.offset) else { throw DeltaError("\(name) is damaged: content \(chunk.sha256.prefix(12))… has a gap") }
+        try handle.write(contentsOf: chunk.bytes)
+        guard chunk.offset + Int64(chunk.bytes.count) == chunk.total else { return }
+        try handle.close()
+        guard try SyncGeodatabaseJob.sha256(of: partial) == chunk.sha256 else {
+            throw DeltaError("\(name) is damaged: an attachment's content does not match its SHA-256")
+        }
+        try FileManager.default.moveItem(at: partial, to: target)
     }
 }

@@ -5,15 +5,22 @@ import OutpostStorage
 
 /// Step 1: seal pending edits into numbered batches and send them until the server answers.
 extension SyncGeodatabaseJob {
-    func upload(_ state: ReplicaState, _ client: NativeSyncClient, _ context: JobContext) async throws {
-        let layers = state.layers.filter { syncParameters.uploads($0, model: state.syncModel) }
-        var tables = layers.map(\.table)
-        guard !tables.isEmpty else { return }
+    /// The tables whose captured edits go up: the layers that upload, and the attachments when
+    /// they sync up (their capture installed first). Empty when nothing uploads.
+    static func uploadTables(_ state: ReplicaState, _ parameters: SyncGeodatabaseParameters, _ conn: GeodatabaseConnection) throws -> [String] {
+        var tables = state.layers.filter { parameters.uploads($0, model: state.syncModel) }.map(\.table)
+        guard !tables.isEmpty else { return [] }
         if state.attachmentsDirection == .upload || state.attachmentsDirection == .bidirectional {
-            try await geodatabase.write { conn in try conn.installAttachmentCapture() }
+            try conn.installAttachmentCapture()
             tables.append(GeodatabaseConnection.attachmentsTable)
         }
-        let uploadTables = tables
+        return tables
+    }
+
+    func upload(_ state: ReplicaState, _ client: NativeSyncClient, _ context: JobContext) async throws {
+        let parameters = syncParameters
+        let uploadTables = try await geodatabase.write { conn in try Self.uploadTables(state, parameters, conn) }
+        guard !uploadTables.isEmpty else { return }
         let maxChanges = syncParameters.maxChangesPerBatch, rollback = syncParameters.shouldRollbackOnFailure, policy = syncParameters.conflictPolicy
         var sent = 0
         // The next batch, made while the server applies the current one (see below).

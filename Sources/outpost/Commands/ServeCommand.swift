@@ -321,7 +321,7 @@ struct ServiceCommand: AsyncParsableCommand {
                 return printJSON([
                     "replicaId": .string(summary.replicaID), "seq": summary.seq.map { .integer($0) } ?? .null, "replayed": .bool(summary.replayed),
                     "rejected": .bool(summary.rejected), "edits": .integer(Int64(summary.edits)), "changes": .integer(Int64(summary.changes)),
-                    "upto": .integer(summary.upto),
+                    "attachments": .integer(Int64(summary.attachments)), "upto": .integer(summary.upto),
                 ])
             }
             var line = summary.seq.map { seq in

@@ -180,16 +180,10 @@ struct SyncExportCommand: AsyncParsableCommand {
     func run() async throws {
         let (gdb, _) = try await openReplica(geodatabase)
         defer { try? gdb.close() }
-        let summary: DeltaSync.ExportSummary
-        do {
-            summary = try await DeltaSync.exportEdits(
-                from: gdb, to: URL(fileURLWithPath: out),
-                parameters: SyncGeodatabaseParameters(shouldRollbackOnFailure: !noRollback, maxChangesPerBatch: max(1, maxEdits)))
-        } catch let error as DeltaError {
-            throw CLIFailure(message: error.message)
-        } catch let error as SyncError {
-            throw CLIFailure(message: error.message)
-        }
+        let summary = try await outputOf(
+            GeodatabaseSyncTask.makeExportDeltaJob(
+                geodatabase: gdb, deltaFileURL: URL(fileURLWithPath: out),
+                parameters: SyncGeodatabaseParameters(shouldRollbackOnFailure: !noRollback, maxChangesPerBatch: max(1, maxEdits))))
         let size = (try? FileManager.default.attributesOfItem(atPath: out)[.size] as? Int) ?? 0
         if json {
             printJSON(try JSONValue.parse(JSONEncoder().encode(summary.header)))
@@ -198,6 +192,16 @@ struct SyncExportCommand: AsyncParsableCommand {
         } else {
             print("nothing to upload; \(out) (\(size) bytes) asks for the service's changes")
         }
+    }
+}
+
+/// Runs a short job here and returns its output; its failure is the command's one-line error.
+func outputOf<D: JobDefinition>(_ job: Job<D>) async throws -> D.Output {
+    try job.start()
+    do {
+        return try await job.output
+    } catch let error as JobError {
+        throw CLIFailure(message: error.message)
     }
 }
 
@@ -218,14 +222,7 @@ struct SyncImportCommand: AsyncParsableCommand {
     func run() async throws {
         let (gdb, _) = try await openReplica(geodatabase)
         defer { try? gdb.close() }
-        let summary: DeltaSync.ImportSummary
-        do {
-            summary = try await DeltaSync.importReply(into: gdb, from: URL(fileURLWithPath: reply))
-        } catch let error as DeltaError {
-            throw CLIFailure(message: error.message)
-        } catch let error as SyncError {
-            throw CLIFailure(message: error.message)
-        }
+        let summary = try await outputOf(GeodatabaseSyncTask.makeImportDeltaJob(geodatabase: gdb, deltaFileURL: URL(fileURLWithPath: reply)))
         if json {
             printJSON([
                 "acknowledged": .bool(summary.acknowledged), "rejected": .bool(summary.rejected), "rejectedEdits": .integer(Int64(summary.rejectedEdits)),
