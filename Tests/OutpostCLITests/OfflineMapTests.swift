@@ -221,6 +221,54 @@ struct OfflineMapTests {
         #expect(!unknown.succeeded && unknown.stderr.contains("nope, which is not a layer of the map"), "\(unknown.stderr)")
     }
 
+    /// A service that takes no edits goes offline as a replica that only downloads, or with
+    /// --read-only-snapshot as a copy the service does not register; --schema-only leaves a layer
+    /// empty.
+    @Test(.timeLimit(.minutes(3)))
+    func readOnlyServicesGoOfflineAsDownloadReplicasOrSnapshots() async throws {
+        let dir = TemporaryDirectory()
+        let services = dir.file("services")
+        try FileManager.default.createDirectory(at: services, withIntermediateDirectories: true)
+        var schema = try JSONValue.parse(Data(contentsOf: Repository.sampleData("natural_earth").appendingPathComponent("service.json"))).objectValue ?? [:]
+        schema["name"] = "places_ro"
+        schema["capabilities"] = ["Query", "Sync"]
+        try Data(JSONValue.object(schema).jsonString.utf8).write(to: dir.file("service.json"))
+        let created = try await outpost([
+            "service", "create", "--schema", dir.file("service.json").path, "--data", Repository.sampleData("natural_earth").appendingPathComponent("data").path,
+            "--out", services.appendingPathComponent("places_ro.gpkg").path,
+        ])
+        #expect(created.succeeded, "\(created.stderr)")
+        let map: JSONValue = [
+            "formatVersion": 1, "title": "Read only",
+            "operationalLayers": [["id": "places", "title": "Places", "url": "places_ro/FeatureServer/1"], ["id": "countries", "title": "Countries", "url": "places_ro/FeatureServer/0"]],
+        ]
+        try Data(map.jsonString.utf8).write(to: services.appendingPathComponent("ro.map.json"))
+        let server = try await ServeProcess.start(service: services)
+        defer { Task { await server.stop() } }
+        let mapURL = "\(server.url.absoluteString)/arcgis/rest/maps/ro.json", featureServer = server.featureServer("places_ro").absoluteString
+        let area = ["--extent", "-130,30,-100,50"]
+
+        let replica = try await outpost(["offline", "create", "--map", mapURL] + area + ["--out", dir.file("replica").path, "--json"])
+        #expect(replica.succeeded, "\(replica.stderr)")
+        let first = try JSONValue.parse(Data(replica.stdout.utf8))["replicas"]?[0]
+        #expect(first?["readOnly"] == true && first?["snapshot"] == false && first?["replicaId"] != .null, "\(String(describing: first))")
+        let synced = try await outpost(["offline", "sync", dir.file("replica").path, "--json"])
+        #expect(synced.succeeded, "\(synced.stderr)")
+        #expect(try JSONValue.parse(Data(synced.stdout.utf8))["replicas"]?[0]?["error"] == .null)
+        #expect(try await Self.registeredReplicas(featureServer) == 1)
+
+        let snapshot = try await outpost(
+            ["offline", "create", "--map", mapURL] + area + ["--read-only-snapshot", "--schema-only", "countries", "--out", dir.file("snapshot").path, "--json"])
+        #expect(snapshot.succeeded, "\(snapshot.stderr)")
+        let copy = try JSONValue.parse(Data(snapshot.stdout.utf8))["replicas"]?[0]
+        #expect(copy?["snapshot"] == true && copy?["replicaId"] == .null, "\(String(describing: copy))")
+        let counts = Dictionary(uniqueKeysWithValues: (copy?["layers"]?.arrayValue ?? []).map { ($0["id"]?.stringValue ?? "", $0["features"]?.integerValue ?? -1) })
+        #expect(counts["countries"] == 0 && (counts["places"] ?? 0) > 0, "\(counts)")
+        #expect(try await Self.registeredReplicas(featureServer) == 1, "a snapshot is not registered")
+        let nothing = try await outpost(["offline", "sync", dir.file("snapshot").path])
+        #expect(nothing.succeeded && nothing.stdout.contains("nothing to sync"), "\(nothing.stdout)")
+    }
+
     /// Generation killed (SIGKILL) at random moments, again and again: the same command finishes
     /// it, the map holds each feature once, and the only replicas the services keep for it are
     /// the map's own. Then its sync is killed the same way: every crew edit reaches the services

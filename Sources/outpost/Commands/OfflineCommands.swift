@@ -216,7 +216,11 @@ struct OfflineCommand: AsyncParsableCommand {
                     for e in edits { print("rejected: \(e["layer"]!.stringValue!) \(e["globalid"]!.stringValue!): \(e["reason"]!.stringValue!)") }
                 }
             }
-            if json { printJSON(["replicas": .array(lines)]) }
+            if json {
+                printJSON(["replicas": .array(lines)])
+            } else if result.replicas.isEmpty {
+                print("nothing to sync: the map holds no replicas (snapshots never sync)")
+            }
             if failed > 0 { throw CLIFailure(message: "\(failed) of \(result.replicas.count) replicas did not sync (they are as they were)") }
             if rejected > 0 { throw CLIFailure(message: "\(rejected) edits were rejected and kept in their replicas (see outpost status)", exitCode: 2) }
         }
