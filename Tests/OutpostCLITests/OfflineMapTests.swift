@@ -14,7 +14,7 @@ import Testing
 struct OfflineMapTests {
     /// The field-inspection and Natural Earth services and the sample map definition served from
     /// `directory/services`: the server and the map's URL.
-    static func served(in dir: TemporaryDirectory, map: String = "field-crews.map.json") async throws -> (ServeProcess, String) {
+    static func served(in dir: TemporaryDirectory, map: String = "field-crews.map.json", arguments: [String] = []) async throws -> (ServeProcess, String) {
         let services = dir.file("services")
         try FileManager.default.createDirectory(at: services, withIntermediateDirectories: true)
         for name in ["field_inspection", "natural_earth"] {
@@ -28,7 +28,7 @@ struct OfflineMapTests {
         let network = try await outpost(["network", "create", gpkg, "--layer", "pipelines", "--name-field", "pipe_id", "--out", services.appendingPathComponent("pipes.network").path])
         #expect(network.succeeded, "\(network.stderr)")
         try FileManager.default.copyItem(at: Repository.schema("examples/field-crews.map.json"), to: services.appendingPathComponent(map))
-        let server = try await ServeProcess.start(service: services)
+        let server = try await ServeProcess.start(service: services, arguments: arguments)
         return (server, "\(server.url.absoluteString)/arcgis/rest/maps/\(map.replacingOccurrences(of: ".map.json", with: "")).json")
     }
 
@@ -434,5 +434,35 @@ struct PreplannedAreaTests {
                 "SELECT count(*) FROM inspection_points WHERE asset_id IN ('CREW-A', 'OFFICE-P');")
             #expect(rows.stdout.split(separator: "\n").last == "2", "\(crew.lastPathComponent): \(rows.stdout)")
         }
+
+        // Refreshed: a new package with its own replica; the old one's is unregistered, and the
+        // crews' copies are untouched.
+        let refreshed = try await outpost(["offline", "prepare", "--map", mapURL, "--out", packages.path, "--refresh", "--json"])
+        #expect(refreshed.succeeded, "\(refreshed.stderr)")
+        let renewed = try await OfflineMapTests.status(packages.appendingPathComponent("south-west"))
+        #expect(renewed["replicas"]?[0]?["replicaId"]?.stringValue != ids[2])
+        #expect(try await OfflineMapTests.registeredReplicas(fieldInspection) == 3)
+        #expect(!FileManager.default.fileExists(atPath: packages.appendingPathComponent(".south-west.new").path))
+        #expect(try await outpost(["offline", "sync", crewB.path]).succeeded)
+    }
+
+    /// `outpost serve --prepare-areas` makes the missing packages itself, and crews download them.
+    @Test(.timeLimit(.minutes(3)))
+    func theServerPreparesMissingAreasItself() async throws {
+        let dir = TemporaryDirectory()
+        let (server, mapURL) = try await OfflineMapTests.served(in: dir, arguments: ["--prepare-areas"])
+        defer { Task { await server.stop() } }
+        let area = "\(server.url.absoluteString)/arcgis/rest/maps/field-crews/areas/south-west"
+        var ready = false
+        for _ in 0..<600 where !ready {
+            let answer = try await ExternalTools.run("curl", ["-s", area])
+            ready = (try? JSONValue.parse(Data(answer.stdout.utf8)))?["ready"] == true
+            if !ready { try await Task.sleep(for: .milliseconds(100)) }
+        }
+        #expect(ready, "the server prepared the area within a minute")
+        #expect(FileManager.default.fileExists(atPath: dir.file("services/field-crews.preplanned/south-west/map.json").path))
+        let crew = try await outpost(["offline", "create", "--map", mapURL, "--area", "south-west", "--out", dir.file("crew").path, "--json"])
+        #expect(crew.succeeded, "\(crew.stderr)")
+        #expect(try JSONValue.parse(Data(crew.stdout.utf8))["preplannedArea"] == "south-west")
     }
 }

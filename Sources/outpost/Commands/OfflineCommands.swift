@@ -3,6 +3,7 @@ import Foundation
 import OutpostCore
 import OutpostOffline
 import OutpostProtocol
+import OutpostServer
 import OutpostStorage
 import OutpostSync
 import OutpostTiles
@@ -273,52 +274,66 @@ struct OfflineCommand: AsyncParsableCommand {
             }
             let chosen = known.filter { area.isEmpty || area.contains($0.id) }
             guard !chosen.isEmpty else { throw CLIFailure(message: "the map names no preplanned areas") }
-            let packages = URL(fileURLWithPath: out).standardizedFileURL
-            try FileManager.default.createDirectory(at: packages, withIntermediateDirectories: true)
-            let manager = try JobManager(directory: packages.appendingPathComponent(".outpost/jobs"), registry: outpostJobRegistry())
+            let packages = PreplannedPackages(folder: URL(fileURLWithPath: out), token: serviceToken(token))
+            try FileManager.default.createDirectory(at: packages.folder, withIntermediateDirectories: true)
+            let manager = try JobManager(directory: packages.folder.appendingPathComponent(".outpost/jobs"), registry: outpostJobRegistry())
             var prepared: [JSONValue] = []
             for preplanned in chosen {
-                let folder = packages.appendingPathComponent(preplanned.id)
-                let exists = FileManager.default.fileExists(atPath: folder.appendingPathComponent(OfflineMap.mapFileName).path)
-                if exists, !refresh {
+                let folder = packages.package(preplanned.id)
+                if packages.isPrepared(preplanned.id), !refresh {
                     prepared.append(["area": .string(preplanned.id), "prepared": false, "reason": "already prepared"])
                     if !json { print("\(preplanned.id): already prepared (--refresh prepares it again)") }
                     continue
                 }
-                let target = exists ? packages.appendingPathComponent(".\(preplanned.id).new") : folder
-                let parameters: GenerateOfflineMapParameters
+                let (definition, target): (GenerateOfflineMapJob, URL)
                 do {
-                    parameters = try await task.makeDefaultGenerateOfflineMapParameters(preplannedArea: preplanned.id)
+                    (definition, target) = try await packages.prepareJob(task: task, area: preplanned.id, environment: OfflineCommand.environment(token))
                 } catch let error as OfflineMapError {
                     throw CLIFailure(message: error.message)
                 }
-                let definition = GenerateOfflineMapJob(
-                    map: task.map!, source: task.source, offlineParameters: parameters, downloadDirectory: target, environment: OfflineCommand.environment(token))
                 let job = try resumingOrAdding(definition, in: manager, target: target.path) { $0.parameters["downloadDirectory"]?.stringValue == target.path }
                 try manager.start(job)
                 let status = await runShowingProgress(job, label: "prepare \(preplanned.id)")
                 guard status == .succeeded else { return try report(job, status: status, json: false) }
-                let made = try OfflineMap(directory: target)
-                try made.seal()
-                if exists {
-                    // The old package's replicas go: no crew copies them any more.
-                    let old = try OfflineMap(directory: folder)
-                    for replica in old.syncingReplicas {
-                        let gdb = try Geodatabase.open(at: old.url(replica.file))
-                        if let url = URL(string: replica.serviceUrl) { try? await GeodatabaseSyncTask(url: url, token: serviceToken(token)).unregisterGeodatabase(gdb) }
-                        try? gdb.close()
-                    }
-                    let trash = packages.appendingPathComponent(".\(preplanned.id).old")
-                    try? FileManager.default.removeItem(at: trash)
-                    try FileManager.default.moveItem(at: folder, to: trash)
-                    try FileManager.default.moveItem(at: target, to: folder)
-                    try? FileManager.default.removeItem(at: trash)
-                }
+                let made = try await packages.install(area: preplanned.id, from: target)
                 let size = OfflineCommand.bytes(in: folder)
                 prepared.append(["area": .string(preplanned.id), "prepared": true, "bytes": .integer(size), "layerErrors": .integer(Int64(made.layerErrors.count))])
                 if !json { print("\(preplanned.id): prepared in \(folder.path) (\(ProgressDisplay.count(size, "bytes")))" + (made.layerErrors.isEmpty ? "" : "; \(made.layerErrors.count) layers stay online")) }
             }
             if json { printJSON(["areas": .array(prepared)]) }
+        }
+    }
+
+    /// `outpost serve --prepare-areas`: every preplanned area of the served maps without a
+    /// package gets one, made through this server (`base`) as `outpost offline prepare` makes it;
+    /// each outcome is a line on stderr.
+    static func prepareMissingAreas(base: String, services: ServiceDirectory, token: String?) async {
+        func say(_ text: String) { FileHandle.standardError.write(Data("outpost: \(text)\n".utf8)) }
+        for name in services.mapNames {
+            guard let file = services.mapFile(named: name), let url = URL(string: "\(base)/arcgis/rest/maps/\(name).json") else { continue }
+            let packages = PreplannedPackages(folder: file.deletingLastPathComponent().appendingPathComponent("\(name).preplanned"), token: token)
+            let task = OfflineMapTask(url: url, token: token)
+            do {
+                try await task.load()
+            } catch {
+                say("cannot prepare the areas of map \(name): \(error)")
+                continue
+            }
+            for area in task.preplannedAreas where !packages.isPrepared(area.id) {
+                do {
+                    let (definition, target) = try await packages.prepareJob(task: task, area: area.id, environment: OfflineJobEnvironment(token: token))
+                    let job = Job(definition)
+                    try job.start()
+                    guard await job.waitUntilFinished() == .succeeded else {
+                        say("area \(area.id) of map \(name) was not prepared: \(job.error?.message ?? "the job failed")")
+                        continue
+                    }
+                    let made = try await packages.install(area: area.id, from: target)
+                    say("prepared area \(area.id) of map \(name) (\(ProgressDisplay.count(bytes(in: made.directory), "bytes")))")
+                } catch {
+                    say("area \(area.id) of map \(name) was not prepared: \(error)")
+                }
+            }
         }
     }
 

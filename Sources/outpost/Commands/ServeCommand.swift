@@ -5,6 +5,7 @@ import OutpostPostgres
 import OutpostCore
 import OutpostProtocol
 import OutpostLocator
+import OutpostOffline
 import OutpostRouting
 import OutpostServer
 import OutpostTiles
@@ -55,6 +56,13 @@ struct ServeCommand: AsyncParsableCommand {
             send it), over HTTPS only. Off by default: a URL can end up in a proxy's or browser's history.
             """)
     var allowTokenRequestsInUrl = false
+    @Flag(
+        help: """
+            Once listening, prepare every preplanned area of the served maps that has no package yet \
+            (as outpost offline prepare does), in the background. With --tokens or --users, prepare \
+            them with outpost offline prepare instead.
+            """)
+    var prepareAreas = false
 
     /// The database to serve from, if any.
     var database: String? {
@@ -69,6 +77,9 @@ struct ServeCommand: AsyncParsableCommand {
         guard (0...65535).contains(port) else { throw ValidationError("--port must be 0…65535") }
         guard maxBodyMb > 0 else { throw ValidationError("--max-body-mb must be positive") }
         guard (tlsCert == nil) == (tlsKey == nil) else { throw ValidationError("give --tls-cert and --tls-key together") }
+        guard !prepareAreas || (tokens == nil && users == nil) else {
+            throw ValidationError("--prepare-areas works with no token or --token; with --tokens or --users run outpost offline prepare --token …")
+        }
         if let publicUrl {
             guard let url = URL(string: publicUrl), ["http", "https"].contains(url.scheme?.lowercased() ?? ""), url.host != nil, url.query == nil else {
                 throw ValidationError("--public-url must be an http or https URL without a query, like https://gis.example.org/prefix")
@@ -152,10 +163,12 @@ struct ServeCommand: AsyncParsableCommand {
         }
         do {
             let drain = ServerDrain()
+            let prepare = prepareAreas, token = self.token
             let app = try OutpostApplication.make(services: services, configuration: configuration, drain: drain) { url in
                 // Written straight to the file descriptor: scripts wait for this line, and stdout
                 // may be a pipe that would otherwise hold it in a buffer.
                 FileHandle.standardOutput.write(Data("listening on \(url)\n".utf8))
+                if prepare { Task { await OfflineCommand.prepareMissingAreas(base: url, services: services, token: token) } }
             }
             // SIGTERM/SIGINT: the drain first (new requests get 503), then the server stops
             // listening and lets the requests in flight finish.
