@@ -46,7 +46,10 @@ public struct DownloadFileJob: JobDefinition {
         try FileManager.default.createDirectory(at: destination.deletingLastPathComponent(), withIntermediateDirectories: true)
         // A kill between chunks leaves the partial file as long as what was written: the next
         // run asks for the rest.
-        try await OfflineHTTP(token: environment.token).download(url, to: partialURL) { done, total in
+        // The partial file's bytes are of the version this tag names; a changed file starts over.
+        try await OfflineHTTP(token: environment.token).download(
+            url, to: partialURL, validator: context.recorded("etag")?.stringValue, tagged: { context.record("etag", $0.map(JSONValue.string)) }
+        ) { done, total in
             context.reportProgress("bytes", done: done, total: total ?? expectedSize)
         }
         try environment.faults.check("offline.afterDownload")

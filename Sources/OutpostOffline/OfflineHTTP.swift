@@ -51,11 +51,18 @@ struct OfflineHTTP: Sendable {
     }
 
     /// Downloads `url` into `file`, continuing a partial file where it ends (HTTP Range) when
-    /// the server allows; reports bytes held so far.
-    func download(_ url: URL, to file: URL, progress: @Sendable (Int64, Int64?) -> Void) async throws {
+    /// the server allows; reports bytes held so far. `validator` is the `ETag` the partial file's
+    /// bytes came with: sent as `If-Range`, so a file that changed on the server comes back whole
+    /// rather than spliced; `tagged` hears the `ETag` of each answer before its bytes are written.
+    func download(
+        _ url: URL, to file: URL, validator: String? = nil, tagged: (String?) -> Void = { _ in }, progress: @Sendable (Int64, Int64?) -> Void
+    ) async throws {
         let had = (try? FileManager.default.attributesOfItem(atPath: file.path)[.size] as? Int64) ?? 0
         var request = request(url)
-        if had > 0 { request.headers.add(name: "Range", value: "bytes=\(had)-") }
+        if had > 0 {
+            request.headers.add(name: "Range", value: "bytes=\(had)-")
+            if let validator { request.headers.add(name: "If-Range", value: validator) }
+        }
         let response: HTTPClientResponse
         do {
             response = try await client.execute(request, timeout: timeout)
@@ -67,6 +74,7 @@ struct OfflineHTTP: Sendable {
         let start: Int64
         let total: Int64?
         let length = response.headers["Content-Length"].first.flatMap { Int64($0) }
+        if [200, 206].contains(response.status.code) { tagged(response.headers["ETag"].first) }
         switch response.status.code {
         case 206:
             start = had

@@ -104,6 +104,15 @@ struct OfflineMapTests {
         #expect(ranged.stdout == "206" && tailBytes == whole.dropFirst(1000), "\(ranged.stdout)")
         let past = try await ExternalTools.run("curl", ["-s", "-o", "/dev/null", "-w", "%{http_code}", "-r", "\(whole.count)-", "\(server.url.absoluteString)/outpost/v1/locators/assets/file"])
         #expect(past.stdout == "416")
+        // With If-Range: the tag the bytes came with continues; another tag (the file changed)
+        // gets the whole file again.
+        let fileURL = "\(server.url.absoluteString)/outpost/v1/locators/assets/file"
+        let head = try await ExternalTools.run("curl", ["-s", "-o", "/dev/null", "-D", "-", fileURL])
+        let tag = try #require(head.stdout.split(separator: "\r\n").first { $0.lowercased().hasPrefix("etag:") }).dropFirst(5).trimmingCharacters(in: .whitespaces)
+        let same = try await ExternalTools.run("curl", ["-s", "-o", "/dev/null", "-w", "%{http_code}", "-r", "1000-", "-H", "If-Range: \(tag)", fileURL])
+        let changed = try await ExternalTools.run("curl", ["-s", "-o", tail.path, "-w", "%{http_code}", "-r", "1000-", "-H", "If-Range: \"0-0\"", fileURL])
+        let refetched = try Data(contentsOf: tail)
+        #expect(same.stdout == "206" && changed.stdout == "200" && refetched == whole, "\(same.stdout) \(changed.stdout)")
         let found = try await outpost(["geocode", folder.appendingPathComponent("locators/assets.locator").path, "HY-1000", "--json"])
         #expect(found.succeeded && found.stdout.contains("HY-1000"), "\(found.stderr)")
         #expect(!FileManager.default.fileExists(atPath: folder.path + ".partial"), "the folder being built is gone once the map is in place")

@@ -133,7 +133,7 @@ public struct FeatureServerResponder: HTTPResponder {
             try Security.require(.query, of: try security.caller(request, parameters, remote: remote), on: segments[3])
             let file = segments[2] == "locators" ? services.locator(named: segments[3])?.url : services.networkFile(named: segments[3])
             guard let file else { throw ServiceError.notFound("\(segments[2] == "locators" ? "locator" : "network") \(segments[3])") }
-            return try ReplicaRoutes.streamFile(file, contentType: "application/vnd.sqlite3", removeAfter: false, range: request.headers[.range])
+            return try ReplicaRoutes.streamFile(file, contentType: "application/vnd.sqlite3", removeAfter: false, range: request.headers[.range], ifRange: request.headers[.ifRange])
         }
         if segments.count >= 4, segments[0] == "outpost", segments[1] == "v1", segments[2] == "services" {
             return try await native(&request, Array(segments.dropFirst(3)), remote: remote)
@@ -454,7 +454,7 @@ public struct FeatureServerResponder: HTTPResponder {
         guard route[1] == "files", let listed = PreplannedPackage.files(in: folder), listed.contains(where: { $0.path == path }) else {
             throw ServiceError.notFound("file \(path) of preplanned area \(area.id)")
         }
-        return try ReplicaRoutes.streamFile(folder.appendingPathComponent(path), contentType: "application/octet-stream", removeAfter: false, range: request.headers[.range])
+        return try ReplicaRoutes.streamFile(folder.appendingPathComponent(path), contentType: "application/octet-stream", removeAfter: false, range: request.headers[.range], ifRange: request.headers[.ifRange])
     }
 
     /// `/arcgis/rest/info`: the version, and how to sign in.

@@ -328,7 +328,7 @@ struct ReplicaRoutes {
     func resultFile(_ name: String) throws -> Response {
         guard let file = services.files.file(named: name) else { throw ServiceError.notFound("file \(name) (files are kept for a limited time)") }
         let type = name.hasSuffix(".gpkg") ? "application/geopackage+sqlite3" : "application/json; charset=utf-8"
-        return try Self.streamFile(file, contentType: type, removeAfter: false, range: request.headers[.range])
+        return try Self.streamFile(file, contentType: type, removeAfter: false, range: request.headers[.range], ifRange: request.headers[.ifRange])
     }
 
     /// A file's bytes, read a megabyte at a time as the client takes them.
@@ -337,22 +337,28 @@ struct ReplicaRoutes {
     }
 
     /// With `range` (a request's `Range: bytes=N-`), the bytes from N on (206), so an interrupted
-    /// download continues where it broke off; 416 when N is past the end.
-    static func streamFile(_ url: URL, contentType: String, removeAfter: Bool, range: String? = nil) throws -> Response {
-        guard let handle = FileHandle(forReadingAtPath: url.path),
-            let total = (try? FileManager.default.attributesOfItem(atPath: url.path)[.size] as? NSNumber)?.intValue
-        else { throw ServiceError.notFound("file \(url.lastPathComponent)") }
+    /// download continues where it broke off; 416 when N is past the end. Every answer carries an
+    /// `ETag` (size and modification time); with `ifRange` (the request's `If-Range`) that is not
+    /// the file's tag any more, the whole file comes back (200), so a client never splices two
+    /// versions of a file.
+    static func streamFile(_ url: URL, contentType: String, removeAfter: Bool, range: String? = nil, ifRange: String? = nil) throws -> Response {
+        let attributes = try? FileManager.default.attributesOfItem(atPath: url.path)
+        guard let handle = FileHandle(forReadingAtPath: url.path), let total = (attributes?[.size] as? NSNumber)?.intValue else {
+            throw ServiceError.notFound("file \(url.lastPathComponent)")
+        }
+        let modified = ((attributes?[.modificationDate] as? Date)?.timeIntervalSince1970 ?? 0) * 1_000_000
+        let tag = "\"\(total)-\(Int64(modified))\""
         var start = 0
-        if let range, range.hasPrefix("bytes="), range.hasSuffix("-"), let from = Int(range.dropFirst(6).dropLast()), from >= 0 {
+        if let range, ifRange == nil || ifRange == tag, range.hasPrefix("bytes="), range.hasSuffix("-"), let from = Int(range.dropFirst(6).dropLast()), from >= 0 {
             guard from < total else {
                 try? handle.close()
-                return Response(status: .rangeNotSatisfiable, headers: [.contentRange: "bytes */\(total)"])
+                return Response(status: .rangeNotSatisfiable, headers: [.contentRange: "bytes */\(total)", .eTag: tag])
             }
             start = from
             try handle.seek(toOffset: UInt64(from))
         }
         let size = total - start
-        var headers: HTTPFields = [.contentType: contentType, .contentLength: String(size), .acceptRanges: "bytes"]
+        var headers: HTTPFields = [.contentType: contentType, .contentLength: String(size), .acceptRanges: "bytes", .eTag: tag]
         if start > 0 { headers[.contentRange] = "bytes \(start)-\(total - 1)/\(total)" }
         return Response(
             status: start > 0 ? .partialContent : .ok, headers: headers,
