@@ -198,6 +198,9 @@ struct OfflineMapTests {
         // A map the server does not have is a 404 with the ArcGIS error body.
         let missing = try await ExternalTools.run("curl", ["-s", "-w", "\n%{http_code}", "\(server.url.absoluteString)/arcgis/rest/maps/nope.json"])
         #expect(missing.stdout.hasSuffix("\n404") && missing.stdout.contains("\"error\""), "\(missing.stdout)")
+        // A browser gets the Services Directory's page of a map definition.
+        let page = try await ExternalTools.run("curl", ["-s", "-H", "Accept: text/html", "\(server.url.absoluteString)/arcgis/rest/maps/field-crews.json"])
+        #expect(page.stdout.contains("<html") && page.stdout.contains("Field crews") && page.stdout.contains("south-west"), "\(page.stdout.prefix(300))")
         var map = try JSONValue.parse(Data(contentsOf: Repository.schema("examples/field-crews.map.json"))).objectValue ?? [:]
         var layers = map["operationalLayers"]?.arrayValue ?? []
         layers.append(["id": "missing_layer", "title": "Gone", "url": "field_inspection/FeatureServer/9"])

@@ -401,7 +401,9 @@ public struct FeatureServerResponder: HTTPResponder {
         let parameters = try await readParameters(&request)
         _ = try parameters.format()
         _ = try security.caller(request, parameters, remote: remote, anonymousAllowed: rest.isEmpty)
-        let writing = ResponseWriting(request: request, pretty: (parameters["f"] ?? "").lowercased() == "pjson")
+        var writing = ResponseWriting(request: request, pretty: (parameters["f"] ?? "").lowercased() == "pjson")
+        // In a browser, the Services Directory's page of the JSON.
+        if DirectoryView.wanted(request, parameters) { writing.directory = (DirectoryView(segments: ["maps"] + rest, query: request.uri.query), .resource) }
         let base = PublicURL(request, configuration: configuration).base
         if rest.isEmpty {
             return writing.json([
