@@ -477,4 +477,36 @@ struct PreplannedAreaTests {
         #expect(crew.succeeded, "\(crew.stderr)")
         #expect(try JSONValue.parse(Data(crew.stdout.utf8))["preplannedArea"] == "south-west")
     }
+
+    /// On a server with a token, maps, packages and their files need it; the offline commands
+    /// carry it (`--token`) through every part: replicas, tiles, file downloads, copies.
+    @Test(.timeLimit(.minutes(3)))
+    func aServerWithATokenGuardsMapsAndPackages() async throws {
+        let dir = TemporaryDirectory()
+        let (server, mapURL) = try await OfflineMapTests.served(in: dir, arguments: ["--token", "s3cret", "--prepare-areas"])
+        defer { Task { await server.stop() } }
+        let area = "\(server.url.absoluteString)/arcgis/rest/maps/field-crews/areas/south-west"
+        var ready = false
+        for _ in 0..<600 where !ready {
+            let answer = try await ExternalTools.run("curl", ["-s", "\(area)?token=s3cret"])
+            ready = (try? JSONValue.parse(Data(answer.stdout.utf8)))?["ready"] == true
+            if !ready { try await Task.sleep(for: .milliseconds(100)) }
+        }
+        #expect(ready, "the server prepared the area with its own token")
+        for url in [mapURL, "\(area)/files/map.json"] {
+            let refused = try await ExternalTools.run("curl", ["-s", "-o", "/dev/null", "-w", "%{http_code}", url])
+            #expect(["401", "403", "499"].contains(refused.stdout), "\(url) without the token: \(refused.stdout)")
+            let allowed = try await ExternalTools.run("curl", ["-s", "-o", "/dev/null", "-w", "%{http_code}", "\(url)?token=s3cret"])
+            #expect(allowed.stdout == "200", "\(url) with the token: \(allowed.stdout)")
+        }
+        let without = try await outpost(["offline", "create", "--map", mapURL, "--area", "south-west", "--out", dir.file("no-token").path])
+        #expect(!without.succeeded)
+        let crew = try await outpost(["offline", "create", "--map", mapURL, "--area", "south-west", "--token", "s3cret", "--out", dir.file("crew").path])
+        #expect(crew.succeeded, "\(crew.stderr)")
+        let generated = try await outpost(
+            ["offline", "create", "--map", mapURL, "--extent", "-122.70,45.49,-122.64,45.53", "--max-scale", "70000", "--token", "s3cret", "--out", dir.file("generated").path, "--json"])
+        #expect(generated.succeeded, "\(generated.stderr)")
+        #expect(try JSONValue.parse(Data(generated.stdout.utf8))["layerErrors"] == [])
+        #expect(try await outpost(["offline", "sync", dir.file("crew").path, "--token", "s3cret"]).succeeded)
+    }
 }

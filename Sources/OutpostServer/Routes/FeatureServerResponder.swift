@@ -400,7 +400,7 @@ public struct FeatureServerResponder: HTTPResponder {
         guard request.method == .get else { throw ServiceError(405, "\(request.method) is not allowed; use GET") }
         let parameters = try await readParameters(&request)
         _ = try parameters.format()
-        _ = try security.caller(request, parameters, remote: remote, anonymousAllowed: rest.isEmpty)
+        let caller = try security.caller(request, parameters, remote: remote, anonymousAllowed: rest.isEmpty)
         var writing = ResponseWriting(request: request, pretty: (parameters["f"] ?? "").lowercased() == "pjson")
         // In a browser, the Services Directory's page of the JSON.
         if DirectoryView.wanted(request, parameters) { writing.directory = (DirectoryView(segments: ["maps"] + rest, query: request.uri.query), .resource) }
@@ -411,13 +411,20 @@ public struct FeatureServerResponder: HTTPResponder {
             ])
         }
         if rest.count >= 2, rest[1] == "areas", let file = services.mapFile(named: rest[0]) {
-            return try preplannedAreas(file, name: rest[0], Array(rest.dropFirst(2)), request: request, writing: writing, base: base)
+            return try preplannedAreas(file, name: rest[0], Array(rest.dropFirst(2)), request: request, caller: caller, writing: writing, base: base)
         }
         guard rest.count == 1, rest[0].lowercased().hasSuffix(".json"), let file = services.mapFile(named: String(rest[0].dropLast(5))) else {
             throw ServiceError.notFound("map \(rest.joined(separator: "/"))")
         }
         let resolved = try Self.mapDefinition(file).resolvingURLs(against: "\(base)/arcgis/rest/services/")
         return writing.json(try JSONValue.parse(try resolved.encoded()))
+    }
+
+    /// `…/services/<name>/FeatureServer/<id>` (absolute or relative) → `<name>`.
+    static func featureServiceName(_ url: String) -> String? {
+        let parts = url.split(separator: "/").map(String.init)
+        guard let i = parts.lastIndex(of: "FeatureServer"), i >= 1 else { return nil }
+        return parts[i - 1]
     }
 
     static func mapDefinition(_ file: URL) throws -> MapDefinition {
@@ -432,8 +439,15 @@ public struct FeatureServerResponder: HTTPResponder {
     /// files and sizes, once `outpost offline prepare` has made it in `<name>.preplanned/<id>/`
     /// beside the map definition), and the package's files (`…/areas/<id>/files/<path>`, with
     /// Range so a broken download continues).
-    private func preplannedAreas(_ file: URL, name: String, _ route: [String], request: Request, writing: ResponseWriting, base: String) throws -> Response {
+    private func preplannedAreas(
+        _ file: URL, name: String, _ route: [String], request: Request, caller: Caller, writing: ResponseWriting, base: String
+    ) throws -> Response {
         let map = try Self.mapDefinition(file)
+        // A package holds the data of the map's feature services: its files are for callers who
+        // may query every one of them.
+        if route.count > 1 {
+            for service in Set(map.operationalLayers.compactMap { Self.featureServiceName($0.url) }) { try Security.require(.query, of: caller, on: service) }
+        }
         let packages = file.deletingLastPathComponent().appendingPathComponent("\(name).preplanned")
         func describe(_ area: MapDefinition.PreplannedArea, files: Bool) throws -> JSONValue {
             let listed = PreplannedPackage.files(in: packages.appendingPathComponent(area.id))
