@@ -57,6 +57,7 @@ enum DirectoryTemplates {
         </tbody>
         </table>
         {{^services}}<p>No services.</p>{{/services}}
+        <p>Maps to take offline: <a href="{{root}}maps?f=html">maps</a></p>
         {{/content}}{{/layout}}
         """
 
