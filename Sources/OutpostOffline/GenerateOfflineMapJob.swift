@@ -287,7 +287,9 @@ public struct GenerateOfflineMapJob: JobDefinition {
                 .init(layerID: $0.layerID, whereClause: $0.where, useGeometry: !$0.isTable, queryOption: $0.schemaOnly ? .none : .useFilter)
             },
             syncModel: replica.snapshot ? .none : .geodatabase, returnAttachments: replica.attachments,
-            attachmentSyncDirection: replica.attachments && !replica.snapshot ? (replica.readOnly ? .none : .bidirectional) : .none,
+            // Attachments follow their layers' direction: a read-only service's replica downloads
+            // theirs (its layers upload nothing, so neither do their attachments).
+            attachmentSyncDirection: replica.attachments && !replica.snapshot ? .bidirectional : .none,
             replicaName: "\(map.title) offline (\(replica.serviceName))")
     }
 

@@ -268,6 +268,10 @@ struct OfflineMapTests {
         #expect(synced.succeeded, "\(synced.stderr)")
         #expect(try JSONValue.parse(Data(synced.stdout.utf8))["replicas"]?[0]?["error"] == .null)
         #expect(try await Self.registeredReplicas(featureServer) == 1)
+        // Its attachments follow the layers: downloaded with them.
+        let direction = try await ExternalTools.run(
+            "sqlite3", [dir.file("replica/data/places_ro.gpkg").path, "SELECT json_extract(state, '$.attachmentsDirection') FROM outpost_replica"])
+        #expect(direction.stdout.trimmingCharacters(in: .whitespacesAndNewlines) == "bidirectional", "\(direction.stdout)")
 
         let snapshot = try await outpost(
             ["offline", "create", "--map", mapURL] + area + ["--read-only-snapshot", "--schema-only", "countries", "--out", dir.file("snapshot").path, "--json"])
