@@ -148,16 +148,8 @@ public struct DownloadPreplannedOfflineMapJob: JobDefinition {
     private func finish(_ context: JobContext) async throws {
         let files = FileManager.default
         if !files.fileExists(atPath: stagingURL.path), files.fileExists(atPath: downloadDirectory.appendingPathComponent(OfflineMap.mapFileName).path) { return }
-        var map = try packagedMap()
-        map.operationalLayers = map.operationalLayers.map { var l = $0; l.url = rebased(l.url); return l }
-        if let basemap = map.basemap { map.basemap?.url = rebased(basemap.url) }
-        map.locators = map.locators?.map { var t = $0; t.url = rebased(t.url); return t }
-        map.networks = map.networks?.map { var t = $0; t.url = rebased(t.url); return t }
-        if var offline = map.offline {
-            offline.replicas = offline.replicas.map { var r = $0; r.serviceUrl = rebased(r.serviceUrl); return r }
-            offline.source = mapSource ?? offline.source
-            map.offline = offline
-        }
+        var map = try packagedMap().mappingServiceURLs(rebased)
+        if let mapSource { map.offline?.source = mapSource }
         try map.encoded().write(to: stagingURL.appendingPathComponent(OfflineMap.mapFileName), options: .atomic)
         try? files.removeItem(at: partsURL)
         if files.fileExists(atPath: downloadDirectory.path) { try files.removeItem(at: downloadDirectory) }

@@ -34,21 +34,15 @@ public struct OfflineMapSyncResult: Sendable, Hashable, Codable {
 
 /// What ``OfflineMapSyncTask/checkForUpdates()`` found, replica by replica.
 public struct OfflineMapUpdatesInfo: Sendable, Hashable {
-    public var replicas: [(file: String, updates: GeodatabaseUpdates)]
+    public struct Replica: Sendable, Hashable {
+        public var file: String
+        public var updates: GeodatabaseUpdates
+    }
+
+    public var replicas: [Replica]
 
     public var downloadAvailable: Bool { replicas.contains { $0.updates.downloadAvailable } }
     public var uploadAvailable: Bool { replicas.contains { $0.updates.uploadAvailable } }
-
-    public static func == (a: Self, b: Self) -> Bool {
-        a.replicas.map(\.file) == b.replicas.map(\.file) && a.replicas.map(\.updates) == b.replicas.map(\.updates)
-    }
-
-    public func hash(into hasher: inout Hasher) {
-        for r in replicas {
-            hasher.combine(r.file)
-            hasher.combine(r.updates)
-        }
-    }
 }
 
 /// Syncs every replica of an offline map in one job, checks for updates, and applies scheduled
@@ -82,12 +76,12 @@ public final class OfflineMapSyncTask: Sendable {
 
     /// Whether each replica has changes waiting on its service and edits waiting to upload.
     public func checkForUpdates() async throws -> OfflineMapUpdatesInfo {
-        var found: [(String, GeodatabaseUpdates)] = []
+        var found: [OfflineMapUpdatesInfo.Replica] = []
         for replica in offlineMap.syncingReplicas {
             let gdb = try Geodatabase.open(at: offlineMap.url(replica.file))
             defer { try? gdb.close() }
             guard let url = URL(string: replica.serviceUrl) else { throw OfflineMapError(.notAnOfflineMap, "\(replica.serviceUrl) is not a URL") }
-            found.append((replica.file, try await GeodatabaseSyncTask(url: url, token: token).checkForUpdates(geodatabase: gdb)))
+            found.append(.init(file: replica.file, updates: try await GeodatabaseSyncTask(url: url, token: token).checkForUpdates(geodatabase: gdb)))
         }
         return OfflineMapUpdatesInfo(replicas: found)
     }

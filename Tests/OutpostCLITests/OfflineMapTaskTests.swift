@@ -113,4 +113,37 @@ struct OfflineMapTaskTests {
             }
         }
     }
+
+    /// A folder is an offline map only when its map.json reads, has its offline section, and every
+    /// file it names is there and inside the folder; the CLI says which.
+    @Test func anOfflineMapFolderIsCheckedWhenOpened() async throws {
+        let dir = TemporaryDirectory()
+        let folder = dir.file("map")
+        try FileManager.default.createDirectory(at: folder.appendingPathComponent("data"), withIntermediateDirectories: true)
+        func write(_ map: MapDefinition) throws { try map.encoded().write(to: folder.appendingPathComponent("map.json")) }
+        func refusal() -> String? {
+            do {
+                _ = try OfflineMap(directory: folder)
+                return nil
+            } catch {
+                return "\(error)"
+            }
+        }
+        #expect(refusal()?.contains("has no map.json") == true)
+        var map = MapDefinition(title: "t", operationalLayers: [.init(id: "a", title: "a", url: "http://h/arcgis/rest/services/s/FeatureServer/0", file: "data/s.gpkg", table: "a")])
+        try write(map)
+        #expect(refusal()?.contains("no offline section") == true)
+        map.offline = MapDefinition.Offline(
+            generatedAt: Date(), source: nil, areaOfInterest: .init(Envelope(xmin: 0, ymin: 0, xmax: 1, ymax: 1)), minScale: 0, maxScale: 0,
+            replicas: [.init(file: "data/s.gpkg", serviceUrl: "http://h/arcgis/rest/services/s/FeatureServer", layers: [0], snapshot: false, readOnly: false)],
+            layerErrors: [])
+        try write(map)
+        #expect(refusal()?.contains("lacks data/s.gpkg") == true)
+        let status = try await outpost(["offline", "status", folder.path])
+        #expect(!status.succeeded && status.stderr.contains("lacks data/s.gpkg"), "\(status.stderr)")
+        _ = FileManager.default.createFile(atPath: folder.appendingPathComponent("data/s.gpkg").path, contents: Data())
+        map.operationalLayers[0].file = "../elsewhere.gpkg"
+        try write(map)
+        #expect(refusal()?.contains("outside the offline map's folder") == true)
+    }
 }

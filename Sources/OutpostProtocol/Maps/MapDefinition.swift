@@ -278,12 +278,21 @@ public struct MapDefinition: Codable, Hashable, Sendable {
     public func resolvingURLs(against servicesURL: String) -> MapDefinition {
         var map = self
         map.servicesURL = servicesURL
-        func absolute(_ url: String) -> String { (try? map.absolute(url)) ?? url }
-        map.operationalLayers = operationalLayers.map { var l = $0; l.url = absolute(l.url); return l }
-        map.basemap = basemap.map { var b = $0; b.url = absolute(b.url); return b }
-        map.locators = locators?.map { var t = $0; t.url = absolute(t.url); return t }
-        map.networks = networks?.map { var t = $0; t.url = absolute(t.url); return t }
-        map.geoprocessing = geoprocessing?.map { var t = $0; t.url = absolute(t.url); return t }
+        let base = map
+        return map.mappingServiceURLs { (try? base.absolute($0)) ?? $0 }
+    }
+
+    /// The same map with `transform` applied to every service URL it names: layers, basemap,
+    /// tasks, and an offline map's replicas.
+    public func mappingServiceURLs(_ transform: (String) -> String) -> MapDefinition {
+        var map = self
+        func references(_ list: [Reference]?) -> [Reference]? { list?.map { var r = $0; r.url = transform(r.url); return r } }
+        map.operationalLayers = operationalLayers.map { var l = $0; l.url = transform(l.url); return l }
+        map.basemap = basemap.map { var b = $0; b.url = transform(b.url); return b }
+        map.locators = references(locators)
+        map.networks = references(networks)
+        map.geoprocessing = references(geoprocessing)
+        map.offline?.replicas = (offline?.replicas ?? []).map { var r = $0; r.serviceUrl = transform(r.serviceUrl); return r }
         return map
     }
 }
