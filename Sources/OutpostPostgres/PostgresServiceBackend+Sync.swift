@@ -209,6 +209,20 @@ extension PostgresServiceBackend: SyncBackend {
         return page
     }
 
+    public func windowRows(layerID: Int, since: Int64, upto: Int64, cap: Int) async throws -> Int {
+        let service = name, logger = logger
+        return try await snapshotRead { conn in
+            var count: Int64 = 0
+            for try await found in try await conn.query(
+                """
+                SELECT count(*) FROM (SELECT 1 FROM outpost_change_log WHERE service = \(service) AND layer_id = \(Int32(layerID))
+                  AND generation > \(since) AND generation <= \(upto) LIMIT \(Int64(cap))) w
+                """, logger: logger
+            ).decode(Int64.self) { count = found }
+            return Int(count)
+        }
+    }
+
     public func changes(scope: ReplicaInfo, layerID: Int, since: Int64, upto: Int64, after: String?, limit: Int) async throws -> ChangePage {
         try await feedPage(scope: scope, replicaID: scope.replicaID, layerID: layerID, since: since, upto: upto, after: after, limit: limit)
     }
@@ -222,6 +236,19 @@ extension PostgresServiceBackend: SyncBackend {
             if let given { info = given } else { info = try await Self.replica(id: replicaID, service: service, conn, logger: logger) }
             let (schema, layer) = try await self.scope(info, layerID, conn)
             let layerInfo = try Self.layerInfo(layerID, of: info)
+            let scope = ReplicaScope(info: info, schema: schema).query(layerInfo, layer: layer.definition)
+            if ChangeFeedAssembly.holdsWholeLayer(scope) {
+                var others = false
+                for try await (found) in try await conn.query(
+                    """
+                    SELECT EXISTS (SELECT 1 FROM outpost_change_log WHERE service = \(service) AND layer_id = \(Int32(layerID))
+                      AND generation > \(since) AND generation <= \(upto) AND origin_replica IS DISTINCT FROM \(info.replicaID))
+                    """, logger: logger
+                ).decode(Bool.self) { others = found }
+                if ChangeFeedAssembly.windowIsEmpty(scope: scope, othersChangedWindow: others) {
+                    return ChangePage(layerId: layerID, since: since, upto: upto, changes: [], next: nil)
+                }
+            }
             // One row per feature changed in the window: its latest generation, whether anyone
             // but this replica changed it, whether it was added or deleted in the window.
             var changed: [ChangeFeedAssembly.Row] = []
@@ -237,7 +264,6 @@ extension PostgresServiceBackend: SyncBackend {
             ).decode((String, Int64, Int64, Bool, Bool).self) {
                 changed.append(.init(globalID: gid, generation: generation, echo: others == 0, inserted: inserted, deleted: deleted))
             }
-            let scope = ReplicaScope(info: info, schema: schema).query(layerInfo, layer: layer.definition)
             var inScope: [String: Feature] = [:]
             for read in ChangeFeedAssembly.reads(changed, scope: scope) {
                 for feature in try await Self.features(conn, layer, read, logger: logger) { inScope[feature.globalID!] = feature }

@@ -39,6 +39,14 @@ struct ChangeFeedAssemblyTests {
         #expect(ChangeFeedAssembly.reads([Self.row(1, echo: true)], scope: FeatureQuery()).isEmpty)
     }
 
+    @Test func aWindowOfOnlyItsOwnChangesIsEmptyForAWholeLayerReplicaOnly() {
+        #expect(ChangeFeedAssembly.windowIsEmpty(scope: FeatureQuery(), othersChangedWindow: false))
+        #expect(!ChangeFeedAssembly.windowIsEmpty(scope: FeatureQuery(), othersChangedWindow: true))
+        // A filtered replica's own edit may have moved a feature out of its scope: read the window.
+        #expect(!ChangeFeedAssembly.windowIsEmpty(scope: Self.filtered, othersChangedWindow: false))
+        #expect(ChangeFeedAssembly.windowIsEmpty(scope: nil, othersChangedWindow: true))
+    }
+
     @Test func aLayerOutsideTheReplicaReadsNothing() {
         #expect(ChangeFeedAssembly.reads([Self.row(1, echo: false)], scope: nil).isEmpty)
         #expect(ChangeFeedAssembly.reads([], scope: Self.filtered).isEmpty)

@@ -21,8 +21,9 @@ struct CrashTests {
             let h = try await SyncHarness.start(kind)
             let gdb = try await h.replica()
             try await Scenario.edit(h, gdb)
+            let staged = point == "client.afterStage" ? ["--stage-downloads"] : []
             let killed = try await ExternalTools.run(
-                Repository.outpostExecutable.path, ["sync", gdb.url.path, "--json"], environment: ["OUTPOST_FAULT": "\(point):kill"])
+                Repository.outpostExecutable.path, ["sync", gdb.url.path, "--json"] + staged, environment: ["OUTPOST_FAULT": "\(point):kill"])
             #expect(killed.status == SIGKILL, "outpost sync was killed at \(point) (status \(killed.status), \(killed.stderr))")
             let again = try await ExternalTools.run(Repository.outpostExecutable.path, ["sync", gdb.url.path, "--json"])
             #expect(again.status == 0, "the next sync after a kill at \(point) succeeds: \(again.stderr)")

@@ -100,7 +100,11 @@ enum Scenario {
 
 @Suite("Exactly once: faults between every durable step (I2, I3, I6, I10)", .serialized)
 struct ExactlyOnceTests {
-    static let clientPoints = ["client.afterSeal", "client.afterSend", "client.afterAck", "client.afterStage", "client.beforeApplyCommit", "client.afterApply"]
+    /// `client.afterStage` is reached by a staged download, `client.afterPageApplied` by one
+    /// applied while it downloads (the default for small downloads).
+    static let clientPoints = [
+        "client.afterSeal", "client.afterSend", "client.afterAck", "client.afterStage", "client.afterPageApplied", "client.beforeApplyCommit", "client.afterApply",
+    ]
 
     @Test(.timeLimit(.minutes(5)), arguments: BackendKind.syncing)
     func aFaultAtAnyStepThenASyncReachesTheUninterruptedState(kind: BackendKind) async throws {
@@ -121,7 +125,7 @@ struct ExactlyOnceTests {
             let tablesBefore = try await Scenario.tableDump(gdb)
 
             await #expect(throws: (any Error).self, "a fault at \(point) fails the sync") {
-                try await h.sync(gdb, SyncGeodatabaseParameters(attempts: 1), faults: faults)
+                try await h.sync(gdb, SyncGeodatabaseParameters(attempts: 1, applyWhileDownloadingUpTo: point == "client.afterStage" ? 0 : nil), faults: faults)
             }
             // What each point leaves behind.
             let pendingAfter = try await gdb.read { try $0.capturedChanges().count }
@@ -134,7 +138,7 @@ struct ExactlyOnceTests {
             case "client.afterSend":
                 #expect(pendingAfter == pendingBefore, "I2: applied on the server but not acknowledged here: change rows stay")
                 #expect(try await h.service.backend.generation() > generationBefore)
-            case "client.afterStage", "client.beforeApplyCommit":
+            case "client.afterStage", "client.afterPageApplied", "client.beforeApplyCommit":
                 #expect(pendingAfter == 0)
                 #expect(cursorAfter == cursorBefore, "I6: the cursor moves only with the apply")
                 let tables = try await Scenario.tableDump(gdb)

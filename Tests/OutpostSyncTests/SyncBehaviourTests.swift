@@ -130,7 +130,8 @@ struct SyncBehaviourTests {
             // An edit between download and apply: the apply must not overwrite it.
             #expect(throws: Never.self) { try gdb.write { conn in try points.update([Feature(objectID: 1, attributes: ["notes": .string("during the download")])], in: conn) } }
         }
-        let first = try await h.sync(gdb, faults: faults)
+        // Staged, so that an edit can be made between the download and its apply.
+        let first = try await h.sync(gdb, SyncGeodatabaseParameters(applyWhileDownloadingUpTo: 0), faults: faults)
         #expect(first.first?.uploaded.updates == 2)
         #expect(first.first?.checksumMatches == nil, "edited during the sync: checked next time")
         let after = try #require(try await points.feature(objectID: 1))
@@ -305,7 +306,7 @@ struct SyncBehaviourTests {
         try await Scenario.edit(h, gdb)
         let task = try h.task()
         let faults = FaultInjector()
-        let job = task.makeSyncGeodatabaseJob(parameters: SyncGeodatabaseParameters(), geodatabase: gdb, faults: faults)
+        let job = task.makeSyncGeodatabaseJob(parameters: SyncGeodatabaseParameters(applyWhileDownloadingUpTo: 0), geodatabase: gdb, faults: faults)
         faults.onReach("client.afterStage") { try? job.pause() }
         let updates = job.statusUpdates
         try job.start()
@@ -352,6 +353,50 @@ struct SyncBehaviourTests {
         #expect(try await writes() == 1, "a moved feature is written once")
         #expect(try await SyncHarness.localRows(gdb, "inspection_points")[features[1].globalID!]?.geometry == (try point(-122.66, 45.51)))
         try await h.expectConverged(gdb, table: "inspection_points", layerID: 0)
+        try await h.stop()
+    }
+
+    /// A download the server counts at no more than the limit is applied while its pages arrive;
+    /// a larger one is staged first. Both end in the same state, and a failure after some pages
+    /// of a direct download were applied leaves the replica as it was (one transaction, cursor
+    /// unchanged), the next sync finishing it.
+    @Test(.timeLimit(.minutes(3)), arguments: BackendKind.syncing)
+    func smallDownloadsApplyWhileArrivingLargeOnesStage(kind: BackendKind) async throws {
+        let h = try await SyncHarness.start(kind)
+        let direct = try await h.replica("direct", layers: [0])
+        let staged = try await h.replica("staged", layers: [0])
+        let interrupted = try await h.replica("interrupted", layers: [0])
+        // 2,500 new features: three pages of the feed.
+        let adds = try (0..<2500).map { i in
+            Feature(
+                attributes: ["asset_id": .string("MODE-\(i)"), "asset_type": .string("valve"), "status": .string("open")],
+                geometry: .point(try Point(x: -122.7 + Double(i) * 1e-5, y: 45.5)))
+        }
+        try await h.serverEdit(layer: 0, adds: adds)
+        func run(_ gdb: Geodatabase, _ parameters: SyncGeodatabaseParameters, faults: FaultInjector = FaultInjector()) async throws -> [String] {
+            let job = try h.task().makeSyncGeodatabaseJob(parameters: parameters, geodatabase: gdb, faults: faults)
+            try job.start()
+            _ = try await job.output
+            return job.messages.map(\.text)
+        }
+        let directLog = try await run(direct, SyncGeodatabaseParameters())
+        #expect(directLog.contains { $0.contains("while downloading") } && !directLog.contains { $0.hasPrefix("staged") }, "\(directLog)")
+        let stagedLog = try await run(staged, SyncGeodatabaseParameters(applyWhileDownloadingUpTo: 2000))
+        #expect(stagedLog.contains { $0.hasPrefix("staged 2500 changes") } && !stagedLog.contains { $0.contains("while downloading") }, "\(stagedLog)")
+        try await h.expectConverged(direct, table: "inspection_points", layerID: 0)
+        try await h.expectConverged(staged, table: "inspection_points", layerID: 0)
+        #expect(try await SyncHarness.localRows(direct, "inspection_points") == SyncHarness.localRows(staged, "inspection_points"))
+
+        let before = try await SyncHarness.localRows(interrupted, "inspection_points")
+        let cursor = try await interrupted.read { try $0.replicaState()!.cursor }
+        let faults = FaultInjector()
+        // It fails once the second page was applied.
+        faults.onReach("client.afterPageApplied") { faults.onReach("client.afterPageApplied") { faults.arm("client.afterPageApplied") } }
+        await #expect(throws: (any Error).self) { _ = try await run(interrupted, SyncGeodatabaseParameters(attempts: 1), faults: faults) }
+        #expect(try await SyncHarness.localRows(interrupted, "inspection_points") == before, "nothing of the failed download stays")
+        #expect(try await interrupted.read { try $0.replicaState()!.cursor } == cursor, "I6: the cursor did not move")
+        _ = try await run(interrupted, SyncGeodatabaseParameters())
+        try await h.expectConverged(interrupted, table: "inspection_points", layerID: 0)
         try await h.stop()
     }
 }

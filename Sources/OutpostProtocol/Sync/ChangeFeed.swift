@@ -9,6 +9,10 @@ public struct ChangePage: Codable, Hashable, Sendable {
     public var changes: [FeedChange]
     /// Pass as `after` to get the next page; nil on the last page.
     public var next: String?
+    /// On a first page asked with `count=N`: the change-log rows of the layer in the window,
+    /// counted no further than N + 1 (an upper bound of the changes the feed holds, its own
+    /// echoes included), so a client knows before reading on how large the download is.
+    public var windowRows: Int?
 
     public init(layerId: Int, since: Int64, upto: Int64, changes: [FeedChange], next: String?) {
         self.layerId = layerId
@@ -80,6 +84,7 @@ extension ChangePage {
         self.init(
             layerId: Int(try o.integer("layerId")), since: try o.integer("since"), upto: try o.integer("upto"),
             changes: try o.array("changes").map(FeedChange.init(json:)), next: try o.optionalString("next"))
+        if !o.absent("windowRows") { windowRows = Int(try o.integer("windowRows")) }
     }
 
     /// The page as JSON (what the Codable encoding gives).
@@ -88,6 +93,7 @@ extension ChangePage {
             "layerId": .integer(Int64(layerId)), "since": .integer(since), "upto": .integer(upto), "changes": .array(changes.map(\.json)),
         ]
         if let next { o["next"] = .string(next) }
+        if let windowRows { o["windowRows"] = .integer(Int64(windowRows)) }
         return .object(o)
     }
 }

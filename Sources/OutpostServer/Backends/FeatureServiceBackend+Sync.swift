@@ -117,6 +117,9 @@ public protocol SyncBackend: Sendable {
     /// A page of a layer's changes in `since < generation ≤ upto` within the replica's filter,
     /// leaving out features only the replica itself changed.
     func changes(replicaID: String, layerID: Int, since: Int64, upto: Int64, after: String?, limit: Int) async throws -> ChangePage
+    /// How many change-log rows of the layer lie in `since < generation ≤ upto`, counted no
+    /// further than `cap` (a bound of the feed's size for a client deciding how to download).
+    func windowRows(layerID: Int, since: Int64, upto: Int64, cap: Int) async throws -> Int
     /// The same page for a scope no replica holds (an update package's area and layers): no
     /// feature's changes are left out as echoes.
     func changes(scope: ReplicaInfo, layerID: Int, since: Int64, upto: Int64, after: String?, limit: Int) async throws -> ChangePage

@@ -17,7 +17,7 @@ import OutpostStorage
 /// | `PUT  replicas/{id}/batches/{seq}`           | ``BatchResult``; 422 rejected, 409 seq/hash       |
 /// | `GET  replicas/{id}/batches/{seq}`           | the stored ``BatchResult``                        |
 /// | `POST replicas/{id}/copies?generation&replicaName` | ``ReplicaInfo`` of a new replica with the same scope at `generation` (a preplanned package's file) |
-/// | `GET  replicas/{id}/changes?layer&since&upto&after&limit` | ``ChangePage``                      |
+/// | `GET  replicas/{id}/changes?layer&since&upto&after&limit&count` | ``ChangePage``                      |
 /// | `GET  replicas/{id}/snapshot?layer&after&limit` | ``ChangePage`` of every feature in scope       |
 /// | `GET  replicas/{id}/checksums?layers=0,1`    | ``ReplicaChecksums``                              |
 /// | `GET  schema`                                | `{"schemaVersion", "schema"}`: the schema now     |
@@ -124,9 +124,14 @@ struct NativeSyncRoutes {
         guard let upto = try parameters.int("upto"), upto >= since else {
             throw ServiceError.badParameter("upto", "give the generation to read up to (at least since)")
         }
-        let page = try await sync.feedPage(
-            replicaID: replica, layerID: layer, since: Int64(since), upto: Int64(upto), after: parameters["after"],
+        let after = parameters["after"]
+        var page = try await sync.feedPage(
+            replicaID: replica, layerID: layer, since: Int64(since), upto: Int64(upto), after: after,
             limit: try parameters.int("limit", range: 1...10_000) ?? 1000)
+        // A first page asked with `count` says how large the window is (counted up to one past it).
+        if after == nil, let cap = try parameters.int("count", range: 0...100_000_000) {
+            page.windowRows = try await sync.windowRows(layerID: layer, since: Int64(since), upto: Int64(upto), cap: cap + 1)
+        }
         return writing.json(page.json)
     }
 
@@ -206,7 +211,8 @@ struct NativeSyncRoutes {
             throw ServiceError.badParameter("body", "batch format \(batch.formatVersion) is newer than this server's \(UploadBatch.currentFormatVersion)")
         }
         do {
-            let answer = try await sync.applyBatchAnswering(batch, hash: UploadBatch.hash(bytes))
+            let h = UploadBatch.hash(bytes)
+            let answer = try await sync.applyBatchAnswering(batch, hash: h)
             if answer.result.replayed == true {
                 metrics?.batch("replayed")
             } else {

@@ -49,8 +49,16 @@ public enum ChangeFeedAssembly {
         return out
     }
 
+    /// Whether a window holds nothing for the replica, known before reading it page by page: a
+    /// replica that holds the whole layer gets nothing of its own changes, so a window in which
+    /// nobody else changed the layer is empty (after it uploaded 16,000 edits, reading them all
+    /// to drop them took 16 pages of work for an empty answer).
+    public static func windowIsEmpty(scope: FeatureQuery?, othersChangedWindow: Bool) -> Bool {
+        scope == nil || (holdsWholeLayer(scope) && !othersChangedWindow)
+    }
+
     /// A replica holding the whole layer cannot have moved its own features out of scope.
-    static func holdsWholeLayer(_ scope: FeatureQuery?) -> Bool { scope?.selectsEveryFeature == true }
+    public static func holdsWholeLayer(_ scope: FeatureQuery?) -> Bool { scope?.selectsEveryFeature == true }
 
     /// The page's changes: an upsert with every value for a feature someone else changed that is
     /// in scope; a leave for one deleted or moved out of scope (also by the replica's own edit:

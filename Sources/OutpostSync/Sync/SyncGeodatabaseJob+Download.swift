@@ -27,6 +27,25 @@ extension SyncGeodatabaseJob {
             // Rows left staged by a sync that did not finish are fetched again.
             try await geodatabase.write { conn in try conn.clearStaging() }
         }
+        let contentDirectory = state.attachmentsDirection == .bidirectional ? URL(fileURLWithPath: geodatabase.url.path + ".attachments") : nil
+        // A fresh download without attachment content or a migration asks the server how large
+        // it is with its first pages; a small one is applied while it downloads.
+        var firstPages: [Int: ChangePage] = [:]
+        let limit = syncParameters.applyWhileDownloadingLimit
+        if checkpoint == nil, newSchema == nil, contentDirectory == nil, limit > 0 {
+            var rows = 0
+            for layer in layers where state.cursor(forLayer: layer.id) < upto {
+                let page = try await client.changes(layer: layer.id, since: state.cursor(forLayer: layer.id), upto: upto, after: nil, countUpTo: limit)
+                firstPages[layer.id] = page
+                rows += page.windowRows ?? limit + 1  // a server that does not count: staged
+            }
+            if rows <= limit {
+                let counts = try await applyWhileDownloading(layers, state, firstPages: firstPages, expectedRows: rows, upto: upto, client, context)
+                try faults.check("client.afterApply")
+                finishDownload(layers, counts, upto, context)
+                return
+            }
+        }
         var index = Int(checkpoint?["layer"]?.integerValue ?? 0)
         var after = checkpoint?["after"]?.stringValue
         var staged = checkpoint?["staged"]?.integerValue ?? 0
@@ -40,7 +59,12 @@ extension SyncGeodatabaseJob {
             if since < upto {
                 // The next page is requested before this one is staged, so the server reads it
                 // while the replica writes (only the cursor of a staged page is checkpointed).
-                var page = try await client.changes(layer: layer.id, since: since, upto: upto, after: after)
+                var page: ChangePage
+                if after == nil, let first = firstPages[layer.id] {
+                    page = first
+                } else {
+                    page = try await client.changes(layer: layer.id, since: since, upto: upto, after: after)
+                }
                 while true {
                     let next = page.next
                     async let following: ChangePage? = next == nil ? nil : client.changes(layer: layer.id, since: since, upto: upto, after: next)
@@ -59,11 +83,14 @@ extension SyncGeodatabaseJob {
             after = nil
             try await save()
         }
-        let contentDirectory = state.attachmentsDirection == .bidirectional ? URL(fileURLWithPath: geodatabase.url.path + ".attachments") : nil
         if let contentDirectory { try await downloadContent(layers, into: contentDirectory, client, context) }
         let counts = try await Self.applyDownloaded(geodatabase, layers: layers, upto: upto, migration: newSchema, contentDirectory: contentDirectory, faults: faults)
         try faults.check("client.afterApply")
         if let contentDirectory { try? FileManager.default.removeItem(at: contentDirectory) }
+        finishDownload(layers, counts, upto, context)
+    }
+
+    private func finishDownload(_ layers: [ReplicaState.Layer], _ counts: [Int: PendingChanges], _ upto: Int64, _ context: JobContext) {
         for layer in layers {
             Self.update(context, layer: layer) { $0.downloaded = counts[layer.id] ?? PendingChanges() }
         }
@@ -71,12 +98,92 @@ extension SyncGeodatabaseJob {
         context.log("applied \(total) server changes up to generation \(upto)")
     }
 
+    /// Applies a download page by page as it arrives, in the transaction that moves the cursor:
+    /// the pages are fetched by a task of their own while the writer applies the previous one
+    /// (at most `expectedRows` changes, counted by the server, are held). Nothing is staged or
+    /// checkpointed: a failure or kill rolls everything back and the next sync downloads again.
+    private func applyWhileDownloading(
+        _ layers: [ReplicaState.Layer], _ state: ReplicaState, firstPages: [Int: ChangePage], expectedRows: Int, upto: Int64,
+        _ client: NativeSyncClient, _ context: JobContext
+    ) async throws -> [Int: PendingChanges] {
+        let handoff = PageHandoff()
+        let faults = self.faults
+        let fetched = Task {
+            var received = 0
+            do {
+                for layer in layers {
+                    if var page = firstPages[layer.id] {
+                        while true {
+                            let next = page.next
+                            handoff.put(.page(layer.id, page.changes))
+                            received += page.changes.count
+                            context.reportProgress("changes downloaded", done: Int64(received), total: nil)
+                            guard let next, !handoff.isClosed else { break }
+                            try Task.checkCancellation()
+                            page = try await client.changes(layer: layer.id, since: state.cursor(forLayer: layer.id), upto: upto, after: next)
+                        }
+                    }
+                    handoff.put(.endOfLayer(layer.id))
+                }
+            } catch {
+                handoff.put(.failed(error))
+            }
+        }
+        defer { fetched.cancel() }
+        let counts = try await withTaskCancellationHandler {
+            try await Self.applyDownloaded(geodatabase, layers: layers, upto: upto, migration: nil, contentDirectory: nil, faults: faults, applyLayer: { layer, conn in
+                // The window's rows bound the geometries written; a window of nothing but the
+                // replica's own echoes writes none (and must not pack the R-tree again).
+                let first = firstPages[layer.id]
+                let expected = first.map { $0.changes.isEmpty && $0.next == nil ? 0 : $0.windowRows ?? expectedRows } ?? 0
+                do {
+                    return try Self.applyArriving(layer, expectedGeometryWrites: expected, from: handoff, conn, faults: faults)
+                } catch {
+                    handoff.close()  // the downloader may stop
+                    throw error
+                }
+            })
+        } onCancel: {
+            fetched.cancel()
+        }
+        for layer in layers where firstPages[layer.id] != nil {
+            context.log("applied \(counts[layer.id]?.total ?? 0) changes of \(layer.table) while downloading them")
+        }
+        return counts
+    }
+
+    /// Applies a layer's pages as the handoff gives them, up to the end of the layer.
+    private static func applyArriving(
+        _ layer: ReplicaState.Layer, expectedGeometryWrites: Int, from handoff: PageHandoff, _ conn: GeodatabaseConnection, faults: FaultInjector
+    ) throws -> PendingChanges {
+        guard let definition = conn.geodatabase.schema.allLayers.first(where: { $0.name == layer.table }) else {
+            throw SyncError(.notAReplica, "the replica has no table \(layer.table)")
+        }
+        var applier = try DownloadApplier(conn: conn, layer: definition)
+        try conn.maintainingSpatialIndex(of: layer.table, expectedGeometryWrites: expectedGeometryWrites) {
+            try conn.deferringContentsUpdates {
+                while true {
+                    switch handoff.take() {
+                    case .page(let id, let changes) where id == layer.id:
+                        try applier.apply(changes)
+                        try faults.check("client.afterPageApplied")
+                    case .endOfLayer(let id) where id == layer.id: return
+                    case .failed(let error): throw error
+                    default: throw SyncError(.invalidResponse, "the download's pages came out of order")
+                    }
+                }
+            }
+        }
+        return applier.counts
+    }
+
     /// Applies the staged changes of `layers` with the cursor advance to `upto` (and a schema
     /// migration) in one transaction, after `first` (a delta reply's acknowledgement) in the same
     /// transaction; the counts per layer.
     static func applyDownloaded(
         _ gdb: Geodatabase, layers: [ReplicaState.Layer], upto: Int64, migration: ServiceSchema?, contentDirectory: URL?, faults: FaultInjector,
-        first: (@Sendable (GeodatabaseConnection) throws -> Void)? = nil
+        first: (@Sendable (GeodatabaseConnection) throws -> Void)? = nil,
+        applyLayer: (@Sendable (ReplicaState.Layer, GeodatabaseConnection) throws -> PendingChanges)? = nil
     ) async throws -> [Int: PendingChanges] {
         let downloadedIDs = Set(layers.map(\.id))
         do {
@@ -91,7 +198,7 @@ extension SyncGeodatabaseJob {
                         }
                     }
                     for layer in layers {
-                        counts[layer.id] = try Self.applyStaged(layerID: layer.id, table: layer.table, conn, contentDirectory: contentDirectory)
+                        counts[layer.id] = try applyLayer?(layer, conn) ?? Self.applyStaged(layerID: layer.id, table: layer.table, conn, contentDirectory: contentDirectory)
                     }
                     guard var current = try conn.replicaState() else { throw SyncError(.notAReplica, "the replica state disappeared") }
                     if !layers.isEmpty {
@@ -123,5 +230,47 @@ extension SyncGeodatabaseJob {
                 try conn.stage(layerID: layerID, globalID: change.globalId, kind: change.kind.rawValue, generation: change.generation, row: row)
             }
         }
+    }
+}
+
+/// Pages handed from the task that downloads them to the writer that applies them (a download
+/// small enough to be applied as it arrives: the server counted it first).
+final class PageHandoff: @unchecked Sendable {
+    enum Item {
+        case page(Int, [FeedChange])
+        case endOfLayer(Int)
+        case failed(any Error)
+    }
+
+    private let condition = NSCondition()
+    private var items: [Item] = []
+    private var closed = false
+
+    func put(_ item: Item) {
+        condition.lock()
+        items.append(item)
+        condition.signal()
+        condition.unlock()
+    }
+
+    /// The next item, waiting for it.
+    func take() -> Item {
+        condition.lock()
+        defer { condition.unlock() }
+        while items.isEmpty { condition.wait() }
+        return items.removeFirst()
+    }
+
+    /// The writer failed and takes no more pages: the downloader may stop.
+    func close() {
+        condition.lock()
+        closed = true
+        condition.unlock()
+    }
+
+    var isClosed: Bool {
+        condition.lock()
+        defer { condition.unlock() }
+        return closed
     }
 }

@@ -10,8 +10,8 @@ import OutpostStorage
 ///    deletes the change rows it carried. A resent batch is applied once: the server replays
 ///    its stored answer. Repeats while edits are pending (large backlogs go in several batches).
 /// 2. `download`: read the server's changes since the replica's generation up to the service's
-///    latest, page by page into a staging table, then apply them all and advance the generation
-///    in one transaction.
+///    latest and apply them with the generation's advance in one transaction: page by page as
+///    they arrive when the server counts them small, else staged page by page first.
 /// 3. `verify`: compare each layer's checksum with the server's; a layer that differs is
 ///    fetched again (and reported).
 ///

@@ -35,14 +35,21 @@ public struct SyncGeodatabaseParameters: Sendable, Hashable, Codable {
     /// The rule for a column changed both here and on the server, asked of the server for this
     /// sync's uploads (its per-field rules still apply); nil: each layer's own rule.
     public var conflictPolicy: ConflictPolicy.Rule?
+    /// A download of at most this many changes (the server counts its window first) is applied
+    /// page by page as it arrives, in the one transaction that also moves the cursor, while the
+    /// next page is fetched; a larger one is staged first (resumable page by page, and applied in
+    /// the order of the table's rows). nil: 50,000; 0: every download is staged.
+    public var applyWhileDownloadingUpTo: Int?
+    var applyWhileDownloadingLimit: Int { max(0, applyWhileDownloadingUpTo ?? 50_000) }
     /// Bytes of attachment content per upload request (and per download range); nil: 4 MB.
     public var attachmentChunkBytes: Int?
     var attachmentChunkSize: Int { max(4096, attachmentChunkBytes ?? 4 << 20) }
 
     public init(
         geodatabaseSyncDirection: Direction = .bidirectional, shouldRollbackOnFailure: Bool = true, layerOptions: [LayerOption] = [],
-        maxChangesPerBatch: Int = 5000, attempts: Int = 3, conflictPolicy: ConflictPolicy.Rule? = nil
+        maxChangesPerBatch: Int = 5000, attempts: Int = 3, conflictPolicy: ConflictPolicy.Rule? = nil, applyWhileDownloadingUpTo: Int? = nil
     ) {
+        self.applyWhileDownloadingUpTo = applyWhileDownloadingUpTo
         self.conflictPolicy = conflictPolicy
         self.geodatabaseSyncDirection = geodatabaseSyncDirection
         self.shouldRollbackOnFailure = shouldRollbackOnFailure

@@ -102,9 +102,11 @@ struct NativeSyncClient: Sendable {
     // MARK: - Download
 
     /// One page of a layer's changes in the window (`since`, `upto`], after the global id `after`.
-    func changes(layer: Int, since: Int64, upto: Int64, after: String?, limit: Int = 1000) async throws -> ChangePage {
+    /// - Parameter countUpTo: on a first page, also count the window's rows (up to one past this).
+    func changes(layer: Int, since: Int64, upto: Int64, after: String?, limit: Int = 1000, countUpTo: Int? = nil) async throws -> ChangePage {
         var query = [("layer", String(layer)), ("since", String(since)), ("upto", String(upto)), ("limit", String(limit))]
         if let after { query.append(("after", after)) }
+        if let countUpTo, after == nil { query.append(("count", String(countUpTo))) }
         return try await page(url("\(replica)/changes", query))
     }
 

@@ -256,6 +256,8 @@ struct SyncRunCommand: AsyncParsableCommand {
     @Option(help: "For a column changed here and on the server: clientWins, serverWins, latestEditWins or manual (default: each layer's rule; the service's per-field rules still apply).")
     var policy: String?
     @Option(help: "Service token (default: $OUTPOST_TOKEN).") var token: String?
+    @Flag(help: "Stage every download before applying it (default: a download of up to 50,000 changes is applied while it arrives).")
+    var stageDownloads = false
     @Flag(help: "Print the result as JSON.") var json = false
 
     func validate() throws {
@@ -271,7 +273,7 @@ struct SyncRunCommand: AsyncParsableCommand {
         let task = try GeodatabaseSyncTask(url: URL(string: state.serviceURL)!, token: serviceToken(token))
         let parameters = SyncGeodatabaseParameters(
             geodatabaseSyncDirection: SyncGeodatabaseParameters.Direction(rawValue: direction)!, shouldRollbackOnFailure: !noRollback,
-            conflictPolicy: policy.flatMap(ConflictPolicy.Rule.init(rawValue:)))
+            conflictPolicy: policy.flatMap(ConflictPolicy.Rule.init(rawValue:)), applyWhileDownloadingUpTo: stageDownloads ? 0 : nil)
         let job = task.makeSyncGeodatabaseJob(parameters: parameters, geodatabase: gdb, faults: processFaults)
         try job.start()
         let status = await runShowingProgress(job, label: "sync")

@@ -171,6 +171,13 @@ extension SQLiteServiceBackend: SyncBackend {
         return page
     }
 
+    public func windowRows(layerID: Int, since: Int64, upto: Int64, cap: Int) async throws -> Int {
+        try await geodatabase.read { conn in
+            let rows = try conn.query(Self.windowSQL, arguments: [.integer(Int64(layerID)), .integer(since), .integer(upto), .integer(Int64(cap))])
+            return Int(rows.first?[0].integerValue ?? 0)
+        }
+    }
+
     public func changes(scope: ReplicaInfo, layerID: Int, since: Int64, upto: Int64, after: String?, limit: Int) async throws -> ChangePage {
         try await feedPage(scope: scope, replicaID: scope.replicaID, layerID: layerID, since: since, upto: upto, after: after, limit: limit)
     }
@@ -183,6 +190,13 @@ extension SQLiteServiceBackend: SyncBackend {
         return try await gdb.read { conn in
             let info = try given ?? Self.replica(id: replicaID, conn)
             let (layerInfo, layer) = try Self.layer(layerID, of: info, schema: schema)
+            let scope = ReplicaScope(info: info, schema: schema).query(layerInfo, layer: layer)
+            if ChangeFeedAssembly.holdsWholeLayer(scope) {
+                let others = try conn.query(Self.othersInWindowSQL, arguments: [.integer(Int64(layerID)), .integer(since), .integer(upto), .text(info.replicaID)])
+                if ChangeFeedAssembly.windowIsEmpty(scope: scope, othersChangedWindow: others.first?[0].integerValue == 1) {
+                    return ChangePage(layerId: layerID, since: since, upto: upto, changes: [], next: nil)
+                }
+            }
             // One row per feature changed in the window: its latest generation, whether anyone
             // but this replica changed it, and whether it was added in the window.
             let byWindow = try Self.readsFeedByWindow(conn, layerID: layerID, since: since, upto: upto, limit: limit)
@@ -199,7 +213,6 @@ extension SQLiteServiceBackend: SyncBackend {
                     globalID: row[0].textValue!, generation: row[1].integerValue!, echo: (row[2].integerValue ?? 0) == 0,
                     inserted: (row[3].integerValue ?? 0) != 0, deleted: (row[4].integerValue ?? 0) != 0)
             }
-            let scope = ReplicaScope(info: info, schema: schema).query(layerInfo, layer: layer)
             var inScope: [String: Feature] = [:]
             let table = try conn.geodatabase.table(id: layerID)
             for read in ChangeFeedAssembly.reads(changed, scope: scope) {
@@ -240,6 +253,12 @@ extension SQLiteServiceBackend: SyncBackend {
         """
 
     /// The window's rows, counted up to a cap, from the (layer, generation) index.
+    /// Whether anyone but the replica changed the layer in the window (by the window's index).
+    static let othersInWindowSQL = """
+        SELECT EXISTS (SELECT 1 FROM outpost_change_log INDEXED BY outpost_change_log_feed
+          WHERE layer_id = ? AND generation > ? AND generation <= ? AND origin_replica IS NOT ?)
+        """
+
     static let windowSQL = "SELECT count(*) FROM (SELECT 1 FROM outpost_change_log WHERE layer_id = ? AND generation > ? AND generation <= ? LIMIT ?)"
 
     /// Whether sorting the window for a page (`w` rows: about w·log₂w, each ~3 times the cost of
