@@ -16,7 +16,6 @@ struct PostgresChangeLog {
     private var globalIDs: [String] = []
     private var ops: [String] = []
     private var columns: [String] = []
-    private var columnGenerations: [String] = []
     private var editedAt: [String] = []
     private var toOrigin: [String] = []
     private var rows: [String] = []
@@ -37,8 +36,6 @@ struct PostgresChangeLog {
         globalIDs.append(globalID)
         ops.append(op)
         columns.append(JSONValue.array(changed.map { .string($0) }).jsonString)
-        columnGenerations.append(
-            op == "delete" ? "{}" : JSONValue.object(Dictionary(changed.map { ($0, JSONValue.integer(generation)) }, uniquingKeysWith: { a, _ in a })).jsonString)
         self.editedAt.append(editedAt ?? "")
         self.toOrigin.append(toOrigin ? "1" : "0")
         rows.append(row ?? "")
@@ -61,27 +58,10 @@ struct PostgresChangeLog {
             """, logger: logger)
         try await conn.query(
             """
-            DELETE FROM outpost_feature_versions WHERE service = \(service) AND layer_id = \(layer)
-              AND globalid IN (SELECT g FROM unnest(\(globalIDs), \(ops)) AS x (g, o) WHERE o = 'delete')
-            """, logger: logger)
-        try await conn.query(
-            """
             INSERT INTO outpost_tombstones (service, layer_id, globalid, generation, row)
             SELECT DISTINCT ON (g) \(service), \(layer), g, \(generation), NULLIF(r, '')::jsonb
             FROM unnest(\(globalIDs), \(ops), \(rows)) WITH ORDINALITY AS x (g, o, r, n) WHERE o = 'delete' ORDER BY g, n DESC
             ON CONFLICT (service, layer_id, globalid) DO UPDATE SET generation = excluded.generation, row = coalesce(excluded.row, outpost_tombstones.row)
-            """, logger: logger)
-        // Per feature, the generations of the columns this change set, merged over the old ones.
-        try await conn.query(
-            """
-            INSERT INTO outpost_feature_versions (service, layer_id, globalid, generation, column_generations)
-            SELECT \(service), \(layer), g, \(generation), jsonb_object_agg(k, v)
-            FROM unnest(\(globalIDs), \(ops), \(columnGenerations), \(toOrigin)) AS x (g, o, c, t)
-              CROSS JOIN LATERAL jsonb_each(c::jsonb || '{"_": 0}'::jsonb) AS kv (k, v)
-            WHERE o <> 'delete' AND t = '0'
-            GROUP BY g
-            ON CONFLICT (service, layer_id, globalid) DO UPDATE SET generation = excluded.generation,
-              column_generations = outpost_feature_versions.column_generations || (excluded.column_generations - '_')
             """, logger: logger)
         try await conn.query(
             """

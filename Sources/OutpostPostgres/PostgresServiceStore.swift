@@ -157,6 +157,9 @@ public enum PostgresServiceStore {
             )
             """,
         ]),
+        // Per-feature column generations were written with every change and never read
+        // (conflict detection reads the change log): dropped.
+        (6, ["DROP TABLE IF EXISTS outpost_feature_versions"]),
     ]
 
     /// Runs `body` with a pooled client that is shut down afterwards.
@@ -335,18 +338,6 @@ public enum PostgresServiceStore {
                         PostgresQuery(
                             unsafeSQL: "SELECT setval(pg_get_serial_sequence($1, $2), max(\(quoted(layer.objectIDField)))) FROM \(table)",
                             binds: try binds(table, layer.objectIDField)), logger: logger)
-                    // Every loaded feature starts at generation 1, each column too.
-                    if let gid = layer.globalIDField {
-                        let columns = layer.fields.filter { $0.type != .oid }.map(\.name) + (layer.isSpatial ? [layer.geometryColumn] : [])
-                        let generations = JSONValue.object(Dictionary(uniqueKeysWithValues: columns.map { ($0, JSONValue.integer(1)) })).jsonString
-                        try await conn.query(
-                            PostgresQuery(
-                                unsafeSQL: """
-                                    INSERT INTO outpost_feature_versions (service, layer_id, globalid, generation, column_generations)
-                                    SELECT $1, $2, \(quoted(gid)), 1, $3::jsonb FROM \(table)
-                                    """,
-                                binds: try binds(name, layer.id, generations)), logger: logger)
-                    }
                     if layer.hasAttachments {
                         try await copyAttachments(layer, service: name, from: source, into: conn, logger: logger)
                     }

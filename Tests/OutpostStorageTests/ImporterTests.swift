@@ -101,7 +101,7 @@ struct ImporterTests {
         }
         var entries = keys.enumerated().map { RTreeEntry(id: Int64($0.offset), minX: $0.element, maxX: $0.element, minY: 0, maxY: 0) }
         // splits 0: heapsort alone; 3: quicksort, then heapsort on what is left.
-        RTreeBulkLoader.sortInPlace(&entries, 100..<4_900, splits: splits) { $0.minX }
+        RTreeBulkLoader.sortInPlace(&entries, 100..<4_900, splits: splits, by: RTreeBulkLoader.ByMinX.self)
         #expect(entries[100..<4_900].map(\.minX) == keys[100..<4_900].sorted())
         #expect(Set(entries[100..<4_900].map(\.id)) == Set((100..<4_900).map(Int64.init)), "a permutation of the range")
         #expect(entries[..<100].map(\.id) == (0..<100).map(Int64.init) && entries[4_900...].map(\.id) == (4_900..<5_000).map(Int64.init), "nothing outside the range moves")

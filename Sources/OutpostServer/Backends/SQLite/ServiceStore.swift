@@ -13,9 +13,11 @@ import OutpostStorage
 ///   download feed and conflict detection read);
 /// - `outpost_tombstones`: deleted global ids with the generation that deleted them and the
 ///   feature's last values (for `updateResurrects`);
-/// - `outpost_conflicts`: conflict records, `state` `open` for an undecided `manual` one;
-/// - `outpost_feature_versions`: per feature, the last generation of each column (per-column
-///   conflict detection).
+/// - `outpost_conflicts`: conflict records, `state` `open` for an undecided `manual` one.
+///
+/// (Files made before 2026-11-26 also had `outpost_feature_versions`, per-feature column
+/// generations written with every change and never read: conflict detection reads the change
+/// log. Opening such a file drops it.)
 enum ServiceStore {
     static let tables = [
         """
@@ -46,15 +48,6 @@ enum ServiceStore {
           globalid TEXT NOT NULL,
           generation INTEGER NOT NULL,
           row TEXT,
-          PRIMARY KEY (layer_id, globalid)
-        )
-        """,
-        """
-        CREATE TABLE outpost_feature_versions (
-          layer_id INTEGER NOT NULL,
-          globalid TEXT NOT NULL,
-          generation INTEGER NOT NULL,
-          column_generations TEXT NOT NULL,
           PRIMARY KEY (layer_id, globalid)
         )
         """,
@@ -125,7 +118,7 @@ enum ServiceStore {
     ]
 
     static let tableNames = [
-        "outpost_service_state", "outpost_change_log", "outpost_tombstones", "outpost_feature_versions",
+        "outpost_service_state", "outpost_change_log", "outpost_tombstones",
         "outpost_replicas", "outpost_batch_ledger", "outpost_request_replay", "outpost_conflicts", "outpost_schema_migrations",
         "outpost_attachment_hashes",
     ]
@@ -139,14 +132,6 @@ enum ServiceStore {
                 arguments: [.text(table)])
         }
         try conn.execute("INSERT INTO outpost_service_state (id, generation, schema_version) VALUES (1, 1, ?)", arguments: [.integer(Int64(schema.schemaVersion))])
-        for layer in schema.allLayers {
-            guard let gid = layer.globalIDField else { continue }
-            let columns = layer.fields.filter { $0.type != .oid }.map(\.name) + (layer.isSpatial ? [layer.geometryColumn] : [])
-            let generations = "{" + columns.map { "\"\($0)\":1" }.joined(separator: ",") + "}"
-            try conn.execute(
-                "INSERT INTO outpost_feature_versions (layer_id, globalid, generation, column_generations) SELECT ?, \(quotedName(gid)), 1, ? FROM \(quotedName(layer.name))",
-                arguments: [.integer(Int64(layer.id)), .text(generations)])
-        }
     }
 
     /// Columns added since the first release of these tables, added to older service files when
@@ -158,6 +143,8 @@ enum ServiceStore {
     /// Brings an existing service file's bookkeeping tables up to date.
     static func upgrade(_ conn: GeodatabaseConnection) throws {
         for sql in replicaTables { try conn.execute(sql) }
+        try conn.execute("DROP TABLE IF EXISTS outpost_feature_versions")
+        try conn.execute("DELETE FROM gpkg_extensions WHERE table_name = 'outpost_feature_versions' AND extension_name = 'outpost_sync'")
         for table in tableNames {
             try conn.execute(
                 """
@@ -240,8 +227,7 @@ enum ServiceStore {
 
     /// Logs many changes of one layer under one generation, in order, with prepared statements
     /// bound per entry (the column lists repeat, so each distinct one is written once): the
-    /// change log row, and the feature's version (column generations) or, for a delete, its
-    /// tombstone.
+    /// change log row, and for a delete the tombstone (an insert drops one).
     static func log(
         _ conn: GeodatabaseConnection, generation: Int64, layerID: Int, _ entries: [LogEntry], origin: (replica: String, seq: Int64)? = nil
     ) throws {
@@ -249,43 +235,31 @@ enum ServiceStore {
         let layer = SQLLiteral.integer(Int64(layerID)), gen = SQLLiteral.integer(generation)
         let insertLog = try conn.statement(
             "INSERT INTO outpost_change_log (generation, layer_id, globalid, op, changed_columns, origin_replica, origin_seq, edited_at) VALUES (?, ?, ?, ?, ?, ?, ?, ?)")
-        let dropVersion = try conn.statement("DELETE FROM outpost_feature_versions WHERE layer_id = ? AND globalid = ?")
         let keepTombstone = try conn.statement(
             """
             INSERT INTO outpost_tombstones (layer_id, globalid, generation, row) VALUES (?, ?, ?, ?)
             ON CONFLICT (layer_id, globalid) DO UPDATE SET generation = excluded.generation, row = coalesce(excluded.row, row)
             """)
-        let setVersion = try conn.statement(
-            """
-            INSERT INTO outpost_feature_versions (layer_id, globalid, generation, column_generations) VALUES (?, ?, ?, ?)
-            ON CONFLICT (layer_id, globalid) DO UPDATE SET generation = excluded.generation,
-              column_generations = json_patch(column_generations, excluded.column_generations)
-            """)
         let dropTombstone = try conn.statement("DELETE FROM outpost_tombstones WHERE layer_id = ? AND globalid = ?")
-        // Column list -> (its JSON array, the per-column generations this change sets).
-        var columnTexts: [[String]: (SQLLiteral, SQLLiteral)] = [:]
+        // Column list -> its JSON array.
+        var columnTexts: [[String]: SQLLiteral] = [:]
         let originReplica = origin.map { SQLLiteral.text($0.replica) } ?? .null, originSeq = origin.map { SQLLiteral.integer($0.seq) } ?? .null
         for e in entries {
             let gid = SQLLiteral.text(e.globalID)
-            let texts: (SQLLiteral, SQLLiteral)
+            let columns: SQLLiteral
             if let known = columnTexts[e.columns] {
-                texts = known
+                columns = known
             } else {
-                texts = (
-                    .text(JSONValue.array(e.columns.map { .string($0) }).jsonString),
-                    .text(JSONValue.object(Dictionary(e.columns.map { ($0, JSONValue.integer(generation)) }, uniquingKeysWith: { a, _ in a })).jsonString)
-                )
-                columnTexts[e.columns] = texts
+                columns = .text(JSONValue.array(e.columns.map { .string($0) }).jsonString)
+                columnTexts[e.columns] = columns
             }
             try insertLog.execute([
-                gen, layer, gid, .text(e.op), texts.0, e.toOrigin ? .null : originReplica, e.toOrigin ? .null : originSeq, e.editedAt.map { .text($0) } ?? .null,
+                gen, layer, gid, .text(e.op), columns, e.toOrigin ? .null : originReplica, e.toOrigin ? .null : originSeq, e.editedAt.map { .text($0) } ?? .null,
             ])
             if e.op == "delete" {
-                try dropVersion.execute([layer, gid])
                 try keepTombstone.execute([layer, gid, gen, e.row.map { .text($0) } ?? .null])
                 continue
             }
-            if !e.toOrigin { try setVersion.execute([layer, gid, gen, texts.1]) }
             if e.op == "insert" { try dropTombstone.execute([layer, gid]) }
         }
     }
