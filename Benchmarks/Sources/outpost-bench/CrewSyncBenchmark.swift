@@ -91,27 +91,41 @@ enum CrewSyncBenchmark {
         try await table.delete(objectIDs: Array(ids.dropFirst(5).prefix(2)))
     }
 
+    /// `BENCH_STAGE=1`: every download staged first (as before downloads were applied while
+    /// they arrive), to compare the two.
+    static let stageDownloads = ProcessInfo.processInfo.environment["BENCH_STAGE"] == "1"
+
     static func sync(_ gdb: Geodatabase, _ serviceURL: URL) async throws -> Double {
         let start = ContinuousClock.now
         let task = try GeodatabaseSyncTask(url: serviceURL)
-        let job = task.makeSyncGeodatabaseJob(parameters: SyncGeodatabaseParameters(), geodatabase: gdb, faults: FaultInjector())
+        let job = task.makeSyncGeodatabaseJob(
+            parameters: SyncGeodatabaseParameters(applyWhileDownloadingUpTo: stageDownloads ? 0 : nil), geodatabase: gdb, faults: FaultInjector())
         try job.start()
         let results = try await job.output
         let elapsed = ContinuousClock.now - start
         guard results.allSatisfy({ $0.checksumMatches != false }) else { throw BenchError("checksums differ") }
+        if ProcessInfo.processInfo.environment["BENCH_TRACE"] != nil, let first = job.messages.first?.timestamp {
+            let lines = job.messages.map { "  \(format($0.timestamp.timeIntervalSince(first) * 1000, 2)) ms \($0.text)" }
+            FileHandle.standardError.write(Data((lines.joined(separator: "\n") + "\n").utf8))
+        }
         return Double(elapsed.components.seconds) + Double(elapsed.components.attoseconds) / 1e18
     }
 
     static func timeCLI(_ cli: String, _ file: URL) throws -> Double {
         let process = Process()
         process.executableURL = URL(fileURLWithPath: cli)
-        process.arguments = ["sync", file.path, "--json"]
+        process.arguments = ["sync", file.path, "--json"] + (stageDownloads ? ["--stage-downloads"] : [])
         process.standardOutput = FileHandle.nullDevice
         process.standardError = FileHandle.nullDevice
+        // The end is taken from the termination handler: `waitUntilExit` polls its run loop, and
+        // rounded the times up to its ticks.
+        let exited = DispatchSemaphore(value: 0)
+        process.terminationHandler = { _ in exited.signal() }
         let start = ContinuousClock.now
         try process.run()
-        process.waitUntilExit()
+        exited.wait()
         let elapsed = ContinuousClock.now - start
+        process.waitUntilExit()
         guard process.terminationStatus == 0 else { throw BenchError("outpost sync exited \(process.terminationStatus)") }
         return Double(elapsed.components.seconds) + Double(elapsed.components.attoseconds) / 1e18
     }

@@ -9,7 +9,8 @@ public struct ChangePage: Codable, Hashable, Sendable {
     public var changes: [FeedChange]
     /// Pass as `after` to get the next page; nil on the last page.
     public var next: String?
-    /// On a first page asked with `count=N`: the change-log rows of the layer in the window,
+    /// On a first page asked with `count=N` that is not also the last (a last page holds the
+    /// whole window): the change-log rows of the layer in the window,
     /// counted no further than N + 1 (an upper bound of the changes the feed holds, its own
     /// echoes included), so a client knows before reading on how large the download is.
     public var windowRows: Int?

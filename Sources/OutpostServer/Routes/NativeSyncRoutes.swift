@@ -128,8 +128,9 @@ struct NativeSyncRoutes {
         var page = try await sync.feedPage(
             replicaID: replica, layerID: layer, since: Int64(since), upto: Int64(upto), after: after,
             limit: try parameters.int("limit", range: 1...10_000) ?? 1000)
-        // A first page asked with `count` says how large the window is (counted up to one past it).
-        if after == nil, let cap = try parameters.int("count", range: 0...100_000_000) {
+        // A first page asked with `count` says how large the window is (counted up to one past
+        // it), unless it is also the last page and so holds the whole window.
+        if after == nil, page.next != nil, let cap = try parameters.int("count", range: 0...100_000_000) {
             page.windowRows = try await sync.windowRows(layerID: layer, since: Int64(since), upto: Int64(upto), cap: cap + 1)
         }
         return writing.json(page.json)

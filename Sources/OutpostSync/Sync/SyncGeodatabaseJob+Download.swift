@@ -37,7 +37,9 @@ extension SyncGeodatabaseJob {
             for layer in layers where state.cursor(forLayer: layer.id) < upto {
                 let page = try await client.changes(layer: layer.id, since: state.cursor(forLayer: layer.id), upto: upto, after: nil, countUpTo: limit)
                 firstPages[layer.id] = page
-                rows += page.windowRows ?? limit + 1  // a server that does not count: staged
+                // A last page holds the whole window; otherwise the server counted it (one that
+                // does not count gets its download staged).
+                rows += page.next == nil ? page.changes.count : page.windowRows ?? limit + 1
             }
             if rows <= limit {
                 let counts = try await applyWhileDownloading(layers, state, firstPages: firstPages, expectedRows: rows, upto: upto, client, context)
@@ -108,7 +110,15 @@ extension SyncGeodatabaseJob {
     ) async throws -> [Int: PendingChanges] {
         let handoff = PageHandoff()
         let faults = self.faults
-        let fetched = Task {
+        // A download of single pages is all here already: nothing is fetched while applying.
+        let whole = firstPages.values.allSatisfy { $0.next == nil }
+        if whole {
+            for layer in layers {
+                if let page = firstPages[layer.id] { handoff.put(.page(layer.id, page.changes)) }
+                handoff.put(.endOfLayer(layer.id))
+            }
+        }
+        let fetched = whole ? nil : Task {
             var received = 0
             do {
                 for layer in layers {
@@ -129,7 +139,7 @@ extension SyncGeodatabaseJob {
                 handoff.put(.failed(error))
             }
         }
-        defer { fetched.cancel() }
+        defer { fetched?.cancel() }
         let counts = try await withTaskCancellationHandler {
             try await Self.applyDownloaded(geodatabase, layers: layers, upto: upto, migration: nil, contentDirectory: nil, faults: faults, applyLayer: { layer, conn in
                 // The window's rows bound the geometries written; a window of nothing but the
@@ -144,7 +154,7 @@ extension SyncGeodatabaseJob {
                 }
             })
         } onCancel: {
-            fetched.cancel()
+            fetched?.cancel()
         }
         for layer in layers where firstPages[layer.id] != nil {
             context.log("applied \(counts[layer.id]?.total ?? 0) changes of \(layer.table) while downloading them")
