@@ -312,7 +312,7 @@ extension PostgresServiceBackend: SyncBackend {
         }
     }
 
-    public func checksums(replicaID: String, layerIDs: [Int]) async throws -> ReplicaChecksums {
+    public func checksums(replicaID: String, layerIDs: [Int], since: Int64?) async throws -> ReplicaChecksums {
         let service = name, logger = logger
         return try await snapshotRead { conn in
             let info = try await Self.replica(id: replicaID, service: service, conn, logger: logger)
@@ -325,7 +325,30 @@ extension PostgresServiceBackend: SyncBackend {
                     throw ServiceError.notFound("layer \(id) in replica \(replicaID)")
                 }
                 var acc = FeatureDigest.Accumulator()
-                if var query = scope.query(layerInfo, layer: layer.definition) {
+                // The features changed in the window, when they are few: the checksum of those.
+                var window: [String]?
+                var rows: Int64 = 0
+                if let since {
+                    for try await found in try await conn.query(
+                        """
+                        SELECT count(*) FROM (SELECT 1 FROM outpost_change_log WHERE service = \(service) AND layer_id = \(Int32(id))
+                          AND generation > \(since) AND generation <= \(info.serviceGeneration) LIMIT \(Int64(ReplicaChecksums.maxWindowRows + 1))) w
+                        """, logger: logger
+                    ).decode(Int64.self) { rows = found }
+                }
+                if let since, rows <= Int64(ReplicaChecksums.maxWindowRows) {
+                    var gids: [String] = []
+                    for try await gid in try await conn.query(
+                        """
+                        SELECT DISTINCT globalid COLLATE "C" FROM outpost_change_log WHERE service = \(service) AND layer_id = \(Int32(id))
+                          AND generation > \(since) AND generation <= \(info.serviceGeneration)
+                        ORDER BY 1 LIMIT \(Int64(ReplicaChecksums.maxWindowFeatures + 1))
+                        """, logger: logger
+                    ).decode(String.self) { gids.append(gid) }
+                    if gids.count <= ReplicaChecksums.maxWindowFeatures { window = gids }
+                }
+                if var query = scope.query(layerInfo, layer: layer.definition), window?.isEmpty != true {
+                    if let window { query.globalIDs = window }
                     // A page at a time, by object id: never the whole layer in memory.
                     query.orderBy = [.init(layer.definition.objectIDField)]
                     query.limit = 2000
@@ -336,7 +359,7 @@ extension PostgresServiceBackend: SyncBackend {
                         query.afterObjectID = last
                     }
                 }
-                out.append(.init(id: id, count: acc.count, checksum: acc.hex))
+                out.append(.init(id: id, count: acc.count, checksum: acc.hex, since: window == nil ? nil : since, globalIds: window))
             }
             return ReplicaChecksums(generation: info.serviceGeneration, layers: out)
         }

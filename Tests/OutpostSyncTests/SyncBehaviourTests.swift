@@ -222,6 +222,65 @@ struct SyncBehaviourTests {
         try await h.stop()
     }
 
+    /// Once a layer matched, verify compares only the features changed since (all of them pass
+    /// through the server's change log). A changed feature that differs brings the whole layer into
+    /// the comparison, and the layer is fetched again; drift elsewhere is found by a whole-layer
+    /// verify (`verifyWholeLayers`).
+    @Test(.timeLimit(.minutes(2)), arguments: BackendKind.syncing)
+    func verifyComparesTheFeaturesChangedSinceTheLastMatch(kind: BackendKind) async throws {
+        let h = try await SyncHarness.start(kind)
+        let gdb = try await h.replica(layers: [0])
+        #expect(try await h.sync(gdb).first?.checksumMatches == true)
+        func verifiedAt() async throws -> Int64? { try await gdb.read { try $0.replicaState()!.layers.first { $0.id == 0 }?.verifiedAt } }
+        let first = try #require(try await verifiedAt())
+        #expect(first == (try await h.service.backend.generation()), "a full match is recorded at the server's generation")
+
+        // An edit on each side: the server's window lists exactly the features changed since.
+        let points = try gdb.table(named: "inspection_points")
+        let crew = try #require(try await points.feature(objectID: 1))
+        try await points.update([Feature(objectID: 1, attributes: ["notes": .string("crew")])])
+        let office = try #require(try await h.service.backend.features(layerID: 0, query: FeatureQuery(where: "objectid = 2")).first)
+        try await h.serverEdit(layer: 0, updates: [Feature(objectID: office.objectID, attributes: ["notes": .string("office")])])
+        let backend = try #require(h.service.backend as? any SyncBackend)
+        let replicaID = try #require(try await gdb.read { try $0.replicaState()?.replicaID })
+        let window = try await backend.checksums(replicaID: replicaID, layerIDs: [0], since: first)
+        #expect(window.layers.first?.globalIds == [office.globalID!], "only the office's edit is on the server yet")
+        #expect(window.layers.first?.count == 1)
+
+        let job = try h.task().makeSyncGeodatabaseJob(parameters: SyncGeodatabaseParameters(), geodatabase: gdb, faults: FaultInjector())
+        try job.start()
+        #expect(try await job.output.first?.checksumMatches == true)
+        #expect(!job.messages.contains { $0.text.contains("comparing the whole layer") })
+        let second = try #require(try await verifiedAt())
+        #expect(second > first)
+        let after = try await backend.checksums(replicaID: replicaID, layerIDs: [0], since: first)
+        #expect(Set(after.layers.first?.globalIds ?? []) == [crew.globalID!, office.globalID!])
+
+        // A downloaded feature altered before verify (capture off): the window differs, the whole
+        // layer decides, and the layer is fetched again.
+        try await h.serverEdit(layer: 0, updates: [Feature(objectID: office.objectID, attributes: ["notes": .string("office again")])])
+        let faults = FaultInjector()
+        faults.onReach("client.afterApply") {
+            #expect(throws: Never.self) {
+                try gdb.write { conn in try conn.withChangeCaptureSilenced { try conn.execute("UPDATE inspection_points SET notes = 'altered' WHERE objectid = 2") } }
+            }
+        }
+        let repair = try h.task().makeSyncGeodatabaseJob(parameters: SyncGeodatabaseParameters(), geodatabase: gdb, faults: faults)
+        try repair.start()
+        let repaired = try #require(try await repair.output.first)
+        #expect(repair.messages.contains { $0.text.contains("comparing the whole layer") })
+        #expect(repaired.refetched && repaired.checksumMatches == true)
+        try await h.expectConverged(gdb, table: "inspection_points", layerID: 0)
+
+        // Drift outside the changed features is not in the window; a whole-layer verify finds it.
+        try await gdb.write { conn in try conn.withChangeCaptureSilenced { try conn.execute("UPDATE inspection_points SET notes = 'drifted' WHERE objectid = 5") } }
+        #expect(try await h.sync(gdb).first?.refetched == false, "nothing changed: the empty window matches")
+        let whole = try await h.sync(gdb, SyncGeodatabaseParameters(verifyWholeLayers: true))
+        #expect(whole.first?.refetched == true && whole.first?.checksumMatches == true)
+        try await h.expectConverged(gdb, table: "inspection_points", layerID: 0)
+        try await h.stop()
+    }
+
     /// I7: applying the same staged page twice gives the same tables.
     @Test(.timeLimit(.minutes(3)), arguments: BackendKind.syncing)
     func applyingAPageTwiceChangesNothing(kind: BackendKind) async throws {

@@ -105,13 +105,27 @@ public struct ReplicaChecksums: Codable, Hashable, Sendable {
         public var id: Int
         public var count: Int
         public var checksum: String
+        /// Set when asked for the changes since a generation and the window was small: then
+        /// `count` and `checksum` cover only the features in `globalIds` (every feature of the
+        /// layer changed in `since < generation ≤` the answer's generation) that are in the
+        /// replica's scope now.
+        public var since: Int64?
+        public var globalIds: [String]?
 
-        public init(id: Int, count: Int, checksum: String) {
+        public init(id: Int, count: Int, checksum: String, since: Int64? = nil, globalIds: [String]? = nil) {
             self.id = id
             self.count = count
             self.checksum = checksum
+            self.since = since
+            self.globalIds = globalIds
         }
     }
+
+    /// The most features a windowed checksum lists; a larger window gets the whole layer's.
+    public static let maxWindowFeatures = 10_000
+    /// The most change-log rows a server reads to list a window's features (rows, not features,
+    /// so that a window of a million others' changes is not sorted to find that it is too large).
+    public static let maxWindowRows = 40_000
 
     /// The service generation the checksums were computed at.
     public var generation: Int64

@@ -126,8 +126,10 @@ public protocol SyncBackend: Sendable {
     /// A page of every feature of a layer in the replica's scope now, as upserts ordered by
     /// global id (to refetch a layer whose checksum did not match).
     func snapshot(replicaID: String, layerID: Int, after: String?, limit: Int) async throws -> ChangePage
-    /// Per-layer checksums of the replica's scope now.
-    func checksums(replicaID: String, layerIDs: [Int]) async throws -> ReplicaChecksums
+    /// Per-layer checksums of the replica's scope now; with `since`, of only the features
+    /// changed after that generation where they are at most ``ReplicaChecksums/maxWindowFeatures``
+    /// (listed in the answer), the whole scope's otherwise.
+    func checksums(replicaID: String, layerIDs: [Int], since: Int64?) async throws -> ReplicaChecksums
     /// The stored answer of an ArcGIS synchronizeReplica request with this key, if any.
     func replayedResponse(key: String) async throws -> String?
     /// Keeps an answer for identical retries (dropping those older than `retention`).
@@ -159,6 +161,11 @@ public struct BatchAnswer: Sendable {
 }
 
 extension SyncBackend {
+    /// Per-layer checksums of the replica's whole scope now.
+    public func checksums(replicaID: String, layerIDs: [Int]) async throws -> ReplicaChecksums {
+        try await checksums(replicaID: replicaID, layerIDs: layerIDs, since: nil)
+    }
+
     /// ``applyBatchAnswering(_:hash:)``'s result.
     public func applyBatch(_ batch: UploadBatch, hash: String) async throws -> BatchResult {
         try await applyBatchAnswering(batch, hash: hash).result

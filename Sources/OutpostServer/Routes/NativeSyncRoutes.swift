@@ -19,7 +19,7 @@ import OutpostStorage
 /// | `POST replicas/{id}/copies?generation&replicaName` | ``ReplicaInfo`` of a new replica with the same scope at `generation` (a preplanned package's file) |
 /// | `GET  replicas/{id}/changes?layer&since&upto&after&limit&count` | ``ChangePage``                      |
 /// | `GET  replicas/{id}/snapshot?layer&after&limit` | ``ChangePage`` of every feature in scope       |
-/// | `GET  replicas/{id}/checksums?layers=0,1`    | ``ReplicaChecksums``                              |
+/// | `GET  replicas/{id}/checksums?layers=0,1[&since=G]` | ``ReplicaChecksums``                              |
 /// | `GET  schema`                                | `{"schemaVersion", "schema"}`: the schema now     |
 /// | `GET  blobs/{sha256}`                        | ``BlobStatus``: how much content the server has   |
 /// | `PUT  blobs/{sha256}?offset&size`            | ``BlobStatus``; body: the next chunk (409: resume at `received`) |
@@ -145,7 +145,8 @@ struct NativeSyncRoutes {
     private func checksums(replica: String) async throws -> Response {
         let info = try await sync.replica(id: replica)
         let layers = try parameters.integers("layers")?.map { Int($0) } ?? info.layers.map(\.id)
-        return try json(try await sync.checksums(replicaID: replica, layerIDs: layers))
+        let since = try parameters.int("since").map { Int64($0) }
+        return try json(try await sync.checksums(replicaID: replica, layerIDs: layers, since: since))
     }
 
     /// An attachment's bytes, streamed a megabyte at a time; `Range: bytes=N-` or `bytes=N-M`

@@ -14,12 +14,17 @@ public struct ReplicaState: Codable, Hashable, Sendable {
         public var direction: Direction
         /// Generation received up to (per-layer model; equals the replica's for per-replica).
         public var cursor: Int64
+        /// The service generation at which the layer last matched the server's (checksums, with
+        /// nothing pending); nil before the first verify, after a schema migration and after a
+        /// layer is fetched again. The next verify compares only the features changed since.
+        public var verifiedAt: Int64?
 
-        public init(id: Int, table: String, direction: Direction, cursor: Int64) {
+        public init(id: Int, table: String, direction: Direction, cursor: Int64, verifiedAt: Int64? = nil) {
             self.id = id
             self.table = table
             self.direction = direction
             self.cursor = cursor
+            self.verifiedAt = verifiedAt
         }
     }
 

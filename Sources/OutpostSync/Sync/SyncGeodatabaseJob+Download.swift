@@ -218,7 +218,11 @@ extension SyncGeodatabaseJob {
                         }
                     }
                     current.lastSyncAt = Date()
-                    if let migration { current.schemaVersion = max(current.schemaVersion, migration.schemaVersion) }
+                    if let migration {
+                        current.schemaVersion = max(current.schemaVersion, migration.schemaVersion)
+                        // Every feature's values changed shape: the next verify compares whole layers.
+                        for i in current.layers.indices { current.layers[i].verifiedAt = nil }
+                    }
                     try conn.setReplicaState(current)
                     try conn.clearStaging()
                     try faults.check("client.beforeApplyCommit")

@@ -9,19 +9,44 @@ extension SyncGeodatabaseJob {
         let layers = state.layers.filter { syncParameters.downloads($0, model: state.syncModel) }
         guard !layers.isEmpty else { return }
         context.log("verifying")
-        // The replica's checksums are computed while the server computes its own.
-        async let computed = localChecksums(layers)
-        let server = try await client.checksums(layers: layers.map(\.id))
+        // Layers verified before compare only the features changed since (every change on either
+        // side goes through the server's change log: the replica's uploads, others' edits, the
+        // server's resolutions), when this sync moved few enough of them; the others, or after
+        // many changes, the whole scope, computed here while the server computes its own.
+        let moved = Self.results(context).values.reduce(0) { $0 + $1.uploaded.total + $1.downloaded.total }
+        let since = syncParameters.verifyWholeLayers != true && layers.allSatisfy({ $0.verifiedAt != nil }) && moved <= ReplicaChecksums.maxWindowFeatures
+            ? layers.compactMap(\.verifiedAt).min() : nil
+        let server: ReplicaChecksums
+        var locals: [FeatureDigest.Accumulator?]
+        if let since {
+            server = try await client.checksums(layers: layers.map(\.id), since: since)
+            locals = []
+            for layer in layers {
+                let expected = server.layers.first { $0.id == layer.id }
+                locals.append(try await localChecksum(layer, of: expected?.globalIds))
+            }
+        } else {
+            async let computed = localChecksums(layers)
+            server = try await client.checksums(layers: layers.map(\.id))
+            locals = try await computed
+        }
         context.log("server checksums received")
-        let locals = try await computed
+        var verified: [Int: Int64] = [:]
         for (layer, localSum) in zip(layers, locals) {
-            guard let expected = server.layers.first(where: { $0.id == layer.id }) else { continue }
-            guard let local = localSum else {
+            guard var expected = server.layers.first(where: { $0.id == layer.id }) else { continue }
+            guard var local = localSum else {
                 context.log("\(layer.table) was edited during the sync; its checksum is checked next time")
                 continue
             }
+            if expected.globalIds != nil, local.hex != expected.checksum || local.count != expected.count {
+                // The changed features differ: the whole scope decides before anything is fetched.
+                context.log("\(layer.table): the features changed since generation \(expected.since ?? 0) differ; comparing the whole layer")
+                guard let whole = try await client.checksums(layers: [layer.id]).layers.first, let all = try await localChecksum(layer) else { continue }
+                (expected, local) = (whole, all)
+            }
             if local.hex == expected.checksum && local.count == expected.count {
                 Self.update(context, layer: layer) { $0.checksumMatches = true }
+                verified[layer.id] = server.generation
                 continue
             }
             context.log(
@@ -37,6 +62,16 @@ extension SyncGeodatabaseJob {
                 $0.downloaded.updates += counts.updates
                 $0.downloaded.deletes += counts.deletes
             }
+            if matches { verified[layer.id] = server.generation }
+        }
+        // Where each layer last matched: the next verify starts from there.
+        let matched = verified
+        try await geodatabase.write { conn in
+            guard var current = try conn.replicaState() else { return }
+            for i in current.layers.indices {
+                if let generation = matched[current.layers[i].id] { current.layers[i].verifiedAt = generation }
+            }
+            try conn.setReplicaState(current)
         }
     }
 
@@ -46,12 +81,17 @@ extension SyncGeodatabaseJob {
         return sums
     }
 
-    /// The layer's checksum, nil when it has pending edits (it cannot match until they upload).
-    func localChecksum(_ layer: ReplicaState.Layer) async throws -> FeatureDigest.Accumulator? {
+    /// The layer's checksum (of the features `globalIDs` names, when given), nil when it has
+    /// pending edits (it cannot match until they upload).
+    func localChecksum(_ layer: ReplicaState.Layer, of globalIDs: [String]? = nil) async throws -> FeatureDigest.Accumulator? {
         try await geodatabase.read { conn in
             let table = try conn.geodatabase.table(named: layer.table)
             guard try table.pendingChanges(in: conn).total == 0 else { return nil }
-            return try table.checksum(matching: .all, in: conn)
+            guard let globalIDs else { return try table.checksum(matching: .all, in: conn) }
+            guard !globalIDs.isEmpty else { return FeatureDigest.Accumulator() }
+            var query = FeatureQuery()
+            query.globalIDs = globalIDs
+            return try table.checksum(matching: query, in: conn)
         }
     }
 

@@ -41,14 +41,21 @@ public struct SyncGeodatabaseParameters: Sendable, Hashable, Codable {
     /// the order of the table's rows). nil: 50,000; 0: every download is staged.
     public var applyWhileDownloadingUpTo: Int?
     var applyWhileDownloadingLimit: Int { max(0, applyWhileDownloadingUpTo ?? 50_000) }
+    /// true: verify compares every feature of each layer with the server. Otherwise a layer that
+    /// matched before compares only the features changed since (docs/sync.md, "Verify"), which
+    /// finds any difference the sync itself could make but not a change made to either file
+    /// outside Outpost's capture.
+    public var verifyWholeLayers: Bool?
     /// Bytes of attachment content per upload request (and per download range); nil: 4 MB.
     public var attachmentChunkBytes: Int?
     var attachmentChunkSize: Int { max(4096, attachmentChunkBytes ?? 4 << 20) }
 
     public init(
         geodatabaseSyncDirection: Direction = .bidirectional, shouldRollbackOnFailure: Bool = true, layerOptions: [LayerOption] = [],
-        maxChangesPerBatch: Int = 5000, attempts: Int = 3, conflictPolicy: ConflictPolicy.Rule? = nil, applyWhileDownloadingUpTo: Int? = nil
+        maxChangesPerBatch: Int = 5000, attempts: Int = 3, conflictPolicy: ConflictPolicy.Rule? = nil, applyWhileDownloadingUpTo: Int? = nil,
+        verifyWholeLayers: Bool? = nil
     ) {
+        self.verifyWholeLayers = verifyWholeLayers
         self.applyWhileDownloadingUpTo = applyWhileDownloadingUpTo
         self.conflictPolicy = conflictPolicy
         self.geodatabaseSyncDirection = geodatabaseSyncDirection

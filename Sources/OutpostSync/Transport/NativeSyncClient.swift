@@ -140,8 +140,12 @@ struct NativeSyncClient: Sendable {
     // MARK: - Verify
 
     /// The server's count and checksum of each layer in the replica's scope.
-    func checksums(layers: [Int]) async throws -> ReplicaChecksums {
-        let target = url("\(replica)/checksums", [("layers", layers.map(String.init).joined(separator: ","))])
+    /// - Parameter since: ask for the checksums of only the features changed after this generation
+    ///   (the server answers so for layers where they are few).
+    func checksums(layers: [Int], since: Int64? = nil) async throws -> ReplicaChecksums {
+        var query = [("layers", layers.map(String.init).joined(separator: ","))]
+        if let since { query.append(("since", String(since))) }
+        let target = url("\(replica)/checksums", query)
         let reply = try await connection.send(.GET, target)
         guard reply.status == 200 else { throw ServiceConnection.failure(reply, url: target) }
         return try Self.decode(ReplicaChecksums.self, reply.body)

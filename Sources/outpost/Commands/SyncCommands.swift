@@ -258,6 +258,8 @@ struct SyncRunCommand: AsyncParsableCommand {
     @Option(help: "Service token (default: $OUTPOST_TOKEN).") var token: String?
     @Flag(help: "Stage every download before applying it (default: a download of up to 50,000 changes is applied while it arrives).")
     var stageDownloads = false
+    @Flag(help: "Compare every feature of each layer with the server (default: the features changed since the layer last matched).")
+    var verifyAll = false
     @Flag(help: "Print the result as JSON.") var json = false
 
     func validate() throws {
@@ -273,7 +275,8 @@ struct SyncRunCommand: AsyncParsableCommand {
         let task = try GeodatabaseSyncTask(url: URL(string: state.serviceURL)!, token: serviceToken(token))
         let parameters = SyncGeodatabaseParameters(
             geodatabaseSyncDirection: SyncGeodatabaseParameters.Direction(rawValue: direction)!, shouldRollbackOnFailure: !noRollback,
-            conflictPolicy: policy.flatMap(ConflictPolicy.Rule.init(rawValue:)), applyWhileDownloadingUpTo: stageDownloads ? 0 : nil)
+            conflictPolicy: policy.flatMap(ConflictPolicy.Rule.init(rawValue:)), applyWhileDownloadingUpTo: stageDownloads ? 0 : nil,
+            verifyWholeLayers: verifyAll ? true : nil)
         let job = task.makeSyncGeodatabaseJob(parameters: parameters, geodatabase: gdb, faults: processFaults)
         try job.start()
         let status = await runShowingProgress(job, label: "sync")

@@ -317,21 +317,37 @@ extension SQLiteServiceBackend: SyncBackend {
         }
     }
 
-    public func checksums(replicaID: String, layerIDs: [Int]) async throws -> ReplicaChecksums {
+    public func checksums(replicaID: String, layerIDs: [Int], since: Int64?) async throws -> ReplicaChecksums {
         let schema = geodatabase.schema
         return try await geodatabase.read { conn in
             let info = try Self.replica(id: replicaID, conn)
             let scope = ReplicaScope(info: info, schema: schema)
+            let generation = try ServiceStore.generation(conn)
             var layers: [ReplicaChecksums.Layer] = []
             for id in layerIDs {
                 guard let layerInfo = info.layers.first(where: { $0.id == id }), let layer = schema.layer(id: id) else {
                     throw ServiceError.notFound("layer \(id) in replica \(replicaID)")
                 }
-                var acc = FeatureDigest.Accumulator()
-                if let query = scope.query(layerInfo, layer: layer) { acc = try conn.geodatabase.table(id: id).checksum(matching: query, in: conn) }
-                layers.append(.init(id: id, count: acc.count, checksum: acc.hex))
+                guard var query = scope.query(layerInfo, layer: layer) else {
+                    layers.append(.init(id: id, count: 0, checksum: FeatureDigest.Accumulator().hex))
+                    continue
+                }
+                // The features changed in the window, when they are few: the checksum of those.
+                var window: [String]?
+                if let since, try conn.query(
+                    Self.windowSQL, arguments: [.integer(Int64(id)), .integer(since), .integer(generation), .integer(Int64(ReplicaChecksums.maxWindowRows + 1))]
+                ).first?[0].integerValue ?? 0 <= Int64(ReplicaChecksums.maxWindowRows) {
+                    let gids = try conn.query(
+                        "SELECT DISTINCT globalid FROM outpost_change_log WHERE layer_id = ? AND generation > ? AND generation <= ? ORDER BY globalid LIMIT ?",
+                        arguments: [.integer(Int64(id)), .integer(since), .integer(generation), .integer(Int64(ReplicaChecksums.maxWindowFeatures + 1))]
+                    ).compactMap { $0[0].textValue }
+                    if gids.count <= ReplicaChecksums.maxWindowFeatures { window = gids }
+                }
+                if let window { query.globalIDs = window }
+                let acc = window?.isEmpty == true ? FeatureDigest.Accumulator() : try conn.geodatabase.table(id: id).checksum(matching: query, in: conn)
+                layers.append(.init(id: id, count: acc.count, checksum: acc.hex, since: window == nil ? nil : since, globalIds: window))
             }
-            return ReplicaChecksums(generation: try ServiceStore.generation(conn), layers: layers)
+            return ReplicaChecksums(generation: generation, layers: layers)
         }
     }
 }
