@@ -181,7 +181,9 @@ extension FeatureTable {
             // The R-tree stores bounds as 32-bit floats rounded outward: it finds candidates, and
             // the exact bounds from each blob's header settle them.
             // (Not while the index is stale inside ``GeodatabaseConnection/maintainingSpatialIndex(of:_:)``.)
-            if !conn.spatialIndexIsStale(name), try hasSpatialIndex(conn.db) {
+            // Features named by id are found by their keys: the R-tree would make SQLite walk
+            // every candidate in the envelope (a replica's area) to keep the few named.
+            if query.objectIDs == nil, query.globalIDs == nil, !conn.spatialIndexIsStale(name), try hasSpatialIndex(conn.db) {
                 clauses.append("\(pk) IN (SELECT id FROM \(quoted(rtreeName)) WHERE minx <= ? AND maxx >= ? AND miny <= ? AND maxy >= ?)")
                 arguments += [e.xmax, e.xmin, e.ymax, e.ymin].map(\.databaseValue)
             }
