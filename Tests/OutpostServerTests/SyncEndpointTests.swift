@@ -167,6 +167,16 @@ struct NativeSyncEndpointTests {
                 after = p.next
             } while after != nil
             #expect(seen == page.changes.map(\.globalId).sorted())
+            // A first page asked with count says how many log rows the window holds (the
+            // replica's own insert too), unless it is also the last; a count past the cap is a 400.
+            let counted = try JSONDecoder().decode(
+                ChangePage.self, from: Data(try await client.get("\(native)/replicas/\(q(info.replicaID))/changes?layer=0&since=\(start)&upto=\(upto)&limit=1&count=50").text.utf8))
+            #expect(counted.windowRows == 3 && counted.next != nil)
+            #expect(page.windowRows == nil)
+            let capped = try JSONDecoder().decode(
+                ChangePage.self, from: Data(try await client.get("\(native)/replicas/\(q(info.replicaID))/changes?layer=0&since=\(start)&upto=\(upto)&limit=1&count=1").text.utf8))
+            #expect(capped.windowRows == 2, "counted no further than count + 1")
+            #expect(try await client.get("\(native)/replicas/\(q(info.replicaID))/changes?layer=0&since=\(start)&upto=\(upto)&count=2000000").status == 400)
             let sums = try JSONDecoder().decode(ReplicaChecksums.self, from: Data(try await client.get("\(native)/replicas/\(q(info.replicaID))/checksums?layers=0,3").text.utf8))
             #expect(sums.layers.map(\.id) == [0, 3])
             #expect(sums.layers[0].count == 300)

@@ -14,6 +14,8 @@ public struct ChangePage: Codable, Hashable, Sendable {
     /// counted no further than N + 1 (an upper bound of the changes the feed holds, its own
     /// echoes included), so a client knows before reading on how large the download is.
     public var windowRows: Int?
+    /// The largest `count` a server takes (each first page counts up to one past it).
+    public static let maxCount = 1_000_000
 
     public init(layerId: Int, since: Int64, upto: Int64, changes: [FeedChange], next: String?) {
         self.layerId = layerId

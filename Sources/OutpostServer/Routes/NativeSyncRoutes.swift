@@ -125,12 +125,13 @@ struct NativeSyncRoutes {
             throw ServiceError.badParameter("upto", "give the generation to read up to (at least since)")
         }
         let after = parameters["after"]
+        let count = try parameters.int("count", range: 0...ChangePage.maxCount)
         var page = try await sync.feedPage(
             replicaID: replica, layerID: layer, since: Int64(since), upto: Int64(upto), after: after,
             limit: try parameters.int("limit", range: 1...10_000) ?? 1000)
         // A first page asked with `count` says how large the window is (counted up to one past
         // it), unless it is also the last page and so holds the whole window.
-        if after == nil, page.next != nil, let cap = try parameters.int("count", range: 0...100_000_000) {
+        if after == nil, page.next != nil, let cap = count {
             page.windowRows = try await sync.windowRows(layerID: layer, since: Int64(since), upto: Int64(upto), cap: cap + 1)
         }
         return writing.json(page.json)

@@ -1,5 +1,6 @@
 import Foundation
 import OutpostCore
+import OutpostProtocol
 import OutpostStorage
 
 /// How a sync runs (ArcGIS `SyncGeodatabaseParameters`).
@@ -38,9 +39,9 @@ public struct SyncGeodatabaseParameters: Sendable, Hashable, Codable {
     /// A download of at most this many changes (the server counts its window first) is applied
     /// page by page as it arrives, in the one transaction that also moves the cursor, while the
     /// next page is fetched; a larger one is staged first (resumable page by page, and applied in
-    /// the order of the table's rows). nil: 50,000; 0: every download is staged.
+    /// the order of the table's rows). nil: 50,000; 0: every download is staged; at most 1,000,000.
     public var applyWhileDownloadingUpTo: Int?
-    var applyWhileDownloadingLimit: Int { max(0, applyWhileDownloadingUpTo ?? 50_000) }
+    var applyWhileDownloadingLimit: Int { min(max(0, applyWhileDownloadingUpTo ?? 50_000), ChangePage.maxCount) }
     /// true: verify compares every feature of each layer with the server. Otherwise a layer that
     /// matched before compares only the features changed since (docs/sync.md, "Verify"), which
     /// finds any difference the sync itself could make but not a change made to either file
