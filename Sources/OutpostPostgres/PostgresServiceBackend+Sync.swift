@@ -212,15 +212,22 @@ extension PostgresServiceBackend: SyncBackend {
     public func windowRows(layerID: Int, since: Int64, upto: Int64, cap: Int) async throws -> Int {
         let service = name, logger = logger
         return try await snapshotRead { conn in
-            var count: Int64 = 0
-            for try await found in try await conn.query(
-                """
-                SELECT count(*) FROM (SELECT 1 FROM outpost_change_log WHERE service = \(service) AND layer_id = \(Int32(layerID))
-                  AND generation > \(since) AND generation <= \(upto) LIMIT \(Int64(cap))) w
-                """, logger: logger
-            ).decode(Int64.self) { count = found }
-            return Int(count)
+            try await Self.windowRows(conn, service: service, layerID: layerID, since: since, upto: upto, cap: cap, logger: logger)
         }
+    }
+
+    /// The layer's change-log rows in `since < generation ≤ upto`, counted no further than `cap`.
+    static func windowRows(
+        _ conn: PostgresConnection, service: String, layerID: Int, since: Int64, upto: Int64, cap: Int, logger: Logger
+    ) async throws -> Int {
+        var count: Int64 = 0
+        for try await found in try await conn.query(
+            """
+            SELECT count(*) FROM (SELECT 1 FROM outpost_change_log WHERE service = \(service) AND layer_id = \(Int32(layerID))
+              AND generation > \(since) AND generation <= \(upto) LIMIT \(Int64(cap))) w
+            """, logger: logger
+        ).decode(Int64.self) { count = found }
+        return Int(count)
     }
 
     public func changes(scope: ReplicaInfo, layerID: Int, since: Int64, upto: Int64, after: String?, limit: Int) async throws -> ChangePage {
@@ -237,7 +244,8 @@ extension PostgresServiceBackend: SyncBackend {
             let (schema, layer) = try await self.scope(info, layerID, conn)
             let layerInfo = try Self.layerInfo(layerID, of: info)
             let scope = ReplicaScope(info: info, schema: schema).query(layerInfo, layer: layer.definition)
-            if ChangeFeedAssembly.holdsWholeLayer(scope) {
+            // Asked once per window (its first page): a later page exists only when it was not empty.
+            if after == nil, ChangeFeedAssembly.holdsWholeLayer(scope) {
                 var others = false
                 for try await (found) in try await conn.query(
                     """
@@ -327,16 +335,9 @@ extension PostgresServiceBackend: SyncBackend {
                 var acc = FeatureDigest.Accumulator()
                 // The features changed in the window, when they are few: the checksum of those.
                 var window: [String]?
-                var rows: Int64 = 0
-                if let since {
-                    for try await found in try await conn.query(
-                        """
-                        SELECT count(*) FROM (SELECT 1 FROM outpost_change_log WHERE service = \(service) AND layer_id = \(Int32(id))
-                          AND generation > \(since) AND generation <= \(info.serviceGeneration) LIMIT \(Int64(ReplicaChecksums.maxWindowRows + 1))) w
-                        """, logger: logger
-                    ).decode(Int64.self) { rows = found }
-                }
-                if let since, rows <= Int64(ReplicaChecksums.maxWindowRows) {
+                if let since, try await Self.windowRows(
+                    conn, service: service, layerID: id, since: since, upto: info.serviceGeneration, cap: ReplicaChecksums.maxWindowRows + 1, logger: logger
+                ) <= ReplicaChecksums.maxWindowRows {
                     var gids: [String] = []
                     for try await gid in try await conn.query(
                         """

@@ -214,8 +214,7 @@ struct NativeSyncRoutes {
             throw ServiceError.badParameter("body", "batch format \(batch.formatVersion) is newer than this server's \(UploadBatch.currentFormatVersion)")
         }
         do {
-            let h = UploadBatch.hash(bytes)
-            let answer = try await sync.applyBatchAnswering(batch, hash: h)
+            let answer = try await sync.applyBatchAnswering(batch, hash: UploadBatch.hash(bytes))
             if answer.result.replayed == true {
                 metrics?.batch("replayed")
             } else {

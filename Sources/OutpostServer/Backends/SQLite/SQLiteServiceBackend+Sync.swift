@@ -191,7 +191,8 @@ extension SQLiteServiceBackend: SyncBackend {
             let info = try given ?? Self.replica(id: replicaID, conn)
             let (layerInfo, layer) = try Self.layer(layerID, of: info, schema: schema)
             let scope = ReplicaScope(info: info, schema: schema).query(layerInfo, layer: layer)
-            if ChangeFeedAssembly.holdsWholeLayer(scope) {
+            // Asked once per window (its first page): a later page exists only when it was not empty.
+            if after == nil, ChangeFeedAssembly.holdsWholeLayer(scope) {
                 let others = try conn.query(Self.othersInWindowSQL, arguments: [.integer(Int64(layerID)), .integer(since), .integer(upto), .text(info.replicaID)])
                 if ChangeFeedAssembly.windowIsEmpty(scope: scope, othersChangedWindow: others.first?[0].integerValue == 1) {
                     return ChangePage(layerId: layerID, since: since, upto: upto, changes: [], next: nil)
