@@ -15,6 +15,7 @@ struct DownloadApplier {
     let conn: GeodatabaseConnection
     let layer: LayerDefinition
     let table: FeatureTable
+    private var writer: ServiceRowWriter
     private(set) var counts = PendingChanges()
     /// Features the server sent that were kept as they are because of local edits.
     private(set) var kept = 0
@@ -27,6 +28,7 @@ struct DownloadApplier {
         self.layer = layer
         self.contentDirectory = contentDirectory
         table = try conn.geodatabase.table(named: layer.name)
+        writer = ServiceRowWriter(table: table, conn: conn)
     }
 
     /// A chunk's local attachments by feature, and those added here and not yet uploaded: read
@@ -66,21 +68,15 @@ struct DownloadApplier {
         }
     }
 
-    /// Applies the changes of one chunk (a page, or a slice of the staging table).
+    /// Applies the changes of one chunk (a page, or a slice of the staging table), writing the
+    /// server's values through a ``ServiceRowWriter`` (no `Feature` round trip).
     mutating func apply(_ changes: [FeedChange]) throws {
         guard !changes.isEmpty else { return }
         let gids = changes.map(\.globalId)
         let pending = try conn.pendingColumns(table: layer.name, globalIDs: gids)
-        var local: [String: Int64] = [:]
-        var localGeometry: [String: Geometry] = [:]
-        var query = FeatureQuery(returnGeometry: layer.isSpatial)
-        query.globalIDs = gids
-        query.outFields = []
-        try table.forEach(matching: query, in: conn) { feature in
-            local[feature.globalID!] = feature.objectID!
-            if let geometry = feature.geometry { localGeometry[feature.globalID!] = geometry }
-        }
+        let local = try writer.locate(globalIDs: gids)
         let attachments = try localAttachments(changes)
+        let geometryColumn = layer.isSpatial ? writer.table.definition.geometryColumn : nil
         for change in changes {
             let protected = pending[change.globalId] ?? []
             let existing = local[change.globalId]
@@ -91,44 +87,40 @@ struct DownloadApplier {
                     kept += 1
                     continue
                 }
-                try table.delete(objectIDs: [existing], in: conn)
+                try writer.delete(objectID: existing.objectID)
                 counts.deletes += 1
             case .upsert:
                 if protected.contains("*") {
                     kept += 1
                     continue
                 }
-                var feature = Feature(globalID: change.globalId)
+                var values = [FieldValue?](repeating: nil, count: writer.fields.count)
                 for (name, json) in change.attributes ?? [:] {
-                    guard let field = layer.field(named: name), field.type != .oid, field.type != .globalID, !protected.contains(field.name) else { continue }
-                    feature.attributes[field.name] = try FieldValue(json: json, type: field.type)
+                    guard let i = writer.fieldIndex(named: name) else { continue }
+                    let field = writer.fields[i]
+                    guard field.type != .oid, protected.isEmpty || !protected.contains(field.name) else { continue }
+                    values[i] = try FieldValue(json: json, type: field.type)
                 }
-                let geometryJSON = change.geometry ?? .null
-                let setGeometry = layer.isSpatial && !protected.contains(layer.geometryColumn)
-                let geometry = setGeometry && !geometryJSON.isNull ? try EsriJSON.decodeGeometry(geometryJSON) : nil
+                var geometry = ServiceRowWriter.GeometryWrite.keep
+                if let geometryColumn, !protected.contains(geometryColumn) {
+                    let json = change.geometry ?? .null
+                    geometry = json.isNull ? .clear : .set(try EsriJSON.decodeGeometry(json))
+                }
                 if let existing {
-                    feature.objectID = existing
-                    feature.globalID = nil
-                    // An unchanged geometry stays out of the UPDATE: writing it again would
-                    // delete and re-insert the feature's R-tree entry for nothing.
-                    if let geometry, geometry != localGeometry[change.globalId] { feature.geometry = geometry }
-                    if !feature.attributes.isEmpty || feature.geometry != nil { try table.update([feature], in: conn) }
-                    if setGeometry, geometryJSON.isNull, localGeometry[change.globalId] != nil {
-                        try conn.execute(
-                            "UPDATE \(Self.quoted(layer.name)) SET \(Self.quoted(layer.geometryColumn)) = NULL WHERE \(Self.quoted(layer.objectIDField)) = ?",
-                            arguments: [.integer(existing)])
-                    }
+                    try writer.update(objectID: existing.objectID, values: values, geometry: geometry, stored: existing.geometry)
                     if !protected.isEmpty { kept += 1 }
                     counts.updates += 1
-                    if let list = change.attachments { try syncAttachments(list, feature: existing, globalID: change.globalId, attachments) }
+                    if let list = change.attachments { try syncAttachments(list, feature: existing.objectID, globalID: change.globalId, attachments) }
                 } else {
-                    feature.geometry = geometry
-                    let added = try table.add([feature], in: conn)[0]
+                    var shape: Geometry?
+                    if case .set(let g) = geometry { shape = g }
+                    let id = try writer.insert(globalID: change.globalId, values: values, geometry: shape)
                     counts.inserts += 1
-                    if let list = change.attachments, let id = added.objectID { try syncAttachments(list, feature: id, globalID: change.globalId, attachments) }
+                    if let list = change.attachments { try syncAttachments(list, feature: id, globalID: change.globalId, attachments) }
                 }
             }
         }
+        try writer.finish()
     }
 
     /// Deletes local features a full refetch did not list (the staged rows of `stagedLayerID`),

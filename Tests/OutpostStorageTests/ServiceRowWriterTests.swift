@@ -1,0 +1,89 @@
+import Foundation
+import GRDB
+import OutpostCore
+import OutpostTestSupport
+import Testing
+
+@testable import OutpostStorage
+
+@Suite("Rows written as the service holds them (a download's changes)")
+struct ServiceRowWriterTests {
+    static func values(_ writer: ServiceRowWriter, _ given: [String: FieldValue]) -> [FieldValue?] {
+        var out = [FieldValue?](repeating: nil, count: writer.fields.count)
+        for (name, value) in given { out[writer.fieldIndex(named: name)!] = value }
+        return out
+    }
+
+    @Test func insertsUpdatesAndLeavesAnEqualGeometryAlone() async throws {
+        let dir = TemporaryDirectory()
+        let gdb = try SampleGeodatabases.emptyFieldInspection(in: dir)
+        let table = try gdb.table(named: "inspection_points")
+        let gid = "{6A1E2F40-1111-4C2B-9D11-0123456789AB}"
+        let inspected = Date(timeIntervalSince1970: 1_700_000_000)
+        let id = try await gdb.write { conn -> Int64 in
+            var writer = ServiceRowWriter(table: table, conn: conn)
+            let id = try writer.insert(
+                globalID: gid.lowercased(), values: Self.values(writer, ["ASSET_ID": .string("GD-9"), "asset_type": .string("valve"), "inspected_at": .date(inspected)]),
+                geometry: .point(try Point(x: 24.9, y: 60.1)))
+            try writer.finish()
+            return id
+        }
+        // The global id is stored normalised, an absent field takes its default, the date is GeoPackage text.
+        let fetched = try await gdb.read { conn in try Row.fetchOne(conn.db, sql: "SELECT globalid, status, inspected_at, notes FROM inspection_points WHERE objectid = ?", arguments: [id]) }
+        let row = try #require(fetched)
+        #expect(row[0] as String == gid)
+        #expect(row[1] as String == "open")
+        #expect(row[2] as String == GeoPackageDate.format(inspected))
+        #expect((row[3] as String?) == nil)
+        #expect(try await gdb.int("SELECT count(*) FROM rtree_inspection_points_geom") == 1)
+        let extent = try await gdb.read { conn in try Row.fetchOne(conn.db, sql: "SELECT min_x, max_y FROM gpkg_contents WHERE table_name = 'inspection_points'") }
+        #expect(extent?[0] as Double? == 24.9 && extent?[1] as Double? == 60.1)
+
+        // The same geometry again is not written (its R-tree entry stays where it was); new attributes are.
+        let rtreeChanges = try await gdb.write { conn -> (Bool, Int, Bool, Int) in
+            var writer = ServiceRowWriter(table: table, conn: conn)
+            let located = try #require(try writer.locate(globalIDs: [gid])[gid])
+            #expect(located.objectID == id)
+            // Rows changed, triggers' included: the update alone, or the R-tree's delete and insert too.
+            func changes(_ body: () throws -> Bool) throws -> (Bool, Int) {
+                let before = try Int.fetchOne(conn.db, sql: "SELECT total_changes()") ?? 0
+                let wrote = try body()
+                return (wrote, (try Int.fetchOne(conn.db, sql: "SELECT total_changes()") ?? 0) - before)
+            }
+            let same = try changes {
+                try writer.update(
+                    objectID: id, values: Self.values(writer, ["notes": .string("checked")]), geometry: .set(.point(try Point(x: 24.9, y: 60.1))), stored: located.geometry)
+            }
+            let moved = try changes {
+                try writer.update(objectID: id, values: Self.values(writer, [:]), geometry: .set(.point(try Point(x: 25, y: 60.2))), stored: located.geometry)
+            }
+            try writer.finish()
+            return (same.0, same.1, moved.0, moved.1)
+        }
+        #expect(rtreeChanges.0 == false && rtreeChanges.2 == true)
+        // Writing a geometry also fires the R-tree triggers (their rows count in total_changes).
+        #expect(rtreeChanges.3 > rtreeChanges.1)
+        #expect(try await gdb.string("SELECT notes FROM inspection_points WHERE objectid = \(id)") == "checked")
+        #expect(try await gdb.string("SELECT rtreecheck('rtree_inspection_points_geom')") == "ok")
+
+        // Clearing the geometry removes its entry; a table constraint is a typed edit error and writes nothing.
+        try await gdb.write { conn in
+            var writer = ServiceRowWriter(table: table, conn: conn)
+            let located = try writer.locate(globalIDs: [gid])[gid]
+            try writer.update(objectID: id, values: Self.values(writer, [:]), geometry: .clear, stored: located?.geometry)
+            let error = #expect(throws: StorageError.self) {
+                try writer.update(objectID: id, values: Self.values(writer, ["asset_id": .null]), geometry: .keep, stored: nil)
+            }
+            #expect(error?.code == .invalidEdit)
+        }
+        #expect(try await gdb.int("SELECT count(*) FROM rtree_inspection_points_geom") == 0)
+        #expect(try await gdb.string("SELECT asset_id FROM inspection_points WHERE objectid = \(id)") == "GD-9")
+        // A global id that is not a GUID is refused.
+        await #expect(throws: StorageError.self) {
+            try await gdb.write { conn in
+                var writer = ServiceRowWriter(table: table, conn: conn)
+                _ = try writer.insert(globalID: "not-a-guid", values: Self.values(writer, ["asset_id": .string("X"), "asset_type": .string("valve")]), geometry: nil)
+            }
+        }
+    }
+}
