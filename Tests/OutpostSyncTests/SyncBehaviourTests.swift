@@ -201,6 +201,31 @@ struct SyncBehaviourTests {
         try await h.stop()
     }
 
+    /// A sync's first batch is small, so the server starts on it while the next is made; each
+    /// later batch carries up to four times the one before, to the most a batch carries.
+    @Test(.timeLimit(.minutes(2)), arguments: BackendKind.syncing)
+    func batchesGrowAfterTheFirst(kind: BackendKind) async throws {
+        let h = try await SyncHarness.start(kind)
+        let gdb = try await h.replica(layers: [0])
+        let points = try gdb.table(named: "inspection_points")
+        _ = try await points.add((0..<40).map { i in
+            Feature(attributes: ["asset_id": .string("GROW-\(i)"), "asset_type": .string("valve"), "status": .string("open")], geometry: .point(try Point(x: -122.6, y: 45.5)))
+        })
+        let parameters = SyncGeodatabaseParameters(maxChangesPerBatch: 20, firstBatchChanges: 2)
+        #expect((0..<5).map(parameters.changeLimit(ofBatch:)) == [2, 8, 20, 20, 20])
+        #expect(SyncGeodatabaseParameters().changeLimit(ofBatch: 0) == 5_000 && SyncGeodatabaseParameters().changeLimit(ofBatch: 1) == 20_000)
+        #expect(SyncGeodatabaseParameters(maxChangesPerBatch: 10).changeLimit(ofBatch: 3) == 10)
+        let job = try h.task().makeSyncGeodatabaseJob(parameters: parameters, geodatabase: gdb, faults: FaultInjector())
+        try job.start()
+        _ = try await job.output
+        let sent = job.messages.map(\.text).filter { $0.hasPrefix("sending batch") }
+        #expect(sent.count == 4, "\(sent)")
+        for (i, size) in [2, 8, 20, 10].enumerated() { #expect(sent.count > i && sent[i].hasPrefix("sending batch \(i + 1) (\(size) edits"), "\(sent)") }
+        #expect(try await points.pendingChanges().total == 0)
+        try await h.expectConverged(gdb, table: "inspection_points", layerID: 0)
+        try await h.stop()
+    }
+
     /// I9: a replica that drifted from the server (a change made with capture off) is found by
     /// the checksum and that layer alone is fetched again.
     @Test(.timeLimit(.minutes(2)), arguments: BackendKind.syncing)

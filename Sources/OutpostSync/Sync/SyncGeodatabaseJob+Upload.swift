@@ -21,7 +21,7 @@ extension SyncGeodatabaseJob {
         let parameters = syncParameters
         let uploadTables = try await geodatabase.write { conn in try Self.uploadTables(state, parameters, conn) }
         guard !uploadTables.isEmpty else { return }
-        let maxChanges = syncParameters.maxChangesPerBatch, rollback = syncParameters.shouldRollbackOnFailure, policy = syncParameters.conflictPolicy
+        let rollback = syncParameters.shouldRollbackOnFailure, policy = syncParameters.conflictPolicy
         var sent = 0
         // The next batch, made while the server applies the current one (see below).
         var prepared: PreparedBatch?
@@ -29,6 +29,7 @@ extension SyncGeodatabaseJob {
             try await context.checkpoint(["batchesSent": .integer(Int64(sent))])
             let ahead = prepared
             prepared = nil
+            let maxChanges = parameters.changeLimit(ofBatch: sent)
             let sealed = try await geodatabase.write { conn -> (StoredBatch, UploadBatch?, Bool)? in
                 if let pending = try conn.sealedBatch() { return (pending, nil, false) }
                 guard let current = try conn.replicaState() else { return nil }
@@ -51,10 +52,10 @@ extension SyncGeodatabaseJob {
             // replica (nothing is stored: at most one batch is ever sealed and unacknowledged).
             // After the acknowledgement it is sealed as it is if it still carries exactly the
             // change rows a fresh seal would take; otherwise it is dropped and sealed afresh.
-            let gdb = geodatabase, covered = stored.coversChangeID, nextSeq = stored.seq + 1
+            let gdb = geodatabase, covered = stored.coversChangeID, nextSeq = stored.seq + 1, nextLimit = parameters.changeLimit(ofBatch: sent + 1)
             async let next = gdb.readCommitted { conn in
                 try BatchSealer.prepare(
-                    conn, seq: nextSeq, after: covered, tables: uploadTables, maxChanges: maxChanges, rollbackOnFailure: rollback, conflictPolicy: policy)
+                    conn, seq: nextSeq, after: covered, tables: uploadTables, maxChanges: nextLimit, rollbackOnFailure: rollback, conflictPolicy: policy)
             }
             let outcome = try await withRetries(context, "batch \(stored.seq) not acknowledged") {
                 try await client.putBatch(seq: stored.seq, batchID: stored.batchID, body: stored.body)

@@ -28,8 +28,13 @@ public struct SyncGeodatabaseParameters: Sendable, Hashable, Codable {
     /// `geodatabaseSyncDirection`.
     public var layerOptions: [LayerOption]
     /// The most captured changes one upload batch carries; a larger backlog goes in several
-    /// batches, one after the other.
+    /// batches, one after the other (20,000 by default).
     public var maxChangesPerBatch: Int
+    /// The most changes the first batch of a sync carries (nil: 5,000, at most
+    /// `maxChangesPerBatch`): the server starts on it while the next batch is made, and each
+    /// later batch may carry four times as many as the one before, up to `maxChangesPerBatch`.
+    /// Fewer, larger batches cost the server fewer fixed costs (a commit, an R-tree pack).
+    public var firstBatchChanges: Int?
     /// Attempts per request when the server cannot be reached, before the sync fails (a later
     /// sync resends the same sealed batch).
     public var attempts: Int
@@ -41,6 +46,15 @@ public struct SyncGeodatabaseParameters: Sendable, Hashable, Codable {
     /// next page is fetched; a larger one is staged first (resumable page by page, and applied in
     /// the order of the table's rows). nil: 50,000; 0: every download is staged; at most 1,000,000.
     public var applyWhileDownloadingUpTo: Int?
+    /// The most changes batch `index` (0: the first) of a sync carries.
+    func changeLimit(ofBatch index: Int) -> Int {
+        var limit = max(1, min(firstBatchChanges ?? 5_000, maxChangesPerBatch))
+        for _ in 0..<index {
+            guard limit < maxChangesPerBatch / 4 else { return maxChangesPerBatch }
+            limit *= 4
+        }
+        return limit
+    }
     var applyWhileDownloadingLimit: Int { min(max(0, applyWhileDownloadingUpTo ?? 50_000), ChangePage.maxCount) }
     /// true: verify compares every feature of each layer with the server. Otherwise a layer that
     /// matched before compares only the features changed since (docs/sync.md, "Verify"), which
@@ -53,9 +67,10 @@ public struct SyncGeodatabaseParameters: Sendable, Hashable, Codable {
 
     public init(
         geodatabaseSyncDirection: Direction = .bidirectional, shouldRollbackOnFailure: Bool = true, layerOptions: [LayerOption] = [],
-        maxChangesPerBatch: Int = 5000, attempts: Int = 3, conflictPolicy: ConflictPolicy.Rule? = nil, applyWhileDownloadingUpTo: Int? = nil,
-        verifyWholeLayers: Bool? = nil
+        maxChangesPerBatch: Int = 20_000, attempts: Int = 3, conflictPolicy: ConflictPolicy.Rule? = nil, applyWhileDownloadingUpTo: Int? = nil,
+        verifyWholeLayers: Bool? = nil, firstBatchChanges: Int? = nil
     ) {
+        self.firstBatchChanges = firstBatchChanges
         self.verifyWholeLayers = verifyWholeLayers
         self.applyWhileDownloadingUpTo = applyWhileDownloadingUpTo
         self.conflictPolicy = conflictPolicy
