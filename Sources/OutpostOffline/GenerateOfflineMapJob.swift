@@ -51,7 +51,7 @@ public struct GenerateOfflineMapJob: JobDefinition {
             let directory = parameters["downloadDirectory"]?.stringValue
         else { throw JobError(.invalidJSON, "an offline map job needs map, generate and downloadDirectory") }
         self.init(
-            map: try MapDefinition.decode(Data(map.jsonString.utf8)), source: parameters["source"]?.stringValue,
+            map: try MapDefinition.decode(map.jsonData), source: parameters["source"]?.stringValue,
             offlineParameters: try JSONValueDecoder().decode(GenerateOfflineMapParameters.self, from: generate),
             downloadDirectory: URL(fileURLWithPath: directory), environment: environment[OfflineJobEnvironment.self] ?? OfflineJobEnvironment())
     }

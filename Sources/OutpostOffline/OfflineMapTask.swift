@@ -56,7 +56,7 @@ public final class OfflineMapTask: LoadableForwarding, Sendable {
                 throw OfflineMapError(.invalidMap, "cannot read the map definition \(url.path): \(error.localizedDescription)")
             }
         } else {
-            data = Data(try await OfflineHTTP(token: token).json(url).jsonString.utf8)
+            data = (try await OfflineHTTP(token: token).json(url)).jsonData
         }
         do {
             return try MapDefinition.decode(data)

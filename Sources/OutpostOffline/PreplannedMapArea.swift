@@ -28,7 +28,7 @@ public struct PreplannedMapArea: Sendable, Hashable {
         self.id = id
         self.url = url
         title = json["title"]?.stringValue ?? id
-        self.extent = try JSONDecoder().decode(MapDefinition.Extent.self, from: Data(extent.jsonString.utf8))
+        self.extent = try JSONDecoder().decode(MapDefinition.Extent.self, from: extent.jsonData)
         isReady = json["ready"]?.boolValue ?? false
         size = json["size"]?.integerValue ?? 0
     }

@@ -36,7 +36,7 @@ public struct JSONValueEncoder: Sendable {
     }
 
     public func encodeToData<T: Encodable>(_ value: T) throws -> Data {
-        Data(try encode(value).jsonString.utf8)
+        try encode(value).jsonData
     }
 }
 

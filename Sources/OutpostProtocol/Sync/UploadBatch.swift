@@ -49,7 +49,7 @@ public struct UploadBatch: Codable, Hashable, Sendable {
     /// Canonical bytes (sorted keys): what is stored, sent and hashed. The same bytes as the
     /// Codable encoding, built without the generic coder (a batch holds thousands of edits).
     public func encoded() throws -> Data {
-        Data(json.jsonString.utf8)
+        json.jsonData
     }
 
     public static func decode(_ data: Data) throws -> UploadBatch {

@@ -82,7 +82,7 @@ public enum DeltaImport {
                 throw DeltaError(refusal.description)
             } catch let rejected as BatchRejected {
                 summary.rejected = true
-                answer = (.rejection, Data(rejected.result.json.jsonString.utf8))
+                answer = (.rejection, rejected.result.json.jsonData)
             }
         }
         // The changes since the file's cursors, up to the generation now.
@@ -112,7 +112,7 @@ public enum DeltaImport {
             var after: String?
             repeat {
                 let page = try await backend.changes(replicaID: replicaID, layerID: layer, since: since, upto: upto, after: after, limit: pageSize)
-                if !page.changes.isEmpty { try writer.write(.changes, Data(page.json.jsonString.utf8)) }
+                if !page.changes.isEmpty { try writer.write(.changes, page.json.jsonData) }
                 summary.changes += page.changes.count
                 if wantsContent {
                     for info in page.changes.flatMap({ $0.attachments ?? [] }) where !(held?.contains(GlobalID.normalized(info.globalId) ?? info.globalId) ?? false) {
@@ -180,7 +180,7 @@ public enum DeltaImport {
             var after: String?
             repeat {
                 let page = try await backend.changes(scope: scope, layerID: layer, since: since, upto: upto, after: after, limit: pageSize)
-                if !page.changes.isEmpty { try writer.write(.changes, Data(page.json.jsonString.utf8)) }
+                if !page.changes.isEmpty { try writer.write(.changes, page.json.jsonData) }
                 total += page.changes.count
                 after = page.next
             } while after != nil

@@ -109,7 +109,7 @@ public struct GenerateGeodatabaseParameters: Sendable, Hashable {
         self.init()
         if let e = json["extent"], !e.isNull { extent = try EsriJSON.decodeGeometry(e) }
         spatialReference = SpatialReference(wkid: Int(json["spatialReference"]?.integerValue ?? 4326))
-        layerOptions = try JSONDecoder().decode([LayerOption].self, from: Data((json["layerOptions"] ?? []).jsonString.utf8))
+        layerOptions = try JSONDecoder().decode([LayerOption].self, from: (json["layerOptions"] ?? []).jsonData)
         syncModel = json["syncModel"]?.stringValue.flatMap(SyncModel.init(rawValue:)) ?? .geodatabase
         returnAttachments = json["returnAttachments"]?.boolValue ?? false
         attachmentSyncDirection = json["attachmentSyncDirection"]?.stringValue.flatMap(AttachmentSyncDirection.init(rawValue:)) ?? .none

@@ -43,7 +43,7 @@ struct NativeSyncClient: Sendable {
         let answer = try await connection.json(.GET, url("schema"))
         guard let schema = answer["schema"] else { throw SyncError(.invalidResponse, "the service sent no schema") }
         do {
-            return try ServiceSchema.decode(Data(schema.jsonString.utf8))
+            return try ServiceSchema.decode(schema.jsonData)
         } catch {
             throw SyncError(.invalidResponse, "the service's schema is not readable here: \(error)")
         }
