@@ -154,6 +154,8 @@ let package = Package(
             name: "OutpostServer",
             dependencies: [
                 "OutpostProtocol", "OutpostTiles", "OutpostStorage", "OutpostCore", "OutpostGeoprocessing", "OutpostLocator", "OutpostRouting",
+                // Whole JSON answers gzipped by libdeflate (streamed ones through CompressNIO).
+                "CDeflate",
                 // Geoprocessing job records (already in the graph through OutpostStorage).
                 .product(name: "GRDB", package: "GRDB.swift"),
                 .product(name: "Hummingbird", package: "hummingbird"),

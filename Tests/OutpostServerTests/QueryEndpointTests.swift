@@ -122,4 +122,22 @@ struct QueryEndpointTests {
             #expect(zipped.body.getBytes(at: zipped.body.readerIndex, length: 2) == [0x1F, 0x8B])
         }
     }
+
+    /// A whole JSON answer (not streamed) is gzipped in one piece; gzip(1) restores it exactly.
+    @Test(arguments: BackendKind.available)
+    func aWholeAnswerGzipsToWhatGzipRestores(kind: BackendKind) async throws {
+        try await withServer(kind) { client, _ in
+            let plain = try await client.get("\(base)/0?f=json")
+            let zipped = try await client.get("\(base)/0?f=json", headers: [.acceptEncoding: "gzip"])
+            #expect(plain.body.readableBytes > 512)
+            #expect(zipped.headers[.contentEncoding] == "gzip")
+            #expect(zipped.body.readableBytes < plain.body.readableBytes)
+            let dir = TemporaryDirectory()
+            let file = dir.file("answer.json.gz")
+            try Data(zipped.body.readableBytesView).write(to: file)
+            let restored = try await ExternalTools.run("gzip", ["-dc", file.path])
+            #expect(restored.succeeded, "\(restored.stderr)")
+            #expect(restored.stdout == String(buffer: plain.body))
+        }
+    }
 }

@@ -19,14 +19,13 @@ struct ResponseWriting {
 
     func json(_ value: JSONValue, status: HTTPResponse.Status = .ok) -> Response {
         if let directory { return html(directory.view.page(directory.page, json: value), status: status) }
-        let text = pretty ? Self.pretty(value) : value.jsonString
-        return bytes(ByteBuffer(string: text), status: status, contentType: "application/json; charset=utf-8")
+        let body = pretty ? ByteBuffer(string: Self.pretty(value)) : ByteBuffer(bytes: value.jsonBytes)
+        return bytes(body, status: status, contentType: "application/json; charset=utf-8")
     }
 
     func bytes(_ buffer: ByteBuffer, status: HTTPResponse.Status = .ok, contentType: String) -> Response {
         var headers: HTTPFields = [.contentType: contentType]
-        var body = buffer
-        if gzip, buffer.readableBytes > 512, let compressed = try? body.compress(with: .gzip()) {
+        if gzip, buffer.readableBytes > 512, let compressed = Gzip.compress(buffer) {
             headers[.contentEncoding] = "gzip"
             return Response(status: status, headers: headers, body: .init(byteBuffer: compressed))
         }

@@ -1,0 +1,25 @@
+import CDeflate
+import NIOCore
+
+/// Gzip of a whole answer held in memory (a feed page, a batch result, a query's JSON) through
+/// libdeflate, at zlib's default level 6. A 325 KB page of 1,000 feed changes took zlib ~7.1 ms
+/// (about a third of the server's work for the page) for 74.5 KB; libdeflate takes ~3.9 ms for
+/// 70 KB (a field link pays for every byte, so the level stays). Streamed answers, whose chunks
+/// are compressed as they are written, stay with zlib's streaming API.
+enum Gzip {
+    static let level: Int32 = 6
+
+    /// `buffer` gzipped; nil when libdeflate cannot (the caller sends it as it is).
+    static func compress(_ buffer: ByteBuffer) -> ByteBuffer? {
+        guard let compressor = libdeflate_alloc_compressor(level) else { return nil }
+        defer { libdeflate_free_compressor(compressor) }
+        return buffer.withUnsafeReadableBytes { input -> ByteBuffer? in
+            let bound = libdeflate_gzip_compress_bound(compressor, input.count)
+            var out = ByteBufferAllocator().buffer(capacity: bound)
+            let written = out.writeWithUnsafeMutableBytes(minimumWritableBytes: bound) { output in
+                libdeflate_gzip_compress(compressor, input.baseAddress, input.count, output.baseAddress, output.count)
+            }
+            return written > 0 ? out : nil
+        }
+    }
+}
