@@ -76,9 +76,35 @@ struct SyncJSONTests {
         return b
     }
 
+    /// Batches without attachment edits are written straight from the edits: every optional
+    /// field present or absent, escapes, several layers.
+    static var writtenDirectly: [UploadBatch] {
+        var withoutAttachments = batch
+        withoutAttachments.attachments = nil
+        var random = SystemRandomNumberGenerator()
+        let edits = (0..<200).map { i -> BatchEdit in
+            func maybe<T>(_ value: T) -> T? { Bool.random(using: &random) ? value : nil }
+            return BatchEdit(
+                op: [.insert, .update, .delete][i % 3], globalId: "{\(i)\\\"}",
+                attributes: maybe(["a\(i)": .integer(Int64(i)), "b": .number(Double(i) / 3), "c": .string("line\nbreak \u{1}"), "d": .null, "e": .bool(true)]),
+                geometry: maybe(i % 2 == 0 ? .null : .object(["x": .number(24.9 + Double(i)), "y": .number(-60.1), "spatialReference": ["wkid": 4326]])),
+                changedColumns: maybe(["b", "a\(i)", "geom"]), baseValues: maybe(["b": .array([.integer(1), .string("x")])]),
+                editedAt: maybe("2026-11-26T10:00:00.\(i)Z"), baseGeneration: maybe(Int64(i) * 7))
+        }
+        return [
+            withoutAttachments,
+            UploadBatch(replicaId: "{R}", batchId: "{B}", seq: 1, schemaVersion: 1, rollbackOnFailure: true, layers: []),
+            UploadBatch(
+                replicaId: "{R}", batchId: "{B}", seq: 12, schemaVersion: 3, rollbackOnFailure: false,
+                layers: [BatchLayer(id: 2, edits: Array(edits[..<120])), BatchLayer(id: 0, edits: Array(edits[120...])), BatchLayer(id: 5, edits: [])],
+                conflictPolicy: nil, resolvedConflicts: []),
+        ]
+    }
+
     @Test func batchBytesMatchCodable() throws {
-        for batch in [Self.batch, UploadBatch(replicaId: "{R}", batchId: "{B}", seq: 1, schemaVersion: 1, rollbackOnFailure: true, layers: [])] {
+        for batch in [Self.batch, UploadBatch(replicaId: "{R}", batchId: "{B}", seq: 1, schemaVersion: 1, rollbackOnFailure: true, layers: [])] + Self.writtenDirectly {
             let bytes = try batch.encoded()
+            #expect(bytes == batch.json.jsonData)
             #expect(bytes == (try JSONValueEncoder().encodeToData(batch)))
             #expect(try UploadBatch.decode(bytes) == (try JSONValueDecoder().decode(UploadBatch.self, from: bytes)))
         }

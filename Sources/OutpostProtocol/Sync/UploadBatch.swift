@@ -47,9 +47,64 @@ public struct UploadBatch: Codable, Hashable, Sendable {
     public var editCount: Int { layers.reduce(0) { $0 + $1.edits.count } + (attachments?.count ?? 0) }
 
     /// Canonical bytes (sorted keys): what is stored, sent and hashed. The same bytes as the
-    /// Codable encoding, built without the generic coder (a batch holds thousands of edits).
+    /// Codable encoding and as ``json``'s text, written straight from the edits: building the
+    /// tree first and writing it was about two thirds of sealing a batch.
     public func encoded() throws -> Data {
-        json.jsonData
+        // Attachment edits are rare and nested: their batches take the tree.
+        guard attachments == nil else { return json.jsonData }
+        var out: [UInt8] = []
+        out.reserveCapacity(256 * editCount + 256)
+        func key(_ name: StaticString, first: Bool = false) { Self.writeKey(name, first: first, to: &out) }
+        // Keys in sorted order, as JSONValue writes an object.
+        out.append(UInt8(ascii: "{"))
+        key("batchId", first: true)
+        JSONValue.writeString(batchId, to: &out)
+        if let conflictPolicy {
+            key("conflictPolicy")
+            JSONValue.writeString(conflictPolicy, to: &out)
+        }
+        key("formatVersion")
+        JSONValue.writeInteger(Int64(formatVersion), to: &out)
+        key("layers")
+        out.append(UInt8(ascii: "["))
+        for (i, layer) in layers.enumerated() {
+            if i > 0 { out.append(UInt8(ascii: ",")) }
+            out.append(UInt8(ascii: "{"))
+            key("edits", first: true)
+            out.append(UInt8(ascii: "["))
+            for (j, edit) in layer.edits.enumerated() {
+                if j > 0 { out.append(UInt8(ascii: ",")) }
+                edit.write(to: &out)
+            }
+            out.append(UInt8(ascii: "]"))
+            key("id")
+            JSONValue.writeInteger(Int64(layer.id), to: &out)
+            out.append(UInt8(ascii: "}"))
+        }
+        out.append(UInt8(ascii: "]"))
+        key("replicaId")
+        JSONValue.writeString(replicaId, to: &out)
+        if let resolvedConflicts {
+            key("resolvedConflicts")
+            JSONValue.array(resolvedConflicts.map { .integer($0) }).write(to: &out)
+        }
+        key("rollbackOnFailure")
+        JSONValue.bool(rollbackOnFailure).write(to: &out)
+        key("schemaVersion")
+        JSONValue.writeInteger(Int64(schemaVersion), to: &out)
+        key("seq")
+        JSONValue.writeInteger(seq, to: &out)
+        out.append(UInt8(ascii: "}"))
+        return Data(out)
+    }
+
+    /// Writes `"name":`, after a comma unless it is the object's first key.
+    static func writeKey(_ name: StaticString, first: Bool, to out: inout [UInt8]) {
+        if !first { out.append(UInt8(ascii: ",")) }
+        out.append(UInt8(ascii: "\""))
+        out.append(contentsOf: UnsafeBufferPointer(start: name.utf8Start, count: name.utf8CodeUnitCount))
+        out.append(UInt8(ascii: "\""))
+        out.append(UInt8(ascii: ":"))
     }
 
     public static func decode(_ data: Data) throws -> UploadBatch {
@@ -230,6 +285,50 @@ extension BatchEdit {
             op: op, globalId: try o.string("globalId"), attributes: try o.optionalObject("attributes"), geometry: o.absent("geometry") ? nil : o.object["geometry"],
             changedColumns: columns, baseValues: try o.optionalObject("baseValues"), editedAt: try o.optionalString("editedAt"),
             baseGeneration: try o.optionalInteger("baseGeneration"))
+    }
+
+    /// ``json``'s text, appended to `out`.
+    func write(to out: inout [UInt8]) {
+        out.append(UInt8(ascii: "{"))
+        var first = true
+        func field(_ name: StaticString) {
+            UploadBatch.writeKey(name, first: first, to: &out)
+            first = false
+        }
+        if let attributes {
+            field("attributes")
+            JSONValue.object(attributes).write(to: &out)
+        }
+        if let baseGeneration {
+            field("baseGeneration")
+            JSONValue.writeInteger(baseGeneration, to: &out)
+        }
+        if let baseValues {
+            field("baseValues")
+            JSONValue.object(baseValues).write(to: &out)
+        }
+        if let changedColumns {
+            field("changedColumns")
+            out.append(UInt8(ascii: "["))
+            for (i, name) in changedColumns.enumerated() {
+                if i > 0 { out.append(UInt8(ascii: ",")) }
+                JSONValue.writeString(name, to: &out)
+            }
+            out.append(UInt8(ascii: "]"))
+        }
+        if let editedAt {
+            field("editedAt")
+            JSONValue.writeString(editedAt, to: &out)
+        }
+        if let geometry {
+            field("geometry")
+            geometry.write(to: &out)
+        }
+        field("globalId")
+        JSONValue.writeString(globalId, to: &out)
+        field("op")
+        JSONValue.writeString(op.rawValue, to: &out)
+        out.append(UInt8(ascii: "}"))
     }
 
     public var json: JSONValue {
