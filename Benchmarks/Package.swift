@@ -14,6 +14,7 @@ let package = Package(
     ],
     targets: [
         .systemLibrary(name: "CZlibBench"),
+        .systemLibrary(name: "CDeflateBench"),
         .executableTarget(
             name: "outpost-bench",
             dependencies: [
@@ -29,6 +30,7 @@ let package = Package(
                 .product(name: "OutpostLocator", package: "Outpost"),
                 .product(name: "OutpostRouting", package: "Outpost"),
                 "CZlibBench",
+                "CDeflateBench",
                 .product(name: "AsyncHTTPClient", package: "async-http-client"),
                 .product(name: "NIOSSL", package: "swift-nio-ssl"),
                 .product(name: "GRDB", package: "GRDB.swift"),

@@ -1,3 +1,5 @@
+import CDeflateBench
+import CZlibBench
 import Foundation
 import OutpostCore
 import OutpostProtocol
@@ -45,6 +47,10 @@ enum CodecBenchmark {
         let data = Data(text)
         let parse = try best(repetitions) { _ = try JSONValue.parse(data) }
         let hash = best(repetitions) { _ = UploadBatch.hash(data) }
+        // Gzip at level 6 as the server sends whole answers (libdeflate) and as it did (zlib's stream).
+        var zlibSize = 0, deflateSize = 0
+        let zlib = best(repetitions) { zlibSize = gzipWithZlib(text) }
+        let deflate = best(repetitions) { deflateSize = gzipWithLibdeflate(text) }
         let mb = Double(text.count) / 1_048_576
         printTable(
             "Wire codecs: one 5,000-edit upload batch (\(format(mb, 2)) MB of JSON), best of \(repetitions)",
@@ -54,7 +60,38 @@ enum CodecBenchmark {
                 ["batch bytes from its edits through a JSONValue tree", format(treeWrite * 1000, 1), format(mb / treeWrite)],
                 ["batch bytes written straight from its edits (UploadBatch.encoded)", format(directWrite * 1000, 1), format(mb / directWrite)],
                 ["JSON parse (JSONValue.parse)", format(parse * 1000, 1), format(mb / parse)],
+                ["gzip level 6, zlib (\(zlibSize >> 10) KB)", format(zlib * 1000, 1), format(mb / zlib)],
+                ["gzip level 6, libdeflate (\(deflateSize >> 10) KB)", format(deflate * 1000, 1), format(mb / deflate)],
                 ["SHA-256 content hash", format(hash * 1000, 1), format(mb / hash)],
             ])
+    }
+
+    /// The gzip size of `bytes` through zlib's stream API (level 6, gzip wrapper).
+    static func gzipWithZlib(_ bytes: [UInt8]) -> Int {
+        var stream = z_stream()
+        guard deflateInit2_(&stream, 6, Z_DEFLATED, 15 + 16, 8, Z_DEFAULT_STRATEGY, ZLIB_VERSION, Int32(MemoryLayout<z_stream>.size)) == Z_OK else { return -1 }
+        defer { deflateEnd(&stream) }
+        var out = [UInt8](repeating: 0, count: Int(deflateBound(&stream, uLong(bytes.count))) + 64)
+        var input = bytes
+        let rc = input.withUnsafeMutableBufferPointer { src in
+            out.withUnsafeMutableBufferPointer { dst in
+                stream.next_in = src.baseAddress
+                stream.avail_in = uInt(src.count)
+                stream.next_out = dst.baseAddress
+                stream.avail_out = uInt(dst.count)
+                return deflate(&stream, Z_FINISH)
+            }
+        }
+        return rc == Z_STREAM_END ? Int(stream.total_out) : -1
+    }
+
+    /// The gzip size of `bytes` through libdeflate (level 6).
+    static func gzipWithLibdeflate(_ bytes: [UInt8]) -> Int {
+        guard let compressor = libdeflate_alloc_compressor(6) else { return -1 }
+        defer { libdeflate_free_compressor(compressor) }
+        var out = [UInt8](repeating: 0, count: libdeflate_gzip_compress_bound(compressor, bytes.count))
+        return bytes.withUnsafeBufferPointer { src in
+            out.withUnsafeMutableBufferPointer { dst in libdeflate_gzip_compress(compressor, src.baseAddress, src.count, dst.baseAddress, dst.count) }
+        }
     }
 }

@@ -4,8 +4,9 @@ import NIOCore
 /// Gzip of a whole answer held in memory (a feed page, a batch result, a query's JSON) through
 /// libdeflate, at zlib's default level 6. A 325 KB page of 1,000 feed changes took zlib ~7.1 ms
 /// (about a third of the server's work for the page) for 74.5 KB; libdeflate takes ~3.9 ms for
-/// 70 KB (a field link pays for every byte, so the level stays). Streamed answers, whose chunks
-/// are compressed as they are written, stay with zlib's streaming API.
+/// 70 KB (a field link pays for every byte, so the level stays); `outpost-bench codec`, on a
+/// 1.7 MB batch: zlib 15.7 ms for 211 KB, libdeflate 7.5 ms for 191 KB. Streamed answers, whose
+/// chunks are compressed as they are written, stay with zlib's streaming API.
 enum Gzip {
     static let level: Int32 = 6
 

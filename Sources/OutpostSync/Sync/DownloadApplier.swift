@@ -96,9 +96,10 @@ struct DownloadApplier {
                 }
                 var values = [FieldValue?](repeating: nil, count: writer.fields.count)
                 for (name, json) in change.attributes ?? [:] {
+                    // The writer's fields are neither the object id nor the global id.
                     guard let i = writer.fieldIndex(named: name) else { continue }
                     let field = writer.fields[i]
-                    guard field.type != .oid, protected.isEmpty || !protected.contains(field.name) else { continue }
+                    guard protected.isEmpty || !protected.contains(field.name) else { continue }
                     values[i] = try FieldValue(json: json, type: field.type)
                 }
                 var geometry = ServiceRowWriter.GeometryWrite.keep
