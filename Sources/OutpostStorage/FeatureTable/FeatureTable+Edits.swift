@@ -78,8 +78,7 @@ extension FeatureTable {
         // as not found (the caller's transaction rolls back the batch).
         let prepared = try features.enumerated().map { index, feature in (try updateKey(feature, index: index), try prepareUpdate(feature, index: index)) }
         var extent = Envelope.Builder()
-        let geometry = definition.geometryColumn.lowercased()
-        try conn.willWriteGeometries(of: name, prepared.filter { $0.1.columns.contains { $0.lowercased() == geometry } }.count)
+        try conn.willWriteGeometries(of: name, prepared.count { $0.1.writesGeometry })
         for (index, (key, row)) in prepared.enumerated() {
             let sets = row.columns.isEmpty ? "\(key.column) = \(key.column)" : row.columns.map { "\(quoted($0)) = ?" }.joined(separator: ", ")
             let sql = "UPDATE \(quoted(name)) SET \(sets) WHERE \(key.column) = ?"
@@ -150,6 +149,8 @@ extension FeatureTable {
         var values: [DatabaseValue] = []
         var globalID: String?
         var geometry: Geometry?
+        /// Whether the row sets the geometry column (its last value).
+        var writesGeometry = false
     }
 
     func editError(_ index: Int, _ field: String?, _ message: String) -> StorageError {
@@ -166,7 +167,7 @@ extension FeatureTable {
 
     /// A checked row with its values as stored in the GeoPackage.
     private func prepared(_ row: FeatureValidator.Row) -> PreparedRow {
-        var out = PreparedRow(columns: row.columns, values: [], globalID: row.globalID, geometry: row.geometry)
+        var out = PreparedRow(columns: row.columns, values: [], globalID: row.globalID, geometry: row.geometry, writesGeometry: row.writesGeometry)
         out.values.reserveCapacity(row.values.count)
         for (i, value) in row.values.enumerated() {
             if row.writesGeometry && i == row.values.count - 1 {
