@@ -29,14 +29,14 @@ struct ServiceRowWriterTests {
             return id
         }
         // The global id is stored normalised, an absent field takes its default, the date is GeoPackage text.
-        let fetched = try await gdb.read { conn in try Row.fetchOne(conn.db, sql: "SELECT globalid, status, inspected_at, notes FROM inspection_points WHERE objectid = ?", arguments: [id]) }
+        let fetched = try gdb.read { conn in try Row.fetchOne(conn.db, sql: "SELECT globalid, status, inspected_at, notes FROM inspection_points WHERE objectid = ?", arguments: [id]) }
         let row = try #require(fetched)
         #expect(row[0] as String == gid)
         #expect(row[1] as String == "open")
         #expect(row[2] as String == GeoPackageDate.format(inspected))
         #expect((row[3] as String?) == nil)
         #expect(try await gdb.int("SELECT count(*) FROM rtree_inspection_points_geom") == 1)
-        let extent = try await gdb.read { conn in try Row.fetchOne(conn.db, sql: "SELECT min_x, max_y FROM gpkg_contents WHERE table_name = 'inspection_points'") }
+        let extent = try gdb.read { conn in try Row.fetchOne(conn.db, sql: "SELECT min_x, max_y FROM gpkg_contents WHERE table_name = 'inspection_points'") }
         #expect(extent?[0] as Double? == 24.9 && extent?[1] as Double? == 60.1)
 
         // The same geometry again is not written (its R-tree entry stays where it was); new attributes are.

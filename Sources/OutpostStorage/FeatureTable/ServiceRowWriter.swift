@@ -31,6 +31,8 @@ public struct ServiceRowWriter {
     /// and the global id.
     public let fields: [FieldDefinition]
     private let byName: [String: Int]
+    /// Each field's default, as an insert without the value stores it (read once, not per row).
+    private let defaults: [DatabaseValue]
     private let globalIDField: String?
     private var statements: [StatementKey: Statement] = [:]
     private var extent = Envelope.Builder()
@@ -52,6 +54,9 @@ public struct ServiceRowWriter {
             if byName[field.name.lowercased()] == nil { byName[field.name.lowercased()] = i }
         }
         self.byName = byName
+        defaults = fields.map { field in
+            field.defaultValue.flatMap { try? FieldValue(json: $0, type: field.type) }.map { table.databaseValue($0, field.type) } ?? .null
+        }
         globalIDField = table.definition.globalIDField
     }
 
@@ -116,9 +121,7 @@ public struct ServiceRowWriter {
         var arguments: [DatabaseValue] = []
         arguments.reserveCapacity(fields.count + 2)
         for (i, field) in fields.enumerated() {
-            var value = values[i]
-            if value == nil, let def = field.defaultValue { value = try? FieldValue(json: def, type: field.type) }
-            arguments.append(value.map { table.databaseValue($0, field.type) } ?? .null)
+            arguments.append(values[i].map { table.databaseValue($0, field.type) } ?? defaults[i])
         }
         let withGeometry = table.definition.isSpatial
         if withGeometry {
