@@ -143,7 +143,9 @@ public enum GPValue: Hashable, Sendable {
             if let length = field.length { f["length"] = .integer(Int64(length)) }
             return .object(f)
         })
-        out["features"] = .array(try set.features.map { feature in
+        out["features"] = .array(try set.features.enumerated().map { index, feature in
+            // Tens of thousands of polygons take seconds: a cancelled job stops here too.
+            if index % 1_024 == 0 { try Task.checkCancellation() }
             var f: [String: JSONValue] = ["attributes": .object(feature.attributes)]
             if let g = feature.geometry { f["geometry"] = try EsriJSON.value(g) }
             return .object(f)

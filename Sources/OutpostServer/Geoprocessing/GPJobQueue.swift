@@ -114,28 +114,55 @@ actor GPJobQueue {
 
     private func hasTimedOut(_ id: String) -> Bool { timedOut.contains(id) }
 
+    /// Records how a job ended. On the actor, so a cancel is either taken before (a job asked to
+    /// stop never ends as succeeded, however late the tool noticed) or finds the job finished.
+    private func conclude(_ id: String, _ outcome: Outcome, started: ContinuousClock.Instant) {
+        var outcome = outcome
+        if outcome.status == .succeeded {
+            if running[id]?.isCancelled == true {
+                outcome = timedOut.contains(id) ? .timedOut(definition.maximumExecutionTime) : .cancelled
+            } else if ContinuousClock.now - started > definition.maximumExecutionTime {
+                // The limit holds even when a busy machine wakes the timer late.
+                outcome = .timedOut(definition.maximumExecutionTime)
+            }
+        }
+        // A job that did not succeed leaves no output behind.
+        if outcome.status != .succeeded { try? FileManager.default.removeItem(at: files.root.appendingPathComponent(id)) }
+        if let message = outcome.message { try? store.append(id, message) }
+        _ = try? store.update(id, status: outcome.status, encodedResults: outcome.status == .succeeded ? outcome.results : nil)
+        finished(id)
+    }
+
+    /// How a run ended, before ``conclude(_:_:started:)`` decides.
+    struct Outcome: Sendable {
+        var status: GPJobStatus
+        /// The results as JSON (succeeded only).
+        var results: String?
+        var message: GPMessage?
+
+        static let cancelled = Outcome(status: .cancelled, message: GPMessage(.warning, "Cancelled; no output was kept."))
+        static func timedOut(_ limit: Duration) -> Outcome {
+            Outcome(status: .timedOut, message: GPMessage(.error, "The job ran longer than the service allows (\(limit.components.seconds) s) and was stopped."))
+        }
+    }
+
     /// Runs off the actor: reading inputs and running the tool take seconds, and status,
     /// cancel and submit requests must not wait for them.
     private nonisolated func execute(_ id: String) async {
-        _ = try? await GPWorkExecutor.run { await self.run(id) }
-        await finished(id)
+        let started = ContinuousClock.now
+        let outcome = (try? await GPWorkExecutor.run { await self.run(id) }) ?? Outcome(status: .failed)
+        await conclude(id, outcome, started: started)
     }
 
-    private nonisolated func run(_ id: String) async {
+    private nonisolated func run(_ id: String) async -> Outcome {
         let store = self.store, definition = self.definition, files = self.files
-        guard let record = try? store.record(id), let task = definition.task(named: record.task) else {
-            _ = try? store.update(id, status: .failed)
-            return
-        }
+        guard let record = try? store.record(id), let task = definition.task(named: record.task) else { return Outcome(status: .failed) }
         let limit = definition.maximumExecutionTime
         let timer = Task {
             try await Task.sleep(for: limit)
             await self.markTimedOut(id)
         }
         defer { timer.cancel() }
-        let outcome: (GPJobStatus, [String: JSONValue]?, GPMessage?)
-        let started = ContinuousClock.now
-        let timedOut = (GPJobStatus.timedOut, nil as [String: JSONValue]?, GPMessage(.error, "The job ran longer than the service allows (\(limit.components.seconds) s) and was stopped."))
         do {
             try store.update(id, status: .executing)
             try store.append(id, GPMessage(.informative, "Executing \(task.name)"))
@@ -148,19 +175,14 @@ actor GPJobQueue {
             let context = GPToolContext(outputDirectory: output) { text in try? store.append(id, GPMessage(.informative, text)) }
             let outputs = try await task.execute(inputs, environment: record.environment, context: context)
             try Task.checkCancellation()
-            // The limit holds even when a busy machine wakes the timer late.
-            outcome = ContinuousClock.now - started > limit ? timedOut : (.succeeded, try outputs.mapValues { try $0.json }, GPMessage(.informative, "Succeeded"))
+            let results = JSONValue.object(try outputs.mapValues { try $0.json }).jsonString
+            return Outcome(status: .succeeded, results: results, message: GPMessage(.informative, "Succeeded"))
         } catch {
             if error is CancellationError || Task.isCancelled {
-                outcome = await hasTimedOut(id) ? timedOut : (.cancelled, nil, GPMessage(.warning, "Cancelled; no output was kept."))
-            } else {
-                outcome = (.failed, nil, GPMessage(.error, Self.describe(error)))
+                return await hasTimedOut(id) ? .timedOut(limit) : .cancelled
             }
+            return Outcome(status: .failed, message: GPMessage(.error, Self.describe(error)))
         }
-        // A job that did not succeed leaves no output behind.
-        if outcome.0 != .succeeded { try? FileManager.default.removeItem(at: files.root.appendingPathComponent(id)) }
-        if let message = outcome.2 { try? store.append(id, message) }
-        _ = try? store.update(id, status: outcome.0, results: outcome.1)
     }
 
     /// A failure as a message a person can act on.

@@ -62,8 +62,14 @@ final class GPJobStore: Sendable {
     /// Sets the status (and the results, when given); false when the job is unknown.
     @discardableResult
     func update(_ id: String, status: GPJobStatus, results: [String: JSONValue]? = nil) throws -> Bool {
-        let encoded = results.map { JSONValue.object($0).jsonString }
-        return try queue.write { db in
+        try update(id, status: status, encodedResults: results.map { JSONValue.object($0).jsonString })
+    }
+
+    /// As ``update(_:status:results:)``, with the results already written as JSON (a tool's
+    /// output can be megabytes: it is encoded before the job's final state is decided).
+    @discardableResult
+    func update(_ id: String, status: GPJobStatus, encodedResults encoded: String?) throws -> Bool {
+        try queue.write { db in
             try db.execute(
                 sql: "UPDATE gp_job SET status = ?, updated = ?, results = coalesce(?, results) WHERE id = ?",
                 arguments: [status.rawValue, Self.now(), encoded, id])
