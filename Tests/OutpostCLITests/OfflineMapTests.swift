@@ -324,6 +324,10 @@ struct OfflineMapTests {
         if !finished { finished = try await Self.runOrKill(arguments, after: .seconds(120), environment: environment) }
         kills += randomKills
         #expect(finished && randomKills >= 1, "the same command finished the map after \(randomKills) kills at random moments")
+        // Once more, as after a kill between the job's last save and the process's exit: the
+        // same command reports the map it made.
+        let again = try await outpost(arguments)
+        #expect(again.succeeded && again.stderr.contains("already made"), "\(again.stderr)")
         let status = try await Self.status(folder)
         #expect(status["layerErrors"] == [])
         let counts = status["replicas"]?[0]?["layers"]?.arrayValue?.map { $0["features"]?.integerValue ?? -1 }

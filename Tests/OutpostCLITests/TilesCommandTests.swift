@@ -146,6 +146,12 @@ struct TilesCommandTests {
             return Self.tile(z: n[0], x: n[1], y: n[2]) != nil
         }.count }
         #expect(summary["tiles"]?.integerValue == Int64(expected))
+        // Once more, as after a kill between the job's last save and the process's exit: the
+        // command reports the finished export, it neither refuses the file nor fetches again.
+        let fetched = requests.total
+        let finished = try await ExternalTools.run(Repository.outpostExecutable.path, arguments)
+        #expect(finished.succeeded && finished.stderr.contains("already made"), "\(finished.stderr)")
+        #expect(requests.total == fetched)
     }
 }
 

@@ -81,10 +81,22 @@ func report(_ job: any AnyJob, status: JobStatus, json: Bool) throws {
 }
 
 /// The unfinished job of `definition`'s type that `sameTarget` picks (the same command run again
-/// after a pause or a kill continues it), else a new one.
+/// after a pause or a kill continues it), else a new one. With `madeOutput` (where the job's
+/// output lands): when the latest such job succeeded with the same parameters and its output
+/// is there, that job — a kill can land after its last save and before the process exits, and
+/// the same command again must then report what was made, not refuse the existing output.
 /// - Throws: when the unfinished job has other parameters (it must be cancelled first).
-func resumingOrAdding<D: JobDefinition>(_ definition: D, in manager: JobManager, target: String, sameTarget: (JobSnapshot) -> Bool) throws -> any AnyJob {
-    guard let earlier = try manager.snapshots().first(where: { $0.jobType == D.jobType && !$0.status.isFinished && sameTarget($0) }) else {
+func resumingOrAdding<D: JobDefinition>(
+    _ definition: D, in manager: JobManager, target: String, madeOutput: URL? = nil, sameTarget: (JobSnapshot) -> Bool
+) throws -> any AnyJob {
+    let snapshots = try manager.snapshots().filter { $0.jobType == D.jobType && sameTarget($0) }
+    if let madeOutput, let latest = snapshots.first, latest.status == .succeeded, latest.parameters == definition.parameters,
+        FileManager.default.fileExists(atPath: madeOutput.path)
+    {
+        FileHandle.standardError.write(Data("job \(latest.id) already made \(target)\n".utf8))
+        return try manager.job(id: latest.id)
+    }
+    guard let earlier = snapshots.first(where: { !$0.status.isFinished }) else {
         return try manager.add(definition)
     }
     guard earlier.parameters == definition.parameters else {
@@ -92,4 +104,12 @@ func resumingOrAdding<D: JobDefinition>(_ definition: D, in manager: JobManager,
     }
     FileHandle.standardError.write(Data("resuming job \(earlier.id)\n".utf8))
     return try manager.job(id: earlier.id)
+}
+
+/// Runs `job` in this process showing its progress, or, when it already succeeded (see
+/// ``resumingOrAdding(_:in:target:madeOutput:sameTarget:)``), just says so.
+func startShowingProgress(_ job: any AnyJob, in manager: JobManager, label: String) async throws -> JobStatus {
+    if job.status == .succeeded { return .succeeded }
+    try manager.start(job)
+    return await runShowingProgress(job, label: label)
 }

@@ -71,9 +71,10 @@ struct OfflineCommand: AsyncParsableCommand {
                 if let prepared, prepared.isReady {
                     let definition = DownloadPreplannedOfflineMapJob(
                         areaURL: prepared.url, mapSource: task.source, downloadDirectory: output, environment: OfflineCommand.environment(token))
-                    let job = try resumingOrAdding(definition, in: manager, target: out) { $0.parameters["downloadDirectory"]?.stringValue == output.path }
-                    try manager.start(job)
-                    let status = await runShowingProgress(job, label: "download \(area)")
+                    let job = try resumingOrAdding(definition, in: manager, target: out, madeOutput: output.appendingPathComponent(OfflineMap.mapFileName)) {
+                        $0.parameters["downloadDirectory"]?.stringValue == output.path
+                    }
+                    let status = try await startShowingProgress(job, in: manager, label: "download \(area)")
                     guard status == .succeeded else { return try report(job, status: status, json: false) }
                     return try await OfflineCommand.describe(try OfflineMap(directory: output), json: json, check: false, token: token)
                 }
@@ -94,10 +95,11 @@ struct OfflineCommand: AsyncParsableCommand {
             try adjust(&parameters, map: task.map!)
             let definition = GenerateOfflineMapJob(
                 map: task.map!, source: task.source, offlineParameters: parameters, downloadDirectory: output, environment: OfflineCommand.environment(token))
-            let job = try resumingOrAdding(definition, in: manager, target: out) { $0.parameters["downloadDirectory"]?.stringValue == output.path }
+            let job = try resumingOrAdding(definition, in: manager, target: out, madeOutput: output.appendingPathComponent(OfflineMap.mapFileName)) {
+                $0.parameters["downloadDirectory"]?.stringValue == output.path
+            }
             if ProgressDisplay().enabled { FileHandle.standardError.write(Data("job \(job.id): \(manager.jsonURL(id: job.id).path)\n".utf8)) }
-            try manager.start(job)
-            let status = await runShowingProgress(job, label: "offline map")
+            let status = try await startShowingProgress(job, in: manager, label: "offline map")
             guard status == .succeeded else { return try report(job, status: status, json: false) }
             let offline = try OfflineMap(directory: output)
             try await OfflineCommand.describe(offline, json: json, check: false, token: token)

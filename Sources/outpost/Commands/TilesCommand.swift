@@ -108,12 +108,11 @@ struct TilesCommand: AsyncParsableCommand {
             let parameters = try selection.parameters()
             let definition = ExportTileCacheJob(source: selection.source, parameters: parameters, downloadFileURL: output, environment: selection.environment)
             // The same command again continues an unfinished export of the same output.
-            let job = try resumingOrAdding(definition, in: manager, target: out) { $0.parameters["downloadFile"]?.stringValue == output.path }
+            let job = try resumingOrAdding(definition, in: manager, target: out, madeOutput: output) { $0.parameters["downloadFile"]?.stringValue == output.path }
             if ProgressDisplay().enabled {
                 FileHandle.standardError.write(Data("job \(job.id): \(manager.jsonURL(id: job.id).path)\n".utf8))
             }
-            try manager.start(job)
-            let status = await runShowingProgress(job, label: "export")
+            let status = try await startShowingProgress(job, in: manager, label: "export")
             try report(job, status: status, json: json)
         }
     }
