@@ -47,57 +47,82 @@ public enum FeatureDigest {
     }
 }
 
-/// The canonical bytes of one feature: a tag per value, then the value.
-struct CanonicalRow {
-    private(set) var bytes: [UInt8] = []
+/// The canonical bytes of one feature: a tag per value, then the value. Written into a buffer
+/// it owns (grown by doubling, never shrunk): a layer checksum writes ~40 values per row for
+/// every row of the layer, and an array's append checks its uniqueness and capacity on each.
+struct CanonicalRow: ~Copyable {
+    private var base: UnsafeMutableRawPointer
+    private var capacity: Int
+    private(set) var count = 0
 
-    init() { bytes.reserveCapacity(256) }
-
-    mutating func reset() { bytes.removeAll(keepingCapacity: true) }
-
-    private mutating func put64(_ v: UInt64) { withUnsafeBytes(of: v.littleEndian) { bytes.append(contentsOf: $0) } }
-    private mutating func put32(_ v: Int) { withUnsafeBytes(of: UInt32(truncatingIfNeeded: v).littleEndian) { bytes.append(contentsOf: $0) } }
-
-    mutating func null() { bytes.append(0) }
-
-    mutating func integer(_ v: Int64) {
-        bytes.append(1)
-        put64(UInt64(bitPattern: v))
+    init() {
+        capacity = 256
+        base = UnsafeMutableRawPointer.allocate(byteCount: capacity, alignment: 8)
     }
+
+    deinit { base.deallocate() }
+
+    var bytes: UnsafeRawBufferPointer { UnsafeRawBufferPointer(start: base, count: count) }
+
+    mutating func reset() { count = 0 }
+
+    @inline(__always) private mutating func reserve(_ more: Int) {
+        guard count + more > capacity else { return }
+        var grown = capacity * 2
+        while grown < count + more { grown *= 2 }
+        let moved = UnsafeMutableRawPointer.allocate(byteCount: grown, alignment: 8)
+        moved.copyMemory(from: base, byteCount: count)
+        base.deallocate()
+        base = moved
+        capacity = grown
+    }
+
+    @inline(__always) private mutating func tag(_ t: UInt8) {
+        reserve(1)
+        base.storeBytes(of: t, toByteOffset: count, as: UInt8.self)
+        count += 1
+    }
+
+    @inline(__always) private mutating func tagged64(_ t: UInt8, _ v: UInt64) {
+        reserve(9)
+        base.storeBytes(of: t, toByteOffset: count, as: UInt8.self)
+        base.storeBytes(of: v.littleEndian, toByteOffset: count + 1, as: UInt64.self)
+        count += 9
+    }
+
+    @inline(__always) private mutating func taggedBytes(_ t: UInt8, _ raw: UnsafeRawBufferPointer) {
+        reserve(5 + raw.count)
+        base.storeBytes(of: t, toByteOffset: count, as: UInt8.self)
+        base.storeBytes(of: UInt32(truncatingIfNeeded: raw.count).littleEndian, toByteOffset: count + 1, as: UInt32.self)
+        if let from = raw.baseAddress, raw.count > 0 { (base + count + 5).copyMemory(from: from, byteCount: raw.count) }
+        count += 5 + raw.count
+    }
+
+    mutating func null() { tag(0) }
+
+    mutating func integer(_ v: Int64) { tagged64(1, UInt64(bitPattern: v)) }
 
     mutating func double(_ d: Double) {
         guard d.isFinite else { return null() }  // as JSON carries it: null
-        bytes.append(2)
-        put64(d == 0 ? 0 : d.bitPattern)  // -0 travels as 0
+        tagged64(2, d == 0 ? 0 : d.bitPattern)  // -0 travels as 0
     }
 
     mutating func date(_ d: Date) {
-        bytes.append(3)
-        put64(UInt64(bitPattern: Int64((d.timeIntervalSince1970 * 1000).rounded())))
+        tagged64(3, UInt64(bitPattern: Int64((d.timeIntervalSince1970 * 1000).rounded())))
     }
 
-    mutating func text(_ raw: UnsafeRawBufferPointer) {
-        bytes.append(4)
-        put32(raw.count)
-        bytes.append(contentsOf: raw)
-    }
+    mutating func text(_ raw: UnsafeRawBufferPointer) { taggedBytes(4, raw) }
 
     mutating func text(_ s: String) {
         var s = s
         s.withUTF8 { text(UnsafeRawBufferPointer($0)) }
     }
 
-    mutating func blob(_ raw: UnsafeRawBufferPointer) {
-        bytes.append(5)
-        put32(raw.count)
-        bytes.append(contentsOf: raw)
-    }
+    mutating func blob(_ raw: UnsafeRawBufferPointer) { taggedBytes(5, raw) }
 
-    mutating func geometry(_ wkb: some Collection<UInt8>) {
-        bytes.append(6)
-        put32(wkb.count)
-        bytes.append(contentsOf: wkb)
-    }
+    mutating func geometry(_ wkb: UnsafeRawBufferPointer) { taggedBytes(6, wkb) }
+
+    mutating func geometry(_ wkb: [UInt8]) { wkb.withUnsafeBytes { geometry($0) } }
 
     mutating func value(_ v: FieldValue) {
         switch v {
@@ -110,7 +135,7 @@ struct CanonicalRow {
         }
     }
 
-    var hash: UInt64 { bytes.withUnsafeBytes { FastHash.hash64($0) } }
+    var hash: UInt64 { FastHash.hash64(bytes) }
 }
 
 extension FeatureTable {
