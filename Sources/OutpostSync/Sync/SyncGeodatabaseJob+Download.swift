@@ -27,6 +27,12 @@ extension SyncGeodatabaseJob {
             // Rows left staged by a sync that did not finish are fetched again.
             try await geodatabase.write { conn in try conn.clearStaging() }
         }
+        // The replica's checksums were made ahead (VerifyAhead) and the server's not yet asked
+        // for (a resumed job): now, computed while this download runs.
+        if VerifyAhead.shared.awaitsServer(job: context.jobID) {
+            let ids = layers.map(\.id)
+            VerifyAhead.shared.storeServer(job: context.jobID, Task { try await client.checksums(layers: ids) })
+        }
         let contentDirectory = state.attachmentsDirection == .bidirectional ? URL(fileURLWithPath: geodatabase.url.path + ".attachments") : nil
         // A fresh download without attachment content or a migration asks the server how large
         // it is with its first pages; a small one is applied while it downloads.
@@ -139,23 +145,32 @@ extension SyncGeodatabaseJob {
                 handoff.put(.failed(error))
             }
         }
-        defer { fetched?.cancel() }
-        let counts = try await withTaskCancellationHandler {
-            try await Self.applyDownloaded(geodatabase, layers: layers, upto: upto, migration: nil, contentDirectory: nil, faults: faults, applyLayer: { layer, conn in
-                // The window's rows bound the geometries written; a window of nothing but the
-                // replica's own echoes writes none (and must not pack the R-tree again).
-                let first = firstPages[layer.id]
-                let expected = first.map { $0.changes.isEmpty && $0.next == nil ? 0 : $0.windowRows ?? expectedRows } ?? 0
-                do {
-                    return try Self.applyArriving(layer, expectedGeometryWrites: expected, from: handoff, conn, faults: faults)
-                } catch {
-                    handoff.close()  // the downloader may stop
-                    throw error
-                }
+        // The downloader reports progress through the job's context: it must have ended before
+        // this returns or throws (a failed job may be gone right after, and its context with it).
+        let applied: Result<[Int: PendingChanges], any Error>
+        do {
+            applied = .success(try await withTaskCancellationHandler {
+                try await Self.applyDownloaded(geodatabase, layers: layers, upto: upto, migration: nil, contentDirectory: nil, faults: faults, applyLayer: { layer, conn in
+                    // The window's rows bound the geometries written; a window of nothing but the
+                    // replica's own echoes writes none (and must not pack the R-tree again).
+                    let first = firstPages[layer.id]
+                    let expected = first.map { $0.changes.isEmpty && $0.next == nil ? 0 : $0.windowRows ?? expectedRows } ?? 0
+                    do {
+                        return try Self.applyArriving(layer, expectedGeometryWrites: expected, from: handoff, conn, faults: faults)
+                    } catch {
+                        handoff.close()  // the downloader may stop
+                        throw error
+                    }
+                })
+            } onCancel: {
+                fetched?.cancel()
             })
-        } onCancel: {
-            fetched?.cancel()
+        } catch {
+            applied = .failure(error)
         }
+        fetched?.cancel()
+        await fetched?.value
+        let counts = try applied.get()
         for layer in layers where firstPages[layer.id] != nil {
             context.log("applied \(counts[layer.id]?.total ?? 0) changes of \(layer.table) while downloading them")
         }
