@@ -483,4 +483,50 @@ struct SyncBehaviourTests {
         try await h.expectConverged(interrupted, table: "inspection_points", layerID: 0)
         try await h.stop()
     }
+
+    /// A sync that verifies whole layers computes the replica's checksums while the server
+    /// applies the last batch, and asks for the server's as soon as it answers. They are used
+    /// only while they describe the replica: not for a layer the download changed, nor for one
+    /// edited meanwhile.
+    @Test(.timeLimit(.minutes(2)), arguments: BackendKind.syncing)
+    func checksumsMadeAheadAreUsedOnlyWhileTheyHold(kind: BackendKind) async throws {
+        let h = try await SyncHarness.start(kind)
+        let points = { (gdb: Geodatabase) throws -> FeatureTable in try gdb.table(named: "inspection_points") }
+        func run(_ gdb: Geodatabase, faults: FaultInjector = FaultInjector()) async throws -> (SyncLayerResult?, [String]) {
+            let job = try h.task().makeSyncGeodatabaseJob(parameters: SyncGeodatabaseParameters(), geodatabase: gdb, faults: faults)
+            try job.start()
+            let results = try await job.output
+            return (results.first { $0.layerId == 0 }, job.messages.map(\.text))
+        }
+
+        // A fresh replica (never verified: whole layers) uploads; nothing comes down.
+        let a = try await h.replica("a", layers: [0])
+        try await points(a).update([Feature(objectID: 1, attributes: ["notes": .string("crew a")])])
+        let (first, firstLog) = try await run(a)
+        #expect(first?.checksumMatches == true && first?.refetched == false)
+        #expect(firstLog.contains("checksums made ahead: 1 of the replica's layers, the server's"), "\(firstLog)")
+
+        // The download brings another's change: the replica's checksum is computed again.
+        let b = try await h.replica("b", layers: [0])
+        try await points(b).update([Feature(objectID: 2, attributes: ["notes": .string("crew b")])])
+        let serverThree = try #require(try await h.service.backend.features(layerID: 0, query: FeatureQuery(where: "objectid = 3")).first)
+        _ = try await h.serverEdit(layer: 0, updates: [Feature(objectID: serverThree.objectID, attributes: ["notes": .string("office")])])
+        let (second, secondLog) = try await run(b)
+        #expect(second?.downloaded.updates == 1, "the office's")
+        #expect(second?.checksumMatches == true && second?.refetched == false, "a stale checksum would have differed and refetched")
+        #expect(secondLog.contains("checksums made ahead: 0 of the replica's layers, the server's"), "\(secondLog)")
+
+        // An edit after the upload (during the download): pending at the verify, checked next time.
+        let c = try await h.replica("c", layers: [0])
+        try await points(c).update([Feature(objectID: 4, attributes: ["notes": .string("crew c")])])
+        let faults = FaultInjector(), late = try points(c)
+        faults.onReach("client.afterApply") {
+            #expect(throws: Never.self) { try c.write { conn in try late.update([Feature(objectID: 5, attributes: ["notes": .string("late")])], in: conn) } }
+        }
+        let (third, thirdLog) = try await run(c, faults: faults)
+        #expect(third?.checksumMatches == nil && third?.refetched == false, "\(thirdLog)")
+        let (fourth, _) = try await run(c)
+        #expect(fourth?.uploaded.updates == 1 && fourth?.checksumMatches == true)
+        try await h.stop()
+    }
 }

@@ -40,6 +40,8 @@ extension SyncGeodatabaseJob {
                     .map { ($0.0, $0.1, false) }
             }
             guard let (stored, fresh, madeAhead) = sealed else { break }
+            // Checksums made while an earlier batch was applied no longer describe the replica.
+            VerifyAhead.shared.drop(job: context.jobID)
             if madeAhead { context.log("batch \(stored.seq) was made while batch \(stored.seq - 1) was applied") }
             try faults.check("client.afterSeal")
             // A batch sealed by an earlier run is read back from its stored bytes.
@@ -53,16 +55,32 @@ extension SyncGeodatabaseJob {
             // After the acknowledgement it is sealed as it is if it still carries exactly the
             // change rows a fresh seal would take; otherwise it is dropped and sealed afresh.
             let gdb = geodatabase, covered = stored.coversChangeID, nextSeq = stored.seq + 1, nextLimit = parameters.changeLimit(ofBatch: sent + 1)
-            async let next = gdb.readCommitted { conn in
-                try BatchSealer.prepare(
-                    conn, seq: nextSeq, after: covered, tables: uploadTables, maxChanges: nextLimit, rollbackOnFailure: rollback, conflictPolicy: policy)
-            }
+            // When this is the last batch and the verify will compare whole layers, the
+            // replica's checksums are computed meanwhile too (VerifyAhead).
+            let moved = Self.results(context).values.reduce(0) { $0 + $1.uploaded.total } + batch.editCount
+            let layers = state.layers.filter { parameters.downloads($0, model: state.syncModel) }
+            let checksumAhead = !layers.isEmpty && Self.verifiesWholeLayers(layers, parameters, moved: moved)
+            async let next = { () async throws -> PreparedBatch? in
+                let next: PreparedBatch? = try await gdb.readCommitted { conn in
+                    try BatchSealer.prepare(
+                        conn, seq: nextSeq, after: covered, tables: uploadTables, maxChanges: nextLimit, rollbackOnFailure: rollback, conflictPolicy: policy)
+                } ?? nil
+                if next == nil, checksumAhead { try await checksumsAhead(state, context) }
+                return next
+            }()
             let outcome = try await withRetries(context, "batch \(stored.seq) not acknowledged") {
                 try await client.putBatch(seq: stored.seq, batchID: stored.batchID, body: stored.body)
             }
             context.log("batch \(stored.seq) answered")
             // A failed preparation costs nothing but the fresh seal.
             prepared = (try? await next) ?? nil
+            // The last batch, with the replica's checksums made: the server computes its own
+            // while the replica acknowledges and downloads (taken only at the generation the
+            // download reaches).
+            if prepared == nil, checksumAhead, VerifyAhead.shared.awaitsServer(job: context.jobID) {
+                let ids = layers.map(\.id)
+                VerifyAhead.shared.storeServer(job: context.jobID, Task { try await client.checksums(layers: ids) })
+            }
             try faults.check("client.afterSend")
             switch outcome {
             case .applied(let result, let text):

@@ -13,12 +13,13 @@ extension SyncGeodatabaseJob {
         // side goes through the server's change log: the replica's uploads, others' edits, the
         // server's resolutions), when this sync moved few enough of them; the others, or after
         // many changes, the whole scope, computed here while the server computes its own.
-        let moved = Self.results(context).values.reduce(0) { $0 + $1.uploaded.total + $1.downloaded.total }
-        let since = syncParameters.verifyWholeLayers != true && layers.allSatisfy({ $0.verifiedAt != nil }) && moved <= ReplicaChecksums.maxWindowFeatures
-            ? layers.compactMap(\.verifiedAt).min() : nil
+        let results = Self.results(context)
+        let moved = results.values.reduce(0) { $0 + $1.uploaded.total + $1.downloaded.total }
+        let ahead = VerifyAhead.shared.take(job: context.jobID)
         let server: ReplicaChecksums
         var locals: [FeatureDigest.Accumulator?]
-        if let since {
+        if !Self.verifiesWholeLayers(layers, syncParameters, moved: moved), let since = layers.compactMap(\.verifiedAt).min() {
+            ahead?.server?.cancel()
             server = try await client.checksums(layers: layers.map(\.id), since: since)
             locals = []
             for layer in layers {
@@ -26,9 +27,21 @@ extension SyncGeodatabaseJob {
                 locals.append(try await localChecksum(layer, of: expected?.globalIds))
             }
         } else {
-            async let computed = localChecksums(layers)
-            server = try await client.checksums(layers: layers.map(\.id))
-            locals = try await computed
+            // What was computed ahead (see VerifyAhead) where it still holds; the rest now, the
+            // replica's while the server computes its own.
+            let made = ahead == nil ? [:] : try await madeAhead(ahead!, layers, state: state, results: results)
+            let missing = layers.filter { made[$0.id] == nil }
+            async let computed = localChecksums(missing)
+            var early: ReplicaChecksums?
+            if let task = ahead?.server, let answer = try? await task.value, layers.allSatisfy({ state.cursor(forLayer: $0.id) == answer.generation }) {
+                early = answer
+            }
+            if let early { server = early } else { server = try await client.checksums(layers: layers.map(\.id)) }
+            var fresh = try await computed
+            locals = layers.map { layer in made[layer.id] ?? fresh.removeFirst() }
+            if !made.isEmpty || early != nil {
+                context.log("checksums made ahead: \(made.count) of the replica's layers, \(early == nil ? "not " : "")the server's")
+            }
         }
         context.log("server checksums received")
         var verified: [Int: Int64] = [:]
@@ -73,6 +86,46 @@ extension SyncGeodatabaseJob {
             }
             try conn.setReplicaState(current)
         }
+    }
+
+    /// Whether the verify compares whole layers: when asked, when a layer was never verified,
+    /// or when the sync moved more features than a window lists. `moved` only grows during a
+    /// sync, so an earlier step that finds it true knows the verify will.
+    static func verifiesWholeLayers(_ layers: [ReplicaState.Layer], _ parameters: SyncGeodatabaseParameters, moved: Int) -> Bool {
+        parameters.verifyWholeLayers == true || !layers.allSatisfy({ $0.verifiedAt != nil }) || moved > ReplicaChecksums.maxWindowFeatures
+    }
+
+    /// The replica checksums made ahead that still describe the layers: the job's download
+    /// applied nothing to them, the schema did not move, and nothing is pending.
+    func madeAhead(
+        _ ahead: VerifyAhead.Entry, _ layers: [ReplicaState.Layer], state: ReplicaState, results: [Int: SyncLayerResult]
+    ) async throws -> [Int: FeatureDigest.Accumulator] {
+        guard ahead.schemaVersion == state.schemaVersion else { return [:] }
+        let candidates = layers.filter { layer in
+            let result = results[layer.id]
+            return ahead.local[layer.id] != nil && (result?.downloaded.total ?? 0) == 0 && result?.refetched != true
+        }
+        guard !candidates.isEmpty else { return [:] }
+        return try await geodatabase.read { conn in
+            var out: [Int: FeatureDigest.Accumulator] = [:]
+            for layer in candidates where try conn.geodatabase.table(named: layer.table).pendingChanges(in: conn).total == 0 {
+                out[layer.id] = ahead.local[layer.id]
+            }
+            return out
+        }
+    }
+
+    /// Computes each downloading layer's whole checksum ahead of the verify (see VerifyAhead),
+    /// pending edits included: they are the ones being uploaded.
+    func checksumsAhead(_ state: ReplicaState, _ context: JobContext) async throws {
+        let layers = state.layers.filter { syncParameters.downloads($0, model: state.syncModel) }
+        guard !layers.isEmpty else { return }
+        let sums = try await geodatabase.read { conn in
+            var sums: [Int: FeatureDigest.Accumulator] = [:]
+            for layer in layers { sums[layer.id] = try conn.geodatabase.table(named: layer.table).checksum(matching: .all, in: conn) }
+            return sums
+        }
+        VerifyAhead.shared.storeLocal(job: context.jobID, schemaVersion: state.schemaVersion, sums)
     }
 
     func localChecksums(_ layers: [ReplicaState.Layer]) async throws -> [FeatureDigest.Accumulator?] {

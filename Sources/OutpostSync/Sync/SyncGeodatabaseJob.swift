@@ -66,6 +66,8 @@ public struct SyncGeodatabaseJob: JobDefinition {
     public func run(step: Int, context: JobContext) async throws {
         let lock = try SyncLock.acquire(for: geodatabase.url)
         context.onCleanup { lock.release() }
+        let job = context.jobID
+        context.onRollback { VerifyAhead.shared.drop(job: job) }
         let state = try await replicaState()
         let client = NativeSyncClient(try ServiceConnection(featureServerURL: try serviceURL(state), token: environment.token), replicaID: state.replicaID)
         switch step {

@@ -1,0 +1,47 @@
+import Foundation
+import OutpostProtocol
+import OutpostStorage
+import Synchronization
+
+/// Checksums a sync job makes before its verify step, held in this process only (a job resumed
+/// elsewhere simply computes them at verify): the replica's own, computed while the server
+/// applies the last upload batch (the client waits idle then), and the server's, asked for as
+/// soon as that batch is answered. A sync that uploaded many edits verifies whole layers; this way neither
+/// side's pass over the layer waits for the other steps.
+///
+/// The verify step takes a replica checksum only for a layer this job's download left
+/// untouched, at the same schema version, with nothing pending; and the server's only when its
+/// generation is the one every layer was downloaded to. Anything else is computed afresh, as
+/// without them. A stale checksum can only cause a needless comparison of the whole layer or
+/// refetch, never hide a difference: it describes rows the replica held, which the server then
+/// also holds only if nothing changed.
+final class VerifyAhead: Sendable {
+    static let shared = VerifyAhead()
+
+    struct Entry: Sendable {
+        var schemaVersion: Int
+        var local: [Int: FeatureDigest.Accumulator] = [:]
+        var server: Task<ReplicaChecksums, any Error>?
+    }
+
+    private let entries = Mutex<[String: Entry]>([:])
+
+    func storeLocal(job: String, schemaVersion: Int, _ local: [Int: FeatureDigest.Accumulator]) {
+        entries.withLock { $0[job] = Entry(schemaVersion: schemaVersion, local: local) }
+    }
+
+    /// Whether the job has replica checksums made ahead and has not yet asked for the server's.
+    func awaitsServer(job: String) -> Bool { entries.withLock { $0[job] != nil && $0[job]?.server == nil } }
+
+    func storeServer(job: String, _ task: Task<ReplicaChecksums, any Error>) {
+        entries.withLock { entries in
+            if entries[job] == nil { task.cancel() } else { entries[job]?.server = task }
+        }
+    }
+
+    /// The job's entry, removed: each is used once.
+    func take(job: String) -> Entry? { entries.withLock { $0.removeValue(forKey: job) } }
+
+    /// Forgets the job's entry (its sync ended without a verify).
+    func drop(job: String) { take(job: job)?.server?.cancel() }
+}
