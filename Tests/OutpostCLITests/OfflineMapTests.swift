@@ -182,10 +182,15 @@ struct OfflineMapTests {
         #expect(after["replicas"]?.arrayValue?.allSatisfy { $0["updatesAvailable"] == false && $0["lastSync"] != .null } == true, "\(after)")
         #expect(after["replicas"]?.arrayValue?.map { $0["pending"]?["inserts"] } == [0, 0])
 
-        // A second map into the same folder is refused; the first is untouched.
-        let again = try await outpost(["offline", "create", "--map", mapURL] + Self.area + ["--out", folder.path])
-        #expect(!again.succeeded && again.stderr.contains("is not empty"), "\(again.stderr)")
-        #expect(FileManager.default.fileExists(atPath: folder.appendingPathComponent("map.json").path))
+        // The same command again reports the map its job made; another map into the same folder
+        // is refused. The first is untouched either way.
+        let mapFile = folder.appendingPathComponent("map.json")
+        let made = try Data(contentsOf: mapFile)
+        let repeated = try await outpost(["offline", "create", "--map", mapURL] + Self.area + ["--out", folder.path])
+        #expect(repeated.succeeded && repeated.stderr.contains("already made"), "\(repeated.stderr)")
+        let other = try await outpost(["offline", "create", "--map", mapURL, "--extent", "-122.69,45.50,-122.65,45.52", "--out", folder.path])
+        #expect(!other.succeeded && other.stderr.contains("is not empty"), "\(other.stderr)")
+        #expect(try Data(contentsOf: mapFile) == made)
     }
 
     /// Layers that cannot go offline are reported and the rest is kept; --strict fails instead,
