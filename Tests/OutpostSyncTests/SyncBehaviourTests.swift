@@ -509,12 +509,21 @@ struct SyncBehaviourTests {
         // The download brings another's change: the replica's checksum is computed again.
         let b = try await h.replica("b", layers: [0])
         try await points(b).update([Feature(objectID: 2, attributes: ["notes": .string("crew b")])])
+        // A feature far along the object ids: the layer is hashed in two halves at once.
+        try await b.write { conn in
+            try conn.execute("INSERT INTO inspection_points (objectid, asset_id, asset_type, condition, status, geom) SELECT 90000, 'FAR', asset_type, condition, status, geom FROM inspection_points WHERE objectid = 1")
+        }
         let serverThree = try #require(try await h.service.backend.features(layerID: 0, query: FeatureQuery(where: "objectid = 3")).first)
         _ = try await h.serverEdit(layer: 0, updates: [Feature(objectID: serverThree.objectID, attributes: ["notes": .string("office")])])
         let (second, secondLog) = try await run(b)
         #expect(second?.downloaded.updates == 1, "the office's")
         #expect(second?.checksumMatches == true && second?.refetched == false, "a stale checksum would have differed and refetched")
         #expect(secondLog.contains("checksums made ahead: 0 of the replica's layers, the server's"), "\(secondLog)")
+        let job = SyncGeodatabaseJob(parameters: SyncGeodatabaseParameters(), geodatabase: b)
+        let layer = try #require(try await b.read { conn in try conn.replicaState() }?.layers.first { $0.id == 0 })
+        let halves = try await job.wholeChecksum(layer)
+        let whole = try await b.read { conn in try conn.geodatabase.table(named: "inspection_points").checksum(matching: .all, in: conn) }
+        #expect(halves != nil && halves?.hex == whole.hex && halves?.count == whole.count && whole.count > 2)
 
         // An edit after the upload (during the download): pending at the verify, checked next time.
         let c = try await h.replica("c", layers: [0])

@@ -43,6 +43,12 @@ public enum FeatureDigest {
             count += 1
         }
 
+        /// Joins the checksum of other features (XOR is order-free: halves combine to the whole).
+        public mutating func add(_ other: Accumulator) {
+            value ^= other.value
+            count += other.count
+        }
+
         public var hex: String { String(format: "%016llx", value) }
     }
 }

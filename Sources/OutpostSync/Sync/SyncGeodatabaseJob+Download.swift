@@ -92,10 +92,20 @@ extension SyncGeodatabaseJob {
             try await save()
         }
         if let contentDirectory { try await downloadContent(layers, into: contentDirectory, client, context) }
+        askServerChecksumsAhead(state, layers: layers, downloading: Int(staged), client, context)
         let counts = try await Self.applyDownloaded(geodatabase, layers: layers, upto: upto, migration: newSchema, contentDirectory: contentDirectory, faults: faults)
         try faults.check("client.afterApply")
         if let contentDirectory { try? FileManager.default.removeItem(at: contentDirectory) }
         finishDownload(layers, counts, upto, context)
+    }
+
+    /// Once the download has every page and the verify will compare whole layers, the server's
+    /// checksums are asked for (VerifyAhead): it computes them while the replica applies.
+    func askServerChecksumsAhead(_ state: ReplicaState, layers: [ReplicaState.Layer], downloading: Int, _ client: NativeSyncClient, _ context: JobContext) {
+        let moved = Self.results(context).values.reduce(0) { $0 + $1.uploaded.total } + downloading
+        guard Self.verifiesWholeLayers(layers, syncParameters, moved: moved) else { return }
+        let ids = layers.map(\.id)
+        VerifyAhead.shared.askServer(job: context.jobID, schemaVersion: state.schemaVersion) { try await client.checksums(layers: ids) }
     }
 
     private func finishDownload(_ layers: [ReplicaState.Layer], _ counts: [Int: PendingChanges], _ upto: Int64, _ context: JobContext) {
@@ -123,6 +133,7 @@ extension SyncGeodatabaseJob {
                 if let page = firstPages[layer.id] { handoff.put(.page(layer.id, page.changes)) }
                 handoff.put(.endOfLayer(layer.id))
             }
+            askServerChecksumsAhead(state, layers: layers, downloading: expectedRows, client, context)
         }
         let fetched = whole ? nil : Task {
             var received = 0
@@ -141,6 +152,7 @@ extension SyncGeodatabaseJob {
                     }
                     handoff.put(.endOfLayer(layer.id))
                 }
+                askServerChecksumsAhead(state, layers: layers, downloading: received, client, context)
             } catch {
                 handoff.put(.failed(error))
             }

@@ -137,7 +137,8 @@ extension SyncGeodatabaseJob {
     /// The layer's checksum (of the features `globalIDs` names, when given), nil when it has
     /// pending edits (it cannot match until they upload).
     func localChecksum(_ layer: ReplicaState.Layer, of globalIDs: [String]? = nil) async throws -> FeatureDigest.Accumulator? {
-        try await geodatabase.read { conn in
+        if globalIDs == nil { return try await wholeChecksum(layer) }
+        return try await geodatabase.read { conn in
             let table = try conn.geodatabase.table(named: layer.table)
             guard try table.pendingChanges(in: conn).total == 0 else { return nil }
             guard let globalIDs else { return try table.checksum(matching: .all, in: conn) }
@@ -147,6 +148,39 @@ extension SyncGeodatabaseJob {
             return try table.checksum(matching: query, in: conn)
         }
     }
+
+    /// The whole layer's checksum; a large layer's two halves (by object id) hashed at once on
+    /// two readers, so both cores work (at this point the server has computed its own, or
+    /// computes it on its side). Nil when the layer has pending edits, before or after: a writer
+    /// that committed between the halves' reads left its edit pending.
+    func wholeChecksum(_ layer: ReplicaState.Layer) async throws -> FeatureDigest.Accumulator? {
+        let (pending, low, high) = try await geodatabase.read { conn -> (Int, Int64, Int64) in
+            let table = try conn.geodatabase.table(named: layer.table)
+            let pk = quotedIdentifier(table.definition.objectIDField), name = quotedIdentifier(table.name)
+            let ends = try conn.query("SELECT (SELECT min(\(pk)) FROM \(name)), (SELECT max(\(pk)) FROM \(name))").first
+            return (try table.pendingChanges(in: conn).total, ends?[0].integerValue ?? 0, ends?[1].integerValue ?? 0)
+        }
+        guard pending == 0 else { return nil }
+        guard high - low >= Self.splitChecksumRows else {
+            return try await geodatabase.read { conn in try conn.geodatabase.table(named: layer.table).checksum(matching: .all, in: conn) }
+        }
+        let middle = low + (high - low) / 2
+        async let first = geodatabase.read { conn in
+            let table = try conn.geodatabase.table(named: layer.table)
+            return try table.checksum(matching: FeatureQuery(where: "\(table.definition.objectIDField) <= \(middle)"), in: conn)
+        }
+        var sum = try await geodatabase.read { conn in
+            var query = FeatureQuery()
+            query.afterObjectID = middle
+            return try conn.geodatabase.table(named: layer.table).checksum(matching: query, in: conn)
+        }
+        sum.add(try await first)
+        let after = try await geodatabase.read { conn in try conn.geodatabase.table(named: layer.table).pendingChanges(in: conn).total }
+        return after == 0 ? sum : nil
+    }
+
+    /// Layers whose object ids span this many are hashed in two halves at once.
+    static let splitChecksumRows: Int64 = 20_000
 
     /// Fetches every feature of the layer in the replica's scope again and makes the local table
     /// equal to it (local edits still win).

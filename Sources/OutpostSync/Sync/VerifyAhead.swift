@@ -6,7 +6,7 @@ import Synchronization
 /// Checksums a sync job makes before its verify step, held in this process only (a job resumed
 /// elsewhere simply computes them at verify): the replica's own, computed while the server
 /// applies the last upload batch (the client waits idle then), and the server's, asked for as
-/// soon as that batch is answered. A sync that uploaded many edits verifies whole layers; this way neither
+/// soon as that batch is answered, or when a download has fetched its last page. A sync that uploaded many edits verifies whole layers; this way neither
 /// side's pass over the layer waits for the other steps.
 ///
 /// The verify step takes a replica checksum only for a layer this job's download left
@@ -36,6 +36,15 @@ final class VerifyAhead: Sendable {
     func storeServer(job: String, _ task: Task<ReplicaChecksums, any Error>) {
         entries.withLock { entries in
             if entries[job] == nil { task.cancel() } else { entries[job]?.server = task }
+        }
+    }
+
+    /// Asks for the server's checksums now (once per job): after a download's last page, while
+    /// the replica still applies and commits, the server has nothing else to do.
+    func askServer(job: String, schemaVersion: Int, _ ask: @escaping @Sendable () async throws -> ReplicaChecksums) {
+        entries.withLock { entries in
+            guard entries[job]?.server == nil else { return }
+            entries[job, default: Entry(schemaVersion: schemaVersion)].server = Task { try await ask() }
         }
     }
 
