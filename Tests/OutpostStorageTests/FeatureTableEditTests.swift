@@ -108,7 +108,12 @@ struct FeatureTableEditTests {
         await #expect(throws: StorageError.self) {
             try await table.update([Feature(objectID: 6, attributes: ["notes": .string("x")]), Feature(objectID: 7, attributes: ["condition": .integer(9)])])
         }
-        await #expect(throws: StorageError.self) { try await table.update([Feature(objectID: 99_999, attributes: ["notes": .string("x")])]) }
+        let noRow = await #expect(throws: StorageError.self) { try await table.update([Feature(objectID: 99_999, attributes: ["notes": .string("x")])]) }
+        #expect(noRow?.code == .notFound && "\(noRow!)".contains("no feature with object id 99999"), "\(String(describing: noRow))")
+        let noGID = await #expect(throws: StorageError.self) {
+            try await table.update([Feature(globalID: "{00000000-0000-4000-8000-000000000001}", attributes: ["notes": .string("x")])])
+        }
+        #expect(noGID?.code == .notFound && "\(noGID!)".contains("no feature with global id {00000000-0000-4000-8000-000000000001}"), "\(String(describing: noGID))")
         #expect(try await SampleGeodatabases.contents(of: gdb) == before)
         // Deleting a missing id deletes nothing.
         let missing = await #expect(throws: StorageError.self) { try await table.delete(objectIDs: [8, 99_999]) }

@@ -99,12 +99,22 @@ extension FeatureTable {
     struct UpdateKey {
         var column: String
         var value: DatabaseValue
-        var description: String
+        /// Whether the key is the global id (else the object id).
+        var byGlobalID: Bool
+
+        /// For the error when no row has the key (made then, not for every update).
+        var description: String {
+            switch value.storage {
+            case .int64(let id) where !byGlobalID: return "object id \(id)"
+            case .string(let gid): return "global id \(gid)"
+            default: return "\(byGlobalID ? "global id" : "object id") \(value)"
+            }
+        }
     }
 
     func updateKey(_ feature: Feature, index: Int) throws -> UpdateKey {
         if let oid = feature.objectID {
-            return UpdateKey(column: quoted(definition.objectIDField), value: oid.databaseValue, description: "object id \(oid)")
+            return UpdateKey(column: quoted(definition.objectIDField), value: oid.databaseValue, byGlobalID: false)
         }
         guard let gidField = definition.globalIDField, let supplied = feature.globalID else {
             throw editError(index, nil, "an update needs the feature's object id\(definition.globalIDField == nil ? "" : " or global id")")
@@ -112,7 +122,7 @@ extension FeatureTable {
         guard let gid = GlobalID.normalized(supplied) else {
             throw editError(index, gidField, "\"\(shortened(supplied))\" is not a GUID")
         }
-        return UpdateKey(column: quoted(gidField), value: gid.databaseValue, description: "global id \(gid)")
+        return UpdateKey(column: quoted(gidField), value: gid.databaseValue, byGlobalID: true)
     }
 
     public func delete(objectIDs: [Int64], in conn: GeodatabaseConnection) throws {
