@@ -130,7 +130,9 @@ enum SyncBenchmark {
         let task = try GeodatabaseSyncTask(url: URL(string: state.serviceURL)!)
         let started = Date()
         let batchSize = ProcessInfo.processInfo.environment["BENCH_BATCH"].flatMap { Int($0) } ?? SyncGeodatabaseParameters().maxChangesPerBatch
-        let job = task.makeSyncGeodatabaseJob(parameters: SyncGeodatabaseParameters(maxChangesPerBatch: batchSize), geodatabase: gdb, faults: FaultInjector())
+        let first = ProcessInfo.processInfo.environment["BENCH_FIRST_BATCH"].flatMap { Int($0) }
+        let job = task.makeSyncGeodatabaseJob(
+            parameters: SyncGeodatabaseParameters(maxChangesPerBatch: batchSize, firstBatchChanges: first), geodatabase: gdb, faults: FaultInjector())
         try job.start()
         let results = try await job.output
         let seconds = Date().timeIntervalSince(started)
