@@ -3,6 +3,7 @@ import CZlibBench
 import Foundation
 import OutpostCore
 import OutpostProtocol
+import OutpostServer
 import OutpostStorage
 
 /// The wire codecs every batch and change page goes through: JSON writing and parsing of a
@@ -47,6 +48,7 @@ enum CodecBenchmark {
         let data = Data(text)
         let parse = try best(repetitions) { _ = try JSONValue.parse(data) }
         let hash = best(repetitions) { _ = UploadBatch.hash(data) }
+        let serverHash = best(repetitions) { _ = UploadBatch.serverHash(data) }
         // Gzip at level 6 as the server sends whole answers (libdeflate) and as it did (zlib's stream).
         var zlibSize = 0, deflateSize = 0
         let zlib = best(repetitions) { zlibSize = gzipWithZlib(text) }
@@ -62,7 +64,8 @@ enum CodecBenchmark {
                 ["JSON parse (JSONValue.parse)", format(parse * 1000, 1), format(mb / parse)],
                 ["gzip level 6, zlib (\(zlibSize >> 10) KB)", format(zlib * 1000, 1), format(mb / zlib)],
                 ["gzip level 6, libdeflate (\(deflateSize >> 10) KB)", format(deflate * 1000, 1), format(mb / deflate)],
-                ["SHA-256 content hash", format(hash * 1000, 1), format(mb / hash)],
+                ["SHA-256 content hash (OutpostCore, the client's)", format(hash * 1000, 1), format(mb / hash)],
+                ["SHA-256 content hash (swift-crypto, the server's)", format(serverHash * 1000, 1), format(mb / serverHash)],
             ])
         try checksum(repetitions: max(3, repetitions / 10))
     }

@@ -214,7 +214,7 @@ struct NativeSyncRoutes {
             throw ServiceError.badParameter("body", "batch format \(batch.formatVersion) is newer than this server's \(UploadBatch.currentFormatVersion)")
         }
         do {
-            let answer = try await sync.applyBatchAnswering(batch, hash: UploadBatch.hash(bytes))
+            let answer = try await sync.applyBatchAnswering(batch, hash: UploadBatch.serverHash(bytes))
             if answer.result.replayed == true {
                 metrics?.batch("replayed")
             } else {
