@@ -27,12 +27,6 @@ extension SyncGeodatabaseJob {
             // Rows left staged by a sync that did not finish are fetched again.
             try await geodatabase.write { conn in try conn.clearStaging() }
         }
-        // The replica's checksums were made ahead (VerifyAhead) and the server's not yet asked
-        // for (a resumed job): now, computed while this download runs.
-        if VerifyAhead.shared.awaitsServer(job: context.jobID) {
-            let ids = layers.map(\.id)
-            VerifyAhead.shared.storeServer(job: context.jobID, Task { try await client.checksums(layers: ids) })
-        }
         let contentDirectory = state.attachmentsDirection == .bidirectional ? URL(fileURLWithPath: geodatabase.url.path + ".attachments") : nil
         // A fresh download without attachment content or a migration asks the server how large
         // it is with its first pages; a small one is applied while it downloads.

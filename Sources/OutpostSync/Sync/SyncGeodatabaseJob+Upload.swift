@@ -79,7 +79,7 @@ extension SyncGeodatabaseJob {
             // download reaches).
             if prepared == nil, checksumAhead, VerifyAhead.shared.awaitsServer(job: context.jobID) {
                 let ids = layers.map(\.id)
-                VerifyAhead.shared.storeServer(job: context.jobID, Task { try await client.checksums(layers: ids) })
+                VerifyAhead.shared.askServer(job: context.jobID, schemaVersion: state.schemaVersion) { try await client.checksums(layers: ids) }
             }
             try faults.check("client.afterSend")
             switch outcome {

@@ -29,8 +29,9 @@ extension SyncGeodatabaseJob {
         } else {
             // What was computed ahead (see VerifyAhead) where it still holds; the rest now, the
             // replica's while the server computes its own.
-            let made = ahead == nil ? [:] : try await madeAhead(ahead!, layers, state: state, results: results)
-            let missing = layers.filter { made[$0.id] == nil }
+            var usable: [Int: FeatureDigest.Accumulator] = [:]
+            if let ahead { usable = try await madeAhead(ahead, layers, state: state, results: results) }
+            let made = usable, missing = layers.filter { usable[$0.id] == nil }
             async let computed = localChecksums(missing)
             var early: ReplicaChecksums?
             if let task = ahead?.server, let answer = try? await task.value, layers.allSatisfy({ state.cursor(forLayer: $0.id) == answer.generation }) {
@@ -137,11 +138,10 @@ extension SyncGeodatabaseJob {
     /// The layer's checksum (of the features `globalIDs` names, when given), nil when it has
     /// pending edits (it cannot match until they upload).
     func localChecksum(_ layer: ReplicaState.Layer, of globalIDs: [String]? = nil) async throws -> FeatureDigest.Accumulator? {
-        if globalIDs == nil { return try await wholeChecksum(layer) }
+        guard let globalIDs else { return try await wholeChecksum(layer) }
         return try await geodatabase.read { conn in
             let table = try conn.geodatabase.table(named: layer.table)
             guard try table.pendingChanges(in: conn).total == 0 else { return nil }
-            guard let globalIDs else { return try table.checksum(matching: .all, in: conn) }
             guard !globalIDs.isEmpty else { return FeatureDigest.Accumulator() }
             var query = FeatureQuery()
             query.globalIDs = globalIDs

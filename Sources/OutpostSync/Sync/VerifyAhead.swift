@@ -33,14 +33,9 @@ final class VerifyAhead: Sendable {
     /// Whether the job has replica checksums made ahead and has not yet asked for the server's.
     func awaitsServer(job: String) -> Bool { entries.withLock { $0[job] != nil && $0[job]?.server == nil } }
 
-    func storeServer(job: String, _ task: Task<ReplicaChecksums, any Error>) {
-        entries.withLock { entries in
-            if entries[job] == nil { task.cancel() } else { entries[job]?.server = task }
-        }
-    }
-
-    /// Asks for the server's checksums now (once per job): after a download's last page, while
-    /// the replica still applies and commits, the server has nothing else to do.
+    /// Asks for the server's checksums now (once per job): after the last upload batch's answer,
+    /// or after a download's last page, while the replica still acknowledges or applies and the
+    /// server has nothing else to do.
     func askServer(job: String, schemaVersion: Int, _ ask: @escaping @Sendable () async throws -> ReplicaChecksums) {
         entries.withLock { entries in
             guard entries[job]?.server == nil else { return }
