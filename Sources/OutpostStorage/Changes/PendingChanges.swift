@@ -91,15 +91,30 @@ extension GeodatabaseConnection {
         var sql = "SELECT change_id, table_name, fid, globalid, op, changed_columns, old_values, old_geometry, edited_at, base_gen FROM outpost_changes"
         if let condition { sql += " WHERE " + condition }
         sql += " ORDER BY " + order
-        return try Row.fetchAll(db, sql: sql, arguments: arguments).map { row in
-            CapturedChange(
+        // Rows read through a cursor (not copied first), and each distinct column list parsed
+        // once: a batch's updates mostly share a handful of them.
+        var columnLists: [String: [String]] = [:]
+        var changes: [CapturedChange] = []
+        let rows = try Row.fetchCursor(db, sql: sql, arguments: arguments)
+        while let row = try rows.next() {
+            var columns: [String] = []
+            if let text = row[5] as String? {
+                if let known = columnLists[text] {
+                    columns = known
+                } else {
+                    columns = (try? JSONValue.parse(text).arrayValue?.compactMap(\.stringValue)) ?? []
+                    columnLists[text] = columns
+                }
+            }
+            changes.append(CapturedChange(
                 id: row[0], table: row[1], objectID: row[2], globalID: row[3],
                 operation: CoalescedOperation(rawValue: row[4]) ?? .update,
-                changedColumns: (row[5] as String?).flatMap { try? JSONValue.parse($0).arrayValue?.compactMap(\.stringValue) } ?? [],
+                changedColumns: columns,
                 oldValues: (row[6] as String?).flatMap { try? JSONValue.parse($0).objectValue } ?? [:],
                 oldGeometry: (row[7] as Data?).map { [UInt8]($0) },
-                editedAt: row[8], baseGeneration: row[9])
+                editedAt: row[8], baseGeneration: row[9]))
         }
+        return changes
     }
 }
 
