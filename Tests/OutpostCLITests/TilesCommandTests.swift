@@ -116,6 +116,25 @@ struct TilesCommandTests {
         #expect(try JSONValue.parse((try await outpost(["tiles", "inspect", dir.file("city.tpkx").path, "--json"])).stdout)["damaged"] == [])
     }
 
+    /// Killed (SIGKILL) after the finished cache was moved into place and before the job
+    /// recorded its end: the same command checks the cache where it is and ends, fetching nothing.
+    @Test func anExportKilledAfterItsMoveEndsWhenTheCommandRunsAgain() async throws {
+        let (server, requests) = try await Self.server()
+        defer { Task { try? await server.stop() } }
+        let dir = TemporaryDirectory()
+        let template = server.baseURL.absoluteString + "/{z}/{x}/{y}"
+        let arguments = ["tiles", "export", "--url", template] + Self.area + ["--levels", "12-13", "--out", dir.file("out.tpkx").path]
+        let killed = try await ExternalTools.run(Repository.outpostExecutable.path, arguments, environment: ["OUTPOST_FAULT": "tiles.afterMove:kill"])
+        #expect(killed.status == 9 || killed.status == 137, "\(killed.status) \(killed.stderr)")
+        #expect(FileManager.default.fileExists(atPath: dir.file("out.tpkx").path) && !FileManager.default.fileExists(atPath: dir.file("out.tpkx.partial").path))
+        let fetched = requests.total
+        let again = try await ExternalTools.run(Repository.outpostExecutable.path, arguments)
+        #expect(again.succeeded && again.stderr.contains("resuming job"), "\(again.stderr)")
+        #expect(requests.total == fetched)
+        let inspect = try JSONValue.parse(try await outpost(["tiles", "inspect", dir.file("out.tpkx").path, "--json"]).stdout)
+        #expect((inspect["tiles"]?.integerValue ?? 0) > 0)
+    }
+
     /// Killed (SIGKILL) right after a checkpoint, and again just before one; the same command
     /// then finishes the export, fetching only the tiles of the last 512 not yet durable. The
     /// third case has a whole-number extent, whose stored parameters read back as JSON integers:

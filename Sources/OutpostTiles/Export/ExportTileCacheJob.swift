@@ -65,15 +65,22 @@ public struct ExportTileCacheJob: JobDefinition {
         case 1:
             try await fetch(selection, info: info, source: source, context: context)
         default:
-            let cache = TileCache(fileURL: partialURL)
+            // A run killed after the move and before the job recorded its end left the cache in
+            // place: it is checked there, and the step ends as that run would have.
+            let files = FileManager.default
+            let moved = !files.fileExists(atPath: partialURL.path) && files.fileExists(atPath: downloadFileURL.path)
+            let written = Int(context.recorded("tilesWritten")?.integerValue ?? -1)
+            let cache = TileCache(fileURL: moved ? downloadFileURL : partialURL)
             try await cache.load()
             let present = try cache.tileCount()
-            let written = Int(context.recorded("tilesWritten")?.integerValue ?? -1)
             guard present == written else {
-                throw TileCacheError(.corrupt, "the written cache holds \(present) tiles, not the \(written) written", file: partialURL.path)
+                throw TileCacheError(.corrupt, "the written cache holds \(present) tiles, not the \(written) written", file: cache.fileURL.path)
             }
-            try? FileManager.default.removeItem(at: downloadFileURL)
-            try FileManager.default.moveItem(at: partialURL, to: downloadFileURL)
+            if !moved {
+                try? files.removeItem(at: downloadFileURL)
+                try files.moveItem(at: partialURL, to: downloadFileURL)
+                try environment.faults.check("tiles.afterMove")
+            }
             context.log("wrote \(written) tiles to \(downloadFileURL.lastPathComponent)")
         }
     }
