@@ -105,6 +105,8 @@ struct ChildJobs {
                 while part.job.status == .started || part.job.status == .canceling {
                     try? await Task.sleep(for: .milliseconds(20))
                 }
+                // A part that finished instead: its waiters are resumed once its JSON is saved.
+                if part.job.status.isFinished { _ = await part.job.waitUntilFinished() }
             }
         }
     }

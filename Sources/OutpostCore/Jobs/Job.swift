@@ -292,7 +292,7 @@ public final class Job<Definition: JobDefinition>: Sendable {
     }
 
     private func finish(_ result: Result<Definition.Output, JobError>) {
-        let waiters = state.withLock { s -> [CheckedContinuation<Definition.Output, any Error>] in
+        state.withLock { s in
             switch result {
             case .success: s.machine.succeed()
             case .failure(let e):
@@ -303,18 +303,21 @@ public final class Job<Definition: JobDefinition>: Sendable {
             if case .success = result {
                 s.snapshot.progress.fraction = 1
             }
-            s.result = result
             s.runner = nil
+        }
+        if case .success = result { log("succeeded") }
+        // Saved before the result is given out: whoever waited for the job (a caller of
+        // `output`, a parent job about to read its parts' JSON) finds its JSON finished too.
+        statusChanged()
+        let waiters = state.withLock { s -> [CheckedContinuation<Definition.Output, any Error>] in
+            s.result = result
             defer { s.waiters = [] }
             return s.waiters
         }
-        if case .success = result { log("succeeded") }
-        // A job may have streamed millions of rows: what it freed goes back to the system.
-        FreedMemory.release()
-        save()
-        statusChanged()
         progressBroadcast.send(progress)
         for w in waiters { w.resume(with: result.mapError { $0 as any Error }) }
+        // A job may have streamed millions of rows: what it freed goes back to the system.
+        FreedMemory.release()
     }
 
     private func statusChanged() {
