@@ -189,6 +189,14 @@ import Testing
         ], "\(check.stdout)")
         let missing = try await outpost(["geocode", locator.path, "--batch", csv.path, "--out", out.path, "--address-field", "nope", "--job-dir", directory.file("jobs").path])
         #expect(!missing.succeeded && missing.stderr.contains("has no column nope"))
+        // Killed (SIGKILL) after the file was moved into place and before the job recorded its
+        // end: the same command ends the job with what the file holds.
+        let again = ["geocode", locator.path, "--batch", csv.path, "--out", directory.file("again.gpkg").path, "--job-dir", directory.file("jobs-again").path]
+        let killed = try await ExternalTools.run(Repository.outpostExecutable.path, again, environment: ["OUTPOST_FAULT": "geocode.afterMove:kill"])
+        #expect(killed.status == 9 || killed.status == 137, "\(killed.status) \(killed.stderr)")
+        #expect(FileManager.default.fileExists(atPath: directory.file("again.gpkg").path))
+        let resumed = try await outpost(again)
+        #expect(resumed.succeeded && resumed.stderr.contains("resuming batch geocode job") && resumed.stdout.contains("4 rows"), "\(resumed.stderr) \(resumed.stdout)")
     }
 
     /// A crew's locator follows its replica: after a sync brings an address added at the office,

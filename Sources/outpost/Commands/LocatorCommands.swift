@@ -233,7 +233,7 @@ struct GeocodeCommand: AsyncParsableCommand {
         let isRemote = locator.hasPrefix("http://") || locator.hasPrefix("https://")
         let definition = BatchGeocodeJob(
             locator: isRemote ? locator : URL(fileURLWithPath: locator).standardizedFileURL.path, input: URL(fileURLWithPath: batch).standardizedFileURL,
-            output: output, addressField: addressField, outputSpatialReference: outSr.map { SpatialReference(wkid: $0) })
+            output: output, addressField: addressField, outputSpatialReference: outSr.map { SpatialReference(wkid: $0) }, faults: processFaults)
         let job: any AnyJob
         if let earlier = try manager.snapshots().first(where: {
             $0.jobType == BatchGeocodeJob.jobType && !$0.status.isFinished && $0.parameters == definition.parameters
