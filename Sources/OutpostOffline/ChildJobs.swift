@@ -93,21 +93,33 @@ struct ChildJobs {
     }
 
     /// Cancels the parts (waiting for their rollbacks) or pauses them (waiting until each has
-    /// reached a checkpoint).
+    /// stopped and saved its JSON: a parent read from its JSON rebuilds them from theirs).
     private func stopParts(cancel: Bool) async {
+        // Subscribed before the parts are asked: a job announces a pause or its end after saving
+        // its JSON, while its status reads paused a moment before.
+        let watched = parts.map { ($0, $0.job.statusUpdates) }
         for part in parts where !part.job.status.isFinished {
             if cancel { part.job.cancel() } else { try? part.job.pause() }
         }
-        for part in parts {
-            if cancel {
+        for (part, updates) in watched {
+            if cancel || part.job.status.isFinished {
                 _ = await part.job.waitUntilFinished()
             } else {
-                while part.job.status == .started || part.job.status == .canceling {
-                    try? await Task.sleep(for: .milliseconds(20))
-                }
-                // A part that finished instead: its waiters are resumed once its JSON is saved.
-                if part.job.status.isFinished { _ = await part.job.waitUntilFinished() }
+                await Self.firstStop(of: updates, within: .seconds(5))
             }
+        }
+    }
+
+    /// Waits for the first announced status that is not running (or until `limit`: a part that
+    /// stopped just before the subscription announced it already).
+    private static func firstStop(of updates: AsyncStream<JobStatus>, within limit: Duration) async {
+        await withTaskGroup(of: Void.self) { group in
+            group.addTask {
+                for await status in updates where status != .started && status != .canceling { return }
+            }
+            group.addTask { try? await Task.sleep(for: limit) }
+            await group.next()
+            group.cancelAll()
         }
     }
 }
