@@ -96,22 +96,23 @@ struct ChildJobs {
     /// stopped and saved its JSON: a parent read from its JSON rebuilds them from theirs).
     private func stopParts(cancel: Bool) async {
         // Subscribed before the parts are asked: a job announces a pause or its end after saving
-        // its JSON, while its status reads paused a moment before.
-        let watched = parts.map { ($0, $0.job.statusUpdates) }
+        // its JSON, while its status reads paused a moment before. Only a part running now has
+        // an announcement to wait for.
+        let watched = parts.map { part in (part, [.started, .canceling].contains(part.job.status), part.job.statusUpdates) }
         for part in parts where !part.job.status.isFinished {
             if cancel { part.job.cancel() } else { try? part.job.pause() }
         }
-        for (part, updates) in watched {
+        for (part, running, updates) in watched {
             if cancel || part.job.status.isFinished {
                 _ = await part.job.waitUntilFinished()
-            } else {
+            } else if running {
                 await Self.firstStop(of: updates, within: .seconds(5))
             }
         }
     }
 
     /// Waits for the first announced status that is not running (or until `limit`: a part that
-    /// stopped just before the subscription announced it already).
+    /// stopped between the look at its status and the subscription announced it already).
     private static func firstStop(of updates: AsyncStream<JobStatus>, within limit: Duration) async {
         await withTaskGroup(of: Void.self) { group in
             group.addTask {
