@@ -20,8 +20,9 @@ func registerReplica(_ service: TestService, layers: [Int] = [0, 1, 2, 3]) async
         writingTo: service.directory.file("replica-\(UUID().uuidString).gpkg"))
 }
 
-func batch(_ info: ReplicaInfo, seq: Int64, _ edits: [BatchEdit], layer: Int = 0, rollback: Bool = true) throws -> Data {
-    try UploadBatch(replicaId: info.replicaID, batchId: GlobalID.make(), seq: seq, schemaVersion: 1, rollbackOnFailure: rollback, layers: [BatchLayer(id: layer, edits: edits)]).encoded()
+func batch(_ info: ReplicaInfo, seq: Int64, _ edits: [BatchEdit], layer: Int = 0, rollback: Bool = true, as encoding: UploadBatch.Encoding = .json) throws -> Data {
+    try UploadBatch(replicaId: info.replicaID, batchId: GlobalID.make(), seq: seq, schemaVersion: 1, rollbackOnFailure: rollback, layers: [BatchLayer(id: layer, edits: edits)])
+        .encoded(as: encoding)
 }
 
 let newGID = "{0C0C0C0C-0000-4000-8000-000000000001}"
@@ -32,12 +33,19 @@ func insertEdit(_ gid: String = newGID, assetType: String = "valve") -> BatchEdi
 
 @Suite("Native batch API: exactly once (I3, I4)")
 struct NativeSyncEndpointTests {
-    @Test(arguments: BackendKind.syncing)
-    func batchesApplyOnceInOrder(kind: BackendKind) async throws {
+    /// In both batch encodings, which a server lists in its replica info.
+    @Test(arguments: BackendKind.syncing, [UploadBatch.Encoding.json, .binary])
+    func batchesApplyOnceInOrder(kind: BackendKind, encoding: UploadBatch.Encoding) async throws {
         try await withServer(kind) { client, service in
             let info = try await registerReplica(service)
+            let listed = try await client.get("\(native)/replicas/\(q(info.replicaID))").json()["batchEncodings"]
+            #expect(listed == ["json", "binary"])
             let uri = "\(native)/replicas/\(q(info.replicaID))/batches"
+            func batch(_ info: ReplicaInfo, seq: Int64, _ edits: [BatchEdit], rollback: Bool = true) throws -> Data {
+                try OutpostServerTests.batch(info, seq: seq, edits, rollback: rollback, as: encoding)
+            }
             let first = try batch(info, seq: 1, [insertEdit()])
+            #expect(UploadBatch.Encoding(of: first) == encoding)
             let applied = try await client.put("\(uri)/1", json: first)
             #expect(applied.status == 200, "\(applied.text)")
             let result = try JSONDecoder().decode(BatchResult.self, from: Data(applied.text.utf8))
@@ -124,6 +132,12 @@ struct NativeSyncEndpointTests {
             let garbage = try await client.put("\(uri)/batches/1", json: Data("{not json".utf8))
             #expect(garbage.status == 400)
             #expect(garbage.errorMessage?.contains("body") == true)
+            // A binary batch cut short (by a proxy, say) is refused whole, saying where it ends.
+            let binary = try batch(info, seq: 1, [insertEdit()], as: .binary)
+            let cut = try await client.put("\(uri)/batches/1", json: binary.prefix(binary.count - 3))
+            #expect(cut.status == 400)
+            #expect(cut.errorMessage?.contains("not an upload batch: the body ends") == true, "\(cut.text)")
+            #expect(cut.errorMessage?.contains("(byte ") == true, "\(cut.text)")
             let missing = try await client.put("\(uri)/batches/1", json: Data(#"{"seq":1}"#.utf8))
             #expect(missing.status == 400)
             #expect(missing.errorMessage?.contains("missing") == true, "\(missing.text)")

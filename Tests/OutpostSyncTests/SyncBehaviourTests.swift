@@ -145,6 +145,40 @@ struct SyncBehaviourTests {
         try await h.stop()
     }
 
+    /// A replica made by a server that reads only JSON batches seals JSON; once a download hears
+    /// the server list the binary encoding in its replica info, it seals binary. Both apply.
+    @Test(.timeLimit(.minutes(2)), arguments: BackendKind.syncing)
+    func batchesAreSealedInAnEncodingTheServerReads(kind: BackendKind) async throws {
+        let h = try await SyncHarness.start(kind)
+        let gdb = try await h.replica(layers: [0])
+        #expect(try await gdb.read { try $0.replicaState()?.batchEncodings } == ["json", "binary"], "the replica file says what its server reads")
+        // As a replica made by a server before the binary encoding.
+        try await gdb.write { conn in
+            var state = try #require(try conn.replicaState())
+            state.batchEncodings = nil
+            try conn.setReplicaState(state)
+        }
+        let points = try gdb.table(named: "inspection_points")
+        var sealed: [UploadBatch.Encoding] = []
+        for id in [Int64(1), 2] {
+            try await points.update([Feature(objectID: id, attributes: ["notes": .string("sealed \(id)")])])
+            let faults = FaultInjector()
+            let seen = SealedEncoding()
+            faults.onReach("client.afterSeal") {
+                seen.value = (try? gdb.read { try $0.sealedBatch()?.body }).flatMap { $0.map(UploadBatch.Encoding.init(of:)) }
+            }
+            let result = try await h.sync(gdb, faults: faults)
+            #expect(result.first?.uploaded.updates == 1)
+            #expect(result.first?.checksumMatches == true)
+            sealed.append(try #require(seen.value))
+        }
+        #expect(sealed == [.json, .binary])
+        #expect(try await gdb.read { try $0.replicaState()?.batchEncodings } == ["json", "binary"], "learned from the replica info")
+        let rows = try await h.serverRows(0)
+        #expect(rows.values.filter { $0.attributes["notes"]?.stringValue?.hasPrefix("sealed") == true }.count == 2)
+        try await h.stop()
+    }
+
     /// The next batch is made while the server applies the current one and sealed as made only
     /// when it still carries exactly the change rows a fresh seal would take. Edits made while a
     /// batch is in flight — to features the next batch carries, and new ones — still reach the
@@ -537,5 +571,15 @@ struct SyncBehaviourTests {
         let (fourth, _) = try await run(c)
         #expect(fourth?.uploaded.updates == 1 && fourth?.checksumMatches == true)
         try await h.stop()
+    }
+}
+
+/// What a fault closure saw of a sealed batch.
+private final class SealedEncoding: @unchecked Sendable {
+    private let lock = NSLock()
+    private var seen: UploadBatch.Encoding?
+    var value: UploadBatch.Encoding? {
+        get { lock.withLock { seen } }
+        set { lock.withLock { seen = newValue } }
     }
 }

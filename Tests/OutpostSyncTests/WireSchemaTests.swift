@@ -49,15 +49,26 @@ struct WireSchemaTests {
     /// Collects the bodies of the native sync exchanges a proxy sees.
     final class Capture: Sendable {
         let documents = Mutex<[(schema: String, body: Data)]>([])
+        let binaryBatches = Mutex(0)
+        let binaryPages = Mutex(0)
 
         func observe(_ method: String, _ uri: String, _ request: Data, _ status: Int, _ response: Data) {
             guard status == 200 else { return }
+            // A binary batch carries the same content: its JSON form is what the schema describes.
+            var batch = request
+            if method == "PUT", UploadBatch.Encoding(of: request) == .binary {
+                binaryBatches.withLock { $0 += 1 }
+                batch = (try? UploadBatch.decode(request).encoded(as: .json)) ?? request
+            }
             documents.withLock { list in
                 if method == "PUT", uri.contains("/batches/") {
-                    list.append(("upload-batch", request))
+                    list.append(("upload-batch", batch))
                     list.append(("batch-result", response))
                 } else if method == "GET", uri.contains("/changes?") {
-                    list.append(("change-page", response))
+                    // So for a binary page (the sync client asks for them).
+                    guard ChangePage.isBinary(response) else { return list.append(("change-page", response)) }
+                    binaryPages.withLock { $0 += 1 }
+                    list.append(("change-page", (try? ChangePage.decode(response).json.jsonData) ?? response))
                 }
             }
         }
@@ -115,6 +126,8 @@ struct WireSchemaTests {
         for shape in [#""op":"insert""#, #""op":"update""#, #""op":"delete""#, #""attachments":[{"#, #""kind":"upsert""#, #""kind":"leave""#, #""conflicts":[{"#, #""changedColumns""#] {
             #expect(text.contains(shape), "no \(shape) in the captured exchanges")
         }
+        #expect(capture.binaryBatches.withLock { $0 } > 0, "the replicas sealed binary batches, which their server reads")
+        #expect(capture.binaryPages.withLock { $0 } > 0, "the replicas asked for binary change pages")
         let validation = try await Self.validate(pairs)
         #expect(validation.succeeded, "\(validation.stderr)")
         try await proxy.stop()

@@ -47,6 +47,13 @@ enum CodecBenchmark {
         let directWrite = try best(repetitions) { _ = try edits.encoded() }
         let data = Data(text)
         let parse = try best(repetitions) { _ = try JSONValue.parse(data) }
+        // What the server does with a body: the batch read whole, from JSON and from binary.
+        let readJSON = try best(repetitions) { _ = try UploadBatch.decode(data) }
+        var binary = Data()
+        let binaryWrite = try best(repetitions) { binary = try edits.encoded(as: .binary) }
+        let readBinary = try best(repetitions) { _ = try UploadBatch.decode(binary) }
+        let binaryMB = Double(binary.count) / 1_048_576
+        let binaryHash = best(repetitions) { _ = UploadBatch.serverHash(binary) }
         let hash = best(repetitions) { _ = UploadBatch.hash(data) }
         let serverHash = best(repetitions) { _ = UploadBatch.serverHash(data) }
         // Gzip at level 6 as the server sends whole answers (libdeflate) and as it did (zlib's stream).
@@ -62,6 +69,10 @@ enum CodecBenchmark {
                 ["batch bytes from its edits through a JSONValue tree", format(treeWrite * 1000, 1), format(mb / treeWrite)],
                 ["batch bytes written straight from its edits (UploadBatch.encoded)", format(directWrite * 1000, 1), format(mb / directWrite)],
                 ["JSON parse (JSONValue.parse)", format(parse * 1000, 1), format(mb / parse)],
+                ["batch read from JSON (UploadBatch.decode)", format(readJSON * 1000, 1), format(mb / readJSON)],
+                ["batch bytes in binary (\(binary.count >> 10) KB, encoded(as: .binary))", format(binaryWrite * 1000, 1), format(binaryMB / binaryWrite)],
+                ["batch read from binary (UploadBatch.decode)", format(readBinary * 1000, 1), format(binaryMB / readBinary)],
+                ["SHA-256 of the binary batch (swift-crypto, the server's)", format(binaryHash * 1000, 1), format(binaryMB / binaryHash)],
                 ["gzip level 6, zlib (\(zlibSize >> 10) KB)", format(zlib * 1000, 1), format(mb / zlib)],
                 ["gzip level 6, libdeflate (\(deflateSize >> 10) KB)", format(deflate * 1000, 1), format(mb / deflate)],
                 ["SHA-256 content hash (OutpostCore, the client's)", format(hash * 1000, 1), format(mb / hash)],

@@ -226,6 +226,16 @@ enum SyncBenchmark {
         Geodatabase.removeFiles(at: base)
         try FileManager.default.copyItem(at: a0, to: base)
         let edits = try edit(a0, count: count)
+        // BENCH_JSON_BATCHES: the replica forgets that its server reads binary batches (A/B).
+        if ProcessInfo.processInfo.environment["BENCH_JSON_BATCHES"] != nil {
+            let gdb = try Geodatabase.open(at: a0)
+            try await gdb.write { conn in
+                guard var state = try conn.replicaState() else { return }
+                state.batchEncodings = nil
+                try conn.setReplicaState(state)
+            }
+            try gdb.close()
+        }
         // The server's peak memory is counted from here (replica generation is not sync).
         if let serverPID { try? "5".write(toFile: "/proc/\(serverPID)/clear_refs", atomically: false, encoding: .utf8) }
         let sampler = serverPID.map { MemorySampler(pid: $0) }

@@ -52,6 +52,8 @@ public struct ReplicaInfo: Codable, Hashable, Sendable {
     public var serviceSchemaVersion: Int?
     public var creationDate: Int64
     public var lastSyncDate: Int64?
+    /// The upload batch encodings the server reads (``UploadBatch/Encoding``); absent: JSON only.
+    public var batchEncodings: [String]?
 
     public init(
         replicaID: String, replicaName: String, syncModel: SyncModel, replicaServerGen: Int64, layers: [Layer], geometry: JSONValue?,

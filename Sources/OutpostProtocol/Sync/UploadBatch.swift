@@ -107,8 +107,12 @@ public struct UploadBatch: Codable, Hashable, Sendable {
         out.append(UInt8(ascii: ":"))
     }
 
+    /// A batch from its bytes in either encoding (told apart by their first bytes).
     public static func decode(_ data: Data) throws -> UploadBatch {
-        try UploadBatch(json: JSONValue.parse(data))
+        switch Encoding(of: data) {
+        case .binary: try decodeBinary(data)
+        case .json: try UploadBatch(json: JSONValue.parse(data))
+        }
     }
 
     /// The content hash of encoded batch bytes (lower-case hex SHA-256).

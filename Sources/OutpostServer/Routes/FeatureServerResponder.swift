@@ -365,7 +365,8 @@ public struct FeatureServerResponder: HTTPResponder {
         try Security.require(needed, of: try security.caller(request, parameters, remote: remote), on: backend.name)
         let writing = ResponseWriting(request: request, pretty: (parameters["f"] ?? "").lowercased() == "pjson")
         return try await NativeSyncRoutes(
-            sync: syncBackend, parameters: parameters, writing: writing, method: request.method, range: request.headers[.range], metrics: metrics
+            sync: syncBackend, parameters: parameters, writing: writing, method: request.method, range: request.headers[.range],
+            binaryPages: request.headers[.accept]?.contains(ChangePage.binaryContentType) == true, metrics: metrics
         ).respond(route)
     }
 
@@ -530,7 +531,9 @@ public struct FeatureServerResponder: HTTPResponder {
             form = body.getString(at: body.readerIndex, length: body.readableBytes)
         }
         var parameters = RequestParameters(query: request.uri.query, formBody: form)
-        if contentType.hasPrefix("multipart/form-data") || contentType.hasPrefix("application/json") || contentType.hasPrefix("application/octet-stream") {
+        if contentType.hasPrefix("multipart/form-data") || contentType.hasPrefix("application/json") || contentType.hasPrefix("application/octet-stream")
+            || contentType.hasPrefix(UploadBatch.Encoding.binary.contentType)
+        {
             parameters.rawBody = body
         }
         // A multipart form's text fields are parameters like a urlencoded form's; its files stay

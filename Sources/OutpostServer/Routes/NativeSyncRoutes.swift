@@ -19,6 +19,7 @@ import OutpostStorage
 /// | `POST replicas/{id}/copies?generation&replicaName` | ``ReplicaInfo`` of a new replica with the same scope at `generation` (a preplanned package's file) |
 /// | `GET  replicas/{id}/changes?layer&since&upto&after&limit&count` | ``ChangePage``                      |
 /// | `GET  replicas/{id}/snapshot?layer&after&limit` | ``ChangePage`` of every feature in scope       |
+/// |   (both page answers are binary for `Accept: application/vnd.outpost.changes`)  |                      |
 /// | `GET  replicas/{id}/checksums?layers=0,1[&since=G]` | ``ReplicaChecksums``                              |
 /// | `GET  schema`                                | `{"schemaVersion", "schema"}`: the schema now     |
 /// | `GET  blobs/{sha256}`                        | ``BlobStatus``: how much content the server has   |
@@ -31,6 +32,8 @@ struct NativeSyncRoutes {
     let method: HTTPRequest.Method
     /// The `Range` header (attachment downloads resume with it).
     var range: String?
+    /// The client named the binary change page in `Accept` (docs/sync.md, "Binary change pages").
+    var binaryPages = false
     var metrics: ServerMetrics?
 
     /// Answers the request for `route` (the path below `…/services/{service}/`, decoded segments).
@@ -62,7 +65,11 @@ struct NativeSyncRoutes {
         path("schema", [.get: { r, _ in try await r.schema() }])
         path("replicas", [.get: { r, _ in try r.json(try await r.sync.replicas()) }])
         path("replicas/:replica", [
-            .get: { r, p in try r.json(try await r.sync.replica(id: try p.decoded("replica"))) },
+            .get: { r, p in
+                var info = try await r.sync.replica(id: try p.decoded("replica"))
+                info.batchEncodings = UploadBatch.acceptedEncodings
+                return try r.json(info)
+            },
             .delete: { r, p in
                 try await r.sync.unregisterReplica(id: try p.decoded("replica"))
                 return r.writing.json(["success": true])
@@ -134,13 +141,19 @@ struct NativeSyncRoutes {
         if after == nil, page.next != nil, let cap = count {
             page.windowRows = try await sync.windowRows(layerID: layer, since: Int64(since), upto: Int64(upto), cap: cap + 1)
         }
-        return writing.json(page.json)
+        return answer(page)
+    }
+
+    /// A page in the encoding the client asked for.
+    private func answer(_ page: ChangePage) -> Response {
+        guard binaryPages, writing.directory == nil else { return writing.json(page.json) }
+        return writing.bytes(ByteBuffer(bytes: page.binaryEncoded()), contentType: ChangePage.binaryContentType)
     }
 
     private func snapshot(replica: String) async throws -> Response {
         guard let layer = try parameters.int("layer") else { throw ServiceError.badParameter("layer", "give the layer id") }
         let page = try await sync.snapshot(replicaID: replica, layerID: layer, after: parameters["after"], limit: try parameters.int("limit", range: 1...10_000) ?? 1000)
-        return writing.json(page.json)
+        return answer(page)
     }
 
     private func checksums(replica: String) async throws -> Response {
@@ -198,7 +211,7 @@ struct NativeSyncRoutes {
     /// sent: a client resends the identical bytes, so a replay is recognised.
     private func putBatch(replica: String, seq: Int64) async throws -> Response {
         guard var body = parameters.rawBody, body.readableBytes > 0 else {
-            throw ServiceError.badParameter("body", "send the batch as application/json")
+            throw ServiceError.badParameter("body", "send the batch as \(UploadBatch.Encoding.json.contentType) or \(UploadBatch.Encoding.binary.contentType)")
         }
         let bytes = Data(body.readBytes(length: body.readableBytes) ?? [])
         let batch: UploadBatch

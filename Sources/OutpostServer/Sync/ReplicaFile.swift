@@ -26,7 +26,7 @@ public enum ReplicaFile {
                 }
             },
             attachmentsDirection: ReplicaState.Direction(rawValue: request.attachmentsSyncDirection.rawValue) ?? .none,
-            schemaVersion: schema.schemaVersion)
+            schemaVersion: schema.schemaVersion, batchEncodings: UploadBatch.acceptedEncodings)
     }
 
     /// The ArcGIS JSON replica up to its `layers` array (open).

@@ -43,12 +43,16 @@ public struct ReplicaState: Codable, Hashable, Sendable {
     public var lastSyncAt: Date?
     /// Set once the replica is unregistered on the server: it can no longer sync.
     public var unregistered: Bool
+    /// The upload batch encodings the service reads, as it last said (`json`, `binary`); nil:
+    /// JSON only. Batches are sealed in binary when it is listed.
+    public var batchEncodings: [String]?
 
     public init(
         replicaID: String, replicaName: String, serviceURL: String, syncModel: SyncModel, cursor: Int64, layers: [Layer],
         lastAckedSeq: Int64 = 0, attachmentsDirection: Direction = .none, schemaVersion: Int = 1, createdAt: Date = Date(),
-        lastSyncAt: Date? = nil, unregistered: Bool = false
+        lastSyncAt: Date? = nil, unregistered: Bool = false, batchEncodings: [String]? = nil
     ) {
+        self.batchEncodings = batchEncodings
         self.replicaID = replicaID
         self.replicaName = replicaName
         self.serviceURL = serviceURL

@@ -12,6 +12,16 @@ extension SyncGeodatabaseJob {
         let checkpoint = context.checkpointData
         let upto: Int64
         let info = try await client.replicaInfo()
+        // What the service reads for uploads, kept for the next seal (a server upgraded or
+        // replaced since the replica was made).
+        let encodings = info["batchEncodings"]?.arrayValue?.compactMap(\.stringValue)
+        if encodings != state.batchEncodings {
+            try await geodatabase.write { conn in
+                guard var current = try conn.replicaState() else { return }
+                current.batchEncodings = encodings
+                try conn.setReplicaState(current)
+            }
+        }
         // A service whose schema moved on: the replica migrates in the transaction that applies
         // this download.
         var newSchema: ServiceSchema?

@@ -63,7 +63,7 @@ struct NativeSyncClient: Sendable {
     /// `PUT replicas/{id}/batches/{seq}` with the sealed bytes.
     func putBatch(seq: Int64, batchID: String, body: Data) async throws -> BatchOutcome {
         let target = url("\(replica)/batches/\(seq)")
-        let reply = try await connection.send(.PUT, target, body: body)
+        let reply = try await connection.send(.PUT, target, body: body, contentType: UploadBatch.Encoding(of: body).contentType)
         switch reply.status {
         case 200:
             let result = try Self.batchResult { try JSONValue.parse(reply.body) }
@@ -117,12 +117,12 @@ struct NativeSyncClient: Sendable {
         return try await page(url("\(replica)/snapshot", query))
     }
 
+    /// A page, binary from a server that writes it (one that does not answers JSON).
     private func page(_ target: URL) async throws -> ChangePage {
-        let reply = try await connection.send(.GET, target)
+        let reply = try await connection.send(.GET, target, accept: "\(ChangePage.binaryContentType), application/json")
         guard reply.status == 200 else { throw ServiceConnection.failure(reply, url: target) }
         do {
-            // Read without the generic decoder (see ``FeedChange/init(json:)``).
-            return try ChangePage(json: JSONValue.parse(reply.body))
+            return try ChangePage.decode(reply.body)
         } catch {
             throw SyncError(.invalidResponse, "the server's change page is not readable: \(error)")
         }

@@ -84,10 +84,13 @@ public struct ServiceConnection: Sendable {
     }
 
     /// Sends a request and collects the answer (up to `limit` bytes).
-    func send(_ method: HTTPMethod, _ url: URL, body: Data? = nil, contentType: String? = nil, range: String? = nil, limit: Int = 256 << 20) async throws -> Reply {
+    func send(
+        _ method: HTTPMethod, _ url: URL, body: Data? = nil, contentType: String? = nil, accept: String = "application/json", range: String? = nil,
+        limit: Int = 256 << 20
+    ) async throws -> Reply {
         var request = HTTPClientRequest(url: url.absoluteString)
         request.method = method
-        request.headers.add(name: "Accept", value: "application/json")
+        request.headers.add(name: "Accept", value: accept)
         if let range { request.headers.add(name: "Range", value: range) }
         request.headers.add(name: "Accept-Encoding", value: "gzip")
         if let token { request.headers.add(name: "Authorization", value: "Bearer \(token)") }

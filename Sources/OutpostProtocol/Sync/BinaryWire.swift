@@ -1,0 +1,212 @@
+import OutpostCore
+
+/// The primitives of Outpost's compact binary sync encoding (docs/sync.md, "Binary batch
+/// encoding"): LEB128 variable-length integers (signed ones zigzag-mapped), length-prefixed
+/// UTF-8 strings, little-endian IEEE 754 doubles, a per-body table of names so a field name is
+/// written once and then referred to by number, and tagged values that carry any ``JSONValue``.
+struct BinaryWireWriter {
+    /// Value tags; the reader refuses any other.
+    enum Tag: UInt8 {
+        case null = 0, `false`, `true`, integer, number, string, array, object
+    }
+
+    var out: [UInt8] = []
+    private var names: [String: UInt64] = [:]
+
+    init(capacity: Int) { out.reserveCapacity(capacity) }
+
+    mutating func byte(_ b: UInt8) { out.append(b) }
+
+    mutating func unsigned(_ value: UInt64) {
+        var v = value
+        while v >= 0x80 {
+            out.append(UInt8(truncatingIfNeeded: v) | 0x80)
+            v >>= 7
+        }
+        out.append(UInt8(v))
+    }
+
+    mutating func signed(_ value: Int64) { unsigned(UInt64(bitPattern: (value << 1) ^ (value >> 63))) }
+
+    mutating func double(_ value: Double) {
+        let bits = value.bitPattern.littleEndian
+        withUnsafeBytes(of: bits) { out.append(contentsOf: $0) }
+    }
+
+    mutating func string(_ value: String) {
+        var s = value
+        s.withUTF8 { utf8 in
+            unsigned(UInt64(utf8.count))
+            out.append(contentsOf: utf8)
+        }
+    }
+
+    /// A name: its number in the body's table, or (the first time) the table's next number
+    /// followed by the name itself.
+    mutating func name(_ value: String) {
+        if let known = names[value] {
+            unsigned(known)
+            return
+        }
+        let next = UInt64(names.count)
+        names[value] = next
+        unsigned(next)
+        string(value)
+    }
+
+    /// Names and their values, names in sorted order so the same content gives the same bytes.
+    mutating func object(_ members: [String: JSONValue]) {
+        unsigned(UInt64(members.count))
+        if members.count == 1, let (key, value) = members.first {
+            name(key)
+            self.value(value)
+            return
+        }
+        for key in members.keys.sorted() {
+            name(key)
+            value(members[key]!)
+        }
+    }
+
+    mutating func value(_ value: JSONValue) {
+        switch value {
+        case .null: byte(Tag.null.rawValue)
+        case .bool(let b): byte(b ? Tag.true.rawValue : Tag.false.rawValue)
+        case .integer(let i):
+            byte(Tag.integer.rawValue)
+            signed(i)
+        case .number(let d):
+            byte(Tag.number.rawValue)
+            double(d)
+        case .string(let s):
+            byte(Tag.string.rawValue)
+            string(s)
+        case .array(let items):
+            byte(Tag.array.rawValue)
+            unsigned(UInt64(items.count))
+            for item in items { self.value(item) }
+        case .object(let members):
+            byte(Tag.object.rawValue)
+            object(members)
+        }
+    }
+}
+
+/// Reads what ``BinaryWireWriter`` writes from borrowed bytes. Every read checks the bytes left
+/// first, a count is refused when the bytes left cannot hold that many items (so a hostile
+/// count allocates nothing), strings must be valid UTF-8, numbers finite, and nesting shallow:
+/// malformed input ends in a `DecodingError` naming the offset, never a crash.
+struct BinaryWireReader {
+    private let bytes: UnsafeRawBufferPointer
+    private(set) var offset = 0
+    private var names: [String] = []
+    private var depth = 0
+    static let maximumDepth = 64
+
+    init(_ bytes: UnsafeRawBufferPointer, from offset: Int = 0) {
+        self.bytes = bytes
+        self.offset = offset
+    }
+
+    var atEnd: Bool { offset == bytes.count }
+
+    func invalid(_ message: String) -> DecodingError { WireJSON.invalid("\(message) (byte \(offset))") }
+
+    mutating func byte() throws -> UInt8 {
+        guard offset < bytes.count else { throw invalid("the body ends early") }
+        defer { offset += 1 }
+        return bytes[offset]
+    }
+
+    mutating func unsigned() throws -> UInt64 {
+        var result: UInt64 = 0
+        var shift: UInt64 = 0
+        while true {
+            let b = try byte()
+            guard shift < 64, shift < 63 || b <= 1 else { throw invalid("an integer is too long") }
+            result |= UInt64(b & 0x7F) << shift
+            if b < 0x80 { return result }
+            shift += 7
+        }
+    }
+
+    mutating func signed() throws -> Int64 {
+        let raw = try unsigned()
+        return Int64(bitPattern: raw >> 1) ^ -Int64(bitPattern: raw & 1)
+    }
+
+    /// A count of items that each take at least `bytesEach` bytes.
+    mutating func count(_ what: String, bytesEach: Int = 1) throws -> Int {
+        let n = try unsigned()
+        guard n <= UInt64(bytes.count - offset) / UInt64(bytesEach) else { throw invalid("\(what) counts \(n) items, more than the body holds") }
+        return Int(n)
+    }
+
+    mutating func double() throws -> Double {
+        guard bytes.count - offset >= 8 else { throw invalid("the body ends inside a number") }
+        var bits: UInt64 = 0
+        withUnsafeMutableBytes(of: &bits) { $0.copyMemory(from: UnsafeRawBufferPointer(rebasing: bytes[offset..<offset + 8])) }
+        offset += 8
+        let value = Double(bitPattern: UInt64(littleEndian: bits))
+        guard value.isFinite else { throw invalid("a number is not finite") }
+        return value
+    }
+
+    mutating func string() throws -> String {
+        let length = try count("a string")
+        let raw = UnsafeRawBufferPointer(rebasing: bytes[offset..<offset + length])
+        guard let text = String(validating: raw.bindMemory(to: UInt8.self), as: UTF8.self) else { throw invalid("a string is not UTF-8") }
+        offset += length
+        return text
+    }
+
+    mutating func name() throws -> String {
+        let n = try unsigned()
+        if n < UInt64(names.count) { return names[Int(n)] }
+        guard n == UInt64(names.count) else { throw invalid("name \(n) is not defined (\(names.count) are)") }
+        let text = try string()
+        names.append(text)
+        return text
+    }
+
+    mutating func object() throws -> [String: JSONValue] {
+        // A member is at least a name number and a tag.
+        let n = try count("an object", bytesEach: 2)
+        var members: [String: JSONValue] = [:]
+        members.reserveCapacity(n)
+        for _ in 0..<n {
+            let key = try name()
+            guard members.updateValue(try value(), forKey: key) == nil else { throw invalid("an object names \"\(key.prefix(40))\" twice") }
+        }
+        return members
+    }
+
+    mutating func value() throws -> JSONValue {
+        let tag = try byte()
+        switch BinaryWireWriter.Tag(rawValue: tag) {
+        case .null: return .null
+        case .false: return .bool(false)
+        case .true: return .bool(true)
+        case .integer: return .integer(try signed())
+        case .number: return .number(try double())
+        case .string: return .string(try string())
+        case .array:
+            let n = try count("an array")
+            return try nested {
+                var items: [JSONValue] = []
+                items.reserveCapacity(n)
+                for _ in 0..<n { items.append(try $0.value()) }
+                return .array(items)
+            }
+        case .object: return try nested { .object(try $0.object()) }
+        case nil: throw invalid("unknown value tag \(tag)")
+        }
+    }
+
+    private mutating func nested(_ body: (inout BinaryWireReader) throws -> JSONValue) throws -> JSONValue {
+        depth += 1
+        guard depth <= Self.maximumDepth else { throw invalid("values are nested too deeply") }
+        defer { depth -= 1 }
+        return try body(&self)
+    }
+}

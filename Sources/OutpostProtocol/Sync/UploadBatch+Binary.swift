@@ -1,0 +1,162 @@
+import Foundation
+import OutpostCore
+
+/// The compact binary encoding of an upload batch (docs/sync.md, "Binary batch encoding"): the
+/// same content as the JSON body, read by the server without parsing text. A server that accepts
+/// it says so in its replica info (`batchEncodings`); JSON stays for every other client.
+extension UploadBatch {
+    public enum Encoding: String, Codable, Hashable, Sendable {
+        case json, binary
+
+        /// What a body is, by its first bytes (a JSON body starts with `{`, or white space).
+        public init(of body: Data) {
+            self = body.starts(with: UploadBatch.binaryMagic.prefix(3)) ? .binary : .json
+        }
+
+        public var contentType: String {
+            switch self {
+            case .json: "application/json"
+            case .binary: "application/vnd.outpost.batch"
+            }
+        }
+    }
+
+    /// The encodings this version's server reads, as its replica info lists them.
+    public static let acceptedEncodings = [Encoding.json.rawValue, Encoding.binary.rawValue]
+
+    /// "OPB" and the binary layout's version.
+    static let binaryMagic: [UInt8] = [0x4F, 0x50, 0x42, 0x01]
+
+    private enum Flag {
+        static let rollbackOnFailure: UInt8 = 1, conflictPolicy: UInt8 = 2, resolvedConflicts: UInt8 = 4, attachments: UInt8 = 8
+    }
+
+    /// The batch's bytes in `encoding`.
+    public func encoded(as encoding: Encoding) throws -> Data {
+        switch encoding {
+        case .json: try encoded()
+        case .binary: try binaryEncoded()
+        }
+    }
+
+    private func binaryEncoded() throws -> Data {
+        var w = BinaryWireWriter(capacity: 128 * editCount + 256)
+        w.out.append(contentsOf: Self.binaryMagic)
+        w.unsigned(UInt64(formatVersion))
+        w.string(replicaId)
+        w.string(batchId)
+        w.signed(seq)
+        w.signed(Int64(schemaVersion))
+        var flags: UInt8 = rollbackOnFailure ? Flag.rollbackOnFailure : 0
+        if conflictPolicy != nil { flags |= Flag.conflictPolicy }
+        if resolvedConflicts != nil { flags |= Flag.resolvedConflicts }
+        if attachments != nil { flags |= Flag.attachments }
+        w.byte(flags)
+        if let conflictPolicy { w.string(conflictPolicy) }
+        if let resolvedConflicts {
+            w.unsigned(UInt64(resolvedConflicts.count))
+            for id in resolvedConflicts { w.signed(id) }
+        }
+        // Attachment edits are rare and nested: their JSON tree, as a value.
+        if let attachments { w.value(try JSONValueEncoder().encode(attachments)) }
+        w.unsigned(UInt64(layers.count))
+        for layer in layers {
+            w.signed(Int64(layer.id))
+            w.unsigned(UInt64(layer.edits.count))
+            for edit in layer.edits { edit.write(to: &w) }
+        }
+        return Data(w.out)
+    }
+
+    /// Reads a binary body; the caller has checked its magic.
+    static func decodeBinary(_ data: Data) throws -> UploadBatch {
+        try data.withUnsafeBytes { raw in
+            var r = BinaryWireReader(raw, from: binaryMagic.count)
+            guard raw.count >= binaryMagic.count, raw[3] == binaryMagic[3] else {
+                throw WireJSON.invalid("binary batch layout \(raw.count > 3 ? raw[3] : 0) is not this server's (\(binaryMagic[3]))")
+            }
+            let version = try r.unsigned()
+            let replicaId = try r.string(), batchId = try r.string(), seq = try r.signed(), schemaVersion = try r.signed()
+            let flags = try r.byte()
+            guard flags & ~(Flag.rollbackOnFailure | Flag.conflictPolicy | Flag.resolvedConflicts | Flag.attachments) == 0 else {
+                throw r.invalid("the batch's flags \(flags) name something unknown")
+            }
+            guard version <= UInt64(Int.max), let schema = Int(exactly: schemaVersion) else { throw r.invalid("the batch's versions are out of range") }
+            let policy = flags & Flag.conflictPolicy != 0 ? try r.string() : nil
+            var resolved: [Int64]?
+            if flags & Flag.resolvedConflicts != 0 {
+                let n = try r.count("resolvedConflicts")
+                resolved = try (0..<n).map { _ in try r.signed() }
+            }
+            var attachments: [AttachmentEdit]?
+            if flags & Flag.attachments != 0 { attachments = try JSONValueDecoder().decode([AttachmentEdit].self, from: try r.value()) }
+            let layerCount = try r.count("the batch's layers", bytesEach: 2)
+            var layers: [BatchLayer] = []
+            layers.reserveCapacity(layerCount)
+            for _ in 0..<layerCount {
+                guard let id = Int(exactly: try r.signed()) else { throw r.invalid("a layer id is out of range") }
+                // An edit is at least its flags and its global id's length.
+                let n = try r.count("a layer's edits", bytesEach: 2)
+                var edits: [BatchEdit] = []
+                edits.reserveCapacity(n)
+                for _ in 0..<n { edits.append(try BatchEdit(binary: &r)) }
+                layers.append(BatchLayer(id: id, edits: edits))
+            }
+            guard r.atEnd else { throw r.invalid("bytes follow the batch") }
+            var batch = UploadBatch(
+                replicaId: replicaId, batchId: batchId, seq: seq, schemaVersion: schema, rollbackOnFailure: flags & Flag.rollbackOnFailure != 0,
+                layers: layers, conflictPolicy: policy, resolvedConflicts: resolved)
+            batch.formatVersion = Int(version)
+            batch.attachments = attachments
+            return batch
+        }
+    }
+}
+
+extension BatchEdit {
+    private enum Has {
+        static let attributes: UInt8 = 0x04, geometry: UInt8 = 0x08, changedColumns: UInt8 = 0x10, baseValues: UInt8 = 0x20, editedAt: UInt8 = 0x40,
+            baseGeneration: UInt8 = 0x80
+    }
+
+    private static let operations: [Operation] = [.insert, .update, .delete]
+
+    /// A flags byte (the operation in its low two bits, then which parts follow), the global id,
+    /// then the parts in the order of the flags. A null geometry is left out, as JSON's reader
+    /// takes it for absent.
+    fileprivate func write(to w: inout BinaryWireWriter) {
+        var flags: UInt8 = op == .insert ? 0 : op == .update ? 1 : 2
+        if attributes != nil { flags |= Has.attributes }
+        if let geometry, geometry != .null { flags |= Has.geometry }
+        if changedColumns != nil { flags |= Has.changedColumns }
+        if baseValues != nil { flags |= Has.baseValues }
+        if editedAt != nil { flags |= Has.editedAt }
+        if baseGeneration != nil { flags |= Has.baseGeneration }
+        w.byte(flags)
+        w.string(globalId)
+        if let attributes { w.object(attributes) }
+        if flags & Has.geometry != 0, let geometry { w.value(geometry) }
+        if let changedColumns {
+            w.unsigned(UInt64(changedColumns.count))
+            for name in changedColumns { w.name(name) }
+        }
+        if let baseValues { w.object(baseValues) }
+        if let editedAt { w.string(editedAt) }
+        if let baseGeneration { w.signed(baseGeneration) }
+    }
+
+    fileprivate init(binary r: inout BinaryWireReader) throws {
+        let flags = try r.byte()
+        guard Int(flags & 3) < Self.operations.count else { throw r.invalid("an edit has an unknown op") }
+        self.init(op: Self.operations[Int(flags & 3)], globalId: try r.string())
+        if flags & Has.attributes != 0 { attributes = try r.object() }
+        if flags & Has.geometry != 0, case let value = try r.value(), value != .null { geometry = value }
+        if flags & Has.changedColumns != 0 {
+            let n = try r.count("changedColumns")
+            changedColumns = try (0..<n).map { _ in try r.name() }
+        }
+        if flags & Has.baseValues != 0 { baseValues = try r.object() }
+        if flags & Has.editedAt != 0 { editedAt = try r.string() }
+        if flags & Has.baseGeneration != 0 { baseGeneration = try r.signed() }
+    }
+}

@@ -1,0 +1,120 @@
+import Foundation
+import OutpostCore
+import Testing
+
+@testable import OutpostProtocol
+
+/// The binary batch encoding must read back as the JSON body of the same batch does (the server
+/// applies either alike), be canonical, and refuse every malformed body with a `DecodingError`.
+@Suite("Binary upload batches and change pages")
+struct BinaryBatchTests {
+    @Test func binaryReadsBackAsJSONDoes() throws {
+        for batch in [SyncJSONTests.batch] + SyncJSONTests.writtenDirectly {
+            let binary = try batch.encoded(as: .binary), json = try batch.encoded(as: .json)
+            #expect(UploadBatch.Encoding(of: binary) == .binary && UploadBatch.Encoding(of: json) == .json)
+            #expect(try UploadBatch.decode(binary) == (try UploadBatch.decode(json)))
+            #expect(try batch.encoded(as: .binary) == binary, "the same batch, the same bytes")
+            if batch.editCount > 100 { #expect(binary.count * 2 < json.count, "\(binary.count) bytes against \(json.count)") }
+        }
+        // Integers and doubles keep their kind and every bit; names repeat by number.
+        let values: [String: JSONValue] = [
+            "min": .integer(.min), "max": .integer(.max), "neg": .integer(-1), "tiny": .number(.leastNonzeroMagnitude), "big": .number(-1.7976931348623157e308),
+            "zero": .number(-0.0), "text": .string("ä\u{0}😀"), "list": [[], [:], .null, true, false],
+        ]
+        let batch = UploadBatch(
+            replicaId: "{R}", batchId: "{B}", seq: .max, schemaVersion: 3, rollbackOnFailure: true,
+            layers: [BatchLayer(id: -1, edits: [BatchEdit(op: .insert, globalId: "{1}", attributes: values, geometry: ["rings": [[[1.5, 2.5]]]])])])
+        let read = try UploadBatch.decode(try batch.encoded(as: .binary))
+        #expect(read == batch)
+        #expect(read.layers[0].edits[0].attributes?["max"] == .integer(.max))
+        #expect(read.layers[0].edits[0].attributes?["zero"]?.doubleValue?.sign == .minus)
+    }
+
+    /// A batch with one layer of one edit whose bytes `edit` writes (after a valid head).
+    static func body(flags: UInt8 = 1, _ edit: (inout BinaryWireWriter) -> Void) -> Data {
+        var w = BinaryWireWriter(capacity: 64)
+        w.out += UploadBatch.binaryMagic
+        w.unsigned(1)
+        w.string("{R}")
+        w.string("{B}")
+        w.signed(1)
+        w.signed(1)
+        w.byte(flags)
+        w.unsigned(1)
+        w.signed(0)
+        w.unsigned(1)
+        edit(&w)
+        return Data(w.out)
+    }
+
+    static let malformed: [(String, Data)] = [
+        ("unknown batch flags", body(flags: 0x31) { w in w.byte(0); w.string("{1}") }),
+        ("unknown op", body { w in w.byte(3); w.string("{1}") }),
+        ("unknown value tag", body { w in w.byte(0x04); w.string("{1}"); w.unsigned(1); w.name("n"); w.byte(9) }),
+        ("a number that is not finite", body { w in w.byte(0x04); w.string("{1}"); w.unsigned(1); w.name("n"); w.byte(4); w.double(.nan) }),
+        ("invalid UTF-8", body { w in w.byte(0); w.unsigned(2); w.out += [0xC3, 0x28] }),
+        ("an undefined name", body { w in w.byte(0x04); w.string("{1}"); w.unsigned(1); w.unsigned(5) }),
+        ("a count larger than the body", body { w in w.byte(0x04); w.string("{1}"); w.unsigned(1 << 40) }),
+        ("a string longer than the body", body { w in w.byte(0); w.unsigned(1 << 62) }),
+        ("a key given twice", body { w in w.byte(0x04); w.string("{1}"); w.unsigned(2); w.name("n"); w.value(1); w.name("n"); w.value(2) }),
+        ("an integer of eleven bytes", body { w in w.byte(0x80); w.string("{1}"); w.out += [UInt8](repeating: 0xFF, count: 10) + [1] }),
+        ("an integer past 64 bits", body { w in w.byte(0x80); w.string("{1}"); w.out += [UInt8](repeating: 0xFF, count: 9) + [2] }),
+        ("values nested too deeply", body { w in
+            w.byte(0x08); w.string("{1}")
+            for _ in 0..<100 { w.byte(BinaryWireWriter.Tag.array.rawValue); w.unsigned(1) }
+            w.byte(0)
+        }),
+        ("bytes after the batch", body { w in w.byte(0); w.string("{1}"); w.byte(0) }),
+        ("a wrong layout version", Data([0x4F, 0x50, 0x42, 0x02, 1])),
+    ]
+
+    @Test func malformedBodiesAreRefused() throws {
+        // The head the cases share is itself fine.
+        let fine = Self.body { w in w.byte(0x04); w.string("{1}"); w.unsigned(1); w.name("n"); w.value(1) }
+        #expect(try UploadBatch.decode(fine).layers[0].edits[0].attributes == ["n": 1])
+        for (what, data) in Self.malformed {
+            #expect(throws: DecodingError.self, "\(what)") { try UploadBatch.decode(data) }
+        }
+        // Every cut of a real batch is refused, never read as a shorter one.
+        let whole = try SyncJSONTests.writtenDirectly[2].encoded(as: .binary)
+        for length in stride(from: 0, to: whole.count, by: max(1, whole.count / 500)) where length > 0 {
+            #expect(throws: DecodingError.self) { try UploadBatch.decode(whole.prefix(length)) }
+        }
+    }
+
+    /// Pages of every change shape (attachments, leaves, inserted or not, null geometry), with and
+    /// without `next` and `windowRows`, read back as their JSON does.
+    @Test func binaryPagesReadBackAsJSONDoes() throws {
+        var changes = SyncJSONTests.changes
+        changes.append(FeedChange(kind: .upsert, globalId: "{D}", generation: 10, attributes: ["a": 1], geometry: .null, inserted: false))
+        changes.append(FeedChange(kind: .upsert, globalId: "{E}", generation: .max, attributes: nil, geometry: ["paths": [[[1, 2], [3.5, 4]]]], inserted: true))
+        for (next, rows) in [(String?.none, Int?.none), ("{E}", 1_000_001)] {
+            var page = ChangePage(layerId: 3, since: 4, upto: 11, changes: changes, next: next)
+            page.windowRows = rows
+            let binary = Data(page.binaryEncoded())
+            #expect(ChangePage.isBinary(binary) && !ChangePage.isBinary(page.json.jsonData))
+            #expect(try ChangePage.decode(binary) == (try ChangePage.decode(page.json.jsonData)))
+        }
+        #expect(try ChangePage.decode(Data(ChangePage(layerId: 0, since: 0, upto: 0, changes: [], next: nil).binaryEncoded())).changes.isEmpty)
+    }
+
+    @Test func malformedPagesAreRefused() throws {
+        var page = ChangePage(layerId: 3, since: 4, upto: 11, changes: SyncJSONTests.changes, next: "{C}")
+        page.windowRows = 7
+        let whole = Data(page.binaryEncoded())
+        // Cut inside the magic, a page is not binary and not JSON either.
+        for length in 1..<3 {
+            #expect(throws: (any Error).self) { try ChangePage.decode(whole.prefix(length)) }
+        }
+        for length in 3..<whole.count {
+            #expect(throws: DecodingError.self) { try ChangePage.decode(whole.prefix(length)) }
+        }
+        var unknownFlag = whole
+        unknownFlag[ChangePage.binaryMagic.count + 3] |= 0x40
+        var wrongLayout = whole
+        wrongLayout[3] = 9
+        for data in [whole + [0], unknownFlag, wrongLayout] {
+            #expect(throws: DecodingError.self) { try ChangePage.decode(data) }
+        }
+    }
+}
