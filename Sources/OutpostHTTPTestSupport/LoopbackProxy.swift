@@ -15,6 +15,8 @@ public final class LoopbackProxy: Sendable {
         case dropRequest
         /// Forward, wait for the server's full answer, then close without passing it on.
         case dropResponse
+        /// Answer this JSON with this status without forwarding (a server that acts otherwise).
+        case answer(status: Int, json: String)
     }
 
     public typealias Rule = @Sendable (_ method: String, _ uri: String) -> Action
@@ -121,6 +123,13 @@ private final class ProxyHandler: ChannelInboundHandler, @unchecked Sendable {
             let action = rule(head.method.rawValue, head.uri)
             if case .dropRequest = action {
                 context.close(promise: nil)
+                return
+            }
+            if case .answer(let status, let json) = action {
+                let headers = HTTPHeaders([("Content-Type", "application/json"), ("Content-Length", String(json.utf8.count))])
+                context.write(wrapOutboundOut(.head(HTTPResponseHead(version: head.version, status: HTTPResponseStatus(statusCode: status), headers: headers))), promise: nil)
+                context.write(wrapOutboundOut(.body(.byteBuffer(ByteBuffer(string: json)))), promise: nil)
+                context.writeAndFlush(wrapOutboundOut(.end(nil)), promise: nil)
                 return
             }
             var request = HTTPClientRequest(url: upstream.absoluteString + head.uri)

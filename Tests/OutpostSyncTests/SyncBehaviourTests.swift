@@ -1,10 +1,12 @@
 import Foundation
 import OutpostCore
+import OutpostHTTPTestSupport
 import OutpostProtocol
 import OutpostServer
 import OutpostStorage
 import OutpostTestSupport
 import OutpostServiceTestSupport
+import Synchronization
 import Testing
 
 @testable import OutpostSync
@@ -176,6 +178,36 @@ struct SyncBehaviourTests {
         #expect(try await gdb.read { try $0.replicaState()?.batchEncodings } == ["json", "binary"], "learned from the replica info")
         let rows = try await h.serverRows(0)
         #expect(rows.values.filter { $0.attributes["notes"]?.stringValue?.hasPrefix("sealed") == true }.count == 2)
+        try await h.stop()
+    }
+
+    /// A server that no longer reads binary batches (an older one put back in its place)
+    /// answers 400 to one: the client sends the same batch as JSON, which applies once.
+    @Test(.timeLimit(.minutes(2)), arguments: BackendKind.syncing)
+    func aBatchTheServerCannotReadGoesAgainAsJSON(kind: BackendKind) async throws {
+        let h = try await SyncHarness.start(kind)
+        let refusals = Mutex(0), sent = Mutex<[UploadBatch.Encoding]>([])
+        let proxy = try await LoopbackProxy.start(
+            upstream: h.live.baseURL,
+            observer: { method, uri, request, _, _ in
+                if method == "PUT", uri.contains("/batches/") { sent.withLock { $0.append(UploadBatch.Encoding(of: request)) } }
+            }
+        ) { method, uri in
+            guard method == "PUT", uri.contains("/batches/"), refusals.withLock({ n in n += 1; return n == 1 }) else { return .forward }
+            return .answer(status: 400, json: #"{"error":{"code":400,"message":"Invalid or missing input parameter 'body': not an upload batch"}}"#)
+        }
+        let url = proxy.url(for: h.url)
+        let gdb = try await h.replica(layers: [0], url: url)
+        let points = try gdb.table(named: "inspection_points")
+        for id in [Int64(1), 2] {
+            try await points.update([Feature(objectID: id, attributes: ["notes": .string("resent \(id)")])])
+            let result = try await h.sync(gdb, url: url)
+            #expect(result.first?.uploaded.updates == 1)
+            #expect(result.first?.checksumMatches == true)
+        }
+        #expect(sent.withLock { $0 } == [.json, .binary], "the refused batch went as JSON; the server lists binary, so the next is binary")
+        #expect(try await h.serverRows(0).values.filter { $0.attributes["notes"]?.stringValue?.hasPrefix("resent") == true }.count == 2)
+        try await proxy.stop()
         try await h.stop()
     }
 

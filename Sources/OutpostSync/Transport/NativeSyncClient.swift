@@ -74,6 +74,13 @@ struct NativeSyncClient: Sendable {
         case 422:
             guard let json = try? reply.json(), let result = json["result"] else { throw SyncError(.invalidResponse, "HTTP 422 without the batch result") }
             return .rejected(try Self.batchResult { result })
+        case let status where [400, 415].contains(status) && UploadBatch.Encoding(of: body) == .binary:
+            // A server that does not read the binary encoding (replaced by an older one since
+            // the replica learned it) applied nothing: the same batch goes as JSON. Its JSON is
+            // canonical, so a resend of it is recognised as the same batch; the next download
+            // learns what the server reads, and later batches are sealed so.
+            let json = try UploadBatch.decode(body).encoded(as: .json)
+            return try await putBatch(seq: seq, batchID: batchID, body: json)
         default:
             throw ServiceConnection.failure(reply, url: target)
         }
