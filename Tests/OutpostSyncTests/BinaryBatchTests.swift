@@ -1,5 +1,6 @@
 import Foundation
 import OutpostCore
+import OutpostStorage
 import Testing
 
 @testable import OutpostProtocol
@@ -117,4 +118,28 @@ struct BinaryBatchTests {
             #expect(throws: DecodingError.self) { try ChangePage.decode(data) }
         }
     }
+
+    /// Bodies with random bytes changed (seeded): each reads as some batch or page or is refused
+    /// with an error, never a crash or a hang (the server reads whatever a client sends).
+    @Test func randomlyDamagedBodiesAreReadOrRefused() throws {
+        var random = FastRandomGenerator(seed: 27)
+        let batch = try SyncJSONTests.writtenDirectly[2].encoded(as: .binary)
+        var page = ChangePage(layerId: 3, since: 4, upto: 11, changes: SyncJSONTests.changes, next: "{C}")
+        page.windowRows = 7
+        let pageBytes = Data(page.binaryEncoded())
+        var refused = 0
+        for round in 0..<3000 {
+            var body = round % 2 == 0 ? batch : pageBytes
+            for _ in 0..<Int.random(in: 1...4, using: &random) {
+                body[Int.random(in: 4..<body.count, using: &random)] = UInt8.random(in: 0...255, using: &random)
+            }
+            do {
+                if round % 2 == 0 { _ = try UploadBatch.decode(body) } else { _ = try ChangePage.decode(body) }
+            } catch is DecodingError {
+                refused += 1
+            }
+        }
+        #expect(refused > 1000, "most damaged bodies are refused (\(refused) of 3000)")
+    }
 }
+
