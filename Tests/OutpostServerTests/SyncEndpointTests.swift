@@ -171,6 +171,14 @@ struct NativeSyncEndpointTests {
             #expect(page.changes.first { $0.globalId == others[0].globalID }?.attributes?["notes"] == .string("office"))
             #expect(page.changes.first { $0.globalId == others[1].globalID }?.kind == .leave)
             #expect(page.next == nil)
+            // The same page in binary for a client that names it in Accept; both answers say
+            // that they vary with it, so no cache hands one to the other.
+            let binary = try await client.get(
+                "\(native)/replicas/\(q(info.replicaID))/changes?layer=0&since=\(start)&upto=\(upto)",
+                headers: [.accept: "\(ChangePage.binaryContentType), application/json"])
+            #expect(binary.headers[.contentType] == ChangePage.binaryContentType)
+            #expect(try ChangePage.decode(Data(buffer: binary.body)) == page)
+            #expect(binary.headers[.vary] == "Accept" && reply.headers[.vary] == "Accept")
             // Paging: one change per page, in global id order.
             var after: String?
             var seen: [String] = []

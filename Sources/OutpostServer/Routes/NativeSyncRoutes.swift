@@ -144,10 +144,13 @@ struct NativeSyncRoutes {
         return answer(page)
     }
 
-    /// A page in the encoding the client asked for.
+    /// A page in the encoding the client asked for, saying that the answer varies with `Accept`.
     private func answer(_ page: ChangePage) -> Response {
-        guard binaryPages, writing.directory == nil else { return writing.json(page.json) }
-        return writing.bytes(ByteBuffer(bytes: page.binaryEncoded()), contentType: ChangePage.binaryContentType)
+        var response =
+            binaryPages && writing.directory == nil
+            ? writing.bytes(ByteBuffer(bytes: page.binaryEncoded()), contentType: ChangePage.binaryContentType) : writing.json(page.json)
+        response.headers[.vary] = "Accept"
+        return response
     }
 
     private func snapshot(replica: String) async throws -> Response {
