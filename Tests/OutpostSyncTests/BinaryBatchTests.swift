@@ -33,8 +33,7 @@ struct BinaryBatchTests {
 
     /// A batch with one layer of one edit whose bytes `edit` writes (after a valid head).
     static func body(flags: UInt8 = 1, _ edit: (inout BinaryWireWriter) -> Void) -> Data {
-        var w = BinaryWireWriter(capacity: 64)
-        w.out += UploadBatch.binaryMagic
+        var w = BinaryWireWriter(capacity: 64, magic: UploadBatch.binaryMagic)
         w.unsigned(1)
         w.string("{R}")
         w.string("{B}")
@@ -111,7 +110,7 @@ struct BinaryBatchTests {
             #expect(throws: DecodingError.self) { try ChangePage.decode(whole.prefix(length)) }
         }
         var unknownFlag = whole
-        unknownFlag[ChangePage.binaryMagic.count + 3] |= 0x40
+        unknownFlag[ChangePage.binaryMagic.bytes.count + 3] |= 0x40
         var wrongLayout = whole
         wrongLayout[3] = 9
         for data in [whole + [0], unknownFlag, wrongLayout] {

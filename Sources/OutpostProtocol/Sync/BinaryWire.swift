@@ -1,4 +1,16 @@
+import Foundation
 import OutpostCore
+
+/// A binary body's first four bytes: three that say what it is (a JSON body starts with `{` or
+/// white space), then the version of its layout.
+struct BinaryWireMagic {
+    let bytes: [UInt8]
+    /// What the body is, for the error about a layout this reader does not know.
+    let what: String
+
+    /// Whether `body` is such a body, in any layout version.
+    func marks(_ body: Data) -> Bool { body.starts(with: bytes.prefix(3)) }
+}
 
 /// The primitives of Outpost's compact binary sync encoding (docs/sync.md, "Binary batch
 /// encoding"): LEB128 variable-length integers (signed ones zigzag-mapped), length-prefixed
@@ -13,7 +25,11 @@ struct BinaryWireWriter {
     var out: [UInt8] = []
     private var names: [String: UInt64] = [:]
 
-    init(capacity: Int) { out.reserveCapacity(capacity) }
+    /// A body that starts with `magic`.
+    init(capacity: Int, magic: BinaryWireMagic) {
+        out.reserveCapacity(capacity)
+        out.append(contentsOf: magic.bytes)
+    }
 
     mutating func byte(_ b: UInt8) { out.append(b) }
 
@@ -103,9 +119,14 @@ struct BinaryWireReader {
     private var depth = 0
     static let maximumDepth = 64
 
-    init(_ bytes: UnsafeRawBufferPointer, from offset: Int = 0) {
+    /// Reads after `magic`, refusing a body in another layout version.
+    init(_ bytes: UnsafeRawBufferPointer, after magic: BinaryWireMagic) throws {
         self.bytes = bytes
-        self.offset = offset
+        let version = magic.bytes[3]
+        guard bytes.count >= magic.bytes.count, bytes[3] == version else {
+            throw WireJSON.invalid("\(magic.what) layout \(bytes.count > 3 ? bytes[3] : 0) is not this reader's (\(version))")
+        }
+        offset = magic.bytes.count
     }
 
     var atEnd: Bool { offset == bytes.count }

@@ -9,19 +9,18 @@ extension ChangePage {
     public static let binaryContentType = "application/vnd.outpost.changes"
 
     /// "OPC" and the binary layout's version.
-    static let binaryMagic: [UInt8] = [0x4F, 0x50, 0x43, 0x01]
+    static let binaryMagic = BinaryWireMagic(bytes: [0x4F, 0x50, 0x43, 0x01], what: "binary change page")
 
     private enum Has {
         static let next: UInt8 = 1, windowRows: UInt8 = 2
     }
 
     /// Whether an answer's bytes are a binary page (a JSON page starts with `{`).
-    public static func isBinary(_ body: Data) -> Bool { body.starts(with: binaryMagic.prefix(3)) }
+    public static func isBinary(_ body: Data) -> Bool { binaryMagic.marks(body) }
 
     /// The page's binary bytes.
     public func binaryEncoded() -> [UInt8] {
-        var w = BinaryWireWriter(capacity: 96 * changes.count + 64)
-        w.out.append(contentsOf: Self.binaryMagic)
+        var w = BinaryWireWriter(capacity: 96 * changes.count + 64, magic: Self.binaryMagic)
         w.signed(Int64(layerId))
         w.signed(since)
         w.signed(upto)
@@ -37,10 +36,7 @@ extension ChangePage {
     public static func decode(_ body: Data) throws -> ChangePage {
         guard isBinary(body) else { return try ChangePage(json: JSONValue.parse(body)) }
         return try body.withUnsafeBytes { raw in
-            guard raw.count >= binaryMagic.count, raw[3] == binaryMagic[3] else {
-                throw WireJSON.invalid("binary change page layout \(raw.count > 3 ? raw[3] : 0) is not this client's (\(binaryMagic[3]))")
-            }
-            var r = BinaryWireReader(raw, from: binaryMagic.count)
+            var r = try BinaryWireReader(raw, after: binaryMagic)
             guard let layer = Int(exactly: try r.signed()) else { throw r.invalid("the layer id is out of range") }
             let since = try r.signed(), upto = try r.signed()
             let flags = try r.byte()

@@ -10,7 +10,7 @@ extension UploadBatch {
 
         /// What a body is, by its first bytes (a JSON body starts with `{`, or white space).
         public init(of body: Data) {
-            self = body.starts(with: UploadBatch.binaryMagic.prefix(3)) ? .binary : .json
+            self = UploadBatch.binaryMagic.marks(body) ? .binary : .json
         }
 
         public var contentType: String {
@@ -25,7 +25,7 @@ extension UploadBatch {
     public static let acceptedEncodings = [Encoding.json.rawValue, Encoding.binary.rawValue]
 
     /// "OPB" and the binary layout's version.
-    static let binaryMagic: [UInt8] = [0x4F, 0x50, 0x42, 0x01]
+    static let binaryMagic = BinaryWireMagic(bytes: [0x4F, 0x50, 0x42, 0x01], what: "binary batch")
 
     private enum Flag {
         static let rollbackOnFailure: UInt8 = 1, conflictPolicy: UInt8 = 2, resolvedConflicts: UInt8 = 4, attachments: UInt8 = 8
@@ -40,8 +40,7 @@ extension UploadBatch {
     }
 
     private func binaryEncoded() throws -> Data {
-        var w = BinaryWireWriter(capacity: 128 * editCount + 256)
-        w.out.append(contentsOf: Self.binaryMagic)
+        var w = BinaryWireWriter(capacity: 128 * editCount + 256, magic: Self.binaryMagic)
         w.unsigned(UInt64(formatVersion))
         w.string(replicaId)
         w.string(batchId)
@@ -71,10 +70,7 @@ extension UploadBatch {
     /// Reads a binary body; the caller has checked its magic.
     static func decodeBinary(_ data: Data) throws -> UploadBatch {
         try data.withUnsafeBytes { raw in
-            var r = BinaryWireReader(raw, from: binaryMagic.count)
-            guard raw.count >= binaryMagic.count, raw[3] == binaryMagic[3] else {
-                throw WireJSON.invalid("binary batch layout \(raw.count > 3 ? raw[3] : 0) is not this server's (\(binaryMagic[3]))")
-            }
+            var r = try BinaryWireReader(raw, after: binaryMagic)
             let version = try r.unsigned()
             let replicaId = try r.string(), batchId = try r.string(), seq = try r.signed(), schemaVersion = try r.signed()
             let flags = try r.byte()
