@@ -84,6 +84,9 @@ public struct BatchPlanner: Sendable {
     let droppedFields: Set<String>
     /// When the batch is applied, for edits that carry no edit time.
     let now: String
+    /// The layer's fields by name, and the columns an insert changes (made once, used per edit).
+    private let fields: FieldLookup
+    private let allColumns: [String]
 
     /// Object ids of the batch's features present now (kept current as plans delete and the
     /// backend reports inserts).
@@ -105,6 +108,13 @@ public struct BatchPlanner: Sendable {
         self.requestedRule = requestedRule
         self.droppedFields = droppedFields
         self.now = now
+        fields = FieldLookup(layer.fields)
+        allColumns = layer.fields.filter { $0.type != .oid }.map(\.name) + (layer.isSpatial ? [layer.geometryColumn] : [])
+    }
+
+    /// The layer's field called `name` (in any case).
+    private func field(named name: String) -> FieldDefinition? {
+        fields.index(of: name).map { layer.fields[$0] }
     }
 
     /// The rule a batch names, or a 400 for an unknown one.
@@ -152,7 +162,7 @@ public struct BatchPlanner: Sendable {
     /// - Throws: ``StorageError`` for an edit that cannot apply (its values, its geometry).
     public mutating func plan(_ edit: BatchEdit) throws -> EditPlan {
         guard !droppedFields.isEmpty, edit.op != .delete,
-            case let lost = (edit.attributes ?? [:]).filter({ droppedFields.contains($0.key.lowercased()) && layer.field(named: $0.key) == nil }), !lost.isEmpty
+            case let lost = (edit.attributes ?? [:]).filter({ droppedFields.contains($0.key.lowercased()) && field(named: $0.key) == nil }), !lost.isEmpty
         else { return try planApplying(edit) }
         var kept = edit
         kept.attributes = edit.attributes?.filter { lost[$0.key] == nil }
@@ -218,7 +228,7 @@ public struct BatchPlanner: Sendable {
     /// column decides, and the discarded values go into conflict records.
     private func update(_ edit: BatchEdit, gid: String, objectID: Int64) throws -> EditPlan {
         var changed = Set(edit.changedColumns ?? Array((edit.attributes ?? [:]).keys))
-        changed = changed.filter { $0 == layer.geometryColumn || layer.field(named: $0) != nil }
+        changed = changed.filter { $0 == layer.geometryColumn || field(named: $0) != nil }
         let theirsChanged = changedSince(edit.baseGeneration, gid)
         let overlapping = theirsChanged.intersection(changed)
         var conflicts: [ConflictRecord] = []
@@ -248,7 +258,7 @@ public struct BatchPlanner: Sendable {
         }
         let applying = changed.subtracting(clientLost)
         var plan = EditPlan(result: BatchEditResult(globalId: gid, op: .update, success: true, objectId: objectID))
-        var update = Feature(objectID: objectID, attributes: try values((edit.attributes ?? [:]).filter { applying.contains($0.key) }))
+        var update = Feature(objectID: objectID, attributes: try values(edit.attributes ?? [:], only: applying))
         let geometryChanged = layer.isSpatial && applying.contains(layer.geometryColumn)
         if geometryChanged { update.geometry = try geometry(edit.geometry) }
         let clearGeometry = geometryChanged && update.geometry == nil
@@ -308,7 +318,7 @@ public struct BatchPlanner: Sendable {
         }
         var attributes = row["attributes"]?.objectValue ?? [:]
         for (name, value) in edit.attributes ?? [:] where (edit.changedColumns ?? Array(ours.keys)).contains(name) { attributes[name] = value }
-        var feature = Feature(globalID: gid, attributes: try values(attributes.filter { layer.field(named: $0.key).map { $0.type != .globalID && $0.type != .oid } ?? false }))
+        var feature = Feature(globalID: gid, attributes: try values(attributes.filter { field(named: $0.key).map { $0.type != .globalID && $0.type != .oid } ?? false }))
         let geometryChanged = layer.isSpatial && (edit.changedColumns ?? []).contains(layer.geometryColumn)
         feature.geometry = try geometry(geometryChanged ? edit.geometry : row["geometry"])
         plan.steps.append(.insert(feature))
@@ -356,10 +366,13 @@ public struct BatchPlanner: Sendable {
         return c
     }
 
-    private func values(_ attributes: [String: JSONValue]) throws -> [String: FieldValue] {
+    /// The attributes (of the names in `only`, when given) as field values.
+    private func values(_ attributes: [String: JSONValue], only: Set<String>? = nil) throws -> [String: FieldValue] {
         var out: [String: FieldValue] = [:]
+        out.reserveCapacity(attributes.count)
         for (name, json) in attributes {
-            guard let field = layer.field(named: name) else {
+            if let only, !only.contains(name) { continue }
+            guard let field = self.field(named: name) else {
                 throw StorageError(.invalidEdit, "\(layer.name) has no field \"\(name.prefix(60))\"", table: layer.name, field: name)
             }
             if field.type == .oid || field.type == .globalID { continue }
@@ -382,10 +395,6 @@ public struct BatchPlanner: Sendable {
         } catch let error as GeometryError {
             throw StorageError(.invalidEdit, "invalid geometry: \(error)", table: layer.name, field: layer.geometryColumn, cause: error)
         }
-    }
-
-    private var allColumns: [String] {
-        layer.fields.filter { $0.type != .oid }.map(\.name) + (layer.isSpatial ? [layer.geometryColumn] : [])
     }
 
     private func forOrigin(_ gid: String) -> ChangeLogEntry { ChangeLogEntry(globalID: gid, op: "update", columns: [], toOrigin: true) }

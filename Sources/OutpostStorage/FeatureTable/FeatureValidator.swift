@@ -10,6 +10,13 @@ public struct FeatureValidator: Sendable {
     /// The spatial reference of the layer's geometries, nil for a table.
     public let spatialReference: SpatialReference?
     let rules: [String: FieldRules]
+    /// Fields other than the object id, in table order, and their indexes in the layer's fields.
+    public let attributeFields: [FieldDefinition]
+    private let attributeIndices: [Int]
+    /// Each field's rules in ``LayerDefinition/fields`` order, and the fields by name: an edit
+    /// finds its fields and their rules without lower-casing names or scanning the list.
+    private let fieldRules: [FieldRules]
+    private let lookup: FieldLookup
 
     public init(layer: LayerDefinition, schema: ServiceSchema) {
         self.layer = layer
@@ -19,6 +26,10 @@ public struct FeatureValidator: Sendable {
             rules[field.name.lowercased()] = FieldRules(field: field, domain: schema.domain(for: field))
         }
         self.rules = rules
+        fieldRules = layer.fields.map { rules[$0.name.lowercased()]! }
+        lookup = FieldLookup(layer.fields)
+        attributeIndices = layer.fields.indices.filter { layer.fields[$0].type != .oid }
+        attributeFields = attributeIndices.map { layer.fields[$0] }
     }
 
     /// A checked row: the columns to write, in order, with their values (global ids normalised,
@@ -34,9 +45,6 @@ public struct FeatureValidator: Sendable {
         /// Whether the geometry column is among `columns` (last).
         public var writesGeometry = false
     }
-
-    /// Fields other than the object id, in table order.
-    public var attributeFields: [FieldDefinition] { layer.fields.filter { $0.type != .oid } }
 
     public func error(_ index: Int, _ field: String?, _ message: String) -> StorageError {
         StorageError(.invalidEdit, message, table: layer.name, field: field, editIndex: index)
@@ -63,7 +71,8 @@ public struct FeatureValidator: Sendable {
     public func add(_ feature: Feature, index: Int) throws -> Row {
         var row = Row()
         let given = try resolveAttributes(feature, index: index)
-        for field in attributeFields {
+        for i in attributeIndices {
+            let field = layer.fields[i]
             if field.type == .globalID {
                 let gid: String
                 if let supplied = feature.globalID {
@@ -84,7 +93,7 @@ public struct FeatureValidator: Sendable {
             if given[field.name] == nil, let def = field.defaultValue {
                 value = (try? FieldValue(json: def, type: field.type)) ?? .null
             }
-            try check(value, field, index)
+            try check(value, i, index)
             row.columns.append(field.name)
             row.values.append(normalized(value, field.type))
             row.types.append(field.type)
@@ -105,9 +114,10 @@ public struct FeatureValidator: Sendable {
     public func update(_ feature: Feature, index: Int) throws -> Row {
         var row = Row()
         let given = try resolveAttributes(feature, index: index)
-        for field in attributeFields {
+        for i in attributeIndices {
+            let field = layer.fields[i]
             guard let value = given[field.name] else { continue }
-            try check(value, field, index)
+            try check(value, i, index)
             row.columns.append(field.name)
             row.values.append(normalized(value, field.type))
             row.types.append(field.type)
@@ -143,9 +153,10 @@ public struct FeatureValidator: Sendable {
     private func resolveAttributes(_ feature: Feature, index: Int) throws -> [String: FieldValue] {
         var out: [String: FieldValue] = [:]
         for (key, value) in feature.attributes {
-            guard let field = layer.field(named: key) else {
+            guard let fieldIndex = lookup.index(of: key) else {
                 throw error(index, key, "\(layer.name) has no field \"\(shortened(key))\"")
             }
+            let field = layer.fields[fieldIndex]
             if field.type == .oid || field.type == .globalID { continue }
             guard field.editable else { throw error(index, field.name, "field \(field.name) is not editable") }
             out[field.name] = value
@@ -153,9 +164,11 @@ public struct FeatureValidator: Sendable {
         return out
     }
 
-    private func check(_ value: FieldValue, _ field: FieldDefinition, _ index: Int) throws {
-        if let problem = problem(with: value, in: field) {
-            throw error(index, field.name, "\(field.name): \(problem)")
+    /// Checks `value` against the rules of the layer's field number `fieldIndex`.
+    private func check(_ value: FieldValue, _ fieldIndex: Int, _ index: Int) throws {
+        if let problem = fieldRules[fieldIndex].problem(with: value) {
+            let name = layer.fields[fieldIndex].name
+            throw error(index, name, "\(name): \(problem)")
         }
     }
 

@@ -1,5 +1,6 @@
 import Foundation
 import GRDB
+import GRDBSQLite
 import OutpostCore
 
 /// Writes rows as the service holds them — a download's changes — straight into a feature
@@ -30,7 +31,7 @@ public struct ServiceRowWriter {
     /// The columns written by value, in table order: every attribute field but the object id
     /// and the global id.
     public let fields: [FieldDefinition]
-    private let byName: [String: Int]
+    private let lookup: FieldLookup
     /// Each field's default, as an insert without the value stores it (read once, not per row).
     private let defaults: [DatabaseValue]
     private let globalIDField: String?
@@ -48,12 +49,7 @@ public struct ServiceRowWriter {
         self.table = table
         self.conn = conn
         fields = table.attributeFields.filter { $0.type != .globalID }
-        var byName: [String: Int] = [:]
-        for (i, field) in fields.enumerated() {
-            byName[field.name] = i
-            if byName[field.name.lowercased()] == nil { byName[field.name.lowercased()] = i }
-        }
-        self.byName = byName
+        lookup = FieldLookup(fields)
         defaults = fields.map { field in
             field.defaultValue.flatMap { try? FieldValue(json: $0, type: field.type) }.map { table.databaseValue($0, field.type) } ?? .null
         }
@@ -62,7 +58,7 @@ public struct ServiceRowWriter {
 
     /// The index in ``fields`` of the field called `name` (any case).
     public func fieldIndex(named name: String) -> Int? {
-        byName[name] ?? byName[name.lowercased()]
+        lookup.index(of: name)
     }
 
     /// The features of `globalIDs` the table holds, by global id.
@@ -76,11 +72,27 @@ public struct ServiceRowWriter {
             """
         let list = JSONValue.array(globalIDs.map { .string($0) }).jsonString
         var found: [String: Located] = [:]
-        let rows = try Row.fetchCursor(conn.db, sql: sql, arguments: [list])
-        while let row = try rows.next() {
-            guard let id = row[0] as Int64?, let gid = row[1] as String? else { continue }
-            let blob: Data? = row[2]
-            found[gid] = Located(objectID: id, geometry: blob.map { [UInt8]($0) })
+        found.reserveCapacity(globalIDs.count)
+        // Stepped through the C API: a chunk's rows are read without a GRDB row each, and the
+        // stored blob is copied once (not into a `Data` and again into the array).
+        let s = try conn.db.cachedStatement(sql: sql).sqliteStatement
+        sqlite3_reset(s)
+        bindText(list, s, 1)
+        defer { sqlite3_reset(s) }
+        while true {
+            let rc = sqlite3_step(s)
+            if rc == SQLITE_DONE { break }
+            guard rc == SQLITE_ROW else {
+                throw StorageError(.sqlite, "cannot find features of \(table.name): \(String(cString: sqlite3_errmsg(sqlite3_db_handle(s))))", table: table.name)
+            }
+            guard sqlite3_column_type(s, 0) == SQLITE_INTEGER, let text = sqlite3_column_text(s, 1) else { continue }
+            let gid = String(cString: text)
+            var geometry: [UInt8]?
+            if sqlite3_column_type(s, 2) == SQLITE_BLOB {
+                let count = Int(sqlite3_column_bytes(s, 2))
+                geometry = count == 0 ? [] : [UInt8](UnsafeRawBufferPointer(start: sqlite3_column_blob(s, 2), count: count))
+            }
+            found[gid] = Located(objectID: sqlite3_column_int64(s, 0), geometry: geometry)
         }
         return found
     }

@@ -92,3 +92,27 @@ public struct LayerDefinition: Hashable, Sendable, Codable {
         fields.first { $0.name == name } ?? fields.first { $0.name.lowercased() == name.lowercased() }
     }
 }
+
+/// Finds fields of a list by name as ``LayerDefinition/field(named:)`` does (the name as given
+/// first, then in any case; the first field of a name wins), from two tables made once: what an
+/// edit path looks up for every value of every edit, without scanning or lower-casing the list.
+public struct FieldLookup: Sendable {
+    private let exact: [String: Int]
+    private let lowercased: [String: Int]
+
+    public init(_ fields: [FieldDefinition]) {
+        var exact: [String: Int] = [:], lowercased: [String: Int] = [:]
+        for (i, field) in fields.enumerated() {
+            if exact[field.name] == nil { exact[field.name] = i }
+            let lower = field.name.lowercased()
+            if lowercased[lower] == nil { lowercased[lower] = i }
+        }
+        self.exact = exact
+        self.lowercased = lowercased
+    }
+
+    /// The index in the list of the field called `name`.
+    public func index(of name: String) -> Int? {
+        exact[name] ?? lowercased[name.lowercased()]
+    }
+}
