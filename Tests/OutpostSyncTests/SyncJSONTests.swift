@@ -139,9 +139,17 @@ struct SyncJSONTests {
             ])
         ], replayed: true)
         result.attachments = [BatchEditResult(globalId: "{A}", op: .insert, success: true)]
-        for value in [result, BatchResult(seq: 1, batchId: "{B}", generation: nil, layers: [])] {
+        var plain = BatchResult(seq: 7, batchId: "{B}", generation: 2, layers: [
+            BatchLayerResult(id: 3, results: [BatchEditResult(globalId: "{\u{1}\"é}", op: .update, success: true, objectId: -1, resolution: "merged")]),
+            BatchLayerResult(id: 4, results: []),
+        ])
+        plain.replayed = false
+        for value in [result, plain, BatchResult(seq: 1, batchId: "{B}", generation: nil, layers: [])] {
             #expect(value.json == (try JSONValueEncoder().encode(value)))
             #expect(try BatchResult(json: value.json) == value)
+            // The text written straight (what a server answers and keeps in its ledger) is the
+            // tree's text, byte for byte.
+            #expect(value.jsonText == value.json.jsonString)
         }
         #expect(throws: DecodingError.self) { try BatchResult(json: JSONValue.parse(#"{"seq":1,"batchId":"{B}","layers":[{"id":0,"results":[{"globalId":"{1}","op":"insert"}]}]}"#)) }
     }

@@ -61,6 +61,17 @@ enum CodecBenchmark {
         let zlib = best(repetitions) { zlibSize = gzipWithZlib(text) }
         let deflate = best(repetitions) { deflateSize = gzipWithLibdeflate(text) }
         let mb = Double(text.count) / 1_048_576
+        // The server's answer to the batch: one result per edit, as JSON text (kept in the ledger
+        // and sent back), through a JSONValue tree and written straight.
+        let result = BatchResult(seq: 1, batchId: edits.batchId, generation: 9, layers: [
+            BatchLayerResult(id: 0, results: edits.layers[0].edits.enumerated().map { i, edit in
+                BatchEditResult(globalId: edit.globalId, op: edit.op, success: true, objectId: Int64(i + 1))
+            })
+        ])
+        var answer = ""
+        let answerTree = best(repetitions) { answer = result.json.jsonString }
+        let answerDirect = best(repetitions) { answer = result.jsonText }
+        let answerMB = Double(answer.utf8.count) / 1_048_576
         printTable(
             "Wire codecs: one 5,000-edit upload batch (\(format(mb, 2)) MB of JSON), best of \(repetitions)",
             ["", "ms", "MB/s"],
@@ -77,6 +88,8 @@ enum CodecBenchmark {
                 ["gzip level 6, libdeflate (\(deflateSize >> 10) KB)", format(deflate * 1000, 1), format(mb / deflate)],
                 ["SHA-256 content hash (OutpostCore, the client's)", format(hash * 1000, 1), format(mb / hash)],
                 ["SHA-256 content hash (swift-crypto, the server's)", format(serverHash * 1000, 1), format(mb / serverHash)],
+                ["batch answer (\(answer.utf8.count >> 10) KB of JSON) through a JSONValue tree", format(answerTree * 1000, 1), format(answerMB / answerTree)],
+                ["batch answer written straight (BatchResult.jsonText)", format(answerDirect * 1000, 1), format(answerMB / answerDirect)],
             ])
         try checksum(repetitions: max(3, repetitions / 10))
     }

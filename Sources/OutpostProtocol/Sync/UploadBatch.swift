@@ -394,3 +394,99 @@ extension BatchEditResult {
         return .object(o)
     }
 }
+
+// MARK: - Batch results written straight to text
+
+extension BatchResult {
+    /// ``json``'s compact text (keys sorted, as the tree writes them), written without building
+    /// the tree: a server answers every applied batch with one result per edit, and the tree
+    /// of an 11,000-edit answer was a dictionary per edit, made to be written once.
+    public var jsonText: String {
+        var out: [UInt8] = []
+        out.reserveCapacity(64 + layers.reduce(0) { $0 + $1.results.count } * 80)
+        write(to: &out)
+        return String(decoding: out, as: UTF8.self)
+    }
+
+    func write(to out: inout [UInt8]) {
+        out.append(UInt8(ascii: "{"))
+        var first = true
+        func field(_ name: StaticString) {
+            UploadBatch.writeKey(name, first: first, to: &out)
+            first = false
+        }
+        if let attachments {
+            field("attachments")
+            BatchEditResult.write(attachments, to: &out)
+        }
+        field("batchId")
+        JSONValue.writeString(batchId, to: &out)
+        if let generation {
+            field("generation")
+            JSONValue.writeInteger(generation, to: &out)
+        }
+        field("layers")
+        out.append(UInt8(ascii: "["))
+        for (i, layer) in layers.enumerated() {
+            if i > 0 { out.append(UInt8(ascii: ",")) }
+            out.append(contentsOf: #"{"id":"#.utf8)
+            JSONValue.writeInteger(Int64(layer.id), to: &out)
+            out.append(contentsOf: #","results":"#.utf8)
+            BatchEditResult.write(layer.results, to: &out)
+            out.append(UInt8(ascii: "}"))
+        }
+        out.append(UInt8(ascii: "]"))
+        if let replayed {
+            field("replayed")
+            out.append(contentsOf: (replayed ? "true" : "false").utf8)
+        }
+        field("seq")
+        JSONValue.writeInteger(seq, to: &out)
+        out.append(UInt8(ascii: "}"))
+    }
+}
+
+extension BatchEditResult {
+    static func write(_ results: [BatchEditResult], to out: inout [UInt8]) {
+        out.append(UInt8(ascii: "["))
+        for (i, result) in results.enumerated() {
+            if i > 0 { out.append(UInt8(ascii: ",")) }
+            result.write(to: &out)
+        }
+        out.append(UInt8(ascii: "]"))
+    }
+
+    /// ``json``'s text, appended to `out`; the rare nested parts (a failure, conflict records)
+    /// go through the tree as ``json`` writes them.
+    func write(to out: inout [UInt8]) {
+        out.append(UInt8(ascii: "{"))
+        var first = true
+        func field(_ name: StaticString) {
+            UploadBatch.writeKey(name, first: first, to: &out)
+            first = false
+        }
+        if let conflicts {
+            field("conflicts")
+            ((try? JSONValueEncoder().encode(conflicts)) ?? .null).write(to: &out)
+        }
+        if let error {
+            field("error")
+            ((try? JSONValueEncoder().encode(error)) ?? .null).write(to: &out)
+        }
+        field("globalId")
+        JSONValue.writeString(globalId, to: &out)
+        if let objectId {
+            field("objectId")
+            JSONValue.writeInteger(objectId, to: &out)
+        }
+        field("op")
+        JSONValue.writeString(op.rawValue, to: &out)
+        if let resolution {
+            field("resolution")
+            JSONValue.writeString(resolution, to: &out)
+        }
+        field("success")
+        out.append(contentsOf: (success ? "true" : "false").utf8)
+        out.append(UInt8(ascii: "}"))
+    }
+}

@@ -156,7 +156,7 @@ public struct BatchAnswer: Sendable {
 
     /// A result encoded now (a replayed one: the stored text lacks `replayed`).
     public init(_ result: BatchResult) {
-        self.init(result: result, json: result.json.jsonString)
+        self.init(result: result, json: result.jsonText)
     }
 }
 

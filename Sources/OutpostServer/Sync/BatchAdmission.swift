@@ -80,7 +80,7 @@ public enum BatchAdmission {
             var result = BatchResult(seq: seq, batchId: batchID, generation: applied > 0 ? generation : nil, layers: layers)
             result.attachments = attachments
             if rollbackOnFailure, failed > 0 { return .rejected(BatchRejected(result: result)) }
-            let text = result.json.jsonString
+            let text = result.jsonText
             return .commit(
                 Commit(
                     answer: BatchAnswer(result: result, json: text), replicaID: replicaID, seq: seq, batchID: batchID, hash: hash,
