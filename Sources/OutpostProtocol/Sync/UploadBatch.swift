@@ -99,7 +99,7 @@ public struct UploadBatch: Codable, Hashable, Sendable {
     }
 
     /// Writes `"name":`, after a comma unless it is the object's first key.
-    static func writeKey(_ name: StaticString, first: Bool, to out: inout [UInt8]) {
+    fileprivate static func writeKey(_ name: StaticString, first: Bool, to out: inout [UInt8]) {
         if !first { out.append(UInt8(ascii: ",")) }
         out.append(UInt8(ascii: "\""))
         out.append(contentsOf: UnsafeBufferPointer(start: name.utf8Start, count: name.utf8CodeUnitCount))
@@ -294,25 +294,21 @@ extension BatchEdit {
     /// ``json``'s text, appended to `out`.
     func write(to out: inout [UInt8]) {
         out.append(UInt8(ascii: "{"))
-        var first = true
-        func field(_ name: StaticString) {
-            UploadBatch.writeKey(name, first: first, to: &out)
-            first = false
-        }
+        var keys = JSONObjectKeys()
         if let attributes {
-            field("attributes")
+            keys.next("attributes", &out)
             JSONValue.object(attributes).write(to: &out)
         }
         if let baseGeneration {
-            field("baseGeneration")
+            keys.next("baseGeneration", &out)
             JSONValue.writeInteger(baseGeneration, to: &out)
         }
         if let baseValues {
-            field("baseValues")
+            keys.next("baseValues", &out)
             JSONValue.object(baseValues).write(to: &out)
         }
         if let changedColumns {
-            field("changedColumns")
+            keys.next("changedColumns", &out)
             out.append(UInt8(ascii: "["))
             for (i, name) in changedColumns.enumerated() {
                 if i > 0 { out.append(UInt8(ascii: ",")) }
@@ -321,16 +317,16 @@ extension BatchEdit {
             out.append(UInt8(ascii: "]"))
         }
         if let editedAt {
-            field("editedAt")
+            keys.next("editedAt", &out)
             JSONValue.writeString(editedAt, to: &out)
         }
         if let geometry {
-            field("geometry")
+            keys.next("geometry", &out)
             geometry.write(to: &out)
         }
-        field("globalId")
+        keys.next("globalId", &out)
         JSONValue.writeString(globalId, to: &out)
-        field("op")
+        keys.next("op", &out)
         JSONValue.writeString(op.rawValue, to: &out)
         out.append(UInt8(ascii: "}"))
     }
@@ -410,22 +406,18 @@ extension BatchResult {
 
     func write(to out: inout [UInt8]) {
         out.append(UInt8(ascii: "{"))
-        var first = true
-        func field(_ name: StaticString) {
-            UploadBatch.writeKey(name, first: first, to: &out)
-            first = false
-        }
+        var keys = JSONObjectKeys()
         if let attachments {
-            field("attachments")
+            keys.next("attachments", &out)
             BatchEditResult.write(attachments, to: &out)
         }
-        field("batchId")
+        keys.next("batchId", &out)
         JSONValue.writeString(batchId, to: &out)
         if let generation {
-            field("generation")
+            keys.next("generation", &out)
             JSONValue.writeInteger(generation, to: &out)
         }
-        field("layers")
+        keys.next("layers", &out)
         out.append(UInt8(ascii: "["))
         for (i, layer) in layers.enumerated() {
             if i > 0 { out.append(UInt8(ascii: ",")) }
@@ -437,10 +429,10 @@ extension BatchResult {
         }
         out.append(UInt8(ascii: "]"))
         if let replayed {
-            field("replayed")
+            keys.next("replayed", &out)
             out.append(contentsOf: (replayed ? "true" : "false").utf8)
         }
-        field("seq")
+        keys.next("seq", &out)
         JSONValue.writeInteger(seq, to: &out)
         out.append(UInt8(ascii: "}"))
     }
@@ -460,33 +452,39 @@ extension BatchEditResult {
     /// go through the tree as ``json`` writes them.
     func write(to out: inout [UInt8]) {
         out.append(UInt8(ascii: "{"))
-        var first = true
-        func field(_ name: StaticString) {
-            UploadBatch.writeKey(name, first: first, to: &out)
-            first = false
-        }
+        var keys = JSONObjectKeys()
         if let conflicts {
-            field("conflicts")
+            keys.next("conflicts", &out)
             ((try? JSONValueEncoder().encode(conflicts)) ?? .null).write(to: &out)
         }
         if let error {
-            field("error")
+            keys.next("error", &out)
             ((try? JSONValueEncoder().encode(error)) ?? .null).write(to: &out)
         }
-        field("globalId")
+        keys.next("globalId", &out)
         JSONValue.writeString(globalId, to: &out)
         if let objectId {
-            field("objectId")
+            keys.next("objectId", &out)
             JSONValue.writeInteger(objectId, to: &out)
         }
-        field("op")
+        keys.next("op", &out)
         JSONValue.writeString(op.rawValue, to: &out)
         if let resolution {
-            field("resolution")
+            keys.next("resolution", &out)
             JSONValue.writeString(resolution, to: &out)
         }
-        field("success")
+        keys.next("success", &out)
         out.append(contentsOf: (success ? "true" : "false").utf8)
         out.append(UInt8(ascii: "}"))
+    }
+}
+
+/// The keys of a JSON object written straight to text: a comma before every key but the first.
+struct JSONObjectKeys {
+    private var first = true
+
+    mutating func next(_ name: StaticString, _ out: inout [UInt8]) {
+        UploadBatch.writeKey(name, first: first, to: &out)
+        first = false
     }
 }
