@@ -22,6 +22,8 @@ struct PostgresBatchApplier {
     let now = BatchPlanner.timestamp()
     private(set) var applied = 0
     private(set) var failed = 0
+    /// Where the feature edits' time went (PostGIS keeps its spatial index itself: no pack).
+    private(set) var stages = BatchStages()
     /// With rollback on failure, edits share the transaction without savepoints: once a statement
     /// failed the transaction runs nothing more, and the remaining edits are only checked.
     private var aborted = false
@@ -42,7 +44,10 @@ struct PostgresBatchApplier {
 
     mutating func apply(_ edits: BatchLayer, _ layer: PostgresLayer) async throws -> [BatchEditResult] {
         var planner = BatchPlanner(layer: layer.definition, generation: generation, origin: origin, requestedRule: requestedRule, droppedFields: droppedFields[layer.definition.id] ?? [], now: now)
+        let clock = ContinuousClock()
+        let started = clock.now
         try await prefetch(edits, layer, &planner)
+        let read = clock.now
         var log = PostgresChangeLog(service: service, layerID: layer.definition.id, generation: generation, origin: origin)
         var results: [BatchEditResult] = []
         results.reserveCapacity(edits.edits.count)
@@ -71,7 +76,11 @@ struct PostgresBatchApplier {
             }
         }
         try await flush(&queue, &insertedAt, &results, &planner, edits)
+        let written = clock.now
         if !aborted { try await log.write(conn, logger: logger) }
+        stages.reading += read - started
+        stages.editing += written - read
+        stages.changeLog += clock.now - written
         return results
     }
 

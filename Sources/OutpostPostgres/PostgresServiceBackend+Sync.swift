@@ -138,7 +138,7 @@ extension PostgresServiceBackend: SyncBackend {
     public func applyBatchAnswering(_ batch: UploadBatch, hash: String) async throws -> BatchAnswer {
         let service = name, logger = logger, faults = faults
         let requestedRule = try BatchPlanner.rule(batch.conflictPolicy)
-        return try await transaction { conn in
+        return try await transaction { conn -> BatchAnswer.Pending in
             let generation = try await self.lockGeneration(conn) + 1
             let layers = self.layers, schema = self.serviceSchema
             let replicaID = GlobalID.normalized(batch.replicaId) ?? batch.replicaId
@@ -149,7 +149,7 @@ extension PostgresServiceBackend: SyncBackend {
             ).decode((String, String).self) { ledger = .init(hash: storedHash, result: text) }
             let admitted: BatchAdmission.Admitted
             switch try BatchAdmission.admit(batch, hash: hash, replica: info, ledger: ledger) {
-            case .replay(let answer): return answer
+            case .replay(let answer): return .init(replay: answer)
             case .apply(let a): admitted = a
             }
             var applier = PostgresBatchApplier(
@@ -171,11 +171,12 @@ extension PostgresServiceBackend: SyncBackend {
             case .rejected(let rejected):
                 throw rejected
             case .commit(let commit):
+                let pending = BatchAnswer.Pending(applied: commit.answer, stages: applier.stages)
                 try await Self.record(commit, service: service, conn, logger: logger)
                 try faults.check("server.beforeCommit")
-                return commit.answer
+                return pending
             }
-        }
+        }.committed()
     }
 
     /// Writes what an applied batch commits with: the generation, the ledger row (pruning the

@@ -67,6 +67,13 @@ struct OperationsTests {
             #expect(Self.value(samples, "outpost_sync_batches_total", ["outcome": "replayed"]) == 1)
             #expect(Self.value(samples, "outpost_sync_batches_total", ["outcome": "refused"]) == 1)
             #expect(Self.value(samples, "outpost_edits_applied_total", ["via": "batch"]) == 2)
+            // Where the applied batch's time went, once per stage (the replay applied nothing).
+            for stage in ["reading", "editing", "spatial_index", "change_log", "commit"] {
+                #expect(Self.value(samples, "outpost_sync_batch_stage_duration_seconds_count", ["stage": stage]) == 1, "\(stage)")
+                #expect(Self.value(samples, "outpost_sync_batch_stage_duration_seconds_sum", ["stage": stage]) >= 0, "\(stage)")
+            }
+            #expect(Self.value(samples, "outpost_sync_batch_stage_duration_seconds_sum", ["stage": "editing"]) > 0)
+            #expect(Self.value(samples, "outpost_sync_batch_stage_duration_seconds_sum", ["stage": "commit"]) > 0)
             #expect(Self.value(samples, "outpost_edits_applied_total", ["via": "applyEdits"]) == 1)
             #expect(samples.contains { $0["name"]?.stringValue == "outpost_active_jobs_count" })
             if kind == .sqlite {

@@ -1,3 +1,4 @@
+import AsyncHTTPClient
 import Foundation
 import OutpostCore
 import OutpostServer
@@ -165,6 +166,7 @@ enum SyncBenchmark {
         let trip = try await roundTrip(serviceURL: serviceURL, count: count, executable: executable, workDirectory: workDirectory, serverPID: server.processIdentifier)
         let (edits, uploadBest, downloadBest, peak) = (trip.edits, trip.upload, trip.download, trip.clientPeakMB)
         let serverPeak = peakMemoryMB(of: server.processIdentifier)
+        let stages = try await batchStages(serverURL: url)
         let base = workDirectory.appendingPathComponent("sync-base.gpkg"), a0 = workDirectory.appendingPathComponent("sync-a0.gpkg")
         let generateSeconds = trip.generateSeconds
 
@@ -208,7 +210,27 @@ enum SyncBenchmark {
             ])
         print("a round trip applies the edits twice (server, replica): 2 x floor = \(format(2 * floor, 3)) s = \(format(geodiffSeconds / (2 * floor), 2))x pygeodiff")
         print("  with raw SQL: 2 x \(format(floors[2], 3)) = \(format(2 * floors[2], 3)) s = \(format(geodiffSeconds / (2 * floors[2]), 2))x pygeodiff")
+        if !stages.isEmpty {
+            let sum = stages.reduce(0) { $0 + $1.seconds }
+            print("the server's batches, by stage (its /metrics, all batches): " + stages.map { "\($0.stage) \(format($0.seconds * 1000, 1)) ms" }.joined(separator: ", ")
+                + "; \(format(sum * 1000, 1)) ms in all")
+        }
         print("end to end: \(format(total / geodiffSeconds, 2))x pygeodiff's time (target ≤ 1.0x), \(format(total / (2 * floors[2]), 2))x the raw floor of two applies (target ≤ 3x); replica generation of \(count) features: \(format(generateSeconds, 2)) s")
+    }
+
+    /// The time the server's applied batches spent in each stage, summed (its `/metrics`).
+    static func batchStages(serverURL: String) async throws -> [(stage: String, seconds: Double)] {
+        let response = try await HTTPClient.shared.execute(HTTPClientRequest(url: serverURL + "/metrics"), timeout: .seconds(30))
+        var text = ""
+        for try await chunk in response.body { text += String(buffer: chunk) }
+        let prefix = "outpost_sync_batch_stage_duration_seconds_sum{stage=\""
+        let order = BatchStages().named.map(\.stage)
+        return text.split(separator: "\n").compactMap { line -> (stage: String, seconds: Double)? in
+            guard line.hasPrefix(prefix), let end = line.dropFirst(prefix.count).firstIndex(of: "\""),
+                let value = line.split(separator: " ").last.flatMap({ Double($0) })
+            else { return nil }
+            return (String(line[line.index(line.startIndex, offsetBy: prefix.count)..<end]), value)
+        }.sorted { (order.firstIndex(of: $0.stage) ?? order.count) < (order.firstIndex(of: $1.stage) ?? order.count) }
     }
 
     /// Replicas A (edited, uploads) and B (downloads) of the service at `serviceURL`, then one

@@ -148,6 +148,8 @@ public protocol SyncBackend: Sendable {
 public struct BatchAnswer: Sendable {
     public var result: BatchResult
     public var json: String
+    /// Where applying it took its time, when the backend measured it (not for a replay).
+    public var stages: BatchStages?
 
     public init(result: BatchResult, json: String) {
         self.result = result
@@ -157,6 +159,34 @@ public struct BatchAnswer: Sendable {
     /// A result encoded now (a replayed one: the stored text lacks `replayed`).
     public init(_ result: BatchResult) {
         self.init(result: result, json: result.jsonText)
+    }
+
+    /// An answer leaving a backend's transaction: an applied batch's carries its stages and
+    /// when its ledger row began, so the commit after is timed too.
+    public struct Pending: Sendable {
+        var answer: BatchAnswer
+        let recording: ContinuousClock.Instant?
+
+        /// A replayed answer: nothing applied, nothing timed.
+        public init(replay answer: BatchAnswer) {
+            self.answer = answer
+            recording = nil
+        }
+
+        /// An applied batch's answer, made just before its ledger row is written.
+        public init(applied answer: BatchAnswer, stages: BatchStages) {
+            self.answer = answer
+            self.answer.stages = stages
+            recording = .now
+        }
+
+        /// The answer once the transaction committed.
+        public func committed() -> BatchAnswer {
+            guard let recording else { return answer }
+            var out = answer
+            out.stages?.commit = ContinuousClock.now - recording
+            return out
+        }
     }
 }
 
@@ -187,5 +217,28 @@ extension SyncBackend {
             read += 1
         }
         return page
+    }
+}
+
+/// Where the server's time went while it applied one batch, reported on `/metrics` as
+/// `outpost_sync_batch_stage_duration_seconds{stage=…}` (an operator sees which part of a slow
+/// sync grows; `outpost-bench sync` prints the sums).
+public struct BatchStages: Sendable, Equatable {
+    /// Reading what the plans need: the features' object ids, others' changes since the
+    /// batch's bases, current values and tombstones.
+    public var reading: Duration = .zero
+    /// Planning each edit and writing it (the R-tree's pack not included).
+    public var editing: Duration = .zero
+    /// Packing the layers' R-trees again after a large batch.
+    public var spatialIndex: Duration = .zero
+    /// Writing the change log and tombstones.
+    public var changeLog: Duration = .zero
+    /// The ledger row and the commit (the write-ahead log written and synced).
+    public var commit: Duration = .zero
+
+    public init() {}
+
+    public var named: [(stage: String, duration: Duration)] {
+        [("reading", reading), ("editing", editing), ("spatial_index", spatialIndex), ("change_log", changeLog), ("commit", commit)]
     }
 }

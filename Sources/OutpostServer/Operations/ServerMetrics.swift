@@ -33,6 +33,16 @@ final class ServerMetrics: Sendable {
         registry.makeCounter(descriptor: Self.descriptor("sync_batches", "total", "Upload batches by outcome"), labels: [("outcome", outcome)]).increment()
     }
 
+    /// Where an applied batch's time went on the server, by stage.
+    func batchStages(_ stages: BatchStages) {
+        for (stage, duration) in stages.named {
+            registry.makeDurationHistogram(
+                descriptor: Self.descriptor("sync_batch_stage_duration", "seconds", "Time an applied upload batch spent in each stage on the server"),
+                labels: [("stage", stage)], buckets: Self.buckets
+            ).record(duration)
+        }
+    }
+
     func editsApplied(_ count: Int, via: String) {
         guard count > 0 else { return }
         registry.makeCounter(descriptor: Self.descriptor("edits_applied", "total", "Feature edits applied, by request kind"), labels: [("via", via)])

@@ -235,6 +235,7 @@ struct NativeSyncRoutes {
                 metrics?.batch("replayed")
             } else {
                 metrics?.batch("applied")
+                if let stages = answer.stages { metrics?.batchStages(stages) }
                 metrics?.editsApplied(answer.result.layers.reduce(0) { $0 + $1.results.filter(\.success).count }, via: "batch")
             }
             return writing.bytes(ByteBuffer(string: answer.json), contentType: "application/json; charset=utf-8")

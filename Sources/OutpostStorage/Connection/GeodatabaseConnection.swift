@@ -14,6 +14,9 @@ public final class GeodatabaseConnection {
     var deferredContents: [String: Envelope.Builder]?
     /// Tables inside ``maintainingSpatialIndex(of:_:)``, by name.
     var spatialIndexWatches: [String: SpatialIndexWatch] = [:]
+    /// Time this connection spent packing R-trees again (``maintainingSpatialIndex(of:expectedGeometryWrites:_:)``),
+    /// for a caller that reports where a transaction's time went.
+    public internal(set) var spatialIndexRebuildTime: Duration = .zero
 
     init(_ db: Database, _ geodatabase: Geodatabase) {
         self.db = db

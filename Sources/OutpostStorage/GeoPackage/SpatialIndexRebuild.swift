@@ -131,6 +131,8 @@ extension GeodatabaseConnection {
         func finish() throws {
             spatialIndexWatches[tableName] = nil
             guard let saved = watch.savedTriggers else { return }
+            let started = ContinuousClock.now
+            defer { spatialIndexRebuildTime += ContinuousClock.now - started }
             try SpatialIndexRebuild.rebuild(table, db)
             for sql in saved { try db.execute(sql: sql) }
             FreedMemory.release()

@@ -20,6 +20,8 @@ struct BatchApplier {
     let now: String
     private(set) var applied = 0
     private(set) var failed = 0
+    /// Where the feature edits' time went (every layer's).
+    private(set) var stages = BatchStages()
 
     init(
         conn: GeodatabaseConnection, schema: ServiceSchema, generation: Int64, origin: (String, Int64), rollbackOnFailure: Bool,
@@ -39,7 +41,11 @@ struct BatchApplier {
         let table = try conn.geodatabase.table(id: edits.id)
         var planner = BatchPlanner(
             layer: table.definition, generation: generation, origin: origin, requestedRule: requestedRule, droppedFields: droppedFields[edits.id] ?? [], now: now)
+        let clock = ContinuousClock()
+        let started = clock.now
         try prefetch(edits, into: &planner, table)
+        let read = clock.now
+        let packing = conn.spatialIndexRebuildTime
         var results: [BatchEditResult] = []
         var log: [ServiceStore.LogEntry] = []
         results.reserveCapacity(edits.edits.count)
@@ -68,7 +74,13 @@ struct BatchApplier {
                 }
             }
         }
+        let written = clock.now
+        let packed = conn.spatialIndexRebuildTime - packing
         try ServiceStore.log(conn, generation: generation, layerID: edits.id, log, origin: origin)
+        stages.reading += read - started
+        stages.spatialIndex += packed
+        stages.editing += written - read - packed
+        stages.changeLog += clock.now - written
         return results
     }
 

@@ -97,7 +97,7 @@ extension SQLiteServiceBackend: SyncBackend {
     public func applyBatchAnswering(_ batch: UploadBatch, hash: String) async throws -> BatchAnswer {
         let gdb = geodatabase
         let faults = self.faults
-        return try await gdb.write { conn in
+        return try await gdb.write { conn -> BatchAnswer.Pending in
             let replicaID = GlobalID.normalized(batch.replicaId) ?? batch.replicaId
             let info = try Self.replica(id: replicaID, conn)
             let ledger = try conn.query(
@@ -106,7 +106,7 @@ extension SQLiteServiceBackend: SyncBackend {
             ).first.map { BatchAdmission.LedgerEntry(hash: $0[0].textValue ?? "", result: $0[1].textValue ?? "") }
             let admitted: BatchAdmission.Admitted
             switch try BatchAdmission.admit(batch, hash: hash, replica: info, ledger: ledger) {
-            case .replay(let answer): return answer
+            case .replay(let answer): return .init(replay: answer)
             case .apply(let a): admitted = a
             }
             let generation = try ServiceStore.generation(conn) + 1
@@ -131,11 +131,12 @@ extension SQLiteServiceBackend: SyncBackend {
             case .rejected(let rejected):
                 throw rejected
             case .commit(let commit):
+                let pending = BatchAnswer.Pending(applied: commit.answer, stages: applier.stages)
                 try Self.record(commit, conn)
                 try faults.check("server.beforeCommit")
-                return commit.answer
+                return pending
             }
-        }
+        }.committed()
     }
 
     /// Writes what an applied batch commits with: the generation, the ledger row (pruning the
