@@ -54,57 +54,49 @@ public struct UploadBatch: Codable, Hashable, Sendable {
         guard attachments == nil else { return json.jsonData }
         var out: [UInt8] = []
         out.reserveCapacity(256 * editCount + 256)
-        func key(_ name: StaticString, first: Bool = false) { Self.writeKey(name, first: first, to: &out) }
         // Keys in sorted order, as JSONValue writes an object.
         out.append(UInt8(ascii: "{"))
-        key("batchId", first: true)
+        var keys = JSONObjectKeys()
+        keys.next("batchId", &out)
         JSONValue.writeString(batchId, to: &out)
         if let conflictPolicy {
-            key("conflictPolicy")
+            keys.next("conflictPolicy", &out)
             JSONValue.writeString(conflictPolicy, to: &out)
         }
-        key("formatVersion")
+        keys.next("formatVersion", &out)
         JSONValue.writeInteger(Int64(formatVersion), to: &out)
-        key("layers")
+        keys.next("layers", &out)
         out.append(UInt8(ascii: "["))
         for (i, layer) in layers.enumerated() {
             if i > 0 { out.append(UInt8(ascii: ",")) }
             out.append(UInt8(ascii: "{"))
-            key("edits", first: true)
+            var layerKeys = JSONObjectKeys()
+            layerKeys.next("edits", &out)
             out.append(UInt8(ascii: "["))
             for (j, edit) in layer.edits.enumerated() {
                 if j > 0 { out.append(UInt8(ascii: ",")) }
                 edit.write(to: &out)
             }
             out.append(UInt8(ascii: "]"))
-            key("id")
+            layerKeys.next("id", &out)
             JSONValue.writeInteger(Int64(layer.id), to: &out)
             out.append(UInt8(ascii: "}"))
         }
         out.append(UInt8(ascii: "]"))
-        key("replicaId")
+        keys.next("replicaId", &out)
         JSONValue.writeString(replicaId, to: &out)
         if let resolvedConflicts {
-            key("resolvedConflicts")
+            keys.next("resolvedConflicts", &out)
             JSONValue.array(resolvedConflicts.map { .integer($0) }).write(to: &out)
         }
-        key("rollbackOnFailure")
+        keys.next("rollbackOnFailure", &out)
         JSONValue.bool(rollbackOnFailure).write(to: &out)
-        key("schemaVersion")
+        keys.next("schemaVersion", &out)
         JSONValue.writeInteger(Int64(schemaVersion), to: &out)
-        key("seq")
+        keys.next("seq", &out)
         JSONValue.writeInteger(seq, to: &out)
         out.append(UInt8(ascii: "}"))
         return Data(out)
-    }
-
-    /// Writes `"name":`, after a comma unless it is the object's first key.
-    fileprivate static func writeKey(_ name: StaticString, first: Bool, to out: inout [UInt8]) {
-        if !first { out.append(UInt8(ascii: ",")) }
-        out.append(UInt8(ascii: "\""))
-        out.append(contentsOf: UnsafeBufferPointer(start: name.utf8Start, count: name.utf8CodeUnitCount))
-        out.append(UInt8(ascii: "\""))
-        out.append(UInt8(ascii: ":"))
     }
 
     /// A batch from its bytes in either encoding (told apart by their first bytes).
@@ -421,9 +413,11 @@ extension BatchResult {
         out.append(UInt8(ascii: "["))
         for (i, layer) in layers.enumerated() {
             if i > 0 { out.append(UInt8(ascii: ",")) }
-            out.append(contentsOf: #"{"id":"#.utf8)
+            out.append(UInt8(ascii: "{"))
+            var layerKeys = JSONObjectKeys()
+            layerKeys.next("id", &out)
             JSONValue.writeInteger(Int64(layer.id), to: &out)
-            out.append(contentsOf: #","results":"#.utf8)
+            layerKeys.next("results", &out)
             BatchEditResult.write(layer.results, to: &out)
             out.append(UInt8(ascii: "}"))
         }
@@ -479,12 +473,17 @@ extension BatchEditResult {
     }
 }
 
-/// The keys of a JSON object written straight to text: a comma before every key but the first.
+/// The keys of a JSON object written straight to text: `"name":`, after a comma unless it is
+/// the object's first key. Every direct writer of a batch and its answer writes keys this way.
 struct JSONObjectKeys {
     private var first = true
 
     mutating func next(_ name: StaticString, _ out: inout [UInt8]) {
-        UploadBatch.writeKey(name, first: first, to: &out)
+        if !first { out.append(UInt8(ascii: ",")) }
         first = false
+        out.append(UInt8(ascii: "\""))
+        out.append(contentsOf: UnsafeBufferPointer(start: name.utf8Start, count: name.utf8CodeUnitCount))
+        out.append(UInt8(ascii: "\""))
+        out.append(UInt8(ascii: ":"))
     }
 }
