@@ -9,9 +9,16 @@
   apply   10,000 updates and 5,000 inserts into a GeoPackage-shaped table of 100,000 rows: per-row
           prepared statements, against staging them in a temporary table and applying them with
           UPDATE … FROM and INSERT … SELECT
+  logkey  the change log's per-feature index on the 38-character global id (as it is), on a
+          64-bit key of it, and without it: 11,000 rows appended to a log of 100,000
+  capture a download's 10,000 updates and 5,000 inserts on a copy of a replica (default: the one
+          `outpost-bench sync` leaves, /tmp/outpost-bench/sync-b0.gpkg; OUTPOST_REPLICA names
+          another) with its change-capture triggers silenced, as a download runs them, and dropped
+          (the R-tree triggers dropped in both: they need the GeoPackage functions)
 
-Usage: python3 sqlite_alternatives.py [log|rtree|apply]… (all by default). Prints milliseconds.
-Results and their reading: Benchmarks/RESULTS.md ("2026-11-26 (night)")."""
+Usage: python3 sqlite_alternatives.py [log|rtree|apply|logkey|capture]… (all but capture by
+default). Prints milliseconds. Results and their reading: Benchmarks/RESULTS.md ("2026-11-26
+(night)" and "2026-11-26, later")."""
 import os
 import random
 import sqlite3
@@ -145,8 +152,65 @@ def apply():
         db.close()
 
 
+def logkey():
+    origin = gid()
+    columns = "generation INTEGER NOT NULL, layer_id INTEGER NOT NULL, globalid TEXT NOT NULL, op TEXT NOT NULL, changed_columns TEXT, origin_replica TEXT, origin_seq INTEGER, changed_at TEXT NOT NULL DEFAULT (strftime('%Y-%m-%dT%H:%M:%fZ', 'now')), edited_at TEXT, gkey INTEGER"
+    insert = "INSERT INTO log (generation, layer_id, globalid, op, changed_columns, origin_replica, origin_seq, edited_at, gkey) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?)"
+    for label, index in [("on the global id's text (as it is)", "CREATE INDEX log_feature ON log (layer_id, globalid, generation)"),
+                         ("on a 64-bit key of the global id", "CREATE INDEX log_feature ON log (layer_id, gkey, generation)"),
+                         ("none", None)]:
+        db = fresh("logkey.db")
+        db.execute(f"CREATE TABLE log (change_id INTEGER PRIMARY KEY AUTOINCREMENT, {columns})")
+        db.execute("CREATE INDEX log_feed ON log (layer_id, generation)")
+        if index:
+            db.execute(index)
+
+        def rows(ids, generation):
+            return [(generation, 0, g, "update", '["name","value"]', origin, generation, "2026-11-26T10:00:00.000Z", hash(g) & 0x7FFFFFFFFFFFFFFF) for g in ids]
+
+        ids = [gid() for _ in range(100_000)]
+        timed(db, lambda: db.executemany(insert, rows(ids, 1)))
+        best = min(timed(db, lambda: db.executemany(insert, rows(random.sample(ids, 11_000), generation))) for generation in range(2, 5))
+        print(f"log, per-feature index {label}: {best:.1f} ms for 11,000 rows (best of 3)")
+        db.close()
+
+
+def capture():
+    import shutil
+    source = os.environ.get("OUTPOST_REPLICA", "/tmp/outpost-bench/sync-b0.gpkg")
+    if not os.path.exists(source):
+        print(f"capture: no replica at {source} (run outpost-bench sync first, or set OUTPOST_REPLICA)")
+        return
+
+    def point(x, y):
+        return b"GP\x00\x01" + struct.pack("<i", 4326) + struct.pack("<BI", 1, 1) + struct.pack("<dd", x, y)
+
+    for round_ in range(3):
+        for label, drop in [("capture triggers silenced", False), ("capture triggers dropped", True)]:
+            path = os.path.join(DIRECTORY, "capture.gpkg")
+            db = fresh("capture.gpkg")
+            db.close()
+            shutil.copyfile(source, path)
+            db = sqlite3.connect(path, isolation_level=None)
+            db.execute("PRAGMA journal_mode=WAL")
+            names = [n for (n,) in db.execute("SELECT name FROM sqlite_master WHERE type = 'trigger' AND (name LIKE 'rtree_points%' OR (? AND name LIKE 'outpost_points%'))", (drop,))]
+            for name in names:
+                db.execute(f'DROP TRIGGER "{name}"')
+            if not drop:
+                db.execute("UPDATE outpost_capture SET silenced = 1 WHERE id = 1")
+            updates = [(point(i * 1e-4, i * 1e-4), i + 0.25, f"e-{i}", i) for i in range(1, 100_000, 10)]
+            inserts = [(point(i * 1e-4, 1.0), gid(), i, 1.5, f"n-{i}", "2024-01-01T00:00:00.000Z", gid()) for i in range(5_000)]
+
+            def write():
+                db.executemany("UPDATE points SET geom = ?, value = ?, label = ? WHERE objectid = ?", updates)
+                db.executemany("INSERT INTO points (geom, globalid, id_int, value, label, observed, ref) VALUES (?, ?, ?, ?, ?, ?, ?)", inserts)
+
+            print(f"capture, run {round_ + 1}, {label}: {timed(db, write):.1f} ms for 10,000 updates and 5,000 inserts")
+            db.close()
+
+
 if __name__ == "__main__":
     random.seed(27)
     print(f"SQLite {sqlite3.sqlite_version}")
-    for name in sys.argv[1:] or ["log", "rtree", "apply"]:
-        {"log": log, "rtree": rtree, "apply": apply}[name]()
+    for name in sys.argv[1:] or ["log", "rtree", "apply", "logkey"]:
+        {"log": log, "rtree": rtree, "apply": apply, "logkey": logkey, "capture": capture}[name]()
