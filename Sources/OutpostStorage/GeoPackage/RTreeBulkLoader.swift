@@ -77,7 +77,7 @@ enum RTreeBulkLoader {
         }
         let capacity = (nodeSize - 4) / 24
         let insertNode = try RawStatement(db, "INSERT INTO \(node) (nodeno, data) VALUES (?, ?)")
-        let insertParent = try RawStatement(db, "INSERT INTO \(parent) (nodeno, parentnode) VALUES (?, ?)")
+        let insertParent = try PairInserter(db, table: parent, columns: ("nodeno", "parentnode"))
         // Leaf entries' (row id, node) pairs are written in row id order, so the `_rowid` table
         // is filled by appends instead of random B-tree inserts.
         var leafOf = LeafMap(entries)
@@ -101,7 +101,7 @@ enum RTreeBulkLoader {
                     if depth == 0 {
                         leafOf.set(cell.id, nodeno)
                     } else {
-                        try insertParent.run(cell.id, nodeno)
+                        try insertParent.add(cell.id, nodeno)
                     }
                 }
                 upper.append(bounds(of: cells, id: nodeno))
@@ -115,11 +115,13 @@ enum RTreeBulkLoader {
             if depth == 0 {
                 leafOf.set(cell.id, 1)
             } else {
-                try insertParent.run(cell.id, 1)
+                try insertParent.add(cell.id, 1)
             }
         }
-        let insertRowID = try RawStatement(db, "INSERT INTO \(rowid) (rowid, nodeno) VALUES (?, ?)")
-        try leafOf.forEachInRowIDOrder { id, nodeno in try insertRowID.run(id, nodeno) }
+        try insertParent.finish()
+        let insertRowID = try PairInserter(db, table: rowid, columns: ("rowid", "nodeno"))
+        try leafOf.forEachInRowIDOrder { id, nodeno in try insertRowID.add(id, nodeno) }
+        try insertRowID.finish()
     }
 
     /// The leaf node of each row id. Row ids of an import are nearly always dense (1…N): then a
