@@ -225,27 +225,26 @@ enum ServiceStore {
         }
     }
 
-    /// Logs many changes of one layer under one generation, in order, with prepared statements
-    /// bound per entry (the column lists repeat, so each distinct one is written once): the
-    /// change log row, and for a delete the tombstone (an insert drops one).
+    /// Logs many changes of one layer under one generation, in order: the change log rows
+    /// ``logRowsPerStatement`` to a statement (the column lists repeat, so each distinct one is
+    /// made once), then for each delete the tombstone (an insert drops one), in the entries'
+    /// order, so the last operation on a feature decides its tombstone.
     static func log(
         _ conn: GeodatabaseConnection, generation: Int64, layerID: Int, _ entries: [LogEntry], origin: (replica: String, seq: Int64)? = nil
     ) throws {
         guard !entries.isEmpty else { return }
         let layer = SQLLiteral.integer(Int64(layerID)), gen = SQLLiteral.integer(generation)
-        let insertLog = try conn.statement(
-            "INSERT INTO outpost_change_log (generation, layer_id, globalid, op, changed_columns, origin_replica, origin_seq, edited_at) VALUES (?, ?, ?, ?, ?, ?, ?, ?)")
-        let keepTombstone = try conn.statement(
-            """
-            INSERT INTO outpost_tombstones (layer_id, globalid, generation, row) VALUES (?, ?, ?, ?)
-            ON CONFLICT (layer_id, globalid) DO UPDATE SET generation = excluded.generation, row = coalesce(excluded.row, row)
-            """)
-        let dropTombstone = try conn.statement("DELETE FROM outpost_tombstones WHERE layer_id = ? AND globalid = ?")
+        let columnsSQL = "INSERT INTO outpost_change_log (generation, layer_id, globalid, op, changed_columns, origin_replica, origin_seq, edited_at) VALUES "
+        let row = "(?, ?, ?, ?, ?, ?, ?, ?)"
+        let insertMany = try conn.statement(columnsSQL + Array(repeating: row, count: logRowsPerStatement).joined(separator: ", "))
+        let insertOne = try conn.statement(columnsSQL + row)
         // Column list -> its JSON array.
         var columnTexts: [[String]: SQLLiteral] = [:]
         let originReplica = origin.map { SQLLiteral.text($0.replica) } ?? .null, originSeq = origin.map { SQLLiteral.integer($0.seq) } ?? .null
-        for e in entries {
-            let gid = SQLLiteral.text(e.globalID)
+        var arguments: [SQLLiteral] = []
+        arguments.reserveCapacity(8 * logRowsPerStatement)
+        let wholeStatementRows = entries.count / logRowsPerStatement * logRowsPerStatement
+        for (k, e) in entries.enumerated() {
             let columns: SQLLiteral
             if let known = columnTexts[e.columns] {
                 columns = known
@@ -253,16 +252,35 @@ enum ServiceStore {
                 columns = .text(JSONValue.array(e.columns.map { .string($0) }).jsonString)
                 columnTexts[e.columns] = columns
             }
-            try insertLog.execute([
-                gen, layer, gid, .text(e.op), columns, e.toOrigin ? .null : originReplica, e.toOrigin ? .null : originSeq, e.editedAt.map { .text($0) } ?? .null,
-            ])
-            if e.op == "delete" {
-                try keepTombstone.execute([layer, gid, gen, e.row.map { .text($0) } ?? .null])
-                continue
+            arguments += [
+                gen, layer, .text(e.globalID), .text(e.op), columns, e.toOrigin ? .null : originReplica, e.toOrigin ? .null : originSeq,
+                e.editedAt.map { .text($0) } ?? .null,
+            ]
+            // Whole statements while a full one is left; the last rows one by one.
+            if k >= wholeStatementRows || arguments.count == 8 * logRowsPerStatement {
+                try (k >= wholeStatementRows ? insertOne : insertMany).execute(arguments)
+                arguments.removeAll(keepingCapacity: true)
             }
-            if e.op == "insert" { try dropTombstone.execute([layer, gid]) }
+        }
+        let keepTombstone = try conn.statement(
+            """
+            INSERT INTO outpost_tombstones (layer_id, globalid, generation, row) VALUES (?, ?, ?, ?)
+            ON CONFLICT (layer_id, globalid) DO UPDATE SET generation = excluded.generation, row = coalesce(excluded.row, row)
+            """)
+        let dropTombstone = try conn.statement("DELETE FROM outpost_tombstones WHERE layer_id = ? AND globalid = ?")
+        for e in entries {
+            if e.op == "delete" {
+                try keepTombstone.execute([layer, .text(e.globalID), gen, e.row.map { .text($0) } ?? .null])
+            } else if e.op == "insert" {
+                try dropTombstone.execute([layer, .text(e.globalID)])
+            }
         }
     }
+
+    /// Change log rows per insert statement: a statement per row cost a step, a reset and the
+    /// `AUTOINCREMENT` counter's read and write each (8 parameters a row: 800, well under
+    /// SQLite's limit of 32,766).
+    static let logRowsPerStatement = 100
 }
 
 /// `"name"` for SQL built from validated schema names.
