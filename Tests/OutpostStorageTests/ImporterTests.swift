@@ -85,9 +85,9 @@ struct ImporterTests {
         try gdb.close()
     }
 
-    /// The bulk loader's row id → leaf map: an array indexed by id for dense ids, sorted pairs
-    /// otherwise; either way every id comes back once, in id order, with its node.
-    @Test(arguments: ["random", "sorted", "reversed", "equal", "few values"], [nil, 0, 3])
+    /// The bulk loader's sorts (radix, quicksort, heapsort) order a range of entries as the
+    /// standard sort orders their keys, negative and equal keys included, and move nothing else.
+    @Test(arguments: ["random", "signed", "sorted", "reversed", "equal", "few values"], [nil, 0, 3])
     func inPlaceSortOrdersLikeTheStandardSort(shape: String, splits: Int?) {
         var rng = FastRandomGenerator(seed: 11)
         let keys: [Float] = (0..<5_000).map { i in
@@ -96,17 +96,20 @@ struct ImporterTests {
             case "reversed": Float(5_000 - i)
             case "equal": 3
             case "few values": Float(rng.next() % 4)
+            case "signed": Float(Int(rng.next() % 200_001) - 100_000) / 7
             default: Float(rng.next() % 100_000) / 7
             }
         }
         var entries = keys.enumerated().map { RTreeEntry(id: Int64($0.offset), minX: $0.element, maxX: $0.element, minY: 0, maxY: 0) }
-        // splits 0: heapsort alone; 3: quicksort, then heapsort on what is left.
+        // nil: the radix sort; splits 0: heapsort alone; 3: quicksort, then heapsort on what is left.
         RTreeBulkLoader.sortInPlace(&entries, 100..<4_900, splits: splits, by: RTreeBulkLoader.ByMinX.self)
         #expect(entries[100..<4_900].map(\.minX) == keys[100..<4_900].sorted())
         #expect(Set(entries[100..<4_900].map(\.id)) == Set((100..<4_900).map(Int64.init)), "a permutation of the range")
         #expect(entries[..<100].map(\.id) == (0..<100).map(Int64.init) && entries[4_900...].map(\.id) == (4_900..<5_000).map(Int64.init), "nothing outside the range moves")
     }
 
+    /// The bulk loader's row id → leaf map: an array indexed by id for dense ids, sorted pairs
+    /// otherwise; either way every id comes back once, in id order, with its node.
     @Test(arguments: [[Int64](5...12), [3, 1_000_000, 7, 42, 999_999_999]])
     func leafMapGivesEveryRowIDInOrder(ids: [Int64]) {
         let entries = ids.map { RTreeEntry(id: $0, minX: 0, maxX: 0, minY: 0, maxY: 0) }

@@ -185,7 +185,8 @@ enum RTreeBulkLoader {
         return groups
     }
 
-    /// Sorts `range` of `items` by `key` in place, without extra memory: quicksort (median of
+    /// Sorts `range` of `items` by `key`: ranges up to ``radixLimit`` by ``radixSort(_:_:_:)``,
+    /// larger ones (and any given `splits`) in place, without extra memory: quicksort (median of
     /// three, recursion on the shorter side, insertion sort for short runs) that turns to
     /// heapsort on a range it has split too often, so no input makes it quadratic. The standard
     /// sort is stable and allocates a scratch buffer of half the array, 75 MB for 6.25 million
@@ -195,8 +196,74 @@ enum RTreeBulkLoader {
     /// was an indirect call, and sorting was a third of packing 100,000 entries.
     static func sortInPlace<K: EntrySortKey>(_ items: inout [RTreeEntry], _ range: Range<Int>, splits: Int? = nil, by _: K.Type) {
         guard range.count > 1 else { return }
+        if splits == nil, range.count <= radixLimit {
+            radixSort(&items, range, K.self)
+            return
+        }
         let depth = splits ?? 2 * (Int.bitWidth - range.count.leadingZeroBitCount)
         items.withUnsafeMutableBufferPointer { buffer in quicksort(buffer, range.lowerBound, range.upperBound - 1, depth, K.self) }
+    }
+
+    /// Ranges up to this many entries are sorted by ``radixSort(_:_:_:)``, which holds 16 bytes
+    /// an entry while it sorts (32 MB at the limit); larger ones in place.
+    static let radixLimit = 2_000_000
+
+    /// Sorts `range` of `items` by `key`: (key, position) pairs sorted by the key's bits in three
+    /// counting passes, then the entries moved into that order along the permutation's cycles.
+    /// Packing 100,000 points sorted twice as fast as by comparisons (a `perf` profile of the
+    /// server's batch apply: the comparison sort was a third of the CPU spent in Outpost's code).
+    private static func radixSort<K: EntrySortKey>(_ items: inout [RTreeEntry], _ range: Range<Int>, _: K.Type) {
+        let n = range.count, low = range.lowerBound
+        // A float's bits made to order as unsigned integers: negatives flipped whole, positives
+        // with the sign bit set. The key sits in the high half, the position in the low half.
+        var pairs = [UInt64](unsafeUninitializedCapacity: n) { buffer, count in
+            items.withUnsafeBufferPointer { source in
+                for i in 0..<n {
+                    let bits = K.key(source[low + i]).bitPattern
+                    let ordered = bits & 0x8000_0000 != 0 ? ~bits : bits | 0x8000_0000
+                    buffer[i] = UInt64(ordered) << 32 | UInt64(i)
+                }
+            }
+            count = n
+        }
+        var scratch = [UInt64](repeating: 0, count: n)
+        var counts = [Int](repeating: 0, count: 2_048)
+        for shift: UInt64 in [32, 43, 54] {
+            let mask: UInt64 = shift == 54 ? 0x3FF : 0x7FF
+            for k in counts.indices { counts[k] = 0 }
+            for p in pairs { counts[Int((p >> shift) & mask)] += 1 }
+            var total = 0
+            for k in counts.indices {
+                let c = counts[k]
+                counts[k] = total
+                total += c
+            }
+            for p in pairs {
+                let digit = Int((p >> shift) & mask)
+                scratch[counts[digit]] = p
+                counts[digit] += 1
+            }
+            swap(&pairs, &scratch)
+        }
+        // pairs[i]'s low half is the position whose entry belongs at i. Each cycle of the
+        // permutation is walked once, marking the positions it fills with bit 31 (positions are
+        // below 2^31: `radixLimit`).
+        items.withUnsafeMutableBufferPointer { a in
+            for start in 0..<n where pairs[start] & 0x8000_0000 == 0 {
+                let saved = a[low + start]
+                var at = start
+                while true {
+                    let from = Int(pairs[at] & 0x7FFF_FFFF)
+                    pairs[at] |= 0x8000_0000
+                    if from == start {
+                        a[low + at] = saved
+                        break
+                    }
+                    a[low + at] = a[low + from]
+                    at = from
+                }
+            }
+        }
     }
 
     /// What entries are sorted by.
