@@ -229,16 +229,10 @@ struct NativeSyncRoutes {
         guard batch.formatVersion <= UploadBatch.currentFormatVersion else {
             throw ServiceError.badParameter("body", "batch format \(batch.formatVersion) is newer than this server's \(UploadBatch.currentFormatVersion)")
         }
+        let editCount = batch.editCount
+        let answer: BatchAnswer
         do {
-            let answer = try await sync.applyBatchAnswering(batch, hash: UploadBatch.serverHash(bytes))
-            if answer.result.replayed == true {
-                metrics?.batch("replayed")
-            } else {
-                metrics?.batch("applied")
-                if let stages = answer.stages { metrics?.batchStages(stages) }
-                metrics?.editsApplied(answer.result.layers.reduce(0) { $0 + $1.results.filter(\.success).count }, via: "batch")
-            }
-            return writing.bytes(ByteBuffer(string: answer.json), contentType: "application/json; charset=utf-8")
+            answer = try await sync.applyBatchAnswering(batch, hash: UploadBatch.serverHash(bytes))
         } catch let refusal as BatchRefusal {
             metrics?.batch("refused")
             throw ServiceError(refusal: refusal)
@@ -246,12 +240,24 @@ struct NativeSyncRoutes {
             metrics?.batch("rejected")
             let failures = rejected.result.rejected
             let error = ServiceError(
-                422, "batch \(seq) was rolled back: \(failures.count) of \(batch.editCount) edits are invalid",
+                422, "batch \(seq) was rolled back: \(failures.count) of \(editCount) edits are invalid",
                 details: failures.prefix(20).map { "\($0.op.rawValue) \($0.globalId): \($0.error?.description ?? "failed")" })
             var body = FeatureServerResponder.errorJSON(error).objectValue ?? [:]
             body["result"] = try ServiceRoutes.json(rejected.result)
             return writing.json(.object(body), status: .init(code: 422, reasonPhrase: "Unprocessable Content"))
         }
+        // The decoded edits and their results are freed while the answer goes out.
+        BackgroundRelease.release(consume batch)
+        if answer.result.replayed == true {
+            metrics?.batch("replayed")
+        } else {
+            metrics?.batch("applied")
+            if let stages = answer.stages { metrics?.batchStages(stages) }
+            metrics?.editsApplied(answer.result.layers.reduce(0) { $0 + $1.results.filter(\.success).count }, via: "batch")
+        }
+        let response = writing.bytes(ByteBuffer(string: answer.json), contentType: "application/json; charset=utf-8")
+        BackgroundRelease.release(consume answer)
+        return response
     }
 
     static func describe(_ error: any Error) -> String {
