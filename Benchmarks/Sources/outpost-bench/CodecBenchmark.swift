@@ -72,6 +72,15 @@ enum CodecBenchmark {
         let answerTree = best(repetitions) { answer = result.json.jsonString }
         let answerDirect = best(repetitions) { answer = result.jsonText }
         let answerMB = Double(answer.utf8.count) / 1_048_576
+        // The server's planning of the batch's edits (every feature present, no others' changes):
+        // the decisions alone, before any row is written.
+        let layer = SyncBenchmark.schema.layers[0]
+        var planner = BatchPlanner(layer: layer, generation: 9, origin: (edits.replicaId, 1), requestedRule: nil, droppedFields: [], now: BatchPlanner.timestamp())
+        for (i, edit) in edits.layers[0].edits.enumerated() { planner.objectIDs[GlobalID.normalized(edit.globalId)!] = Int64(i + 1) }
+        let plan = try best(repetitions) { [planner] in
+            var p = planner
+            for edit in edits.layers[0].edits { _ = try p.plan(edit) }
+        }
         printTable(
             "Wire codecs: one 5,000-edit upload batch (\(format(mb, 2)) MB of JSON), best of \(repetitions)",
             ["", "ms", "MB/s"],
@@ -90,6 +99,7 @@ enum CodecBenchmark {
                 ["SHA-256 content hash (swift-crypto, the server's)", format(serverHash * 1000, 1), format(mb / serverHash)],
                 ["batch answer (\(answer.utf8.count >> 10) KB of JSON) through a JSONValue tree", format(answerTree * 1000, 1), format(answerMB / answerTree)],
                 ["batch answer written straight (BatchResult.jsonText)", format(answerDirect * 1000, 1), format(answerMB / answerDirect)],
+                ["the server's plans for the batch's edits (BatchPlanner.plan)", format(plan * 1000, 1), ""],
             ])
         try checksum(repetitions: max(3, repetitions / 10))
     }

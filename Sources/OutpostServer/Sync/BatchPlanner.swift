@@ -227,10 +227,12 @@ public struct BatchPlanner: Sendable {
     /// Columns others changed after the client's base: where the values differ, the rule of each
     /// column decides, and the discarded values go into conflict records.
     private func update(_ edit: BatchEdit, gid: String, objectID: Int64) throws -> EditPlan {
-        var changed = Set(edit.changedColumns ?? Array((edit.attributes ?? [:]).keys))
-        changed = changed.filter { $0 == layer.geometryColumn || field(named: $0) != nil }
+        // The columns the edit names that the layer has (its geometry column included).
+        var changed = Set<String>(minimumCapacity: edit.changedColumns?.count ?? edit.attributes?.count ?? 0)
+        func keep(_ name: String) { if name == layer.geometryColumn || fields.index(of: name) != nil { changed.insert(name) } }
+        if let columns = edit.changedColumns { columns.forEach(keep) } else { edit.attributes?.keys.forEach(keep) }
         let theirsChanged = changedSince(edit.baseGeneration, gid)
-        let overlapping = theirsChanged.intersection(changed)
+        let overlapping = theirsChanged.isEmpty ? [] : theirsChanged.intersection(changed)
         var conflicts: [ConflictRecord] = []
         var clientLost = Set<String>()
         if !overlapping.isEmpty, let existing = current[gid] {
@@ -256,7 +258,7 @@ public struct BatchPlanner: Sendable {
                     state: group.rule == .manual ? "open" : nil)))
             }
         }
-        let applying = changed.subtracting(clientLost)
+        let applying = clientLost.isEmpty ? changed : changed.subtracting(clientLost)
         var plan = EditPlan(result: BatchEditResult(globalId: gid, op: .update, success: true, objectId: objectID))
         var update = Feature(objectID: objectID, attributes: try values(edit.attributes ?? [:], only: applying))
         let geometryChanged = layer.isSpatial && applying.contains(layer.geometryColumn)
@@ -265,10 +267,15 @@ public struct BatchPlanner: Sendable {
         if !update.attributes.isEmpty || update.geometry != nil || clearGeometry {
             plan.steps.append(.update(objectID: objectID, update, clearGeometry: clearGeometry))
         }
-        if !applying.isEmpty { plan.log.append(ChangeLogEntry(globalID: gid, op: "update", columns: applying.sorted(), editedAt: edit.editedAt)) }
+        if !applying.isEmpty {
+            // The edit's own list when it is exactly what applies, in order (as a replica seals it).
+            let named = edit.changedColumns ?? []
+            let columns = named.count == applying.count && zip(named, named.dropFirst()).allSatisfy({ $0 < $1 }) ? named : applying.sorted()
+            plan.log.append(ChangeLogEntry(globalID: gid, op: "update", columns: columns, editedAt: edit.editedAt))
+        }
         // The replica holds its own values for the columns it lost: it must download the server's.
         if !clientLost.isEmpty { plan.log.append(forOrigin(gid)) }
-        let merged = !theirsChanged.subtracting(changed).isEmpty
+        let merged = !theirsChanged.isEmpty && !theirsChanged.subtracting(changed).isEmpty
         plan.result.resolution = !conflicts.isEmpty ? "conflict" : merged ? "merged" : nil
         plan.result.conflicts = conflicts.isEmpty ? nil : conflicts
         return plan
@@ -328,8 +335,8 @@ public struct BatchPlanner: Sendable {
 
     /// Columns others changed after generation `base` (none without a base).
     private func changedSince(_ base: Int64?, _ gid: String) -> Set<String> {
-        guard let base else { return [] }
-        return Set((others[gid] ?? []).filter { $0.generation > base }.flatMap(\.columns))
+        guard let base, let theirs = others[gid] else { return [] }
+        return Set(theirs.filter { $0.generation > base }.flatMap(\.columns))
     }
 
     /// When others last edited any of `columns` after `base` ("" when they did not).
@@ -372,14 +379,16 @@ public struct BatchPlanner: Sendable {
         out.reserveCapacity(attributes.count)
         for (name, json) in attributes {
             if let only, !only.contains(name) { continue }
-            guard let field = self.field(named: name) else {
+            guard let index = fields.index(of: name) else {
                 throw StorageError(.invalidEdit, "\(layer.name) has no field \"\(name.prefix(60))\"", table: layer.name, field: name)
             }
-            if field.type == .oid || field.type == .globalID { continue }
+            // Read in place: a copy of the field definition per value retains and releases its strings.
+            let type = layer.fields[index].type
+            if type == .oid || type == .globalID { continue }
             do {
-                out[field.name] = try FieldValue(json: json, type: field.type)
+                out[layer.fields[index].name] = try FieldValue(json: json, type: type)
             } catch var error as StorageError {
-                error.field = field.name
+                error.field = layer.fields[index].name
                 error.table = layer.name
                 throw error
             }
