@@ -81,6 +81,16 @@ enum CodecBenchmark {
             var p = planner
             for edit in edits.layers[0].edits { _ = try p.plan(edit) }
         }
+        // Then each planned update through the validator every written feature passes.
+        var updates: [Feature] = []
+        var p = planner
+        for edit in edits.layers[0].edits {
+            for case .update(_, let feature, _) in try p.plan(edit).steps { updates.append(feature) }
+        }
+        let validator = FeatureValidator(layer: layer, schema: SyncBenchmark.schema)
+        let validate = try best(repetitions) {
+            for (i, feature) in updates.enumerated() { _ = try validator.update(feature, index: i) }
+        }
         printTable(
             "Wire codecs: one 5,000-edit upload batch (\(format(mb, 2)) MB of JSON), best of \(repetitions)",
             ["", "ms", "MB/s"],
@@ -100,6 +110,7 @@ enum CodecBenchmark {
                 ["batch answer (\(answer.utf8.count >> 10) KB of JSON) through a JSONValue tree", format(answerTree * 1000, 1), format(answerMB / answerTree)],
                 ["batch answer written straight (BatchResult.jsonText)", format(answerDirect * 1000, 1), format(answerMB / answerDirect)],
                 ["the server's plans for the batch's edits (BatchPlanner.plan)", format(plan * 1000, 1), ""],
+                ["the planned updates checked (FeatureValidator.update)", format(validate * 1000, 1), ""],
             ])
         try checksum(repetitions: max(3, repetitions / 10))
     }

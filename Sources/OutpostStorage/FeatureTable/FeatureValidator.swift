@@ -72,31 +72,32 @@ public struct FeatureValidator: Sendable {
         var row = Row()
         let given = try resolveAttributes(feature, index: index)
         for i in attributeIndices {
-            let field = layer.fields[i]
-            if field.type == .globalID {
+            // Read in place: a copy of the field definition per column retains and releases its strings.
+            let type = layer.fields[i].type
+            if type == .globalID {
                 let gid: String
                 if let supplied = feature.globalID {
                     guard let normalized = GlobalID.normalized(supplied) else {
-                        throw error(index, field.name, "\"\(shortened(supplied))\" is not a GUID")
+                        throw error(index, layer.fields[i].name, "\"\(shortened(supplied))\" is not a GUID")
                     }
                     gid = normalized
                 } else {
                     gid = GlobalID.make()
                 }
                 row.globalID = gid
-                row.columns.append(field.name)
+                row.columns.append(layer.fields[i].name)
                 row.values.append(.string(gid))
-                row.types.append(field.type)
+                row.types.append(type)
                 continue
             }
-            var value = given[field.name] ?? .null
-            if given[field.name] == nil, let def = field.defaultValue {
-                value = (try? FieldValue(json: def, type: field.type)) ?? .null
+            var value = given[i] ?? .null
+            if given[i] == nil, let def = layer.fields[i].defaultValue {
+                value = (try? FieldValue(json: def, type: type)) ?? .null
             }
             try check(value, i, index)
-            row.columns.append(field.name)
-            row.values.append(normalized(value, field.type))
-            row.types.append(field.type)
+            row.columns.append(layer.fields[i].name)
+            row.values.append(normalized(value, type))
+            row.types.append(type)
         }
         if layer.isSpatial {
             row.geometry = try checkGeometry(feature.geometry, index: index)
@@ -115,12 +116,12 @@ public struct FeatureValidator: Sendable {
         var row = Row()
         let given = try resolveAttributes(feature, index: index)
         for i in attributeIndices {
-            let field = layer.fields[i]
-            guard let value = given[field.name] else { continue }
+            guard let value = given[i] else { continue }
             try check(value, i, index)
-            row.columns.append(field.name)
-            row.values.append(normalized(value, field.type))
-            row.types.append(field.type)
+            let type = layer.fields[i].type
+            row.columns.append(layer.fields[i].name)
+            row.values.append(normalized(value, type))
+            row.types.append(type)
         }
         if let geometry = feature.geometry {
             guard layer.isSpatial else { throw error(index, nil, "\(layer.name) is a table without geometry") }
@@ -149,17 +150,21 @@ public struct FeatureValidator: Sendable {
         rules[field.name.lowercased()]?.problem(with: value)
     }
 
-    /// Maps attribute keys to canonical field names, rejecting unknown and non-editable fields.
-    private func resolveAttributes(_ feature: Feature, index: Int) throws -> [String: FieldValue] {
-        var out: [String: FieldValue] = [:]
+    /// The attributes by field index (nil: not given), rejecting unknown and non-editable fields.
+    /// An array, not a dictionary by name: the columns are then read without hashing their names.
+    private func resolveAttributes(_ feature: Feature, index: Int) throws -> [FieldValue?] {
+        var out = [FieldValue?](repeating: nil, count: layer.fields.count)
         for (key, value) in feature.attributes {
             guard let fieldIndex = lookup.index(of: key) else {
                 throw error(index, key, "\(layer.name) has no field \"\(shortened(key))\"")
             }
-            let field = layer.fields[fieldIndex]
-            if field.type == .oid || field.type == .globalID { continue }
-            guard field.editable else { throw error(index, field.name, "field \(field.name) is not editable") }
-            out[field.name] = value
+            let type = layer.fields[fieldIndex].type
+            if type == .oid || type == .globalID { continue }
+            guard layer.fields[fieldIndex].editable else {
+                let name = layer.fields[fieldIndex].name
+                throw error(index, name, "field \(name) is not editable")
+            }
+            out[fieldIndex] = value
         }
         return out
     }
