@@ -116,7 +116,8 @@ enum CodecBenchmark {
     }
 
     /// A verify's work on each side: the checksum of the sync benchmark's 100,000-point layer
-    /// (every row read and hashed, FeatureTable.checksum).
+    /// (every row read and hashed, FeatureTable.checksum); then the same rows read as features, as
+    /// a feed page reads them.
     static func checksum(repetitions: Int) throws {
         let url = FileManager.default.temporaryDirectory.appendingPathComponent("outpost-bench-checksum-\(getpid()).gpkg")
         defer { Geodatabase.removeFiles(at: url) }
@@ -127,9 +128,28 @@ enum CodecBenchmark {
         let seconds = try best(repetitions) {
             sum = try gdb.read { conn in try conn.geodatabase.table(named: "points").checksum(matching: .all, in: conn) }
         }
+        // What a feed page does with each feature it sends: read into a Feature, then made the
+        // page's change (attributes as JSON values, the geometry as Esri JSON).
+        let schema = SyncBenchmark.schema, layer = schema.layers[0]
+        var read = 0
+        let decode = try best(repetitions) {
+            read = 0
+            try gdb.read { conn in try conn.geodatabase.table(named: "points").forEach(matching: .all, in: conn) { _ in read += 1 } }
+        }
+        let asChanges = try best(repetitions) {
+            try gdb.read { conn in
+                try conn.geodatabase.table(named: "points").forEach(matching: .all, in: conn) { feature in
+                    _ = try ReplicaRows.upsert(feature, fields: layer.fields, layer: layer, generation: 1)
+                }
+            }
+        }
         printTable(
             "Layer checksum (a verify's work on each side), best of \(repetitions)", ["", "ms", "rows/s"],
-            [["100,000 points, 5 attributes (\(sum.count) rows, \(sum.hex))", format(seconds * 1000, 1), format(Double(sum.count) / seconds)]])
+            [
+                ["100,000 points, 5 attributes (\(sum.count) rows, \(sum.hex))", format(seconds * 1000, 1), format(Double(sum.count) / seconds)],
+                ["the same rows read as features (FeatureTable.forEach, \(read) rows)", format(decode * 1000, 1), format(Double(read) / decode)],
+                ["and made feed changes (ReplicaRows.upsert)", format(asChanges * 1000, 1), format(Double(read) / asChanges)],
+            ])
     }
 
     /// The gzip size of `bytes` through zlib's stream API (level 6, gzip wrapper).

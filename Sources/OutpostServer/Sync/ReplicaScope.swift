@@ -38,11 +38,12 @@ public struct ReplicaScope: Sendable {
 public enum ReplicaRows {
     public static func attributes(_ feature: Feature, fields: [FieldDefinition]) -> [String: JSONValue] {
         var out: [String: JSONValue] = [:]
-        for field in fields {
-            switch field.type {
+        out.reserveCapacity(fields.count)
+        for index in fields.indices {
+            switch fields[index].type {
             case .oid: continue
-            case .globalID: out[field.name] = feature.globalID.map { .string($0) } ?? .null
-            default: out[field.name] = (feature.attributes[field.name] ?? .null).jsonValue
+            case .globalID: out[fields[index].name] = feature.globalID.map { .string($0) } ?? .null
+            default: out[fields[index].name] = (feature.attributes[fields[index].name] ?? .null).jsonValue
             }
         }
         return out

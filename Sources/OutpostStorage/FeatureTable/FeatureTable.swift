@@ -46,12 +46,16 @@ public struct FeatureTable: Sendable {
     /// Decodes a row selected with `selectList(fields, …)`.
     func decodeFeature(_ row: Row, fields: [FieldDefinition], returnGeometry: Bool) throws -> Feature {
         var feature = Feature()
-        for (index, field) in fields.enumerated() {
-            let value = try Self.decodeValue(row, index, field.type)
-            switch field.type {
+        // Sized once: grown insert by insert, the dictionary was allocated and rehashed three times.
+        feature.attributes.reserveCapacity(fields.count)
+        // Fields read in place: a copy of each definition per row retains and releases its strings.
+        for index in fields.indices {
+            let type = fields[index].type
+            let value = try Self.decodeValue(row, index, type)
+            switch type {
             case .oid: feature.objectID = value.integerValue
             case .globalID: feature.globalID = value.stringValue
-            default: feature.attributes[field.name] = value
+            default: feature.attributes[fields[index].name] = value
             }
         }
         if returnGeometry && definition.isSpatial {

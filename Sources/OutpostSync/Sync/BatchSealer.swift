@@ -179,6 +179,7 @@ enum BatchSealer {
 
     static func attributes(_ feature: Feature, _ fields: [FieldDefinition]) -> [String: JSONValue] {
         var out: [String: JSONValue] = [:]
+        out.reserveCapacity(fields.count)
         for field in fields { out[field.name] = (feature.attributes[field.name] ?? .null).jsonValue }
         return out
     }
