@@ -155,8 +155,12 @@ public final class Job<Definition: JobDefinition>: Sendable {
             _ = try s.machine.start()
             s.snapshot.status = s.machine.status
             s.runner = Task { await self.runLoop() }
+            // Sent while the transition is held: read after it, the status of a short job could
+            // already be its end (its runner finished first on a loaded machine), and observers
+            // never saw it start. Later changes take this lock first, so they follow.
+            statusBroadcast.send(s.machine.status)
         }
-        statusChanged()
+        save()
     }
 
     /// Resumes a paused job (the same as ``start()`` on a paused job).
