@@ -90,6 +90,10 @@ struct PostgresLayer: Sendable {
             binds.append(after)
             clauses.append("\(pk) > $\(binds.count)")
         }
+        if let through = query.throughObjectID {
+            binds.append(through)
+            clauses.append("\(pk) <= $\(binds.count)")
+        }
         if query.afterGlobalID != nil || query.globalIDs != nil {
             guard let field = definition.globalIDField else {
                 throw StorageError(.invalidQuery, "\(definition.name) has no global ids", table: definition.name)

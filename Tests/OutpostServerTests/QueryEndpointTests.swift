@@ -1,5 +1,6 @@
 import Foundation
 import OutpostCore
+import OutpostStorage
 import OutpostTestSupport
 import OutpostServiceTestSupport
 import Testing
@@ -14,7 +15,7 @@ struct QueryEndpointTests {
 
     @Test(arguments: BackendKind.available)
     func filtersFieldsAndFormats(kind: BackendKind) async throws {
-        try await withServer(kind) { client, _ in
+        try await withServer(kind) { client, service in
             let open = try await client.get("\(base)/0/query?where=\(q("status = 'open' AND condition >= 3"))&outFields=asset_id,status&f=json")
             let features = try #require(try open.json()["features"]?.arrayValue)
             #expect(!features.isEmpty)
@@ -45,6 +46,15 @@ struct QueryEndpointTests {
             let first = try #require(collection["features"]?.arrayValue?.first)
             #expect(first["id"] == 1 && first["geometry"]?["type"] == "Point")
             if let when = first["properties"]?["inspected_at"]?.stringValue { #expect(when.hasSuffix("Z")) }
+
+            // An object-id range (keyset pages, a checksum's halves) in the backend's own SQL.
+            var range = FeatureQuery(where: "status = 'open'", returnGeometry: false)
+            range.afterObjectID = 10
+            range.throughObjectID = 60
+            let inRange = try await service.backend.features(layerID: 0, query: range).compactMap(\.objectID)
+            let openIDs = try await service.backend.features(layerID: 0, query: FeatureQuery(where: "status = 'open'", returnGeometry: false)).compactMap(\.objectID)
+            #expect(!inRange.isEmpty && inRange.sorted() == openIDs.filter { $0 > 10 && $0 <= 60 }.sorted())
+            #expect(!range.selectsEveryFeature)
 
             // POST with a form body answers the same as GET.
             let posted = try await client.post("\(base)/0/query", ["where": "status = 'open' AND condition >= 3", "outFields": "asset_id,status", "f": "json"])

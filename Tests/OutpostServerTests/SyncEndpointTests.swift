@@ -153,6 +153,78 @@ struct NativeSyncEndpointTests {
         }
     }
 
+    /// A replica's last batch may ask for its layers' checksums (`checksums=0,3`): the server
+    /// computes them once the batch commits and answers the replica's next checksums request
+    /// with them, once, and only while nothing was committed after; a malformed list is refused
+    /// before anything is applied.
+    @Test(arguments: BackendKind.syncing)
+    func checksumsAskedWithABatchAnswerTheNextRequest(kind: BackendKind) async throws {
+        try await withServer(kind) { client, service in
+            let info = try await registerReplica(service)
+            let uri = "\(native)/replicas/\(q(info.replicaID))"
+            let sync = try #require(service.backend as? any SyncBackend)
+            func sums() async throws -> ReplicaChecksums {
+                try JSONDecoder().decode(ReplicaChecksums.self, from: Data(try await client.get("\(uri)/checksums?layers=0,3").text.utf8))
+            }
+            func answered(_ source: String) async throws -> Double {
+                OperationsTests.value(try await OperationsTests.samples(try await client.get("/metrics").text), "outpost_sync_checksums_total", ["source": source])
+            }
+            let before = try await service.backend.generation()
+            let bad = try await client.put("\(uri)/batches/1?checksums=zero", json: try batch(info, seq: 1, [insertEdit()]))
+            #expect(bad.status == 400)
+            #expect(bad.errorMessage?.contains("checksums") == true, "\(bad.text)")
+            #expect(try await service.backend.generation() == before, "nothing applied")
+
+            #expect(try await client.put("\(uri)/batches/1?checksums=0,3", json: try batch(info, seq: 1, [insertEdit()])).status == 200)
+            let early = try await sums()
+            #expect(early.generation == (try await service.backend.generation()) && early.generation > before)
+            #expect(early == (try await sync.checksums(replicaID: info.replicaID, layerIDs: [0, 3])))
+            #expect(early.layers[0].count == 301)
+            #expect(try await answered("ahead") == 1)
+            // Taken once: asked again, it is computed.
+            #expect(try await sums() == early)
+            #expect(try await answered("computed") == 1)
+
+            // Another edit commits after the batch: the answer is of the generation now (made
+            // afresh, or ahead when the computation started only after that commit).
+            let second = try batch(info, seq: 2, [insertEdit("{0C0C0C0C-0000-4000-8000-000000000002}")])
+            #expect(try await client.put("\(uri)/batches/2?checksums=0,3", json: second).status == 200)
+            _ = try await service.backend.applyEdits(
+                layerID: 0, edits: EditRequest(updates: [Feature(objectID: 1, attributes: ["notes": .string("office")])]), rollbackOnFailure: true)
+            let later = try await sums()
+            #expect(later.generation == (try await service.backend.generation()))
+            #expect(later == (try await sync.checksums(replicaID: info.replicaID, layerIDs: [0, 3])))
+            #expect(later.layers[0].count == 302 && later.layers[0].checksum != early.layers[0].checksum)
+            #expect(try await answered("ahead") + answered("computed") == 3)
+            // Asked for other layers than the batch named: computed.
+            let computed = try await answered("computed")
+            #expect(try await client.put("\(uri)/batches/2?checksums=0", json: second).status == 200, "a replay starts them too")
+            #expect(try await sums() == later)
+            #expect(try await answered("computed") == computed + 1)
+        }
+    }
+
+    /// A layer whose object ids span 20,000 or more is hashed in two halves on two readers; the
+    /// answer is the one a single pass gives (the digest leaves the object id out, so moving the
+    /// ids apart changes nothing but how the layer is cut).
+    @Test func aLargeLayerIsHashedInHalvesToTheSameChecksum() async throws {
+        let service = try await TestService.fieldInspection(.sqlite)
+        let backend = try #require(service.backend as? SQLiteServiceBackend)
+        let info = try await registerReplica(service)
+        let whole = try await backend.checksums(replicaID: info.replicaID, layerIDs: [0, 1])
+        let layer = try #require(backend.geodatabase.schema.layer(id: 0))
+        let halves = try await backend.geodatabase.write { conn in
+            let id = quotedIdentifier(layer.objectIDField)
+            try conn.execute("UPDATE \(quotedIdentifier(layer.name)) SET \(id) = \(id) + 50000 WHERE \(id) > 100")
+            return try conn.geodatabase.table(id: 0).checksumHalves(of: .all, in: conn)
+        }
+        #expect(halves?.0.throughObjectID == halves?.1.afterObjectID && halves?.0.throughObjectID != nil, "cut in two")
+        let split = try await backend.checksums(replicaID: info.replicaID, layerIDs: [0, 1])
+        #expect(split.layers == whole.layers)
+        #expect(split.layers[0].count == 300)
+        try await backend.close()
+    }
+
     @Test(arguments: BackendKind.syncing)
     func theChangeFeedLeavesOutEchoesAndReportsLeaves(kind: BackendKind) async throws {
         try await withServer(kind) { client, service in

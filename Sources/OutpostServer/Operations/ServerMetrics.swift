@@ -33,6 +33,13 @@ final class ServerMetrics: Sendable {
         registry.makeCounter(descriptor: Self.descriptor("sync_batches", "total", "Upload batches by outcome"), labels: [("outcome", outcome)]).increment()
     }
 
+    /// A replica's whole-scope checksums: `ahead` (asked for with its last batch and computed
+    /// while that batch was answered) or `computed` (when asked).
+    func checksums(_ source: String) {
+        registry.makeCounter(descriptor: Self.descriptor("sync_checksums", "total", "Replica checksum answers, by where they came from"), labels: [("source", source)])
+            .increment()
+    }
+
     /// Where an applied batch's time went on the server, by stage.
     func batchStages(_ stages: BatchStages) {
         for (stage, duration) in stages.named {

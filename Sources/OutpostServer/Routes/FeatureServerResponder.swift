@@ -23,6 +23,8 @@ public struct FeatureServerResponder: HTTPResponder {
     let security: Security
     let metrics: ServerMetrics
     let drain: DrainState
+    /// Checksums replicas asked for with their last upload batch (see ``ChecksumsAhead``).
+    let checksumsAhead = ChecksumsAhead()
 
     public init(services: ServiceDirectory, configuration: ServerConfiguration) {
         self.init(services: services, configuration: configuration, drain: DrainState())
@@ -366,7 +368,8 @@ public struct FeatureServerResponder: HTTPResponder {
         let writing = ResponseWriting(request: request, pretty: (parameters["f"] ?? "").lowercased() == "pjson")
         return try await NativeSyncRoutes(
             sync: syncBackend, parameters: parameters, writing: writing, method: request.method, range: request.headers[.range],
-            binaryPages: request.headers[.accept]?.contains(ChangePage.binaryContentType) == true, metrics: metrics
+            binaryPages: request.headers[.accept]?.contains(ChangePage.binaryContentType) == true, metrics: metrics,
+            ahead: (checksumsAhead, backend.name)
         ).respond(route)
     }
 

@@ -14,7 +14,7 @@ import OutpostStorage
 /// |----------------------------------------------|--------------------------------------------------|
 /// | `GET  replicas`, `GET replicas/{id}`         | ``ReplicaInfo`` (list)                            |
 /// | `DELETE replicas/{id}`                       | unregisters                                      |
-/// | `PUT  replicas/{id}/batches/{seq}`           | ``BatchResult``; 422 rejected, 409 seq/hash       |
+/// | `PUT  replicas/{id}/batches/{seq}[?checksums=0,1]` | ``BatchResult``; 422 rejected, 409 seq/hash; `checksums`: start those layers' checksums once it commits |
 /// | `GET  replicas/{id}/batches/{seq}`           | the stored ``BatchResult``                        |
 /// | `POST replicas/{id}/copies?generation&replicaName` | ``ReplicaInfo`` of a new replica with the same scope at `generation` (a preplanned package's file) |
 /// | `GET  replicas/{id}/changes?layer&since&upto&after&limit&count` | ``ChangePage``                      |
@@ -35,6 +35,9 @@ struct NativeSyncRoutes {
     /// The client named the binary change page in `Accept` (docs/sync.md, "Binary change pages").
     var binaryPages = false
     var metrics: ServerMetrics?
+    /// Where checksums asked for with a batch are held, and the service's name (their key's
+    /// first part).
+    var ahead: (store: ChecksumsAhead, service: String)?
 
     /// Answers the request for `route` (the path below `…/services/{service}/`, decoded segments).
     func respond(_ route: [String]) async throws -> Response {
@@ -163,7 +166,28 @@ struct NativeSyncRoutes {
         let info = try await sync.replica(id: replica)
         let layers = try parameters.integers("layers")?.map { Int($0) } ?? info.layers.map(\.id)
         let since = try parameters.int("since").map { Int64($0) }
-        return try json(try await sync.checksums(replicaID: replica, layerIDs: layers, since: since))
+        // Asked for with the replica's last batch and still of the generation now: the same answer.
+        if since == nil, let ahead, let made = await ahead.store.take(Self.aheadKey(ahead.service, info.replicaID), layers: layers, generation: info.serviceGeneration) {
+            metrics?.checksums("ahead")
+            return try json(made)
+        }
+        let answer = try await sync.checksums(replicaID: replica, layerIDs: layers, since: since)
+        metrics?.checksums("computed")
+        return try json(answer)
+    }
+
+    private static func aheadKey(_ service: String, _ replica: String) -> String {
+        service + "/" + (GlobalID.normalized(replica) ?? replica)
+    }
+
+    /// Starts the checksums a batch asked for (`checksums=0,1`), once it is applied (or replayed):
+    /// the replica's `GET …/checksums` that follows takes them (``ChecksumsAhead``).
+    private func startChecksums(replica: String, layers: [Int]?) {
+        guard let layers, !layers.isEmpty, let ahead else { return }
+        let sync = self.sync
+        ahead.store.start(Self.aheadKey(ahead.service, replica), layers: layers) {
+            try await sync.checksums(replicaID: replica, layerIDs: layers, since: nil)
+        }
     }
 
     /// An attachment's bytes, streamed a megabyte at a time; `Range: bytes=N-` or `bytes=N-M`
@@ -230,6 +254,7 @@ struct NativeSyncRoutes {
             throw ServiceError.badParameter("body", "batch format \(batch.formatVersion) is newer than this server's \(UploadBatch.currentFormatVersion)")
         }
         let editCount = batch.editCount
+        let checksumLayers = try parameters.integers("checksums", limit: 1000)?.map { Int($0) }
         let answer: BatchAnswer
         do {
             answer = try await sync.applyBatchAnswering(batch, hash: UploadBatch.serverHash(bytes))
@@ -255,6 +280,7 @@ struct NativeSyncRoutes {
             if let stages = answer.stages { metrics?.batchStages(stages) }
             metrics?.editsApplied(answer.result.layers.reduce(0) { $0 + $1.results.filter(\.success).count }, via: "batch")
         }
+        startChecksums(replica: replica, layers: checksumLayers)
         let response = writing.bytes(ByteBuffer(string: answer.json), contentType: "application/json; charset=utf-8")
         BackgroundRelease.release(consume answer)
         return response

@@ -157,6 +157,10 @@ extension FeatureTable {
             clauses.append("\(pk) > ?")
             arguments.append(after.databaseValue)
         }
+        if let through = query.throughObjectID {
+            clauses.append("\(pk) <= ?")
+            arguments.append(through.databaseValue)
+        }
         if let after = query.afterGlobalID {
             guard let field = definition.globalIDField else {
                 throw StorageError(.invalidQuery, "\(name) has no global ids", table: name)

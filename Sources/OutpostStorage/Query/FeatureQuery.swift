@@ -15,6 +15,8 @@ public struct FeatureQuery: Hashable, Sendable {
     public var objectIDs: [Int64]?
     /// Only object ids greater than this one (keyset paging in object-id order).
     public var afterObjectID: Int64?
+    /// Only object ids up to this one, itself included (with ``afterObjectID``, a range).
+    public var throughObjectID: Int64?
     /// Only these global ids.
     public var globalIDs: [String]?
     /// Only global ids greater than this one (keyset paging in global-id order, with
@@ -66,7 +68,7 @@ public struct FeatureQuery: Hashable, Sendable {
     /// no area. Paging, order and the fields returned do not count.
     public var selectsEveryFeature: Bool {
         let clause = whereClause?.trimmingCharacters(in: .whitespaces)
-        return (clause == nil || clause == "" || clause == "1=1") && objectIDs == nil && afterObjectID == nil && globalIDs == nil
+        return (clause == nil || clause == "" || clause == "1=1") && objectIDs == nil && afterObjectID == nil && throughObjectID == nil && globalIDs == nil
             && afterGlobalID == nil && envelope == nil && intersecting == nil
     }
 }

@@ -205,6 +205,26 @@ extension FeatureTable {
         return acc
     }
 
+    /// Tables whose object ids span this many are hashed in two halves at once (``checksumHalves(of:in:)``).
+    public static let checksumSplitSpan: Int64 = 20_000
+
+    /// `query` cut in two by object id, for hashing the halves on two readers at once (their
+    /// checksums joined are the whole's): nil when the table's object ids span fewer than
+    /// ``checksumSplitSpan``. Each half is a separate read, so the caller checks that both saw
+    /// the same data (a replica: nothing pending; a service: the same generation).
+    public func checksumHalves(of query: FeatureQuery, in conn: GeodatabaseConnection) throws -> (FeatureQuery, FeatureQuery)? {
+        let pk = quoted(definition.objectIDField), table = quoted(name)
+        // Two subqueries: SQLite answers a lone min() or max() from the key.
+        guard let ends = try conn.query("SELECT (SELECT min(\(pk)) FROM \(table)), (SELECT max(\(pk)) FROM \(table))").first,
+            let low = ends[0].integerValue, let high = ends[1].integerValue, high - low >= Self.checksumSplitSpan
+        else { return nil }
+        let middle = low + (high - low) / 2
+        var first = query, second = query
+        first.throughObjectID = min(middle, query.throughObjectID ?? middle)
+        second.afterObjectID = max(middle, query.afterObjectID ?? middle)
+        return (first, second)
+    }
+
     /// The geometry's ISO little-endian WKB: the stored body itself when it already is that (the
     /// common case: points, lines and polygons written by any GeoPackage writer on x86 or ARM),
     /// else decoded and encoded again.

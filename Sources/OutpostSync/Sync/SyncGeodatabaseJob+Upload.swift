@@ -31,17 +31,28 @@ extension SyncGeodatabaseJob {
             // The batch made ahead is held only through the seal: its edits are the sent batch's,
             // which is freed while the server applies it (below).
             let sealed: (StoredBatch, UploadBatch?, Bool)?
+            // Whether captured changes remain after the batch (it is not the last one).
+            var more = true
             do {
                 let ahead = prepared
                 prepared = nil
-                sealed = try await geodatabase.write { conn -> (StoredBatch, UploadBatch?, Bool)? in
-                    if let pending = try conn.sealedBatch() { return (pending, nil, false) }
-                    guard let current = try conn.replicaState() else { return nil }
-                    if let ahead, let (stored, batch) = try BatchSealer.sealPrepared(ahead, conn, state: current, tables: uploadTables, maxChanges: maxChanges) {
-                        return (stored, batch, true)
+                (sealed, more) = try await geodatabase.write { conn -> ((StoredBatch, UploadBatch?, Bool)?, Bool) in
+                    let sealed: (StoredBatch, UploadBatch?, Bool)?
+                    if let pending = try conn.sealedBatch() {
+                        sealed = (pending, nil, false)
+                    } else if let current = try conn.replicaState() {
+                        if let ahead, let (stored, batch) = try BatchSealer.sealPrepared(ahead, conn, state: current, tables: uploadTables, maxChanges: maxChanges) {
+                            sealed = (stored, batch, true)
+                        } else {
+                            sealed = try BatchSealer.seal(
+                                conn, state: current, tables: uploadTables, maxChanges: maxChanges, rollbackOnFailure: rollback, conflictPolicy: policy
+                            ).map { ($0.0, $0.1, false) }
+                        }
+                    } else {
+                        sealed = nil
                     }
-                    return try BatchSealer.seal(conn, state: current, tables: uploadTables, maxChanges: maxChanges, rollbackOnFailure: rollback, conflictPolicy: policy)
-                        .map { ($0.0, $0.1, false) }
+                    guard let covered = sealed?.0.coversChangeID else { return (sealed, false) }
+                    return (sealed, try conn.sealLimit(maxChanges: 1, tables: uploadTables, after: covered) != nil || conn.hasUnsentResolutions())
                 }
             }
             guard let (stored, fresh, madeAhead) = consume sealed else { break }
@@ -80,8 +91,12 @@ extension SyncGeodatabaseJob {
             func rejections(_ result: BatchResult, pending: Bool) throws -> [RejectedEdit] {
                 result.rejected.isEmpty ? [] : Self.rejections(result, try UploadBatch.decode(stored.body), state: state, pending: pending)
             }
+            // The last batch, when the verify will compare whole layers: the server starts its
+            // checksums as soon as the batch commits (taken by the verify's request if nothing
+            // was committed after it).
+            let askChecksums = checksumAhead && !more ? layers.map(\.id) : nil
             let outcome = try await withRetries(context, "batch \(stored.seq) not acknowledged") {
-                try await client.putBatch(seq: stored.seq, batchID: stored.batchID, body: stored.body)
+                try await client.putBatch(seq: stored.seq, batchID: stored.batchID, body: stored.body, checksums: askChecksums)
             }
             context.log("batch \(stored.seq) answered")
             // A failed preparation costs nothing but the fresh seal.

@@ -154,33 +154,20 @@ extension SyncGeodatabaseJob {
     /// computes it on its side). Nil when the layer has pending edits, before or after: a writer
     /// that committed between the halves' reads left its edit pending.
     func wholeChecksum(_ layer: ReplicaState.Layer) async throws -> FeatureDigest.Accumulator? {
-        let (pending, low, high) = try await geodatabase.read { conn -> (Int, Int64, Int64) in
+        let (pending, halves) = try await geodatabase.read { conn -> (Int, (FeatureQuery, FeatureQuery)?) in
             let table = try conn.geodatabase.table(named: layer.table)
-            let pk = quotedIdentifier(table.definition.objectIDField), name = quotedIdentifier(table.name)
-            let ends = try conn.query("SELECT (SELECT min(\(pk)) FROM \(name)), (SELECT max(\(pk)) FROM \(name))").first
-            return (try table.pendingChanges(in: conn).total, ends?[0].integerValue ?? 0, ends?[1].integerValue ?? 0)
+            return (try table.pendingChanges(in: conn).total, try table.checksumHalves(of: .all, in: conn))
         }
         guard pending == 0 else { return nil }
-        guard high - low >= Self.splitChecksumRows else {
+        guard let (low, high) = halves else {
             return try await geodatabase.read { conn in try conn.geodatabase.table(named: layer.table).checksum(matching: .all, in: conn) }
         }
-        let middle = low + (high - low) / 2
-        async let first = geodatabase.read { conn in
-            let table = try conn.geodatabase.table(named: layer.table)
-            return try table.checksum(matching: FeatureQuery(where: "\(table.definition.objectIDField) <= \(middle)"), in: conn)
-        }
-        var sum = try await geodatabase.read { conn in
-            var query = FeatureQuery()
-            query.afterObjectID = middle
-            return try conn.geodatabase.table(named: layer.table).checksum(matching: query, in: conn)
-        }
+        async let first = geodatabase.read { conn in try conn.geodatabase.table(named: layer.table).checksum(matching: low, in: conn) }
+        var sum = try await geodatabase.read { conn in try conn.geodatabase.table(named: layer.table).checksum(matching: high, in: conn) }
         sum.add(try await first)
         let after = try await geodatabase.read { conn in try conn.geodatabase.table(named: layer.table).pendingChanges(in: conn).total }
         return after == 0 ? sum : nil
     }
-
-    /// Layers whose object ids span this many are hashed in two halves at once.
-    static let splitChecksumRows: Int64 = 20_000
 
     /// Fetches every feature of the layer in the replica's scope again and makes the local table
     /// equal to it (local edits still win).

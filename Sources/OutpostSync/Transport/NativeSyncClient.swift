@@ -61,8 +61,10 @@ struct NativeSyncClient: Sendable {
     }
 
     /// `PUT replicas/{id}/batches/{seq}` with the sealed bytes.
-    func putBatch(seq: Int64, batchID: String, body: Data) async throws -> BatchOutcome {
-        let target = url("\(replica)/batches/\(seq)")
+    /// - Parameter checksums: layers whose whole checksums the server starts computing once the
+    ///   batch commits (the replica's last batch, when its verify will compare whole layers).
+    func putBatch(seq: Int64, batchID: String, body: Data, checksums: [Int]? = nil) async throws -> BatchOutcome {
+        let target = url("\(replica)/batches/\(seq)", checksums.map { [("checksums", $0.map(String.init).joined(separator: ","))] } ?? [])
         let reply = try await connection.send(.PUT, target, body: body, contentType: UploadBatch.Encoding(of: body).contentType)
         switch reply.status {
         case 200:
@@ -80,7 +82,7 @@ struct NativeSyncClient: Sendable {
             // canonical, so a resend of it is recognised as the same batch; the next download
             // learns what the server reads, and later batches are sealed so.
             let json = try UploadBatch.decode(body).encoded(as: .json)
-            return try await putBatch(seq: seq, batchID: batchID, body: json)
+            return try await putBatch(seq: seq, batchID: batchID, body: json, checksums: checksums)
         default:
             throw ServiceConnection.failure(reply, url: target)
         }

@@ -320,12 +320,43 @@ extension SQLiteServiceBackend: SyncBackend {
     }
 
     public func checksums(replicaID: String, layerIDs: [Int], since: Int64?) async throws -> ReplicaChecksums {
+        // A large layer's whole scope is hashed in two halves (by object id) on two readers at
+        // once, as the replica hashes its own; both must read the generation the rest was
+        // computed at, or everything is computed again in one read.
+        let first = try await checksums(replicaID: replicaID, layerIDs: layerIDs, since: since, splitting: true)
+        guard !first.halves.isEmpty else { return first.answer }
+        var answer = first.answer
+        for (index, (low, high)) in first.halves {
+            let id = answer.layers[index].id
+            async let lowSum = halfChecksum(layerID: id, low)
+            let highSum = try await halfChecksum(layerID: id, high)
+            let other = try await lowSum
+            guard highSum.generation == answer.generation, other.generation == answer.generation else {
+                return try await checksums(replicaID: replicaID, layerIDs: layerIDs, since: since, splitting: false).answer
+            }
+            var sum = highSum.sum
+            sum.add(other.sum)
+            answer.layers[index] = .init(id: id, count: sum.count, checksum: sum.hex)
+        }
+        return answer
+    }
+
+    private func halfChecksum(layerID: Int, _ query: FeatureQuery) async throws -> (generation: Int64, sum: FeatureDigest.Accumulator) {
+        try await geodatabase.read { conn in (try ServiceStore.generation(conn), try conn.geodatabase.table(id: layerID).checksum(matching: query, in: conn)) }
+    }
+
+    /// The checksums in one read; with `splitting`, a large layer's whole scope is left to be
+    /// hashed in halves (its index in the answer, and the halves' queries).
+    private func checksums(
+        replicaID: String, layerIDs: [Int], since: Int64?, splitting: Bool
+    ) async throws -> (answer: ReplicaChecksums, halves: [(Int, (FeatureQuery, FeatureQuery))]) {
         let schema = geodatabase.schema
         return try await geodatabase.read { conn in
             let info = try Self.replica(id: replicaID, conn)
             let scope = ReplicaScope(info: info, schema: schema)
             let generation = try ServiceStore.generation(conn)
             var layers: [ReplicaChecksums.Layer] = []
+            var halves: [(Int, (FeatureQuery, FeatureQuery))] = []
             for id in layerIDs {
                 guard let layerInfo = info.layers.first(where: { $0.id == id }), let layer = schema.layer(id: id) else {
                     throw ServiceError.notFound("layer \(id) in replica \(replicaID)")
@@ -346,10 +377,16 @@ extension SQLiteServiceBackend: SyncBackend {
                     if gids.count <= ReplicaChecksums.maxWindowFeatures { window = gids }
                 }
                 if let window { query.globalIDs = window }
-                let acc = window?.isEmpty == true ? FeatureDigest.Accumulator() : try conn.geodatabase.table(id: id).checksum(matching: query, in: conn)
+                let table = try conn.geodatabase.table(id: id)
+                if splitting, window == nil, let parts = try table.checksumHalves(of: query, in: conn) {
+                    halves.append((layers.count, parts))
+                    layers.append(.init(id: id, count: 0, checksum: FeatureDigest.Accumulator().hex))
+                    continue
+                }
+                let acc = window?.isEmpty == true ? FeatureDigest.Accumulator() : try table.checksum(matching: query, in: conn)
                 layers.append(.init(id: id, count: acc.count, checksum: acc.hex, since: window == nil ? nil : since, globalIds: window))
             }
-            return ReplicaChecksums(generation: generation, layers: layers)
+            return (ReplicaChecksums(generation: generation, layers: layers), halves)
         }
     }
 }

@@ -1,0 +1,61 @@
+import Foundation
+import OutpostProtocol
+import Synchronization
+
+/// Whole-scope checksums a replica asked for with its last upload batch
+/// (`PUT …/batches/{seq}?checksums=0,1`), computed from the moment that batch commits while its
+/// answer goes out and the replica acknowledges it, instead of from the replica's later
+/// `GET …/checksums` (docs/sync.md, "Verify"). After uploading 16,000 edits of a 100,000-point
+/// layer the replica asked, waited ~50 ms and then verified; now the layer is hashed by then.
+///
+/// The later request takes an entry once, and only when nothing was committed since it was
+/// computed (its generation is the service's generation read by that request): otherwise, or
+/// when it failed, the checksums are computed afresh, exactly as without it. Entries are few and
+/// short-lived: one per replica (a newer one replaces it), dropped when taken, when older than
+/// ``lifetime``, and the oldest when more than ``capacity`` are held.
+final class ChecksumsAhead: Sendable {
+    static let lifetime: Duration = .seconds(60)
+    static let capacity = 256
+
+    private struct Entry {
+        var layers: [Int]
+        var started: ContinuousClock.Instant
+        /// Order of starting (clock readings may tie).
+        var order: UInt64
+        var task: Task<ReplicaChecksums, any Error>
+    }
+
+    private let entries = Mutex<(held: [String: Entry], started: UInt64)>(([:], 0))
+
+    /// Starts computing `compute` for the replica `key` (service and replica id).
+    func start(_ key: String, layers: [Int], _ compute: @escaping @Sendable () async throws -> ReplicaChecksums) {
+        let now = ContinuousClock.now
+        let task = Task { try await compute() }
+        let dropped = entries.withLock { state -> [Entry] in
+            state.started += 1
+            var dropped = state.held.filter { now - $0.value.started > Self.lifetime }.map(\.key).compactMap { state.held.removeValue(forKey: $0) }
+            if let old = state.held.updateValue(Entry(layers: layers, started: now, order: state.started, task: task), forKey: key) { dropped.append(old) }
+            while state.held.count > Self.capacity, let oldest = state.held.min(by: { $0.value.order < $1.value.order }) {
+                state.held.removeValue(forKey: oldest.key)
+                dropped.append(oldest.value)
+            }
+            return dropped
+        }
+        for entry in dropped { entry.task.cancel() }
+    }
+
+    /// The checksums computed ahead for `key` and exactly these layers, if they are of
+    /// `generation` (the service's generation now); the entry is removed either way.
+    func take(_ key: String, layers: [Int], generation: Int64) async -> ReplicaChecksums? {
+        guard let entry = entries.withLock({ $0.held.removeValue(forKey: key) }) else { return nil }
+        guard entry.layers == layers, ContinuousClock.now - entry.started <= Self.lifetime else {
+            entry.task.cancel()
+            return nil
+        }
+        guard let answer = try? await entry.task.value, answer.generation == generation else { return nil }
+        return answer
+    }
+
+    /// How many entries are held (for tests).
+    var count: Int { entries.withLock { $0.held.count } }
+}
