@@ -17,6 +17,17 @@ public final class GeodatabaseConnection {
     /// Time this connection spent packing R-trees again (``maintainingSpatialIndex(of:expectedGeometryWrites:_:)``),
     /// for a caller that reports where a transaction's time went.
     public internal(set) var spatialIndexRebuildTime: Duration = .zero
+    /// ``FeatureTable``'s insert and update statements, by table, columns and key: found without
+    /// writing their SQL again for every edit (an update's SQL and its cache lookup were a
+    /// quarter of the Swift work around SQLite's in a server's edit loop).
+    var editStatements: [EditStatementKey: Statement] = [:]
+
+    struct EditStatementKey: Hashable {
+        var table: String
+        var columns: [String]
+        /// The key column of an update (quoted), nil for an insert.
+        var key: String?
+    }
 
     init(_ db: Database, _ geodatabase: Geodatabase) {
         self.db = db

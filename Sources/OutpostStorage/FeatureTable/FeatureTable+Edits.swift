@@ -51,10 +51,10 @@ extension FeatureTable {
         // Every prepared add binds the same columns (all attributes, then the geometry).
         let columns = prepared.first?.columns ?? []
         try conn.willWriteGeometries(of: name, prepared.filter { $0.geometry != nil }.count)
-        let sql = "INSERT INTO \(quoted(name)) (\(columns.map(quoted).joined(separator: ", "))) VALUES (\(Array(repeating: "?", count: columns.count).joined(separator: ", ")))"
+        let statement = try editStatement(conn, columns: columns, key: nil)
         for (index, row) in prepared.enumerated() {
             do {
-                try db.cachedStatement(sql: sql).run(row.values)
+                try statement.run(row.values)
             } catch let error as DatabaseError where error.resultCode == .SQLITE_CONSTRAINT {
                 throw StorageError(.invalidEdit, "rejected by the table: \(error.message ?? "constraint failed")", table: name, editIndex: index, cause: error)
             }
@@ -80,10 +80,10 @@ extension FeatureTable {
         var extent = Envelope.Builder()
         try conn.willWriteGeometries(of: name, prepared.count { $0.1.writesGeometry })
         for (index, (key, row)) in prepared.enumerated() {
-            let sets = row.columns.isEmpty ? "\(key.column) = \(key.column)" : row.columns.map { "\(quoted($0)) = ?" }.joined(separator: ", ")
-            let sql = "UPDATE \(quoted(name)) SET \(sets) WHERE \(key.column) = ?"
+            var values = row.values
+            values.append(key.value)
             do {
-                try db.cachedStatement(sql: sql).run(row.values + [key.value])
+                try editStatement(conn, columns: row.columns, key: key.column).run(values)
             } catch let error as DatabaseError where error.resultCode == .SQLITE_CONSTRAINT {
                 throw StorageError(.invalidEdit, "rejected by the table: \(error.message ?? "constraint failed")", table: name, editIndex: index, cause: error)
             }
@@ -93,6 +93,23 @@ extension FeatureTable {
             if let e = row.geometry?.envelope { extent.add(e) }
         }
         try touchContents(conn, extent: extent.envelope)
+    }
+
+    /// The connection's statement that inserts `columns` (`key` nil) or updates them in the row
+    /// whose `key` column (quoted) is bound last; prepared once per connection.
+    func editStatement(_ conn: GeodatabaseConnection, columns: [String], key: String?) throws -> Statement {
+        let cacheKey = GeodatabaseConnection.EditStatementKey(table: name, columns: columns, key: key)
+        if let cached = conn.editStatements[cacheKey] { return cached }
+        let sql: String
+        if let key {
+            let sets = columns.isEmpty ? "\(key) = \(key)" : columns.map { "\(quoted($0)) = ?" }.joined(separator: ", ")
+            sql = "UPDATE \(quoted(name)) SET \(sets) WHERE \(key) = ?"
+        } else {
+            sql = "INSERT INTO \(quoted(name)) (\(columns.map(quoted).joined(separator: ", "))) VALUES (\(Array(repeating: "?", count: columns.count).joined(separator: ", ")))"
+        }
+        let statement = try conn.db.cachedStatement(sql: sql)
+        conn.editStatements[cacheKey] = statement
+        return statement
     }
 
     /// The column and value that identify the feature an update targets.
