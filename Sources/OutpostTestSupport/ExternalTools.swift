@@ -48,16 +48,26 @@ public enum ExternalTools {
         ProcessInfo.processInfo.environment["OUTPOST_VALIDATE_GPKG"]
     }
 
+    /// Runs `body` on a thread of its own: for blocking waits (a process, a pipe). Not on
+    /// `DispatchQueue.global()`: on Linux its pool is as wide as the machine has cores (2 on CI)
+    /// and only slowly adds threads while they block, so with a few tools running, another
+    /// test's `swift package dump-package` (under a second alone) waited 200–320 s for a thread.
+    public static func onOwnThread(_ body: @escaping @Sendable () -> Void) {
+        let thread = Thread(block: body)
+        thread.stackSize = 1 << 20
+        thread.start()
+    }
+
     /// Runs `executable` with `arguments`, feeding `input` on stdin. The wait happens on a
-    /// dispatch thread, so a test waiting for a slow tool never starves the concurrency pool
-    /// (2 threads on the CI machines) that other tests' tasks run on.
+    /// thread of its own, so a test waiting for a slow tool never starves the concurrency pool
+    /// (2 threads on the CI machines) that other tests' tasks run on, nor other tests' waits.
     @discardableResult
     public static func run(
         _ executable: String, _ arguments: [String], input: String? = nil, environment: [String: String]? = nil,
         currentDirectory: URL? = nil
     ) async throws -> CommandResult {
         try await withCheckedThrowingContinuation { continuation in
-            DispatchQueue.global().async {
+            onOwnThread {
                 continuation.resume(with: Result {
                     try runBlocking(executable, arguments, input: input, environment: environment, currentDirectory: currentDirectory)
                 })
@@ -87,7 +97,7 @@ public enum ExternalTools {
         let group = DispatchGroup()
         nonisolated(unsafe) var errData = Data()
         group.enter()
-        DispatchQueue.global().async {
+        onOwnThread {
             errData = readToEnd(err.fileHandleForReading.fileDescriptor)
             group.leave()
         }

@@ -39,7 +39,7 @@ public final class ServeProcess: @unchecked Sendable {
         }
         try process.run()
         let line: String? = await withCheckedContinuation { continuation in
-            DispatchQueue.global().async {
+            ExternalTools.onOwnThread {
                 // read(2) itself: FileHandle.readData stops the process when a signal (a child's
                 // SIGCHLD) interrupts the read, and other tests start children all the time.
                 var collected = Data()
