@@ -320,10 +320,21 @@ extension SQLiteServiceBackend: SyncBackend {
     }
 
     public func checksums(replicaID: String, layerIDs: [Int], since: Int64?) async throws -> ReplicaChecksums {
-        // A large layer's whole scope is hashed in two halves (by object id) on two readers at
-        // once, as the replica hashes its own; both must read the generation the rest was
-        // computed at, or everything is computed again in one read.
-        let first = try await checksums(replicaID: replicaID, layerIDs: layerIDs, since: since, splitting: true)
+        try await checksums(replicaID: replicaID, layerIDs: layerIDs, since: since, halving: Self.halvesLargeLayers)
+    }
+
+    /// Whether a large layer's whole scope is hashed in two halves at once: on a machine with
+    /// cores to spare. On two cores shared with the replica (`outpost-bench sync`, eight
+    /// alternating runs) it measured no faster, within the machine's noise: the second reader
+    /// takes its core from the replica's own work, which the server's checksum runs beside (the
+    /// download's last pages, R-tree pack and commit; the last batch's answer).
+    static let halvesLargeLayers = ProcessInfo.processInfo.activeProcessorCount >= 4
+
+    /// The checksums; with `halving`, a large layer's whole scope (by object id) is hashed in
+    /// two halves on two readers at once, as the replica hashes its own. Both halves must read
+    /// the generation the rest was computed at, or everything is computed again in one read.
+    func checksums(replicaID: String, layerIDs: [Int], since: Int64?, halving: Bool) async throws -> ReplicaChecksums {
+        let first = try await checksums(replicaID: replicaID, layerIDs: layerIDs, since: since, splitting: halving)
         guard !first.halves.isEmpty else { return first.answer }
         var answer = first.answer
         for (index, (low, high)) in first.halves {
