@@ -50,8 +50,8 @@ public enum ExternalTools {
 
     /// Runs `body` on a thread of its own: for blocking waits (a process, a pipe). Not on
     /// `DispatchQueue.global()`: on Linux its pool is as wide as the machine has cores (2 on CI)
-    /// and only slowly adds threads while they block, so with a few tools running, another
-    /// test's `swift package dump-package` (under a second alone) waited 200–320 s for a thread.
+    /// and only slowly adds threads while they block, so a few tools running at once (each wait
+    /// and each stderr reader a blocked work item) hold back every other test's tool.
     public static func onOwnThread(_ body: @escaping @Sendable () -> Void) {
         let thread = Thread(block: body)
         thread.stackSize = 1 << 20
