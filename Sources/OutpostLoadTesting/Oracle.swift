@@ -79,9 +79,9 @@ public final class Oracle: Sendable {
                 let requested = batch.conflictPolicy.flatMap(ConflictPolicy.Rule.init(rawValue:))
                 for layer in batch.layers {
                     let l = layer.id, rules = policy(l)
-                    let outcomes = result.layers.first { $0.id == l }?.results ?? []
+                    let outcomes = result.layers.first { $0.id == l }
                     let geometry = geometryColumn(l)
-                    for edit in layer.edits where outcomes.first(where: { $0.globalId == edit.globalId })?.success == true {
+                    for edit in layer.edits where outcomes?.succeeded(edit.globalId) == true {
                         let gid = edit.globalId
                         let value: (String) -> JSONValue = { c in c == geometry ? edit.geometry ?? .null : edit.attributes?[c] ?? .null }
                         // Others' changes since the edit's base.

@@ -124,6 +124,48 @@ struct NativeSyncEndpointTests {
         }
     }
 
+    /// The same mixed batch asking for a compact answer, in both encodings: only the edit with
+    /// something to say (the rejected one) is listed, the applied ones counted; the ledger keeps
+    /// that form, so a resend and `GET …/batches/1` answer it too.
+    @Test(arguments: BackendKind.syncing, [UploadBatch.Encoding.json, .binary])
+    func aBatchAskingForACompactAnswerListsOnlyWhatSaysMore(kind: BackendKind, encoding: UploadBatch.Encoding) async throws {
+        try await withServer(kind) { client, service in
+            let info = try await registerReplica(service)
+            let existing = try await service.backend.features(layerID: 0, query: FeatureQuery(limit: 4))
+            let added = "{0C0C0C0C-0000-4000-8000-0000000000A2}"
+            let edits = [
+                BatchEdit(op: .update, globalId: existing[0].globalID!, attributes: ["asset_id": "C-0"]), insertEdit(added),
+                BatchEdit(op: .update, globalId: added, attributes: ["asset_id": "C-new"]),
+                BatchEdit(op: .update, globalId: existing[1].globalID!, attributes: ["asset_type": "spaceship"]),
+                BatchEdit(op: .delete, globalId: existing[2].globalID!),
+            ]
+            var upload = UploadBatch(
+                replicaId: info.replicaID, batchId: GlobalID.make(), seq: 1, schemaVersion: 1, rollbackOnFailure: false, layers: [BatchLayer(id: 0, edits: edits)])
+            upload.compactAnswer = true
+            let body = try upload.encoded(as: encoding)
+            #expect(try UploadBatch.decode(body) == upload, "the request survives its encoding")
+            let uri = "\(native)/replicas/\(q(info.replicaID))/batches/1"
+            let answer = try await client.put(uri, json: body)
+            #expect(answer.status == 200, "\(answer.text)")
+            let result = try BatchResult(json: JSONValue.parse(Data(answer.text.utf8)))
+            let layer = try #require(result.layers.first)
+            #expect(layer.results.map(\.globalId) == [existing[1].globalID!])
+            #expect(layer.results.first?.success == false && layer.results.first?.error != nil)
+            #expect(layer.applied == BatchLayerResult.Applied(inserts: 1, updates: 2, deletes: 1))
+            #expect(layer.succeeded(added) && layer.succeeded(existing[2].globalID!) && !layer.succeeded(existing[1].globalID!))
+            #expect(try JSONDecoder().decode(BatchResult.self, from: Data(answer.text.utf8)) == result, "the generic decoder reads it the same")
+            #expect(!answer.text.contains(added) && !answer.text.contains(existing[0].globalID!), "\(answer.text)")
+            #expect(try await service.backend.count(layerID: 0, query: FeatureQuery(where: "asset_id IN ('C-0', 'C-new')")) == 2)
+
+            let replay = try await client.put(uri, json: body)
+            var replayed = try BatchResult(json: JSONValue.parse(Data(replay.text.utf8)))
+            #expect(replayed.replayed == true)
+            replayed.replayed = nil
+            #expect(replayed == result, "a resend is answered in the form the batch asked for")
+            #expect(try BatchResult(json: JSONValue.parse(Data(try await client.get(uri).text.utf8))).layers == result.layers)
+        }
+    }
+
     @Test(arguments: BackendKind.syncing)
     func malformedRequestsGetClear4xx(kind: BackendKind) async throws {
         try await withServer(kind) { client, service in

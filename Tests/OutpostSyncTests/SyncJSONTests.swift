@@ -98,6 +98,7 @@ struct SyncJSONTests {
                 replicaId: "{R}", batchId: "{B}", seq: 12, schemaVersion: 3, rollbackOnFailure: false,
                 layers: [BatchLayer(id: 2, edits: Array(edits[..<120])), BatchLayer(id: 0, edits: Array(edits[120...])), BatchLayer(id: 5, edits: [])],
                 conflictPolicy: nil, resolvedConflicts: []),
+            { var b = withoutAttachments; b.compactAnswer = true; return b }(),
         ]
     }
 
@@ -144,7 +145,14 @@ struct SyncJSONTests {
             BatchLayerResult(id: 4, results: []),
         ])
         plain.replayed = false
-        for value in [result, plain, BatchResult(seq: 1, batchId: "{B}", generation: nil, layers: [])] {
+        // Compact: the plain successes counted, the rest listed; attachments stay listed.
+        let compact = result.compacted
+        #expect(compact.layers[0].results.map(\.globalId) == ["{2}", "{3}"])
+        #expect(compact.layers[0].applied == BatchLayerResult.Applied(inserts: 1, updates: 1, deletes: 0))
+        #expect(compact.attachments == result.attachments)
+        #expect(compact.layers[0].succeeded("{1}") && compact.layers[0].succeeded("{2}") && !compact.layers[0].succeeded("{3}"))
+        #expect(!result.layers[0].succeeded("{9}") && compact.layers[0].succeeded("{9}"), "unlisted: applied only in a compact answer")
+        for value in [result, plain, BatchResult(seq: 1, batchId: "{B}", generation: nil, layers: []), compact, plain.compacted] {
             #expect(value.json == (try JSONValueEncoder().encode(value)))
             #expect(try BatchResult(json: value.json) == value)
             // The text written straight (what a server answers and keeps in its ledger) is the

@@ -28,7 +28,8 @@ extension UploadBatch {
     static let binaryMagic = BinaryWireMagic(bytes: [0x4F, 0x50, 0x42, 0x01], what: "binary batch")
 
     private enum Flag {
-        static let rollbackOnFailure: UInt8 = 1, conflictPolicy: UInt8 = 2, resolvedConflicts: UInt8 = 4, attachments: UInt8 = 8
+        static let rollbackOnFailure: UInt8 = 1, conflictPolicy: UInt8 = 2, resolvedConflicts: UInt8 = 4, attachments: UInt8 = 8, compactAnswer: UInt8 = 16
+        static let all = rollbackOnFailure | conflictPolicy | resolvedConflicts | attachments | compactAnswer
     }
 
     /// The batch's bytes in `encoding`.
@@ -50,6 +51,7 @@ extension UploadBatch {
         if conflictPolicy != nil { flags |= Flag.conflictPolicy }
         if resolvedConflicts != nil { flags |= Flag.resolvedConflicts }
         if attachments != nil { flags |= Flag.attachments }
+        if compactAnswer == true { flags |= Flag.compactAnswer }
         w.byte(flags)
         if let conflictPolicy { w.string(conflictPolicy) }
         if let resolvedConflicts {
@@ -74,7 +76,7 @@ extension UploadBatch {
             let version = try r.unsigned()
             let replicaId = try r.string(), batchId = try r.string(), seq = try r.signed(), schemaVersion = try r.signed()
             let flags = try r.byte()
-            guard flags & ~(Flag.rollbackOnFailure | Flag.conflictPolicy | Flag.resolvedConflicts | Flag.attachments) == 0 else {
+            guard flags & ~Flag.all == 0 else {
                 throw r.invalid("the batch's flags \(flags) name something unknown")
             }
             guard version <= UInt64(Int.max), let schema = Int(exactly: schemaVersion) else { throw r.invalid("the batch's versions are out of range") }
@@ -104,6 +106,7 @@ extension UploadBatch {
                 layers: layers, conflictPolicy: policy, resolvedConflicts: resolved)
             batch.formatVersion = Int(version)
             batch.attachments = attachments
+            if flags & Flag.compactAnswer != 0 { batch.compactAnswer = true }
             return batch
         }
     }

@@ -28,6 +28,10 @@ public struct UploadBatch: Codable, Hashable, Sendable {
     public var resolvedConflicts: [Int64]?
     /// Attachment edits (the replica's attachment sync direction allows uploads).
     public var attachments: [AttachmentEdit]?
+    /// true: the answer lists only the edits with something to say (failed, merged, in
+    /// conflict…) and counts the rest per layer (``BatchLayerResult/applied``); nil: one result
+    /// per edit. Part of the body, so a resent batch is answered in the form it asked for.
+    public var compactAnswer: Bool?
 
     public init(
         replicaId: String, batchId: String, seq: Int64, schemaVersion: Int, rollbackOnFailure: Bool, layers: [BatchLayer], conflictPolicy: String? = nil,
@@ -59,6 +63,10 @@ public struct UploadBatch: Codable, Hashable, Sendable {
         var keys = JSONObjectKeys()
         keys.next("batchId", &out)
         JSONValue.writeString(batchId, to: &out)
+        if let compactAnswer {
+            keys.next("compactAnswer", &out)
+            JSONValue.bool(compactAnswer).write(to: &out)
+        }
         if let conflictPolicy {
             keys.next("conflictPolicy", &out)
             JSONValue.writeString(conflictPolicy, to: &out)
@@ -180,15 +188,63 @@ public struct BatchResult: Codable, Hashable, Sendable {
     }
 
     public var rejected: [BatchEditResult] { layers.flatMap { $0.results.filter { !$0.success } } + (attachments ?? []).filter { !$0.success } }
+
+    /// The answer in compact form (``UploadBatch/compactAnswer``): each layer's plain successes
+    /// counted instead of listed (attachment results stay listed: they are few).
+    public var compacted: BatchResult {
+        var out = self
+        out.layers = layers.map(\.compacted)
+        return out
+    }
 }
 
 public struct BatchLayerResult: Codable, Hashable, Sendable {
     public var id: Int
+    /// One result per edit; in a compact answer, only the edits that failed or whose application
+    /// says more than "applied as sent" (``BatchEditResult/isPlain`` false).
     public var results: [BatchEditResult]
+    /// In a compact answer (``UploadBatch/compactAnswer``): every edit of the layer that applied,
+    /// by operation, listed or not. An edit of the batch not in ``results`` applied as sent.
+    public var applied: Applied?
 
-    public init(id: Int, results: [BatchEditResult]) {
+    public struct Applied: Codable, Hashable, Sendable {
+        public var inserts = 0
+        public var updates = 0
+        public var deletes = 0
+
+        public init(inserts: Int = 0, updates: Int = 0, deletes: Int = 0) {
+            self.inserts = inserts
+            self.updates = updates
+            self.deletes = deletes
+        }
+
+        /// The successful results of `results`, counted.
+        public init(counting results: [BatchEditResult]) {
+            for r in results where r.success {
+                switch r.op {
+                case .insert: inserts += 1
+                case .update: updates += 1
+                case .delete: deletes += 1
+                }
+            }
+        }
+    }
+
+    public init(id: Int, results: [BatchEditResult], applied: Applied? = nil) {
         self.id = id
         self.results = results
+        self.applied = applied
+    }
+
+    /// Whether the edit of `globalId` applied: its listed result, else (compact answer) yes.
+    public func succeeded(_ globalId: String) -> Bool {
+        if let listed = results.first(where: { $0.globalId == globalId }) { return listed.success }
+        return applied != nil
+    }
+
+    /// This layer's answer in compact form: the successes counted, only the others listed.
+    public var compacted: BatchLayerResult {
+        BatchLayerResult(id: id, results: results.filter { !$0.isPlain }, applied: applied ?? Applied(counting: results))
     }
 }
 
@@ -206,6 +262,9 @@ public struct BatchEditResult: Codable, Hashable, Sendable {
     public var resolution: String?
     /// The values the edit's application discarded, one record per rule and winner.
     public var conflicts: [ConflictRecord]?
+
+    /// Applied as sent: nothing to say beyond success (a compact answer leaves it out).
+    public var isPlain: Bool { success && error == nil && resolution == nil && conflicts == nil }
 
     public init(
         globalId: String, op: BatchEdit.Operation, success: Bool, objectId: Int64? = nil, error: EditResult.Failure? = nil, resolution: String? = nil,
@@ -236,6 +295,7 @@ extension UploadBatch {
             replicaId: try o.string("replicaId"), batchId: try o.string("batchId"), seq: try o.integer("seq"), schemaVersion: Int(try o.integer("schemaVersion")),
             rollbackOnFailure: try o.bool("rollbackOnFailure"), layers: try layers.map(BatchLayer.init(json:)), conflictPolicy: try o.optionalString("conflictPolicy"))
         formatVersion = Int(version)
+        if !o.absent("compactAnswer") { compactAnswer = try o.bool("compactAnswer") }
         if !o.absent("resolvedConflicts") {
             resolvedConflicts = try o.array("resolvedConflicts").map {
                 guard let id = $0.integerValue else { throw WireJSON.invalid("resolvedConflicts holds a non-integer") }
@@ -251,6 +311,7 @@ extension UploadBatch {
             "schemaVersion": .integer(Int64(schemaVersion)), "rollbackOnFailure": .bool(rollbackOnFailure), "layers": .array(layers.map(\.json)),
         ]
         if let conflictPolicy { o["conflictPolicy"] = .string(conflictPolicy) }
+        if let compactAnswer { o["compactAnswer"] = .bool(compactAnswer) }
         if let resolvedConflicts { o["resolvedConflicts"] = .array(resolvedConflicts.map { .integer($0) }) }
         if let attachments { o["attachments"] = (try? JSONValueEncoder().encode(attachments)) ?? .null }
         return .object(o)
@@ -358,9 +419,14 @@ extension BatchLayerResult {
     public init(json: JSONValue) throws {
         let o = try WireJSON(json, "a layer result")
         self.init(id: Int(try o.integer("id")), results: try o.array("results").map(BatchEditResult.init(json:)))
+        if let value = o.object["applied"], value != .null { applied = try JSONValueDecoder().decode(Applied.self, from: value) }
     }
 
-    public var json: JSONValue { .object(["id": .integer(Int64(id)), "results": .array(results.map(\.json))]) }
+    public var json: JSONValue {
+        var o: [String: JSONValue] = ["id": .integer(Int64(id)), "results": .array(results.map(\.json))]
+        if let applied { o["applied"] = (try? JSONValueEncoder().encode(applied)) ?? .null }
+        return .object(o)
+    }
 }
 
 extension BatchEditResult {
@@ -415,6 +481,10 @@ extension BatchResult {
             if i > 0 { out.append(UInt8(ascii: ",")) }
             out.append(UInt8(ascii: "{"))
             var layerKeys = JSONObjectKeys()
+            if let applied = layer.applied {
+                layerKeys.next("applied", &out)
+                out.append(contentsOf: "{\"deletes\":\(applied.deletes),\"inserts\":\(applied.inserts),\"updates\":\(applied.updates)}".utf8)
+            }
             layerKeys.next("id", &out)
             JSONValue.writeInteger(Int64(layer.id), to: &out)
             layerKeys.next("results", &out)

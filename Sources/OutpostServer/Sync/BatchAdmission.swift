@@ -56,7 +56,10 @@ public enum BatchAdmission {
         if let attachments = batch.attachments, !attachments.isEmpty, !replica.attachmentsSyncDirection.uploads {
             throw BatchRefusal.attachmentsNotUploadable(replicaID: replicaID, direction: replica.attachmentsSyncDirection)
         }
-        return .apply(Admitted(replicaID: replicaID, seq: batch.seq, batchID: batch.batchId, hash: hash, rollbackOnFailure: batch.rollbackOnFailure))
+        return .apply(
+            Admitted(
+                replicaID: replicaID, seq: batch.seq, batchID: batch.batchId, hash: hash, rollbackOnFailure: batch.rollbackOnFailure,
+                compactAnswer: batch.compactAnswer == true))
     }
 
     /// A stored result as it is answered again: marked `replayed`.
@@ -73,6 +76,9 @@ public enum BatchAdmission {
         public let batchID: String
         public let hash: String
         public let rollbackOnFailure: Bool
+        /// The batch asked for a compact answer (``UploadBatch/compactAnswer``): the ledger
+        /// stores and answers it so; a 422's result lists every edit regardless.
+        public var compactAnswer = false
 
         /// What the applied edits come to. `generation` is the one the batch's changes were
         /// logged under (the service's current generation + 1).
@@ -80,7 +86,7 @@ public enum BatchAdmission {
             var result = BatchResult(seq: seq, batchId: batchID, generation: applied > 0 ? generation : nil, layers: layers)
             result.attachments = attachments
             if rollbackOnFailure, failed > 0 { return .rejected(BatchRejected(result: result)) }
-            let text = result.jsonText
+            let text = (compactAnswer ? result.compacted : result).jsonText
             return .commit(
                 Commit(
                     answer: BatchAnswer(result: result, json: text), replicaID: replicaID, seq: seq, batchID: batchID, hash: hash,

@@ -183,18 +183,17 @@ extension SyncGeodatabaseJob {
         }
         for layerResult in result.layers {
             guard let layer = state.layers.first(where: { $0.id == layerResult.id }) else { continue }
+            // A compact answer counts what applied; a full one lists every edit.
+            let applied = layerResult.applied ?? BatchLayerResult.Applied(counting: layerResult.results)
             Self.update(context, layer: layer) { r in
+                r.uploaded.inserts += applied.inserts
+                r.uploaded.updates += applied.updates
+                r.uploaded.deletes += applied.deletes
                 for edit in layerResult.results {
                     r.conflicts += edit.conflicts?.count ?? 0
                     if edit.resolution == "merged" { r.merged += 1 }
-                    guard edit.success else {
+                    if !edit.success {
                         r.editResults.append(.init(globalId: edit.globalId, operation: edit.op.rawValue, message: edit.error?.description ?? "rejected"))
-                        continue
-                    }
-                    switch edit.op {
-                    case .insert: r.uploaded.inserts += 1
-                    case .update: r.uploaded.updates += 1
-                    case .delete: r.uploaded.deletes += 1
                     }
                 }
             }
