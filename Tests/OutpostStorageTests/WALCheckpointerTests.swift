@@ -1,5 +1,6 @@
 import Foundation
 import OutpostCore
+import Synchronization
 import OutpostTestSupport
 import Testing
 
@@ -92,6 +93,37 @@ struct WALCheckpointerTests {
         #expect(try await writer.table(named: "inspection_points").count() == 150)
         try writer.close()
         #expect(Self.companions(gdb.url).isEmpty)
+    }
+
+    /// With a checkpoint due (the WAL past the wait threshold) and not yet run, a write waits
+    /// for it, and a small one (bookkeeping) goes ahead.
+    /// (Were the small write to wait, it would wait for good: the time limit ends it.)
+    @Test(.timeLimit(.minutes(1))) func aSmallWriteDoesNotWaitForADueCheckpoint() async throws {
+        let dir = TemporaryDirectory()
+        let gdb = try SampleGeodatabases.emptyFieldInspection(in: dir)
+        let checkpointer = try #require(gdb.checkpointer)
+        let table = try gdb.table(named: "inspection_points")
+        checkpointer.suspendCopies(true)
+        // A commit of more pages than the threshold (its copy is due, and held up).
+        let pages = Int(WALCheckpointer.writerWaitFrames) + 500
+        try await gdb.write { conn in
+            try conn.execute("CREATE TABLE scratch (b BLOB)")
+            try conn.execute("INSERT INTO scratch VALUES (zeroblob(\(pages * 4096)))")
+        }
+        let insert = "INSERT INTO inspection_points (asset_id, asset_type, status) VALUES ('S-1', 'valve', 'open')"
+        try await gdb.write(small: true) { conn in try conn.execute(insert) }
+        let done = Atomic(false)
+        let waiting = Task {
+            try await gdb.write { conn in try conn.execute(insert) }
+            done.store(true, ordering: .sequentiallyConsistent)
+        }
+        try await Task.sleep(for: .milliseconds(300))
+        let finishedEarly = done.load(ordering: .sequentiallyConsistent)
+        #expect(!finishedEarly, "the other write waits for the copy")
+        checkpointer.suspendCopies(false)
+        try await waiting.value
+        #expect(try await table.count() == 2)
+        try gdb.close()
     }
 
     @Test func readOnlyAndClosedGeodatabasesStartNoCheckpoints() async throws {

@@ -105,6 +105,12 @@ final class WALCheckpointer: Sendable {
         if held { queue.suspend() } else { queue.resume() }
     }
 
+    /// Stops (true) or restarts (false) the background copies without holding them as
+    /// ``hold(_:)`` does: writers still wait for a due checkpoint. For tests of that wait.
+    func suspendCopies(_ suspended: Bool) {
+        if suspended { queue.suspend() } else { queue.resume() }
+    }
+
     /// Whether a checkpoint is scheduled and has not started yet.
     var isScheduled: Bool { state.withLock { $0.scheduled } }
 

@@ -78,9 +78,10 @@ extension SyncGeodatabaseJob {
             }
             if matches { verified[layer.id] = server.generation }
         }
-        // Where each layer last matched: the next verify starts from there.
+        // Where each layer last matched: the next verify starts from there (one row: no wait for
+        // the checkpoint the download's commit made due).
         let matched = verified
-        try await geodatabase.write { conn in
+        try await geodatabase.write(small: true) { conn in
             guard var current = try conn.replicaState() else { return }
             for i in current.layers.indices {
                 if let generation = matched[current.layers[i].id] { current.layers[i].verifiedAt = generation }
