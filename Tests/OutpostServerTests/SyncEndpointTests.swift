@@ -163,6 +163,16 @@ struct NativeSyncEndpointTests {
             replayed.replayed = nil
             #expect(replayed == result, "a resend is answered in the form the batch asked for")
             #expect(try BatchResult(json: JSONValue.parse(Data(try await client.get(uri).text.utf8))).layers == result.layers)
+
+            // Refused whole (rollback on failure): the 422's result still lists every edit.
+            var refused = upload
+            refused.seq = 2
+            refused.batchId = GlobalID.make()
+            refused.rollbackOnFailure = true
+            let rejected = try await client.put("\(native)/replicas/\(q(info.replicaID))/batches/2", json: try refused.encoded(as: encoding))
+            #expect(rejected.status == 422)
+            let listed = try BatchResult(json: try #require(try rejected.json()["result"]))
+            #expect(listed.layers.first?.results.count == edits.count && listed.layers.first?.applied == nil)
         }
     }
 
