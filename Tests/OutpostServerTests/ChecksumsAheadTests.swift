@@ -43,4 +43,24 @@ struct ChecksumsAheadTests {
         #expect(await store.take("svc/0", layers: [0], generation: 1) == nil, "the oldest went first")
         #expect(await store.take("svc/\(ChecksumsAhead.capacity + 9)", layers: [0], generation: 1) != nil)
     }
+
+    @Test func anAnswerIsKeptByScopeForItsGeneration() {
+        let store = ChecksumsAhead()
+        store.remember("scope", answer(5))
+        #expect(store.answer("scope", generation: 5) == answer(5))
+        #expect(store.answer("scope", generation: 5) == answer(5), "kept, not taken")
+        #expect(store.answer("scope", generation: 6) == nil, "something committed since")
+        #expect(store.answer("other", generation: 5) == nil)
+        // An older answer does not replace a newer one; a window's answer is not kept.
+        store.remember("scope", answer(4, "0000000000000004"))
+        #expect(store.answer("scope", generation: 5) == answer(5))
+        var window = answer(6)
+        window.layers[0].since = 5
+        window.layers[0].globalIds = ["{0C0C0C0C-0000-4000-8000-000000000001}"]
+        store.remember("scope", window)
+        #expect(store.answer("scope", generation: 6) == nil)
+        for i in 0..<(ChecksumsAhead.capacity + 10) { store.remember("s\(i)", answer(1)) }
+        #expect(store.answer("s0", generation: 1) == nil, "the oldest went first")
+        #expect(store.answer("s\(ChecksumsAhead.capacity + 9)", generation: 1) != nil)
+    }
 }

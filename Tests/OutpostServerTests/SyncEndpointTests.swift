@@ -233,9 +233,10 @@ struct NativeSyncEndpointTests {
             #expect(early == (try await sync.checksums(replicaID: info.replicaID, layerIDs: [0, 3])))
             #expect(early.layers[0].count == 301)
             #expect(try await answered("ahead") == 1)
-            // Taken once: asked again, it is computed.
+            // Taken once: asked again at the same generation, the answer kept for its scope.
             #expect(try await sums() == early)
-            #expect(try await answered("computed") == 1)
+            #expect(try await answered("shared") == 1)
+            #expect(try await answered("computed") == 0)
 
             // Another edit commits after the batch: the answer is of the generation now (made
             // afresh, or ahead when the computation started only after that commit).
@@ -247,12 +248,61 @@ struct NativeSyncEndpointTests {
             #expect(later.generation == (try await service.backend.generation()))
             #expect(later == (try await sync.checksums(replicaID: info.replicaID, layerIDs: [0, 3])))
             #expect(later.layers[0].count == 302 && later.layers[0].checksum != early.layers[0].checksum)
-            #expect(try await answered("ahead") + answered("computed") == 3)
-            // Asked for other layers than the batch named: computed.
-            let computed = try await answered("computed")
+            let (aheadSoFar, computedSoFar) = (try await answered("ahead"), try await answered("computed"))
+            #expect(aheadSoFar + computedSoFar == 2)
+            // Asked for other layers than the batch named: not the entry made ahead (the answer
+            // kept for these layers' scope at this generation instead).
+            let ahead = try await answered("ahead")
             #expect(try await client.put("\(uri)/batches/2?checksums=0", json: second).status == 200, "a replay starts them too")
             #expect(try await sums() == later)
-            #expect(try await answered("computed") == computed + 1)
+            #expect(try await answered("ahead") == ahead)
+            #expect(try await answered("shared") == 2)
+        }
+    }
+
+    /// A whole-scope answer is kept by scope: another replica holding the same features, asking
+    /// at the same generation, gets it without the layers being hashed again; a replica of
+    /// another scope, or anyone after a commit, gets one computed.
+    @Test(arguments: BackendKind.syncing)
+    func checksumsOfOneScopeAreSharedAtOneGeneration(kind: BackendKind) async throws {
+        try await withServer(kind) { client, service in
+            let sync = try #require(service.backend as? any SyncBackend)
+            let a = try await registerReplica(service), b = try await registerReplica(service)
+            let open = try await sync.createReplica(
+                ReplicaRequest(name: "open", layers: [.init(id: 0, serverGen: 0, syncDirection: .bidirectional, where: "status = 'open'")]),
+                serviceURL: "http://127.0.0.1/arcgis/rest/services/field_inspection/FeatureServer", format: .geopackage,
+                writingTo: service.directory.file("replica-open.gpkg"))
+            func sums(_ info: ReplicaInfo, _ layers: String = "0,3") async throws -> ReplicaChecksums {
+                try JSONDecoder().decode(
+                    ReplicaChecksums.self, from: Data(try await client.get("\(native)/replicas/\(q(info.replicaID))/checksums?layers=\(layers)").text.utf8))
+            }
+            func answered(_ source: String) async throws -> Double {
+                OperationsTests.value(try await OperationsTests.samples(try await client.get("/metrics").text), "outpost_sync_checksums_total", ["source": source])
+            }
+            let first = try await sums(a)
+            #expect(try await sums(b) == first)
+            #expect(try await answered("computed") == 1)
+            #expect(try await answered("shared") == 1)
+            #expect(first == (try await sync.checksums(replicaID: b.replicaID, layerIDs: [0, 3])))
+
+            // Another filter: computed, and not the whole layer's.
+            let filtered = try await sums(open, "0")
+            #expect(filtered == (try await sync.checksums(replicaID: open.replicaID, layerIDs: [0])))
+            #expect(filtered.layers[0].count < first.layers[0].count && filtered.layers[0].count > 0)
+            // Other layers of the same replicas: another scope too.
+            #expect(try await sums(b, "0") == (try await sync.checksums(replicaID: b.replicaID, layerIDs: [0])))
+            #expect(try await answered("computed") == 3)
+            #expect(try await answered("shared") == 1)
+
+            // A commit moves the generation: the kept answer is not used.
+            _ = try await service.backend.applyEdits(
+                layerID: 0, edits: EditRequest(updates: [Feature(objectID: 1, attributes: ["notes": .string("office")])]), rollbackOnFailure: true)
+            let later = try await sums(b)
+            #expect(later.generation > first.generation && later.layers[0].checksum != first.layers[0].checksum)
+            #expect(later == (try await sync.checksums(replicaID: b.replicaID, layerIDs: [0, 3])))
+            #expect(try await sums(a) == later)
+            #expect(try await answered("computed") == 4)
+            #expect(try await answered("shared") == 2)
         }
     }
 

@@ -171,7 +171,14 @@ struct NativeSyncRoutes {
             metrics?.checksums("ahead")
             return try json(made)
         }
+        // Answered to a replica of the same scope at the generation now.
+        let scope = ahead.map { ChecksumsAhead.scopeKey(service: $0.service, info: info, layers: layers) }
+        if since == nil, let ahead, let scope, let known = ahead.store.answer(scope, generation: info.serviceGeneration) {
+            metrics?.checksums("shared")
+            return try json(known)
+        }
         let answer = try await sync.checksums(replicaID: replica, layerIDs: layers, since: since)
+        if since == nil, let ahead, let scope { ahead.store.remember(scope, answer) }
         metrics?.checksums("computed")
         return try json(answer)
     }
@@ -184,9 +191,12 @@ struct NativeSyncRoutes {
     /// the replica's `GET …/checksums` that follows takes them (``ChecksumsAhead``).
     private func startChecksums(replica: String, layers: [Int]?) {
         guard let layers, !layers.isEmpty, let ahead else { return }
-        let sync = self.sync
-        ahead.store.start(Self.aheadKey(ahead.service, replica), layers: layers) {
-            try await sync.checksums(replicaID: replica, layerIDs: layers, since: nil)
+        let sync = self.sync, store = ahead.store, service = ahead.service
+        store.start(Self.aheadKey(service, replica), layers: layers) {
+            let info = try await sync.replica(id: replica)
+            let answer = try await sync.checksums(replicaID: replica, layerIDs: layers, since: nil)
+            store.remember(ChecksumsAhead.scopeKey(service: service, info: info, layers: layers), answer)
+            return answer
         }
     }
 

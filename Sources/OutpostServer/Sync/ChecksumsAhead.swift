@@ -1,4 +1,5 @@
 import Foundation
+import OutpostCore
 import OutpostProtocol
 import Synchronization
 
@@ -26,6 +27,15 @@ final class ChecksumsAhead: Sendable {
     }
 
     private let entries = Mutex<(held: [String: Entry], started: UInt64)>(([:], 0))
+
+    /// Whole-scope answers already computed, by scope (``scopeKey(service:info:layers:)``), each
+    /// for the generation it was computed at: another replica with the same scope asking at the
+    /// same generation gets the same answer without the layer being hashed again. After one crew
+    /// uploads, the next to download one layer whole asked for exactly what the first had just
+    /// been answered (`outpost-bench sync`: 100,000 points hashed again, 60–100 ms of the server's
+    /// CPU beside that replica's apply). A commit moves the generation, so an answer is used only
+    /// while nothing was committed since; entries live ``lifetime`` at most, ``capacity`` at once.
+    private let answers = Mutex<[String: (answer: ReplicaChecksums, made: ContinuousClock.Instant)]>([:])
 
     /// Starts computing `compute` for the replica `key` (service and replica id).
     func start(_ key: String, layers: [Int], _ compute: @escaping @Sendable () async throws -> ReplicaChecksums) {
@@ -58,4 +68,42 @@ final class ChecksumsAhead: Sendable {
 
     /// How many entries are held (for tests).
     var count: Int { entries.withLock { $0.held.count } }
+
+    /// Keeps a whole-scope answer (no `since`) for others asking for the same scope.
+    func remember(_ scope: String, _ answer: ReplicaChecksums) {
+        guard answer.layers.allSatisfy({ $0.since == nil && $0.globalIds == nil }) else { return }
+        let now = ContinuousClock.now
+        answers.withLock { held in
+            held = held.filter { now - $0.value.made <= Self.lifetime }
+            if let current = held[scope], current.answer.generation > answer.generation { return }
+            held[scope] = (answer, now)
+            while held.count > Self.capacity, let oldest = held.min(by: { $0.value.made < $1.value.made }) { held.removeValue(forKey: oldest.key) }
+        }
+    }
+
+    /// The answer kept for `scope`, if it is of `generation` (the service's generation now).
+    func answer(_ scope: String, generation: Int64) -> ReplicaChecksums? {
+        answers.withLock { held in
+            guard let kept = held[scope], kept.answer.generation == generation, ContinuousClock.now - kept.made <= Self.lifetime else { return nil }
+            return kept.answer
+        }
+    }
+
+    /// What decides a replica's whole-scope checksums of `layers` besides the generation: the
+    /// service, its schema version, and each layer's filter (the replica's geometry when a layer
+    /// uses it). Replicas with equal keys hold the same features at the same generation.
+    static func scopeKey(service: String, info: ReplicaInfo, layers: [Int]) -> String {
+        var parts: [JSONValue] = [.string(service), .integer(Int64(info.serviceSchemaVersion ?? info.schemaVersion))]
+        for id in layers {
+            guard let layer = info.layers.first(where: { $0.id == id }) else {
+                parts.append(.integer(Int64(id)))
+                continue
+            }
+            parts.append(.array([
+                .integer(Int64(id)), .string(layer.queryOption), layer.where.map { .string($0) } ?? .null, .bool(layer.useGeometry),
+                layer.useGeometry ? info.geometry ?? .null : .null,
+            ]))
+        }
+        return JSONValue.array(parts).jsonString
+    }
 }
