@@ -22,6 +22,11 @@ struct DownloadApplier {
 
     /// Where downloaded attachment content waits (`<sha256>` files), when attachments download.
     let contentDirectory: URL?
+    /// Whether the table had local edits pending when the applier was made. None can appear
+    /// while it runs (inside the download's write transaction, capture silenced), so a table
+    /// without any skips looking for them page by page (a query over the page's global ids:
+    /// ~0.7 ms a page of 1,000).
+    private let hasLocalEdits: Bool
 
     init(conn: GeodatabaseConnection, layer: LayerDefinition, contentDirectory: URL? = nil) throws {
         self.conn = conn
@@ -29,6 +34,7 @@ struct DownloadApplier {
         self.contentDirectory = contentDirectory
         table = try conn.geodatabase.table(named: layer.name)
         writer = ServiceRowWriter(table: table, conn: conn)
+        hasLocalEdits = try conn.hasCapturedChanges(table: layer.name)
     }
 
     /// A chunk's local attachments by feature, and those added here and not yet uploaded: read
@@ -73,7 +79,7 @@ struct DownloadApplier {
     mutating func apply(_ changes: [FeedChange]) throws {
         guard !changes.isEmpty else { return }
         let gids = changes.map(\.globalId)
-        let pending = try conn.pendingColumns(table: layer.name, globalIDs: gids)
+        let pending = hasLocalEdits ? try conn.pendingColumns(table: layer.name, globalIDs: gids) : [:]
         let local = try writer.locate(globalIDs: gids)
         let attachments = try localAttachments(changes)
         let geometryColumn = layer.isSpatial ? writer.table.definition.geometryColumn : nil
@@ -134,7 +140,7 @@ struct DownloadApplier {
             WHERE \(Self.quoted(gidField)) NOT IN (SELECT globalid FROM outpost_staging WHERE layer_id = ?)
             """, arguments: [.integer(Int64(stagedLayerID))]
         ).compactMap { row in row[0].integerValue.flatMap { id in row[1].textValue.map { (id, $0) } } }
-        let pending = try conn.pendingColumns(table: layer.name, globalIDs: absent.map(\.1))
+        let pending = hasLocalEdits ? try conn.pendingColumns(table: layer.name, globalIDs: absent.map(\.1)) : [:]
         let doomed = absent.filter { pending[$0.1] == nil }.map(\.0)
         if !doomed.isEmpty { try table.delete(objectIDs: doomed, in: conn) }
         counts.deletes += doomed.count
