@@ -550,6 +550,54 @@ struct SyncBehaviourTests {
         try await h.stop()
     }
 
+    /// A download of several pages applied while they arrive, onto a replica with a local edit
+    /// pending (a download-only sync): the edited column keeps its local value, the rest of the
+    /// server's change is written, and everything else equals the same download staged first.
+    @Test(.timeLimit(.minutes(3)), arguments: BackendKind.syncing)
+    func aPagedDownloadLeavesPendingLocalColumnsAlone(kind: BackendKind) async throws {
+        let h = try await SyncHarness.start(kind)
+        let crew = try await h.replica("crew", layers: [0])
+        let staged = try await h.replica("staged", layers: [0])
+        let four = try #require(try await crew.table(named: "inspection_points").feature(objectID: 4))
+        try await crew.table(named: "inspection_points").update([Feature(objectID: 4, attributes: ["notes": .string("crew")])])
+        var byGlobalID = FeatureQuery()
+        byGlobalID.globalIDs = [four.globalID!]
+        let serverFour = try #require(try await h.service.backend.features(layerID: 0, query: byGlobalID).first)
+        let serverTwo = try #require(try await h.service.backend.features(layerID: 0, query: FeatureQuery(where: "objectid = 2")).first)
+        let moved = Geometry.point(try Point(x: -122.61, y: 45.49))
+        // 1,200 new features (two pages of the feed), an attribute and geometry update of the
+        // feature edited locally, and a moved one.
+        let adds = try (0..<1200).map { i in
+            Feature(
+                attributes: ["asset_id": .string("PAGED-\(i)"), "asset_type": .string("valve"), "status": .string("open"), "inspected_at": .date(Date(timeIntervalSince1970: 1_700_000_000 + Double(i)))],
+                geometry: .point(try Point(x: -122.7 + Double(i) * 1e-5, y: 45.5)))
+        }
+        try await h.serverEdit(
+            layer: 0, adds: adds,
+            updates: [
+                Feature(objectID: serverFour.objectID, attributes: ["notes": .string("office"), "status": .string("closed")], geometry: moved),
+                Feature(objectID: serverTwo.objectID, geometry: moved),
+            ])
+        // Downloads only: the crew's edit stays pending while the pages apply.
+        let job = try h.task().makeSyncGeodatabaseJob(
+            parameters: SyncGeodatabaseParameters(geodatabaseSyncDirection: .download), geodatabase: crew, faults: FaultInjector())
+        try job.start()
+        _ = try await job.output
+        #expect(job.messages.contains { $0.text.contains("while downloading") }, "\(job.messages.map(\.text))")
+        let local = try await SyncHarness.localRows(crew, "inspection_points")
+        let mine = try #require(local[four.globalID!])
+        #expect(mine.attributes["notes"] == .string("crew"), "the pending local column is left alone")
+        #expect(mine.attributes["status"] == .string("closed") && mine.geometry == moved, "the rest of the server's change is written")
+
+        // The same download, staged first.
+        _ = try await h.sync(staged, SyncGeodatabaseParameters(applyWhileDownloadingUpTo: 1000))
+        var expected = try await SyncHarness.localRows(staged, "inspection_points")
+        #expect(expected.count == local.count && expected[serverTwo.globalID!]?.geometry == moved)
+        expected[four.globalID!]?.attributes["notes"] = .string("crew")
+        #expect(local == expected)
+        try await h.stop()
+    }
+
     /// A sync that verifies whole layers computes the replica's checksums while the server
     /// applies the last batch, and asks for the server's as soon as it answers. They are used
     /// only while they describe the replica: not for a layer the download changed, nor for one
