@@ -171,14 +171,14 @@ struct NativeSyncRoutes {
             metrics?.checksums("ahead")
             return try json(made)
         }
-        // Answered to a replica of the same scope at the generation now.
-        let scope = ahead.map { ChecksumsAhead.scopeKey(service: $0.service, info: info, layers: layers) }
-        if since == nil, let ahead, let scope, let known = ahead.store.answer(scope, generation: info.serviceGeneration) {
+        // Answered to a replica of the same scope at the generation now (whole scopes only).
+        let scope = since == nil ? ahead.map { ChecksumsAhead.scopeKey(service: $0.service, info: info, layers: layers) } : nil
+        if let ahead, let scope, let known = ahead.store.answer(scope, generation: info.serviceGeneration) {
             metrics?.checksums("shared")
             return try json(known)
         }
         let answer = try await sync.checksums(replicaID: replica, layerIDs: layers, since: since)
-        if since == nil, let ahead, let scope { ahead.store.remember(scope, answer) }
+        if let ahead, let scope { ahead.store.remember(scope, answer) }
         metrics?.checksums("computed")
         return try json(answer)
     }

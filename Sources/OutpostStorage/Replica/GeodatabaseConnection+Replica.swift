@@ -343,14 +343,14 @@ extension GeodatabaseConnection {
         }
     }
 
-    /// Columns with pending local changes (sealed or not) of some features of a table ("*" when
-    /// the feature was inserted or deleted locally): what a download must not overwrite.
     /// Whether any captured change of `table` is pending (not yet acknowledged by the server).
     public func hasCapturedChanges(table: String) throws -> Bool {
         guard try db.tableExists(ChangeCapture.changesTable) else { return false }
         return try Bool.fetchOne(db, sql: "SELECT EXISTS (SELECT 1 FROM outpost_changes WHERE table_name = ?)", arguments: [table]) ?? false
     }
 
+    /// Columns with pending local changes (sealed or not) of some features of a table ("*" when
+    /// the feature was inserted or deleted locally): what a download must not overwrite.
     public func pendingColumns(table: String, globalIDs: [String]) throws -> [String: Set<String>] {
         var out: [String: Set<String>] = [:]
         for change in try capturedChanges(table: table, globalIDs: globalIDs) {
