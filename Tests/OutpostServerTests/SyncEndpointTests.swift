@@ -262,7 +262,7 @@ struct NativeSyncEndpointTests {
 
     /// A whole-scope answer is kept by scope: another replica holding the same features, asking
     /// at the same generation, gets it without the layers being hashed again; a replica of
-    /// another scope, or anyone after a commit, gets one computed.
+    /// another scope (a filter, an area, other layers), or anyone after a commit, gets one computed.
     @Test(arguments: BackendKind.syncing)
     func checksumsOfOneScopeAreSharedAtOneGeneration(kind: BackendKind) async throws {
         try await withServer(kind) { client, service in
@@ -289,9 +289,19 @@ struct NativeSyncEndpointTests {
             let filtered = try await sums(open, "0")
             #expect(filtered == (try await sync.checksums(replicaID: open.replicaID, layerIDs: [0])))
             #expect(filtered.layers[0].count < first.layers[0].count && filtered.layers[0].count > 0)
+            // Another area, the same layers and filters: computed, and not the whole layer's.
+            let area = try await sync.createReplica(
+                ReplicaRequest(
+                    name: "area", layers: [0, 1, 2, 3].map { .init(id: $0, serverGen: 0, syncDirection: .bidirectional) },
+                    geometry: .polygon(Envelope(xmin: -123, ymin: 45, xmax: -122.65, ymax: 46).polygon)),
+                serviceURL: "http://127.0.0.1/arcgis/rest/services/field_inspection/FeatureServer", format: .geopackage,
+                writingTo: service.directory.file("replica-area.gpkg"))
+            let inArea = try await sums(area)
+            #expect(inArea == (try await sync.checksums(replicaID: area.replicaID, layerIDs: [0, 3])))
+            #expect(inArea.layers[0].count > 0 && inArea.layers[0].count < first.layers[0].count)
             // Other layers of the same replicas: another scope too.
             #expect(try await sums(b, "0") == (try await sync.checksums(replicaID: b.replicaID, layerIDs: [0])))
-            #expect(try await answered("computed") == 3)
+            #expect(try await answered("computed") == 4)
             #expect(try await answered("shared") == 1)
 
             // A commit moves the generation: the kept answer is not used.
@@ -301,7 +311,7 @@ struct NativeSyncEndpointTests {
             #expect(later.generation > first.generation && later.layers[0].checksum != first.layers[0].checksum)
             #expect(later == (try await sync.checksums(replicaID: b.replicaID, layerIDs: [0, 3])))
             #expect(try await sums(a) == later)
-            #expect(try await answered("computed") == 4)
+            #expect(try await answered("computed") == 5)
             #expect(try await answered("shared") == 2)
         }
     }
