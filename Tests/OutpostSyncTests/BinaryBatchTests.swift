@@ -31,6 +31,43 @@ struct BinaryBatchTests {
         #expect(read.layers[0].edits[0].attributes?["zero"]?.doubleValue?.sign == .minus)
     }
 
+    /// Counts are written before what they count is known (the seal skips features deleted
+    /// again, and layers left without edits): counts of one byte and of several read back.
+    @Test func countsWrittenAfterTheirItemsReadBack() throws {
+        func edits(_ n: Int, _ layer: Int) -> [BatchEdit] {
+            (0..<n).map { BatchEdit(op: .update, globalId: "{\(layer)-\($0)}", attributes: ["n": .integer(Int64($0))], changedColumns: ["n"], baseValues: [:]) }
+        }
+        // 130 layers (a count of two bytes), one of 300 edits, some empty.
+        let layers = (0..<130).map { BatchLayer(id: $0, edits: edits($0 == 7 ? 300 : $0 % 3, $0)) }
+        let batch = UploadBatch(replicaId: "{R}", batchId: "{B}", seq: 9, schemaVersion: 1, rollbackOnFailure: false, layers: layers)
+        let body = try batch.encoded(as: .binary)
+        #expect(try UploadBatch.decode(body) == batch)
+        #expect(try UploadBatch.decode(body) == (try UploadBatch.decode(try batch.encoded(as: .json))))
+
+        // Edit by edit, the empty layers dropped: the same batch without them.
+        var writer = try UploadBatch.BinaryWriter(header: UploadBatch(replicaId: "{R}", batchId: "{B}", seq: 9, schemaVersion: 1, rollbackOnFailure: false, layers: []), capacity: 16)
+        for layer in layers {
+            writer.beginLayer(id: layer.id)
+            for e in layer.edits {
+                let names = e.attributes!.keys.sorted()
+                writer.edit(
+                    e.op, globalId: e.globalId, attributeNames: names, attribute: { e.attributes![names[$0]]! }, geometry: nil, changedColumns: e.changedColumns,
+                    baseValues: e.baseValues, editedAt: nil, baseGeneration: nil)
+            }
+            writer.endLayer(droppingEmpty: true)
+        }
+        #expect(writer.editCount == batch.editCount)
+        var kept = batch
+        kept.layers.removeAll { $0.edits.isEmpty }
+        #expect(kept.layers.count == 86)
+        let written = writer.finish()
+        #expect(try UploadBatch.decode(written) == kept)
+        #expect(written == (try kept.encoded(as: .binary)))
+        // No layer at all.
+        let none = try UploadBatch.BinaryWriter(header: batch, capacity: 0).finish()
+        #expect(try UploadBatch.decode(none).layers.isEmpty)
+    }
+
     /// A batch with one layer of one edit whose bytes `edit` writes (after a valid head).
     static func body(flags: UInt8 = 1, _ edit: (inout BinaryWireWriter) -> Void) -> Data {
         var w = BinaryWireWriter(capacity: 64, magic: UploadBatch.binaryMagic)

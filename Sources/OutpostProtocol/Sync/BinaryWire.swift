@@ -44,6 +44,30 @@ struct BinaryWireWriter {
 
     mutating func signed(_ value: Int64) { unsigned(UInt64(bitPattern: (value << 1) ^ (value >> 63))) }
 
+    /// The place of a count written before what it counts is known (``beginCount()``).
+    struct CountMark {
+        fileprivate let offset: Int
+    }
+
+    /// Room for a count, filled by ``endCount(_:_:)`` once the items after it are written.
+    mutating func beginCount() -> CountMark {
+        let mark = CountMark(offset: out.count)
+        out.append(contentsOf: repeatElement(0, count: Self.countRoom))
+        return mark
+    }
+
+    /// Writes the count at `mark`, moving what follows back over the room it did not need.
+    mutating func endCount(_ mark: CountMark, _ count: Int) {
+        var encoded = BinaryWireWriter(bare: ())
+        encoded.unsigned(UInt64(count))
+        out.replaceSubrange(mark.offset..<mark.offset + Self.countRoom, with: encoded.out)
+    }
+
+    /// The most bytes a 64-bit LEB128 integer takes.
+    private static let countRoom = 10
+
+    private init(bare: Void) {}
+
     mutating func double(_ value: Double) {
         let bits = value.bitPattern.littleEndian
         withUnsafeBytes(of: bits) { out.append(contentsOf: $0) }

@@ -27,7 +27,7 @@ extension UploadBatch {
     /// "OPB" and the binary layout's version.
     static let binaryMagic = BinaryWireMagic(bytes: [0x4F, 0x50, 0x42, 0x01], what: "binary batch")
 
-    private enum Flag {
+    fileprivate enum Flag {
         static let rollbackOnFailure: UInt8 = 1, conflictPolicy: UInt8 = 2, resolvedConflicts: UInt8 = 4, attachments: UInt8 = 8, compactAnswer: UInt8 = 16
         static let all = rollbackOnFailure | conflictPolicy | resolvedConflicts | attachments | compactAnswer
     }
@@ -41,32 +41,114 @@ extension UploadBatch {
     }
 
     private func binaryEncoded() throws -> Data {
-        var w = BinaryWireWriter(capacity: 128 * editCount + 256, magic: Self.binaryMagic)
-        w.unsigned(UInt64(formatVersion))
-        w.string(replicaId)
-        w.string(batchId)
-        w.signed(seq)
-        w.signed(Int64(schemaVersion))
-        var flags: UInt8 = rollbackOnFailure ? Flag.rollbackOnFailure : 0
-        if conflictPolicy != nil { flags |= Flag.conflictPolicy }
-        if resolvedConflicts != nil { flags |= Flag.resolvedConflicts }
-        if attachments != nil { flags |= Flag.attachments }
-        if compactAnswer == true { flags |= Flag.compactAnswer }
-        w.byte(flags)
-        if let conflictPolicy { w.string(conflictPolicy) }
-        if let resolvedConflicts {
-            w.unsigned(UInt64(resolvedConflicts.count))
-            for id in resolvedConflicts { w.signed(id) }
-        }
-        // Attachment edits are rare and nested: their JSON tree, as a value.
-        if let attachments { w.value(try JSONValueEncoder().encode(attachments)) }
-        w.unsigned(UInt64(layers.count))
+        var writer = try BinaryWriter(header: self, capacity: 128 * editCount + 256)
         for layer in layers {
-            w.signed(Int64(layer.id))
-            w.unsigned(UInt64(layer.edits.count))
-            for edit in layer.edits { edit.write(to: &w) }
+            writer.beginLayer(id: layer.id)
+            for edit in layer.edits { edit.write(to: &writer) }
+            writer.endLayer()
         }
-        return Data(w.out)
+        return writer.finish()
+    }
+
+    /// Writes a binary batch body edit by edit, without the batch's edits ever held as values: the
+    /// replica's seal writes each feature's current row straight into it. The bytes are those
+    /// ``encoded(as:)`` gives for the batch the calls describe (it writes through this too).
+    public struct BinaryWriter {
+        private var w: BinaryWireWriter
+        private var layerCount: BinaryWireWriter.CountMark
+        private var layers = 0
+        /// The open layer: where it starts, its edit count's place, and its edits so far.
+        private var layer: (start: Int, count: BinaryWireWriter.CountMark, edits: Int)?
+        /// Edits written, attachment edits included.
+        public private(set) var editCount: Int
+
+        /// A body with `header`'s fields and attachment edits; its layers are written through
+        /// ``beginLayer(id:)`` and the edit calls (any in `header` itself are not written).
+        public init(header: UploadBatch, capacity: Int) throws {
+            w = BinaryWireWriter(capacity: capacity, magic: UploadBatch.binaryMagic)
+            w.unsigned(UInt64(header.formatVersion))
+            w.string(header.replicaId)
+            w.string(header.batchId)
+            w.signed(header.seq)
+            w.signed(Int64(header.schemaVersion))
+            var flags: UInt8 = header.rollbackOnFailure ? Flag.rollbackOnFailure : 0
+            if header.conflictPolicy != nil { flags |= Flag.conflictPolicy }
+            if header.resolvedConflicts != nil { flags |= Flag.resolvedConflicts }
+            if header.attachments != nil { flags |= Flag.attachments }
+            if header.compactAnswer == true { flags |= Flag.compactAnswer }
+            w.byte(flags)
+            if let conflictPolicy = header.conflictPolicy { w.string(conflictPolicy) }
+            if let resolvedConflicts = header.resolvedConflicts {
+                w.unsigned(UInt64(resolvedConflicts.count))
+                for id in resolvedConflicts { w.signed(id) }
+            }
+            // Attachment edits are rare and nested: their JSON tree, as a value.
+            if let attachments = header.attachments { w.value(try JSONValueEncoder().encode(attachments)) }
+            editCount = header.attachments?.count ?? 0
+            layerCount = w.beginCount()
+        }
+
+        public mutating func beginLayer(id: Int) {
+            precondition(layer == nil, "a layer is still open")
+            let start = w.out.count
+            w.signed(Int64(id))
+            layer = (start, w.beginCount(), 0)
+        }
+
+        /// Closes the open layer; with `droppingEmpty`, a layer without edits is left out.
+        public mutating func endLayer(droppingEmpty: Bool = false) {
+            guard let open = layer else { preconditionFailure("no layer is open") }
+            layer = nil
+            if open.edits == 0 && droppingEmpty {
+                w.out.removeSubrange(open.start...)
+                return
+            }
+            w.endCount(open.count, open.edits)
+            layers += 1
+        }
+
+        /// One edit of the open layer. `attributeNames` (sorted, distinct; nil: no attributes)
+        /// name the values `attribute(i)` gives; a nil or null `geometry` is left out, as JSON's
+        /// reader takes it for absent.
+        public mutating func edit(
+            _ op: BatchEdit.Operation, globalId: String, attributeNames: [String]?, attribute: (Int) -> JSONValue, geometry: JSONValue?,
+            changedColumns: [String]?, baseValues: [String: JSONValue]?, editedAt: String?, baseGeneration: Int64?
+        ) {
+            precondition(layer != nil, "no layer is open")
+            var flags: UInt8 = op == .insert ? 0 : op == .update ? 1 : 2
+            if attributeNames != nil { flags |= Has.attributes }
+            if let geometry, geometry != .null { flags |= Has.geometry }
+            if changedColumns != nil { flags |= Has.changedColumns }
+            if baseValues != nil { flags |= Has.baseValues }
+            if editedAt != nil { flags |= Has.editedAt }
+            if baseGeneration != nil { flags |= Has.baseGeneration }
+            w.byte(flags)
+            w.string(globalId)
+            if let attributeNames {
+                w.unsigned(UInt64(attributeNames.count))
+                for i in attributeNames.indices {
+                    w.name(attributeNames[i])
+                    w.value(attribute(i))
+                }
+            }
+            if flags & Has.geometry != 0, let geometry { w.value(geometry) }
+            if let changedColumns {
+                w.unsigned(UInt64(changedColumns.count))
+                for name in changedColumns { w.name(name) }
+            }
+            if let baseValues { w.object(baseValues) }
+            if let editedAt { w.string(editedAt) }
+            if let baseGeneration { w.signed(baseGeneration) }
+            layer!.edits += 1
+            editCount += 1
+        }
+
+        /// The body; no layer may be open.
+        public consuming func finish() -> Data {
+            precondition(layer == nil, "a layer is still open")
+            w.endCount(layerCount, layers)
+            return Data(w.out)
+        }
     }
 
     /// Reads a binary body; the caller has checked its magic.
@@ -112,36 +194,22 @@ extension UploadBatch {
     }
 }
 
-extension BatchEdit {
-    private enum Has {
-        static let attributes: UInt8 = 0x04, geometry: UInt8 = 0x08, changedColumns: UInt8 = 0x10, baseValues: UInt8 = 0x20, editedAt: UInt8 = 0x40,
-            baseGeneration: UInt8 = 0x80
-    }
+/// Which parts of a binary edit follow its global id (the flags byte's upper bits).
+private enum Has {
+    static let attributes: UInt8 = 0x04, geometry: UInt8 = 0x08, changedColumns: UInt8 = 0x10, baseValues: UInt8 = 0x20, editedAt: UInt8 = 0x40,
+        baseGeneration: UInt8 = 0x80
+}
 
+extension BatchEdit {
     private static let operations: [Operation] = [.insert, .update, .delete]
 
     /// A flags byte (the operation in its low two bits, then which parts follow), the global id,
-    /// then the parts in the order of the flags. A null geometry is left out, as JSON's reader
-    /// takes it for absent.
-    fileprivate func write(to w: inout BinaryWireWriter) {
-        var flags: UInt8 = op == .insert ? 0 : op == .update ? 1 : 2
-        if attributes != nil { flags |= Has.attributes }
-        if let geometry, geometry != .null { flags |= Has.geometry }
-        if changedColumns != nil { flags |= Has.changedColumns }
-        if baseValues != nil { flags |= Has.baseValues }
-        if editedAt != nil { flags |= Has.editedAt }
-        if baseGeneration != nil { flags |= Has.baseGeneration }
-        w.byte(flags)
-        w.string(globalId)
-        if let attributes { w.object(attributes) }
-        if flags & Has.geometry != 0, let geometry { w.value(geometry) }
-        if let changedColumns {
-            w.unsigned(UInt64(changedColumns.count))
-            for name in changedColumns { w.name(name) }
-        }
-        if let baseValues { w.object(baseValues) }
-        if let editedAt { w.string(editedAt) }
-        if let baseGeneration { w.signed(baseGeneration) }
+    /// then the parts in the order of the flags (``UploadBatch/BinaryWriter/edit(_:globalId:attributeNames:attribute:geometry:changedColumns:baseValues:editedAt:baseGeneration:)``).
+    fileprivate func write(to w: inout UploadBatch.BinaryWriter) {
+        let names = attributes.map { $0.keys.sorted() }
+        w.edit(
+            op, globalId: globalId, attributeNames: names, attribute: { attributes![names![$0]]! }, geometry: geometry, changedColumns: changedColumns,
+            baseValues: baseValues, editedAt: editedAt, baseGeneration: baseGeneration)
     }
 
     fileprivate init(binary r: inout BinaryWireReader) throws {

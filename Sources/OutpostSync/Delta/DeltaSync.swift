@@ -43,7 +43,7 @@ public enum DeltaSync {
             let made = try BatchSealer.seal(
                 conn, state: state, tables: tables, maxChanges: parameters.maxChangesPerBatch, rollbackOnFailure: parameters.shouldRollbackOnFailure,
                 conflictPolicy: parameters.conflictPolicy)
-            return (state, made?.0)
+            return (state, made?.stored)
         }
         let (state, stored) = sealed
         let batch = try stored.map { try UploadBatch.decode($0.body) }

@@ -12,7 +12,7 @@ enum BatchSealer {
     static func seal(
         _ conn: GeodatabaseConnection, state: ReplicaState, tables: [String], maxChanges: Int, rollbackOnFailure: Bool,
         conflictPolicy: ConflictPolicy.Rule? = nil
-    ) throws -> (StoredBatch, UploadBatch)? {
+    ) throws -> SealedBatch? {
         guard !tables.isEmpty else { return nil }
         let limit = try conn.sealLimit(maxChanges: maxChanges, tables: tables)
         // A batch also goes out, without edits, to close conflicts resolved in favour of the
@@ -23,7 +23,7 @@ enum BatchSealer {
         let made = try make(
             conn, state: state, seq: seq, changes: changes, covering: limit ?? 0, tables: tables, resolved: try conn.takeUnsentResolutions(seq: seq),
             rollbackOnFailure: rollbackOnFailure, conflictPolicy: conflictPolicy)
-        try conn.storeSealedBatch(made.0)
+        try conn.storeSealedBatch(made.stored)
         return made
     }
 
@@ -41,10 +41,10 @@ enum BatchSealer {
         else { return nil }
         let changes = try conn.capturedChanges(upTo: limit, after: covered, tables: tables)
         guard let first = changes.map(\.id).min() else { return nil }
-        let (stored, batch) = try make(
+        let made = try make(
             conn, state: state, seq: seq, changes: changes, covering: limit, tables: tables, resolved: [], rollbackOnFailure: rollbackOnFailure,
             conflictPolicy: conflictPolicy)
-        return PreparedBatch(stored: stored, batch: batch, changeCount: changes.count, firstChangeID: first, schemaVersion: state.schemaVersion)
+        return PreparedBatch(made: made, changeCount: changes.count, firstChangeID: first, schemaVersion: state.schemaVersion)
     }
 
     /// Seals a prepared batch when it carries exactly the change rows ``seal`` would take now
@@ -53,23 +53,29 @@ enum BatchSealer {
     /// a later batch). Nil, storing nothing, when anything moved: then ``seal`` runs as usual.
     static func sealPrepared(
         _ prepared: PreparedBatch, _ conn: GeodatabaseConnection, state: ReplicaState, tables: [String], maxChanges: Int
-    ) throws -> (StoredBatch, UploadBatch)? {
-        guard prepared.batch.seq == state.lastAckedSeq + 1, prepared.schemaVersion == state.schemaVersion, prepared.stored.tables == tables,
-            try !conn.hasUnsentResolutions(), try conn.sealLimit(maxChanges: maxChanges, tables: tables) == prepared.stored.coversChangeID
+    ) throws -> SealedBatch? {
+        let stored = prepared.made.stored
+        guard stored.seq == state.lastAckedSeq + 1, prepared.schemaVersion == state.schemaVersion, stored.tables == tables,
+            try !conn.hasUnsentResolutions(), try conn.sealLimit(maxChanges: maxChanges, tables: tables) == stored.coversChangeID
         else { return nil }
-        let span = try conn.pendingChangeSpan(upTo: prepared.stored.coversChangeID, tables: tables)
+        let span = try conn.pendingChangeSpan(upTo: stored.coversChangeID, tables: tables)
         guard span.count == prepared.changeCount, span.first == prepared.firstChangeID else { return nil }
-        try conn.storeSealedBatch(prepared.stored)
-        return (prepared.stored, prepared.batch)
+        try conn.storeSealedBatch(stored)
+        return prepared.made
     }
 
     /// The batch of `changes` (sorted by table, global id, change id), encoded and hashed.
+    ///
+    /// Written as the binary encoding straight from each feature's current row (no edit is ever
+    /// held as a value: building them was two thirds of a seal); a service that reads only JSON
+    /// gets the same batch re-encoded.
     private static func make(
         _ conn: GeodatabaseConnection, state: ReplicaState, seq: Int64, changes: [CapturedChange], covering limit: Int64, tables: [String],
         resolved: [Int64], rollbackOnFailure: Bool, conflictPolicy: ConflictPolicy.Rule?
-    ) throws -> (StoredBatch, UploadBatch) {
+    ) throws -> SealedBatch {
         let schema = conn.geodatabase.schema
-        var layers: [BatchLayer] = []
+        // The slices of each table's changes; attachment edits go first, in the header.
+        var slices: [ArraySlice<CapturedChange>] = []
         var attachments: [AttachmentEdit] = []
         var index = 0
         while index < changes.count {
@@ -78,77 +84,106 @@ enum BatchSealer {
             while end < changes.count, changes[end].table == table { end += 1 }
             if table == GeodatabaseConnection.attachmentsTable {
                 attachments = try attachmentEdits(of: changes[index..<end], conn: conn)
-                index = end
-                continue
+            } else {
+                slices.append(changes[index..<end])
             }
-            guard let layer = schema.allLayers.first(where: { $0.name == table }) else {
-                throw SyncError(.unsupported, "pending changes name the table \(table), which the replica does not have")
-            }
-            let edits = try edits(of: changes[index..<end], layer: layer, conn: conn)
-            if !edits.isEmpty { layers.append(BatchLayer(id: layer.id, edits: edits)) }
             index = end
         }
-        var batch = UploadBatch(
+        var header = UploadBatch(
             replicaId: state.replicaID, batchId: GlobalID.make(), seq: seq, schemaVersion: state.schemaVersion,
-            rollbackOnFailure: rollbackOnFailure, layers: layers, conflictPolicy: conflictPolicy?.rawValue, resolvedConflicts: resolved.isEmpty ? nil : resolved)
-        if !attachments.isEmpty { batch.attachments = attachments }
+            rollbackOnFailure: rollbackOnFailure, layers: [], conflictPolicy: conflictPolicy?.rawValue, resolvedConflicts: resolved.isEmpty ? nil : resolved)
+        if !attachments.isEmpty { header.attachments = attachments }
         // The replica needs only the edits with something to say, and counts (an answer of one
         // result per edit was ~1 MB of JSON for 11,000 edits, parsed and stored by the replica).
-        batch.compactAnswer = true
-        // Binary when the service said it reads it (docs/sync.md, "Binary batch encoding").
-        let body = try batch.encoded(as: state.batchEncodings?.contains(UploadBatch.Encoding.binary.rawValue) == true ? .binary : .json)
-        return (StoredBatch(seq: batch.seq, batchID: batch.batchId, hash: UploadBatch.hash(body), body: body, coversChangeID: limit, tables: tables), batch)
+        header.compactAnswer = true
+        var writer = try UploadBatch.BinaryWriter(header: header, capacity: 112 * changes.count + 256)
+        for slice in slices {
+            guard let layer = schema.allLayers.first(where: { $0.name == slice.first?.table }) else {
+                throw SyncError(.unsupported, "pending changes name the table \(slice.first?.table ?? ""), which the replica does not have")
+            }
+            writer.beginLayer(id: layer.id)
+            try writeEdits(of: slice, layer: layer, conn: conn, to: &writer)
+            writer.endLayer(droppingEmpty: true)
+        }
+        let editCount = writer.editCount
+        var body = writer.finish()
+        // JSON unless the service said it reads binary (docs/sync.md, "Binary batch encoding").
+        if state.batchEncodings?.contains(UploadBatch.Encoding.binary.rawValue) != true {
+            body = try UploadBatch.decode(body).encoded(as: .json)
+        }
+        let stored = StoredBatch(seq: seq, batchID: header.batchId, hash: UploadBatch.hash(body), body: body, coversChangeID: limit, tables: tables)
+        return SealedBatch(stored: stored, editCount: editCount, attachments: attachments)
     }
 
-    /// One edit per feature of a table's changes (ordered by global id, then change id).
-    private static func edits(of changes: ArraySlice<CapturedChange>, layer: LayerDefinition, conn: GeodatabaseConnection) throws -> [BatchEdit] {
-        var groups: [(String, ArraySlice<CapturedChange>)] = []
+    /// One edit per feature of a table's changes (ordered by global id, then change id), each
+    /// written with the feature's current values.
+    private static func writeEdits(
+        of changes: ArraySlice<CapturedChange>, layer: LayerDefinition, conn: GeodatabaseConnection, to writer: inout UploadBatch.BinaryWriter
+    ) throws {
+        var current = try FeatureTable.CurrentValuesReader(try conn.geodatabase.table(named: layer.name), in: conn)
+        let fields = current.fields
+        // An insert carries every attribute, by name in sorted order.
+        let all = fields.indices.sorted { fields[$0].name < fields[$1].name }
+        let allNames = all.map { fields[$0].name }
+        // An update carries its changed columns' attributes: worked out once per set of columns
+        // (a batch's updates mostly share a handful).
+        var plans: [[String]: UpdatePlan] = [:]
+        func plan(_ changed: [String]) -> UpdatePlan {
+            if let known = plans[changed] { return known }
+            let picked = all.filter { changed.contains(fields[$0].name) }
+            let made = UpdatePlan(
+                names: picked.map { fields[$0].name }, indices: picked, changedColumns: changed.sorted(),
+                geometry: layer.isSpatial && changed.contains(layer.geometryColumn))
+            plans[changed] = made
+            return made
+        }
         var start = changes.startIndex
         while start < changes.endIndex {
             var end = start
             while end < changes.endIndex, changes[end].globalID == changes[start].globalID { end += 1 }
-            if let gid = changes[start].globalID { groups.append((gid, changes[start..<end])) }
+            let group = changes[start..<end]
             start = end
-        }
-        // The features' current values, read in one query per chunk.
-        var current: [String: Feature] = [:]
-        let table = try conn.geodatabase.table(named: layer.name)
-        for chunk in stride(from: 0, to: groups.count, by: 500) {
-            var query = FeatureQuery()
-            query.globalIDs = groups[chunk..<min(chunk + 500, groups.count)].map(\.0)
-            try table.forEach(matching: query, in: conn) { current[$0.globalID!] = $0 }
-        }
-        let fields = layer.fields.filter { $0.type != .oid && $0.type != .globalID }
-        var edits: [BatchEdit] = []
-        for (gid, group) in groups {
-            guard let first = group.first, let last = group.last,
+            guard let gid = group.first?.globalID, let first = group.first, let last = group.last,
                 let op = CoalescedOperation.coalesce(first: first.operation.rawValue, last: last.operation.rawValue)
             else { continue }
-            var base: [String: JSONValue] = [:]
-            for change in group { for (k, v) in change.oldValues where base[k] == nil { base[k] = v } }
-            // The oldest state the local edits started from.
-            let baseGeneration = group.compactMap(\.baseGeneration).min()
             switch op {
             case .insert:
                 // Deleted again after the changes this batch covers: the next batch says so.
-                guard let feature = current[gid] else { continue }
-                edits.append(BatchEdit(
-                    op: .insert, globalId: gid, attributes: attributes(feature, fields), geometry: layer.isSpatial ? try geometry(feature) : nil,
-                    editedAt: last.editedAt))
+                guard try current.read(gid) else { continue }
+                writer.edit(
+                    .insert, globalId: gid, attributeNames: allNames, attribute: { current.values[all[$0]] }, geometry: current.geometry,
+                    changedColumns: nil, baseValues: nil, editedAt: last.editedAt, baseGeneration: nil)
             case .update:
-                guard let feature = current[gid] else { continue }
-                var changed: [String] = []
-                for change in group { for c in change.changedColumns where !changed.contains(c) { changed.append(c) } }
-                let changedFields = fields.filter { changed.contains($0.name) }
-                let geometryChanged = layer.isSpatial && changed.contains(layer.geometryColumn)
-                edits.append(BatchEdit(
-                    op: .update, globalId: gid, attributes: attributes(feature, changedFields), geometry: geometryChanged ? try geometry(feature) : nil,
-                    changedColumns: changed.sorted(), baseValues: base, editedAt: last.editedAt, baseGeneration: baseGeneration))
+                guard try current.read(gid) else { continue }
+                var changed = first.changedColumns
+                for change in group.dropFirst() { for c in change.changedColumns where !changed.contains(c) { changed.append(c) } }
+                let update = plan(changed)
+                writer.edit(
+                    .update, globalId: gid, attributeNames: update.names, attribute: { current.values[update.indices[$0]] },
+                    geometry: update.geometry ? current.geometry : nil, changedColumns: update.changedColumns, baseValues: baseValues(group),
+                    editedAt: last.editedAt, baseGeneration: group.compactMap(\.baseGeneration).min())
             case .delete:
-                edits.append(BatchEdit(op: .delete, globalId: gid, baseValues: base, editedAt: last.editedAt, baseGeneration: baseGeneration))
+                writer.edit(
+                    .delete, globalId: gid, attributeNames: nil, attribute: { _ in .null }, geometry: nil, changedColumns: nil,
+                    baseValues: baseValues(group), editedAt: last.editedAt, baseGeneration: group.compactMap(\.baseGeneration).min())
             }
         }
-        return edits
+    }
+
+    /// The attributes an update writes, and its changed columns as the batch lists them.
+    private struct UpdatePlan {
+        let names: [String]
+        let indices: [Int]
+        let changedColumns: [String]
+        let geometry: Bool
+    }
+
+    /// The values the local edits started from: each column's oldest recorded value.
+    private static func baseValues(_ group: ArraySlice<CapturedChange>) -> [String: JSONValue] {
+        guard group.count > 1 else { return group.first?.oldValues ?? [:] }
+        var base: [String: JSONValue] = [:]
+        for change in group { for (k, v) in change.oldValues where base[k] == nil { base[k] = v } }
+        return base
     }
 
     /// One edit per attachment of the captured attachment changes: an insert (with its content
@@ -179,27 +214,34 @@ enum BatchSealer {
         }
         return edits
     }
-
-    static func attributes(_ feature: Feature, _ fields: [FieldDefinition]) -> [String: JSONValue] {
-        var out: [String: JSONValue] = [:]
-        out.reserveCapacity(fields.count)
-        for field in fields { out[field.name] = (feature.attributes[field.name] ?? .null).jsonValue }
-        return out
-    }
-
-    static func geometry(_ feature: Feature) throws -> JSONValue {
-        guard let g = feature.geometry else { return .null }
-        return try EsriJSON.value(g)
-    }
 }
 
 /// A batch made ahead from a snapshot (``BatchSealer/prepare(_:seq:after:tables:maxChanges:rollbackOnFailure:conflictPolicy:)``),
 /// not stored until it is sealed.
 struct PreparedBatch: Sendable {
-    let stored: StoredBatch
-    let batch: UploadBatch
+    let made: SealedBatch
     /// The change rows it carries: how many, and the oldest id.
     let changeCount: Int
     let firstChangeID: Int64
     let schemaVersion: Int
+}
+
+/// A sealed batch: its stored bytes, and what the upload needs to know of it without decoding them.
+struct SealedBatch: Sendable {
+    let stored: StoredBatch
+    /// Its edits, attachment edits included.
+    let editCount: Int
+    let attachments: [AttachmentEdit]
+
+    init(stored: StoredBatch, editCount: Int, attachments: [AttachmentEdit]) {
+        self.stored = stored
+        self.editCount = editCount
+        self.attachments = attachments
+    }
+
+    /// A batch read back from its stored bytes (sealed by an earlier run).
+    init(decoding stored: StoredBatch) throws {
+        let batch = try UploadBatch.decode(stored.body)
+        self.init(stored: stored, editCount: batch.editCount, attachments: batch.attachments ?? [])
+    }
 }

@@ -6,11 +6,11 @@ import OutpostStorage
 /// Attachment content both ways: uploaded by hash before the batch that adds it, downloaded
 /// before the apply that needs it; in chunks, resumable, verified, never whole in memory.
 extension SyncGeodatabaseJob {
-    /// Uploads the content of the batch's new attachments the server does not have yet, in
-    /// chunks read from the replica (never a whole attachment in memory).
-    func uploadContent(of batch: UploadBatch, _ client: NativeSyncClient, _ context: JobContext) async throws {
+    /// Uploads the content of a batch's new attachments the server does not have yet, in chunks
+    /// read from the replica (never a whole attachment in memory).
+    func uploadContent(of attachments: [AttachmentEdit], _ client: NativeSyncClient, _ context: JobContext) async throws {
         var seen = Set<String>()
-        for edit in batch.attachments ?? [] where edit.op == .insert {
+        for edit in attachments where edit.op == .insert {
             guard let info = edit.attachment, seen.insert(info.sha256).inserted else { continue }
             var status = try await withRetries(context, "attachment \(info.name)") { try await client.blobStatus(info.sha256) }
             if status.complete { continue }

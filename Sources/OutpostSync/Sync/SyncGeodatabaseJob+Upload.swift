@@ -30,23 +30,23 @@ extension SyncGeodatabaseJob {
             let maxChanges = parameters.changeLimit(ofBatch: sent)
             // The batch made ahead is held only through the seal: its edits are the sent batch's,
             // which is freed while the server applies it (below).
-            let sealed: (StoredBatch, UploadBatch?, Bool)?
+            let sealed: (StoredBatch, SealedBatch?, Bool)?
             // Whether captured changes remain after the batch (it is not the last one).
             var more = true
             do {
                 let ahead = prepared
                 prepared = nil
-                (sealed, more) = try await geodatabase.write { conn -> ((StoredBatch, UploadBatch?, Bool)?, Bool) in
-                    let sealed: (StoredBatch, UploadBatch?, Bool)?
+                (sealed, more) = try await geodatabase.write { conn -> ((StoredBatch, SealedBatch?, Bool)?, Bool) in
+                    let sealed: (StoredBatch, SealedBatch?, Bool)?
                     if let pending = try conn.sealedBatch() {
                         sealed = (pending, nil, false)
                     } else if let current = try conn.replicaState() {
-                        if let ahead, let (stored, batch) = try BatchSealer.sealPrepared(ahead, conn, state: current, tables: uploadTables, maxChanges: maxChanges) {
-                            sealed = (stored, batch, true)
+                        if let ahead, let made = try BatchSealer.sealPrepared(ahead, conn, state: current, tables: uploadTables, maxChanges: maxChanges) {
+                            sealed = (made.stored, made, true)
                         } else {
                             sealed = try BatchSealer.seal(
                                 conn, state: current, tables: uploadTables, maxChanges: maxChanges, rollbackOnFailure: rollback, conflictPolicy: policy
-                            ).map { ($0.0, $0.1, false) }
+                            ).map { ($0.stored, $0, false) }
                         }
                     } else {
                         sealed = nil
@@ -61,10 +61,10 @@ extension SyncGeodatabaseJob {
             if madeAhead { context.log("batch \(stored.seq) was made while batch \(stored.seq - 1) was applied") }
             try faults.check("client.afterSeal")
             // A batch sealed by an earlier run is read back from its stored bytes.
-            let batch = try (consume fresh) ?? UploadBatch.decode(stored.body)
+            let batch = try fresh ?? SealedBatch(decoding: stored)
             // Attachment content first, by hash: what the server has is not sent again, and an
             // upload that dropped continues where the server's copy ends.
-            try await uploadContent(of: batch, client, context)
+            try await uploadContent(of: batch.attachments, client, context)
             context.log("sending batch \(stored.seq) (\(batch.editCount) edits, \(stored.body.count >> 10) KB)")
             // While the server applies this batch, the next one is made from a snapshot of the
             // replica (nothing is stored: at most one batch is ever sealed and unacknowledged).
@@ -84,10 +84,8 @@ extension SyncGeodatabaseJob {
                 if next == nil, checksumAhead { try await checksumsAhead(state, context) }
                 return next
             }()
-            // While the server applies it, the decoded batch is freed (16–22 ms for 16,000 edits);
-            // an answer with failures reads it back from its stored bytes.
-            let editCount = batch.editCount, attachmentEdits = batch.attachments ?? []
-            BackgroundRelease.release(consume batch)
+            // An answer with failures reads the batch's edits back from its stored bytes.
+            let editCount = batch.editCount, attachmentEdits = batch.attachments
             func rejections(_ result: BatchResult, pending: Bool) throws -> [RejectedEdit] {
                 result.rejected.isEmpty ? [] : Self.rejections(result, try UploadBatch.decode(stored.body), state: state, pending: pending)
             }
