@@ -36,17 +36,32 @@ struct ReverseProxyTests {
     func replicasAreMadeAndSyncedThroughTheProxy(setup: Setup, kind: BackendKind) async throws {
         let seen = Seen()
         let prefix = setup == .xForwardedUnderAPrefix ? "/gis" : ""
-        // The proxy's port is known only once it listens, and --public-url names it: listen
-        // first, on a port handed to the server's configuration.
         let service = try await TestService.fieldInspection(kind)
-        var configuration = ServerConfiguration(port: 0)
-        let placeholder = try await LoopbackProxy.start(upstream: URL(string: "http://127.0.0.1:9")!) { _, _ in .forward }
-        let proxyPort = placeholder.port
-        try await placeholder.stop()
-        if setup == .configuredPublicURL { configuration.publicURL = URL(string: "http://127.0.0.1:\(proxyPort)") }
-        let live = try await LiveService.start(service, configuration: configuration)
         let forwarding: LoopbackProxy.Forwarding = setup == .xForwardedUnderAPrefix ? .xForwarded : setup == .forwarded ? .forwarded : .none
-        let proxy = try await LoopbackProxy.start(upstream: live.baseURL, prefix: prefix, forwarding: forwarding, observer: seen.observe, port: proxyPort) { _, _ in .forward }
+        // With --public-url the proxy's port must be known before the server starts: a free
+        // port is found first and the proxy listens on it after; the port can be taken in
+        // between (by the server itself, or a test running alongside), so that is tried again.
+        var attempt = 0
+        var started: (LiveService, LoopbackProxy)?
+        while started == nil {
+            var configuration = ServerConfiguration(port: 0)
+            var proxyPort = 0
+            if setup == .configuredPublicURL {
+                let placeholder = try await LoopbackProxy.start(upstream: URL(string: "http://127.0.0.1:9")!) { _, _ in .forward }
+                proxyPort = placeholder.port
+                try await placeholder.stop()
+                configuration.publicURL = URL(string: "http://127.0.0.1:\(proxyPort)")
+            }
+            let live = try await LiveService.start(service, configuration: configuration)
+            do {
+                let proxy = try await LoopbackProxy.start(upstream: live.baseURL, prefix: prefix, forwarding: forwarding, observer: seen.observe, port: proxyPort) { _, _ in .forward }
+                started = (live, proxy)
+            } catch where attempt < 5 && proxyPort != 0 {
+                await live.stop()
+                attempt += 1
+            }
+        }
+        let (live, proxy) = started!
         let publicBase = "http://127.0.0.1:\(proxy.port)\(prefix)"
         let url = proxy.url(for: live.featureServerURL)
         #expect(url.absoluteString == "\(publicBase)/arcgis/rest/services/field_inspection/FeatureServer")
