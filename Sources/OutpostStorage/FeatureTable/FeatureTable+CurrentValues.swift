@@ -1,5 +1,6 @@
 import Foundation
 import GRDB
+import GRDBSQLite
 import OutpostCore
 
 extension FeatureTable {
@@ -34,13 +35,30 @@ extension FeatureTable {
         /// Reads the feature whose global id is stored as `globalID`; false (the buffers left as
         /// they were) when the table holds none.
         public mutating func read(_ globalID: String) throws -> Bool {
-            let cursor = try Row.fetchCursor(statement, arguments: [globalID])
-            guard let row = try cursor.next() else { return false }
+            // Bound and stepped through the C API: a GRDB cursor and row per lookup cost about
+            // what SQLite's own work on the row does.
+            let stmt = statement.sqliteStatement
+            sqlite3_reset(stmt)
+            bindText(globalID, stmt, 1)
+            let rc = sqlite3_step(stmt)
+            defer { sqlite3_reset(stmt) }
+            guard rc == SQLITE_ROW else {
+                guard rc == SQLITE_DONE else {
+                    throw StorageError(.sqlite, "\(String(cString: sqlite3_errmsg(sqlite3_db_handle(stmt)))) (SQLite \(rc))", table: table.name)
+                }
+                return false
+            }
             for index in fields.indices {
-                values[index] = try FeatureTable.decodeValue(row, index, fields[index].type).jsonValue
+                values[index] = FeatureTable.decodeValue(DatabaseValue(sqliteStatement: stmt, index: Int32(index)), fields[index].type).jsonValue
             }
             if table.definition.isSpatial {
-                geometry = try table.decodeGeometry(row, fields.count).map { try EsriJSON.value($0) } ?? .null
+                let column = Int32(fields.count)
+                if sqlite3_column_type(stmt, column) == SQLITE_NULL {
+                    geometry = .null
+                } else {
+                    let bytes = UnsafeRawBufferPointer(start: sqlite3_column_blob(stmt, column), count: Int(sqlite3_column_bytes(stmt, column)))
+                    geometry = try table.decodeGeometry(bytes).map { try EsriJSON.value($0) } ?? .null
+                }
             }
             return true
         }

@@ -67,16 +67,25 @@ public struct FeatureTable: Sendable {
     func decodeGeometry(_ row: Row, _ index: Int) throws -> Geometry? {
         try row.withUnsafeData(atIndex: index) { data -> Geometry? in
             guard let data else { return nil }
-            do {
-                return try GeoPackageBinary.decode(data).geometry
-            } catch {
-                throw StorageError(.corrupt, "a geometry of \(name) cannot be decoded: \(error)", table: name, cause: error as? GeometryError)
-            }
+            return try data.withUnsafeBytes { try decodeGeometry($0) }
+        }
+    }
+
+    /// A stored GeoPackage geometry blob's geometry (nil for an empty one).
+    func decodeGeometry(_ bytes: UnsafeRawBufferPointer) throws -> Geometry? {
+        do {
+            return try GeoPackageBinary.decode(buffer: bytes).geometry
+        } catch {
+            throw StorageError(.corrupt, "a geometry of \(name) cannot be decoded: \(error)", table: name, cause: error as? GeometryError)
         }
     }
 
     static func decodeValue(_ row: Row, _ index: Int, _ type: FieldType) throws -> FieldValue {
-        let dbValue: DatabaseValue = row[index]
+        decodeValue(row[index], type)
+    }
+
+    /// A stored value as a field of `type` holds it (another writer's forms read as they mean).
+    static func decodeValue(_ dbValue: DatabaseValue, _ type: FieldType) -> FieldValue {
         switch dbValue.storage {
         case .null:
             return .null
