@@ -4,11 +4,28 @@ import Foundation
     import Glibc
 #endif
 
-/// Wall time and peak resident memory of one child process.
+/// Wall time, CPU time and peak resident memory of one child process.
 struct ProcessMeasurement {
     var seconds: Double
     var peakMemoryMB: Double
     var output: String
+    /// User and system CPU time of the child, whole process (start-up included).
+    var cpuSeconds: Double = 0
+}
+
+/// User and system CPU time of `usage`, in seconds.
+func cpuSeconds(_ usage: rusage) -> Double {
+    Double(usage.ru_utime.tv_sec + usage.ru_stime.tv_sec) + Double(usage.ru_utime.tv_usec + usage.ru_stime.tv_usec) / 1e6
+}
+
+/// A live process's CPU time so far (user and system, all its threads), in seconds; 0 when it
+/// cannot be read.
+func cpuSeconds(ofProcess pid: Int32) -> Double {
+    guard let stat = try? String(contentsOfFile: "/proc/\(pid)/stat", encoding: .utf8), let close = stat.lastIndex(of: ")") else { return 0 }
+    // After the command's closing parenthesis: state is field 3, utime 14, stime 15.
+    let fields = stat[stat.index(after: close)...].split(separator: " ")
+    guard fields.count > 12, let user = Double(fields[11]), let system = Double(fields[12]) else { return 0 }
+    return (user + system) / Double(sysconf(Int32(_SC_CLK_TCK)))
 }
 
 /// Runs `arguments[0]` with the rest as arguments and measures it with wait4(2), so the peak
@@ -36,7 +53,8 @@ func measure(_ arguments: [String]) throws -> ProcessMeasurement {
     // A child's ru_maxrss starts from its parent's resident size (Linux records the mm it execs
     // away from), so workers report their own high-water mark (VmHWM) and that is used.
     let own = output.split(separator: "\n").last { $0.hasPrefix("vmhwm-kb ") }.flatMap { Double($0.dropFirst(9)) }
-    return ProcessMeasurement(seconds: seconds, peakMemoryMB: own.map { $0 / 1024 } ?? Double(usage.ru_maxrss) / 1024, output: output)
+    return ProcessMeasurement(
+        seconds: seconds, peakMemoryMB: own.map { $0 / 1024 } ?? Double(usage.ru_maxrss) / 1024, output: output, cpuSeconds: cpuSeconds(usage))
 }
 
 struct BenchError: Error, CustomStringConvertible {

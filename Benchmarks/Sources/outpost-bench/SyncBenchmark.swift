@@ -261,8 +261,17 @@ enum SyncBenchmark {
         // The server's peak memory is counted from here (replica generation is not sync).
         if let serverPID { try? "5".write(toFile: "/proc/\(serverPID)/clear_refs", atomically: false, encoding: .utf8) }
         let sampler = serverPID.map { MemorySampler(pid: $0) }
+        // CPU time as well as wall time: on two cores the round trip's time is bounded by the
+        // work of both sides together.
+        let serverCPU = { serverPID.map { cpuSeconds(ofProcess: $0) } ?? 0 }
+        let serverAtStart = serverCPU()
         let up = try measure([executable, "worker-sync", a0.path])
+        let serverAfterUpload = serverCPU()
         let down = try measure([executable, "worker-sync", b0.path])
+        let serverAfterDownload = serverCPU()
+        print(
+            "CPU time (user + system): upload replica \(format(up.cpuSeconds, 3)) s + server \(format(serverAfterUpload - serverAtStart, 3)) s, "
+                + "download replica \(format(down.cpuSeconds, 3)) s + server \(format(serverAfterDownload - serverAfterUpload, 3)) s")
         if let server = sampler?.stop() {
             print("server during the syncs: peak anonymous memory \(format(server.anonMB)) MB, peak file-backed (mapped database pages) \(format(server.fileMB)) MB")
         }
