@@ -111,4 +111,27 @@ struct BatchSealerTests {
         #expect(logged.attributes == values(try await current(log, entry[0].globalID), ["point_globalid", "action", "logged_at", "note"]))
         try await h.stop()
     }
+
+    /// A row the seal cannot read (a geometry blob that is not GeoPackage binary, written by
+    /// another tool) fails the seal with a typed error naming the table, and nothing is stored.
+    @Test(.timeLimit(.minutes(2)))
+    func aRowThatCannotBeReadFailsTheSealAndStoresNothing() async throws {
+        let h = try await SyncHarness.start()
+        let gdb = try await h.replica(layers: [0])
+        let points = try gdb.table(named: "inspection_points")
+        let f = try #require(try await points.features(matching: FeatureQuery(where: "objectid = 1")).first)
+        try await points.update([Feature(objectID: f.objectID, attributes: ["notes": .string("before the damage")])])
+        try await gdb.write { conn in
+            try conn.execute("UPDATE inspection_points SET geom = x'0badbeef' WHERE objectid = ?", arguments: [.integer(f.objectID!)])
+        }
+        let error = await #expect(throws: StorageError.self) {
+            try await gdb.write { conn in
+                let state = try #require(try conn.replicaState())
+                _ = try BatchSealer.seal(conn, state: state, tables: ["inspection_points"], maxChanges: 100, rollbackOnFailure: true)
+            }
+        }
+        #expect(error?.code == .corrupt && error?.table == "inspection_points")
+        #expect(try await gdb.read { try $0.sealedBatch() } == nil)
+        try await h.stop()
+    }
 }

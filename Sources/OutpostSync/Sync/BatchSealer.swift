@@ -232,13 +232,9 @@ struct SealedBatch: Sendable {
     /// Its edits, attachment edits included.
     let editCount: Int
     let attachments: [AttachmentEdit]
+}
 
-    init(stored: StoredBatch, editCount: Int, attachments: [AttachmentEdit]) {
-        self.stored = stored
-        self.editCount = editCount
-        self.attachments = attachments
-    }
-
+extension SealedBatch {
     /// A batch read back from its stored bytes (sealed by an earlier run).
     init(decoding stored: StoredBatch) throws {
         let batch = try UploadBatch.decode(stored.body)

@@ -28,8 +28,7 @@ extension SyncGeodatabaseJob {
         while true {
             try await context.checkpoint(["batchesSent": .integer(Int64(sent))])
             let maxChanges = parameters.changeLimit(ofBatch: sent)
-            // The batch made ahead is held only through the seal: its edits are the sent batch's,
-            // which is freed while the server applies it (below).
+            // The batch made ahead is held only through the seal (then it is the sent batch).
             let sealed: (StoredBatch, SealedBatch?, Bool)?
             // Whether captured changes remain after the batch (it is not the last one).
             var more = true
