@@ -28,39 +28,40 @@ extension SyncGeodatabaseJob {
         while true {
             try await context.checkpoint(["batchesSent": .integer(Int64(sent))])
             let maxChanges = parameters.changeLimit(ofBatch: sent)
-            // The batch made ahead is held only through the seal (then it is the sent batch).
-            let sealed: (StoredBatch, SealedBatch?, Bool)?
+            // The batch made ahead is held only through the seal (then it is the sent batch), and
+            // whether it was the one sealed.
+            let sealed: (SealedBatch, Bool)?
             // Whether captured changes remain after the batch (it is not the last one).
             var more = true
             do {
                 let ahead = prepared
                 prepared = nil
-                (sealed, more) = try await geodatabase.write { conn -> ((StoredBatch, SealedBatch?, Bool)?, Bool) in
-                    let sealed: (StoredBatch, SealedBatch?, Bool)?
+                (sealed, more) = try await geodatabase.write { conn -> ((SealedBatch, Bool)?, Bool) in
+                    let sealed: (SealedBatch, Bool)?
                     if let pending = try conn.sealedBatch() {
-                        sealed = (pending, nil, false)
+                        // Sealed by an earlier run: read back from its stored bytes.
+                        sealed = (try SealedBatch(decoding: pending), false)
                     } else if let current = try conn.replicaState() {
                         if let ahead, let made = try BatchSealer.sealPrepared(ahead, conn, state: current, tables: uploadTables, maxChanges: maxChanges) {
-                            sealed = (made.stored, made, true)
+                            sealed = (made, true)
                         } else {
                             sealed = try BatchSealer.seal(
                                 conn, state: current, tables: uploadTables, maxChanges: maxChanges, rollbackOnFailure: rollback, conflictPolicy: policy
-                            ).map { ($0.stored, $0, false) }
+                            ).map { ($0, false) }
                         }
                     } else {
                         sealed = nil
                     }
-                    guard let covered = sealed?.0.coversChangeID else { return (sealed, false) }
+                    guard let covered = sealed?.0.stored.coversChangeID else { return (sealed, false) }
                     return (sealed, try conn.sealLimit(maxChanges: 1, tables: uploadTables, after: covered) != nil || conn.hasUnsentResolutions())
                 }
             }
-            guard let (stored, fresh, madeAhead) = consume sealed else { break }
+            guard let (batch, madeAhead) = consume sealed else { break }
+            let stored = batch.stored
             // Checksums made while an earlier batch was applied no longer describe the replica.
             VerifyAhead.shared.drop(job: context.jobID)
             if madeAhead { context.log("batch \(stored.seq) was made while batch \(stored.seq - 1) was applied") }
             try faults.check("client.afterSeal")
-            // A batch sealed by an earlier run is read back from its stored bytes.
-            let batch = try fresh ?? SealedBatch(decoding: stored)
             // Attachment content first, by hash: what the server has is not sent again, and an
             // upload that dropped continues where the server's copy ends.
             try await uploadContent(of: batch.attachments, client, context)
@@ -84,7 +85,6 @@ extension SyncGeodatabaseJob {
                 return next
             }()
             // An answer with failures reads the batch's edits back from its stored bytes.
-            let editCount = batch.editCount, attachmentEdits = batch.attachments
             func rejections(_ result: BatchResult, pending: Bool) throws -> [RejectedEdit] {
                 result.rejected.isEmpty ? [] : Self.rejections(result, try UploadBatch.decode(stored.body), state: state, pending: pending)
             }
@@ -112,17 +112,17 @@ extension SyncGeodatabaseJob {
                 let conflicts = Self.conflicts(result, state: state)
                 try await geodatabase.write { conn in try conn.acknowledgeBatch(seq: stored.seq, result: text, rejected: rejected, conflicts: conflicts) }
                 try faults.check("client.afterAck")
-                record(result, attachments: attachmentEdits, state: state, context)
+                record(result, attachments: batch.attachments, state: state, context)
                 if result.replayed == true { context.log("batch \(stored.seq) had already been applied; the server replayed its answer") }
                 if !rejected.isEmpty { context.log("\(rejected.count) edits of batch \(stored.seq) were rejected", severity: .warning) }
             case .rejected(let result):
                 let rejected = try rejections(result, pending: true)
                 try await geodatabase.write { conn in try conn.withdrawSealedBatch(seq: stored.seq, rejected: rejected) }
-                record(result, attachments: attachmentEdits, state: state, context)
+                record(result, attachments: batch.attachments, state: state, context)
                 let first = rejected.first.map { " (first: \($0.layer) \($0.globalID): \($0.reason))" } ?? ""
                 throw SyncError(
                     .rejected,
-                    "the server rolled back the upload: \(rejected.count) of \(editCount) edits are invalid\(first); nothing was applied and the edits are still pending")
+                    "the server rolled back the upload: \(rejected.count) of \(batch.editCount) edits are invalid\(first); nothing was applied and the edits are still pending")
             }
             // The answer's results take milliseconds to free (8–9 ms for 16,000): not before the
             // next step.
