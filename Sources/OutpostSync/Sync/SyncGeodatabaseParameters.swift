@@ -30,10 +30,13 @@ public struct SyncGeodatabaseParameters: Sendable, Hashable, Codable {
     /// The most captured changes one upload batch carries; a larger backlog goes in several
     /// batches, one after the other (20,000 by default).
     public var maxChangesPerBatch: Int
-    /// The most changes the first batch of a sync carries (nil: 5,000, at most
-    /// `maxChangesPerBatch`): the server starts on it while the next batch is made, and each
-    /// later batch may carry four times as many as the one before, up to `maxChangesPerBatch`.
-    /// Fewer, larger batches cost the server fewer fixed costs (a commit, an R-tree pack).
+    /// The most changes the first batch of a sync carries (nil: 3,000, at most
+    /// `maxChangesPerBatch`): the server starts on it while the rest is made into the next
+    /// batch, and every later batch carries up to `maxChangesPerBatch`. Each batch costs the
+    /// server fixed work (a commit, an R-tree pack once it rewrites much of a layer), so after
+    /// the first the batches are as large as allowed; the first is small so that the server's
+    /// work on it covers the sealing of the next (sealing costs the replica about a third of
+    /// what applying costs the server, per edit).
     public var firstBatchChanges: Int?
     /// Attempts per request when the server cannot be reached, before the sync fails (a later
     /// sync resends the same sealed batch).
@@ -48,12 +51,7 @@ public struct SyncGeodatabaseParameters: Sendable, Hashable, Codable {
     public var applyWhileDownloadingUpTo: Int?
     /// The most changes batch `index` (0: the first) of a sync carries.
     func changeLimit(ofBatch index: Int) -> Int {
-        var limit = max(1, min(firstBatchChanges ?? 5_000, maxChangesPerBatch))
-        for _ in 0..<index {
-            guard limit < maxChangesPerBatch / 4 else { return maxChangesPerBatch }
-            limit *= 4
-        }
-        return limit
+        index == 0 ? max(1, min(firstBatchChanges ?? 3_000, maxChangesPerBatch)) : maxChangesPerBatch
     }
     var applyWhileDownloadingLimit: Int { min(max(0, applyWhileDownloadingUpTo ?? 50_000), ChangePage.maxCount) }
     /// true: verify compares every feature of each layer with the server. Otherwise a layer that
