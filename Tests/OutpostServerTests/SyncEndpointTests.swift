@@ -1,4 +1,5 @@
 import Foundation
+import HTTPTypes
 import HummingbirdTesting
 import OutpostCore
 import OutpostProtocol
@@ -393,6 +394,58 @@ struct NativeSyncEndpointTests {
             #expect(try await client.get("\(native)/replicas/\(q(info.replicaID))").status == 404)
         }
     }
+
+    /// A page after a window's first is made while the page before it is answered, and the
+    /// request for it gets that page: the same page a request made then gets, in the encoding
+    /// it was made for, taken once. Another encoding, another page size or another replica asking
+    /// with the same cursor gets a page made when asked.
+    @Test(arguments: BackendKind.syncing)
+    func feedPagesAreMadeAheadForTheRequestThatFollows(kind: BackendKind) async throws {
+        try await withServer(kind) { client, service in
+            let info = try await registerReplica(service), other = try await registerReplica(service)
+            let start = info.replicaServerGen
+            _ = try await service.backend.applyEdits(
+                layerID: 0, edits: EditRequest(updates: (1...5).map { Feature(objectID: Int64($0), attributes: ["notes": .string("ahead \($0)")]) }),
+                rollbackOnFailure: true)
+            let upto = try await service.backend.generation()
+            let binary: HTTPFields = [.accept: "\(ChangePage.binaryContentType), application/json"]
+            func uri(_ replica: ReplicaInfo = info, after: String?, limit: Int = 2) -> String {
+                "\(native)/replicas/\(q(replica.replicaID))/changes?layer=0&since=\(start)&upto=\(upto)&limit=\(limit)\(after.map { "&after=\(q($0))" } ?? "")"
+            }
+            func page(_ uri: String, headers: HTTPFields = binary) async throws -> ChangePage {
+                let reply = try await client.get(uri, headers: headers)
+                #expect(reply.status == 200, "\(reply.text)")
+                return try ChangePage.decode(Data(buffer: reply.body))
+            }
+            func made(_ when: String) async throws -> Double {
+                OperationsTests.value(try await OperationsTests.samples(try await client.get("/metrics").text), "outpost_sync_feed_pages_total", ["made": when])
+            }
+            var pages: [ChangePage] = [try await page(uri(after: nil))]
+            while let next = pages.last?.next { pages.append(try await page(uri(after: next))) }
+            #expect(pages.count == 3 && pages.map(\.changes.count) == [2, 2, 1], "\(pages.map(\.changes.count))")
+            #expect(Set(pages.flatMap(\.changes).compactMap { $0.attributes?["notes"]?.stringValue }) == Set((1...5).map { "ahead \($0)" }))
+            #expect(try await made("ahead") == 2)
+            #expect(try await made("asked") == 0)
+            // Nothing is held after the last page: asked again, each page is made when asked,
+            // and is the page that was made ahead.
+            let second = try await page(uri(after: pages[0].next))
+            #expect(second == pages[1])
+            #expect(try await made("asked") == 1)
+            // That request made the third page ahead, for a binary answer of two changes to this
+            // replica: asked as JSON, by another page size or by another replica, it is made anew.
+            let json = try JSONDecoder().decode(ChangePage.self, from: Data(try await client.get(uri(after: pages[1].next)).text.utf8))
+            #expect(json == pages[2])
+            #expect(try await page(uri(after: pages[1].next, limit: 3)) == pages[2])
+            let others = try await page(uri(other, after: pages[1].next))
+            #expect(others.changes == pages[2].changes)
+            #expect(try await made("asked") == 4)
+            #expect(try await made("ahead") == 2)
+            // Asked as it was made for, the third page is still held.
+            #expect(try await page(uri(after: pages[1].next)) == pages[2])
+            #expect(try await made("ahead") == 3)
+        }
+    }
+
 
     @Test(arguments: BackendKind.syncing)
     func aFeedRequestReadsOnPastPagesOfEchoes(kind: BackendKind) async throws {

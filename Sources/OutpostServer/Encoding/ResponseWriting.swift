@@ -17,19 +17,28 @@ struct ResponseWriting {
         self.pretty = pretty
     }
 
+    static let jsonContentType = "application/json; charset=utf-8"
+
     func json(_ value: JSONValue, status: HTTPResponse.Status = .ok) -> Response {
         if let directory { return html(directory.view.page(directory.page, json: value), status: status) }
         let body = pretty ? ByteBuffer(string: Self.pretty(value)) : ByteBuffer(bytes: value.jsonBytes)
-        return bytes(body, status: status, contentType: "application/json; charset=utf-8")
+        return bytes(body, status: status, contentType: Self.jsonContentType)
     }
 
     func bytes(_ buffer: ByteBuffer, status: HTTPResponse.Status = .ok, contentType: String) -> Response {
+        let (body, headers) = Self.encoded(buffer, contentType: contentType, gzip: gzip)
+        return Response(status: status, headers: headers, body: .init(byteBuffer: body))
+    }
+
+    /// A body as it goes out, gzipped when `gzip` (the client accepts it) and worth it, with its
+    /// headers.
+    static func encoded(_ buffer: ByteBuffer, contentType: String, gzip: Bool) -> (ByteBuffer, HTTPFields) {
         var headers: HTTPFields = [.contentType: contentType]
         if gzip, buffer.readableBytes > 512, let compressed = Gzip.compress(buffer) {
             headers[.contentEncoding] = "gzip"
-            return Response(status: status, headers: headers, body: .init(byteBuffer: compressed))
+            return (compressed, headers)
         }
-        return Response(status: status, headers: headers, body: .init(byteBuffer: buffer))
+        return (buffer, headers)
     }
 
     /// A streamed body: `produce` appends text to a ``ChunkedText``, which sends it in chunks of

@@ -40,6 +40,13 @@ final class ServerMetrics: Sendable {
             .increment()
     }
 
+    /// A change-feed page after a window's first: `ahead` (made while the page before it was
+    /// answered, ``PagesAhead``) or `asked` (made when asked for).
+    func feedPage(_ made: String) {
+        registry.makeCounter(descriptor: Self.descriptor("sync_feed_pages", "total", "Change-feed pages after a window's first, by when they were made"), labels: [("made", made)])
+            .increment()
+    }
+
     /// Where an applied batch's time went on the server, by stage.
     func batchStages(_ stages: BatchStages) {
         for (stage, duration) in stages.named {

@@ -25,6 +25,8 @@ public struct FeatureServerResponder: HTTPResponder {
     let drain: DrainState
     /// Checksums replicas asked for with their last upload batch (see ``ChecksumsAhead``).
     let checksumsAhead = ChecksumsAhead()
+    /// Feed pages made while the page before them was answered (see ``PagesAhead``).
+    let pagesAhead = PagesAhead()
 
     public init(services: ServiceDirectory, configuration: ServerConfiguration) {
         self.init(services: services, configuration: configuration, drain: DrainState())
@@ -369,7 +371,7 @@ public struct FeatureServerResponder: HTTPResponder {
         return try await NativeSyncRoutes(
             sync: syncBackend, parameters: parameters, writing: writing, method: request.method, range: request.headers[.range],
             binaryPages: request.headers[.accept]?.contains(ChangePage.binaryContentType) == true, metrics: metrics,
-            ahead: (checksumsAhead, backend.name)
+            ahead: (checksumsAhead, backend.name), pagesAhead: pagesAhead
         ).respond(route)
     }
 

@@ -38,6 +38,8 @@ struct NativeSyncRoutes {
     /// Where checksums asked for with a batch are held, and the service's name (their key's
     /// first part).
     var ahead: (store: ChecksumsAhead, service: String)?
+    /// Where feed pages made ahead are held (their key's service is `ahead`'s).
+    var pagesAhead: PagesAhead?
 
     /// Answers the request for `route` (the path below `…/services/{service}/`, decoded segments).
     func respond(_ route: [String]) async throws -> Response {
@@ -136,22 +138,69 @@ struct NativeSyncRoutes {
         }
         let after = parameters["after"]
         let count = try parameters.int("count", range: 0...ChangePage.maxCount)
-        var page = try await sync.feedPage(
-            replicaID: replica, layerID: layer, since: Int64(since), upto: Int64(upto), after: after,
-            limit: try parameters.int("limit", range: 1...10_000) ?? 1000)
+        let limit = try parameters.int("limit", range: 1...10_000) ?? 1000
+        // Made ahead only for an answer as the feed's client takes it (not a page shown in a
+        // browser or indented).
+        let key = pagesAhead.flatMap { _ in ahead }.flatMap { ahead in
+            writesPageAsItIs
+                ? PagesAhead.Key(
+                    service: ahead.service, replica: replica, layer: layer, since: Int64(since), upto: Int64(upto), after: after ?? "", limit: limit,
+                    binary: binaryPages, gzip: writing.gzip) : nil
+        }
+        if after != nil, let key, let made = await pagesAhead?.take(key) {
+            metrics?.feedPage("ahead")
+            makeAhead(key, after: made.next)
+            return Self.response(made)
+        }
+        if after != nil { metrics?.feedPage("asked") }
+        var page = try await sync.feedPage(replicaID: replica, layerID: layer, since: Int64(since), upto: Int64(upto), after: after, limit: limit)
         // A first page asked with `count` says how large the window is (counted up to one past
         // it), unless it is also the last page and so holds the whole window.
         if after == nil, page.next != nil, let cap = count {
             page.windowRows = try await sync.windowRows(layerID: layer, since: Int64(since), upto: Int64(upto), cap: cap + 1)
         }
+        if let key { makeAhead(key, after: page.next) }
         return answer(page)
+    }
+
+    /// Starts making the page after `after` (when there is one) for the request `key` describes.
+    private func makeAhead(_ key: PagesAhead.Key, after: String?) {
+        guard let store = pagesAhead, let after else { return }
+        var asked = key
+        asked.after = after
+        let sync = self.sync, next = asked
+        store.start(next) {
+            let page = try await sync.feedPage(
+                replicaID: next.replica, layerID: next.layer, since: next.since, upto: next.upto, after: after, limit: next.limit)
+            let (body, headers) = Self.encoded(page, binary: next.binary, gzip: next.gzip)
+            return PagesAhead.Answer(body: body, headers: headers, next: page.next)
+        }
     }
 
     /// A page in the encoding the client asked for, saying that the answer varies with `Accept`.
     private func answer(_ page: ChangePage) -> Response {
-        var response =
-            binaryPages && writing.directory == nil
-            ? writing.bytes(ByteBuffer(bytes: page.binaryEncoded()), contentType: ChangePage.binaryContentType) : writing.json(page.json)
+        guard writesPageAsItIs else { return Self.varying(writing.json(page.json)) }
+        let (body, headers) = Self.encoded(page, binary: binaryPages, gzip: writing.gzip)
+        return Self.response(PagesAhead.Answer(body: body, headers: headers, next: page.next))
+    }
+
+    /// Whether a page goes out as bytes made from it alone: binary (unless shown in a browser),
+    /// or compact JSON (neither shown in a browser nor indented).
+    private var writesPageAsItIs: Bool { writing.directory == nil && (binaryPages || !writing.pretty) }
+
+    /// A page's body and headers: binary or JSON, gzipped when the client accepts it.
+    private static func encoded(_ page: ChangePage, binary: Bool, gzip: Bool) -> (ByteBuffer, HTTPFields) {
+        binary
+            ? ResponseWriting.encoded(ByteBuffer(bytes: page.binaryEncoded()), contentType: ChangePage.binaryContentType, gzip: gzip)
+            : ResponseWriting.encoded(ByteBuffer(bytes: page.json.jsonBytes), contentType: ResponseWriting.jsonContentType, gzip: gzip)
+    }
+
+    private static func response(_ made: PagesAhead.Answer) -> Response {
+        varying(Response(status: .ok, headers: made.headers, body: .init(byteBuffer: made.body)))
+    }
+
+    private static func varying(_ response: Response) -> Response {
+        var response = response
         response.headers[.vary] = "Accept"
         return response
     }

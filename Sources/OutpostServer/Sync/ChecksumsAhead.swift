@@ -18,15 +18,13 @@ final class ChecksumsAhead: Sendable {
     static let lifetime: Duration = .seconds(60)
     static let capacity = 256
 
-    private struct Entry {
+    /// Checksums started for a replica, with the layers they are of.
+    private struct Made: Sendable {
         var layers: [Int]
-        var started: ContinuousClock.Instant
-        /// Order of starting (clock readings may tie).
-        var order: UInt64
-        var task: Task<ReplicaChecksums, any Error>
+        var checksums: ReplicaChecksums
     }
 
-    private let entries = Mutex<(held: [String: Entry], started: UInt64)>(([:], 0))
+    private let entries = TasksAhead<String, Made>(lifetime: ChecksumsAhead.lifetime, capacity: ChecksumsAhead.capacity)
 
     /// Whole-scope answers already computed, by scope (``scopeKey(service:info:layers:)``), each
     /// for the generation it was computed at: another replica with the same scope asking at the
@@ -39,35 +37,19 @@ final class ChecksumsAhead: Sendable {
 
     /// Starts computing `compute` for the replica `key` (service and replica id).
     func start(_ key: String, layers: [Int], _ compute: @escaping @Sendable () async throws -> ReplicaChecksums) {
-        let now = ContinuousClock.now
-        let task = Task { try await compute() }
-        let dropped = entries.withLock { state -> [Entry] in
-            state.started += 1
-            var dropped = state.held.filter { now - $0.value.started > Self.lifetime }.map(\.key).compactMap { state.held.removeValue(forKey: $0) }
-            if let old = state.held.updateValue(Entry(layers: layers, started: now, order: state.started, task: task), forKey: key) { dropped.append(old) }
-            while state.held.count > Self.capacity, let oldest = state.held.min(by: { $0.value.order < $1.value.order }) {
-                state.held.removeValue(forKey: oldest.key)
-                dropped.append(oldest.value)
-            }
-            return dropped
-        }
-        for entry in dropped { entry.task.cancel() }
+        entries.start(key) { Made(layers: layers, checksums: try await compute()) }
     }
 
     /// The checksums computed ahead for `key` and exactly these layers, if they are of
     /// `generation` (the service's generation now); the entry is removed either way.
     func take(_ key: String, layers: [Int], generation: Int64) async -> ReplicaChecksums? {
-        guard let entry = entries.withLock({ $0.held.removeValue(forKey: key) }) else { return nil }
-        guard entry.layers == layers, ContinuousClock.now - entry.started <= Self.lifetime else {
-            entry.task.cancel()
-            return nil
-        }
-        guard let answer = try? await entry.task.value, answer.generation == generation else { return nil }
-        return answer
+        guard let task = entries.take(key) else { return nil }
+        guard let made = try? await task.value, made.layers == layers, made.checksums.generation == generation else { return nil }
+        return made.checksums
     }
 
     /// How many entries are held (for tests).
-    var count: Int { entries.withLock { $0.held.count } }
+    var count: Int { entries.count }
 
     /// Keeps a whole-scope answer (no `since`) for others asking for the same scope.
     func remember(_ scope: String, _ answer: ReplicaChecksums) {
