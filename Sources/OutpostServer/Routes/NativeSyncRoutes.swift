@@ -141,12 +141,14 @@ struct NativeSyncRoutes {
         let limit = try parameters.int("limit", range: 1...10_000) ?? 1000
         // Made ahead only for an answer as the feed's client takes it (not a page shown in a
         // browser or indented).
-        let key = pagesAhead.flatMap { _ in ahead }.flatMap { ahead in
-            writesPageAsItIs
-                ? PagesAhead.Key(
+        let key: PagesAhead.Key? =
+            if let ahead, pagesAhead != nil, writesPageAsItIs {
+                PagesAhead.Key(
                     service: ahead.service, replica: replica, layer: layer, since: Int64(since), upto: Int64(upto), after: after ?? "", limit: limit,
-                    binary: binaryPages, gzip: writing.gzip) : nil
-        }
+                    binary: binaryPages, gzip: writing.gzip)
+            } else {
+                nil
+            }
         if after != nil, let key, let made = await pagesAhead?.take(key) {
             metrics?.feedPage("ahead")
             makeAhead(key, after: made.next)
