@@ -152,10 +152,10 @@ struct NativeSyncRoutes {
         if after != nil, let key, let made = await pagesAhead?.take(key) {
             metrics?.feedPage("ahead")
             makeAhead(key, after: made.next)
-            return Self.response(made)
+            return Self.response(made.body, made.headers)
         }
-        if after != nil { metrics?.feedPage("asked") }
         var page = try await sync.feedPage(replicaID: replica, layerID: layer, since: Int64(since), upto: Int64(upto), after: after, limit: limit)
+        if after != nil { metrics?.feedPage("asked") }
         // A first page asked with `count` says how large the window is (counted up to one past
         // it), unless it is also the last page and so holds the whole window.
         if after == nil, page.next != nil, let cap = count {
@@ -168,9 +168,7 @@ struct NativeSyncRoutes {
     /// Starts making the page after `after` (when there is one) for the request `key` describes.
     private func makeAhead(_ key: PagesAhead.Key, after: String?) {
         guard let store = pagesAhead, let after else { return }
-        var asked = key
-        asked.after = after
-        let sync = self.sync, next = asked
+        let sync = self.sync, next = key.continuing(after: after)
         store.start(next) {
             let page = try await sync.feedPage(
                 replicaID: next.replica, layerID: next.layer, since: next.since, upto: next.upto, after: after, limit: next.limit)
@@ -183,7 +181,7 @@ struct NativeSyncRoutes {
     private func answer(_ page: ChangePage) -> Response {
         guard writesPageAsItIs else { return Self.varying(writing.json(page.json)) }
         let (body, headers) = Self.encoded(page, binary: binaryPages, gzip: writing.gzip)
-        return Self.response(PagesAhead.Answer(body: body, headers: headers, next: page.next))
+        return Self.response(body, headers)
     }
 
     /// Whether a page goes out as bytes made from it alone: binary (unless shown in a browser),
@@ -197,8 +195,8 @@ struct NativeSyncRoutes {
             : ResponseWriting.encoded(ByteBuffer(bytes: page.json.jsonBytes), contentType: ResponseWriting.jsonContentType, gzip: gzip)
     }
 
-    private static func response(_ made: PagesAhead.Answer) -> Response {
-        varying(Response(status: .ok, headers: made.headers, body: .init(byteBuffer: made.body)))
+    private static func response(_ body: ByteBuffer, _ headers: HTTPFields) -> Response {
+        varying(Response(status: .ok, headers: headers, body: .init(byteBuffer: body)))
     }
 
     private static func varying(_ response: Response) -> Response {

@@ -33,6 +33,13 @@ final class PagesAhead: Sendable {
         var limit: Int
         var binary: Bool
         var gzip: Bool
+
+        /// The same request for the page after `cursor`.
+        func continuing(after cursor: String) -> Key {
+            var next = self
+            next.after = cursor
+            return next
+        }
     }
 
     /// A page's answer as it goes out, and the cursor of the page after it.
