@@ -1,6 +1,10 @@
 import Foundation
 import OutpostCore
 
+#if canImport(Glibc)
+    import Glibc
+#endif
+
 /// Runs a command and captures its output.
 public struct CommandResult: Sendable {
     public var status: Int32
@@ -79,34 +83,43 @@ public enum ExternalTools {
         _ executable: String, _ arguments: [String], input: String?, environment: [String: String]?,
         currentDirectory: URL?
     ) throws -> CommandResult {
-        let process = Process()
-        process.executableURL = URL(fileURLWithPath: try require(executable))
-        process.arguments = arguments
-        if let environment {
-            process.environment = ProcessInfo.processInfo.environment.merging(environment) { _, new in new }
+        let (inRead, inWrite) = try SpawnedProcess.pipe()
+        let (outRead, outWrite) = try SpawnedProcess.pipe()
+        let (errRead, errWrite) = try SpawnedProcess.pipe()
+        let process: SpawnedProcess
+        do {
+            defer { close(inRead); close(outWrite); close(errWrite) }
+            process = try SpawnedProcess.spawn(
+                try require(executable), arguments, environment: environment, currentDirectory: currentDirectory,
+                stdin: .descriptor(inRead), stdout: .descriptor(outWrite), stderr: .descriptor(errWrite))
+        } catch {
+            close(inWrite); close(outRead); close(errRead)
+            throw error
         }
-        if let currentDirectory { process.currentDirectoryURL = currentDirectory }
-        let out = Pipe(), err = Pipe(), inPipe = Pipe()
-        process.standardOutput = out
-        process.standardError = err
-        process.standardInput = inPipe
-        try process.run()
-        if let input { inPipe.fileHandleForWriting.write(Data(input.utf8)) }
-        try? inPipe.fileHandleForWriting.close()
+        defer { close(outRead); close(errRead) }
+        if let input {
+            let bytes = Array(input.utf8)
+            var offset = 0
+            while offset < bytes.count {
+                let n = bytes.withUnsafeBytes { write(inWrite, $0.baseAddress! + offset, $0.count - offset) }
+                if n < 0, errno == EINTR { continue }
+                if n <= 0 { break }
+                offset += n
+            }
+        }
+        close(inWrite)
         // Read both pipes before waiting so a chatty process cannot block on a full pipe.
         let group = DispatchGroup()
         nonisolated(unsafe) var errData = Data()
         group.enter()
         onOwnThread {
-            errData = readToEnd(err.fileHandleForReading.fileDescriptor)
+            errData = readToEnd(errRead)
             group.leave()
         }
-        let outData = readToEnd(out.fileHandleForReading.fileDescriptor)
+        let outData = readToEnd(outRead)
         group.wait()
-        process.waitUntilExit()
-        return CommandResult(
-            status: process.terminationStatus, stdout: String(decoding: outData, as: UTF8.self),
-            stderr: String(decoding: errData, as: UTF8.self))
+        let status = process.wait()
+        return CommandResult(status: status, stdout: String(decoding: outData, as: UTF8.self), stderr: String(decoding: errData, as: UTF8.self))
     }
 
     /// Everything a pipe delivers until its writer closes it. read(2) itself, retried when a

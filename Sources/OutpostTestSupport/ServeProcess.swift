@@ -7,10 +7,11 @@ import Foundation
 /// `outpost serve` running as its own process, for tests that use real HTTP from other programs
 /// (GDAL, esridump, curl) or that stop it with a signal.
 public final class ServeProcess: @unchecked Sendable {
-    // @unchecked: the Process is only touched from the test that owns this value.
-    public let process: Process
+    // @unchecked: the process is only touched from the test that owns this value.
+    public let process: SpawnedProcess
     public let url: URL
-    private let output: Pipe
+    /// The read end of the server's standard output (its "listening on" line).
+    private let output: Int32
 
     /// Starts `outpost serve --service <service> --port 0 <arguments>` and waits for its
     /// "listening on" line.
@@ -25,25 +26,34 @@ public final class ServeProcess: @unchecked Sendable {
     public static func start(
         source: [String], arguments: [String] = [], environment: [String: String] = [:], timeout: TimeInterval = 60, errorLog: URL? = nil
     ) async throws -> ServeProcess {
-        let process = Process()
-        process.executableURL = Repository.outpostExecutable
-        process.arguments = ["serve"] + source + ["--port", "0"] + arguments
-        if !environment.isEmpty { process.environment = ProcessInfo.processInfo.environment.merging(environment) { _, new in new } }
-        let output = Pipe()
-        process.standardOutput = output
+        let (outRead, outWrite) = try SpawnedProcess.pipe()
+        var log: Int32 = -1
         if let errorLog {
-            _ = FileManager.default.createFile(atPath: errorLog.path, contents: nil)
-            process.standardError = try FileHandle(forWritingTo: errorLog)
-        } else {
-            process.standardError = FileHandle.nullDevice
+            log = open(errorLog.path, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0o644)
+            guard log >= 0 else {
+                close(outRead); close(outWrite)
+                throw ReaderMismatch(description: "cannot open \(errorLog.path): \(String(cString: strerror(errno)))")
+            }
         }
-        try process.run()
+        let process: SpawnedProcess
+        do {
+            defer {
+                close(outWrite)
+                if log >= 0 { close(log) }
+            }
+            process = try SpawnedProcess.spawn(
+                Repository.outpostExecutable.path, ["serve"] + source + ["--port", "0"] + arguments, environment: environment.isEmpty ? nil : environment,
+                stdout: .descriptor(outWrite), stderr: log >= 0 ? .descriptor(log) : .null)
+        } catch {
+            close(outRead)
+            throw error
+        }
         let line: String? = await withCheckedContinuation { continuation in
             ExternalTools.onOwnThread {
                 // read(2) itself: FileHandle.readData stops the process when a signal (a child's
                 // SIGCHLD) interrupts the read, and other tests start children all the time.
                 var collected = Data()
-                let fd = output.fileHandleForReading.fileDescriptor
+                let fd = outRead
                 var byte: UInt8 = 0
                 while true {
                     let n = read(fd, &byte, 1)
@@ -61,13 +71,15 @@ public final class ServeProcess: @unchecked Sendable {
             }
         }
         guard let line, line.hasPrefix("listening on "), let url = URL(string: String(line.dropFirst("listening on ".count))) else {
-            process.terminate()
+            process.signal(SIGKILL)
+            process.wait()
+            close(outRead)
             throw ReaderMismatch(description: "outpost serve did not start (first line: \(line ?? "none"))")
         }
-        return ServeProcess(process: process, url: url, output: output)
+        return ServeProcess(process: process, url: url, output: outRead)
     }
 
-    private init(process: Process, url: URL, output: Pipe) {
+    private init(process: SpawnedProcess, url: URL, output: Int32) {
         self.process = process
         self.url = url
         self.output = output
@@ -78,20 +90,25 @@ public final class ServeProcess: @unchecked Sendable {
         url.appendingPathComponent("arcgis/rest/services/\(name)/FeatureServer")
     }
 
-    /// Sends `signal` (SIGTERM by default) and waits for the process to exit; returns its status.
+    /// Sends `signal` (SIGTERM by default) and waits for the process to exit; returns its exit
+    /// status, or the number of the signal that ended it.
     @discardableResult
     public func stop(signal: Int32 = SIGTERM, timeout: TimeInterval = 30) async -> Int32 {
-        if process.isRunning { kill(process.processIdentifier, signal) }
+        process.signal(signal)
         let deadline = Date().addingTimeInterval(timeout)
         while process.isRunning, Date() < deadline { try? await Task.sleep(for: .milliseconds(20)) }
         if process.isRunning {
-            kill(process.processIdentifier, SIGKILL)
+            process.signal(SIGKILL)
             while process.isRunning { try? await Task.sleep(for: .milliseconds(20)) }
         }
-        return process.terminationStatus
+        return process.wait()
     }
 
     deinit {
-        if process.isRunning { kill(process.processIdentifier, SIGKILL) }
+        if process.isRunning {
+            process.signal(SIGKILL)
+            process.wait()
+        }
+        close(output)
     }
 }

@@ -21,22 +21,16 @@ struct JobCommandTests {
     }
 
     /// Starts `outpost` without waiting for it.
-    static func launch(_ arguments: [String]) throws -> Process {
-        let process = Process()
-        process.executableURL = Repository.outpostExecutable
-        process.arguments = arguments
-        process.standardOutput = FileHandle.nullDevice
-        process.standardError = FileHandle.nullDevice
-        try process.run()
-        return process
+    static func launch(_ arguments: [String]) throws -> SpawnedProcess {
+        try SpawnedProcess.spawn(Repository.outpostExecutable.path, arguments)
     }
 
     /// Kills `process` with SIGKILL once the only job in `directory` has checkpointed an offset
     /// of at least `minimum`, and returns that offset. The watch runs on a thread of its own:
     /// with the suite's tests sharing the two threads of the concurrency pool, a watching task
     /// could wait seconds for a turn while the copy ran to its end.
-    static func killAtOffset(_ process: Process, in directory: URL, atLeast minimum: Int64, timeout: TimeInterval = 60) async throws -> Int64 {
-        let pid = process.processIdentifier
+    static func killAtOffset(_ process: SpawnedProcess, in directory: URL, atLeast minimum: Int64, timeout: TimeInterval = 60) async throws -> Int64 {
+        let pid = process.pid
         let outcome: Result<Int64, ReaderMismatch> = await withCheckedContinuation { continuation in
             Thread.detachNewThread {
                 let deadline = Date().addingTimeInterval(timeout)
@@ -71,7 +65,7 @@ struct JobCommandTests {
         let process = try Self.launch(["copy", source.path, destination.path, "--job-dir", jobs.path, "--chunk-kb", "64", "--throttle-ms", "100"])
         let offset = try await Self.killAtOffset(process, in: jobs, atLeast: 256 << 10)
         while process.isRunning { try await Task.sleep(for: .milliseconds(5)) }
-        #expect(process.terminationReason == .uncaughtSignal)
+        #expect(process.endedBySignal && process.wait() == SIGKILL)
         #expect(offset < 8 << 20, "killed before the end")
         #expect(!FileManager.default.fileExists(atPath: destination.path), "nothing appears at the destination before the copy completes")
         let listed = try await outpost(["job", "list", jobs.path, "--json"])

@@ -51,21 +51,15 @@ struct OfflineMapTests {
     /// ended on its own with exit status 0. The wait runs on a thread of its own, so the kill
     /// comes on time however busy the test's concurrency pool is.
     static func runOrKill(_ arguments: [String], after delay: Duration, environment: [String: String] = [:]) async throws -> Bool {
-        let process = Process()
-        process.executableURL = Repository.outpostExecutable
-        process.arguments = arguments
-        process.environment = ProcessInfo.processInfo.environment.merging(environment) { _, new in new }
-        process.standardOutput = FileHandle.nullDevice
-        process.standardError = FileHandle.nullDevice
-        try process.run()
+        let process = try SpawnedProcess.spawn(Repository.outpostExecutable.path, arguments, environment: environment)
         let milliseconds = Int(delay.components.seconds * 1000 + delay.components.attoseconds / 1_000_000_000_000_000)
         return await withCheckedContinuation { continuation in
             Thread.detachNewThread {
                 let deadline = Date().addingTimeInterval(Double(milliseconds) / 1000)
                 while process.isRunning, Date() < deadline { usleep(2_000) }
-                if process.isRunning { kill(process.processIdentifier, SIGKILL) }
-                process.waitUntilExit()
-                continuation.resume(returning: process.terminationReason == .exit && process.terminationStatus == 0)
+                process.signal(SIGKILL)
+                let status = process.wait()
+                continuation.resume(returning: !process.endedBySignal && status == 0)
             }
         }
     }
