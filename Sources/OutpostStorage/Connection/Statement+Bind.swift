@@ -24,6 +24,13 @@ extension Statement {
                 v.withUnsafeBytes { _ = sqlite3_bind_blob(stmt, index, $0.baseAddress, Int32($0.count), sqliteTransient) }
             }
         }
+        try stepToEnd()
+    }
+
+    /// Steps the statement, bound through the C API, to completion and resets it; an error is
+    /// GRDB's `DatabaseError` with the extended code.
+    func stepToEnd() throws {
+        let stmt = sqliteStatement
         var rc = sqlite3_step(stmt)
         while rc == SQLITE_ROW { rc = sqlite3_step(stmt) }
         guard rc == SQLITE_DONE else {
@@ -41,5 +48,22 @@ func bindText(_ text: String, _ stmt: OpaquePointer?, _ index: Int32) {
     var text = text
     text.withUTF8 { utf8 in
         _ = sqlite3_bind_text(stmt, index, UnsafeRawPointer(utf8.baseAddress)?.assumingMemoryBound(to: CChar.self), Int32(utf8.count), sqliteTransient)
+    }
+}
+
+/// Binds a field value as the GeoPackage stores it (``FeatureTable/databaseValue(_:_:)``'s
+/// rules: integers in floating-point fields as doubles, GUIDs in `{UPPER}` form, dates as
+/// GeoPackage text) without making a `DatabaseValue` first.
+func bindFieldValue(_ value: FieldValue, _ type: FieldType, _ stmt: OpaquePointer, _ index: Int32) {
+    switch value {
+    case .null: sqlite3_bind_null(stmt, index)
+    case .integer(let i):
+        if type == .double || type == .single { sqlite3_bind_double(stmt, index, Double(i)) } else { sqlite3_bind_int64(stmt, index, i) }
+    case .double(let d): sqlite3_bind_double(stmt, index, d)
+    case .string(let text): bindText(type == .globalID || type == .guid ? (GlobalID.normalized(text) ?? text) : text, stmt, index)
+    case .date(let d):
+        let text = GeoPackageDate.format(d)
+        bindText(type == .dateOnly ? String(text.prefix(10)) : text, stmt, index)
+    case .blob(let b): b.withUnsafeBytes { _ = sqlite3_bind_blob(stmt, index, $0.baseAddress, Int32($0.count), sqliteTransient) }
     }
 }

@@ -40,6 +40,9 @@ public struct FeatureValidator: Sendable {
         public var values: [FieldValue] = []
         /// The field type of each column (`.blob` for the geometry column).
         public var types: [FieldType] = []
+        /// Each column's index in the layer's fields (-1 for the geometry column): the same
+        /// columns as `columns`, for a key that is cheaper to hash than their names.
+        public var fieldIndices: [Int] = []
         public var globalID: String?
         public var geometry: Geometry?
         /// Whether the geometry column is among `columns` (last).
@@ -88,6 +91,7 @@ public struct FeatureValidator: Sendable {
                 row.columns.append(layer.fields[i].name)
                 row.values.append(.string(gid))
                 row.types.append(type)
+                row.fieldIndices.append(i)
                 continue
             }
             var value = given[i] ?? .null
@@ -98,12 +102,14 @@ public struct FeatureValidator: Sendable {
             row.columns.append(layer.fields[i].name)
             row.values.append(normalized(value, type))
             row.types.append(type)
+            row.fieldIndices.append(i)
         }
         if layer.isSpatial {
             row.geometry = try checkGeometry(feature.geometry, index: index)
             row.columns.append(layer.geometryColumn)
             row.values.append(.null)
             row.types.append(.blob)
+            row.fieldIndices.append(-1)
             row.writesGeometry = true
         } else if feature.geometry != nil {
             throw error(index, nil, "\(layer.name) is a table without geometry")
@@ -122,6 +128,7 @@ public struct FeatureValidator: Sendable {
             row.columns.append(layer.fields[i].name)
             row.values.append(normalized(value, type))
             row.types.append(type)
+            row.fieldIndices.append(i)
         }
         if let geometry = feature.geometry {
             guard layer.isSpatial else { throw error(index, nil, "\(layer.name) is a table without geometry") }
@@ -129,6 +136,7 @@ public struct FeatureValidator: Sendable {
             row.columns.append(layer.geometryColumn)
             row.values.append(.null)
             row.types.append(.blob)
+            row.fieldIndices.append(-1)
             row.writesGeometry = true
         }
         return row

@@ -114,7 +114,7 @@ public final class FeatureImporter {
             if let problem = rules[i].problem(with: value) {
                 throw table.editError(count, valueFields[i].name, "\(valueFields[i].name): \(problem)")
             }
-            bind(value, valueFields[i].type, stmt, index)
+            bindFieldValue(value, valueFields[i].type, stmt, index)
             index += 1
         }
         if globalIDColumn {
@@ -155,26 +155,6 @@ public final class FeatureImporter {
         }
         count += 1
         return id
-    }
-
-    private func bind(_ value: FieldValue, _ type: FieldType, _ stmt: OpaquePointer, _ index: Int32) {
-        switch value {
-        case .null: sqlite3_bind_null(stmt, index)
-        case .integer(let i):
-            if type == .double || type == .single {
-                sqlite3_bind_double(stmt, index, Double(i))
-            } else {
-                sqlite3_bind_int64(stmt, index, i)
-            }
-        case .double(let d): sqlite3_bind_double(stmt, index, d)
-        case .string(let s):
-            bindText(type == .guid ? (GlobalID.normalized(s) ?? s) : s, stmt, index)
-        case .date(let d):
-            let text = GeoPackageDate.format(d)
-            bindText(type == .dateOnly ? String(text.prefix(10)) : text, stmt, index)
-        case .blob(let b):
-            b.withUnsafeBytes { _ = sqlite3_bind_blob(stmt, index, $0.baseAddress, Int32($0.count), sqliteTransient) }
-        }
     }
 
     /// Builds the index, restores the triggers and the capture flag, updates `gpkg_contents`.

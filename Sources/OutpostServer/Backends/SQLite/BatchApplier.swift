@@ -51,6 +51,7 @@ struct BatchApplier {
         results.reserveCapacity(edits.edits.count)
         // A batch that rewrites a large part of the layer packs its R-tree again at the end.
         let geometryWrites = edits.edits.count { $0.op == .delete || $0.geometry != nil }
+        var writer = FeatureTable.EditWriter(table, in: conn)
         try conn.maintainingSpatialIndex(of: table.name, expectedGeometryWrites: geometryWrites) {
             try conn.deferringContentsUpdates {
                 for edit in edits.edits {
@@ -59,7 +60,7 @@ struct BatchApplier {
                         // savepoint of their own; without it each edit stands alone.
                         let undo = planner.undoPoint(edit)
                         do {
-                            let plan = rollbackOnFailure ? try run(edit, &planner, table) : try conn.inSavepoint { try run(edit, &planner, table) }
+                            let plan = rollbackOnFailure ? try run(edit, &planner, &writer) : try conn.inSavepoint { try run(edit, &planner, &writer) }
                             applied += 1
                             log += plan.log
                             results.append(plan.result)
@@ -72,6 +73,7 @@ struct BatchApplier {
                         results.append(BatchPlanner.failure(edit, error))
                     }
                 }
+                try writer.finish()
             }
         }
         let written = clock.now
@@ -85,24 +87,24 @@ struct BatchApplier {
     }
 
     /// Plans one edit and runs its steps; its conflict records are kept (with their ids).
-    private func run(_ edit: BatchEdit, _ planner: inout BatchPlanner, _ table: FeatureTable) throws -> EditPlan {
+    private func run(_ edit: BatchEdit, _ planner: inout BatchPlanner, _ writer: inout FeatureTable.EditWriter) throws -> EditPlan {
         var plan = try planner.plan(edit)
         for step in plan.steps {
             switch step {
             case .insert(let feature):
-                let id = try table.add([feature], in: conn)[0].objectID
-                if let id, let gid = feature.globalID { planner.inserted(gid, objectID: id) }
+                let id = try writer.insert(feature)
+                if let gid = feature.globalID { planner.inserted(gid, objectID: id) }
                 plan.result.objectId = id
             case .update(let objectID, let feature, let clearGeometry):
-                if !feature.attributes.isEmpty || feature.geometry != nil { try table.update([feature], in: conn) }
+                if !feature.attributes.isEmpty || feature.geometry != nil { try writer.update(objectID: objectID, feature) }
                 if clearGeometry {
-                    let layer = table.definition
+                    let layer = writer.table.definition
                     try conn.execute(
                         "UPDATE \(quotedName(layer.name)) SET \(quotedName(layer.geometryColumn)) = NULL WHERE \(quotedName(layer.objectIDField)) = ?",
                         arguments: [.integer(objectID)])
                 }
             case .delete(let objectID):
-                try table.delete(objectIDs: [objectID], in: conn)
+                try writer.delete(objectID: objectID)
             }
         }
         if let conflicts = plan.result.conflicts { plan.result.conflicts = try conflicts.map(record) }
@@ -119,23 +121,23 @@ struct BatchApplier {
         let base = edits.edits.compactMap(\.baseGeneration).min()
         for chunk in Self.chunks(gids) {
             let list = Self.list(chunk)
-            for row in try conn.query(
+            try conn.forEachRow(
                 "SELECT \(quotedName(layer.objectIDField)), \(quotedName(gidField)) FROM \(quotedName(layer.name)) WHERE \(quotedName(gidField)) IN (SELECT value FROM json_each(?))",
-                arguments: [list])
-            {
-                if let id = row[0].integerValue, let gid = row[1].textValue { planner.objectIDs[gid] = id }
+                arguments: [list]
+            ) { row in
+                if let id = row.integer(0), let gid = row.text(1) { planner.objectIDs[gid] = id }
             }
             guard let base else { continue }
-            for row in try conn.query(
+            try conn.forEachRow(
                 """
                 SELECT globalid, generation, changed_columns, coalesce(edited_at, changed_at) FROM outpost_change_log
                 WHERE layer_id = ? AND globalid IN (SELECT value FROM json_each(?)) AND generation > ? AND origin_replica IS NOT ?
                 """,
-                arguments: [.integer(Int64(layer.id)), list, .integer(base), .text(origin.replica)])
-            {
-                guard let gid = row[0].textValue, let generation = row[1].integerValue else { continue }
-                let columns = (row[2].textValue.flatMap { try? JSONValue.parse($0).arrayValue } ?? []).compactMap(\.stringValue)
-                planner.others[gid, default: []].append(OthersChange(generation: generation, columns: columns, editedAt: row[3].textValue ?? ""))
+                arguments: [.integer(Int64(layer.id)), list, .integer(base), .text(origin.replica)]
+            ) { row in
+                guard let gid = row.text(0), let generation = row.integer(1) else { return }
+                let columns = (row.text(2).flatMap { try? JSONValue.parse($0).arrayValue } ?? []).compactMap(\.stringValue)
+                planner.others[gid, default: []].append(OthersChange(generation: generation, columns: columns, editedAt: row.text(3) ?? ""))
             }
         }
         for chunk in Self.chunks(planner.needsCurrentValues(edits)) {

@@ -1,0 +1,59 @@
+import GRDB
+import GRDBSQLite
+
+extension GeodatabaseConnection {
+    /// A row of ``forEachRow(_:arguments:_:)``, read in place: valid only inside the call that
+    /// gets it.
+    public struct SteppedRow: ~Copyable {
+        fileprivate let statement: OpaquePointer
+
+        public func isNull(_ column: Int32) -> Bool { sqlite3_column_type(statement, column) == SQLITE_NULL }
+
+        /// The column as an integer (nil when null or not an integer).
+        public func integer(_ column: Int32) -> Int64? {
+            sqlite3_column_type(statement, column) == SQLITE_INTEGER ? sqlite3_column_int64(statement, column) : nil
+        }
+
+        /// The column as text (nil when null).
+        public func text(_ column: Int32) -> String? {
+            guard let bytes = sqlite3_column_text(statement, column) else { return nil }
+            return String(decoding: UnsafeBufferPointer(start: bytes, count: Int(sqlite3_column_bytes(statement, column))), as: UTF8.self)
+        }
+    }
+
+    /// Runs a raw SELECT and hands each row to `body` as SQLite holds it, through the C API: for
+    /// reads of thousands of rows in a hot path, where ``query(_:arguments:)`` makes a GRDB row,
+    /// its values and an array of literals per row (more than SQLite's own work on a lookup by
+    /// key). The statement is cached on the connection.
+    public func forEachRow(_ sql: String, arguments: [SQLLiteral] = [], _ body: (borrowing SteppedRow) throws -> Void) throws {
+        let statement: Statement
+        do {
+            statement = try db.cachedStatement(sql: sql)
+        } catch {
+            throw StorageError.from(error, "SQL failed")
+        }
+        let s = statement.sqliteStatement
+        sqlite3_reset(s)
+        sqlite3_clear_bindings(s)
+        defer { sqlite3_reset(s) }
+        for (i, argument) in arguments.enumerated() {
+            let index = Int32(i + 1)
+            switch argument {
+            case .null: sqlite3_bind_null(s, index)
+            case .integer(let v): sqlite3_bind_int64(s, index, v)
+            case .double(let v): sqlite3_bind_double(s, index, v)
+            case .text(let v): bindText(v, s, index)
+            case .blob(let v): v.withUnsafeBytes { _ = sqlite3_bind_blob(s, index, $0.baseAddress, Int32($0.count), sqliteTransient) }
+            }
+        }
+        while true {
+            let rc = sqlite3_step(s)
+            if rc == SQLITE_DONE { return }
+            guard rc == SQLITE_ROW else {
+                let message = String(cString: sqlite3_errmsg(sqlite3_db_handle(s)))
+                throw StorageError(.sqlite, "SQL failed: \(message) (SQLite \(rc))")
+            }
+            try body(SteppedRow(statement: s))
+        }
+    }
+}

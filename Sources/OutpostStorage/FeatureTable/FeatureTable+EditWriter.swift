@@ -1,0 +1,125 @@
+import Foundation
+import GRDB
+import GRDBSQLite
+import OutpostCore
+
+extension FeatureTable {
+    /// Checked edits of one feature at a time, for a loop of thousands inside the caller's
+    /// transaction (a server applying an uploaded batch). Each edit passes the same
+    /// ``FeatureValidator`` checks and fails with the same errors as ``add(_:spatialReference:in:)``,
+    /// ``update(_:spatialReference:in:)`` and ``delete(objectIDs:in:)``; what it leaves out is
+    /// their per-call work around SQLite's: arrays of one feature and their prepared rows, a
+    /// statement found by hashing the column names, the added feature copied back, a lookup
+    /// before each delete, and `gpkg_contents` touched per edit (here once, by ``finish()``).
+    /// Statements are keyed by the columns' field indices and values bound through the C API.
+    /// Geometries are taken as given (in the layer's spatial reference).
+    public struct EditWriter {
+        public let table: FeatureTable
+        private let conn: GeodatabaseConnection
+        private var statements: [StatementKey: Statement] = [:]
+        private var extent = Envelope.Builder()
+        private var touched = false
+
+        private struct StatementKey: Hashable {
+            /// Nil for an insert, else the update's columns (indices in the layer's fields, -1
+            /// for the geometry column).
+            var update: [Int]?
+            var insertColumns: [Int]
+        }
+
+        public init(_ table: FeatureTable, in conn: GeodatabaseConnection) {
+            self.table = table
+            self.conn = conn
+        }
+
+        /// Adds `feature` (given values, else field defaults; a new global id unless it has
+        /// one); its object id.
+        public mutating func insert(_ feature: Feature) throws -> Int64 {
+            let row = try table.validator.add(feature, index: 0)
+            if row.geometry != nil { try conn.willWriteGeometries(of: table.name, 1) }
+            let statement = try statement(StatementKey(update: nil, insertColumns: row.fieldIndices), columns: row.columns)
+            try run(statement, row, key: nil)
+            if let e = row.geometry?.envelope { extent.add(e) }
+            touched = true
+            return conn.db.lastInsertedRowID
+        }
+
+        /// Sets the attributes `feature` gives, and its geometry when it has one, in the feature
+        /// `objectID`. Throws not found when the table has no such feature.
+        public mutating func update(objectID: Int64, _ feature: Feature) throws {
+            let row = try table.validator.update(feature, index: 0)
+            if row.writesGeometry { try conn.willWriteGeometries(of: table.name, 1) }
+            let statement = try statement(StatementKey(update: row.fieldIndices, insertColumns: []), columns: row.columns)
+            try run(statement, row, key: objectID)
+            guard conn.db.changesCount > 0 else {
+                throw StorageError(.notFound, "no feature with object id \(objectID)", table: table.name, editIndex: 0)
+            }
+            if let e = row.geometry?.envelope { extent.add(e) }
+            touched = true
+        }
+
+        /// Deletes the feature `objectID`. Throws not found when the table has no such feature.
+        public mutating func delete(objectID: Int64) throws {
+            try conn.willWriteGeometries(of: table.name, 1)
+            let pk = quoted(table.definition.objectIDField)
+            let statement = try conn.db.cachedStatement(sql: "DELETE FROM \(quoted(table.name)) WHERE \(pk) = ?")
+            try statement.run([objectID.databaseValue])
+            guard conn.db.changesCount > 0 else {
+                throw StorageError(.notFound, "no feature with object id \(objectID)", table: table.name, editIndex: 0)
+            }
+            touched = true
+        }
+
+        /// Records the edits in `gpkg_contents` (its time and extent), once for all of them.
+        public mutating func finish() throws {
+            guard touched else { return }
+            try table.touchContents(conn, extent: extent.envelope)
+            touched = false
+            extent = Envelope.Builder()
+        }
+
+        private mutating func statement(_ key: StatementKey, columns: [String]) throws -> Statement {
+            if let known = statements[key] { return known }
+            let name = quoted(table.name)
+            let sql: String
+            if key.update != nil {
+                let pk = quoted(table.definition.objectIDField)
+                let sets = columns.isEmpty ? "\(pk) = \(pk)" : columns.map { "\(quoted($0)) = ?" }.joined(separator: ", ")
+                sql = "UPDATE \(name) SET \(sets) WHERE \(pk) = ?"
+            } else {
+                sql = "INSERT INTO \(name) (\(columns.map(quoted).joined(separator: ", "))) VALUES (\(Array(repeating: "?", count: columns.count).joined(separator: ", ")))"
+            }
+            let made = try conn.db.makeStatement(sql: sql)
+            statements[key] = made
+            return made
+        }
+
+        /// Binds the row's values (and the object id of an update, last) and steps the statement;
+        /// a constraint of the table is an edit error, as through ``FeatureTable``'s edits.
+        private func run(_ statement: Statement, _ row: FeatureValidator.Row, key: Int64?) throws {
+            let s = statement.sqliteStatement
+            sqlite3_reset(s)
+            for (i, value) in row.values.enumerated() {
+                let index = Int32(i + 1)
+                if row.writesGeometry && i == row.values.count - 1 {
+                    if let g = row.geometry {
+                        let blob = GeoPackageBinary.encode(g, srsID: table.srsID)
+                        blob.withUnsafeBytes { _ = sqlite3_bind_blob(s, index, $0.baseAddress, Int32($0.count), sqliteTransient) }
+                    } else {
+                        sqlite3_bind_null(s, index)
+                    }
+                    continue
+                }
+                bindFieldValue(value, row.types[i], s, index)
+            }
+            if let key { sqlite3_bind_int64(s, Int32(row.values.count + 1), key) }
+            do {
+                try statement.stepToEnd()
+            } catch let error as DatabaseError where error.resultCode == .SQLITE_CONSTRAINT {
+                throw StorageError(.invalidEdit, "rejected by the table: \(error.message ?? "constraint failed")", table: table.name, editIndex: 0, cause: error)
+            } catch {
+                throw StorageError.from(error, "cannot write a feature of \(table.name)")
+            }
+        }
+    }
+}
