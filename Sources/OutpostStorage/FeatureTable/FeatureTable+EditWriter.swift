@@ -11,7 +11,8 @@ extension FeatureTable {
     /// their per-call work around SQLite's: arrays of one feature and their prepared rows, a
     /// statement found by hashing the column names, the added feature copied back, a lookup
     /// before each delete, and `gpkg_contents` touched per edit (here once, by ``finish()``).
-    /// Statements are keyed by the columns' field indices and values bound through the C API.
+    /// Statements are found by the columns' field indices (prepared once per connection) and
+    /// values bound through the C API.
     /// Geometries are taken as given (in the layer's spatial reference).
     public struct EditWriter {
         public let table: FeatureTable
@@ -89,7 +90,9 @@ extension FeatureTable {
             } else {
                 sql = "INSERT INTO \(name) (\(columns.map(quoted).joined(separator: ", "))) VALUES (\(Array(repeating: "?", count: columns.count).joined(separator: ", ")))"
             }
-            let made = try conn.db.makeStatement(sql: sql)
+            // From the connection's cache: a sync of ten edits would otherwise prepare its
+            // statements (and the triggers they fire) afresh for every batch.
+            let made = try conn.db.cachedStatement(sql: sql)
             statements[key] = made
             return made
         }
