@@ -14,9 +14,11 @@ import Foundation
 /// `posix_spawn_file_actions_addclosefrom_np` and changes directory through
 /// `posix_spawn_file_actions_addchdir_np` (both glibc 2.34+, looked up by name).
 public final class SpawnedProcess: @unchecked Sendable {
-    // @unchecked: `status` is read and written under `lock`.
+    // @unchecked: `status` and `signalled` are read and written under `lock`.
     public let pid: pid_t
     private let lock = NSLock()
+    /// Held while `waitpid` runs: only one thread reaps the child.
+    private let reaping = NSLock()
     private var status: Int32?
     private var signalled = false
 
@@ -79,16 +81,20 @@ public final class SpawnedProcess: @unchecked Sendable {
     /// (as Foundation's `terminationStatus` says it).
     @discardableResult
     public func wait() -> Int32 {
+        reaping.lock()
+        defer { reaping.unlock() }
         if let known = lock.withLock({ status }) { return known }
         var raw: Int32 = 0
-        while waitpid(pid, &raw, 0) < 0 {
-            if errno != EINTR { break }
-        }
+        while waitpid(pid, &raw, 0) < 0, errno == EINTR {}
         return record(raw)
     }
 
     /// Whether the child is still running (reaps it when it has exited).
     public var isRunning: Bool {
+        if lock.withLock({ status }) != nil { return false }
+        // Another thread waiting for it reaps it.
+        guard reaping.try() else { return true }
+        defer { reaping.unlock() }
         if lock.withLock({ status }) != nil { return false }
         var raw: Int32 = 0
         let rc = waitpid(pid, &raw, WNOHANG)
@@ -99,23 +105,20 @@ public final class SpawnedProcess: @unchecked Sendable {
         return rc == 0
     }
 
-    /// The exit status once the child has exited (nil while it runs).
-    public var terminationStatus: Int32? { isRunning ? nil : lock.withLock { status } }
-
     public func signal(_ signal: Int32) { if isRunning { kill(pid, signal) } }
 
+    /// Keeps what `waitpid` said (the first time): the status it returns.
     @discardableResult
     private func record(_ raw: Int32) -> Int32 {
         // WIFEXITED / WEXITSTATUS / WTERMSIG, which Swift does not import as functions.
-        let low = raw & 0x7f
-        let value = low == 0 ? (raw >> 8) & 0xff : low
-        lock.withLock {
+        let signal = raw & 0x7f
+        return lock.withLock {
             if status == nil {
-                status = value
-                signalled = low != 0
+                status = signal == 0 ? (raw >> 8) & 0xff : signal
+                signalled = signal != 0
             }
+            return status!
         }
-        return lock.withLock { status! }
     }
 
     private typealias CloseFrom = @convention(c) (UnsafeMutablePointer<posix_spawn_file_actions_t>, Int32) -> Int32

@@ -11,21 +11,20 @@ extension FeatureTable {
     /// their per-call work around SQLite's: arrays of one feature and their prepared rows, a
     /// statement found by hashing the column names, the added feature copied back, a lookup
     /// before each delete, and `gpkg_contents` touched per edit (here once, by ``finish()``).
-    /// Statements are found by the columns' field indices (prepared once per connection) and
-    /// values bound through the C API.
+    /// Statements are found by the columns' field indices and values bound through the C API.
     /// Geometries are taken as given (in the layer's spatial reference).
     public struct EditWriter {
         public let table: FeatureTable
         private let conn: GeodatabaseConnection
         private var statements: [StatementKey: Statement] = [:]
+        private var deleteStatement: Statement?
         private var extent = Envelope.Builder()
         private var touched = false
 
         private struct StatementKey: Hashable {
-            /// Nil for an insert, else the update's columns (indices in the layer's fields, -1
-            /// for the geometry column).
-            var update: [Int]?
-            var insertColumns: [Int]
+            var insert: Bool
+            /// The columns' indices in the layer's fields (-1 for the geometry column).
+            var columns: [Int]
         }
 
         public init(_ table: FeatureTable, in conn: GeodatabaseConnection) {
@@ -38,7 +37,7 @@ extension FeatureTable {
         public mutating func insert(_ feature: Feature) throws -> Int64 {
             let row = try table.validator.add(feature, index: 0)
             if row.geometry != nil { try conn.willWriteGeometries(of: table.name, 1) }
-            let statement = try statement(StatementKey(update: nil, insertColumns: row.fieldIndices), columns: row.columns)
+            let statement = try statement(StatementKey(insert: true, columns: row.fieldIndices), columns: row.columns)
             try run(statement, row, key: nil)
             if let e = row.geometry?.envelope { extent.add(e) }
             touched = true
@@ -50,7 +49,7 @@ extension FeatureTable {
         public mutating func update(objectID: Int64, _ feature: Feature) throws {
             let row = try table.validator.update(feature, index: 0)
             if row.writesGeometry { try conn.willWriteGeometries(of: table.name, 1) }
-            let statement = try statement(StatementKey(update: row.fieldIndices, insertColumns: []), columns: row.columns)
+            let statement = try statement(StatementKey(insert: false, columns: row.fieldIndices), columns: row.columns)
             try run(statement, row, key: objectID)
             guard conn.db.changesCount > 0 else {
                 throw StorageError(.notFound, "no feature with object id \(objectID)", table: table.name, editIndex: 0)
@@ -62,8 +61,8 @@ extension FeatureTable {
         /// Deletes the feature `objectID`. Throws not found when the table has no such feature.
         public mutating func delete(objectID: Int64) throws {
             try conn.willWriteGeometries(of: table.name, 1)
-            let pk = quoted(table.definition.objectIDField)
-            let statement = try conn.db.cachedStatement(sql: "DELETE FROM \(quoted(table.name)) WHERE \(pk) = ?")
+            let statement = try deleteStatement ?? conn.db.cachedStatement(sql: "DELETE FROM \(quoted(table.name)) WHERE \(quoted(table.definition.objectIDField)) = ?")
+            deleteStatement = statement
             try statement.run([objectID.databaseValue])
             guard conn.db.changesCount > 0 else {
                 throw StorageError(.notFound, "no feature with object id \(objectID)", table: table.name, editIndex: 0)
@@ -79,20 +78,12 @@ extension FeatureTable {
             extent = Envelope.Builder()
         }
 
+        /// The statement of `key`: found by the columns' indices, and on the first use of a set of
+        /// columns taken from ``FeatureTable``'s own (prepared once per connection, so a sync of
+        /// ten edits does not prepare them and the triggers they fire for every batch).
         private mutating func statement(_ key: StatementKey, columns: [String]) throws -> Statement {
             if let known = statements[key] { return known }
-            let name = quoted(table.name)
-            let sql: String
-            if key.update != nil {
-                let pk = quoted(table.definition.objectIDField)
-                let sets = columns.isEmpty ? "\(pk) = \(pk)" : columns.map { "\(quoted($0)) = ?" }.joined(separator: ", ")
-                sql = "UPDATE \(name) SET \(sets) WHERE \(pk) = ?"
-            } else {
-                sql = "INSERT INTO \(name) (\(columns.map(quoted).joined(separator: ", "))) VALUES (\(Array(repeating: "?", count: columns.count).joined(separator: ", ")))"
-            }
-            // From the connection's cache: a sync of ten edits would otherwise prepare its
-            // statements (and the triggers they fire) afresh for every batch.
-            let made = try conn.db.cachedStatement(sql: sql)
+            let made = try table.editStatement(conn, columns: columns, key: key.insert ? nil : quoted(table.definition.objectIDField))
             statements[key] = made
             return made
         }
