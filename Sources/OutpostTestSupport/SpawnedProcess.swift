@@ -9,7 +9,7 @@ import Foundation
 /// Not Foundation's `Process`: on Linux its `run()` lists `/proc/self/fd` to close the parent's
 /// descriptors in the child and copies each directory entry's whole 256-byte name field, which
 /// reads past glibc's buffer when an entry sits at its end before an unmapped page. The suite
-/// crashed that way in about one run in three once enough tests kept files open at once. Here
+/// crashed that way in three of five runs once enough tests kept files open at once. Here
 /// the child closes every descriptor above standard error through glibc's
 /// `posix_spawn_file_actions_addclosefrom_np` and changes directory through
 /// `posix_spawn_file_actions_addchdir_np` (both glibc 2.34+, looked up by name).
@@ -78,15 +78,17 @@ public final class SpawnedProcess: @unchecked Sendable {
     public var endedBySignal: Bool { lock.withLock { signalled } }
 
     /// Waits for the child to exit: its exit status, or the number of the signal that ended it
-    /// (as Foundation's `terminationStatus` says it).
+    /// (as Foundation's `terminationStatus` says it); -1 when the wait itself failed.
     @discardableResult
     public func wait() -> Int32 {
         reaping.lock()
         defer { reaping.unlock() }
         if let known = lock.withLock({ status }) { return known }
         var raw: Int32 = 0
-        while waitpid(pid, &raw, 0) < 0, errno == EINTR {}
-        return record(raw)
+        var rc = waitpid(pid, &raw, 0)
+        while rc < 0, errno == EINTR { rc = waitpid(pid, &raw, 0) }
+        // A wait that failed says nothing of how the child ended: never a success.
+        return rc == pid ? record(raw) : -1
     }
 
     /// Whether the child is still running (reaps it when it has exited).

@@ -24,7 +24,8 @@ extension GeodatabaseConnection {
     /// Runs a raw SELECT and hands each row to `body` as SQLite holds it, through the C API: for
     /// reads of thousands of rows in a hot path, where ``query(_:arguments:)`` makes a GRDB row,
     /// its values and an array of literals per row (more than SQLite's own work on a lookup by
-    /// key). The statement is cached on the connection.
+    /// key). The statement is cached on the connection, so `body` must not run the same SQL
+    /// again while it steps.
     public func forEachRow(_ sql: String, arguments: [SQLLiteral] = [], _ body: (borrowing SteppedRow) throws -> Void) throws {
         let statement: Statement
         do {
