@@ -119,20 +119,24 @@ let package = Package(
             ]
         ),
         .target(name: "OutpostCore"),
+        // SHA-256 content hashes through the system libcrypto (a module of its own, as for
+        // geoprocessing, so that OutpostCore keeps no C dependencies).
+        .systemLibrary(name: "CLibCrypto", path: "Sources/CLibCrypto", providers: [.apt(["libssl-dev"])]),
+        .target(name: "OutpostDigest", dependencies: ["CLibCrypto"]),
         .target(
             name: "OutpostStorage",
             dependencies: [
-                "OutpostCore",
+                "OutpostCore", "OutpostDigest",
                 "COutpostSQLite",
                 .product(name: "GRDB", package: "GRDB.swift"),
                 .product(name: "GRDBSQLite", package: "GRDB.swift"),
             ]
         ),
-        .target(name: "OutpostProtocol", dependencies: ["OutpostCore", "CZlib"]),
+        .target(name: "OutpostProtocol", dependencies: ["OutpostCore", "OutpostDigest", "CZlib"]),
         .target(
             name: "OutpostSync",
             dependencies: [
-                "OutpostProtocol", "OutpostStorage", "OutpostCore",
+                "OutpostProtocol", "OutpostStorage", "OutpostCore", "OutpostDigest",
                 .product(name: "AsyncHTTPClient", package: "async-http-client"),
                 .product(name: "NIOCore", package: "swift-nio"),
                 .product(name: "NIOHTTP1", package: "swift-nio"),
@@ -153,7 +157,7 @@ let package = Package(
         .target(
             name: "OutpostServer",
             dependencies: [
-                "OutpostProtocol", "OutpostTiles", "OutpostStorage", "OutpostCore", "OutpostGeoprocessing", "OutpostLocator", "OutpostRouting",
+                "OutpostProtocol", "OutpostTiles", "OutpostStorage", "OutpostCore", "OutpostDigest", "OutpostGeoprocessing", "OutpostLocator", "OutpostRouting",
                 // Whole JSON answers gzipped by libdeflate (streamed ones through CompressNIO).
                 "CDeflate",
                 // Geoprocessing job records (already in the graph through OutpostStorage).
@@ -177,7 +181,7 @@ let package = Package(
         .target(
             name: "OutpostPostgres",
             dependencies: [
-                "OutpostServer", "OutpostProtocol", "OutpostStorage", "OutpostCore",
+                "OutpostServer", "OutpostProtocol", "OutpostStorage", "OutpostCore", "OutpostDigest",
                 .product(name: "PostgresNIO", package: "postgres-nio"),
                 .product(name: "Logging", package: "swift-log"),
             ]
@@ -243,7 +247,7 @@ let package = Package(
             ]),
         .testTarget(name: "OutpostLocatorTests", dependencies: ["OutpostLocator", "OutpostTestSupport", "OutpostCore", "OutpostStorage"]),
         .testTarget(name: "OutpostGeoprocessingTests", dependencies: ["OutpostGeoprocessing", "OutpostTestSupport", "OutpostCore"]),
-        .testTarget(name: "OutpostCoreTests", dependencies: ["OutpostCore", "OutpostStorage", "OutpostTestSupport"]),
+        .testTarget(name: "OutpostCoreTests", dependencies: ["OutpostCore", "OutpostDigest", "OutpostStorage", "OutpostTestSupport"]),
         .testTarget(
             name: "OutpostStorageTests",
             dependencies: ["OutpostStorage", "OutpostTestSupport", "OutpostCore", .product(name: "GRDB", package: "GRDB.swift")]
@@ -263,7 +267,7 @@ let package = Package(
             name: "OutpostSyncTests",
             dependencies: [
                 "OutpostSync", "OutpostTestSupport", "OutpostHTTPTestSupport", "OutpostServiceTestSupport", "OutpostLoadTesting", "OutpostCore",
-                "OutpostStorage", "OutpostServer", "OutpostProtocol", "OutpostPostgres",
+                "OutpostDigest", "OutpostStorage", "OutpostServer", "OutpostProtocol", "OutpostPostgres",
             ]
         ),
         .testTarget(

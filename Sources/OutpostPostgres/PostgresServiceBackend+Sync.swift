@@ -1,6 +1,7 @@
 import Foundation
 import Logging
 import OutpostCore
+import OutpostDigest
 import OutpostProtocol
 import OutpostServer
 import OutpostStorage

@@ -1,6 +1,7 @@
 import Foundation
 import Logging
 import OutpostCore
+import OutpostDigest
 import OutpostProtocol
 import OutpostServer
 import OutpostStorage
@@ -387,7 +388,7 @@ public final class PostgresServiceBackend: FeatureServiceBackend {
         let layer = try layer(layerID)
         guard layer.definition.hasAttachments else { throw ServiceError(400, "layer \(layerID) does not support attachments") }
         let service = name, table = attachmentTable, logger = logger
-        let sha256 = SHA256.hex([UInt8](data))
+        let sha256 = SHA256.hex(data)
         return try await transaction { conn in
             let generation = try await self.lockGeneration(conn) + 1
             var owner: String??

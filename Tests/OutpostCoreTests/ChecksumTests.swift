@@ -1,3 +1,5 @@
+import Foundation
+import OutpostDigest
 import Testing
 
 @testable import OutpostCore
@@ -17,6 +19,23 @@ struct ChecksumTests {
         let text = Array("The quick brown fox jumps over the lazy dog, again and again and again.".utf8)
         for i in stride(from: 0, to: text.count, by: 7) { pieces.update(Array(text[i..<min(i + 7, text.count)])) }
         #expect(SHA256.hexString(pieces.finalize()) == SHA256.hex(text))
+    }
+
+    @Test func aCopyOfAHasherHashesOnByItself() {
+        var first = SHA256()
+        first.update("abc")
+        var second = first
+        second.update("dbcdecdefdefgefghfghighijhijkijkljklmklmnlmnomnopnopq")
+        #expect(SHA256.hexString(first.finalize()) == "ba7816bf8f01cfea414140de5dae2223b00361a396177a9cb410ff61f20015ad")
+        #expect(SHA256.hexString(second.finalize()) == "248d6a61d20638b8e5c026930c3e6039a33ce45964ff2167f6ecedd419db06c1")
+        // A copy finished first leaves the original's state alone.
+        var third = SHA256()
+        third.update("ab")
+        var fourth = third
+        #expect(SHA256.hexString(fourth.finalize()) == SHA256.hex("ab"))
+        third.update("c")
+        #expect(SHA256.hexString(third.finalize()) == SHA256.hex("abc"))
+        #expect(SHA256.hex(Data("abc".utf8)) == SHA256.hex("abc"))
     }
 
     @Test func crc32MatchesZlib() {

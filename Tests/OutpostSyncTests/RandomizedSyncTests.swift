@@ -1,5 +1,6 @@
 import Foundation
 import OutpostCore
+import OutpostDigest
 import OutpostProtocol
 import OutpostServer
 import OutpostStorage

@@ -1,6 +1,7 @@
 import CZlib
 import Foundation
 import OutpostCore
+import OutpostDigest
 
 /// A delta file: sync without a link (docs/sync.md, "Delta files"). Edits of a replica travel to
 /// the service in one, the service's answer and the changes the replica needs come back in

@@ -1,5 +1,6 @@
 import Foundation
 import OutpostCore
+import OutpostDigest
 
 /// One sealed, numbered upload of a replica's local edits (docs/sync.md, "Upload"): the body of
 /// `PUT /outpost/v1/services/{service}/replicas/{replica}/batches/{seq}`.
@@ -116,7 +117,7 @@ public struct UploadBatch: Codable, Hashable, Sendable {
     }
 
     /// The content hash of encoded batch bytes (lower-case hex SHA-256).
-    public static func hash(_ body: Data) -> String { SHA256.hex([UInt8](body)) }
+    public static func hash(_ body: Data) -> String { SHA256.hex(body) }
 }
 
 /// The edits of one layer in a batch.

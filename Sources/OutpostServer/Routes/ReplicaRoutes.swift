@@ -3,6 +3,7 @@ import HTTPTypes
 import Hummingbird
 import NIOCore
 import OutpostCore
+import OutpostDigest
 import OutpostProtocol
 import OutpostStorage
 

@@ -1,5 +1,6 @@
 import Foundation
 import OutpostCore
+import OutpostDigest
 import OutpostProtocol
 import OutpostStorage
 
@@ -81,7 +82,7 @@ enum ArcGISEdits {
                 guard let bytes = Data(base64Encoded: text, options: .ignoreUnknownCharacters) else {
                     throw ServiceError.badParameter("edits", "\(what): data is not base64")
                 }
-                let sha = SHA256.hex([UInt8](bytes))
+                let sha = SHA256.hex(bytes)
                 contents.append((sha, bytes))
                 if replacing { edits.append(AttachmentEdit(op: .delete, layerId: layer.id, featureGlobalId: parent, attachment: nil, globalId: gid)) }
                 let info = AttachmentInfo(

@@ -2,6 +2,7 @@ import Foundation
 import GRDB
 import GRDBSQLite
 import OutpostCore
+import OutpostDigest
 
 /// An attachment as sync sees it: identity, owner, metadata and content hash.
 public struct AttachmentRecord: Hashable, Sendable {

@@ -1,5 +1,6 @@
 import Foundation
 import OutpostCore
+import OutpostDigest
 import OutpostProtocol
 import OutpostStorage
 
@@ -121,7 +122,7 @@ public final class SQLiteServiceBackend: FeatureServiceBackend {
         try await requireFeature(table, objectID)
         return try await geodatabase.write { conn in
             let added = try table.addAttachment(toFeature: objectID, name: name, contentType: contentType, size: Int64(data.count), in: conn) { try $0(data) }
-            try ServiceStore.attachmentsChanged(conn, layerID: layerID, featureGlobalID: added.featureGlobalID, sha256: (added.globalID, SHA256.hex([UInt8](data))))
+            try ServiceStore.attachmentsChanged(conn, layerID: layerID, featureGlobalID: added.featureGlobalID, sha256: (added.globalID, SHA256.hex(data)))
             return added
         }
     }
