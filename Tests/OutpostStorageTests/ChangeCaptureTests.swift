@@ -40,6 +40,75 @@ struct ChangeCaptureTests {
         try gdb.close()
     }
 
+    @Test func aSealReadsEachFeaturesChangesTogetherInSQLitesOrder() async throws {
+        let dir = TemporaryDirectory()
+        let gdb = try SampleGeodatabases.fieldInspection(in: dir)
+        let table = try gdb.table(named: "inspection_points")
+        let added = try await table.add((0..<40).map { _ in FeatureTableEditTests.validPoint() })
+        for round in 0..<3 {
+            for feature in added.shuffled().prefix(25) {
+                try await table.update([Feature(objectID: feature.objectID, attributes: ["notes": .string("round \(round)")])])
+            }
+        }
+        try await table.delete(objectIDs: [added[3].objectID!, 2, 3])
+        let last = try await gdb.read { try $0.lastChangeID() }
+        let sorted = try await gdb.read { conn in try conn.capturedChanges(upTo: last, after: 0, tables: ["inspection_points"]) }
+        let bySQLite = try await gdb.read { conn in
+            try conn.capturedChanges(where: "change_id <= ?", arguments: [.integer(last)], order: "table_name, globalid, change_id")
+        }
+        #expect(sorted.count == bySQLite.count && sorted.count > 100)
+        #expect(sorted == bySQLite)
+        // A window after a change id leaves the older rows out, in the same order.
+        let after = sorted.map(\.id).sorted()[50]
+        let window = try await gdb.read { conn in try conn.capturedChanges(upTo: last, after: after, tables: ["inspection_points"]) }
+        #expect(window == sorted.filter { $0.id > after })
+        try gdb.close()
+    }
+
+    @Test func sortingByFeatureAgreesWithTheRowsOwnOrder() {
+        // Global ids sharing their first 16 bytes or more, a prefix of another, empty, null, and
+        // non-ASCII table names: the keys decide only where they differ.
+        let gids: [String?] = [
+            nil, "", "{AAAAAAAA-AAAA-AAAA-0001}", "{AAAAAAAA-AAAA-AAAA-0002}", "{AAAAAAAA-AAAA-A", "{AAAAAAAA-AAAA-AB", "{0}", "{ff}", "é-1", "e-1",
+        ]
+        let tables = ["points", "Zones", "pölder", "lines"]
+        var random = SystemRandomNumberGenerator()
+        var changes: [CapturedChange] = []
+        for id in 1...400 {
+            changes.append(CapturedChange(
+                id: Int64(id), table: tables.randomElement(using: &random)!, objectID: Int64(id), globalID: gids.randomElement(using: &random)!,
+                operation: .update, changedColumns: [], oldValues: [:], oldGeometry: nil, editedAt: "", baseGeneration: nil))
+        }
+        changes.shuffle(using: &random)
+        let expected = changes.sorted(by: CapturedChange.precedesByFeature)
+        #expect(CapturedChange.sortedByFeature(changes).map(\.id) == expected.map(\.id))
+        #expect(CapturedChange.sortedByFeature([]).isEmpty)
+    }
+
+    @Test func theSealsReaderFindsAFeatureByItsObjectIDOrElseByItsGlobalID() async throws {
+        let dir = TemporaryDirectory()
+        let gdb = try SampleGeodatabases.fieldInspection(in: dir)
+        let table = try gdb.table(named: "inspection_points")
+        let features = try await table.features()
+        let (a, b) = (features[0], features[1])
+        let gidA = try #require(a.globalID), gidB = try #require(b.globalID)
+        try await gdb.read { conn in
+            var byGlobalID = try FeatureTable.CurrentValuesReader(table, in: conn)
+            var reader = try FeatureTable.CurrentValuesReader(table, in: conn)
+            #expect(try byGlobalID.read(gidA))
+            // Its own object id, another feature's, one no feature has: the same values.
+            for objectID in [a.objectID!, b.objectID!, 987_654] {
+                #expect(try reader.read(gidA, objectID: objectID))
+                #expect(reader.values == byGlobalID.values && reader.geometry == byGlobalID.geometry)
+            }
+            #expect(try byGlobalID.read(gidB))
+            #expect(try reader.read(gidB, objectID: b.objectID!))
+            #expect(reader.values == byGlobalID.values && reader.geometry == byGlobalID.geometry)
+            #expect(try !reader.read("{00000000-0000-0000-0000-000000000001}", objectID: a.objectID!))
+        }
+        try gdb.close()
+    }
+
     @Test func silencedCaptureRecordsNothingAndAlwaysComesBack() async throws {
         let dir = TemporaryDirectory()
         let gdb = try SampleGeodatabases.fieldInspection(in: dir)

@@ -82,39 +82,57 @@ extension GeodatabaseConnection {
 
     /// Captured change rows, oldest first (for inspection and for sealing upload batches).
     public func capturedChanges(table: String? = nil) throws -> [CapturedChange] {
-        if let table { return try capturedChanges(where: "table_name = ?", arguments: [table], order: "change_id") }
+        if let table { return try capturedChanges(where: "table_name = ?", arguments: [.text(table)], order: "change_id") }
         return try capturedChanges(where: nil, arguments: [], order: "change_id")
     }
 
-    func capturedChanges(where condition: String?, arguments: StatementArguments, order: String) throws -> [CapturedChange] {
+    func capturedChanges(where condition: String?, arguments: [SQLLiteral], order: String) throws -> [CapturedChange] {
         guard try db.tableExists(ChangeCapture.changesTable) else { return [] }
         var sql = "SELECT change_id, table_name, fid, globalid, op, changed_columns, old_values, old_geometry, edited_at, base_gen FROM outpost_changes"
         if let condition { sql += " WHERE " + condition }
         sql += " ORDER BY " + order
-        // Rows read through a cursor (not copied first), and each distinct column list parsed
-        // once: a batch's updates mostly share a handful of them.
-        var columnLists: [String: [String]] = [:]
+        // Rows read in place through the C API (a seal reads thousands): the table name and
+        // each distinct column list made once (a batch's updates mostly share a handful of
+        // them), the operation told by its bytes.
+        var table = ""
+        var columnLists: [[UInt8]: [String]] = [:]
+        var lastColumns: (text: [UInt8], names: [String]) = ([], [])
         var changes: [CapturedChange] = []
-        let rows = try Row.fetchCursor(db, sql: sql, arguments: arguments)
-        while let row = try rows.next() {
+        try forEachRow(sql, arguments: arguments) { row in
+            if !row.withText(1, { Self.equal($0, table) }) { table = row.text(1) ?? "" }
             var columns: [String] = []
-            if let text = row[5] as String? {
-                if let known = columnLists[text] {
+            row.withText(5) { text in
+                guard let text else { return }
+                if text.elementsEqual(lastColumns.text) {
+                    columns = lastColumns.names
+                    return
+                }
+                let key = [UInt8](text)
+                if let known = columnLists[key] {
                     columns = known
                 } else {
                     columns = (try? JSONValue.parse(text).arrayValue?.compactMap(\.stringValue)) ?? []
-                    columnLists[text] = columns
+                    columnLists[key] = columns
                 }
+                lastColumns = (key, columns)
             }
+            let operation = row.withText(4) { text -> CoalescedOperation in
+                guard let text, let first = text.first else { return .update }
+                return first == UInt8(ascii: "i") && Self.equal(text, "insert") ? .insert : first == UInt8(ascii: "d") && Self.equal(text, "delete") ? .delete : .update
+            }
+            let oldValues = row.withText(6) { text in text.flatMap { try? JSONValue.parse($0).objectValue } ?? [:] }
             changes.append(CapturedChange(
-                id: row[0], table: row[1], objectID: row[2], globalID: row[3],
-                operation: CoalescedOperation(rawValue: row[4]) ?? .update,
-                changedColumns: columns,
-                oldValues: (row[6] as String?).flatMap { try? JSONValue.parse($0).objectValue } ?? [:],
-                oldGeometry: (row[7] as Data?).map { [UInt8]($0) },
-                editedAt: row[8], baseGeneration: row[9]))
+                id: row.integer(0) ?? 0, table: table, objectID: row.integer(2) ?? 0, globalID: row.text(3), operation: operation,
+                changedColumns: columns, oldValues: oldValues, oldGeometry: row.bytes(7), editedAt: row.text(8) ?? "",
+                baseGeneration: row.integer(9)))
         }
         return changes
+    }
+
+    private static func equal(_ bytes: UnsafeBufferPointer<UInt8>?, _ text: String) -> Bool {
+        guard let bytes else { return false }
+        var text = text
+        return text.withUTF8 { $0.elementsEqual(bytes) }
     }
 }
 
@@ -136,4 +154,60 @@ public struct CapturedChange: Hashable, Sendable {
     public var editedAt: String
     /// The server generation the table had been downloaded up to when the edit was made.
     public var baseGeneration: Int64?
+
+    /// `changes` (read in change id order) in the order of SQLite's `ORDER BY table_name,
+    /// globalid, change_id` (text by its bytes, a null global id first): each feature's changes
+    /// together, oldest first. Sorted by short keys — a table's rank, a global id's first 16
+    /// bytes, the row's place — and only runs of keys that tie on those (global ids that share
+    /// their first 16 bytes) are sorted again by the rows themselves.
+    static func sortedByFeature(_ changes: [CapturedChange]) -> [CapturedChange] {
+        let tables = Set(changes.map(\.table)).sorted { $0.utf8.lexicographicallyPrecedes($1.utf8) }
+        let rank = Dictionary(uniqueKeysWithValues: tables.enumerated().map { ($1, $0) })
+        var keys: [SortKey] = []
+        keys.reserveCapacity(changes.count)
+        for (index, change) in changes.enumerated() {
+            var high: UInt64 = 0, low: UInt64 = 0
+            if var gid = change.globalID {
+                gid.withUTF8 { bytes in
+                    for i in 0..<min(16, bytes.count) {
+                        if i < 8 { high |= UInt64(bytes[i]) << (56 - 8 * i) } else { low |= UInt64(bytes[i]) << (56 - 8 * (i - 8)) }
+                    }
+                }
+            }
+            keys.append(SortKey(table: rank[change.table] ?? 0, high: high, low: low, index: index))
+        }
+        keys.sort()
+        var sorted = keys.map { changes[$0.index] }
+        var start = 0
+        while start < keys.count {
+            var end = start + 1
+            while end < keys.count, keys[end].sameGroup(keys[start]) { end += 1 }
+            if end - start > 1 { sorted[start..<end].sort(by: precedesByFeature) }
+            start = end
+        }
+        return sorted
+    }
+
+    private struct SortKey: Comparable {
+        var table: Int
+        var high: UInt64
+        var low: UInt64
+        var index: Int
+
+        static func < (a: SortKey, b: SortKey) -> Bool { (a.table, a.high, a.low, a.index) < (b.table, b.high, b.low, b.index) }
+
+        func sameGroup(_ other: SortKey) -> Bool { table == other.table && high == other.high && low == other.low }
+    }
+
+    /// The order of SQLite's `ORDER BY table_name, globalid, change_id`.
+    static func precedesByFeature(_ a: CapturedChange, _ b: CapturedChange) -> Bool {
+        if a.table != b.table { return a.table.utf8.lexicographicallyPrecedes(b.table.utf8) }
+        switch (a.globalID, b.globalID) {
+        case (nil, nil): break
+        case (nil, _): return true
+        case (_, nil): return false
+        case (let x?, let y?): if x != y { return x.utf8.lexicographicallyPrecedes(y.utf8) }
+        }
+        return a.id < b.id
+    }
 }

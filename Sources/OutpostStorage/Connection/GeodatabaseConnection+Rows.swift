@@ -19,6 +19,21 @@ extension GeodatabaseConnection {
             guard let bytes = sqlite3_column_text(statement, column) else { return nil }
             return String(decoding: UnsafeBufferPointer(start: bytes, count: Int(sqlite3_column_bytes(statement, column))), as: UTF8.self)
         }
+
+        /// The column's text as SQLite holds it (nil when null), for `body` to read without
+        /// making a string.
+        public func withText<T>(_ column: Int32, _ body: (UnsafeBufferPointer<UInt8>?) throws -> T) rethrows -> T {
+            guard let bytes = sqlite3_column_text(statement, column) else { return try body(nil) }
+            return try body(UnsafeBufferPointer(start: bytes, count: Int(sqlite3_column_bytes(statement, column))))
+        }
+
+        /// The column as bytes (nil when null; text columns give their UTF-8).
+        public func bytes(_ column: Int32) -> [UInt8]? {
+            guard sqlite3_column_type(statement, column) != SQLITE_NULL else { return nil }
+            let count = Int(sqlite3_column_bytes(statement, column))
+            guard count > 0, let raw = sqlite3_column_blob(statement, column) else { return [] }
+            return [UInt8](UnsafeRawBufferPointer(start: raw, count: count))
+        }
     }
 
     /// Runs a raw SELECT and hands each row to `body` as SQLite holds it, through the C API: for

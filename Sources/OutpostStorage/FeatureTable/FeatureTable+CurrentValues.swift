@@ -17,6 +17,8 @@ extension FeatureTable {
         /// geometry column).
         public private(set) var geometry: JSONValue?
         private let statement: Statement
+        /// The same columns and the global id, by object id.
+        private let byObjectID: Statement
         private let table: FeatureTable
 
         /// Runs inside `conn`'s read or write, as long as it lasts.
@@ -30,6 +32,39 @@ extension FeatureTable {
             values = Array(repeating: .null, count: fields.count)
             statement = try conn.db.cachedStatement(
                 sql: "SELECT \(table.selectList(fields, returnGeometry: true)) FROM \(quoted(table.name)) WHERE \(quoted(globalID)) = ?")
+            byObjectID = try conn.db.cachedStatement(
+                sql: """
+                    SELECT \(table.selectList(fields, returnGeometry: true)), \(quoted(globalID)) FROM \(quoted(table.name))
+                    WHERE \(quoted(table.definition.objectIDField)) = ?
+                    """)
+        }
+
+        /// Reads the feature whose global id is stored as `globalID`, looked up by the object id
+        /// it was captured with (a row id is found without the global id's index: about half the
+        /// time of a seal's reads); by its global id when that row is gone or is another feature
+        /// now (an object id can be used again after a delete).
+        public mutating func read(_ globalID: String, objectID: Int64) throws -> Bool {
+            let stmt = byObjectID.sqliteStatement
+            sqlite3_reset(stmt)
+            defer { sqlite3_reset(stmt) }
+            sqlite3_bind_int64(stmt, 1, objectID)
+            let rc = sqlite3_step(stmt)
+            guard rc == SQLITE_ROW else {
+                guard rc == SQLITE_DONE else {
+                    throw StorageError(.sqlite, "\(String(cString: sqlite3_errmsg(sqlite3_db_handle(stmt)))) (SQLite \(rc))", table: table.name)
+                }
+                return try read(globalID)
+            }
+            let gidColumn = Int32(fields.count + (table.definition.isSpatial ? 1 : 0))
+            var same = false
+            if let text = sqlite3_column_text(stmt, gidColumn) {
+                let stored = UnsafeBufferPointer(start: text, count: Int(sqlite3_column_bytes(stmt, gidColumn)))
+                var wanted = globalID
+                same = wanted.withUTF8 { $0.elementsEqual(stored) }
+            }
+            guard same else { return try read(globalID) }
+            try take(stmt)
+            return true
         }
 
         /// Reads the feature whose global id is stored as `globalID`; false (the buffers left as
@@ -48,6 +83,12 @@ extension FeatureTable {
                 }
                 return false
             }
+            try take(stmt)
+            return true
+        }
+
+        /// The buffers filled from the row `stmt` stands on.
+        private mutating func take(_ stmt: OpaquePointer) throws {
             for index in fields.indices {
                 values[index] = FeatureTable.decodeValue(DatabaseValue(sqliteStatement: stmt, index: Int32(index)), fields[index].type).jsonValue
             }
@@ -60,7 +101,6 @@ extension FeatureTable {
                     geometry = try table.decodeGeometry(bytes).map { try EsriJSON.value($0) } ?? .null
                 }
             }
-            return true
         }
     }
 }

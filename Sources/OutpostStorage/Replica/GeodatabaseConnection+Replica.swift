@@ -222,9 +222,12 @@ extension GeodatabaseConnection {
     /// Captured changes of `tables` after change id `after` up to `changeID`, by table and
     /// global id, oldest first within each feature.
     public func capturedChanges(upTo changeID: Int64, after: Int64 = 0, tables: [String]) throws -> [CapturedChange] {
-        try capturedChanges(
+        // Read in change id order (a range of the key) and sorted here by short keys: SQLite's
+        // sorter took ~40 ms of a 16,000-edit seal, sorting the rows themselves in Swift ~50.
+        let changes = try capturedChanges(
             where: "change_id > ? AND change_id <= ? AND table_name IN (SELECT value FROM json_each(?))",
-            arguments: [after, changeID, JSONValue.array(tables.map { .string($0) }).jsonString], order: "table_name, globalid, change_id")
+            arguments: [.integer(after), .integer(changeID), .text(JSONValue.array(tables.map { .string($0) }).jsonString)], order: "change_id")
+        return CapturedChange.sortedByFeature(changes)
     }
 
     /// How many change rows of `tables` up to `changeID` are pending, and the oldest one's id.
@@ -243,7 +246,7 @@ extension GeodatabaseConnection {
         guard !globalIDs.isEmpty else { return [] }
         return try capturedChanges(
             where: "table_name = ? AND globalid IN (SELECT value FROM json_each(?))",
-            arguments: [table, JSONValue.array(globalIDs.map { .string($0) }).jsonString], order: "change_id")
+            arguments: [.text(table), .text(JSONValue.array(globalIDs.map { .string($0) }).jsonString)], order: "change_id")
     }
 
     // MARK: - Download staging

@@ -149,12 +149,12 @@ enum BatchSealer {
             switch op {
             case .insert:
                 // Deleted again after the changes this batch covers: the next batch says so.
-                guard try current.read(gid) else { continue }
+                guard try current.read(gid, objectID: last.objectID) else { continue }
                 writer.edit(
                     .insert, globalId: gid, attributeNames: allNames, attribute: { current.values[all[$0]] }, geometry: current.geometry,
                     changedColumns: nil, baseValues: nil, editedAt: last.editedAt, baseGeneration: nil)
             case .update:
-                guard try current.read(gid) else { continue }
+                guard try current.read(gid, objectID: last.objectID) else { continue }
                 var changed = first.changedColumns
                 for change in group.dropFirst() { for c in change.changedColumns where !changed.contains(c) { changed.append(c) } }
                 let update = plan(changed)
