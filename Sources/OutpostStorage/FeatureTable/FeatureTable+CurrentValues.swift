@@ -40,9 +40,9 @@ extension FeatureTable {
         }
 
         /// Reads the feature whose global id is stored as `globalID`, looked up by the object id
-        /// it was captured with (a row id is found without the global id's index: about half the
-        /// time of a seal's reads); by its global id when that row is gone or is another feature
-        /// now (an object id can be used again after a delete).
+        /// it was captured with (the row found by its key, without a walk of the global-id
+        /// index first); by its global id when that row is gone or is another feature now (an
+        /// object id can be used again after a delete).
         public mutating func read(_ globalID: String, objectID: Int64) throws -> Bool {
             let stmt = byObjectID.sqliteStatement
             sqlite3_reset(stmt)
