@@ -316,7 +316,7 @@ struct NativeSyncRoutes {
         let checksumLayers = try parameters.integers("checksums", limit: 1000)?.map { Int($0) }
         let answer: BatchAnswer
         do {
-            answer = try await sync.applyBatchAnswering(batch, hash: UploadBatch.serverHash(bytes))
+            answer = try await sync.applyBatchAnswering(batch, hash: UploadBatch.hash(bytes))
         } catch let refusal as BatchRefusal {
             metrics?.batch("refused")
             throw ServiceError(refusal: refusal)

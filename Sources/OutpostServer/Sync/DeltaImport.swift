@@ -47,7 +47,7 @@ public enum DeltaImport {
         var batch: UploadBatch?
         if let seq = header.seq {
             guard let (kind, body) = record, kind == .batch else { throw DeltaError("\(name) is damaged: its batch is missing") }
-            guard let hash = header.batchHash, UploadBatch.serverHash(body) == hash else { throw DeltaError("\(name) is damaged: its batch does not match its hash") }
+            guard let hash = header.batchHash, UploadBatch.hash(body) == hash else { throw DeltaError("\(name) is damaged: its batch does not match its hash") }
             do {
                 batch = try UploadBatch.decode(body)
             } catch {
