@@ -99,7 +99,7 @@ extension GeodatabaseConnection {
         var lastColumns: (text: [UInt8], names: [String]) = ([], [])
         var changes: [CapturedChange] = []
         try forEachRow(sql, arguments: arguments) { row in
-            if !row.withText(1, { Self.equal($0, table) }) { table = row.text(1) ?? "" }
+            if !row.withText(1, { $0?.elementsEqual(table.utf8) ?? false }) { table = row.text(1) ?? "" }
             var columns: [String] = []
             row.withText(5) { text in
                 guard let text else { return }
@@ -118,7 +118,7 @@ extension GeodatabaseConnection {
             }
             let operation = row.withText(4) { text -> CoalescedOperation in
                 guard let text, let first = text.first else { return .update }
-                return first == UInt8(ascii: "i") && Self.equal(text, "insert") ? .insert : first == UInt8(ascii: "d") && Self.equal(text, "delete") ? .delete : .update
+                return first == UInt8(ascii: "i") && text.elementsEqual("insert".utf8) ? .insert : first == UInt8(ascii: "d") && text.elementsEqual("delete".utf8) ? .delete : .update
             }
             let oldValues = row.withText(6) { text in text.flatMap { try? JSONValue.parse($0).objectValue } ?? [:] }
             changes.append(CapturedChange(
@@ -127,12 +127,6 @@ extension GeodatabaseConnection {
                 baseGeneration: row.integer(9)))
         }
         return changes
-    }
-
-    private static func equal(_ bytes: UnsafeBufferPointer<UInt8>?, _ text: String) -> Bool {
-        guard let bytes else { return false }
-        var text = text
-        return text.withUTF8 { $0.elementsEqual(bytes) }
     }
 }
 

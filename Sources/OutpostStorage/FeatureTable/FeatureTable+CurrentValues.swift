@@ -56,13 +56,9 @@ extension FeatureTable {
                 return try read(globalID)
             }
             let gidColumn = Int32(fields.count + (table.definition.isSpatial ? 1 : 0))
-            var same = false
-            if let text = sqlite3_column_text(stmt, gidColumn) {
-                let stored = UnsafeBufferPointer(start: text, count: Int(sqlite3_column_bytes(stmt, gidColumn)))
-                var wanted = globalID
-                same = wanted.withUTF8 { $0.elementsEqual(stored) }
-            }
-            guard same else { return try read(globalID) }
+            guard let text = sqlite3_column_text(stmt, gidColumn),
+                UnsafeBufferPointer(start: text, count: Int(sqlite3_column_bytes(stmt, gidColumn))).elementsEqual(globalID.utf8)
+            else { return try read(globalID) }
             try take(stmt)
             return true
         }
