@@ -126,6 +126,48 @@ struct WALCheckpointerTests {
         try gdb.close()
     }
 
+    /// Polls until the main file has grown by a megabyte (a checkpoint copied pages into it).
+    static func grows(_ gdb: Geodatabase, from size: Int) async throws -> Bool {
+        for _ in 0..<200 {
+            if try mainFileSize(gdb) > size + 1_000_000 { return true }
+            try await Task.sleep(for: .milliseconds(25))
+        }
+        return false
+    }
+
+    /// A deferral (a sync job's steps) keeps a due checkpoint waiting until it ends; one that
+    /// begins within the grace keeps it waiting longer; a WAL past the limit is copied anyway.
+    @Test func aDeferredCheckpointRunsWhenTheDeferralEnds() async throws {
+        let dir = TemporaryDirectory()
+        let gdb = try SampleGeodatabases.emptyFieldInspection(in: dir)
+        let table = try gdb.table(named: "inspection_points")
+        let checkpointer = try #require(gdb.checkpointer)
+        let before = try Self.mainFileSize(gdb)
+        let first = gdb.deferCheckpoints()
+        _ = try await table.add(try Self.features(20_000, from: 0))
+        try await Task.sleep(for: .milliseconds(300))
+        #expect(try Self.mainFileSize(gdb) == before && !checkpointer.isScheduled, "the due copy waits for the deferral")
+        #expect(try await table.count() == 20_000)
+        // The next step defers again within the grace: still nothing copied.
+        first.end()
+        let second = gdb.deferCheckpoints()
+        first.end()  // a second end of the same deferral ends nothing
+        try await Task.sleep(for: .milliseconds(300))
+        #expect(try Self.mainFileSize(gdb) == before, "a deferral begun within the grace keeps the copy waiting")
+        second.end()
+        #expect(try await Self.grows(gdb, from: before), "the copy runs once the last deferral ended")
+        // Past the limit the copy starts although deferred.
+        let third = gdb.deferCheckpoints()
+        checkpointer.hold(true)
+        checkpointer.committed(frames: WALCheckpointer.frameThreshold)
+        #expect(!checkpointer.isScheduled)
+        checkpointer.committed(frames: WALCheckpointer.deferredFramesLimit)
+        #expect(checkpointer.isScheduled)
+        checkpointer.hold(false)
+        third.end()
+        try gdb.close()
+    }
+
     @Test func readOnlyAndClosedGeodatabasesStartNoCheckpoints() async throws {
         let dir = TemporaryDirectory()
         let gdb = try SampleGeodatabases.emptyFieldInspection(in: dir)

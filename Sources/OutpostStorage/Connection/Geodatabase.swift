@@ -131,6 +131,14 @@ public final class Geodatabase: Sendable {
         return config
     }
 
+    /// Defers the background copies of the write-ahead log into the main file (checkpoints)
+    /// until the returned deferral ends, or the log passes 64 MB: for work that someone waits
+    /// for and that reads much of the file after writing much of it (a sync's verify after its
+    /// download). Nothing is less durable; the copy runs once the work is done.
+    public func deferCheckpoints() -> CheckpointDeferral {
+        CheckpointDeferral(checkpointer)
+    }
+
     /// Checkpoints the WAL into the main file and closes every connection. After `close()` the
     /// file is a single self-contained GeoPackage that can be copied or shared, and, when no
     /// other connection has it open, its `-wal` and `-shm` companions are gone (as after GDAL or
@@ -389,5 +397,24 @@ extension StorageError {
         }
         // Errors thrown by the caller's own closure pass through unchanged.
         return error
+    }
+}
+
+/// A deferral of a geodatabase's background checkpoints (``Geodatabase/deferCheckpoints()``);
+/// ending it more than once ends it once.
+public final class CheckpointDeferral: Sendable {
+    private let checkpointer: WALCheckpointer?
+    private let ended = Atomic<Bool>(false)
+
+    init(_ checkpointer: WALCheckpointer?) {
+        self.checkpointer = checkpointer
+        checkpointer?.deferCopies()
+    }
+
+    deinit { end() }
+
+    public func end() {
+        guard !ended.exchange(true, ordering: .acquiringAndReleasing) else { return }
+        checkpointer?.endDeferral()
     }
 }

@@ -65,7 +65,14 @@ public struct SyncGeodatabaseJob: JobDefinition {
 
     public func run(step: Int, context: JobContext) async throws {
         let lock = try SyncLock.acquire(for: geodatabase.url)
-        context.onCleanup { lock.release() }
+        // The replica's checkpoints wait for the sync (each step defers them; the next step
+        // begins within the deferral's grace), so the copy of a large download does not run
+        // beside the verify's reading of the layers.
+        let deferral = geodatabase.deferCheckpoints()
+        context.onCleanup {
+            deferral.end()
+            lock.release()
+        }
         let job = context.jobID
         context.onRollback { VerifyAhead.shared.drop(job: job) }
         let state = try await replicaState()
