@@ -33,12 +33,7 @@ struct WALCheckpointerTests {
         // Readers see the committed rows from the WAL meanwhile.
         #expect(try await table.count() == 20_000)
         checkpointer.hold(false)
-        var grown = false
-        for _ in 0..<200 where !grown {
-            try await Task.sleep(for: .milliseconds(25))
-            grown = try Self.mainFileSize(gdb) > before + 1_000_000
-        }
-        #expect(grown, "the background checkpoint copied the pages into the file")
+        #expect(try await Self.grows(gdb, from: before), "the background checkpoint copied the pages into the file")
         // Writes go on while checkpoints run; closing waits for a running one.
         for round in 1...3 { _ = try await table.add(try Self.features(5_000, from: 20_000 * round)) }
         try gdb.close()
