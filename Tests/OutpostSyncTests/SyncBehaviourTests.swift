@@ -3,7 +3,7 @@ import OutpostCore
 import OutpostHTTPTestSupport
 import OutpostProtocol
 import OutpostServer
-import OutpostStorage
+@testable import OutpostStorage
 import OutpostTestSupport
 import OutpostServiceTestSupport
 import Synchronization
@@ -595,6 +595,39 @@ struct SyncBehaviourTests {
         #expect(expected.count == local.count && expected[serverTwo.globalID!]?.geometry == moved)
         expected[four.globalID!]?.attributes["notes"] = .string("crew")
         #expect(local == expected)
+        try await h.stop()
+    }
+
+    /// Every step of a sync holds the replica's WAL checkpoints back (docs/sync.md, "WAL"), and
+    /// the hold ends with the job, whether it succeeds or fails.
+    @Test(.timeLimit(.minutes(2)))
+    func aSyncHoldsTheReplicasCheckpointsUntilItEnds() async throws {
+        let h = try await SyncHarness.start(.sqlite)
+        let gdb = try await h.replica("a", layers: [0])
+        let checkpointer = try #require(gdb.checkpointer)
+        let deferred = Mutex<[String: Bool]>([:])
+        func watching(_ faults: FaultInjector) -> FaultInjector {
+            for point in ["client.afterSeal", "client.afterAck", "client.afterApply"] {
+                faults.onReach(point) { deferred.withLock { $0[point] = checkpointer.isDeferred } }
+            }
+            return faults
+        }
+        try await gdb.table(named: "inspection_points").update([Feature(objectID: 1, attributes: ["notes": .string("crew")])])
+        _ = try await h.serverEdit(layer: 0, updates: [Feature(objectID: 2, attributes: ["notes": .string("office")])])
+        let job = try h.task().makeSyncGeodatabaseJob(parameters: SyncGeodatabaseParameters(), geodatabase: gdb, faults: watching(FaultInjector()))
+        try job.start()
+        #expect(try await job.output.first?.checksumMatches == true)
+        #expect(deferred.withLock { $0 } == ["client.afterSeal": true, "client.afterAck": true, "client.afterApply": true])
+        #expect(!checkpointer.isDeferred, "the hold ended with the job")
+
+        // A job that fails in its download ends the hold too.
+        _ = try await h.serverEdit(layer: 0, updates: [Feature(objectID: 3, attributes: ["notes": .string("office again")])])
+        let failing = FaultInjector()
+        failing.arm("client.afterApply")
+        let failed = try h.task().makeSyncGeodatabaseJob(parameters: SyncGeodatabaseParameters(), geodatabase: gdb, faults: watching(failing))
+        try failed.start()
+        await #expect(throws: (any Error).self) { _ = try await failed.output }
+        #expect(!checkpointer.isDeferred, "the hold ended with the failed job")
         try await h.stop()
     }
 

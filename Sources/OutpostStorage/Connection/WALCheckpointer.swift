@@ -41,6 +41,15 @@ final class WALCheckpointer: Sendable {
         var frames: Int32 = 0
         /// The checkpointing connection, opened on first use (only used on `queue`).
         var handle: OpaquePointer?
+
+        /// Marks a checkpoint scheduled when one is due and none is (a deferral lets one start
+        /// only past ``deferredFramesLimit``); whether the caller starts it.
+        mutating func claimStart() -> Bool {
+            guard frames >= WALCheckpointer.frameThreshold, !scheduled, !closed else { return false }
+            guard deferrals == 0 || frames >= WALCheckpointer.deferredFramesLimit else { return false }
+            scheduled = true
+            return true
+        }
     }
 
     init(path: String) {
@@ -68,10 +77,7 @@ final class WALCheckpointer: Sendable {
     func committed(frames: Int32) {
         let start = state.withLock { state -> Bool in
             state.frames = frames
-            guard frames >= Self.frameThreshold, !state.scheduled, !state.closed else { return false }
-            guard state.deferrals == 0 || frames >= Self.deferredFramesLimit else { return false }
-            state.scheduled = true
-            return true
+            return state.claimStart()
         }
         if start { queue.async { self.run() } }
     }
@@ -119,18 +125,13 @@ final class WALCheckpointer: Sendable {
     /// Ends a deferral; a checkpoint that came due starts after ``deferralGrace`` if no other
     /// deferral began meanwhile.
     func endDeferral() {
-        let due = state.withLock { state -> Bool in
+        let last = state.withLock { state -> Bool in
             state.deferrals = max(0, state.deferrals - 1)
-            return state.deferrals == 0 && state.frames >= Self.frameThreshold && !state.scheduled && !state.closed
+            return state.deferrals == 0
         }
-        guard due else { return }
+        guard last else { return }
         queue.asyncAfter(deadline: .now() + Self.deferralGrace) {
-            let start = self.state.withLock { state -> Bool in
-                guard state.deferrals == 0, state.frames >= Self.frameThreshold, !state.scheduled, !state.closed else { return false }
-                state.scheduled = true
-                return true
-            }
-            if start { self.run() }
+            if self.state.withLock({ $0.claimStart() }) { self.run() }
         }
     }
 
@@ -146,6 +147,9 @@ final class WALCheckpointer: Sendable {
     func suspendCopies(_ suspended: Bool) {
         if suspended { queue.suspend() } else { queue.resume() }
     }
+
+    /// Whether a deferral is running (``deferCopies()``).
+    var isDeferred: Bool { state.withLock { $0.deferrals > 0 } }
 
     /// Whether a checkpoint is scheduled and has not started yet.
     var isScheduled: Bool { state.withLock { $0.scheduled } }
