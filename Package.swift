@@ -268,6 +268,8 @@ let package = Package(
             dependencies: [
                 "OutpostSync", "OutpostTestSupport", "OutpostHTTPTestSupport", "OutpostServiceTestSupport", "OutpostLoadTesting", "OutpostCore",
                 "OutpostDigest", "OutpostStorage", "OutpostServer", "OutpostProtocol", "OutpostPostgres",
+                // A batch body fed to the server's reader piece by piece.
+                .product(name: "NIOCore", package: "swift-nio"),
             ]
         ),
         .testTarget(

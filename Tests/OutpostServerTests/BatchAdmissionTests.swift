@@ -43,6 +43,34 @@ struct BatchAdmissionTests {
 
     // MARK: - I3: exactly once
 
+    /// A framed batch still arriving is admitted from its head, as the whole batch would be; a
+    /// seq the ledger holds waits for the whole body (only its hash tells a replay from a
+    /// refusal), whatever the head says.
+    @Test func aStreamedBatchIsAdmittedFromItsHead() throws {
+        var head = Self.batch(seq: 4)
+        head.layers = [BatchLayer(id: 0, edits: [])]
+        var admitted = try #require(try BatchAdmission.admitStreamed(head, replica: Self.replica(lastSeq: 3), ledger: nil))
+        #expect(admitted.seq == 4 && admitted.batchID == "batch-4" && admitted.rollbackOnFailure)
+        admitted.hash = "known at the end"
+        guard case .commit(let commit) = admitted.finish(generation: 9, applied: 1, failed: 0, layers: [], attachments: nil) else {
+            Issue.record("an applied streamed batch commits")
+            return
+        }
+        #expect(commit.hash == "known at the end" && commit.advancesGenerationTo == 9)
+        let ledger = BatchAdmission.LedgerEntry(hash: "any", result: Self.stored.json.jsonString)
+        #expect(try BatchAdmission.admitStreamed(Self.batch(seq: 3), replica: Self.replica(lastSeq: 3), ledger: ledger) == nil)
+        #expect(try BatchAdmission.admitStreamed(Self.batch(seq: 9), replica: Self.replica(lastSeq: 3), ledger: ledger) == nil)
+        #expect(throws: BatchRefusal.outOfOrder(replicaID: Self.replicaID, seq: 6, expectedSeq: 4)) {
+            try BatchAdmission.admitStreamed(Self.batch(seq: 6), replica: Self.replica(lastSeq: 3), ledger: nil)
+        }
+        #expect(throws: BatchRefusal.layerNotUploadable(replicaID: Self.replicaID, layerID: 1)) {
+            try BatchAdmission.admitStreamed(Self.batch(seq: 4, layers: [0, 1]), replica: Self.replica(lastSeq: 3, layers: [(0, .bidirectional), (1, .download)]), ledger: nil)
+        }
+        #expect(throws: BatchRefusal.attachmentsNotUploadable(replicaID: Self.replicaID, direction: .none)) {
+            try BatchAdmission.admitStreamed(Self.batch(seq: 4, attachments: 1), replica: Self.replica(lastSeq: 3), ledger: nil)
+        }
+    }
+
     @Test func theNextBatchInSequenceIsApplied() throws {
         let admitted = try Self.admitted(Self.batch(seq: 4), hash: "abc", replica: Self.replica(lastSeq: 3))
         #expect(admitted == BatchAdmission.Admitted(replicaID: Self.replicaID, seq: 4, batchID: "batch-4", hash: "abc", rollbackOnFailure: true))

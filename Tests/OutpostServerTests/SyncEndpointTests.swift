@@ -34,13 +34,14 @@ func insertEdit(_ gid: String = newGID, assetType: String = "valve") -> BatchEdi
 
 @Suite("Native batch API: exactly once (I3, I4)")
 struct NativeSyncEndpointTests {
-    /// In both batch encodings, which a server lists in its replica info.
+    /// In both batch encodings, which a server lists in its replica info (with the framed one,
+    /// FramedBatchTests and StreamedBatchTests).
     @Test(arguments: BackendKind.syncing, [UploadBatch.Encoding.json, .binary])
     func batchesApplyOnceInOrder(kind: BackendKind, encoding: UploadBatch.Encoding) async throws {
         try await withServer(kind) { client, service in
             let info = try await registerReplica(service)
             let listed = try await client.get("\(native)/replicas/\(q(info.replicaID))").json()["batchEncodings"]
-            #expect(listed == ["json", "binary"])
+            #expect(listed == ["json", "binary", "binary-framed"])
             let uri = "\(native)/replicas/\(q(info.replicaID))/batches"
             func batch(_ info: ReplicaInfo, seq: Int64, _ edits: [BatchEdit], rollback: Bool = true) throws -> Data {
                 try OutpostServerTests.batch(info, seq: seq, edits, rollback: rollback, as: encoding)

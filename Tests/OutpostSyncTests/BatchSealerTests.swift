@@ -42,26 +42,28 @@ struct BatchSealerTests {
             try conn.execute("UPDATE inspection_points SET condition = 'n/a', notes = NULL WHERE objectid = ?", arguments: [.integer(p[3].objectID!)])
         }
 
-        let (binary, json, tables) = try await gdb.write { conn -> (PreparedBatch, PreparedBatch, [String]) in
+        let (framed, binary, json, tables) = try await gdb.write { conn -> (PreparedBatch, PreparedBatch, PreparedBatch, [String]) in
             var state = try #require(try conn.replicaState())
             let tables = state.layers.map(\.table)
-            func make() throws -> PreparedBatch {
-                try #require(try BatchSealer.prepare(conn, seq: state.lastAckedSeq + 1, after: 0, tables: tables, maxChanges: 1000, rollbackOnFailure: true))
+            func make(_ encodings: [String]?) throws -> PreparedBatch {
+                state.batchEncodings = encodings
+                try conn.setReplicaState(state)
+                return try #require(try BatchSealer.prepare(conn, seq: state.lastAckedSeq + 1, after: 0, tables: tables, maxChanges: 1000, rollbackOnFailure: true))
             }
-            state.batchEncodings = UploadBatch.acceptedEncodings
-            try conn.setReplicaState(state)
-            let binary = try make()
-            state.batchEncodings = nil
-            try conn.setReplicaState(state)
-            return (binary, try make(), tables)
+            return (try make(UploadBatch.acceptedEncodings), try make(["json", "binary"]), try make(nil), tables)
         }
         #expect(tables.count == 4)
+        #expect(UploadBatch.isFramed(framed.made.stored.body) && !UploadBatch.isFramed(binary.made.stored.body))
         #expect(UploadBatch.Encoding(of: binary.made.stored.body) == .binary && UploadBatch.Encoding(of: json.made.stored.body) == .json)
         let batch = try UploadBatch.decode(binary.made.stored.body)
         #expect(try batch.encoded(as: .binary) == binary.made.stored.body, "the written body is the canonical encoding of what it holds")
         var fromJSON = try UploadBatch.decode(json.made.stored.body)
         fromJSON.batchId = batch.batchId
         #expect(fromJSON == batch, "JSON for a service that reads only JSON: the same batch")
+        var fromFramed = try UploadBatch.decode(framed.made.stored.body)
+        fromFramed.batchId = batch.batchId
+        #expect(fromFramed == batch, "framed for a service that reads it: the same batch")
+        #expect(framed.made.editCount == 8)
         #expect(binary.made.editCount == 8 && batch.editCount == 8 && batch.compactAnswer == true && binary.made.attachments.isEmpty)
 
         // Each edit, against the feature API's reading of the replica now.

@@ -153,7 +153,7 @@ struct SyncBehaviourTests {
     func batchesAreSealedInAnEncodingTheServerReads(kind: BackendKind) async throws {
         let h = try await SyncHarness.start(kind)
         let gdb = try await h.replica(layers: [0])
-        #expect(try await gdb.read { try $0.replicaState()?.batchEncodings } == ["json", "binary"], "the replica file says what its server reads")
+        #expect(try await gdb.read { try $0.replicaState()?.batchEncodings } == ["json", "binary", "binary-framed"], "the replica file says what its server reads")
         // As a replica made by a server before the binary encoding.
         try await gdb.write { conn in
             var state = try #require(try conn.replicaState())
@@ -175,7 +175,7 @@ struct SyncBehaviourTests {
             sealed.append(try #require(seen.value))
         }
         #expect(sealed == [.json, .binary])
-        #expect(try await gdb.read { try $0.replicaState()?.batchEncodings } == ["json", "binary"], "learned from the replica info")
+        #expect(try await gdb.read { try $0.replicaState()?.batchEncodings } == ["json", "binary", "binary-framed"], "learned from the replica info")
         let rows = try await h.serverRows(0)
         #expect(rows.values.filter { $0.attributes["notes"]?.stringValue?.hasPrefix("sealed") == true }.count == 2)
         try await h.stop()
@@ -267,8 +267,8 @@ struct SyncBehaviourTests {
         try await h.stop()
     }
 
-    /// A sync's first batch is small, so the server starts on it while the rest is made; every
-    /// later batch carries up to the most a batch carries.
+    /// A sync's first batch can be made small, so the server starts on it while the rest is
+    /// made; every later batch carries up to the most a batch carries.
     @Test(.timeLimit(.minutes(2)), arguments: BackendKind.syncing)
     func batchesAfterTheFirstCarryTheMost(kind: BackendKind) async throws {
         let h = try await SyncHarness.start(kind)
@@ -278,15 +278,19 @@ struct SyncBehaviourTests {
             Feature(attributes: ["asset_id": .string("GROW-\(i)"), "asset_type": .string("valve"), "status": .string("open")], geometry: .point(try Point(x: -122.6, y: 45.5)))
         })
         let parameters = SyncGeodatabaseParameters(maxChangesPerBatch: 20, firstBatchChanges: 2)
-        #expect((0..<5).map(parameters.changeLimit(ofBatch:)) == [2, 20, 20, 20, 20])
-        #expect(SyncGeodatabaseParameters().changeLimit(ofBatch: 0) == 3_000 && SyncGeodatabaseParameters().changeLimit(ofBatch: 1) == 20_000)
-        #expect(SyncGeodatabaseParameters(maxChangesPerBatch: 10).changeLimit(ofBatch: 3) == 10)
+        #expect((0..<5).map { parameters.changeLimit(ofBatch: $0, streams: true) } == [2, 20, 20, 20, 20])
+        let defaults = SyncGeodatabaseParameters()
+        #expect(defaults.changeLimit(ofBatch: 0, streams: false) == 3_000 && defaults.changeLimit(ofBatch: 1, streams: false) == 20_000)
+        #expect(defaults.changeLimit(ofBatch: 0, streams: true) == 20_000, "a framed batch is applied as it is sealed: the first is as large as any")
+        #expect(SyncGeodatabaseParameters(maxChangesPerBatch: 10).changeLimit(ofBatch: 3, streams: false) == 10)
         let job = try h.task().makeSyncGeodatabaseJob(parameters: parameters, geodatabase: gdb, faults: FaultInjector())
         try job.start()
         _ = try await job.output
         let sent = job.messages.map(\.text).filter { $0.hasPrefix("sending batch") }
         #expect(sent.count == 3, "\(sent)")
         for (i, size) in [2, 20, 18].enumerated() { #expect(sent.count > i && sent[i].hasPrefix("sending batch \(i + 1) (\(size) edits"), "\(sent)") }
+        // The first went out while it was sealed; the others were made while the one before applied.
+        #expect(job.messages.map(\.text).filter { $0.hasSuffix("went out while it was sealed") } == ["batch 1 went out while it was sealed"])
         #expect(try await points.pendingChanges().total == 0)
         try await h.expectConverged(gdb, table: "inspection_points", layerID: 0)
         try await h.stop()

@@ -10,6 +10,9 @@ struct BinaryWireMagic {
 
     /// Whether `body` is such a body, in any layout version.
     func marks(_ body: Data) -> Bool { body.starts(with: bytes.prefix(3)) }
+
+    /// Whether `body` is such a body in this very layout version.
+    func marksLayout(of body: Data) -> Bool { body.starts(with: bytes) }
 }
 
 /// The primitives of Outpost's compact binary sync encoding (docs/sync.md, "Binary batch
@@ -62,6 +65,14 @@ struct BinaryWireWriter {
         encoded.unsigned(UInt64(count))
         out.replaceSubrange(mark.offset..<mark.offset + Self.countRoom, with: encoded.out)
     }
+
+    /// Writes at `mark` the number of bytes written after its room (a length-prefixed part).
+    mutating func endLength(_ mark: CountMark) {
+        endCount(mark, out.count - mark.offset - Self.countRoom)
+    }
+
+    /// Where the room of `mark` starts: the bytes before it do not move when it is filled.
+    func offset(of mark: CountMark) -> Int { mark.offset }
 
     /// The most bytes a 64-bit LEB128 integer takes.
     private static let countRoom = 10
@@ -139,9 +150,17 @@ struct BinaryWireWriter {
 struct BinaryWireReader {
     private let bytes: UnsafeRawBufferPointer
     private(set) var offset = 0
-    private var names: [String] = []
+    /// The names defined so far (a framed batch's frames go on with the table of those before).
+    private(set) var names: [String] = []
     private var depth = 0
     static let maximumDepth = 64
+
+    /// Reads a part of a body without a magic of its own (a frame), its name table going on
+    /// from `names`.
+    init(part bytes: UnsafeRawBufferPointer, names: [String]) {
+        self.bytes = bytes
+        self.names = names
+    }
 
     /// Reads after `magic`, refusing a body in another layout version.
     init(_ bytes: UnsafeRawBufferPointer, after magic: BinaryWireMagic) throws {

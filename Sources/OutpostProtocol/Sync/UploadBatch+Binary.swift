@@ -22,12 +22,12 @@ extension UploadBatch {
     }
 
     /// The encodings this version's server reads, as its replica info lists them.
-    public static let acceptedEncodings = [Encoding.json.rawValue, Encoding.binary.rawValue]
+    public static let acceptedEncodings = [Encoding.json.rawValue, Encoding.binary.rawValue, framedEncoding]
 
     /// "OPB" and the binary layout's version.
     static let binaryMagic = BinaryWireMagic(bytes: [0x4F, 0x50, 0x42, 0x01], what: "binary batch")
 
-    fileprivate enum Flag {
+    enum Flag {
         static let rollbackOnFailure: UInt8 = 1, conflictPolicy: UInt8 = 2, resolvedConflicts: UInt8 = 4, attachments: UInt8 = 8, compactAnswer: UInt8 = 16
         static let all = rollbackOnFailure | conflictPolicy | resolvedConflicts | attachments | compactAnswer
     }
@@ -66,24 +66,7 @@ extension UploadBatch {
         /// ``beginLayer(id:)`` and the edit calls (any in `header` itself are not written).
         public init(header: UploadBatch, capacity: Int) throws {
             w = BinaryWireWriter(capacity: capacity, magic: UploadBatch.binaryMagic)
-            w.unsigned(UInt64(header.formatVersion))
-            w.string(header.replicaId)
-            w.string(header.batchId)
-            w.signed(header.seq)
-            w.signed(Int64(header.schemaVersion))
-            var flags: UInt8 = header.rollbackOnFailure ? Flag.rollbackOnFailure : 0
-            if header.conflictPolicy != nil { flags |= Flag.conflictPolicy }
-            if header.resolvedConflicts != nil { flags |= Flag.resolvedConflicts }
-            if header.attachments != nil { flags |= Flag.attachments }
-            if header.compactAnswer == true { flags |= Flag.compactAnswer }
-            w.byte(flags)
-            if let conflictPolicy = header.conflictPolicy { w.string(conflictPolicy) }
-            if let resolvedConflicts = header.resolvedConflicts {
-                w.unsigned(UInt64(resolvedConflicts.count))
-                for id in resolvedConflicts { w.signed(id) }
-            }
-            // Attachment edits are rare and nested: their JSON tree, as a value.
-            if let attachments = header.attachments { w.value(try JSONValueEncoder().encode(attachments)) }
+            try w.batchHead(header)
             editCount = header.attachments?.count ?? 0
             layerCount = w.beginCount()
         }
@@ -115,30 +98,9 @@ extension UploadBatch {
             changedColumns: [String]?, baseValues: [String: JSONValue]?, editedAt: String?, baseGeneration: Int64?
         ) {
             precondition(layer != nil, "no layer is open")
-            var flags: UInt8 = op == .insert ? 0 : op == .update ? 1 : 2
-            if attributeNames != nil { flags |= Has.attributes }
-            if let geometry, geometry != .null { flags |= Has.geometry }
-            if changedColumns != nil { flags |= Has.changedColumns }
-            if baseValues != nil { flags |= Has.baseValues }
-            if editedAt != nil { flags |= Has.editedAt }
-            if baseGeneration != nil { flags |= Has.baseGeneration }
-            w.byte(flags)
-            w.string(globalId)
-            if let attributeNames {
-                w.unsigned(UInt64(attributeNames.count))
-                for i in attributeNames.indices {
-                    w.name(attributeNames[i])
-                    w.value(attribute(i))
-                }
-            }
-            if flags & Has.geometry != 0, let geometry { w.value(geometry) }
-            if let changedColumns {
-                w.unsigned(UInt64(changedColumns.count))
-                for name in changedColumns { w.name(name) }
-            }
-            if let baseValues { w.object(baseValues) }
-            if let editedAt { w.string(editedAt) }
-            if let baseGeneration { w.signed(baseGeneration) }
+            w.batchEdit(
+                op, globalId: globalId, attributeNames: attributeNames, attribute: attribute, geometry: geometry, changedColumns: changedColumns,
+                baseValues: baseValues, editedAt: editedAt, baseGeneration: baseGeneration)
             layer!.edits += 1
             editCount += 1
         }
@@ -153,23 +115,10 @@ extension UploadBatch {
 
     /// Reads a binary body; the caller has checked its magic.
     static func decodeBinary(_ data: Data) throws -> UploadBatch {
-        try data.withUnsafeBytes { raw in
+        if framedMagic.marksLayout(of: data) { return try decodeFramed(data) }
+        return try data.withUnsafeBytes { raw in
             var r = try BinaryWireReader(raw, after: binaryMagic)
-            let version = try r.unsigned()
-            let replicaId = try r.string(), batchId = try r.string(), seq = try r.signed(), schemaVersion = try r.signed()
-            let flags = try r.byte()
-            guard flags & ~Flag.all == 0 else {
-                throw r.invalid("the batch's flags \(flags) name something unknown")
-            }
-            guard version <= UInt64(Int.max), let schema = Int(exactly: schemaVersion) else { throw r.invalid("the batch's versions are out of range") }
-            let policy = flags & Flag.conflictPolicy != 0 ? try r.string() : nil
-            var resolved: [Int64]?
-            if flags & Flag.resolvedConflicts != 0 {
-                let n = try r.count("resolvedConflicts")
-                resolved = try (0..<n).map { _ in try r.signed() }
-            }
-            var attachments: [AttachmentEdit]?
-            if flags & Flag.attachments != 0 { attachments = try JSONValueDecoder().decode([AttachmentEdit].self, from: try r.value()) }
+            var batch = try readHead(&r)
             let layerCount = try r.count("the batch's layers", bytesEach: 2)
             var layers: [BatchLayer] = []
             layers.reserveCapacity(layerCount)
@@ -183,14 +132,95 @@ extension UploadBatch {
                 layers.append(BatchLayer(id: id, edits: edits))
             }
             guard r.atEnd else { throw r.invalid("bytes follow the batch") }
-            var batch = UploadBatch(
-                replicaId: replicaId, batchId: batchId, seq: seq, schemaVersion: schema, rollbackOnFailure: flags & Flag.rollbackOnFailure != 0,
-                layers: layers, conflictPolicy: policy, resolvedConflicts: resolved)
-            batch.formatVersion = Int(version)
-            batch.attachments = attachments
-            if flags & Flag.compactAnswer != 0 { batch.compactAnswer = true }
+            batch.layers = layers
             return batch
         }
+    }
+
+    /// The head both binary layouts start with (after the magic): versions, ids, flags and what
+    /// they say follows, attachment edits included.
+    static func readHead(_ r: inout BinaryWireReader) throws -> UploadBatch {
+        let version = try r.unsigned()
+        let replicaId = try r.string(), batchId = try r.string(), seq = try r.signed(), schemaVersion = try r.signed()
+        let flags = try r.byte()
+        guard flags & ~Flag.all == 0 else {
+            throw r.invalid("the batch's flags \(flags) name something unknown")
+        }
+        guard version <= UInt64(Int.max), let schema = Int(exactly: schemaVersion) else { throw r.invalid("the batch's versions are out of range") }
+        let policy = flags & Flag.conflictPolicy != 0 ? try r.string() : nil
+        var resolved: [Int64]?
+        if flags & Flag.resolvedConflicts != 0 {
+            let n = try r.count("resolvedConflicts")
+            resolved = try (0..<n).map { _ in try r.signed() }
+        }
+        var attachments: [AttachmentEdit]?
+        if flags & Flag.attachments != 0 { attachments = try JSONValueDecoder().decode([AttachmentEdit].self, from: try r.value()) }
+        var batch = UploadBatch(
+            replicaId: replicaId, batchId: batchId, seq: seq, schemaVersion: schema, rollbackOnFailure: flags & Flag.rollbackOnFailure != 0,
+            layers: [], conflictPolicy: policy, resolvedConflicts: resolved)
+        batch.formatVersion = Int(version)
+        batch.attachments = attachments
+        if flags & Flag.compactAnswer != 0 { batch.compactAnswer = true }
+        return batch
+    }
+}
+
+extension BinaryWireWriter {
+    /// ``UploadBatch/readHead(_:)``'s part: `header`'s fields and attachment edits (not its layers).
+    mutating func batchHead(_ header: UploadBatch) throws {
+        typealias Flag = UploadBatch.Flag
+        unsigned(UInt64(header.formatVersion))
+        string(header.replicaId)
+        string(header.batchId)
+        signed(header.seq)
+        signed(Int64(header.schemaVersion))
+        var flags: UInt8 = header.rollbackOnFailure ? Flag.rollbackOnFailure : 0
+        if header.conflictPolicy != nil { flags |= Flag.conflictPolicy }
+        if header.resolvedConflicts != nil { flags |= Flag.resolvedConflicts }
+        if header.attachments != nil { flags |= Flag.attachments }
+        if header.compactAnswer == true { flags |= Flag.compactAnswer }
+        byte(flags)
+        if let conflictPolicy = header.conflictPolicy { string(conflictPolicy) }
+        if let resolvedConflicts = header.resolvedConflicts {
+            unsigned(UInt64(resolvedConflicts.count))
+            for id in resolvedConflicts { signed(id) }
+        }
+        // Attachment edits are rare and nested: their JSON tree, as a value.
+        if let attachments = header.attachments { value(try JSONValueEncoder().encode(attachments)) }
+    }
+
+    /// One edit: a flags byte (the operation in its low two bits, then which parts follow), the
+    /// global id, then the parts in the order of the flags. `attributeNames` (sorted, distinct;
+    /// nil: no attributes) name the values `attribute(i)` gives; a nil or null `geometry` is
+    /// left out, as JSON's reader takes it for absent.
+    mutating func batchEdit(
+        _ op: BatchEdit.Operation, globalId: String, attributeNames: [String]?, attribute: (Int) -> JSONValue, geometry: JSONValue?,
+        changedColumns: [String]?, baseValues: [String: JSONValue]?, editedAt: String?, baseGeneration: Int64?
+    ) {
+        var flags: UInt8 = op == .insert ? 0 : op == .update ? 1 : 2
+        if attributeNames != nil { flags |= Has.attributes }
+        if let geometry, geometry != .null { flags |= Has.geometry }
+        if changedColumns != nil { flags |= Has.changedColumns }
+        if baseValues != nil { flags |= Has.baseValues }
+        if editedAt != nil { flags |= Has.editedAt }
+        if baseGeneration != nil { flags |= Has.baseGeneration }
+        byte(flags)
+        string(globalId)
+        if let attributeNames {
+            unsigned(UInt64(attributeNames.count))
+            for i in attributeNames.indices {
+                name(attributeNames[i])
+                value(attribute(i))
+            }
+        }
+        if flags & Has.geometry != 0, let geometry { value(geometry) }
+        if let changedColumns {
+            unsigned(UInt64(changedColumns.count))
+            for name in changedColumns { self.name(name) }
+        }
+        if let baseValues { object(baseValues) }
+        if let editedAt { string(editedAt) }
+        if let baseGeneration { signed(baseGeneration) }
     }
 }
 
@@ -212,7 +242,7 @@ extension BatchEdit {
             baseValues: baseValues, editedAt: editedAt, baseGeneration: baseGeneration)
     }
 
-    fileprivate init(binary r: inout BinaryWireReader) throws {
+    init(binary r: inout BinaryWireReader) throws {
         let flags = try r.byte()
         guard Int(flags & 3) < Self.operations.count else { throw r.invalid("an edit has an unknown op") }
         self.init(op: Self.operations[Int(flags & 3)], globalId: try r.string())

@@ -112,6 +112,11 @@ public protocol SyncBackend: Sendable {
     /// does not upload throws ``BatchRefusal``; ``BatchRejected`` when `rollbackOnFailure` refuses
     /// the batch. The answer's JSON text is the one stored in the ledger.
     func applyBatchAnswering(_ batch: UploadBatch, hash: String) async throws -> BatchAnswer
+    /// Applies a framed batch as its frames arrive (docs/sync.md, "Framed batches"), admitted
+    /// and answered as ``applyBatchAnswering(_:hash:)`` would the whole batch. Throws
+    /// ``StreamedBatch/WholeBodyNeeded`` (nothing applied) when only the whole body can decide:
+    /// a seq the ledger holds, a stalled body, or a backend that applies whole batches only.
+    func applyStreamedBatch(_ head: UploadBatch.FramedReader.Head, from body: StreamedBatch) async throws -> BatchAnswer
     /// The stored result of an applied batch (for a client whose response was lost).
     func batchResult(replicaID: String, seq: Int64) async throws -> BatchResult?
     /// A page of a layer's changes in `since < generation ≤ upto` within the replica's filter,
@@ -191,6 +196,11 @@ public struct BatchAnswer: Sendable {
 }
 
 extension SyncBackend {
+    /// Whole batches only: the route waits for the whole body.
+    public func applyStreamedBatch(_ head: UploadBatch.FramedReader.Head, from body: StreamedBatch) async throws -> BatchAnswer {
+        throw StreamedBatch.WholeBodyNeeded()
+    }
+
     /// Per-layer checksums of the replica's whole scope now.
     public func checksums(replicaID: String, layerIDs: [Int]) async throws -> ReplicaChecksums {
         try await checksums(replicaID: replicaID, layerIDs: layerIDs, since: nil)

@@ -33,6 +33,14 @@ final class ServerMetrics: Sendable {
         registry.makeCounter(descriptor: Self.descriptor("sync_batches", "total", "Upload batches by outcome"), labels: [("outcome", outcome)]).increment()
     }
 
+    /// How a framed batch was applied: `streaming` (as its frames arrived) or `whole` (once all
+    /// of it had come: its body stalled, its seq was in the ledger, or the backend applies whole
+    /// batches only).
+    func framedBatch(applied how: String) {
+        registry.makeCounter(descriptor: Self.descriptor("sync_framed_batches", "total", "Framed upload batches, by how they were applied"), labels: [("applied", how)])
+            .increment()
+    }
+
     /// A replica's whole-scope checksums: `ahead` (asked for with its last batch and computed
     /// while that batch was answered) or `computed` (when asked).
     func checksums(_ source: String) {

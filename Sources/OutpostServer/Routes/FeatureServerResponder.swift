@@ -362,8 +362,10 @@ public struct FeatureServerResponder: HTTPResponder {
     private func native(_ request: inout Request, _ rest: [String], remote: SocketAddress?) async throws -> Response {
         guard let backend = services.backend(named: rest[0]) else { throw ServiceError.notFound("service \(rest[0])") }
         guard let syncBackend = backend as? any SyncBackend else { throw ServiceError(400, "service \(backend.name) does not support sync") }
-        let parameters = try await readParameters(&request)
         let route = Array(rest.dropFirst())
+        // A batch's body is read as it arrives (docs/sync.md, "Framed batches").
+        let batchBody = request.method == .put && route.count == 4 && route[0] == "replicas" && route[2] == "batches" ? request.body : nil
+        let parameters = try await readParameters(&request, collectingBody: batchBody == nil)
         // Reading a replica's state, feed or checksums reads data (query); changing it is sync.
         let needed: Permission = request.method == .get ? .query : .sync
         try Security.require(needed, of: try security.caller(request, parameters, remote: remote), on: backend.name)
@@ -371,7 +373,7 @@ public struct FeatureServerResponder: HTTPResponder {
         return try await NativeSyncRoutes(
             sync: syncBackend, parameters: parameters, writing: writing, method: request.method, range: request.headers[.range],
             binaryPages: request.headers[.accept]?.contains(ChangePage.binaryContentType) == true, metrics: metrics,
-            ahead: (checksumsAhead, backend.name), pagesAhead: pagesAhead
+            ahead: (checksumsAhead, backend.name), pagesAhead: pagesAhead, batchBody: batchBody.map { ($0, configuration.maxBodyBytes) }
         ).respond(route)
     }
 
@@ -521,9 +523,9 @@ public struct FeatureServerResponder: HTTPResponder {
     }
 
     /// Query string plus a form-encoded body; a multipart body is kept raw for addAttachment.
-    private func readParameters(_ request: inout Request) async throws -> RequestParameters {
+    private func readParameters(_ request: inout Request, collectingBody: Bool = true) async throws -> RequestParameters {
         var body: ByteBuffer?
-        if request.method == .post || request.method == .put {
+        if collectingBody, request.method == .post || request.method == .put {
             do {
                 body = try await request.collectBody(upTo: configuration.maxBodyBytes)
             } catch is NIOTooManyBytesError {

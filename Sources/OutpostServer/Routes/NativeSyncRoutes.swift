@@ -40,6 +40,8 @@ struct NativeSyncRoutes {
     var ahead: (store: ChecksumsAhead, service: String)?
     /// Where feed pages made ahead are held (their key's service is `ahead`'s).
     var pagesAhead: PagesAhead?
+    /// A batch PUT's body, read as it arrives, and the most bytes it may have.
+    var batchBody: (body: RequestBody, limit: Int)?
 
     /// Answers the request for `route` (the path below `…/services/{service}/`, decoded segments).
     func respond(_ route: [String]) async throws -> Response {
@@ -294,35 +296,96 @@ struct NativeSyncRoutes {
     }
 
     /// Applies an upload batch exactly once. The content hash is taken over the body bytes as
-    /// sent: a client resends the identical bytes, so a replay is recognised.
+    /// sent: a client resends the identical bytes, so a replay is recognised. A framed batch is
+    /// applied as its frames arrive (docs/sync.md, "Framed batches"); any other whole.
     private func putBatch(replica: String, seq: Int64) async throws -> Response {
-        guard var body = parameters.rawBody, body.readableBytes > 0 else {
-            throw ServiceError.badParameter("body", "send the batch as \(UploadBatch.Encoding.json.contentType) or \(UploadBatch.Encoding.binary.contentType)")
+        guard let (body, limit) = batchBody else {
+            guard var raw = parameters.rawBody else { throw Self.noBatch }
+            return try await putWholeBatch(Data(raw.readBytes(length: raw.readableBytes) ?? []), replica: replica, seq: seq)
         }
-        let bytes = Data(body.readBytes(length: body.readableBytes) ?? [])
+        let streamed = StreamedBatch(limit: limit)
+        // The body is read to its end whatever the answer, so the connection stays usable.
+        async let pumped: Void = streamed.pump(body)
+        do {
+            let response = try await putStreamedBatch(streamed, replica: replica, seq: seq)
+            await pumped
+            return response
+        } catch {
+            await pumped
+            throw Self.requestError(error)
+        }
+    }
+
+    private func putStreamedBatch(_ streamed: StreamedBatch, replica: String, seq: Int64) async throws -> Response {
+        switch try await streamed.kind() {
+        case .empty: throw Self.noBatch
+        case .other: return try await putWholeBatch(try await streamed.whole(), replica: replica, seq: seq)
+        case .framed: break
+        }
+        let head = try await streamed.head()
+        try Self.check(head.batch, replica: replica, seq: seq)
+        do {
+            let response = try await answer(seq: seq, replica: replica) { try await sync.applyStreamedBatch(head, from: streamed) }
+            metrics?.framedBatch(applied: "streaming")
+            return response
+        } catch is StreamedBatch.WholeBodyNeeded {
+            metrics?.framedBatch(applied: "whole")
+            return try await putWholeBatch(try await streamed.whole(), replica: replica, seq: seq)
+        }
+    }
+
+    private static let noBatch = ServiceError.badParameter(
+        "body", "send the batch as \(UploadBatch.Encoding.json.contentType) or \(UploadBatch.Encoding.binary.contentType)")
+
+    /// A body that could not be read as a batch: 400 with where it went wrong, 413 when too large.
+    private static func requestError(_ error: any Error) -> any Error {
+        switch error {
+        case let large as StreamedBatch.TooLarge: ServiceError(413, "the request body is larger than the \(large.limit >> 20) MB limit")
+        case is DecodingError: ServiceError.badParameter("body", "not an upload batch: \(describe(error))")
+        default: error
+        }
+    }
+
+    private func putWholeBatch(_ bytes: Data, replica: String, seq: Int64) async throws -> Response {
+        guard !bytes.isEmpty else { throw Self.noBatch }
         let batch: UploadBatch
         do {
             batch = try UploadBatch.decode(bytes)
         } catch {
             throw ServiceError.badParameter("body", "not an upload batch: \(Self.describe(error))")
         }
+        try Self.check(batch, replica: replica, seq: seq)
+        let response = try await answer(seq: seq, replica: replica) { try await sync.applyBatchAnswering(batch, hash: UploadBatch.hash(bytes)) }
+        // The decoded edits are freed while the answer goes out.
+        BackgroundRelease.release(consume batch)
+        return response
+    }
+
+    /// Refuses a batch sent to another seq or replica than it names, or in a newer format.
+    private static func check(_ batch: UploadBatch, replica: String, seq: Int64) throws {
         guard batch.seq == seq, GlobalID.normalized(batch.replicaId) == GlobalID.normalized(replica) ?? replica else {
             throw ServiceError.badParameter("body", "the batch is seq \(batch.seq) of replica \(batch.replicaId), not \(seq) of \(replica)")
         }
         guard batch.formatVersion <= UploadBatch.currentFormatVersion else {
             throw ServiceError.badParameter("body", "batch format \(batch.formatVersion) is newer than this server's \(UploadBatch.currentFormatVersion)")
         }
-        let editCount = batch.editCount
+    }
+
+    /// The answer to a batch `apply` applies (or replays): its result, 422 when rolled back, the
+    /// refusals' statuses; the checksums asked for start once it committed.
+    private func answer(seq: Int64, replica: String, _ apply: () async throws -> BatchAnswer) async throws -> Response {
         let checksumLayers = try parameters.integers("checksums", limit: 1000)?.map { Int($0) }
         let answer: BatchAnswer
         do {
-            answer = try await sync.applyBatchAnswering(batch, hash: UploadBatch.hash(bytes))
+            answer = try await apply()
         } catch let refusal as BatchRefusal {
             metrics?.batch("refused")
             throw ServiceError(refusal: refusal)
         } catch let rejected as BatchRejected {
             metrics?.batch("rejected")
+            // A rolled-back batch's result lists every edit.
             let failures = rejected.result.rejected
+            let editCount = rejected.result.layers.reduce(rejected.result.attachments?.count ?? 0) { $0 + $1.results.count }
             let error = ServiceError(
                 422, "batch \(seq) was rolled back: \(failures.count) of \(editCount) edits are invalid",
                 details: failures.prefix(20).map { "\($0.op.rawValue) \($0.globalId): \($0.error?.description ?? "failed")" })
@@ -330,8 +393,6 @@ struct NativeSyncRoutes {
             body["result"] = try ServiceRoutes.json(rejected.result)
             return writing.json(.object(body), status: .init(code: 422, reasonPhrase: "Unprocessable Content"))
         }
-        // The decoded edits and their results are freed while the answer goes out.
-        BackgroundRelease.release(consume batch)
         if answer.result.replayed == true {
             metrics?.batch("replayed")
         } else {

@@ -47,6 +47,24 @@ public enum BatchAdmission {
             guard ledger.hash == hash else { throw BatchRefusal.differentContent(replicaID: replicaID, seq: batch.seq, expectedSeq: expected) }
             return .replay(BatchAnswer(try replayed(ledger.result)))
         }
+        return .apply(try admitNext(batch, hash: hash, replica: replica))
+    }
+
+    /// Decides what happens to a batch still streaming in (docs/sync.md, "Framed batches"), from
+    /// its head (`batch` without edits, its `layers` those the head announces): nil when the
+    /// ledger holds the seq (only the whole body's hash tells a replay from other content), else
+    /// admitted as ``admit(_:hash:replica:ledger:)`` would; its hash is set once the body ends.
+    /// - Throws: ``BatchRefusal`` as ``admit(_:hash:replica:ledger:)``.
+    public static func admitStreamed(_ batch: UploadBatch, replica: ReplicaInfo, ledger: LedgerEntry?) throws -> Admitted? {
+        guard ledger == nil else { return nil }
+        return try admitNext(batch, hash: "", replica: replica)
+    }
+
+    /// The checks of a batch the ledger does not hold: the next in sequence, of layers (and
+    /// attachments) the replica uploads.
+    private static func admitNext(_ batch: UploadBatch, hash: String, replica: ReplicaInfo) throws -> Admitted {
+        let replicaID = replica.replicaID
+        let expected = replica.lastSeq + 1
         guard batch.seq == expected else { throw BatchRefusal.outOfOrder(replicaID: replicaID, seq: batch.seq, expectedSeq: expected) }
         for layer in batch.layers {
             guard let registered = replica.layers.first(where: { $0.id == layer.id }), registered.syncDirection.uploads else {
@@ -56,10 +74,9 @@ public enum BatchAdmission {
         if let attachments = batch.attachments, !attachments.isEmpty, !replica.attachmentsSyncDirection.uploads {
             throw BatchRefusal.attachmentsNotUploadable(replicaID: replicaID, direction: replica.attachmentsSyncDirection)
         }
-        return .apply(
-            Admitted(
-                replicaID: replicaID, seq: batch.seq, batchID: batch.batchId, hash: hash, rollbackOnFailure: batch.rollbackOnFailure,
-                compactAnswer: batch.compactAnswer == true))
+        return Admitted(
+            replicaID: replicaID, seq: batch.seq, batchID: batch.batchId, hash: hash, rollbackOnFailure: batch.rollbackOnFailure,
+            compactAnswer: batch.compactAnswer == true)
     }
 
     /// A stored result as it is answered again: marked `replayed`.
@@ -74,7 +91,8 @@ public enum BatchAdmission {
         public let replicaID: String
         public let seq: Int64
         public let batchID: String
-        public let hash: String
+        /// The body's hash (a streamed batch's is known when its body has ended).
+        public var hash: String
         public let rollbackOnFailure: Bool
         /// The batch asked for a compact answer (``UploadBatch/compactAnswer``): the ledger
         /// stores and answers it so; a 422's result lists every edit regardless.

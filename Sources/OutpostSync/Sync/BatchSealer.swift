@@ -8,21 +8,33 @@ import OutpostStorage
 /// nothing, updates merge their columns), the feature's current values are read, and the batch is
 /// stored with its content hash before it is ever sent.
 enum BatchSealer {
-    /// The batch, nil when nothing of `tables` is pending.
+    /// The batch, nil when nothing of `tables` is pending. With `streaming`, a framed batch
+    /// without attachment edits is handed to it frame by frame as it is written (its tail waits
+    /// for ``OutgoingBatch/release()``, after the commit); the request begins before the change
+    /// rows are read, so the server is ready for the head when it comes.
     static func seal(
         _ conn: GeodatabaseConnection, state: ReplicaState, tables: [String], maxChanges: Int, rollbackOnFailure: Bool,
-        conflictPolicy: ConflictPolicy.Rule? = nil
+        conflictPolicy: ConflictPolicy.Rule? = nil, streaming: OutgoingBatch? = nil
     ) throws -> SealedBatch? {
         guard !tables.isEmpty else { return nil }
         let limit = try conn.sealLimit(maxChanges: maxChanges, tables: tables)
         // A batch also goes out, without edits, to close conflicts resolved in favour of the
         // server's values (that resolution edits nothing).
         guard try limit != nil || conn.hasUnsentResolutions() else { return nil }
+        let seq = state.lastAckedSeq + 1, batchID = GlobalID.make()
+        var stream: OutgoingBatch?
+        if let streaming, let limit, sealsFramed(state),
+            try !tables.contains(GeodatabaseConnection.attachmentsTable)
+                || conn.pendingChangeSpan(upTo: limit, tables: [GeodatabaseConnection.attachmentsTable]).count == 0
+        {
+            let last = try conn.sealLimit(maxChanges: 1, tables: tables, after: limit) == nil
+            streaming.begin(.init(seq: seq, batchID: batchID, last: last, edits: try conn.pendingChangeSpan(upTo: limit, tables: tables).count))
+            stream = streaming
+        }
         let changes = try limit.map { try conn.capturedChanges(upTo: $0, tables: tables) } ?? []
-        let seq = state.lastAckedSeq + 1
         let made = try make(
-            conn, state: state, seq: seq, changes: changes, covering: limit ?? 0, tables: tables, resolved: try conn.takeUnsentResolutions(seq: seq),
-            rollbackOnFailure: rollbackOnFailure, conflictPolicy: conflictPolicy)
+            conn, state: state, seq: seq, batchID: batchID, changes: changes, covering: limit ?? 0, tables: tables,
+            resolved: try conn.takeUnsentResolutions(seq: seq), rollbackOnFailure: rollbackOnFailure, conflictPolicy: conflictPolicy, streaming: stream)
         try conn.storeSealedBatch(made.stored)
         return made
     }
@@ -42,8 +54,8 @@ enum BatchSealer {
         let changes = try conn.capturedChanges(upTo: limit, after: covered, tables: tables)
         guard let first = changes.map(\.id).min() else { return nil }
         let made = try make(
-            conn, state: state, seq: seq, changes: changes, covering: limit, tables: tables, resolved: [], rollbackOnFailure: rollbackOnFailure,
-            conflictPolicy: conflictPolicy)
+            conn, state: state, seq: seq, batchID: GlobalID.make(), changes: changes, covering: limit, tables: tables, resolved: [],
+            rollbackOnFailure: rollbackOnFailure, conflictPolicy: conflictPolicy)
         return PreparedBatch(made: made, changeCount: changes.count, firstChangeID: first, schemaVersion: state.schemaVersion)
     }
 
@@ -67,11 +79,12 @@ enum BatchSealer {
     /// The batch of `changes` (sorted by table, global id, change id), encoded and hashed.
     ///
     /// Written as the binary encoding straight from each feature's current row (no edit is ever
-    /// held as a value: building them was two thirds of a seal); a service that reads only JSON
-    /// gets the same batch re-encoded.
+    /// held as a value: building them was two thirds of a seal): framed when the service reads
+    /// it (then `streaming` gets each frame as it is written, unless attachment edits must go
+    /// first); a service that reads only JSON gets the same batch re-encoded.
     private static func make(
-        _ conn: GeodatabaseConnection, state: ReplicaState, seq: Int64, changes: [CapturedChange], covering limit: Int64, tables: [String],
-        resolved: [Int64], rollbackOnFailure: Bool, conflictPolicy: ConflictPolicy.Rule?
+        _ conn: GeodatabaseConnection, state: ReplicaState, seq: Int64, batchID: String, changes: [CapturedChange], covering limit: Int64,
+        tables: [String], resolved: [Int64], rollbackOnFailure: Bool, conflictPolicy: ConflictPolicy.Rule?, streaming: OutgoingBatch? = nil
     ) throws -> SealedBatch {
         let schema = conn.geodatabase.schema
         // The slices of each table's changes; attachment edits go first, in the header.
@@ -90,23 +103,42 @@ enum BatchSealer {
             index = end
         }
         var header = UploadBatch(
-            replicaId: state.replicaID, batchId: GlobalID.make(), seq: seq, schemaVersion: state.schemaVersion,
+            replicaId: state.replicaID, batchId: batchID, seq: seq, schemaVersion: state.schemaVersion,
             rollbackOnFailure: rollbackOnFailure, layers: [], conflictPolicy: conflictPolicy?.rawValue, resolvedConflicts: resolved.isEmpty ? nil : resolved)
         if !attachments.isEmpty { header.attachments = attachments }
         // The replica needs only the edits with something to say, and counts (an answer of one
         // result per edit was ~1 MB of JSON for 11,000 edits, parsed and stored by the replica).
         header.compactAnswer = true
-        var writer = try UploadBatch.BinaryWriter(header: header, capacity: 112 * changes.count + 256)
-        for slice in slices {
+        let layers = try slices.map { slice in
             guard let layer = schema.allLayers.first(where: { $0.name == slice.first?.table }) else {
                 throw SyncError(.unsupported, "pending changes name the table \(slice.first?.table ?? ""), which the replica does not have")
             }
-            writer.beginLayer(id: layer.id)
-            try writeEdits(of: slice, layer: layer, conn: conn, to: &writer)
-            writer.endLayer(droppingEmpty: true)
+            return (slice, layer)
         }
-        let editCount = writer.editCount
-        var body = writer.finish()
+        let editCount: Int
+        var body: Data
+        if sealsFramed(state) {
+            // (Attachment content goes up before its batch: such a batch is never streamed.)
+            var writer = try UploadBatch.FramedWriter(
+                header: header, layers: layers.map { announce($0.0, $0.1) }, capacity: 112 * changes.count + 256, ready: streaming.map { $0.send })
+            for (slice, layer) in layers {
+                writer.beginLayer(id: layer.id)
+                try writeEdits(of: slice, layer: layer, conn: conn, to: &writer)
+            }
+            editCount = writer.editCount
+            let finished = writer.finish()
+            body = finished.body
+            streaming?.sealed(body: body, unsentFrom: finished.unsentFrom)
+        } else {
+            var writer = try UploadBatch.BinaryWriter(header: header, capacity: 112 * changes.count + 256)
+            for (slice, layer) in layers {
+                writer.beginLayer(id: layer.id)
+                try writeEdits(of: slice, layer: layer, conn: conn, to: &writer)
+                writer.endLayer(droppingEmpty: true)
+            }
+            editCount = writer.editCount
+            body = writer.finish()
+        }
         // JSON unless the service said it reads binary (docs/sync.md, "Binary batch encoding").
         if state.batchEncodings?.contains(UploadBatch.Encoding.binary.rawValue) != true {
             body = try UploadBatch.decode(body).encoded(as: .json)
@@ -118,7 +150,7 @@ enum BatchSealer {
     /// One edit per feature of a table's changes (ordered by global id, then change id), each
     /// written with the feature's current values.
     private static func writeEdits(
-        of changes: ArraySlice<CapturedChange>, layer: LayerDefinition, conn: GeodatabaseConnection, to writer: inout UploadBatch.BinaryWriter
+        of changes: ArraySlice<CapturedChange>, layer: LayerDefinition, conn: GeodatabaseConnection, to writer: inout some BatchEditWriting
     ) throws {
         var current = try FeatureTable.CurrentValuesReader(try conn.geodatabase.table(named: layer.name), in: conn)
         let fields = current.fields
@@ -168,6 +200,36 @@ enum BatchSealer {
                     baseValues: baseValues(group), editedAt: last.editedAt, baseGeneration: group.compactMap(\.baseGeneration).min())
             }
         }
+    }
+
+    /// Whether the service reads framed batches (and binary ones: a framed body is never
+    /// re-encoded).
+    private static func sealsFramed(_ state: ReplicaState) -> Bool {
+        let encodings = state.batchEncodings ?? []
+        return encodings.contains(UploadBatch.framedEncoding) && encodings.contains(UploadBatch.Encoding.binary.rawValue)
+    }
+
+    /// What a framed batch's head announces of a table's changes: at most one edit per feature,
+    /// and which of those may write a geometry (the server sizes its R-tree work by it).
+    private static func announce(_ changes: ArraySlice<CapturedChange>, _ layer: LayerDefinition) -> UploadBatch.AnnouncedLayer {
+        var features = 0, writes = 0
+        var start = changes.startIndex
+        while start < changes.endIndex {
+            var end = start
+            var geometry = false
+            while end < changes.endIndex, changes[end].globalID == changes[start].globalID {
+                let change = changes[end]
+                geometry = geometry || change.operation != .update || change.changedColumns.contains(layer.geometryColumn)
+                end += 1
+            }
+            // Added and deleted again: nothing is written.
+            if CoalescedOperation.coalesce(first: changes[start].operation.rawValue, last: changes[end - 1].operation.rawValue) != nil {
+                features += 1
+                if geometry && layer.isSpatial { writes += 1 }
+            }
+            start = end
+        }
+        return UploadBatch.AnnouncedLayer(id: layer.id, atMost: features, geometryWrites: writes)
     }
 
     /// The attributes an update writes, and its changed columns as the batch lists them.

@@ -22,17 +22,23 @@ extension SyncGeodatabaseJob {
         let uploadTables = try await geodatabase.write { conn in try Self.uploadTables(state, parameters, conn) }
         guard !uploadTables.isEmpty else { return }
         let rollback = syncParameters.shouldRollbackOnFailure, policy = syncParameters.conflictPolicy
+        let downloadLayers = state.layers.filter { parameters.downloads($0, model: state.syncModel) }
+        let streams = state.batchEncodings?.contains(UploadBatch.framedEncoding) == true
         var sent = 0
         // The next batch, made while the server applies the current one (see below).
         var prepared: PreparedBatch?
         while true {
             try await context.checkpoint(["batchesSent": .integer(Int64(sent))])
-            let maxChanges = parameters.changeLimit(ofBatch: sent)
+            let maxChanges = parameters.changeLimit(ofBatch: sent, streams: streams)
             // The batch made ahead is held only through the seal (then it is the sent batch), and
             // whether it was the one sealed.
             let sealed: (SealedBatch, Bool)?
             // Whether captured changes remain after the batch (it is not the last one).
             var more = true
+            // A framed batch sealed afresh goes out while it is written (docs/sync.md, "Framed
+            // batches"): the request starts with its first frame, its tail waits for the commit.
+            let outgoing = OutgoingBatch()
+            async let streamed = Self.send(outgoing, client, checksumsFor: downloadLayers, parameters, moved: Self.results(context).values.reduce(0) { $0 + $1.uploaded.total })
             do {
                 let ahead = prepared
                 prepared = nil
@@ -46,7 +52,8 @@ extension SyncGeodatabaseJob {
                             sealed = (made, true)
                         } else {
                             sealed = try BatchSealer.seal(
-                                conn, state: current, tables: uploadTables, maxChanges: maxChanges, rollbackOnFailure: rollback, conflictPolicy: policy
+                                conn, state: current, tables: uploadTables, maxChanges: maxChanges, rollbackOnFailure: rollback, conflictPolicy: policy,
+                                streaming: outgoing
                             ).map { ($0, false) }
                         }
                     } else {
@@ -55,13 +62,21 @@ extension SyncGeodatabaseJob {
                     guard let covered = sealed?.0.stored.coversChangeID else { return (sealed, false) }
                     return (sealed, try conn.sealLimit(maxChanges: 1, tables: uploadTables, after: covered) != nil || conn.hasUnsentResolutions())
                 }
+                outgoing.decideNotStreamed()
+                // Nothing of a streamed batch is committed by the server before its tail.
+                try faults.check("client.afterSeal")
+            } catch {
+                outgoing.fail(error)
+                _ = await streamed
+                throw error
             }
+            // The stored batch's tail: the server may commit it now.
+            outgoing.release()
             guard let (batch, madeAhead) = consume sealed else { break }
             let stored = batch.stored
             // Checksums made while an earlier batch was applied no longer describe the replica.
             VerifyAhead.shared.drop(job: context.jobID)
             if madeAhead { context.log("batch \(stored.seq) was made while batch \(stored.seq - 1) was applied") }
-            try faults.check("client.afterSeal")
             // Attachment content first, by hash: what the server has is not sent again, and an
             // upload that dropped continues where the server's copy ends.
             try await uploadContent(of: batch.attachments, client, context)
@@ -70,11 +85,11 @@ extension SyncGeodatabaseJob {
             // replica (nothing is stored: at most one batch is ever sealed and unacknowledged).
             // After the acknowledgement it is sealed as it is if it still carries exactly the
             // change rows a fresh seal would take; otherwise it is dropped and sealed afresh.
-            let gdb = geodatabase, covered = stored.coversChangeID, nextSeq = stored.seq + 1, nextLimit = parameters.changeLimit(ofBatch: sent + 1)
+            let gdb = geodatabase, covered = stored.coversChangeID, nextSeq = stored.seq + 1, nextLimit = parameters.changeLimit(ofBatch: sent + 1, streams: streams)
             // When this is the last batch and the verify will compare whole layers, the
             // replica's checksums are computed meanwhile too (VerifyAhead).
             let moved = Self.results(context).values.reduce(0) { $0 + $1.uploaded.total } + batch.editCount
-            let layers = state.layers.filter { parameters.downloads($0, model: state.syncModel) }
+            let layers = downloadLayers
             let checksumAhead = !layers.isEmpty && Self.verifiesWholeLayers(layers, parameters, moved: moved)
             async let next = { () async throws -> PreparedBatch? in
                 let next: PreparedBatch? = try await gdb.readCommitted { conn in
@@ -92,8 +107,12 @@ extension SyncGeodatabaseJob {
             // checksums as soon as the batch commits (taken by the verify's request if nothing
             // was committed after it).
             let askChecksums = checksumAhead && !more ? layers.map(\.id) : nil
+            // A streamed batch's answer is its first try; a retry sends the stored bytes.
+            var first = await streamed
+            if first != nil { context.log("batch \(stored.seq) went out while it was sealed") }
             let outcome = try await withRetries(context, "batch \(stored.seq) not acknowledged") {
-                try await client.putBatch(seq: stored.seq, batchID: stored.batchID, body: stored.body, checksums: askChecksums)
+                if let tried = first.take() { return try tried.get() }
+                return try await client.putBatch(seq: stored.seq, batchID: stored.batchID, body: stored.body, checksums: askChecksums)
             }
             context.log("batch \(stored.seq) answered")
             // A failed preparation costs nothing but the fresh seal.
@@ -129,6 +148,22 @@ extension SyncGeodatabaseJob {
             BackgroundRelease.release(consume outcome)
             sent += 1
             context.reportProgress("batches uploaded", done: Int64(sent), total: nil)
+        }
+    }
+
+    /// Sends the batch `outgoing` streams, once the seal begins it (nil when it does not). The
+    /// last batch asks for the checksums ahead as a batch sent whole does (sized by the edits its
+    /// head announces).
+    private static func send(
+        _ outgoing: OutgoingBatch, _ client: NativeSyncClient, checksumsFor layers: [ReplicaState.Layer], _ parameters: SyncGeodatabaseParameters,
+        moved: Int
+    ) async -> Result<NativeSyncClient.BatchOutcome, any Error>? {
+        guard let start = await outgoing.started() else { return nil }
+        let ask = start.last && !layers.isEmpty && verifiesWholeLayers(layers, parameters, moved: moved + start.edits)
+        do {
+            return .success(try await client.putBatch(seq: start.seq, batchID: start.batchID, streaming: outgoing, checksums: ask ? layers.map(\.id) : nil))
+        } catch {
+            return .failure(error)
         }
     }
 

@@ -30,13 +30,13 @@ public struct SyncGeodatabaseParameters: Sendable, Hashable, Codable {
     /// The most captured changes one upload batch carries; a larger backlog goes in several
     /// batches, one after the other (20,000 by default).
     public var maxChangesPerBatch: Int
-    /// The most changes the first batch of a sync carries (nil: 3,000, at most
-    /// `maxChangesPerBatch`): the server starts on it while the rest is made into the next
-    /// batch, and every later batch carries up to `maxChangesPerBatch`. Each batch costs the
-    /// server fixed work (a commit, an R-tree pack once it rewrites much of a layer), so after
-    /// the first the batches are as large as allowed; the first is small so that the server's
-    /// work on it covers the sealing of the next (sealing costs the replica about a third of
-    /// what applying costs the server, per edit).
+    /// The most changes the first batch of a sync carries (nil: `maxChangesPerBatch` to a
+    /// server that reads framed batches, else 3,000, at most `maxChangesPerBatch`). Each batch
+    /// costs the server fixed work (a commit, an R-tree pack once it rewrites much of a layer),
+    /// so batches are as large as allowed; a framed batch goes out while it is sealed, and the
+    /// server applies its frames as they arrive. To an older server the first batch is small, so
+    /// that the server starts on it while the rest is made into the next (sealing costs the
+    /// replica about a third of what applying costs the server, per edit).
     public var firstBatchChanges: Int?
     /// Attempts per request when the server cannot be reached, before the sync fails (a later
     /// sync resends the same sealed batch).
@@ -49,9 +49,10 @@ public struct SyncGeodatabaseParameters: Sendable, Hashable, Codable {
     /// next page is fetched; a larger one is staged first (resumable page by page, and applied in
     /// the order of the table's rows). nil: 50,000; 0: every download is staged; at most 1,000,000.
     public var applyWhileDownloadingUpTo: Int?
-    /// The most changes batch `index` (0: the first) of a sync carries.
-    func changeLimit(ofBatch index: Int) -> Int {
-        index == 0 ? max(1, min(firstBatchChanges ?? 3_000, maxChangesPerBatch)) : maxChangesPerBatch
+    /// The most changes batch `index` (0: the first) of a sync carries; `streams`: the replica
+    /// sends framed batches while it seals them.
+    func changeLimit(ofBatch index: Int, streams: Bool) -> Int {
+        index == 0 ? max(1, min(firstBatchChanges ?? (streams ? maxChangesPerBatch : 3_000), maxChangesPerBatch)) : maxChangesPerBatch
     }
     var applyWhileDownloadingLimit: Int { min(max(0, applyWhileDownloadingUpTo ?? 50_000), ChangePage.maxCount) }
     /// true: verify compares every feature of each layer with the server. Otherwise a layer that

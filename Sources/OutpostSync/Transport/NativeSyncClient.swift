@@ -64,8 +64,24 @@ struct NativeSyncClient: Sendable {
     /// - Parameter checksums: layers whose whole checksums the server starts computing once the
     ///   batch commits (the replica's last batch, when its verify will compare whole layers).
     func putBatch(seq: Int64, batchID: String, body: Data, checksums: [Int]? = nil) async throws -> BatchOutcome {
-        let target = url("\(replica)/batches/\(seq)", checksums.map { [("checksums", $0.map(String.init).joined(separator: ","))] } ?? [])
+        let target = batchURL(seq, checksums)
         let reply = try await connection.send(.PUT, target, body: body, contentType: UploadBatch.Encoding(of: body).contentType)
+        return try await outcome(reply, seq: seq, batchID: batchID, target: target, body: body, checksums: checksums)
+    }
+
+    /// The same request with a batch sent while it is sealed (docs/sync.md, "Framed batches").
+    func putBatch(seq: Int64, batchID: String, streaming outgoing: OutgoingBatch, checksums: [Int]? = nil) async throws -> BatchOutcome {
+        let target = batchURL(seq, checksums)
+        let reply = try await connection.send(.PUT, target, stream: outgoing.body, contentType: UploadBatch.Encoding.binary.contentType)
+        return try await outcome(reply, seq: seq, batchID: batchID, target: target, body: outgoing.storedBody, checksums: checksums)
+    }
+
+    private func batchURL(_ seq: Int64, _ checksums: [Int]?) -> URL {
+        url("\(replica)/batches/\(seq)", checksums.map { [("checksums", $0.map(String.init).joined(separator: ","))] } ?? [])
+    }
+
+    /// What an answer to a batch says; `body` is the batch's stored bytes.
+    private func outcome(_ reply: ServiceConnection.Reply, seq: Int64, batchID: String, target: URL, body: Data?, checksums: [Int]?) async throws -> BatchOutcome {
         switch reply.status {
         case 200:
             let result = try Self.batchResult { try JSONValue.parse(reply.body) }
@@ -76,12 +92,12 @@ struct NativeSyncClient: Sendable {
         case 422:
             guard let json = try? reply.json(), let result = json["result"] else { throw SyncError(.invalidResponse, "HTTP 422 without the batch result") }
             return .rejected(try Self.batchResult { result })
-        case let status where [400, 415].contains(status) && UploadBatch.Encoding(of: body) == .binary:
+        case let status where [400, 415].contains(status) && body.map { UploadBatch.Encoding(of: $0) == .binary } == true:
             // A server that does not read the binary encoding (replaced by an older one since
             // the replica learned it) applied nothing: the same batch goes as JSON. Its JSON is
             // canonical, so a resend of it is recognised as the same batch; the next download
             // learns what the server reads, and later batches are sealed so.
-            let json = try UploadBatch.decode(body).encoded(as: .json)
+            let json = try UploadBatch.decode(body!).encoded(as: .json)
             return try await putBatch(seq: seq, batchID: batchID, body: json, checksums: checksums)
         default:
             throw ServiceConnection.failure(reply, url: target)

@@ -84,9 +84,10 @@ public struct ServiceConnection: Sendable {
     }
 
     /// Sends a request and collects the answer (up to `limit` bytes).
+    /// - Parameter stream: a body sent as it is made (chunked), in place of `body`.
     func send(
-        _ method: HTTPMethod, _ url: URL, body: Data? = nil, contentType: String? = nil, accept: String = "application/json", range: String? = nil,
-        limit: Int = 256 << 20
+        _ method: HTTPMethod, _ url: URL, body: Data? = nil, stream: AsyncThrowingStream<ByteBuffer, any Error>? = nil, contentType: String? = nil,
+        accept: String = "application/json", range: String? = nil, limit: Int = 256 << 20
     ) async throws -> Reply {
         var request = HTTPClientRequest(url: url.absoluteString)
         request.method = method
@@ -97,6 +98,9 @@ public struct ServiceConnection: Sendable {
         if let body {
             request.headers.add(name: "Content-Type", value: contentType ?? "application/json")
             request.body = .bytes(ByteBuffer(bytes: body))
+        } else if let stream {
+            request.headers.add(name: "Content-Type", value: contentType ?? "application/octet-stream")
+            request.body = .stream(stream, length: .unknown)
         }
         do {
             let response = try await client.execute(request, timeout: timeout)

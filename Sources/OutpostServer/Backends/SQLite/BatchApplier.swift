@@ -38,51 +38,67 @@ struct BatchApplier {
     }
 
     mutating func apply(_ edits: BatchLayer) throws -> [BatchEditResult] {
-        let table = try conn.geodatabase.table(id: edits.id)
+        var once: [BatchEdit]? = edits.edits
+        return try apply(layerID: edits.id, expectedGeometryWrites: edits.edits.count { $0.op == .delete || $0.geometry != nil }) {
+            defer { once = nil }
+            return once
+        }
+    }
+
+    /// Applies one layer's edits as `next` hands them over, chunk by chunk (a batch streamed in,
+    /// docs/sync.md, "Framed batches"), until it answers nil: each chunk's features are read,
+    /// its edits applied and logged; the layer's R-tree is packed once, after the last.
+    mutating func apply(layerID: Int, expectedGeometryWrites: Int, chunks next: () throws -> [BatchEdit]?) throws -> [BatchEditResult] {
+        let table = try conn.geodatabase.table(id: layerID)
         var planner = BatchPlanner(
-            layer: table.definition, generation: generation, origin: origin, requestedRule: requestedRule, droppedFields: droppedFields[edits.id] ?? [], now: now)
+            layer: table.definition, generation: generation, origin: origin, requestedRule: requestedRule, droppedFields: droppedFields[layerID] ?? [], now: now)
         let clock = ContinuousClock()
-        let started = clock.now
-        try prefetch(edits, into: &planner, table)
-        let read = clock.now
         let packing = conn.spatialIndexRebuildTime
         var results: [BatchEditResult] = []
-        var log: [ServiceStore.LogEntry] = []
-        results.reserveCapacity(edits.edits.count)
         // A batch that rewrites a large part of the layer packs its R-tree again at the end.
-        let geometryWrites = edits.edits.count { $0.op == .delete || $0.geometry != nil }
         var writer = FeatureTable.EditWriter(table, in: conn)
-        try conn.maintainingSpatialIndex(of: table.name, expectedGeometryWrites: geometryWrites) {
+        let started = clock.now
+        var logging = Duration.zero, reading = Duration.zero
+        try conn.maintainingSpatialIndex(of: table.name, expectedGeometryWrites: expectedGeometryWrites) {
             try conn.deferringContentsUpdates {
-                for edit in edits.edits {
-                    do {
-                        // With rollback on failure one bad edit rejects the batch, so edits need no
-                        // savepoint of their own; without it each edit stands alone.
-                        let undo = planner.undoPoint(edit)
+                while let edits = try next() {
+                    let chunk = BatchLayer(id: layerID, edits: edits)
+                    let read = clock.now
+                    try prefetch(chunk, into: &planner, table)
+                    reading += clock.now - read
+                    var log: [ServiceStore.LogEntry] = []
+                    results.reserveCapacity(results.count + edits.count)
+                    for edit in edits {
                         do {
-                            let plan = rollbackOnFailure ? try run(edit, &planner, &writer) : try conn.inSavepoint { try run(edit, &planner, &writer) }
-                            applied += 1
-                            log += plan.log
-                            results.append(plan.result)
+                            // With rollback on failure one bad edit rejects the batch, so edits need no
+                            // savepoint of their own; without it each edit stands alone.
+                            let undo = planner.undoPoint(edit)
+                            do {
+                                let plan = rollbackOnFailure ? try run(edit, &planner, &writer) : try conn.inSavepoint { try run(edit, &planner, &writer) }
+                                applied += 1
+                                log += plan.log
+                                results.append(plan.result)
+                            } catch {
+                                planner.undo(undo)
+                                throw error
+                            }
                         } catch {
-                            planner.undo(undo)
-                            throw error
+                            failed += 1
+                            results.append(BatchPlanner.failure(edit, error))
                         }
-                    } catch {
-                        failed += 1
-                        results.append(BatchPlanner.failure(edit, error))
                     }
+                    let logged = clock.now
+                    try ServiceStore.log(conn, generation: generation, layerID: layerID, log, origin: origin)
+                    logging += clock.now - logged
                 }
                 try writer.finish()
             }
         }
-        let written = clock.now
         let packed = conn.spatialIndexRebuildTime - packing
-        try ServiceStore.log(conn, generation: generation, layerID: edits.id, log, origin: origin)
-        stages.reading += read - started
         stages.spatialIndex += packed
-        stages.editing += written - read - packed
-        stages.changeLog += clock.now - written
+        stages.reading += reading
+        stages.changeLog += logging
+        stages.editing += clock.now - started - packed - logging - reading
         return results
     }
 

@@ -95,6 +95,19 @@ extension SQLiteServiceBackend: SyncBackend {
     }
 
     public func applyBatchAnswering(_ batch: UploadBatch, hash: String) async throws -> BatchAnswer {
+        try await apply(batch, hash: hash, streamed: nil)
+    }
+
+    public func applyStreamedBatch(_ head: UploadBatch.FramedReader.Head, from body: StreamedBatch) async throws -> BatchAnswer {
+        try await apply(head.batch, hash: nil, streamed: (head.layers, body))
+    }
+
+    /// Applies a whole batch, or one whose frames `streamed` hands over as they arrive (its
+    /// `batch` has no edits; the layers its head announces say what it may hold), in one write
+    /// transaction.
+    private func apply(
+        _ batch: UploadBatch, hash: String?, streamed: (announced: [UploadBatch.AnnouncedLayer], body: StreamedBatch)?
+    ) async throws -> BatchAnswer {
         let gdb = geodatabase
         let faults = self.faults
         return try await gdb.write { conn -> BatchAnswer.Pending in
@@ -104,10 +117,17 @@ extension SQLiteServiceBackend: SyncBackend {
                 "SELECT hash, result FROM outpost_batch_ledger WHERE replica_id = ? AND seq = ?",
                 arguments: [.text(replicaID), .integer(batch.seq)]
             ).first.map { BatchAdmission.LedgerEntry(hash: $0[0].textValue ?? "", result: $0[1].textValue ?? "") }
-            let admitted: BatchAdmission.Admitted
-            switch try BatchAdmission.admit(batch, hash: hash, replica: info, ledger: ledger) {
-            case .replay(let answer): return .init(replay: answer)
-            case .apply(let a): admitted = a
+            var admitted: BatchAdmission.Admitted
+            if let streamed {
+                var announced = batch
+                announced.layers = streamed.announced.map { BatchLayer(id: $0.id, edits: []) }
+                guard let a = try BatchAdmission.admitStreamed(announced, replica: info, ledger: ledger) else { throw StreamedBatch.WholeBodyNeeded() }
+                admitted = a
+            } else {
+                switch try BatchAdmission.admit(batch, hash: hash ?? "", replica: info, ledger: ledger) {
+                case .replay(let answer): return .init(replay: answer)
+                case .apply(let a): admitted = a
+                }
             }
             let generation = try ServiceStore.generation(conn) + 1
             let requestedRule = try BatchPlanner.rule(batch.conflictPolicy)
@@ -122,8 +142,33 @@ extension SQLiteServiceBackend: SyncBackend {
                     arguments: [.text(JSONValue.array(resolved.map { .integer($0) }).jsonString)])
             }
             var layers: [BatchLayerResult] = []
-            for layerEdits in batch.layers {
-                layers.append(BatchLayerResult(id: layerEdits.id, results: try applier.apply(layerEdits)))
+            if let (announced, body) = streamed {
+                // Each announced layer in turn, its runs of frames as they arrive (a run of a
+                // later layer ends it). A layer's work begins before its first frame comes: its
+                // R-tree's triggers are set aside while the replica still writes the frame.
+                var next: StreamedBatch.Run?
+                var taken = true
+                for (position, layer) in announced.enumerated() {
+                    var received = false
+                    let results = try applier.apply(layerID: layer.id, expectedGeometryWrites: layer.geometryWrites) {
+                        if taken {
+                            next = try body.nextRun()
+                            taken = false
+                        }
+                        guard let run = next, run.position == position else { return nil }
+                        taken = true
+                        received = true
+                        return run.edits
+                    }
+                    if received { layers.append(BatchLayerResult(id: layer.id, results: results)) }
+                }
+                // The last layer ended with the body (its reader keeps frames in the head's order).
+                guard next == nil, let whole = body.hash else { throw StreamedBatch.WholeBodyNeeded() }
+                admitted.hash = whole
+            } else {
+                for layerEdits in batch.layers {
+                    layers.append(BatchLayerResult(id: layerEdits.id, results: try applier.apply(layerEdits)))
+                }
             }
             var attachments: [BatchEditResult]?
             if let edits = batch.attachments, !edits.isEmpty { attachments = try applier.apply(edits, blobs: self.blobs) }

@@ -1,0 +1,185 @@
+import Foundation
+import OutpostCore
+import OutpostStorage
+import Testing
+
+@testable import OutpostProtocol
+
+/// The framed batch layout (docs/sync.md, "Framed batches"): written frame by frame as a seal
+/// makes it, read frame by frame as its bytes arrive, the same batch as the other encodings, and
+/// every malformed or cut body refused with a `DecodingError`.
+@Suite("Framed upload batches")
+struct FramedBatchTests {
+    /// `batch` written through the framed writer in frames of about `frameBytes`; the bytes
+    /// handed out while writing, and the body with where its unsent tail begins.
+    static func framed(_ batch: UploadBatch, frameBytes: Int = 300) throws -> (handed: [UInt8], body: Data, unsentFrom: Int) {
+        var handed: [UInt8] = []
+        var head = batch
+        head.layers = []
+        let announced = batch.layers.map { layer in
+            UploadBatch.AnnouncedLayer(
+                id: layer.id, atMost: layer.edits.count, geometryWrites: layer.edits.count { $0.op == .delete || $0.geometry != nil })
+        }
+        var writer = try UploadBatch.FramedWriter(header: head, layers: announced, capacity: 64, frameBytes: frameBytes) { handed += $0 }
+        for layer in batch.layers {
+            writer.beginLayer(id: layer.id)
+            for e in layer.edits {
+                let names = e.attributes.map { $0.keys.sorted() }
+                writer.edit(
+                    e.op, globalId: e.globalId, attributeNames: names, attribute: { e.attributes![names![$0]]! }, geometry: e.geometry,
+                    changedColumns: e.changedColumns, baseValues: e.baseValues, editedAt: e.editedAt, baseGeneration: e.baseGeneration)
+            }
+        }
+        #expect(writer.editCount == batch.editCount)
+        let (body, unsentFrom) = writer.finish()
+        return (handed, body, unsentFrom)
+    }
+
+    static var batches: [UploadBatch] {
+        var many = UploadBatch(replicaId: "{R}", batchId: "{B}", seq: 4, schemaVersion: 2, rollbackOnFailure: false, layers: [])
+        many.layers = (0..<3).map { layer in
+            BatchLayer(id: layer * 5, edits: (0..<200).map {
+                BatchEdit(op: .update, globalId: "{\(layer)-\($0)}", attributes: ["n": .integer(Int64($0)), "s": .string("x\($0)")], changedColumns: ["n", "s"], baseValues: ["n": .integer(0)], baseGeneration: 3)
+            })
+        }
+        return [SyncJSONTests.batch, many] + SyncJSONTests.writtenDirectly
+    }
+
+    @Test func framedReadsBackAsTheOtherEncodingsDo() throws {
+        for batch in Self.batches {
+            let (handed, body, unsentFrom) = try Self.framed(batch)
+            var expected = batch
+            expected.layers.removeAll { $0.edits.isEmpty }
+            #expect(UploadBatch.isFramed(body) && UploadBatch.Encoding(of: body) == .binary)
+            // (A null geometry reads as none, as from the other encodings.)
+            #expect(try UploadBatch.decode(body) == (try UploadBatch.decode(try expected.encoded(as: .binary))))
+            #expect(try UploadBatch.decode(body) == (try UploadBatch.decode(try expected.encoded(as: .json))))
+            // What was handed out is the body's beginning, and the tail is what was not.
+            #expect(Array(body.prefix(unsentFrom)) == handed && unsentFrom < body.count)
+            #expect(body.last == 0, "a zero length ends the batch")
+        }
+        let many = Self.batches[1]
+        let (handed, body, _) = try Self.framed(many)
+        #expect(handed.count > body.count / 2, "frames went out while the batch was written (\(handed.count) of \(body.count) bytes)")
+        // One frame for all of it: only the head goes out before the end.
+        let (headOnly, whole, from) = try Self.framed(many, frameBytes: 1 << 30)
+        #expect(try UploadBatch.decode(whole) == many && from == headOnly.count && headOnly.count < 200)
+    }
+
+    /// The reader fed in pieces of every size (one byte at a time too) gives the frames the
+    /// whole body holds, in order, and nothing before its bytes are there.
+    @Test func aReaderFedInPiecesReadsTheSameFrames() throws {
+        let batch = Self.batches[1]
+        let (_, body, _) = try Self.framed(batch)
+        for piece in [1, 2, 7, 100, 4096] {
+            var reader = UploadBatch.FramedReader()
+            var frames: [UploadBatch.FramedReader.Frame] = []
+            var offset = 0
+            while offset < body.count {
+                let end = min(offset + piece, body.count)
+                body[offset..<end].withUnsafeBytes { reader.append($0) }
+                offset = end
+                if try reader.readHead() != nil {
+                    while let frame = try reader.nextFrame() { frames.append(frame) }
+                }
+            }
+            try reader.finish()
+            #expect(reader.ended && reader.head?.batch.seq == 4 && reader.head?.layers.map(\.id) == [0, 5, 10])
+            #expect(frames.count > 3, "several frames per layer")
+            #expect(frames.map(\.position) == frames.map(\.position).sorted())
+            for (position, layer) in batch.layers.enumerated() {
+                #expect(frames.filter { $0.position == position }.flatMap(\.edits) == layer.edits)
+            }
+        }
+    }
+
+    /// Every cut of a framed body is refused, by the whole-body reader and by the streaming
+    /// reader when the body ends there; the whole body is not.
+    @Test func everyCutIsRefused() throws {
+        // Small frames: a cut falls in lengths, heads of frames and edits alike.
+        let (_, body, _) = try Self.framed(Self.batches[0], frameBytes: 16)
+        #expect(body.count > 200)
+        // Three bytes and more are a binary body (fewer are not a batch of any kind).
+        for cut in 3..<body.count {
+            let part = body.prefix(cut)
+            #expect(throws: DecodingError.self, "cut at \(cut)") { try UploadBatch.decode(part) }
+            var reader = UploadBatch.FramedReader()
+            part.withUnsafeBytes { reader.append($0) }
+            #expect(throws: DecodingError.self, "cut at \(cut)") {
+                if try reader.readHead() != nil { while try reader.nextFrame() != nil {} }
+                try reader.finish()
+            }
+        }
+        _ = try UploadBatch.decode(body)
+    }
+
+    /// A framed body: the magic, a head announcing `layers` (id, at most, geometry writes), then
+    /// the frames `frames` writes (each returns its bytes, without the length), then `tail`.
+    static func body(layers: [(Int, UInt64, UInt64)], frames: [(inout BinaryWireWriter) -> Void], tail: [UInt8] = [0]) -> Data {
+        var w = BinaryWireWriter(capacity: 64, magic: UploadBatch.framedMagic)
+        let head = w.beginCount()
+        try! w.batchHead(UploadBatch(replicaId: "{R}", batchId: "{B}", seq: 1, schemaVersion: 1, rollbackOnFailure: true, layers: []))
+        w.unsigned(UInt64(layers.count))
+        for (id, atMost, writes) in layers {
+            w.signed(Int64(id))
+            w.unsigned(atMost)
+            w.unsigned(writes)
+        }
+        w.endLength(head)
+        for frame in frames {
+            let length = w.beginCount()
+            frame(&w)
+            w.endLength(length)
+        }
+        w.out += tail
+        return Data(w.out)
+    }
+
+    /// A frame of `count` delete edits of the layer at `position`.
+    static func deletes(_ position: UInt64, _ count: Int, from first: Int = 0) -> (inout BinaryWireWriter) -> Void {
+        { w in
+            w.unsigned(position)
+            w.unsigned(UInt64(count))
+            for i in first..<first + count {
+                w.batchEdit(.delete, globalId: "{\(i)}", attributeNames: nil, attribute: { _ in .null }, geometry: nil, changedColumns: nil, baseValues: nil, editedAt: nil, baseGeneration: nil)
+            }
+        }
+    }
+
+    @Test func malformedFramedBodiesAreRefused() throws {
+        let good = Self.body(layers: [(3, 2, 2), (4, 1, 1)], frames: [Self.deletes(0, 1), Self.deletes(0, 1, from: 1), Self.deletes(1, 1, from: 2)])
+        let read = try UploadBatch.decode(good)
+        #expect(read.layers.map(\.id) == [3, 4] && read.layers.map(\.edits.count) == [2, 1], "consecutive frames of a layer make one")
+        let malformed: [(String, Data)] = [
+            ("a layer after the next", Self.body(layers: [(3, 2, 2), (4, 1, 1)], frames: [Self.deletes(1, 1), Self.deletes(0, 1)])),
+            ("a position not announced", Self.body(layers: [(3, 2, 2)], frames: [Self.deletes(1, 1)])),
+            ("more edits than announced", Self.body(layers: [(3, 2, 2)], frames: [Self.deletes(0, 2), Self.deletes(0, 1, from: 2)])),
+            ("a frame without edits", Self.body(layers: [(3, 2, 2)], frames: [Self.deletes(0, 0)])),
+            ("a frame with bytes after its edits", Self.body(layers: [(3, 2, 2)], frames: [{ w in Self.deletes(0, 1)(&w); w.byte(9) }])),
+            ("bytes after the end", Self.body(layers: [(3, 2, 2)], frames: [Self.deletes(0, 1)], tail: [0, 0])),
+            ("no end mark", Self.body(layers: [(3, 2, 2)], frames: [Self.deletes(0, 1)], tail: [])),
+            ("a layer announced twice", Self.body(layers: [(3, 2, 2), (3, 1, 1)], frames: [])),
+            ("more geometry writes than edits", Self.body(layers: [(3, 2, 3)], frames: [])),
+            ("a frame longer than allowed", Self.body(layers: [(3, 2, 2)], frames: [], tail: [0xFF, 0xFF, 0xFF, 0xFF, 0x7F])),
+            ("another layout", Data([0x4F, 0x50, 0x42, 0x03, 0])),
+        ]
+        for (what, body) in malformed {
+            #expect(throws: DecodingError.self, "\(what)") { try UploadBatch.decode(body) }
+        }
+    }
+
+    /// Framed bodies with random bytes changed (seeded) are read or refused, never a crash.
+    @Test func randomlyDamagedFramedBodiesAreReadOrRefused() throws {
+        var random = FastRandomGenerator(seed: 41)
+        let (_, batch, _) = try Self.framed(SyncJSONTests.writtenDirectly[2], frameBytes: 64)
+        var refused = 0
+        for _ in 0..<3000 {
+            var body = batch
+            for _ in 0..<Int.random(in: 1...4, using: &random) {
+                body[Int.random(in: 4..<body.count, using: &random)] = UInt8.random(in: 0...255, using: &random)
+            }
+            do { _ = try UploadBatch.decode(body) } catch is DecodingError { refused += 1 }
+        }
+        #expect(refused > 1000, "most damaged bodies are refused (\(refused) of 3000)")
+    }
+}

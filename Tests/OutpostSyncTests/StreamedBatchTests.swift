@@ -1,0 +1,184 @@
+import Foundation
+import NIOCore
+import OutpostCore
+import OutpostHTTPTestSupport
+import OutpostProtocol
+import OutpostServer
+import OutpostServiceTestSupport
+import OutpostStorage
+import OutpostTestSupport
+import Synchronization
+import Testing
+
+@testable import OutpostSync
+
+/// A framed batch is applied by the server as its frames arrive (docs/sync.md, "Framed
+/// batches"), over real HTTP on 127.0.0.1: once, whatever way its bytes come in pieces; nothing
+/// of a body broken off or malformed; a body that stalls is applied once all of it is there,
+/// without the write transaction waiting on it.
+@Suite("Framed batches streamed in")
+struct StreamedBatchTests {
+    struct Upload {
+        let h: SyncHarness
+        let batch: UploadBatch
+        /// The batch framed in frames of about 2 KB.
+        let body: Data
+        let url: URL
+    }
+
+    /// A replica with `inserts` new points, and the first batch it would send them in.
+    static func upload(_ kind: BackendKind, inserts: Int = 300) async throws -> Upload {
+        let h = try await SyncHarness.start(kind)
+        let gdb = try await h.replica(layers: [0])
+        let points = try gdb.table(named: "inspection_points")
+        _ = try await points.add(try (0..<inserts).map { i in
+            Feature(attributes: ["asset_id": .string("STREAM-\(i)"), "asset_type": .string("valve")], geometry: try point(-122.6 + Double(i) * 1e-4, 45.5))
+        })
+        let (body, replicaID) = try await gdb.write { conn -> (Data, String) in
+            let state = try #require(try conn.replicaState())
+            #expect(state.batchEncodings?.contains(UploadBatch.framedEncoding) == true)
+            let prepared = try #require(try BatchSealer.prepare(conn, seq: 1, after: 0, tables: [state.layers[0].table], maxChanges: 20_000, rollbackOnFailure: true))
+            return (prepared.made.stored.body, state.replicaID)
+        }
+        try gdb.close()
+        let batch = try UploadBatch.decode(body)
+        #expect(batch.editCount == inserts)
+        let connection = try ServiceConnection(featureServerURL: h.url)
+        return Upload(
+            h: h, batch: batch, body: try FramedBatchTests.framed(batch, frameBytes: 2_000).body,
+            url: connection.url(connection.nativeURL, "replicas/\(replicaID)/batches/1"))
+    }
+
+    static func streamedRows(_ h: SyncHarness) async throws -> Int {
+        try await h.serverRows(0).values.count { $0.attributes["asset_id"]?.stringValue?.hasPrefix("STREAM-") == true }
+    }
+
+    static let contentType = UploadBatch.Encoding.binary.contentType
+
+    /// How many framed batches the server applied `how` (its `/metrics`).
+    static func framed(_ h: SyncHarness, applied how: String) async throws -> Int {
+        var root = URLComponents(url: h.url, resolvingAgainstBaseURL: false)!
+        root.path = "/metrics"
+        let connection = try ServiceConnection(featureServerURL: h.url)
+        let text = String(decoding: try await connection.send(.GET, root.url!, accept: "text/plain").body, as: UTF8.self)
+        let prefix = "outpost_sync_framed_batches_total{applied=\"\(how)\"} "
+        return text.split(separator: "\n").first { $0.hasPrefix(prefix) }.flatMap { Double($0.dropFirst(prefix.count)) }.map { Int($0) } ?? 0
+    }
+
+    @Test(.timeLimit(.minutes(2)), arguments: BackendKind.syncing)
+    func aBatchSentInPiecesAppliesOnceAndIsReplayed(kind: BackendKind) async throws {
+        let u = try await Self.upload(kind)
+        let pieces = PiecewiseUpload.pieces(of: u.body, count: 12)
+        let answer = try #require(await PiecewiseUpload.put(u.url, pieces: pieces, contentType: Self.contentType, pause: { _ in .milliseconds(10) }))
+        #expect(answer.status == 200, "\(String(decoding: answer.body, as: UTF8.self))")
+        let result = try BatchResult(json: JSONValue.parse(answer.body))
+        #expect(result.seq == 1 && result.replayed != true && result.layers.first?.applied?.inserts == 300)
+        #expect(try await Self.streamedRows(u.h) == 300)
+        // SQLite applies it as it arrives; PostgreSQL once it is whole.
+        #expect(try await Self.framed(u.h, applied: kind == .sqlite ? "streaming" : "whole") == 1)
+        // The same bytes again, whole: the stored answer.
+        let again = try #require(await PiecewiseUpload.put(u.url, pieces: [u.body], contentType: Self.contentType))
+        #expect(try again.status == 200 && BatchResult(json: JSONValue.parse(again.body)).replayed == true)
+        // The same bytes again in pieces: the stored answer too.
+        let third = try #require(await PiecewiseUpload.put(u.url, pieces: pieces, contentType: Self.contentType))
+        #expect(try third.status == 200 && BatchResult(json: JSONValue.parse(third.body)).replayed == true)
+        #expect(try await Self.streamedRows(u.h) == 300)
+        // Other content under the same seq.
+        var other = u.batch
+        other.batchId = GlobalID.make()
+        let refused = try #require(await PiecewiseUpload.put(u.url, pieces: PiecewiseUpload.pieces(of: try FramedBatchTests.framed(other).body, count: 5), contentType: Self.contentType))
+        #expect(refused.status == 409)
+        #expect(try await Self.streamedRows(u.h) == 300)
+        try await u.h.stop()
+    }
+
+    @Test(.timeLimit(.minutes(2)), arguments: BackendKind.syncing)
+    func aBodyBrokenOffOrMalformedAppliesNothing(kind: BackendKind) async throws {
+        let u = try await Self.upload(kind)
+        let before = try await u.h.service.snapshot()
+        let pieces = PiecewiseUpload.pieces(of: u.body, count: 12)
+        // The client gone after half of it.
+        let broken = await PiecewiseUpload.put(u.url, pieces: pieces, contentType: Self.contentType, pause: { _ in .milliseconds(5) }, breakAfter: 6)
+        #expect(broken == nil || broken!.status >= 400)
+        // Cut inside a frame, then an end mark: the last frame never completes.
+        let cut = u.body.prefix(u.body.count * 3 / 5) + Data([0])
+        let malformed = try #require(await PiecewiseUpload.put(u.url, pieces: PiecewiseUpload.pieces(of: cut, count: 8), contentType: Self.contentType))
+        #expect(malformed.status == 400 && String(decoding: malformed.body, as: UTF8.self).contains("not an upload batch"))
+        #expect(try await u.h.service.snapshot() == before, "nothing applied, no generation taken")
+        // The whole batch then applies once.
+        let answer = try #require(await PiecewiseUpload.put(u.url, pieces: pieces, contentType: Self.contentType))
+        #expect(answer.status == 200)
+        #expect(try await Self.streamedRows(u.h) == 300)
+        try await u.h.stop()
+    }
+
+    @Test(.timeLimit(.minutes(2)), arguments: BackendKind.syncing)
+    func aBodyThatStallsIsAppliedWhole(kind: BackendKind) async throws {
+        let u = try await Self.upload(kind)
+        let pieces = PiecewiseUpload.pieces(of: u.body, count: 12)
+        let answer = try #require(await PiecewiseUpload.put(u.url, pieces: pieces, contentType: Self.contentType, pause: { $0 == 6 ? .milliseconds(400) : .zero }))
+        #expect(answer.status == 200)
+        #expect(try await Self.streamedRows(u.h) == 300)
+        #expect(try await Self.framed(u.h, applied: "whole") == 1)
+        #expect(try await Self.framed(u.h, applied: "streaming") == 0, "the body stalled: applied once all of it had come")
+        try await u.h.stop()
+    }
+
+    /// The SQLite backend itself: the frames are applied as they come (no fallback to the whole
+    /// body); a body that stalls gives its transaction up before its end, with nothing applied;
+    /// a seq the ledger holds waits for the whole body.
+    @Test(.timeLimit(.minutes(2)))
+    func theSQLiteBackendAppliesFramesAsTheyArriveAndLetsGoOfAStalledBody() async throws {
+        let u = try await Self.upload(.sqlite)
+        let backend = try #require(u.h.service.backend as? any SyncBackend)
+        let pieces = PiecewiseUpload.pieces(of: u.body, count: 12)
+        final class Flag: Sendable {
+            let value = Mutex(false)
+            var isSet: Bool { value.withLock { $0 } }
+            func set() { value.withLock { $0 = true } }
+        }
+        func stream(_ pause: @escaping @Sendable (Int) -> Duration) -> (StreamedBatch, Task<Void, Never>, Flag) {
+            let streamed = StreamedBatch(limit: 64 << 20)
+            let (body, continuation) = AsyncStream.makeStream(of: ByteBuffer.self)
+            let done = Flag()
+            let feeder = Task {
+                for (i, piece) in pieces.enumerated() {
+                    try? await Task.sleep(for: pause(i))
+                    continuation.yield(ByteBuffer(bytes: piece))
+                }
+                done.set()
+                continuation.finish()
+            }
+            let pump = Task { await streamed.pump(body) }
+            _ = feeder
+            return (streamed, pump, done)
+        }
+
+        // Stalls after half: the transaction ends while the body is still coming.
+        let before = try await u.h.service.snapshot()
+        let (stalled, stalledPump, stalledDone) = stream { $0 == 6 ? .milliseconds(1_500) : .milliseconds(5) }
+        let stalledHead = try await stalled.head()
+        await #expect(throws: StreamedBatch.WholeBodyNeeded.self) { _ = try await backend.applyStreamedBatch(stalledHead, from: stalled) }
+        #expect(!stalledDone.isSet, "given up before the body ended")
+        #expect(try await u.h.service.snapshot() == before, "nothing applied")
+        await stalledPump.value
+
+        // Steady pieces: applied as they arrive.
+        let (steady, steadyPump, steadyDone) = stream { _ in .milliseconds(15) }
+        let head = try await steady.head()
+        #expect(!steadyDone.isSet, "the head arrives first")
+        let answer = try await backend.applyStreamedBatch(head, from: steady)
+        #expect(answer.result.layers.first?.results.count { $0.success && $0.op == .insert } == 300 && answer.stages != nil)
+        await steadyPump.value
+        #expect(try await Self.streamedRows(u.h) == 300)
+
+        // The ledger holds seq 1 now: only the whole body's hash can say what it is.
+        let (again, againPump, _) = stream { _ in .zero }
+        let againHead = try await again.head()
+        await #expect(throws: StreamedBatch.WholeBodyNeeded.self) { _ = try await backend.applyStreamedBatch(againHead, from: again) }
+        await againPump.value
+        let whole = try await again.whole()
+        #expect(try await backend.applyBatchAnswering(try UploadBatch.decode(whole), hash: UploadBatch.hash(whole)).result.replayed == true)
+        try await u.h.stop()
+    }
+}
