@@ -54,16 +54,28 @@ struct FramedBatchTests {
             // (A null geometry reads as none, as from the other encodings.)
             #expect(try UploadBatch.decode(body) == (try UploadBatch.decode(try expected.encoded(as: .binary))))
             #expect(try UploadBatch.decode(body) == (try UploadBatch.decode(try expected.encoded(as: .json))))
-            // What was handed out is the body's beginning, and the tail is what was not.
-            #expect(Array(body.prefix(unsentFrom)) == handed && unsentFrom < body.count)
+            // Everything but the end mark was handed out, in order.
+            #expect(Array(body.prefix(unsentFrom)) == handed && unsentFrom == body.count - 1)
             #expect(body.last == 0, "a zero length ends the batch")
         }
+        // Frames go out as they are closed: in frames of 300 bytes, each is handed out alone; in
+        // one frame, the head first, then all the rest at the end.
         let many = Self.batches[1]
-        let (handed, body, _) = try Self.framed(many)
-        #expect(handed.count > body.count / 2, "frames went out while the batch was written (\(handed.count) of \(body.count) bytes)")
-        // One frame for all of it: only the head goes out before the end.
-        let (headOnly, whole, from) = try Self.framed(many, frameBytes: 1 << 30)
-        #expect(try UploadBatch.decode(whole) == many && from == headOnly.count && headOnly.count < 200)
+        var pieces: [Int] = []
+        var writer = try UploadBatch.FramedWriter(
+            header: UploadBatch(replicaId: "{R}", batchId: "{B}", seq: 1, schemaVersion: 1, rollbackOnFailure: true, layers: []),
+            layers: [UploadBatch.AnnouncedLayer(id: 0, atMost: 200, geometryWrites: 0)], capacity: 64, frameBytes: 300) { pieces.append($0.count) }
+        writer.beginLayer(id: 0)
+        for e in many.layers[0].edits {
+            let names = e.attributes!.keys.sorted()
+            writer.edit(
+                e.op, globalId: e.globalId, attributeNames: names, attribute: { e.attributes![names[$0]]! }, geometry: nil,
+                changedColumns: e.changedColumns, baseValues: e.baseValues, editedAt: nil, baseGeneration: e.baseGeneration)
+            if e.globalId == "{0-1}" { #expect(pieces.count == 1, "only the head before the first frame is full") }
+        }
+        #expect(pieces.count > 10 && pieces.dropFirst().dropLast().allSatisfy { $0 >= 280 && $0 < 400 }, "\(pieces)")
+        let (whole, from) = writer.finish()
+        #expect(from == whole.count - 1 && pieces.reduce(0, +) == from)
     }
 
     /// The reader fed in pieces of every size (one byte at a time too) gives the frames the

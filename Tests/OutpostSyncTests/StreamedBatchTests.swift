@@ -27,7 +27,7 @@ struct StreamedBatchTests {
     }
 
     /// A replica with `inserts` new points, and the first batch it would send them in.
-    static func upload(_ kind: BackendKind, inserts: Int = 300) async throws -> Upload {
+    static func upload(_ kind: BackendKind, inserts: Int = 2_500) async throws -> Upload {
         let h = try await SyncHarness.start(kind)
         let gdb = try await h.replica(layers: [0])
         let points = try gdb.table(named: "inspection_points")
@@ -72,8 +72,8 @@ struct StreamedBatchTests {
         let answer = try #require(await PiecewiseUpload.put(u.url, pieces: pieces, contentType: Self.contentType, pause: { _ in .milliseconds(10) }))
         #expect(answer.status == 200, "\(String(decoding: answer.body, as: UTF8.self))")
         let result = try BatchResult(json: JSONValue.parse(answer.body))
-        #expect(result.seq == 1 && result.replayed != true && result.layers.first?.applied?.inserts == 300)
-        #expect(try await Self.streamedRows(u.h) == 300)
+        #expect(result.seq == 1 && result.replayed != true && result.layers.first?.applied?.inserts == 2_500)
+        #expect(try await Self.streamedRows(u.h) == 2_500)
         // SQLite applies it as it arrives; PostgreSQL once it is whole.
         #expect(try await Self.framed(u.h, applied: kind == .sqlite ? "streaming" : "whole") == 1)
         // The same bytes again, whole: the stored answer.
@@ -82,13 +82,28 @@ struct StreamedBatchTests {
         // The same bytes again in pieces: the stored answer too.
         let third = try #require(await PiecewiseUpload.put(u.url, pieces: pieces, contentType: Self.contentType))
         #expect(try third.status == 200 && BatchResult(json: JSONValue.parse(third.body)).replayed == true)
-        #expect(try await Self.streamedRows(u.h) == 300)
+        #expect(try await Self.streamedRows(u.h) == 2_500)
         // Other content under the same seq.
         var other = u.batch
         other.batchId = GlobalID.make()
         let refused = try #require(await PiecewiseUpload.put(u.url, pieces: PiecewiseUpload.pieces(of: try FramedBatchTests.framed(other).body, count: 5), contentType: Self.contentType))
         #expect(refused.status == 409)
-        #expect(try await Self.streamedRows(u.h) == 300)
+        #expect(try await Self.streamedRows(u.h) == 2_500)
+        // Each resend waited for its whole body: only its hash says replay or refusal.
+        #expect(try await Self.framed(u.h, applied: "whole") == (kind == .sqlite ? 3 : 4))
+        try await u.h.stop()
+    }
+
+    /// A batch of a frame or two is applied once all of it has come: its last frame arrives
+    /// only after the replica's commit, and the write lock would wait for it.
+    @Test(.timeLimit(.minutes(2)), arguments: BackendKind.syncing)
+    func aSmallFramedBatchIsAppliedWhole(kind: BackendKind) async throws {
+        let u = try await Self.upload(kind, inserts: 40)
+        let answer = try #require(await PiecewiseUpload.put(u.url, pieces: PiecewiseUpload.pieces(of: u.body, count: 3), contentType: Self.contentType))
+        #expect(answer.status == 200)
+        #expect(try await Self.streamedRows(u.h) == 40)
+        #expect(try await Self.framed(u.h, applied: "whole") == 1)
+        #expect(try await Self.framed(u.h, applied: "streaming") == 0)
         try await u.h.stop()
     }
 
@@ -108,7 +123,7 @@ struct StreamedBatchTests {
         // The whole batch then applies once.
         let answer = try #require(await PiecewiseUpload.put(u.url, pieces: pieces, contentType: Self.contentType))
         #expect(answer.status == 200)
-        #expect(try await Self.streamedRows(u.h) == 300)
+        #expect(try await Self.streamedRows(u.h) == 2_500)
         try await u.h.stop()
     }
 
@@ -118,7 +133,7 @@ struct StreamedBatchTests {
         let pieces = PiecewiseUpload.pieces(of: u.body, count: 12)
         let answer = try #require(await PiecewiseUpload.put(u.url, pieces: pieces, contentType: Self.contentType, pause: { $0 == 6 ? .milliseconds(400) : .zero }))
         #expect(answer.status == 200)
-        #expect(try await Self.streamedRows(u.h) == 300)
+        #expect(try await Self.streamedRows(u.h) == 2_500)
         #expect(try await Self.framed(u.h, applied: "whole") == 1)
         #expect(try await Self.framed(u.h, applied: "streaming") == 0, "the body stalled: applied once all of it had come")
         try await u.h.stop()
@@ -168,9 +183,9 @@ struct StreamedBatchTests {
         let head = try await steady.head()
         #expect(!steadyDone.isSet, "the head arrives first")
         let answer = try await backend.applyStreamedBatch(head, from: steady)
-        #expect(answer.result.layers.first?.results.count { $0.success && $0.op == .insert } == 300 && answer.stages != nil)
+        #expect(answer.result.layers.first?.results.count { $0.success && $0.op == .insert } == 2_500 && answer.stages != nil)
         await steadyPump.value
-        #expect(try await Self.streamedRows(u.h) == 300)
+        #expect(try await Self.streamedRows(u.h) == 2_500)
 
         // The ledger holds seq 1 now: only the whole body's hash can say what it is.
         let (again, againPump, _) = stream { _ in .zero }

@@ -35,9 +35,9 @@ extension UploadBatch {
     public static let maximumFrameBytes = 64 << 20
 
     /// Writes a framed body edit by edit. Each frame is handed to `ready` as soon as it is
-    /// complete (the head at once); ``finish()`` gives the whole body and where the bytes not yet
-    /// handed out begin (the last frame and the end mark: a replica sends them only once the
-    /// batch is stored).
+    /// complete (the head at once, the last frame by ``finish()``), which gives the whole body and
+    /// where the bytes not handed out begin: the end mark, which a replica sends only once the
+    /// batch is stored.
     public struct FramedWriter {
         private var w: BinaryWireWriter
         private let layers: [AnnouncedLayer]
@@ -118,10 +118,11 @@ extension UploadBatch {
             handedOut = w.out.count
         }
 
-        /// The body (its last frame closed, the end mark written), and the offset of its first
-        /// byte not handed to `ready`.
+        /// The body (its last frame closed and handed out, the end mark written), and the offset
+        /// of its first byte not handed to `ready`.
         public consuming func finish() -> (body: Data, unsentFrom: Int) {
             closeFrame()
+            handOut()
             w.unsigned(0)
             return (Data(w.out), handedOut)
         }

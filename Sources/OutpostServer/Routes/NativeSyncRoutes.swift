@@ -324,6 +324,11 @@ struct NativeSyncRoutes {
         }
         let head = try await streamed.head()
         try Self.check(head.batch, replica: replica, seq: seq)
+        guard head.layers.reduce(0, { $0 + $1.atMost }) >= StreamedBatch.minimumStreamedEdits else {
+            metrics?.framedBatch(applied: "whole")
+            return try await putWholeBatch(try await streamed.whole(), replica: replica, seq: seq)
+        }
+        try await streamed.firstFrame()
         do {
             let response = try await answer(seq: seq, replica: replica) { try await sync.applyStreamedBatch(head, from: streamed) }
             metrics?.framedBatch(applied: "streaming")

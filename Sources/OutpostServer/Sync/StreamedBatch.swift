@@ -28,6 +28,11 @@ public final class StreamedBatch: @unchecked Sendable {
         public var edits: [BatchEdit]
     }
 
+    /// A batch announcing fewer edits is applied once all of it has come: it is a frame or two,
+    /// whose last arrives only after the replica's commit, so streaming it would hold the write
+    /// lock through that commit for nothing (other crews' batches wait behind it).
+    public static let minimumStreamedEdits = 2_000
+
     static let stallLimit = Duration.milliseconds(100)
     static let totalStallLimit = Duration.seconds(1)
 
@@ -168,6 +173,12 @@ public final class StreamedBatch: @unchecked Sendable {
             try reader.finish()
             throw WholeBodyNeeded()
         }
+    }
+
+    /// Waits until a frame has arrived (or the body has ended), so a write transaction begun
+    /// then has work from the start.
+    public func firstFrame() async throws {
+        try await wait { frames.isEmpty && !ended ? nil : () }
     }
 
     /// The whole body once it has arrived (a malformed frame does not matter here: the whole
