@@ -41,6 +41,11 @@ struct SecurityTests {
             #expect(reply.status == 413, "\(reply.status) \(reply.text)")
             #expect(reply.errorMessage?.contains("larger than") == true)
             #expect(try await service.snapshot() == before)
+            // A batch's body is read as it arrives (not collected first), under the same limit.
+            let info = try await registerReplica(service)
+            let batch = try await client.put("\(native)/replicas/\(q(info.replicaID))/batches/1", json: Data(repeating: 0x20, count: 200_000))
+            #expect(batch.status == 413 && batch.errorMessage?.contains("larger than") == true, "\(batch.status) \(batch.text)")
+            #expect(try await service.snapshot() == before)
         }
     }
 

@@ -74,8 +74,10 @@ struct StreamedBatchTests {
         let result = try BatchResult(json: JSONValue.parse(answer.body))
         #expect(result.seq == 1 && result.replayed != true && result.layers.first?.applied?.inserts == 2_500)
         #expect(try await Self.streamedRows(u.h) == 2_500)
-        // SQLite applies it as it arrives; PostgreSQL once it is whole.
-        #expect(try await Self.framed(u.h, applied: kind == .sqlite ? "streaming" : "whole") == 1)
+        // (Whether SQLite applied it as it arrived depends on the pieces' timing on a busy
+        // machine; theSQLiteBackendAppliesFramesAsTheyArrive… holds that. PostgreSQL applies
+        // framed batches whole.)
+        if kind == .postgres { #expect(try await Self.framed(u.h, applied: "streaming") == 0) }
         // The same bytes again, whole: the stored answer.
         let again = try #require(await PiecewiseUpload.put(u.url, pieces: [u.body], contentType: Self.contentType))
         #expect(try again.status == 200 && BatchResult(json: JSONValue.parse(again.body)).replayed == true)
@@ -90,7 +92,8 @@ struct StreamedBatchTests {
         #expect(refused.status == 409)
         #expect(try await Self.streamedRows(u.h) == 2_500)
         // Each resend waited for its whole body: only its hash says replay or refusal.
-        #expect(try await Self.framed(u.h, applied: "whole") == (kind == .sqlite ? 3 : 4))
+        let whole = try await Self.framed(u.h, applied: "whole"), streaming = try await Self.framed(u.h, applied: "streaming")
+        #expect(whole + streaming == 4 && whole >= 3, "\(whole) whole, \(streaming) streaming")
         try await u.h.stop()
     }
 
@@ -134,8 +137,9 @@ struct StreamedBatchTests {
         let answer = try #require(await PiecewiseUpload.put(u.url, pieces: pieces, contentType: Self.contentType, pause: { $0 == 6 ? .milliseconds(400) : .zero }))
         #expect(answer.status == 200)
         #expect(try await Self.streamedRows(u.h) == 2_500)
-        #expect(try await Self.framed(u.h, applied: "whole") == 1)
-        #expect(try await Self.framed(u.h, applied: "streaming") == 0, "the body stalled: applied once all of it had come")
+        // (How it was applied depends on the server's pace against the pause; the SQLite
+        // backend's own test holds that a stalled body is let go.)
+        #expect(try await Self.framed(u.h, applied: "whole") + Self.framed(u.h, applied: "streaming") == 1)
         try await u.h.stop()
     }
 
@@ -152,8 +156,10 @@ struct StreamedBatchTests {
             var isSet: Bool { value.withLock { $0 } }
             func set() { value.withLock { $0 = true } }
         }
-        func stream(_ pause: @escaping @Sendable (Int) -> Duration) -> (StreamedBatch, Task<Void, Never>, Flag) {
-            let streamed = StreamedBatch(limit: 64 << 20)
+        // Limits far from the pauses (a busy machine must not change the outcome): a stall of
+        // 1.5 s against a limit of 50 ms, steady pieces against a limit of 30 s.
+        func stream(stallLimit: Duration, _ pause: @escaping @Sendable (Int) -> Duration) -> (StreamedBatch, Task<Void, Never>, Flag) {
+            let streamed = StreamedBatch(limit: 64 << 20, stallLimit: stallLimit, totalStallLimit: stallLimit * 2)
             let (body, continuation) = AsyncStream.makeStream(of: ByteBuffer.self)
             let done = Flag()
             let feeder = Task {
@@ -171,7 +177,7 @@ struct StreamedBatchTests {
 
         // Stalls after half: the transaction ends while the body is still coming.
         let before = try await u.h.service.snapshot()
-        let (stalled, stalledPump, stalledDone) = stream { $0 == 6 ? .milliseconds(1_500) : .milliseconds(5) }
+        let (stalled, stalledPump, stalledDone) = stream(stallLimit: .milliseconds(50)) { $0 == 6 ? .milliseconds(1_500) : .milliseconds(5) }
         let stalledHead = try await stalled.head()
         await #expect(throws: StreamedBatch.WholeBodyNeeded.self) { _ = try await backend.applyStreamedBatch(stalledHead, from: stalled) }
         #expect(!stalledDone.isSet, "given up before the body ended")
@@ -179,7 +185,7 @@ struct StreamedBatchTests {
         await stalledPump.value
 
         // Steady pieces: applied as they arrive.
-        let (steady, steadyPump, steadyDone) = stream { _ in .milliseconds(15) }
+        let (steady, steadyPump, steadyDone) = stream(stallLimit: .seconds(30)) { _ in .milliseconds(30) }
         let head = try await steady.head()
         #expect(!steadyDone.isSet, "the head arrives first")
         let answer = try await backend.applyStreamedBatch(head, from: steady)
@@ -188,7 +194,7 @@ struct StreamedBatchTests {
         #expect(try await Self.streamedRows(u.h) == 2_500)
 
         // The ledger holds seq 1 now: only the whole body's hash can say what it is.
-        let (again, againPump, _) = stream { _ in .zero }
+        let (again, againPump, _) = stream(stallLimit: .seconds(30)) { _ in .zero }
         let againHead = try await again.head()
         await #expect(throws: StreamedBatch.WholeBodyNeeded.self) { _ = try await backend.applyStreamedBatch(againHead, from: again) }
         await againPump.value

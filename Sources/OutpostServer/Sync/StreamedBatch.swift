@@ -8,8 +8,8 @@ import OutpostProtocol
 /// feeds its bytes in (``pump(_:)``), which hashes them and, for a framed body, decodes each frame
 /// as soon as it is whole; the backend's write transaction takes the frames as it applies them
 /// (``nextRun(maxEdits:)``, blocking its thread). The transaction never waits on a slow link:
-/// when the next frame takes longer than ``stallLimit`` (or the waits add up to
-/// ``totalStallLimit``), ``nextRun(maxEdits:)`` throws ``WholeBodyNeeded``, the transaction
+/// when the next frame takes longer than `stallLimit` (or the waits add up to
+/// `totalStallLimit`), ``nextRun(maxEdits:)`` throws ``WholeBodyNeeded``, the transaction
 /// rolls back, and the batch is applied once all of it has arrived.
 public final class StreamedBatch: @unchecked Sendable {
     /// The batch cannot be applied as it streams (a stalled body, or a seq the ledger already
@@ -33,8 +33,10 @@ public final class StreamedBatch: @unchecked Sendable {
     /// lock through that commit for nothing (other crews' batches wait behind it).
     public static let minimumStreamedEdits = 2_000
 
-    static let stallLimit = Duration.milliseconds(100)
-    static let totalStallLimit = Duration.seconds(1)
+    /// The longest wait for the next frame, and for all of them together, before the write
+    /// transaction gives the body up.
+    let stallLimit: Duration
+    let totalStallLimit: Duration
 
     private let lock = NSCondition()
     // Guarded by `lock`.
@@ -52,8 +54,10 @@ public final class StreamedBatch: @unchecked Sendable {
     private let limit: Int
 
     /// - Parameter limit: the most bytes the body may have.
-    public init(limit: Int) {
+    public init(limit: Int, stallLimit: Duration = .milliseconds(100), totalStallLimit: Duration = .seconds(1)) {
         self.limit = limit
+        self.stallLimit = stallLimit
+        self.totalStallLimit = totalStallLimit
     }
 
     /// Reads `body` to its end (or to the limit), feeding each piece in.
@@ -219,9 +223,9 @@ public final class StreamedBatch: @unchecked Sendable {
             }
             if ended { return nil }
             let started = ContinuousClock.now
-            let arrived = lock.wait(until: Date(timeIntervalSinceNow: Self.seconds(Self.stallLimit)))
+            let arrived = lock.wait(until: Date(timeIntervalSinceNow: Self.seconds(stallLimit)))
             stalled += ContinuousClock.now - started
-            if !arrived || stalled > Self.totalStallLimit { throw WholeBodyNeeded() }
+            if !arrived || stalled > totalStallLimit { throw WholeBodyNeeded() }
         }
     }
 

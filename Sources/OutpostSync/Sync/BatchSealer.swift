@@ -9,8 +9,8 @@ import OutpostStorage
 /// stored with its content hash before it is ever sent.
 enum BatchSealer {
     /// The batch, nil when nothing of `tables` is pending. With `streaming`, a framed batch
-    /// without attachment edits is handed to it frame by frame as it is written (its tail waits
-    /// for ``OutgoingBatch/release()``, after the commit); the request begins before the change
+    /// without attachment edits is handed to it frame by frame as it is written (its end mark
+    /// waits for ``OutgoingBatch/release()``, after the commit); the request begins before the change
     /// rows are read, so the server is ready for the head when it comes.
     static func seal(
         _ conn: GeodatabaseConnection, state: ReplicaState, tables: [String], maxChanges: Int, rollbackOnFailure: Bool,
@@ -204,7 +204,7 @@ enum BatchSealer {
 
     /// Whether the service reads framed batches (and binary ones: a framed body is never
     /// re-encoded).
-    private static func sealsFramed(_ state: ReplicaState) -> Bool {
+    static func sealsFramed(_ state: ReplicaState) -> Bool {
         let encodings = state.batchEncodings ?? []
         return encodings.contains(UploadBatch.framedEncoding) && encodings.contains(UploadBatch.Encoding.binary.rawValue)
     }

@@ -23,7 +23,7 @@ extension SyncGeodatabaseJob {
         guard !uploadTables.isEmpty else { return }
         let rollback = syncParameters.shouldRollbackOnFailure, policy = syncParameters.conflictPolicy
         let downloadLayers = state.layers.filter { parameters.downloads($0, model: state.syncModel) }
-        let streams = state.batchEncodings?.contains(UploadBatch.framedEncoding) == true
+        let streams = BatchSealer.sealsFramed(state)
         var sent = 0
         // The next batch, made while the server applies the current one (see below).
         var prepared: PreparedBatch?
@@ -36,9 +36,11 @@ extension SyncGeodatabaseJob {
             // Whether captured changes remain after the batch (it is not the last one).
             var more = true
             // A framed batch sealed afresh goes out while it is written (docs/sync.md, "Framed
-            // batches"): the request starts with its first frame, its tail waits for the commit.
+            // batches"): the request starts before the seal reads the change rows, the end mark
+            // waits for the commit.
             let outgoing = OutgoingBatch()
-            async let streamed = Self.send(outgoing, client, checksumsFor: downloadLayers, parameters, moved: Self.results(context).values.reduce(0) { $0 + $1.uploaded.total })
+            let uploaded = Self.results(context).values.reduce(0) { $0 + $1.uploaded.total }
+            async let streamed = Self.send(outgoing, client, checksumsFor: downloadLayers, parameters, moved: uploaded)
             do {
                 let ahead = prepared
                 prepared = nil
@@ -63,14 +65,14 @@ extension SyncGeodatabaseJob {
                     return (sealed, try conn.sealLimit(maxChanges: 1, tables: uploadTables, after: covered) != nil || conn.hasUnsentResolutions())
                 }
                 outgoing.decideNotStreamed()
-                // Nothing of a streamed batch is committed by the server before its tail.
+                // Nothing of a streamed batch is committed by the server before its end mark.
                 try faults.check("client.afterSeal")
             } catch {
                 outgoing.fail(error)
                 _ = await streamed
                 throw error
             }
-            // The stored batch's tail: the server may commit it now.
+            // The stored batch's end mark: the server may commit it now.
             outgoing.release()
             guard let (batch, madeAhead) = consume sealed else { break }
             let stored = batch.stored
@@ -88,7 +90,7 @@ extension SyncGeodatabaseJob {
             let gdb = geodatabase, covered = stored.coversChangeID, nextSeq = stored.seq + 1, nextLimit = parameters.changeLimit(ofBatch: sent + 1, streams: streams)
             // When this is the last batch and the verify will compare whole layers, the
             // replica's checksums are computed meanwhile too (VerifyAhead).
-            let moved = Self.results(context).values.reduce(0) { $0 + $1.uploaded.total } + batch.editCount
+            let moved = uploaded + batch.editCount
             let layers = downloadLayers
             let checksumAhead = !layers.isEmpty && Self.verifiesWholeLayers(layers, parameters, moved: moved)
             async let next = { () async throws -> PreparedBatch? in
