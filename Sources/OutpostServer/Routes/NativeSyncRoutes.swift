@@ -14,7 +14,7 @@ import OutpostStorage
 /// |----------------------------------------------|--------------------------------------------------|
 /// | `GET  replicas`, `GET replicas/{id}`         | ``ReplicaInfo`` (list)                            |
 /// | `DELETE replicas/{id}`                       | unregisters                                      |
-/// | `PUT  replicas/{id}/batches/{seq}[?checksums=0,1]` | ``BatchResult``; 422 rejected, 409 seq/hash; `checksums`: start those layers' checksums once it commits |
+/// | `PUT  replicas/{id}/batches/{seq}[?checksums=0,1]` | ``BatchResult``; 422 rejected, 409 seq/hash; `checksums`: start those layers' checksums once it commits; a framed body is applied as it arrives |
 /// | `GET  replicas/{id}/batches/{seq}`           | the stored ``BatchResult``                        |
 /// | `POST replicas/{id}/copies?generation&replicaName` | ``ReplicaInfo`` of a new replica with the same scope at `generation` (a preplanned package's file) |
 /// | `GET  replicas/{id}/changes?layer&since&upto&after&limit&count` | ``ChangePage``                      |
