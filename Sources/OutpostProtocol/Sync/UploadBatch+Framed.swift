@@ -168,10 +168,6 @@ extension UploadBatch {
             buffer.append(contentsOf: bytes)
         }
 
-        public mutating func append(_ bytes: some Collection<UInt8>) {
-            Array(bytes).withUnsafeBytes { append($0) }
-        }
-
         private func invalid(_ message: String, at offset: Int) -> DecodingError {
             WireJSON.invalid("\(message) (byte \(dropped + offset))")
         }

@@ -21,10 +21,9 @@ public final class StreamedBatch: @unchecked Sendable {
         public let limit: Int
     }
 
-    /// Consecutive frames of one announced layer.
+    /// Consecutive frames of one announced layer (its place in the head's list).
     public struct Run: Sendable {
         public var position: Int
-        public var layerID: Int
         public var edits: [BatchEdit]
     }
 
@@ -212,7 +211,7 @@ public final class StreamedBatch: @unchecked Sendable {
         while true {
             if let failure { throw failure }
             if let first = frames.first {
-                var run = Run(position: first.position, layerID: first.layerID, edits: first.edits)
+                var run = Run(position: first.position, edits: first.edits)
                 var taken = 1
                 while taken < frames.count, frames[taken].position == run.position, run.edits.count + frames[taken].edits.count <= maxEdits {
                     run.edits += frames[taken].edits

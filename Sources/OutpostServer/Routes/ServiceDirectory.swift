@@ -1,0 +1,94 @@
+import Foundation
+import OutpostLocator
+import OutpostRouting
+import OutpostTiles
+
+/// The services a server hosts, by name (case-insensitive).
+public final class ServiceDirectory: Sendable {
+    private let backends: [String: any FeatureServiceBackend]
+    /// Tiled map services (`…/MapServer`), by name: tile caches on disk.
+    private let tileCaches: [String: (name: String, cache: TileCache)]
+
+    /// Geoprocessing services (`…/GPServer`), by name.
+    private let geoprocessing: [String: GeoprocessingService]
+    /// Locators (`…/GeocodeServer`), by name.
+    private let locators: [String: LocalLocator]
+    /// Street networks (`…/NAServer`), by name (the file's stem).
+    private let networks: [String: (name: String, network: RoadNetwork)]
+    /// Map definitions (`/arcgis/rest/maps/<name>.json`), by name (the file's name before `.map.json`).
+    private let maps: [String: (name: String, file: URL)]
+
+    public init(
+        _ backends: [any FeatureServiceBackend], tileCaches: [URL] = [], geoprocessing: [GeoprocessingService] = [], locators: [LocalLocator] = [],
+        networks: [RoadNetwork] = [], maps: [URL] = []
+    ) {
+        self.maps = Dictionary(
+            maps.map { url in
+                let name = String(url.lastPathComponent.dropLast(".map.json".count))
+                return (name.lowercased(), (name, url))
+            }, uniquingKeysWith: { first, _ in first })
+        self.networks = Dictionary(
+            networks.map { network in
+                let name = network.url.deletingPathExtension().lastPathComponent
+                return (name.lowercased(), (name, network))
+            }, uniquingKeysWith: { first, _ in first })
+        self.geoprocessing = Dictionary(geoprocessing.map { ($0.name.lowercased(), $0) }, uniquingKeysWith: { first, _ in first })
+        self.locators = Dictionary(locators.map { ($0.info.name.lowercased(), $0) }, uniquingKeysWith: { first, _ in first })
+        var map: [String: any FeatureServiceBackend] = [:]
+        for b in backends { map[b.name.lowercased()] = b }
+        self.backends = map
+        var caches: [String: (String, TileCache)] = [:]
+        for url in tileCaches {
+            let name = url.deletingPathExtension().lastPathComponent
+            caches[name.lowercased()] = (name, TileCache(fileURL: url))
+        }
+        self.tileCaches = caches
+    }
+
+    public var names: [String] { backends.values.map(\.name).sorted() }
+
+    /// The names of the tiled map services.
+    public var mapServiceNames: [String] { tileCaches.values.map(\.name).sorted() }
+
+    public func backend(named name: String) -> (any FeatureServiceBackend)? { backends[name.lowercased()] }
+
+    /// The names of the geoprocessing services.
+    public var geoprocessingNames: [String] { geoprocessing.values.map(\.name).sorted() }
+
+    public func geoprocessingService(named name: String) -> GeoprocessingService? { geoprocessing[name.lowercased()] }
+
+    /// The names of the locators.
+    public var locatorNames: [String] { locators.values.map(\.info.name).sorted() }
+
+    public func locator(named name: String) -> LocalLocator? { locators[name.lowercased()] }
+
+    /// The names of the network analysis services.
+    public var networkNames: [String] { networks.values.map(\.name).sorted() }
+
+    public func network(named name: String) -> RoadNetwork? { networks[name.lowercased()]?.network }
+
+    /// The file of network `name`.
+    public func networkFile(named name: String) -> URL? { networks[name.lowercased()]?.network.url }
+
+    /// The names of the map definitions.
+    public var mapNames: [String] { maps.values.map(\.name).sorted() }
+
+    /// The file of map definition `name`.
+    public func mapFile(named name: String) -> URL? { maps[name.lowercased()]?.file }
+
+    /// The tile cache behind `name`'s MapServer, loaded.
+    public func tileCache(named name: String) async throws -> TileCache? {
+        guard let entry = tileCaches[name.lowercased()] else { return nil }
+        try await entry.cache.load()
+        return entry.cache
+    }
+
+    /// Loads every tile cache (a damaged one fails here, before the server listens).
+    public func loadTileCaches() async throws {
+        for entry in tileCaches.values { try await entry.cache.load() }
+    }
+
+    public func closeAll() async {
+        for b in backends.values { try? await b.close() }
+    }
+}
