@@ -311,7 +311,7 @@ extension PostgresServiceBackend: SyncBackend {
                 query.limit = limit
                 let fields = layer.definition.fields.filter { $0.type != .oid }
                 for feature in try await Self.features(conn, layer, query, logger: logger) {
-                    changes.append(try ReplicaRows.upsert(feature, fields: fields, layer: layer.definition, generation: generation))
+                    changes.append(try ReplicaRows.upsert(feature, fields: fields, generation: generation))
                 }
                 if info.attachmentsSyncDirection == .bidirectional && layer.definition.hasAttachments {
                     let attachments = try await Self.attachmentInfos(conn, service: service, layerID: layerID, features: changes.map(\.globalId), logger: logger)

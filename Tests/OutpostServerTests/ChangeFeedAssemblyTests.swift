@@ -3,6 +3,7 @@ import OutpostCore
 import OutpostProtocol
 import OutpostServer
 import OutpostStorage
+import OutpostTestSupport
 import Testing
 
 /// The change feed's decisions without a database: which features a page reads, and what each
@@ -80,5 +81,54 @@ struct ChangeFeedAssemblyTests {
         let rows = [Self.row(1, echo: false), Self.row(2, echo: false)]
         #expect(ChangeFeedAssembly.next(rows, limit: 2) == Self.gid(2))
         #expect(ChangeFeedAssembly.next(rows, limit: 3) == nil)
+    }
+
+    @Test func aFeatureReadAsSyncValuesEqualsTheDecodedFeatureConverted() async throws {
+        let dir = TemporaryDirectory()
+        let gdb = try SampleGeodatabases.fieldInspection(in: dir)
+        defer { try? gdb.close() }
+        let bigEndian = GeoPackageBinary.encode(.point(try Point(x: -122.6, y: 45.5)), srsID: 4326, littleEndian: false)
+        let line = GeoPackageBinary.encode(.lineString(try LineString([Position(x: -122.6, y: 45.5), Position(x: -122.5, y: 45.6)])), srsID: 4326)
+        let empty = GeoPackageBinary.encode(.point(Point(empty: .xy)), srsID: 4326)
+        let pointZ = GeoPackageBinary.encode(.point(try Point(x: -122.6, y: 45.5, z: 12)), srsID: 4326, envelope: .xyz)
+        try await gdb.write { conn in
+            // Values as other writers store them (see FeatureDigestTests), and every kind of geometry cell.
+            try conn.execute("UPDATE inspection_points SET condition = 3.0, depth_m = 2 WHERE objectid = 1")
+            try conn.execute("UPDATE inspection_points SET condition = '4', depth_m = '2.75', inspected_at = 1700000000123 WHERE objectid = 2")
+            try conn.execute("UPDATE inspection_points SET inspected_at = '2024-05-01T10:20:30Z', depth_m = -0.0, notes = 'naïve ✓' WHERE objectid = 3")
+            try conn.execute("UPDATE inspection_points SET geom = ?, notes = NULL WHERE objectid = 4", arguments: [.blob(bigEndian)])
+            try conn.execute("UPDATE inspection_points SET geom = ? WHERE objectid = 5", arguments: [.blob(line)])
+            try conn.execute("UPDATE inspection_points SET geom = ? WHERE objectid = 6", arguments: [.blob(empty)])
+            try conn.execute("UPDATE inspection_points SET geom = NULL WHERE objectid = 7")
+            try conn.execute("UPDATE inspection_points SET geom = ? WHERE objectid = 8", arguments: [.blob(pointZ)])
+        }
+        try await gdb.read { conn in
+            var compared = 0
+            for layer in conn.geodatabase.schema.allLayers where layer.globalIDField != nil {
+                let table = try conn.geodatabase.table(named: layer.name)
+                let fields = layer.fields.filter { $0.type != .oid }
+                var gids: [String] = []
+                try table.forEach(matching: .all, in: conn) { if gids.count < 5, let gid = $0.globalID { gids.append(gid) } }
+                var some = FeatureQuery()
+                some.globalIDs = gids
+                for query in [FeatureQuery.all, FeatureQuery(where: "objectid > 3"), some] {
+                    var expected: [String: FeatureTable.SyncRow] = [:]
+                    try table.forEach(matching: query, in: conn) { expected[$0.globalID!] = try ReplicaRows.syncRow($0, fields: fields) }
+                    var read: [String: FeatureTable.SyncRow] = [:]
+                    try table.forEachSyncRow(matching: query, in: conn) { read[$0.globalID] = $0 }
+                    #expect(read.count == expected.count, "\(layer.name)")
+                    for (gid, row) in expected {
+                        #expect(read[gid]?.attributes == row.attributes, "\(layer.name) \(gid)")
+                        #expect(read[gid]?.geometry == row.geometry, "\(layer.name) \(gid)")
+                        compared += 1
+                    }
+                }
+            }
+            #expect(compared > 20)
+            // An exact spatial filter is the feature reader's.
+            var inArea = FeatureQuery()
+            inArea.intersecting = .point(try Point(x: -122.6, y: 45.5))
+            #expect(throws: StorageError.self) { try conn.geodatabase.table(named: "inspection_points").forEachSyncRow(matching: inArea, in: conn) { _ in } }
+        }
     }
 }

@@ -70,18 +70,38 @@ public enum ChangeFeedAssembly {
     public static func changes(
         _ rows: [Row], scope: FeatureQuery?, inScope: [String: Feature], layer: LayerDefinition, attachments: [String: [AttachmentInfo]]?
     ) throws -> [FeedChange] {
-        let wholeLayer = holdsWholeLayer(scope)
         let fields = layer.fields.filter { $0.type != .oid }
+        return try changes(rows, scope: scope, inScope: inScope, attachments: attachments) { feature, row in
+            try ReplicaRows.upsert(feature, fields: fields, generation: row.generation, inserted: row.inserted)
+        }
+    }
+
+    /// ``changes(_:scope:inScope:layer:attachments:)`` of the features in scope read as sync rows
+    /// (of those only the replica changed, only their presence counts).
+    public static func changes(
+        _ rows: [Row], scope: FeatureQuery?, syncRows inScope: [String: FeatureTable.SyncRow], attachments: [String: [AttachmentInfo]]?
+    ) throws -> [FeedChange] {
+        try changes(rows, scope: scope, inScope: inScope, attachments: attachments) { held, row in
+            FeedChange(
+                kind: .upsert, globalId: held.globalID, generation: row.generation, attributes: held.attributes,
+                geometry: held.geometry, inserted: row.inserted)
+        }
+    }
+
+    private static func changes<Held>(
+        _ rows: [Row], scope: FeatureQuery?, inScope: [String: Held], attachments: [String: [AttachmentInfo]]?, upsert: (Held, Row) throws -> FeedChange
+    ) throws -> [FeedChange] {
+        let wholeLayer = holdsWholeLayer(scope)
         var changes: [FeedChange] = []
         for row in rows {
             if row.echo && wholeLayer { continue }
-            guard let feature = inScope[row.globalID] else {
+            guard let held = inScope[row.globalID] else {
                 if row.echo && row.deleted { continue }
                 changes.append(FeedChange(kind: .leave, globalId: row.globalID, generation: row.generation))
                 continue
             }
             if row.echo { continue }
-            var change = try ReplicaRows.upsert(feature, fields: fields, layer: layer, generation: row.generation, inserted: row.inserted)
+            var change = try upsert(held, row)
             if let attachments { change.attachments = attachments[row.globalID] ?? [] }
             changes.append(change)
         }

@@ -50,12 +50,17 @@ public enum ReplicaRows {
     }
 
     /// A feature as the change feed sends it: all its values, the geometry as Esri JSON.
-    public static func upsert(_ feature: Feature, fields: [FieldDefinition], layer: LayerDefinition, generation: Int64, inserted: Bool? = nil) throws -> FeedChange {
-        FeedChange(
-            kind: .upsert, globalId: feature.globalID!, generation: generation,
-            attributes: attributes(feature, fields: fields),
-            geometry: try feature.geometry.map { try EsriJSON.value($0) } ?? (layer.isSpatial ? .null : nil),
-            inserted: inserted)
+    public static func upsert(_ feature: Feature, fields: [FieldDefinition], generation: Int64, inserted: Bool? = nil) throws -> FeedChange {
+        let row = try syncRow(feature, fields: fields)
+        return FeedChange(kind: .upsert, globalId: row.globalID, generation: generation, attributes: row.attributes, geometry: row.geometry, inserted: inserted)
+    }
+
+    /// A feature's values as a sync exchange carries them (what ``FeatureTable/forEachSyncRow(matching:in:_:)``
+    /// reads straight from a stored row).
+    public static func syncRow(_ feature: Feature, fields: [FieldDefinition]) throws -> FeatureTable.SyncRow {
+        FeatureTable.SyncRow(
+            globalID: feature.globalID!, attributes: attributes(feature, fields: fields),
+            geometry: try feature.geometry.map { try EsriJSON.value($0) } ?? .null)
     }
 
     /// A feature's values as a tombstone keeps them: Esri JSON `{"attributes", "geometry"}`.

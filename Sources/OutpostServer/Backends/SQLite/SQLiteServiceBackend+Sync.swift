@@ -261,14 +261,21 @@ extension SQLiteServiceBackend: SyncBackend {
                     globalID: row[0].textValue!, generation: row[1].integerValue!, echo: (row[2].integerValue ?? 0) == 0,
                     inserted: (row[3].integerValue ?? 0) != 0, deleted: (row[4].integerValue ?? 0) != 0)
             }
-            var inScope: [String: Feature] = [:]
+            // Whole rows read straight as sync values (no `Feature` each); a read with an exact
+            // spatial filter, or only for presence, through the feature reader.
+            var inScope: [String: FeatureTable.SyncRow] = [:]
             let table = try conn.geodatabase.table(id: layerID)
+            let fields = layer.fields.filter { $0.type != .oid }
             for read in ChangeFeedAssembly.reads(changed, scope: scope) {
-                try table.forEach(matching: read, in: conn) { inScope[$0.globalID!] = $0 }
+                if read.intersecting == nil, read.outFields == nil, read.returnGeometry {
+                    try table.forEachSyncRow(matching: read, in: conn) { inScope[$0.globalID] = $0 }
+                } else {
+                    try table.forEach(matching: read, in: conn) { inScope[$0.globalID!] = try ReplicaRows.syncRow($0, fields: fields) }
+                }
             }
             let attachments = info.attachmentsSyncDirection == .bidirectional && layer.hasAttachments
                 ? try ServiceStore.attachmentInfos(conn, layer: layer.name, featureGlobalIDs: Array(inScope.keys)) : nil
-            let changes = try ChangeFeedAssembly.changes(changed, scope: scope, inScope: inScope, layer: layer, attachments: attachments)
+            let changes = try ChangeFeedAssembly.changes(changed, scope: scope, syncRows: inScope, attachments: attachments)
             return ChangePage(layerId: layerID, since: since, upto: upto, changes: changes, next: ChangeFeedAssembly.next(changed, limit: limit))
         }
     }
@@ -338,7 +345,7 @@ extension SQLiteServiceBackend: SyncBackend {
                 query.limit = limit
                 let fields = layer.fields.filter { $0.type != .oid }
                 try conn.geodatabase.table(id: layerID).forEach(matching: query, in: conn) {
-                    changes.append(try ReplicaRows.upsert($0, fields: fields, layer: layer, generation: generation))
+                    changes.append(try ReplicaRows.upsert($0, fields: fields, generation: generation))
                 }
                 if info.attachmentsSyncDirection == .bidirectional && layer.hasAttachments {
                     let attachments = try ServiceStore.attachmentInfos(conn, layer: layer.name, featureGlobalIDs: changes.map(\.globalId))

@@ -1,0 +1,83 @@
+import Foundation
+import GRDB
+import GRDBSQLite
+import OutpostCore
+
+extension FeatureTable {
+    /// A feature as a sync exchange carries it: its global id, every attribute but the object id
+    /// as JSON (dates in epoch milliseconds, blobs base64, the global id field as text), and its
+    /// geometry as Esri JSON (`.null` for none, also in a table without geometry).
+    public struct SyncRow: Sendable {
+        public var globalID: String
+        public var attributes: [String: JSONValue]
+        public var geometry: JSONValue?
+
+        public init(globalID: String, attributes: [String: JSONValue], geometry: JSONValue?) {
+            self.globalID = globalID
+            self.attributes = attributes
+            self.geometry = geometry
+        }
+    }
+
+    /// The features matching `query` as ``SyncRow``s, read straight from the stored rows through
+    /// the C API: the values decoding each row into a ``Feature`` and converting its values
+    /// gives, without the feature (its attribute dictionary, the row object each step of a
+    /// database cursor makes). A change-feed page of 1,000 features spent 5–11 ms in those
+    /// steps. Every field is read whatever `query.outFields` says, and its paging and order are
+    /// ignored; a query with an exact spatial filter (`intersecting`) is refused: it filters
+    /// decoded geometries and goes through ``forEach(matching:in:_:)``. Features without a
+    /// global id are skipped.
+    public func forEachSyncRow(matching query: FeatureQuery, in conn: GeodatabaseConnection, _ body: (SyncRow) throws -> Void) throws {
+        guard query.intersecting == nil else {
+            throw StorageError(.invalidQuery, "sync rows are read without an exact spatial filter", table: name)
+        }
+        guard definition.globalIDField != nil else { return }
+        var candidates = query
+        candidates.outFields = nil
+        candidates.offset = 0
+        candidates.limit = nil
+        candidates.orderBy = []
+        let fields = definition.fields.filter { $0.type != .oid }
+        var columns = fields.map { quoted($0.name) }
+        let spatial = definition.isSpatial
+        if spatial { columns.append(quoted(definition.geometryColumn)) }
+        let (filter, arguments) = try filterSQL(candidates, conn)
+        let statement: Statement
+        do {
+            statement = try conn.db.makeStatement(sql: "SELECT \(columns.joined(separator: ", ")) FROM \(quoted(name))\(filter)")
+            try statement.setArguments(StatementArguments(arguments))
+        } catch {
+            throw StorageError.from(error, "cannot read \(name)")
+        }
+        let s = statement.sqliteStatement
+        let types = fields.map(\.type)
+        let gidColumns = types.indices.filter { types[$0] == .globalID }
+        let geometryIndex = Int32(fields.count)
+        while true {
+            let rc = sqlite3_step(s)
+            if rc == SQLITE_DONE { break }
+            guard rc == SQLITE_ROW else {
+                throw StorageError(.sqlite, "reading \(name): \(String(cString: sqlite3_errmsg(sqlite3_db_handle(s))))", table: name)
+            }
+            var attributes: [String: JSONValue] = [:]
+            attributes.reserveCapacity(fields.count)
+            for (i, type) in types.enumerated() where type != .globalID {
+                attributes[fields[i].name] = Self.decodeValue(DatabaseValue(sqliteStatement: s, index: Int32(i)), type).jsonValue
+            }
+            // The global id as a feature's decoding takes it (the last global id field's text),
+            // and as every global id field sends it.
+            var gid: String?
+            for i in gidColumns { gid = Self.decodeValue(DatabaseValue(sqliteStatement: s, index: Int32(i)), .globalID).stringValue }
+            guard let gid else { continue }
+            for i in gidColumns { attributes[fields[i].name] = .string(gid) }
+            var geometry = JSONValue.null
+            if spatial {
+                if sqlite3_column_type(s, geometryIndex) == SQLITE_BLOB, let blob = sqlite3_column_blob(s, geometryIndex) {
+                    let raw = UnsafeRawBufferPointer(start: blob, count: Int(sqlite3_column_bytes(s, geometryIndex)))
+                    if let g = try decodeGeometry(raw) { geometry = try EsriJSON.value(g) }
+                }
+            }
+            try body(SyncRow(globalID: gid, attributes: attributes, geometry: geometry))
+        }
+    }
+}
