@@ -7,7 +7,9 @@ import OutpostTestSupport
 import Testing
 
 /// The change feed's decisions without a database: which features a page reads, and what each
-/// changed feature becomes for the replica (upsert, leave, or nothing for its own echo).
+/// changed feature becomes for the replica (upsert, leave, or nothing for its own echo). And the
+/// SQLite backend's reading of those features straight from their rows, against a decoded
+/// feature converted.
 @Suite("Change feed assembly")
 struct ChangeFeedAssemblyTests {
     static let layer = LayerDefinition(

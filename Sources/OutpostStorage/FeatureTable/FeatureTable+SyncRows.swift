@@ -10,9 +10,9 @@ extension FeatureTable {
     public struct SyncRow: Sendable {
         public var globalID: String
         public var attributes: [String: JSONValue]
-        public var geometry: JSONValue?
+        public var geometry: JSONValue
 
-        public init(globalID: String, attributes: [String: JSONValue], geometry: JSONValue?) {
+        public init(globalID: String, attributes: [String: JSONValue], geometry: JSONValue) {
             self.globalID = globalID
             self.attributes = attributes
             self.geometry = geometry
@@ -21,9 +21,8 @@ extension FeatureTable {
 
     /// The features matching `query` as ``SyncRow``s, read straight from the stored rows through
     /// the C API: the values decoding each row into a ``Feature`` and converting its values
-    /// gives, without the feature (its attribute dictionary, the row object each step of a
-    /// database cursor makes). A change-feed page of 1,000 features spent 5–11 ms in those
-    /// steps. Every field is read whatever `query.outFields` says, and its paging and order are
+    /// gives, without the feature and its attribute dictionary (`outpost-bench codec`: 1.6 µs a
+    /// feature, against 3.4 µs read as a feature and converted). Every field is read whatever `query.outFields` says, and its paging and order are
     /// ignored; a query with an exact spatial filter (`intersecting`) is refused: it filters
     /// decoded geometries and goes through ``forEach(matching:in:_:)``. Features without a
     /// global id are skipped.
