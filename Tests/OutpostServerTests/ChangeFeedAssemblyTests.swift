@@ -87,23 +87,8 @@ struct ChangeFeedAssemblyTests {
 
     @Test func aFeatureReadAsSyncValuesEqualsTheDecodedFeatureConverted() async throws {
         let dir = TemporaryDirectory()
-        let gdb = try SampleGeodatabases.fieldInspection(in: dir)
+        let gdb = try await SampleGeodatabases.fieldInspectionInOtherWritersForms(in: dir)
         defer { try? gdb.close() }
-        let bigEndian = GeoPackageBinary.encode(.point(try Point(x: -122.6, y: 45.5)), srsID: 4326, littleEndian: false)
-        let line = GeoPackageBinary.encode(.lineString(try LineString([Position(x: -122.6, y: 45.5), Position(x: -122.5, y: 45.6)])), srsID: 4326)
-        let empty = GeoPackageBinary.encode(.point(Point(empty: .xy)), srsID: 4326)
-        let pointZ = GeoPackageBinary.encode(.point(try Point(x: -122.6, y: 45.5, z: 12)), srsID: 4326, envelope: .xyz)
-        try await gdb.write { conn in
-            // Values as other writers store them (see FeatureDigestTests), and every kind of geometry cell.
-            try conn.execute("UPDATE inspection_points SET condition = 3.0, depth_m = 2 WHERE objectid = 1")
-            try conn.execute("UPDATE inspection_points SET condition = '4', depth_m = '2.75', inspected_at = 1700000000123 WHERE objectid = 2")
-            try conn.execute("UPDATE inspection_points SET inspected_at = '2024-05-01T10:20:30Z', depth_m = -0.0, notes = 'naïve ✓' WHERE objectid = 3")
-            try conn.execute("UPDATE inspection_points SET geom = ?, notes = NULL WHERE objectid = 4", arguments: [.blob(bigEndian)])
-            try conn.execute("UPDATE inspection_points SET geom = ? WHERE objectid = 5", arguments: [.blob(line)])
-            try conn.execute("UPDATE inspection_points SET geom = ? WHERE objectid = 6", arguments: [.blob(empty)])
-            try conn.execute("UPDATE inspection_points SET geom = NULL WHERE objectid = 7")
-            try conn.execute("UPDATE inspection_points SET geom = ? WHERE objectid = 8", arguments: [.blob(pointZ)])
-        }
         try await gdb.read { conn in
             var compared = 0
             for layer in conn.geodatabase.schema.allLayers where layer.globalIDField != nil {

@@ -17,25 +17,9 @@ struct FeatureDigestTests {
 
     @Test func rowChecksumEqualsFeatureChecksumWhateverTheStorage() async throws {
         let dir = TemporaryDirectory()
-        let gdb = try SampleGeodatabases.fieldInspection(in: dir)
+        // Values as other writers store them, geometry bodies in other forms.
+        let gdb = try await SampleGeodatabases.fieldInspectionInOtherWritersForms(in: dir)
         defer { try? gdb.close() }
-        let bigEndian = GeoPackageBinary.encode(.point(try Point(x: -122.6, y: 45.5)), srsID: 4326, littleEndian: false)
-        let multi = GeoPackageBinary.encode(
-            .multiPoint(try MultiPoint([try Point(x: -122.6, y: 45.5), try Point(x: -122.61, y: 45.51)])), srsID: 4326)
-        let empty = GeoPackageBinary.encode(.point(Point(empty: .xy)), srsID: 4326)
-        let pointZ = GeoPackageBinary.encode(.point(try Point(x: -122.6, y: 45.5, z: 12)), srsID: 4326, envelope: .xyz)
-        try await gdb.write { conn in
-            // Values as other writers store them: REAL in an integer column, text numbers, dates
-            // as epoch milliseconds or in another ISO spelling, -0.0, geometry bodies in other forms.
-            try conn.execute("UPDATE inspection_points SET condition = 3.0, depth_m = 2 WHERE objectid = 1")
-            try conn.execute("UPDATE inspection_points SET condition = '4', depth_m = '2.75', inspected_at = 1700000000123 WHERE objectid = 2")
-            try conn.execute("UPDATE inspection_points SET inspected_at = '2024-05-01T10:20:30Z', depth_m = -0.0 WHERE objectid = 3")
-            try conn.execute("UPDATE inspection_points SET geom = ?, notes = NULL WHERE objectid = 4", arguments: [.blob(bigEndian)])
-            try conn.execute("UPDATE inspection_points SET geom = ? WHERE objectid = 5", arguments: [.blob(multi)])
-            try conn.execute("UPDATE inspection_points SET geom = ? WHERE objectid = 6", arguments: [.blob(empty)])
-            try conn.execute("UPDATE inspection_points SET geom = NULL WHERE objectid = 7")
-            try conn.execute("UPDATE inspection_points SET geom = ? WHERE objectid = 8", arguments: [.blob(pointZ)])
-        }
         let area = Geometry.polygon(try Polygon(rings: [[
             Position(x: -123, y: 45), Position(x: -122, y: 45), Position(x: -122, y: 46), Position(x: -123, y: 46), Position(x: -123, y: 45),
         ]]))
