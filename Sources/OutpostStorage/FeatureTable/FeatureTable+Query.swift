@@ -138,6 +138,25 @@ extension FeatureTable {
         try db.tableExists(rtreeName)
     }
 
+    /// A statement selecting `columns` (quoted) of the rows `query` filters, its field list,
+    /// paging and order ignored, for a caller that steps it through the C API (`purpose` ends
+    /// the error's message: what the rows were read for).
+    func rowsStatement(selecting columns: [String], filteredBy query: FeatureQuery, _ conn: GeodatabaseConnection, purpose: String) throws -> Statement {
+        var candidates = query
+        candidates.outFields = nil
+        candidates.offset = 0
+        candidates.limit = nil
+        candidates.orderBy = []
+        let (filter, arguments) = try filterSQL(candidates, conn)
+        do {
+            let statement = try conn.db.makeStatement(sql: "SELECT \(columns.joined(separator: ", ")) FROM \(quoted(name))\(filter)")
+            try statement.setArguments(StatementArguments(arguments))
+            return statement
+        } catch {
+            throw StorageError.from(error, "cannot read \(name)\(purpose)")
+        }
+    }
+
     /// ` WHERE …` (or empty) and its arguments. Every user value is bound, never spliced.
     func filterSQL(_ query: FeatureQuery, _ conn: GeodatabaseConnection) throws -> (String, [DatabaseValue]) {
         var clauses: [String] = []

@@ -31,23 +31,11 @@ extension FeatureTable {
             throw StorageError(.invalidQuery, "sync rows are read without an exact spatial filter", table: name)
         }
         guard definition.globalIDField != nil else { return }
-        var candidates = query
-        candidates.outFields = nil
-        candidates.offset = 0
-        candidates.limit = nil
-        candidates.orderBy = []
         let fields = definition.fields.filter { $0.type != .oid }
         var columns = fields.map { quoted($0.name) }
         let spatial = definition.isSpatial
         if spatial { columns.append(quoted(definition.geometryColumn)) }
-        let (filter, arguments) = try filterSQL(candidates, conn)
-        let statement: Statement
-        do {
-            statement = try conn.db.makeStatement(sql: "SELECT \(columns.joined(separator: ", ")) FROM \(quoted(name))\(filter)")
-            try statement.setArguments(StatementArguments(arguments))
-        } catch {
-            throw StorageError.from(error, "cannot read \(name)")
-        }
+        let statement = try rowsStatement(selecting: columns, filteredBy: query, conn, purpose: "")
         let s = statement.sqliteStatement
         let types = fields.map(\.type)
         let gidColumns = types.indices.filter { types[$0] == .globalID }

@@ -150,10 +150,6 @@ extension FeatureTable {
     /// ``FeatureDigest/digest(_:layer:)``, without building the features.
     public func checksum(matching query: FeatureQuery, in conn: GeodatabaseConnection) throws -> FeatureDigest.Accumulator {
         var candidates = query
-        candidates.outFields = nil
-        candidates.offset = 0
-        candidates.limit = nil
-        candidates.orderBy = []
         let shape = query.intersecting
         if let shape {
             candidates.intersecting = nil
@@ -165,14 +161,7 @@ extension FeatureTable {
         let columns = layer.fields.filter { $0.type != .oid && $0.type != .globalID }
         var select = [layer.globalIDField.map(quoted) ?? "NULL"] + columns.map { quoted($0.name) }
         if layer.isSpatial { select.append(quoted(layer.geometryColumn)) }
-        let (filter, arguments) = try filterSQL(candidates, conn)
-        let statement: Statement
-        do {
-            statement = try conn.db.makeStatement(sql: "SELECT \(select.joined(separator: ", ")) FROM \(quoted(name))\(filter)")
-            try statement.setArguments(StatementArguments(arguments))
-        } catch {
-            throw StorageError.from(error, "cannot read \(name) for its checksum")
-        }
+        let statement = try rowsStatement(selecting: select, filteredBy: candidates, conn, purpose: " for its checksum")
         let s = statement.sqliteStatement
         let kinds = columns.map { StoredColumn(type: $0.type) }
         let geometryIndex = Int32(columns.count + 1)
