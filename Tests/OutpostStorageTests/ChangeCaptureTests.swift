@@ -135,6 +135,60 @@ struct ChangeCaptureTests {
         try gdb.close()
     }
 
+    @Test func captureTriggersSetAsideForALargeSilencedWriteComeBackUnchanged() async throws {
+        let dir = TemporaryDirectory()
+        let gdb = try SampleGeodatabases.fieldInspection(in: dir)
+        let table = try gdb.table(named: "inspection_points")
+        let triggersSQL = "SELECT name, sql FROM sqlite_master WHERE type = 'trigger' AND tbl_name = 'inspection_points' ORDER BY name"
+        @Sendable func triggers(_ conn: GeodatabaseConnection) throws -> [String] {
+            try Row.fetchAll(conn.db, sql: triggersSQL).map { "\($0[0] as String): \($0[1] as String)" }
+        }
+        let before = try await gdb.read(triggers)
+        let capture = ChangeCapture.writeTriggerNames(table: "inspection_points")
+        #expect(capture.allSatisfy { name in before.contains { $0.hasPrefix(name + ":") } })
+        let many = GeodatabaseConnection.captureSetAsideMinimum
+        try await gdb.write { conn in
+            try conn.withChangeCaptureSilenced {
+                try conn.withCaptureTriggersSetAside(of: "inspection_points", expectedWrites: many) {
+                    // Gone while the writes run (the global id guard stays)...
+                    let during = try triggers(conn)
+                    #expect(capture.allSatisfy { name in !during.contains { $0.hasPrefix(name + ":") } })
+                    #expect(during.contains { $0.hasPrefix("outpost_inspection_points_globalid_immutable:") })
+                    _ = try table.add([FeatureTableEditTests.validPoint()], in: conn)
+                    try table.update([Feature(objectID: 1, attributes: ["notes": .string("downloaded")])], in: conn)
+                    try table.delete(objectIDs: [2], in: conn)
+                }
+                // ...and back, word for word, before the transaction commits.
+                #expect(try triggers(conn) == before)
+                // Fewer writes leave them in place.
+                let kept = try conn.withCaptureTriggersSetAside(of: "inspection_points", expectedWrites: many - 1) { try triggers(conn) }
+                #expect(kept == before)
+            }
+            // Never while capture records: the edits must be captured.
+            let capturing = try conn.withCaptureTriggersSetAside(of: "inspection_points", expectedWrites: many) { try triggers(conn) }
+            #expect(capturing == before)
+        }
+        #expect(try await table.pendingChanges() == PendingChanges())
+        // A failure inside restores them too (and the transaction rolls back).
+        await #expect(throws: StorageError.self) {
+            try await gdb.write { conn in
+                try conn.withChangeCaptureSilenced {
+                    try conn.withCaptureTriggersSetAside(of: "inspection_points", expectedWrites: many) {
+                        try table.delete(objectIDs: [99_999], in: conn)
+                    }
+                    Issue.record("the delete of a missing feature should have failed")
+                }
+            }
+        }
+        #expect(try await gdb.read(triggers) == before)
+        // Edits after them are captured as before.
+        try await table.update([Feature(objectID: 1, attributes: ["notes": .string("local")])])
+        _ = try await table.add([FeatureTableEditTests.validPoint()])
+        try await table.delete(objectIDs: [3])
+        #expect(try await table.pendingChanges() == PendingChanges(inserts: 1, updates: 1, deletes: 1))
+        try gdb.close()
+    }
+
     /// Edits by GDAL, the sqlite3 shell with SpatiaLite, and a DELETE from the plain shell are
     /// captured by the same triggers (docs/geopackage-extension.md, "Triggers").
     @Test func editsByOtherWritersAreCaptured() async throws {

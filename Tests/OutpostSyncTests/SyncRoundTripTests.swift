@@ -83,8 +83,12 @@ struct SpatialIndexSyncTests {
     func moversOfMostOfALayerSyncWithWholeIndexes(kind: BackendKind) async throws {
         let h = try await SyncHarness.start(kind)
         let a = try await h.replica("a"), b = try await h.replica("b")
-        // More geometry writes than a rebuild needs, on the server's batch and on B's download.
+        // More geometry writes than a rebuild needs, on the server's batch and on B's download,
+        // and more rows than B's download writes with its capture triggers set aside.
         let points = try a.table(named: "inspection_points")
+        let captureTriggers = "SELECT name, sql FROM sqlite_master WHERE type = 'trigger' AND name LIKE 'outpost_inspection_points_%' ORDER BY name"
+        let triggersBefore = try await b.read { conn in try conn.query(captureTriggers).map { "\($0[0].textValue ?? ""): \($0[1].textValue ?? "")" } }
+        #expect(triggersBefore.map { $0.prefix { $0 != ":" } } == ["attachments_cascade", "delete", "globalid_immutable", "insert", "update"].map { "outpost_inspection_points_\($0)" })
         var moved = try await points.features(matching: FeatureQuery(where: "objectid <= 200"))
         for i in moved.indices {
             guard let e = moved[i].geometry?.envelope else { continue }
@@ -93,16 +97,25 @@ struct SpatialIndexSyncTests {
         }
         try await points.update(moved)
         try await points.delete(objectIDs: (201...220).map(Int64.init))
-        _ = try await points.add((0..<100).map { i in
+        _ = try await points.add((0..<400).map { i in
             Feature(attributes: ["asset_id": .string("BULK-\(i)"), "asset_type": .string("hydrant"), "status": .string("open")], geometry: try point(-122.66 + Double(i) * 0.0005, 45.51))
         })
         let up = try await h.sync(a)
-        #expect(up.first { $0.layerId == 0 }?.uploaded == PendingChanges(inserts: 100, updates: 200, deletes: 20))
+        #expect(up.first { $0.layerId == 0 }?.uploaded == PendingChanges(inserts: 400, updates: 200, deletes: 20))
         let down = try await h.sync(b)
         let layer0 = try #require(down.first { $0.layerId == 0 })
-        #expect(layer0.downloaded == PendingChanges(inserts: 100, updates: 200, deletes: 20))
+        #expect(layer0.downloaded == PendingChanges(inserts: 400, updates: 200, deletes: 20))
         #expect(layer0.checksumMatches == true)
         try await h.expectConverged(b, table: "inspection_points", layerID: 0)
+        // B's capture is whole again: the same triggers, and its next edits are captured and sent.
+        #expect(try await b.read { conn in try conn.query(captureTriggers).map { "\($0[0].textValue ?? ""): \($0[1].textValue ?? "")" } } == triggersBefore)
+        let bPoints = try b.table(named: "inspection_points")
+        try await bPoints.update([Feature(objectID: 1, attributes: ["notes": .string("after the download")])])
+        _ = try await bPoints.add([Feature(attributes: ["asset_id": .string("AFTER-1"), "asset_type": .string("hydrant"), "status": .string("open")], geometry: try point(-122.65, 45.52))])
+        try await bPoints.delete(objectIDs: [221])
+        #expect(try await bPoints.pendingChanges() == PendingChanges(inserts: 1, updates: 1, deletes: 1))
+        let again = try await h.sync(b)
+        #expect(again.first { $0.layerId == 0 }?.uploaded == PendingChanges(inserts: 1, updates: 1, deletes: 1))
         for gdb in [a, b] { try await Self.expectIndexWhole(gdb, "inspection_points") }
         if kind == .sqlite {
             let server = try Geodatabase.open(at: h.service.file, readOnly: true)

@@ -83,7 +83,13 @@ enum ChangeCapture {
 
     /// The names of ``triggers(for:)``.
     static func triggerNames(for layer: LayerDefinition) -> [String] {
-        ["insert", "update", "delete", "globalid_immutable"].map { "outpost_\(layer.name)_\($0)" }
+        writeTriggerNames(table: layer.name) + ["outpost_\(layer.name)_globalid_immutable"]
+    }
+
+    /// The names of the capture triggers that fire on every insert, update and delete of `table`
+    /// (not the global id guard, which fires only when the id is written).
+    static func writeTriggerNames(table: String) -> [String] {
+        ["insert", "update", "delete"].map { "outpost_\(table)_\($0)" }
     }
 
     /// The capture triggers of one synced table.

@@ -80,6 +80,46 @@ extension GeodatabaseConnection {
         return try body()
     }
 
+    /// Below this many rows written a table's capture triggers stay in place while silenced:
+    /// setting them aside changes the schema, which makes every connection prepare its
+    /// statements again.
+    static let captureSetAsideMinimum = 512
+
+    /// Runs `body`, which writes about `expectedWrites` rows of `table` inside
+    /// ``withChangeCaptureSilenced(_:)``, with the table's insert, update and delete capture
+    /// triggers dropped, and re-created from their stored SQL after it, in the same transaction.
+    /// Silenced, they record nothing, but each written row still runs them as far as their
+    /// condition, and a write that fires triggers keeps a statement journal: 1–2 µs a row of a
+    /// large download. A reader never sees the file without them (the transaction commits with
+    /// them back), a rollback restores them, and they are made whole even when `body` fails; the
+    /// commit is refused if one is missing. With capture on, or for fewer writes than
+    /// ``captureSetAsideMinimum``, `body` runs with the triggers in place.
+    public func withCaptureTriggersSetAside<T>(of table: String, expectedWrites: Int, _ body: () throws -> T) throws -> T {
+        guard expectedWrites >= Self.captureSetAsideMinimum, try db.tableExists(ChangeCapture.flagTable),
+            try Int.fetchOne(db, sql: "SELECT silenced FROM outpost_capture WHERE id = 1") == 1
+        else { return try body() }
+        let names = ChangeCapture.writeTriggerNames(table: table)
+        let saved = try GeoPackageDDL.setAside(names, db)
+        func restore() throws {
+            for sql in saved { try db.execute(sql: sql) }
+            let back = try Int.fetchOne(
+                db, sql: "SELECT count(*) FROM sqlite_master WHERE type = 'trigger' AND name IN (SELECT value FROM json_each(?))",
+                arguments: [JSONValue.array(names.map { .string($0) }).jsonString]) ?? 0
+            guard back == saved.count else {
+                throw StorageError(.corrupt, "the change capture triggers of \(table) were not restored", table: table)
+            }
+        }
+        let result: T
+        do {
+            result = try body()
+        } catch {
+            try? restore()
+            throw error
+        }
+        try restore()
+        return result
+    }
+
     /// Captured change rows, oldest first (for inspection and for sealing upload batches).
     public func capturedChanges(table: String? = nil) throws -> [CapturedChange] {
         if let table { return try capturedChanges(where: "table_name = ?", arguments: [.text(table)], order: "change_id") }

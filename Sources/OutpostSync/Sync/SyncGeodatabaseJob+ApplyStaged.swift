@@ -63,8 +63,11 @@ extension SyncGeodatabaseJob {
         // gpkg_contents is brought up to date once, after the last chunk, not once per feature;
         // the R-tree too when the download rewrites a large part of the layer (nearly every
         // staged change writes a geometry).
-        try conn.maintainingSpatialIndex(of: table, expectedGeometryWrites: try conn.stagedCount(layerID: layerID)) {
-            try conn.deferringContentsUpdates(applyAll)
+        let staged = try conn.stagedCount(layerID: layerID)
+        try conn.maintainingSpatialIndex(of: table, expectedGeometryWrites: staged) {
+            try conn.withCaptureTriggersSetAside(of: table, expectedWrites: staged) {
+                try conn.deferringContentsUpdates(applyAll)
+            }
         }
         return applier.counts
     }

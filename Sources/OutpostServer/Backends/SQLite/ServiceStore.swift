@@ -234,15 +234,18 @@ enum ServiceStore {
     ) throws {
         guard !entries.isEmpty else { return }
         let layer = SQLLiteral.integer(Int64(layerID)), gen = SQLLiteral.integer(generation)
-        let columnsSQL = "INSERT INTO outpost_change_log (generation, layer_id, globalid, op, changed_columns, origin_replica, origin_seq, edited_at) VALUES "
-        let row = "(?, ?, ?, ?, ?, ?, ?, ?)"
+        let columnsSQL =
+            "INSERT INTO outpost_change_log (generation, layer_id, globalid, op, changed_columns, origin_replica, origin_seq, edited_at, changed_at) VALUES "
+        let row = "(?, ?, ?, ?, ?, ?, ?, ?, ?)"
         let insertMany = try conn.statement(columnsSQL + Array(repeating: row, count: logRowsPerStatement).joined(separator: ", "))
         let insertOne = try conn.statement(columnsSQL + row)
         // Column list -> its JSON array.
         var columnTexts: [[String]: SQLLiteral] = [:]
         let originReplica = origin.map { SQLLiteral.text($0.replica) } ?? .null, originSeq = origin.map { SQLLiteral.integer($0.seq) } ?? .null
+        // One time for all the rows (the column's default formats the time again for each).
+        let changedAt = SQLLiteral.text(BatchPlanner.timestamp())
         var arguments: [SQLLiteral] = []
-        arguments.reserveCapacity(8 * logRowsPerStatement)
+        arguments.reserveCapacity(9 * logRowsPerStatement)
         let wholeStatementRows = entries.count / logRowsPerStatement * logRowsPerStatement
         for (k, e) in entries.enumerated() {
             let columns: SQLLiteral
@@ -254,10 +257,10 @@ enum ServiceStore {
             }
             arguments += [
                 gen, layer, .text(e.globalID), .text(e.op), columns, e.toOrigin ? .null : originReplica, e.toOrigin ? .null : originSeq,
-                e.editedAt.map { .text($0) } ?? .null,
+                e.editedAt.map { .text($0) } ?? .null, changedAt,
             ]
             // Whole statements while a full one is left; the last rows one by one.
-            if k >= wholeStatementRows || arguments.count == 8 * logRowsPerStatement {
+            if k >= wholeStatementRows || arguments.count == 9 * logRowsPerStatement {
                 try (k >= wholeStatementRows ? insertOne : insertMany).execute(arguments)
                 arguments.removeAll(keepingCapacity: true)
             }
@@ -278,7 +281,7 @@ enum ServiceStore {
     }
 
     /// Change log rows per insert statement: a statement per row cost a step, a reset and the
-    /// `AUTOINCREMENT` counter's read and write each (8 parameters a row: 800, well under
+    /// `AUTOINCREMENT` counter's read and write each (9 parameters a row: 900, well under
     /// SQLite's limit of 32,766).
     static let logRowsPerStatement = 100
 }
