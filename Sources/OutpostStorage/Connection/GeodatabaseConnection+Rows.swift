@@ -7,32 +7,30 @@ extension GeodatabaseConnection {
     public struct SteppedRow: ~Copyable {
         fileprivate let statement: OpaquePointer
 
-        public func isNull(_ column: Int32) -> Bool { sqlite3_column_type(statement, column) == SQLITE_NULL }
+        public func isNull(_ column: Int32) -> Bool { ColumnValue(statement, column).isNull }
 
         /// The column as an integer (nil when null or not an integer).
         public func integer(_ column: Int32) -> Int64? {
-            sqlite3_column_type(statement, column) == SQLITE_INTEGER ? sqlite3_column_int64(statement, column) : nil
+            let value = ColumnValue(statement, column)
+            return value.type == SQLITE_INTEGER ? value.int64 : nil
         }
 
         /// The column as text (nil when null).
         public func text(_ column: Int32) -> String? {
-            guard let bytes = sqlite3_column_text(statement, column) else { return nil }
-            return String(decoding: UnsafeBufferPointer(start: bytes, count: Int(sqlite3_column_bytes(statement, column))), as: UTF8.self)
+            ColumnValue(statement, column).text.map { String(decoding: $0, as: UTF8.self) }
         }
 
         /// The column's text as SQLite holds it (nil when null), for `body` to read without
         /// making a string.
         public func withText<T>(_ column: Int32, _ body: (UnsafeBufferPointer<UInt8>?) throws -> T) rethrows -> T {
-            guard let bytes = sqlite3_column_text(statement, column) else { return try body(nil) }
-            return try body(UnsafeBufferPointer(start: bytes, count: Int(sqlite3_column_bytes(statement, column))))
+            try body(ColumnValue(statement, column).text)
         }
 
         /// The column as bytes (nil when null; text columns give their UTF-8).
         public func bytes(_ column: Int32) -> [UInt8]? {
-            guard sqlite3_column_type(statement, column) != SQLITE_NULL else { return nil }
-            let count = Int(sqlite3_column_bytes(statement, column))
-            guard count > 0, let raw = sqlite3_column_blob(statement, column) else { return [] }
-            return [UInt8](UnsafeRawBufferPointer(start: raw, count: count))
+            let value = ColumnValue(statement, column)
+            guard !value.isNull else { return nil }
+            return [UInt8](value.blob)
         }
     }
 

@@ -56,9 +56,7 @@ extension FeatureTable {
                 return try read(globalID)
             }
             let gidColumn = Int32(fields.count + (table.definition.isSpatial ? 1 : 0))
-            guard let text = sqlite3_column_text(stmt, gidColumn),
-                UnsafeBufferPointer(start: text, count: Int(sqlite3_column_bytes(stmt, gidColumn))).elementsEqual(globalID.utf8)
-            else { return try read(globalID) }
+            guard let text = ColumnValue(stmt, gidColumn).text, text.elementsEqual(globalID.utf8) else { return try read(globalID) }
             try take(stmt)
             return true
         }
@@ -86,14 +84,15 @@ extension FeatureTable {
         /// The buffers filled from the row `stmt` stands on.
         private mutating func take(_ stmt: OpaquePointer) throws {
             for index in fields.indices {
-                values[index] = FeatureTable.decodeValue(DatabaseValue(sqliteStatement: stmt, index: Int32(index)), fields[index].type).jsonValue
+                values[index] = FeatureTable.decodeValue(ColumnValue(stmt, Int32(index)).databaseValue, fields[index].type).jsonValue
             }
             if table.definition.isSpatial {
                 let column = Int32(fields.count)
-                if sqlite3_column_type(stmt, column) == SQLITE_NULL {
+                let stored = ColumnValue(stmt, column)
+                if stored.isNull {
                     geometry = .null
                 } else {
-                    let bytes = UnsafeRawBufferPointer(start: sqlite3_column_blob(stmt, column), count: Int(sqlite3_column_bytes(stmt, column)))
+                    let bytes = stored.blob
                     geometry = try table.decodeGeometry(bytes).map { try EsriJSON.value($0) } ?? .null
                 }
             }

@@ -49,18 +49,18 @@ extension FeatureTable {
             var attributes: [String: JSONValue] = [:]
             attributes.reserveCapacity(fields.count)
             for (i, type) in types.enumerated() where type != .globalID {
-                attributes[fields[i].name] = Self.decodeValue(DatabaseValue(sqliteStatement: s, index: Int32(i)), type).jsonValue
+                attributes[fields[i].name] = Self.decodeValue(ColumnValue(s, Int32(i)).databaseValue, type).jsonValue
             }
             // The global id as a feature's decoding takes it (the last global id field's text),
             // and as every global id field sends it.
             var gid: String?
-            for i in gidColumns { gid = Self.decodeValue(DatabaseValue(sqliteStatement: s, index: Int32(i)), .globalID).stringValue }
+            for i in gidColumns { gid = Self.decodeValue(ColumnValue(s, Int32(i)).databaseValue, .globalID).stringValue }
             guard let gid else { continue }
             for i in gidColumns { attributes[fields[i].name] = .string(gid) }
             var geometry = JSONValue.null
             if spatial {
-                if sqlite3_column_type(s, geometryIndex) == SQLITE_BLOB, let blob = sqlite3_column_blob(s, geometryIndex) {
-                    let raw = UnsafeRawBufferPointer(start: blob, count: Int(sqlite3_column_bytes(s, geometryIndex)))
+                let stored = ColumnValue(s, geometryIndex)
+                if stored.type == SQLITE_BLOB, case let raw = stored.blob, raw.baseAddress != nil {
                     if let g = try decodeGeometry(raw) { geometry = try EsriJSON.value(g) }
                 }
             }

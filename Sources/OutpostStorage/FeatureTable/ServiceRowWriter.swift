@@ -85,14 +85,13 @@ public struct ServiceRowWriter {
             guard rc == SQLITE_ROW else {
                 throw StorageError(.sqlite, "cannot find features of \(table.name): \(String(cString: sqlite3_errmsg(sqlite3_db_handle(s))))", table: table.name)
             }
-            guard sqlite3_column_type(s, 0) == SQLITE_INTEGER, let text = sqlite3_column_text(s, 1) else { continue }
+            let objectID = ColumnValue(s, 0)
+            guard objectID.type == SQLITE_INTEGER, let text = sqlite3_value_text(ColumnValue(s, 1).value) else { continue }
             let gid = String(cString: text)
             var geometry: [UInt8]?
-            if sqlite3_column_type(s, 2) == SQLITE_BLOB {
-                let count = Int(sqlite3_column_bytes(s, 2))
-                geometry = count == 0 ? [] : [UInt8](UnsafeRawBufferPointer(start: sqlite3_column_blob(s, 2), count: count))
-            }
-            found[gid] = Located(objectID: sqlite3_column_int64(s, 0), geometry: geometry)
+            let stored = ColumnValue(s, 2)
+            if stored.type == SQLITE_BLOB { geometry = [UInt8](stored.blob) }
+            found[gid] = Located(objectID: objectID.int64, geometry: geometry)
         }
         return found
     }

@@ -62,16 +62,16 @@ enum SpatialIndexRebuild {
         var rc = sqlite3_step(statement)
         while rc == SQLITE_ROW {
             defer { rc = sqlite3_step(statement) }
-            guard sqlite3_column_type(statement, 1) == SQLITE_BLOB, let raw = sqlite3_column_blob(statement, 1) else { continue }
-            let size = sqlite3_column_bytes(statement, 1)
-            guard size >= 8 else { continue }
+            let stored = ColumnValue(statement, 1)
+            guard stored.type == SQLITE_BLOB, case let bytes = stored.blob, let raw = bytes.baseAddress, bytes.count >= 8 else { continue }
+            let size = Int32(bytes.count)
             let blob = raw.assumingMemoryBound(to: UInt8.self)
             // `ST_IsEmpty` is null for a blob that is not a GeoPackage geometry, 1 with the empty flag.
             guard blob[0] == 0x47, blob[1] == 0x50, blob[3] & 0x10 == 0 else { continue }
             let found = withUnsafeMutableBytes(of: &box) { outpost_gpkg_bounds(blob, size, $0.baseAddress!.assumingMemoryBound(to: Double.self)) }
             // The trigger would store an unreadable geometry's null bounds as zeros.
             let (minX, maxX, minY, maxY) = found == 1 ? box : (0, 0, 0, 0)
-            entries.append(RTreeEntry(id: sqlite3_column_int64(statement, 0), Envelope(xmin: minX, ymin: minY, xmax: maxX, ymax: maxY)))
+            entries.append(RTreeEntry(id: ColumnValue(statement, 0).int64, Envelope(xmin: minX, ymin: minY, xmax: maxX, ymax: maxY)))
         }
         guard rc == SQLITE_DONE else {
             throw StorageError(.sqlite, "cannot read the bounds of \(table.name): \(String(cString: sqlite3_errmsg(handle)))", table: table.name)

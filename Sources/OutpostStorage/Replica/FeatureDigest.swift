@@ -177,13 +177,13 @@ extension FeatureTable {
             StoredColumn.text.append(s, 0, to: &row)
             for (i, kind) in kinds.enumerated() { kind.append(s, Int32(i + 1), to: &row) }
             if layer.isSpatial {
-                guard sqlite3_column_type(s, geometryIndex) == SQLITE_BLOB, let blob = sqlite3_column_blob(s, geometryIndex) else {
+                let stored = ColumnValue(s, geometryIndex)
+                guard stored.type == SQLITE_BLOB, case let raw = stored.blob, raw.baseAddress != nil else {
                     if shape != nil { continue }
                     row.null()
                     acc.add(digest: row.hash)
                     continue
                 }
-                let raw = UnsafeRawBufferPointer(start: blob, count: Int(sqlite3_column_bytes(s, geometryIndex)))
                 if let shape {
                     guard let g = try? GeoPackageBinary.decode(buffer: raw).geometry, GeometryRelations.intersects(g, shape) else { continue }
                 }
@@ -291,24 +291,26 @@ private enum StoredColumn {
         }
     }
 
+    /// Column `i` of the row `s` stands on (read through its value, ``ColumnValue``).
     func append(_ s: OpaquePointer?, _ i: Int32, to row: inout CanonicalRow) {
-        switch sqlite3_column_type(s, i) {
+        let value = ColumnValue(s, i)
+        switch value.type {
         case SQLITE_NULL:
             row.null()
         case SQLITE_INTEGER:
-            let v = sqlite3_column_int64(s, i)
+            let v = value.int64
             switch self {
             case .real: row.double(Double(v))
             case .date: row.date(Date(timeIntervalSince1970: Double(v) / 1000))
             case .integer, .text: row.integer(v)
             }
         case SQLITE_FLOAT:
-            let d = sqlite3_column_double(s, i)
+            let d = value.double
             if self == .integer, let exact = FieldValue.exactInteger(d) { row.integer(exact) } else { row.double(d) }
         case SQLITE_BLOB:
-            row.blob(UnsafeRawBufferPointer(start: sqlite3_column_blob(s, i), count: Int(sqlite3_column_bytes(s, i))))
+            row.blob(value.blob)
         default:
-            let raw = UnsafeRawBufferPointer(start: sqlite3_column_text(s, i), count: Int(sqlite3_column_bytes(s, i)))
+            let raw = UnsafeRawBufferPointer(value.text ?? UnsafeBufferPointer(start: nil, count: 0))
             guard self != .text else { return row.text(raw) }
             if self == .date, let d = GeoPackageDate.parse(utf8: raw.assumingMemoryBound(to: UInt8.self)) { return row.date(d) }
             let text = String(decoding: raw, as: UTF8.self)
