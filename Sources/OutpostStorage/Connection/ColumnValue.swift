@@ -28,6 +28,9 @@ struct ColumnValue {
         return UnsafeBufferPointer(start: bytes, count: Int(sqlite3_value_bytes(value)))
     }
 
+    /// The text as a string, up to its first NUL as GRDB reads it (nil when null).
+    var string: String? { sqlite3_value_text(value).map { String(cString: $0) } }
+
     /// The bytes of a blob (or of a text's UTF-8); empty when there are none.
     @inline(__always) var blob: UnsafeRawBufferPointer {
         let bytes = sqlite3_value_blob(value)
@@ -39,7 +42,7 @@ struct ColumnValue {
         switch type {
         case SQLITE_INTEGER: return int64.databaseValue
         case SQLITE_FLOAT: return double.databaseValue
-        case SQLITE_TEXT: return sqlite3_value_text(value).map { String(cString: $0) }?.databaseValue ?? .null
+        case SQLITE_TEXT: return string?.databaseValue ?? .null
         case SQLITE_BLOB:
             let raw = blob
             return (raw.count == 0 ? Data() : Data(raw)).databaseValue

@@ -86,8 +86,7 @@ public struct ServiceRowWriter {
                 throw StorageError(.sqlite, "cannot find features of \(table.name): \(String(cString: sqlite3_errmsg(sqlite3_db_handle(s))))", table: table.name)
             }
             let objectID = ColumnValue(s, 0)
-            guard objectID.type == SQLITE_INTEGER, let text = sqlite3_value_text(ColumnValue(s, 1).value) else { continue }
-            let gid = String(cString: text)
+            guard objectID.type == SQLITE_INTEGER, let gid = ColumnValue(s, 1).string else { continue }
             var geometry: [UInt8]?
             let stored = ColumnValue(s, 2)
             if stored.type == SQLITE_BLOB { geometry = [UInt8](stored.blob) }
