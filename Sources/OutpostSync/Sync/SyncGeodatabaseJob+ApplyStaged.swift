@@ -60,15 +60,19 @@ extension SyncGeodatabaseJob {
                 try conn.stagedUpsertsWithoutLocalFeature(layerID: layerID, table: table, globalIDField: gidField, after: $0, limit: 1000)
             }
         }
-        // gpkg_contents is brought up to date once, after the last chunk, not once per feature;
-        // the R-tree too when the download rewrites a large part of the layer (nearly every
-        // staged change writes a geometry).
-        let staged = try conn.stagedCount(layerID: layerID)
-        try conn.maintainingSpatialIndex(of: table, expectedGeometryWrites: staged) {
-            try conn.withCaptureTriggersSetAside(of: table, expectedWrites: staged) {
-                try conn.deferringContentsUpdates(applyAll)
+        try applyingInBulk(conn, table: table, rows: try conn.stagedCount(layerID: layerID), applyAll)
+        return applier.counts
+    }
+
+    /// Runs a download's writes of about `rows` changes to `table` as a bulk apply wants them:
+    /// `gpkg_contents` brought up to date once, after the last write, not once per feature; the
+    /// R-tree packed again after them when they rewrite a large part of the layer (nearly every
+    /// change writes a geometry); the silenced capture triggers set aside when there are enough.
+    static func applyingInBulk(_ conn: GeodatabaseConnection, table: String, rows: Int, _ body: () throws -> Void) throws {
+        try conn.maintainingSpatialIndex(of: table, expectedGeometryWrites: rows) {
+            try conn.withCaptureTriggersSetAside(of: table, expectedWrites: rows) {
+                try conn.deferringContentsUpdates(body)
             }
         }
-        return applier.counts
     }
 }

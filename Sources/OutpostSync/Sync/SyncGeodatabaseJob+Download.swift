@@ -201,19 +201,15 @@ extension SyncGeodatabaseJob {
             throw SyncError(.notAReplica, "the replica has no table \(layer.table)")
         }
         var applier = try DownloadApplier(conn: conn, layer: definition)
-        try conn.maintainingSpatialIndex(of: layer.table, expectedGeometryWrites: expectedGeometryWrites) {
-            try conn.withCaptureTriggersSetAside(of: layer.table, expectedWrites: expectedGeometryWrites) {
-                try conn.deferringContentsUpdates {
-                    while true {
-                        switch handoff.take() {
-                        case .page(let id, let changes) where id == layer.id:
-                            try applier.apply(changes)
-                            try faults.check("client.afterPageApplied")
-                        case .endOfLayer(let id) where id == layer.id: return
-                        case .failed(let error): throw error
-                        default: throw SyncError(.invalidResponse, "the download's pages came out of order")
-                        }
-                    }
+        try applyingInBulk(conn, table: layer.table, rows: expectedGeometryWrites) {
+            while true {
+                switch handoff.take() {
+                case .page(let id, let changes) where id == layer.id:
+                    try applier.apply(changes)
+                    try faults.check("client.afterPageApplied")
+                case .endOfLayer(let id) where id == layer.id: return
+                case .failed(let error): throw error
+                default: throw SyncError(.invalidResponse, "the download's pages came out of order")
                 }
             }
         }
