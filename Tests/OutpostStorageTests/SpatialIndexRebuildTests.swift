@@ -155,6 +155,80 @@ struct SpatialIndexRebuildTests {
         try gdb.close()
     }
 
+    /// Every entry of the index, in row id order.
+    static func entries(_ conn: GeodatabaseConnection) throws -> [[Double]] {
+        try Row.fetchAll(conn.db, sql: "SELECT id, minx, maxx, miny, maxy FROM \(rtree) ORDER BY id").map { row in (0..<5).map { row[$0] as Double } }
+    }
+
+    @Test func aPackFromTheOldIndexAndTheWrittenRowsEqualsOneFromTheTable() async throws {
+        struct Stop: Error {}
+        let dir = TemporaryDirectory()
+        let (gdb, table) = try await Self.layer(5_000, in: dir)
+        let triggersBefore = try await Self.triggers(gdb)
+        let packed = try await gdb.write { conn -> [[Double]] in
+            try conn.maintainingSpatialIndex(of: "inspection_points", expectedGeometryWrites: 3_000) {
+                try table.update((1...1_000).map { Feature(objectID: Int64($0), geometry: .point(try Point(x: Double($0) / 10, y: -5))) }, in: conn)
+                try table.update((1_001...1_500).map { Feature(objectID: Int64($0), attributes: ["status": .string("closed")]) }, in: conn)
+                try table.delete(objectIDs: (2_001...2_300).map(Int64.init), in: conn)
+                _ = try table.add((0..<400).map { i in
+                    Feature(attributes: ["asset_id": .string("N-\(i)"), "asset_type": .string("valve")], geometry: .point(try Point(x: -171, y: Double(i) / 10)))
+                }, in: conn)
+                // Raw SQL: a row id that changes, a row replaced in place, a geometry cleared, an
+                // empty one and a blob that is not a GeoPackage geometry.
+                try conn.execute("UPDATE inspection_points SET objectid = 90000 WHERE objectid = 2500")
+                try conn.execute(
+                    "INSERT OR REPLACE INTO inspection_points (objectid, globalid, asset_id, asset_type, status, geom) SELECT 2600, globalid, 'R', 'valve', 'open', (SELECT geom FROM inspection_points WHERE objectid = 1) FROM inspection_points WHERE objectid = 2600")
+                try conn.execute("UPDATE inspection_points SET geom = NULL WHERE objectid BETWEEN 3001 AND 3050")
+                try conn.execute("UPDATE inspection_points SET geom = x'47500011E61000000101000000000000000000F87F000000000000F87F' WHERE objectid = 4001")
+                try conn.execute("UPDATE inspection_points SET geom = x'0102' WHERE objectid = 4002")
+                // A savepoint that rolls back takes its rows out again; one that commits keeps them.
+                #expect(throws: Stop.self) {
+                    try conn.inSavepoint {
+                        try conn.execute("UPDATE inspection_points SET geom = NULL WHERE objectid BETWEEN 4100 AND 4200")
+                        try conn.execute("DELETE FROM inspection_points WHERE objectid BETWEEN 4300 AND 4400")
+                        throw Stop()
+                    }
+                }
+                try conn.inSavepoint { try table.delete(objectIDs: [4_500], in: conn) }
+            }
+            #expect(conn.spatialIndexPacksFromChanges == 1, "packed from the old index and the rows written")
+            #expect(RowChangeTracker.existing(on: conn.db) == nil, "the hook is gone once nothing is watched")
+            return try Self.entries(conn)
+        }
+        #expect(try await Self.triggers(gdb) == triggersBefore)
+        try await Self.expectIndexMatchesTable(gdb)
+        #expect(try await gdb.int("SELECT count(*) FROM \(Self.rtree) WHERE id BETWEEN 4100 AND 4400") == 301)
+        // The same index packed from every geometry of the table.
+        let fromTable = try await gdb.write { conn in
+            #expect(try SpatialIndexRebuild.rebuild(table, conn.db) == false)
+            return try Self.entries(conn)
+        }
+        let expected = 5_000 - 300 + 400 - 50 - 2 - 1
+        #expect(packed.count == expected)
+        #expect(fromTable.count == expected)
+        let differing = zip(packed, fromTable).filter { $0 != $1 }.map { $0.0[0] }
+        #expect(differing.isEmpty, "entries differ for row ids \(differing.prefix(10))")
+        try gdb.close()
+    }
+
+    @Test func anIndexWhoseLeavesDisagreeWithItsRowIDsIsPackedFromTheTable() async throws {
+        let dir = TemporaryDirectory()
+        let (gdb, table) = try await Self.layer(2_000, in: dir)
+        // An index damaged outside the rtree module: the leaf holding row 7 emptied of its cells,
+        // its _rowid rows left.
+        try await gdb.write { conn in
+            try conn.execute("UPDATE \(Self.rtree)_node SET data = zeroblob(length(data)) WHERE nodeno = (SELECT nodeno FROM \(Self.rtree)_rowid WHERE rowid = 7)")
+        }
+        try await gdb.write { conn in
+            try conn.maintainingSpatialIndex(of: "inspection_points", expectedGeometryWrites: 600) {
+                try table.update((1...600).map { Feature(objectID: Int64($0), geometry: .point(try Point(x: 171, y: 81))) }, in: conn)
+            }
+            #expect(conn.spatialIndexPacksFromChanges == 0)
+        }
+        try await Self.expectIndexMatchesTable(gdb)
+        try gdb.close()
+    }
+
     @Test func theBudgetIsAFractionOfTheRowsAndNoneForHugeTables() {
         #expect(SpatialIndexRebuild.budget(span: 100_000) == 2_500)
         #expect(SpatialIndexRebuild.budget(span: 10) == 64, "a few writes always go through the triggers")

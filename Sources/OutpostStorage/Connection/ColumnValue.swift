@@ -17,6 +17,11 @@ struct ColumnValue {
         value = sqlite3_column_value(statement, column)
     }
 
+    /// A value SQLite handed over as it is (never nil: SQLite's accessors do not take one).
+    @inline(__always) init(value: OpaquePointer) {
+        self.value = value
+    }
+
     @inline(__always) var type: Int32 { sqlite3_value_type(value) }
     @inline(__always) var isNull: Bool { type == SQLITE_NULL }
     @inline(__always) var int64: Int64 { sqlite3_value_int64(value) }

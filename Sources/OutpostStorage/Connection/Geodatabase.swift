@@ -275,10 +275,7 @@ public final class Geodatabase: Sendable {
     private func transactional<T>(_ db: Database, small: Bool, _ body: (GeodatabaseConnection) throws -> T) throws -> T {
         var result: T?
         if db.isInsideTransaction {
-            try db.inSavepoint {
-                result = try body(GeodatabaseConnection(db, self))
-                return .commit
-            }
+            try GeodatabaseConnection.inSavepoint(db) { result = try body(GeodatabaseConnection(db, self)) }
         } else {
             if !small { checkpointer?.waitIfBehind() }
             try db.inTransaction(.immediate) {

@@ -17,6 +17,9 @@ public final class GeodatabaseConnection {
     /// Time this connection spent packing R-trees again (``maintainingSpatialIndex(of:expectedGeometryWrites:_:)``),
     /// for a caller that reports where a transaction's time went.
     public internal(set) var spatialIndexRebuildTime: Duration = .zero
+    /// How many of those packs read the old index and the rows written since (``RowChangeTracker``)
+    /// rather than every geometry of the table.
+    var spatialIndexPacksFromChanges = 0
     /// ``FeatureTable``'s insert and update statements, by table, columns and key: found without
     /// writing their SQL again for every edit (an update's SQL and its cache lookup were a
     /// quarter of the Swift work around SQLite's in a server's edit loop).
@@ -76,14 +79,26 @@ public final class GeodatabaseConnection {
     public func inSavepoint<T>(_ body: () throws -> T) throws -> T {
         var result: T?
         do {
-            try db.inSavepoint {
-                result = try body()
-                return .commit
-            }
+            try Self.inSavepoint(db) { result = try body() }
         } catch {
             throw StorageError.from(error, "savepoint failed")
         }
         return result!
+    }
+
+    /// GRDB's savepoint, with the rows watched by a ``RowChangeTracker`` since it began taken
+    /// out again when it rolls back.
+    static func inSavepoint(_ db: Database, _ body: () throws -> Void) throws {
+        let mark = RowChangeTracker.mark(db)
+        do {
+            try db.inSavepoint {
+                try body()
+                return .commit
+            }
+        } catch {
+            RowChangeTracker.restore(mark)
+            throw error
+        }
     }
 
     static func isSingleStatement(_ sql: String) -> Bool {

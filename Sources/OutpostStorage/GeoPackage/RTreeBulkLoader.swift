@@ -349,6 +349,21 @@ enum RTreeBulkLoader {
         return b
     }
 
+    /// Reads one node (the format ``encode(_:depth:into:)`` writes): its depth (meaningful in the
+    /// root only), how many cells it has, whether they fit in it; each cell is given to `cell`.
+    static func decode(_ bytes: UnsafeRawBufferPointer, _ cell: (RTreeEntry) -> Void) -> (depth: Int, cells: Int, valid: Bool) {
+        guard bytes.count >= 4 else { return (0, 0, false) }
+        let depth = Int(bytes[0]) << 8 | Int(bytes[1]), count = Int(bytes[2]) << 8 | Int(bytes[3])
+        guard 4 + count * 24 <= bytes.count else { return (depth, count, false) }
+        @inline(__always) func float(_ at: Int) -> Float { Float(bitPattern: UInt32(bigEndian: bytes.loadUnaligned(fromByteOffset: at, as: UInt32.self))) }
+        for k in 0..<count {
+            let at = 4 + k * 24
+            let id = Int64(bigEndian: bytes.loadUnaligned(fromByteOffset: at, as: Int64.self))
+            cell(RTreeEntry(id: id, minX: float(at + 8), maxX: float(at + 12), minY: float(at + 16), maxY: float(at + 20)))
+        }
+        return (depth, count, true)
+    }
+
     /// Writes one node into `bytes` (its length is the node size).
     static func encode(_ cells: ArraySlice<RTreeEntry>, depth: Int, into bytes: inout [UInt8]) {
         for k in bytes.indices { bytes[k] = 0 }

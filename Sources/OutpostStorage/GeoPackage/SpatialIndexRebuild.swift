@@ -30,22 +30,82 @@ enum SpatialIndexRebuild {
         return max(minimumWrites, span / writesPerRowCost)
     }
 
-    /// Empties `table`'s R-tree and packs it again from the geometry column.
-    static func rebuild(_ table: FeatureTable, _ db: Database) throws {
+    /// Empties `table`'s R-tree and packs it again: from its old entries and `changes` (the new
+    /// entry of each row written since the old ones were current, nil for a row gone or without
+    /// geometry) when they are given and the old index holds one entry per row id as it should;
+    /// otherwise from the geometry column. Whether it packed from the old index.
+    @discardableResult
+    static func rebuild(_ table: FeatureTable, changes: [Int64: RTreeEntry?]? = nil, _ db: Database) throws -> Bool {
         let rtree = table.rtreeName
         let node = quoted(rtree + "_node"), rowid = quoted(rtree + "_rowid"), parent = quoted(rtree + "_parent")
         guard let nodeSize = try Int.fetchOne(db, sql: "SELECT length(data) FROM \(node) WHERE nodeno = 1"), nodeSize > 28 else {
             throw StorageError(.corrupt, "R-tree \(rtree) has no root node", table: table.name)
         }
-        try db.execute(sql: "DELETE FROM \(node); DELETE FROM \(rowid); DELETE FROM \(parent)")
+        var entries: [RTreeEntry]
+        var fromChanges = false
+        if let changes, let kept = try keptEntries(of: rtree, excluding: changes, db) {
+            fromChanges = true
+            entries = kept
+            entries.reserveCapacity(kept.count + changes.count)
+            for case let (_, entry?) in changes { entries.append(entry) }
+        } else {
+            entries = try bounds(of: table, db)
+        }
+        // Emptied in one step each (no hook may watch them: it would make SQLite delete row by row).
+        try RowChangeTracker.suspended(on: db) {
+            try db.execute(sql: "DELETE FROM \(node); DELETE FROM \(rowid); DELETE FROM \(parent)")
+        }
         try db.execute(sql: "INSERT INTO \(node) (nodeno, data) VALUES (1, zeroblob(?))", arguments: [nodeSize])
-        var entries = try bounds(of: table, db)
         try RTreeBulkLoader.load(&entries, into: rtree, db)
+        return fromChanges
     }
 
-    /// Every non-empty geometry's bounds, as the GeoPackage insert trigger computes them: rows
-    /// whose blob is a GeoPackage geometry without the empty flag, bounds from the same C
-    /// routine as `ST_MinX`…`ST_MaxY` (read once per row here instead of four times).
+    /// The entries of the R-tree `rtree` whose row ids `changes` does not name, read from its leaf
+    /// nodes (the nodes no other node is the parent of; the root only when it is the one node):
+    /// a few thousand blobs instead of every geometry of the table. Nil when the leaves do not
+    /// hold one entry for each row of the index's `_rowid` table (an index edited outside the
+    /// module's rules): the caller packs from the table.
+    static func keptEntries(of rtree: String, excluding changes: [Int64: RTreeEntry?], _ db: Database) throws -> [RTreeEntry]? {
+        let node = quoted(rtree + "_node"), rowid = quoted(rtree + "_rowid"), parent = quoted(rtree + "_parent")
+        guard let rows = try Int.fetchOne(db, sql: "SELECT count(*) FROM \(rowid)") else { return nil }
+        let inner = Set(try Int64.fetchAll(db, sql: "SELECT DISTINCT parentnode FROM \(parent)"))
+        var kept: [RTreeEntry] = []
+        kept.reserveCapacity(rows)
+        var leafEntries = 0
+        let statement = try db.makeStatement(sql: "SELECT nodeno, data FROM \(node)")
+        let nodes = statement.sqliteStatement
+        while true {
+            let rc = sqlite3_step(nodes)
+            if rc == SQLITE_DONE { break }
+            guard rc == SQLITE_ROW else { throw StorageError(.sqlite, "cannot read the nodes of \(rtree): \(String(cString: sqlite3_errmsg(sqlite3_db_handle(nodes))))") }
+            let nodeno = ColumnValue(nodes, 0).int64, data = ColumnValue(nodes, 1).blob
+            // The root is inner when its depth (its first two bytes) is above 0.
+            guard !inner.contains(nodeno), data.count >= 4, nodeno != 1 || (data[0] == 0 && data[1] == 0) else { continue }
+            let found = RTreeBulkLoader.decode(data) { entry in
+                if changes.index(forKey: entry.id) == nil { kept.append(entry) }
+            }
+            guard found.valid else { return nil }
+            leafEntries += found.cells
+        }
+        withExtendedLifetime(statement) {}
+        return leafEntries == rows ? kept : nil
+    }
+
+    /// The R-tree entry the GeoPackage insert trigger makes of a stored geometry blob: none for a
+    /// blob that is not a GeoPackage geometry or has the empty flag (`ST_IsEmpty` null or 1),
+    /// bounds from the same C routine as `ST_MinX`…`ST_MaxY`, zeros for an unreadable body.
+    static func entry(id: Int64, blob bytes: UnsafeRawBufferPointer) -> RTreeEntry? {
+        guard let raw = bytes.baseAddress, bytes.count >= 8 else { return nil }
+        let blob = raw.assumingMemoryBound(to: UInt8.self)
+        guard blob[0] == 0x47, blob[1] == 0x50, blob[3] & 0x10 == 0 else { return nil }
+        var box = (0.0, 0.0, 0.0, 0.0)
+        let found = withUnsafeMutableBytes(of: &box) { outpost_gpkg_bounds(blob, Int32(bytes.count), $0.baseAddress!.assumingMemoryBound(to: Double.self)) }
+        let (minX, maxX, minY, maxY) = found == 1 ? box : (0, 0, 0, 0)
+        return RTreeEntry(id: id, Envelope(xmin: minX, ymin: minY, xmax: maxX, ymax: maxY))
+    }
+
+    /// Every non-empty geometry's bounds, as the GeoPackage insert trigger computes them
+    /// (``entry(id:blob:)``, each row read once instead of four times).
     static func bounds(of table: FeatureTable, _ db: Database) throws -> [RTreeEntry] {
         guard let handle = db.sqliteConnection else { throw StorageError(.sqlite, "the connection is closed") }
         let id = quoted(table.definition.objectIDField), g = quoted(table.definition.geometryColumn)
@@ -58,20 +118,12 @@ enum SpatialIndexRebuild {
         // Reserved once: growing by doubling would hold the old and new arrays at once.
         var entries: [RTreeEntry] = []
         entries.reserveCapacity(try Int.fetchOne(db, sql: "SELECT count(*) FROM \(quoted(table.name))") ?? 0)
-        var box = (0.0, 0.0, 0.0, 0.0)
         var rc = sqlite3_step(statement)
         while rc == SQLITE_ROW {
             defer { rc = sqlite3_step(statement) }
             let stored = ColumnValue(statement, 1)
-            guard stored.type == SQLITE_BLOB, case let bytes = stored.blob, let raw = bytes.baseAddress, bytes.count >= 8 else { continue }
-            let size = Int32(bytes.count)
-            let blob = raw.assumingMemoryBound(to: UInt8.self)
-            // `ST_IsEmpty` is null for a blob that is not a GeoPackage geometry, 1 with the empty flag.
-            guard blob[0] == 0x47, blob[1] == 0x50, blob[3] & 0x10 == 0 else { continue }
-            let found = withUnsafeMutableBytes(of: &box) { outpost_gpkg_bounds(blob, size, $0.baseAddress!.assumingMemoryBound(to: Double.self)) }
-            // The trigger would store an unreadable geometry's null bounds as zeros.
-            let (minX, maxX, minY, maxY) = found == 1 ? box : (0, 0, 0, 0)
-            entries.append(RTreeEntry(id: ColumnValue(statement, 0).int64, Envelope(xmin: minX, ymin: minY, xmax: maxX, ymax: maxY)))
+            guard stored.type == SQLITE_BLOB, let entry = entry(id: ColumnValue(statement, 0).int64, blob: stored.blob) else { continue }
+            entries.append(entry)
         }
         guard rc == SQLITE_DONE else {
             throw StorageError(.sqlite, "cannot read the bounds of \(table.name): \(String(cString: sqlite3_errmsg(handle)))", table: table.name)
@@ -133,7 +185,7 @@ extension GeodatabaseConnection {
             guard let saved = watch.savedTriggers else { return }
             let started = ContinuousClock.now
             defer { spatialIndexRebuildTime += ContinuousClock.now - started }
-            try SpatialIndexRebuild.rebuild(table, db)
+            if try SpatialIndexRebuild.rebuild(table, changes: RowChangeTracker.endBounds(of: tableName, db), db) { spatialIndexPacksFromChanges += 1 }
             for sql in saved { try db.execute(sql: sql) }
             FreedMemory.release()
         }
@@ -169,9 +221,12 @@ extension GeodatabaseConnection {
         try setAsideSpatialIndexTriggers(watch)
     }
 
+    /// Sets the R-tree triggers aside; from then on the rows written are watched
+    /// (``RowChangeTracker``), so the pack at the end reads the old index and these.
     private func setAsideSpatialIndexTriggers(_ watch: SpatialIndexWatch) throws {
         let definition = watch.table.definition
         watch.savedTriggers = try GeoPackageDDL.setAside(
             GeoPackageDDL.spatialIndexTriggerNames(table: definition.name, geometry: definition.geometryColumn), db)
+        try RowChangeTracker.watchBounds(of: watch.table, db)
     }
 }

@@ -34,6 +34,12 @@ public enum FeatureDigest {
 
         public init() {}
 
+        /// A checksum known already (a stored one).
+        public init(value: UInt64, count: Int) {
+            self.value = value
+            self.count = count
+        }
+
         public mutating func add(_ feature: Feature, layer: LayerDefinition) {
             add(digest: FeatureDigest.digest(feature, layer: layer))
         }
@@ -158,13 +164,12 @@ extension FeatureTable {
             candidates.envelope = envelope
         }
         let layer = definition
-        let columns = layer.fields.filter { $0.type != .oid && $0.type != .globalID }
-        var select = [layer.globalIDField.map(quoted) ?? "NULL"] + columns.map { quoted($0.name) }
+        let digester = StoredRowDigest(layer)
+        var select = [layer.globalIDField.map(quoted) ?? "NULL"] + digester.fields.map { quoted($0.name) }
         if layer.isSpatial { select.append(quoted(layer.geometryColumn)) }
         let statement = try rowsStatement(selecting: select, filteredBy: candidates, conn, purpose: " for its checksum")
         let s = statement.sqliteStatement
-        let kinds = columns.map { StoredColumn(type: $0.type) }
-        let geometryIndex = Int32(columns.count + 1)
+        let geometryIndex = Int32(digester.fields.count + 1)
         var row = CanonicalRow()
         var acc = FeatureDigest.Accumulator()
         while true {
@@ -173,23 +178,13 @@ extension FeatureTable {
             guard rc == SQLITE_ROW else {
                 throw StorageError(.sqlite, "reading \(name) for its checksum: \(String(cString: sqlite3_errmsg(sqlite3_db_handle(s))))", table: name)
             }
-            row.reset()
-            StoredColumn.text.append(s, 0, to: &row)
-            for (i, kind) in kinds.enumerated() { kind.append(s, Int32(i + 1), to: &row) }
-            if layer.isSpatial {
+            if let shape {
                 let stored = ColumnValue(s, geometryIndex)
-                guard stored.type == SQLITE_BLOB, case let raw = stored.blob, raw.baseAddress != nil else {
-                    if shape != nil { continue }
-                    row.null()
-                    acc.add(digest: row.hash)
-                    continue
-                }
-                if let shape {
-                    guard let g = try? GeoPackageBinary.decode(buffer: raw).geometry, GeometryRelations.intersects(g, shape) else { continue }
-                }
-                try appendGeometry(raw, to: &row)
+                guard stored.type == SQLITE_BLOB, case let raw = stored.blob, raw.baseAddress != nil,
+                    let g = try? GeoPackageBinary.decode(buffer: raw).geometry, GeometryRelations.intersects(g, shape)
+                else { continue }
             }
-            acc.add(digest: row.hash)
+            acc.add(digest: try digester.digest(&row) { ColumnValue(s, $0) })
         }
         return acc
     }
@@ -212,21 +207,6 @@ extension FeatureTable {
         first.throughObjectID = min(middle, query.throughObjectID ?? middle)
         second.afterObjectID = max(middle, query.afterObjectID ?? middle)
         return (first, second)
-    }
-
-    /// The geometry's ISO little-endian WKB: the stored body itself when it already is that (the
-    /// common case: points, lines and polygons written by any GeoPackage writer on x86 or ARM),
-    /// else decoded and encoded again.
-    private func appendGeometry(_ blob: UnsafeRawBufferPointer, to row: inout CanonicalRow) throws {
-        if let body = Self.canonicalWKB(blob) {
-            row.geometry(body)
-            return
-        }
-        do {
-            row.geometry(WKB.encode(try GeoPackageBinary.decode(buffer: blob).geometry))
-        } catch {
-            throw StorageError(.corrupt, "a geometry of \(name) cannot be decoded: \(error)", table: name, cause: error as? GeometryError)
-        }
     }
 
     /// The WKB body of a GeoPackage geometry blob when it is already canonical: little-endian,
@@ -274,6 +254,60 @@ extension FeatureTable {
     }
 }
 
+/// The ``FeatureDigest`` of a layer's rows as they are stored: the global id, the fields other
+/// than the object and global ids (schema order), then the geometry's canonical WKB, each read
+/// the way a feature is read. ``FeatureTable/checksum(matching:in:)`` hashes the rows it steps
+/// through; ``RowChangeTracker`` the rows SQLite's pre-update hook shows it.
+struct StoredRowDigest {
+    let table: String
+    /// The hashed fields, in order.
+    let fields: [FieldDefinition]
+    private let kinds: [StoredColumn]
+    private let isSpatial: Bool
+
+    init(_ layer: LayerDefinition) {
+        table = layer.name
+        fields = layer.fields.filter { $0.type != .oid && $0.type != .globalID }
+        kinds = fields.map { StoredColumn(type: $0.type) }
+        isSpatial = layer.isSpatial
+    }
+
+    /// How many values a row has: the global id, the fields, and the geometry when spatial.
+    var valueCount: Int { fields.count + (isSpatial ? 2 : 1) }
+
+    /// The digest of one stored row, written into `row`'s buffer: `value(k)` reads the row's
+    /// value `k` in the order above (0 the global id).
+    @inline(__always) func digest(_ row: inout CanonicalRow, _ value: (Int32) -> ColumnValue) throws -> UInt64 {
+        row.reset()
+        StoredColumn.text.append(value(0), to: &row)
+        for (i, kind) in kinds.enumerated() { kind.append(value(Int32(i + 1)), to: &row) }
+        if isSpatial {
+            let stored = value(Int32(kinds.count + 1))
+            if stored.type == SQLITE_BLOB, case let raw = stored.blob, raw.baseAddress != nil {
+                try appendGeometry(raw, to: &row)
+            } else {
+                row.null()
+            }
+        }
+        return row.hash
+    }
+
+    /// The geometry's ISO little-endian WKB: the stored body itself when it already is that (the
+    /// common case: points, lines and polygons written by any GeoPackage writer on x86 or ARM),
+    /// else decoded and encoded again.
+    private func appendGeometry(_ blob: UnsafeRawBufferPointer, to row: inout CanonicalRow) throws {
+        if let body = FeatureTable.canonicalWKB(blob) {
+            row.geometry(body)
+            return
+        }
+        do {
+            row.geometry(WKB.encode(try GeoPackageBinary.decode(buffer: blob).geometry))
+        } catch {
+            throw StorageError(.corrupt, "a geometry of \(table) cannot be decoded: \(error)", table: table, cause: error as? GeometryError)
+        }
+    }
+}
+
 /// How a stored column value becomes a canonical value: the coercions of reading a feature
 /// (``FeatureTable`` decodes the same way), applied to the raw SQLite value.
 private enum StoredColumn {
@@ -291,9 +325,8 @@ private enum StoredColumn {
         }
     }
 
-    /// Column `i` of the row `s` stands on (read through its value, ``ColumnValue``).
-    func append(_ s: OpaquePointer?, _ i: Int32, to row: inout CanonicalRow) {
-        let value = ColumnValue(s, i)
+    /// A stored value, read through ``ColumnValue``.
+    func append(_ value: ColumnValue, to row: inout CanonicalRow) {
         switch value.type {
         case SQLITE_NULL:
             row.null()
