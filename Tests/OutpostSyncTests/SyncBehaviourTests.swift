@@ -317,6 +317,67 @@ struct SyncBehaviourTests {
         try await h.stop()
     }
 
+    /// A generated replica keeps each layer's checksum (hashed once, when the file arrived) and
+    /// keeps it current through its downloads: a verify that compares whole layers takes it
+    /// instead of hashing them. A stored checksum that no longer describes its layer is found
+    /// (the layer is hashed, nothing fetched), and a sync asked to verify whole layers hashes.
+    @Test(.timeLimit(.minutes(2)), arguments: BackendKind.syncing)
+    func storedChecksumsSpareTheVerifyHashingTheLayers(kind: BackendKind) async throws {
+        let h = try await SyncHarness.start(kind)
+        let gdb = try await h.replica(layers: [0, 1])
+        func holding() async throws -> [String] {
+            try await gdb.read { conn in
+                try ["inspection_points", "pipelines"].filter { table in
+                    try conn.storedChecksum(of: table).map(\.hex) == (try conn.geodatabase.table(named: table).checksum(matching: .all, in: conn).hex)
+                }
+            }
+        }
+        #expect(try await holding() == ["inspection_points", "pipelines"], "stored when the file arrived")
+        func sync(_ parameters: SyncGeodatabaseParameters = SyncGeodatabaseParameters()) async throws -> ([SyncLayerResult], [String]) {
+            let job = try h.task().makeSyncGeodatabaseJob(parameters: parameters, geodatabase: gdb, faults: FaultInjector())
+            try job.start()
+            let results = try await job.output
+            return (results, job.messages.map(\.text))
+        }
+
+        // The office adds, moves and deletes; the replica, never verified, compares whole layers.
+        let rows = try await h.service.backend.features(layerID: 0, query: FeatureQuery(where: "objectid <= 3"))
+        try await h.serverEdit(
+            layer: 0, adds: [Feature(attributes: ["asset_id": .string("OFF-1"), "asset_type": .string("valve"), "status": .string("open")], geometry: try point(-122.65, 45.52))],
+            updates: [Feature(objectID: rows[0].objectID, attributes: ["notes": .string("office")], geometry: try point(-122.66, 45.53))],
+            deletes: [Feature(objectID: rows[1].objectID)])
+        var (results, log) = try await sync()
+        #expect(results.allSatisfy { $0.checksumMatches == true && !$0.refetched })
+        #expect(results.first { $0.layerId == 0 }?.downloaded.total == 3)
+        #expect(log.contains("2 of the replica's layer checksums kept since they were last hashed"), "\(log)")
+        #expect(try await holding() == ["inspection_points", "pipelines"], "kept through the download")
+        try await h.expectConverged(gdb, table: "inspection_points", layerID: 0)
+
+        // A stored checksum that no longer describes the layer (as after a write no hook saw).
+        func forget(_ wrong: String? = nil) async throws {
+            try await gdb.write { conn in
+                var state = try #require(try conn.replicaState())
+                for i in state.layers.indices {
+                    state.layers[i].verifiedAt = nil
+                    if let wrong, state.layers[i].table == "inspection_points" { state.layers[i].checksum?.value = wrong }
+                }
+                try conn.setReplicaState(state)
+            }
+        }
+        try await forget("0000000000000001")
+        (results, log) = try await sync()
+        #expect(results.allSatisfy { $0.checksumMatches == true && !$0.refetched })
+        #expect(log.contains("inspection_points: its stored checksum no longer held; hashed the layer again"), "\(log)")
+        #expect(try await holding() == ["inspection_points", "pipelines"], "the layer hashed is stored")
+
+        // Asked to verify whole layers, the sync hashes them.
+        try await forget()
+        (results, log) = try await sync(SyncGeodatabaseParameters(verifyWholeLayers: true))
+        #expect(results.allSatisfy { $0.checksumMatches == true })
+        #expect(!log.contains { $0.contains("kept since they were last hashed") }, "\(log)")
+        try await h.stop()
+    }
+
     /// Once a layer matched, verify compares only the features changed since (all of them pass
     /// through the server's change log). A changed feature that differs brings the whole layer into
     /// the comparison, and the layer is fetched again; drift elsewhere is found by a whole-layer
@@ -672,7 +733,7 @@ struct SyncBehaviourTests {
         #expect(secondLog.contains("checksums made ahead: 0 of the replica's layers, the server's"), "\(secondLog)")
         let job = SyncGeodatabaseJob(parameters: SyncGeodatabaseParameters(), geodatabase: b)
         let layer = try #require(try await b.read { conn in try conn.replicaState() }?.layers.first { $0.id == 0 })
-        let halves = try await job.wholeChecksum(layer)
+        let halves = try await job.wholeChecksum(layer, useStored: false)?.sum
         let whole = try await b.read { conn in try conn.geodatabase.table(named: "inspection_points").checksum(matching: .all, in: conn) }
         #expect(halves != nil && halves?.hex == whole.hex && halves?.count == whole.count && whole.count > 2)
 

@@ -69,7 +69,8 @@ extension FeatureTable {
 extension GeodatabaseConnection {
     /// Runs `body` with change capture off: for applying changes downloaded from the server, which
     /// must not be echoed back as local edits. The flag is set and cleared inside the current
-    /// transaction, so a crash can never leave capture off.
+    /// transaction, so a crash can never leave capture off. In a replica, the layers' stored
+    /// checksums are kept current through what `body` writes (``keepingStoredChecksums(_:)``).
     public func withChangeCaptureSilenced<T>(_ body: () throws -> T) throws -> T {
         guard try db.tableExists(ChangeCapture.flagTable) else { return try body() }
         guard db.isInsideTransaction else {
@@ -77,7 +78,7 @@ extension GeodatabaseConnection {
         }
         try db.execute(sql: "UPDATE outpost_capture SET silenced = 1 WHERE id = 1")
         defer { try? db.execute(sql: "UPDATE outpost_capture SET silenced = 0 WHERE id = 1") }
-        return try body()
+        return try keepingStoredChecksums(body)
     }
 
     /// Below this many rows written a table's capture triggers stay in place while silenced:

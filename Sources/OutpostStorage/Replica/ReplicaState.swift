@@ -18,13 +18,48 @@ public struct ReplicaState: Codable, Hashable, Sendable {
         /// nothing pending); nil before the first verify, after a schema migration and after a
         /// layer is fetched again. The next verify compares only the features changed since.
         public var verifiedAt: Int64?
+        /// The layer's checksum as last hashed whole, kept current through every write of server
+        /// values since (``StoredChecksum``); nil when none is known.
+        public var checksum: StoredChecksum?
 
-        public init(id: Int, table: String, direction: Direction, cursor: Int64, verifiedAt: Int64? = nil) {
+        public init(id: Int, table: String, direction: Direction, cursor: Int64, verifiedAt: Int64? = nil, checksum: StoredChecksum? = nil) {
             self.id = id
             self.table = table
             self.direction = direction
             self.cursor = cursor
             self.verifiedAt = verifiedAt
+            self.checksum = checksum
+        }
+    }
+
+    /// A layer's whole checksum (``FeatureDigest``) as the replica holds it: hashed from every
+    /// row once (when the replica was generated, or at a verify that hashed the layer), then kept
+    /// current without reading the layer again. A download, a refetch, a conflict's server values
+    /// (every write of server values, with capture silenced) adds the digests of the rows it
+    /// wrote and takes out those of the rows it replaced, as SQLite's pre-update hook shows them
+    /// (``GeodatabaseConnection/withChangeCaptureSilenced(_:)``). A local edit is captured, which
+    /// moves `outpost_changes`' sequence past `changeSequence`: the checksum no longer holds, and
+    /// the next verify hashes the layer again.
+    public struct StoredChecksum: Codable, Hashable, Sendable {
+        /// The XOR of the features' digests, 16 hexadecimal digits.
+        public var value: String
+        public var count: Int
+        /// The capture's sequence (the last change id ever given) when it held.
+        public var changeSequence: Int64
+
+        public init(value: String, count: Int, changeSequence: Int64) {
+            self.value = value
+            self.count = count
+            self.changeSequence = changeSequence
+        }
+
+        public init(_ sum: FeatureDigest.Accumulator, changeSequence: Int64) {
+            self.init(value: sum.hex, count: sum.count, changeSequence: changeSequence)
+        }
+
+        /// The checksum as an accumulator (nil for a value that is not 16 hexadecimal digits).
+        public var accumulator: FeatureDigest.Accumulator? {
+            UInt64(value, radix: 16).map { FeatureDigest.Accumulator(value: $0, count: count) }
         }
     }
 
@@ -46,6 +81,10 @@ public struct ReplicaState: Codable, Hashable, Sendable {
     /// The upload batch encodings the service reads, as it last said (`json`, `binary`); nil:
     /// JSON only. Batches are sealed in binary when it is listed.
     public var batchEncodings: [String]?
+    /// How many times server values were written into the replica's layers (each transaction
+    /// that silenced capture to write them): a layer hashed before one is not stored as its
+    /// ``StoredChecksum`` after it. Nil before the first.
+    public var serverWrites: Int64?
 
     public init(
         replicaID: String, replicaName: String, serviceURL: String, syncModel: SyncModel, cursor: Int64, layers: [Layer],

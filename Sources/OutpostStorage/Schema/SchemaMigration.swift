@@ -106,6 +106,11 @@ extension GeodatabaseConnection {
             scoped.tables = new.tables.filter { old.layer(id: $0.id) != nil }
         }
         let steps = try SchemaChange.steps(from: old, to: scoped, allowDrop: allowDrop)
+        // A replica's stored checksums hash the old columns: its layers are hashed again.
+        if !steps.isEmpty, var state = try replicaState(), state.layers.contains(where: { $0.checksum != nil }) {
+            for i in state.layers.indices { state.layers[i].checksum = nil }
+            try setReplicaState(state)
+        }
         // Change capture is on when the file's synced tables carry the capture triggers (a
         // replica), off in a service's own store.
         let capture = try old.allLayers.contains { layer in

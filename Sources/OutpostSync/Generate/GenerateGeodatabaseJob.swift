@@ -100,6 +100,9 @@ public struct GenerateGeodatabaseJob: JobDefinition {
                     let updated = state
                     try await gdb.write { conn in try conn.setReplicaState(updated) }
                 }
+                // Each layer hashed once, here: a verify that compares a whole layer later (after
+                // a large download, say) starts from its stored checksum instead of every row.
+                if state != nil { try await gdb.write { conn in try conn.storeLayerChecksums() } }
             } catch let error as StorageError {
                 throw SyncError(.invalidResponse, "the downloaded replica does not open: \(error)")
             }

@@ -249,8 +249,12 @@ extension SyncGeodatabaseJob {
                     current.lastSyncAt = Date()
                     if let migration {
                         current.schemaVersion = max(current.schemaVersion, migration.schemaVersion)
-                        // Every feature's values changed shape: the next verify compares whole layers.
-                        for i in current.layers.indices { current.layers[i].verifiedAt = nil }
+                        // Every feature's values changed shape: the next verify hashes and compares
+                        // whole layers.
+                        for i in current.layers.indices {
+                            current.layers[i].verifiedAt = nil
+                            current.layers[i].checksum = nil
+                        }
                     }
                     try conn.setReplicaState(current)
                     try conn.clearStaging()

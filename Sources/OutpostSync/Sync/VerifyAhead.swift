@@ -20,14 +20,16 @@ final class VerifyAhead: Sendable {
 
     struct Entry: Sendable {
         var schemaVersion: Int
+        /// The replica's checksums, hashed when the data had `hashedAt`.
         var local: [Int: FeatureDigest.Accumulator] = [:]
+        var hashedAt: GeodatabaseConnection.ChecksumStamp?
         var server: Task<ReplicaChecksums, any Error>?
     }
 
     private let entries = Mutex<[String: Entry]>([:])
 
-    func storeLocal(job: String, schemaVersion: Int, _ local: [Int: FeatureDigest.Accumulator]) {
-        entries.withLock { $0[job] = Entry(schemaVersion: schemaVersion, local: local) }
+    func storeLocal(job: String, schemaVersion: Int, _ local: [Int: FeatureDigest.Accumulator], hashedAt: GeodatabaseConnection.ChecksumStamp?) {
+        entries.withLock { $0[job] = Entry(schemaVersion: schemaVersion, local: local, hashedAt: hashedAt) }
     }
 
     /// Whether the job has replica checksums made ahead and has not yet asked for the server's.
