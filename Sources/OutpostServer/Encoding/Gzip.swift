@@ -9,9 +9,14 @@ import NIOCore
 /// chunks are compressed as they are written, stay with zlib's streaming API.
 enum Gzip {
     static let level: Int32 = 6
+    /// For binary change pages: their values (global ids, doubles, geometry coordinates) leave
+    /// little for the higher levels' longer searches. A page of 1,000 changes (190 KB) came to
+    /// 76.0 KB in 0.84 ms at level 1 and to 77.9 KB in 1.81 ms at level 6; its JSON (330 KB),
+    /// text that the longer searches do shorten, to 80.2 KB at 1 and 71.6 KB at 6.
+    static let binaryLevel: Int32 = 1
 
     /// `buffer` gzipped; nil when libdeflate cannot (the caller sends it as it is).
-    static func compress(_ buffer: ByteBuffer) -> ByteBuffer? {
+    static func compress(_ buffer: ByteBuffer, level: Int32 = level) -> ByteBuffer? {
         guard let compressor = libdeflate_alloc_compressor(level) else { return nil }
         defer { libdeflate_free_compressor(compressor) }
         return buffer.withUnsafeReadableBytes { input -> ByteBuffer? in

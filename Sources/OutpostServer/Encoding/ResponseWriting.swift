@@ -30,11 +30,11 @@ struct ResponseWriting {
         return Response(status: status, headers: headers, body: .init(byteBuffer: body))
     }
 
-    /// A body as it goes out, gzipped when `gzip` (the client accepts it) and worth it, with its
-    /// headers.
-    static func encoded(_ buffer: ByteBuffer, contentType: String, gzip: Bool) -> (ByteBuffer, HTTPFields) {
+    /// A body as it goes out, gzipped (at `level`) when `gzip` (the client accepts it) and worth
+    /// it, with its headers.
+    static func encoded(_ buffer: ByteBuffer, contentType: String, gzip: Bool, level: Int32 = Gzip.level) -> (ByteBuffer, HTTPFields) {
         var headers: HTTPFields = [.contentType: contentType]
-        if gzip, buffer.readableBytes > 512, let compressed = Gzip.compress(buffer) {
+        if gzip, buffer.readableBytes > 512, let compressed = Gzip.compress(buffer, level: level) {
             headers[.contentEncoding] = "gzip"
             return (compressed, headers)
         }

@@ -193,7 +193,7 @@ struct NativeSyncRoutes {
     /// A page's body and headers: binary or JSON, gzipped when the client accepts it.
     private static func encoded(_ page: ChangePage, binary: Bool, gzip: Bool) -> (ByteBuffer, HTTPFields) {
         binary
-            ? ResponseWriting.encoded(ByteBuffer(bytes: page.binaryEncoded()), contentType: ChangePage.binaryContentType, gzip: gzip)
+            ? ResponseWriting.encoded(ByteBuffer(bytes: page.binaryEncoded()), contentType: ChangePage.binaryContentType, gzip: gzip, level: Gzip.binaryLevel)
             : ResponseWriting.encoded(ByteBuffer(bytes: page.json.jsonBytes), contentType: ResponseWriting.jsonContentType, gzip: gzip)
     }
 
