@@ -51,12 +51,13 @@ enum SpatialIndexRebuild {
         } else {
             entries = try bounds(of: table, db)
         }
-        // Emptied in one step each (no hook may watch them: it would make SQLite delete row by row).
+        // The index's own tables are watched by no one: without the hook SQLite empties each in
+        // one step (with it, row by row) and writes the new rows without calling it.
         try RowChangeTracker.suspended(on: db) {
             try db.execute(sql: "DELETE FROM \(node); DELETE FROM \(rowid); DELETE FROM \(parent)")
+            try db.execute(sql: "INSERT INTO \(node) (nodeno, data) VALUES (1, zeroblob(?))", arguments: [nodeSize])
+            try RTreeBulkLoader.load(&entries, into: rtree, db)
         }
-        try db.execute(sql: "INSERT INTO \(node) (nodeno, data) VALUES (1, zeroblob(?))", arguments: [nodeSize])
-        try RTreeBulkLoader.load(&entries, into: rtree, db)
         return fromChanges
     }
 

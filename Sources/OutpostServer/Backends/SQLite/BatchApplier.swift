@@ -59,12 +59,13 @@ struct BatchApplier {
         var writer = FeatureTable.EditWriter(table, in: conn)
         let started = clock.now
         var logging = Duration.zero, reading = Duration.zero
+        var state = PrefetchState()
         try conn.maintainingSpatialIndex(of: table.name, expectedGeometryWrites: expectedGeometryWrites) {
             try conn.deferringContentsUpdates {
                 while let edits = try next() {
                     let chunk = BatchLayer(id: layerID, edits: edits)
                     let read = clock.now
-                    try prefetch(chunk, into: &planner, table)
+                    try prefetch(chunk, into: &planner, table, read: &state)
                     reading += clock.now - read
                     var log: [ServiceStore.LogEntry] = []
                     results.reserveCapacity(results.count + edits.count)
@@ -129,12 +130,27 @@ struct BatchApplier {
 
     /// What the planner needs about the batch's features, a thousand global ids per query: their
     /// object ids, others' changes since the oldest base in the batch, then the current values
-    /// and tombstones its plans will need.
-    private func prefetch(_ edits: BatchLayer, into planner: inout BatchPlanner, _ table: FeatureTable) throws {
+    /// and tombstones its plans will need. `read` is what the layer's earlier chunks left.
+    private func prefetch(_ edits: BatchLayer, into planner: inout BatchPlanner, _ table: FeatureTable, read: inout PrefetchState) throws {
         let layer = table.definition
         guard let gidField = layer.globalIDField else { return }
         let gids = BatchPlanner.globalIDs(edits)
         let base = edits.edits.compactMap(\.baseGeneration).min()
+        // Others' changes are looked up feature by feature only when someone other than this
+        // replica changed the layer after the base at all (one probe of the feed index; for a
+        // replica alone on its layer the lookups cost 1 µs a feature for nothing), or for a
+        // feature an earlier chunk of this batch already touched.
+        var othersChangedLayer = false
+        if let base {
+            if let known = read.othersChanged[base] {
+                othersChangedLayer = known
+            } else {
+                othersChangedLayer = try othersChanged(layer.id, after: base)
+                read.othersChanged[base] = othersChangedLayer
+            }
+        }
+        var repeated: [String] = []
+        for gid in gids where !read.seen.insert(PrefetchState.key(gid)).inserted { repeated.append(gid) }
         for chunk in Self.chunks(gids) {
             let list = Self.list(chunk)
             try conn.forEachRow(
@@ -143,17 +159,20 @@ struct BatchApplier {
             ) { row in
                 if let id = row.integer(0), let gid = row.text(1) { planner.objectIDs[gid] = id }
             }
-            guard let base else { continue }
-            try conn.forEachRow(
-                """
-                SELECT globalid, generation, changed_columns, coalesce(edited_at, changed_at) FROM outpost_change_log
-                WHERE layer_id = ? AND globalid IN (SELECT value FROM json_each(?)) AND generation > ? AND origin_replica IS NOT ?
-                """,
-                arguments: [.integer(Int64(layer.id)), list, .integer(base), .text(origin.replica)]
-            ) { row in
-                guard let gid = row.text(0), let generation = row.integer(1) else { return }
-                let columns = (row.text(2).flatMap { try? JSONValue.parse($0).arrayValue } ?? []).compactMap(\.stringValue)
-                planner.others[gid, default: []].append(OthersChange(generation: generation, columns: columns, editedAt: row.text(3) ?? ""))
+        }
+        if let base {
+            for chunk in Self.chunks(othersChangedLayer ? gids : repeated) {
+                try conn.forEachRow(
+                    """
+                    SELECT globalid, generation, changed_columns, coalesce(edited_at, changed_at) FROM outpost_change_log
+                    WHERE layer_id = ? AND globalid IN (SELECT value FROM json_each(?)) AND generation > ? AND origin_replica IS NOT ?
+                    """,
+                    arguments: [.integer(Int64(layer.id)), Self.list(chunk), .integer(base), .text(origin.replica)]
+                ) { row in
+                    guard let gid = row.text(0), let generation = row.integer(1) else { return }
+                    let columns = (row.text(2).flatMap { try? JSONValue.parse($0).arrayValue } ?? []).compactMap(\.stringValue)
+                    planner.others[gid, default: []].append(OthersChange(generation: generation, columns: columns, editedAt: row.text(3) ?? ""))
+                }
             }
         }
         for chunk in Self.chunks(planner.needsCurrentValues(edits)) {
@@ -174,6 +193,33 @@ struct BatchApplier {
                 planner.tombstones[gid] = TombstoneInfo(row: row[1].textValue.flatMap { try? JSONValue.parse($0) }, editedAt: row[2].textValue ?? "")
             }
         }
+    }
+
+    /// What ``prefetch(_:into:_:read:)`` keeps from one chunk of a layer to the next.
+    struct PrefetchState {
+        /// The global ids of the chunks read so far, as 64-bit hashes (hashing the strings
+        /// themselves cost up to 2 ms a chunk of 1,900): a collision only reads a feature's
+        /// others' changes where they were not needed.
+        var seen = Set<UInt64>()
+
+        static func key(_ globalID: String) -> UInt64 {
+            var gid = globalID
+            return gid.withUTF8 { FastHash.hash64(UnsafeRawBufferPointer($0)) }
+        }
+        /// Whether others changed the layer after a base generation (it cannot change while the
+        /// batch holds the write lock).
+        var othersChanged: [Int64: Bool] = [:]
+    }
+
+    /// Whether anyone but the uploading replica changed layer `layerID` after generation `base`
+    /// and before this batch (whose own log entries carry the batch's generation).
+    private func othersChanged(_ layerID: Int, after base: Int64) throws -> Bool {
+        try conn.query(
+            """
+            SELECT EXISTS (SELECT 1 FROM outpost_change_log INDEXED BY outpost_change_log_feed
+              WHERE layer_id = ? AND generation > ? AND generation < ? AND origin_replica IS NOT ?)
+            """, arguments: [.integer(Int64(layerID)), .integer(base), .integer(generation), .text(origin.replica)]
+        ).first?[0].integerValue == 1
     }
 
     private static func chunks(_ gids: [String]) -> [[String]] {
