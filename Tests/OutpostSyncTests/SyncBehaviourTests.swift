@@ -340,6 +340,18 @@ struct SyncBehaviourTests {
             return (results, job.messages.map(\.text))
         }
 
+        /// Makes the next verify compare whole layers, the stored checksum of inspection_points
+        /// changed to `wrong` (as after a write no hook saw).
+        func forget(_ wrong: String? = nil) async throws {
+            try await gdb.write { conn in
+                var state = try #require(try conn.replicaState())
+                for i in state.layers.indices {
+                    state.layers[i].verifiedAt = nil
+                    if let wrong, state.layers[i].table == "inspection_points" { state.layers[i].checksum?.value = wrong }
+                }
+                try conn.setReplicaState(state)
+            }
+        }
         // The office adds, moves and deletes; the replica, never verified, compares whole layers.
         let rows = try await h.service.backend.features(layerID: 0, query: FeatureQuery(where: "objectid <= 3"))
         try await h.serverEdit(
@@ -353,17 +365,17 @@ struct SyncBehaviourTests {
         #expect(try await holding() == ["inspection_points", "pipelines"], "kept through the download")
         try await h.expectConverged(gdb, table: "inspection_points", layerID: 0)
 
-        // A stored checksum that no longer describes the layer (as after a write no hook saw).
-        func forget(_ wrong: String? = nil) async throws {
-            try await gdb.write { conn in
-                var state = try #require(try conn.replicaState())
-                for i in state.layers.indices {
-                    state.layers[i].verifiedAt = nil
-                    if let wrong, state.layers[i].table == "inspection_points" { state.layers[i].checksum?.value = wrong }
-                }
-                try conn.setReplicaState(state)
-            }
-        }
+        // A local edit ends every stored checksum (the capture's sequence moves); the sync that
+        // uploads it hashes the layers whole (never verified since) and stores them again.
+        try await gdb.write { conn in try conn.execute("UPDATE inspection_points SET notes = 'crew' WHERE objectid = 5") }
+        #expect(try await holding().isEmpty)
+        try await forget()
+        (results, log) = try await sync()
+        #expect(results.allSatisfy { $0.checksumMatches == true && !$0.refetched })
+        #expect(results.first { $0.layerId == 0 }?.uploaded.updates == 1)
+        #expect(try await holding() == ["inspection_points", "pipelines"], "hashed at this verify, stored")
+
+        // A stored checksum that no longer describes the layer.
         try await forget("0000000000000001")
         (results, log) = try await sync()
         #expect(results.allSatisfy { $0.checksumMatches == true && !$0.refetched })

@@ -77,12 +77,17 @@ extension GeodatabaseConnection {
         guard let state = try replicaState(), !RowChangeTracker.watchesDigests(on: db) else { return try body() }
         let schema = geodatabase.schema
         let watched = state.layers.compactMap { layer in schema.layer(named: layer.table).map { (layer.table, $0) } }
-        for (_, layer) in watched { try RowChangeTracker.watchDigests(of: layer, db) }
+        var started: [LayerDefinition] = []
         let result: T
         do {
+            for (_, layer) in watched {
+                try RowChangeTracker.watchDigests(of: layer, db)
+                started.append(layer)
+            }
             result = try body()
         } catch {
-            for (_, layer) in watched { _ = RowChangeTracker.endDigests(of: layer.name, db) }
+            // No watch outlives the call: a later one would otherwise take this one for an outer call.
+            for layer in started { _ = RowChangeTracker.endDigests(of: layer.name, db) }
             throw error
         }
         var changes: [String: (digest: UInt64, countChange: Int)] = [:]
