@@ -211,6 +211,37 @@ struct SpatialIndexRebuildTests {
         try gdb.close()
     }
 
+    /// Rows written past half the table are not kept (memory): the pack reads the table, also
+    /// when a savepoint that crossed the limit rolls back.
+    @Test func writesOfMostOfTheTableArePackedFromTheTable() async throws {
+        struct Stop: Error {}
+        let dir = TemporaryDirectory()
+        let (gdb, table) = try await Self.layer(4_000, in: dir)
+        try await gdb.write { conn in
+            try conn.maintainingSpatialIndex(of: "inspection_points", expectedGeometryWrites: 3_000) {
+                try table.update((1...1_500).map { Feature(objectID: Int64($0), geometry: .point(try Point(x: 171, y: 81))) }, in: conn)
+                #expect(throws: Stop.self) {
+                    try conn.inSavepoint {
+                        try table.update((1_501...2_600).map { Feature(objectID: Int64($0), geometry: .point(try Point(x: 171, y: 81))) }, in: conn)
+                        throw Stop()
+                    }
+                }
+            }
+            #expect(conn.spatialIndexPacksFromChanges == 0)
+        }
+        try await Self.expectIndexMatchesTable(gdb)
+        #expect(try await table.objectIDs(matching: FeatureQuery(envelope: Envelope(xmin: 170.5, ymin: 80.5, xmax: 171.5, ymax: 81.5))).count == 1_500)
+        try await gdb.write { conn in
+            try conn.maintainingSpatialIndex(of: "inspection_points", expectedGeometryWrites: 3_000) {
+                try table.update((1...2_100).map { Feature(objectID: Int64($0), geometry: .point(try Point(x: 170, y: 80))) }, in: conn)
+            }
+            #expect(conn.spatialIndexPacksFromChanges == 0)
+        }
+        try await Self.expectIndexMatchesTable(gdb)
+        #expect(try await table.objectIDs(matching: FeatureQuery(envelope: Envelope(xmin: 169.5, ymin: 79.5, xmax: 170.5, ymax: 80.5))).count == 2_100)
+        try gdb.close()
+    }
+
     @Test func anIndexWhoseLeavesDisagreeWithItsRowIDsIsPackedFromTheTable() async throws {
         let dir = TemporaryDirectory()
         let (gdb, table) = try await Self.layer(2_000, in: dir)

@@ -51,6 +51,7 @@ final class RowChangeTracker: @unchecked Sendable {
         /// Written rows' new entries, in the order they were written (a later one wins).
         fileprivate(set) var bounds: [BoundsChange] = []
         fileprivate(set) var boundsUsable = true
+        fileprivate var boundsLimit = Int.max
         fileprivate(set) var digestWatchers = 0
         fileprivate var digester: StoredRowDigest?
         /// The table's column index of each value the digest reads, in its order.
@@ -145,14 +146,16 @@ final class RowChangeTracker: @unchecked Sendable {
 
     // MARK: - Watching
 
-    /// Starts keeping the new R-tree entries of the rows of `table` written from now on.
-    static func watchBounds(of table: FeatureTable, _ db: Database) throws {
+    /// Starts keeping the new R-tree entries of the rows of `table` written from now on, up to
+    /// `limit` writes (after them the entries are dropped and reported unusable).
+    static func watchBounds(of table: FeatureTable, upTo limit: Int, _ db: Database) throws {
         let tracker = try attached(to: db)
         let watch = tracker.watch(table.name)
         if watch.boundsWatchers == 0 {
             watch.geometryColumn = try columnIndices(db, table: table.name, [table.definition.geometryColumn])[0]
             watch.bounds = []
             watch.boundsUsable = watch.geometryColumn >= 0
+            watch.boundsLimit = limit
         }
         watch.boundsWatchers += 1
     }
@@ -223,8 +226,11 @@ final class RowChangeTracker: @unchecked Sendable {
     static func restore(_ mark: Mark?) {
         for state in mark?.states ?? [] {
             let watch = state.watch
-            if watch.bounds.count > state.bounds { watch.bounds.removeSubrange(state.bounds...) }
-            watch.boundsUsable = state.boundsUsable
+            // Entries dropped since (past their limit) stay dropped, and unusable.
+            if watch.bounds.count >= state.bounds {
+                watch.bounds.removeSubrange(state.bounds...)
+                watch.boundsUsable = state.boundsUsable
+            }
             watch.digest = state.digest
             watch.countChange = state.count
             watch.digestUsable = state.digestUsable
@@ -259,6 +265,11 @@ final class RowChangeTracker: @unchecked Sendable {
             }
         }
         if watch.boundsWatchers > 0, watch.boundsUsable {
+            if watch.bounds.count >= watch.boundsLimit {
+                watch.boundsUsable = false
+                watch.bounds = []
+                return
+            }
             if op == SQLITE_DELETE {
                 watch.bounds.append(BoundsChange(id: before, entry: nil))
                 return

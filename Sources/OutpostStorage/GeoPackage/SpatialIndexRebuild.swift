@@ -138,13 +138,16 @@ final class SpatialIndexWatch {
     let table: FeatureTable
     /// Geometry writes after which the index is packed again at the end instead.
     let budget: Int64
+    /// The table's row ids span this many.
+    let span: Int64
     var writes: Int64 = 0
     /// The R-tree triggers' SQL, once they are set aside (the index is stale until the end).
     var savedTriggers: [String]?
 
-    init(table: FeatureTable, budget: Int64) {
+    init(table: FeatureTable, budget: Int64, span: Int64) {
         self.table = table
         self.budget = budget
+        self.span = span
     }
 }
 
@@ -171,7 +174,7 @@ extension GeodatabaseConnection {
         let t = quoted(tableName)
         let span = try Int64.fetchOne(db, sql: "SELECT (SELECT max(\(pk)) FROM \(t)) - (SELECT min(\(pk)) FROM \(t)) + 1") ?? 0
         guard let budget = SpatialIndexRebuild.budget(span: span) else { return try body() }
-        let watch = SpatialIndexWatch(table: table, budget: budget)
+        let watch = SpatialIndexWatch(table: table, budget: budget, span: span)
         spatialIndexWatches[tableName] = watch
         if let expected = expectedGeometryWrites, Int64(expected) >= budget {
             do {
@@ -228,6 +231,8 @@ extension GeodatabaseConnection {
         let definition = watch.table.definition
         watch.savedTriggers = try GeoPackageDDL.setAside(
             GeoPackageDDL.spatialIndexTriggerNames(table: definition.name, geometry: definition.geometryColumn), db)
-        try RowChangeTracker.watchBounds(of: watch.table, db)
+        // Once half the rows were written the old index has little to give: the rows written
+        // are no longer kept (memory), and the pack reads the table.
+        try RowChangeTracker.watchBounds(of: watch.table, upTo: Int(max(1_000, watch.span / 2)), db)
     }
 }

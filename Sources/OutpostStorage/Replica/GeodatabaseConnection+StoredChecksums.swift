@@ -37,11 +37,18 @@ extension GeodatabaseConnection {
     /// was written since (then it would not describe the layer). Whether it was stored.
     @discardableResult
     public func storeChecksum(_ sum: FeatureDigest.Accumulator, of table: String, hashedAt stamp: ChecksumStamp) throws -> Bool {
-        guard var state = try replicaState(), let i = state.layers.firstIndex(where: { $0.table == table }),
-            try checksumStamp() == stamp
+        guard var state = try replicaState(), try keepChecksum(sum, of: table, hashedAt: stamp, in: &state) else { return false }
+        try setReplicaState(state)
+        return true
+    }
+
+    /// ``storeChecksum(_:of:hashedAt:)`` into `state` (this connection's current replica state,
+    /// which the caller records): whether it was kept.
+    public func keepChecksum(_ sum: FeatureDigest.Accumulator, of table: String, hashedAt stamp: ChecksumStamp, in state: inout ReplicaState) throws -> Bool {
+        guard let i = state.layers.firstIndex(where: { $0.table == table }),
+            ChecksumStamp(changeSequence: try changeSequence(), serverWrites: state.serverWrites ?? 0) == stamp
         else { return false }
         state.layers[i].checksum = ReplicaState.StoredChecksum(sum, changeSequence: stamp.changeSequence)
-        try setReplicaState(state)
         return true
     }
 

@@ -104,11 +104,9 @@ extension SyncGeodatabaseJob {
             guard var current = try conn.replicaState() else { return }
             for i in current.layers.indices {
                 if let generation = matchedAt[current.layers[i].id] { current.layers[i].verifiedAt = generation }
+                if let (sum, stamp) = store[current.layers[i].id] { _ = try conn.keepChecksum(sum, of: current.layers[i].table, hashedAt: stamp, in: &current) }
             }
             try conn.setReplicaState(current)
-            for layer in current.layers {
-                if let (sum, stamp) = store[layer.id] { try conn.storeChecksum(sum, of: layer.table, hashedAt: stamp) }
-            }
         }
     }
 
