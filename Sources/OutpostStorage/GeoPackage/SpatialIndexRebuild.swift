@@ -74,21 +74,24 @@ enum SpatialIndexRebuild {
         kept.reserveCapacity(rows)
         var leafEntries = 0
         let statement = try db.makeStatement(sql: "SELECT nodeno, data FROM \(node)")
-        let nodes = statement.sqliteStatement
-        while true {
-            let rc = sqlite3_step(nodes)
-            if rc == SQLITE_DONE { break }
-            guard rc == SQLITE_ROW else { throw StorageError(.sqlite, "cannot read the nodes of \(rtree): \(String(cString: sqlite3_errmsg(sqlite3_db_handle(nodes))))") }
-            let nodeno = ColumnValue(nodes, 0).int64, data = ColumnValue(nodes, 1).blob
-            // The root is inner when its depth (its first two bytes) is above 0.
-            guard !inner.contains(nodeno), data.count >= 4, nodeno != 1 || (data[0] == 0 && data[1] == 0) else { continue }
-            let found = RTreeBulkLoader.decode(data) { entry in
-                if changes.index(forKey: entry.id) == nil { kept.append(entry) }
+        // The statement is stepped through the C API: it must live until the last step.
+        let complete = try withExtendedLifetime(statement) { () throws -> Bool in
+            let nodes = statement.sqliteStatement
+            while true {
+                let rc = sqlite3_step(nodes)
+                if rc == SQLITE_DONE { return true }
+                guard rc == SQLITE_ROW else { throw StorageError(.sqlite, "cannot read the nodes of \(rtree): \(String(cString: sqlite3_errmsg(sqlite3_db_handle(nodes))))") }
+                let nodeno = ColumnValue(nodes, 0).int64, data = ColumnValue(nodes, 1).blob
+                // The root is inner when its depth (its first two bytes) is above 0.
+                guard !inner.contains(nodeno), data.count >= 4, nodeno != 1 || (data[0] == 0 && data[1] == 0) else { continue }
+                let found = RTreeBulkLoader.decode(data) { entry in
+                    if changes.index(forKey: entry.id) == nil { kept.append(entry) }
+                }
+                guard found.valid else { return false }
+                leafEntries += found.cells
             }
-            guard found.valid else { return nil }
-            leafEntries += found.cells
         }
-        withExtendedLifetime(statement) {}
+        guard complete else { return nil }
         return leafEntries == rows ? kept : nil
     }
 

@@ -201,14 +201,14 @@ struct BatchApplier {
         /// themselves cost up to 2 ms a chunk of 1,900): a collision only reads a feature's
         /// others' changes where they were not needed.
         var seen = Set<UInt64>()
+        /// Whether others changed the layer after a base generation (it cannot change while the
+        /// batch holds the write lock).
+        var othersChanged: [Int64: Bool] = [:]
 
         static func key(_ globalID: String) -> UInt64 {
             var gid = globalID
             return gid.withUTF8 { FastHash.hash64(UnsafeRawBufferPointer($0)) }
         }
-        /// Whether others changed the layer after a base generation (it cannot change while the
-        /// batch holds the write lock).
-        var othersChanged: [Int64: Bool] = [:]
     }
 
     /// Whether anyone but the uploading replica changed layer `layerID` after generation `base`
