@@ -99,6 +99,40 @@ struct JobTests {
         #expect(try await job.output == Self.fullRun)
     }
 
+    /// A job resumed with every step done (killed after its last step, before its end was
+    /// saved) ends at once, while ``Job/start()`` may still be writing its "started": the JSON
+    /// must end as "succeeded", or the same command run again resumes a job that is done.
+    @Test(.timeLimit(.minutes(1)))
+    func theLastStateSavedIsTheLastWritten() async throws {
+        /// Keeps the statuses written, in order; the first write of "started" is slow.
+        final class SlowStartStore: JobStore, @unchecked Sendable {
+            // @unchecked: `written` is only touched under `lock`.
+            private let lock = NSLock()
+            private var written: [JobStatus] = []
+            private var slowed = false
+            func save(_ snapshot: JobSnapshot) throws {
+                let slow = lock.withLock { () -> Bool in
+                    defer { slowed = slowed || snapshot.status == .started }
+                    return !slowed && snapshot.status == .started
+                }
+                if slow { Thread.sleep(forTimeInterval: 0.3) }
+                lock.withLock { written.append(snapshot.status) }
+            }
+            func isCancelRequested(id: String) -> Bool { false }
+            var statuses: [JobStatus] { lock.withLock { written } }
+        }
+        let log = SampleJobLog()
+        for item in Self.fullRun { log.append(item) }
+        let done = JobSnapshot(
+            id: "done", jobType: SampleJob.jobType, status: .started, parameters: ["label": "d"], steps: ["first", "second", "third"],
+            currentStep: 3)
+        let store = SlowStartStore()
+        let job = try Job<SampleJob>.fromJSON(try done.encoded(), environment: environment(log), store: store)
+        try job.start()
+        #expect(try await job.output == Self.fullRun)
+        #expect(store.statuses.last == .succeeded, "written: \(store.statuses)")
+    }
+
     @Test(.timeLimit(.minutes(1)))
     func aFailingStepFailsTheJobAndRollsBack() async throws {
         let log = SampleJobLog()

@@ -34,6 +34,8 @@ public final class Job<Definition: JobDefinition>: Sendable {
     private let progressBroadcast: Broadcast<JobProgress>
     private let messageBroadcast: Broadcast<JobMessage?>
     private let store: Mutex<(any JobStore)?>
+    /// Held while the JSON is written (``save()``).
+    private let saving = Mutex(())
 
     /// A new job, not started.
     public init(_ definition: Definition, id: String = UUID().uuidString, store: (any JobStore)? = nil) {
@@ -329,15 +331,21 @@ public final class Job<Definition: JobDefinition>: Sendable {
         statusBroadcast.send(status)
     }
 
+    /// Writes the job's JSON. The snapshot is taken and written under one lock, so the JSON
+    /// always ends as the last state saved: a runner that finished a resumed job in the moment
+    /// between ``start()`` taking its snapshot and writing it had its "succeeded" overwritten by
+    /// that older "started", and the same command run again resumed a job that was done.
     private func save() {
-        let (snapshot, store) = (self.snapshotForSave(), self.store.withLock { $0 })
-        guard let store else { return }
-        do {
-            try store.save(snapshot)
-        } catch {
-            // Losing the JSON must not fail the work; the next checkpoint tries again. The job's
-            // own messages say so (whoever runs it shows them), not this library on stderr.
-            log("cannot save the job's state (\(error)); the next checkpoint tries again", severity: .warning)
+        saving.withLock { _ in
+            let (snapshot, store) = (self.snapshotForSave(), self.store.withLock { $0 })
+            guard let store else { return }
+            do {
+                try store.save(snapshot)
+            } catch {
+                // Losing the JSON must not fail the work; the next checkpoint tries again. The
+                // job's own messages say so (whoever runs it shows them), not this library on stderr.
+                log("cannot save the job's state (\(error)); the next checkpoint tries again", severity: .warning)
+            }
         }
     }
 
