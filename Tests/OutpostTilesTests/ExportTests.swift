@@ -276,6 +276,45 @@ struct HTTPSourceTests {
         #expect(try FileManager.default.contentsOfDirectory(atPath: dir.url.path).isEmpty)
     }
 
+    /// An MBTiles file's `format` row is what its tiles are, whatever the source declares (an
+    /// XYZ template declares nothing: MIXED): PNG tiles say `png`, JPEG `jpg`, mostly JPEG with
+    /// some PNG `png` (transparency kept), tiles recoded to WebP `webp`; GDAL's MBTiles driver
+    /// (rasterio's) opens each and reads pixels.
+    @Test(arguments: [("png", false, "png"), ("jpeg", false, "jpg"), ("mixed", false, "png"), ("png", true, "webp")])
+    func anMBTilesFileSaysTheFormatOfItsTiles(_ kind: String, _ webp: Bool, _ expected: String) async throws {
+        var pixels = [UInt8](repeating: 0, count: 256 * 256 * 4)
+        for i in stride(from: 0, to: pixels.count, by: 4) { (pixels[i], pixels[i + 1], pixels[i + 2], pixels[i + 3]) = (UInt8(i / 4 % 256), 90, 160, 255) }
+        let png = Data(try PNGEncoder.encode(pixels: pixels, width: 256, height: 256))
+        let jpeg = Data(try JPEGCodec.encode(rgba: pixels, width: 256, height: 256, quality: 80))
+        let server = try await LoopbackHTTPServer.start { request in
+            let n = request.path.split(separator: "/").suffix(3).compactMap { Int($0.replacingOccurrences(of: ".png", with: "")) }
+            guard n.count == 3 else { return .json("{}", status: 400) }
+            let usePNG = kind == "png" || kind == "mixed" && (n[1] + n[2]) % 4 == 0
+            return LoopbackHTTPServer.Response(body: usePNG ? png : jpeg, contentType: usePNG ? "image/png" : "image/jpeg")
+        }
+        defer { Task { try? await server.stop() } }
+        let dir = TemporaryDirectory()
+        let task = ExportTileCacheTask(source: .http(server.baseURL.absoluteString + "/tiles/{z}/{x}/{y}.png"))
+        try await task.load()
+        var parameters = ExportTileCacheParameters(areaOfInterest: .envelope(Envelope(xmin: -12, ymin: 34, xmax: 32, ymax: 61), .wgs84), levelIDs: Array(0...3))
+        parameters.webp = webp
+        let job = task.makeExportTileCacheJob(parameters: parameters, downloadFileURL: dir.file("europe.mbtiles"))
+        try job.start()
+        _ = try await job.output
+        let check = try await ExternalTools.python("""
+            import sys, sqlite3, rasterio
+            from rasterio.windows import Window
+            db = sqlite3.connect(sys.argv[1])
+            print(dict(db.execute("SELECT name, value FROM metadata"))["format"])
+            with rasterio.open(sys.argv[1]) as ds:
+                assert ds.driver == "MBTiles", ds.driver
+                band = ds.read(1, window=Window(0, 0, min(256, ds.width), min(256, ds.height)))
+                assert band.size > 0 and band.any(), band.shape
+            """, [dir.file("europe.mbtiles").path])
+        #expect(check.succeeded, "\(check.stderr)")
+        #expect(check.stdout.trimmingCharacters(in: .whitespacesAndNewlines) == expected)
+    }
+
     @Test func templatesNeedTheirPlaceholders() {
         #expect(throws: TileCacheError.self) { try HTTPTileSource(url: "http://x/{z}/{x}.png") }
         #expect(throws: TileCacheError.self) { try HTTPTileSource(url: "ftp://x/MapServer") }

@@ -14,6 +14,11 @@ public enum TileImageFormat: String, Sendable, Hashable, CaseIterable {
         }
     }
 
+    /// The format of a tile in memory (its first bytes are looked at).
+    public init?(sniffing bytes: UnsafeRawBufferPointer) {
+        self.init(sniffing: [UInt8](bytes.prefix(16)))
+    }
+
     /// Any tile's pixels, as RGBA.
     public static func decode(_ bytes: [UInt8]) throws -> PNGDecoder.Image {
         switch TileImageFormat(sniffing: bytes) {

@@ -26,11 +26,16 @@ public final class MBTilesWriter {
     private let resumed: Bool
     public private(set) var tilesWritten = 0
     public private(set) var sharedTiles = 0
+    /// Tiles written in each image format, for the `format` row `finish()` writes.
+    public private(set) var formats: [TileImageFormat: Int]
 
-    /// - Parameter resuming: continue a file an earlier (killed) export committed to.
-    public init(at url: URL, info: TileCacheInfo, resuming: Bool = false) throws {
+    /// - Parameters:
+    ///   - resuming: continue a file an earlier (killed) export committed to.
+    ///   - formats: the tiles of each format that export committed (its checkpoint's count).
+    public init(at url: URL, info: TileCacheInfo, resuming: Bool = false, formats: [TileImageFormat: Int] = [:]) throws {
         self.url = url
         resumed = resuming
+        self.formats = formats
         if !resuming {
             for suffix in ["", "-journal"] { try? FileManager.default.removeItem(atPath: url.path + suffix) }
         }
@@ -98,6 +103,7 @@ public final class MBTilesWriter {
             insertMap.bind(4, id)
             try insertMap.run()
             tilesWritten += 1
+            if let format = TileImageFormat(sniffing: bytes) { formats[format, default: 0] += 1 }
         } catch {
             throw TileCacheError(.io, "cannot write a tile: \(error)", file: url.path, tile: key)
         }
@@ -129,6 +135,11 @@ public final class MBTilesWriter {
                 }
                 try file.execute("CREATE UNIQUE INDEX map_index ON map (zoom_level, tile_column, tile_row)")
             }
+            if let format = MBTilesLayout.format(of: formats) {
+                let update = try file.prepare("UPDATE metadata SET value = ? WHERE name = 'format'")
+                update.bind(1, format)
+                try update.run()
+            }
             try file.execute("COMMIT")
             try file.close()
         } catch {
@@ -144,9 +155,29 @@ enum MBTilesLayout {
     /// at 1.4–1.6× the time, and a larger page cache (8–16 MB) as no faster.
     static let pageSize = 65_536
 
-    /// MBTiles' `format` for a `CacheTileFormat`. MBTiles has no mixed format: a MIXED cache is
-    /// mostly JPEG and says `jpg`; its PNG tiles (those with transparency) are found by readers
-    /// that sniff each tile, as GDAL and browsers do.
+    /// MBTiles' `format` for the tiles written, told by their first bytes: the one format they
+    /// all have. MBTiles has no mixed format; readers take the format as the image's kind (GDAL
+    /// exposes RGBA for `png`, RGB for `jpg`) and read each tile by its own bytes, so a file with
+    /// PNG tiles among others (a MIXED cache: JPEG, with PNG where there is transparency) says
+    /// `png`, which keeps the transparency; JPEG and WebP without PNG say what most tiles are.
+    /// Nil when no tile was a PNG, JPEG or WebP image: the source's declared format stands.
+    static func format(of counts: [TileImageFormat: Int]) -> String? {
+        let present = counts.filter { $0.value > 0 }
+        if present.count > 1, present[.png] != nil { return name(.png) }
+        return present.max { ($0.value, $0.key.rawValue) < ($1.value, $1.key.rawValue) }.map { name($0.key) }
+    }
+
+    /// MBTiles' name of an image format.
+    static func name(_ format: TileImageFormat) -> String {
+        switch format {
+        case .png: "png"
+        case .jpeg: "jpg"
+        case .webp: "webp"
+        }
+    }
+
+    /// MBTiles' `format` for a `CacheTileFormat`, written when the file is created (and kept
+    /// when no tile tells otherwise).
     static func format(_ cacheFormat: String) -> String {
         switch cacheFormat.uppercased() {
         case "JPEG", "JPG", "MIXED": "jpg"

@@ -82,7 +82,11 @@ public final class TileCacheWriter {
         levelFolders = Set((state["levels"]?.arrayValue ?? []).compactMap { $0.integerValue.map(Int.init) })
         finishedBundles = Set((state["finished"]?.arrayValue ?? []).compactMap(\.stringValue))
         if format == .mbtiles {
-            mbtiles = try MBTilesWriter(at: url, info: info, resuming: true)
+            var formats: [TileImageFormat: Int] = [:]
+            for (name, count) in state["formats"]?.objectValue ?? [:] {
+                if let format = TileImageFormat(rawValue: name), let n = count.integerValue { formats[format] = Int(n) }
+            }
+            mbtiles = try MBTilesWriter(at: url, info: info, resuming: true, formats: formats)
             return
         }
         let fileLength = int("fileLength")
@@ -195,6 +199,7 @@ public final class TileCacheWriter {
             try mbtiles.commit()
             // Shared tiles so far are counted in the state; the writer counts anew after a resume.
             state["shared"] = .integer(Int64(sharedTiles + mbtiles.sharedTiles))
+            state["formats"] = .object(Dictionary(uniqueKeysWithValues: mbtiles.formats.map { ($0.key.rawValue, JSONValue.integer(Int64($0.value))) }))
             return .object(state)
         }
         if format == .exploded { state["finished"] = .array(finishedBundles.sorted().map { .string($0) }) }
