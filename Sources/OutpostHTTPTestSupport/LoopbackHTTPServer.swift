@@ -4,8 +4,9 @@ import NIOHTTP1
 import NIOPosix
 
 /// A scriptable HTTP server on 127.0.0.1 and a free port, for testing clients against real
-/// sockets: the handler answers each request, or returns nil to drop the connection without a
-/// response (what a flaky field link or a restarting server does).
+/// sockets: the handler answers each request, returns nil to drop the connection without a
+/// response (what a flaky field link or a restarting server does), or ``Response/held`` to keep
+/// the connection open and never answer (a stalled link).
 public final class LoopbackHTTPServer: Sendable {
     public struct Request: Sendable {
         public var method: String
@@ -20,11 +21,20 @@ public final class LoopbackHTTPServer: Sendable {
         public var status: Int
         public var body: Data
         public var contentType: String
+        /// No answer at all: the connection stays open until the client or the server closes it.
+        public var isHeld = false
 
         public init(status: Int = 200, body: Data, contentType: String = "application/json") {
             self.status = status
             self.body = body
             self.contentType = contentType
+        }
+
+        /// The request is never answered.
+        public static var held: Response {
+            var response = Response(body: Data())
+            response.isHeld = true
+            return response
         }
 
         public static func json(_ text: String, status: Int = 200) -> Response {
@@ -97,6 +107,10 @@ private final class ScriptedHandler: ChannelInboundHandler, @unchecked Sendable 
                 headers: head.headers.map { ($0.name, $0.value) }, body: body)
             guard let response = handler(request) else {
                 context.close(promise: nil)
+                return
+            }
+            if response.isHeld {
+                self.head = nil
                 return
             }
             var headers = HTTPHeaders()

@@ -135,6 +135,68 @@ struct TilesCommandTests {
         #expect((inspect["tiles"]?.integerValue ?? 0) > 0)
     }
 
+    /// A source that delivers 150 tiles and then holds every request (a link gone slow), the
+    /// export killed (SIGKILL) after 1.5 s of waiting: what arrived was made durable on time
+    /// while the export waited, so the same command, with the link back, fetches none of the
+    /// delivered tiles again but those still in the reorder window, for each output format.
+    @Test(arguments: ["out.mbtiles", "out.tpkx", "out-folder"])
+    func anExportKilledWhileItsSourceStallsResumesWithWhatArrived(_ name: String) async throws {
+        final class Link: Sendable {
+            let state = Mutex((delivered: Set<String>(), stalledAt: ContinuousClock.Instant?.none, open: false, asked: [String: Int]()))
+        }
+        let link = Link()
+        let server = try await LoopbackHTTPServer.start { request in
+            let n = request.path.split(separator: "/").suffix(3).compactMap { Int($0) }
+            guard n.count == 3 else { return .json("{}", status: 400) }
+            let deliver = link.state.withLock { s -> Bool in
+                s.asked[request.path, default: 0] += 1
+                guard s.open || s.delivered.count < 150 else {
+                    if s.stalledAt == nil { s.stalledAt = .now }
+                    return false
+                }
+                s.delivered.insert(request.path)
+                return true
+            }
+            guard deliver else { return .held }
+            guard let body = Self.tile(z: n[0], x: n[1], y: n[2]) else { return .json("missing", status: 404) }
+            return LoopbackHTTPServer.Response(body: body, contentType: "image/png")
+        }
+        defer { Task { try? await server.stop() } }
+        let dir = TemporaryDirectory()
+        let arguments = [
+            "tiles", "export", "--url", server.baseURL.absoluteString + "/{z}/{x}/{y}", "--levels", "0-7", "--extent=-12,34,32,61",
+            "--concurrency", "4", "--out", dir.file(name).path,
+        ]
+        let export = try SpawnedProcess.spawn(Repository.outpostExecutable.path, arguments)
+        var waited = false
+        for _ in 0..<3_000 {
+            if let stalled = link.state.withLock({ $0.stalledAt }), ContinuousClock.now - stalled >= .milliseconds(1_500) {
+                waited = true
+                break
+            }
+            try await Task.sleep(for: .milliseconds(10))
+        }
+        export.signal(SIGKILL)
+        export.wait()
+        #expect(waited, "the export never stalled")
+        let (before, deliveredBefore) = link.state.withLock { s in
+            s.open = true
+            return (s.asked, s.delivered)
+        }
+        #expect(deliveredBefore.count == 150)
+        let again = try await ExternalTools.run(Repository.outpostExecutable.path, arguments)
+        #expect(again.succeeded && again.stderr.contains("resuming job"), "\(again.stderr)")
+        let (delivered, asked) = link.state.withLock { ($0.delivered, $0.asked) }
+        let refetched = deliveredBefore.filter { (asked[$0] ?? 0) > (before[$0] ?? 0) }
+        #expect(refetched.count <= 8, "\(refetched.count) of the tiles delivered before the kill were fetched again")
+        let inspect = try JSONValue.parse(try await outpost(["tiles", "inspect", dir.file(name).path, "--json"]).stdout)
+        let present = delivered.filter { key in
+            let n = key.split(separator: "/").compactMap { Int($0) }
+            return Self.tile(z: n[0], x: n[1], y: n[2]) != nil
+        }
+        #expect(inspect["tiles"]?.integerValue == Int64(present.count))
+    }
+
     /// Killed (SIGKILL) right after a checkpoint, and again just before one; the same command
     /// then finishes the export, fetching only the tiles of the last 512 not yet durable. The
     /// third case has a whole-number extent, whose stored parameters read back as JSON integers:

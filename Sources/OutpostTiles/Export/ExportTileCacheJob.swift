@@ -6,8 +6,8 @@ import OutpostCore
 ///
 /// Steps: `count` (the tile count, refused above ``ExportTileCacheParameters/maxTileCount`` before
 /// any download), `fetch` (tiles fetched `concurrency` at a time, written in bundle order beside
-/// the destination, a checkpoint every 512 tiles that makes them durable), `finish` (the written
-/// cache is opened and counted, then renamed into place). A job rebuilt from JSON after a kill
+/// the destination, made durable by a checkpoint at most once an interval, while tiles arrive or
+/// the source stalls), `finish` (the written cache is opened and counted, then renamed into place). A job rebuilt from JSON after a kill
 /// continues from its last checkpoint without fetching the tiles it has; a cancelled or failed job
 /// removes its partial output.
 public struct ExportTileCacheJob: JobDefinition {
@@ -114,11 +114,12 @@ public struct ExportTileCacheJob: JobDefinition {
             writer = try TileCacheWriter(format: format, at: partialURL, info: outputInfo, journal: journalURL)
         }
         let window = max(1, exportParameters.concurrency)
-        var sinceCheckpoint = 0, lastCheckpoint = ContinuousClock.now
-        try await withThrowingTaskGroup(of: (Int, TileKey, [UInt8]?).self) { group in
+        let interval = environment.checkpointInterval
+        var durable = done, lastCheckpoint = ContinuousClock.now, lastProgress = done
+        try await withThrowingTaskGroup(of: FetchEvent.self) { group in
             // The iterator lives here, not in a helper closure: each launch must advance it.
             var keys = selection.tiles.dropFirst(done).makeIterator()
-            var launched = done, written = done, inFlight = 0, exhausted = false
+            var launched = done, written = done, inFlight = 0, exhausted = false, ticking = false
             var ready: [Int: (TileKey, [UInt8]?)] = [:]
             while true {
                 while !exhausted, inFlight + ready.count < window * 2 {
@@ -131,31 +132,53 @@ public struct ExportTileCacheJob: JobDefinition {
                     inFlight += 1
                     group.addTask {
                         let tile = try await source.tile(key)
-                        return (index, key, recoding.flatMap { recoding in tile.map { recoding.recode($0) } } ?? tile)
+                        return .tile(index, key, recoding.flatMap { recoding in tile.map { recoding.recode($0) } } ?? tile)
                     }
                 }
-                guard let (index, key, data) = try await group.next() else { break }
-                inFlight -= 1
-                ready[index] = (key, data)
-                // Written in the enumeration's (bundle) order, whatever order they arrived in.
-                while let (k, d) = ready.removeValue(forKey: written) {
-                    if let d { try writer.add(k, data: d) } else { missing += 1 }
-                    written += 1
-                    sinceCheckpoint += 1
+                if exhausted, inFlight == 0 { break }
+                // While tiles are written but not durable, a tick wakes the loop once the
+                // interval has passed: a source that stalls (a slow link, when crews kill
+                // exports) must not keep what arrived before it from a checkpoint.
+                if !ticking, interval > .zero, written > durable {
+                    ticking = true
+                    let wake = lastCheckpoint + interval
+                    group.addTask {
+                        try? await Task.sleep(until: wake, clock: .continuous)
+                        return .tick
+                    }
                 }
-                if sinceCheckpoint >= 512 {
-                    sinceCheckpoint = 0
+                guard let event = try await group.next() else { break }
+                if case .tile(let index, let key, let data) = event {
+                    inFlight -= 1
+                    ready[index] = (key, data)
+                    // Written in the enumeration's (bundle) order, whatever order they arrived in.
+                    while let (k, d) = ready.removeValue(forKey: written) {
+                        if let d { try writer.add(k, data: d) } else { missing += 1 }
+                        written += 1
+                    }
+                } else {
+                    ticking = false
+                }
+                if written - lastProgress >= 512 {
+                    lastProgress = written
                     context.reportProgress("tiles", done: Int64(written), total: total)
-                    // Durable checkpoints (two fsyncs and the job's JSON) spaced in time: fast
-                    // sources are not throttled by the disk's flush latency.
-                    guard ContinuousClock.now - lastCheckpoint >= environment.checkpointInterval || context.isInterruptRequested else { continue }
-                    lastCheckpoint = ContinuousClock.now
-                    try environment.faults.check("tiles.beforeCheckpoint")
-                    let state = try writer.checkpoint()
-                    try await context.checkpoint(["done": .integer(Int64(written)), "missing": .integer(Int64(missing)), "writer": state])
-                    try environment.faults.check("tiles.afterCheckpoint")
                 }
+                // Durable checkpoints (two fsyncs and the job's JSON) at most once an interval,
+                // as soon as one is due (with interval 0: every 512 tiles): fast sources are not
+                // throttled by the disk's flush latency, slow ones lose at most an interval.
+                let unsaved = written - durable
+                let due = ContinuousClock.now - lastCheckpoint >= interval && (interval > .zero || unsaved >= 512)
+                guard unsaved > 0, due || context.isInterruptRequested else { continue }
+                lastCheckpoint = ContinuousClock.now
+                durable = written
+                context.reportProgress("tiles", done: Int64(written), total: total)
+                try environment.faults.check("tiles.beforeCheckpoint")
+                let state = try writer.checkpoint()
+                try await context.checkpoint(["done": .integer(Int64(written)), "missing": .integer(Int64(missing)), "writer": state])
+                try environment.faults.check("tiles.afterCheckpoint")
             }
+            // A tick still asleep ends now.
+            group.cancelAll()
         }
         try writer.finish()
         context.reportProgress("tiles", done: total, total: total)
@@ -163,6 +186,13 @@ public struct ExportTileCacheJob: JobDefinition {
         context.record("sharedTiles", .integer(Int64(writer.sharedTiles)))
         context.record("missingTiles", .integer(Int64(missing)))
         if missing > 0 { context.log("\(missing) tiles were not in the source") }
+    }
+
+    /// What wakes the fetch loop: a tile (or its absence) arriving, or the checkpoint interval
+    /// passing.
+    private enum FetchEvent: Sendable {
+        case tile(Int, TileKey, [UInt8]?)
+        case tick
     }
 
     public func output(context: JobContext) async throws -> TileCache {

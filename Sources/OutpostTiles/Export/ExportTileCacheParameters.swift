@@ -156,9 +156,9 @@ public struct TileJobEnvironment: Sendable {
     public var source: (any TileSource)?
     /// Fault points `tiles.beforeCheckpoint` and `tiles.afterCheckpoint` (crash tests).
     public var faults: FaultInjector
-    /// The least time between two durable checkpoints of an export (each costs two fsyncs and
-    /// the job's JSON; a kill loses at most this much fetching). Checkpoints also need 512 new
-    /// tiles. Default 500 ms (0: every 512 tiles).
+    /// The time between two durable checkpoints of an export while tiles are written that are
+    /// not yet durable, whether more arrive or the source stalls (each costs two fsyncs and the
+    /// job's JSON; a kill loses at most this much fetching). Default 500 ms (0: every 512 tiles).
     public var checkpointInterval: Duration
 
     public init(token: String? = nil, source: (any TileSource)? = nil, faults: FaultInjector = FaultInjector(), checkpointInterval: Duration? = nil) {
