@@ -252,10 +252,13 @@ final class LocatorWriter {
                 for id in previous.ids { try role == "streets" ? removeSegment(id) : remove(id) }
                 summary.changed += 1
             }
-            let added = try index(feature, source: source, fields: fields, role: role)
-            summary.entries += added.entries
-            summary.segments += added.segments
-            summary.skipped += added.skipped
+            let indexed = try index(feature, source: source, fields: fields, role: role)
+            summary.skipped += indexed.skipped
+            // A changed row is counted as changed, not as added (docs/cli.md, `locator update`).
+            if previous == nil {
+                summary.entries += indexed.entries
+                summary.segments += indexed.segments
+            }
         }
         for (_, gone) in stored {
             for id in gone.ids { try role == "streets" ? removeSegment(id) : remove(id) }

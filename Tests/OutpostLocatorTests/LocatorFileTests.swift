@@ -155,18 +155,22 @@ import Testing
         let before = try LocalLocator(url: url)
         #expect(try before.geocode("Kuusitie 999, Helsinki").first?.label != "Kuusitie 999, Helsinki")
 
-        // A new address on a new street, one renumbered, one deleted.
-        let added = try await addresses.add([Feature(
-            attributes: ["street": .string("Kuusitie"), "house_number": .string("999"), "city": .string("Helsinki"), "osm_id": .string("x")],
-            geometry: .point(try Point(Position(x: 24.93, y: 60.18))))])
+        // Three new addresses (one on a new street), one renumbered, two deleted.
+        let added = try await addresses.add((0..<3).map { i in
+            Feature(
+                attributes: ["street": .string("Kuusitie"), "house_number": .string("\(999 - i)"), "city": .string("Helsinki"), "osm_id": .string("x\(i)")],
+                geometry: .point(try! Point(Position(x: 24.93, y: 60.18 + Double(i) * 0.0001))))
+        })
         var renumbered = try #require(try await addresses.features(matching: FeatureQuery(where: "street = 'Mannerheimintie' AND house_number = '12'")).first)
         renumbered["house_number"] = .string("12 K")
         try await addresses.update([renumbered])
         let gone = try #require(try await addresses.features(matching: FeatureQuery(where: "name = 'Burger King' AND street = 'Aleksanterinkatu'")).first)
-        try await addresses.delete(objectIDs: [gone.objectID!])
+        let other = try #require(try await addresses.features(matching: FeatureQuery(where: "street = 'Mannerheimintie' AND house_number = '14'")).first)
+        try await addresses.delete(objectIDs: [gone.objectID!, other.objectID!])
 
+        // Rows added count as entries; a changed row as changed only (docs/cli.md).
         let summary = try LocatorBuilder.update(url, from: gdb)
-        #expect(summary.entries == 2 && summary.changed == 1 && summary.removed == 1)
+        #expect(summary.entries == 3 && summary.changed == 1 && summary.removed == 2, "\(summary)")
         let after = try LocalLocator(url: url)
         let new = try #require(try after.geocode("Kuusitie 999, Helsinki").first)
         #expect(new.label == "Kuusitie 999, Helsinki" && new.score == 100)
@@ -178,7 +182,16 @@ import Testing
         // Nothing changed: nothing indexed.
         let again = try LocatorBuilder.update(url, from: gdb)
         #expect(again.entries == 0 && again.changed == 0 && again.removed == 0)
-        #expect(added.count == 1)
+
+        // One address moved, alone: one change, nothing added; it is found where it went.
+        var moved = try #require(try await addresses.features(matching: FeatureQuery(where: "street = 'Kuusitie' AND house_number = '999'")).first)
+        moved.geometry = .point(try Point(Position(x: 24.94, y: 60.17)))
+        try await addresses.update([moved])
+        let move = try LocatorBuilder.update(url, from: gdb)
+        #expect(move.entries == 0 && move.changed == 1 && move.removed == 0, "\(move)")
+        let there = try #require(try LocalLocator(url: url).geocode("Kuusitie 999, Helsinki").first)
+        #expect(abs(there.location.x - 24.94) < 1e-9 && abs(there.location.y - 60.17) < 1e-9)
+        #expect(added.count == 3)
     }
 }
 
