@@ -69,7 +69,7 @@ public final class LocalLocator: Sendable {
     public func geocode(_ searchText: String, parameters: GeocodeParameters = GeocodeParameters()) throws -> [GeocodeResult] {
         try check(parameters.outputSpatialReference)
         let text = String(searchText.prefix(1_000))
-        let near = try parameters.preferredSearchLocation.map { try toLocator($0, from: parameters.locationSpatialReference) }
+        let near = try parameters.preferredSearchLocation.map { try toLocator($0, from: parameters.locationSpatialReference, input: .location) }
         let area = try parameters.searchArea.map { try toLocator($0, from: parameters.searchAreaSpatialReference) }
         let scored = try read { db in try LocatorSearch.search(text, typing: false, in: db, geographic: geographic) }
         let kept = filter(scored, categories: parameters.categories, area: area).filter { $0.score >= parameters.minScore }
@@ -88,9 +88,9 @@ public final class LocalLocator: Sendable {
 
     /// The candidate a suggestion stands for, with score 100.
     public func geocode(magicKey: String, parameters: GeocodeParameters = GeocodeParameters()) throws -> [GeocodeResult] {
-        guard let key = MagicKey(magicKey) else { throw LocatorError(.invalidInput, "\"\(magicKey.prefix(40))\" is not a suggestion key of this locator") }
+        guard let key = MagicKey(magicKey) else { throw LocatorError(.invalidInput, "\"\(magicKey.prefix(40))\" is not a suggestion key of this locator", input: .magicKey) }
         guard let row = try read({ db in try Row.fetchOne(db, sql: "SELECT * FROM entries WHERE id = ?", arguments: [key.id]) }) else {
-            throw LocatorError(.invalidInput, "the suggestion is no longer in this locator (it was rebuilt); search again")
+            throw LocatorError(.invalidInput, "the suggestion is no longer in this locator (it was rebuilt); search again", input: .magicKey)
         }
         let record = EntryRecord(row: row)
         var scored = LocatorSearch.score(record, id: key.id, tokens: [])
@@ -106,7 +106,7 @@ public final class LocalLocator: Sendable {
     /// Completions of partly typed text, best first.
     public func suggest(_ searchText: String, parameters: SuggestParameters = SuggestParameters()) throws -> [SuggestResult] {
         let text = String(searchText.prefix(1_000))
-        let near = try parameters.preferredSearchLocation.map { try toLocator($0, from: parameters.locationSpatialReference) }
+        let near = try parameters.preferredSearchLocation.map { try toLocator($0, from: parameters.locationSpatialReference, input: .location) }
         let area = try parameters.searchArea.map { try toLocator($0, from: parameters.searchAreaSpatialReference) }
         let scored = try read { db in try LocatorSearch.search(text, typing: true, in: db) }
         let kept = filter(scored, categories: parameters.categories, area: area).filter { $0.score > 0 }
@@ -120,10 +120,8 @@ public final class LocalLocator: Sendable {
     /// The addresses nearest `location` within `maxDistance` metres (nearest first); a street
     /// name when no address is that near; empty when nothing is.
     public func reverseGeocode(_ location: Position, parameters: ReverseGeocodeParameters = ReverseGeocodeParameters()) throws -> [GeocodeResult] {
-        guard location.x.isFinite, location.y.isFinite else { throw LocatorError(.invalidInput, "the location is not a pair of finite numbers") }
         try check(parameters.outputSpatialReference)
-        let p = try toLocator(location, from: parameters.locationSpatialReference)
-        if geographic, abs(p.y) > 90 || abs(p.x) > 180 { throw LocatorError(.invalidInput, "(\(p.x), \(p.y)) is not a longitude and latitude") }
+        let p = try toLocator(location, from: parameters.locationSpatialReference, input: .location)
         let types = Set(parameters.featureTypes.compactMap { LocatorMatchType(name: $0) })
         let wantsPoints = types.isEmpty || types.contains(.pointAddress) || types.contains(.poi)
         let wantsStreets = types.isEmpty || types.contains(.streetName) || types.contains(.streetAddress)
@@ -221,7 +219,7 @@ public final class LocalLocator: Sendable {
         do {
             _ = try CoordinateSystemInfo(reference)
         } catch {
-            throw LocatorError(.invalidInput, "PROJ does not know the spatial reference \(reference.wkid)")
+            throw LocatorError(.invalidInput, "PROJ does not know the spatial reference \(reference.wkid)", input: .outputSpatialReference)
         }
     }
 
@@ -246,18 +244,28 @@ public final class LocalLocator: Sendable {
         return Envelope(xmin: p.x - d, ymin: p.y - d, xmax: p.x + d, ymax: p.y + d)
     }
 
-    private func toLocator(_ p: Position, from reference: SpatialReference?) throws -> Position {
-        guard let reference, reference != info.spatialReference else { return p }
-        do {
-            return try CoordinateTransform(from: reference, to: info.spatialReference).transform(p)
-        } catch {
-            throw LocatorError(.invalidInput, "cannot take a location in EPSG:\(reference.wkid) to EPSG:\(info.spatialReference.wkid): \(error)")
+    /// A position given in `reference` (nil: the locator's), in the locator's system: refused,
+    /// naming `input`, when it is not finite, cannot be transformed, or (in a geographic
+    /// locator) is not a longitude and latitude.
+    private func toLocator(_ given: Position, from reference: SpatialReference?, input: LocatorError.Input) throws -> Position {
+        guard given.x.isFinite, given.y.isFinite else { throw LocatorError(.invalidInput, "the location is not a pair of finite numbers", input: input) }
+        var p = given
+        if let reference, reference != info.spatialReference {
+            do {
+                p = try CoordinateTransform(from: reference, to: info.spatialReference).transform(given)
+            } catch {
+                throw LocatorError(.invalidInput, "cannot take a location in EPSG:\(reference.wkid) to EPSG:\(info.spatialReference.wkid): \(error)", input: input)
+            }
         }
+        if geographic, !(abs(p.y) <= 90 && abs(p.x) <= 180) {
+            throw LocatorError(.invalidInput, "(\(given.x), \(given.y)) is not a longitude and latitude", input: input)
+        }
+        return p
     }
 
     private func toLocator(_ e: Envelope, from reference: SpatialReference?) throws -> Envelope {
-        let a = try toLocator(Position(x: e.xmin, y: e.ymin), from: reference)
-        let b = try toLocator(Position(x: e.xmax, y: e.ymax), from: reference)
+        let a = try toLocator(Position(x: e.xmin, y: e.ymin), from: reference, input: .searchArea)
+        let b = try toLocator(Position(x: e.xmax, y: e.ymax), from: reference, input: .searchArea)
         return Envelope(xmin: min(a.x, b.x), ymin: min(a.y, b.y), xmax: max(a.x, b.x), ymax: max(a.y, b.y))
     }
 
@@ -277,7 +285,7 @@ public final class LocalLocator: Sendable {
                 extent = Envelope(xmin: min(a.x, b.x), ymin: min(a.y, b.y), xmax: max(a.x, b.x), ymax: max(a.y, b.y))
                 reference = outSR
             } catch {
-                throw LocatorError(.invalidInput, "cannot give results in EPSG:\(outSR.wkid): \(error)")
+                throw LocatorError(.invalidInput, "cannot give results in EPSG:\(outSR.wkid): \(error)", input: .outputSpatialReference)
             }
         }
         let streetAddress = r.street.map { street in r.house.map { "\(street) \($0)" } ?? street }

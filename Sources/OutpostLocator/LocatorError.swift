@@ -14,12 +14,28 @@ public struct LocatorError: Error, Hashable, Sendable, CustomStringConvertible {
         case service
     }
 
+    /// Which input of a search was wrong, when one was (a service answers with a 400 naming
+    /// its parameter).
+    public enum Input: String, Sendable, Hashable {
+        /// The location searched near, or reverse geocoded.
+        case location
+        /// The area a search is kept to.
+        case searchArea
+        /// The spatial reference results are given in.
+        case outputSpatialReference
+        /// A suggestion's key.
+        case magicKey
+    }
+
     public var code: Code
     public var message: String
+    /// The input at fault, for an `invalidInput` error about one.
+    public var input: Input?
 
-    public init(_ code: Code, _ message: String) {
+    public init(_ code: Code, _ message: String, input: Input? = nil) {
         self.code = code
         self.message = message
+        self.input = input
     }
 
     public var description: String { message }

@@ -132,14 +132,14 @@ extension RoadNetwork {
     ///   use (or too many stops to order), `.noRoute` naming two stops nothing joins.
     public func solve(_ stops: [RouteStop], parameters: RouteOptions) throws -> SolvedRoute {
         let mode = parameters.mode
-        guard stops.count >= 2 else { throw RoutingError(.invalidInput, "a route needs at least two stops (got \(stops.count))") }
+        guard stops.count >= 2 else { throw RoutingError(.invalidInput, "a route needs at least two stops (got \(stops.count))", input: .stops) }
         guard stops.count <= RouteOptions.maximumStops else {
-            throw RoutingError(.invalidInput, "\(stops.count) stops are more than the \(RouteOptions.maximumStops) a route takes")
+            throw RoutingError(.invalidInput, "\(stops.count) stops are more than the \(RouteOptions.maximumStops) a route takes", input: .stops)
         }
         var snaps: [NetworkSnap] = []
         for (i, stop) in stops.enumerated() {
             guard let snap = try snap(stop.location, mode: mode, maxDistance: parameters.snapDistance) else {
-                throw RoutingError(.invalidInput, "stop \(i + 1)\(stop.name.map { " (\($0))" } ?? "") is more than \(Int(parameters.snapDistance)) m from any street")
+                throw RoutingError(.invalidInput, "stop \(i + 1)\(stop.name.map { " (\($0))" } ?? "") is more than \(Int(parameters.snapDistance)) m from any street", input: .stops)
             }
             snaps.append(snap)
         }
@@ -147,14 +147,14 @@ extension RoadNetwork {
         var blocked = Set<Int32>()
         for (i, barrier) in parameters.barriers.enumerated() {
             guard let snap = try snap(barrier, mode: mode, maxDistance: parameters.snapDistance) else {
-                throw RoutingError(.invalidInput, "barrier \(i + 1) is more than \(Int(parameters.snapDistance)) m from any street")
+                throw RoutingError(.invalidInput, "barrier \(i + 1) is more than \(Int(parameters.snapDistance)) m from any street", input: .barriers)
             }
             blocked.insert(Int32(snap.edge))
         }
         var order = Array(stops.indices)
         if parameters.findsBestSequence, stops.count > 2 {
             guard stops.count <= RouteOptions.maximumSequencedStops else {
-                throw RoutingError(.invalidInput, "best sequence takes at most \(RouteOptions.maximumSequencedStops) stops (got \(stops.count))")
+                throw RoutingError(.invalidInput, "best sequence takes at most \(RouteOptions.maximumSequencedStops) stops (got \(stops.count))", input: .stops)
             }
             let matrix = try costMatrix(snaps, mode: mode, blocked: blocked)
             order = StopSequence.best(matrix, preserveFirst: parameters.preserveFirstStop, preserveLast: parameters.preserveLastStop)

@@ -41,13 +41,13 @@ extension RouteSolution {
         do {
             transform = try CoordinateTransform(from: spatialReference, to: target)
         } catch {
-            throw RoutingError(.invalidInput, "cannot project routes to wkid \(target.wkid): \(error)")
+            throw RoutingError(.invalidInput, "cannot project routes to wkid \(target.wkid): \(error)", input: .outputSpatialReference)
         }
         func move(_ p: Position) throws -> Position {
             do {
                 return try transform.transform(p)
             } catch {
-                throw RoutingError(.invalidInput, "cannot project \(p) to wkid \(target.wkid): \(error)")
+                throw RoutingError(.invalidInput, "cannot project \(p) to wkid \(target.wkid): \(error)", input: .outputSpatialReference)
             }
         }
         var out = self

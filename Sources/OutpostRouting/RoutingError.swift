@@ -13,12 +13,24 @@ public struct RoutingError: Error, Hashable, Sendable, CustomStringConvertible {
         case service
     }
 
+    /// Which input of a solve was wrong, when one was (a service answers with a 400 naming its
+    /// parameter).
+    public enum Input: String, Sendable, Hashable {
+        case stops
+        case barriers
+        /// The spatial reference results are given in.
+        case outputSpatialReference
+    }
+
     public var code: Code
     public var message: String
+    /// The input at fault, for an `invalidInput` error about one.
+    public var input: Input?
 
-    public init(_ code: Code, _ message: String) {
+    public init(_ code: Code, _ message: String, input: Input? = nil) {
         self.code = code
         self.message = message
+        self.input = input
     }
 
     public var description: String { message }

@@ -107,16 +107,25 @@ import Testing
         #expect(locations.map { $0["attributes"]?["Status"] } == ["M", "U", "T"])
 
         // Bad requests: 400 naming the parameter, never an FTS5 error or a 500.
-        for (path, query) in [
-            ("reverseGeocode", [:]), ("reverseGeocode", ["location": "north"]), ("reverseGeocode", ["location": "1,2", "distance": "-5"]),
-            ("reverseGeocode", ["location": "500,91"]), ("findAddressCandidates", [:]), ("findAddressCandidates", ["SingleLine": "x", "maxLocations": "0"]),
-            ("findAddressCandidates", ["magicKey": "'; DROP TABLE entries; --"]), ("geocodeAddresses", ["addresses": "not json"]),
-            ("findAddressCandidates", ["SingleLine": "x", "outSR": "999999"]), ("nope", [:]),
-        ] as [(String, [String: String])] {
-            let (_, answer) = try await get(path, query)
-            let code = answer["error"]?["code"]?.integerValue ?? 0
-            #expect(code == 400 || code == 404, "\(path) \(query): \(answer)")
+        for (path, query, parameter) in [
+            ("reverseGeocode", [:], "location"), ("reverseGeocode", ["location": "north"], "location"),
+            ("reverseGeocode", ["location": "1,2", "distance": "-5"], "distance"), ("reverseGeocode", ["location": "500,91"], "location"),
+            ("reverseGeocode", ["location": "200,100"], "location"), ("reverseGeocode", ["location": "24.9,95"], "location"),
+            ("reverseGeocode", ["location": #"{"x":500,"y":500}"#], "location"), ("reverseGeocode", ["location": "24.94,60.17", "outSR": "999999"], "outSR"),
+            ("findAddressCandidates", [:], "SingleLine"), ("findAddressCandidates", ["SingleLine": "x", "maxLocations": "0"], "maxLocations"),
+            ("findAddressCandidates", ["SingleLine": "x", "maxLocations": "abc"], "maxLocations"),
+            ("findAddressCandidates", ["magicKey": "'; DROP TABLE entries; --"], "magicKey"), ("geocodeAddresses", ["addresses": "not json"], "addresses"),
+            ("findAddressCandidates", ["SingleLine": "x", "outSR": "999999"], "outSR"), ("findAddressCandidates", ["SingleLine": "x", "outSR": "abc"], "outSR"),
+            ("findAddressCandidates", ["SingleLine": "x", "location": "200,100"], "location"),
+            ("findAddressCandidates", ["SingleLine": "x", "searchExtent": "1,2"], "searchExtent"),
+            ("suggest", ["text": "Mann", "location": #"{"x":24.9,"y":60.1,"spatialReference":{"wkid":999999}}"#], "location"),
+            ("geocodeAddresses", ["addresses": #"{"records":[]}"#, "outSR": "999999"], "outSR"),
+        ] as [(String, [String: String], String)] {
+            let (status, answer) = try await get(path, query)
+            #expect(status == 400 && answer["error"]?["code"] == 400, "\(path) \(query): \(answer)")
+            #expect(answer["error"]?["message"]?.stringValue?.contains("'\(parameter)'") == true, "\(path) \(query): \(answer)")
         }
+        #expect(try await get("nope", [:]).0 == 404)
         for text in [String(repeating: "Mannerheimintie ", count: 625), "\"NEAR(a b)\" * - : ^", "\u{1}\u{2}\u{7f}"] {
             let (status, answer) = try await get("findAddressCandidates", ["SingleLine": text])
             #expect(status == 200 && answer["candidates"] != nil && answer["error"] == nil)

@@ -104,4 +104,24 @@ struct MapServerOperationsTests {
             #expect(decoded.width == 20 && decoded.pixels[(10 * 20 + 10) * 4 + 3] == 255, "a drawn symbol in the swatch's middle")
         }
     }
+
+    /// A spatial reference a map service or a layer query cannot use is a 400 naming the
+    /// parameter that gave it (docs/cli.md, the server's error rules), never another's name.
+    @Test func badSpatialReferencesAreRefusedNamingTheirParameter() async throws {
+        try await withServer(.sqlite) { client, _ in
+            let display = "mapExtent=\(Self.area)&imageDisplay=600,400,96&geometry=\(Self.pole.x),\(Self.pole.y)&tolerance=4"
+            let layer = "/arcgis/rest/services/field_inspection/FeatureServer/0"
+            for (path, parameter) in [
+                ("\(Self.map)/identify?\(display)&sr=999999&f=json", "sr"), ("\(Self.map)/find?searchText=PO&sr=999999&f=json", "sr"),
+                ("\(Self.map)/find?searchText=PO&sr=abc&f=json", "sr"), ("\(Self.map)/export?bbox=\(Self.area)&bboxSR=999999&f=json", "bboxSR"),
+                ("\(Self.map)/export?bbox=\(Self.area)&bboxSR=4326&imageSR=999999&f=json", "imageSR"),
+                ("\(layer)/query?where=1%3D1&outSR=999999&f=json", "outSR"), ("\(layer)/query?where=1%3D1&outSR=abc&f=json", "outSR"),
+                ("\(layer)/query?where=1%3D1&geometry=1,2,3,4&inSR=999999&f=json", "inSR"),
+                ("\(layer)/query?where=1%3D1&geometry=\(q(#"{"x":1,"y":2,"spatialReference":{"wkid":999999}}"#))&geometryType=esriGeometryPoint&f=json", "geometry"),
+            ] {
+                let answer = try await client.get(path)
+                #expect(answer.status == 400 && answer.text.contains("'\(parameter)'"), "\(path): \(answer.status) \(answer.text)")
+            }
+        }
+    }
 }

@@ -46,8 +46,20 @@ struct GeocodeServerRoutes {
             do {
                 return try body()
             } catch let error as LocatorError {
-                throw ServiceError(error.code == .notALocator ? 500 : 400, error.message)
+                if error.code == .notALocator { throw ServiceError(500, error.message) }
+                guard let input = error.input else { throw ServiceError(400, error.message) }
+                throw ServiceError.badParameter(Self.parameter(input), error.message)
             }
+        }
+    }
+
+    /// The REST parameter that carries a search input.
+    static func parameter(_ input: LocatorError.Input) -> String {
+        switch input {
+        case .location: "location"
+        case .searchArea: "searchExtent"
+        case .outputSpatialReference: "outSR"
+        case .magicKey: "magicKey"
         }
     }
 
@@ -97,7 +109,7 @@ struct GeocodeServerRoutes {
     private func findAddressCandidates() throws -> JSONValue {
         var p = GeocodeParameters()
         p.maxResults = try parameters.int("maxLocations", range: 1...Self.maxResultSize) ?? Self.maxResultSize
-        p.outputSpatialReference = try parameters.spatialReference("outSR")
+        p.outputSpatialReference = try parameters.knownSpatialReference("outSR")
         p.resultAttributeNames = outFields()
         let scope = try searchScope()
         p.categories = scope.categories
@@ -131,7 +143,7 @@ struct GeocodeServerRoutes {
         }
         var p = ReverseGeocodeParameters()
         p.locationSpatialReference = sr
-        p.outputSpatialReference = try parameters.spatialReference("outSR")
+        p.outputSpatialReference = try parameters.knownSpatialReference("outSR")
         if let distance = parameters["distance"] {
             guard let metres = Double(distance), metres.isFinite, metres >= 0 else {
                 throw ServiceError.badParameter("distance", "expected metres, got \"\(distance.prefix(40))\"")
@@ -178,7 +190,7 @@ struct GeocodeServerRoutes {
         }
         var p = GeocodeParameters()
         p.maxResults = 2
-        p.outputSpatialReference = try parameters.spatialReference("outSR")
+        p.outputSpatialReference = try parameters.knownSpatialReference("outSR")
         p.resultAttributeNames = ["*"]
         var locations: [JSONValue] = []
         for (index, record) in records.enumerated() {

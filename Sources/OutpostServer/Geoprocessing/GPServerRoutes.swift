@@ -104,8 +104,8 @@ struct GPServerRoutes {
             checked[name] = resolved
         }
         let environment = GPEnvironment(
-            processSpatialReference: try spatialReference("env:processSR") ?? task.environment.processSpatialReference,
-            outputSpatialReference: try spatialReference("env:outSR") ?? task.environment.outputSpatialReference)
+            processSpatialReference: try parameters.knownSpatialReference("env:processSR") ?? task.environment.processSpatialReference,
+            outputSpatialReference: try parameters.knownSpatialReference("env:outSR") ?? task.environment.outputSpatialReference)
         return (checked, environment)
     }
 
@@ -125,16 +125,6 @@ struct GPServerRoutes {
         }
     }
 
-    private func spatialReference(_ name: String) throws -> SpatialReference? {
-        guard var sr = try parameters.spatialReference(name) else { return nil }
-        if [102100, 102113, 900913].contains(sr.wkid) { sr = SpatialReference(wkid: 3857) }
-        do {
-            _ = try CoordinateSystemInfo(sr)
-        } catch {
-            throw ServiceError.badParameter(name, "PROJ does not know the spatial reference \(sr.wkid)")
-        }
-        return sr
-    }
 
     // MARK: - execute
 

@@ -118,10 +118,10 @@ struct MapServerOperations {
             throw ServiceError.badParameter("format", "\(format.prefix(20)) is not offered; png, png8, png24 or png32")
         }
         let (width, height) = try imageSize(parameters["size"] ?? "400,400", name: "size")
-        guard var box = try envelope("bbox", sr: parameters.spatialReference("bboxSR") ?? .webMercator) else {
+        guard var box = try envelope("bbox", sr: mapSpatialReference("bboxSR") ?? .webMercator) else {
             throw ServiceError.badParameter("bbox", "give xmin,ymin,xmax,ymax")
         }
-        if let imageSR = try parameters.spatialReference("imageSR"), !imageSR.isWebMercator {
+        if let imageSR = try mapSpatialReference("imageSR"), !imageSR.isWebMercator {
             throw ServiceError.badParameter("imageSR", "images are drawn in Web Mercator (3857)")
         }
         // As ArcGIS: the area grows to the image's proportions around its centre.
@@ -184,6 +184,16 @@ struct MapServerOperations {
         return e
     }
 
+    /// A spatial reference parameter (`bboxSR`, `sr`, `imageSR`): maps are drawn in Web
+    /// Mercator, and 4326 and 3857 are taken; another wkid is a 400 naming the parameter.
+    private func mapSpatialReference(_ name: String) throws -> SpatialReference? {
+        guard let sr = try parameters.spatialReference(name) else { return nil }
+        guard sr.isWebMercator || sr.isGeographic else {
+            throw ServiceError.badParameter(name, "EPSG:\(sr.wkid) is not one a map service takes; use 4326 or 3857")
+        }
+        return sr
+    }
+
     /// `layers=show:0,2` (only these), `hide:1` (all but these), `include:`/`exclude:` (the
     /// default visible ones, all here, plus or minus these); absent: all.
     func shownLayers(all: [Int]) throws -> Set<Int> {
@@ -219,7 +229,7 @@ struct MapServerOperations {
         _ = try parameters.format()
         let backend = try drawnBackend("identify")
         let schema = try await backend.schema()
-        let sr = try parameters.spatialReference("sr") ?? .webMercator
+        let sr = try mapSpatialReference("sr") ?? .webMercator
         guard let text = parameters["geometry"] else { throw ServiceError.badParameter("geometry", "give the point (x,y) or envelope to identify at") }
         let numbers = text.split(separator: ",").compactMap { Double($0.trimmingCharacters(in: .whitespaces)) }
         var search: Envelope
@@ -274,7 +284,7 @@ struct MapServerOperations {
         let schema = try await backend.schema()
         guard let text = parameters["searchText"] else { throw ServiceError.badParameter("searchText", "give the text to find") }
         let contains = try parameters.bool("contains", default: true)
-        let sr = try parameters.spatialReference("sr") ?? .webMercator
+        let sr = try mapSpatialReference("sr") ?? .webMercator
         let ids = try parameters.integers("layers").map { Set($0.map(Int.init)) }
         let fieldNames = parameters["searchFields"].map { Set($0.split(separator: ",").map { $0.trimmingCharacters(in: .whitespaces).lowercased() }) }
         let returnGeometry = try parameters.bool("returnGeometry", default: true)

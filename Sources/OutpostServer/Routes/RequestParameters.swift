@@ -2,6 +2,7 @@ import Foundation
 import Hummingbird
 import NIOCore
 import OutpostCore
+import OutpostGeoprocessing
 
 /// The parameters of an ArcGIS REST request: the query string merged with a form-encoded POST
 /// body (clients use both), with typed accessors that fail as a 400 naming the parameter.
@@ -78,6 +79,18 @@ struct RequestParameters: Sendable {
         return sr
     }
 
+    /// ``spatialReference(_:)``, checked to be one PROJ knows: an unknown wkid is a 400 naming
+    /// the parameter, not a failure after the work.
+    func knownSpatialReference(_ name: String) throws -> SpatialReference? {
+        guard let sr = try spatialReference(name) else { return nil }
+        do {
+            _ = try CoordinateSystemInfo(sr)
+        } catch {
+            throw ServiceError.badParameter(name, "PROJ does not know the spatial reference \(sr.wkid)")
+        }
+        return sr
+    }
+
     /// A comma-separated list of integers (`objectIds=1,2,3` or a JSON array).
     func integers(_ name: String, limit: Int = 100_000) throws -> [Int64]? {
         guard let text = self[name] else { return nil }
@@ -129,11 +142,13 @@ struct RequestParameters: Sendable {
         } catch let error as GeometryError {
             throw ServiceError.badParameter("geometry", error.message)
         }
-        let inSR = try spatialReference("inSR") ?? embeddedSR ?? sr
+        let given = try spatialReference("inSR")
+        let inSR = given ?? embeddedSR ?? sr
         do {
             return try WebMercator.convert(geometry, from: inSR, to: sr)
         } catch {
-            throw ServiceError.badParameter("inSR", "cannot project from \(inSR) to \(sr)")
+            // The system at fault is inSR's, or else the one the geometry's JSON names.
+            throw ServiceError.badParameter(given == nil ? "geometry" : "inSR", "cannot project from \(inSR) to \(sr)")
         }
     }
 }

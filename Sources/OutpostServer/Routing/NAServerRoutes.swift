@@ -70,7 +70,7 @@ struct NAServerRoutes {
         } else {
             startTime = nil
         }
-        let outSR = try parameters.spatialReference("outSR")
+        let outSR = try parameters.knownSpatialReference("outSR")
         let stops = try points("stops", required: true)
         let barriers = try points("barriers", required: false).map(\.0)
         let options = RouteOptions(
@@ -86,11 +86,21 @@ struct NAServerRoutes {
                 if let outSR { solution = try solution.projected(to: outSR) }
                 return NAServerJSON.solveAnswer(solution, mode: travel, output: wanted)
             } catch let error as RoutingError {
-                switch error.code {
-                case .invalidInput, .noRoute: throw ServiceError(400, "Unable to complete operation.", details: [error.message])
+                switch (error.code, error.input) {
+                case (.invalidInput, let input?): throw ServiceError.badParameter(Self.parameter(input), error.message)
+                case (.invalidInput, nil), (.noRoute, _): throw ServiceError(400, "Unable to complete operation.", details: [error.message])
                 default: throw ServiceError(500, error.message)
                 }
             }
+        }
+    }
+
+    /// The REST parameter that carries a solve's input.
+    static func parameter(_ input: RoutingError.Input) -> String {
+        switch input {
+        case .stops: "stops"
+        case .barriers: "barriers"
+        case .outputSpatialReference: "outSR"
         }
     }
 
@@ -129,6 +139,9 @@ struct NAServerRoutes {
         }
         guard found.count <= RouteOptions.maximumStops else {
             throw ServiceError.badParameter(parameter, "\(found.count) points are more than the \(RouteOptions.maximumStops) a route takes")
+        }
+        if source.wkid == 4326, let (i, bad) = found.enumerated().first(where: { abs($0.element.0.x) > 180 || abs($0.element.0.y) > 90 }) {
+            throw ServiceError.badParameter(parameter, "item \(i + 1) (\(bad.0.x), \(bad.0.y)) is not a longitude and latitude")
         }
         guard source.wkid != network.spatialReference.wkid else { return found }
         do {
