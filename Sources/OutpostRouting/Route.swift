@@ -48,7 +48,8 @@ public struct RouteStop: Sendable, Hashable {
 /// A stop placed on the network: the nearest point of the nearest edge a mode may use.
 public struct NetworkSnap: Sendable, Hashable {
     public var edge: Int
-    /// Where along the edge, 0 at `from_node`, 1 at `to_node`.
+    /// Where along the edge, 0 at `from_node`, 1 at `to_node` (exactly, for a stop within a
+    /// centimetre of a node: it stands on that junction).
     public var fraction: Double
     public var point: Position
     /// Metres from the stop to the edge.
@@ -104,16 +105,24 @@ extension RoadNetwork {
                     SELECT e.id, e.line, e.drive_seconds, e.walk_seconds FROM edge_rtree r JOIN edges e ON e.id = r.id
                     WHERE r.minx <= ? AND r.maxx >= ? AND r.miny <= ? AND r.maxy >= ?
                     """, arguments: [point.x + dx, point.x - dx, point.y + dy, point.y - dy])
-                var best: NetworkSnap?
+                var best: (snap: NetworkSnap, line: [Position])?
                 for row in rows {
                     let drive: Double? = row[2], walk: Double? = row[3]
                     guard mode == .walking ? walk != nil : drive != nil else { continue }
                     let line = NetworkGeometry.decode(row[1])
                     let (q, fraction, d) = NetworkGeometry.nearest(on: line, to: point, geographic: geographic)
-                    if d <= radius, d < (best?.distance ?? .infinity) { best = NetworkSnap(edge: row[0], fraction: fraction, point: q, distance: d) }
+                    if d <= radius, d < (best?.snap.distance ?? .infinity) { best = (NetworkSnap(edge: row[0], fraction: fraction, point: q, distance: d), line) }
                 }
                 // Nothing outside the box is nearer than its radius: the nearest within it is the nearest.
-                if let best { return best }
+                guard var (found, line) = best else { continue }
+                // A stop within the build's tolerance of an edge's end stands on that node.
+                for (end, node) in [(0.0, line.first), (1.0, line.last)] {
+                    guard let node, NetworkGeometry.distance(found.point, node, geographic: geographic) <= Self.nodeTolerance else { continue }
+                    (found.fraction, found.point) = (end, node)
+                    found.distance = NetworkGeometry.distance(point, node, geographic: geographic)
+                    break
+                }
+                return found
             }
             return nil
         }
@@ -198,11 +207,17 @@ extension RoadNetwork {
         let costA = cost(ea, mode), costB = cost(eb, mode)
         let (fa, ba) = directions(ea, mode), (fb, bb) = directions(eb, mode)
         // Sources: leaving stop a towards the edge's ends; targets: arriving at stop b from its ends.
+        // A stop at an end of its edge (``snap(_:mode:maxDistance:)`` puts it exactly there when
+        // it is that near) is that node: it may leave (or arrive) by any edge there, whichever
+        // way its own edge runs; otherwise a stop on the junction where a one-way
+        // street begins would have to leave along it and come round the block.
         var sources: [(Int, Double)] = [], targets: [(Int, Double)] = []
-        if fa { sources.append((ea.to, (1 - a.fraction) * costA)) }
-        if ba { sources.append((ea.from, a.fraction * costA)) }
-        if fb { targets.append((eb.from, b.fraction * costB)) }
-        if bb { targets.append((eb.to, (1 - b.fraction) * costB)) }
+        let (aAtFrom, aAtTo) = (a.fraction == 0, a.fraction == 1)
+        let (bAtFrom, bAtTo) = (b.fraction == 0, b.fraction == 1)
+        if fa || aAtTo { sources.append((ea.to, aAtTo ? 0 : (1 - a.fraction) * costA)) }
+        if ba || aAtFrom { sources.append((ea.from, aAtFrom ? 0 : a.fraction * costA)) }
+        if fb || bAtFrom { targets.append((eb.from, bAtFrom ? 0 : b.fraction * costB)) }
+        if bb || bAtTo { targets.append((eb.to, bAtTo ? 0 : (1 - b.fraction) * costB)) }
         var best: (cost: Double, path: (edges: [Int], start: Int, end: Int)?)? = nil
         // Both on one edge, the second ahead in a direction the edge may be travelled.
         if a.edge == b.edge, (b.fraction >= a.fraction && fa) || (b.fraction <= a.fraction && ba) {
@@ -228,6 +243,10 @@ extension RoadNetwork {
         steps.append(step(eb, mode, from: path.end == eb.from ? 0 : 1, to: b.fraction))
         return (best.cost, steps.filter { $0.length > 0 })
     }
+
+    /// Metres within which a stop at an edge's end stands on its node (the build's default
+    /// snapping tolerance; see ``NetworkBuilder``).
+    static let nodeTolerance = 0.01
 
     func cost(_ e: NetworkEdge, _ mode: TravelMode) -> Double {
         switch mode {

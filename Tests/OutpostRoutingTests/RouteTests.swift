@@ -55,6 +55,66 @@ import Testing
         #expect(route.totalLength >= StraightLine.metres(a.point, b.point) - 1e-6)
     }
 
+    /// A street grid (7 × 7 junctions, blocks of about 55 m, every other street one way, the
+    /// one-way streets alternating direction): a stop exactly on a junction is that junction, so
+    /// the route between two junction stops costs what the cheapest path between the two nodes
+    /// costs, whichever edge the stops snapped to (a one-way block starting there included).
+    @Test(arguments: [TravelMode.drivingTime, .drivingDistance])
+    func aStopOnAJunctionLeavesAndArrivesByAnyStreetThere(mode: TravelMode) throws {
+        let directory = TemporaryDirectory("outpost-route-grid")
+        let url = try Self.grid(in: directory)
+        let network = try RoadNetwork(url: url)
+        var nodes: [Int: Position] = [:]
+        var oneWayStarts = Set<Int>()
+        var ids: [Int] = []
+        try network.forEachEdge { ids.append($0.id) }
+        for id in ids {
+            let edge = try network.edge(id)
+            nodes[edge.from] = edge.line.first
+            nodes[edge.to] = edge.line.last
+            if edge.oneway != 0 { oneWayStarts.insert(edge.oneway == 1 ? edge.from : edge.to) }
+        }
+        #expect(nodes.count == 49 && oneWayStarts.count > 10)
+        var worse: [String] = []
+        for (a, pa) in nodes.sorted(by: { $0.key < $1.key }) {
+            for (b, pb) in nodes.sorted(by: { $0.key < $1.key }) where a != b {
+                guard let best = network.shortestPath(from: a, to: b, mode: mode) else { continue }
+                let route = try network.solve([RouteStop(pa), RouteStop(pb)], mode: mode)
+                let cost = mode == .drivingTime ? route.totalTime : route.totalLength
+                if abs(cost - best.cost) > 1e-6 { worse.append("\(a)→\(b): \(cost) vs \(best.cost)") }
+            }
+        }
+        #expect(worse.isEmpty, "\(worse.count) routes between junctions cost more than the cheapest path: \(worse.prefix(5))")
+    }
+
+    /// A network of a 7 × 7 grid of junctions near Helsinki: a line per block, rows 1, 3 and 5
+    /// one way east or west (alternating), columns 1, 3 and 5 one way north or south.
+    static func grid(in directory: TemporaryDirectory) throws -> URL {
+        let service = directory.file("grid")
+        try FileManager.default.createDirectory(at: service.appendingPathComponent("data"), withIntermediateDirectories: true)
+        try FileManager.default.copyItem(at: Repository.sampleData("helsinki").appendingPathComponent("service.json"), to: service.appendingPathComponent("service.json"))
+        func point(_ i: Int, _ j: Int) -> String { "[\(24.90 + Double(i) * 0.001),\(60.20 + Double(j) * 0.0005)]" }
+        var features: [String] = []
+        func line(_ from: String, _ to: String, oneway: String?) {
+            let flag = oneway.map { ",\"oneway\":\"\($0)\"" } ?? ""
+            features.append(#"{"type":"Feature","properties":{"highway":"residential","name":"Street \#(features.count)"\#(flag)},"geometry":{"type":"LineString","coordinates":[\#(from),\#(to)]}}"#)
+        }
+        for j in 0..<7 {
+            for i in 0..<6 { line(point(i, j), point(i + 1, j), oneway: j % 2 == 1 ? (j % 4 == 1 ? "yes" : "-1") : nil) }
+        }
+        for i in 0..<7 {
+            for j in 0..<6 { line(point(i, j), point(i, j + 1), oneway: i % 2 == 1 ? (i % 4 == 1 ? "yes" : "-1") : nil) }
+        }
+        try Data(#"{"type":"FeatureCollection","features":[\#(features.joined(separator: ","))]}"#.utf8).write(to: service.appendingPathComponent("data/streets.geojson"))
+        try Data(#"{"type":"FeatureCollection","features":[]}"#.utf8).write(to: service.appendingPathComponent("data/addresses.geojson"))
+        let (gdb, _) = try ServiceDirectoryImport.createGeodatabase(from: service, at: directory.file("grid.gpkg"))
+        defer { try? gdb.close() }
+        let url = directory.file("grid.network")
+        try NetworkBuilder.create(
+            from: gdb, layer: "streets", fields: NetworkFieldMap(name: "name", oneway: "oneway", speed: "maxspeed", roadClass: "highway"), at: url)
+        return url
+    }
+
     @Test func badStopsGetClearErrors() throws {
         let directory = TemporaryDirectory("outpost-route-bad")
         let (_, url, _) = try NetworkTests.network(in: directory)
