@@ -99,6 +99,59 @@ import Testing
         #expect(checked > 10)
     }
 
+    /// Each mode uses every road class but those docs/routing.md lists for it (the table and
+    /// the code agree): a layer with one line of each listed class, some used ones and one
+    /// with no class gives edges driven and walked exactly as the table says; on the Helsinki
+    /// sample the ways under construction are neither walked nor driven, and footways are walked.
+    @Test func eachModeLeavesOutTheRoadClassesTheDocumentationLists() throws {
+        let text = try String(contentsOf: Repository.root.appendingPathComponent("docs/routing.md"), encoding: .utf8)
+        func listed(_ mode: String) -> Set<String> {
+            guard let row = text.split(separator: "\n").first(where: { $0.hasPrefix("| \(mode) |") }) else { return [] }
+            return Set(row.split(separator: "`").enumerated().filter { $0.offset % 2 == 1 }.map { String($0.element) })
+        }
+        #expect(listed("driving") == TravelMode.drivingTime.roadClassesLeftOut && listed("walking") == TravelMode.walking.roadClassesLeftOut)
+        #expect(TravelMode.drivingDistance.roadClassesLeftOut == TravelMode.drivingTime.roadClassesLeftOut)
+        #expect(TravelMode.walking.roadClassesLeftOut.contains("construction") && !TravelMode.walking.roadClassesLeftOut.contains("footway"))
+
+        let directory = TemporaryDirectory("outpost-network-classes")
+        let service = directory.file("classes")
+        try FileManager.default.createDirectory(at: service.appendingPathComponent("data"), withIntermediateDirectories: true)
+        try FileManager.default.copyItem(at: Repository.sampleData("helsinki").appendingPathComponent("service.json"), to: service.appendingPathComponent("service.json"))
+        let classes: [String?] = (listed("driving").union(listed("walking")).sorted() + ["residential", "primary", "service", "track", "somethingnew"]).map { $0 } + [nil]
+        let features = classes.enumerated().map { i, highway in
+            let properties = highway.map { #"{"highway":"\#($0)"}"# } ?? "{}"
+            return #"{"type":"Feature","properties":\#(properties),"geometry":{"type":"LineString","coordinates":[[24.9,\#(60.1 + Double(i) * 0.001)],[24.901,\#(60.1 + Double(i) * 0.001)]]}}"#
+        }
+        try Data(#"{"type":"FeatureCollection","features":[\#(features.joined(separator: ","))]}"#.utf8).write(to: service.appendingPathComponent("data/streets.geojson"))
+        try Data(#"{"type":"FeatureCollection","features":[]}"#.utf8).write(to: service.appendingPathComponent("data/addresses.geojson"))
+        let (gdb, _) = try ServiceDirectoryImport.createGeodatabase(from: service, at: directory.file("classes.gpkg"))
+        let url = directory.file("classes.network")
+        try NetworkBuilder.create(from: gdb, layer: "streets", fields: NetworkFieldMap(roadClass: "highway"), at: url)
+        var seen = 0
+        try RoadNetwork(url: url).forEachEdge { edge in
+            let cls = edge.roadClass ?? ""
+            #expect((edge.driveSeconds != nil) == !TravelMode.drivingTime.roadClassesLeftOut.contains(cls), "\(cls) driven")
+            #expect((edge.walkSeconds != nil) == !TravelMode.walking.roadClassesLeftOut.contains(cls), "\(cls) walked")
+            seen += 1
+        }
+        #expect(seen == classes.count)
+
+        let (helsinki, helsinkiNetwork, _) = try Self.network(in: directory)
+        try helsinki.close()
+        var construction = 0, footways = 0
+        try RoadNetwork(url: helsinkiNetwork).forEachEdge { edge in
+            if edge.roadClass == "construction" {
+                construction += 1
+                #expect(edge.walkSeconds == nil && edge.driveSeconds == nil)
+            }
+            if edge.roadClass == "footway" {
+                footways += 1
+                #expect(edge.walkSeconds != nil && edge.driveSeconds == nil)
+            }
+        }
+        #expect(construction > 0 && footways > 100)
+    }
+
     @Test func aDamagedOrForeignFileIsRefused() throws {
         let directory = TemporaryDirectory("outpost-network-bad")
         let (gdb, _, _) = try Self.network(in: directory)
