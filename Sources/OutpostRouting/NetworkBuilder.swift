@@ -129,16 +129,25 @@ public enum NetworkBuilder {
 
         // Pass 1: how often each vertex occurs (line ends count twice: they are always nodes).
         var uses: [Key: Int32] = [:]
+        var read = 0, usable = 0
         do {
             try geodatabase.read { conn in
                 try table.forEach(matching: query, in: conn) { feature in
-                    for line in parts(feature.geometry) where line.count >= 2 {
+                    read += 1
+                    let lines = parts(feature.geometry).filter { $0.count >= 2 }
+                    if !lines.isEmpty, EdgeAttributes(feature, fields).isTravelled { usable += 1 }
+                    for line in lines {
                         for (i, p) in line.enumerated() { uses[key(p), default: 0] += (i == 0 || i == line.count - 1) ? 2 : 1 }
                     }
                 }
             }
         } catch let error as StorageError {
             throw RoutingError(.invalidInput, "cannot read \(layer): \(error)")
+        }
+        // A network no mode can route on is refused before anything is written.
+        guard usable > 0 else {
+            let what = read == 0 ? "no features" : "\(read) features, none a line a travel mode may use"
+            throw RoutingError(.invalidInput, "layer \(layer) has \(what); no network was written")
         }
 
         let building = url.deletingLastPathComponent().appendingPathComponent(".\(url.lastPathComponent).\(UUID().uuidString).building")
@@ -232,6 +241,8 @@ public enum NetworkBuilder {
         var speed: Double
         var drivable: Bool
         var walkable: Bool
+        /// Whether any travel mode may use the street.
+        var isTravelled: Bool { drivable || walkable }
 
         init(_ feature: Feature, _ fields: NetworkFieldMap) {
             func text(_ field: String?) -> String? {

@@ -54,4 +54,37 @@ import Testing
         let notNetwork = try await outpost(["route", gpkg.path, "--stops", stops])
         #expect(!notNetwork.succeeded && notNetwork.stderr.contains("not an Outpost network file"), "\(notNetwork.stderr)")
     }
+
+    /// A street layer with no features, or only lines no travel mode uses, is refused at build
+    /// time: one line naming the layer, exit 1, no file (an existing network left as it was).
+    @Test func aNetworkNoModeCanUseIsRefusedAndNothingIsWritten() async throws {
+        let directory = TemporaryDirectory("outpost-route-empty")
+        let sample = Repository.sampleData("helsinki")
+        for (name, lines) in [("empty", [String]()), ("closed", ["construction", "proposed"])] {
+            let service = directory.file(name)
+            try FileManager.default.createDirectory(at: service.appendingPathComponent("data"), withIntermediateDirectories: true)
+            try FileManager.default.copyItem(at: sample.appendingPathComponent("service.json"), to: service.appendingPathComponent("service.json"))
+            let features = lines.enumerated().map { i, highway in
+                #"{"type":"Feature","properties":{"highway":"\#(highway)","name":"Works \#(i)"},"geometry":{"type":"LineString","coordinates":[[24.94,60.16\#(i)],[24.95,60.16\#(i)]]}}"#
+            }
+            try Data(#"{"type":"FeatureCollection","features":[\#(features.joined(separator: ","))]}"#.utf8)
+                .write(to: service.appendingPathComponent("data/streets.geojson"))
+            try Data(#"{"type":"FeatureCollection","features":[]}"#.utf8).write(to: service.appendingPathComponent("data/addresses.geojson"))
+            let gpkg = directory.file("\(name).gpkg")
+            let created = try await outpost(["service", "create", service.path, "--out", gpkg.path])
+            #expect(created.succeeded, "\(created.stderr)")
+            let out = directory.file("\(name).network")
+            let arguments = ["network", "create", gpkg.path, "--layer", "streets", "--class-field", "highway", "--out", out.path]
+            let refused = try await outpost(arguments)
+            #expect(refused.status == 1, "\(refused.stdout)")
+            #expect(refused.stderr.hasPrefix("outpost: layer streets has ") && refused.stderr.split(separator: "\n").count == 1, "\(refused.stderr)")
+            #expect(!FileManager.default.fileExists(atPath: out.path))
+            #expect(try FileManager.default.contentsOfDirectory(atPath: directory.url.path).allSatisfy { !$0.contains(".building") })
+            // Over an existing network: refused the same way, the old file kept.
+            try Data("old network".utf8).write(to: out)
+            let over = try await outpost(arguments + ["--overwrite"])
+            #expect(over.status == 1 && over.stderr.contains("layer streets"), "\(over.stderr)")
+            #expect(try Data(contentsOf: out) == Data("old network".utf8))
+        }
+    }
 }
