@@ -141,8 +141,8 @@ public struct SummarizeWithinTool: GPTool {
             GPField(name: "\(statistic.rawValue)_\(field)", type: statistic == .COUNT ? "esriFieldTypeInteger" : "esriFieldTypeDouble")
         }
         out.features = []
-        for (index, polygon) in polygons.features.enumerated() {
-            if index % 128 == 0 { try context.checkCancellation() }
+        for polygon in polygons.features {
+            try context.checkCancellation()
             guard let area = polygon.geometry, let box = area.envelope else { continue }
             var members: [GPFeatureSet.Feature] = []
             var measured = 0.0

@@ -41,10 +41,8 @@ public struct BufferTool: GPTool {
         let geodesicBuffer = geodesic ? try GeodesicBuffer(reference: reference, quadrantSegments: quadrantSegments) : nil
         var out: [GPFeatureSet.Feature] = []
         for (index, feature) in input.features.enumerated() {
-            if index % 128 == 0 {
-                try context.checkCancellation()
-                if index > 0, index % 20_000 == 0 { context.message("Buffered \(index) of \(input.features.count) features") }
-            }
+            try context.checkCancellation()
+            if index > 0, index % 20_000 == 0 { context.message("Buffered \(index) of \(input.features.count) features") }
             guard let geometry = feature.geometry else { continue }
             var metres = distance * unitMetres
             if let field {

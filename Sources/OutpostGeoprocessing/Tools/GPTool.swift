@@ -35,7 +35,9 @@ public final class GPToolContext: Sendable {
     /// A progress message (a job's message list; the `execute` answer's `messages`).
     public func message(_ text: String) { report(text) }
 
-    /// Throws `CancellationError` when the task running the tool was cancelled.
+    /// Throws `CancellationError` when the task running the tool was cancelled. It costs a
+    /// flag's read: tools ask before each feature, cell row or GEOS call, so that a cancel ends
+    /// them within a second however long each step is.
     public func checkCancellation() throws { try Task.checkCancellation() }
 }
 

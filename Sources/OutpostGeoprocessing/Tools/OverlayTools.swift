@@ -22,8 +22,8 @@ public struct ClipTool: GPTool {
         guard let area = try engine.unaryUnion(clip.features.compactMap(\.geometry)) else {
             return ["Output_Features": .featureSet(out)]
         }
-        for (index, feature) in input.features.enumerated() {
-            if index % 128 == 0 { try context.checkCancellation() }
+        for feature in input.features {
+            try context.checkCancellation()
             guard let g = feature.geometry, let part = try engine.intersection(g, area) else { continue }
             out.features.append(GPFeatureSet.Feature(geometry: part, attributes: feature.attributes))
         }
@@ -161,8 +161,8 @@ public struct SelectLayerByLocationTool: GPTool {
         }
         let engine = GeometryEngine()
         var out = input
-        out.features = try input.features.enumerated().filter { index, feature in
-            if index % 128 == 0 { try context.checkCancellation() }
+        out.features = try input.features.filter { feature in
+            try context.checkCancellation()
             guard let g = feature.geometry else { return false }
             return try selecting.contains { s in
                 switch relation {
@@ -172,7 +172,7 @@ public struct SelectLayerByLocationTool: GPTool {
                 default: return try engine.test(g, .intersects, s)
                 }
             }
-        }.map(\.element)
+        }
         context.message("Selected \(out.features.count) of \(input.features.count) features")
         return ["Output_Features": .featureSet(out)]
     }
@@ -208,8 +208,8 @@ public struct IntersectTool: GPTool {
             let (fields, renames) = Self.merge(result.fields, next.fields)
             var pieces: [GPFeatureSet.Feature] = []
             let envelopes = next.features.map { $0.geometry?.envelope }
-            for (index, a) in result.features.enumerated() {
-                if index % 128 == 0 { try context.checkCancellation() }
+            for a in result.features {
+                try context.checkCancellation()
                 guard let ga = a.geometry, let ea = ga.envelope else { continue }
                 for (b, eb) in zip(next.features, envelopes) {
                     guard let gb = b.geometry, let eb, ea.intersects(eb) else { continue }
@@ -320,8 +320,8 @@ public struct UnionTool: GPTool {
             if let g, let kept = IntersectTool.keep(g, dimension: 2) { pieces.append(GPFeatureSet.Feature(geometry: kept, attributes: attributes)) }
         }
         let envelopes = b.features.map { $0.geometry?.envelope }
-        for (index, fa) in a.features.enumerated() {
-            if index % 128 == 0 { try context.checkCancellation() }
+        for fa in a.features {
+            try context.checkCancellation()
             guard let ga = fa.geometry, let ea = ga.envelope else { continue }
             for (fb, eb) in zip(b.features, envelopes) {
                 guard let gb = fb.geometry, let eb, ea.intersects(eb) else { continue }

@@ -51,11 +51,11 @@ public struct IDWTool: GPTool {
         var nearest = [(d2: Double, z: Double)]()
         nearest.reserveCapacity(k + 1)
         for row in 0..<height {
-            if row % 16 == 0 {
-                try context.checkCancellation()
-                if row % 256 == 0, row > 0 { context.message("Interpolated \(row) of \(height) rows") }
-            }
+            if row % 256 == 0, row > 0 { context.message("Interpolated \(row) of \(height) rows") }
             for column in 0..<width {
+                // Every cell: with every point used, one cell is thousands of distances, and a
+                // row of a large grid takes longer than a cancel may wait (docs/geoprocessing.md).
+                try context.checkCancellation()
                 let c = raster.centre(row: row, column: column)
                 nearest.removeAll(keepingCapacity: true)
                 var exact: Double?
@@ -174,6 +174,7 @@ public struct ContourTool: GPTool {
             return Position(x: x, y: y)
         }
         for row in -1..<r.height {
+            try Task.checkCancellation()
             for column in -1..<r.width {
                 let tl = value(row, column), tr = value(row, column + 1), br = value(row + 1, column + 1), bl = value(row + 1, column)
                 guard usable(tl), usable(tr), usable(br), usable(bl) else { continue }
