@@ -24,6 +24,10 @@ struct OutpostCommand: AsyncParsableCommand {
     /// Errors become one line on stderr and exit code 1 (docs/cli.md, "Conventions"); usage errors keep
     /// ArgumentParser's help text.
     static func main() async {
+        if let help = DefaultSubcommandHelp.text(for: Array(CommandLine.arguments.dropFirst())) {
+            print(help)
+            return
+        }
         do {
             var command = try parseAsRoot()
             if var asyncCommand = command as? AsyncParsableCommand {

@@ -9,7 +9,9 @@ struct CLIReferenceTests {
     /// The subcommands a help text lists (the lines under SUBCOMMANDS).
     static func subcommands(_ help: String) -> [String] {
         guard let start = help.range(of: "SUBCOMMANDS:\n") else { return [] }
-        return help[start.upperBound...].split(separator: "\n").compactMap { line in
+        // The section ends at the first line that is not indented (a group with a default
+        // subcommand goes on with that subcommand's help).
+        return help[start.upperBound...].split(separator: "\n").prefix { $0.hasPrefix(" ") }.compactMap { line in
             guard line.hasPrefix("  "), !line.hasPrefix("   "), !line.hasPrefix("  See "), let word = line.split(separator: " ").first else { return nil }
             return String(word)
         }
@@ -51,5 +53,26 @@ struct CLIReferenceTests {
             }
         }
         #expect(visited > 20)
+    }
+
+    /// A group with a default subcommand shows that subcommand's usage and flags in its own help
+    /// (`outpost sync --help` is where a user looks for `--policy`), as `outpost help sync` does;
+    /// the subcommand's own help is unchanged, and a group without a default shows its list alone.
+    @Test func aGroupsHelpShowsItsDefaultSubcommandsFlags() async throws {
+        for arguments in [["sync", "--help"], ["help", "sync"], ["sync", "-h"]] {
+            let help = try await outpost(arguments)
+            #expect(help.succeeded, "\(help.stderr)")
+            for flag in ["--policy", "--direction", "--no-rollback", "--token", "--json"] {
+                #expect(help.stdout.contains(flag), "outpost \(arguments.joined(separator: " ")) does not show \(flag)")
+            }
+            #expect(help.stdout.contains("SUBCOMMANDS:") && help.stdout.contains("export") && help.stdout.contains("USAGE: outpost sync run"))
+            #expect(Self.subcommands(help.stdout) == ["run", "export", "import"], "\(Self.subcommands(help.stdout))")
+        }
+        let conflicts = try await outpost(["conflicts", "--help"])
+        #expect(conflicts.stdout.contains("--open") && conflicts.stdout.contains("resolve"), "\(conflicts.stdout)")
+        let run = try await outpost(["sync", "run", "--help"])
+        #expect(run.stdout.contains("--policy") && !run.stdout.contains("SUBCOMMANDS:"))
+        let tiles = try await outpost(["tiles", "--help"])
+        #expect(tiles.succeeded && !tiles.stdout.contains("default subcommand"))
     }
 }
