@@ -198,17 +198,16 @@ extension PostgresServiceBackend: SyncBackend {
     // MARK: - Change feed
 
     public func changes(replicaID: String, layerID: Int, since: Int64, upto: Int64, after: String?, limit: Int) async throws -> ChangePage {
-        let page = try await feedPage(scope: nil, replicaID: replicaID, layerID: layerID, since: since, upto: upto, after: after, limit: limit)
-        if after == nil {
-            // The replica asked from `since`: it holds everything up to there (informational).
-            let id = GlobalID.normalized(replicaID) ?? replicaID
-            let logger = logger
-            try await transaction { conn in
-                try await conn.query(
-                    "UPDATE outpost_replicas SET replica_gen = greatest(replica_gen, \(since)), last_sync_at = \(Self.now()) WHERE replica_id = \(id)", logger: logger)
-            }
+        try await feedPage(scope: nil, replicaID: replicaID, layerID: layerID, since: since, upto: upto, after: after, limit: limit)
+    }
+
+    public func recordReceived(replicaID: String, upTo generation: Int64) async throws {
+        let id = GlobalID.normalized(replicaID) ?? replicaID
+        let logger = logger
+        try await transaction { conn in
+            try await conn.query(
+                "UPDATE outpost_replicas SET replica_gen = greatest(replica_gen, \(generation)), last_sync_at = \(Self.now()) WHERE replica_id = \(id)", logger: logger)
         }
-        return page
     }
 
     public func windowRows(layerID: Int, since: Int64, upto: Int64, cap: Int) async throws -> Int {

@@ -63,11 +63,11 @@ struct Client {
 
 /// A service on one backend with the server in front of it.
 func withServer<T: Sendable>(
-    _ kind: BackendKind, configuration: ServerConfiguration = ServerConfiguration(port: 0), drain: ServerDrain = ServerDrain(),
+    _ kind: BackendKind, configuration: ServerConfiguration = ServerConfiguration(port: 0), drain: ServerDrain = ServerDrain(), maps: [URL] = [],
     _ body: @Sendable (Client, TestService) async throws -> T
 ) async throws -> T {
     let service = try await TestService.fieldInspection(kind)
-    let app = try OutpostApplication.make(services: ServiceDirectory([service.backend]), configuration: configuration, drain: drain)
+    let app = try OutpostApplication.make(services: ServiceDirectory([service.backend], maps: maps), configuration: configuration, drain: drain)
     let result = try await app.test(.router) { client in try await body(Client(client: client), service) }
     try await service.backend.close()
     return result

@@ -27,14 +27,105 @@ struct UserTokenTests {
         return url
     }
 
-    func withSecuredServer(_ kind: BackendKind, _ body: @Sendable (Client, TestService, URL) async throws -> Void) async throws {
+    func withSecuredServer(
+        _ kind: BackendKind, maps: [URL] = [], publicMetrics: Bool = false, _ body: @Sendable (Client, TestService, URL) async throws -> Void
+    ) async throws {
         let directory = TemporaryDirectory()
         let users = try Self.usersFile(directory)
-        var configuration = ServerConfiguration(port: 0, tokens: TokenPolicy(tokens: ["static-reader": .read]))
+        var configuration = ServerConfiguration(port: 0, tokens: TokenPolicy(tokens: ["static-reader": .read, "static-admin": .admin]))
         configuration.usersFile = users
-        try await withServer(kind, configuration: configuration) { client, service in try await body(client, service, users) }
+        configuration.publicMetrics = publicMetrics
+        try await withServer(kind, configuration: configuration, maps: maps) { client, service in try await body(client, service, users) }
         withExtendedLifetime(directory) {}
     }
+
+    /// The routes docs/cli.md ("Security") lists as open answer without a token, and only what
+    /// it says: `/metrics` needs an admin, `/ready` gives its status alone, the map list (like
+    /// the catalog) lists what the caller may read; each asked with no token, a forged one, a
+    /// viewer's and an admin's. `--public-metrics` opens `/metrics` alone.
+    @Test func theRoutesOpenWithoutATokenAreTheDocumentedOnes() async throws {
+        let maps = [Repository.schema("examples/field-crews.map.json")]
+        try await withSecuredServer(.sqlite, maps: maps) { client, _, _ in
+            let forged = "outpost1.eyJ1IjoiYWRhIn0.Zm9yZ2Vk"
+            let vera = try await Self.token(client, "vera"), ada = try await Self.token(client, "ada"), outsider = try await Self.token(client, "outsider")
+            func get(_ path: String, _ token: String?) async throws -> Client.Reply {
+                try await client.get(path + (token.map { (path.contains("?") ? "&" : "?") + "token=\($0)" } ?? ""))
+            }
+            // /metrics: 499, 498, 403, then 200 for an admin (a user or a static admin token).
+            #expect(try await get("/metrics", nil).errorCode == 499)
+            #expect(try await get("/metrics", forged).errorCode == 498)
+            #expect(try await get("/metrics", vera).status == 403)
+            let metrics = try await get("/metrics", ada)
+            #expect(metrics.status == 200 && metrics.text.contains("outpost_http_requests_total"))
+            #expect(try await get("/metrics", "static-admin").status == 200)
+            #expect(try await get("/metrics", "static-reader").status == 403)
+            // /ready: its status to anyone, no service names but to an admin; a forged token 498.
+            #expect(try await get("/ready", nil).json() == ["status": "ready", "services": 1])
+            #expect(try await get("/ready", vera).json() == ["status": "ready", "services": 1])
+            #expect(try await get("/ready", forged).errorCode == 498)
+            // The map list: none without a token, 498 forged, the map for a viewer, not for a
+            // user who may not query one of its services; the map itself likewise.
+            #expect(try await get("/arcgis/rest/maps?f=json", nil).json() == ["maps": []])
+            #expect(try await get("/arcgis/rest/maps?f=json", forged).errorCode == 498)
+            #expect(try await get("/arcgis/rest/maps?f=json", vera).json()["maps"]?[0]?["name"] == "field-crews")
+            #expect(try await get("/arcgis/rest/maps?f=json", outsider).json() == ["maps": []])
+            #expect(try await get("/arcgis/rest/maps/field-crews.json", nil).errorCode == 499)
+            #expect(try await get("/arcgis/rest/maps/field-crews.json", outsider).status == 403)
+            #expect(try await get("/arcgis/rest/maps/field-crews.json", vera).status == 200)
+            #expect(try await get("/arcgis/rest/maps/field-crews/areas?f=json", outsider).status == 403)
+            // And the rest stay as they were: open to anyone, or behind a token.
+            #expect(try await get("/health", nil).status == 200)
+            #expect(try await get("/arcgis/rest/info?f=json", nil).status == 200)
+            #expect(try await get("/arcgis/rest/services?f=json", nil).json()["services"] == [])
+            #expect(try await get("\(base)?f=json", nil).errorCode == 499)
+        }
+        try await withSecuredServer(.sqlite, publicMetrics: true) { client, _, _ in
+            let open = try await client.get("/metrics"), guarded = try await client.get("\(base)?f=json")
+            #expect(open.status == 200 && guarded.errorCode == 499)
+        }
+    }
+
+    /// Reading a replica's feed changes nothing for a viewer (no `last_sync_at`, no generation
+    /// recorded) and records what the replica holds for a caller that may sync it; a window
+    /// reaching past the service's generation is a 400 naming `since` or `upto`.
+    @Test(arguments: BackendKind.available)
+    func readingTheFeedChangesNothingAndAWindowPastTheServiceIsRefused(kind: BackendKind) async throws {
+        try await withSecuredServer(kind) { client, _, _ in
+            let ed = try await Self.token(client, "ed"), vera = try await Self.token(client, "vera")
+            let created = try await client.post("\(base)/createReplica", ["layers": "0", "dataFormat": "json", "token": ed]).json()
+            let id = try #require(created["replicaID"]?.stringValue, "\(created)")
+            let native = "/outpost/v1/services/field_inspection/replicas/\(id)"
+            // An edit, so the window 0…generation holds a change.
+            let adds = #"[{"attributes":{"asset_id":"R-9","asset_type":"valve"},"geometry":{"x":-122.65,"y":45.52}}]"#
+            #expect(try await client.post("\(base)/0/applyEdits", ["adds": adds, "token": ed]).status == 200)
+            let before = try await client.get("\(native)?token=\(ed)").json()
+            let generation = try #require(before["serviceGeneration"]?.integerValue)
+            let since = try #require(before["replicaServerGen"]?.integerValue)
+            #expect(since < generation)
+
+            let read = try await client.get("\(native)/changes?layer=0&since=\(since)&upto=\(generation)&limit=10&token=\(vera)")
+            #expect(read.status == 200, "\(read.text)")
+            let unchanged = try await client.get("\(native)?token=\(ed)").json()
+            #expect(unchanged["lastSyncDate"] == before["lastSyncDate"] && unchanged["replicaServerGen"] == before["replicaServerGen"], "\(unchanged)")
+
+            for (query, parameter) in [
+                ("since=0&upto=9223372036854775807", "upto"), ("since=\(generation + 1)&upto=\(generation + 1)", "since"),
+                ("since=\(since)&upto=\(generation + 5)", "upto"),
+            ] {
+                for token in [vera, ed] {
+                    let past = try await client.get("\(native)/changes?layer=0&\(query)&limit=10&token=\(token)")
+                    #expect(past.status == 400 && past.text.contains("'\(parameter)'"), "\(query): \(past.text)")
+                }
+            }
+            #expect(try await client.get("\(native)?token=\(ed)").json()["lastSyncDate"] == before["lastSyncDate"])
+
+            // The replica's own sync records it.
+            #expect(try await client.get("\(native)/changes?layer=0&since=\(generation)&upto=\(generation)&limit=10&token=\(ed)").status == 200)
+            let synced = try await client.get("\(native)?token=\(ed)").json()
+            #expect(synced["replicaServerGen"]?.integerValue == generation && synced["lastSyncDate"] != before["lastSyncDate"], "\(synced)")
+        }
+    }
+
 
     static func signIn(_ client: Client, _ name: String, password: String = password, extra: [String: String] = [:]) async throws -> Client.Reply {
         try await client.post("/arcgis/tokens/generateToken", ["username": name, "password": password, "client": "none", "f": "json"].merging(extra) { $1 })

@@ -119,9 +119,16 @@ public protocol SyncBackend: Sendable {
     func applyStreamedBatch(_ head: UploadBatch.FramedReader.Head, from body: StreamedBatch) async throws -> BatchAnswer
     /// The stored result of an applied batch (for a client whose response was lost).
     func batchResult(replicaID: String, seq: Int64) async throws -> BatchResult?
+    /// The service's generation now (the feed's windows end there at most).
+    func generation() async throws -> Int64
     /// A page of a layer's changes in `since < generation ≤ upto` within the replica's filter,
-    /// leaving out features only the replica itself changed.
+    /// leaving out features only the replica itself changed. Reads only: the replica's state is
+    /// unchanged (see ``recordReceived(replicaID:upTo:)``).
     func changes(replicaID: String, layerID: Int, since: Int64, upto: Int64, after: String?, limit: Int) async throws -> ChangePage
+    /// Records that the replica holds the service's changes up to `generation` (it asked the
+    /// feed from there) and when it last synced: informational (`replicaServerGen`,
+    /// `lastSyncDate`), written only for a caller that may sync the replica.
+    func recordReceived(replicaID: String, upTo generation: Int64) async throws
     /// How many change-log rows of the layer lie in `since < generation ≤ upto`, counted no
     /// further than `cap` (a bound of the feed's size for a client deciding how to download).
     func windowRows(layerID: Int, since: Int64, upto: Int64, cap: Int) async throws -> Int

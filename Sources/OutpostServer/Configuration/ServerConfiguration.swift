@@ -10,8 +10,10 @@ public struct ServerConfiguration: Sendable {
     public var maxBodyBytes: Int
     /// Largest page a query returns (ArcGIS `maxRecordCount` caps it further per service).
     public var maxRecordCount: Int?
-    /// Static tokens (`--token`, `--tokens`). With these or a users file, every endpoint but
-    /// /health, /arcgis/rest/info, the token service and the directory's assets needs a token.
+    /// Static tokens (`--token`, `--tokens`). With these or a users file, every endpoint needs a
+    /// token but /health, /ready (its status only), /arcgis/rest/info, the token service, the
+    /// directory's assets, `sharing/rest`, and the catalog and map list (which list only what the
+    /// caller may see).
     public var tokens: TokenPolicy?
     /// A users file (`outpost users`): users sign in with `generateToken` and get signed,
     /// expiring tokens with their role's permissions.
@@ -36,6 +38,9 @@ public struct ServerConfiguration: Sendable {
     /// other ArcGIS Online clients send it), over HTTPS only. Off by default: a URL can end up in
     /// a proxy's or browser's history where a POST body does not.
     public var tokenRequestsInURL = false
+    /// Whether `/metrics` answers anyone on a server with tokens (a scraper on a private
+    /// network); otherwise it needs the admin permission there.
+    public var publicMetrics = false
     /// The server's log level: `info` logs a line per request (`outpost serve` takes it from
     /// `LOG_LEVEL`).
     public var logLevel: Logger.Level = .warning
@@ -69,18 +74,20 @@ public struct TokenPolicy: Sendable {
     public enum Scope: String, Sendable {
         /// Queries, downloads, service info.
         case read
-        /// Everything, edits included.
+        /// Queries, edits and sync.
         case edit
+        /// Everything, the server's own metrics and readiness details included.
+        case admin
     }
 
     public var tokens: [String: Scope]
 
     public init(tokens: [String: Scope]) { self.tokens = tokens }
 
-    /// One token that may do everything (`--token`).
-    public init(token: String) { tokens = [token: .edit] }
+    /// One token that may do everything (`--token`: the operator's).
+    public init(token: String) { tokens = [token: .admin] }
 
-    /// Reads a tokens file: one token per line, optionally followed by `read` or `edit`
+    /// Reads a tokens file: one token per line, optionally followed by `read`, `edit` or `admin`
     /// (default `edit`); blank lines and `#` comments are ignored.
     public init(contentsOf url: URL) throws {
         let text: String
@@ -96,7 +103,7 @@ public struct TokenPolicy: Sendable {
             if line.isEmpty { continue }
             let parts = line.split(whereSeparator: { $0 == " " || $0 == "\t" }).map(String.init)
             guard parts.count <= 2, let scope = parts.count == 2 ? Scope(rawValue: parts[1]) : .edit else {
-                throw ServiceError(500, "\(url.lastPathComponent) line \(number + 1): expected \"<token> [read|edit]\"")
+                throw ServiceError(500, "\(url.lastPathComponent) line \(number + 1): expected \"<token> [read|edit|admin]\"")
             }
             tokens[parts[0]] = scope
         }

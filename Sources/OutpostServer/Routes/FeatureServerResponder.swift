@@ -113,19 +113,31 @@ public struct FeatureServerResponder: HTTPResponder {
             return ResponseWriting(request: request).json(["status": "ok", "services": .integer(Int64(services.names.count))])
         }
         if segments == ["ready"] {
+            // Open to load balancers' probes; which service failed, and why, only to an admin
+            // (or on a server without tokens).
+            let parameters = try await readParameters(&request)
+            let caller = try security.caller(request, parameters, remote: remote, anonymousAllowed: true)
+            let detailed = caller.permissions(on: nil).contains(.admin)
             // Ready when every service's store answers (a PostgreSQL server reachable, say).
             for name in services.names {
                 guard let backend = services.backend(named: name) else { continue }
                 do {
                     _ = try await backend.generation()
                 } catch {
-                    return ResponseWriting(request: request).json(
-                        ["status": "unavailable", "service": .string(name), "reason": .string(ServiceError.from(error).message)], status: .serviceUnavailable)
+                    var answer: [String: JSONValue] = ["status": "unavailable"]
+                    if detailed { (answer["service"], answer["reason"]) = (.string(name), .string(ServiceError.from(error).message)) }
+                    return ResponseWriting(request: request).json(.object(answer), status: .serviceUnavailable)
                 }
             }
             return ResponseWriting(request: request).json(["status": "ready", "services": .integer(Int64(services.names.count))])
         }
         if segments == ["metrics"] {
+            // Request counts by route and status describe the server's use: an admin's, unless
+            // the operator opened them to a scraper (`--public-metrics`).
+            if security.isEnabled, !configuration.publicMetrics {
+                let parameters = try await readParameters(&request)
+                try Security.require(.admin, of: try security.caller(request, parameters, remote: remote), on: nil)
+            }
             var response = ResponseWriting(request: request).bytes(ByteBuffer(string: metrics.text()), contentType: "text/plain; version=0.0.4; charset=utf-8")
             response.headers[.cacheControl] = "no-store"
             return response
@@ -368,12 +380,14 @@ public struct FeatureServerResponder: HTTPResponder {
         let parameters = try await readParameters(&request, collectingBody: batchBody == nil)
         // Reading a replica's state, feed or checksums reads data (query); changing it is sync.
         let needed: Permission = request.method == .get ? .query : .sync
-        try Security.require(needed, of: try security.caller(request, parameters, remote: remote), on: backend.name)
+        let caller = try security.caller(request, parameters, remote: remote)
+        try Security.require(needed, of: caller, on: backend.name)
         let writing = ResponseWriting(request: request, pretty: (parameters["f"] ?? "").lowercased() == "pjson")
         return try await NativeSyncRoutes(
             sync: syncBackend, parameters: parameters, writing: writing, method: request.method, range: request.headers[.range],
             binaryPages: request.headers[.accept]?.contains(ChangePage.binaryContentType) == true, metrics: metrics,
-            ahead: (checksumsAhead, backend.name), pagesAhead: pagesAhead, batchBody: batchBody.map { ($0, configuration.maxBodyBytes) }
+            ahead: (checksumsAhead, backend.name), pagesAhead: pagesAhead, batchBody: batchBody.map { ($0, configuration.maxBodyBytes) },
+            callerMaySync: caller.permissions(on: backend.name).contains(.sync)
         ).respond(route)
     }
 
@@ -414,8 +428,13 @@ public struct FeatureServerResponder: HTTPResponder {
         if DirectoryView.wanted(request, parameters) { writing.directory = (DirectoryView(segments: ["maps"] + rest, query: request.uri.query), .resource) }
         let base = PublicURL(request, configuration: configuration).base
         if rest.isEmpty {
+            // As the catalog: what the caller may see (a map whose services it may all query).
+            let visible = services.mapNames.filter { name in
+                guard let file = services.mapFile(named: name), let map = try? Self.mapDefinition(file) else { return false }
+                return Self.mayRead(map, caller)
+            }
             return writing.json([
-                "maps": .array(services.mapNames.map { ["name": .string($0), "url": .string("\(base)/arcgis/rest/maps/\($0).json")] })
+                "maps": .array(visible.map { ["name": .string($0), "url": .string("\(base)/arcgis/rest/maps/\($0).json")] })
             ])
         }
         if rest.count >= 2, rest[1] == "areas", let file = services.mapFile(named: rest[0]) {
@@ -424,7 +443,9 @@ public struct FeatureServerResponder: HTTPResponder {
         guard rest.count == 1, rest[0].lowercased().hasSuffix(".json"), let file = services.mapFile(named: String(rest[0].dropLast(5))) else {
             throw ServiceError.notFound("map \(rest.joined(separator: "/"))")
         }
-        let resolved = try Self.mapDefinition(file).resolvingURLs(against: "\(base)/arcgis/rest/services/")
+        let map = try Self.mapDefinition(file)
+        try Self.requireRead(map, caller)
+        let resolved = map.resolvingURLs(against: "\(base)/arcgis/rest/services/")
         return writing.json(try JSONValue.parse(try resolved.encoded()))
     }
 
@@ -433,6 +454,18 @@ public struct FeatureServerResponder: HTTPResponder {
         let parts = url.split(separator: "/").map(String.init)
         guard let i = parts.lastIndex(of: "FeatureServer"), i >= 1 else { return nil }
         return parts[i - 1]
+    }
+
+    /// Whether `caller` may read a map: it may query every feature service the map names.
+    static func mayRead(_ map: MapDefinition, _ caller: Caller) -> Bool {
+        (try? requireRead(map, caller)) != nil
+    }
+
+    /// Refuses a caller that may not query one of the map's feature services (403; 499 for no
+    /// token at all).
+    static func requireRead(_ map: MapDefinition, _ caller: Caller) throws {
+        if case .anonymous = caller { throw Security.tokenRequired }
+        for service in Set(map.operationalLayers.compactMap { featureServiceName($0.url) }).sorted() { try Security.require(.query, of: caller, on: service) }
     }
 
     static func mapDefinition(_ file: URL) throws -> MapDefinition {
@@ -450,12 +483,10 @@ public struct FeatureServerResponder: HTTPResponder {
     private func preplannedAreas(
         _ file: URL, name: String, _ route: [String], request: Request, caller: Caller, writing: ResponseWriting, base: String
     ) throws -> Response {
+        // A map, its areas and their packages (the data of the map's feature services) are for
+        // callers who may query every one of them.
         let map = try Self.mapDefinition(file)
-        // A package holds the data of the map's feature services: its files are for callers who
-        // may query every one of them.
-        if route.count > 1 {
-            for service in Set(map.operationalLayers.compactMap { Self.featureServiceName($0.url) }) { try Security.require(.query, of: caller, on: service) }
-        }
+        try Self.requireRead(map, caller)
         let packages = file.deletingLastPathComponent().appendingPathComponent("\(name).preplanned")
         func describe(_ area: MapDefinition.PreplannedArea, files: Bool) throws -> JSONValue {
             let listed = PreplannedPackage.files(in: packages.appendingPathComponent(area.id))

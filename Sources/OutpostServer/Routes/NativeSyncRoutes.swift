@@ -42,6 +42,9 @@ struct NativeSyncRoutes {
     var pagesAhead: PagesAhead?
     /// A batch PUT's body, read as it arrives, and the most bytes it may have.
     var batchBody: (body: RequestBody, limit: Int)?
+    /// Whether the caller may sync the replica: only then does reading its feed record what it
+    /// holds (a viewer reading the feed changes nothing).
+    var callerMaySync = true
 
     /// Answers the request for `route` (the path below `…/services/{service}/`, decoded segments).
     func respond(_ route: [String]) async throws -> Response {
@@ -156,7 +159,19 @@ struct NativeSyncRoutes {
             makeAhead(key, after: made.next)
             return Self.response(made.body, made.headers)
         }
+        // A window past the service's generation would hand a client that keeps `upto` as its
+        // cursor a gap: every later change skipped (pages made ahead continue a window this
+        // check passed).
+        let generation = try await sync.generation()
+        guard Int64(since) <= generation else {
+            throw ServiceError.badParameter("since", "generation \(since) is past the service's generation \(generation)")
+        }
+        guard Int64(upto) <= generation else {
+            throw ServiceError.badParameter("upto", "generation \(upto) is past the service's generation \(generation)")
+        }
         var page = try await sync.feedPage(replicaID: replica, layerID: layer, since: Int64(since), upto: Int64(upto), after: after, limit: limit)
+        // The replica asked from `since`: it holds everything up to there.
+        if after == nil, callerMaySync { try await sync.recordReceived(replicaID: replica, upTo: Int64(since)) }
         if after != nil { metrics?.feedPage("asked") }
         // A first page asked with `count` says how large the window is (counted up to one past
         // it), unless it is also the last page and so holds the whole window.

@@ -34,6 +34,7 @@ enum Caller: Sendable {
         case .anonymous: []
         case .staticToken(.read): [.query]
         case .staticToken(.edit): [.query, .edit, .sync]
+        case .staticToken(.admin): Set(Permission.allCases)
         case .user(let user): user.permissions(on: service)
         }
     }
@@ -79,7 +80,7 @@ final class Security: Sendable {
         guard isEnabled else { return .anyone }
         guard let token = Self.token(request, parameters) else {
             if anonymousAllowed { return .anonymous }
-            throw ServiceError(401, "Token Required", code: 499, details: ["pass token=, or Authorization: Bearer <token>"])
+            throw Self.tokenRequired
         }
         if let scope = staticTokens?.tokens[token] { return .staticToken(scope) }
         guard let users, token.hasPrefix(SignedToken.prefix) else { throw Self.invalidToken }
@@ -107,6 +108,7 @@ final class Security: Sendable {
     }
 
     static let invalidToken = ServiceError(401, "Invalid Token", code: 498)
+    static let tokenRequired = ServiceError(401, "Token Required", code: 499, details: ["pass token=, or Authorization: Bearer <token>"])
 
     /// A token bound to a referer is good for pages under it (ArcGIS compares the start).
     static func sameReferer(_ header: String, _ bound: String) -> Bool {

@@ -159,6 +159,9 @@ enum ArcGISEdits {
     ) async throws {
         var after: String?
         var first = true
+        // synchronizeReplica is a sync (its caller may sync the replica): the replica's state
+        // says it holds the changes up to `since`.
+        try await sync.recordReceived(replicaID: replica, upTo: since)
         repeat {
             let page = try await sync.changes(replicaID: replica, layerID: layer, since: since, upto: upto, after: after, limit: 1000)
             for change in page.changes {

@@ -110,6 +110,7 @@ public enum DeltaImport {
         var needed: [String: AttachmentInfo] = [:]
         for (layer, since) in cursors.sorted(by: { $0.key < $1.key }) where since < upto {
             var after: String?
+            try await backend.recordReceived(replicaID: replicaID, upTo: since)
             repeat {
                 let page = try await backend.changes(replicaID: replicaID, layerID: layer, since: since, upto: upto, after: after, limit: pageSize)
                 if !page.changes.isEmpty { try writer.write(.changes, page.json.jsonData) }

@@ -58,6 +58,12 @@ struct ServeCommand: AsyncParsableCommand {
     var allowTokenRequestsInUrl = false
     @Flag(
         help: """
+            With --token, --tokens or --users, let /metrics answer without a token (a Prometheus scraper on a \
+            private network); otherwise it needs an admin's token.
+            """)
+    var publicMetrics = false
+    @Flag(
+        help: """
             Once listening, prepare every preplanned area of the served maps that has no package yet \
             (as outpost offline prepare does), in the background. With --tokens or --users, prepare \
             them with outpost offline prepare instead.
@@ -98,6 +104,7 @@ struct ServeCommand: AsyncParsableCommand {
         if let token { configuration.tokens = TokenPolicy(token: token) }
         if let tokens { configuration.tokens = try TokenPolicy(contentsOf: URL(fileURLWithPath: tokens)) }
         configuration.tokenRequestsInURL = allowTokenRequestsInUrl
+        configuration.publicMetrics = publicMetrics
         if let users {
             let url = URL(fileURLWithPath: users)
             _ = try UserFile.load(from: url)  // a missing or damaged file stops here, not at the first sign-in

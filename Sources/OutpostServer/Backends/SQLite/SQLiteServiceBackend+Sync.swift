@@ -203,19 +203,18 @@ extension SQLiteServiceBackend: SyncBackend {
     // MARK: - Change feed
 
     public func changes(replicaID: String, layerID: Int, since: Int64, upto: Int64, after: String?, limit: Int) async throws -> ChangePage {
-        let page = try await feedPage(scope: nil, replicaID: replicaID, layerID: layerID, since: since, upto: upto, after: after, limit: limit)
-        if after == nil {
-            // The replica asked from `since`: it holds everything up to there (informational,
-            // shown as replicaServerGen in the replica's info). One row: no wait for a checkpoint
-            // due after the replica's last batch.
-            let id = GlobalID.normalized(replicaID) ?? replicaID
-            try await geodatabase.write(small: true) { conn in
-                try conn.execute(
-                    "UPDATE outpost_replicas SET replica_gen = max(replica_gen, ?), last_sync_at = ? WHERE replica_id = ?",
-                    arguments: [.integer(since), .integer(Self.now()), .text(id)])
-            }
+        try await feedPage(scope: nil, replicaID: replicaID, layerID: layerID, since: since, upto: upto, after: after, limit: limit)
+    }
+
+    public func recordReceived(replicaID: String, upTo generation: Int64) async throws {
+        // Informational, shown as replicaServerGen in the replica's info. One row: no wait for
+        // a checkpoint due after the replica's last batch.
+        let id = GlobalID.normalized(replicaID) ?? replicaID
+        try await geodatabase.write(small: true) { conn in
+            try conn.execute(
+                "UPDATE outpost_replicas SET replica_gen = max(replica_gen, ?), last_sync_at = ? WHERE replica_id = ?",
+                arguments: [.integer(generation), .integer(Self.now()), .text(id)])
         }
-        return page
     }
 
     public func windowRows(layerID: Int, since: Int64, upto: Int64, cap: Int) async throws -> Int {
