@@ -52,7 +52,7 @@ enum DirectoryTemplates {
         <table class="list">
         <thead><tr><th>Service</th><th>Type</th></tr></thead>
         <tbody>
-        {{#services}}<tr><td><a href="{{href}}">{{name}}</a></td><td>{{type}}</td></tr>
+        {{#services}}<tr><td><a href="{{href}}">{{name}}</a>{{#unavailable}} <span class="note">unavailable: its file could not be opened</span>{{/unavailable}}</td><td>{{type}}</td></tr>
         {{/services}}
         </tbody>
         </table>

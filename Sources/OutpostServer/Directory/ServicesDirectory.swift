@@ -148,7 +148,7 @@ struct DirectoryView: Sendable {
         var context = base()
         context["services"] = (json["services"]?.arrayValue ?? []).map { service -> [String: Any] in
             let name = service["name"]?.stringValue ?? "", type = service["type"]?.stringValue ?? ""
-            return ["name": name, "type": type, "href": href(["services", name, type])]
+            return ["name": name, "type": type, "href": href(["services", name, type]), "unavailable": service["status"] == "unavailable"]
         }
         return render("catalog", context)
     }

@@ -129,7 +129,20 @@ public struct FeatureServerResponder: HTTPResponder {
                     return ResponseWriting(request: request).json(.object(answer), status: .serviceUnavailable)
                 }
             }
-            return ResponseWriting(request: request).json(["status": "ready", "services": .integer(Int64(services.names.count))])
+            // Services whose files did not open: the server still serves the others (ready to
+            // a load balancer), and says which to an admin.
+            guard !services.unavailable.isEmpty else {
+                return ResponseWriting(request: request).json(["status": "ready", "services": .integer(Int64(services.names.count))])
+            }
+            var answer: [String: JSONValue] = [
+                "status": "degraded", "services": .integer(Int64(services.names.count)), "unavailable": .integer(Int64(services.unavailable.count)),
+            ]
+            if detailed {
+                answer["unavailableServices"] = .array(services.unavailable.map {
+                    ["name": .string($0.name), "type": .string($0.type), "file": .string($0.file), "reason": .string($0.reason)]
+                })
+            }
+            return ResponseWriting(request: request).json(.object(answer))
         }
         if segments == ["metrics"] {
             // Request counts by route and status describe the server's use: an admin's, unless
@@ -148,7 +161,10 @@ public struct FeatureServerResponder: HTTPResponder {
             let parameters = try await readParameters(&request)
             try Security.require(.query, of: try security.caller(request, parameters, remote: remote), on: segments[3])
             let file = segments[2] == "locators" ? services.locator(named: segments[3])?.url : services.networkFile(named: segments[3])
-            guard let file else { throw ServiceError.notFound("\(segments[2] == "locators" ? "locator" : "network") \(segments[3])") }
+            guard let file else {
+                throw services.notServed(
+                    segments[3], types: [segments[2] == "locators" ? "GeocodeServer" : "NAServer"], described: "\(segments[2] == "locators" ? "locator" : "network") \(segments[3])")
+            }
             return try ReplicaRoutes.streamFile(file, contentType: "application/vnd.sqlite3", removeAfter: false, range: request.headers[.range], ifRange: request.headers[.ifRange])
         }
         if segments.count >= 4, segments[0] == "outpost", segments[1] == "v1", segments[2] == "services" {
@@ -230,7 +246,10 @@ public struct FeatureServerResponder: HTTPResponder {
                 ).respond(route)
             }
             // A feature service's layers, drawn as tiles on request (kept on disk per generation).
-            guard let backend = services.backend(named: rest[0]) as? SQLiteServiceBackend else { throw ServiceError.notFound("map service \(rest[0])") }
+            guard let backend = services.backend(named: rest[0]) as? SQLiteServiceBackend else {
+                // A tile cache's, or a feature service's drawn one.
+                throw services.notServed(rest[0], types: ["MapServer", "FeatureServer"], described: "map service \(rest[0])")
+            }
             let source = GeodatabaseRenderSource(geodatabase: backend.geodatabase, maxLevel: RenderedMapServerRoutes.maxLevel)
             let jobs = MapServerJobs(source: source, services: sync, parameters: parameters, writing: writing, mapServerURL: mapServerURL)
             if let answer = try await jobs.respond(route) { return answer }
@@ -242,7 +261,9 @@ public struct FeatureServerResponder: HTTPResponder {
             ).respond(route)
         }
         if rest.count >= 2, rest[1] == "GPServer" {
-            guard let gp = services.geoprocessingService(named: rest[0]) else { throw ServiceError.notFound("geoprocessing service \(rest[0])") }
+            guard let gp = services.geoprocessingService(named: rest[0]) else {
+                throw services.notServed(rest[0], types: ["GPServer"], described: "geoprocessing service \(rest[0])")
+            }
             let route = Array(rest.dropFirst(2))
             // A browser on execute/submitJob with no inputs gets the task's form; the answer
             // then shows as the operation's result.
@@ -265,12 +286,14 @@ public struct FeatureServerResponder: HTTPResponder {
             ).respond(route)
         }
         if rest.count >= 2, rest[1] == "GeocodeServer" {
-            guard let locator = services.locator(named: rest[0]) else { throw ServiceError.notFound("locator \(rest[0])") }
+            guard let locator = services.locator(named: rest[0]) else { throw services.notServed(rest[0], types: ["GeocodeServer"], described: "locator \(rest[0])") }
             page(.resource)
             return try await GeocodeServerRoutes(locator: locator, parameters: parameters, writing: writing).respond(Array(rest.dropFirst(2)))
         }
         if rest.count >= 2, rest[1] == "NAServer" {
-            guard let network = services.network(named: rest[0]) else { throw ServiceError.notFound("network analysis service \(rest[0])") }
+            guard let network = services.network(named: rest[0]) else {
+                throw services.notServed(rest[0], types: ["NAServer"], described: "network analysis service \(rest[0])")
+            }
             // A browser on solve with no stops gets the form; the answer then shows as its result.
             if let view, Array(rest.dropFirst(2)) == [NAServerRoutes.layerName, "solve"] {
                 if parameters["stops"] == nil {
@@ -285,7 +308,7 @@ public struct FeatureServerResponder: HTTPResponder {
             return try await NAServerRoutes(name: rest[0], network: network, parameters: parameters, writing: writing).respond(Array(rest.dropFirst(2)))
         }
         guard rest.count >= 2, rest[1] == "FeatureServer" else { throw ServiceError.notFound("service \(rest[0])") }
-        guard let backend = services.backend(named: rest[0]) else { throw ServiceError.notFound("service \(rest[0])") }
+        guard let backend = services.backend(named: rest[0]) else { throw services.notServed(rest[0], types: ["FeatureServer"], described: "service \(rest[0])") }
         let route = Array(rest.dropFirst(2))
         page(Self.directoryPage(route, drawn: backend is SQLiteServiceBackend))
         if let view, route == ["createReplica"], parameters["layers"] == nil {
@@ -372,7 +395,7 @@ public struct FeatureServerResponder: HTTPResponder {
 
     /// `/outpost/v1/services/{service}/…`: the native sync API.
     private func native(_ request: inout Request, _ rest: [String], remote: SocketAddress?) async throws -> Response {
-        guard let backend = services.backend(named: rest[0]) else { throw ServiceError.notFound("service \(rest[0])") }
+        guard let backend = services.backend(named: rest[0]) else { throw services.notServed(rest[0], types: ["FeatureServer"], described: "service \(rest[0])") }
         guard let syncBackend = backend as? any SyncBackend else { throw ServiceError(400, "service \(backend.name) does not support sync") }
         let route = Array(rest.dropFirst())
         // A batch's body is read as it arrives (docs/sync.md, "Framed batches").
@@ -412,7 +435,11 @@ public struct FeatureServerResponder: HTTPResponder {
                     + services.mapServiceNames.filter(visible).map { ["name": .string($0), "type": "MapServer"] }
                     + services.geoprocessingNames.filter(visible).map { ["name": .string($0), "type": "GPServer"] }
                     + services.locatorNames.filter(visible).map { ["name": .string($0), "type": "GeocodeServer"] }
-                    + services.networkNames.filter(visible).map { ["name": .string($0), "type": "NAServer"] }),
+                    + services.networkNames.filter(visible).map { ["name": .string($0), "type": "NAServer"] }
+                    // Listed, marked: their files could not be opened when the server started.
+                    + services.unavailable.filter { $0.type != "map" && visible($0.name) }.map {
+                        ["name": .string($0.name), "type": .string($0.type), "status": "unavailable"]
+                    }),
         ]
     }
 
@@ -441,7 +468,7 @@ public struct FeatureServerResponder: HTTPResponder {
             return try preplannedAreas(file, name: rest[0], Array(rest.dropFirst(2)), request: request, caller: caller, writing: writing, base: base)
         }
         guard rest.count == 1, rest[0].lowercased().hasSuffix(".json"), let file = services.mapFile(named: String(rest[0].dropLast(5))) else {
-            throw ServiceError.notFound("map \(rest.joined(separator: "/"))")
+            throw services.notServed(String(rest[0].prefix { $0 != "." }), types: ["map"], described: "map \(rest.joined(separator: "/"))")
         }
         let map = try Self.mapDefinition(file)
         try Self.requireRead(map, caller)

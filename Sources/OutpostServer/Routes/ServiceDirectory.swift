@@ -17,11 +17,14 @@ public final class ServiceDirectory: Sendable {
     private let networks: [String: (name: String, network: RoadNetwork)]
     /// Map definitions (`/arcgis/rest/maps/<name>.json`), by name (the file's name before `.map.json`).
     private let maps: [String: (name: String, file: URL)]
+    /// Services whose files could not be opened at start (see ``open(at:name:faults:strict:)``).
+    public let unavailable: [UnavailableService]
 
     public init(
         _ backends: [any FeatureServiceBackend], tileCaches: [URL] = [], geoprocessing: [GeoprocessingService] = [], locators: [LocalLocator] = [],
-        networks: [RoadNetwork] = [], maps: [URL] = []
+        networks: [RoadNetwork] = [], maps: [URL] = [], unavailable: [UnavailableService] = []
     ) {
+        self.unavailable = unavailable
         self.maps = Dictionary(
             maps.map { url in
                 let name = String(url.lastPathComponent.dropLast(".map.json".count))
@@ -83,9 +86,14 @@ public final class ServiceDirectory: Sendable {
         return entry.cache
     }
 
-    /// Loads every tile cache (a damaged one fails here, before the server listens).
-    public func loadTileCaches() async throws {
-        for entry in tileCaches.values { try await entry.cache.load() }
+    /// What to answer for a service of one of `types` (`FeatureServer`, `MapServer`, … or
+    /// `map`) named `name` that is not served: 503 when its file could not be opened at start,
+    /// else 404.
+    public func notServed(_ name: String, types: Set<String>, described what: String) -> ServiceError {
+        guard let broken = unavailable.first(where: { types.contains($0.type) && $0.name.caseInsensitiveCompare(name) == .orderedSame }) else {
+            return .notFound(what)
+        }
+        return ServiceError(503, "\(what) is unavailable: its file \(broken.file) could not be opened when the server started (see its log)")
     }
 
     public func closeAll() async {

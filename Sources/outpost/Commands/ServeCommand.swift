@@ -69,6 +69,12 @@ struct ServeCommand: AsyncParsableCommand {
             them with outpost offline prepare instead.
             """)
     var prepareAreas = false
+    @Flag(
+        help: """
+            Refuse to start when any service file (a .gpkg, tile cache, .gp.json, .locator, .network or .map.json) \
+            cannot be opened; by default the others are served and the broken one is reported and answered with 503.
+            """)
+    var strict = false
 
     /// The database to serve from, if any.
     var database: String? {
@@ -112,61 +118,32 @@ struct ServeCommand: AsyncParsableCommand {
         }
         let services: ServiceDirectory
         do {
-            var backends: [any FeatureServiceBackend] = []
-            var tileCaches: [URL] = []
-            var geoprocessing: [GeoprocessingService] = []
-            var locators: [LocalLocator] = []
-            var networks: [RoadNetwork] = []
-            var maps: [URL] = []
+            var files = ServiceFiles()
             if let service {
-                let files = try ServiceDirectory.files(at: URL(fileURLWithPath: service), name: name, faults: processFaults)
-                backends += files.backends
-                tileCaches = files.tileCaches
-                maps = files.maps
-                // A map definition that does not read is refused now, not at the first request.
-                for url in maps {
-                    do {
-                        _ = try MapDefinition.decode(try Data(contentsOf: url))
-                    } catch {
-                        throw CLIFailure(message: "\(url.lastPathComponent): \(error)")
-                    }
-                }
-                for url in files.geoprocessing {
-                    do {
-                        geoprocessing.append(try await GeoprocessingService(contentsOf: url))
-                    } catch {
-                        throw CLIFailure(message: "\(url.lastPathComponent): \(error)")
-                    }
-                }
-                for url in files.locators {
-                    do {
-                        locators.append(try LocalLocator(url: url))
-                    } catch {
-                        throw CLIFailure(message: "\(url.lastPathComponent): \(error)")
-                    }
-                }
-                for url in files.networks {
-                    do {
-                        networks.append(try await runBlocking { try RoadNetwork(url: url) })
-                    } catch {
-                        throw CLIFailure(message: "\(url.lastPathComponent): \(error)")
-                    }
+                files = try await ServiceDirectory.open(at: URL(fileURLWithPath: service), name: name, faults: processFaults, strict: strict)
+                // One damaged file does not stop the others: it is named here, listed as
+                // unavailable, and its requests get 503.
+                for broken in files.unavailable {
+                    FileHandle.standardError.write(Data("outpost serve: \(broken.logLine); serving the others (--strict refuses to start)\n".utf8))
                 }
             }
             if let database {
                 let location = try PostgresLocation(url: database)
                 let stored = try await PostgresServiceBackend.openAll(at: location, timeout: .seconds(databaseTimeout), faults: processFaults)
                 guard !stored.isEmpty || service != nil else { throw CLIFailure(message: "\(location) has no services; load one with: outpost service create --postgres") }
-                backends += stored
+                files.backends += stored
                 // Job status in the database: any process answers it.
                 configuration.jobStore = try await PostgresJobStore(location: location)
             }
-            services = try ServiceDirectory(checking: backends, tileCaches: tileCaches, geoprocessing: geoprocessing, locators: locators, networks: networks, maps: maps)
-            try await services.loadTileCaches()
+            let opened = files.backends.count + files.tileCaches.count + files.geoprocessing.count + files.locators.count + files.networks.count
+            guard opened > 0 else {
+                throw CLIFailure(message: "no service could be opened: \(files.unavailable.map(\.logLine).joined(separator: "; "))")
+            }
+            services = try ServiceDirectory(
+                checking: files.backends, tileCaches: files.tileCaches, geoprocessing: files.geoprocessing, locators: files.locators,
+                networks: files.networks, maps: files.maps, unavailable: files.unavailable)
         } catch let error as ServiceError {
             throw CLIFailure(message: error.message)
-        } catch let error as TileCacheError {
-            throw CLIFailure(message: "a tile cache cannot be served: \(error)")
         }
         do {
             let drain = ServerDrain()
