@@ -17,6 +17,8 @@ public final class LoopbackProxy: Sendable {
         case dropResponse
         /// Answer this JSON with this status without forwarding (a server that acts otherwise).
         case answer(status: Int, json: String)
+        /// Forward after waiting this long (a slow link).
+        case delay(Duration)
     }
 
     public typealias Rule = @Sendable (_ method: String, _ uri: String) -> Action
@@ -159,6 +161,7 @@ private final class ProxyHandler: ChannelInboundHandler, @unchecked Sendable {
             let method = head.method.rawValue, uri = head.uri
             Task {
                 let reply: (HTTPResponseStatus, HTTPHeaders, ByteBuffer)?
+                if case .delay(let wait) = action { try? await Task.sleep(for: wait) }
                 do {
                     let response = try await LoopbackProxy.client.execute(request, timeout: .seconds(120))
                     let bytes = try await response.body.collect(upTo: 512 << 20)
@@ -169,7 +172,11 @@ private final class ProxyHandler: ChannelInboundHandler, @unchecked Sendable {
                 }
                 loop.eventLoop.execute {
                     let context = loop.value
-                    guard let (status, headers, bytes) = reply, case .forward = action else {
+                    let passesAnswer = switch action {
+                        case .forward, .delay: true
+                        default: false
+                    }
+                    guard let (status, headers, bytes) = reply, passesAnswer else {
                         context.close(promise: nil)
                         return
                     }

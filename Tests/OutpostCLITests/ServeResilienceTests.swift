@@ -9,7 +9,8 @@ import Testing
     import FoundationNetworking
 #endif
 
-/// `outpost serve` as operators meet it: damaged files among the served ones.
+/// `outpost serve` as operators meet it: damaged files among the served ones, and a SIGTERM in
+/// the middle of a crew's sync.
 @Suite("outpost serve: damaged files and drains")
 struct ServeResilienceTests {
     static func get(_ url: String) async throws -> (status: Int, headers: [AnyHashable: Any], body: String) {
@@ -92,5 +93,79 @@ struct ServeResilienceTests {
         try Data(count: 4_096).write(to: alone.appendingPathComponent("assets.locator"))
         let nothing = try await outpost(["serve", "--service", alone.path, "--port", "0"])
         #expect(nothing.status == 1 && nothing.stderr.contains("no service could be opened"), "\(nothing.stderr)")
+    }
+
+    /// SIGTERM reaches the server the moment a crew's batch is answered, and the crew's link is
+    /// slow (its next request waits 1.5 s in a proxy): the server keeps listening and lets that
+    /// sync finish (exit 0, both sides equal), answers other new requests — a query, another
+    /// replica's feed, /ready — with 503 and Retry-After meanwhile, then exits 0.
+    @Test(.timeLimit(.minutes(3)))
+    func aDrainLetsASyncThatHadBegunFinish() async throws {
+        let dir = TemporaryDirectory()
+        let services = dir.file("services")
+        try FileManager.default.createDirectory(at: services, withIntermediateDirectories: true)
+        #expect(try await outpost(["service", "create", Repository.sampleData("field_inspection").path, "--out", services.appendingPathComponent("field_inspection.gpkg").path]).succeeded)
+        let log = dir.file("serve.log")
+        let server = try await ServeProcess.start(service: services, environment: ["LOG_LEVEL": "info"], errorLog: log)
+        final class Moments: Sendable {
+            let state = Mutex((terminated: false, delayed: false))
+        }
+        let moments = Moments()
+        let process = server.process
+        let proxy = try await LoopbackProxy.start(
+            upstream: server.url,
+            observer: { method, uri, _, status, _ in
+                guard method == "PUT", uri.contains("/batches/"), status == 200 else { return }
+                let first = moments.state.withLock { s in
+                    defer { s.terminated = true }
+                    return !s.terminated
+                }
+                if first { process.signal(SIGTERM) }
+            },
+            rule: { method, uri in
+                // The first feed request after the SIGTERM crawls over a slow link.
+                guard method == "GET", uri.contains("/changes") else { return .forward }
+                let slow = moments.state.withLock { s in
+                    defer { if s.terminated { s.delayed = true } }
+                    return s.terminated && !s.delayed
+                }
+                return slow ? .delay(.milliseconds(1_500)) : .forward
+            })
+        defer { Task { try? await proxy.stop() } }
+        let direct = server.featureServer("field_inspection").absoluteString
+        let replica = dir.file("crew.gpkg").path, other = dir.file("other.gpkg").path
+        for (file, url) in [(replica, proxy.url(for: server.featureServer("field_inspection")).absoluteString), (other, direct)] {
+            let taken = try await outpost(["replica", "create", "--url", url, "--layers", "0", "--out", file])
+            #expect(taken.succeeded, "\(taken.stderr)")
+        }
+        let otherID = try #require(JSONValue.parse(Data(try await outpost(["replica", "info", other, "--json"]).stdout.utf8))["replicaId"]?.stringValue)
+        #expect(try await SyncCommandTests.sqlite(replica, "UPDATE inspection_points SET notes = 'during the drain' WHERE objectid = 1;").succeeded)
+
+        async let sync = outpost(["sync", replica, "--json"])
+        // Once the drain began (the SIGTERM went at the batch's answer), while the crew's feed
+        // request crawls: everything else is refused, with Retry-After.
+        var draining = false
+        for _ in 0..<200 where !draining {
+            try await Task.sleep(for: .milliseconds(10))
+            if moments.state.withLock({ $0.terminated }), let ready = try? await Self.get("\(server.url.absoluteString)/ready"), ready.status == 503 {
+                draining = ready.body.contains("draining")
+            }
+        }
+        #expect(draining, "the server never said it was draining")
+        let refused = try await Self.get("\(direct)/0/query?where=1%3D1&f=json")
+        #expect(refused.status == 503 && (refused.headers["Retry-After"] as? String) == "5", "\(refused.status) \(refused.body)")
+        let another = try await Self.get("\(server.url.absoluteString)/outpost/v1/services/field_inspection/replicas/\(otherID)/changes?layer=0&since=0&upto=0")
+        #expect(another.status == 503, "a sync that had not begun is refused: \(another.status)")
+
+        let finished = try await sync
+        #expect(finished.status == 0, "\(finished.stderr)\n\((try? String(contentsOf: log, encoding: .utf8)) ?? "")")
+        let summary = try JSONValue.parse(Data(finished.stdout.utf8))
+        #expect(summary["uploaded"]?["updates"] == 1 && summary["checksumsMatch"] == true, "\(finished.stdout)")
+        #expect(moments.state.withLock { $0.delayed }, "the feed request was not slowed")
+        // Nothing under way any more: the server exits on its own, well within the drain period.
+        let started = ContinuousClock.now
+        while process.isRunning, ContinuousClock.now - started < .seconds(20) { try await Task.sleep(for: .milliseconds(50)) }
+        #expect(!process.isRunning, "the server did not exit after the sync")
+        #expect(process.wait() == 0)
     }
 }

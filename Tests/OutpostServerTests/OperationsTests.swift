@@ -118,6 +118,33 @@ struct OperationsTests {
         }
     }
 
+    /// The drain's rule, with time passed in: a sync that had begun before the drain goes on
+    /// (its replica's requests, its service's attachments), others are refused; checksums asked
+    /// with the upload end nothing, asked after the feed they end the sync a second later;
+    /// a sync that goes quiet ends after the idle time.
+    @Test func theDrainLetsSyncsThatHadBegunFinishAndNothingElse() {
+        let drain = DrainState()
+        let t0 = ContinuousClock.now
+        #expect(drain.admits(service: "s", replica: "{ABC}", step: .uploads, now: t0))
+        #expect(drain.admits(service: "s", replica: "quiet", step: .downloads, now: t0))
+        #expect(drain.admits(service: "s", replica: "new", step: .continues, now: t0), "before the drain, everything")
+        drain.startDraining()
+        #expect(drain.syncsUnderWay(now: t0) == 2)
+        #expect(!drain.admits(service: "s", replica: "new", step: .uploads, now: t0), "a sync that had not begun")
+        #expect(!drain.admits(service: "other", replica: "abc", step: .downloads, now: t0), "another service's replica")
+        #expect(drain.admits(service: "S", replica: "abc", step: .verifies, now: t0 + .seconds(1)), "the same replica, braces and case aside")
+        #expect(drain.admits(service: "s", replica: nil, step: .continues, now: t0 + .seconds(1)), "the service's attachments while it syncs")
+        #expect(!drain.admits(service: "other", replica: nil, step: .continues, now: t0 + .seconds(1)))
+        // Checksums ahead of the feed kept the sync; its feed, then its verify, end it.
+        #expect(drain.admits(service: "s", replica: "abc", step: .downloads, now: t0 + .seconds(2)))
+        #expect(drain.admits(service: "s", replica: "abc", step: .verifies, now: t0 + .seconds(3)))
+        #expect(drain.syncsUnderWay(now: t0 + .milliseconds(3_900)) == 2)
+        #expect(drain.syncsUnderWay(now: t0 + .milliseconds(4_100)) == 1, "ended a second after its verify")
+        #expect(drain.syncsUnderWay(now: t0 + DrainState.idle + .milliseconds(100)) == 0, "the quiet one after the idle time")
+        #expect(!drain.admits(service: "s", replica: "abc", step: .continues, now: t0 + .seconds(6)))
+        #expect(!drain.admits(service: "s", replica: nil, step: .continues, now: t0 + .seconds(6)))
+    }
+
     /// SIGTERM with a client's keep-alive connection open: the server drains and exits 0.
     @Test(.timeLimit(.minutes(1)))
     func sigtermStopsGracefully() async throws {

@@ -1,6 +1,5 @@
 import Foundation
 import Prometheus
-import ServiceLifecycle
 import Synchronization
 
 /// What `/metrics` reports, in the Prometheus text format: requests by route and status, their
@@ -118,28 +117,5 @@ final class ServerMetrics: Sendable {
             return route.count == 1 && Int(route.first!) != nil ? "featureserver.layer" : route.isEmpty ? kind : "featureserver.other"
         default: return "other"
         }
-    }
-}
-
-/// Whether the server is draining: a graceful shutdown began (SIGTERM, SIGINT), requests in
-/// flight finish, and new ones (on connections still open) get 503 with Retry-After.
-final class DrainState: Sendable {
-    private let draining = Mutex(false)
-    var isDraining: Bool { draining.withLock { $0 } }
-    func startDraining() { draining.withLock { $0 = true } }
-}
-
-/// Starts a server's drain when its service group shuts down gracefully. Run it in the group
-/// after the application (`ServiceGroup(services: [app, drain])`): a group shuts its services
-/// down in reverse order, so the drain begins before the server stops listening and waits for
-/// the requests in flight.
-public struct ServerDrain: Service {
-    let state = DrainState()
-
-    public init() {}
-
-    public func run() async throws {
-        try? await gracefulShutdown()
-        state.startDraining()
     }
 }

@@ -82,7 +82,7 @@ public struct FeatureServerResponder: HTTPResponder {
         let f = request.uri.queryParameters["f"].map { $0.lowercased() }
         let pretty = f == "pjson"
         do {
-            if drain.isDraining, segments != ["health"] {
+            if !admittedByDrain(segments, method: request.method) {
                 var response = ResponseWriting(request: request).json(
                     Self.errorJSON(ServiceError(503, "the server is shutting down; try again")), status: .serviceUnavailable)
                 response.headers[.retryAfter] = "5"
@@ -102,6 +102,36 @@ public struct FeatureServerResponder: HTTPResponder {
         }
     }
 
+    /// Whether the drain lets a request through, noting the syncs under way (see ``DrainState``):
+    /// before it, everything; during it, `/health` and `/ready`, the requests of a sync that had
+    /// begun (and the service's attachment and blob requests while one of its syncs is under
+    /// way), and the status and results of jobs that were submitted before.
+    private func admittedByDrain(_ segments: [String], method: HTTPRequest.Method) -> Bool {
+        if segments == ["health"] || segments == ["ready"] { return true }
+        if segments.count >= 5, segments[0] == "outpost", segments[1] == "v1", segments[2] == "services" {
+            let (service, route) = (segments[3], Array(segments.dropFirst(4)))
+            if route.count >= 2, route[0] == "replicas" {
+                let part = route.count >= 3 ? route[2] : ""
+                let step: DrainState.SyncStep =
+                    switch part {
+                    case "batches" where method == .put: .uploads
+                    case "changes", "snapshot": .downloads
+                    case "checksums": .verifies
+                    default: .continues
+                    }
+                return drain.admits(service: service, replica: route[1], step: step)
+            }
+            if ["attachments", "blobs", "schema"].contains(route[0]) { return drain.admits(service: service, replica: nil, step: .continues) }
+        }
+        guard drain.isDraining else { return true }
+        // …/FeatureServer/jobs|replicafiles/… and …/GPServer/<task>/jobs/…: work begun before.
+        if segments.count >= 6, segments.starts(with: ["arcgis", "rest", "services"]) {
+            if segments[4] == "FeatureServer", ["jobs", "replicafiles"].contains(segments[5]) { return true }
+            if segments[4] == "GPServer", segments.count >= 7, segments[6] == "jobs" { return true }
+        }
+        return false
+    }
+
     static func errorJSON(_ e: ServiceError) -> JSONValue {
         ["error": ["code": .integer(Int64(e.code ?? e.status)), "message": .string(e.message), "details": .array(e.details.map { .string($0) })]]
     }
@@ -113,6 +143,12 @@ public struct FeatureServerResponder: HTTPResponder {
             return ResponseWriting(request: request).json(["status": "ok", "services": .integer(Int64(services.names.count))])
         }
         if segments == ["ready"] {
+            // A draining server takes no new work: a load balancer sends it elsewhere.
+            if drain.isDraining {
+                var response = ResponseWriting(request: request).json(["status": "draining"], status: .serviceUnavailable)
+                response.headers[.retryAfter] = "5"
+                return response
+            }
             // Open to load balancers' probes; which service failed, and why, only to an admin
             // (or on a server without tokens).
             let parameters = try await readParameters(&request)

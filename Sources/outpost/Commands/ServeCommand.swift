@@ -18,7 +18,8 @@ struct ServeCommand: AsyncParsableCommand {
         abstract: "Serve feature services over HTTP (ArcGIS-REST-shaped FeatureServer endpoints).",
         discussion: """
             Prints "listening on http://HOST:PORT" once ready (with --port 0, the port picked). \
-            SIGINT or SIGTERM stops it gracefully: requests in flight finish, databases close.
+            SIGINT or SIGTERM drains it: syncs that had begun finish (within --drain-seconds), other new \
+            requests get 503 with Retry-After, then it stops; requests in flight finish, databases close.
             """)
 
     @Option(help: "A service GeoPackage, or a directory of them (made with `outpost service create`).") var service: String?
@@ -29,6 +30,12 @@ struct ServeCommand: AsyncParsableCommand {
             """)
     var postgres: String?
     @Option(help: "Seconds a request waits for PostgreSQL before it is answered 503.") var databaseTimeout = 30
+    @Option(
+        help: """
+            On SIGTERM or SIGINT, the most seconds syncs that had begun may take to finish (other new requests get 503 \
+            meanwhile); the server exits as soon as none is left.
+            """)
+    var drainSeconds = 30
     @Option(help: "The service name in URLs (single service only; default: the file name).") var name: String?
     @Option(help: "Address to listen on.") var host = "127.0.0.1"
     @Option(help: "Port (0 picks a free one).") var port = 8080
@@ -85,6 +92,7 @@ struct ServeCommand: AsyncParsableCommand {
         guard service != nil || database != nil else { throw ValidationError("give --service or --postgres (or set OUTPOST_POSTGRES)") }
         guard name == nil || service != nil else { throw ValidationError("--name renames a --service file; PostgreSQL services keep their names") }
         guard databaseTimeout > 0 else { throw ValidationError("--database-timeout must be positive") }
+        guard drainSeconds >= 0 else { throw ValidationError("--drain-seconds must not be negative") }
         guard token == nil || tokens == nil else { throw ValidationError("give --token or --tokens, not both") }
         guard (0...65535).contains(port) else { throw ValidationError("--port must be 0…65535") }
         guard maxBodyMb > 0 else { throw ValidationError("--max-body-mb must be positive") }
@@ -146,7 +154,7 @@ struct ServeCommand: AsyncParsableCommand {
             throw CLIFailure(message: error.message)
         }
         do {
-            let drain = ServerDrain()
+            let drain = ServerDrain(period: .seconds(drainSeconds))
             let prepare = prepareAreas, token = self.token
             let app = try OutpostApplication.make(services: services, configuration: configuration, drain: drain) { url in
                 // Written straight to the file descriptor: scripts wait for this line, and stdout
@@ -154,8 +162,8 @@ struct ServeCommand: AsyncParsableCommand {
                 FileHandle.standardOutput.write(Data("listening on \(url)\n".utf8))
                 if prepare { Task { await OfflineCommand.prepareMissingAreas(base: url, services: services, token: token) } }
             }
-            // SIGTERM/SIGINT: the drain first (new requests get 503), then the server stops
-            // listening and lets the requests in flight finish.
+            // SIGTERM/SIGINT: the drain first (syncs that had begun finish, other new requests
+            // get 503), then the server stops listening and lets the requests in flight finish.
             let group = ServiceGroup(
                 configuration: .init(services: [app, drain], gracefulShutdownSignals: [.sigterm, .sigint], logger: Logger(label: "outpost.serve")))
             try await group.run()
