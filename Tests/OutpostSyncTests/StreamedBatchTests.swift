@@ -157,7 +157,8 @@ struct StreamedBatchTests {
             func set() { value.withLock { $0 = true } }
         }
         // Limits far from the pauses (a busy machine must not change the outcome): a stall of
-        // 1.5 s against a limit of 50 ms, steady pieces against a limit of 30 s.
+        // 5 s against a limit of 50 ms (at 1.5 s, a full suite on two cores once applied the
+        // first half slower than the stall lasted, and saw none), steady pieces against 30 s.
         func stream(stallLimit: Duration, _ pause: @escaping @Sendable (Int) -> Duration) -> (StreamedBatch, Task<Void, Never>, Flag) {
             let streamed = StreamedBatch(limit: 64 << 20, stallLimit: stallLimit, totalStallLimit: stallLimit * 2)
             let (body, continuation) = AsyncStream.makeStream(of: ByteBuffer.self)
@@ -177,7 +178,7 @@ struct StreamedBatchTests {
 
         // Stalls after half: the transaction ends while the body is still coming.
         let before = try await u.h.service.snapshot()
-        let (stalled, stalledPump, stalledDone) = stream(stallLimit: .milliseconds(50)) { $0 == 6 ? .milliseconds(1_500) : .milliseconds(5) }
+        let (stalled, stalledPump, stalledDone) = stream(stallLimit: .milliseconds(50)) { $0 == 6 ? .seconds(5) : .milliseconds(5) }
         let stalledHead = try await stalled.head()
         await #expect(throws: StreamedBatch.WholeBodyNeeded.self) { _ = try await backend.applyStreamedBatch(stalledHead, from: stalled) }
         #expect(!stalledDone.isSet, "given up before the body ended")
