@@ -315,6 +315,31 @@ struct HTTPSourceTests {
         #expect(check.stdout.trimmingCharacters(in: .whitespacesAndNewlines) == expected)
     }
 
+    /// A MapServer that takes the connection and never answers: a Task loading the export task
+    /// that is cancelled gets CancellationError at once (the HTTP request is cancelled with the
+    /// load's last caller), the task is back to not loaded, and a later load tries again.
+    @Test(.timeLimit(.minutes(1)))
+    func aLoadFromAServerThatNeverAnswersEndsWithItsCancelledTask() async throws {
+        let asked = Mutex(0)
+        let server = try await LoopbackHTTPServer.start { _ in
+            asked.withLock { $0 += 1 }
+            return .held
+        }
+        defer { Task { try? await server.stop() } }
+        let task = ExportTileCacheTask(source: .http(server.baseURL.absoluteString + "/MapServer"))
+        let loading = Task { try await task.load() }
+        while asked.withLock({ $0 }) == 0 { try await Task.sleep(for: .milliseconds(5)) }
+        let started = ContinuousClock.now
+        loading.cancel()
+        await #expect(throws: CancellationError.self) { try await loading.value }
+        #expect(ContinuousClock.now - started < .seconds(1), "the promise is 250 ms; the bound leaves a loaded machine room")
+        #expect(task.loadStatus == .notLoaded)
+        let again = Task { try await task.load() }
+        while asked.withLock({ $0 }) < 2 { try await Task.sleep(for: .milliseconds(5)) }
+        again.cancel()
+        await #expect(throws: CancellationError.self) { try await again.value }
+    }
+
     @Test func templatesNeedTheirPlaceholders() {
         #expect(throws: TileCacheError.self) { try HTTPTileSource(url: "http://x/{z}/{x}.png") }
         #expect(throws: TileCacheError.self) { try HTTPTileSource(url: "ftp://x/MapServer") }

@@ -7,7 +7,7 @@ import Synchronization
 /// ```swift
 /// let job = Job(CopyFileJob(source: a, destination: b))
 /// try job.start()
-/// for await progress in job.progressUpdates { print(progress.fraction) }
+/// for await progress in job.progressUpdates { print(progress.fraction) }   // ends with the job
 /// let result = try await job.output
 /// ```
 ///
@@ -23,13 +23,13 @@ public final class Job<Definition: JobDefinition>: Sendable {
         var machine: JobStateMachine
         var snapshot: JobSnapshot
         var runner: Task<Void, Never>?
-        var result: Result<Definition.Output, JobError>?
-        var waiters: [CheckedContinuation<Definition.Output, any Error>] = []
         var cleanups: [@Sendable () async -> Void] = []
         var rollbacks: [@Sendable () async -> Void] = []
     }
 
     private let state: Mutex<State>
+    /// The job's result, which every caller of ``output`` awaits.
+    private let outcome = SharedOutcome<Definition.Output>()
     private let statusBroadcast: Broadcast<JobStatus>
     private let progressBroadcast: Broadcast<JobProgress>
     private let messageBroadcast: Broadcast<JobMessage?>
@@ -76,13 +76,13 @@ public final class Job<Definition: JobDefinition>: Sendable {
         let machine = JobStateMachine(status: snapshot.status)
         var restored = snapshot
         restored.status = machine.status
-        var result: Result<Definition.Output, JobError>?
-        if machine.status == .failed { result = .failure(snapshot.error ?? JobError(.stepFailed, "the job failed")) }
-        state = Mutex(State(machine: machine, snapshot: restored, result: result))
+        state = Mutex(State(machine: machine, snapshot: restored))
         statusBroadcast = Broadcast(machine.status)
         progressBroadcast = Broadcast(snapshot.progress)
         messageBroadcast = Broadcast(nil)
         self.store = Mutex(store)
+        if machine.status == .failed { outcome.settle(.failure(snapshot.error ?? JobError(.stepFailed, "the job failed"))) }
+        if machine.status.isFinished { finishUpdates() }
     }
 
     // MARK: - Observation
@@ -119,17 +119,31 @@ public final class Job<Definition: JobDefinition>: Sendable {
     public var snapshot: JobSnapshot { state.withLock { $0.snapshot } }
 
     /// The job's result once it succeeds (waiting while it runs or is paused), or the error that
-    /// failed it.
+    /// failed it. A job outlives whoever awaits it: when the awaiting Task is cancelled this
+    /// throws `CancellationError` at once and the job goes on (``cancel()`` stops it; ``run()``
+    /// ties the two together).
     public var output: Definition.Output {
-        get async throws {
-            try await withCheckedThrowingContinuation { continuation in
-                let ready = state.withLock { s -> Result<Definition.Output, JobError>? in
-                    if let r = s.result { return r }
-                    s.waiters.append(continuation)
-                    return nil
-                }
-                if let ready { continuation.resume(with: ready.mapError { $0 as any Error }) }
-            }
+        get async throws { try await outcome.value() }
+    }
+
+    /// Starts the job (or resumes a paused one), awaits its output, and cancels the job if the
+    /// calling Task is cancelled first — the structured form for work that belongs to its caller,
+    /// such as a SwiftUI view's `.task`:
+    ///
+    /// ```swift
+    /// .task { cache = try? await task.makeExportTileCacheJob(parameters: p, downloadFileURL: url).run() }
+    /// ```
+    ///
+    /// - Throws: the job's error; `CancellationError` at once when the Task is cancelled (the job
+    ///   then rolls back on its own, removing any partial output); ``JobError/Code/invalidTransition``
+    ///   for a job that is running or finished.
+    public func run() async throws -> Definition.Output {
+        try start()
+        do {
+            return try await output
+        } catch is CancellationError where !outcome.isSettled {
+            cancel()
+            throw CancellationError()
         }
     }
 
@@ -315,15 +329,18 @@ public final class Job<Definition: JobDefinition>: Sendable {
         // Saved before the result is given out: whoever waited for the job (a caller of
         // `output`, a parent job about to read its parts' JSON) finds its JSON finished too.
         statusChanged()
-        let waiters = state.withLock { s -> [CheckedContinuation<Definition.Output, any Error>] in
-            s.result = result
-            defer { s.waiters = [] }
-            return s.waiters
-        }
         progressBroadcast.send(progress)
-        for w in waiters { w.resume(with: result.mapError { $0 as any Error }) }
+        outcome.settle(result.mapError { $0 as any Error })
+        finishUpdates()
         // A job may have streamed millions of rows: what it freed goes back to the system.
         FreedMemory.release()
+    }
+
+    /// Ends every update stream (a finished job changes no more): `for await` loops over them end.
+    private func finishUpdates() {
+        statusBroadcast.finish()
+        progressBroadcast.finish()
+        messageBroadcast.finish()
     }
 
     private func statusChanged() {

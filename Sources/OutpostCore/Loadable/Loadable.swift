@@ -13,6 +13,9 @@ public enum LoadStatus: String, Sendable, Hashable, Codable {
 /// - ``load()`` on a failed resource returns the past error at once;
 /// - ``retryLoad()`` reloads only a failed or not-loaded resource, and joins an attempt in progress;
 /// - ``cancelLoad()`` fails the current attempt with `CancellationError` for every waiter;
+/// - a caller whose Task is cancelled leaves with `CancellationError` at once; the attempt goes on
+///   for the others and is cancelled when its last caller leaves (back to `notLoaded`: the next
+///   `load()` starts again);
 /// - dependencies load first; a dependency's failure fails the dependent, and a retry retries it.
 public protocol Loadable: AnyObject, Sendable {
     var loadStatus: LoadStatus { get }
@@ -38,15 +41,30 @@ public protocol Loadable: AnyObject, Sendable {
 ///     …
 /// }
 /// ```
+///
+/// Cancellation is the caller's, as Swift apps expect: a caller whose Task is cancelled gets
+/// `CancellationError` at once. The attempt goes on while any other caller still awaits it,
+/// and is cancelled when its last caller leaves: the status goes back to `notLoaded`, so the
+/// next ``load()`` starts again. ``cancelLoad()`` is the ArcGIS one: the attempt fails with
+/// `CancellationError` for every caller, and ``retryLoad()`` starts again.
 public final class LoadableSupport: Sendable {
+    private struct Attempt {
+        let generation: Int
+        let outcome = SharedOutcome<Void>()
+        var task: Task<Void, Never>?
+    }
+
     private struct State {
         var status: LoadStatus = .notLoaded
         var error: (any Error)?
         /// Increments with every attempt; a completion from an older (cancelled) attempt is ignored.
         var generation = 0
-        var attempt: Task<Void, Never>?
-        var waiters: [CheckedContinuation<Void, any Error>] = []
+        var attempt: Attempt?
     }
+
+    /// What an attempt whose callers all left settles with: a caller that joined it in that
+    /// moment, not cancelled itself, starts a new one.
+    private struct Abandoned: Error {}
 
     private let state = Mutex(State())
     private let updates = Broadcast<LoadStatus>(.notLoaded)
@@ -65,6 +83,8 @@ public final class LoadableSupport: Sendable {
     }
 
     public var loadStatus: LoadStatus { state.withLock { $0.status } }
+    /// The current status, then every change; it ends once the resource is loaded (it changes no
+    /// more then).
     public var loadStatusUpdates: AsyncStream<LoadStatus> { updates.subscribe() }
     public var loadError: (any Error)? { state.withLock { $0.error } }
 
@@ -72,55 +92,73 @@ public final class LoadableSupport: Sendable {
 
     public func retryLoad() async throws { try await request(retry: true) }
 
+    /// Fails the current attempt with `CancellationError` for every caller (the status is
+    /// `failed`; ``retryLoad()`` starts again).
     public func cancelLoad() {
-        let (waiters, changed) = state.withLock { s -> ([CheckedContinuation<Void, any Error>], Bool) in
-            guard s.status == .loading else { return ([], false) }
-            s.attempt?.cancel()
+        let cancelled = state.withLock { s -> Attempt? in
+            guard s.status == .loading, let attempt = s.attempt else { return nil }
+            attempt.task?.cancel()
             s.attempt = nil
             s.generation += 1
             s.status = .failed
             s.error = CancellationError()
-            defer { s.waiters = [] }
-            return (s.waiters, true)
+            return attempt
         }
-        if changed { updates.send(.failed) }
-        for w in waiters { w.resume(throwing: CancellationError()) }
+        guard let cancelled else { return }
+        updates.send(.failed)
+        cancelled.outcome.settle(.failure(CancellationError()))
     }
 
     private func request(retry: Bool) async throws {
-        try await withCheckedThrowingContinuation { (continuation: CheckedContinuation<Void, any Error>) in
-            enum Outcome {
-                case done
-                case failed(any Error)
-                case wait
-                case started
-            }
-            let outcome = state.withLock { s -> Outcome in
+        while true {
+            try Task.checkCancellation()
+            let (attempt, started) = try state.withLock { s -> (Attempt?, Bool) in
                 switch s.status {
                 case .loaded:
-                    return .done
+                    return (nil, false)
                 case .failed where !retry:
-                    return .failed(s.error ?? CancellationError())
+                    throw s.error ?? CancellationError()
                 case .loading:
-                    s.waiters.append(continuation)
-                    return .wait
+                    return (s.attempt, false)
                 case .notLoaded, .failed:
-                    s.waiters.append(continuation)
                     s.status = .loading
                     s.error = nil
                     s.generation += 1
+                    var attempt = Attempt(generation: s.generation)
                     let generation = s.generation
-                    s.attempt = Task { await self.attempt(generation: generation, retry: retry) }
-                    return .started
+                    attempt.task = Task { await self.attempt(generation: generation, retry: retry) }
+                    s.attempt = attempt
+                    return (attempt, true)
                 }
             }
-            switch outcome {
-            case .done: continuation.resume()
-            case .failed(let error): continuation.resume(throwing: error)
-            case .started: updates.send(.loading)
-            case .wait: break
+            if started { updates.send(.loading) }
+            guard let attempt else { return }
+            do {
+                try await attempt.outcome.value { remaining in
+                    if remaining == 0 { self.abandon(attempt.generation) }
+                }
+                return
+            } catch is Abandoned {
+                continue
             }
         }
+    }
+
+    /// The last caller of attempt `generation` left: the attempt is cancelled and the resource
+    /// is not loaded again until asked.
+    private func abandon(_ generation: Int) {
+        let abandoned = state.withLock { s -> Attempt? in
+            guard let attempt = s.attempt, attempt.generation == generation, attempt.outcome.waiting == 0 else { return nil }
+            attempt.task?.cancel()
+            s.attempt = nil
+            s.generation += 1
+            s.status = .notLoaded
+            s.error = nil
+            return attempt
+        }
+        guard let abandoned else { return }
+        updates.send(.notLoaded)
+        abandoned.outcome.settle(.failure(Abandoned()))
     }
 
     private func attempt(generation: Int, retry: Bool) async {
@@ -134,19 +172,18 @@ public final class LoadableSupport: Sendable {
         } catch {
             failure = error
         }
-        let waiters = state.withLock { s -> [CheckedContinuation<Void, any Error>]? in
-            guard s.generation == generation else { return nil }  // cancelled meanwhile
+        let finished = state.withLock { s -> Attempt? in
+            guard s.generation == generation, let attempt = s.attempt else { return nil }  // cancelled meanwhile
             s.status = failure == nil ? .loaded : .failed
             s.error = failure
             s.attempt = nil
-            defer { s.waiters = [] }
-            return s.waiters
+            return attempt
         }
-        guard let waiters else { return }
+        guard let finished else { return }
         updates.send(failure == nil ? .loaded : .failed)
-        for w in waiters {
-            if let failure { w.resume(throwing: failure) } else { w.resume() }
-        }
+        // Loaded is final: observers' streams end.
+        if failure == nil { updates.finish() }
+        finished.outcome.settle(failure.map { .failure($0) } ?? .success(()))
     }
 }
 
