@@ -114,7 +114,8 @@ extension RoadNetwork {
                     if d <= radius, d < (best?.snap.distance ?? .infinity) { best = (NetworkSnap(edge: row[0], fraction: fraction, point: q, distance: d), line) }
                 }
                 // Nothing outside the box is nearer than its radius: the nearest within it is the nearest.
-                guard var (found, line) = best else { continue }
+                guard let (snap, line) = best else { continue }
+                var found = snap
                 // A stop within the build's tolerance of an edge's end stands on that node.
                 for (end, node) in [(0.0, line.first), (1.0, line.last)] {
                     guard let node, NetworkGeometry.distance(found.point, node, geographic: geographic) <= Self.nodeTolerance else { continue }
