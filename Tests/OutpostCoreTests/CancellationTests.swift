@@ -1,5 +1,6 @@
 import Foundation
 import Synchronization
+import OutpostTestSupport
 import Testing
 
 @testable import OutpostCore
@@ -47,7 +48,7 @@ struct GateJob: JobDefinition {
 @Suite("Cancellation")
 struct CancellationTests {
     /// How long a cancelled wait may take here: the promise is 250 ms.
-    static let bound: Duration = .seconds(1)
+    static let bound: Duration = CancellationBound.loaded
 
     static func elapsed(_ body: () async throws -> Void) async -> (Duration, (any Error)?) {
         let started = ContinuousClock.now
