@@ -5,15 +5,19 @@ import PackageDescription
 //   OutpostCore <- OutpostStorage <- OutpostSync / OutpostTiles <- OutpostServer <- outpost
 //   OutpostCore <- OutpostProtocol <- OutpostSync / OutpostServer
 //   OutpostCore <- OutpostStorage <- OutpostGeoprocessing (GEOS, PROJ) <- OutpostLocator <- OutpostServer
+//   OutpostTiles <- OutpostTileCodecs (libjpeg-turbo, libwebp, libdeflate) <- OutpostServer, outpost
 let package = Package(
     name: "Outpost",
-    platforms: [.macOS(.v15)],
+    // Field apps take the sync stack on iOS and iPadOS; the server and command line run on Linux
+    // and macOS.
+    platforms: [.macOS(.v15), .iOS(.v18)],
     products: [
         .library(name: "OutpostCore", targets: ["OutpostCore"]),
         .library(name: "OutpostStorage", targets: ["OutpostStorage"]),
         .library(name: "OutpostProtocol", targets: ["OutpostProtocol"]),
         .library(name: "OutpostSync", targets: ["OutpostSync"]),
         .library(name: "OutpostTiles", targets: ["OutpostTiles"]),
+        .library(name: "OutpostTileCodecs", targets: ["OutpostTileCodecs"]),
         .library(name: "OutpostServer", targets: ["OutpostServer"]),
         .library(name: "OutpostGeoprocessing", targets: ["OutpostGeoprocessing"]),
         .library(name: "OutpostPostgres", targets: ["OutpostPostgres"]),
@@ -39,8 +43,8 @@ let package = Package(
         .package(url: "https://github.com/apple/swift-http-types", from: "1.8.0"),
         // The feature service: HTTP/1.1 server with graceful shutdown through ServiceLifecycle.
         .package(url: "https://github.com/hummingbird-project/hummingbird", from: "2.28.1"),
-        // Password hashes (PBKDF2 in _CryptoExtras) and token signatures (HMAC-SHA256); already in
-        // the graph through postgres-nio.
+        // SHA-256 content hashes (OutpostDigest), password hashes (PBKDF2 in _CryptoExtras) and
+        // token signatures (HMAC-SHA256); also in the graph through postgres-nio.
         .package(url: "https://github.com/apple/swift-crypto", "3.12.3"..<"5.0.0"),
         // /metrics in the Prometheus text format (its dependencies are already in the graph).
         .package(url: "https://github.com/swift-server/swift-prometheus", from: "2.4.1"),
@@ -119,10 +123,9 @@ let package = Package(
             ]
         ),
         .target(name: "OutpostCore"),
-        // SHA-256 content hashes through the system libcrypto (a module of its own, as for
-        // geoprocessing, so that OutpostCore keeps no C dependencies).
-        .systemLibrary(name: "CLibCrypto", path: "Sources/CLibCrypto", providers: [.apt(["libssl-dev"])]),
-        .target(name: "OutpostDigest", dependencies: ["CLibCrypto"]),
+        // SHA-256 content hashes through swift-crypto (CryptoKit on Apple platforms, its own
+        // BoringSSL elsewhere): no system crypto library, so the sync stack runs on iOS.
+        .target(name: "OutpostDigest", dependencies: [.product(name: "Crypto", package: "swift-crypto")]),
         .target(
             name: "OutpostStorage",
             dependencies: [
@@ -145,7 +148,8 @@ let package = Package(
         .target(
             name: "OutpostTiles",
             dependencies: [
-                "OutpostStorage", "OutpostCore", "CZlib", "CTurboJPEG", "CWebP", "CDeflate",
+                // PNG through zlib alone: the sync stack links libsqlite3 and zlib only (iOS).
+                "OutpostStorage", "OutpostCore", "CZlib",
                 // MBTiles files are SQLite (read through GRDB, bulk-written through the C API).
                 .product(name: "GRDB", package: "GRDB.swift"),
                 .product(name: "GRDBSQLite", package: "GRDB.swift"),
@@ -154,10 +158,14 @@ let package = Package(
                 .product(name: "NIOHTTP1", package: "swift-nio"),
             ]
         ),
+        // JPEG (libjpeg-turbo), WebP (libwebp) and a faster PNG DEFLATE (libdeflate) installed as
+        // OutpostTiles' codecs: the server and command line take them, a field app need not.
+        .target(name: "OutpostTileCodecs", dependencies: ["OutpostTiles", "CTurboJPEG", "CWebP", "CDeflate"]),
         .target(
             name: "OutpostServer",
             dependencies: [
-                "OutpostProtocol", "OutpostTiles", "OutpostStorage", "OutpostCore", "OutpostDigest", "OutpostGeoprocessing", "OutpostLocator", "OutpostRouting",
+                "OutpostProtocol", "OutpostTiles", "OutpostTileCodecs", "OutpostStorage", "OutpostCore", "OutpostDigest", "OutpostGeoprocessing",
+                "OutpostLocator", "OutpostRouting",
                 // Whole JSON answers gzipped by libdeflate (streamed ones through CompressNIO).
                 "CDeflate",
                 // Geoprocessing job records (already in the graph through OutpostStorage).
@@ -198,7 +206,7 @@ let package = Package(
         .executableTarget(
             name: "outpost",
             dependencies: [
-                "OutpostCore", "OutpostStorage", "OutpostProtocol", "OutpostSync", "OutpostTiles",
+                "OutpostCore", "OutpostStorage", "OutpostProtocol", "OutpostSync", "OutpostTiles", "OutpostTileCodecs",
                 "OutpostServer", "OutpostPostgres", "OutpostSampleData", "OutpostGeoprocessing", "OutpostLocator", "OutpostRouting",
                 "OutpostOffline",
                 .product(name: "ArgumentParser", package: "swift-argument-parser"),
@@ -261,7 +269,7 @@ let package = Package(
         ),
         .testTarget(
             name: "OutpostTilesTests",
-            dependencies: ["OutpostTiles", "OutpostTestSupport", "OutpostHTTPTestSupport", "OutpostCore", "OutpostStorage"]
+            dependencies: ["OutpostTiles", "OutpostTileCodecs", "OutpostTestSupport", "OutpostHTTPTestSupport", "OutpostCore", "OutpostStorage"]
         ),
         .testTarget(
             name: "OutpostSyncTests",

@@ -24,6 +24,7 @@ let package = Package(
                 .product(name: "OutpostServer", package: "Outpost"),
                 .product(name: "OutpostSync", package: "Outpost"),
                 .product(name: "OutpostTiles", package: "Outpost"),
+                .product(name: "OutpostTileCodecs", package: "Outpost"),
                 .product(name: "OutpostPostgres", package: "Outpost"),
                 .product(name: "OutpostLoadTesting", package: "Outpost"),
                 .product(name: "OutpostGeoprocessing", package: "Outpost"),

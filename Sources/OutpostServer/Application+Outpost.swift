@@ -8,6 +8,7 @@ import NIOSSL
 import OutpostLocator
 import OutpostRouting
 import OutpostStorage
+import OutpostTileCodecs
 
 /// Builds and runs the Outpost feature service.
 ///
@@ -26,6 +27,8 @@ public enum OutpostApplication {
         services: ServiceDirectory, configuration: ServerConfiguration, drain: ServerDrain = ServerDrain(),
         onListening: @escaping @Sendable (String) async -> Void = { _ in }
     ) throws -> Application<FeatureServerResponder> {
+        // Tile services and exports read and write JPEG and WebP.
+        SystemTileCodecs.install()
         var logger = Logger(label: "outpost.server")
         logger.logLevel = configuration.logLevel
         let host = configuration.host

@@ -6,6 +6,7 @@ import OutpostOffline
 import OutpostServer
 import OutpostStorage
 import OutpostSync
+import OutpostTileCodecs
 import OutpostTiles
 
 @main
@@ -24,6 +25,7 @@ struct OutpostCommand: AsyncParsableCommand {
     /// Errors become one line on stderr and exit code 1 (docs/cli.md, "Conventions"); usage errors keep
     /// ArgumentParser's help text.
     static func main() async {
+        SystemTileCodecs.install()
         if let help = DefaultSubcommandHelp.text(for: Array(CommandLine.arguments.dropFirst())) {
             print(help)
             return

@@ -1,6 +1,7 @@
 import Foundation
 import OutpostCore
 import OutpostTestSupport
+import OutpostTileCodecs
 import OutpostHTTPTestSupport
 import Synchronization
 import Testing
@@ -33,6 +34,11 @@ final class CountingSource: TileSource {
 
 @Suite("Export tile cache")
 struct ExportTests {
+    /// JPEG and WebP come from the system libraries.
+    init() {
+        SystemTileCodecs.install()
+    }
+
     /// Central Portland, levels 10–14: a few hundred tiles over several bundles at level 14.
     static let area = AreaOfInterest.envelope(Envelope(xmin: -122.75, ymin: 45.45, xmax: -122.55, ymax: 45.6), .wgs84)
 

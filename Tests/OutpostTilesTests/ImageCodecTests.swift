@@ -2,12 +2,41 @@ import Foundation
 import OutpostCore
 import OutpostStorage
 import OutpostTestSupport
+import OutpostTileCodecs
 import Testing
 
 @testable import OutpostTiles
 
 @Suite("JPEG and WebP tiles")
 struct ImageCodecTests {
+    /// JPEG and WebP come from the system libraries.
+    init() {
+        SystemTileCodecs.install()
+    }
+
+    /// PNG's zlib path (a build without OutpostTileCodecs, the sync stack on iOS) inflates what
+    /// libdeflate inflates, and refuses the same damaged or oversized streams.
+    @Test func zlibAndLibdeflateInflateAlike() throws {
+        #expect(TileCodecs.installed.deflate != nil)
+        var generator = SystemRandomNumberGenerator()
+        var rows = [UInt8](repeating: 0, count: 256 * 1025)
+        for i in rows.indices {
+            rows[i] = i % 7 == 0 ? UInt8.random(in: 0...255, using: &generator) : UInt8(i % 251)
+        }
+        let stream = try PNGEncoder.deflate(rows, level: 6)
+        var fast = [UInt8](repeating: 0, count: rows.count), slow = fast
+        try PNGDecoder.inflate(stream, into: &fast, width: 256, height: 256)
+        try PNGDecoder.zlibInflate(stream, into: &slow, width: 256, height: 256)
+        #expect(fast == rows && slow == rows)
+        // Cut short, or more data than the image holds: both refuse.
+        let cut = Array(stream.prefix(stream.count / 2))
+        var small = [UInt8](repeating: 0, count: rows.count - 1)
+        #expect(throws: PNGDecoder.Error.self) { try PNGDecoder.inflate(cut, into: &fast, width: 256, height: 256) }
+        #expect(throws: PNGDecoder.Error.self) { try PNGDecoder.zlibInflate(cut, into: &slow, width: 256, height: 256) }
+        #expect(throws: PNGDecoder.Error.self) { try PNGDecoder.inflate(stream, into: &small, width: 256, height: 256) }
+        #expect(throws: PNGDecoder.Error.self) { try PNGDecoder.zlibInflate(stream, into: &small, width: 256, height: 256) }
+    }
+
     /// The largest and the mean absolute difference of two RGBA images' colour channels.
     static func difference(_ a: [UInt8], _ b: [UInt8]) -> (max: Int, mean: Double) {
         var worst = 0, sum = 0, n = 0

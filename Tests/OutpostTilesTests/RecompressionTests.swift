@@ -2,12 +2,18 @@ import Foundation
 import OutpostCore
 import OutpostStorage
 import OutpostTestSupport
+import OutpostTileCodecs
 import Testing
 
 @testable import OutpostTiles
 
 @Suite("Recompressed exports: JPEG, MIXED and WebP")
 struct RecompressionTests {
+    /// JPEG and WebP come from the system libraries.
+    init() {
+        SystemTileCodecs.install()
+    }
+
     /// Levels 0–2 of the world (21 tiles), three kinds of tile: imagery-like opaque tiles, the
     /// same with a transparent corner, and flat sea.
     static func kind(_ key: TileKey) -> Int { (key.row + key.col + key.level) % 3 }

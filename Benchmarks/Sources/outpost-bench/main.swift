@@ -1,8 +1,10 @@
 import Foundation
 import OutpostStorage
+import OutpostTileCodecs
 
 // outpost-bench [import [counts…] | edits [base edits] | server | secure | png | jpeg | gp | gp-server | locator [count] | route [rows columns] [uniform] | delta [edits…] | offline [max scale] | crew | load [crews] | sync [features] | codec | postgres [features] | tiles | all]
 // Each measured run is a child process (worker-* subcommands), so peak memory is its own.
+SystemTileCodecs.install()
 let arguments = CommandLine.arguments
 let executable = URL(fileURLWithPath: arguments[0]).standardizedFileURL.path
 let work = FileManager.default.temporaryDirectory.appendingPathComponent("outpost-bench")

@@ -86,6 +86,9 @@ public struct ExportTileCacheParameters: Sendable, Hashable {
         let area = areaOfInterest ?? .envelope(
             info.fullExtent ?? Envelope(xmin: info.scheme.originX, ymin: -info.scheme.originY, xmax: -info.scheme.originX, ymax: info.scheme.originY),
             info.scheme.spatialReference)
+        if webp, !WebPCodec.isAvailable {
+            throw TileCacheError(.unsupported, "this build of Outpost writes no WebP tiles (the WebP trait is off)")
+        }
         for level in levelIDs where !info.levels.contains(level) {
             throw TileCacheError(.invalidArea, "the source has levels \(info.minLevel)–\(info.maxLevel), not \(level)")
         }

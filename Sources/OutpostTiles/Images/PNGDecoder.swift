@@ -1,8 +1,7 @@
-import CDeflate
 import CZlib
 import Foundation
 
-/// PNG reading over the system libdeflate: 8-bit grey, grey+alpha, RGB, RGBA and palette images, not
+/// PNG reading over zlib (or the faster DEFLATE installed in ``TileCodecs``): 8-bit grey, grey+alpha, RGB, RGBA and palette images, not
 /// interlaced (what tile servers send), expanded to RGBA. Every chunk's CRC is checked; sizes
 /// are bounded before anything is allocated.
 public enum PNGDecoder {
@@ -11,13 +10,19 @@ public enum PNGDecoder {
         public var height: Int
         /// Row-major RGBA.
         public var pixels: [UInt8]
+
+        public init(width: Int, height: Int, pixels: [UInt8]) {
+            self.width = width
+            self.height = height
+            self.pixels = pixels
+        }
     }
 
     public struct Error: Swift.Error, CustomStringConvertible {
         public var description: String
     }
 
-    static let maxPixels = 1 << 26
+    static let maxPixels = TileCodecs.maxPixels
 
     public static func decode(_ bytes: [UInt8]) throws -> Image {
         guard bytes.count >= 8, Array(bytes[0..<8]) == PNGEncoder.signature else { throw Error(description: "not a PNG (no signature)") }
@@ -87,24 +92,43 @@ public enum PNGDecoder {
         return Image(width: width, height: height, pixels: rgba)
     }
 
-    /// Inflates the IDAT stream into `raw`, which it must fill exactly, with libdeflate (whole
-    /// buffer; measured at about twice zlib's streaming inflate on tiles). The stream's Adler-32
-    /// is not computed (a raw inflate after the two-byte zlib header): every chunk's CRC-32
-    /// already covers the compressed bytes.
+    /// Inflates the IDAT stream into `raw`, which it must fill exactly, with the installed
+    /// DEFLATE (libdeflate: whole buffer, about twice zlib's streaming inflate on tiles), else
+    /// zlib. The stream's Adler-32 is not computed (a raw inflate after the two-byte zlib
+    /// header): every chunk's CRC-32 already covers the compressed bytes.
     static func inflate(_ compressed: [UInt8], into raw: inout [UInt8], width: Int, height: Int) throws {
         guard compressed.count > 2, compressed[0] & 0x0F == 8, (UInt16(compressed[0]) << 8 | UInt16(compressed[1])) % 31 == 0, compressed[1] & 0x20 == 0 else {
             throw Error(description: "the image data is not a zlib stream")
         }
-        guard let decompressor = libdeflate_alloc_decompressor() else { throw Error(description: "cannot start an inflater") }
-        defer { libdeflate_free_decompressor(decompressor) }
-        var produced = 0
-        let result = compressed.withUnsafeBufferPointer { src in
+        if let deflate = TileCodecs.installed.deflate {
+            let produced = compressed.withUnsafeBytes { src in
+                raw.withUnsafeMutableBytes { dst in deflate.inflate(UnsafeRawBufferPointer(rebasing: src.dropFirst(2)), dst) }
+            }
+            guard produced == raw.count else { throw Error(description: "the image data does not inflate to \(width)×\(height)") }
+            return
+        }
+        try zlibInflate(compressed, into: &raw, width: width, height: height)
+    }
+
+    /// zlib's inflate of the IDAT stream after its two-byte header (the path without an installed
+    /// DEFLATE).
+    static func zlibInflate(_ compressed: [UInt8], into raw: inout [UInt8], width: Int, height: Int) throws {
+        var stream = z_stream()
+        guard inflateInit2_(&stream, -MAX_WBITS, ZLIB_VERSION, Int32(MemoryLayout<z_stream>.size)) == Z_OK else {
+            throw Error(description: "cannot start an inflater")
+        }
+        defer { inflateEnd(&stream) }
+        let result: Int32 = compressed.withUnsafeBufferPointer { src in
             raw.withUnsafeMutableBufferPointer { dst in
-                libdeflate_deflate_decompress(decompressor, src.baseAddress! + 2, src.count - 2, dst.baseAddress, dst.count, &produced)
+                stream.next_in = UnsafeMutablePointer(mutating: src.baseAddress! + 2)
+                stream.avail_in = uInt(src.count - 2)
+                stream.next_out = dst.baseAddress
+                stream.avail_out = uInt(dst.count)
+                return CZlib.inflate(&stream, Z_FINISH)
             }
         }
-        guard result == LIBDEFLATE_SUCCESS, produced == raw.count else {
-            throw Error(description: "the image data does not inflate to \(width)×\(height) (libdeflate \(result.rawValue))")
+        guard result == Z_STREAM_END, Int(stream.total_out) == raw.count else {
+            throw Error(description: "the image data does not inflate to \(width)×\(height) (zlib \(result))")
         }
     }
 

@@ -1,8 +1,7 @@
-import CDeflate
 import CZlib
 import Foundation
 
-/// PNG writing over the system libdeflate and zlib: 8-bit RGBA (colour type 6), RGB (2) or
+/// PNG writing over zlib (and the faster DEFLATE installed in ``TileCodecs``): 8-bit RGBA (colour type 6), RGB (2) or
 /// indexed (3), each RGB(A) row filtered with the filter whose output has the smallest sum of
 /// absolute values (the libpng heuristic), IDAT deflated at a chosen level (6 by default; 9 is
 /// three to four times slower for a few per cent).
@@ -174,26 +173,14 @@ public enum PNGEncoder {
         }
     }
 
-    /// Filtered RGB(A) rows through libdeflate (one call over the whole buffer). zlib stays for
-    /// indexed rows, where libdeflate's output was larger and no faster, and for the other
-    /// strategies.
-    /// The libdeflate level that stands for zlib `level`: one up in the middle range, where
-    /// libdeflate's level n leaves filtered rows larger than zlib's. Measured by
-    /// `outpost-bench png` at zlib 6: libdeflate 6 was 1.06–1.23× the speed of zlib alone on the
-    /// raw pixels but 5–11% larger than zlib's PNG; libdeflate 7 is 0.91× and 1–2% smaller on
-    /// map tiles (4% larger on noisy imagery); 8 is half the speed for nothing more.
-    static func libdeflateLevel(_ level: Int32) -> Int32 { level < 6 ? level : min(level + 1, 9) }
-
+    /// Filtered RGB(A) rows through the installed DEFLATE (libdeflate: one call over the whole
+    /// buffer), else zlib. zlib stays for indexed rows, where libdeflate's output was larger and
+    /// no faster, and for the other strategies.
     static func deflateRows(_ data: [UInt8], level: Int32, strategy: Strategy) throws -> [UInt8] {
-        guard strategy == .default, (1...12).contains(level), let compressor = libdeflate_alloc_compressor(libdeflateLevel(level)) else {
+        guard strategy == .default, let fast = TileCodecs.installed.deflate, let out = fast.zlibCompress(data, level) else {
             return try deflate(data, level: level, strategy: strategy)
         }
-        defer { libdeflate_free_compressor(compressor) }
-        let bound = libdeflate_zlib_compress_bound(compressor, data.count)
-        let out = [UInt8](unsafeUninitializedCapacity: bound) { buffer, n in
-            n = data.withUnsafeBufferPointer { libdeflate_zlib_compress(compressor, $0.baseAddress, $0.count, buffer.baseAddress, bound) }
-        }
-        return out.isEmpty ? try deflate(data, level: level, strategy: strategy) : out
+        return out
     }
 
     static func deflate(_ data: [UInt8], level: Int32, strategy: Strategy = .default) throws -> [UInt8] {

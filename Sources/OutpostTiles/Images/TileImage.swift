@@ -52,7 +52,8 @@ public enum TileRecoding: Sendable, Hashable {
             // The tile as fetched may stay only when it is already a format the cache holds.
             let keepable = source == .png || (source == .jpeg && Palette.isOpaque(image.pixels))
             let recoded: [UInt8]?
-            if Palette.isOpaque(image.pixels) {
+            // A build without JPEG (the TurboJPEG trait off) writes every tile as PNG.
+            if Palette.isOpaque(image.pixels), JPEGCodec.isAvailable {
                 recoded = try? JPEGCodec.encode(rgba: image.pixels, width: image.width, height: image.height, quality: quality)
             } else {
                 recoded = try? PNGEncoder.encodeTile(rgba: image.pixels, width: image.width, height: image.height, level: pngLevel)

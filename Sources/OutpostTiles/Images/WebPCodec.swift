@@ -1,10 +1,10 @@
-import CWebP
-
-/// WebP tiles through libwebp: decoded to RGBA; encoded lossy at a quality (with an alpha plane
-/// when a tile has transparency) or lossless.
+/// WebP tiles, through the codec installed in ``TileCodecs`` (libwebp, from `OutpostTileCodecs`).
+/// Without one, WebP tiles are still recognised but decoding and encoding throw (``isAvailable``
+/// is false).
 public enum WebPCodec {
     public struct Error: Swift.Error, CustomStringConvertible {
         public var description: String
+        public init(_ description: String) { self.description = description }
     }
 
     /// Whether `bytes` are a RIFF container of WebP.
@@ -12,37 +12,21 @@ public enum WebPCodec {
         bytes.count > 12 && bytes[0..<4].elementsEqual("RIFF".utf8) && bytes[8..<12].elementsEqual("WEBP".utf8)
     }
 
+    /// Whether a WebP codec is installed.
+    public static var isAvailable: Bool { TileCodecs.installed.webp != nil }
+
     public static func decode(_ bytes: [UInt8]) throws -> PNGDecoder.Image {
-        var width: Int32 = 0, height: Int32 = 0
-        let known = bytes.withUnsafeBufferPointer { WebPGetInfo($0.baseAddress, $0.count, &width, &height) }
-        guard known != 0 else { throw Error(description: "not a readable WebP image") }
-        guard width > 0, height > 0, Int(width) * Int(height) <= PNGDecoder.maxPixels else {
-            throw Error(description: "a WebP image of \(width)×\(height) is too large")
-        }
-        var pixels = [UInt8](repeating: 0, count: Int(width) * Int(height) * 4)
-        let decoded = bytes.withUnsafeBufferPointer { src in
-            pixels.withUnsafeMutableBufferPointer { dst in
-                WebPDecodeRGBAInto(src.baseAddress, src.count, dst.baseAddress, dst.count, width * 4)
-            }
-        }
-        guard decoded != nil else { throw Error(description: "the WebP image cannot be decoded") }
-        return PNGDecoder.Image(width: Int(width), height: Int(height), pixels: pixels)
+        guard let codec = TileCodecs.installed.webp else { throw unavailable }
+        return try codec.decode(bytes)
     }
 
     /// Encodes RGBA pixels: lossy at `quality` (0–100), or lossless when `quality` is nil.
     public static func encode(rgba pixels: [UInt8], width: Int, height: Int, quality: Int?) throws -> [UInt8] {
-        guard width > 0, height > 0, pixels.count == width * height * 4 else {
-            throw Error(description: "\(pixels.count) bytes are not \(width)×\(height) RGBA pixels")
-        }
-        var output: UnsafeMutablePointer<UInt8>?
-        let size = pixels.withUnsafeBufferPointer { src in
-            if let quality {
-                return WebPEncodeRGBA(src.baseAddress, Int32(width), Int32(height), Int32(width * 4), Float(min(100, max(0, quality))), &output)
-            }
-            return WebPEncodeLosslessRGBA(src.baseAddress, Int32(width), Int32(height), Int32(width * 4), &output)
-        }
-        defer { WebPFree(output) }
-        guard size > 0, let output else { throw Error(description: "the WebP encoder failed") }
-        return Array(UnsafeBufferPointer(start: output, count: size))
+        guard let codec = TileCodecs.installed.webp else { throw unavailable }
+        return try codec.encode(pixels, width, height, quality)
+    }
+
+    private static var unavailable: Error {
+        Error("no WebP codec is installed (OutpostTileCodecs' SystemTileCodecs.install() adds libwebp's)")
     }
 }
