@@ -1,39 +1,25 @@
 import Foundation
-import Logging
 import OutpostServer
-import ServiceLifecycle
 
 /// The feature service running in this process on 127.0.0.1 (a free port), reached over real
 /// HTTP, for tests that need a server but not a separate process.
 public final class LiveService: Sendable {
     public let service: TestService
     /// `http://127.0.0.1:<port>`.
-    public let baseURL: URL
-    private let task: Task<Void, any Error>
-    private let group: ServiceGroup
+    public var baseURL: URL { server.url }
+    private let server: EmbeddedServer
 
-    private init(service: TestService, baseURL: URL, task: Task<Void, any Error>, group: ServiceGroup) {
+    private init(service: TestService, server: EmbeddedServer) {
         self.service = service
-        self.baseURL = baseURL
-        self.task = task
-        self.group = group
+        self.server = server
     }
 
     public static func start(_ service: TestService, configuration: ServerConfiguration = ServerConfiguration(port: 0)) async throws -> LiveService {
         var configuration = configuration
         configuration.port = 0
-        let (stream, continuation) = AsyncStream<String>.makeStream()
-        let app = try OutpostApplication.make(services: ServiceDirectory([service.backend]), configuration: configuration) { url in
-            continuation.yield(url)
-            continuation.finish()
-        }
-        let group = ServiceGroup(configuration: .init(services: [app], logger: Logger(label: "outpost.test")))
-        let task = Task { try await group.run() }
-        for await url in stream {
-            return LiveService(service: service, baseURL: URL(string: url)!, task: task, group: group)
-        }
-        task.cancel()
-        throw CancellationError()
+        // The test's service outlives the server: the test closes it.
+        let server = try await EmbeddedServer.start(services: ServiceDirectory([service.backend]), configuration: configuration, closesServices: false)
+        return LiveService(service: service, server: server)
     }
 
     /// `…/arcgis/rest/services/<name>/FeatureServer`.
@@ -43,7 +29,6 @@ public final class LiveService: Sendable {
 
     /// Stops accepting connections and waits for requests in flight.
     public func stop() async {
-        await group.triggerGracefulShutdown()
-        _ = try? await task.value
+        await server.stop()
     }
 }
