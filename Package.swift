@@ -253,7 +253,9 @@ let package = Package(
                 "OutpostRouting", "OutpostTestSupport", "OutpostCore", "OutpostStorage", "OutpostGeoprocessing",
                 .product(name: "GRDB", package: "GRDB.swift"),
             ]),
-        .testTarget(name: "OutpostLocatorTests", dependencies: ["OutpostLocator", "OutpostTestSupport", "OutpostCore", "OutpostStorage"]),
+        .testTarget(
+            name: "OutpostLocatorTests",
+            dependencies: ["OutpostLocator", "OutpostTestSupport", "OutpostCore", "OutpostStorage", .product(name: "GRDB", package: "GRDB.swift")]),
         .testTarget(name: "OutpostGeoprocessingTests", dependencies: ["OutpostGeoprocessing", "OutpostTestSupport", "OutpostCore"]),
         .testTarget(name: "OutpostCoreTests", dependencies: ["OutpostCore", "OutpostDigest", "OutpostStorage", "OutpostTestSupport"]),
         .testTarget(

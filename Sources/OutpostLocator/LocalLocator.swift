@@ -1,5 +1,6 @@
 import Foundation
 import GRDB
+import GRDBSQLite
 import OutpostCore
 import OutpostGeoprocessing
 import Synchronization
@@ -51,27 +52,44 @@ public final class LocalLocator: Sendable {
         "Source_ID",
     ]
 
-    func read<T>(_ body: (Database) throws -> T) throws -> T {
+    /// Reads on the next connection. With `cancellation`, a cancel interrupts the statement
+    /// running (`sqlite3_interrupt`) and this throws `CancellationError`.
+    func read<T>(_ cancellation: BlockingCancellation?, _ body: (Database) throws -> T) throws -> T {
         let queue = queues[next.add(1, ordering: .relaxed).oldValue % queues.count]
         do {
-            return try queue.read(body)
+            return try queue.read { db in
+                guard let cancellation else { return try body(db) }
+                let connection = Connection(pointer: db.sqliteConnection)
+                return try cancellation.whileRunning(interrupt: { connection.interrupt() }) { try body(db) }
+            }
         } catch let error as LocatorError {
             throw error
         } catch {
+            if cancellation?.isCancelled == true { throw CancellationError() }
             throw LocatorError(.notALocator, "\(url.lastPathComponent) could not be read: \(error)")
         }
+    }
+
+    /// A connection's handle, for interrupting its statement from another thread (SQLite allows
+    /// that call from any thread while the connection is open: `read` keeps it open).
+    private struct Connection: @unchecked Sendable {
+        let pointer: OpaquePointer?
+        func interrupt() { sqlite3_interrupt(pointer) }
     }
 
     // MARK: - Geocode
 
     /// Candidates for one line of text ("Mannerheimintie 12, Helsinki"), best first.
     /// Empty, overlong or symbol-only text gives no candidates rather than an error.
-    public func geocode(_ searchText: String, parameters: GeocodeParameters = GeocodeParameters()) throws -> [GeocodeResult] {
+    /// - Parameter cancellation: the caller's (``runBlocking(_:)``): a cancel interrupts the search.
+    public func geocode(
+        _ searchText: String, parameters: GeocodeParameters = GeocodeParameters(), cancellation: BlockingCancellation? = nil
+    ) throws -> [GeocodeResult] {
         try check(parameters.outputSpatialReference)
         let text = String(searchText.prefix(1_000))
         let near = try parameters.preferredSearchLocation.map { try toLocator($0, from: parameters.locationSpatialReference, input: .location) }
         let area = try parameters.searchArea.map { try toLocator($0, from: parameters.searchAreaSpatialReference) }
-        let scored = try read { db in try LocatorSearch.search(text, typing: false, in: db, geographic: geographic) }
+        let scored = try read(cancellation) { db in try LocatorSearch.search(text, typing: false, in: db, geographic: geographic) }
         let kept = filter(scored, categories: parameters.categories, area: area).filter { $0.score >= parameters.minScore }
         return try LocatorSearch.ranked(kept, near: near, geographic: geographic).prefix(max(parameters.maxResults, 0)).map {
             try result($0, attributes: parameters.resultAttributeNames, outSR: parameters.outputSpatialReference)
@@ -80,16 +98,18 @@ public final class LocalLocator: Sendable {
 
     /// Candidates for an address given in parts (`Address`, `Neighborhood`, `City`, `Postal`,
     /// `Region`, `CountryCode`; ArcGIS's multi-field input).
-    public func geocode(searchValues: [String: String], parameters: GeocodeParameters = GeocodeParameters()) throws -> [GeocodeResult] {
+    public func geocode(
+        searchValues: [String: String], parameters: GeocodeParameters = GeocodeParameters(), cancellation: BlockingCancellation? = nil
+    ) throws -> [GeocodeResult] {
         let order = ["address", "singleline", "address2", "address3", "neighborhood", "postal", "city", "subregion", "region"]
         let values = searchValues.map { ($0.key.lowercased(), $0.value) }.sorted { (order.firstIndex(of: $0.0) ?? 99) < (order.firstIndex(of: $1.0) ?? 99) }
-        return try geocode(values.map(\.1).filter { !$0.isEmpty }.joined(separator: ", "), parameters: parameters)
+        return try geocode(values.map(\.1).filter { !$0.isEmpty }.joined(separator: ", "), parameters: parameters, cancellation: cancellation)
     }
 
     /// The candidate a suggestion stands for, with score 100.
-    public func geocode(magicKey: String, parameters: GeocodeParameters = GeocodeParameters()) throws -> [GeocodeResult] {
+    public func geocode(magicKey: String, parameters: GeocodeParameters = GeocodeParameters(), cancellation: BlockingCancellation? = nil) throws -> [GeocodeResult] {
         guard let key = MagicKey(magicKey) else { throw LocatorError(.invalidInput, "\"\(magicKey.prefix(40))\" is not a suggestion key of this locator", input: .magicKey) }
-        guard let row = try read({ db in try Row.fetchOne(db, sql: "SELECT * FROM entries WHERE id = ?", arguments: [key.id]) }) else {
+        guard let row = try read(cancellation, { db in try Row.fetchOne(db, sql: "SELECT * FROM entries WHERE id = ?", arguments: [key.id]) }) else {
             throw LocatorError(.invalidInput, "the suggestion is no longer in this locator (it was rebuilt); search again", input: .magicKey)
         }
         let record = EntryRecord(row: row)
@@ -104,11 +124,11 @@ public final class LocalLocator: Sendable {
     // MARK: - Suggest
 
     /// Completions of partly typed text, best first.
-    public func suggest(_ searchText: String, parameters: SuggestParameters = SuggestParameters()) throws -> [SuggestResult] {
+    public func suggest(_ searchText: String, parameters: SuggestParameters = SuggestParameters(), cancellation: BlockingCancellation? = nil) throws -> [SuggestResult] {
         let text = String(searchText.prefix(1_000))
         let near = try parameters.preferredSearchLocation.map { try toLocator($0, from: parameters.locationSpatialReference, input: .location) }
         let area = try parameters.searchArea.map { try toLocator($0, from: parameters.searchAreaSpatialReference) }
-        let scored = try read { db in try LocatorSearch.search(text, typing: true, in: db) }
+        let scored = try read(cancellation) { db in try LocatorSearch.search(text, typing: true, in: db) }
         let kept = filter(scored, categories: parameters.categories, area: area).filter { $0.score > 0 }
         return LocatorSearch.ranked(kept, near: near, geographic: geographic).prefix(max(parameters.maxResults, 0)).map {
             SuggestResult(label: $0.label, magicKey: MagicKey(id: $0.id, placeName: $0.asPlaceName).description)
@@ -119,14 +139,16 @@ public final class LocalLocator: Sendable {
 
     /// The addresses nearest `location` within `maxDistance` metres (nearest first); a street
     /// name when no address is that near; empty when nothing is.
-    public func reverseGeocode(_ location: Position, parameters: ReverseGeocodeParameters = ReverseGeocodeParameters()) throws -> [GeocodeResult] {
+    public func reverseGeocode(
+        _ location: Position, parameters: ReverseGeocodeParameters = ReverseGeocodeParameters(), cancellation: BlockingCancellation? = nil
+    ) throws -> [GeocodeResult] {
         try check(parameters.outputSpatialReference)
         let p = try toLocator(location, from: parameters.locationSpatialReference, input: .location)
         let types = Set(parameters.featureTypes.compactMap { LocatorMatchType(name: $0) })
         let wantsPoints = types.isEmpty || types.contains(.pointAddress) || types.contains(.poi)
         let wantsStreets = types.isEmpty || types.contains(.streetName) || types.contains(.streetAddress)
         let maxDistance = max(0, min(parameters.maxDistance, 50_000))
-        let found = try read { db -> [LocatorSearch.Scored] in
+        let found = try read(cancellation) { db -> [LocatorSearch.Scored] in
             var radius = min(25, maxDistance)
             while true {
                 let box = searchBox(around: p, metres: radius)

@@ -55,7 +55,7 @@ public final class LocatorTask: LoadableForwarding, Sendable {
     /// Candidates for one line of text, best first.
     public func geocode(searchText: String, parameters: GeocodeParameters = GeocodeParameters()) async throws -> [GeocodeResult] {
         switch try await loaded() {
-        case .local(let l): return try await runBlocking { try l.geocode(searchText, parameters: parameters) }
+        case .local(let l): return try await runBlocking { try l.geocode(searchText, parameters: parameters, cancellation: $0) }
         case .remote: return try await remoteCandidates([("SingleLine", searchText)], parameters)
         }
     }
@@ -63,7 +63,7 @@ public final class LocatorTask: LoadableForwarding, Sendable {
     /// Candidates for an address in parts (`Address`, `City`, `Postal`, …).
     public func geocode(searchValues: [String: String], parameters: GeocodeParameters = GeocodeParameters()) async throws -> [GeocodeResult] {
         switch try await loaded() {
-        case .local(let l): return try await runBlocking { try l.geocode(searchValues: searchValues, parameters: parameters) }
+        case .local(let l): return try await runBlocking { try l.geocode(searchValues: searchValues, parameters: parameters, cancellation: $0) }
         case .remote: return try await remoteCandidates(searchValues.sorted { $0.key < $1.key }.map { ($0.key, $0.value) }, parameters)
         }
     }
@@ -71,7 +71,7 @@ public final class LocatorTask: LoadableForwarding, Sendable {
     /// The candidate a suggestion stands for.
     public func geocode(suggestResult: SuggestResult, parameters: GeocodeParameters = GeocodeParameters()) async throws -> [GeocodeResult] {
         switch try await loaded() {
-        case .local(let l): return try await runBlocking { try l.geocode(magicKey: suggestResult.magicKey, parameters: parameters) }
+        case .local(let l): return try await runBlocking { try l.geocode(magicKey: suggestResult.magicKey, parameters: parameters, cancellation: $0) }
         case .remote: return try await remoteCandidates([("SingleLine", suggestResult.label), ("magicKey", suggestResult.magicKey)], parameters)
         }
     }
@@ -79,7 +79,7 @@ public final class LocatorTask: LoadableForwarding, Sendable {
     /// Completions of partly typed text.
     public func suggest(searchText: String, parameters: SuggestParameters = SuggestParameters()) async throws -> [SuggestResult] {
         switch try await loaded() {
-        case .local(let l): return try await runBlocking { try l.suggest(searchText, parameters: parameters) }
+        case .local(let l): return try await runBlocking { try l.suggest(searchText, parameters: parameters, cancellation: $0) }
         case .remote:
             var form = [("text", searchText), ("maxSuggestions", String(parameters.maxResults))]
             if let p = parameters.preferredSearchLocation { form.append(("location", Self.point(p, parameters.locationSpatialReference))) }
@@ -95,7 +95,7 @@ public final class LocatorTask: LoadableForwarding, Sendable {
     /// The address at `location` (nearest first); empty when nothing is within reach.
     public func reverseGeocode(location: Position, parameters: ReverseGeocodeParameters = ReverseGeocodeParameters()) async throws -> [GeocodeResult] {
         switch try await loaded() {
-        case .local(let l): return try await runBlocking { try l.reverseGeocode(location, parameters: parameters) }
+        case .local(let l): return try await runBlocking { try l.reverseGeocode(location, parameters: parameters, cancellation: $0) }
         case .remote:
             var form = [("location", Self.point(location, parameters.locationSpatialReference)), ("distance", String(parameters.maxDistance))]
             if let sr = parameters.outputSpatialReference { form.append(("outSR", String(sr.wkid))) }

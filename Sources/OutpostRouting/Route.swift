@@ -139,8 +139,10 @@ extension RoadNetwork {
     /// The cheapest route through `stops`: in order, or in the best order found
     /// (`findsBestSequence`), around the edges the barriers stand on.
     /// - Throws: ``RoutingError`` `.invalidInput` naming a stop too far from any street it may
-    ///   use (or too many stops to order), `.noRoute` naming two stops nothing joins.
-    public func solve(_ stops: [RouteStop], parameters: RouteOptions) throws -> SolvedRoute {
+    ///   use (or too many stops to order), `.noRoute` naming two stops nothing joins;
+    ///   `CancellationError` once `cancellation` is cancelled (looked at before each leg and
+    ///   each pair of stops the best sequence compares).
+    public func solve(_ stops: [RouteStop], parameters: RouteOptions, cancellation: BlockingCancellation? = nil) throws -> SolvedRoute {
         let mode = parameters.mode
         guard stops.count >= 2 else { throw RoutingError(.invalidInput, "a route needs at least two stops (got \(stops.count))", input: .stops) }
         guard stops.count <= RouteOptions.maximumStops else {
@@ -166,13 +168,14 @@ extension RoadNetwork {
             guard stops.count <= RouteOptions.maximumSequencedStops else {
                 throw RoutingError(.invalidInput, "best sequence takes at most \(RouteOptions.maximumSequencedStops) stops (got \(stops.count))", input: .stops)
             }
-            let matrix = try costMatrix(snaps, mode: mode, blocked: blocked)
+            let matrix = try costMatrix(snaps, mode: mode, blocked: blocked, cancellation: cancellation)
             order = StopSequence.best(matrix, preserveFirst: parameters.preserveFirstStop, preserveLast: parameters.preserveLastStop)
         }
         var legs: [[RouteStep]] = []
         var cumulative: [Double] = [0]
         let edges = EdgeCache(self)
         for k in 0..<(order.count - 1) {
+            try cancellation?.checkCancellation()
             let (i, j) = (order[k], order[k + 1])
             guard let leg = try leg(from: snaps[i], to: snaps[j], mode: mode, blocked: blocked, edges: edges) else {
                 throw RoutingError(.noRoute, "no route between stop \(i + 1) and stop \(j + 1)")
@@ -184,11 +187,14 @@ extension RoadNetwork {
     }
 
     /// The cost from every snapped stop to every other (infinity where no path joins them).
-    public func costMatrix(_ snaps: [NetworkSnap], mode: TravelMode, blocked: Set<Int32> = []) throws -> [[Double]] {
+    public func costMatrix(
+        _ snaps: [NetworkSnap], mode: TravelMode, blocked: Set<Int32> = [], cancellation: BlockingCancellation? = nil
+    ) throws -> [[Double]] {
         var matrix = [[Double]](repeating: [Double](repeating: 0, count: snaps.count), count: snaps.count)
         let edges = EdgeCache(self)
         for i in snaps.indices {
             for j in snaps.indices where i != j {
+                try cancellation?.checkCancellation()
                 matrix[i][j] = try leg(from: snaps[i], to: snaps[j], mode: mode, blocked: blocked, stepsWanted: false, edges: edges)?.cost ?? .infinity
             }
         }

@@ -84,7 +84,7 @@ public final class RouteTask: LoadableForwarding, Sendable {
                 findsBestSequence: parameters.findsBestSequence, preserveFirstStop: parameters.preserveFirstStop,
                 preserveLastStop: parameters.preserveLastStop)
             let stops = parameters.stops
-            let route = try await runBlocking { try network.solve(stops, parameters: options) }
+            let route = try await runBlocking { try network.solve(stops, parameters: options, cancellation: $0) }
             var solution = route.solution(spatialReference: network.spatialReference, startTime: parameters.startTime, directions: parameters.returnsDirections)
             if let target = parameters.outputSpatialReference { solution = try solution.projected(to: target) }
             return RouteResult(routes: [solution], solvedRoutes: [route])

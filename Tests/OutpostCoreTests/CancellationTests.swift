@@ -60,6 +60,48 @@ struct CancellationTests {
         }
     }
 
+    /// Blocking work hears its caller leave (and ends at its next look), and an interrupt
+    /// reaches it only while it runs the part it registered the interrupt for.
+    @Test(.timeLimit(.minutes(1)))
+    func blockingWorkHearsItsCallerLeave() async throws {
+        let started = Mutex(false)
+        let ended = Mutex(false)
+        let work = Task {
+            try await runBlocking { cancellation in
+                started.withLock { $0 = true }
+                while !cancellation.isCancelled { usleep(1_000) }
+                ended.withLock { $0 = true }
+                return 1
+            }
+        }
+        while !started.withLock({ $0 }) { try await Task.sleep(for: .milliseconds(2)) }
+        let cancelled = ContinuousClock.now
+        work.cancel()
+        await #expect(throws: CancellationError.self) { _ = try await work.value }
+        while !ended.withLock({ $0 }) {
+            guard ContinuousClock.now - cancelled < Self.bound else {
+                Issue.record("the work did not hear the cancel")
+                return
+            }
+            try await Task.sleep(for: .milliseconds(2))
+        }
+
+        let interrupts = Atomic<Int>(0)
+        let finished = BlockingCancellation()
+        try finished.whileRunning(interrupt: { interrupts.add(1, ordering: .relaxed) }) {}
+        finished.cancel()
+        #expect(interrupts.load(ordering: .relaxed) == 0, "no interrupt after the part it was for returned")
+        #expect(throws: CancellationError.self) { try finished.whileRunning(interrupt: {}) {} }
+
+        let running = BlockingCancellation()
+        try running.whileRunning(interrupt: { interrupts.add(1, ordering: .relaxed) }) {
+            running.cancel()
+            running.cancel()
+        }
+        #expect(interrupts.load(ordering: .relaxed) == 1, "one interrupt while it ran")
+        #expect(running.isCancelled)
+    }
+
     @Test func aCancelledCallerLeavesASharedOutcomeAndTheOthersGetIt() async throws {
         let outcome = SharedOutcome<Int>()
         let left = Mutex<[Int]>([])

@@ -1,0 +1,83 @@
+import Foundation
+import GRDB
+import OutpostCore
+import OutpostStorage
+import OutpostTestSupport
+import Synchronization
+import Testing
+
+@testable import OutpostLocator
+
+/// A Task that geocodes is stopped by its cancel: the awaiting call throws CancellationError at
+/// once, and the SQLite statement the search was running is interrupted rather than run to its end.
+@Suite("Locator cancellation")
+struct LocatorCancellationTests {
+    /// A statement that would run for ever, on the locator's own connection, under the
+    /// cancellation a LocatorTask hands its searches: the cancel interrupts it, the search
+    /// throws CancellationError, and the connection serves the next search.
+    @Test(.timeLimit(.minutes(2)))
+    func aCancelInterruptsTheStatementASearchIsRunning() async throws {
+        let directory = TemporaryDirectory("outpost-locator-cancel")
+        let (gdb, url) = try HelsinkiLocator.build(in: directory)
+        try gdb.close()
+        let locator = try LocalLocator(url: url, connections: 1)
+        let started = Mutex(false)
+        let ended = Mutex<(any Error)?>(nil)
+        let searching = Task {
+            try await runBlocking { cancellation in
+                do {
+                    return try locator.read(cancellation) { db in
+                        started.withLock { $0 = true }
+                        return try Int.fetchOne(db, sql: "WITH RECURSIVE c(x) AS (SELECT 1 UNION ALL SELECT x + 1 FROM c) SELECT count(*) FROM c")
+                    }
+                } catch {
+                    ended.withLock { $0 = error }
+                    throw error
+                }
+            }
+        }
+        while !started.withLock({ $0 }) { try await Task.sleep(for: .milliseconds(5)) }
+        try await Task.sleep(for: .milliseconds(100))
+        let cancelled = ContinuousClock.now
+        searching.cancel()
+        await #expect(throws: CancellationError.self) { _ = try await searching.value }
+        #expect(ContinuousClock.now - cancelled < CancellationBound.loaded)
+        // The statement itself stopped (it would never end on its own), with CancellationError.
+        while ended.withLock({ $0 == nil }) {
+            guard ContinuousClock.now - cancelled < CancellationBound.loaded else {
+                Issue.record("the statement was not interrupted")
+                return
+            }
+            try await Task.sleep(for: .milliseconds(10))
+        }
+        #expect(ended.withLock { $0 } is CancellationError)
+        // The one connection is free and not left interrupted.
+        #expect(try locator.geocode("Mannerheimintie 12, Helsinki").isEmpty == false)
+    }
+
+    /// A geocode loop on a LocatorTask, as a search-as-you-type view runs it, ends with its Task.
+    @Test(.timeLimit(.minutes(2)))
+    func aGeocodeLoopEndsWithItsTask() async throws {
+        let directory = TemporaryDirectory("outpost-locator-loop")
+        let (gdb, url) = try HelsinkiLocator.build(in: directory)
+        try gdb.close()
+        let task = LocatorTask(url: url)
+        try await task.load()
+        let rounds = Atomic<Int>(0)
+        let loop = Task {
+            while true {
+                _ = try await task.geocode(searchText: "Mannerheimintie 12, Helsinki")
+                _ = try await task.suggest(searchText: "Manner")
+                _ = try await task.reverseGeocode(location: Position(x: 24.9384, y: 60.1699))
+                rounds.add(1, ordering: .relaxed)
+            }
+        }
+        while rounds.load(ordering: .relaxed) < 3 { try await Task.sleep(for: .milliseconds(5)) }
+        let cancelled = ContinuousClock.now
+        loop.cancel()
+        await #expect(throws: CancellationError.self) { try await loop.value }
+        #expect(ContinuousClock.now - cancelled < CancellationBound.loaded)
+        // The task still answers.
+        #expect(try await task.geocode(searchText: "Mannerheimintie 12, Helsinki").isEmpty == false)
+    }
+}
