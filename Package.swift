@@ -255,7 +255,10 @@ let package = Package(
             ]),
         .testTarget(
             name: "OutpostLocatorTests",
-            dependencies: ["OutpostLocator", "OutpostTestSupport", "OutpostCore", "OutpostStorage", .product(name: "GRDB", package: "GRDB.swift")]),
+            dependencies: [
+                "OutpostLocator", "OutpostTestSupport", "OutpostHTTPTestSupport", "OutpostCore", "OutpostStorage",
+                .product(name: "GRDB", package: "GRDB.swift"),
+            ]),
         .testTarget(name: "OutpostGeoprocessingTests", dependencies: ["OutpostGeoprocessing", "OutpostTestSupport", "OutpostCore"]),
         .testTarget(name: "OutpostCoreTests", dependencies: ["OutpostCore", "OutpostDigest", "OutpostStorage", "OutpostTestSupport"]),
         .testTarget(

@@ -1,6 +1,7 @@
 import Foundation
 import GRDB
 import OutpostCore
+import OutpostHTTPTestSupport
 import OutpostStorage
 import OutpostTestSupport
 import Synchronization
@@ -79,5 +80,39 @@ struct LocatorCancellationTests {
         #expect(ContinuousClock.now - cancelled < CancellationBound.loaded)
         // The task still answers.
         #expect(try await task.geocode(searchText: "Mannerheimintie 12, Helsinki").isEmpty == false)
+    }
+}
+
+/// Against a GeocodeServer that takes the request and never answers, a cancelled geocode throws
+/// CancellationError at once (the HTTP request is cancelled), not a network error.
+@Suite("Locator cancellation against a service")
+struct RemoteLocatorCancellationTests {
+    @Test(.timeLimit(.minutes(1)))
+    func aGeocodeAgainstAServerThatNeverAnswersEndsWithItsTask() async throws {
+        let asked = Mutex(0)
+        let server = try await LoopbackHTTPServer.start { request in
+            if request.path.hasSuffix("/GeocodeServer") {
+                return .json(#"{"singleLineAddressField": {"name": "SingleLine"}, "candidateFields": [], "spatialReference": {"wkid": 4326}, "capabilities": "Geocode,Suggest,ReverseGeocode"}"#)
+            }
+            asked.withLock { $0 += 1 }
+            return .held
+        }
+        defer { Task { try? await server.stop() } }
+        let task = LocatorTask(url: server.baseURL.appendingPathComponent("arcgis/rest/services/Helsinki/GeocodeServer"))
+        try await task.load()
+        for round in 1...3 {
+            let searching = Task {
+                switch round {
+                case 1: _ = try await task.geocode(searchText: "Mannerheimintie 12")
+                case 2: _ = try await task.suggest(searchText: "Manner")
+                default: _ = try await task.reverseGeocode(location: Position(x: 24.9384, y: 60.1699))
+                }
+            }
+            while asked.withLock({ $0 }) < round { try await Task.sleep(for: .milliseconds(5)) }
+            let cancelled = ContinuousClock.now
+            searching.cancel()
+            await #expect(throws: CancellationError.self) { try await searching.value }
+            #expect(ContinuousClock.now - cancelled < CancellationBound.loaded)
+        }
     }
 }
