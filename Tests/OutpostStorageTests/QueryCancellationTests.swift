@@ -1,0 +1,45 @@
+import Foundation
+import OutpostCore
+import OutpostTestSupport
+import Synchronization
+import Testing
+
+@testable import OutpostStorage
+
+/// A query of a 200,000-feature layer whose Task is cancelled stops: the awaiting call throws
+/// CancellationError within the bound, the statement is interrupted (the read does not run to the
+/// end of the layer), and the geodatabase answers the next query.
+@Suite("Query cancellation")
+struct QueryCancellationTests {
+    @Test(.timeLimit(.minutes(3)))
+    func aLargeQueryEndsWithItsTask() async throws {
+        let dir = TemporaryDirectory("outpost-query-cancel")
+        let gdb = try SampleGeodatabases.emptyFieldInspection(in: dir)
+        defer { try? gdb.close() }
+        let table = try gdb.table(named: "inspection_points")
+        try await ImporterTests.importPoints(ImporterTests.randomPoints(200_000, seed: 54), into: table)
+
+        // Rows the query has read, counted as it streams them.
+        let read = Atomic<Int>(0)
+        let querying = Task {
+            try await gdb.read { conn in
+                try table.forEach(matching: FeatureQuery(where: "status = 'open'"), in: conn) { _ in
+                    read.add(1, ordering: .relaxed)
+                }
+            }
+        }
+        while read.load(ordering: .relaxed) < 1_000 { try await Task.sleep(for: .milliseconds(2)) }
+        let cancelled = ContinuousClock.now
+        querying.cancel()
+        await #expect(throws: CancellationError.self) { try await querying.value }
+        #expect(ContinuousClock.now - cancelled < CancellationBound.loaded)
+        #expect(read.load(ordering: .relaxed) < 200_000, "the statement stopped before the end of the layer")
+
+        // The same through features(matching:), the collecting form.
+        let collecting = Task { try await table.features(matching: .all) }
+        try await Task.sleep(for: .milliseconds(50))
+        collecting.cancel()
+        await #expect(throws: CancellationError.self) { _ = try await collecting.value }
+        #expect(try await table.count() == 200_000, "the geodatabase answers the next query")
+    }
+}
