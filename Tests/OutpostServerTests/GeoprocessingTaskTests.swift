@@ -52,6 +52,41 @@ struct GeoprocessingTaskTests {
         }
     }
 
+    /// A long geodesic buffer run on this device in the structured form (`job.run()`), as a view's
+    /// `.task` runs it: cancelling the Task ends the call within the bound, the job ends
+    /// cancelled, and no output is left. Awaited with `output` instead, the job goes on.
+    @Test(.timeLimit(.minutes(2)))
+    func anOfflineToolRunEndsWithItsTask() async throws {
+        let task = GeoprocessingTask(tool: "Buffer")
+        var parameters = try await task.makeDefaultParameters()
+        parameters.inputs["Input_Features"] = try Self.points(30_000)
+        parameters.inputs["Distance"] = .linearUnit(distance: 250, units: .esriMeters)
+        parameters.inputs["Method"] = .string("GEODESIC")
+
+        let structured = task.makeJob(parameters: parameters)
+        let running = Task { try await structured.run() }
+        while structured.status != .started { try await Task.sleep(for: .milliseconds(5)) }
+        try await Task.sleep(for: .milliseconds(200))
+        let cancelled = ContinuousClock.now
+        running.cancel()
+        await #expect(throws: CancellationError.self) { _ = try await running.value }
+        #expect(ContinuousClock.now - cancelled < CancellationBound.loaded)
+        #expect(await structured.waitUntilFinished() == .failed)
+        #expect(structured.error?.code == .cancelled, "\(String(describing: structured.error))")
+        #expect(ContinuousClock.now - cancelled < CancellationBound.loaded, "the tool stopped at its next feature")
+
+        // Awaited from a Task that goes away: the job is not the Task's, and goes on.
+        let shared = task.makeJob(parameters: parameters)
+        try shared.start()
+        let watching = Task { try await shared.output }
+        while shared.status != .started { try await Task.sleep(for: .milliseconds(5)) }
+        watching.cancel()
+        await #expect(throws: CancellationError.self) { _ = try await watching.value }
+        #expect(shared.status == .started, "the job goes on for whoever else observes it")
+        shared.cancel()
+        #expect(await shared.waitUntilFinished() == .failed)
+    }
+
     @Test func aServerErrorFailsTheJobWithTheServersWords() async throws {
         try await GPServerTests.withServer(["quick": GPServerTests.sync, "batch": GPServerTests.async()]) { client, _ in
             for service in ["quick", "batch"] {
