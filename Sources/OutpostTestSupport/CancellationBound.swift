@@ -4,4 +4,20 @@
 /// so the bound is far above the promise and still far below "never".
 public enum CancellationBound {
     public static let loaded: Duration = .seconds(5)
+
+    /// Waits (polling every 2 ms) until `ready()` holds, cancels `task`, and awaits it: how long
+    /// the cancelled wait took, and what it threw (nil when it returned a value).
+    public static func cancel<T: Sendable>(
+        _ task: Task<T, any Error>, when ready: @Sendable () -> Bool
+    ) async throws -> (took: Duration, error: (any Error)?) {
+        while !ready() { try await Task.sleep(for: .milliseconds(2)) }
+        let cancelled = ContinuousClock.now
+        task.cancel()
+        do {
+            _ = try await task.value
+            return (ContinuousClock.now - cancelled, nil)
+        } catch {
+            return (ContinuousClock.now - cancelled, error)
+        }
+    }
 }
