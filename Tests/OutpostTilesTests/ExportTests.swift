@@ -346,6 +346,27 @@ struct HTTPSourceTests {
         await #expect(throws: CancellationError.self) { try await again.value }
     }
 
+    /// A tile-count estimate run in the structured form, against a source that takes each tile
+    /// request and never answers: cancelling the Task ends the call within the bound (the sample
+    /// request is cancelled) and the job ends cancelled.
+    @Test(.timeLimit(.minutes(1)))
+    func anEstimateWhoseSourceNeverAnswersEndsWithItsTask() async throws {
+        let asked = Mutex(0)
+        let server = try await LoopbackHTTPServer.start { _ in
+            asked.withLock { $0 += 1 }
+            return .held
+        }
+        defer { Task { try? await server.stop() } }
+        let task = ExportTileCacheTask(source: .http(server.baseURL.absoluteString + "/tiles/{z}/{x}/{y}.png"))
+        try await task.load()
+        let job = task.makeEstimateTileCacheSizeJob(parameters: ExportTileCacheParameters(areaOfInterest: ExportTests.area, levelIDs: [10, 11]))
+        let estimating = Task { try await job.run() }
+        let (took, error) = try await CancellationBound.cancel(estimating) { asked.withLock { $0 } > 0 }
+        #expect(error is CancellationError, "\(String(describing: error))")
+        #expect(took < CancellationBound.loaded)
+        #expect(await job.waitUntilFinished() == .failed && job.error?.code == .cancelled)
+    }
+
     @Test func templatesNeedTheirPlaceholders() {
         #expect(throws: TileCacheError.self) { try HTTPTileSource(url: "http://x/{z}/{x}.png") }
         #expect(throws: TileCacheError.self) { try HTTPTileSource(url: "ftp://x/MapServer") }
