@@ -1,10 +1,10 @@
 // swift-tools-version: 6.1
 import PackageDescription
 
-// A field-data tool as an app developer writes one: it depends on Outpost by path, imports only
-// Outpost's products, and takes the sync stack with the package's image-codec traits off, so it
-// links no system library but libsqlite3 and zlib (`field-sync`; `field-tool` adds the server,
-// which brings GEOS and PROJ).
+// A field-data tool as an app developer writes one: it depends on Outpost by path and imports
+// only Outpost's products. `field-sync` takes the sync stack alone (not OutpostTileCodecs), so it
+// links no system library but libsqlite3 and zlib; `field-tool` adds the server, which brings
+// GEOS, PROJ and the image codecs.
 //
 //   swift run --package-path Examples/FieldTool field-tool SampleData/field_inspection
 //   swift run --package-path Examples/FieldTool field-sync <FeatureServer URL>

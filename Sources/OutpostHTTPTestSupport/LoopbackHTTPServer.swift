@@ -1,4 +1,5 @@
 import Foundation
+import Synchronization
 import NIOCore
 import NIOHTTP1
 import NIOPosix
@@ -52,6 +53,17 @@ public final class LoopbackHTTPServer: Sendable {
     private init(channel: any Channel, port: Int) {
         self.channel = channel
         self.port = port
+    }
+
+    /// A server that takes every request and never answers (a peer gone silent), and how many
+    /// requests it has taken so far.
+    public static func startSilent() async throws -> (server: LoopbackHTTPServer, asked: @Sendable () -> Int) {
+        let asked = Mutex(0)
+        let server = try await start { _ in
+            asked.withLock { $0 += 1 }
+            return .held
+        }
+        return (server, { asked.withLock { $0 } })
     }
 
     /// Starts listening; stop with ``stop()``.

@@ -57,7 +57,9 @@ struct FieldToolExampleTests {
         #expect(run.succeeded, "\(run.stdout)\n\(run.stderr)")
         // The zlib-only PNG path, and the codecs the traits left out.
         #expect(run.stdout.contains("codecs: png round trip ok, jpeg off (no JPEG codec is installed"), "\(run.stdout)")
-        #expect(run.stdout.contains(", webp off"), "\(run.stdout)")
+        #expect(
+            run.stdout.contains(", webp off (") && run.stdout.contains("WebP tiles cannot be written") && !run.stdout.contains("left a file"),
+            "a WebP export is refused up front: \(run.stdout)")
         let report = try #require(run.stdout.split(separator: "\n").first { $0.hasPrefix("report:") }.map(String.init), "\(run.stdout)")
         #expect(report.contains("added 600") && report.contains("pending 0") && report.contains("checksums equal"), "\(report)")
         let pendingAfterCancel = Int(report.components(separatedBy: "pending after it ").last?.split(separator: ",").first ?? "") ?? 0

@@ -10,8 +10,10 @@ import Testing
 struct GateJob: JobDefinition {
     final class Gate: Sendable {
         let opened = Mutex(false)
-        let file: URL
-        init(file: URL) { self.file = file }
+        /// Where the job writes its partial output, in a directory of its own that lives as
+        /// long as the gate.
+        let directory = TemporaryDirectory("outpost-gate")
+        var file: URL { directory.file("out") }
         func open() { opened.withLock { $0 = true } }
         var isOpen: Bool { opened.withLock { $0 } }
     }
@@ -49,16 +51,6 @@ struct GateJob: JobDefinition {
 struct CancellationTests {
     /// How long a cancelled wait may take here: the promise is 250 ms.
     static let bound: Duration = CancellationBound.loaded
-
-    static func elapsed(_ body: () async throws -> Void) async -> (Duration, (any Error)?) {
-        let started = ContinuousClock.now
-        do {
-            try await body()
-            return (ContinuousClock.now - started, nil)
-        } catch {
-            return (ContinuousClock.now - started, error)
-        }
-    }
 
     /// Blocking work hears its caller leave (and ends at its next look), and an interrupt
     /// reaches it only while it runs the part it registered the interrupt for.
@@ -126,18 +118,12 @@ struct CancellationTests {
 
     @Test(.timeLimit(.minutes(1)))
     func awaitingAJobFromACancelledTaskReturnsAtOnceAndTheJobGoesOn() async throws {
-        let directory = FileManager.default.temporaryDirectory.appendingPathComponent("outpost-gate-\(UUID().uuidString)")
-        try FileManager.default.createDirectory(at: directory, withIntermediateDirectories: true)
-        defer { try? FileManager.default.removeItem(at: directory) }
-        let gate = GateJob.Gate(file: directory.appendingPathComponent("out"))
+        let gate = GateJob.Gate()
         let job = Job(GateJob(gate: gate))
         try job.start()
         let waiter = Task { try await job.output }
         while !FileManager.default.fileExists(atPath: gate.file.path) { try await Task.sleep(for: .milliseconds(5)) }
-        let (took, error) = await Self.elapsed {
-            waiter.cancel()
-            _ = try await waiter.value
-        }
+        let (took, error) = try await CancellationBound.cancel(waiter) { true }
         #expect(error is CancellationError && took < Self.bound, "\(String(describing: error)) after \(took)")
         #expect(job.status == .started, "the job goes on")
         gate.open()
@@ -146,17 +132,11 @@ struct CancellationTests {
 
     @Test(.timeLimit(.minutes(1)))
     func runningAJobInACancelledTaskCancelsTheJobAndLeavesNothing() async throws {
-        let directory = FileManager.default.temporaryDirectory.appendingPathComponent("outpost-gate-\(UUID().uuidString)")
-        try FileManager.default.createDirectory(at: directory, withIntermediateDirectories: true)
-        defer { try? FileManager.default.removeItem(at: directory) }
-        let gate = GateJob.Gate(file: directory.appendingPathComponent("out"))
+        let gate = GateJob.Gate()
         let job = Job(GateJob(gate: gate))
         let owner = Task { try await job.run() }
         while !FileManager.default.fileExists(atPath: gate.file.path) { try await Task.sleep(for: .milliseconds(5)) }
-        let (took, error) = await Self.elapsed {
-            owner.cancel()
-            _ = try await owner.value
-        }
+        let (took, error) = try await CancellationBound.cancel(owner) { true }
         #expect(error is CancellationError && took < Self.bound, "\(String(describing: error)) after \(took)")
         #expect(await job.waitUntilFinished() == .failed && job.error?.code == .cancelled)
         #expect(!FileManager.default.fileExists(atPath: gate.file.path), "the partial output was rolled back")
@@ -166,10 +146,7 @@ struct CancellationTests {
 
     @Test(.timeLimit(.minutes(1)))
     func aJobsUpdateStreamsEndWhenItFinishes() async throws {
-        let directory = FileManager.default.temporaryDirectory.appendingPathComponent("outpost-gate-\(UUID().uuidString)")
-        try FileManager.default.createDirectory(at: directory, withIntermediateDirectories: true)
-        defer { try? FileManager.default.removeItem(at: directory) }
-        let gate = GateJob.Gate(file: directory.appendingPathComponent("out"))
+        let gate = GateJob.Gate()
         let job = Job(GateJob(gate: gate))
         let statuses = Task { var seen: [JobStatus] = []; for await s in job.statusUpdates { seen.append(s) }; return seen }
         let progress = Task { var n = 0; for await _ in job.progressUpdates { n += 1 }; return n }
@@ -217,16 +194,10 @@ struct CancellationTests {
         let second = Task { try await resource.load() }
         while resource.attempts.get() == 0 { await Task.yield() }
         try await Task.sleep(for: .milliseconds(20))
-        let (took, error) = await Self.elapsed {
-            first.cancel()
-            try await first.value
-        }
+        let (took, error) = try await CancellationBound.cancel(first) { true }
         #expect(error is CancellationError && took < Self.bound)
         #expect(resource.loadStatus == .loading && resource.cancelled.get() == 0, "the other caller still waits")
-        let (took2, error2) = await Self.elapsed {
-            second.cancel()
-            try await second.value
-        }
+        let (took2, error2) = try await CancellationBound.cancel(second) { true }
         #expect(error2 is CancellationError && took2 < Self.bound)
         // The attempt is cancelled with its last caller, and the resource is not loaded.
         let deadline = ContinuousClock.now + .seconds(10)
@@ -253,10 +224,7 @@ struct CancellationTests {
             }
         }
         while !started.withLock({ $0 }) { try await Task.sleep(for: .milliseconds(5)) }
-        let (took, error) = await Self.elapsed {
-            caller.cancel()
-            _ = try await caller.value
-        }
+        let (took, error) = try await CancellationBound.cancel(caller) { true }
         #expect(error is CancellationError && took < Self.bound, "\(String(describing: error)) after \(took)")
         // Cancelled before it began: the work never runs.
         let ran = Mutex(false)

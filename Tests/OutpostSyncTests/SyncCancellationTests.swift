@@ -21,15 +21,11 @@ struct SyncCancellationTests {
         let before = try await SampleGeodatabases.contents(of: replica)
         try await harness.stop()
 
-        let asked = Mutex(0)
-        let silent = try await LoopbackHTTPServer.start { _ in
-            asked.withLock { $0 += 1 }
-            return .held
-        }
+        let (silent, asked) = try await LoopbackHTTPServer.startSilent()
         defer { Task { try? await silent.stop() } }
         let task = try GeodatabaseSyncTask(url: silent.baseURL.appendingPathComponent("arcgis/rest/services/field_inspection/FeatureServer"))
         let checking = Task { try await task.checkForUpdates(geodatabase: replica) }
-        let (took, error) = try await CancellationBound.cancel(checking) { asked.withLock { $0 } > 0 }
+        let (took, error) = try await CancellationBound.cancel(checking) { asked() > 0 }
         #expect(error is CancellationError, "\(String(describing: error))")
         #expect(took < CancellationBound.loaded)
         #expect(try await SampleGeodatabases.contents(of: replica) == before, "the replica is as it was")

@@ -326,22 +326,18 @@ struct HTTPSourceTests {
     /// load's last caller), the task is back to not loaded, and a later load tries again.
     @Test(.timeLimit(.minutes(1)))
     func aLoadFromAServerThatNeverAnswersEndsWithItsCancelledTask() async throws {
-        let asked = Mutex(0)
-        let server = try await LoopbackHTTPServer.start { _ in
-            asked.withLock { $0 += 1 }
-            return .held
-        }
+        let (server, asked) = try await LoopbackHTTPServer.startSilent()
         defer { Task { try? await server.stop() } }
         let task = ExportTileCacheTask(source: .http(server.baseURL.absoluteString + "/MapServer"))
         let loading = Task { try await task.load() }
-        while asked.withLock({ $0 }) == 0 { try await Task.sleep(for: .milliseconds(5)) }
+        while asked() == 0 { try await Task.sleep(for: .milliseconds(5)) }
         let started = ContinuousClock.now
         loading.cancel()
         await #expect(throws: CancellationError.self) { try await loading.value }
         #expect(ContinuousClock.now - started < CancellationBound.loaded, "the promise is 250 ms; the bound leaves a loaded machine room")
         #expect(task.loadStatus == .notLoaded)
         let again = Task { try await task.load() }
-        while asked.withLock({ $0 }) < 2 { try await Task.sleep(for: .milliseconds(5)) }
+        while asked() < 2 { try await Task.sleep(for: .milliseconds(5)) }
         again.cancel()
         await #expect(throws: CancellationError.self) { try await again.value }
     }
@@ -351,17 +347,13 @@ struct HTTPSourceTests {
     /// request is cancelled) and the job ends cancelled.
     @Test(.timeLimit(.minutes(1)))
     func anEstimateWhoseSourceNeverAnswersEndsWithItsTask() async throws {
-        let asked = Mutex(0)
-        let server = try await LoopbackHTTPServer.start { _ in
-            asked.withLock { $0 += 1 }
-            return .held
-        }
+        let (server, asked) = try await LoopbackHTTPServer.startSilent()
         defer { Task { try? await server.stop() } }
         let task = ExportTileCacheTask(source: .http(server.baseURL.absoluteString + "/tiles/{z}/{x}/{y}.png"))
         try await task.load()
         let job = task.makeEstimateTileCacheSizeJob(parameters: ExportTileCacheParameters(areaOfInterest: ExportTests.area, levelIDs: [10, 11]))
         let estimating = Task { try await job.run() }
-        let (took, error) = try await CancellationBound.cancel(estimating) { asked.withLock { $0 } > 0 }
+        let (took, error) = try await CancellationBound.cancel(estimating) { asked() > 0 }
         #expect(error is CancellationError, "\(String(describing: error))")
         #expect(took < CancellationBound.loaded)
         #expect(await job.waitUntilFinished() == .failed && job.error?.code == .cancelled)

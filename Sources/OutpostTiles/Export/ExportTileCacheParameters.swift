@@ -87,7 +87,7 @@ public struct ExportTileCacheParameters: Sendable, Hashable {
             info.fullExtent ?? Envelope(xmin: info.scheme.originX, ymin: -info.scheme.originY, xmax: -info.scheme.originX, ymax: info.scheme.originY),
             info.scheme.spatialReference)
         if webp, !WebPCodec.isAvailable {
-            throw TileCacheError(.unsupported, "this build of Outpost writes no WebP tiles (the WebP trait is off)")
+            throw TileCacheError(.unsupported, "WebP tiles cannot be written: no WebP codec is installed (SystemTileCodecs.install() in OutpostTileCodecs adds libwebp's)")
         }
         for level in levelIDs where !info.levels.contains(level) {
             throw TileCacheError(.invalidArea, "the source has levels \(info.minLevel)–\(info.maxLevel), not \(level)")

@@ -52,7 +52,7 @@ public enum TileRecoding: Sendable, Hashable {
             // The tile as fetched may stay only when it is already a format the cache holds.
             let keepable = source == .png || (source == .jpeg && Palette.isOpaque(image.pixels))
             let recoded: [UInt8]?
-            // A build without JPEG (the TurboJPEG trait off) writes every tile as PNG.
+            // Without a JPEG codec installed (OutpostTileCodecs), every tile is written as PNG.
             if Palette.isOpaque(image.pixels), JPEGCodec.isAvailable {
                 recoded = try? JPEGCodec.encode(rgba: image.pixels, width: image.width, height: image.height, quality: quality)
             } else {

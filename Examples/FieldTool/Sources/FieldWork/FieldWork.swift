@@ -96,9 +96,9 @@ public enum FieldWork {
             pendingAtEnd: pendingAtEnd, checksumsMatch: checksumsMatch)
     }
 
-    /// What this build's tile codecs can do: PNG always (zlib alone without the Libdeflate trait);
-    /// JPEG and WebP only with their traits.
-    public static func codecs() throws -> String {
+    /// What this process's tile codecs can do: PNG always (through zlib alone without
+    /// OutpostTileCodecs); JPEG and WebP only with codecs installed, else a clear error.
+    public static func codecs(directory: URL) async throws -> String {
         var pixels: [UInt8] = []
         for i in 0..<(64 * 64) {
             let x = UInt8(i % 64 * 4), y = UInt8(i / 64 * 4)
@@ -114,6 +114,19 @@ public enum FieldWork {
         } catch {
             jpeg += " (\(error))"
         }
-        return "png round trip ok, jpeg \(jpeg), webp \(WebPCodec.isAvailable ? "on" : "off")"
+        // And a WebP export is refused before it fetches anything (the port is closed).
+        var webp = WebPCodec.isAvailable ? "on" : "off"
+        let tiles = ExportTileCacheTask(source: .http("http://127.0.0.1:9/{z}/{x}/{y}.png"))
+        try await tiles.load()
+        var parameters = ExportTileCacheParameters(areaOfInterest: nil, levelIDs: [0])
+        parameters.webp = true
+        let output = directory.appendingPathComponent("webp.mbtiles")
+        do {
+            _ = try await tiles.makeExportTileCacheJob(parameters: parameters, downloadFileURL: output).run()
+        } catch {
+            webp += " (\(error))"
+        }
+        if FileManager.default.fileExists(atPath: output.path) { webp += " (left a file)" }
+        return "png round trip ok, jpeg \(jpeg), webp \(webp)"
     }
 }

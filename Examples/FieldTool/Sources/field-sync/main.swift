@@ -12,7 +12,7 @@ guard let service = arguments.first, let url = URL(string: service) else {
 let directory = URL(fileURLWithPath: arguments.dropFirst().first ?? NSTemporaryDirectory() + "field-sync-\(ProcessInfo.processInfo.processIdentifier)")
 do {
     try FileManager.default.createDirectory(at: directory, withIntermediateDirectories: true)
-    print("codecs: \(try FieldWork.codecs())")
+    print("codecs: \(try await FieldWork.codecs(directory: directory))")
     // Offline maps come with the same system libraries (named so that the linker keeps them).
     print("offline maps: \(OfflineMapTask.self)")
     let report = try await FieldWork.run(serviceURL: url, directory: directory) { print($0) }
