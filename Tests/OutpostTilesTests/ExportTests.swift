@@ -212,6 +212,11 @@ struct ExportTests {
 
 @Suite("HTTP tile sources")
 struct HTTPSourceTests {
+    /// JPEG and WebP come from the system libraries.
+    init() {
+        SystemTileCodecs.install()
+    }
+
     /// Serves `cheap` tiles at /tiles/{z}/{x}/{y}.png and /MapServer/tile/{level}/{row}/{col}:
     /// every fifth tile fails with 503 the first time, tiles of row multiples of 9 are 404.
     final class Requests: Sendable {
