@@ -87,6 +87,59 @@ struct GeoprocessingTaskTests {
         #expect(await shared.waitUntilFinished() == .failed)
     }
 
+    /// A synchronous service's `execute` is one long HTTP request. Run in the structured form and
+    /// cancelled while the server computes, the call throws `CancellationError` within the
+    /// bound, the job ends cancelled, the server's tool stops when the connection closes, and
+    /// the server answers the next request.
+    @Test(.timeLimit(.minutes(2)))
+    func aSynchronousExecuteEndsWithItsTask() async throws {
+        let roomy: JSONValue = ["executionType": "esriExecutionTypeSynchronous", "maximumRecords": 100_000, "tasks": [["tool": "Buffer"]]]
+        try await GPServerTests.withServer(["quick": roomy]) { client, _ in
+            let task = GeoprocessingTask(url: Self.taskURL(client, "quick", "Buffer"))
+            var parameters = try await task.makeDefaultParameters()
+            parameters.inputs["Input_Features"] = try GPValue(json: try JSONValue.parse(GPServerTests.longInput), as: .featureRecordSetLayer)
+            parameters.inputs["Method"] = .string("GEODESIC")
+            let job = task.makeJob(parameters: parameters)
+            let running = Task { try await job.run() }
+            // Cancelled once the server has the request (the client first encodes 30,000 points).
+            let executing = #"outpost_http_requests_in_flight{route="gpserver.execute"} 1"#
+            while try await !client.get("/metrics").text.contains(executing) { try await Task.sleep(for: .milliseconds(20)) }
+            try await Task.sleep(for: .milliseconds(200))
+            let (took, error) = try await CancellationBound.cancel(running) { job.status == .started }
+            #expect(error is CancellationError, "\(String(describing: error))")
+            #expect(took < CancellationBound.loaded)
+            #expect(await job.waitUntilFinished() == .failed)
+            #expect(job.error?.code == .cancelled, "\(String(describing: job.error))")
+            // The server heard the client leave: the tool stopped and the request was counted
+            // as cancelled (499) long before 30,000 geodesic buffers could have been drawn.
+            let stopped = ContinuousClock.now
+            while try await !client.get("/metrics").text.contains(#"outpost_http_requests_total{route="gpserver.execute",method="POST",status="499"} 1"#) {
+                #expect(ContinuousClock.now - stopped < CancellationBound.loaded, "the server's tool runs on for nobody")
+                if ContinuousClock.now - stopped > CancellationBound.loaded { break }
+                try await Task.sleep(for: .milliseconds(20))
+            }
+
+            parameters.inputs["Input_Features"] = try Self.points(3)
+            let next = task.makeJob(parameters: parameters)
+            let answer = try await next.run()
+            if case .featureSet(let set)? = answer.outputs["Output_Features"] { #expect(set.features.count == 3) } else { Issue.record("no output") }
+
+            // A client that half-closes after its request (`nc -N`) still gets its answer where
+            // the route is not a long computation.
+            let script = """
+                import socket, sys
+                s = socket.create_connection(("127.0.0.1", int(sys.argv[1])))
+                s.sendall(b"GET /arcgis/rest/services/quick/GPServer/Buffer?f=json HTTP/1.1\\r\\nHost: x\\r\\nConnection: close\\r\\n\\r\\n")
+                s.shutdown(socket.SHUT_WR)
+                data = b""
+                while chunk := s.recv(65536): data += chunk
+                print(data.split(b"\\r\\n")[0].decode(), b'"name":"Buffer"' in data)
+                """
+            let halfClosed = try await ExternalTools.run(ExternalTools.python, ["-c", script, String(client.client.port!)])
+            #expect(halfClosed.stdout.trimmingCharacters(in: .whitespacesAndNewlines) == "HTTP/1.1 200 OK True", "\(halfClosed.stdout)\(halfClosed.stderr)")
+        }
+    }
+
     @Test func aServerErrorFailsTheJobWithTheServersWords() async throws {
         try await GPServerTests.withServer(["quick": GPServerTests.sync, "batch": GPServerTests.async()]) { client, _ in
             for service in ["quick", "batch"] {

@@ -50,7 +50,10 @@ struct GPServerRoutes {
             guard definition.executionType == .synchronous else {
                 throw ServiceError(400, "\(definition.name) is an asynchronous service: use submitJob, not execute")
             }
-            return try await execute(task)
+            // The client waits for the answer; if it leaves, reading its inputs or the tool stops
+            // at its next check.
+            let routes = self
+            return try await ClientDeparture.cancelling { try await routes.execute(task) }
         case (2, "submitJob"):
             guard definition.executionType == .asynchronous else {
                 throw ServiceError(400, "\(definition.name) is a synchronous service: use execute, not submitJob")

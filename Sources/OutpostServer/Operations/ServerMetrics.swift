@@ -26,6 +26,14 @@ final class ServerMetrics: Sendable {
         ).record(duration)
     }
 
+    /// Requests being answered, by route kind: what a server is busy with now (a long
+    /// synchronous geoprocessing run shows here until it answers or its client leaves).
+    func inFlight(route: String, _ change: Double) {
+        registry.makeGauge(
+            descriptor: Self.descriptor("http_requests_in_flight", "", "HTTP requests being answered, by route kind"), labels: [("route", route)]
+        ).increment(by: change)
+    }
+
     /// An upload batch's outcome: `applied`, `replayed` (the same batch again), `refused` (409:
     /// another batch under its number, or out of order), `rejected` (an invalid edit with rollback).
     func batch(_ outcome: String) {
@@ -107,8 +115,13 @@ final class ServerMetrics: Sendable {
             guard segments[2] == "services" else { return "other" }
             let rest = Array(segments.dropFirst(3))
             guard rest.count >= 2 else { return "catalog" }
-            let kind = rest[1] == "MapServer" ? "mapserver" : rest[1] == "FeatureServer" ? "featureserver" : "other"
+            let kind = ["MapServer": "mapserver", "FeatureServer": "featureserver", "GPServer": "gpserver", "GeocodeServer": "geocodeserver", "NAServer": "naserver"][rest[1]] ?? "other"
             let route = rest.dropFirst(2)
+            if kind == "gpserver" {
+                // <task>/execute, <task>/submitJob, <task>/jobs/…; the rest describes.
+                return "gpserver." + (route.dropFirst().first.map { ["execute", "submitJob", "jobs"].contains($0) ? $0 : "other" } ?? "other")
+            }
+            if kind == "geocodeserver" || kind == "naserver" { return kind }
             if kind == "mapserver" { return route.first == "tile" ? "mapserver.tile" : route.isEmpty ? "mapserver" : "mapserver.other" }
             if let last = route.last, ["query", "applyEdits", "createReplica", "synchronizeReplica", "unRegisterReplica", "attachments", "addAttachment", "deleteAttachments"].contains(last) {
                 return "featureserver." + last

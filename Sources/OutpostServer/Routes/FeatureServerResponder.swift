@@ -51,10 +51,14 @@ public struct FeatureServerResponder: HTTPResponder {
             ?? UUID().uuidString.lowercased()
         var logger = context.logger
         logger[metadataKey: "request_id"] = .string(id)
-        var response = try await answer(request, segments: segments, remote: context.remoteAddress, logger: logger)
+        let route = ServerMetrics.route(segments)
+        metrics.inFlight(route: route, +1)
+        defer { metrics.inFlight(route: route, -1) }
+        var response = try await ClientDeparture.$departed.withValue(context.clientDeparted) {
+            try await answer(request, segments: segments, remote: context.remoteAddress, logger: logger)
+        }
         response.headers[Self.requestID] = id
         Self.cacheControl(&response, secured: security.isEnabled, static: segments.starts(with: ["arcgis", "rest", "static"]))
-        let route = ServerMetrics.route(segments)
         metrics.request(route: route, method: request.method.rawValue, status: Int(response.status.code), duration: ContinuousClock.now - started)
         logger.info(
             "request", metadata: ["method": .string(request.method.rawValue), "path": .string(request.uri.path), "status": .stringConvertible(response.status.code), "route": .string(route)])

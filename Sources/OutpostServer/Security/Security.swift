@@ -10,10 +10,13 @@ import Synchronization
 public struct OutpostRequestContext: RequestContext, RemoteAddressRequestContext {
     public var coreContext: CoreRequestContextStorage
     public let remoteAddress: SocketAddress?
+    /// When the request's client left, for long work to stop (see ``ClientDeparture``).
+    let clientDeparted: EventLoopFuture<Void>?
 
     public init(source: ApplicationRequestContextSource) {
         coreContext = .init(source: source)
         remoteAddress = source.channel.remoteAddress
+        clientDeparted = ClientDeparture.departure(of: source.channel)
     }
 }
 
