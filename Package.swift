@@ -42,7 +42,10 @@ let package = Package(
         // HTTP field and status types the server's routes name (already in Hummingbird's graph).
         .package(url: "https://github.com/apple/swift-http-types", from: "1.8.0"),
         // The feature service: HTTP/1.1 server with graceful shutdown through ServiceLifecycle.
-        .package(url: "https://github.com/hummingbird-project/hummingbird", from: "2.28.1"),
+        // One trait (full Foundation) rather than the two defaults: Outpost reads no
+        // swift-configuration, and SwiftPM writes two trait defines in a different order from one
+        // run to the next, which recompiled Hummingbird and all that depends on it each time.
+        .package(url: "https://github.com/hummingbird-project/hummingbird", from: "2.28.1", traits: ["FullFoundation"]),
         // SHA-256 content hashes (OutpostDigest), password hashes (PBKDF2 in _CryptoExtras) and
         // token signatures (HMAC-SHA256); also in the graph through postgres-nio.
         .package(url: "https://github.com/apple/swift-crypto", "3.12.3"..<"5.0.0"),
@@ -61,6 +64,9 @@ let package = Package(
         // The PostgreSQL/PostGIS backend: the wire protocol with pooling, binds and transactions,
         // over the SwiftNIO the server already uses.
         .package(url: "https://github.com/vapor/postgres-nio", from: "1.33.2"),
+        // `swift package generate-documentation`: the DocC catalogues and the compiled snippets
+        // (Snippets/) of the library products; a command plugin only, nothing links it.
+        .package(url: "https://github.com/swiftlang/swift-docc-plugin", from: "1.5.0"),
     ],
     targets: [
         // GeoPackage SQL functions (ST_IsEmpty, ST_MinX, ...) written against the SQLite C API so
