@@ -81,7 +81,9 @@ public final class LocalLocator: Sendable {
 
     /// Candidates for one line of text ("Mannerheimintie 12, Helsinki"), best first.
     /// Empty, overlong or symbol-only text gives no candidates rather than an error.
-    /// - Parameter cancellation: the caller's (``runBlocking(_:)``): a cancel interrupts the search.
+    /// - Parameter cancellation: the caller's (`runBlocking(_:)`): a cancel interrupts the search.
+    /// - Parameter searchText: the address or place as typed.
+    /// - Parameter parameters: how many candidates, the lowest score, where to prefer and where to look.
     public func geocode(
         _ searchText: String, parameters: GeocodeParameters = GeocodeParameters(), cancellation: BlockingCancellation? = nil
     ) throws -> [GeocodeResult] {

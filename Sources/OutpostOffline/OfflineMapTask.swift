@@ -36,6 +36,8 @@ public final class OfflineMapTask: LoadableForwarding, Sendable {
     /// A task for the map definition at `url` (`…/arcgis/rest/maps/<name>.json` or a file).
     /// - Parameter servicesURL: the base of the map's relative service URLs, for a file that
     ///   has none (a served map has its URLs made absolute by the server).
+    /// - Parameter url: the map definition: `…/arcgis/rest/maps/<name>.json` or a file URL.
+    /// - Parameter token: sent as a bearer token to the map's services when they are secured.
     public init(url: URL, token: String? = nil, servicesURL: String? = nil) {
         source = url.isFileURL ? url.path : url.absoluteString
         self.token = token

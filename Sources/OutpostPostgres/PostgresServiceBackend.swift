@@ -83,6 +83,9 @@ public final class PostgresServiceBackend: FeatureServiceBackend {
 
     /// Opens every service of the database (or only `only`), after applying pending migrations.
     /// - Parameter faults: fault points for tests, shared by the services.
+    /// - Parameter location: the database to connect to.
+    /// - Parameter only: the one service to open, when not every one.
+    /// - Parameter timeout: the longest a connection attempt may take.
     public static func openAll(
         at location: PostgresLocation, only: String? = nil, timeout: Duration = .seconds(30), faults: FaultInjector = FaultInjector()
     ) async throws -> [PostgresServiceBackend] {

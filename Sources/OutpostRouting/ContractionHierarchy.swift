@@ -37,6 +37,7 @@ public final class ContractionHierarchy: Sendable {
     /// Preprocesses `graph`.
     /// - Parameters:
     ///   - witnessSettleLimit: nodes a witness search may settle before it gives up.
+    /// - Parameter graph: the travel mode's graph to contract.
     public convenience init(graph: ArcGraph, witnessSettleLimit: Int = 500) {
         var builder = HierarchyBuilder(graph: graph, settleLimit: witnessSettleLimit)
         builder.contractAll()

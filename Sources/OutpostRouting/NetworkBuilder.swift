@@ -84,6 +84,12 @@ enum NetworkLayout {
 public enum NetworkBuilder {
     /// Builds the network of `layer` at `url`.
     /// - Parameters:
+    ///   - geodatabase: the geodatabase holding the street lines.
+    ///   - layer: the line layer to build from.
+    ///   - fields: which fields hold the name, class, speed and one-way direction.
+    ///   - whereClause: only rows matching it are read (all when nil).
+    ///   - url: where the `.network` file is written.
+    ///   - overwrite: replace a file already at `url` (refused otherwise).
     ///   - restrict: rows matching this where clause are left out (footways for a car network…).
     ///   - tolerance: metres within which line vertices are one node.
     @discardableResult

@@ -179,6 +179,10 @@ public final class RoadNetwork: Sendable {
     /// none joins them.
     /// - Parameter solver: `.hierarchy` (the default) unless edges are closed, when the
     ///   bidirectional Dijkstra reference answers.
+    /// - Parameter source: the node the path starts from.
+    /// - Parameter target: the node the path ends at.
+    /// - Parameter mode: the travel mode whose costs are minimised.
+    /// - Parameter closedEdges: edges the path may not use (barriers).
     public func shortestPath(
         from source: Int, to target: Int, mode: TravelMode, closedEdges: Set<Int> = [], solver: PathSolver = .hierarchy
     ) -> (cost: Double, edges: [Int])? {

@@ -29,6 +29,8 @@ public final class RouteTask: LoadableForwarding, Sendable {
     /// - Parameters:
     ///   - url: `…/NAServer/<route layer>`, or a file URL of a `.network`.
     ///   - token: sent as a bearer token to a secured service.
+    /// - Parameter transport: the HTTP client for an NAServer (by default one with the token and a 120 s
+    ///   timeout).
     public init(url: URL, token: String? = nil, transport: (any GPTransport)? = nil) {
         self.url = url
         let transport = transport ?? HTTPGPTransport(token: token, timeout: .seconds(120))

@@ -23,6 +23,10 @@ public enum OutpostApplication {
     /// - Throws: ``ServiceError`` (500) when the TLS certificate or key cannot be read.
     /// - Parameter drain: run it in the same service group after the application to answer 503
     ///   to new requests while a graceful shutdown lets the ones in flight finish.
+    /// - Parameter services: the services to serve.
+    /// - Parameter configuration: the address, TLS, tokens, limits and logging.
+    /// - Parameter onListening: called with the base URL once the server listens (with the port chosen when
+    ///   the configuration asks for port 0).
     public static func make(
         services: ServiceDirectory, configuration: ServerConfiguration, drain: ServerDrain = ServerDrain(),
         onListening: @escaping @Sendable (String) async -> Void = { _ in }

@@ -15,7 +15,7 @@ import ServiceLifecycle
 ///
 /// It listens on `configuration.host` (loopback by default) at `configuration.port`, 0 for a free
 /// port (read it from ``url``). It installs no signal handlers: the app decides when to stop.
-/// Cancelling the Task that awaits ``start(services:configuration:drain:)`` before the server
+/// Cancelling the Task that awaits `start(services:configuration:drain:)` before the server
 /// listens stops it and throws `CancellationError`.
 public final class EmbeddedServer: Sendable {
     /// `http://<host>:<port>` (`https` with TLS).
@@ -41,6 +41,9 @@ public final class EmbeddedServer: Sendable {
     ///     period when ``stop()`` is called (none by default: a stop lets only the requests in
     ///     flight finish).
     ///   - closesServices: whether ``stop()`` closes the services' files once the server stopped.
+    /// - Parameter services: the services to serve.
+    /// - Parameter configuration: the address (127.0.0.1 and a free port by default), TLS, tokens and
+    ///   limits.
     /// - Throws: ``ServiceError`` when the TLS files cannot be read; the listener's error when the
     ///   address cannot be bound; `CancellationError` when the calling Task is cancelled first.
     public static func start(

@@ -255,7 +255,7 @@ public struct GeodatabaseUpdates: Sendable, Hashable, Codable {
 }
 
 extension JobRegistry {
-    /// Every Outpost job, including replica generation and sync, for ``JobManager`` to resume.
+    /// Every Outpost job, including replica generation and sync, for `JobManager` to resume.
     public static func withSyncJobs(environment: SyncJobEnvironment = SyncJobEnvironment()) -> JobRegistry {
         var registry = JobRegistry.withNetworkJobs(transport: HTTPRemoteJobTransport(token: environment.token))
         registry.environment[SyncJobEnvironment.self] = environment

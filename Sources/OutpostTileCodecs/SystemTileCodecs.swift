@@ -4,7 +4,7 @@ import OutpostTiles
 /// libwebp, PNG's DEFLATE through libdeflate. A product of its own so that apps which need none of
 /// them (the sync stack on iOS) link none of them.
 public enum SystemTileCodecs {
-    /// Installs the three in ``TileCodecs`` (once per process; later calls do nothing).
+    /// Installs the three in `TileCodecs` (once per process; later calls do nothing).
     public static func install() {
         _ = installed
     }

@@ -113,8 +113,11 @@ public enum GeoPackageBinary {
     /// Encodes `geometry` with `srsID`.
     ///
     /// - Parameters:
-    ///   - envelope: the envelope kind to store; nil picks ``defaultEnvelopeKind(for:)``. An empty
+    ///   - geometry: the geometry to encode.
+    ///   - srsID: the spatial reference id written in the header.
+    ///   - kind: the envelope kind to store; nil picks ``defaultEnvelopeKind(for:)``. An empty
     ///     geometry always gets none. Kinds with Z or M ordinates the geometry lacks store 0…0.
+    ///   - littleEndian: the byte order of the header and the WKB.
     public static func encode(
         _ geometry: Geometry, srsID: Int32, envelope kind: EnvelopeKind? = nil, littleEndian: Bool = true
     ) -> [UInt8] {

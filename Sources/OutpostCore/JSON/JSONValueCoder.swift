@@ -1,7 +1,7 @@
 import Foundation
 
 /// Decodes `Decodable` values from a parsed ``JSONValue`` tree (or from JSON bytes through
-/// ``JSONParser``).
+/// `JSONParser`).
 ///
 /// The wire types of sync carry free-form attribute maps (`[String: JSONValue]`). Through
 /// Foundation's decoder each such value is found by trial (is it a Bool? an Int64? …), and each

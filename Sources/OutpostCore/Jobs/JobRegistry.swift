@@ -1,6 +1,6 @@
 import Foundation
 
-/// A job of any definition, for code that handles jobs by their JSON (``JobManager``, the CLI).
+/// A job of any definition, for code that handles jobs by their JSON (`JobManager`, the CLI).
 public protocol AnyJob: AnyObject, Sendable {
     var id: String { get }
     var jobType: String { get }

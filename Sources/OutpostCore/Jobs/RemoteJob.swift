@@ -3,7 +3,7 @@ import Foundation
 /// How a client reaches a server-side job: fetch its status JSON, ask it to cancel.
 /// OutpostSync provides the HTTP implementation.
 public protocol RemoteJobTransport: Sendable {
-    /// The job's status JSON (`f=json`). Throws ``RemoteJobUnreachable`` for network failures
+    /// The job's status JSON (`f=json`). Throws `RemoteJobUnreachable` for network failures
     /// (tolerated for a while), any other error for answers that will not get better.
     func status(at url: URL) async throws -> JSONValue
     /// Sends the server the request to cancel the job.

@@ -21,7 +21,7 @@ public struct GeoprocessingError: Error, Hashable, Sendable, CustomStringConvert
 }
 
 /// How a ``GeoprocessingTask`` reaches its service. Network failures are
-/// ``RemoteJobUnreachable`` (a polling job rides them out for a while); answers that will not
+/// `RemoteJobUnreachable` (a polling job rides them out for a while); answers that will not
 /// get better are ``GeoprocessingError``.
 public protocol GPTransport: Sendable {
     func get(_ url: URL) async throws -> JSONValue

@@ -27,6 +27,8 @@ public final class GeoprocessingTask: LoadableForwarding, Sendable {
     private let loaded = LockedValue<GPTaskInfo?>(nil)
 
     /// - Parameter url: a task URL (`…/GPServer/<task>`), or a file URL of a model JSON file.
+    /// - Parameter token: sent as a bearer token to a secured service.
+    /// - Parameter transport: the HTTP client for a GPServer (by default one with the token).
     public convenience init(url: URL, token: String? = nil, transport: (any GPTransport)? = nil) {
         self.init(source: url.isFileURL ? .local(.modelFile(url.path)) : .remote(url), transport: transport ?? HTTPGPTransport(token: token))
     }

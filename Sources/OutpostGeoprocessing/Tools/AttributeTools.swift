@@ -4,7 +4,7 @@ import OutpostCore
 import OutpostStorage
 
 /// Select Layer By Attribute: the input features a where clause matches (or, inverted, does
-/// not). The clause is the one feature-service queries take (``WhereClause``: SQL-92 subset,
+/// not). The clause is the one feature-service queries take (`WhereClause`: SQL-92 subset,
 /// dates, LIKE, IN, functions), run by SQLite over the features' attributes in memory, so a
 /// clause selects here exactly what it selects in a query.
 public struct SelectLayerByAttributeTool: GPTool {

@@ -92,7 +92,7 @@ public protocol SyncBackend: Sendable {
     func schema() async throws -> ServiceSchema
     /// How much of some attachment content (by SHA-256) the server has.
     func blobStatus(sha256: String) async throws -> BlobStatus
-    /// Appends a chunk of attachment content at `offset` (see ``BlobStore``).
+    /// Appends a chunk of attachment content at `offset` (see `BlobStore`).
     func appendBlob(sha256: String, offset: Int64, total: Int64, bytes: Data) async throws -> BlobStatus
     /// An attachment's metadata and hash, by its global id.
     func attachmentInfo(globalID: String) async throws -> AttachmentInfo
@@ -107,9 +107,9 @@ public protocol SyncBackend: Sendable {
     /// Registers a new replica with the scope of replica `id`, starting at `generation` (the
     /// generation of the copy of its file a client holds: a preplanned area's package).
     func copyReplica(id: String, name: String, generation: Int64) async throws -> ReplicaInfo
-    /// Applies a batch exactly once, as ``BatchAdmission`` decides: a resent batch (same hash)
+    /// Applies a batch exactly once, as `BatchAdmission` decides: a resent batch (same hash)
     /// gets the stored result; another batch under the same seq, a seq gap, or a layer the replica
-    /// does not upload throws ``BatchRefusal``; ``BatchRejected`` when `rollbackOnFailure` refuses
+    /// does not upload throws `BatchRefusal`; `BatchRejected` when `rollbackOnFailure` refuses
     /// the batch. The answer's JSON text is the one stored in the ledger.
     func applyBatchAnswering(_ batch: UploadBatch, hash: String) async throws -> BatchAnswer
     /// Applies a framed batch as its frames arrive (docs/sync.md, "Framed batches"), admitted
@@ -139,7 +139,7 @@ public protocol SyncBackend: Sendable {
     /// global id (to refetch a layer whose checksum did not match).
     func snapshot(replicaID: String, layerID: Int, after: String?, limit: Int) async throws -> ChangePage
     /// Per-layer checksums of the replica's scope now; with `since`, of only the features
-    /// changed after that generation where they are at most ``ReplicaChecksums/maxWindowFeatures``
+    /// changed after that generation where they are at most `ReplicaChecksums/maxWindowFeatures`
     /// (listed in the answer), the whole scope's otherwise.
     func checksums(replicaID: String, layerIDs: [Int], since: Int64?) async throws -> ReplicaChecksums
     /// The stored answer of an ArcGIS synchronizeReplica request with this key, if any.
@@ -225,7 +225,7 @@ extension SyncBackend {
     /// nothing for the replica (all its own changes, left out): after it uploaded thousands of
     /// edits, its feed was that many empty pages, each a round trip. The answer is the page the
     /// client would have reached by asking for the next ones itself (generations in the window
-    /// are final, I5); at most ``echoPagesPerRequest`` pages are read per request.
+    /// are final, I5); at most `echoPagesPerRequest` pages are read per request.
     public func feedPage(replicaID: String, layerID: Int, since: Int64, upto: Int64, after: String?, limit: Int) async throws -> ChangePage {
         var page = try await changes(replicaID: replicaID, layerID: layerID, since: since, upto: upto, after: after, limit: limit)
         var read = 1

@@ -63,6 +63,8 @@ extension ServiceDirectory {
     ///   - strict: a file that cannot be opened fails the whole (``ServiceError`` 500 naming the
     ///     file); otherwise it is left out and listed in ``ServiceFiles/unavailable``, and the
     ///     others are served (one damaged file does not stop every service).
+    /// - Parameter path: a file of one of those kinds, or a directory of them.
+    /// - Parameter name: the service name for a single file (default: its name without extension).
     /// - Throws: ``ServiceError`` 404 when the path does not exist or holds no service files.
     public static func open(at path: URL, name: String? = nil, faults: FaultInjector = FaultInjector(), strict: Bool = true) async throws -> ServiceFiles {
         var isDirectory: ObjCBool = false

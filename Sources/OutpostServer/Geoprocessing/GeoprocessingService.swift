@@ -12,8 +12,9 @@ public final class GeoprocessingService: Sendable {
     public let directory: URL
     let queue: GPJobQueue
 
-    /// Opens the service and takes over the jobs a previous server left (see ``GPJobQueue``).
+    /// Opens the service and takes over the jobs a previous server left (see `GPJobQueue`).
     /// - Parameter jobsDirectory: default `<name>.gp-jobs/` beside the definition file.
+    /// - Parameter url: the service definition file (`<name>.gp.json`).
     public init(contentsOf url: URL, jobsDirectory: URL? = nil) async throws {
         definition = try GPServiceDefinition(contentsOf: url)
         directory = jobsDirectory ?? url.deletingLastPathComponent().appendingPathComponent("\(definition.name).gp-jobs")

@@ -94,10 +94,13 @@ public struct ServerDrain: Service {
     /// The longest the drain waits for syncs under way.
     public let period: Duration
 
+    /// - Parameter period: the longest the drain waits for syncs under way once shutdown begins.
     public init(period: Duration = .seconds(30)) {
         self.period = period
     }
 
+    /// Waits for the group's graceful shutdown, then answers 503 to new work while the syncs
+    /// under way finish, for at most ``period``.
     public func run() async throws {
         try? await gracefulShutdown()
         state.startDraining()

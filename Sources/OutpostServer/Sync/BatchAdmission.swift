@@ -94,7 +94,7 @@ public enum BatchAdmission {
         /// The body's hash (a streamed batch's is known when its body has ended).
         public var hash: String
         public let rollbackOnFailure: Bool
-        /// The batch asked for a compact answer (``UploadBatch/compactAnswer``): the ledger
+        /// The batch asked for a compact answer (`UploadBatch/compactAnswer`): the ledger
         /// stores and answers it so; a 422's result lists every edit regardless.
         public var compactAnswer = false
 

@@ -71,8 +71,8 @@ public struct EditPlan: Sendable {
 /// Decides how each edit of an uploaded batch applies (docs/sync.md, "Conflicts"): column-level
 /// merge of concurrent updates, the per-column rules for overlapping changes, update-delete and
 /// delete-update, edits made against an older schema. It reads nothing itself: a backend
-/// fetches what it needs for the layer's edits first (``needsCurrentValues`` and
-/// ``needsTombstones`` say which features), then runs each plan's steps in its transaction.
+/// fetches what it needs for the layer's edits first (`needsCurrentValues` and
+/// `needsTombstones` say which features), then runs each plan's steps in its transaction.
 /// The same planner serves the GeoPackage and the PostgreSQL backends, so both resolve alike.
 public struct BatchPlanner: Sendable {
     public let layer: LayerDefinition
@@ -93,9 +93,9 @@ public struct BatchPlanner: Sendable {
     public var objectIDs: [String: Int64] = [:]
     /// Changes others made to the batch's features after the oldest base generation in the batch.
     public var others: [String: [OthersChange]] = [:]
-    /// Current values of the features ``needsCurrentValues`` names.
+    /// Current values of the features `needsCurrentValues` names.
     public var current: [String: Feature] = [:]
-    /// Tombstones of the features ``needsTombstones`` names.
+    /// Tombstones of the features `needsTombstones` names.
     public var tombstones: [String: TombstoneInfo] = [:]
 
     public init(
@@ -159,7 +159,7 @@ public struct BatchPlanner: Sendable {
 
     /// The plan for one edit. An edit made against an older schema keeps the values of fields
     /// dropped since in a `schemaDropped` conflict record instead of failing; the rest applies.
-    /// - Throws: ``StorageError`` for an edit that cannot apply (its values, its geometry).
+    /// - Throws: `StorageError` for an edit that cannot apply (its values, its geometry).
     public mutating func plan(_ edit: BatchEdit) throws -> EditPlan {
         guard !droppedFields.isEmpty, edit.op != .delete,
             case let lost = (edit.attributes ?? [:]).filter({ droppedFields.contains($0.key.lowercased()) && field(named: $0.key) == nil }), !lost.isEmpty

@@ -67,6 +67,9 @@ public enum ChangeFeedAssembly {
     /// - Parameters:
     ///   - inScope: the features the reads found, by global id.
     ///   - attachments: each feature's attachments, when the replica syncs them.
+    /// - Parameter layer: the layer whose changes the page holds.
+    /// - Parameter rows: the change-log rows of the page, in generation order.
+    /// - Parameter scope: the replica's area, where clause and own replica id.
     public static func changes(
         _ rows: [Row], scope: FeatureQuery?, inScope: [String: Feature], layer: LayerDefinition, attachments: [String: [AttachmentInfo]]?
     ) throws -> [FeedChange] {

@@ -28,7 +28,7 @@ public enum DeltaImport {
     static let pageSize = 1_000
 
     /// Applies `input` (an `edits` file) to `backend` exactly once and writes the reply to `reply`.
-    /// - Throws: ``DeltaError`` for a damaged, foreign or out-of-order file (nothing applied).
+    /// - Throws: `DeltaError` for a damaged, foreign or out-of-order file (nothing applied).
     public static func importEdits(_ input: URL, into backend: any SyncBackend, service: String, reply: URL) async throws -> Summary {
         let reader = try DeltaReader(url: input)
         let header = reader.header

@@ -55,7 +55,7 @@ public enum ReplicaRows {
         return FeedChange(kind: .upsert, globalId: row.globalID, generation: generation, attributes: row.attributes, geometry: row.geometry, inserted: inserted)
     }
 
-    /// A feature's values as a sync exchange carries them (what ``FeatureTable/forEachSyncRow(matching:in:_:)``
+    /// A feature's values as a sync exchange carries them (what `FeatureTable/forEachSyncRow(matching:in:_:)`
     /// reads straight from a stored row).
     public static func syncRow(_ feature: Feature, fields: [FieldDefinition]) throws -> FeatureTable.SyncRow {
         FeatureTable.SyncRow(

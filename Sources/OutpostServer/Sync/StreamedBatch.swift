@@ -53,6 +53,9 @@ public final class StreamedBatch: @unchecked Sendable {
     private let limit: Int
 
     /// - Parameter limit: the most bytes the body may have.
+    /// - Parameter stallLimit: the longest the body may go without a byte before the batch is applied whole
+    ///   or refused.
+    /// - Parameter totalStallLimit: the longest all stalls of the body may add up to.
     public init(limit: Int, stallLimit: Duration = .milliseconds(100), totalStallLimit: Duration = .seconds(1)) {
         self.limit = limit
         self.stallLimit = stallLimit

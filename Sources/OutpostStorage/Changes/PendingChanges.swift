@@ -70,7 +70,7 @@ extension GeodatabaseConnection {
     /// Runs `body` with change capture off: for applying changes downloaded from the server, which
     /// must not be echoed back as local edits. The flag is set and cleared inside the current
     /// transaction, so a crash can never leave capture off. In a replica, the layers' stored
-    /// checksums are kept current through what `body` writes (``keepingStoredChecksums(_:)``).
+    /// checksums are kept current through what `body` writes (`keepingStoredChecksums(_:)`).
     public func withChangeCaptureSilenced<T>(_ body: () throws -> T) throws -> T {
         guard try db.tableExists(ChangeCapture.flagTable) else { return try body() }
         guard db.isInsideTransaction else {
@@ -94,7 +94,7 @@ extension GeodatabaseConnection {
     /// large download. A reader never sees the file without them (the transaction commits with
     /// them back), a rollback restores them, and they are made whole even when `body` fails; the
     /// commit is refused if one is missing. With capture on, or for fewer writes than
-    /// ``captureSetAsideMinimum``, `body` runs with the triggers in place.
+    /// `captureSetAsideMinimum`, `body` runs with the triggers in place.
     public func withCaptureTriggersSetAside<T>(of table: String, expectedWrites: Int, _ body: () throws -> T) throws -> T {
         guard expectedWrites >= Self.captureSetAsideMinimum, try db.tableExists(ChangeCapture.flagTable),
             try Int.fetchOne(db, sql: "SELECT silenced FROM outpost_capture WHERE id = 1") == 1

@@ -217,7 +217,7 @@ public final class Geodatabase: Sendable {
 
     /// Runs `body` on a reader of the committed data only, alongside writes: nil (without
     /// running it) when the file cannot be read that way — not in WAL mode, or while an explicit
-    /// transaction is open (``read(_:)`` would then see its uncommitted changes).
+    /// transaction is open (`read(_:)` would then see its uncommitted changes).
     public func readCommitted<T: Sendable>(_ body: @escaping @Sendable (GeodatabaseConnection) throws -> T) async throws -> T? {
         try checkOpen()
         guard writer is DatabasePool, !state.withLock({ $0.explicitTransaction }) else { return nil }
@@ -246,10 +246,11 @@ public final class Geodatabase: Sendable {
     /// joins it, in a savepoint so a failure undoes only this call's changes.
     ///
     /// - Parameter small: the transaction writes a few rows (bookkeeping): it does not wait for a
-    ///   background checkpoint the WAL is due for (see ``WALCheckpointer``); the WAL grows by its
+    ///   background checkpoint the WAL is due for (see `WALCheckpointer`); the WAL grows by its
     ///   few pages instead. Right after a large commit such a write waited 18–42 ms for a copy it
     ///   did not need (a server recording where a replica's download starts; a replica recording
     ///   its verify), in the middle of a sync.
+    /// - Parameter body: the writes, on the transaction's connection.
     public func write<T>(small: Bool = false, _ body: (GeodatabaseConnection) throws -> T) throws -> T {
         try checkOpen()
         try checkWritable()

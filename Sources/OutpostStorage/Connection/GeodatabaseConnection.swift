@@ -2,7 +2,7 @@ import Foundation
 import GRDB
 import OutpostCore
 
-/// Access to an open geodatabase inside a ``Geodatabase/read(_:)`` or ``Geodatabase/write(_:)``
+/// Access to an open geodatabase inside a `Geodatabase/read(_:)` or `Geodatabase/write(_:)`
 /// closure. It wraps one SQLite connection and is valid only while the closure runs.
 ///
 /// - Important: do not store it or let it escape the closure.
@@ -37,7 +37,7 @@ public final class GeodatabaseConnection {
         self.geodatabase = geodatabase
     }
 
-    /// Whether writes are allowed on this connection (false inside ``Geodatabase/read(_:)``).
+    /// Whether writes are allowed on this connection (false inside `Geodatabase/read(_:)`).
     public var isWritable: Bool { !db.configuration.readonly && !geodatabase.isReadOnly }
 
     /// Runs raw SQL with bound arguments. Triggers (R-tree, change capture) fire as for any

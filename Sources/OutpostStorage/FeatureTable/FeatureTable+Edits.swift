@@ -15,6 +15,7 @@ extension FeatureTable {
     ///
     /// - Parameter spatialReference: the spatial reference of the geometries given, when it is not
     ///   the layer's; they are projected (between 4326 and 3857) or the edit is refused.
+    /// - Parameter features: the features to add; object ids and global ids given are replaced by new ones.
     public func add(_ features: [Feature], spatialReference: SpatialReference? = nil) async throws -> [Feature] {
         try await geodatabase.write { conn in try self.add(features, spatialReference: spatialReference, in: conn) }
     }

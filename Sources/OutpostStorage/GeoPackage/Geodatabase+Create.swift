@@ -19,6 +19,9 @@ extension Geodatabase {
     ///
     /// - Parameter changeCapture: install the triggers that record local edits for upload (true for
     ///   client geodatabases; a service's own store logs changes itself and passes false).
+    /// - Parameter url: where the GeoPackage is created.
+    /// - Parameter schema: the layers, fields, domains and spatial references to create.
+    /// - Parameter overwrite: replace a file already at `url` (refused otherwise).
     public static func create(
         at url: URL, schema: ServiceSchema, overwrite: Bool = false, changeCapture: Bool = true,
         populate: ((GeodatabaseConnection) throws -> Void)? = nil

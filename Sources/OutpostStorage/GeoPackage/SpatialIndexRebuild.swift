@@ -156,7 +156,7 @@ final class SpatialIndexWatch {
 
 extension GeodatabaseConnection {
     /// Runs `body`, which may write many geometries of `tableName`, keeping that table's R-tree
-    /// the cheaper way (``SpatialIndexRebuild``): through the GeoPackage triggers as usual, until
+    /// the cheaper way (`SpatialIndexRebuild`): through the GeoPackage triggers as usual, until
     /// ``FeatureTable`` has written as many geometries as make a packed rebuild cheaper; then the
     /// triggers are set aside, and after `body` the index is packed again from the table and
     /// the triggers re-created. Until then envelope queries on the table do not use the index.
@@ -167,6 +167,8 @@ extension GeodatabaseConnection {
     ///   it knows (a batch's edits, a download's staged changes): once that reaches the budget
     ///   the triggers are set aside before the first write, so no edit pays for both the
     ///   triggers and the rebuild. Otherwise the writes are counted as they happen.
+    /// - Parameter tableName: the feature table about to be written.
+    /// - Parameter body: the writes.
     public func maintainingSpatialIndex<T>(of tableName: String, expectedGeometryWrites: Int? = nil, _ body: () throws -> T) throws -> T {
         guard isWritable, spatialIndexWatches[tableName] == nil else { return try body() }
         let table = try geodatabase.table(named: tableName)

@@ -10,9 +10,9 @@ let sqliteTransient = unsafeBitCast(-1, to: sqlite3_destructor_type.self)
 ///
 /// It inserts rows through one prepared statement bound with the C API, keeps each row's bounds
 /// (24 bytes a feature, never the geometry), and builds the R-tree at the end: packed in one pass
-/// when the index was empty (``RTreeBulkLoader``), by bulk insert otherwise. The R-tree triggers
+/// when the index was empty (`RTreeBulkLoader`), by bulk insert otherwise. The R-tree triggers
 /// are dropped for the load and re-created, unchanged, before the transaction commits. Every
-/// value is checked against the schema exactly as ``FeatureTable/add(_:in:)`` does.
+/// value is checked against the schema exactly as `FeatureTable/add(_:in:)` does.
 ///
 /// ```swift
 /// try gdb.write { conn in
@@ -215,6 +215,8 @@ extension FeatureTable {
     ///
     /// - Parameter captureChanges: record the rows as local edits to sync (off by default: an
     ///   import is base data, not edits).
+    /// - Parameter conn: a connection inside a write transaction.
+    /// - Parameter body: adds the features through the importer it is handed.
     /// - Returns: the number of features added.
     @discardableResult
     public func importFeatures(

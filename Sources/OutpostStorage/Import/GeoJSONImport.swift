@@ -9,6 +9,10 @@ public enum GeoJSONImport {
     /// feature's global id; the OID property is ignored (object ids are assigned anew). Geometries
     /// are projected when the layer is in Web Mercator.
     /// - Parameter ignoreUnknownProperties: skip properties that are not fields instead of failing.
+    /// - Parameter file: a GeoJSON FeatureCollection, read as a stream.
+    /// - Parameter table: the feature table to fill.
+    /// - Parameter conn: a connection inside a write transaction.
+    /// - Parameter captureChanges: record the rows as local edits to sync (off: an import is base data).
     /// - Returns: the number of features imported.
     /// - Throws: ``StorageError`` naming the feature (1-based) and the problem; the caller's
     ///   transaction then rolls back.
@@ -81,6 +85,9 @@ public enum GeoJSONImport {
 /// `data/<layer name>.geojson` for each layer that has data (docs/cli.md, "Sample data").
 public enum ServiceDirectoryImport {
     /// - Parameters:
+    ///   - directory: the sample-data directory.
+    ///   - output: where the geodatabase is created.
+    ///   - overwrite: replace a file already at `output` (refused otherwise).
     ///   - schemaURL: a schema to use instead of `<directory>/service.json`.
     /// - Returns: the geodatabase and the number of features imported per layer.
     public static func createGeodatabase(
@@ -109,7 +116,7 @@ public enum ServiceDirectoryImport {
 
 extension GeoJSONFeatureReader {
     /// Memory-maps `url` and positions the reader at its first feature.
-    /// - Throws: ``GeometryError/Code/invalidEncoding`` when the file is not a FeatureCollection.
+    /// - Throws: `GeometryError.Code.invalidEncoding` when the file is not a FeatureCollection.
     public init(contentsOf url: URL) throws {
         try self.init(data: try Data(contentsOf: url, options: .alwaysMapped))
     }

@@ -63,7 +63,7 @@ public final class JobManager: Sendable {
     }
 
     /// Starts (or resumes) `job` in this process.
-    /// - Throws: ``JobError/Code/busy`` when another process is running it.
+    /// - Throws: `JobError/Code/busy` when another process is running it.
     public func start(_ job: any AnyJob) throws {
         try lock(job.id)
         do {

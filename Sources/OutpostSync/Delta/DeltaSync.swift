@@ -90,7 +90,7 @@ public enum DeltaSync {
     /// Applies a service's reply: acknowledges (or withdraws, when rolled back) the batch it
     /// answers, then applies its changes with the cursor advance, all in one transaction.
     /// Importing the same reply again changes nothing.
-    /// - Throws: ``DeltaError`` for a damaged file, a reply to another replica, or one whose
+    /// - Throws: `DeltaError` for a damaged file, a reply to another replica, or one whose
     ///   changes start past the replica's cursor (an earlier reply is missing) or before it
     ///   (the replica synced since the edits file was made: export again); nothing is applied.
     public static func importReply(into geodatabase: Geodatabase, from url: URL) async throws -> ImportSummary {

@@ -3,7 +3,7 @@ import OutpostCore
 import OutpostStorage
 
 /// What a rebuilt sync job cannot keep in its JSON: the service token (job files are not a place
-/// for credentials) and, for tests, the fault points. Put it in the ``JobEnvironment``.
+/// for credentials) and, for tests, the fault points. Put it in the `JobEnvironment`.
 public struct SyncJobEnvironment: Sendable {
     public var token: String?
     public var faults: FaultInjector

@@ -8,7 +8,7 @@ import OutpostStorage
 /// Follows server-side jobs (async createReplica, exportTiles) over HTTP.
 ///
 /// Failures to reach the server (refused or dropped connections, timeouts, 502/503/504 from a
-/// proxy) are ``RemoteJobUnreachable``, which ``RemoteJob`` tolerates for its connection-loss
+/// proxy) are `RemoteJobUnreachable`, which `RemoteJob` tolerates for its connection-loss
 /// window; any other answer that is not job status JSON fails the job.
 public struct HTTPRemoteJobTransport: RemoteJobTransport {
     let client: HTTPClient

@@ -12,6 +12,7 @@ public final class ExportTileCacheTask: LoadableForwarding, Sendable {
     private let loaded = LockedValue<TileCacheInfo?>(nil)
 
     /// - Parameter url: a MapServer URL, a `{z}/{x}/{y}` template, or a file URL of a cache.
+    /// - Parameter token: sent as a bearer token to a secured tile service.
     public convenience init(url: URL, token: String? = nil) {
         self.init(source: url.isFileURL ? .cache(url) : .http(url.absoluteString.removingPercentEncoding ?? url.absoluteString), token: token)
     }

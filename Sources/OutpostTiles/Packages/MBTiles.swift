@@ -32,6 +32,8 @@ public final class MBTilesWriter {
     /// - Parameters:
     ///   - resuming: continue a file an earlier (killed) export committed to.
     ///   - formats: the tiles of each format that export committed (its checkpoint's count).
+    /// - Parameter url: the MBTiles file to write.
+    /// - Parameter info: the tiling scheme and levels written to the metadata table.
     public init(at url: URL, info: TileCacheInfo, resuming: Bool = false, formats: [TileImageFormat: Int] = [:]) throws {
         self.url = url
         resumed = resuming

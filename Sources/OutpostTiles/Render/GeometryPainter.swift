@@ -10,6 +10,9 @@ public struct GeometryPainter: Sendable {
     private var canvas: Canvas
 
     /// - Parameter transparent: start from transparent pixels rather than the map background.
+    /// - Parameter envelope: the map extent the image covers.
+    /// - Parameter width: the image width in pixels.
+    /// - Parameter height: the image height in pixels.
     public init(envelope: Envelope, width: Int, height: Int, transparent: Bool = true) {
         self.envelope = envelope
         self.width = width

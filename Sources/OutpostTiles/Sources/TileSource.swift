@@ -50,6 +50,11 @@ public struct HTTPTileSource: TileSource {
         configuration: HTTPClient.Configuration(decompression: .enabled(limit: .ratio(200))))
 
     /// - Parameter url: a MapServer URL, or a template with `{z}`/`{x}`/`{y}` or `{level}`/`{row}`/`{col}`.
+    /// - Parameter token: sent as a bearer token to a secured service.
+    /// - Parameter timeout: the longest one tile request may take.
+    /// - Parameter attempts: how many times a tile is asked for before its error is kept.
+    /// - Parameter backoff: the wait before the first retry, doubled after each.
+    /// - Parameter client: the HTTP client (one shared by the process by default).
     public init(url: String, token: String? = nil, timeout: Duration = .seconds(30), attempts: Int = 4, backoff: Duration = .milliseconds(250), client: HTTPClient? = nil) throws {
         let hasTemplate = url.contains("{z}") || url.contains("{level}")
         if hasTemplate {

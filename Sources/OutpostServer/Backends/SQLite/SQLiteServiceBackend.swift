@@ -49,7 +49,7 @@ public final class SQLiteServiceBackend: FeatureServiceBackend {
     }
 
     /// Creates a service GeoPackage whose initial data `populate` loads (with
-    /// ``FeatureTable/importFeatures(in:captureChanges:_:)``, say).
+    /// `FeatureTable/importFeatures(in:captureChanges:_:)`, say).
     public static func create(
         at url: URL, schema: ServiceSchema, overwrite: Bool = false, populate: @escaping (GeodatabaseConnection) throws -> Void
     ) throws {
