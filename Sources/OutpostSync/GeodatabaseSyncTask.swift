@@ -22,22 +22,34 @@ import Synchronization
 public final class GeodatabaseSyncTask: Loadable, Sendable {
     /// The service's description, once loaded.
     public struct ServiceInfo: Sendable, Hashable {
+        /// A layer or table of the service.
         public struct Layer: Sendable, Hashable {
+            /// The layer's id in the service.
             public var id: Int
+            /// The layer's name, which is its table's name in a replica.
             public var name: String
+            /// Whether it is a table without geometry.
             public var isTable: Bool
         }
 
+        /// The service's layers and tables.
         public var layers: [Layer]
+        /// What the service allows (`Query`, `Create`, `Update`, `Delete`, `Sync`…).
         public var capabilities: [String]
+        /// Whether the service makes replicas that sync.
         public var syncEnabled: Bool
+        /// Whether a replica may sync layer by layer (the `layer` sync model).
         public var supportsPerLayerSync: Bool
+        /// The spatial reference of the service's data.
         public var spatialReference: SpatialReference
+        /// The extent of the service's data, when it says.
         public var fullExtent: Envelope?
 
+        /// Whether the service accepts edits, so replicas sync both ways rather than download only.
         public var isEditable: Bool { capabilities.contains { ["Create", "Update", "Delete", "Editing"].contains($0) } }
     }
 
+    /// The FeatureServer this task works with.
     public let url: URL
     let connection: ServiceConnection
     let token: String?
@@ -79,15 +91,20 @@ public final class GeodatabaseSyncTask: Loadable, Sendable {
             spatialReference: sr, fullExtent: json["fullExtent"].flatMap { try? EsriJSON.decodeEnvelope($0) })
     }
 
+    /// The service's description, once loaded (nil before).
     public var serviceInfo: ServiceInfo? { info.value.withLock { $0 } }
 
     // MARK: Loadable
 
+    /// Where loading the service's description is.
     public var loadStatus: LoadStatus { loader.loadStatus }
     public var loadStatusUpdates: AsyncStream<LoadStatus> { loader.loadStatusUpdates }
     public var loadError: (any Error)? { loader.loadError }
+    /// Reads the service's description, or joins the read under way (see `Loadable.load()`).
     public func load() async throws { try await loader.load() }
+    /// Reads the service's description again after a failed load.
     public func retryLoad() async throws { try await loader.retryLoad() }
+    /// Stops a load under way, for every caller.
     public func cancelLoad() { loader.cancelLoad() }
 
     private func loadedInfo() async throws -> ServiceInfo {
@@ -132,6 +149,12 @@ public final class GeodatabaseSyncTask: Loadable, Sendable {
         return SyncGeodatabaseParameters(geodatabaseSyncDirection: info.isEditable ? .bidirectional : .download)
     }
 
+    /// A job that syncs `geodatabase` (a replica of this service) with the given parameters.
+    /// - Parameters:
+    ///   - parameters: the directions, batch size, rollback and conflict rules.
+    ///   - geodatabase: the replica to sync.
+    ///   - faults: fault points for tests.
+    ///   - store: where the job keeps its JSON, so that a restarted process resumes it.
     public func makeSyncGeodatabaseJob(
         parameters: SyncGeodatabaseParameters, geodatabase: Geodatabase, faults: FaultInjector = FaultInjector(), store: (any JobStore)? = nil
     ) -> Job<SyncGeodatabaseJob> {
@@ -250,7 +273,9 @@ public struct GeodatabaseUpdates: Sendable, Hashable, Codable {
     /// Local edits waiting to upload.
     public var pendingUploads: PendingChanges
 
+    /// Whether the service has changes this replica has not downloaded.
     public var downloadAvailable: Bool { !layersWithChanges.isEmpty }
+    /// Whether this replica has edits the service has not received.
     public var uploadAvailable: Bool { pendingUploads.total > 0 }
 }
 

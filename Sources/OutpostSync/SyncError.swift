@@ -3,6 +3,7 @@ import OutpostCore
 
 /// Why a sync operation failed, in one line a field user can act on.
 public struct SyncError: Error, Sendable, Hashable, CustomStringConvertible, JobFailureCause {
+    /// What kind of failure it is.
     public enum Code: String, Sendable, Hashable {
         /// The server could not be reached (refused, dropped, timed out, 502/503/504).
         case unreachable
@@ -25,11 +26,14 @@ public struct SyncError: Error, Sendable, Hashable, CustomStringConvertible, Job
         case unsupported
     }
 
+    /// What kind of failure it is.
     public var code: Code
+    /// What went wrong, in words a field user can act on.
     public var message: String
     /// The HTTP status, for `.server`, `.ledgerConflict` and `.notRegistered`.
     public var status: Int?
 
+    /// An error of `code` with its message.
     public init(_ code: Code, _ message: String, status: Int? = nil) {
         self.code = code
         self.message = message

@@ -1,7 +1,9 @@
 /// CRC-32 (ISO 3309 / ITU-T V.42, polynomial 0xEDB88320 reflected), as zlib, PNG and ZIP use it.
 public struct CRC32: Sendable, Hashable {
+    /// The checksum of the bytes so far.
     public private(set) var value: UInt32 = 0
 
+    /// The checksum of no bytes.
     public init() {}
 
     /// Continues a checksum computed earlier (for example, one saved in a job checkpoint).
@@ -20,6 +22,7 @@ public struct CRC32: Sendable, Hashable {
         value = ~c
     }
 
+    /// Adds bytes to the checksum.
     public mutating func update(_ bytes: [UInt8]) { bytes.withUnsafeBytes { update($0) } }
 
     /// The checksum of `bytes`.

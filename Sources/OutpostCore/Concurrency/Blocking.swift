@@ -44,8 +44,10 @@ public final class BlockingCancellation: Sendable {
 
     private let state = Mutex(State())
 
+    /// A cancellation not yet cancelled.
     public init() {}
 
+    /// Whether the caller left.
     public var isCancelled: Bool { state.withLock { $0.cancelled } }
 
     /// Throws `CancellationError` once the work is cancelled.

@@ -45,12 +45,14 @@ public struct GeometryError: Error, Hashable, Sendable, CustomStringConvertible 
         }
     }
 
+    /// What kind of failure it is.
     public var code: Code
     /// What is wrong, in words a user can act on.
     public var message: String
     /// Byte offset in the input where the problem was found, for binary codecs.
     public var offset: Int?
 
+    /// An error of `code` with its message and, for a decoding error, the byte offset.
     public init(_ code: Code, _ message: String, offset: Int? = nil) {
         self.code = code
         self.message = message

@@ -1,10 +1,16 @@
 /// An axis-aligned bounding box in x and y, with optional z and m ranges.
 public struct Envelope: Hashable, Sendable, Codable {
+    /// The least x.
     public var xmin: Double
+    /// The least y.
     public var ymin: Double
+    /// The greatest x.
     public var xmax: Double
+    /// The greatest y.
     public var ymax: Double
+    /// The least and greatest z, when the geometry has Z.
     public var zRange: ClosedRange<Double>?
+    /// The least and greatest m, when the geometry has M.
     public var mRange: ClosedRange<Double>?
 
     /// - Precondition: none; an inverted box (`xmin > xmax`) is kept as given and ``isValid`` is false.
@@ -25,13 +31,17 @@ public struct Envelope: Hashable, Sendable, Codable {
         [xmin, ymin, xmax, ymax].allSatisfy(\.isFinite) && xmin <= xmax && ymin <= ymax
     }
 
+    /// `xmax - xmin`.
     public var width: Double { xmax - xmin }
+    /// `ymax - ymin`.
     public var height: Double { ymax - ymin }
 
+    /// Whether the two envelopes share a point (touching counts).
     public func intersects(_ other: Envelope) -> Bool {
         xmin <= other.xmax && other.xmin <= xmax && ymin <= other.ymax && other.ymin <= ymax
     }
 
+    /// Whether the point is inside or on the edge.
     public func contains(x: Double, y: Double) -> Bool {
         x >= xmin && x <= xmax && y >= ymin && y <= ymax
     }
@@ -65,8 +75,10 @@ public struct Envelope: Hashable, Sendable, Codable {
         private var z: ClosedRange<Double>?
         private var m: ClosedRange<Double>?
 
+        /// A builder that has seen nothing yet.
         public init() {}
 
+        /// Grows the envelope to take in a position.
         public mutating func add(_ p: Position) {
             if let b = bounds {
                 bounds = (min(b.xmin, p.x), min(b.ymin, p.y), max(b.xmax, p.x), max(b.ymax, p.y))
@@ -77,11 +89,13 @@ public struct Envelope: Hashable, Sendable, Codable {
             if let pm = p.m { m = m.map { min($0.lowerBound, pm)...max($0.upperBound, pm) } ?? pm...pm }
         }
 
+        /// Grows the envelope to take in positions.
         public mutating func add(_ e: Envelope) {
             add(Position(x: e.xmin, y: e.ymin))
             add(Position(x: e.xmax, y: e.ymax))
         }
 
+        /// The envelope of what was added; nil when nothing was.
         public var envelope: Envelope? {
             bounds.map { Envelope(xmin: $0.xmin, ymin: $0.ymin, xmax: $0.xmax, ymax: $0.ymax, zRange: z, mRange: m) }
         }

@@ -11,14 +11,22 @@
 // Not `indirect`: only GeometryCollection nests, and it does so through an array, which is
 // already a heap reference. Boxing every case would cost an allocation per point.
 public enum Geometry: Hashable, Sendable {
+    /// A point.
     case point(Point)
+    /// A line.
     case lineString(LineString)
+    /// An area.
     case polygon(Polygon)
+    /// Several points.
     case multiPoint(MultiPoint)
+    /// Several lines.
     case multiLineString(MultiLineString)
+    /// Several areas.
     case multiPolygon(MultiPolygon)
+    /// Geometries of any types.
     case geometryCollection(GeometryCollection)
 
+    /// Which kind of geometry it is.
     public var type: GeometryType {
         switch self {
         case .point: .point
@@ -31,6 +39,7 @@ public enum Geometry: Hashable, Sendable {
         }
     }
 
+    /// Which ordinates its positions have.
     public var layout: CoordinateLayout {
         switch self {
         case .point(let g): g.layout
@@ -156,7 +165,9 @@ func checkPartLayout(_ partLayout: CoordinateLayout, in layout: CoordinateLayout
 
 /// A point, or an empty point (`POINT EMPTY`) when `position` is nil.
 public struct Point: Hashable, Sendable {
+    /// Which ordinates the point has.
     public let layout: CoordinateLayout
+    /// Where the point is (nil for an empty point).
     public let position: Position?
 
     /// - Throws: ``GeometryError/Code/invalidCoordinate`` for a non-finite ordinate.
@@ -166,10 +177,12 @@ public struct Point: Hashable, Sendable {
         self.position = position
     }
 
+    /// A point at the coordinates; its layout follows from which of `z` and `m` are given.
     public init(x: Double, y: Double, z: Double? = nil, m: Double? = nil) throws {
         try self.init(Position(x: x, y: y, z: z, m: m))
     }
 
+    /// An empty point.
     public init(empty layout: CoordinateLayout) {
         self.layout = layout
         self.position = nil
@@ -178,7 +191,9 @@ public struct Point: Hashable, Sendable {
 
 /// A line string: none (empty) or at least two positions.
 public struct LineString: Hashable, Sendable {
+    /// Which ordinates the positions have.
     public let layout: CoordinateLayout
+    /// The line's vertices in order.
     public let positions: [Position]
 
     /// - Throws: ``GeometryError`` for a single position, non-finite ordinates or mixed layouts.
@@ -192,6 +207,7 @@ public struct LineString: Hashable, Sendable {
         self.positions = positions
     }
 
+    /// An empty line.
     public init(empty layout: CoordinateLayout) {
         self.layout = layout
         self.positions = []
@@ -203,7 +219,9 @@ public struct LineString: Hashable, Sendable {
 /// Each ring is closed (first position equals last in x and y) and has at least four positions
 /// (OGC 06-103r4 §6.1.7.1). Ring orientation is not enforced: encoders that need one fix it.
 public struct Polygon: Hashable, Sendable {
+    /// Which ordinates the positions have.
     public let layout: CoordinateLayout
+    /// The rings: the exterior first, then the holes; each closed (its last position is its first).
     public let rings: [[Position]]
 
     /// - Throws: ``GeometryError/Code/invalidRing`` for an open or too-short ring.
@@ -223,19 +241,27 @@ public struct Polygon: Hashable, Sendable {
         self.rings = rings
     }
 
+    /// An empty polygon.
     public init(empty layout: CoordinateLayout) {
         self.layout = layout
         self.rings = []
     }
 
+    /// The exterior ring (nil for an empty polygon).
     public var exterior: [Position]? { rings.first }
+    /// The holes.
     public var holes: ArraySlice<[Position]> { rings.dropFirst() }
 }
 
+/// Several points as one geometry.
 public struct MultiPoint: Hashable, Sendable {
+    /// Which ordinates the points have.
     public let layout: CoordinateLayout
+    /// The points.
     public let points: [Point]
 
+    /// Points as one geometry; `layout` defaults to the first point's. Throws ``GeometryError`` when the
+    /// layouts differ.
     public init(_ points: [Point], layout: CoordinateLayout? = nil) throws {
         let layout = layout ?? points.first?.layout ?? .xy
         for p in points { try checkPartLayout(p.layout, in: layout) }
@@ -243,16 +269,22 @@ public struct MultiPoint: Hashable, Sendable {
         self.points = points
     }
 
+    /// An empty multipoint.
     public init(empty layout: CoordinateLayout) {
         self.layout = layout
         self.points = []
     }
 }
 
+/// Several lines as one geometry.
 public struct MultiLineString: Hashable, Sendable {
+    /// Which ordinates the lines have.
     public let layout: CoordinateLayout
+    /// The lines.
     public let lineStrings: [LineString]
 
+    /// Lines as one geometry; `layout` defaults to the first line's. Throws ``GeometryError`` when the layouts
+    /// differ.
     public init(_ lineStrings: [LineString], layout: CoordinateLayout? = nil) throws {
         let layout = layout ?? lineStrings.first?.layout ?? .xy
         for l in lineStrings { try checkPartLayout(l.layout, in: layout) }
@@ -260,16 +292,22 @@ public struct MultiLineString: Hashable, Sendable {
         self.lineStrings = lineStrings
     }
 
+    /// An empty multilinestring.
     public init(empty layout: CoordinateLayout) {
         self.layout = layout
         self.lineStrings = []
     }
 }
 
+/// Several areas as one geometry.
 public struct MultiPolygon: Hashable, Sendable {
+    /// Which ordinates the polygons have.
     public let layout: CoordinateLayout
+    /// The polygons.
     public let polygons: [Polygon]
 
+    /// Polygons as one geometry; `layout` defaults to the first polygon's. Throws ``GeometryError`` when the
+    /// layouts differ.
     public init(_ polygons: [Polygon], layout: CoordinateLayout? = nil) throws {
         let layout = layout ?? polygons.first?.layout ?? .xy
         for p in polygons { try checkPartLayout(p.layout, in: layout) }
@@ -277,16 +315,22 @@ public struct MultiPolygon: Hashable, Sendable {
         self.polygons = polygons
     }
 
+    /// An empty multipolygon.
     public init(empty layout: CoordinateLayout) {
         self.layout = layout
         self.polygons = []
     }
 }
 
+/// Geometries of any types as one.
 public struct GeometryCollection: Hashable, Sendable {
+    /// Which ordinates the geometries have.
     public let layout: CoordinateLayout
+    /// The geometries.
     public let geometries: [Geometry]
 
+    /// Geometries as one; `layout` defaults to the first one's. Throws ``GeometryError`` when the layouts
+    /// differ.
     public init(_ geometries: [Geometry], layout: CoordinateLayout? = nil) throws {
         let layout = layout ?? geometries.first?.layout ?? .xy
         for g in geometries { try checkPartLayout(g.layout, in: layout) }
@@ -294,6 +338,7 @@ public struct GeometryCollection: Hashable, Sendable {
         self.geometries = geometries
     }
 
+    /// An empty collection.
     public init(empty layout: CoordinateLayout) {
         self.layout = layout
         self.geometries = []

@@ -2,12 +2,19 @@
 ///
 /// Raw values are the ISO WKB type codes for XY geometries (OGC 06-103r4 §8.2.3).
 public enum GeometryType: UInt32, Sendable, Hashable, CaseIterable {
+    /// A single point.
     case point = 1
+    /// A line of connected segments.
     case lineString = 2
+    /// An area: an exterior ring and holes.
     case polygon = 3
+    /// Several points.
     case multiPoint = 4
+    /// Several lines.
     case multiLineString = 5
+    /// Several areas.
     case multiPolygon = 6
+    /// Geometries of any types.
     case geometryCollection = 7
 
     /// The upper-case name GeoPackage uses in `gpkg_geometry_columns.geometry_type_name`.
@@ -36,12 +43,14 @@ public enum GeometryType: UInt32, Sendable, Hashable, CaseIterable {
         }
     }
 
+    /// The type a GeoPackage `geometry_type_name` names (`POINT`, `MULTIPOLYGON`…); nil for another name.
     public init?(geoPackageName: String) {
         guard let match = Self.allCases.first(where: { $0.geoPackageName == geoPackageName.uppercased() })
         else { return nil }
         self = match
     }
 
+    /// The type a GeoJSON `type` names (`Point`, `MultiPolygon`…); nil for another name.
     public init?(geoJSONName: String) {
         guard let match = Self.allCases.first(where: { $0.geoJSONName == geoJSONName }) else { return nil }
         self = match

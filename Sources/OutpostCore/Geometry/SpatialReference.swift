@@ -3,17 +3,23 @@
 /// Outpost knows two systems well: WGS 84 longitude/latitude (4326) and Web Mercator (3857,
 /// which Esri writes as 102100 with `latestWkid` 3857). Others are carried by id.
 public struct SpatialReference: Hashable, Sendable, Codable, CustomStringConvertible {
+    /// The EPSG or Esri well-known id.
     public let wkid: Int
 
+    /// The spatial reference with that well-known id.
     public init(wkid: Int) {
         // Esri's historical codes for Web Mercator all mean EPSG:3857.
         self.wkid = [102100, 102113, 900913].contains(wkid) ? 3857 : wkid
     }
 
+    /// Longitude and latitude on WGS 84 (EPSG:4326).
     public static let wgs84 = SpatialReference(wkid: 4326)
+    /// Web Mercator (EPSG:3857; 102100 is read as the same).
     public static let webMercator = SpatialReference(wkid: 3857)
 
+    /// Whether coordinates are degrees of longitude and latitude.
     public var isGeographic: Bool { wkid == 4326 }
+    /// Whether it is Web Mercator.
     public var isWebMercator: Bool { wkid == 3857 }
 
     /// A human name for the systems Outpost knows.

@@ -7,12 +7,19 @@ import Foundation
 /// JSON's: a number is its value, however it is spelled, so `.integer(12)` equals `.number(12.0)`
 /// (JSON text written from a Double reads back as an integer when it has no fraction).
 public enum JSONValue: Hashable, Sendable {
+    /// `null`.
     case null
+    /// `true` or `false`.
     case bool(Bool)
+    /// A number without fraction or exponent that fits 64 bits.
     case integer(Int64)
+    /// Any other number.
     case number(Double)
+    /// A string.
     case string(String)
+    /// An array.
     case array([JSONValue])
+    /// An object; its keys keep no order.
     case object([String: JSONValue])
 
     /// Parses JSON text.
@@ -78,10 +85,15 @@ public enum JSONValue: Hashable, Sendable {
         return nil
     }
 
+    /// The members, when it is an object.
     public var objectValue: [String: JSONValue]? { if case .object(let o) = self { o } else { nil } }
+    /// The elements, when it is an array.
     public var arrayValue: [JSONValue]? { if case .array(let a) = self { a } else { nil } }
+    /// The string, when it is one.
     public var stringValue: String? { if case .string(let s) = self { s } else { nil } }
+    /// The Boolean, when it is one.
     public var boolValue: Bool? { if case .bool(let b) = self { b } else { nil } }
+    /// Whether it is `null`.
     public var isNull: Bool { self == .null }
 
     /// The number as a Double, for `.integer` and `.number`.
@@ -121,6 +133,7 @@ public enum JSONValue: Hashable, Sendable {
     /// Compact JSON text; object keys are sorted so output is stable.
     public var jsonString: String { String(decoding: jsonBytes, as: UTF8.self) }
 
+    /// The value as compact UTF-8 JSON.
     public var jsonData: Data { Data(jsonBytes) }
 
     /// The UTF-8 bytes of ``jsonString``.

@@ -9,6 +9,7 @@ import Foundation
 /// On a 5,000-edit batch that is the difference between most of the request's time and a small
 /// part of it.
 public struct JSONValueDecoder: Sendable {
+    /// A decoder.
     public init() {}
 
     public func decode<T: Decodable>(_ type: T.Type, from value: JSONValue) throws -> T {
@@ -27,6 +28,7 @@ public struct JSONValueDecoder: Sendable {
 /// Encodes `Encodable` values to a ``JSONValue`` tree; `encodeToData` writes it with sorted keys
 /// (canonical bytes: the same value always gives the same text).
 public struct JSONValueEncoder: Sendable {
+    /// An encoder.
     public init() {}
 
     public func encode<T: Encodable>(_ value: T) throws -> JSONValue {

@@ -16,7 +16,9 @@ import Synchronization
 /// a step always runs, and rollback runs on failure and cancellation, both shielded from task
 /// cancellation.
 public final class Job<Definition: JobDefinition>: Sendable {
+    /// What the job does: its parameters and steps.
     public let definition: Definition
+    /// The job's id, kept in its JSON (and a `JobManager`'s file name).
     public var id: String { state.withLock { $0.snapshot.id } }
 
     private struct State {
@@ -87,12 +89,15 @@ public final class Job<Definition: JobDefinition>: Sendable {
 
     // MARK: - Observation
 
+    /// Where the job is in its lifecycle.
     public var status: JobStatus { state.withLock { $0.machine.status } }
     /// The current status, then every change.
     public var statusUpdates: AsyncStream<JobStatus> { statusBroadcast.subscribe() }
+    /// How far the job got, by phase.
     public var progress: JobProgress { state.withLock { $0.snapshot.progress } }
     /// The current progress, then every change.
     public var progressUpdates: AsyncStream<JobProgress> { progressBroadcast.subscribe() }
+    /// What the job logged, oldest first.
     public var messages: [JobMessage] { state.withLock { $0.snapshot.messages } }
     /// New messages as they are logged.
     public var messageUpdates: AsyncStream<JobMessage> {
@@ -434,6 +439,7 @@ public final class JobContext: Sendable {
     private let rollbackHandler: @Sendable (@escaping @Sendable () async -> Void) -> Void
     private let recordHandler: @Sendable (String, JSONValue?) -> Void
     private let recordedProvider: @Sendable (String) -> JSONValue?
+    /// The id of the job this context serves.
     public let jobID: String
 
     init<D: JobDefinition>(_ job: Job<D>) {

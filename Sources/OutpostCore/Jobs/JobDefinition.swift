@@ -22,6 +22,7 @@ import Foundation
 /// }
 /// ```
 public protocol JobDefinition: Sendable {
+    /// What the job gives when it succeeds (a replica, a tile cache, per-layer results…).
     associatedtype Output: Sendable
 
     /// A stable name stored in the job JSON, used to rebuild the job (for example `outpost.copyFile`).
@@ -62,8 +63,10 @@ extension JobDefinition {
 public struct JobEnvironment: Sendable {
     private var values: [ObjectIdentifier: any Sendable] = [:]
 
+    /// An empty environment.
     public init() {}
 
+    /// The value of that type, when one was put in.
     public subscript<Service: Sendable>(_ type: Service.Type) -> Service? {
         get { values[ObjectIdentifier(type)] as? Service }
         set { values[ObjectIdentifier(type)] = newValue }

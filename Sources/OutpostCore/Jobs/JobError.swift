@@ -2,7 +2,9 @@
 public struct JobError: Error, Hashable, Sendable, CustomStringConvertible, Codable {
     /// The kind of failure. New codes may be added; switch with a `default`.
     public struct Code: Hashable, Sendable, CustomStringConvertible, Codable {
+        /// The code's name, as in a job's JSON (`cancelled`, `stepFailed`…).
         public let rawValue: String
+        /// A code by name.
         public init(rawValue: String) { self.rawValue = rawValue }
 
         /// The job was cancelled (`cancel()`); it ended `failed`.
@@ -31,17 +33,21 @@ public struct JobError: Error, Hashable, Sendable, CustomStringConvertible, Coda
             try c.encode(rawValue)
         }
 
+        /// Matches an error that is a ``JobError`` with this code, in a `catch` pattern.
         public static func ~= (code: Code, error: any Error) -> Bool {
             (error as? JobError)?.code == code
         }
     }
 
+    /// The kind of failure.
     public var code: Code
+    /// What went wrong, in words.
     public var message: String
     /// For `stepFailed`: the failing error's own code when it has one (``JobFailureCause``), for
     /// example `sync.rejected`, so callers can react without parsing the message.
     public var cause: String?
 
+    /// An error of `code` with its message and, for a failed step, its cause's own code.
     public init(_ code: Code, _ message: String, cause: String? = nil) {
         self.code = code
         self.message = message
@@ -56,5 +62,6 @@ public struct JobError: Error, Hashable, Sendable, CustomStringConvertible, Coda
 
 /// An error that names its kind for ``JobError/cause`` when it fails a job step.
 public protocol JobFailureCause: Error {
+    /// The error's own code, kept as the `cause` of the job error of the step that failed with it.
     var jobFailureCause: String { get }
 }

@@ -5,11 +5,14 @@ import Foundation
 public struct JobProgress: Hashable, Sendable, Codable {
     /// One counter, for example `{"name": "bytes", "done": 1048576, "total": 4194304}`.
     public struct Phase: Hashable, Sendable, Codable {
+        /// What the phase counts (`tiles`, `batches uploaded`…).
         public var name: String
+        /// How many are done.
         public var done: Int64
         /// nil while the total is not known yet.
         public var total: Int64?
 
+        /// A phase with its count, and its total when known.
         public init(name: String, done: Int64, total: Int64?) {
             self.name = name
             self.done = done
@@ -24,8 +27,10 @@ public struct JobProgress: Hashable, Sendable, Codable {
 
     /// 0…1 over the whole job.
     public var fraction: Double
+    /// The job's phases with their counts, in the order they began.
     public var phases: [Phase]
 
+    /// Progress of `fraction` (0 to 1) with its phases.
     public init(fraction: Double = 0, phases: [Phase] = []) {
         self.fraction = fraction
         self.phases = phases
@@ -34,14 +39,19 @@ public struct JobProgress: Hashable, Sendable, Codable {
 
 /// A timestamped line of the job's log.
 public struct JobMessage: Hashable, Sendable, Codable {
+    /// How much a message matters.
     public enum Severity: String, Hashable, Sendable, Codable {
         case info, warning, error
     }
 
+    /// When the job logged it.
     public var timestamp: Date
+    /// How much it matters.
     public var severity: Severity
+    /// The message.
     public var text: String
 
+    /// A message logged at `timestamp`.
     public init(timestamp: Date = Date(), severity: Severity = .info, text: String) {
         self.timestamp = timestamp
         self.severity = severity

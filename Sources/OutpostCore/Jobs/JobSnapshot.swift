@@ -5,15 +5,20 @@ import Foundation
 /// It carries the parameters, the step being run and that step's last checkpoint, so a job
 /// rebuilt in a new process continues where the old one stopped.
 public struct JobSnapshot: Hashable, Sendable, Codable {
+    /// The JSON format version this build writes.
     public static let currentFormatVersion = 1
     /// Messages kept in the JSON (the newest ones).
     public static let maxMessages = 200
 
+    /// The JSON format version the snapshot was written in.
     public var formatVersion: Int
+    /// The job's id.
     public var id: String
     /// Which ``JobDefinition`` runs it (``JobDefinition/jobType``).
     public var jobType: String
+    /// Where the job was in its lifecycle.
     public var status: JobStatus
+    /// The job definition's parameters, from which it is rebuilt.
     public var parameters: JSONValue
     /// Step names, in order.
     public var steps: [String]
@@ -23,12 +28,18 @@ public struct JobSnapshot: Hashable, Sendable, Codable {
     public var checkpoint: JSONValue?
     /// Values steps recorded for later steps and for the output (``JobContext/record(_:_:)``).
     public var results: [String: JSONValue]
+    /// How far the job had got.
     public var progress: JobProgress
+    /// What the job had logged.
     public var messages: [JobMessage]
+    /// Why the job failed, when it did.
     public var error: JobError?
+    /// When the job was made.
     public var createdAt: Date
+    /// When the snapshot was taken.
     public var updatedAt: Date
 
+    /// A snapshot with every field given.
     public init(
         id: String, jobType: String, status: JobStatus, parameters: JSONValue, steps: [String], currentStep: Int = 0,
         checkpoint: JSONValue? = nil, results: [String: JSONValue] = [:], progress: JobProgress = JobProgress(), messages: [JobMessage] = [],

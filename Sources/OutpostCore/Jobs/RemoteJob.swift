@@ -14,24 +14,31 @@ public protocol RemoteJobTransport: Sendable {
 /// 502/503/504 from a proxy): the kind ``RemoteJob`` tolerates for its connection-loss window.
 public struct RemoteJobUnreachable: Error, Sendable, CustomStringConvertible {
     public var description: String
+    /// A network failure, described.
     public init(_ description: String) { self.description = description }
 }
 
 /// The state of a server-side job, read from either ArcGIS shape: replica jobs
 /// (`"status": "Completed"`) and geoprocessing-style jobs (`"jobStatus": "esriJobSucceeded"`).
 public struct RemoteJobStatus: Hashable, Sendable {
+    /// Where a server's job is.
     public enum State: String, Hashable, Sendable {
+        /// Waiting, running, or ended (cancelling: ending after a cancel).
         case pending, running, succeeded, failed, cancelling, cancelled
+        /// Succeeded, failed or cancelled.
         public var isFinished: Bool { self == .succeeded || self == .failed || self == .cancelled }
     }
 
+    /// Where the server's job is.
     public var state: State
     /// Where the result is (ArcGIS `resultUrl`), when the server gives one.
     public var resultURL: URL?
     /// The server's own words about the state or the failure.
     public var message: String?
+    /// The server's whole answer.
     public var json: JSONValue
 
+    /// The status an ArcGIS job answer (`jobStatus`, `status`) gives.
     public init(json: JSONValue) throws {
         self.json = json
         guard let object = json.objectValue else {
@@ -69,13 +76,19 @@ public struct RemoteJobStatus: Hashable, Sendable {
 public struct RemoteJob: JobDefinition {
     public static let jobType = "outpost.remoteJob"
 
+    /// Where the server answers the job's status.
     public var statusURL: URL
+    /// Where a cancel is posted, when the server has one.
     public var cancelURL: URL?
+    /// The first wait between polls.
     public var initialInterval: Duration
+    /// The longest wait between polls (the wait doubles up to it).
     public var maximumInterval: Duration
+    /// How long the server may be unreachable before the job fails.
     public var connectionLossWindow: Duration
     let transport: any RemoteJobTransport
 
+    /// A follower of the server job at `statusURL`; see each property.
     public init(
         statusURL: URL, cancelURL: URL? = nil, transport: any RemoteJobTransport,
         initialInterval: Duration = .milliseconds(100), maximumInterval: Duration = .seconds(15),

@@ -3,6 +3,7 @@ import Synchronization
 
 /// Where a ``Loadable`` resource is in loading (the ArcGIS `LoadStatus` values).
 public enum LoadStatus: String, Sendable, Hashable, Codable {
+    /// Not loaded yet, loading, loaded, or failed (``Loadable/loadError`` says why).
     case notLoaded, loading, loaded, failed
 }
 
@@ -18,13 +19,17 @@ public enum LoadStatus: String, Sendable, Hashable, Codable {
 ///   `load()` starts again);
 /// - dependencies load first; a dependency's failure fails the dependent, and a retry retries it.
 public protocol Loadable: AnyObject, Sendable {
+    /// Where loading is.
     var loadStatus: LoadStatus { get }
     /// The current status, then every change.
     var loadStatusUpdates: AsyncStream<LoadStatus> { get }
     /// The error of the last failed attempt.
     var loadError: (any Error)? { get }
+    /// Loads the resource, or joins the load under way; throws the load's error.
     func load() async throws
+    /// Loads again after a failure (or joins the load under way).
     func retryLoad() async throws
+    /// Stops the load under way for every caller.
     func cancelLoad()
 }
 
@@ -82,14 +87,18 @@ public final class LoadableSupport: Sendable {
         self.loadWork = load
     }
 
+    /// Where loading is.
     public var loadStatus: LoadStatus { state.withLock { $0.status } }
     /// The current status, then every change; it ends once the resource is loaded (it changes no
     /// more then).
     public var loadStatusUpdates: AsyncStream<LoadStatus> { updates.subscribe() }
+    /// Why the last load failed.
     public var loadError: (any Error)? { state.withLock { $0.error } }
 
+    /// Loads, or joins the load under way; see ``Loadable/load()``.
     public func load() async throws { try await request(retry: false) }
 
+    /// Loads again after a failure; see ``Loadable/retryLoad()``.
     public func retryLoad() async throws { try await request(retry: true) }
 
     /// Fails the current attempt with `CancellationError` for every caller (the status is
@@ -193,6 +202,7 @@ public struct Overridable<Value: Sendable>: Sendable {
     private var assigned: Value?
     private var loaded: Value?
 
+    /// No value yet.
     public init() {}
 
     /// The user's value if one was set, else the loaded one.
@@ -213,23 +223,32 @@ public struct Overridable<Value: Sendable>: Sendable {
 /// }
 /// ```
 public protocol LoadableForwarding: Loadable {
+    /// The load state and the closure that loads.
     var loadSupport: LoadableSupport { get }
 }
 
 extension LoadableForwarding {
+    /// Where loading is.
     public var loadStatus: LoadStatus { loadSupport.loadStatus }
     public var loadStatusUpdates: AsyncStream<LoadStatus> { loadSupport.loadStatusUpdates }
     public var loadError: (any Error)? { loadSupport.loadError }
+    /// Loads, or joins the load under way.
     public func load() async throws { try await loadSupport.load() }
+    /// Loads again after a failure.
     public func retryLoad() async throws { try await loadSupport.retryLoad() }
+    /// Stops the load under way for every caller.
     public func cancelLoad() { loadSupport.cancelLoad() }
 }
 
 /// A value behind a lock (a Loadable's loaded state, a collector shared with a callback).
 public final class LockedValue<Value: Sendable>: Sendable {
     private let mutex: Mutex<Value>
+    /// A box holding `value`.
     public init(_ value: Value) { mutex = Mutex(value) }
+    /// The value now.
     public func get() -> Value { mutex.withLock { $0 } }
+    /// Replaces the value.
     public func set(_ value: Value) { mutex.withLock { $0 = value } }
+    /// Changes the value in place, under the lock.
     public func update(_ body: (inout Value) -> Void) { mutex.withLock { body(&$0) } }
 }

@@ -8,12 +8,17 @@ import OutpostStorage
 /// imported.
 public struct ExportDeltaJob: JobDefinition {
     public static let jobType = "outpost.exportDelta"
+    /// What the export wrote: the delta file's header and how many edits it holds.
     public typealias Output = DeltaSync.ExportSummary
 
+    /// The replica whose pending edits are exported.
     public let geodatabase: Geodatabase
+    /// Where the delta file is written (it appears only when complete).
     public var deltaFileURL: URL
+    /// The batch size and direction the export follows, as an HTTP sync would.
     public var syncParameters: SyncGeodatabaseParameters
 
+    /// An export of `geodatabase`'s pending edits to `deltaFileURL`.
     public init(geodatabase: Geodatabase, deltaFileURL: URL, syncParameters: SyncGeodatabaseParameters = SyncGeodatabaseParameters()) {
         self.geodatabase = geodatabase
         self.deltaFileURL = deltaFileURL
@@ -50,11 +55,15 @@ public struct ExportDeltaJob: JobDefinition {
 /// (``DeltaSync/importReply(into:from:)``): checked whole first, applied in one transaction.
 public struct ImportDeltaJob: JobDefinition {
     public static let jobType = "outpost.importDelta"
+    /// What the import did: acknowledged edits, rejected ones, conflicts and changes applied.
     public typealias Output = DeltaSync.ImportSummary
 
+    /// The replica the service's reply is applied to.
     public let geodatabase: Geodatabase
+    /// The reply delta file the service wrote (`outpost service import-delta`).
     public var deltaFileURL: URL
 
+    /// An import of the reply at `deltaFileURL` into `geodatabase`.
     public init(geodatabase: Geodatabase, deltaFileURL: URL) {
         self.geodatabase = geodatabase
         self.deltaFileURL = deltaFileURL

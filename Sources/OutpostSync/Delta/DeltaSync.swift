@@ -12,7 +12,9 @@ import OutpostStorage
 public enum DeltaSync {
     /// What an export wrote.
     public struct ExportSummary: Sendable, Codable {
+        /// The file's header: its replica, batch and the generations it covers.
         public var header: DeltaHeader
+        /// How many edits the file carries.
         public var edits: Int
     }
 
@@ -22,11 +24,14 @@ public enum DeltaSync {
         public var acknowledged = false
         /// Rolled back by the service: its edits stay pending, the reasons recorded.
         public var rejected = false
+        /// Edits the service refused, kept on the replica as rejected edits with their reasons.
         public var rejectedEdits = 0
+        /// Conflicts the service resolved for the uploaded edits (kept as records on both sides).
         public var conflicts = 0
         /// Server changes applied, and the generation the replica reached (nil: the changes
         /// had been applied before).
         public var changes = 0
+        /// The generation the replica reached (nil: the changes had been applied before).
         public var upto: Int64?
     }
 

@@ -5,9 +5,12 @@ import OutpostStorage
 /// What a rebuilt sync job cannot keep in its JSON: the service token (job files are not a place
 /// for credentials) and, for tests, the fault points. Put it in the `JobEnvironment`.
 public struct SyncJobEnvironment: Sendable {
+    /// The token sent to a secured service.
     public var token: String?
+    /// Fault points, for tests that break a sync at a chosen step.
     public var faults: FaultInjector
 
+    /// An environment with the service's token (nil for an open service).
     public init(token: String? = nil, faults: FaultInjector = FaultInjector()) {
         self.token = token
         self.faults = faults
@@ -25,11 +28,15 @@ public struct SyncJobEnvironment: Sendable {
 public struct GenerateGeodatabaseJob: JobDefinition {
     public static let jobType = "outpost.generateGeodatabase"
 
+    /// The FeatureServer the replica is made from.
     public var serviceURL: URL
+    /// What to take offline: the area, the layers, the sync model (`parameters` is the job's JSON).
     public var parameters_: GenerateGeodatabaseParameters
+    /// Where the replica's GeoPackage is written.
     public var downloadFileURL: URL
     let environment: SyncJobEnvironment
 
+    /// A job that generates a replica of `serviceURL` at `downloadFileURL`.
     public init(serviceURL: URL, parameters: GenerateGeodatabaseParameters, downloadFileURL: URL, environment: SyncJobEnvironment = SyncJobEnvironment()) {
         self.serviceURL = serviceURL
         self.parameters_ = parameters

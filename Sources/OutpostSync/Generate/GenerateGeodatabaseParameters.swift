@@ -6,6 +6,7 @@ import OutpostCore
 /// Made by ``GeodatabaseSyncTask/makeDefaultGenerateGeodatabaseParameters(extent:spatialReference:)``
 /// (every layer, filtered by the extent) and adjusted as needed.
 public struct GenerateGeodatabaseParameters: Sendable, Hashable {
+    /// How the replica tracks what it has synced.
     public enum SyncModel: String, Sendable, Hashable, Codable {
         /// One generation for the whole geodatabase (ArcGIS perReplica).
         case geodatabase
@@ -15,6 +16,7 @@ public struct GenerateGeodatabaseParameters: Sendable, Hashable {
         case none
     }
 
+    /// Which features of a layer the replica starts with.
     public enum QueryOption: String, Sendable, Hashable, Codable {
         /// Every feature of the layer.
         case all
@@ -24,16 +26,23 @@ public struct GenerateGeodatabaseParameters: Sendable, Hashable {
         case useFilter
     }
 
+    /// Which way attachments sync.
     public enum AttachmentSyncDirection: String, Sendable, Hashable, Codable {
         case none, upload, bidirectional
     }
 
+    /// What to take of one layer.
     public struct LayerOption: Sendable, Hashable, Codable {
+        /// The layer's id in the service.
         public var layerID: Int
+        /// A SQL where clause the features must meet (empty: all).
         public var whereClause: String
+        /// Whether the features must also meet the extent.
         public var useGeometry: Bool
+        /// Which features the replica starts with.
         public var queryOption: QueryOption
 
+        /// The options of layer `layerID`: by default the features in the extent.
         public init(layerID: Int, whereClause: String = "", useGeometry: Bool = true, queryOption: QueryOption = .useFilter) {
             self.layerID = layerID
             self.whereClause = whereClause
@@ -45,14 +54,20 @@ public struct GenerateGeodatabaseParameters: Sendable, Hashable {
     /// The area: an envelope or (for an irregular area of interest) a polygon, in
     /// `spatialReference`.
     public var extent: Geometry?
+    /// The spatial reference of `extent`.
     public var spatialReference: SpatialReference
+    /// The layers to take, each with its filter (layers not listed stay on the service).
     public var layerOptions: [LayerOption]
+    /// Whether the replica syncs as a whole or layer by layer, or not at all.
     public var syncModel: SyncModel
+    /// Whether the features' attachments are downloaded with them.
     public var returnAttachments: Bool
+    /// Which way attachments sync afterwards.
     public var attachmentSyncDirection: AttachmentSyncDirection
     /// The replica's name on the server.
     public var replicaName: String
 
+    /// Parameters for the given area and layers; see each property.
     public init(
         extent: Geometry? = nil, spatialReference: SpatialReference = .wgs84, layerOptions: [LayerOption] = [], syncModel: SyncModel = .geodatabase,
         returnAttachments: Bool = false, attachmentSyncDirection: AttachmentSyncDirection = .none, replicaName: String = "outpost replica"

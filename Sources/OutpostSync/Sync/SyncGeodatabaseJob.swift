@@ -21,15 +21,19 @@ import OutpostStorage
 /// time; edits made meanwhile go into the next batch.
 public struct SyncGeodatabaseJob: JobDefinition {
     public static let jobType = "outpost.syncGeodatabase"
+    /// What the sync did, layer by layer.
     public typealias Output = [SyncLayerResult]
 
+    /// The replica being synced.
     public let geodatabase: Geodatabase
+    /// How the sync runs.
     public var syncParameters: SyncGeodatabaseParameters
     /// The FeatureServer to sync with; nil for the one the replica was made from (a service
     /// that moved, or a proxy in front of it, is given here).
     public var serviceURL: URL?
     let environment: SyncJobEnvironment
 
+    /// A job that syncs `geodatabase` with its service (or with `serviceURL`).
     public init(
         parameters: SyncGeodatabaseParameters, geodatabase: Geodatabase, serviceURL: URL? = nil, environment: SyncJobEnvironment = SyncJobEnvironment()
     ) {

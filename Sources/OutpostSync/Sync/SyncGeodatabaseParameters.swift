@@ -5,20 +5,26 @@ import OutpostStorage
 
 /// How a sync runs (ArcGIS `SyncGeodatabaseParameters`).
 public struct SyncGeodatabaseParameters: Sendable, Hashable, Codable {
+    /// Which way a sync moves edits.
     public enum Direction: String, Sendable, Hashable, Codable {
         case bidirectional, upload, download
     }
 
+    /// The direction of one layer, for a replica that syncs layer by layer.
     public struct LayerOption: Sendable, Hashable, Codable {
+        /// The layer's id in the service.
         public var layerID: Int
+        /// Which way the layer syncs.
         public var syncDirection: Direction
 
+        /// The direction of layer `layerID`.
         public init(layerID: Int, syncDirection: Direction) {
             self.layerID = layerID
             self.syncDirection = syncDirection
         }
     }
 
+    /// Which way the replica syncs: both ways, or only up or down.
     public var geodatabaseSyncDirection: Direction
     /// true: an invalid edit rejects the whole upload and the geodatabase stays as it was (edits
     /// still pending, errors recorded); false: valid edits apply, invalid ones come back as
@@ -64,6 +70,7 @@ public struct SyncGeodatabaseParameters: Sendable, Hashable, Codable {
     public var attachmentChunkBytes: Int?
     var attachmentChunkSize: Int { max(4096, attachmentChunkBytes ?? 4 << 20) }
 
+    /// Parameters with the given values; see each property.
     public init(
         geodatabaseSyncDirection: Direction = .bidirectional, shouldRollbackOnFailure: Bool = true, layerOptions: [LayerOption] = [],
         maxChangesPerBatch: Int = 20_000, attempts: Int = 3, conflictPolicy: ConflictPolicy.Rule? = nil, applyWhileDownloadingUpTo: Int? = nil,
@@ -113,16 +120,25 @@ public struct SyncGeodatabaseParameters: Sendable, Hashable, Codable {
 /// What a sync did to one layer. Like ArcGIS, `editResults` holds only the failures; the counts
 /// say what moved.
 public struct SyncLayerResult: Sendable, Hashable, Codable {
+    /// An edit the service refused.
     public struct EditError: Sendable, Hashable, Codable {
+        /// The global id of the feature the edit was to.
         public var globalId: String
+        /// `add`, `update` or `delete`.
         public var operation: String
+        /// The service's reason.
         public var message: String
     }
 
+    /// The layer's id in the service.
     public var layerId: Int
+    /// The layer's table in the replica.
     public var tableName: String
+    /// The edits the service refused (none when all applied).
     public var editResults: [EditError]
+    /// The edits sent up: adds, updates and deletes.
     public var uploaded: PendingChanges
+    /// The service's changes applied here: adds, updates and deletes.
     public var downloaded: PendingChanges
     /// Whether the layer's checksum matched the server's after the sync (nil: not checked, as
     /// for an upload-only sync or a layer edited while the sync ran).
@@ -136,8 +152,10 @@ public struct SyncLayerResult: Sendable, Hashable, Codable {
     public var merged: Int
     /// Attachment edits the server applied, and attachments whose content was downloaded.
     public var attachmentsUploaded: Int
+    /// Attachments whose content was downloaded.
     public var attachmentsDownloaded: Int
 
+    /// An empty result for a layer.
     public init(layerId: Int, tableName: String) {
         self.layerId = layerId
         self.tableName = tableName

@@ -4,7 +4,9 @@ import Foundation
 /// A response body that stopped before its end (the connection broke, a timeout), after
 /// `received` bytes counted from where the write started.
 public struct BodyInterrupted: Error, Sendable {
+    /// The bytes that had arrived.
     public var received: Int64
+    /// Why the body stopped.
     public var reason: String
 }
 

@@ -11,6 +11,7 @@ import OutpostCore
 /// ``SyncError/Code/unreachable``; an ArcGIS error answer becomes ``SyncError`` with its status
 /// and message.
 public struct ServiceConnection: Sendable {
+    /// The FeatureServer's ArcGIS REST URL.
     public let featureServerURL: URL
     /// `scheme://host:port[/prefix]/outpost/v1/services/<name>`.
     public let nativeURL: URL
