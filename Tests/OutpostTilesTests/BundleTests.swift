@@ -1,6 +1,7 @@
 import Foundation
 import OutpostCore
 import OutpostTestSupport
+import Synchronization
 import Testing
 
 @testable import OutpostTiles
@@ -21,7 +22,20 @@ enum TestTiles {
         return out
     }
 
-    static func png(_ key: TileKey) throws -> [UInt8] { try PNGEncoder.encode(pixels: pixels(key), width: 256, height: 256) }
+    /// Each key's PNG, encoded once: the bytes a test wrote are the bytes it compares, even when
+    /// another suite installs the system codecs (libdeflate's stream differs from zlib's) between
+    /// the write and the comparison.
+    static func png(_ key: TileKey) throws -> [UInt8] {
+        if let known = encoded.withLock({ $0[key] }) { return known }
+        let bytes = try PNGEncoder.encode(pixels: pixels(key), width: 256, height: 256)
+        return encoded.withLock { known in
+            if let first = known[key] { return first }
+            known[key] = bytes
+            return bytes
+        }
+    }
+
+    private static let encoded = Mutex<[TileKey: [UInt8]]>([:])
 
     static let sea: [UInt8] = try! PNGEncoder.encode(pixels: [UInt8]((0..<(256 * 256)).flatMap { _ in [170, 211, 223, 255] as [UInt8] }), width: 256, height: 256)
 
