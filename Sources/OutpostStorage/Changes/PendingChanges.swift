@@ -5,21 +5,27 @@ import OutpostCore
 /// Local edits not yet synced, counted per edited feature after coalescing (insert then update is
 /// one insert; insert then delete is nothing; updates merge).
 public struct PendingChanges: Hashable, Sendable, Codable {
+    /// Features added.
     public var inserts: Int
+    /// Features changed.
     public var updates: Int
+    /// Features deleted.
     public var deletes: Int
 
+    /// Counts as given.
     public init(inserts: Int = 0, updates: Int = 0, deletes: Int = 0) {
         self.inserts = inserts
         self.updates = updates
         self.deletes = deletes
     }
 
+    /// All three together.
     public var total: Int { inserts + updates + deletes }
 }
 
 /// What a run of captured changes of one feature amounts to.
 public enum CoalescedOperation: String, Sendable, Hashable, Codable {
+    /// Added, changed or deleted.
     case insert, update, delete
 
     /// The net effect of a feature's first and last captured operations, or nil when they cancel
@@ -61,6 +67,7 @@ extension FeatureTable {
         return result
     }
 
+    /// The layer's edits waiting to sync, counted per feature after coalescing.
     public func pendingChanges() async throws -> PendingChanges {
         try await geodatabase.read { conn in try self.pendingChanges(in: conn) }
     }
@@ -172,10 +179,15 @@ extension GeodatabaseConnection {
 
 /// One row of `outpost_changes`: a committed local edit as the capture triggers recorded it.
 public struct CapturedChange: Hashable, Sendable {
+    /// The change's sequence number in the change log.
     public var id: Int64
+    /// The table of the feature changed.
     public var table: String
+    /// The feature's object id.
     public var objectID: Int64
+    /// The feature's global id.
     public var globalID: String?
+    /// Added, changed or deleted.
     public var operation: CoalescedOperation
     /// Columns an update changed (the geometry column included when it changed).
     public var changedColumns: [String]

@@ -20,6 +20,7 @@ import Synchronization
 public final class Geodatabase: Sendable {
     /// The file.
     public let url: URL
+    /// Whether the file was opened read-only.
     public let isReadOnly: Bool
     /// True for files created by Outpost (they carry `outpost_schema` and change capture).
     public let isManaged: Bool

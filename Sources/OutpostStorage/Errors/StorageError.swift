@@ -52,11 +52,13 @@ public struct StorageError: Error, Sendable, CustomStringConvertible {
 
         public var description: String { base.rawValue }
 
+        /// Matches an error that is a ``StorageError`` with this code, in a `catch` pattern.
         public static func ~= (code: Code, error: any Error) -> Bool {
             (error as? StorageError)?.code == code
         }
     }
 
+    /// What kind of failure it is.
     public var code: Code
     /// What went wrong and, where possible, how to fix it.
     public var message: String
@@ -69,6 +71,7 @@ public struct StorageError: Error, Sendable, CustomStringConvertible {
     /// The underlying error (SQLite, file system, geometry codec).
     public var cause: (any Error & Sendable)?
 
+    /// An error of `code` with its message and where it happened.
     public init(
         _ code: Code, _ message: String, table: String? = nil, field: String? = nil, editIndex: Int? = nil,
         cause: (any Error & Sendable)? = nil

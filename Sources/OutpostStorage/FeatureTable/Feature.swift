@@ -10,8 +10,10 @@ public struct Feature: Hashable, Sendable {
     /// Values by field name. Fields left out of an add get their default (or null); fields left
     /// out of an update keep their value.
     public var attributes: [String: FieldValue]
+    /// The feature's shape, in the layer's spatial reference (nil for a table's row).
     public var geometry: Geometry?
 
+    /// A feature; object id and global id are assigned when it is added.
     public init(
         objectID: Int64? = nil, globalID: String? = nil, attributes: [String: FieldValue] = [:],
         geometry: Geometry? = nil
@@ -22,6 +24,7 @@ public struct Feature: Hashable, Sendable {
         self.geometry = geometry
     }
 
+    /// The value of a field as the feature holds it (nil when it has none); setting it sets the attribute.
     public subscript(field: String) -> FieldValue? {
         get { attributes[field] }
         set { attributes[field] = newValue }

@@ -40,6 +40,7 @@ extension FeatureTable {
 
     // MARK: - Edits inside a transaction
 
+    /// Adds features inside `conn`'s write transaction; see ``add(_:spatialReference:)``.
     public func add(
         _ features: [Feature], spatialReference: SpatialReference? = nil, in conn: GeodatabaseConnection
     ) throws -> [Feature] {
@@ -70,6 +71,7 @@ extension FeatureTable {
         return result
     }
 
+    /// Updates features by object id inside `conn`'s write transaction; see ``update(_:spatialReference:)``.
     public func update(
         _ features: [Feature], spatialReference: SpatialReference? = nil, in conn: GeodatabaseConnection
     ) throws {
@@ -143,6 +145,7 @@ extension FeatureTable {
         return UpdateKey(column: quoted(gidField), value: gid.databaseValue, byGlobalID: true)
     }
 
+    /// Deletes features by object id inside `conn`'s write transaction.
     public func delete(objectIDs: [Int64], in conn: GeodatabaseConnection) throws {
         let db = conn.db
         let pk = quoted(definition.objectIDField)
@@ -158,6 +161,7 @@ extension FeatureTable {
         if !objectIDs.isEmpty { try touchContents(conn, extent: nil) }
     }
 
+    /// Deletes features by global id inside `conn`'s write transaction.
     public func delete(globalIDs: [String], in conn: GeodatabaseConnection) throws {
         let ids = try globalIDs.enumerated().map { index, gid in
             try locate(Feature(globalID: gid), index: index, conn.db)

@@ -84,6 +84,7 @@ extension FeatureTable {
         return Envelope(xmin: max(e.xmin, bounds.xmin), ymin: max(e.ymin, bounds.ymin), xmax: min(e.xmax, bounds.xmax), ymax: min(e.ymax, bounds.ymax))
     }
 
+    /// How many features match, inside a transaction.
     public func count(matching query: FeatureQuery, in conn: GeodatabaseConnection) throws -> Int {
         if query.intersecting != nil {
             var all = query
@@ -98,6 +99,7 @@ extension FeatureTable {
         return try Int.fetchOne(conn.db, sql: "SELECT count(*) FROM \(quoted(name))\(filter)", arguments: StatementArguments(arguments)) ?? 0
     }
 
+    /// The object ids of the features that match, in object id order.
     public func objectIDs(matching query: FeatureQuery, in conn: GeodatabaseConnection) throws -> [Int64] {
         if query.intersecting != nil {
             var ids = query
@@ -126,6 +128,7 @@ extension FeatureTable {
         return Envelope(xmin: xmin, ymin: ymin, xmax: xmax, ymax: ymax)
     }
 
+    /// The envelope of every geometry in the table (nil when it has none).
     public func extent() async throws -> Envelope? {
         try await geodatabase.read { conn in try self.extent(in: conn) }
     }

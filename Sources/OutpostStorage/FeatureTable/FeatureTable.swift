@@ -7,7 +7,9 @@ import OutpostCore
 /// Every batch of edits is validated in full before anything is written: one bad edit throws a
 /// ``StorageError`` with code `.invalidEdit` and the batch writes nothing.
 public struct FeatureTable: Sendable {
+    /// The geodatabase the table is in.
     public let geodatabase: Geodatabase
+    /// The layer's schema.
     public let definition: LayerDefinition
     let schema: ServiceSchema
     /// The schema checks every edit passes.
@@ -22,6 +24,7 @@ public struct FeatureTable: Sendable {
 
     var rules: [String: FieldRules] { validator.rules }
 
+    /// The table's name.
     public var name: String { definition.name }
     /// The spatial reference of the geometries, nil for a table.
     public var spatialReference: SpatialReference? { validator.spatialReference }

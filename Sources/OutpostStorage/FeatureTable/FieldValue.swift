@@ -3,15 +3,23 @@ import OutpostCore
 
 /// One attribute value of a feature.
 public enum FieldValue: Hashable, Sendable {
+    /// No value.
     case null
+    /// An integer (OID, SmallInteger, Integer, BigInteger fields).
     case integer(Int64)
+    /// A floating-point number (Double, Single fields).
     case double(Double)
+    /// Text (String, GUID and GlobalID fields).
     case string(String)
+    /// A date and time (Date fields; DateOnly keeps the day).
     case date(Date)
+    /// Bytes (Blob fields).
     case blob([UInt8])
 
+    /// Whether it is `.null`.
     public var isNull: Bool { self == .null }
 
+    /// The value as a number, for integers and doubles.
     public var doubleValue: Double? {
         switch self {
         case .integer(let i): Double(i)
@@ -20,6 +28,7 @@ public enum FieldValue: Hashable, Sendable {
         }
     }
 
+    /// The value as an integer, for integers and whole doubles.
     public var integerValue: Int64? {
         switch self {
         case .integer(let i): return i
@@ -28,6 +37,7 @@ public enum FieldValue: Hashable, Sendable {
         }
     }
 
+    /// The text, for strings.
     public var stringValue: String? { if case .string(let s) = self { s } else { nil } }
 
     /// `d` as an integer when it is one that Int64 holds.

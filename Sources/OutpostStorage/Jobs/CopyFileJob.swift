@@ -11,13 +11,16 @@ import OutpostCore
 public struct CopyFileJob: JobDefinition {
     public static let jobType = "outpost.copyFile"
 
+    /// The file to copy.
     public var source: URL
+    /// Where the copy goes (it appears only when complete).
     public var destination: URL
     /// Bytes per chunk (and per checkpoint).
     public var chunkSize: Int
     /// A pause after each chunk, to leave I/O to other work (0 for none).
     public var throttle: Duration
 
+    /// A copy of `source` to `destination`, `chunkSize` bytes at a time.
     public init(source: URL, destination: URL, chunkSize: Int = 1 << 20, throttle: Duration = .zero) {
         self.source = source
         self.destination = destination
@@ -47,8 +50,11 @@ public struct CopyFileJob: JobDefinition {
     var partial: URL { destination.deletingLastPathComponent().appendingPathComponent(destination.lastPathComponent + ".partial") }
 
     public struct Output: Sendable, Hashable {
+        /// Where the copy is.
         public var destination: URL
+        /// How many bytes were copied.
         public var bytes: Int64
+        /// The CRC-32 of the bytes copied.
         public var crc32: UInt32
     }
 

@@ -20,11 +20,14 @@ import Synchronization
 /// for job in try manager.resumeAll() { _ = await job.waitUntilFinished() }
 /// ```
 public final class JobManager: Sendable {
+    /// The directory holding each job's JSON.
     public let directory: URL
+    /// The job types the manager can rebuild from their JSON.
     public let registry: JobRegistry
     private let store: DirectoryJobStore
     private let locks: Mutex<[String: Int32]>
 
+    /// A manager of the jobs in `directory` (created when missing).
     public init(directory: URL, registry: JobRegistry = .standard) throws {
         self.directory = directory
         self.registry = registry
@@ -37,6 +40,7 @@ public final class JobManager: Sendable {
         locks = Mutex([:])
     }
 
+    /// Where job `id`'s JSON is kept.
     public func jsonURL(id: String) -> URL { store.url(id: id) }
 
     /// Creates a job persisted in the directory (not started), with a new id or `id`.

@@ -30,22 +30,29 @@ public struct FeatureQuery: Hashable, Sendable {
     public var intersecting: Geometry?
     /// Field names to return; nil for all. The object id and global id always come back.
     public var outFields: [String]?
+    /// Whether features come back with their geometry.
     public var returnGeometry: Bool
+    /// The order of the features, by field; empty for object id order.
     public var orderBy: [SortField]
     /// Rows to skip (ArcGIS `resultOffset`).
     public var offset: Int
     /// Most rows to return (ArcGIS `resultRecordCount`); nil for no limit.
     public var limit: Int?
 
+    /// One field of the order.
     public struct SortField: Hashable, Sendable {
+        /// The field's name.
         public var field: String
+        /// Whether smaller values come first.
         public var ascending: Bool
+        /// An order by `field`.
         public init(_ field: String, ascending: Bool = true) {
             self.field = field
             self.ascending = ascending
         }
     }
 
+    /// A query; every condition given must hold. See each property.
     public init(
         where whereClause: String? = nil, objectIDs: [Int64]? = nil, envelope: Envelope? = nil,
         outFields: [String]? = nil, returnGeometry: Bool = true, orderBy: [SortField] = [], offset: Int = 0,

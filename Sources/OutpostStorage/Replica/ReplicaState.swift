@@ -63,18 +63,27 @@ public struct ReplicaState: Codable, Hashable, Sendable {
         }
     }
 
+    /// The replica's id on the service.
     public var replicaID: String
+    /// The replica's name on the service.
     public var replicaName: String
     /// The FeatureServer URL it syncs with.
     public var serviceURL: String
+    /// Whether the replica syncs as a whole or layer by layer.
     public var syncModel: SyncModel
     /// Generation received up to (per-replica model).
     public var cursor: Int64
+    /// The replica's layers with their directions and cursors.
     public var layers: [Layer]
+    /// The last upload batch the service acknowledged.
     public var lastAckedSeq: Int64
+    /// Which way attachments sync.
     public var attachmentsDirection: Direction
+    /// The service schema version the replica has.
     public var schemaVersion: Int
+    /// When the replica was generated.
     public var createdAt: Date
+    /// When it last synced.
     public var lastSyncAt: Date?
     /// Set once the replica is unregistered on the server: it can no longer sync.
     public var unregistered: Bool

@@ -7,29 +7,40 @@ import OutpostCore
 /// {"type": "range", "name": "depth", "range": [0, 30]}
 /// ```
 public struct Domain: Hashable, Sendable, Codable {
+    /// Coded values or a range.
     public enum Kind: String, Hashable, Sendable, Codable {
+        /// A list of allowed values, each with a name.
         case codedValue
+        /// A range of allowed numbers.
         case range
     }
 
     /// One allowed value and its label.
     public struct CodedValue: Hashable, Sendable, Codable {
+        /// The name shown to people.
         public var name: String
+        /// The value stored.
         public var code: JSONValue
 
+        /// A coded value.
         public init(name: String, code: JSONValue) {
             self.name = name
             self.code = code
         }
     }
 
+    /// Coded values or a range.
     public var type: Kind
+    /// The domain's name.
     public var name: String
+    /// What it is for, in words.
     public var description: String?
+    /// The allowed values, for a coded-value domain.
     public var codedValues: [CodedValue]?
     /// `[min, max]`, inclusive.
     public var range: [Double]?
 
+    /// A coded-value domain.
     public init(codedValues name: String, _ values: [CodedValue], description: String? = nil) {
         self.type = .codedValue
         self.name = name
@@ -37,6 +48,7 @@ public struct Domain: Hashable, Sendable, Codable {
         self.description = description
     }
 
+    /// A range domain from `min` to `max`.
     public init(range name: String, min: Double, max: Double, description: String? = nil) {
         self.type = .range
         self.name = name
@@ -70,7 +82,9 @@ public struct Domain: Hashable, Sendable, Codable {
 
 /// A field's domain in a schema file: the name of a service-level domain, or the domain itself.
 public enum DomainSpec: Hashable, Sendable, Codable {
+    /// A domain the schema defines by name.
     case named(String)
+    /// A domain written in the field.
     case inline(Domain)
 
     public init(from decoder: any Decoder) throws {

@@ -2,17 +2,24 @@ import OutpostCore
 
 /// One attribute field of a layer or table.
 public struct FieldDefinition: Hashable, Sendable, Codable {
+    /// The column name.
     public var name: String
+    /// The name shown to people, when it differs.
     public var alias: String?
+    /// The field type.
     public var type: FieldType
     /// Maximum characters for `String` fields (GeoPackage `TEXT(n)`); nil means unbounded.
     public var length: Int?
+    /// Whether the field may be null.
     public var nullable: Bool
+    /// Whether edits may set it.
     public var editable: Bool
     /// The value a new feature gets when an add leaves the field out.
     public var defaultValue: JSONValue?
+    /// The coded values or range its values must be in.
     public var domain: DomainSpec?
 
+    /// A field with the given properties.
     public init(
         name: String, type: FieldType, alias: String? = nil, length: Int? = nil, nullable: Bool = true,
         editable: Bool = true, defaultValue: JSONValue? = nil, domain: DomainSpec? = nil

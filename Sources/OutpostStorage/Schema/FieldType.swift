@@ -2,17 +2,29 @@ import OutpostCore
 
 /// The ArcGIS field types a service schema uses, with the GeoPackage column type each maps to.
 public enum FieldType: String, Sendable, Hashable, CaseIterable, Codable {
+    /// The object id, an integer the geodatabase assigns.
     case oid = "OID"
+    /// The global id, a GUID that names the row on every copy.
     case globalID = "GlobalID"
+    /// Text, up to the field's length.
     case string = "String"
+    /// A 16-bit integer.
     case smallInteger = "SmallInteger"
+    /// A 32-bit integer.
     case integer = "Integer"
+    /// A 64-bit integer.
     case bigInteger = "BigInteger"
+    /// A double-precision number.
     case double = "Double"
+    /// A single-precision number.
     case single = "Single"
+    /// A date and time.
     case date = "Date"
+    /// A day without a time.
     case dateOnly = "DateOnly"
+    /// A GUID that is not the global id.
     case guid = "GUID"
+    /// Bytes.
     case blob = "Blob"
 
     /// `esriFieldTypeOID`, `esriFieldTypeString`, … as the ArcGIS REST API spells them.
@@ -68,9 +80,13 @@ public enum FieldType: String, Sendable, Hashable, CaseIterable, Codable {
         }
     }
 
+    /// Whether values are numbers.
     public var isNumeric: Bool { [.oid, .smallInteger, .integer, .bigInteger, .double, .single].contains(self) }
+    /// Whether values are integers.
     public var isInteger: Bool { [.oid, .smallInteger, .integer, .bigInteger].contains(self) }
+    /// Whether values are dates.
     public var isDate: Bool { self == .date || self == .dateOnly }
+    /// Whether values are text.
     public var isText: Bool { [.string, .globalID, .guid].contains(self) }
 }
 

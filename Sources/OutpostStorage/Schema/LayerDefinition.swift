@@ -6,18 +6,25 @@ public struct LayerDefinition: Hashable, Sendable, Codable {
     public var id: Int
     /// The table name in the geodatabase: lower case `[a-z][a-z0-9_]*`.
     public var name: String
+    /// The name shown to people, when it differs.
     public var title: String?
+    /// What the layer holds, in words.
     public var description: String?
     /// nil for a non-spatial table.
     public var geometryType: LayerGeometryType?
+    /// Whether geometries have Z.
     public var hasZ: Bool
+    /// Whether geometries have M.
     public var hasM: Bool
     /// nil means the service's spatial reference.
     public var spatialReference: SpatialReference?
     /// Whether edits are captured and synced (the table then has a global id).
     public var sync: Bool
+    /// Whether features may have attachments.
     public var hasAttachments: Bool
+    /// The field that names a feature in lists and pop-ups.
     public var displayField: String?
+    /// The fields, the object id and global id among them.
     public var fields: [FieldDefinition]
     /// How sync conflicts on this layer are resolved (nil: ``ConflictPolicy/default``).
     public var conflictPolicy: ConflictPolicy?
@@ -35,6 +42,7 @@ public struct LayerDefinition: Hashable, Sendable, Codable {
     /// The geometry column's name.
     public var geometryColumn: String { geometryColumnName ?? Self.defaultGeometryColumn }
 
+    /// A layer with the given properties.
     public init(
         id: Int, name: String, geometryType: GeometryType?, fields: [FieldDefinition], hasZ: Bool = false,
         hasM: Bool = false, spatialReference: SpatialReference? = nil, sync: Bool = true,
@@ -80,7 +88,9 @@ public struct LayerDefinition: Hashable, Sendable, Codable {
         conflictPolicy = try c.decodeIfPresent(ConflictPolicy.self, forKey: .conflictPolicy)
     }
 
+    /// Whether the layer has geometry (a table has none).
     public var isSpatial: Bool { geometryType != nil }
+    /// The ordinates its geometries have.
     public var layout: CoordinateLayout { CoordinateLayout(hasZ: hasZ, hasM: hasM) }
 
     /// The OID field (the table's INTEGER PRIMARY KEY).
@@ -88,6 +98,7 @@ public struct LayerDefinition: Hashable, Sendable, Codable {
     /// The GlobalID field, when the layer has one.
     public var globalIDField: String? { fields.first { $0.type == .globalID }?.name }
 
+    /// The field with that name, ignoring case.
     public func field(named name: String) -> FieldDefinition? {
         fields.first { $0.name == name } ?? fields.first { $0.name.lowercased() == name.lowercased() }
     }

@@ -12,20 +12,28 @@ public struct ServiceSchema: Hashable, Sendable, Codable {
     /// The version of this JSON format that the code writes.
     public static let currentFormatVersion = 1
 
+    /// The schema file's format version.
     public var formatVersion: Int
+    /// The service's name.
     public var name: String
+    /// What the service holds, in words.
     public var description: String?
+    /// The spatial reference of its data.
     public var spatialReference: SpatialReference
     /// ArcGIS capabilities: `Query`, `Create`, `Update`, `Delete`, `Sync`, `Extract`.
     public var capabilities: [String]
+    /// The most features one query answers.
     public var maxRecordCount: Int
     /// Increases with every migration of the service; replicas compare it.
     public var schemaVersion: Int
     /// Domains that fields refer to by name.
     public var domains: [String: Domain]
+    /// The layers with geometry.
     public var layers: [LayerDefinition]
+    /// The tables without geometry.
     public var tables: [LayerDefinition]
 
+    /// A schema with the given parts.
     public init(
         name: String, layers: [LayerDefinition], tables: [LayerDefinition] = [],
         spatialReference: SpatialReference = .wgs84, domains: [String: Domain] = [:], description: String? = nil,
@@ -67,10 +75,12 @@ public struct ServiceSchema: Hashable, Sendable, Codable {
     /// All layers and tables, layers first.
     public var allLayers: [LayerDefinition] { layers + tables }
 
+    /// The layer or table with that name.
     public func layer(named name: String) -> LayerDefinition? {
         allLayers.first { $0.name == name } ?? allLayers.first { $0.name.lowercased() == name.lowercased() }
     }
 
+    /// The layer or table with that id.
     public func layer(id: Int) -> LayerDefinition? { allLayers.first { $0.id == id } }
 
     /// The domain a field uses, resolving names against ``domains``.
