@@ -9,12 +9,15 @@ import OutpostStorage
 public struct DownloadFileJob: JobDefinition {
     public static let jobType = "outpost.downloadFile"
 
+    /// The file to download.
     public var url: URL
+    /// Where it goes (it appears only when whole).
     public var destination: URL
     /// The expected size, when known (the download is refused if it differs).
     public var expectedSize: Int64?
     let environment: OfflineJobEnvironment
 
+    /// A download of `url` to `destination`.
     public init(url: URL, destination: URL, expectedSize: Int64? = nil, environment: OfflineJobEnvironment = OfflineJobEnvironment()) {
         self.url = url
         self.destination = destination
@@ -73,11 +76,14 @@ public struct DownloadFileJob: JobDefinition {
 /// What a rebuilt offline-map job cannot keep in its JSON: the services' token and, for tests,
 /// the fault points (`offline.partsStarted`, `offline.afterParts`, `offline.beforeMove`, `offline.afterDownload`, `offline.afterRegister`).
 public struct OfflineJobEnvironment: Sendable {
+    /// The token sent to secured services.
     public var token: String?
+    /// Fault points, for tests that break a job at a chosen step.
     public var faults: FaultInjector
     /// The least time between tile-export checkpoints (nil: the export's default).
     public var tileCheckpointInterval: Duration?
 
+    /// An environment with the services' token (nil for open services).
     public init(token: String? = nil, faults: FaultInjector = FaultInjector(), tileCheckpointInterval: Duration? = nil) {
         self.token = token
         self.faults = faults

@@ -19,9 +19,11 @@ public struct DownloadPreplannedOfflineMapJob: JobDefinition {
     public var areaURL: URL
     /// The map definition's URL, kept in the offline map.
     public var mapSource: String?
+    /// Where the offline map is written (it must not exist or be empty).
     public var downloadDirectory: URL
     let environment: OfflineJobEnvironment
 
+    /// A download of the preplanned area at `areaURL` into `downloadDirectory`.
     public init(areaURL: URL, mapSource: String?, downloadDirectory: URL, environment: OfflineJobEnvironment = OfflineJobEnvironment()) {
         self.areaURL = areaURL
         self.mapSource = mapSource

@@ -19,13 +19,17 @@ import OutpostTiles
 public struct GenerateOfflineMapJob: JobDefinition {
     public static let jobType = "outpost.generateOfflineMap"
 
+    /// The map definition taken offline.
     public var map: MapDefinition
     /// The map definition's URL or path, kept in the offline map.
     public var source: String?
+    /// What to take offline: area, scales, layers.
     public var offlineParameters: GenerateOfflineMapParameters
+    /// Where the offline map is written (it must not exist or be empty).
     public var downloadDirectory: URL
     let environment: OfflineJobEnvironment
 
+    /// A job that takes `map` offline into `downloadDirectory`.
     public init(
         map: MapDefinition, source: String? = nil, offlineParameters: GenerateOfflineMapParameters, downloadDirectory: URL,
         environment: OfflineJobEnvironment = OfflineJobEnvironment()

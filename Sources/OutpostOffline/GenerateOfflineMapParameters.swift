@@ -16,6 +16,7 @@ import OutpostProtocol
 public struct GenerateOfflineMapParameters: Codable, Hashable, Sendable {
     /// How one operational layer (by its id in the map) goes offline.
     public struct LayerOverride: Codable, Hashable, Sendable {
+        /// The layer's id in the map.
         public var layer: String
         /// Leave the layer out.
         public var skip: Bool
@@ -27,6 +28,7 @@ public struct GenerateOfflineMapParameters: Codable, Hashable, Sendable {
         /// The table and no features (an editable layer the crew only adds to).
         public var schemaOnly: Bool
 
+        /// The override of layer `layer`; see each property.
         public init(layer: String, skip: Bool = false, where: String? = nil, includeAttachments: Bool? = nil, schemaOnly: Bool = false) {
             self.layer = layer
             self.skip = skip
@@ -44,21 +46,25 @@ public struct GenerateOfflineMapParameters: Codable, Hashable, Sendable {
         case snapshot
     }
 
+    /// The area to take offline, with its spatial reference.
     public var areaOfInterest: MapDefinition.Extent
     /// The coarsest scale of the basemap (0: its coarsest level).
     public var minScale: Double
     /// The finest scale of the basemap (0: its finest level).
     public var maxScale: Double
+    /// Whether the basemap goes offline as a tile package.
     public var includeBasemap: Bool
     /// The basemap levels exported (from the scales, when the parameters were made).
     public var basemapLevels: [Int]
     /// The basemap export is refused above this many tiles.
     public var maxTileCount: Int
+    /// Per-layer changes to the defaults (leave out, filter, attachments, schema only).
     public var layerOverrides: [LayerOverride]
     /// Attachments with the features (the default for layers without an override).
     public var includeAttachments: Bool
     /// Editable layers go offline as empty tables (the SDK's `returnSchemaOnlyForEditableLayers`).
     public var returnSchemaOnlyForEditableLayers: Bool
+    /// How layers of services that take no edits go offline.
     public var readOnlyLayers: ReadOnlyLayers
     /// A layer, basemap or task that fails is reported in the offline map's `layerErrors` and
     /// the rest is kept; false fails the job instead.
@@ -68,6 +74,7 @@ public struct GenerateOfflineMapParameters: Codable, Hashable, Sendable {
     /// The preplanned area these parameters were made for, if any.
     public var preplannedArea: String?
 
+    /// Parameters with the given values; see each property.
     public init(
         areaOfInterest: MapDefinition.Extent, minScale: Double = 0, maxScale: Double = 0, includeBasemap: Bool = true, basemapLevels: [Int] = [],
         maxTileCount: Int = 100_000, layerOverrides: [LayerOverride] = [], includeAttachments: Bool = true, returnSchemaOnlyForEditableLayers: Bool = false,

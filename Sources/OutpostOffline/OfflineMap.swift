@@ -6,10 +6,14 @@ import OutpostStorage
 /// An offline map folder: `map.json` (the map definition with local files and an `offline`
 /// section), the replicas in `data/`, the basemap and task files.
 public struct OfflineMap: Sendable {
+    /// The map definition's file name in an offline map folder.
     public static let mapFileName = "map.json"
 
+    /// The offline map's folder.
     public let directory: URL
+    /// The map definition, with its layers pointing at the local files.
     public let definition: MapDefinition
+    /// What went offline: the replicas, their services, the layer errors.
     public let offline: MapDefinition.Offline
 
     /// Opens the offline map in `directory`.

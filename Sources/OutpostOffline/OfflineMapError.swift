@@ -2,6 +2,7 @@ import OutpostCore
 
 /// Why an offline map could not be made, opened or synced.
 public struct OfflineMapError: Error, CustomStringConvertible, Sendable, JobFailureCause {
+    /// What kind of failure it is.
     public enum Code: String, Sendable {
         /// The map definition cannot be used (unreadable, a relative URL without a base, no layers).
         case invalidMap
@@ -17,9 +18,12 @@ public struct OfflineMapError: Error, CustomStringConvertible, Sendable, JobFail
         case invalidParameters
     }
 
+    /// What kind of failure it is.
     public var code: Code
+    /// What went wrong, in words.
     public var message: String
 
+    /// An error of `code` with its message.
     public init(_ code: Code, _ message: String) {
         self.code = code
         self.message = message

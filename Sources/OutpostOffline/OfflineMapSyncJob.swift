@@ -13,10 +13,13 @@ public struct OfflineMapSyncJob: JobDefinition {
     public static let jobType = "outpost.syncOfflineMap"
     public typealias Output = OfflineMapSyncResult
 
+    /// The offline map folder whose replicas are synced.
     public var directory: URL
+    /// The direction and rollback of each replica's sync.
     public var syncParameters: OfflineMapSyncParameters
     let environment: OfflineJobEnvironment
 
+    /// A job that syncs every replica of the offline map in `directory`.
     public init(directory: URL, syncParameters: OfflineMapSyncParameters, environment: OfflineJobEnvironment = OfflineJobEnvironment()) {
         self.directory = directory.standardizedFileURL
         self.syncParameters = syncParameters

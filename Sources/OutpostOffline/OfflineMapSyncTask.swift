@@ -11,6 +11,7 @@ public struct OfflineMapSyncParameters: Codable, Hashable, Sendable {
     /// A replica whose sync fails is left exactly as it was (each replica on its own).
     public var rollbackOnFailure: Bool
 
+    /// Parameters with the given direction and rollback.
     public init(direction: SyncGeodatabaseParameters.Direction = .bidirectional, rollbackOnFailure: Bool = true) {
         self.direction = direction
         self.rollbackOnFailure = rollbackOnFailure
@@ -19,29 +20,41 @@ public struct OfflineMapSyncParameters: Codable, Hashable, Sendable {
 
 /// What a sync of an offline map did, replica by replica (the SDK's `OfflineMapSyncResult`).
 public struct OfflineMapSyncResult: Sendable, Hashable, Codable {
+    /// What the sync did to one replica.
     public struct Replica: Sendable, Hashable, Codable {
+        /// The replica's file in the offline map.
         public var file: String
+        /// The FeatureServer it syncs with.
         public var serviceUrl: String
+        /// What the sync did, layer by layer.
         public var layers: [SyncLayerResult]
         /// Why this replica did not sync (the others still did).
         public var error: String?
     }
 
+    /// Each replica's result.
     public var replicas: [Replica]
 
+    /// Whether a replica failed or the service refused an edit.
     public var hasErrors: Bool { replicas.contains { $0.error != nil || $0.layers.contains { !$0.editResults.isEmpty } } }
 }
 
 /// What ``OfflineMapSyncTask/checkForUpdates()`` found, replica by replica.
 public struct OfflineMapUpdatesInfo: Sendable, Hashable {
+    /// What one replica has waiting.
     public struct Replica: Sendable, Hashable {
+        /// The replica's file in the offline map.
         public var file: String
+        /// Its changes waiting each way.
         public var updates: GeodatabaseUpdates
     }
 
+    /// Each replica's updates.
     public var replicas: [Replica]
 
+    /// Whether any service has changes to download.
     public var downloadAvailable: Bool { replicas.contains { $0.updates.downloadAvailable } }
+    /// Whether any replica has edits to upload.
     public var uploadAvailable: Bool { replicas.contains { $0.updates.uploadAvailable } }
 }
 
@@ -55,9 +68,11 @@ public struct OfflineMapUpdatesInfo: Sendable, Hashable {
 /// let result = try await job.output      // result.hasErrors, result.replicas
 /// ```
 public final class OfflineMapSyncTask: Sendable {
+    /// The offline map this task syncs.
     public let offlineMap: OfflineMap
     let token: String?
 
+    /// A task for `offlineMap`; `token` is sent to its secured services.
     public init(offlineMap: OfflineMap, token: String? = nil) {
         self.offlineMap = offlineMap
         self.token = token
@@ -66,6 +81,8 @@ public final class OfflineMapSyncTask: Sendable {
     /// Both ways (download only for read-only services), each replica rolled back on failure.
     public func makeDefaultOfflineMapSyncParameters() -> OfflineMapSyncParameters { OfflineMapSyncParameters() }
 
+    /// A job that syncs every replica of the map; one that fails is rolled back and reported while the others
+    /// sync.
     public func makeOfflineMapSyncJob(
         parameters: OfflineMapSyncParameters, faults: FaultInjector = FaultInjector(), store: (any JobStore)? = nil
     ) -> Job<OfflineMapSyncJob> {

@@ -7,14 +7,21 @@ import OutpostStorage
 /// server (`outpost offline prepare`) when ``isReady``, so a crew downloads the package rather than
 /// waiting for a generation.
 public struct PreplannedMapArea: Sendable, Hashable {
+    /// A file of the area's package.
     public struct File: Sendable, Hashable {
+        /// The file's path inside the package.
         public var path: String
+        /// Its size in bytes.
         public var size: Int64
     }
 
+    /// The area's id in the map.
     public var id: String
+    /// The area's name shown to people.
     public var title: String
+    /// The area.
     public var extent: MapDefinition.Extent
+    /// Whether the server has prepared its package.
     public var isReady: Bool
     /// The package's bytes.
     public var size: Int64

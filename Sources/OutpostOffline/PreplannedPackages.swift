@@ -16,9 +16,11 @@ import OutpostSync
 /// let package = try await packages.install(area: "south-west", from: target)
 /// ```
 public struct PreplannedPackages: Sendable {
+    /// The folder holding one package per area.
     public let folder: URL
     let token: String?
 
+    /// The packages in `folder`; `token` is sent to secured services.
     public init(folder: URL, token: String? = nil) {
         self.folder = folder.standardizedFileURL
         self.token = token
@@ -27,6 +29,7 @@ public struct PreplannedPackages: Sendable {
     /// Where area `id`'s package is.
     public func package(_ id: String) -> URL { folder.appendingPathComponent(id) }
 
+    /// Whether area `id`'s package is complete in the folder.
     public func isPrepared(_ id: String) -> Bool {
         FileManager.default.fileExists(atPath: package(id).appendingPathComponent(OfflineMap.mapFileName).path)
     }
