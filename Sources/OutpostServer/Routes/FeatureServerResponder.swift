@@ -54,7 +54,7 @@ public struct FeatureServerResponder: HTTPResponder {
         let route = ServerMetrics.route(segments)
         metrics.inFlight(route: route, +1)
         defer { metrics.inFlight(route: route, -1) }
-        var response = try await ClientDeparture.$departed.withValue(context.clientDeparted) {
+        var response = try await ClientDeparture.$channel.withValue(context.channel) {
             try await answer(request, segments: segments, remote: context.remoteAddress, logger: logger)
         }
         response.headers[Self.requestID] = id

@@ -10,13 +10,14 @@ import Synchronization
 public struct OutpostRequestContext: RequestContext, RemoteAddressRequestContext {
     public var coreContext: CoreRequestContextStorage
     public let remoteAddress: SocketAddress?
-    /// When the request's client left, for long work to stop (see ``ClientDeparture``).
-    let clientDeparted: EventLoopFuture<Void>?
+    /// The request's connection, for long work to stop when its client leaves (see
+    /// ``ClientDeparture``).
+    let channel: any Channel
 
     public init(source: ApplicationRequestContextSource) {
         coreContext = .init(source: source)
         remoteAddress = source.channel.remoteAddress
-        clientDeparted = ClientDeparture.departure(of: source.channel)
+        channel = source.channel
     }
 }
 
