@@ -4,7 +4,7 @@ import OutpostGeoprocessing
 
 /// Geocodes, reverse geocodes and suggests (ArcGIS `LocatorTask`): against a GeocodeServer by
 /// URL, or offline against a `.locator` file by file URL — the same calls and results either way.
-/// Loadable: ``load()`` opens the file (refusing a damaged one) or reads the service info.
+/// Loadable: `load()` opens the file (refusing a damaged one) or reads the service info.
 ///
 /// ```swift
 /// let task = LocatorTask(url: URL(fileURLWithPath: "helsinki.locator"))

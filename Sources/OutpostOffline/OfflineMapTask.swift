@@ -17,7 +17,7 @@ import OutpostTiles
 /// let offlineMap = try await job.output     // offlineMap.layerErrors lists what could not go offline
 /// ```
 ///
-/// Loadable: ``load()`` reads the map definition (from a URL or a file).
+/// Loadable: `load()` reads the map definition (from a URL or a file).
 public final class OfflineMapTask: LoadableForwarding, Sendable {
     /// Where the map definition comes from (a URL or a path), when it was not given directly.
     public let source: String?

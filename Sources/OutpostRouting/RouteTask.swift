@@ -4,7 +4,7 @@ import OutpostGeoprocessing
 
 /// Solves routes (ArcGIS `RouteTask`): against an NAServer route layer by URL, or offline on a
 /// `.network` file by file URL — the same parameters and results either way. Loadable:
-/// ``load()`` opens the file (refusing a damaged or foreign one) and loads its graphs, or reads
+/// `load()` opens the file (refusing a damaged or foreign one) and loads its graphs, or reads
 /// the route layer's description.
 ///
 /// ```swift

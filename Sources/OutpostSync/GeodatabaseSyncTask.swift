@@ -60,6 +60,7 @@ public final class GeodatabaseSyncTask: Loadable, Sendable {
         let value = Mutex<ServiceInfo?>(nil)
     }
 
+    /// A task for the feature service at `url` (`…/rest/services/<name>/FeatureServer`).
     /// - Throws: ``SyncError`` when `url` is not a FeatureServer URL.
     public init(url: URL, token: String? = nil, client: HTTPClient = ServiceConnection.defaultClient) throws {
         let connection = try ServiceConnection(featureServerURL: url, token: token, client: client)

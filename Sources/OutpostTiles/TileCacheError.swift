@@ -13,14 +13,20 @@ public struct TileCacheError: Error, CustomStringConvertible, Sendable {
         case unsupported
         /// A tile source failed.
         case source
+        /// Reading or writing a file failed.
         case io
     }
 
+    /// What kind of failure it is.
     public var code: Code
+    /// What went wrong, for a person.
     public var message: String
+    /// The file concerned, when there is one.
     public var file: String?
+    /// The tile concerned, when there is one.
     public var tile: TileKey?
 
+    /// An error of this code and message.
     public init(_ code: Code, _ message: String, file: String? = nil, tile: TileKey? = nil) {
         self.code = code
         self.message = message

@@ -2,6 +2,8 @@
 /// finaliser. Not cryptographic: it tells accidental differences apart (layer checksums, tile
 /// deduplication), at memory speed.
 public enum FastHash {
+    /// The hash of `bytes`, starting from `seed` (the same bytes and seed always give the same value, on every
+    /// platform).
     public static func hash64(_ bytes: UnsafeRawBufferPointer, seed: UInt64 = 0x243F_6A88_85A3_08D3) -> UInt64 {
         var h: UInt64 = seed ^ UInt64(bytes.count)
         var i = 0

@@ -32,6 +32,7 @@ public final class SharedOutcome<Value: Sendable>: Sendable {
 
     private let state = Mutex(State())
 
+    /// An outcome not settled yet, with no one waiting.
     public init() {}
 
     /// Whether the outcome is settled.

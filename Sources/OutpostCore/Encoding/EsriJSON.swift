@@ -226,16 +226,19 @@ public enum EsriJSON {
         return d.rounded() == d && d >= -9.223_372_036_854_775_808e18 && d < 9.223_372_036_854_775_808e18 ? .integer(Int64(d)) : .number(d)
     }
 
+    /// The geometry as an Esri JSON object, with `spatialReference` when one is given.
     public static func encode(_ geometry: Geometry, spatialReference: SpatialReference? = nil) throws -> String {
         var out = ""
         try write(geometry, spatialReference: spatialReference, to: &out)
         return out
     }
 
+    /// Appends the geometry as Esri JSON to `out`.
     public static func write(_ geometry: Geometry, spatialReference: SpatialReference? = nil, to out: inout String) throws {
         try out.appendWritten { try write(geometry, spatialReference: spatialReference, to: &$0) }
     }
 
+    /// Appends the geometry as Esri JSON, UTF-8, to `out`.
     public static func write(_ geometry: Geometry, spatialReference: SpatialReference? = nil, to out: inout [UInt8]) throws {
         let layout = geometry.layout
         out.append(utf8: "{")
@@ -314,6 +317,8 @@ public enum EsriJSON {
         }
     }
 
+    /// The envelope as an Esri JSON envelope (`xmin`, `ymin`, `xmax`, `ymax`, and the Z and M ranges when it
+    /// has them).
     public static func encodeEnvelope(_ e: Envelope, spatialReference: SpatialReference? = nil) -> String {
         var out = "{\"xmin\":"
         JSONValue.writeNumber(e.xmin, to: &out)

@@ -9,6 +9,7 @@ import Foundation
 public enum GeoJSON {
     // MARK: Decoding
 
+    /// Decodes a GeoJSON geometry object from JSON bytes.
     public static func decodeGeometry(_ data: Data) throws -> Geometry {
         try decodeGeometry(JSONValue.parse(data))
     }
@@ -134,10 +135,12 @@ public enum GeoJSON {
         return out
     }
 
+    /// Appends the geometry as GeoJSON to `out`.
     public static func write(_ geometry: Geometry, to out: inout String) {
         out.appendWritten { write(geometry, to: &$0) }
     }
 
+    /// Appends the geometry as GeoJSON, UTF-8, to `out`.
     public static func write(_ geometry: Geometry, to out: inout [UInt8]) {
         out.append(utf8: "{\"type\":\"")
         out.append(utf8: geometry.type.geoJSONName)
@@ -201,10 +204,14 @@ public enum GeoJSON {
 
 /// A GeoJSON Feature (RFC 7946 §3.2).
 public struct GeoJSONFeature: Hashable, Sendable {
+    /// The feature's `id` member, when it has one.
     public var id: JSONValue?
+    /// The feature's geometry; `nil` for a feature without one (`"geometry": null`).
     public var geometry: Geometry?
+    /// The feature's `properties` member.
     public var properties: [String: JSONValue]
 
+    /// A feature of these members.
     public init(id: JSONValue? = nil, geometry: Geometry?, properties: [String: JSONValue] = [:]) {
         self.id = id
         self.geometry = geometry

@@ -10,6 +10,8 @@ import Foundation
 public enum GeoPackageBinary {
     /// The envelope stored in a header (flag bits E).
     public enum EnvelopeKind: UInt8, Sendable, CaseIterable {
+        /// No envelope, or an envelope of X and Y, of X, Y and Z, of X, Y and M, or of all four (flag values
+        /// 0–4).
         case none = 0, xy = 1, xyz = 2, xym = 3, xyzm = 4
 
         /// Number of doubles the envelope takes.
@@ -18,11 +20,17 @@ public enum GeoPackageBinary {
 
     /// A decoded header.
     public struct Header: Hashable, Sendable {
+        /// The format version byte (0 for version 1).
         public var version: UInt8
+        /// The spatial reference system id (`gpkg_spatial_ref_sys.srs_id`).
         public var srsID: Int32
+        /// Which envelope the header carries.
         public var envelopeKind: EnvelopeKind
+        /// The envelope, when the header carries one.
         public var envelope: Envelope?
+        /// Whether the empty-geometry flag is set.
         public var isEmpty: Bool
+        /// Whether the header's numbers are little-endian.
         public var littleEndian: Bool
         /// Header length in bytes: where the WKB starts.
         public var size: Int
@@ -30,15 +38,20 @@ public enum GeoPackageBinary {
 
     /// A decoded blob.
     public struct Decoded: Hashable, Sendable {
+        /// The geometry decoded from the blob's WKB.
         public var geometry: Geometry
+        /// The blob's header.
         public var header: Header
+        /// The spatial reference system id of the header.
         public var srsID: Int32 { header.srsID }
     }
 
+    /// Decodes a blob: its header and its geometry.
     public static func decode(_ bytes: [UInt8]) throws -> Decoded {
         try bytes.withUnsafeBytes { try decode(buffer: $0) }
     }
 
+    /// Decodes a blob: its header and its geometry.
     public static func decode(_ data: Data) throws -> Decoded {
         try data.withUnsafeBytes { try decode(buffer: $0) }
     }
@@ -50,10 +63,12 @@ public enum GeoPackageBinary {
         return Decoded(geometry: geometry, header: header)
     }
 
+    /// Decodes only the header of a blob (to read its envelope or SRS id without decoding the geometry).
     public static func decodeHeader(_ bytes: [UInt8]) throws -> Header {
         try bytes.withUnsafeBytes { try decodeHeader(buffer: $0) }
     }
 
+    /// Decodes only the header of a blob borrowed from elsewhere, without copying it.
     public static func decodeHeader(buffer: UnsafeRawBufferPointer) throws -> Header {
         var r = ByteReader(buffer)
         try r.require(8, "the GeoPackage binary header")

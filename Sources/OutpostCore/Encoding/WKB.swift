@@ -21,6 +21,7 @@ public enum WKB {
         try bytes.withUnsafeBytes { try decode(buffer: $0) }
     }
 
+    /// Decodes ISO (or extended) WKB bytes into a geometry.
     public static func decode(_ data: Data) throws -> Geometry {
         try data.withUnsafeBytes { try decode(buffer: $0) }
     }

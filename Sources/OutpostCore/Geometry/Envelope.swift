@@ -13,6 +13,7 @@ public struct Envelope: Hashable, Sendable, Codable {
     /// The least and greatest m, when the geometry has M.
     public var mRange: ClosedRange<Double>?
 
+    /// A box of these bounds.
     /// - Precondition: none; an inverted box (`xmin > xmax`) is kept as given and ``isValid`` is false.
     public init(
         xmin: Double, ymin: Double, xmax: Double, ymax: Double,

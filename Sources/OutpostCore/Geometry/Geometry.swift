@@ -172,6 +172,7 @@ public struct Point: Hashable, Sendable {
 
     /// - Throws: ``GeometryError/Code/invalidCoordinate`` for a non-finite ordinate.
     public init(_ position: Position) throws {
+        /// A point at `position`.
         try checkPositions([position], layout: position.layout)
         self.layout = position.layout
         self.position = position
@@ -198,6 +199,7 @@ public struct LineString: Hashable, Sendable {
 
     /// - Throws: ``GeometryError`` for a single position, non-finite ordinates or mixed layouts.
     public init(_ positions: [Position], layout: CoordinateLayout? = nil) throws {
+        /// A line through `positions`; `layout` is taken from the first position when not given.
         let layout = inferLayout(positions, default: layout)
         try checkPositions(positions, layout: layout)
         guard positions.count != 1 else {
@@ -226,6 +228,7 @@ public struct Polygon: Hashable, Sendable {
 
     /// - Throws: ``GeometryError/Code/invalidRing`` for an open or too-short ring.
     public init(rings: [[Position]], layout: CoordinateLayout? = nil) throws {
+        /// A polygon of these rings; `layout` is taken from the first position when not given.
         let layout = inferLayout(rings.first ?? [], default: layout)
         for (index, ring) in rings.enumerated() {
             try checkPositions(ring, layout: layout)

@@ -3,6 +3,7 @@ import Foundation
 /// Lines stored as little-endian float64 x, y pairs (16 bytes a position): how locator and
 /// network files keep street geometry compactly, without a GeoPackage header.
 public enum PackedPositions {
+    /// The positions' x and y as packed little-endian doubles (Z and M are dropped).
     public static func encode(_ positions: [Position]) -> Data {
         var bytes = [UInt8]()
         bytes.reserveCapacity(positions.count * 16)
@@ -13,6 +14,7 @@ public enum PackedPositions {
         return Data(bytes)
     }
 
+    /// The positions packed in `data`; a trailing partial position is ignored.
     public static func decode(_ data: Data) -> [Position] {
         var out: [Position] = []
         out.reserveCapacity(data.count / 16)

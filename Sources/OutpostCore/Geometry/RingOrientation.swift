@@ -13,6 +13,7 @@ public enum RingOrientation {
         return sum
     }
 
+    /// Whether the ring runs clockwise (its signed area is negative).
     public static func isClockwise(_ ring: [Position]) -> Bool { signedArea(ring) < 0 }
 
     /// The ring with the requested winding (reversed if needed).

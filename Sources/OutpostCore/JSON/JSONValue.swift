@@ -28,11 +28,13 @@ public enum JSONValue: Hashable, Sendable {
         try data.withUnsafeBytes { raw in try parse(raw.bindMemory(to: UInt8.self)) }
     }
 
+    /// Parses JSON text.
     public static func parse(_ text: String) throws -> JSONValue {
         var text = text
         return try text.withUTF8 { try parse($0) }
     }
 
+    /// Parses JSON from UTF-8 bytes borrowed from elsewhere.
     public static func parse(_ bytes: UnsafeBufferPointer<UInt8>) throws -> JSONValue {
         do throws(JSONParser.Failure) {
             return try JSONParser.parse(bytes)

@@ -12,10 +12,13 @@ public struct JSONValueDecoder: Sendable {
     /// A decoder.
     public init() {}
 
+    /// Decodes a value of `type` from a parsed JSON tree.
     public func decode<T: Decodable>(_ type: T.Type, from value: JSONValue) throws -> T {
         try _TreeDecoder(value, path: nil).decodeValue(type)
     }
 
+    /// Parses JSON bytes and decodes a value of `type` from them; a parse error is a
+    /// `DecodingError.dataCorrupted`.
     public func decode<T: Decodable>(_ type: T.Type, from data: Data) throws -> T {
         do {
             return try decode(type, from: try JSONValue.parse(data))
@@ -31,12 +34,14 @@ public struct JSONValueEncoder: Sendable {
     /// An encoder.
     public init() {}
 
+    /// Encodes `value` as a JSON tree.
     public func encode<T: Encodable>(_ value: T) throws -> JSONValue {
         let root = _TreeEncoder.Node()
         try _TreeEncoder(node: root, path: nil).encodeValue(value)
         return root.resolved
     }
 
+    /// Encodes `value` as JSON bytes with sorted keys.
     public func encodeToData<T: Encodable>(_ value: T) throws -> Data {
         try encode(value).jsonData
     }

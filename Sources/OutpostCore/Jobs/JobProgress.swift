@@ -19,6 +19,7 @@ public struct JobProgress: Hashable, Sendable, Codable {
             self.total = total
         }
 
+        /// The phase's share done, 0…1, when its total is known and not zero.
         public var fraction: Double? {
             guard let total, total > 0 else { return nil }
             return min(1, Double(done) / Double(total))
@@ -41,6 +42,7 @@ public struct JobProgress: Hashable, Sendable, Codable {
 public struct JobMessage: Hashable, Sendable, Codable {
     /// How much a message matters.
     public enum Severity: String, Hashable, Sendable, Codable {
+        /// An informative line, a warning, or an error.
         case info, warning, error
     }
 

@@ -11,10 +11,12 @@
 /// Pause and cancel are requests honoured at the next checkpoint of a running job; a paused job
 /// has no runner, so starting it again runs from its last checkpoint.
 public struct JobStateMachine: Sendable, Hashable {
+    /// Where the job is in its lifecycle.
     public private(set) var status: JobStatus
     /// A pause was asked for and takes effect at the next checkpoint.
     public private(set) var pauseRequested = false
 
+    /// A machine at `status`; a job saved while running (`.started`) comes back `.paused`.
     public init(status: JobStatus = .notStarted) {
         // A job rebuilt from JSON that was running (or stopping) when saved is paused now: nothing
         // runs it until someone starts it again.
@@ -29,6 +31,7 @@ public struct JobStateMachine: Sendable, Hashable {
 
     /// What the runner does at a checkpoint.
     public enum CheckpointAction: Sendable, Hashable {
+        /// Go on running.
         case proceed
         /// Stop running; the job is paused and restarts from this checkpoint.
         case pause
@@ -48,6 +51,8 @@ public struct JobStateMachine: Sendable, Hashable {
         case rollBackNow
     }
 
+    /// Starts a job that has not started or is paused.
+    /// - Throws: ``JobError`` (`invalidTransition`) when the job is running, stopping or finished.
     public mutating func start() throws -> StartAction {
         switch status {
         case .notStarted, .paused:
@@ -71,6 +76,8 @@ public struct JobStateMachine: Sendable, Hashable {
         return try start()
     }
 
+    /// Asks a running job to pause at its next checkpoint.
+    /// - Throws: ``JobError`` (`invalidTransition`) when the job is not running.
     public mutating func pause() throws {
         switch status {
         case .started:
@@ -86,6 +93,7 @@ public struct JobStateMachine: Sendable, Hashable {
         }
     }
 
+    /// Asks the job to stop, and says what the caller must do for that.
     public mutating func cancel() -> CancelAction {
         switch status {
         case .notStarted:

@@ -80,6 +80,7 @@ public final class LoadableSupport: Sendable {
     ///   - dependencies: resources to load first (in order).
     ///   - load: the type's own loading work; it runs at most once per attempt.
     public init(
+        /// Loading support for a type whose load is `load`, after its `dependencies`.
         dependencies: @escaping @Sendable () -> [any Loadable] = { [] },
         load: @escaping @Sendable () async throws -> Void
     ) {

@@ -9,6 +9,7 @@
 /// is released by a detached task of background priority, after the waiting work was scheduled.
 /// At most a batch or two is in flight this way, so memory stays bounded.
 public enum BackgroundRelease {
+    /// Releases `value` on a detached background task.
     public static func release<T: Sendable>(_ value: consuming T) {
         let held = value
         Task.detached(priority: .background) { withExtendedLifetime(held) {} }

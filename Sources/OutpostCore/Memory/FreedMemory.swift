@@ -10,6 +10,7 @@
 /// before, 59 MB after a trim). Called when a job or a bulk import ends; costs a few
 /// milliseconds. Elsewhere than glibc it does nothing.
 public enum FreedMemory {
+    /// Returns freed heap to the system (`malloc_trim` on glibc; nothing elsewhere).
     public static func release() {
         #if canImport(Glibc)
             _ = trim?(0)

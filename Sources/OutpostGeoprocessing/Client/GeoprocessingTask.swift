@@ -2,7 +2,7 @@ import Foundation
 import OutpostCore
 
 /// Runs a geoprocessing task (ArcGIS `GeoprocessingTask`): a GPServer task by URL, or a tool or
-/// model on this device (offline, the same tools as the server). Loadable: ``load()`` reads the
+/// model on this device (offline, the same tools as the server). Loadable: `load()` reads the
 /// task info (parameters, execution type).
 ///
 /// ```swift

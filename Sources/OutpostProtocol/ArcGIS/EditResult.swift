@@ -2,21 +2,30 @@
 /// as ArcGIS writes it: `{"objectId": 7, "globalId": "{…}", "success": true}` or with
 /// `"success": false, "error": {"code": 1000, "description": "…"}`.
 public struct EditResult: Codable, Hashable, Sendable {
+    /// Why an edit failed: an ArcGIS error code and its text.
     public struct Failure: Codable, Hashable, Sendable {
+        /// The ArcGIS error code (see ``EditResult/Code``).
         public var code: Int
+        /// What went wrong, for a person.
         public var description: String
 
+        /// A failure of this code and text.
         public init(code: Int, description: String) {
             self.code = code
             self.description = description
         }
     }
 
+    /// The feature's object id, when known.
     public var objectId: Int64?
+    /// The feature's global id, when it has one.
     public var globalId: String?
+    /// Whether the edit was applied.
     public var success: Bool
+    /// Why not, when it was not.
     public var error: Failure?
 
+    /// A result of these values.
     public init(objectId: Int64?, globalId: String?, success: Bool, error: Failure? = nil) {
         self.objectId = objectId
         self.globalId = globalId
@@ -35,10 +44,14 @@ public struct EditResult: Codable, Hashable, Sendable {
 
 /// The answer to applyEdits.
 public struct ApplyEditsResponse: Codable, Hashable, Sendable {
+    /// The results of the adds, in request order.
     public var addResults: [EditResult]
+    /// The results of the updates, in request order.
     public var updateResults: [EditResult]
+    /// The results of the deletes, in request order.
     public var deleteResults: [EditResult]
 
+    /// An answer of these results.
     public init(addResults: [EditResult] = [], updateResults: [EditResult] = [], deleteResults: [EditResult] = []) {
         self.addResults = addResults
         self.updateResults = updateResults

@@ -14,22 +14,31 @@ import OutpostCore
 ///  "basemap": {"title": "Natural Earth", "url": "natural_earth/MapServer"}}
 /// ```
 public struct MapDefinition: Codable, Hashable, Sendable {
+    /// The format version this build writes (and the newest it reads).
     public static let currentFormatVersion = 1
 
     /// An extent with its spatial reference (Esri JSON envelope shape).
     public struct Extent: Codable, Hashable, Sendable {
+        /// The least x.
         public var xmin: Double
+        /// The least y.
         public var ymin: Double
+        /// The greatest x.
         public var xmax: Double
+        /// The greatest y.
         public var ymax: Double
+        /// The extent's spatial reference (WGS 84 when absent).
         public var spatialReference: SpatialReference?
 
+        /// The extent of `envelope` in `spatialReference`.
         public init(_ envelope: Envelope, spatialReference: SpatialReference = .wgs84) {
             (xmin, ymin, xmax, ymax) = (envelope.xmin, envelope.ymin, envelope.xmax, envelope.ymax)
             self.spatialReference = spatialReference
         }
 
+        /// The extent as an envelope (without its spatial reference).
         public var envelope: Envelope { Envelope(xmin: xmin, ymin: ymin, xmax: xmax, ymax: ymax) }
+        /// The extent's spatial reference, WGS 84 when none is given.
         public var wkid: SpatialReference { spatialReference ?? .wgs84 }
     }
 
@@ -37,17 +46,20 @@ public struct MapDefinition: Codable, Hashable, Sendable {
     public struct OperationalLayer: Codable, Hashable, Sendable {
         /// Unique within the map (per-layer options and errors name it).
         public var id: String
+        /// The layer's name as people see it.
         public var title: String
         /// `…/FeatureServer/<layer id>`.
         public var url: String
         /// Only these features (SQL where clause), online and offline.
         public var `where`: String?
+        /// Whether the layer is drawn (true when absent).
         public var visible: Bool?
         /// Offline only: the geodatabase holding the layer, relative to the offline map's folder.
         public var file: String?
         /// Offline only: the table in ``file``.
         public var table: String?
 
+        /// A layer of these values.
         public init(id: String, title: String, url: String, where: String? = nil, visible: Bool? = nil, file: String? = nil, table: String? = nil) {
             self.id = id
             self.title = title
@@ -64,10 +76,14 @@ public struct MapDefinition: Codable, Hashable, Sendable {
     /// `.tpkx`), a locator or street network (served by Outpost: offline its `.locator` or
     /// `.network` file), or a geoprocessing service (online only).
     public struct Reference: Codable, Hashable, Sendable {
+        /// The service's name as people see it.
         public var title: String
+        /// The service's URL (relative to ``MapDefinition/servicesURL`` when it has no scheme).
         public var url: String
+        /// Offline only: the local copy, relative to the offline map's folder.
         public var file: String?
 
+        /// A reference of these values.
         public init(title: String, url: String, file: String? = nil) {
             self.title = title
             self.url = url
@@ -75,19 +91,25 @@ public struct MapDefinition: Codable, Hashable, Sendable {
         }
     }
 
+    /// The map's basemap: a MapServer, a `{z}/{x}/{y}` template or a tile cache.
     public typealias Basemap = Reference
+    /// A locator, street network or geoprocessing service the map uses.
     public typealias TaskReference = Reference
 
     /// An area the server prepares ahead (`outpost offline prepare`), for crews to download.
     public struct PreplannedArea: Codable, Hashable, Sendable {
+        /// The area's id (what `outpost offline prepare` and a download name).
         public var id: String
+        /// The area's name as people see it.
         public var title: String
+        /// The area covered.
         public var extent: Extent
         /// 0: the basemap's coarsest level.
         public var minScale: Double?
         /// 0: the basemap's finest level.
         public var maxScale: Double?
 
+        /// An area of these values.
         public init(id: String, title: String, extent: Extent, minScale: Double? = nil, maxScale: Double? = nil) {
             self.id = id
             self.title = title
@@ -99,15 +121,20 @@ public struct MapDefinition: Codable, Hashable, Sendable {
 
     /// What an offline map's `map.json` adds: where it came from and what it holds.
     public struct Offline: Codable, Hashable, Sendable {
+        /// A geodatabase the offline map holds, and the service it syncs with.
         public struct Replica: Codable, Hashable, Sendable {
             /// The geodatabase, relative to the offline map's folder.
             public var file: String
+            /// The FeatureServer it came from.
             public var serviceUrl: String
+            /// The service layer ids it holds.
             public var layers: [Int]
             /// A snapshot cannot sync; a replica can (both ways, or download only when read-only).
             public var snapshot: Bool
+            /// Whether the replica only downloads (its layers are not editable).
             public var readOnly: Bool
 
+            /// A replica entry of these values.
             public init(file: String, serviceUrl: String, layers: [Int], snapshot: Bool, readOnly: Bool) {
                 self.file = file
                 self.serviceUrl = serviceUrl
@@ -119,26 +146,36 @@ public struct MapDefinition: Codable, Hashable, Sendable {
 
         /// A layer (by its id in the map, or "basemap", or a task's title) that could not be taken offline.
         public struct LayerError: Codable, Hashable, Sendable {
+            /// The layer's id, `basemap`, or the task's title.
             public var layer: String
+            /// Why it could not be taken offline.
             public var message: String
 
+            /// An error of this layer and message.
             public init(layer: String, message: String) {
                 self.layer = layer
                 self.message = message
             }
         }
 
+        /// When the offline map was made.
         public var generatedAt: Date
         /// The map definition's URL or path.
         public var source: String?
+        /// The area taken offline.
         public var areaOfInterest: Extent
+        /// The coarsest scale of the basemap taken (0: the basemap's coarsest level).
         public var minScale: Double
+        /// The finest scale of the basemap taken (0: the basemap's finest level).
         public var maxScale: Double
         /// The preplanned area this map was made from, if any.
         public var preplannedArea: String?
+        /// The geodatabases it holds.
         public var replicas: [Replica]
+        /// The layers that could not be taken offline.
         public var layerErrors: [LayerError]
 
+        /// An offline section of these values.
         public init(
             generatedAt: Date, source: String?, areaOfInterest: Extent, minScale: Double, maxScale: Double, preplannedArea: String? = nil, replicas: [Replica],
             layerErrors: [LayerError]
@@ -154,18 +191,29 @@ public struct MapDefinition: Codable, Hashable, Sendable {
         }
     }
 
+    /// The document's format version (``currentFormatVersion`` when written here).
     public var formatVersion: Int
+    /// The map's title.
     public var title: String
+    /// What the map is for.
     public var description: String?
+    /// Where the map opens.
     public var initialExtent: Extent?
     /// The base of relative service URLs (`…/arcgis/rest/services/`).
     public var servicesURL: String?
+    /// The feature layers and tables, in drawing order (the first at the bottom).
     public var operationalLayers: [OperationalLayer]
+    /// The basemap, if the map has one.
     public var basemap: Basemap?
+    /// Locators the map searches with.
     public var locators: [TaskReference]?
+    /// Street networks the map routes on.
     public var networks: [TaskReference]?
+    /// Geoprocessing services the map uses (online only).
     public var geoprocessing: [TaskReference]?
+    /// Areas the server prepares for crews to download.
     public var preplannedAreas: [PreplannedArea]?
+    /// What an offline copy of the map holds (only in an offline map's `map.json`).
     public var offline: Offline?
 
     enum CodingKeys: String, CodingKey {
@@ -173,6 +221,7 @@ public struct MapDefinition: Codable, Hashable, Sendable {
             preplannedAreas, offline
     }
 
+    /// A map definition of the current format version.
     public init(
         title: String, description: String? = nil, initialExtent: Extent? = nil, servicesURL: String? = nil, operationalLayers: [OperationalLayer],
         basemap: Basemap? = nil, locators: [TaskReference]? = nil, networks: [TaskReference]? = nil, geoprocessing: [TaskReference]? = nil,

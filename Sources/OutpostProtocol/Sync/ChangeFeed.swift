@@ -3,9 +3,13 @@ import OutpostCore
 /// One page of a layer's change feed (`GET …/replicas/{replica}/changes`): the features changed
 /// in `since < generation ≤ upto`, each as its current state within the replica's filter.
 public struct ChangePage: Codable, Hashable, Sendable {
+    /// The service layer the page is for.
     public var layerId: Int
+    /// The generation the window starts after.
     public var since: Int64
+    /// The generation the window ends at (included).
     public var upto: Int64
+    /// The changes on this page, in global-id order.
     public var changes: [FeedChange]
     /// Pass as `after` to get the next page; nil on the last page.
     public var next: String?
@@ -17,6 +21,7 @@ public struct ChangePage: Codable, Hashable, Sendable {
     /// The largest `count` a server takes (each first page counts up to one past it).
     public static let maxCount = 1_000_000
 
+    /// A page of these values.
     public init(layerId: Int, since: Int64, upto: Int64, changes: [FeedChange], next: String?) {
         self.layerId = layerId
         self.since = since
@@ -29,12 +34,17 @@ public struct ChangePage: Codable, Hashable, Sendable {
 /// A feature's state for a replica: present within its filter (`upsert`, with the full row),
 /// or not (`leave`: deleted, or moved out of the filter).
 public struct FeedChange: Codable, Hashable, Sendable {
+    /// Whether the feature is present in the replica's scope or has left it.
     public enum Kind: String, Codable, Hashable, Sendable {
+        /// Present, with its full row; gone (deleted, or out of the filter).
         case upsert, leave
     }
 
+    /// Whether the feature is present or has left.
     public var kind: Kind
+    /// The feature's global id.
     public var globalId: String
+    /// The generation of its last change.
     public var generation: Int64
     /// upsert: every attribute (dates in epoch ms), the object id excluded.
     public var attributes: [String: JSONValue]?
@@ -45,6 +55,7 @@ public struct FeedChange: Codable, Hashable, Sendable {
     /// upsert: the feature's attachments now (replicas that download attachments).
     public var attachments: [AttachmentInfo]?
 
+    /// A change of these values.
     public init(kind: Kind, globalId: String, generation: Int64, attributes: [String: JSONValue]? = nil, geometry: JSONValue? = nil, inserted: Bool? = nil) {
         self.kind = kind
         self.globalId = globalId
@@ -103,17 +114,23 @@ extension ChangePage {
 
 /// Per-layer content checksums of a replica's scope (`GET …/replicas/{replica}/checksums`).
 public struct ReplicaChecksums: Codable, Hashable, Sendable {
+    /// A layer's checksum.
     public struct Layer: Codable, Hashable, Sendable {
+        /// The service layer id.
         public var id: Int
+        /// How many features the checksum covers.
         public var count: Int
+        /// The XOR of the features' digests (`FeatureDigest`), 16 hexadecimal digits.
         public var checksum: String
         /// Set when asked for the changes since a generation and the window was small: then
         /// `count` and `checksum` cover only the features in `globalIds` (every feature of the
         /// layer changed in `since < generation ≤` the answer's generation) that are in the
         /// replica's scope now.
         public var since: Int64?
+        /// The features a windowed checksum covers (see `since`).
         public var globalIds: [String]?
 
+        /// A layer checksum of these values.
         public init(id: Int, count: Int, checksum: String, since: Int64? = nil, globalIds: [String]? = nil) {
             self.id = id
             self.count = count
@@ -131,8 +148,10 @@ public struct ReplicaChecksums: Codable, Hashable, Sendable {
 
     /// The service generation the checksums were computed at.
     public var generation: Int64
+    /// A checksum per layer of the replica.
     public var layers: [Layer]
 
+    /// Checksums of these values.
     public init(generation: Int64, layers: [Layer]) {
         self.generation = generation
         self.layers = layers

@@ -19,9 +19,12 @@ import OutpostDigest
 /// it (JSON text, as stored in its ledger), 3 a page of a layer's changes (JSON), 4 the batch's
 /// rejection (JSON: rolled back as a whole), 5 attachment content (JSON head, then the bytes).
 public enum DeltaFile {
+    /// The bytes every delta file starts with.
     public static let magic = Array("OUTPOST-DELTA\n".utf8)
+    /// The format version this build writes and reads.
     public static let version = 1
 
+    /// What a delta file carries.
     public enum Kind: String, Codable, Sendable {
         /// A replica's edits (or none: a request for changes) for its service.
         case edits
@@ -31,10 +34,15 @@ public enum DeltaFile {
         case updates
     }
 
+    /// The kind byte of a record.
     public enum RecordKind: UInt8, Sendable {
+        /// The upload batch, its canonical bytes.
         case batch = 1
+        /// The service's answer to the batch (JSON).
         case batchAnswer = 2
+        /// A page of a layer's changes (JSON).
         case changes = 3
+        /// The batch's rejection (JSON): it was rolled back as a whole.
         case rejection = 4
         /// A chunk of an attachment's bytes: ``DeltaContent``.
         case content = 5
@@ -48,8 +56,11 @@ public enum DeltaFile {
 /// bytes: 64 ASCII hex digits of the content's SHA-256, the chunk's offset and the content's
 /// total size (each 8 bytes, little-endian), then the bytes. Chunks of one content come in order.
 public enum DeltaContent {
+    /// The largest chunk of content a record carries (1 MiB).
     public static let chunkSize = 1 << 20
 
+    /// A content record of one chunk: `bytes` at `offset` of a content of `total` bytes whose SHA-256 is
+    /// `sha256`.
     public static func record(sha256: String, offset: Int64, total: Int64, bytes: Data) -> Data {
         var out = Data(sha256.utf8)
         withUnsafeBytes(of: UInt64(offset).littleEndian) { out.append(contentsOf: $0) }
@@ -58,6 +69,7 @@ public enum DeltaContent {
         return out
     }
 
+    /// The hash, offset, total size and bytes of a content record.
     /// - Throws: ``DeltaError`` for a record that is not a content chunk.
     public static func parse(_ body: Data) throws -> (sha256: String, offset: Int64, total: Int64, bytes: Data) {
         guard body.count >= 80, let sha = String(data: body.prefix(64), encoding: .ascii), sha.allSatisfy(\.isHexDigit) else {
@@ -75,15 +87,23 @@ public enum DeltaContent {
 
 /// What a delta file says about itself.
 public struct DeltaHeader: Codable, Sendable, Equatable {
+    /// Always `outpost-delta`.
     public var format = "outpost-delta"
+    /// The file's format version.
     public var version = DeltaFile.version
+    /// What the file carries.
     public var kind: DeltaFile.Kind
+    /// The name of the feature service.
     public var service: String
+    /// The replica's id (`edits`, `reply`).
     public var replicaId: String?
+    /// The replica's name, for people.
     public var replicaName: String?
     /// The batch an `edits` file carries (nil: nothing to upload) and its content hash.
     public var seq: Int64?
+    /// The batch's id.
     public var batchId: String?
+    /// The SHA-256 of the batch's bytes.
     public var batchHash: String?
     /// The last batch the replica had acknowledged when the file was made.
     public var lastAckedSeq: Int64?
@@ -92,16 +112,21 @@ public struct DeltaHeader: Codable, Sendable, Equatable {
     public var cursors: [String: Int64]
     /// `reply`, `updates`: the generation the changes reach.
     public var upto: Int64?
+    /// The service schema version the changes are in.
     public var schemaVersion: Int?
     /// `updates`: the area the changes were taken within (xmin, ymin, xmax, ymax in the
     /// service's spatial reference; nil: everywhere).
     public var area: [Double]?
+    /// How many edits the batch holds.
     public var edits: Int?
+    /// How many changes the file holds.
     public var changes: Int?
     /// How many attachments' content the file carries.
     public var attachments: Int?
+    /// When the file was made (ISO 8601).
     public var created: String
 
+    /// A header of this kind; the other members are filled in as the file is written.
     public init(kind: DeltaFile.Kind, service: String, replicaId: String?, cursors: [String: Int64]) {
         self.kind = kind
         self.service = service
@@ -128,7 +153,9 @@ extension DeltaWriter {
 
 /// Why a delta file cannot be read or applied.
 public struct DeltaError: Error, Sendable, CustomStringConvertible {
+    /// What is wrong.
     public var message: String
+    /// An error saying `message`.
     public init(_ message: String) { self.message = message }
     public var description: String { message }
 }
@@ -145,6 +172,7 @@ public final class DeltaWriter {
     private var out = [UInt8](repeating: 0, count: 1 << 16)
     private var finished = false
 
+    /// Starts a delta file at `url` (written beside it as a hidden partial file until finished).
     public init(url: URL, header: DeltaHeader) throws {
         self.url = url
         partial = url.deletingLastPathComponent().appendingPathComponent(".\(url.lastPathComponent).\(UUID().uuidString).partial")
@@ -232,6 +260,7 @@ enum ZlibLoop {
 /// Reads a delta file: checks its hash over the whole file first (a damaged or cut file is
 /// refused before anything is applied), then hands out its records one at a time.
 public final class DeltaReader {
+    /// The file's header.
     public let header: DeltaHeader
     private let handle: FileHandle
     private var stream = z_stream()
@@ -241,6 +270,8 @@ public final class DeltaReader {
     private var start = 0
     private var streamEnded = false
 
+    /// Opens the delta file at `url` after checking its hash.
+    /// - Throws: ``DeltaError`` for a missing, damaged or cut file.
     public init(url: URL) throws {
         guard let handle = try? FileHandle(forReadingFrom: url) else { throw DeltaError("no delta file at \(url.path)") }
         self.handle = handle

@@ -5,7 +5,9 @@ import OutpostCore
 /// same content as the JSON body, read by the server without parsing text. A server that accepts
 /// it says so in its replica info (`batchEncodings`); JSON stays for every other client.
 extension UploadBatch {
+    /// How an upload batch body is encoded.
     public enum Encoding: String, Codable, Hashable, Sendable {
+        /// JSON text; the compact binary encoding.
         case json, binary
 
         /// What a body is, by its first bytes (a JSON body starts with `{`, or white space).
@@ -13,6 +15,7 @@ extension UploadBatch {
             self = UploadBatch.binaryMagic.marks(body) ? .binary : .json
         }
 
+        /// The body's `Content-Type`.
         public var contentType: String {
             switch self {
             case .json: "application/json"
@@ -71,6 +74,7 @@ extension UploadBatch {
             layerCount = w.beginCount()
         }
 
+        /// Starts the edits of layer `id` (the previous layer must be finished).
         public mutating func beginLayer(id: Int) {
             precondition(layer == nil, "a layer is still open")
             let start = w.out.count

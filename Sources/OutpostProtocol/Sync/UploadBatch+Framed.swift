@@ -18,12 +18,14 @@ extension UploadBatch {
 
     /// A layer the head of a framed batch announces.
     public struct AnnouncedLayer: Sendable, Hashable {
+        /// The service layer id.
         public var id: Int
         /// The most edits its frames hold (the features with pending changes when it was sealed).
         public var atMost: Int
         /// The most of them that write a geometry (inserts, deletes, updates of the geometry).
         public var geometryWrites: Int
 
+        /// An announcement of these values.
         public init(id: Int, atMost: Int, geometryWrites: Int) {
             self.id = id
             self.atMost = atMost
@@ -52,6 +54,14 @@ extension UploadBatch {
         /// Edits written, attachment edits included.
         public private(set) var editCount: Int
 
+        /// Starts a framed body: the head (`header` without edits, and `layers`) is written and handed to
+        /// `ready` at once.
+        /// - Parameters:
+        ///   - header: the batch's fields; its layers' edits are ignored.
+        ///   - layers: the layers whose edits follow, in order.
+        ///   - capacity: bytes to reserve.
+        ///   - frameBytes: the size at which a frame is closed and handed out.
+        ///   - ready: takes each complete part (nil: the whole body is taken at the end).
         public init(
             header: UploadBatch, layers: [AnnouncedLayer], capacity: Int, frameBytes: Int = 48 << 10, ready: ((ArraySlice<UInt8>) -> Void)? = nil
         ) throws {
@@ -134,7 +144,9 @@ extension UploadBatch {
     public struct FramedReader: Sendable {
         /// The head: the batch without its edits, and the layers it announces.
         public struct Head: Sendable {
+            /// The batch's fields; its layers have no edits.
             public var batch: UploadBatch
+            /// The layers the frames will carry, in order.
             public var layers: [AnnouncedLayer]
         }
 
@@ -142,7 +154,9 @@ extension UploadBatch {
         public struct Frame: Sendable {
             /// Its place in the head's list of layers.
             public var position: Int
+            /// The service layer id.
             public var layerID: Int
+            /// The frame's edits, in order.
             public var edits: [BatchEdit]
         }
 
@@ -151,14 +165,17 @@ extension UploadBatch {
         private var start = 0
         private var dropped = 0
         private var names: [String] = []
+        /// The head, once read.
         public private(set) var head: Head?
         private var position = 0
         private var written: [Int] = []
         /// The end mark was read.
         public private(set) var ended = false
 
+        /// A reader that has seen nothing yet.
         public init() {}
 
+        /// Adds bytes that arrived.
         public mutating func append(_ bytes: UnsafeRawBufferPointer) {
             if start > 1 << 20, start * 2 > buffer.count {
                 buffer.removeFirst(start)

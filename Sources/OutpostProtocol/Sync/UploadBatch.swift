@@ -8,17 +8,23 @@ import OutpostDigest
 /// A batch is sealed once and resent byte for byte until acknowledged; the server applies a
 /// `(replica, seq)` at most once, replaying the stored result for the same content hash.
 public struct UploadBatch: Codable, Hashable, Sendable {
+    /// The format version this build writes (and the newest it reads).
     public static let currentFormatVersion = 1
 
+    /// The batch's format version.
     public var formatVersion: Int
+    /// The uploading replica's id.
     public var replicaId: String
+    /// The batch's own id (a UUID), unchanged when it is resent.
     public var batchId: String
+    /// The batch's sequence number in its replica: 1, 2, … with no gaps.
     public var seq: Int64
     /// The schema version the edits were made against.
     public var schemaVersion: Int
     /// true: any invalid edit rejects the whole batch; false: valid edits apply, invalid ones
     /// come back with errors.
     public var rollbackOnFailure: Bool
+    /// The edits, layer by layer.
     public var layers: [BatchLayer]
     /// The rule this sync asks for when the same column changed on both sides (`clientWins`,
     /// `serverWins`, `latestEditWins`, `manual`); per-field rules of the service still apply.
@@ -34,6 +40,7 @@ public struct UploadBatch: Codable, Hashable, Sendable {
     /// per edit. Part of the body, so a resent batch is answered in the form it asked for.
     public var compactAnswer: Bool?
 
+    /// A batch of these values, in the current format version.
     public init(
         replicaId: String, batchId: String, seq: Int64, schemaVersion: Int, rollbackOnFailure: Bool, layers: [BatchLayer], conflictPolicy: String? = nil,
         resolvedConflicts: [Int64]? = nil
@@ -49,6 +56,7 @@ public struct UploadBatch: Codable, Hashable, Sendable {
         self.layers = layers
     }
 
+    /// How many edits the batch holds, attachment edits included.
     public var editCount: Int { layers.reduce(0) { $0 + $1.edits.count } + (attachments?.count ?? 0) }
 
     /// Canonical bytes (sorted keys): what is stored, sent and hashed. The same bytes as the
@@ -122,9 +130,12 @@ public struct UploadBatch: Codable, Hashable, Sendable {
 
 /// The edits of one layer in a batch.
 public struct BatchLayer: Codable, Hashable, Sendable {
+    /// The service layer id.
     public var id: Int
+    /// The layer's edits, one per feature.
     public var edits: [BatchEdit]
 
+    /// A layer of these edits.
     public init(id: Int, edits: [BatchEdit]) {
         self.id = id
         self.edits = edits
@@ -133,11 +144,15 @@ public struct BatchLayer: Codable, Hashable, Sendable {
 
 /// One feature's net change since the last acknowledged batch (captured changes coalesced).
 public struct BatchEdit: Codable, Hashable, Sendable {
+    /// What an edit does to its feature.
     public enum Operation: String, Codable, Hashable, Sendable {
+        /// Adds it; changes it; deletes it.
         case insert, update, delete
     }
 
+    /// What the edit does.
     public var op: Operation
+    /// The feature's global id.
     public var globalId: String
     /// insert: every attribute; update: the changed ones (by field name; dates in epoch ms).
     public var attributes: [String: JSONValue]?
@@ -153,6 +168,7 @@ public struct BatchEdit: Codable, Hashable, Sendable {
     /// server changes after it to the same columns are conflicts.
     public var baseGeneration: Int64?
 
+    /// An edit of these values.
     public init(
         op: Operation, globalId: String, attributes: [String: JSONValue]? = nil, geometry: JSONValue? = nil,
         changedColumns: [String]? = nil, baseValues: [String: JSONValue]? = nil, editedAt: String? = nil, baseGeneration: Int64? = nil
@@ -170,16 +186,20 @@ public struct BatchEdit: Codable, Hashable, Sendable {
 
 /// The server's answer to a batch, stored in its ledger and replayed for a resent batch.
 public struct BatchResult: Codable, Hashable, Sendable {
+    /// The batch's sequence number.
     public var seq: Int64
+    /// The batch's id.
     public var batchId: String
     /// The generation the batch was applied under (nil when nothing applied).
     public var generation: Int64?
+    /// The results, layer by layer.
     public var layers: [BatchLayerResult]
     /// true when this answer is a replay of an earlier application.
     public var replayed: Bool?
     /// The batch's attachment edits, in order (op `insert` or `delete`).
     public var attachments: [BatchEditResult]?
 
+    /// An answer of these values.
     public init(seq: Int64, batchId: String, generation: Int64?, layers: [BatchLayerResult], replayed: Bool? = nil) {
         self.seq = seq
         self.batchId = batchId
@@ -188,6 +208,7 @@ public struct BatchResult: Codable, Hashable, Sendable {
         self.replayed = replayed
     }
 
+    /// The edits that failed, of every layer and the attachments.
     public var rejected: [BatchEditResult] { layers.flatMap { $0.results.filter { !$0.success } } + (attachments ?? []).filter { !$0.success } }
 
     /// The answer in compact form (``UploadBatch/compactAnswer``): each layer's plain successes
@@ -199,7 +220,9 @@ public struct BatchResult: Codable, Hashable, Sendable {
     }
 }
 
+/// The server's answer for one layer of a batch.
 public struct BatchLayerResult: Codable, Hashable, Sendable {
+    /// The service layer id.
     public var id: Int
     /// One result per edit; in a compact answer, only the edits that failed or whose application
     /// says more than "applied as sent" (``BatchEditResult/isPlain`` false).
@@ -208,11 +231,16 @@ public struct BatchLayerResult: Codable, Hashable, Sendable {
     /// by operation, listed or not. An edit of the batch not in ``results`` applied as sent.
     public var applied: Applied?
 
+    /// Edits applied, by operation.
     public struct Applied: Codable, Hashable, Sendable {
+        /// Features added.
         public var inserts = 0
+        /// Features changed.
         public var updates = 0
+        /// Features deleted.
         public var deletes = 0
 
+        /// Counts of these values.
         public init(inserts: Int = 0, updates: Int = 0, deletes: Int = 0) {
             self.inserts = inserts
             self.updates = updates
@@ -231,6 +259,7 @@ public struct BatchLayerResult: Codable, Hashable, Sendable {
         }
     }
 
+    /// A layer answer of these values.
     public init(id: Int, results: [BatchEditResult], applied: Applied? = nil) {
         self.id = id
         self.results = results
@@ -251,11 +280,15 @@ public struct BatchLayerResult: Codable, Hashable, Sendable {
 
 /// What became of one edit of a batch.
 public struct BatchEditResult: Codable, Hashable, Sendable {
+    /// The feature's global id.
     public var globalId: String
+    /// What the edit did.
     public var op: BatchEdit.Operation
+    /// Whether it applied.
     public var success: Bool
     /// The feature's object id on the server.
     public var objectId: Int64?
+    /// Why it did not apply, when it did not.
     public var error: EditResult.Failure?
     /// What happened beyond a plain apply: `merged` (the server had changed other columns since
     /// the client's base, both kept), `conflict` (see ``conflicts``), `alreadyApplied`,
@@ -267,6 +300,7 @@ public struct BatchEditResult: Codable, Hashable, Sendable {
     /// Applied as sent: nothing to say beyond success (a compact answer leaves it out).
     public var isPlain: Bool { success && error == nil && resolution == nil && conflicts == nil }
 
+    /// A result of these values.
     public init(
         globalId: String, op: BatchEdit.Operation, success: Bool, objectId: Int64? = nil, error: EditResult.Failure? = nil, resolution: String? = nil,
         conflicts: [ConflictRecord]? = nil
@@ -288,6 +322,7 @@ public struct BatchEditResult: Codable, Hashable, Sendable {
 // cost per edit.
 
 extension UploadBatch {
+    /// A batch from its parsed JSON, checked like the Codable decoding.
     public init(json: JSONValue) throws {
         let o = try WireJSON(json, "the batch")
         let version = try o.integer("formatVersion")
@@ -306,6 +341,7 @@ extension UploadBatch {
         if let list = o.object["attachments"], list != .null { attachments = try JSONValueDecoder().decode([AttachmentEdit].self, from: list) }
     }
 
+    /// The batch as JSON (what the Codable encoding gives).
     public var json: JSONValue {
         var o: [String: JSONValue] = [
             "formatVersion": .integer(Int64(formatVersion)), "replicaId": .string(replicaId), "batchId": .string(batchId), "seq": .integer(seq),
@@ -320,15 +356,18 @@ extension UploadBatch {
 }
 
 extension BatchLayer {
+    /// A layer from its parsed JSON.
     public init(json: JSONValue) throws {
         let o = try WireJSON(json, "a batch layer")
         self.init(id: Int(try o.integer("id")), edits: try o.array("edits").map(BatchEdit.init(json:)))
     }
 
+    /// The layer as JSON.
     public var json: JSONValue { .object(["id": .integer(Int64(id)), "edits": .array(edits.map(\.json))]) }
 }
 
 extension BatchEdit {
+    /// An edit from its parsed JSON.
     public init(json: JSONValue) throws {
         let o = try WireJSON(json, "an edit")
         guard let op = Operation(rawValue: try o.string("op")) else { throw WireJSON.invalid("an edit has an unknown op") }
@@ -385,6 +424,7 @@ extension BatchEdit {
         out.append(UInt8(ascii: "}"))
     }
 
+    /// The edit as JSON.
     public var json: JSONValue {
         var o: [String: JSONValue] = ["op": .string(op.rawValue), "globalId": .string(globalId)]
         if let attributes { o["attributes"] = .object(attributes) }
@@ -398,6 +438,7 @@ extension BatchEdit {
 }
 
 extension BatchResult {
+    /// An answer from its parsed JSON.
     public init(json: JSONValue) throws {
         let o = try WireJSON(json, "the batch result")
         self.init(
@@ -407,6 +448,7 @@ extension BatchResult {
         if !o.absent("attachments") { attachments = try o.array("attachments").map(BatchEditResult.init(json:)) }
     }
 
+    /// The answer as JSON.
     public var json: JSONValue {
         var o: [String: JSONValue] = ["seq": .integer(seq), "batchId": .string(batchId), "layers": .array(layers.map(\.json))]
         if let generation { o["generation"] = .integer(generation) }
@@ -417,12 +459,14 @@ extension BatchResult {
 }
 
 extension BatchLayerResult {
+    /// A layer answer from its parsed JSON.
     public init(json: JSONValue) throws {
         let o = try WireJSON(json, "a layer result")
         self.init(id: Int(try o.integer("id")), results: try o.array("results").map(BatchEditResult.init(json:)))
         if let value = o.object["applied"], value != .null { applied = try JSONValueDecoder().decode(Applied.self, from: value) }
     }
 
+    /// The layer answer as JSON.
     public var json: JSONValue {
         var o: [String: JSONValue] = ["id": .integer(Int64(id)), "results": .array(results.map(\.json))]
         if let applied { o["applied"] = (try? JSONValueEncoder().encode(applied)) ?? .null }
@@ -431,6 +475,7 @@ extension BatchLayerResult {
 }
 
 extension BatchEditResult {
+    /// A result from its parsed JSON.
     public init(json: JSONValue) throws {
         let o = try WireJSON(json, "an edit result")
         guard let op = BatchEdit.Operation(rawValue: try o.string("op")) else { throw WireJSON.invalid("an edit result has an unknown op") }
@@ -440,6 +485,7 @@ extension BatchEditResult {
         if let value = o.object["conflicts"], value != .null { conflicts = try JSONValueDecoder().decode([ConflictRecord].self, from: value) }
     }
 
+    /// The result as JSON.
     public var json: JSONValue {
         var o: [String: JSONValue] = ["globalId": .string(globalId), "op": .string(op.rawValue), "success": .bool(success)]
         if let objectId { o["objectId"] = .integer(objectId) }

@@ -6,13 +6,21 @@ import OutpostDigest
 
 /// An attachment as sync sees it: identity, owner, metadata and content hash.
 public struct AttachmentRecord: Hashable, Sendable {
+    /// The attachment's row id in the geodatabase.
     public var id: Int64
+    /// The attachment's global id, the same on every copy.
     public var globalID: String
+    /// The global id of the feature it belongs to (nil when the feature has none).
     public var featureGlobalID: String?
+    /// The name of the feature's layer.
     public var layer: String
+    /// The file name.
     public var name: String
+    /// The MIME type.
     public var contentType: String
+    /// The content's length in bytes.
     public var size: Int64
+    /// Free-text keywords, when given.
     public var keywords: String?
 }
 
@@ -137,6 +145,7 @@ extension GeodatabaseConnection {
 /// Streams a file into a new attachment of a feature (a photo added from disk, or content that
 /// was downloaded or uploaded and verified there). `globalID` nil makes a new identity.
 extension FeatureTable {
+    /// Adds the content of `file` as an attachment of the feature `objectID`, inside the caller's transaction.
     public func addAttachment(
         toFeature objectID: Int64, name: String, contentType: String, keywords: String?, globalID: String?, fromFile file: URL, in conn: GeodatabaseConnection
     ) throws -> Attachment {

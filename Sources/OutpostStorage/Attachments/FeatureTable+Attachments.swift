@@ -77,6 +77,7 @@ extension FeatureTable {
         try await geodatabase.read { conn in try self.attachments(forFeature: objectID, in: conn) }
     }
 
+    /// The attachments of the feature `objectID`, on a connection the caller holds.
     public func attachments(forFeature objectID: Int64, in conn: GeodatabaseConnection) throws -> [Attachment] {
         try requireAttachments()
         let rows = try Row.fetchAll(

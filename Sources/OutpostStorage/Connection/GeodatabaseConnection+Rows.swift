@@ -7,6 +7,7 @@ extension GeodatabaseConnection {
     public struct SteppedRow: ~Copyable {
         fileprivate let statement: OpaquePointer
 
+        /// Whether the value in `column` (0-based) is NULL.
         public func isNull(_ column: Int32) -> Bool { ColumnValue(statement, column).isNull }
 
         /// The column as an integer (nil when null or not an integer).

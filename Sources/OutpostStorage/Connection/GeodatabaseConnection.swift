@@ -139,6 +139,7 @@ public final class SQLStatement {
 
     init(statement: Statement) { self.statement = statement }
 
+    /// Runs the statement once with `arguments` bound in order.
     public func execute(_ arguments: [SQLLiteral]) throws {
         do {
             try statement.run(arguments.map(\.databaseValue))

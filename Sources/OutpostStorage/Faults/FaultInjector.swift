@@ -14,6 +14,7 @@ import Synchronization
 /// default everywhere is an injector with none, and only a debug build of `outpost` reads
 /// `OUTPOST_FAULT` (docs/sync.md, "Fault points").
 public final class FaultInjector: Sendable {
+    /// What an armed point does when reached.
     public enum Action: String, Sendable {
         /// Throw an error, as if the step failed.
         case fail
@@ -21,7 +22,9 @@ public final class FaultInjector: Sendable {
         case kill
     }
 
+    /// The error an armed `fail` point throws.
     public struct InjectedFault: Error, CustomStringConvertible, Sendable {
+        /// The point that fired.
         public var point: String
         public var description: String { "injected fault at \(point)" }
     }
@@ -30,6 +33,7 @@ public final class FaultInjector: Sendable {
     private let reached: Mutex<[String]>
     private let hooks: Mutex<[String: @Sendable () -> Void]>
 
+    /// An injector with `points` armed (none by default).
     public init(_ points: [String: Action] = [:]) {
         armed = Mutex(points)
         reached = Mutex([])
@@ -53,6 +57,7 @@ public final class FaultInjector: Sendable {
         self.init(points)
     }
 
+    /// Arms `point`: the next time it is reached, `action` happens.
     public func arm(_ point: String, _ action: Action = .fail) {
         armed.withLock { $0[point] = action }
     }

@@ -14,6 +14,7 @@ extension FeatureTable {
     /// Statements are found by the columns' field indices and values bound through the C API.
     /// Geometries are taken as given (in the layer's spatial reference).
     public struct EditWriter {
+        /// The table the writer edits.
         public let table: FeatureTable
         private let conn: GeodatabaseConnection
         private var statements: [StatementKey: Statement] = [:]
@@ -27,6 +28,7 @@ extension FeatureTable {
             var columns: [Int]
         }
 
+        /// A writer for `table` inside the transaction of `conn`.
         public init(_ table: FeatureTable, in conn: GeodatabaseConnection) {
             self.table = table
             self.conn = conn

@@ -8,10 +8,14 @@ extension FeatureTable {
     /// as JSON (dates in epoch milliseconds, blobs base64, the global id field as text), and its
     /// geometry as Esri JSON (`.null` for none, also in a table without geometry).
     public struct SyncRow: Sendable {
+        /// The feature's global id.
         public var globalID: String
+        /// Attribute values by field name, as sync JSON.
         public var attributes: [String: JSONValue]
+        /// The geometry as Esri JSON, or `.null`.
         public var geometry: JSONValue
 
+        /// A row of these values.
         public init(globalID: String, attributes: [String: JSONValue], geometry: JSONValue) {
             self.globalID = globalID
             self.attributes = attributes

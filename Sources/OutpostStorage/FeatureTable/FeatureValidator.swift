@@ -6,6 +6,7 @@ import OutpostCore
 /// PostgreSQL backend check edits with the same rules, so both refuse the same edits with the
 /// same messages.
 public struct FeatureValidator: Sendable {
+    /// The layer whose rules the validator applies.
     public let layer: LayerDefinition
     /// The spatial reference of the layer's geometries, nil for a table.
     public let spatialReference: SpatialReference?
@@ -18,6 +19,7 @@ public struct FeatureValidator: Sendable {
     private let fieldRules: [FieldRules]
     private let lookup: FieldLookup
 
+    /// The validator of `layer`, with the domains of `schema`.
     public init(layer: LayerDefinition, schema: ServiceSchema) {
         self.layer = layer
         spatialReference = layer.isSpatial ? (layer.spatialReference ?? schema.spatialReference) : nil
@@ -36,19 +38,24 @@ public struct FeatureValidator: Sendable {
     /// integers in floating-point fields as doubles). The geometry column, when written, is last
     /// and its value is `geometry`.
     public struct Row: Sendable {
+        /// The columns written, in order.
         public var columns: [String] = []
+        /// The value of each column.
         public var values: [FieldValue] = []
         /// The field type of each column (`.blob` for the geometry column).
         public var types: [FieldType] = []
         /// Each column's index in the layer's fields (-1 for the geometry column): the same
         /// columns as `columns`, for a key that is cheaper to hash than their names.
         public var fieldIndices: [Int] = []
+        /// The edit's global id, normalised, when the layer has a global id field.
         public var globalID: String?
+        /// The geometry, brought to the layer's type and layout.
         public var geometry: Geometry?
         /// Whether the geometry column is among `columns` (last).
         public var writesGeometry = false
     }
 
+    /// A ``StorageError`` (`invalidEdit`) for edit `index` of a request, naming the layer and `field`.
     public func error(_ index: Int, _ field: String?, _ message: String) -> StorageError {
         StorageError(.invalidEdit, message, table: layer.name, field: field, editIndex: index)
     }

@@ -208,11 +208,13 @@ public enum GlobalID {
 public struct FastRandomGenerator: RandomNumberGenerator, Sendable {
     private var state: UInt64
 
+    /// A generator seeded from the system's random source.
     public init() {
         var system = SystemRandomNumberGenerator()
         state = system.next()
     }
 
+    /// A generator with a fixed seed: the same sequence every time (for tests and benchmarks).
     public init(seed: UInt64) { state = seed }
 
     public mutating func next() -> UInt64 {

@@ -15,17 +15,23 @@ import OutpostCore
 public struct ServiceRowWriter {
     /// What a write does to the geometry column.
     public enum GeometryWrite: Sendable {
+        /// Leave the stored geometry as it is.
         case keep
+        /// Store this geometry.
         case set(Geometry)
+        /// Store NULL.
         case clear
     }
 
     /// A feature found by global id: its object id and stored geometry blob.
     public struct Located: Sendable {
+        /// The feature's object id.
         public let objectID: Int64
+        /// Its stored geometry blob (GeoPackage binary), nil when NULL.
         public let geometry: [UInt8]?
     }
 
+    /// The table written.
     public let table: FeatureTable
     private let conn: GeodatabaseConnection
     /// The columns written by value, in table order: every attribute field but the object id
@@ -45,6 +51,7 @@ public struct ServiceRowWriter {
         var geometry: Bool
     }
 
+    /// A writer for `table` inside the transaction of `conn`.
     public init(table: FeatureTable, conn: GeodatabaseConnection) {
         self.table = table
         self.conn = conn

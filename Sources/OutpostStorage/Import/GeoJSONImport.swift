@@ -84,6 +84,7 @@ public enum GeoJSONImport {
 /// Creates a geodatabase from a sample-data directory: `service.json` (the schema) and
 /// `data/<layer name>.geojson` for each layer that has data (docs/cli.md, "Sample data").
 public enum ServiceDirectoryImport {
+    /// Creates a geodatabase from a sample-data directory and imports its layers.
     /// - Parameters:
     ///   - directory: the sample-data directory.
     ///   - output: where the geodatabase is created.

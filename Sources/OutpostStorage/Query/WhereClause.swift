@@ -19,6 +19,7 @@ import OutpostCore
 /// Field names are resolved against the layer (case-insensitively) and emitted quoted; every
 /// literal becomes a bound parameter. Nothing the user typed is ever pasted into SQL text.
 public struct WhereClause: Hashable, Sendable {
+    /// The parsed condition, with canonical field names.
     public let expression: SQLExpression
 
     /// Longest where clause accepted, in characters.
@@ -30,8 +31,11 @@ public struct WhereClause: Hashable, Sendable {
 
     /// What the parser needs to know about a field: its canonical name and type.
     public struct FieldInfo: Hashable, Sendable {
+        /// The field's name as the layer spells it.
         public var name: String
+        /// The field's type.
         public var type: FieldType
+        /// A field of this name and type.
         public init(name: String, type: FieldType) {
             self.name = name
             self.type = type
@@ -65,12 +69,18 @@ public struct WhereClause: Hashable, Sendable {
 
 /// A value bound to an SQL statement: a where-clause literal or a raw statement argument.
 public enum SQLLiteral: Hashable, Sendable {
+    /// SQL NULL.
     case null
+    /// A 64-bit integer.
     case integer(Int64)
+    /// A double.
     case double(Double)
+    /// Text.
     case text(String)
+    /// Bytes.
     case blob([UInt8])
 
+    /// The value as an integer: an integer, or a double with no fractional part.
     public var integerValue: Int64? {
         switch self {
         case .integer(let i): i
@@ -79,31 +89,49 @@ public enum SQLLiteral: Hashable, Sendable {
         }
     }
 
+    /// The value when it is text.
     public var textValue: String? { if case .text(let s) = self { s } else { nil } }
 }
 
 /// A where-clause expression tree. Field names are canonical; literals are values.
 public indirect enum SQLExpression: Hashable, Sendable {
+    /// A literal value (bound as a parameter).
     case literal(SQLLiteral)
+    /// A field, by canonical name.
     case field(String)
+    /// Unary minus.
     case negate(SQLExpression)
+    /// `NOT`.
     case not(SQLExpression)
+    /// A comparison, logical or arithmetic operator between two expressions.
     case binary(SQLOperator, SQLExpression, SQLExpression)
+    /// `[NOT] IN (…)`.
     case inList(SQLExpression, [SQLExpression], negated: Bool)
+    /// `[NOT] LIKE`, with an optional `ESCAPE`.
     case like(SQLExpression, SQLExpression, escape: SQLExpression?, negated: Bool)
+    /// `IS [NOT] NULL`.
     case isNull(SQLExpression, negated: Bool)
+    /// `[NOT] BETWEEN … AND …`.
     case between(SQLExpression, SQLExpression, SQLExpression, negated: Bool)
+    /// A call of one of the allowed functions.
     case function(SQLFunction, [SQLExpression])
 }
 
+/// A binary operator of the where-clause grammar; the raw value is its SQL spelling.
 public enum SQLOperator: String, Hashable, Sendable {
+    /// Comparisons.
     case equal = "=", notEqual = "<>", less = "<", lessOrEqual = "<=", greater = ">", greaterOrEqual = ">="
+    /// Logical operators.
     case and = "AND", or = "OR"
+    /// Arithmetic and string concatenation.
     case add = "+", subtract = "-", multiply = "*", divide = "/", concatenate = "||"
 }
 
+/// A function the where-clause grammar allows; the raw value is its name.
 public enum SQLFunction: String, Hashable, Sendable, CaseIterable {
+    /// Functions of one value (`ROUND` also takes a number of digits).
     case upper = "UPPER", lower = "LOWER", charLength = "CHAR_LENGTH", abs = "ABS", round = "ROUND"
+    /// The current date or timestamp (no arguments).
     case currentDate = "CURRENT_DATE", currentTimestamp = "CURRENT_TIMESTAMP"
 
     var arity: ClosedRange<Int> {
@@ -117,7 +145,9 @@ public enum SQLFunction: String, Hashable, Sendable, CaseIterable {
 
 /// The SQL spelling differences between the storage engines Outpost targets.
 public enum SQLDialect: Sendable {
+    /// SQLite (GeoPackage files).
     case sqlite
+    /// PostgreSQL.
     case postgres
 }
 

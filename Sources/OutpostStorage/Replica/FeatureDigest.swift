@@ -15,6 +15,7 @@ import OutpostCore
 /// feature, for backends that hold features rather than GeoPackage rows. The two agree; tests
 /// hold them to it.
 public enum FeatureDigest {
+    /// The fingerprint of `feature` under the schema of `layer`.
     public static func digest(_ feature: Feature, layer: LayerDefinition) -> UInt64 {
         var row = CanonicalRow()
         if let gid = feature.globalID { row.text(gid) } else { row.null() }
@@ -29,9 +30,12 @@ public enum FeatureDigest {
 
     /// Accumulates a layer checksum.
     public struct Accumulator: Sendable {
+        /// The XOR of the digests added.
         public private(set) var value: UInt64 = 0
+        /// How many digests were added.
         public private(set) var count = 0
 
+        /// The checksum of no features.
         public init() {}
 
         /// A checksum known already (a stored one).
@@ -40,10 +44,12 @@ public enum FeatureDigest {
             self.count = count
         }
 
+        /// Adds the fingerprint of `feature`.
         public mutating func add(_ feature: Feature, layer: LayerDefinition) {
             add(digest: FeatureDigest.digest(feature, layer: layer))
         }
 
+        /// Adds a fingerprint computed already.
         public mutating func add(digest: UInt64) {
             value ^= digest
             count += 1
@@ -55,6 +61,7 @@ public enum FeatureDigest {
             count += other.count
         }
 
+        /// The checksum as 16 hexadecimal digits.
         public var hex: String { String(format: "%016llx", value) }
     }
 }

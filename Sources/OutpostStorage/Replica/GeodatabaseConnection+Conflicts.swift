@@ -5,11 +5,14 @@ import OutpostCore
 /// How a replica resolves an open (`manual`) conflict: with the values it uploaded, with the
 /// server's, or with values given by whoever decides.
 public enum ConflictResolution: Hashable, Sendable {
+    /// Keep the values the replica uploaded.
     case ours
+    /// Take the server's values.
     case theirs
     /// Values by column (sync JSON: dates in epoch ms, the geometry as Esri JSON).
     case values([String: JSONValue])
 
+    /// The resolution's name as stored: `ours`, `theirs` or `values`.
     public var name: String {
         switch self {
         case .ours: "ours"

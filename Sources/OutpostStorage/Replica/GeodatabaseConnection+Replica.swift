@@ -337,6 +337,7 @@ extension GeodatabaseConnection {
         ).map { ($0[0], $0[1], $0[2], $0[3]) }
     }
 
+    /// Empties the staging table of downloaded rows (of one layer, or of all).
     public func clearStaging(layerID: Int? = nil) throws {
         guard try db.tableExists("outpost_staging") else { return }
         if let layerID {

@@ -7,7 +7,9 @@ extension GeodatabaseConnection {
     /// What a checksum hashed now is stored against: the capture's sequence (a local edit moves
     /// it) and how many times server values were written (``ReplicaState/serverWrites``).
     public struct ChecksumStamp: Hashable, Sendable {
+        /// The capture's sequence when the checksum was hashed.
         public var changeSequence: Int64
+        /// The count of server writes when the checksum was hashed.
         public var serverWrites: Int64
     }
 

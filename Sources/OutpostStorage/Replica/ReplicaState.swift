@@ -5,12 +5,18 @@ import OutpostCore
 /// and directions, the last acknowledged batch. Kept in `outpost_replica` (JSON) and
 /// `outpost_layer_state` inside the GeoPackage, so it travels with the file.
 public struct ReplicaState: Codable, Hashable, Sendable {
+    /// Whether the replica syncs as a whole (one cursor) or layer by layer (a cursor each).
     public enum SyncModel: String, Codable, Hashable, Sendable { case perReplica, perLayer }
+    /// Which way a layer's (or the attachments') edits move: both ways, up only, down only, or not at all.
     public enum Direction: String, Codable, Hashable, Sendable { case bidirectional, upload, download, none }
 
+    /// A layer of the replica.
     public struct Layer: Codable, Hashable, Sendable {
+        /// The layer's id on the service.
         public var id: Int
+        /// The layer's table in the geodatabase.
         public var table: String
+        /// Which way its edits move.
         public var direction: Direction
         /// Generation received up to (per-layer model; equals the replica's for per-replica).
         public var cursor: Int64
@@ -22,6 +28,7 @@ public struct ReplicaState: Codable, Hashable, Sendable {
         /// values since (``StoredChecksum``); nil when none is known.
         public var checksum: StoredChecksum?
 
+        /// A layer state of these values.
         public init(id: Int, table: String, direction: Direction, cursor: Int64, verifiedAt: Int64? = nil, checksum: StoredChecksum? = nil) {
             self.id = id
             self.table = table
@@ -43,16 +50,19 @@ public struct ReplicaState: Codable, Hashable, Sendable {
     public struct StoredChecksum: Codable, Hashable, Sendable {
         /// The XOR of the features' digests, 16 hexadecimal digits.
         public var value: String
+        /// How many features it covers.
         public var count: Int
         /// The capture's sequence (the last change id ever given) when it held.
         public var changeSequence: Int64
 
+        /// A stored checksum of these values.
         public init(value: String, count: Int, changeSequence: Int64) {
             self.value = value
             self.count = count
             self.changeSequence = changeSequence
         }
 
+        /// The checksum an accumulator holds, stamped with `changeSequence`.
         public init(_ sum: FeatureDigest.Accumulator, changeSequence: Int64) {
             self.init(value: sum.hex, count: sum.count, changeSequence: changeSequence)
         }
@@ -95,6 +105,7 @@ public struct ReplicaState: Codable, Hashable, Sendable {
     /// ``StoredChecksum`` after it. Nil before the first.
     public var serverWrites: Int64?
 
+    /// A replica state of these values.
     public init(
         replicaID: String, replicaName: String, serviceURL: String, syncModel: SyncModel, cursor: Int64, layers: [Layer],
         lastAckedSeq: Int64 = 0, attachmentsDirection: Direction = .none, schemaVersion: Int = 1, createdAt: Date = Date(),
@@ -123,8 +134,11 @@ public struct ReplicaState: Codable, Hashable, Sendable {
 
 /// A sealed upload batch as the replica keeps it until the server acknowledges it.
 public struct StoredBatch: Hashable, Sendable {
+    /// The batch's sequence number in the replica (1, 2, …).
     public var seq: Int64
+    /// The batch's id (a UUID) sent with it.
     public var batchID: String
+    /// The SHA-256 of `body`, hexadecimal.
     public var hash: String
     /// The exact bytes sent (and resent).
     public var body: Data
@@ -132,8 +146,10 @@ public struct StoredBatch: Hashable, Sendable {
     public var coversChangeID: Int64
     /// The tables whose change rows (up to `coversChangeID`) the batch carries.
     public var tables: [String]
+    /// When it was sealed (ISO 8601).
     public var sealedAt: String
 
+    /// A stored batch of these values.
     public init(seq: Int64, batchID: String, hash: String, body: Data, coversChangeID: Int64, tables: [String], sealedAt: String = "") {
         self.seq = seq
         self.batchID = batchID
@@ -148,17 +164,24 @@ public struct StoredBatch: Hashable, Sendable {
 /// An edit the server refused (or that a rolled-back upload could not apply), kept visible
 /// until the user deals with it.
 public struct RejectedEdit: Hashable, Sendable, Codable {
+    /// The layer the edit was for.
     public var layer: String
+    /// The feature's global id.
     public var globalID: String
+    /// `add`, `update` or `delete`.
     public var operation: String
+    /// Why the server refused it.
     public var reason: String
+    /// The upload batch that carried it.
     public var seq: Int64
     /// true while the edit is still pending (a rolled-back batch): it will be sent again.
     public var pending: Bool
+    /// When the refusal was recorded (ISO 8601).
     public var at: String
     /// The edit as it was uploaded (the batch edit JSON), so the values are never lost.
     public var edit: String?
 
+    /// A rejected edit of these values.
     public init(layer: String, globalID: String, operation: String, reason: String, seq: Int64, pending: Bool, at: String = "", edit: String? = nil) {
         self.layer = layer
         self.globalID = globalID
@@ -176,17 +199,25 @@ public struct RejectedEdit: Hashable, Sendable, Codable {
 public struct SyncConflict: Hashable, Sendable {
     /// The replica's own id of the record (what `outpost conflicts resolve` takes).
     public var id: Int64?
+    /// The server's id of the conflict record.
     public var serverID: Int64?
+    /// The table of the feature.
     public var table: String
+    /// The feature's global id.
     public var globalID: String
+    /// The kind of conflict, as ConflictRecord names it (`updateUpdate`, `updateDelete`, `deleteUpdate`,
+    /// `schemaDropped`).
     public var kind: String
+    /// The server's conflict record, JSON.
     public var record: String
+    /// When the server recorded it (ISO 8601).
     public var at: String
     /// `open` (a manual conflict waiting for a decision), `resolved`, or nil (settled by a rule).
     public var state: String?
     /// How it was resolved here: `ours`, `theirs` or `values`.
     public var resolution: String?
 
+    /// A conflict of these values.
     public init(
         id: Int64? = nil, serverID: Int64?, table: String, globalID: String, kind: String, record: String, at: String = "", state: String? = nil,
         resolution: String? = nil

@@ -37,12 +37,16 @@ public struct ConflictPolicy: Hashable, Sendable, Codable {
         case keepServer
     }
 
+    /// The rule for every column without an override.
     public var rule: Rule
     /// Per-column overrides (field names, or the geometry column's name).
     public var fields: [String: Rule]
+    /// What happens when the client updates a feature the server deleted.
     public var updateDelete: UpdateDeleteRule
+    /// What happens when the client deletes a feature the server updated.
     public var deleteUpdate: DeleteUpdateRule
 
+    /// A policy of these rules.
     public init(rule: Rule = .clientWins, fields: [String: Rule] = [:], updateDelete: UpdateDeleteRule = .deleteWins, deleteUpdate: DeleteUpdateRule = .deleteWins) {
         self.rule = rule
         self.fields = fields
@@ -50,6 +54,7 @@ public struct ConflictPolicy: Hashable, Sendable, Codable {
         self.deleteUpdate = deleteUpdate
     }
 
+    /// Client wins, deletes win: the policy when a service names none.
     public static let `default` = ConflictPolicy()
 
     /// The rule for one column: its override, else `layerRule` (a sync's own choice) or the

@@ -102,6 +102,7 @@ public struct LayerGeometryType: Hashable, Sendable, Codable {
     /// Service schemas cannot declare it: ArcGIS layers have one geometry type.
     public var acceptsAny: Bool
 
+    /// A column of exactly `type`.
     public init(_ type: GeometryType) {
         self.type = type
         self.acceptsAny = false
@@ -114,6 +115,8 @@ public struct LayerGeometryType: Hashable, Sendable, Codable {
         return t
     }()
 
+    /// The type a GeoPackage geometry type name stands for (`POINT`, `MULTIPOLYGON`, `GEOMETRY`, …); nil for an
+    /// unknown name.
     public init?(name: String) {
         acceptsAny = false
         if name == "Geometry" || name == "GEOMETRY" {

@@ -111,6 +111,7 @@ public struct FieldLookup: Sendable {
     private let exact: [String: Int]
     private let lowercased: [String: Int]
 
+    /// The lookup of `fields`.
     public init(_ fields: [FieldDefinition]) {
         var exact: [String: Int] = [:], lowercased: [String: Int] = [:]
         for (i, field) in fields.enumerated() {

@@ -6,16 +6,22 @@ import OutpostCore
 /// field, a new layer, new coded values or other domain changes) never strand data; dropping a
 /// field is the only destructive step allowed, and only when asked for.
 public struct SchemaChange: Codable, Hashable, Sendable, CustomStringConvertible {
+    /// What kind of step a change is.
     public enum Kind: String, Codable, Hashable, Sendable {
+        /// A field added, a field dropped, a layer added, domains changed.
         case addField, dropField, addLayer, changeDomains
         /// A layer gains attachments (the media table is made with the first such layer).
         case addAttachments
     }
 
+    /// What kind of step it is.
     public var kind: Kind
+    /// The layer it concerns, if one.
     public var layerId: Int?
+    /// The field it concerns, if one.
     public var field: String?
 
+    /// A change of these values.
     public init(kind: Kind, layerId: Int? = nil, field: String? = nil) {
         self.kind = kind
         self.layerId = layerId
@@ -32,6 +38,7 @@ public struct SchemaChange: Codable, Hashable, Sendable, CustomStringConvertible
         }
     }
 
+    /// Whether the step loses data (dropping a field).
     public var isDestructive: Bool { kind == .dropField }
 
     /// The steps from `old` to `new` (both normalised).

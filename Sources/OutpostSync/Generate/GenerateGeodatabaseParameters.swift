@@ -28,6 +28,7 @@ public struct GenerateGeodatabaseParameters: Sendable, Hashable {
 
     /// Which way attachments sync.
     public enum AttachmentSyncDirection: String, Sendable, Hashable, Codable {
+        /// No attachments sync; only the replica's new attachments go up; or they go both ways.
         case none, upload, bidirectional
     }
 

@@ -7,6 +7,7 @@ import OutpostStorage
 public struct SyncGeodatabaseParameters: Sendable, Hashable, Codable {
     /// Which way a sync moves edits.
     public enum Direction: String, Sendable, Hashable, Codable {
+        /// Edits go both ways, only up to the service, or only down to the replica.
         case bidirectional, upload, download
     }
 

@@ -15,6 +15,7 @@ public struct HTTPRemoteJobTransport: RemoteJobTransport {
     let timeout: TimeAmount
     let token: String?
 
+    /// A transport that polls remote jobs over HTTP.
     /// - Parameters:
     ///   - client: the HTTP client (the process-wide shared one by default).
     ///   - timeout: per request.

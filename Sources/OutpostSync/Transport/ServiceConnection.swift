@@ -19,6 +19,7 @@ public struct ServiceConnection: Sendable {
     let token: String?
     let timeout: TimeAmount
 
+    /// A connection to the feature service at `featureServerURL`, with its native sync endpoint beside it.
     /// - Throws: ``SyncError/Code/unsupported`` when the URL is not `…/rest/services/<name>/FeatureServer`.
     public init(featureServerURL: URL, token: String? = nil, client: HTTPClient = ServiceConnection.defaultClient, timeout: Duration = .seconds(120)) throws {
         var path = featureServerURL.path

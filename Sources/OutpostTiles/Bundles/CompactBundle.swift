@@ -5,8 +5,11 @@ import OutpostCore
 /// entries (`offset | size << 40`, row-major), then the tiles, each after a u32 copy of its size.
 /// Tile bytes are stored as the source encoded them.
 public enum CompactBundle {
+    /// Rows and columns of tiles in a bundle (128).
     public static let packetSize = 128
+    /// Bytes of the bundle header (64).
     public static let headerSize = 64
+    /// Bytes of the tile index: 8 for each of the bundle's 128 × 128 tiles.
     public static let indexSize = packetSize * packetSize * 8
     /// Header and index: where the first tile's size prefix goes.
     public static let fixedSize = headerSize + indexSize

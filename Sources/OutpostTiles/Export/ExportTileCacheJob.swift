@@ -13,11 +13,15 @@ import OutpostCore
 public struct ExportTileCacheJob: JobDefinition {
     public static let jobType = "outpost.exportTileCache"
 
+    /// Where the tiles come from.
     public var source: TileSourceDescriptor
+    /// The area, levels and encoding of the export.
     public var exportParameters: ExportTileCacheParameters
+    /// Where the cache is written; the extension chooses the format (`.tpkx`, `.mbtiles`, otherwise a folder).
     public var downloadFileURL: URL
     let environment: TileJobEnvironment
 
+    /// An export of `parameters` from `source` into `downloadFileURL`.
     public init(source: TileSourceDescriptor, parameters: ExportTileCacheParameters, downloadFileURL: URL, environment: TileJobEnvironment = TileJobEnvironment()) {
         self.source = source
         self.exportParameters = parameters
@@ -212,12 +216,15 @@ public struct ExportTileCacheJob: JobDefinition {
 public struct EstimateTileCacheSizeJob: JobDefinition {
     public static let jobType = "outpost.estimateTileCacheSize"
 
+    /// Where the tiles come from.
     public var source: TileSourceDescriptor
+    /// The area and levels of the export estimated.
     public var exportParameters: ExportTileCacheParameters
     /// Tiles fetched to estimate the average size.
     public var sampleSize: Int
     let environment: TileJobEnvironment
 
+    /// An estimate of the export of `parameters` from `source`, sampling `sampleSize` tiles.
     public init(source: TileSourceDescriptor, parameters: ExportTileCacheParameters, sampleSize: Int = 24, environment: TileJobEnvironment = TileJobEnvironment()) {
         self.source = source
         self.exportParameters = parameters

@@ -6,6 +6,7 @@ import OutpostStorage
 public struct ExportTileCacheParameters: Sendable, Hashable {
     /// nil: the source's full extent.
     public var areaOfInterest: AreaOfInterest?
+    /// The levels to export.
     public var levelIDs: [Int]
     /// The estimate refuses an export of more tiles (ArcGIS `maxExportTilesCount`, default 100,000).
     public var maxTileCount: Int
@@ -23,6 +24,7 @@ public struct ExportTileCacheParameters: Sendable, Hashable {
     /// outputs only, as Compact Cache bundles hold PNG and JPEG.
     public var webp: Bool
 
+    /// Parameters of these values.
     public init(
         areaOfInterest: AreaOfInterest?, levelIDs: [Int], maxTileCount: Int = 100_000, concurrency: Int = 8, optimizeTilesForSize: Bool = false,
         compressionQuality: Double? = nil, webp: Bool = false
@@ -155,7 +157,9 @@ public enum TileSourceDescriptor: Sendable, Hashable {
 /// What a rebuilt tile job cannot keep in its JSON: the source's token, and the source itself
 /// when a test or an app supplies one directly.
 public struct TileJobEnvironment: Sendable {
+    /// The bearer token for a secured tile service.
     public var token: String?
+    /// A source to read from instead of the one the job's JSON names.
     public var source: (any TileSource)?
     /// Fault points `tiles.beforeCheckpoint` and `tiles.afterCheckpoint` (crash tests).
     public var faults: FaultInjector
@@ -164,6 +168,7 @@ public struct TileJobEnvironment: Sendable {
     /// job's JSON; a kill loses at most this much fetching). Default 500 ms (0: every 512 tiles).
     public var checkpointInterval: Duration
 
+    /// An environment of these values; `checkpointInterval` nil is the default 500 ms.
     public init(token: String? = nil, source: (any TileSource)? = nil, faults: FaultInjector = FaultInjector(), checkpointInterval: Duration? = nil) {
         self.token = token
         self.source = source
@@ -174,8 +179,10 @@ public struct TileJobEnvironment: Sendable {
 
 /// The estimate's answer (ArcGIS `EstimateTileCacheSizeResult`).
 public struct EstimateTileCacheSizeResult: Sendable, Hashable {
+    /// Tiles the export would write.
     public var tileCount: Int
     /// Estimated bytes of the output, from the average size of sampled tiles.
     public var fileSize: Int64
+    /// Tiles per level.
     public var perLevel: [Int: Int]
 }

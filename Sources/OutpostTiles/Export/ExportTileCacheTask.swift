@@ -3,20 +3,23 @@ import Synchronization
 import OutpostCore
 
 /// Takes tiles offline (ArcGIS `ExportTileCacheTask`): from a tiled map service, a URL template or
-/// a cache on disk, into a `.tpkx`, an exploded cache or MBTiles. Loadable: ``load()`` reads the
+/// a cache on disk, into a `.tpkx`, an exploded cache or MBTiles. Loadable: `load()` reads the
 /// source's tiling scheme and levels.
 public final class ExportTileCacheTask: LoadableForwarding, Sendable {
+    /// Where the tiles come from.
     public let source: TileSourceDescriptor
     let environment: TileJobEnvironment
     public let loadSupport: LoadableSupport
     private let loaded = LockedValue<TileCacheInfo?>(nil)
 
+    /// A task for the tiles at `url`.
     /// - Parameter url: a MapServer URL, a `{z}/{x}/{y}` template, or a file URL of a cache.
     /// - Parameter token: sent as a bearer token to a secured tile service.
     public convenience init(url: URL, token: String? = nil) {
         self.init(source: url.isFileURL ? .cache(url) : .http(url.absoluteString.removingPercentEncoding ?? url.absoluteString), token: token)
     }
 
+    /// A task for `source`, or for `tileSource` when one is given (an app's own source, a test's).
     public init(source: TileSourceDescriptor, token: String? = nil, tileSource: (any TileSource)? = nil) {
         self.source = source
         self.environment = TileJobEnvironment(token: token, source: tileSource)
@@ -46,10 +49,13 @@ public final class ExportTileCacheTask: LoadableForwarding, Sendable {
         return ExportTileCacheParameters(areaOfInterest: areaOfInterest, levelIDs: Array(first.level...last.level))
     }
 
+    /// A job that counts the tiles of `parameters` and estimates the export's size.
     public func makeEstimateTileCacheSizeJob(parameters: ExportTileCacheParameters) -> Job<EstimateTileCacheSizeJob> {
         Job(EstimateTileCacheSizeJob(source: source, parameters: parameters, environment: environment))
     }
 
+    /// A job that exports the tiles of `parameters` into `downloadFileURL`; with a `store`, it survives the
+    /// process and resumes.
     public func makeExportTileCacheJob(parameters: ExportTileCacheParameters, downloadFileURL: URL, store: (any JobStore)? = nil) -> Job<ExportTileCacheJob> {
         Job(ExportTileCacheJob(source: source, parameters: parameters, downloadFileURL: downloadFileURL, environment: environment), store: store)
     }

@@ -2,8 +2,10 @@
 /// `OutpostTileCodecs`). Without one, JPEG tiles are still recognised but decoding and encoding
 /// throw (``isAvailable`` is false).
 public enum JPEGCodec {
+    /// Why a JPEG could not be decoded or encoded (or no codec is installed).
     public struct Error: Swift.Error, CustomStringConvertible {
         public var description: String
+        /// An error saying `description`.
         public init(_ description: String) { self.description = description }
     }
 
@@ -13,6 +15,7 @@ public enum JPEGCodec {
     /// Whether a JPEG codec is installed.
     public static var isAvailable: Bool { TileCodecs.installed.jpeg != nil }
 
+    /// Decodes a JPEG to RGBA pixels.
     public static func decode(_ bytes: [UInt8]) throws -> PNGDecoder.Image {
         guard let codec = TileCodecs.installed.jpeg else { throw unavailable }
         return try codec.decode(bytes)

@@ -5,12 +5,16 @@ import Foundation
 /// interlaced (what tile servers send), expanded to RGBA. Every chunk's CRC is checked; sizes
 /// are bounded before anything is allocated.
 public enum PNGDecoder {
+    /// A decoded image: RGBA pixels, row by row.
     public struct Image: Hashable, Sendable {
+        /// Width in pixels.
         public var width: Int
+        /// Height in pixels.
         public var height: Int
         /// Row-major RGBA.
         public var pixels: [UInt8]
 
+        /// An image of these pixels (`width × height × 4` bytes).
         public init(width: Int, height: Int, pixels: [UInt8]) {
             self.width = width
             self.height = height
@@ -18,12 +22,14 @@ public enum PNGDecoder {
         }
     }
 
+    /// Why a PNG could not be decoded.
     public struct Error: Swift.Error, CustomStringConvertible {
         public var description: String
     }
 
     static let maxPixels = TileCodecs.maxPixels
 
+    /// Decodes a PNG to RGBA pixels.
     public static func decode(_ bytes: [UInt8]) throws -> Image {
         guard bytes.count >= 8, Array(bytes[0..<8]) == PNGEncoder.signature else { throw Error(description: "not a PNG (no signature)") }
         var at = 8

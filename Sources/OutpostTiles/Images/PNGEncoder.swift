@@ -6,8 +6,11 @@ import Foundation
 /// absolute values (the libpng heuristic), IDAT deflated at a chosen level (6 by default; 9 is
 /// three to four times slower for a few per cent).
 public enum PNGEncoder {
+    /// Why a PNG could not be encoded.
     public enum Error: Swift.Error, CustomStringConvertible {
+        /// The pixel buffer does not match the width and height.
         case invalidSize(String)
+        /// zlib failed, with its status.
         case zlib(Int32)
 
         public var description: String {
@@ -162,6 +165,7 @@ public enum PNGEncoder {
     /// zlib's strategies for PNG data: `filtered` suits filtered RGB(A) rows, `rle` (matches of
     /// distance one only) is several times faster and suits flat map tiles.
     public enum Strategy: Sendable {
+        /// zlib's default strategy, filtered, or run-length only.
         case `default`, filtered, rle
 
         var zlib: Int32 {

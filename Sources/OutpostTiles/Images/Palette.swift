@@ -47,6 +47,7 @@ public enum Palette {
         return ok ? (indices, palette) : nil
     }
 
+    /// Whether every pixel of RGBA `pixels` is opaque.
     public static func isOpaque(_ pixels: [UInt8]) -> Bool {
         var i = 3
         while i < pixels.count {
@@ -56,6 +57,7 @@ public enum Palette {
         return true
     }
 
+    /// The RGB bytes of RGBA `pixels` (alpha dropped).
     public static func rgb(_ pixels: [UInt8]) -> [UInt8] {
         let count = pixels.count / 4
         return [UInt8](unsafeUninitializedCapacity: count * 3) { out, n in

@@ -9,9 +9,12 @@ public enum TileCodecs {
     /// A raster format's decoder (to RGBA) and encoder (from RGBA, at a quality; nil: lossless
     /// where the format has it).
     public struct Raster: Sendable {
+        /// Decodes the format to RGBA.
         public var decode: @Sendable (_ bytes: [UInt8]) throws -> PNGDecoder.Image
+        /// Encodes RGBA pixels, at a quality (nil: lossless where the format has it).
         public var encode: @Sendable (_ rgba: [UInt8], _ width: Int, _ height: Int, _ quality: Int?) throws -> [UInt8]
 
+        /// A codec of these functions.
         public init(
             decode: @escaping @Sendable (_ bytes: [UInt8]) throws -> PNGDecoder.Image,
             encode: @escaping @Sendable (_ rgba: [UInt8], _ width: Int, _ height: Int, _ quality: Int?) throws -> [UInt8]
@@ -30,6 +33,7 @@ public enum TileCodecs {
         /// nil when it cannot make one (zlib is used then).
         public var zlibCompress: @Sendable (_ bytes: [UInt8], _ level: Int32) -> [UInt8]?
 
+        /// A DEFLATE codec of these functions.
         public init(
             inflate: @escaping @Sendable (_ source: UnsafeRawBufferPointer, _ destination: UnsafeMutableRawBufferPointer) -> Int?,
             zlibCompress: @escaping @Sendable (_ bytes: [UInt8], _ level: Int32) -> [UInt8]?
@@ -41,8 +45,11 @@ public enum TileCodecs {
 
     /// What is installed: nil where a format has no codec (PNG falls back on zlib).
     public struct Installed: Sendable {
+        /// The JPEG codec.
         public var jpeg: Raster?
+        /// The WebP codec.
         public var webp: Raster?
+        /// The faster DEFLATE.
         public var deflate: Deflate?
     }
 

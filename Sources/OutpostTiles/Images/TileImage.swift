@@ -1,7 +1,9 @@
 /// The image formats tiles come in, told apart by their first bytes.
 public enum TileImageFormat: String, Sendable, Hashable, CaseIterable {
+    /// PNG; JPEG; WebP.
     case png, jpeg, webp
 
+    /// The format of a tile, by its first bytes; nil when it is none of them.
     public init?(sniffing bytes: [UInt8]) {
         if bytes.starts(with: PNGEncoder.signature) {
             self = .png
@@ -42,6 +44,7 @@ public enum TileRecoding: Sendable, Hashable {
     /// Every tile WebP at `quality`, with an alpha plane where a tile has transparency.
     case webp(quality: Int)
 
+    /// The tile re-encoded as this recoding asks, or as fetched when that is smaller or it cannot be decoded.
     public func recode(_ tile: [UInt8]) -> [UInt8] {
         switch self {
         case .optimizePNG(let level):

@@ -2,8 +2,10 @@
 /// Without one, WebP tiles are still recognised but decoding and encoding throw (``isAvailable``
 /// is false).
 public enum WebPCodec {
+    /// Why a WebP could not be decoded or encoded (or no codec is installed).
     public struct Error: Swift.Error, CustomStringConvertible {
         public var description: String
+        /// An error saying `description`.
         public init(_ description: String) { self.description = description }
     }
 
@@ -15,6 +17,7 @@ public enum WebPCodec {
     /// Whether a WebP codec is installed.
     public static var isAvailable: Bool { TileCodecs.installed.webp != nil }
 
+    /// Decodes a WebP to RGBA pixels.
     public static func decode(_ bytes: [UInt8]) throws -> PNGDecoder.Image {
         guard let codec = TileCodecs.installed.webp else { throw unavailable }
         return try codec.decode(bytes)

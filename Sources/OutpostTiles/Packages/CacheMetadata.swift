@@ -4,9 +4,13 @@ import OutpostCore
 /// What a tile cache says about itself: its grid, the levels it holds, the image format and the
 /// extent of its data.
 public struct TileCacheInfo: Hashable, Sendable {
+    /// The cache's name.
     public var name: String
+    /// The tile grid.
     public var scheme: TilingScheme
+    /// The coarsest level held.
     public var minLevel: Int
+    /// The finest level held.
     public var maxLevel: Int
     /// `PNG`, `JPEG` or `MIXED` (ArcGIS `CacheTileFormat`); `WEBP` in MBTiles only.
     public var format: String
@@ -15,6 +19,7 @@ public struct TileCacheInfo: Hashable, Sendable {
     /// The data's extent, in the scheme's spatial reference.
     public var fullExtent: Envelope?
 
+    /// Information of these values.
     public init(name: String, scheme: TilingScheme, minLevel: Int, maxLevel: Int, format: String, fullExtent: Envelope?) {
         self.name = name
         self.scheme = scheme
@@ -24,6 +29,7 @@ public struct TileCacheInfo: Hashable, Sendable {
         self.fullExtent = fullExtent
     }
 
+    /// The levels held.
     public var levels: ClosedRange<Int> { minLevel...maxLevel }
 
     // MARK: - .tpkx: root.json and iteminfo.json

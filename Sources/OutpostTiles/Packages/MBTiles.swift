@@ -12,6 +12,7 @@ import OutpostCore
 /// (zoom_level, tile_column, tile_row) built once in `finish()`, after duplicate keys a resumed
 /// export wrote again are removed (the latest write wins, as `INSERT OR REPLACE` would).
 public final class MBTilesWriter {
+    /// The file written.
     public let url: URL
     private let file: SQLiteFile
     private let insertImage: SQLiteFile.Statement
@@ -24,11 +25,14 @@ public final class MBTilesWriter {
     private var inTransaction = false
     /// Whether an earlier process wrote to the file: only then can a key have been written twice.
     private let resumed: Bool
+    /// Tiles written so far.
     public private(set) var tilesWritten = 0
+    /// Tiles that reused an image stored already (identical bytes).
     public private(set) var sharedTiles = 0
     /// Tiles written in each image format, for the `format` row `finish()` writes.
     public private(set) var formats: [TileImageFormat: Int]
 
+    /// Opens (or creates) an MBTiles file for writing.
     /// - Parameters:
     ///   - resuming: continue a file an earlier (killed) export committed to.
     ///   - formats: the tiles of each format that export committed (its checkpoint's count).
@@ -76,10 +80,12 @@ public final class MBTilesWriter {
         }
     }
 
+    /// Adds a tile.
     public func add(_ key: TileKey, data: [UInt8]) throws {
         try data.withUnsafeBytes { try add(key, bytes: $0) }
     }
 
+    /// Adds a tile from bytes borrowed from elsewhere.
     public func add(_ key: TileKey, bytes: UnsafeRawBufferPointer) throws {
         do {
             if !inTransaction {

@@ -3,9 +3,10 @@ import OutpostCore
 import Synchronization
 
 /// A tile cache on disk, read offline: a `.tpkx` tile package (bundles read in place inside the
-/// stored ZIP), an exploded Compact Cache V2 folder (`conf.xml`) or an MBTiles file. Loadable: ``load()`` reads the
+/// stored ZIP), an exploded Compact Cache V2 folder (`conf.xml`) or an MBTiles file. Loadable: `load()` reads the
 /// metadata; tiles are then read by random access, any number of threads at once.
 public final class TileCache: Loadable, Sendable {
+    /// The cache's file or folder.
     public let fileURL: URL
     private let loader: LoadableSupport
     private let state = Mutex<State>(State())
@@ -25,6 +26,7 @@ public final class TileCache: Loadable, Sendable {
 
     private static let maxOpenBundles = 64
 
+    /// A cache at `fileURL`, not read until loaded.
     public init(fileURL: URL) {
         self.fileURL = fileURL
         let box = StateBox()
@@ -115,6 +117,7 @@ public final class TileCache: Loadable, Sendable {
         return try bundle.tile(row: row, col: col, key: key)
     }
 
+    /// The tile at `key`, nil when the cache has none there.
     public func tile(_ key: TileKey) throws -> [UInt8]? { try tile(level: key.level, row: key.row, col: key.col) }
 
     private func bundle(for key: TileKey) throws -> BundleReader? {
@@ -147,10 +150,15 @@ public final class TileCache: Loadable, Sendable {
 
     /// Per level: tiles present, distinct stored tiles, and bytes of bundles.
     public struct LevelSummary: Hashable, Sendable, Codable {
+        /// The level.
         public var level: Int
+        /// Tiles present.
         public var tiles: Int
+        /// Distinct tile images stored (identical tiles are stored once).
         public var distinctTiles: Int
+        /// Bundles of the level.
         public var bundles: Int
+        /// Bytes the level's bundles take.
         public var bytes: Int64
     }
 
@@ -160,12 +168,15 @@ public final class TileCache: Loadable, Sendable {
         public var bundle: String
         /// The first damaged tile, with the bundle, the tile and what is wrong.
         public var error: TileCacheError
+        /// How many of the bundle's tiles are damaged.
         public var damagedTiles: Int
     }
 
     /// What ``inspect(verifyingTiles:)`` finds: per level counts and the damaged bundles.
     public struct Inspection: Sendable {
+        /// Counts per level.
         public var levels: [LevelSummary]
+        /// The bundles with damaged tiles.
         public var damage: [BundleDamage]
     }
 

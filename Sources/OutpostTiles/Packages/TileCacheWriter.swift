@@ -13,7 +13,9 @@ import OutpostCore
 /// small JSON state from which ``init(resuming:format:at:info:journal:)`` continues after a kill:
 /// tiles already on disk are neither fetched nor written again.
 public final class TileCacheWriter {
+    /// What the writer makes.
     public enum Format: String, Sendable, Codable {
+        /// A `.tpkx` tile package; an exploded Compact Cache folder; an MBTiles file.
         case tilePackage, exploded, mbtiles
 
         /// The format an output path asks for: `.tpkx`, `.mbtiles`, anything else a folder.
@@ -23,8 +25,11 @@ public final class TileCacheWriter {
         }
     }
 
+    /// What is written.
     public let format: Format
+    /// Where it is written.
     public let url: URL
+    /// The tiling scheme and levels written.
     public let info: TileCacheInfo
     let journalURL: URL?
     private var zip: StoredZipWriter?
@@ -32,8 +37,11 @@ public final class TileCacheWriter {
     private var current: Current?
     private var finishedBundles = Set<String>()
     private var levelFolders = Set<Int>()
+    /// Tiles written so far.
     public private(set) var tilesWritten = 0
+    /// Tiles that reused identical bytes stored already.
     public private(set) var sharedTiles = 0
+    /// Bundles finished so far.
     public private(set) var bundlesWritten = 0
 
     private struct Current {
@@ -46,6 +54,7 @@ public final class TileCacheWriter {
         var sharedBefore: Int
     }
 
+    /// Starts a new cache of `format` at `url`, with a journal folder when it is to be resumable.
     public init(format: Format, at url: URL, info: TileCacheInfo, journal: URL? = nil) throws {
         self.format = format
         self.url = url
@@ -124,6 +133,7 @@ public final class TileCacheWriter {
         try data.withUnsafeBytes { try add(key, bytes: $0) }
     }
 
+    /// Adds a tile from bytes borrowed from elsewhere; keys must come in bundle order.
     public func add(_ key: TileKey, bytes: UnsafeRawBufferPointer) throws {
         guard info.levels.contains(key.level) else {
             throw TileCacheError(.invalidArea, "level \(key.level) is outside the cache's levels \(info.minLevel)–\(info.maxLevel)", tile: key)

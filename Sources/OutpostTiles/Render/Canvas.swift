@@ -2,8 +2,10 @@ import Foundation
 
 /// A colour with straight (not premultiplied) alpha.
 public struct RGBA: Hashable, Sendable {
+    /// Red, green, blue and alpha, 0–255.
     public var r: UInt8, g: UInt8, b: UInt8, a: UInt8
 
+    /// A colour of these components (opaque by default).
     public init(_ r: UInt8, _ g: UInt8, _ b: UInt8, _ a: UInt8 = 255) {
         self.r = r
         self.g = g

@@ -4,11 +4,15 @@ import OutpostCore
 /// ``MapRenderer``: for images of things that are not in a geodatabase (a geoprocessing job's
 /// outputs on a result map service).
 public struct GeometryPainter: Sendable {
+    /// The map extent the image covers.
     public let envelope: Envelope
+    /// The image width in pixels.
     public let width: Int
+    /// The image height in pixels.
     public let height: Int
     private var canvas: Canvas
 
+    /// A painter of an empty image of `envelope`.
     /// - Parameter transparent: start from transparent pixels rather than the map background.
     /// - Parameter envelope: the map extent the image covers.
     /// - Parameter width: the image width in pixels.

@@ -7,7 +7,9 @@ import OutpostStorage
 /// then lines, then points, so nothing is hidden). Features stream from the R-tree query of the
 /// area drawn; nothing else is held.
 public struct MapRenderer: Sendable {
+    /// The geodatabase drawn.
     public let geodatabase: Geodatabase
+    /// The colour under the layers.
     public var background: RGBA
 
     static let palette: [RGBA] = [
@@ -15,6 +17,7 @@ public struct MapRenderer: Sendable {
         RGBA(23, 190, 207),
     ]
 
+    /// A renderer of `geodatabase` on `background`.
     public init(geodatabase: Geodatabase, background: RGBA = RGBA(242, 239, 233)) {
         self.geodatabase = geodatabase
         self.background = background
@@ -132,11 +135,14 @@ public struct MapRenderer: Sendable {
 
 /// Tiles drawn from a geodatabase (for exports and for MapServers of feature services).
 public struct GeodatabaseRenderSource: TileSource {
+    /// The renderer that draws the tiles.
     public let renderer: MapRenderer
+    /// The finest level offered.
     public var maxLevel: Int
     /// Opaque tiles drawn as JPEG at this quality (a MIXED cache), nil for PNG only.
     public var jpegQuality: Int?
 
+    /// A source drawing `geodatabase` in Web Mercator tiles, levels 0 to `maxLevel`.
     public init(geodatabase: Geodatabase, maxLevel: Int = 20, jpegQuality: Int? = nil) {
         renderer = MapRenderer(geodatabase: geodatabase)
         self.maxLevel = maxLevel

@@ -9,14 +9,18 @@ import OutpostCore
 public protocol TileSource: Sendable {
     /// The grid and levels the source offers.
     func cacheInfo() async throws -> TileCacheInfo
+    /// The tile at `key`, nil when the source has none there.
     func tile(_ key: TileKey) async throws -> [UInt8]?
+    /// What the source is, for messages (a file name, a URL).
     var label: String { get }
 }
 
 /// Tiles of a cache on disk (`.tpkx`, exploded folder, MBTiles).
 public struct TileCacheSource: TileSource {
+    /// The cache read.
     public let cache: TileCache
 
+    /// A source reading `cache`.
     public init(cache: TileCache) { self.cache = cache }
 
     public var label: String { cache.fileURL.lastPathComponent }
@@ -36,19 +40,26 @@ public struct TileCacheSource: TileSource {
 /// Each request has a timeout; network errors, 429 and 5xx answers are retried with exponential
 /// backoff (`attempts` in all); 404 and 204 are "no tile". Concurrency is bounded by the caller.
 public struct HTTPTileSource: TileSource {
+    /// The tile URL template (`{z}/{x}/{y}` or `{level}/{row}/{col}`).
     public let template: String
     /// The MapServer URL when the source is an ArcGIS tiled service (its info gives the grid).
     public let mapServerURL: URL?
+    /// Sent as a bearer token.
     public var token: String?
+    /// The longest one tile request may take.
     public var timeout: Duration
+    /// How many times a tile is asked for before its error is kept.
     public var attempts: Int
+    /// The wait before the first retry, doubled after each.
     public var backoff: Duration
     let client: HTTPClient
 
+    /// The HTTP client tile sources share unless given one (response decompression on, bounded).
     public static let sharedClient = HTTPClient(
         eventLoopGroupProvider: .singleton,
         configuration: HTTPClient.Configuration(decompression: .enabled(limit: .ratio(200))))
 
+    /// A source for the tiles at `url`.
     /// - Parameter url: a MapServer URL, or a template with `{z}`/`{x}`/`{y}` or `{level}`/`{row}`/`{col}`.
     /// - Parameter token: sent as a bearer token to a secured service.
     /// - Parameter timeout: the longest one tile request may take.

@@ -4,7 +4,9 @@ import OutpostCore
 /// Where to take tiles: an envelope, or a polygon whose tiles outside it are skipped (as ArcGIS
 /// does for a polygon `areaOfInterest`). Coordinates in `spatialReference` (4326 or 3857).
 public enum AreaOfInterest: Hashable, Sendable {
+    /// Every tile that meets the envelope.
     case envelope(Envelope, SpatialReference)
+    /// The tiles that meet the polygon (or multipolygon).
     case polygon(Geometry, SpatialReference)
 
     /// The area in the scheme's spatial reference; latitudes beyond Web Mercator's limit are cut.
@@ -34,12 +36,18 @@ public enum AreaOfInterest: Hashable, Sendable {
 
 /// The tiles of an area at a set of levels, with the polygon filter applied tile by tile.
 public struct TileSelection: Sendable {
+    /// The tile grid.
     public let scheme: TilingScheme
+    /// The levels selected.
     public let levels: [Int]
+    /// The envelope's tiles, one range per level.
     public let ranges: [TileRange]
     /// The polygon in the scheme's spatial reference (nil: every tile of the ranges).
     let shape: Geometry?
 
+    /// The tiles of `area` at `levels` of `scheme`.
+    /// - Throws: ``TileCacheError`` (`invalidArea`) for no levels, a level the scheme lacks, or an unusable
+    /// area.
     public init(scheme: TilingScheme, area: AreaOfInterest, levels: [Int]) throws {
         guard !levels.isEmpty else { throw TileCacheError(.invalidArea, "give at least one level") }
         for level in levels where scheme.lod(level) == nil {
@@ -72,5 +80,6 @@ public struct TileSelection: Sendable {
         }
     }
 
+    /// How many tiles the selection holds (the polygon filter applied).
     public var tileCount: Int { counts().reduce(0) { $0 + $1.tiles } }
 }

@@ -4,10 +4,14 @@ import OutpostCore
 /// One tile of a cache: level of detail, row from the top, column from the left (ArcGIS
 /// `level/row/col`, the same numbers as XYZ `z/y/x` in the Web Mercator scheme).
 public struct TileKey: Hashable, Sendable, Codable, CustomStringConvertible {
+    /// The level of detail.
     public var level: Int
+    /// The row, from the top.
     public var row: Int
+    /// The column, from the left.
     public var col: Int
 
+    /// The tile at this level, row and column.
     public init(level: Int, row: Int, col: Int) {
         self.level = level
         self.row = row
@@ -19,11 +23,14 @@ public struct TileKey: Hashable, Sendable, Codable, CustomStringConvertible {
 
 /// A level of detail of a tiling scheme.
 public struct LevelOfDetail: Hashable, Sendable, Codable {
+    /// The level's number (0 the coarsest).
     public var level: Int
     /// Map units (metres) per pixel.
     public var resolution: Double
+    /// The map scale (1:scale) at the scheme's DPI.
     public var scale: Double
 
+    /// A level of these values.
     public init(level: Int, resolution: Double, scale: Double) {
         self.level = level
         self.resolution = resolution
@@ -33,13 +40,20 @@ public struct LevelOfDetail: Hashable, Sendable, Codable {
 
 /// A tile grid: origin at the top-left, square tiles, levels of detail (docs/tiles.md).
 public struct TilingScheme: Hashable, Sendable, Codable {
+    /// The grid's spatial reference.
     public var spatialReference: SpatialReference
+    /// The x of the grid's top-left corner.
     public var originX: Double
+    /// The y of the grid's top-left corner.
     public var originY: Double
+    /// Tile width and height in pixels.
     public var tileSize: Int
+    /// Dots per inch the scales assume.
     public var dpi: Int
+    /// The levels of detail, coarsest first.
     public var lods: [LevelOfDetail]
 
+    /// A scheme of these values.
     public init(spatialReference: SpatialReference, originX: Double, originY: Double, tileSize: Int, dpi: Int, lods: [LevelOfDetail]) {
         self.spatialReference = spatialReference
         self.originX = originX
@@ -63,6 +77,7 @@ public struct TilingScheme: Hashable, Sendable, Codable {
         return TilingScheme(spatialReference: .webMercator, originX: -origin, originY: origin, tileSize: 256, dpi: 96, lods: lods)
     }()
 
+    /// The level of detail numbered `level`, if the scheme has it.
     public func lod(_ level: Int) -> LevelOfDetail? { lods.first { $0.level == level } }
 
     /// The number of tiles along each axis at `level` when the grid covers the whole world
@@ -101,12 +116,18 @@ public struct TilingScheme: Hashable, Sendable, Codable {
 
 /// A rectangle of tiles at one level.
 public struct TileRange: Hashable, Sendable, Codable {
+    /// The level.
     public var level: Int
+    /// The first row.
     public var minRow: Int
+    /// The last row (included).
     public var maxRow: Int
+    /// The first column.
     public var minCol: Int
+    /// The last column (included).
     public var maxCol: Int
 
+    /// A range of these bounds.
     public init(level: Int, minRow: Int, maxRow: Int, minCol: Int, maxCol: Int) {
         self.level = level
         self.minRow = minRow
@@ -115,8 +136,10 @@ public struct TileRange: Hashable, Sendable, Codable {
         self.maxCol = maxCol
     }
 
+    /// How many tiles the range holds.
     public var count: Int { (maxRow - minRow + 1) * (maxCol - minCol + 1) }
 
+    /// Whether `key` is in the range.
     public func contains(_ key: TileKey) -> Bool {
         key.level == level && (minRow...maxRow).contains(key.row) && (minCol...maxCol).contains(key.col)
     }
