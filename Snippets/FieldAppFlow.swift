@@ -1,5 +1,5 @@
 // The README's "Using the library" example: a field app's whole flow, generate → edit →
-// sync with progress → cancel → sync again. ReadmeExampleTests keeps the README's copy equal
+// sync with progress → cancel → sync again. SnippetTests keeps the README's copy equal
 // to this file's shown lines.
 // snippet.hide
 import Foundation

@@ -3,12 +3,14 @@
 Coverage is DocC's own report (documentation-coverage.json, written with
 --experimental-documentation-coverage): of a product's public symbols (types, members,
 globals; not the "Implementations" groups DocC makes, which have no source to document), the
-share with a summary. The floors file has a line "<product> <percent>" per product.
+share with a summary. Every product must reach MINIMUM; the floors file (a line
+"<product> <percent>" per product) holds each at its figure, so none slips back.
 """
 import json
 import pathlib
 import sys
 
+MINIMUM = 95.0
 out, floors_file = pathlib.Path(sys.argv[1]), pathlib.Path(sys.argv[2])
 floors = {}
 for line in floors_file.read_text().splitlines():
@@ -25,7 +27,7 @@ for archive in sorted(out.glob("*.doccarchive")):
     symbols = [e for e in entries if e["kind"]["isSymbol"]]
     documented = sum(1 for e in symbols if e["hasAbstract"])
     percent = 100.0 * documented / len(symbols) if symbols else 100.0
-    floor = floors.get(product, 0.0)
+    floor = max(floors.get(product, 0.0), MINIMUM)
     rows.append((product, documented, len(symbols), percent, floor))
     if percent + 1e-9 < floor:
         failed.append(product)

@@ -24,25 +24,33 @@ import Synchronization
 ///   deleted it, each it deleted is gone, and each it changed holds its last values;
 /// - each replica equals the server within its area, with nothing left to send.
 public enum CrewLoad {
+    /// What a run does.
     public struct Configuration: Sendable {
+        /// Crews syncing at once, each with its own replica of its own area.
         public var crews: Int
+        /// Edits each crew makes.
         public var editsPerCrew = 100
+        /// Syncs each crew makes during the concurrent phase.
         public var syncsPerCrew = 5
         /// Features in each crew's cell at the start; a tenth of them in the strip its right
         /// neighbour shares.
         public var featuresPerCrew = 200
+        /// The seed of every random choice (a failing run replays with it).
         public var seed: UInt64 = 20_261_125
         /// Whole syncs a crew tries before giving up (each sync also retries its own requests).
         public var attempts = 30
 
+        /// A run of `crews` crews with the other settings at their defaults.
         public init(crews: Int) { self.crews = crews }
     }
 
+    /// The name of the feature service a run serves.
     public static let serviceName = "crews"
     static let layerID = 0
     static let origin = (x: 24.90, y: 60.15)
     static let cellWidth = 0.01, strip = 0.001, cellHeight = 0.01
 
+    /// The service's schema: one point layer of assets with a few fields.
     public static let schema = ServiceSchema(
         name: serviceName,
         layers: [
@@ -105,7 +113,9 @@ public enum CrewLoad {
 
     /// What a run measured and what it found wrong.
     public struct Report: Sendable {
+        /// Crews that ran.
         public var crews = 0
+        /// Edits they made.
         public var edits = 0
         /// Syncs that succeeded during the concurrent phase (the two closing rounds excluded).
         public var syncs = 0
@@ -115,13 +125,17 @@ public enum CrewLoad {
         public var seconds = 0.0
         /// Each successful sync of the concurrent phase, retries included, in seconds, sorted.
         public var latencies: [Double] = []
+        /// Upload batches the servers accepted (as the proxies saw them).
         public var acceptedBatches = 0
+        /// Conflict records the servers hold.
         public var conflictRecords = 0
         /// Everything the oracles found wrong: empty when the run is correct.
         public var problems: [String] = []
 
+        /// Successful syncs per second of the concurrent phase.
         public var syncsPerSecond: Double { seconds > 0 ? Double(syncs) / seconds : 0 }
 
+        /// The sync latency at quantile `p` (0…1) of the concurrent phase, in seconds.
         public func percentile(_ p: Double) -> Double {
             guard !latencies.isEmpty else { return 0 }
             return latencies[min(latencies.count - 1, Int((Double(latencies.count) * p).rounded(.up)) - 1)]

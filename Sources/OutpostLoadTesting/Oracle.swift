@@ -10,20 +10,29 @@ import Synchronization
 /// the test made. It also lists every value a resolution discarded, which the server must have
 /// kept in a conflict record (invariant I8).
 public final class Oracle: Sendable {
+    /// A feature's values by column.
     public typealias Row = [String: JSONValue]
 
+    /// A change the server accepted.
     public enum Event: Sendable {
+        /// A batch and the server's answer to it.
         case batch(UploadBatch, BatchResult)
+        /// Edits made directly on the service (not through a replica).
         case direct(layer: Int, upserts: [String: Row], deletes: [String], editedAt: String)
     }
 
     /// A value the server discarded in resolving a conflict: which batch, feature and column.
     public struct Discard: Hashable, Sendable, CustomStringConvertible {
+        /// The replica whose batch lost the value.
         public var replica: String
+        /// The batch's sequence number.
         public var seq: Int64
+        /// The feature's global id.
         public var globalId: String
+        /// The column.
         public var column: String
 
+        /// A discard of these values.
         public init(replica: String, seq: Int64, globalId: String, column: String) {
             self.replica = replica
             self.seq = seq
@@ -36,10 +45,13 @@ public final class Oracle: Sendable {
 
     private let events = Mutex<[(Int64, Event)]>([])
 
+    /// An oracle with no events.
     public init() {}
 
+    /// How many batches were recorded.
     public var batchCount: Int { events.withLock { $0.filter { if case .batch = $0.1 { true } else { false } }.count } }
 
+    /// Records an event committed under `generation`.
     public func record(_ generation: Int64, _ event: Event) {
         events.withLock { $0.append((generation, event)) }
     }

@@ -5,5 +5,6 @@ import OutpostStorage
 public typealias SeededGenerator = FastRandomGenerator
 
 extension FastRandomGenerator {
+    /// A generator starting from `state` (the same as `init(seed:)`).
     public init(state: UInt64) { self.init(seed: state) }
 }

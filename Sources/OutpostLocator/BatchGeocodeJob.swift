@@ -19,13 +19,19 @@ public struct BatchGeocodeJob: JobDefinition {
 
     /// A `.locator` path or a GeocodeServer URL.
     public var locator: String
+    /// The CSV file of addresses.
     public var input: URL
+    /// The GeoPackage written.
     public var output: URL
+    /// The column holding whole addresses (nil: `SingleLine` or `Address`, with `City`, `Postal`,
+    /// `Neighborhood`).
     public var addressField: String?
+    /// The spatial reference of the points written (the locator's when nil).
     public var outputSpatialReference: SpatialReference?
     /// Fault points for tests (`geocode.afterMove`); none by default, and not in the job's JSON.
     var faults = FaultInjector()
 
+    /// A batch geocode of `input` into `output` with `locator`.
     public init(
         locator: String, input: URL, output: URL, addressField: String? = nil, outputSpatialReference: SpatialReference? = nil,
         faults: FaultInjector = FaultInjector()
@@ -61,10 +67,15 @@ public struct BatchGeocodeJob: JobDefinition {
     var partial: URL { output.deletingLastPathComponent().appendingPathComponent(".\(output.deletingPathExtension().lastPathComponent).partial.gpkg") }
 
     public struct Output: Sendable, Hashable {
+        /// The GeoPackage written.
         public var output: URL
+        /// Rows read.
         public var rows = 0
+        /// Rows matched (`M`).
         public var matched = 0
+        /// Rows with tied candidates (`T`).
         public var tied = 0
+        /// Rows without a candidate (`U`).
         public var unmatched = 0
     }
 

@@ -10,7 +10,9 @@ import Synchronization
 /// Searches run on a few read-only connections taken in turn, so concurrent requests do not
 /// queue behind one another.
 public final class LocalLocator: Sendable {
+    /// The `.locator` file.
     public let url: URL
+    /// What the locator holds and can do.
     public let info: LocatorInfo
     let queues: [DatabaseQueue]
     let geographic: Bool

@@ -2,6 +2,7 @@ import Foundation
 
 /// Why a locator could not be built, opened or searched.
 public struct LocatorError: Error, Hashable, Sendable, CustomStringConvertible {
+    /// What kind of failure it is.
     public enum Code: String, Sendable, Hashable {
         /// No such file.
         case notFound
@@ -27,11 +28,14 @@ public struct LocatorError: Error, Hashable, Sendable, CustomStringConvertible {
         case magicKey
     }
 
+    /// What kind of failure it is.
     public var code: Code
+    /// What went wrong, for a person.
     public var message: String
     /// The input at fault, for an `invalidInput` error about one.
     public var input: Input?
 
+    /// An error of this code and message.
     public init(_ code: Code, _ message: String, input: Input? = nil) {
         self.code = code
         self.message = message

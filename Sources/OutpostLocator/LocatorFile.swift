@@ -85,11 +85,17 @@ enum LocatorLayout {
 
 /// What an entry stands for: ArcGIS `Addr_type` values.
 public enum LocatorMatchType: Int, Sendable, Hashable, CaseIterable, CustomStringConvertible {
+    /// An address point.
     case pointAddress = 1
+    /// A place or feature by name.
     case poi = 2
+    /// A street, by name.
     case streetName = 3
+    /// A postal code.
     case postal = 4
+    /// A city or district.
     case locality = 5
+    /// An address on a street line, its number interpolated along the line's range.
     case streetAddress = 6
 
     /// The ArcGIS name (`PointAddress`, `POI`, `StreetName`, `Postal`, `Locality`, `StreetAddress`).
@@ -104,6 +110,7 @@ public enum LocatorMatchType: Int, Sendable, Hashable, CaseIterable, CustomStrin
         }
     }
 
+    /// The match type of an ArcGIS name, in any case; nil for an unknown name.
     public init?(name: String) {
         guard let match = Self.allCases.first(where: { $0.description.caseInsensitiveCompare(name) == .orderedSame }) else { return nil }
         self = match

@@ -12,6 +12,7 @@ public struct GeocodeParameters: Hashable, Sendable {
     /// Only candidates inside this envelope (in the locator's spatial reference unless
     /// `searchAreaSpatialReference` says otherwise).
     public var searchArea: Envelope?
+    /// The spatial reference of `searchArea` (the locator's when nil).
     public var searchAreaSpatialReference: SpatialReference?
     /// The spatial reference of `preferredSearchLocation` (the locator's when nil).
     public var locationSpatialReference: SpatialReference?
@@ -23,6 +24,7 @@ public struct GeocodeParameters: Hashable, Sendable {
     /// for all.
     public var categories: [String] = []
 
+    /// Parameters with ArcGIS's defaults.
     public init() {}
 }
 
@@ -30,26 +32,37 @@ public struct GeocodeParameters: Hashable, Sendable {
 public struct ReverseGeocodeParameters: Hashable, Sendable {
     /// Metres from the location within which to look.
     public var maxDistance = 100.0
+    /// Most candidates to return.
     public var maxResults = 1
     /// Only these match types; empty for addresses, places and streets.
     public var featureTypes: [String] = []
     /// The spatial reference of the location (the locator's when nil).
     public var locationSpatialReference: SpatialReference?
+    /// The spatial reference of the results (the locator's when nil).
     public var outputSpatialReference: SpatialReference?
+    /// Attributes to return: `["*"]` for all.
     public var resultAttributeNames: [String] = ["*"]
 
+    /// Parameters with ArcGIS's defaults.
     public init() {}
 }
 
 /// How to suggest: ArcGIS `SuggestParameters`.
 public struct SuggestParameters: Hashable, Sendable {
+    /// Most suggestions to return.
     public var maxResults = 5
+    /// Among suggestions that match alike, nearer ones come first.
     public var preferredSearchLocation: Position?
+    /// The spatial reference of `preferredSearchLocation` (the locator's when nil).
     public var locationSpatialReference: SpatialReference?
+    /// Only suggestions inside this envelope.
     public var searchArea: Envelope?
+    /// The spatial reference of `searchArea` (the locator's when nil).
     public var searchAreaSpatialReference: SpatialReference?
+    /// Only these match types; empty for all.
     public var categories: [String] = []
 
+    /// Parameters with ArcGIS's defaults.
     public init() {}
 }
 
@@ -65,12 +78,15 @@ public struct GeocodeResult: Hashable, Sendable {
     public var displayLocation: Position
     /// An extent to zoom to.
     public var extent: Envelope
+    /// The spatial reference of `location`, `displayLocation` and `extent`.
     public var spatialReference: SpatialReference
     /// `Match_addr`, `Addr_type`, `Score` and, when asked, `LongLabel`, `ShortLabel`, `AddNum`,
     /// `StAddr`, `StName`, `City`, `Postal`, `PlaceName`, `X`, `Y`, `Distance`, …
     public var attributes: [String: JSONValue]
+    /// What the candidate is (`Addr_type`).
     public var matchType: LocatorMatchType
 
+    /// A candidate of these values.
     public init(
         label: String, score: Double, location: Position, displayLocation: Position, extent: Envelope,
         spatialReference: SpatialReference, attributes: [String: JSONValue], matchType: LocatorMatchType
@@ -89,12 +105,14 @@ public struct GeocodeResult: Hashable, Sendable {
 /// A completion of what the user typed: ArcGIS `SuggestResult`. Geocoding it
 /// (``LocatorTask/geocode(suggestResult:parameters:)``) returns exactly that candidate.
 public struct SuggestResult: Hashable, Sendable {
+    /// The text to show.
     public var label: String
     /// The key that finds the candidate again (ArcGIS `magicKey`).
     public var magicKey: String
     /// True for a category or area rather than one place.
     public var isCollection: Bool
 
+    /// A suggestion of these values.
     public init(label: String, magicKey: String, isCollection: Bool = false) {
         self.label = label
         self.magicKey = magicKey
@@ -104,16 +122,21 @@ public struct SuggestResult: Hashable, Sendable {
 
 /// What a locator can do and how it is described (ArcGIS `LocatorInfo`).
 public struct LocatorInfo: Hashable, Sendable {
+    /// The locator's name.
     public var name: String
+    /// The spatial reference of its locations.
     public var spatialReference: SpatialReference
     /// Address, place and street entries indexed.
     public var entryCount: Int
+    /// The extent of what it holds.
     public var extent: Envelope?
     /// The fields a multi-field search takes (`Address`, `City`, `Postal`, …).
     public var searchAttributeNames: [String]
     /// The attributes a result can carry.
     public var resultAttributeNames: [String]
+    /// Whether it suggests completions of partial text.
     public var supportsSuggestions: Bool
+    /// Whether it finds addresses near a location.
     public var supportsReverseGeocoding: Bool
 }
 

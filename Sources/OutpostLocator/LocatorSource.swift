@@ -3,9 +3,13 @@ import OutpostCore
 
 /// Which fields of a layer hold the parts of an address.
 public struct LocatorFieldMap: Hashable, Sendable, Codable {
+    /// The house number field.
     public var house: String?
+    /// The street name field.
     public var street: String?
+    /// The city field.
     public var city: String?
+    /// The postal code field.
     public var postal: String?
     /// A place or feature name ("Burger King", "Hydrant 2231"): searchable, and the label of a POI.
     public var name: String?
@@ -14,10 +18,14 @@ public struct LocatorFieldMap: Hashable, Sendable, Codable {
     /// House number ranges of street lines (ArcGIS `L_F_ADD`, `L_T_ADD`, `R_F_ADD`, `R_T_ADD`):
     /// the numbers at the line's start and end on its left and right, for interpolation.
     public var leftFrom: String?
+    /// The field of the number at the line's end on its left.
     public var leftTo: String?
+    /// The field of the number at the line's start on its right.
     public var rightFrom: String?
+    /// The field of the number at the line's end on its right.
     public var rightTo: String?
 
+    /// A map of these fields (ranges are set as properties).
     public init(house: String? = nil, street: String? = nil, city: String? = nil, postal: String? = nil, name: String? = nil, alias: String? = nil) {
         self.house = house
         self.street = street
@@ -68,11 +76,14 @@ public struct LocatorFieldMap: Hashable, Sendable, Codable {
 /// A layer a locator is built from. Point (and polygon) layers give addresses and places; line
 /// layers give streets (their names, extents and shapes for reverse geocoding).
 public struct LocatorSource: Hashable, Sendable {
+    /// The layer's name in the geodatabase.
     public var layer: String
+    /// Which fields hold the parts of an address.
     public var fields: LocatorFieldMap
     /// Only rows matching this where clause.
     public var whereClause: String?
 
+    /// A source of these values.
     public init(layer: String, fields: LocatorFieldMap, whereClause: String? = nil) {
         self.layer = layer
         self.fields = fields
@@ -94,5 +105,6 @@ public struct LocatorBuildSummary: Hashable, Sendable {
     public var changed = 0
     /// Street, postal-code and city entries made from the rows.
     public var places = 0
+    /// How long it took.
     public var seconds = 0.0
 }

@@ -12,6 +12,7 @@ import OutpostGeoprocessing
 /// let here = try await task.reverseGeocode(location: Position(x: 24.9407, y: 60.1680))
 /// ```
 public final class LocatorTask: LoadableForwarding, Sendable {
+    /// The GeocodeServer or `.locator` file.
     public let url: URL
     public let loadSupport: LoadableSupport
     private let backend = LockedValue<Backend?>(nil)
@@ -22,6 +23,7 @@ public final class LocatorTask: LoadableForwarding, Sendable {
         case remote(info: LocatorInfo)
     }
 
+    /// A task for the locator at `url`.
     /// - Parameters:
     ///   - url: `…/GeocodeServer`, or a file URL of a `.locator`.
     ///   - token: sent as a bearer token to a secured service.

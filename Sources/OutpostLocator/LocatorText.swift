@@ -12,6 +12,7 @@ import Foundation
 public enum LocatorText {
     /// A token of user text.
     public struct Token: Hashable, Sendable {
+        /// The token, lower-cased.
         public var text: String
         /// Written with a trailing period ("Mannerheimint."): an abbreviation, matched as a prefix.
         public var abbreviated: Bool

@@ -5,12 +5,19 @@ import PostgresNIO
 /// Where a service's PostgreSQL database is: `postgres://user[:password]@host[:port]/database`
 /// (also read from `OUTPOST_POSTGRES`).
 public struct PostgresLocation: Sendable, Hashable, CustomStringConvertible {
+    /// The server's host name or address.
     public var host: String
+    /// The server's port (5432 by default).
     public var port: Int
+    /// The role to connect as.
     public var user: String
+    /// The role's password, when it needs one.
     public var password: String?
+    /// The database.
     public var database: String
 
+    /// The location a `postgres://` (or `postgresql://`) URL gives.
+    /// - Throws: ``PostgresServiceError`` for any other text.
     public init(url text: String) throws {
         guard let url = URLComponents(string: text), ["postgres", "postgresql"].contains(url.scheme ?? ""), let host = url.host, !host.isEmpty else {
             throw PostgresServiceError("\(text) is not a postgres://user@host[:port]/database URL")
@@ -47,7 +54,9 @@ public struct PostgresLocation: Sendable, Hashable, CustomStringConvertible {
 
 /// A PostgreSQL backend failure, with a message for people.
 public struct PostgresServiceError: Error, CustomStringConvertible, Sendable {
+    /// What went wrong, for a person.
     public var message: String
+    /// An error saying `message`.
     public init(_ message: String) { self.message = message }
     public var description: String { message }
 }

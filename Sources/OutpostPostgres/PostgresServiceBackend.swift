@@ -46,6 +46,7 @@ final class PostgresPool: Sendable {
 /// generation G sees every change up to G.
 public final class PostgresServiceBackend: FeatureServiceBackend {
     public let name: String
+    /// The database the service lives in.
     public let location: PostgresLocation
     /// The service schema as this process last read it, with a table mapping per layer. Another
     /// process may migrate the service: every commit, replica read and schema request compares

@@ -13,6 +13,7 @@ import Synchronization
 /// upwards; a query searches only upwards from both ends (pruned by stall-on-demand) and unpacks
 /// the shortcuts on the best path into the graph's edges.
 public final class ContractionHierarchy: Sendable {
+    /// Nodes of the graph.
     public let nodeCount: Int
     /// Shortcuts the hierarchy added to the graph's arcs.
     public let shortcutCount: Int

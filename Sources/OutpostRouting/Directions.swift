@@ -3,15 +3,25 @@ import OutpostCore
 
 /// ArcGIS maneuver types (`esriDMT…`).
 public enum ManeuverType: String, Sendable, Hashable {
+    /// Leave the first stop.
     case depart = "esriDMTDepart"
+    /// Arrive at a stop.
     case stop = "esriDMTStop"
+    /// Go straight on.
     case straight = "esriDMTStraight"
+    /// Bear slightly left.
     case bearLeft = "esriDMTBearLeft"
+    /// Bear slightly right.
     case bearRight = "esriDMTBearRight"
+    /// Turn left.
     case turnLeft = "esriDMTTurnLeft"
+    /// Turn right.
     case turnRight = "esriDMTTurnRight"
+    /// Turn sharply left.
     case sharpLeft = "esriDMTSharpLeft"
+    /// Turn sharply right.
     case sharpRight = "esriDMTSharpRight"
+    /// Turn back.
     case uTurn = "esriDMTUTurn"
 
     /// The turn from one bearing to another (degrees clockwise from north).
@@ -32,12 +42,17 @@ public enum ManeuverType: String, Sendable, Hashable {
 
 /// One line of turn-by-turn directions.
 public struct DirectionManeuver: Sendable, Hashable {
+    /// What the maneuver is.
     public var type: ManeuverType
+    /// The direction as text ("Turn left onto Mannerheimintie").
     public var text: String
     /// Metres and seconds until the next maneuver.
     public var length: Double
+    /// Seconds until the next maneuver.
     public var time: Double
+    /// The street the maneuver leads onto.
     public var streetName: String?
+    /// The line from this maneuver to the next.
     public var geometry: [Position]
 }
 

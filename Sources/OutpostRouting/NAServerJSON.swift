@@ -8,19 +8,26 @@ import OutpostCore
 public enum NAServerJSON {
     /// How a travel mode is named and measured in the service.
     public struct ModeDescription: Sendable {
+        /// The travel mode.
         public var mode: TravelMode
+        /// Its name in the service ("Driving Time").
         public var name: String
+        /// Its id in the service.
         public var id: String
+        /// The impedance attribute it minimises.
         public var impedance: String
+        /// Its ArcGIS travel mode type (`AUTOMOBILE`, `WALK`).
         public var type: String
     }
 
+    /// The travel modes a service offers, with their names and ids.
     public static let modes: [ModeDescription] = [
         .init(mode: .drivingTime, name: "Driving Time", id: "1", impedance: "TravelTime", type: "AUTOMOBILE"),
         .init(mode: .drivingDistance, name: "Driving Distance", id: "2", impedance: "Kilometers", type: "AUTOMOBILE"),
         .init(mode: .walking, name: "Walking Time", id: "3", impedance: "WalkTime", type: "WALK"),
     ]
 
+    /// The description of `mode`.
     public static func description(_ mode: TravelMode) -> ModeDescription { modes.first { $0.mode == mode }! }
 
     /// A travel mode by its name, id, impedance attribute or Outpost name (`walking`), or as
@@ -96,11 +103,15 @@ public enum NAServerJSON {
 
     /// What a `solve` answer holds.
     public struct SolveOutput: Sendable {
+        /// Whether the answer has the routes.
         public var returnsRoutes = true
+        /// Whether it has the stops.
         public var returnsStops = false
+        /// Whether it has the directions.
         public var returnsDirections = true
         /// Metres per direction length unit, and the unit's name.
         public var lengthUnit = (name: "esriNAUKilometers", metres: 1_000.0)
+        /// Routes and directions, in kilometres.
         public init() {}
     }
 

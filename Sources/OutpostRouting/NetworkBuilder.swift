@@ -15,6 +15,7 @@ public struct NetworkFieldMap: Hashable, Sendable, Codable {
     /// Road classes (OpenStreetMap `highway`): which modes may use a street, default speeds.
     public var roadClass: String?
 
+    /// A map of these fields.
     public init(name: String? = nil, oneway: String? = nil, speed: String? = nil, roadClass: String? = nil) {
         self.name = name
         self.oneway = oneway
@@ -27,7 +28,9 @@ public struct NetworkFieldMap: Hashable, Sendable, Codable {
 
 /// What a network build made.
 public struct NetworkBuildSummary: Hashable, Sendable {
+    /// Junctions (and line ends) made nodes.
     public var nodes = 0
+    /// Street edges made.
     public var edges = 0
     /// Source lines left out (no geometry, or matching the restriction).
     public var skipped = 0
@@ -35,6 +38,7 @@ public struct NetworkBuildSummary: Hashable, Sendable {
     public var shortcuts: [TravelMode: Int] = [:]
     /// Seconds spent building the hierarchies (part of `seconds`).
     public var hierarchySeconds = 0.0
+    /// How long the build took.
     public var seconds = 0.0
 }
 

@@ -5,6 +5,7 @@ import OutpostCore
 /// A directed graph in compressed rows: the arcs leaving node `n` are
 /// `targets[offsets[n]..<offsets[n + 1]]`, with their costs and the edges they run along.
 public struct ArcGraph: Sendable {
+    /// Nodes of the graph.
     public let nodeCount: Int
     var offsets: [Int32]
     var targets: [Int32]
@@ -53,8 +54,11 @@ public struct ArcGraph: Sendable {
 
 /// A street edge between two nodes (numbered from 0).
 public struct NetworkEdge: Sendable, Hashable {
+    /// The edge's id.
     public var id: Int
+    /// The node it starts at.
     public var from: Int
+    /// The node it ends at.
     public var to: Int
     /// Metres.
     public var length: Double
@@ -64,7 +68,9 @@ public struct NetworkEdge: Sendable, Hashable {
     public var walkSeconds: Double?
     /// 0 both ways, 1 only from → to, −1 only to → from (driving).
     public var oneway: Int
+    /// The street's name.
     public var name: String?
+    /// The road class (OpenStreetMap `highway`).
     public var roadClass: String?
     /// The edge's line from `from` to `to` (read for the edges of a route only).
     public var line: [Position] = []
@@ -72,9 +78,13 @@ public struct NetworkEdge: Sendable, Hashable {
 
 /// An open `.network` file with its graphs in memory, one per travel mode.
 public final class RoadNetwork: Sendable {
+    /// The `.network` file.
     public let url: URL
+    /// The spatial reference of its geometry.
     public let spatialReference: SpatialReference
+    /// Nodes of the network.
     public let nodeCount: Int
+    /// Edges of the network.
     public let edgeCount: Int
     /// The nodes' extent (nil for an empty network).
     public let extent: Envelope?

@@ -10,6 +10,7 @@ public struct RouteOptions: Sendable, Hashable {
     /// Most stops the best-sequence search orders (it builds the cost matrix between them).
     public static let maximumSequencedStops = 200
 
+    /// How the route is measured (time or distance) and who travels it.
     public var mode: TravelMode
     /// Metres a stop (or barrier) may be from the nearest street.
     public var snapDistance: Double
@@ -18,9 +19,12 @@ public struct RouteOptions: Sendable, Hashable {
     /// Visit the stops in the cheapest order found (a heuristic: nearest neighbour, then 2-opt
     /// and moves of single stops until nothing improves).
     public var findsBestSequence: Bool
+    /// With `findsBestSequence`: the first stop stays first.
     public var preserveFirstStop: Bool
+    /// With `findsBestSequence`: the last stop stays last.
     public var preserveLastStop: Bool
 
+    /// Options of these values.
     public init(
         mode: TravelMode = .drivingTime, snapDistance: Double = 500, barriers: [Position] = [], findsBestSequence: Bool = false,
         preserveFirstStop: Bool = true, preserveLastStop: Bool = true
@@ -36,9 +40,12 @@ public struct RouteOptions: Sendable, Hashable {
 
 /// A place to visit.
 public struct RouteStop: Sendable, Hashable {
+    /// Where the stop is.
     public var location: Position
+    /// The stop's name, for directions and results.
     public var name: String?
 
+    /// A stop at `location`.
     public init(_ location: Position, name: String? = nil) {
         self.location = location
         self.name = name
@@ -47,10 +54,12 @@ public struct RouteStop: Sendable, Hashable {
 
 /// A stop placed on the network: the nearest point of the nearest edge a mode may use.
 public struct NetworkSnap: Sendable, Hashable {
+    /// The edge the stop is placed on.
     public var edge: Int
     /// Where along the edge, 0 at `from_node`, 1 at `to_node` (exactly, for a stop within a
     /// centimetre of a node: it stands on that junction).
     public var fraction: Double
+    /// The point on the edge.
     public var point: Position
     /// Metres from the stop to the edge.
     public var distance: Double
@@ -58,17 +67,23 @@ public struct NetworkSnap: Sendable, Hashable {
 
 /// One street a route runs along, in the direction it runs.
 public struct RouteStep: Sendable, Hashable {
+    /// The edge.
     public var edge: Int
+    /// The street's name.
     public var name: String?
     /// Metres and seconds (for the route's travel mode) on this part.
     public var length: Double
+    /// Seconds on this part, for the route's travel mode.
     public var time: Double
+    /// The line of this part, in the direction travelled.
     public var geometry: [Position]
 }
 
 /// A route through its stops in order.
 public struct SolvedRoute: Sendable {
+    /// The stops, in the request's order.
     public var stops: [RouteStop]
+    /// Where each stop met the network.
     public var snaps: [NetworkSnap]
     /// The steps between consecutive stops (`legs[i]` from stop i to stop i + 1).
     public var legs: [[RouteStep]]
@@ -77,7 +92,9 @@ public struct SolvedRoute: Sendable {
     /// The stops' positions in the request, in the order visited (`0, 1, 2…` unless the
     /// sequence was optimised).
     public var sequence: [Int]
+    /// Metres of the whole route.
     public var totalLength: Double { legs.joined().reduce(0) { $0 + $1.length } }
+    /// Seconds of the whole route.
     public var totalTime: Double { legs.joined().reduce(0) { $0 + $1.time } }
     /// The whole route's line.
     public var geometry: [Position] {

@@ -5,13 +5,17 @@ import OutpostGeoprocessing
 /// A solved route as a task answers it (ArcGIS `Route`), the same whether a network on this
 /// device or an NAServer solved it.
 public struct RouteSolution: Sendable, Hashable {
+    /// The route's name (by default its first and last stops' names, "Depot - stop 3").
     public var name: String
     /// The route's line, in `spatialReference`.
     public var geometry: [Position]
+    /// The spatial reference of every position of the solution.
     public var spatialReference: SpatialReference
     /// Metres and seconds.
     public var totalLength: Double
+    /// Seconds of the whole route.
     public var totalTime: Double
+    /// The stops, in the order visited.
     public var stops: [StopResult]
     /// Empty unless directions were asked for.
     public var directionManeuvers: [DirectionManeuver]
@@ -19,14 +23,17 @@ public struct RouteSolution: Sendable, Hashable {
 
 /// A stop of a solved route (ArcGIS `Stop` with its solved attributes).
 public struct StopResult: Sendable, Hashable {
+    /// The stop's name.
     public var name: String
     /// Where the stop was given, and where it met the network.
     public var location: Position
+    /// Where it met the network.
     public var snappedLocation: Position
     /// 1-based place in the route (the order visited).
     public var sequence: Int
     /// Seconds and metres from the first stop.
     public var cumulativeTime: Double
+    /// Metres from the first stop.
     public var cumulativeLength: Double
     /// Start time plus the travel time (nil without a start time).
     public var arrivalTime: Date?

@@ -16,6 +16,7 @@ import OutpostGeoprocessing
 /// print(result.routes[0].directionManeuvers.map(\.text))
 /// ```
 public final class RouteTask: LoadableForwarding, Sendable {
+    /// The NAServer route layer or `.network` file.
     public let url: URL
     public let loadSupport: LoadableSupport
     private let backend = LockedValue<Backend?>(nil)
@@ -26,6 +27,7 @@ public final class RouteTask: LoadableForwarding, Sendable {
         case remote(RouteTaskInfo)
     }
 
+    /// A task for the network at `url`.
     /// - Parameters:
     ///   - url: `…/NAServer/<route layer>`, or a file URL of a `.network`.
     ///   - token: sent as a bearer token to a secured service.
@@ -129,10 +131,15 @@ public final class RouteTask: LoadableForwarding, Sendable {
 
 /// What a route task offers (ArcGIS `RouteTaskInfo`).
 public struct RouteTaskInfo: Sendable, Hashable {
+    /// The travel modes it routes with.
     public var travelModes: [TravelMode]
+    /// The mode used when none is asked for.
     public var defaultTravelMode: TravelMode
+    /// The spatial reference of its network.
     public var spatialReference: SpatialReference
+    /// Most stops a route may have.
     public var maximumStops: Int
+    /// Whether it gives turn-by-turn directions.
     public var supportsDirections: Bool
 
     init(network: RoadNetwork) {
@@ -155,12 +162,19 @@ public struct RouteTaskInfo: Sendable, Hashable {
 
 /// What to solve (ArcGIS `RouteParameters`).
 public struct RouteParameters: Sendable, Hashable {
+    /// The places to visit.
     public var stops: [RouteStop] = []
+    /// Points that close the street they stand on.
     public var pointBarriers: [Position] = []
+    /// How the route is measured and who travels it.
     public var travelMode: TravelMode = .drivingTime
+    /// Visit the stops in the cheapest order found.
     public var findsBestSequence = false
+    /// With `findsBestSequence`: the first stop stays first.
     public var preserveFirstStop = true
+    /// With `findsBestSequence`: the last stop stays last.
     public var preserveLastStop = true
+    /// Whether to give turn-by-turn directions.
     public var returnsDirections = true
     /// Metres a stop may be from the nearest street.
     public var snapDistance = 500.0
@@ -171,11 +185,13 @@ public struct RouteParameters: Sendable, Hashable {
     /// The system results come back in (an NAServer projects them; nil: the network's own).
     public var outputSpatialReference: SpatialReference?
 
+    /// Parameters with ArcGIS's defaults (driving time, stops in the order given, directions).
     public init() {}
 }
 
 /// A solved route (ArcGIS `RouteResult`).
 public struct RouteResult: Sendable {
+    /// The routes solved (one).
     public var routes: [RouteSolution]
     /// The routes edge by edge (solved on this device only; empty from an NAServer).
     public var solvedRoutes: [SolvedRoute]

@@ -20,6 +20,7 @@ import OutpostTileCodecs
 /// try await app.runService()   // stops gracefully on SIGINT/SIGTERM
 /// ```
 public enum OutpostApplication {
+    /// Makes the server application for `services`, not yet listening.
     /// - Throws: ``ServiceError`` (500) when the TLS certificate or key cannot be read.
     /// - Parameter drain: run it in the same service group after the application to answer 503
     ///   to new requests while a graceful shutdown lets the ones in flight finish.

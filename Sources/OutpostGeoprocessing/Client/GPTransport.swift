@@ -8,9 +8,12 @@ import OutpostCore
 public struct GeoprocessingError: Error, Hashable, Sendable, CustomStringConvertible {
     /// The HTTP status (or the error JSON's code).
     public var code: Int
+    /// What went wrong, for a person.
     public var message: String
+    /// More lines about it (may be empty).
     public var details: [String]
 
+    /// An error of this code and message.
     public init(code: Int, _ message: String, details: [String] = []) {
         self.code = code
         self.message = message
@@ -24,7 +27,9 @@ public struct GeoprocessingError: Error, Hashable, Sendable, CustomStringConvert
 /// `RemoteJobUnreachable` (a polling job rides them out for a while); answers that will not
 /// get better are ``GeoprocessingError``.
 public protocol GPTransport: Sendable {
+    /// GETs `url` (with `f=json`) and returns its JSON.
     func get(_ url: URL) async throws -> JSONValue
+    /// POSTs `form` to `url` (with `f=json`) and returns the answer's JSON.
     func post(_ url: URL, form: [(String, String)]) async throws -> JSONValue
     /// `uploads/upload`: the file as multipart part `file`.
     func upload(_ url: URL, file: URL) async throws -> JSONValue
@@ -38,6 +43,7 @@ public struct HTTPGPTransport: GPTransport {
     let token: String?
     let timeout: TimeAmount
 
+    /// A transport over `client`, sending `token` as a bearer token; `timeout` bounds each request.
     public init(client: HTTPClient = .shared, token: String? = nil, timeout: Duration = .seconds(120)) {
         self.client = client
         self.token = token

@@ -17,12 +17,17 @@ import OutpostCore
 public struct GeoprocessingJob: JobDefinition {
     public static let jobType = "outpost.geoprocessing"
 
+    /// The task: a GPServer task or a local tool or model.
     public let source: GeoprocessingTask.Source
+    /// The inputs and settings of the run.
     public let settings: GeoprocessingParameters
+    /// The time between two status polls of a server job.
     public var pollInterval: Duration
+    /// How long the job rides out a lost connection before it fails.
     public var connectionLossWindow: Duration
     let transport: any GPTransport
 
+    /// A job running `parameters` on `source`.
     public init(
         source: GeoprocessingTask.Source, parameters: GeoprocessingParameters, transport: any GPTransport, pollInterval: Duration = .seconds(5),
         connectionLossWindow: Duration = .seconds(600)

@@ -14,6 +14,7 @@ import OutpostCore
 /// let result = try await job.output      // outputs by name, messages
 /// ```
 public final class GeoprocessingTask: LoadableForwarding, Sendable {
+    /// Where a task runs.
     public enum Source: Sendable {
         /// `…/GPServer/<task>`.
         case remote(URL)
@@ -21,11 +22,13 @@ public final class GeoprocessingTask: LoadableForwarding, Sendable {
         case local(GPLocalTask)
     }
 
+    /// Where the task runs.
     public let source: Source
     let transport: any GPTransport
     public let loadSupport: LoadableSupport
     private let loaded = LockedValue<GPTaskInfo?>(nil)
 
+    /// A task for the GPServer task or model file at `url`.
     /// - Parameter url: a task URL (`…/GPServer/<task>`), or a file URL of a model JSON file.
     /// - Parameter token: sent as a bearer token to a secured service.
     /// - Parameter transport: the HTTP client for a GPServer (by default one with the token).
@@ -38,6 +41,7 @@ public final class GeoprocessingTask: LoadableForwarding, Sendable {
         self.init(source: .local(.tool(tool)), transport: HTTPGPTransport())
     }
 
+    /// A task for `source`, reaching a service through `transport`.
     public init(source: Source, transport: any GPTransport) {
         self.source = source
         self.transport = transport
@@ -87,9 +91,14 @@ public final class GeoprocessingTask: LoadableForwarding, Sendable {
 
 /// A task on this device: a built-in tool or a model file.
 public enum GPLocalTask: Hashable, Sendable {
+    /// A built-in tool by name (`Buffer`, `Clip`, …).
     case tool(String)
+    /// A model JSON file, by path.
     case modelFile(String)
 
+    /// The task's definition: the tool's, or the model read and checked.
+    /// - Throws: ``GeoprocessingError`` for an unknown tool or an unreadable model, ``GPModelError`` for a
+    /// wrong one.
     public func definition() throws -> GPTaskDefinition {
         switch self {
         case .tool(let name):
@@ -126,12 +135,18 @@ public enum GPLocalTask: Hashable, Sendable {
 
 /// A task's description, as its task info gives it.
 public struct GPTaskInfo: Sendable {
+    /// The task's name.
     public var name: String
+    /// Its name as people see it.
     public var displayName: String
+    /// What it does.
     public var summary: String
+    /// Its parameters, inputs and outputs.
     public var parameters: [GPParameterInfo]
+    /// Whether it runs by `execute` or as a job.
     public var executionType: GPServiceDefinition.ExecutionType
 
+    /// The parameter called `name`, if the task has one.
     public func parameter(_ name: String) -> GPParameterInfo? { parameters.first { $0.name == name } }
 
     /// Reads `…/GPServer/<task>?f=json` (and the service's info when the task does not say how it runs).
@@ -151,15 +166,21 @@ public struct GPTaskInfo: Sendable {
 
 /// What a geoprocessing job runs with (ArcGIS `GeoprocessingParameters`).
 public struct GeoprocessingParameters: Sendable {
+    /// Whether to run by `execute` (synchronous) or as a submitted job.
     public var executionType: GPServiceDefinition.ExecutionType
     /// Input values by parameter name. A GPDataFile input given as a file URL
     /// (`{"url": "file:///…"}`) is uploaded to the service first.
     public var inputs: [String: GPValue] = [:]
+    /// The system feature inputs are projected into before the task runs (`env:processSR`).
     public var processSpatialReference: SpatialReference?
+    /// The system feature outputs are given in (`env:outSR`).
     public var outputSpatialReference: SpatialReference?
+    /// Whether outputs keep their Z values.
     public var returnZ = false
+    /// Whether outputs keep their M values.
     public var returnM = false
 
+    /// Parameters of no inputs yet, run as `executionType` says.
     public init(executionType: GPServiceDefinition.ExecutionType) {
         self.executionType = executionType
     }
@@ -169,6 +190,7 @@ public struct GeoprocessingParameters: Sendable {
 public struct GeoprocessingResult: Sendable {
     /// Output values by parameter name.
     public var outputs: [String: GPValue]
+    /// The messages the task logged.
     public var messages: [GPMessage]
     /// The server's job id (asynchronous services).
     public var jobID: String?

@@ -6,11 +6,14 @@ import OutpostCore
 /// "normalized for visualization"), as in GeoPackage and Esri JSON. One transform belongs to one
 /// task at a time (it holds its own PROJ context).
 public final class CoordinateTransform {
+    /// Why PROJ could not make or apply a transform.
     public struct Failure: Error, CustomStringConvertible {
         public var description: String
     }
 
+    /// The system coordinates come from.
     public let source: SpatialReference
+    /// The system coordinates go to.
     public let target: SpatialReference
     private let context: OpaquePointer
     private let operation: OpaquePointer
@@ -19,6 +22,7 @@ public final class CoordinateTransform {
     /// azimuthal equidistant projection).
     private let sourceName: String, targetName: String
 
+    /// A transform between two EPSG systems.
     public convenience init(from source: SpatialReference, to target: SpatialReference) throws {
         try self.init(from: "EPSG:\(source.wkid)", to: "EPSG:\(target.wkid)")
     }
@@ -60,6 +64,8 @@ public final class CoordinateTransform {
         proj_context_destroy(context)
     }
 
+    /// The position in the target system (Z transformed when it has one, M kept).
+    /// - Throws: ``CoordinateTransform/Failure`` for a position with no place in the target system.
     public func transform(_ position: Position) throws -> Position {
         var c = PJ_COORD()
         c.xyzt = PJ_XYZT(x: position.x, y: position.y, z: position.z ?? 0, t: .infinity)
@@ -70,6 +76,7 @@ public final class CoordinateTransform {
         return Position(x: out.xyzt.x, y: out.xyzt.y, z: position.z == nil ? nil : out.xyzt.z, m: position.m)
     }
 
+    /// The geometry with every position transformed.
     public func transform(_ geometry: Geometry) throws -> Geometry {
         try geometry.mapPositions { try transform($0) }
     }
@@ -82,6 +89,7 @@ public final class CoordinateTransform {
 public final class LocalProjections {
     private let context: OpaquePointer
 
+    /// A maker of local projections, with a PROJ context of its own.
     public init() throws {
         guard let context = CoordinateTransform.makeContext() else { throw CoordinateTransform.Failure(description: "cannot start PROJ") }
         self.context = context
@@ -110,10 +118,12 @@ public final class LocalProjections {
 /// What a coordinate reference system is, as PROJ describes it: geographic (degrees) or
 /// projected, and how many metres one unit of its first axis is.
 public struct CoordinateSystemInfo: Sendable, Hashable {
+    /// Whether the system is geographic (degrees).
     public var isGeographic: Bool
     /// Metres per coordinate unit (nil for angular units).
     public var metresPerUnit: Double?
 
+    /// The description of `reference`, as PROJ gives it.
     public init(_ reference: SpatialReference) throws {
         guard let context = CoordinateTransform.makeContext() else { throw CoordinateTransform.Failure(description: "cannot start PROJ") }
         defer { proj_context_destroy(context) }

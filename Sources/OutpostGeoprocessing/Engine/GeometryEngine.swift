@@ -6,6 +6,7 @@ import OutpostCore
 /// per task. Geometries cross into GEOS and back through coordinate sequences (WKB only for
 /// M values, which GEOS 3.11 drops). An empty result (two polygons that do not meet) is `nil`.
 public final class GeometryEngine {
+    /// Why GEOS could not do an operation, with its message.
     public struct Failure: Error, CustomStringConvertible {
         public var description: String
     }
@@ -14,6 +15,7 @@ public final class GeometryEngine {
     private let messages = GEOSMessages()
     private let reader: OpaquePointer
 
+    /// An engine with a GEOS context of its own.
     public init() {
         handle = GEOS_init_r()
         GEOSContext_setErrorMessageHandler_r(
@@ -44,14 +46,17 @@ public final class GeometryEngine {
         try unary(geometry, "buffer") { GEOSBuffer_r(handle, $0, distance, Int32(quadrantSegments)) }
     }
 
+    /// The part `a` and `b` share; nil when they do not meet.
     public func intersection(_ a: Geometry, _ b: Geometry) throws -> Geometry? {
         try binary(a, b, "intersection") { GEOSIntersection_r(handle, $0, $1) }
     }
 
+    /// Everything in `a` or `b`.
     public func union(_ a: Geometry, _ b: Geometry) throws -> Geometry? {
         try binary(a, b, "union") { GEOSUnion_r(handle, $0, $1) }
     }
 
+    /// The part of `a` outside `b`; nil when nothing is left.
     public func difference(_ a: Geometry, _ b: Geometry) throws -> Geometry? {
         try binary(a, b, "difference") { GEOSDifference_r(handle, $0, $1) }
     }
@@ -99,6 +104,7 @@ public final class GeometryEngine {
         try measure(geometry, "length") { GEOSLength_r(handle, $0, $1) }
     }
 
+    /// The least distance between `a` and `b`, in their units.
     public func distance(_ a: Geometry, _ b: Geometry) throws -> Double {
         let ga = try geos(a)
         defer { GEOSGeom_destroy_r(handle, ga) }
@@ -109,10 +115,14 @@ public final class GeometryEngine {
         return value
     }
 
+    /// A spatial relation between two geometries (DE-9IM named predicates).
     public enum Predicate: Sendable {
+        /// They meet; the first holds the second; the first lies in the second; they meet only at their
+        /// boundaries; they share part of their interiors; they do not meet.
         case intersects, contains, within, touches, overlaps, disjoint
     }
 
+    /// Whether `a` stands in relation `predicate` to `b`.
     public func test(_ a: Geometry, _ predicate: Predicate, _ b: Geometry) throws -> Bool {
         let ga = try geos(a)
         defer { GEOSGeom_destroy_r(handle, ga) }

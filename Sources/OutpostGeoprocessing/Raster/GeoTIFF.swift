@@ -4,17 +4,24 @@ import OutpostCore
 
 /// A single-band raster on a north-up grid: `values` row by row from the top-left cell.
 public struct GPRaster: Hashable, Sendable {
+    /// Columns of cells.
     public var width: Int
+    /// Rows of cells.
     public var height: Int
     /// The outer corner of the top-left cell (west edge, north edge).
     public var xmin: Double
+    /// The north edge of the top row.
     public var ymax: Double
+    /// The width and height of a cell, in the system's units.
     public var cellSize: Double
+    /// The raster's spatial reference.
     public var spatialReference: SpatialReference
     /// Cells with this value have no data.
     public var noData: Double?
+    /// The cell values, row by row from the top-left cell.
     public var values: [Double]
 
+    /// A raster of these values (`values.count` is `width × height`).
     public init(width: Int, height: Int, xmin: Double, ymax: Double, cellSize: Double, spatialReference: SpatialReference, noData: Double? = nil, values: [Double]) {
         self.width = width
         self.height = height
@@ -26,6 +33,7 @@ public struct GPRaster: Hashable, Sendable {
         self.values = values
     }
 
+    /// The value of the cell at `row` and `column` (0-based, from the top-left).
     public subscript(row: Int, column: Int) -> Double { values[row * width + column] }
 
     /// The centre of a cell.
@@ -48,10 +56,12 @@ public struct GeoTIFFError: Error, Hashable, Sendable, CustomStringConvertible {
 public enum GeoTIFF {
     static let rowsPerStrip = 16
 
+    /// Writes `raster` as a GeoTIFF file at `url` (atomically).
     public static func write(_ raster: GPRaster, to url: URL) throws {
         try encode(raster).write(to: url, options: .atomic)
     }
 
+    /// The raster as GeoTIFF bytes.
     public static func encode(_ raster: GPRaster) throws -> Data {
         precondition(raster.values.count == raster.width * raster.height)
         var strips: [Data] = []
@@ -190,12 +200,16 @@ public enum GeoTIFF {
 
     // MARK: - Reading
 
+    /// Reads the GeoTIFF file at `url`.
+    /// - Throws: ``GeoTIFFError`` for a file that is not a TIFF or a layout this reader does not take.
     public static func read(_ url: URL) throws -> GPRaster {
         let data: Data
         do { data = try Data(contentsOf: url) } catch { throw GeoTIFFError("cannot read \(url.path)") }
         return try decode(data)
     }
 
+    /// Reads a raster from GeoTIFF bytes.
+    /// - Throws: ``GeoTIFFError`` for bytes that are not a TIFF or a layout this reader does not take.
     public static func decode(_ data: Data) throws -> GPRaster {
         let bytes = [UInt8](data)
         guard bytes.count >= 8, bytes[0] == 0x49, bytes[1] == 0x49, bytes[2] == 42, bytes[3] == 0 else {

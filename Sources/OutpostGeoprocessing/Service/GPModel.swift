@@ -2,9 +2,12 @@ import OutpostCore
 
 /// A model is wrong: a cycle, a type that does not fit, a name that leads nowhere.
 public struct GPModelError: Error, Hashable, Sendable, CustomStringConvertible {
+    /// The model's name.
     public var model: String
+    /// What is wrong.
     public var reason: String
 
+    /// An error of `model` saying `reason`.
     public init(model: String, _ reason: String) {
         self.model = model
         self.reason = reason
@@ -32,9 +35,13 @@ public struct GPModelError: Error, Hashable, Sendable, CustomStringConvertible {
 /// find too late: unknown tools, steps and parameters; types that differ between what feeds an
 /// input and the input; required inputs left unbound; cycles. Steps run in dependency order.
 public struct GPModel: Sendable {
+    /// What feeds a step's input or a model output.
     public enum Source: Hashable, Sendable {
+        /// A model parameter, by name.
         case parameter(String)
+        /// An output of another step.
         case step(String, output: String)
+        /// A fixed value.
         case value(GPValue)
         /// A where clause (GPString) with `:Name` replaced by model parameter Name's value as
         /// an SQL literal (text quoted, quotes doubled; numbers as they are): the clause parser
@@ -42,18 +49,27 @@ public struct GPModel: Sendable {
         case sql(String)
     }
 
+    /// A tool run as part of the model.
     public struct Step: Sendable {
+        /// The step's id, which other steps name.
         public var id: String
+        /// The tool (or model) it runs.
         public var task: GPTaskDefinition
+        /// What feeds each of its inputs.
         public var inputs: [String: Source]
     }
 
+    /// The model's name, as a task.
     public var name: String
+    /// Its name as people see it.
     public var displayName: String
+    /// What it does.
     public var summary: String
+    /// Its parameters, inputs and outputs.
     public var parameters: [GPParameterInfo]
     /// In the order they run.
     public private(set) var steps: [Step]
+    /// What feeds each output parameter.
     public var outputs: [String: Source]
 
     /// Reads and checks a model. `tasks` finds the task a step names (the built-in tools unless
@@ -241,6 +257,7 @@ public struct GPModel: Sendable {
         return out + rest
     }
 
+    /// The model as a task a service offers or a device runs.
     public var task: GPTaskDefinition {
         GPTaskDefinition(name: name, displayName: displayName, summary: summary, parameters: parameters) { inputs, context in
             try await run(inputs, context: context)

@@ -5,15 +5,22 @@ import OutpostCore
 /// `Schemas/gp-service.schema.json`): how its tasks run and which tasks it offers, each a
 /// built-in tool or a model (inline, or in a file beside it).
 public struct GPServiceDefinition: Sendable {
+    /// How a service's tasks run.
     public enum ExecutionType: String, Sendable {
+        /// By `execute`: the answer holds the outputs.
         case synchronous = "esriExecutionTypeSynchronous"
+        /// As jobs: `submitJob`, then status polls and results.
         case asynchronous = "esriExecutionTypeAsynchronous"
     }
 
+    /// The definition format version this build reads.
     public static let version = 1
 
+    /// The service's name.
     public var name: String
+    /// What the service offers.
     public var summary: String
+    /// How its tasks run.
     public var executionType: ExecutionType
     /// Most features an input or output feature set may hold (`maximumRecords`).
     public var maximumRecords: Int
@@ -25,8 +32,10 @@ public struct GPServiceDefinition: Sendable {
     public var jobRetention: Duration
     /// Whether `…/MapServer/jobs/{id}` draws a job's outputs.
     public var resultMapServer: Bool
+    /// The tasks it offers.
     public var tasks: [GPTaskDefinition]
 
+    /// The task called `name`, if the service offers one.
     public func task(named name: String) -> GPTaskDefinition? { tasks.first { $0.name == name } }
 
     /// Reads `<name>.gp.json`; model files named in it are read from beside it.
@@ -40,6 +49,8 @@ public struct GPServiceDefinition: Sendable {
         try self.init(json: json, name: name, directory: url.deletingLastPathComponent())
     }
 
+    /// A service definition from its JSON; model files named in it are read from `directory`.
+    /// - Throws: ``GPValueError`` for a definition that is wrong.
     public init(json: JSONValue, name: String, directory: URL? = nil) throws {
         func fail(_ reason: String) -> GPValueError { GPValueError("geoprocessing service \(name): \(reason)") }
         guard json.objectValue != nil else { throw fail("the definition is a JSON object") }

@@ -3,15 +3,20 @@ import OutpostCore
 /// Something a geoprocessing service offers as a task: a built-in tool or a model, with the
 /// parameters its task info lists. Runs the same on a server and offline.
 public struct GPTaskDefinition: Sendable {
+    /// The task's name.
     public var name: String
+    /// Its name as people see it.
     public var displayName: String
+    /// What it does.
     public var summary: String
+    /// Its parameters, inputs and outputs.
     public var parameters: [GPParameterInfo]
     /// The environment the task runs in unless a request says otherwise (a service may have
     /// its tasks process in a projected system, as ArcGIS services set a default processSR).
     public var environment = GPEnvironment()
     private let body: @Sendable ([String: GPValue], GPToolContext) async throws -> [String: GPValue]
 
+    /// A task that runs `run` with inputs already checked against `parameters`.
     public init(
         name: String, displayName: String? = nil, summary: String, parameters: [GPParameterInfo],
         run: @escaping @Sendable ([String: GPValue], GPToolContext) async throws -> [String: GPValue]
@@ -35,9 +40,12 @@ public struct GPTaskDefinition: Sendable {
         }
     }
 
+    /// The parameter called `name`, if the task has one.
     public func parameter(_ name: String) -> GPParameterInfo? { parameters.first { $0.name == name } }
 
+    /// The input parameters.
     public var inputs: [GPParameterInfo] { parameters.filter { $0.direction == .input } }
+    /// The output parameters.
     public var outputs: [GPParameterInfo] { parameters.filter { $0.direction == .output } }
 
     /// Checks `given` (unknown names, types, choices, required values; defaults filled in) and
@@ -65,11 +73,13 @@ public struct GPTaskDefinition: Sendable {
 
 /// The built-in tools by name.
 public enum GPToolbox {
+    /// Every built-in tool.
     public static let tools: [any GPTool] = [
         BufferTool(), ClipTool(), DissolveTool(), IntersectTool(), UnionTool(), SelectLayerByLocationTool(), SelectLayerByAttributeTool(),
         SummarizeWithinTool(), IDWTool(), ContourTool(), ExportTableTool(), ExtractDataTool(),
     ]
 
+    /// The names of the built-in tools.
     public static var names: [String] { tools.map { type(of: $0).name } }
 
     /// The tool called `name` (exact, as task infos spell them), as a task.
@@ -82,9 +92,12 @@ public enum GPToolbox {
 /// into the processing system before the task sees them, feature outputs into the output
 /// system after it.
 public struct GPEnvironment: Hashable, Sendable {
+    /// The system feature inputs are projected into (`env:processSR`).
     public var processSpatialReference: SpatialReference?
+    /// The system feature outputs are given in (`env:outSR`).
     public var outputSpatialReference: SpatialReference?
 
+    /// An environment of these systems (nil: the inputs' own).
     public init(processSpatialReference: SpatialReference? = nil, outputSpatialReference: SpatialReference? = nil) {
         self.processSpatialReference = processSpatialReference
         self.outputSpatialReference = outputSpatialReference
@@ -115,36 +128,54 @@ extension GPTaskDefinition {
 
 /// A geoprocessing job's status, as the REST API spells it.
 public enum GPJobStatus: String, Sendable, CaseIterable {
+    /// The job waits to be run.
     case submitted = "esriJobSubmitted"
+    /// The job waits for a free slot.
     case waiting = "esriJobWaiting"
+    /// The job runs.
     case executing = "esriJobExecuting"
+    /// The job ended with its outputs.
     case succeeded = "esriJobSucceeded"
+    /// The job ended with an error.
     case failed = "esriJobFailed"
+    /// The job ran longer than the service allows.
     case timedOut = "esriJobTimedOut"
+    /// The job was asked to stop and is stopping.
     case cancelling = "esriJobCancelling"
+    /// The job stopped when asked to.
     case cancelled = "esriJobCancelled"
 
+    /// Whether the job has ended (succeeded, failed, timed out or cancelled).
     public var isFinished: Bool { [.succeeded, .failed, .timedOut, .cancelled].contains(self) }
 }
 
 /// A message of a job or an `execute` answer.
 public struct GPMessage: Hashable, Sendable {
+    /// What a message is.
     public enum Kind: String, Sendable {
+        /// Information.
         case informative = "esriJobMessageTypeInformative"
+        /// A warning.
         case warning = "esriJobMessageTypeWarning"
+        /// An error.
         case error = "esriJobMessageTypeError"
     }
 
+    /// What the message is.
     public var kind: Kind
+    /// Its text.
     public var description: String
 
+    /// A message of this kind and text.
     public init(_ kind: Kind, _ description: String) {
         self.kind = kind
         self.description = description
     }
 
+    /// The message as REST JSON (`type`, `description`).
     public var json: JSONValue { ["type": .string(kind.rawValue), "description": .string(description)] }
 
+    /// A message from its REST JSON; nil when it is not one.
     public init?(json: JSONValue) {
         guard let text = json["description"]?.stringValue else { return nil }
         self.init(json["type"]?.stringValue.flatMap(Kind.init(rawValue:)) ?? .informative, text)

@@ -17,6 +17,7 @@ public struct SelectLayerByAttributeTool: GPTool {
         GPParameterInfo(name: "Output_Features", dataType: .featureRecordSetLayer, direction: .output, kind: .derived, displayName: "Output Features"),
     ]
 
+    /// The tool.
     public init() {}
 
     public func run(_ inputs: [String: GPValue], context: GPToolContext) async throws -> [String: GPValue] {
@@ -108,6 +109,7 @@ public struct SummarizeWithinTool: GPTool {
         GPParameterInfo(name: "Output_Features", dataType: .featureRecordSetLayer, direction: .output, kind: .derived, displayName: "Output Features"),
     ]
 
+    /// The tool.
     public init() {}
 
     public func run(_ inputs: [String: GPValue], context: GPToolContext) async throws -> [String: GPValue] {
@@ -200,6 +202,7 @@ public struct ExportTableTool: GPTool {
         GPParameterInfo(name: "Output_File", dataType: .dataFile, direction: .output, kind: .derived, displayName: "Output File"),
     ]
 
+    /// The tool.
     public init() {}
 
     public func run(_ inputs: [String: GPValue], context: GPToolContext) async throws -> [String: GPValue] {

@@ -20,6 +20,7 @@ public struct BufferTool: GPTool {
     /// Segments per quarter circle of a round buffer.
     public var quadrantSegments = 8
 
+    /// The tool.
     public init() {}
 
     public func run(_ inputs: [String: GPValue], context: GPToolContext) async throws -> [String: GPValue] {

@@ -8,6 +8,7 @@ import OutpostStorage
 public struct ExtractDataTool: GPTool {
     public static let name = "ExtractData"
     public static let summary = "Layers clipped to an area, as GeoPackage, GeoJSON, CSV or Shapefile in a ZIP file."
+    /// The output formats, as the `Feature_Format` choice list spells them.
     public static let formats = ["GeoPackage - GPKG - .gpkg", "GeoJSON - .geojson", "CSV - .csv", "Shapefile - SHP - .shp"]
     public static let parameters: [GPParameterInfo] = [
         GPParameterInfo(name: "Layers_to_Clip", dataType: .multiValue(.featureRecordSetLayer), displayName: "Layers to Clip"),
@@ -17,6 +18,7 @@ public struct ExtractDataTool: GPTool {
         GPParameterInfo(name: "Output_Zip_File", dataType: .dataFile, direction: .output, kind: .derived, displayName: "Output Zip File"),
     ]
 
+    /// The tool.
     public init() {}
 
     public func run(_ inputs: [String: GPValue], context: GPToolContext) async throws -> [String: GPValue] {

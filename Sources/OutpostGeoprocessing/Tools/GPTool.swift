@@ -6,7 +6,9 @@ import OutpostCore
 public protocol GPTool: Sendable {
     /// The task name (`Buffer`, `Clip`, …).
     static var name: String { get }
+    /// What the tool does, for its task info.
     static var summary: String { get }
+    /// The tool's parameters, inputs and outputs.
     static var parameters: [GPParameterInfo] { get }
     /// Runs with inputs already checked against `parameters` (defaults applied); returns the
     /// output parameters' values by name.
@@ -20,6 +22,8 @@ public final class GPToolContext: Sendable {
     /// there, a local run hands back their file URLs.
     public let outputDirectory: URL
 
+    /// A context writing into `outputDirectory` (a new temporary folder when nil) and reporting through
+    /// `report`.
     public init(outputDirectory: URL? = nil, report: @escaping @Sendable (String) -> Void = { _ in }) {
         self.report = report
         self.outputDirectory = outputDirectory

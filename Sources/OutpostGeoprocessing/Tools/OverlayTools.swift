@@ -11,6 +11,7 @@ public struct ClipTool: GPTool {
         GPParameterInfo(name: "Output_Features", dataType: .featureRecordSetLayer, direction: .output, kind: .derived, displayName: "Output Features"),
     ]
 
+    /// The tool.
     public init() {}
 
     public func run(_ inputs: [String: GPValue], context: GPToolContext) async throws -> [String: GPValue] {
@@ -45,10 +46,13 @@ public struct DissolveTool: GPTool {
         GPParameterInfo(name: "Output_Features", dataType: .featureRecordSetLayer, direction: .output, kind: .derived, displayName: "Output Features"),
     ]
 
+    /// A statistic of a field over the features merged.
     public enum Statistic: String, CaseIterable, Sendable {
+        /// Sum, mean, least, greatest, and count of non-null values.
         case SUM, MEAN, MIN, MAX, COUNT
     }
 
+    /// The tool.
     public init() {}
 
     public func run(_ inputs: [String: GPValue], context: GPToolContext) async throws -> [String: GPValue] {
@@ -142,6 +146,7 @@ public struct SelectLayerByLocationTool: GPTool {
         GPParameterInfo(name: "Output_Features", dataType: .featureRecordSetLayer, direction: .output, kind: .derived, displayName: "Selected Features"),
     ]
 
+    /// The tool.
     public init() {}
 
     public func run(_ inputs: [String: GPValue], context: GPToolContext) async throws -> [String: GPValue] {
@@ -189,6 +194,7 @@ public struct IntersectTool: GPTool {
         GPParameterInfo(name: "Output_Features", dataType: .featureRecordSetLayer, direction: .output, kind: .derived, displayName: "Output Features"),
     ]
 
+    /// The tool.
     public init() {}
 
     public func run(_ inputs: [String: GPValue], context: GPToolContext) async throws -> [String: GPValue] {
@@ -299,6 +305,7 @@ public struct UnionTool: GPTool {
         GPParameterInfo(name: "Output_Features", dataType: .featureRecordSetLayer, direction: .output, kind: .derived, displayName: "Output Features"),
     ]
 
+    /// The tool.
     public init() {}
 
     public func run(_ inputs: [String: GPValue], context: GPToolContext) async throws -> [String: GPValue] {

@@ -21,6 +21,7 @@ public struct IDWTool: GPTool {
     /// Most cells a surface may have.
     public static let maximumCells = 25_000_000
 
+    /// The tool.
     public init() {}
 
     public func run(_ inputs: [String: GPValue], context: GPToolContext) async throws -> [String: GPValue] {
@@ -110,6 +111,7 @@ public struct ContourTool: GPTool {
     /// Most contour levels one run may trace.
     public static let maximumLevels = 10_000
 
+    /// The tool.
     public init() {}
 
     public func run(_ inputs: [String: GPValue], context: GPToolContext) async throws -> [String: GPValue] {

@@ -2,9 +2,13 @@ import OutpostCore
 
 /// The data types of geoprocessing parameters, by their ArcGIS REST names.
 public indirect enum GPDataType: Hashable, Sendable, CustomStringConvertible {
+    /// `GPBoolean`, `GPLong`, `GPDouble`, `GPString`, `GPDate`.
     case boolean, long, double, string, date
+    /// `GPLinearUnit` (a distance with its unit), `GPArealUnit` (an area with its unit).
     case linearUnit, arealUnit
+    /// `GPFeatureRecordSetLayer` (features), `GPRecordSet` (rows without geometry).
     case featureRecordSetLayer, recordSet
+    /// `GPDataFile`, `GPRasterData`, `GPRasterDataLayer` (files by URL or item id).
     case dataFile, rasterData, rasterDataLayer
     /// `GPMultiValue:<type>`: a list of values of one type.
     case multiValue(GPDataType)
@@ -28,6 +32,7 @@ public indirect enum GPDataType: Hashable, Sendable, CustomStringConvertible {
         }
     }
 
+    /// The type of an ArcGIS REST name (`GPLong`, `GPMultiValue:GPString`, …); nil for an unknown name.
     public init?(name: String) {
         if name.hasPrefix("GPMultiValue:") {
             guard let element = GPDataType(name: String(name.dropFirst("GPMultiValue:".count))) else { return nil }
@@ -44,6 +49,7 @@ public indirect enum GPDataType: Hashable, Sendable, CustomStringConvertible {
 /// Units of GPLinearUnit (`esriMeters`, …) with their length in metres; decimal degrees are an
 /// angle and convert only through a coordinate system.
 public enum LinearUnit: String, Sendable, CaseIterable {
+    /// The ArcGIS linear units.
     case esriCentimeters, esriDecimalDegrees, esriDecimeters, esriFeet, esriInches, esriKilometers, esriMeters, esriMiles, esriMillimeters,
         esriNauticalMiles, esriPoints, esriYards
 
@@ -68,9 +74,11 @@ public enum LinearUnit: String, Sendable, CaseIterable {
 
 /// Units of GPArealUnit with their area in square metres.
 public enum ArealUnit: String, Sendable, CaseIterable {
+    /// The ArcGIS areal units.
     case esriAcres, esriAres, esriHectares, esriSquareCentimeters, esriSquareDecimeters, esriSquareFeet, esriSquareInches, esriSquareKilometers,
         esriSquareMeters, esriSquareMiles, esriSquareMillimeters, esriSquareYards
 
+    /// Square metres per unit.
     public var squareMetres: Double {
         switch self {
         case .esriAcres: 4_046.856_422_4

@@ -2,28 +2,44 @@ import OutpostCore
 
 /// A task's parameter as its task info describes it (ArcGIS REST `parameters` entries).
 public struct GPParameterInfo: Hashable, Sendable {
+    /// Whether a parameter is an input or an output.
     public enum Direction: String, Sendable {
+        /// An input.
         case input = "esriGPParameterDirectionInput"
+        /// An output.
         case output = "esriGPParameterDirectionOutput"
     }
 
+    /// Whether a parameter must be given.
     public enum Kind: String, Sendable {
+        /// It must be given.
         case required = "esriGPParameterTypeRequired"
+        /// It may be left out (its default applies).
         case optional = "esriGPParameterTypeOptional"
+        /// An output the task always gives.
         case derived = "esriGPParameterTypeDerived"
     }
 
+    /// The parameter's name, as requests spell it.
     public var name: String
+    /// Its data type.
     public var dataType: GPDataType
+    /// Whether it is an input or an output.
     public var direction: Direction
+    /// Whether it must be given.
     public var kind: Kind
+    /// Its name as people see it.
     public var displayName: String
+    /// What it is for.
     public var description: String
+    /// The group it is shown in.
     public var category: String
+    /// Its value when not given.
     public var defaultValue: GPValue?
     /// Allowed values (strings, for GPString parameters), empty for any.
     public var choiceList: [String]
 
+    /// A parameter of these values.
     public init(
         name: String, dataType: GPDataType, direction: Direction = .input, kind: Kind = .required, displayName: String? = nil, description: String = "",
         category: String = "", defaultValue: GPValue? = nil, choiceList: [String] = []
@@ -39,6 +55,7 @@ public struct GPParameterInfo: Hashable, Sendable {
         self.choiceList = choiceList
     }
 
+    /// The parameter as task-info JSON.
     public var json: JSONValue {
         get throws {
             var out: [String: JSONValue] = [
@@ -51,6 +68,8 @@ public struct GPParameterInfo: Hashable, Sendable {
         }
     }
 
+    /// A parameter from task-info JSON.
+    /// - Throws: ``GPValueError`` for a parameter without a name, or of an unknown type, direction or kind.
     public init(json: JSONValue) throws {
         guard let name = json["name"]?.stringValue, !name.isEmpty else { throw GPValueError("a parameter needs a name") }
         guard let typeName = json["dataType"]?.stringValue, let type = GPDataType(name: typeName) else {

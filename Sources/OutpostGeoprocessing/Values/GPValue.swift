@@ -2,9 +2,12 @@ import OutpostCore
 
 /// A value that names a parameter and what is wrong with it (the server answers 400 with it).
 public struct GPValueError: Error, Hashable, Sendable, CustomStringConvertible {
+    /// The parameter at fault, when one is.
     public var parameter: String?
+    /// What is wrong.
     public var reason: String
 
+    /// An error about `parameter` saying `reason`.
     public init(parameter: String? = nil, _ reason: String) {
         self.parameter = parameter
         self.reason = reason
@@ -15,12 +18,16 @@ public struct GPValueError: Error, Hashable, Sendable, CustomStringConvertible {
 
 /// A field of a feature or record set (ArcGIS JSON `fields` entries).
 public struct GPField: Hashable, Sendable {
+    /// The field's name.
     public var name: String
     /// `esriFieldTypeString`, `esriFieldTypeDouble`, `esriFieldTypeOID`, …
     public var type: String
+    /// Its name as people see it.
     public var alias: String?
+    /// The longest text it holds, for a string field.
     public var length: Int?
 
+    /// A field of these values.
     public init(name: String, type: String, alias: String? = nil, length: Int? = nil) {
         self.name = name
         self.type = type
@@ -32,10 +39,14 @@ public struct GPField: Hashable, Sendable {
 /// Features with attributes (and, for a feature set, geometry in one spatial reference), or a
 /// reference to a layer query that yields them.
 public struct GPFeatureSet: Hashable, Sendable {
+    /// A feature or row of a set.
     public struct Feature: Hashable, Sendable {
+        /// Its geometry (nil in a record set, or for a feature without one).
         public var geometry: Geometry?
+        /// Its attribute values by field name.
         public var attributes: [String: JSONValue]
 
+        /// A feature of these values.
         public init(geometry: Geometry?, attributes: [String: JSONValue]) {
             self.geometry = geometry
             self.attributes = attributes
@@ -44,12 +55,16 @@ public struct GPFeatureSet: Hashable, Sendable {
 
     /// `esriGeometryPoint`, … (nil for a record set).
     public var geometryType: String?
+    /// The spatial reference of the geometries.
     public var spatialReference: SpatialReference?
+    /// The fields of the rows.
     public var fields: [GPField]
+    /// The features or rows.
     public var features: [Feature]
     /// A layer (query) URL in place of inline features.
     public var url: String?
 
+    /// A set of these values.
     public init(geometryType: String? = nil, spatialReference: SpatialReference? = nil, fields: [GPField] = [], features: [Feature] = [], url: String? = nil) {
         self.geometryType = geometryType
         self.spatialReference = spatialReference
@@ -61,11 +76,14 @@ public struct GPFeatureSet: Hashable, Sendable {
 
 /// A file or raster by URL or by the item id an upload gave (`uploads/upload`).
 public struct GPFileReference: Hashable, Sendable {
+    /// The file's URL.
     public var url: String?
+    /// The item id an upload gave.
     public var itemID: String?
     /// Rasters: the file format (`tif`, `png`, …).
     public var format: String?
 
+    /// A reference of these values (a URL or an item id).
     public init(url: String? = nil, itemID: String? = nil, format: String? = nil) {
         self.url = url
         self.itemID = itemID
@@ -75,21 +93,34 @@ public struct GPFileReference: Hashable, Sendable {
 
 /// A typed geoprocessing value, with its ArcGIS REST JSON encoding both ways.
 public enum GPValue: Hashable, Sendable {
+    /// A GPBoolean.
     case boolean(Bool)
+    /// A GPLong.
     case long(Int64)
+    /// A GPDouble.
     case double(Double)
+    /// A GPString.
     case string(String)
     /// Milliseconds since 1970-01-01 UTC, as GPDate travels.
     case date(milliseconds: Int64)
+    /// A GPLinearUnit: a distance and its unit.
     case linearUnit(distance: Double, units: LinearUnit)
+    /// A GPArealUnit: an area and its unit.
     case arealUnit(area: Double, units: ArealUnit)
+    /// A GPFeatureRecordSetLayer.
     case featureSet(GPFeatureSet)
+    /// A GPRecordSet.
     case recordSet(GPFeatureSet)
+    /// A GPDataFile.
     case dataFile(GPFileReference)
+    /// A GPRasterData.
     case rasterData(GPFileReference)
+    /// A GPRasterDataLayer.
     case rasterDataLayer(GPFileReference)
+    /// A GPMultiValue: a list of values of one type.
     case multiValue(GPDataType, [GPValue])
 
+    /// The value's data type.
     public var dataType: GPDataType {
         switch self {
         case .boolean: .boolean
@@ -110,6 +141,7 @@ public enum GPValue: Hashable, Sendable {
 
     // MARK: - Encoding
 
+    /// The value as ArcGIS REST JSON.
     public var json: JSONValue {
         get throws {
             switch self {

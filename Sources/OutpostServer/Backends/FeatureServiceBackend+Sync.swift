@@ -5,17 +5,22 @@ import OutpostStorage
 
 /// What a client asks for when it creates a replica (ArcGIS createReplica parameters).
 public struct ReplicaRequest: Sendable {
+    /// The replica's name.
     public var name: String
     /// Layer ids with their where clause, geometry use, query option and direction.
     public var layers: [ReplicaInfo.Layer]
     /// The filter geometry, in the service's spatial reference.
     public var geometry: Geometry?
+    /// Whether the replica syncs as a whole or layer by layer (`none`: a snapshot, not registered).
     public var syncModel: ReplicaInfo.SyncModel
+    /// Whether the replica holds attachments.
     public var returnAttachments: Bool
+    /// Which way attachments sync.
     public var attachmentsSyncDirection: ReplicaInfo.Direction
     /// JSON replicas: attachments by URL (the default, as ArcGIS) or embedded as base64 `data`.
     public var returnAttachmentsDataByUrl = true
 
+    /// A request of these values.
     public init(
         name: String, layers: [ReplicaInfo.Layer], geometry: Geometry? = nil, syncModel: ReplicaInfo.SyncModel = .perReplica,
         returnAttachments: Bool = false, attachmentsSyncDirection: ReplicaInfo.Direction = .none
@@ -101,8 +106,13 @@ public protocol SyncBackend: Sendable {
     /// Registers a replica (unless its sync model is `none`) and writes its data, a snapshot
     /// consistent with the generation it starts from, to `url`.
     func createReplica(_ request: ReplicaRequest, serviceURL: String, format: ReplicaFileFormat, writingTo url: URL) async throws -> ReplicaInfo
+    /// The registered replica `id`.
+    /// - Throws: `ServiceError` (404) for an unknown replica.
     func replica(id: String) async throws -> ReplicaInfo
+    /// Every registered replica.
     func replicas() async throws -> [ReplicaInfo]
+    /// Unregisters replica `id`: it can no longer sync, and its ledger goes.
+    /// - Throws: `ServiceError` (404) for an unknown replica.
     func unregisterReplica(id: String) async throws
     /// Registers a new replica with the scope of replica `id`, starting at `generation` (the
     /// generation of the copy of its file a client holds: a preplanned area's package).
@@ -158,11 +168,14 @@ public protocol SyncBackend: Sendable {
 
 /// An applied batch's result and the JSON text to answer with.
 public struct BatchAnswer: Sendable {
+    /// The result.
     public var result: BatchResult
+    /// The answer's JSON text (the ledger's stored result).
     public var json: String
     /// Where applying it took its time, when the backend measured it (not for a replay).
     public var stages: BatchStages?
 
+    /// An answer of this result and text.
     public init(result: BatchResult, json: String) {
         self.result = result
         self.json = json
@@ -253,8 +266,10 @@ public struct BatchStages: Sendable, Equatable {
     /// The ledger row and the commit (the write-ahead log written and synced).
     public var commit: Duration = .zero
 
+    /// Stages of no time yet.
     public init() {}
 
+    /// The stages by the names `/metrics` gives them, in order.
     public var named: [(stage: String, duration: Duration)] {
         [("reading", reading), ("editing", editing), ("spatial_index", spatialIndex), ("change_log", changeLog), ("commit", commit)]
     }

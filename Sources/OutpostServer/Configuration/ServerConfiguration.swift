@@ -3,6 +3,7 @@ import Logging
 
 /// How `outpost serve` runs: address, body limit, and who may call it.
 public struct ServerConfiguration: Sendable {
+    /// The address to listen on.
     public var host: String
     /// 0 picks a free port.
     public var port: Int
@@ -45,6 +46,7 @@ public struct ServerConfiguration: Sendable {
     /// `LOG_LEVEL`).
     public var logLevel: Logger.Level = .warning
 
+    /// A configuration of these values; the others take their defaults.
     public init(
         host: String = "127.0.0.1", port: Int = 8080, maxBodyBytes: Int = 64 << 20, tokens: TokenPolicy? = nil,
         outputDirectory: URL? = nil, resultRetention: Duration = .seconds(600)
@@ -60,9 +62,12 @@ public struct ServerConfiguration: Sendable {
 
 /// A PEM certificate chain and its private key.
 public struct TLSFiles: Sendable {
+    /// The PEM file of the certificate chain, the server's first.
     public var certificateChain: URL
+    /// The PEM file of the private key.
     public var privateKey: URL
 
+    /// A certificate chain and key of these files.
     public init(certificateChain: URL, privateKey: URL) {
         self.certificateChain = certificateChain
         self.privateKey = privateKey
@@ -71,6 +76,7 @@ public struct TLSFiles: Sendable {
 
 /// Tokens and what each may do. Requests carry one as `token=` or `Authorization: Bearer`.
 public struct TokenPolicy: Sendable {
+    /// What a token may do.
     public enum Scope: String, Sendable {
         /// Queries, downloads, service info.
         case read
@@ -80,8 +86,10 @@ public struct TokenPolicy: Sendable {
         case admin
     }
 
+    /// Each token's scope.
     public var tokens: [String: Scope]
 
+    /// A policy of these tokens.
     public init(tokens: [String: Scope]) { self.tokens = tokens }
 
     /// One token that may do everything (`--token`: the operator's).

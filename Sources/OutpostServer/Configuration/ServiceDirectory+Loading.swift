@@ -19,6 +19,7 @@ public struct UnavailableService: Sendable, Hashable {
     /// Why it could not be opened.
     public var reason: String
 
+    /// A record of these values.
     public init(name: String, type: String, file: String, reason: String) {
         self.name = name
         self.type = type
@@ -34,15 +35,22 @@ public struct UnavailableService: Sendable, Hashable {
 /// to load), geoprocessing services, locators, networks and map definitions (checked to read),
 /// and the files that could not be opened.
 public struct ServiceFiles {
+    /// Feature services (service GeoPackages or PostgreSQL schemas).
     public var backends: [any FeatureServiceBackend] = []
+    /// Tile caches, for MapServers.
     public var tileCaches: [URL] = []
+    /// Geoprocessing services.
     public var geoprocessing: [GeoprocessingService] = []
+    /// Locators, for GeocodeServers.
     public var locators: [LocalLocator] = []
+    /// Street networks, for NAServers.
     public var networks: [RoadNetwork] = []
+    /// Map definitions.
     public var maps: [URL] = []
     /// Files that could not be opened (only when not `strict`).
     public var unavailable: [UnavailableService] = []
 
+    /// Nothing opened yet.
     public init() {}
 }
 

@@ -6,13 +6,17 @@ import OutpostStorage
 /// A failed request as the client sees it: an HTTP status and the ArcGIS error JSON
 /// `{"error": {"code": <status>, "message": …, "details": […]}}`.
 public struct ServiceError: Error, Sendable, CustomStringConvertible {
+    /// The HTTP status.
     public var status: Int
     /// The error JSON's `code` when it is not the HTTP status: ArcGIS's 498 (invalid token) and
     /// 499 (token required), which clients look for in the body.
     public var code: Int?
+    /// What went wrong, for the client.
     public var message: String
+    /// More lines about it (may be empty).
     public var details: [String]
 
+    /// An error of this status and message.
     public init(_ status: Int, _ message: String, code: Int? = nil, details: [String] = []) {
         self.status = status
         self.code = code
@@ -22,8 +26,10 @@ public struct ServiceError: Error, Sendable, CustomStringConvertible {
 
     public var description: String { "HTTP \(status): \(message)" }
 
+    /// The ArcGIS error JSON of the error.
     public var body: ArcGISErrorBody { ArcGISErrorBody(code: code ?? status, message: message, details: details) }
 
+    /// 404: `what` is not there.
     public static func notFound(_ what: String) -> ServiceError { ServiceError(404, "\(what) not found") }
 
     /// 400 naming the parameter, as docs/cli.md promises.

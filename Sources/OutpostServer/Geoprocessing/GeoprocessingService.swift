@@ -6,7 +6,9 @@ import OutpostStorage
 /// A geoprocessing service the server offers at `…/<name>/GPServer`: its definition, its jobs
 /// (records in `<jobs directory>/jobs.sqlite`) and uploaded files.
 public final class GeoprocessingService: Sendable {
+    /// The service's definition: how its tasks run and which it offers.
     public let definition: GPServiceDefinition
+    /// The service's name in URLs.
     public var name: String { definition.name }
     /// Where its job records and uploads live; they outlive the server process.
     public let directory: URL

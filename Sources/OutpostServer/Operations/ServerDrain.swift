@@ -94,6 +94,7 @@ public struct ServerDrain: Service {
     /// The longest the drain waits for syncs under way.
     public let period: Duration
 
+    /// A drain that waits at most `period`.
     /// - Parameter period: the longest the drain waits for syncs under way once shutdown begins.
     public init(period: Duration = .seconds(30)) {
         self.period = period

@@ -15,6 +15,7 @@ import OutpostTiles
 /// query, applyEdits and attachments, plus /health. Paths are dispatched here rather than by a
 /// route table so that every miss gets the ArcGIS error JSON with the right status.
 public struct FeatureServerResponder: HTTPResponder {
+    /// The request context the server's routes use.
     public typealias Context = OutpostRequestContext
 
     let services: ServiceDirectory
@@ -28,6 +29,7 @@ public struct FeatureServerResponder: HTTPResponder {
     /// Feed pages made while the page before them was answered (see ``PagesAhead``).
     let pagesAhead = PagesAhead()
 
+    /// A responder for `services`, configured by `configuration`.
     public init(services: ServiceDirectory, configuration: ServerConfiguration) {
         self.init(services: services, configuration: configuration, drain: DrainState())
     }

@@ -20,6 +20,7 @@ public final class ServiceDirectory: Sendable {
     /// Services whose files could not be opened at start (see ``open(at:name:faults:strict:)``).
     public let unavailable: [UnavailableService]
 
+    /// A directory of these services (names are matched without regard to case).
     public init(
         _ backends: [any FeatureServiceBackend], tileCaches: [URL] = [], geoprocessing: [GeoprocessingService] = [], locators: [LocalLocator] = [],
         networks: [RoadNetwork] = [], maps: [URL] = [], unavailable: [UnavailableService] = []
@@ -48,26 +49,31 @@ public final class ServiceDirectory: Sendable {
         self.tileCaches = caches
     }
 
+    /// The names of the feature services.
     public var names: [String] { backends.values.map(\.name).sorted() }
 
     /// The names of the tiled map services.
     public var mapServiceNames: [String] { tileCaches.values.map(\.name).sorted() }
 
+    /// The feature service called `name`, in any case.
     public func backend(named name: String) -> (any FeatureServiceBackend)? { backends[name.lowercased()] }
 
     /// The names of the geoprocessing services.
     public var geoprocessingNames: [String] { geoprocessing.values.map(\.name).sorted() }
 
+    /// The geoprocessing service called `name`, in any case.
     public func geoprocessingService(named name: String) -> GeoprocessingService? { geoprocessing[name.lowercased()] }
 
     /// The names of the locators.
     public var locatorNames: [String] { locators.values.map(\.info.name).sorted() }
 
+    /// The locator called `name`, in any case.
     public func locator(named name: String) -> LocalLocator? { locators[name.lowercased()] }
 
     /// The names of the network analysis services.
     public var networkNames: [String] { networks.values.map(\.name).sorted() }
 
+    /// The street network called `name`, in any case.
     public func network(named name: String) -> RoadNetwork? { networks[name.lowercased()]?.network }
 
     /// The file of network `name`.
@@ -96,6 +102,7 @@ public final class ServiceDirectory: Sendable {
         return ServiceError(503, "\(what) is unavailable: its file \(broken.file) could not be opened when the server started (see its log)")
     }
 
+    /// Closes every feature service's backend.
     public func closeAll() async {
         for b in backends.values { try? await b.close() }
     }

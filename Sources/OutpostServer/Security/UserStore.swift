@@ -24,8 +24,10 @@ public enum Permission: String, Codable, CaseIterable, Sendable, Comparable {
 /// A user's role: the permissions they have on every service unless the users file says
 /// otherwise for one service.
 public enum Role: String, Codable, CaseIterable, Sendable {
+    /// May query; may also edit and sync; may do everything.
     case viewer, editor, admin
 
+    /// What the role may do.
     public var permissions: Set<Permission> {
         switch self {
         case .viewer: [.query]
@@ -40,11 +42,15 @@ public enum Role: String, Codable, CaseIterable, Sendable {
 /// Format version 1 validates against `Schemas/users.schema.json`. The file holds secrets: it is
 /// written with mode 0600 and replaced atomically.
 public struct UserFile: Codable, Sendable {
+    /// A user of the file.
     public struct User: Codable, Sendable, Equatable {
+        /// The user's name (matched without regard to case).
         public var name: String
+        /// The user's role.
         public var role: Role
         /// Lower-case hex of 16 random bytes.
         public var salt: String
+        /// PBKDF2 iterations of the hash.
         public var iterations: Int
         /// Lower-case hex of the 32-byte PBKDF2-HMAC-SHA256 of the password.
         public var hash: String
@@ -58,14 +64,17 @@ public struct UserFile: Codable, Sendable {
         }
     }
 
+    /// The file format version this build writes.
     public static let formatVersion = 1
     /// OWASP's 2023 advice for PBKDF2-HMAC-SHA256.
     public static let iterations = 600_000
 
+    /// The file's format version.
     public var formatVersion: Int
     /// Lower-case hex of the 32-byte key that signs tokens. Several server processes reading one
     /// users file accept each other's tokens.
     public var tokenKey: String
+    /// The users.
     public var users: [User]
 
     /// A new file with a fresh token key and no users.
@@ -111,6 +120,7 @@ public struct UserFile: Codable, Sendable {
         }
     }
 
+    /// The user called `name`, in any case.
     public func user(named name: String) -> User? { users.first { $0.name.lowercased() == name.lowercased() } }
 
     /// Adds or replaces a user with a new password.

@@ -21,19 +21,23 @@ import OutpostProtocol
 public enum BatchAdmission {
     /// The replica's ledger row for the batch's seq (the server keeps the latest only).
     public struct LedgerEntry: Sendable, Equatable {
+        /// The SHA-256 of the batch's body.
         public var hash: String
         /// The stored result, as it was answered.
         public var result: String
 
+        /// An entry of this hash and result.
         public init(hash: String, result: String) {
             self.hash = hash
             self.result = result
         }
     }
 
+    /// What to do with a batch.
     public enum Decision: Sendable {
         /// Answer the stored result again (marked `replayed`); nothing is applied.
         case replay(BatchAnswer)
+        /// Apply it: it is the next in sequence.
         case apply(Admitted)
     }
 
@@ -88,11 +92,15 @@ public enum BatchAdmission {
 
     /// A batch admitted for applying.
     public struct Admitted: Sendable, Equatable {
+        /// The uploading replica.
         public let replicaID: String
+        /// The batch's sequence number.
         public let seq: Int64
+        /// The batch's id.
         public let batchID: String
         /// The body's hash (a streamed batch's is known when its body has ended).
         public var hash: String
+        /// Whether one failed edit rejects the whole batch.
         public let rollbackOnFailure: Bool
         /// The batch asked for a compact answer (`UploadBatch/compactAnswer`): the ledger
         /// stores and answers it so; a 422's result lists every edit regardless.
@@ -112,9 +120,11 @@ public enum BatchAdmission {
         }
     }
 
+    /// How an applied batch ends.
     public enum Finish: Sendable {
         /// Nothing may stay applied: throw it to roll the transaction back.
         case rejected(BatchRejected)
+        /// Commit, writing what ``Commit`` says.
         case commit(Commit)
     }
 
@@ -122,9 +132,13 @@ public enum BatchAdmission {
     public struct Commit: Sendable {
         /// The answer, also the ledger row's result.
         public let answer: BatchAnswer
+        /// The uploading replica.
         public let replicaID: String
+        /// The batch's sequence number.
         public let seq: Int64
+        /// The batch's id.
         public let batchID: String
+        /// The SHA-256 of the batch's body, for the ledger.
         public let hash: String
         /// The service's new generation, when any edit applied (nil: it stays).
         public let advancesGenerationTo: Int64?
@@ -144,6 +158,7 @@ public enum BatchRefusal: Error, Sendable, Equatable, CustomStringConvertible {
     case outOfOrder(replicaID: String, seq: Int64, expectedSeq: Int64)
     /// The replica registered the layer download-only, not at all, or not in this replica.
     case layerNotUploadable(replicaID: String, layerID: Int)
+    /// The replica does not upload attachments.
     case attachmentsNotUploadable(replicaID: String, direction: ReplicaInfo.Direction)
 
     public var description: String {
@@ -168,8 +183,10 @@ public enum BatchRefusal: Error, Sendable, Equatable, CustomStringConvertible {
 /// A batch refused as a whole (rollback on failure): nothing was applied, the per-edit results
 /// say why.
 public struct BatchRejected: Error, Sendable {
+    /// Every edit's result.
     public var result: BatchResult
 
+    /// A rejection with this result.
     public init(result: BatchResult) { self.result = result }
 }
 

@@ -5,8 +5,11 @@ import OutpostStorage
 
 /// One feature's change as the change log records it.
 public struct ChangeLogEntry: Sendable {
+    /// The feature's global id.
     public var globalID: String
+    /// `insert`, `update` or `delete`.
     public var op: String
+    /// The columns changed (the geometry column by name).
     public var columns: [String]
     /// When the edit was made, if not now (a replica's edit time, UTC ISO 8601).
     public var editedAt: String?
@@ -18,6 +21,7 @@ public struct ChangeLogEntry: Sendable {
     /// for `updateResurrects`.
     public var row: String?
 
+    /// An entry of these values.
     public init(globalID: String, op: String, columns: [String], editedAt: String? = nil, toOrigin: Bool = false, row: String? = nil) {
         self.globalID = globalID
         self.op = op
@@ -30,10 +34,14 @@ public struct ChangeLogEntry: Sendable {
 
 /// A change others (not the uploading replica) made to a feature after some generation.
 public struct OthersChange: Sendable {
+    /// The generation of the change.
     public var generation: Int64
+    /// The columns it changed.
     public var columns: [String]
+    /// When it was made (UTC ISO 8601).
     public var editedAt: String
 
+    /// A change of these values.
     public init(generation: Int64, columns: [String], editedAt: String) {
         self.generation = generation
         self.columns = columns
@@ -43,9 +51,12 @@ public struct OthersChange: Sendable {
 
 /// A deleted feature's tombstone: its last values when they were kept, and when it was deleted.
 public struct TombstoneInfo: Sendable {
+    /// The feature's last values, when kept.
     public var row: JSONValue?
+    /// When it was deleted (UTC ISO 8601).
     public var editedAt: String
 
+    /// A tombstone of these values.
     public init(row: JSONValue?, editedAt: String) {
         self.row = row
         self.editedAt = editedAt
@@ -56,15 +67,21 @@ public struct TombstoneInfo: Sendable {
 /// edit's result (its conflict records still without ids; an insert's object id is filled in
 /// by whoever runs the steps).
 public struct EditPlan: Sendable {
+    /// A storage step of a plan.
     public enum Step: Sendable {
+        /// Adds the feature.
         case insert(Feature)
         /// Sets the feature's attributes (and geometry when given); `clearGeometry` sets it null.
         case update(objectID: Int64, Feature, clearGeometry: Bool)
+        /// Deletes the feature.
         case delete(objectID: Int64)
     }
 
+    /// The storage steps, in order.
     public var steps: [Step] = []
+    /// What the change log records.
     public var log: [ChangeLogEntry] = []
+    /// The edit's result.
     public var result: BatchEditResult
 }
 
@@ -75,6 +92,7 @@ public struct EditPlan: Sendable {
 /// `needsTombstones` say which features), then runs each plan's steps in its transaction.
 /// The same planner serves the GeoPackage and the PostgreSQL backends, so both resolve alike.
 public struct BatchPlanner: Sendable {
+    /// The layer the batch's edits are for.
     public let layer: LayerDefinition
     let generation: Int64
     let origin: (replica: String, seq: Int64)
@@ -98,6 +116,7 @@ public struct BatchPlanner: Sendable {
     /// Tombstones of the features `needsTombstones` names.
     public var tombstones: [String: TombstoneInfo] = [:]
 
+    /// A planner of the edits of `layer` under `generation`, uploaded by `origin` (replica and seq).
     public init(
         layer: LayerDefinition, generation: Int64, origin: (replica: String, seq: Int64), requestedRule: ConflictPolicy.Rule?,
         droppedFields: Set<String>, now: String
@@ -186,6 +205,7 @@ public struct BatchPlanner: Sendable {
         GlobalID.normalized(edit.globalId).map { ($0, objectIDs[$0]) }
     }
 
+    /// Restores what ``undoPoint(_:)`` kept (nothing for nil).
     public mutating func undo(_ point: (globalID: String, objectID: Int64?)?) {
         guard let point else { return }
         objectIDs[point.globalID] = point.objectID

@@ -10,12 +10,18 @@ public enum ChangeFeedAssembly {
     /// One feature changed in the window: its latest generation there, whether only the replica
     /// itself changed it (an echo), and whether it was added or deleted in the window.
     public struct Row: Sendable, Equatable {
+        /// The feature's global id.
         public var globalID: String
+        /// Its latest generation in the window.
         public var generation: Int64
+        /// Whether only the replica itself changed it in the window.
         public var echo: Bool
+        /// Whether it was added in the window.
         public var inserted: Bool
+        /// Whether it is deleted.
         public var deleted: Bool
 
+        /// A row of these values.
         public init(globalID: String, generation: Int64, echo: Bool, inserted: Bool, deleted: Bool) {
             self.globalID = globalID
             self.generation = generation

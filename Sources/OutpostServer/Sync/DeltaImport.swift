@@ -11,16 +11,21 @@ import OutpostStorage
 public enum DeltaImport {
     /// What an import did.
     public struct Summary: Sendable {
+        /// The replica the file came from.
         public var replicaID: String
+        /// The batch's sequence number, when the file carried one.
         public var seq: Int64?
         /// The batch was applied before (this answer is the stored one).
         public var replayed = false
         /// Rolled back as a whole (an invalid edit); nothing applied.
         public var rejected = false
+        /// Edits the batch held.
         public var edits = 0
+        /// Changes the reply carries.
         public var changes = 0
         /// Attachments whose content the reply carries.
         public var attachments = 0
+        /// The generation the reply's changes reach.
         public var upto: Int64 = 0
     }
 

@@ -8,11 +8,13 @@ public struct ReplicaScope: Sendable {
     let geometry: Geometry?
     let serviceSR: SpatialReference
 
+    /// The scope a replica request asks for.
     public init(request: ReplicaRequest, schema: ServiceSchema) {
         geometry = request.geometry
         serviceSR = schema.spatialReference
     }
 
+    /// The scope of a registered replica.
     public init(info: ReplicaInfo, schema: ServiceSchema) {
         geometry = info.geometry.flatMap { try? EsriJSON.decodeGeometry($0) }
         serviceSR = schema.spatialReference
@@ -36,6 +38,7 @@ public struct ReplicaScope: Sendable {
 
 /// Feature attributes as sync JSON (dates in epoch ms), the OID left out.
 public enum ReplicaRows {
+    /// The feature's attributes but the object id, as sync JSON.
     public static func attributes(_ feature: Feature, fields: [FieldDefinition]) -> [String: JSONValue] {
         var out: [String: JSONValue] = [:]
         out.reserveCapacity(fields.count)

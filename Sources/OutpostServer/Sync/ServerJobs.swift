@@ -4,14 +4,22 @@ import Synchronization
 
 /// One server job as a status request reports it.
 public struct JobRecord: Sendable, Equatable {
+    /// The job's id.
     public var id: String
+    /// `Pending`, `InProgress`, `Completed`, `Failed` or `Cancelled`.
     public var status: String
+    /// What the job answers with (`esriReplicaResponseTypeData`, `esriExportTiles`, …).
     public var responseType: String
+    /// When it was submitted (epoch ms).
     public var submissionTime: Int64
+    /// When its status last changed (epoch ms).
     public var lastUpdatedTime: Int64
+    /// Its result, once completed.
     public var result: JSONValue?
+    /// Why it failed, when it did.
     public var error: String?
 
+    /// A record of these values.
     public init(
         id: String, status: String, responseType: String, submissionTime: Int64, lastUpdatedTime: Int64, result: JSONValue? = nil, error: String? = nil
     ) {
@@ -24,18 +32,22 @@ public struct JobRecord: Sendable, Equatable {
         self.error = error
     }
 
+    /// Whether the job is still pending or in progress.
     public var isRunning: Bool { status == "Pending" || status == "InProgress" }
 }
 
 /// Where job records live: in the server process (the default), or in a database shared by
 /// several server processes, so a status request or a cancel may reach any of them.
 public protocol JobRecordStore: Sendable {
+    /// Adds a new job's record.
     func insert(_ record: JobRecord) async throws
     /// Sets a job's status (and its result or error), stamping the update time.
     func update(_ id: String, status: String, result: JSONValue?, error: String?) async throws
+    /// The record of job `id`, nil for an unknown job.
     func record(_ id: String) async throws -> JobRecord?
     /// Asks the process running a job to cancel it. Returns false for an unknown job.
     func requestCancel(_ id: String) async throws -> Bool
+    /// Whether a cancel of job `id` was asked for.
     func cancelRequested(_ id: String) async throws -> Bool
     /// Forgets finished jobs last updated before `time` (epoch ms).
     func sweep(finishedBefore time: Int64) async throws
@@ -49,6 +61,7 @@ public protocol JobRecordStore: Sendable {
 public final class MemoryJobStore: JobRecordStore {
     private let records = Mutex<[String: (record: JobRecord, cancel: Bool)]>([:])
 
+    /// An empty store.
     public init() {}
 
     public var isShared: Bool { false }

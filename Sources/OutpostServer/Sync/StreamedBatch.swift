@@ -18,12 +18,15 @@ public final class StreamedBatch: @unchecked Sendable {
 
     /// The body is larger than the server takes.
     public struct TooLarge: Error {
+        /// The most bytes the server takes.
         public let limit: Int
     }
 
     /// Consecutive frames of one announced layer (its place in the head's list).
     public struct Run: Sendable {
+        /// The layer's place in the head's list.
         public var position: Int
+        /// The edits, in order.
         public var edits: [BatchEdit]
     }
 
@@ -52,6 +55,7 @@ public final class StreamedBatch: @unchecked Sendable {
     private var stalled = Duration.zero
     private let limit: Int
 
+    /// A batch body that will arrive.
     /// - Parameter limit: the most bytes the body may have.
     /// - Parameter stallLimit: the longest the body may go without a byte before the batch is applied whole
     ///   or refused.
@@ -157,6 +161,7 @@ public final class StreamedBatch: @unchecked Sendable {
 
     /// What the body is, by its first bytes.
     public enum Kind: Sendable {
+        /// No bytes yet; a framed batch; anything else (applied whole).
         case empty, framed, other
     }
 

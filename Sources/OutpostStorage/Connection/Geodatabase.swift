@@ -412,7 +412,7 @@ public final class CheckpointDeferral: Sendable {
 
     deinit { end() }
 
-    /// Ends the hold; later calls do nothing (it also ends when released).
+    /// Ends the deferral: background checkpoints resume. Later calls do nothing (it also ends when released).
     public func end() {
         guard !ended.exchange(true, ordering: .acquiringAndReleasing) else { return }
         checkpointer?.endDeferral()
