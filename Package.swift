@@ -18,6 +18,7 @@ let package = Package(
         .library(name: "OutpostSync", targets: ["OutpostSync"]),
         .library(name: "OutpostTiles", targets: ["OutpostTiles"]),
         .library(name: "OutpostTileCodecs", targets: ["OutpostTileCodecs"]),
+        .library(name: "OutpostSyncService", targets: ["OutpostSyncService"]),
         .library(name: "OutpostServer", targets: ["OutpostServer"]),
         .library(name: "OutpostGeoprocessing", targets: ["OutpostGeoprocessing"]),
         .library(name: "OutpostPostgres", targets: ["OutpostPostgres"]),
@@ -167,10 +168,20 @@ let package = Package(
         // JPEG (libjpeg-turbo), WebP (libwebp) and a faster PNG DEFLATE (libdeflate) installed as
         // OutpostTiles' codecs: the server and command line take them, a field app need not.
         .target(name: "OutpostTileCodecs", dependencies: ["OutpostTiles", "CTurboJPEG", "CWebP", "CDeflate"]),
+        // A feature service's side of sync apart from storage and HTTP: the store protocols, batch
+        // admission and planning, feed assembly, replica scopes, job records and one domain
+        // error. The server and each database backend build on it; it knows neither.
+        .target(
+            name: "OutpostSyncService",
+            dependencies: [
+                "OutpostProtocol", "OutpostStorage", "OutpostCore", "OutpostDigest",
+                .product(name: "NIOCore", package: "swift-nio"),
+            ]
+        ),
         .target(
             name: "OutpostServer",
             dependencies: [
-                "OutpostProtocol", "OutpostTiles", "OutpostTileCodecs", "OutpostStorage", "OutpostCore", "OutpostDigest", "OutpostGeoprocessing",
+                "OutpostSyncService", "OutpostProtocol", "OutpostTiles", "OutpostTileCodecs", "OutpostStorage", "OutpostCore", "OutpostDigest", "OutpostGeoprocessing",
                 "OutpostLocator", "OutpostRouting",
                 // Whole JSON answers gzipped by libdeflate (streamed ones through CompressNIO).
                 "CDeflate",
@@ -195,7 +206,7 @@ let package = Package(
         .target(
             name: "OutpostPostgres",
             dependencies: [
-                "OutpostServer", "OutpostProtocol", "OutpostStorage", "OutpostCore", "OutpostDigest",
+                "OutpostSyncService", "OutpostProtocol", "OutpostStorage", "OutpostCore", "OutpostDigest",
                 .product(name: "PostgresNIO", package: "postgres-nio"),
                 .product(name: "Logging", package: "swift-log"),
             ]
@@ -213,8 +224,8 @@ let package = Package(
             name: "outpost",
             dependencies: [
                 "OutpostCore", "OutpostStorage", "OutpostProtocol", "OutpostSync", "OutpostTiles", "OutpostTileCodecs",
-                "OutpostServer", "OutpostPostgres", "OutpostSampleData", "OutpostGeoprocessing", "OutpostLocator", "OutpostRouting",
-                "OutpostOffline",
+                "OutpostServer", "OutpostSyncService", "OutpostPostgres", "OutpostSampleData", "OutpostGeoprocessing", "OutpostLocator",
+                "OutpostRouting", "OutpostOffline",
                 .product(name: "ArgumentParser", package: "swift-argument-parser"),
                 .product(name: "AsyncHTTPClient", package: "async-http-client"),
                 .product(name: "NIOCore", package: "swift-nio"),
@@ -242,7 +253,7 @@ let package = Package(
         .target(
             name: "OutpostServiceTestSupport",
             dependencies: [
-                "OutpostTestSupport", "OutpostCore", "OutpostStorage", "OutpostServer", "OutpostPostgres",
+                "OutpostTestSupport", "OutpostCore", "OutpostStorage", "OutpostServer", "OutpostSyncService", "OutpostPostgres",
                 .product(name: "ServiceLifecycle", package: "swift-service-lifecycle"),
                 .product(name: "Logging", package: "swift-log"),
             ]
@@ -250,7 +261,7 @@ let package = Package(
         .target(
             name: "OutpostLoadTesting",
             dependencies: [
-                "OutpostCore", "OutpostStorage", "OutpostProtocol", "OutpostSync", "OutpostServer", "OutpostHTTPTestSupport",
+                "OutpostCore", "OutpostStorage", "OutpostProtocol", "OutpostSync", "OutpostServer", "OutpostSyncService", "OutpostHTTPTestSupport",
             ]
         ),
         .testTarget(
@@ -286,7 +297,7 @@ let package = Package(
             name: "OutpostSyncTests",
             dependencies: [
                 "OutpostSync", "OutpostTestSupport", "OutpostHTTPTestSupport", "OutpostServiceTestSupport", "OutpostLoadTesting", "OutpostCore",
-                "OutpostDigest", "OutpostStorage", "OutpostServer", "OutpostProtocol", "OutpostPostgres",
+                "OutpostDigest", "OutpostStorage", "OutpostServer", "OutpostSyncService", "OutpostProtocol", "OutpostPostgres",
                 // A batch body fed to the server's reader piece by piece.
                 .product(name: "NIOCore", package: "swift-nio"),
             ]
@@ -294,15 +305,15 @@ let package = Package(
         .testTarget(
             name: "OutpostPostgresTests",
             dependencies: [
-                "OutpostPostgres", "OutpostServer", "OutpostTestSupport", "OutpostServiceTestSupport", "OutpostCore", "OutpostStorage",
-                "OutpostProtocol",
+                "OutpostPostgres", "OutpostServer", "OutpostSyncService", "OutpostTestSupport", "OutpostServiceTestSupport", "OutpostCore",
+                "OutpostStorage", "OutpostProtocol",
             ]
         ),
         .testTarget(
             name: "OutpostServerTests",
             dependencies: [
-                "OutpostServer", "OutpostTestSupport", "OutpostServiceTestSupport", "OutpostCore", "OutpostStorage", "OutpostProtocol", "OutpostTiles",
-                "OutpostGeoprocessing",
+                "OutpostServer", "OutpostSyncService", "OutpostTestSupport", "OutpostServiceTestSupport", "OutpostCore", "OutpostStorage",
+                "OutpostProtocol", "OutpostTiles", "OutpostGeoprocessing",
                 .product(name: "Hummingbird", package: "hummingbird"),
                 .product(name: "HummingbirdTesting", package: "hummingbird"),
                 .product(name: "HTTPTypes", package: "swift-http-types"),

@@ -5,6 +5,7 @@ import OutpostProtocol
 import OutpostServer
 import OutpostStorage
 import OutpostSync
+import OutpostSyncService
 import Synchronization
 
 /// Many field crews syncing with one service at once, checked against oracles.

@@ -2,7 +2,7 @@ import Foundation
 import Logging
 import OutpostCore
 import OutpostProtocol
-import OutpostServer
+import OutpostSyncService
 import OutpostStorage
 import PostgresNIO
 

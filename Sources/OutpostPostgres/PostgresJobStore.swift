@@ -1,7 +1,7 @@
 import Foundation
 import Logging
 import OutpostCore
-import OutpostServer
+import OutpostSyncService
 import PostgresNIO
 
 /// Job records (async createReplica and synchronizeReplica, tile exports) in the database, so

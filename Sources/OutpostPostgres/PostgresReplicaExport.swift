@@ -2,7 +2,7 @@ import Foundation
 import Logging
 import OutpostCore
 import OutpostProtocol
-import OutpostServer
+import OutpostSyncService
 import OutpostStorage
 import PostgresNIO
 
@@ -126,7 +126,7 @@ struct PostgresReplicaExport: Sendable {
     /// without `returnAttachmentsDataByUrl`, as base64 written in pieces.
     func writeJSON(_ conn: PostgresConnection, generation: Int64, to url: URL) async throws {
         guard FileManager.default.createFile(atPath: url.path, contents: nil), let file = FileHandle(forWritingAtPath: url.path) else {
-            throw ServiceError(500, "cannot write the replica file")
+            throw SyncServiceError(.failed, "cannot write the replica file")
         }
         defer { try? file.close() }
         var out = ReplicaFile.jsonHeader(request, replicaID: replicaID, generation: generation)

@@ -3,7 +3,7 @@ import Logging
 import OutpostCore
 import OutpostDigest
 import OutpostProtocol
-import OutpostServer
+import OutpostSyncService
 import OutpostStorage
 import PostgresNIO
 
@@ -50,7 +50,7 @@ extension PostgresServiceBackend: SyncBackend {
 
     static func generation(_ conn: PostgresConnection, service: String, logger: Logger) async throws -> Int64 {
         for try await g in try await conn.query("SELECT generation FROM outpost_services WHERE name = \(service)", logger: logger).decode(Int64.self) { return g }
-        throw ServiceError(503, "service \(service) is no longer in the database")
+        throw SyncServiceError(.unavailable, "service \(service) is no longer in the database")
     }
 
     public func replica(id: String) async throws -> ReplicaInfo {
@@ -62,7 +62,7 @@ extension PostgresServiceBackend: SyncBackend {
     static func replica(id: String, service: String, _ conn: PostgresConnection, lock: Bool = false, logger: Logger) async throws -> ReplicaInfo {
         let normalized = GlobalID.normalized(id) ?? id
         let found = try await replicas(conn, service: service, filter: "AND r.replica_id = $2" + (lock ? " FOR UPDATE OF r" : ""), binds: [normalized], logger: logger)
-        guard let info = found.first else { throw ServiceError.notFound("replica \(id)") }
+        guard let info = found.first else { throw SyncServiceError.notFound("replica \(id)") }
         return info
     }
 
@@ -292,7 +292,7 @@ extension PostgresServiceBackend: SyncBackend {
     }
 
     static func layerInfo(_ id: Int, of info: ReplicaInfo) throws -> ReplicaInfo.Layer {
-        guard let layerInfo = info.layers.first(where: { $0.id == id }) else { throw ServiceError.notFound("layer \(id) in replica \(info.replicaID)") }
+        guard let layerInfo = info.layers.first(where: { $0.id == id }) else { throw SyncServiceError.notFound("layer \(id) in replica \(info.replicaID)") }
         return layerInfo
     }
 
@@ -331,7 +331,7 @@ extension PostgresServiceBackend: SyncBackend {
             var out: [ReplicaChecksums.Layer] = []
             for id in layerIDs {
                 guard let layer = layers[id], let layerInfo = info.layers.first(where: { $0.id == id }) else {
-                    throw ServiceError.notFound("layer \(id) in replica \(replicaID)")
+                    throw SyncServiceError.notFound("layer \(id) in replica \(replicaID)")
                 }
                 var acc = FeatureDigest.Accumulator()
                 // The features changed in the window, when they are few: the checksum of those.
@@ -423,18 +423,18 @@ extension PostgresServiceBackend: SyncBackend {
     }
 
     public func attachmentInfo(globalID: String) async throws -> AttachmentInfo {
-        guard let gid = GlobalID.normalized(globalID) else { throw ServiceError.notFound("attachment \(globalID)") }
+        guard let gid = GlobalID.normalized(globalID) else { throw SyncServiceError.notFound("attachment \(globalID)") }
         var binds = PostgresBindings()
         binds.append(gid)
         guard let row = try await rows("SELECT globalid, name, content_type, size, sha256, keywords FROM \(attachmentTable) WHERE globalid = $1", binds).first else {
-            throw ServiceError.notFound("attachment \(globalID)")
+            throw SyncServiceError.notFound("attachment \(globalID)")
         }
         let (id, name, type, size, sha, keywords) = try row.decode((String, String, String, Int64, String, String?).self)
         return AttachmentInfo(globalId: id, name: name, contentType: type, size: size, sha256: sha, keywords: keywords)
     }
 
     public func attachmentBytes(globalID: String, offset: Int64, length: Int) async throws -> Data {
-        guard let gid = GlobalID.normalized(globalID) else { throw ServiceError.notFound("attachment \(globalID)") }
+        guard let gid = GlobalID.normalized(globalID) else { throw SyncServiceError.notFound("attachment \(globalID)") }
         let table = attachmentTable, logger = logger
         return try await transaction { conn in
             for try await buffer in try await conn.query(
@@ -446,7 +446,7 @@ extension PostgresServiceBackend: SyncBackend {
                 var b = buffer
                 return Data(b.readBytes(length: b.readableBytes) ?? [])
             }
-            throw ServiceError.notFound("attachment \(globalID)")
+            throw SyncServiceError.notFound("attachment \(globalID)")
         }
     }
 
@@ -462,7 +462,7 @@ extension PostgresServiceBackend: SyncBackend {
 
     static func requireHash(_ sha: String) throws {
         guard sha.count == 64, sha.allSatisfy({ $0.isHexDigit && !$0.isUppercase }) else {
-            throw ServiceError.badParameter("sha256", "expected 64 lower-case hex digits")
+            throw SyncServiceError.invalidParameter("sha256", "expected 64 lower-case hex digits")
         }
     }
 
@@ -475,17 +475,17 @@ extension PostgresServiceBackend: SyncBackend {
         return BlobStatus(sha256: sha, received: 0, complete: false)
     }
 
-    /// Appends a chunk at `offset`: 409 when the received bytes end elsewhere (the answer says
-    /// where), 400 past `total`, 422 when the complete content does not hash to `sha256` (it is
-    /// discarded). The content is checked a megabyte at a time, never whole in memory here.
+    /// Appends a chunk at `offset`: a `conflict` when the received bytes end elsewhere (its
+    /// details say where), an `invalidParameter` past `total`, a `contentMismatch` when the
+    /// complete content does not hash to `sha256` (it is discarded). The content is checked a megabyte at a time, never whole in memory here.
     public func appendBlob(sha256: String, offset: Int64, total: Int64, bytes: Data) async throws -> BlobStatus {
         try Self.requireHash(sha256)
         guard total >= 0, offset >= 0, offset + Int64(bytes.count) <= total else {
-            throw ServiceError.badParameter("size", "\(offset) + \(bytes.count) bytes is past the declared size \(total)")
+            throw SyncServiceError.invalidParameter("size", "\(offset) + \(bytes.count) bytes is past the declared size \(total)")
         }
         let service = name, logger = logger
         let sha = sha256
-        let outcome: Result<BlobStatus, ServiceError> = try await transaction { conn in
+        let outcome: Result<BlobStatus, SyncServiceError> = try await transaction { conn in
             // Creating the row first (if absent) gives concurrent uploads of one content a row to queue on.
             try await conn.query(
                 """
@@ -495,7 +495,7 @@ extension PostgresServiceBackend: SyncBackend {
             let status = try await Self.blobStatus(sha, service: service, conn, lock: true, logger: logger)
             if status.complete { return .success(status) }
             guard offset == status.received else {
-                throw ServiceError(409, "content \(sha.prefix(12))… continues at byte \(status.received), not \(offset)", details: ["received: \(status.received)"])
+                throw SyncServiceError(.conflict, "content \(sha.prefix(12))… continues at byte \(status.received), not \(offset)", details: ["received: \(status.received)"])
             }
             let now = offset + Int64(bytes.count)
             try await conn.query(
@@ -521,7 +521,7 @@ extension PostgresServiceBackend: SyncBackend {
                 try await conn.query(
                     "SELECT lo_unlink(content) FROM outpost_blobs WHERE service = \(service) AND sha256 = \(sha)", logger: logger)
                 try await conn.query("DELETE FROM outpost_blobs WHERE service = \(service) AND sha256 = \(sha)", logger: logger)
-                return .failure(ServiceError(422, "the uploaded content does not match its SHA-256 \(sha.prefix(12))…; it was discarded, send it again"))
+                return .failure(SyncServiceError(.contentMismatch, "the uploaded content does not match its SHA-256 \(sha.prefix(12))…; it was discarded, send it again"))
             }
             try await conn.query(
                 "UPDATE outpost_blobs SET received = \(now), complete = true WHERE service = \(service) AND sha256 = \(sha)", logger: logger)

@@ -3,7 +3,7 @@ import Logging
 import OutpostCore
 import OutpostDigest
 import OutpostProtocol
-import OutpostServer
+import OutpostSyncService
 import OutpostStorage
 import PostgresNIO
 import Synchronization
@@ -167,13 +167,13 @@ public final class PostgresServiceBackend: FeatureServiceBackend {
     }
 
     func layer(_ id: Int) throws -> PostgresLayer {
-        guard let layer = layers[id] else { throw ServiceError.notFound("layer \(id)") }
+        guard let layer = layers[id] else { throw SyncServiceError.notFound("layer \(id)") }
         return layer
     }
 
     // MARK: - Talking to the database
 
-    /// Runs `body` against the pool within the timeout; a database that is down or slow is a 503
+    /// Runs `body` against the pool within the timeout; a database that is down or slow is `unavailable`
     /// (the server itself keeps running and serves again once the database is back).
     func database<T: Sendable>(_ body: @escaping @Sendable (PostgresClient) async throws -> T) async throws -> T {
         let client = client, timeout = timeout, location = location
@@ -186,14 +186,14 @@ public final class PostgresServiceBackend: FeatureServiceBackend {
                 }
                 defer { group.cancelAll() }
                 guard let first = try await group.next(), let value = first else {
-                    throw ServiceError(503, "PostgreSQL at \(location) did not answer within \(timeout); try again shortly")
+                    throw SyncServiceError(.unavailable, "PostgreSQL at \(location) did not answer within \(timeout); try again shortly")
                 }
                 return value
             }
         } catch let error as PSQLError {
             throw Self.serviceError(error, location)
         } catch let error as PostgresDecodingError {
-            throw ServiceError(500, "unexpected data in PostgreSQL: \(error.postgresType) for \(error.targetType)")
+            throw SyncServiceError(.failed, "unexpected data in PostgreSQL: \(error.postgresType) for \(error.targetType)")
         }
     }
 
@@ -220,19 +220,19 @@ public final class PostgresServiceBackend: FeatureServiceBackend {
         }
     }
 
-    /// The HTTP answer for a database failure: unavailable (503) when the connection or server
-    /// is the problem, otherwise a 500 that names the SQL state but no internals.
-    static func serviceError(_ error: PSQLError, _ location: PostgresLocation) -> ServiceError {
+    /// A database failure as the service says it: `unavailable` when the connection or server is
+    /// the problem, otherwise `failed`, naming the SQL state but no internals.
+    static func serviceError(_ error: PSQLError, _ location: PostgresLocation) -> SyncServiceError {
         if error.code == .server {
             let state = error.serverInfo?[.sqlState] ?? ""
             if state.hasPrefix("08") || state.hasPrefix("57P") || state.hasPrefix("53") || state == "40001" || state == "40P01" {
-                return ServiceError(503, "PostgreSQL at \(location) is unavailable (\(state)): \(error.serverInfo?[.message] ?? ""); try again shortly")
+                return SyncServiceError(.unavailable, "PostgreSQL at \(location) is unavailable (\(state)): \(error.serverInfo?[.message] ?? ""); try again shortly")
             }
             // The statement and PostgreSQL's words go to the log, not to the client.
             Logger(label: "outpost.postgres").error("PostgreSQL refused a statement (\(state)): \(error.serverInfo?[.message] ?? "")", metadata: ["query": "\(error.query?.sql ?? "")"])
-            return ServiceError(500, "PostgreSQL refused a statement (SQL state \(state))")
+            return SyncServiceError(.failed, "PostgreSQL refused a statement (SQL state \(state))")
         }
-        return ServiceError(503, "PostgreSQL at \(location) is unavailable (\(error.code)); try again shortly")
+        return SyncServiceError(.unavailable, "PostgreSQL at \(location) is unavailable (\(error.code)); try again shortly")
     }
 
     /// Runs `body` in a read-only transaction that sees one snapshot of the database throughout
@@ -339,7 +339,7 @@ public final class PostgresServiceBackend: FeatureServiceBackend {
         for try await row in try await conn.query(
             "SELECT generation, schema_version FROM outpost_services WHERE name = \(name) FOR UPDATE", logger: logger
         ).decode((Int64, Int).self) { found = row }
-        guard let (generation, version) = found else { throw ServiceError(503, "service \(name) is no longer in the database") }
+        guard let (generation, version) = found else { throw SyncServiceError(.unavailable, "service \(name) is no longer in the database") }
         try await adopt(version: version, conn)
         return generation
     }
@@ -373,7 +373,7 @@ public final class PostgresServiceBackend: FeatureServiceBackend {
         let rows = try await transactionRows(
             "SELECT CASE WHEN $1 >= size THEN ''::bytea ELSE lo_get(content, $1, $2) END FROM \(attachmentTable) WHERE layer_id = $3 AND attachment_id = $4",
             binds)
-        guard let row = rows.first else { throw ServiceError.notFound("attachment \(attachmentID) of layer \(layerID)") }
+        guard let row = rows.first else { throw SyncServiceError.notFound("attachment \(attachmentID) of layer \(layerID)") }
         var buffer = try row.decode(ByteBuffer.self)
         return Data(buffer.readBytes(length: buffer.readableBytes) ?? [])
     }
@@ -390,7 +390,7 @@ public final class PostgresServiceBackend: FeatureServiceBackend {
 
     public func addAttachment(layerID: Int, objectID: Int64, name attachmentName: String, contentType: String, data: Data) async throws -> Attachment {
         let layer = try layer(layerID)
-        guard layer.definition.hasAttachments else { throw ServiceError(400, "layer \(layerID) does not support attachments") }
+        guard layer.definition.hasAttachments else { throw SyncServiceError(.invalidRequest, "layer \(layerID) does not support attachments") }
         let service = name, table = attachmentTable, logger = logger
         let sha256 = SHA256.hex(data)
         return try await transaction { conn in
@@ -400,7 +400,7 @@ public final class PostgresServiceBackend: FeatureServiceBackend {
                 PostgresQuery(unsafeSQL: "SELECT \(layer.definition.globalIDField.map(PostgresLayer.q) ?? "NULL::text") FROM \(layer.table) WHERE \(layer.pk) = $1", binds: try PostgresServiceStore.binds(objectID)),
                 logger: logger
             ).decode(String?.self) { owner = .some(gid) }
-            guard let owner else { throw ServiceError.notFound("feature \(objectID) of layer \(layerID)") }
+            guard let owner else { throw SyncServiceError.notFound("feature \(objectID) of layer \(layerID)") }
             let globalID = GlobalID.make()
             var id: Int64 = 0
             for try await i in try await conn.query(
@@ -455,7 +455,7 @@ public final class PostgresServiceBackend: FeatureServiceBackend {
         var binds = PostgresBindings()
         binds.append(objectID)
         guard try await !rows("SELECT 1 FROM \(layer.table) WHERE \(layer.pk) = $1", binds).isEmpty else {
-            throw ServiceError.notFound("feature \(objectID) of layer \(layer.definition.id)")
+            throw SyncServiceError.notFound("feature \(objectID) of layer \(layer.definition.id)")
         }
     }
 }

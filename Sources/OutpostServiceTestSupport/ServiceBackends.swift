@@ -3,6 +3,7 @@ import OutpostCore
 import OutpostPostgres
 import OutpostServer
 import OutpostStorage
+import OutpostSyncService
 import OutpostTestSupport
 
 /// The storage backends a service can run on. Server and sync tests run once per available

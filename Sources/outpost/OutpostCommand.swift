@@ -6,6 +6,7 @@ import OutpostOffline
 import OutpostServer
 import OutpostStorage
 import OutpostSync
+import OutpostSyncService
 import OutpostTileCodecs
 import OutpostTiles
 
@@ -47,6 +48,8 @@ struct OutpostCommand: AsyncParsableCommand {
             fail(error.message)
         } catch let error as ServiceError {
             fail(error.message)
+        } catch let error as SyncServiceError {
+            fail(error.description)
         } catch let error as SyncError {
             fail(error.message)
         } catch let error as TileCacheError {

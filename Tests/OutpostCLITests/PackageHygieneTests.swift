@@ -109,11 +109,47 @@ struct PackageHygieneTests {
         }
     }
 
+    /// The sync service and the database stores know neither the server nor HTTP: they build
+    /// without OutpostServer and Hummingbird, and say what went wrong in domain terms
+    /// (`SyncServiceError`), never as an HTTP status; the server's HTTP layer alone maps them.
+    @Test(.timeLimit(Self.hangLimit))
+    func storesKnowNeitherTheServerNorHTTP() async throws {
+        let all = try await Self.targets()
+        func closure(_ name: String) -> (targets: Set<String>, products: Set<String>) {
+            var seen = Set<String>(), products = Set<String>(), queue = [name]
+            while let next = queue.popLast() {
+                guard seen.insert(next).inserted, let target = all[next] else { continue }
+                products.formUnion(target.products)
+                queue += target.targets
+            }
+            return (seen, products)
+        }
+        let status = /\b(400|401|403|404|409|413|422|429|499|500|502|503)\b|\bServiceError\b|HTTPResponse/
+        for store in ["OutpostSyncService", "OutpostPostgres"] {
+            let (targets, products) = closure(store)
+            #expect(all[store] != nil)
+            #expect(!targets.contains("OutpostServer"), "\(store) builds OutpostServer")
+            #expect(products.filter { $0.hasPrefix("Hummingbird") }.isEmpty, "\(store) builds \(products.filter { $0.hasPrefix("Hummingbird") })")
+            let directory = Repository.root.appendingPathComponent("Sources/\(store)")
+            let files = FileManager.default.enumerator(at: directory, includingPropertiesForKeys: nil)?.compactMap { $0 as? URL }.filter { $0.pathExtension == "swift" } ?? []
+            #expect(!files.isEmpty, "\(store) has sources")
+            for file in files {
+                for (number, line) in try String(contentsOf: file, encoding: .utf8).split(separator: "\n", omittingEmptySubsequences: false).enumerated()
+                where line.contains(status) {
+                    Issue.record("\(store)/\(file.lastPathComponent):\(number + 1) speaks HTTP: \(line.trimmingCharacters(in: .whitespaces))")
+                }
+            }
+        }
+        // The check can fail: the server's own error type is what it looks for.
+        let server = try String(contentsOf: Repository.root.appendingPathComponent("Sources/OutpostServer/Errors/ServiceError.swift"), encoding: .utf8)
+        #expect(server.contains(status))
+    }
+
     /// OutpostCore does no I/O (files, processes, the environment live in the modules above it),
     /// and no shipping library reads the environment: the CLI passes what it takes from there.
     @Test func coreDoesNoIOAndLibrariesReadNoEnvironment() throws {
         let io = ["FileManager", "FileHandle", "Data(contentsOf", "options: .atomic", "ProcessInfo", "flock(", "getpid()", "fopen("]
-        let shipping = ["OutpostCore", "OutpostStorage", "OutpostProtocol", "OutpostSync", "OutpostTiles", "OutpostServer", "OutpostPostgres"]
+        let shipping = ["OutpostCore", "OutpostStorage", "OutpostProtocol", "OutpostSync", "OutpostTiles", "OutpostSyncService", "OutpostServer", "OutpostPostgres"]
         for module in shipping {
             let directory = Repository.root.appendingPathComponent("Sources/\(module)")
             let files = FileManager.default.enumerator(at: directory, includingPropertiesForKeys: nil)?.compactMap { $0 as? URL }.filter { $0.pathExtension == "swift" } ?? []

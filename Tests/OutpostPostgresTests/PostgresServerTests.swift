@@ -4,6 +4,7 @@ import OutpostPostgres
 import OutpostProtocol
 import OutpostServer
 import OutpostStorage
+import OutpostSyncService
 import OutpostTestSupport
 import OutpostServiceTestSupport
 import Testing

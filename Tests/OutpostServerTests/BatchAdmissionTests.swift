@@ -1,6 +1,7 @@
 import Foundation
 import OutpostCore
 import OutpostProtocol
+@testable import OutpostSyncService
 import Testing
 
 @testable import OutpostServer

@@ -4,6 +4,7 @@ import HummingbirdTesting
 import OutpostCore
 import OutpostProtocol
 import OutpostStorage
+@testable import OutpostSyncService
 import OutpostTestSupport
 import OutpostServiceTestSupport
 import Testing

@@ -4,6 +4,7 @@ import OutpostDigest
 import OutpostProtocol
 import OutpostServer
 import OutpostStorage
+import OutpostSyncService
 import OutpostTestSupport
 import OutpostServiceTestSupport
 import OutpostHTTPTestSupport

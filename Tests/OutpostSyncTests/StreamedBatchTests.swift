@@ -6,6 +6,7 @@ import OutpostProtocol
 import OutpostServer
 import OutpostServiceTestSupport
 import OutpostStorage
+import OutpostSyncService
 import OutpostTestSupport
 import Synchronization
 import Testing

@@ -4,6 +4,7 @@ import OutpostHTTPTestSupport
 import OutpostProtocol
 import OutpostServer
 @testable import OutpostStorage
+import OutpostSyncService
 import OutpostTestSupport
 import OutpostServiceTestSupport
 import Synchronization

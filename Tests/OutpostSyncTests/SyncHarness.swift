@@ -3,6 +3,7 @@ import OutpostCore
 import OutpostProtocol
 import OutpostServer
 import OutpostStorage
+import OutpostSyncService
 import OutpostTestSupport
 import OutpostServiceTestSupport
 import Testing

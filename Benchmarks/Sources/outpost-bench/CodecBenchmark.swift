@@ -5,6 +5,7 @@ import OutpostCore
 import OutpostProtocol
 import OutpostServer
 import OutpostStorage
+import OutpostSyncService
 
 /// The wire codecs every batch and change page goes through: JSON writing and parsing of a
 /// 5,000-edit upload batch (the sync benchmark's edit shape: moved point, changed attributes,

@@ -4,6 +4,7 @@ import OutpostProtocol
 import OutpostServer
 import OutpostStorage
 import OutpostSync
+import OutpostSyncService
 
 /// Sync by delta files (issue 25): for N edits of a point layer (60% moved and relabelled, 30%
 /// added, 10% deleted), the edits file's size per edit next to the same edits as a pygeodiff

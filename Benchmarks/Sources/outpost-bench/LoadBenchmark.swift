@@ -3,6 +3,7 @@ import OutpostLoadTesting
 import OutpostPostgres
 import OutpostServer
 import OutpostStorage
+import OutpostSyncService
 
 #if canImport(Glibc)
     import Glibc

@@ -4,6 +4,7 @@ import OutpostCore
 import OutpostPostgres
 import OutpostServer
 import OutpostStorage
+import OutpostSyncService
 
 #if canImport(Glibc)
     import Glibc

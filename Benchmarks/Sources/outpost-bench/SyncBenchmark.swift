@@ -4,6 +4,7 @@ import OutpostCore
 import OutpostServer
 import OutpostStorage
 import OutpostSync
+import OutpostSyncService
 
 #if canImport(Glibc)
     import Glibc

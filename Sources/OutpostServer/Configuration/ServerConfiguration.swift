@@ -1,5 +1,6 @@
 import Foundation
 import Logging
+import OutpostSyncService
 
 /// How `outpost serve` runs: address, body limit, and who may call it.
 public struct ServerConfiguration: Sendable {

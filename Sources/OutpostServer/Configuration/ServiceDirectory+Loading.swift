@@ -4,6 +4,7 @@ import OutpostLocator
 import OutpostProtocol
 import OutpostRouting
 import OutpostStorage
+import OutpostSyncService
 import OutpostTiles
 
 /// A service whose file could not be opened when the server started: the server serves the
@@ -88,7 +89,7 @@ extension ServiceDirectory {
             do {
                 try await body()
             } catch {
-                let reason = (error as? ServiceError)?.message ?? "\(error)"
+                let reason = (error as? ServiceError)?.message ?? (error as? SyncServiceError)?.message ?? "\(error)"
                 if strict { throw ServiceError(500, "\(url.lastPathComponent): \(reason)") }
                 files.unavailable.append(UnavailableService(name: serviceName, type: type, file: url.lastPathComponent, reason: reason))
             }

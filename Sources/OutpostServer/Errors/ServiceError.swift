@@ -2,6 +2,7 @@ import OutpostCore
 import OutpostGeoprocessing
 import OutpostProtocol
 import OutpostStorage
+import OutpostSyncService
 
 /// A failed request as the client sees it: an HTTP status and the ArcGIS error JSON
 /// `{"error": {"code": <status>, "message": …, "details": […]}}`.
@@ -47,10 +48,24 @@ public struct ServiceError: Error, Sendable, CustomStringConvertible {
         }
     }
 
+    /// A store's or the sync service's failure as HTTP: its code chooses the status.
+    init(_ failure: SyncServiceError) {
+        switch failure.code {
+        case .invalidParameter: self = .badParameter(failure.parameter ?? "request", failure.message)
+        case .invalidRequest: self.init(400, failure.message, details: failure.details)
+        case .notFound: self.init(404, failure.message, details: failure.details)
+        case .conflict: self.init(409, failure.message, details: failure.details)
+        case .contentMismatch: self.init(422, failure.message, details: failure.details)
+        case .unavailable: self.init(503, failure.message, details: failure.details)
+        case .failed: self.init(500, failure.message, details: failure.details)
+        }
+    }
+
     /// Maps storage failures to HTTP: what the request got wrong is a 4xx; the rest is a 500 with
     /// no internals in the message.
     static func from(_ error: any Error, parameter: String? = nil) -> ServiceError {
         if let e = error as? ServiceError { return e }
+        if let e = error as? SyncServiceError { return ServiceError(e) }
         if let e = error as? BatchRefusal { return ServiceError(refusal: e) }
         if let e = error as? StorageError {
             switch e.code {

@@ -153,6 +153,7 @@ struct GPLayerResolver {
     }
 }
 
+/// Feature sets made from a feature service's layers, as a task's input.
 extension GPFeatureSet {
     /// A layer's features as a feature set (a record set without geometry when `geometry` is
     /// false): every field of the layer, object and global ids included.

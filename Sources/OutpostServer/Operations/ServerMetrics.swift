@@ -1,4 +1,5 @@
 import Foundation
+import OutpostSyncService
 import Prometheus
 import Synchronization
 

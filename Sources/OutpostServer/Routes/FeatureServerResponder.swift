@@ -9,6 +9,7 @@ import OutpostRouting
 import OutpostGeoprocessing
 import OutpostProtocol
 import OutpostStorage
+import OutpostSyncService
 import OutpostTiles
 
 /// Answers every request: the ArcGIS-REST-shaped catalog, FeatureServer and layer resources,

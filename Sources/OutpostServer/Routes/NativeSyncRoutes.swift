@@ -6,6 +6,7 @@ import OutpostCore
 import OutpostProtocol
 import Logging
 import OutpostStorage
+import OutpostSyncService
 
 /// Outpost's native sync API, under `/outpost/v1/services/{service}/replicas` (docs/sync.md): the
 /// exactly-once batch upload and the commit-ordered change feed.
@@ -110,7 +111,7 @@ struct NativeSyncRoutes {
         let bytes = Data(body.readBytes(length: body.readableBytes) ?? [])
         do {
             return try json(try await sync.appendBlob(sha256: sha256, offset: Int64(offset), total: Int64(size), bytes: bytes))
-        } catch let error as ServiceError where error.status == 409 {
+        } catch let error as SyncServiceError where error.code == .conflict {
             // Say where to continue, in the status shape.
             let status = try await sync.blobStatus(sha256: sha256)
             return writing.json(["error": ["code": 409, "message": .string(error.message)], "received": .integer(status.received)], status: .conflict)

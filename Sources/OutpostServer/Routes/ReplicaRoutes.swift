@@ -6,6 +6,7 @@ import OutpostCore
 import OutpostDigest
 import OutpostProtocol
 import OutpostStorage
+import OutpostSyncService
 
 /// The ArcGIS sync operations of a FeatureServer: createReplica, synchronizeReplica,
 /// unRegisterReplica, replicas, jobs and the files they hand out. They run on the same replica

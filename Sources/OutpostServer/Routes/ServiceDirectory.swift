@@ -1,6 +1,7 @@
 import Foundation
 import OutpostLocator
 import OutpostRouting
+import OutpostSyncService
 import OutpostTiles
 
 /// The services a server hosts, by name (case-insensitive).

@@ -5,6 +5,7 @@ import NIOCore
 import OutpostCore
 import OutpostProtocol
 import OutpostStorage
+import OutpostSyncService
 
 /// The resources of one service, for one request.
 struct ServiceRoutes {

@@ -3,6 +3,7 @@ import OutpostCore
 import OutpostDigest
 import OutpostProtocol
 import OutpostStorage
+import OutpostSyncService
 
 /// The ArcGIS synchronizeReplica edits shape, both ways:
 /// `[{"id": 0, "features": {"adds": [feature], "updates": [feature], "deleteIds": ["{GlobalID}"]}}]`.

@@ -2,6 +2,7 @@ import Foundation
 import OutpostCore
 import OutpostProtocol
 import OutpostStorage
+import OutpostSyncService
 
 /// A service's side of sync by delta files (docs/sync.md, "Delta files"): an `edits` file is
 /// applied through the same batch admission and ledger as an HTTP upload — importing it again
@@ -151,7 +152,7 @@ public enum DeltaImport {
         do {
             _ = try await backend.appendBlob(
                 sha256: chunk.sha256, offset: status.received, total: chunk.total, bytes: Data(chunk.bytes.dropFirst(Int(status.received - chunk.offset))))
-        } catch let error as ServiceError {
+        } catch let error as SyncServiceError {
             throw DeltaError("\(name): attachment content \(chunk.sha256.prefix(12))…: \(error.message)")
         }
     }

@@ -8,6 +8,7 @@ import OutpostLocator
 import OutpostOffline
 import OutpostRouting
 import OutpostServer
+import OutpostSyncService
 import OutpostTiles
 import OutpostStorage
 import ServiceLifecycle
@@ -152,6 +153,8 @@ struct ServeCommand: AsyncParsableCommand {
                 networks: files.networks, maps: files.maps, unavailable: files.unavailable)
         } catch let error as ServiceError {
             throw CLIFailure(message: error.message)
+        } catch let error as SyncServiceError {
+            throw CLIFailure(message: error.description)
         }
         do {
             let drain = ServerDrain(period: .seconds(drainSeconds))
@@ -170,6 +173,9 @@ struct ServeCommand: AsyncParsableCommand {
         } catch let error as ServiceError {
             await services.closeAll()
             throw CLIFailure(message: error.message)
+        } catch let error as SyncServiceError {
+            await services.closeAll()
+            throw CLIFailure(message: error.description)
         } catch {
             await services.closeAll()
             throw CLIFailure(message: "cannot serve on \(host):\(port): \(error)")
@@ -279,6 +285,8 @@ struct ServiceCommand: AsyncParsableCommand {
             throw CLIFailure(message: error.message)
         } catch let error as ServiceError {
             throw CLIFailure(message: error.message)
+        } catch let error as SyncServiceError {
+            throw CLIFailure(message: error.description)
         }
     }
 

@@ -2,6 +2,7 @@ import Foundation
 import OutpostCore
 import OutpostProtocol
 import OutpostStorage
+import OutpostSyncService
 
 /// Applies the edits of one uploaded batch inside the server's write transaction, logging each
 /// change under the batch's generation with its origin (replica, seq). How each edit resolves is

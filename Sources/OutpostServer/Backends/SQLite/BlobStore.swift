@@ -2,6 +2,7 @@ import Foundation
 import OutpostCore
 import OutpostDigest
 import OutpostProtocol
+import OutpostSyncService
 import Synchronization
 
 /// Attachment content uploaded by hash, kept in files beside the service
@@ -24,7 +25,7 @@ final class BlobStore: Sendable {
     private func partial(_ sha: String) -> URL { directory.appendingPathComponent(sha + ".partial") }
 
     func status(_ sha: String) throws -> BlobStatus {
-        guard Self.isHash(sha) else { throw ServiceError.badParameter("sha256", "expected 64 lower-case hex digits") }
+        guard Self.isHash(sha) else { throw SyncServiceError.invalidParameter("sha256", "expected 64 lower-case hex digits") }
         return lock.withLock { _ in
             if FileManager.default.fileExists(atPath: url(sha).path) {
                 return BlobStatus(sha256: sha, received: Self.size(url(sha)), complete: true)
@@ -37,9 +38,9 @@ final class BlobStore: Sendable {
     /// - Throws: 409 when `offset` is not where the received bytes end (the answer says where),
     ///   400 past `total`, 422 when the complete content does not hash to `sha` (it is discarded).
     func append(_ sha: String, offset: Int64, total: Int64, bytes: Data) throws -> BlobStatus {
-        guard Self.isHash(sha) else { throw ServiceError.badParameter("sha256", "expected 64 lower-case hex digits") }
+        guard Self.isHash(sha) else { throw SyncServiceError.invalidParameter("sha256", "expected 64 lower-case hex digits") }
         guard total >= 0, offset >= 0, offset + Int64(bytes.count) <= total else {
-            throw ServiceError.badParameter("size", "\(offset) + \(bytes.count) bytes is past the declared size \(total)")
+            throw SyncServiceError.invalidParameter("size", "\(offset) + \(bytes.count) bytes is past the declared size \(total)")
         }
         return try lock.withLock { _ in
             if FileManager.default.fileExists(atPath: url(sha).path) { return BlobStatus(sha256: sha, received: Self.size(url(sha)), complete: true) }
@@ -47,10 +48,10 @@ final class BlobStore: Sendable {
             let file = partial(sha)
             let received = Self.size(file)
             guard offset == received else {
-                throw ServiceError(409, "content \(sha.prefix(12))… continues at byte \(received), not \(offset)", details: ["received: \(received)"])
+                throw SyncServiceError(.conflict, "content \(sha.prefix(12))… continues at byte \(received), not \(offset)", details: ["received: \(received)"])
             }
             if !FileManager.default.fileExists(atPath: file.path) { _ = FileManager.default.createFile(atPath: file.path, contents: nil) }
-            guard let handle = FileHandle(forWritingAtPath: file.path) else { throw ServiceError(500, "cannot write \(file.lastPathComponent)") }
+            guard let handle = FileHandle(forWritingAtPath: file.path) else { throw SyncServiceError(.failed, "cannot write \(file.lastPathComponent)") }
             try handle.seek(toOffset: UInt64(offset))
             try handle.write(contentsOf: bytes)
             let now = offset + Int64(bytes.count)
@@ -62,7 +63,7 @@ final class BlobStore: Sendable {
             guard now == total else { return BlobStatus(sha256: sha, received: now, complete: false) }
             guard try Self.hash(file) == sha else {
                 try? FileManager.default.removeItem(at: file)
-                throw ServiceError(422, "the uploaded content does not match its SHA-256 \(sha.prefix(12))…; it was discarded, send it again")
+                throw SyncServiceError(.contentMismatch, "the uploaded content does not match its SHA-256 \(sha.prefix(12))…; it was discarded, send it again")
             }
             try FileManager.default.moveItem(at: file, to: url(sha))
             return BlobStatus(sha256: sha, received: now, complete: true)
@@ -75,7 +76,7 @@ final class BlobStore: Sendable {
 
     /// The SHA-256 of a file, read a megabyte at a time.
     static func hash(_ url: URL) throws -> String {
-        guard let handle = FileHandle(forReadingAtPath: url.path) else { throw ServiceError(500, "cannot read \(url.lastPathComponent)") }
+        guard let handle = FileHandle(forReadingAtPath: url.path) else { throw SyncServiceError(.failed, "cannot read \(url.lastPathComponent)") }
         defer { try? handle.close() }
         var hash = SHA256()
         while let chunk = try handle.read(upToCount: 1 << 20), !chunk.isEmpty {

@@ -2,6 +2,7 @@ import Foundation
 import OutpostCore
 import OutpostProtocol
 import OutpostStorage
+import OutpostSyncService
 
 /// Applies one applyEdits request inside a write transaction, logging every change under the
 /// next generation.

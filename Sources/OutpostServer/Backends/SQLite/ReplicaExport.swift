@@ -2,6 +2,7 @@ import Foundation
 import OutpostCore
 import OutpostProtocol
 import OutpostStorage
+import OutpostSyncService
 
 /// Writes a new replica's data from one read transaction of the service: the features in its
 /// scope (and their attachments when asked), streamed feature by feature.
@@ -71,7 +72,7 @@ struct ReplicaExport {
     /// in pieces).
     func writeJSON(serviceURL: String, to url: URL) throws {
         guard FileManager.default.createFile(atPath: url.path, contents: nil), let file = FileHandle(forWritingAtPath: url.path) else {
-            throw ServiceError(500, "cannot write the replica file")
+            throw SyncServiceError(.failed, "cannot write the replica file")
         }
         defer { try? file.close() }
         var out = ReplicaFile.jsonHeader(request, replicaID: replicaID, generation: generation)

@@ -2,6 +2,7 @@ import Foundation
 import OutpostCore
 import OutpostProtocol
 import OutpostStorage
+import OutpostSyncService
 
 extension SQLiteServiceBackend: SyncBackend {
     // MARK: - Replicas
@@ -45,7 +46,7 @@ extension SQLiteServiceBackend: SyncBackend {
             let row = try conn.query(
                 "SELECT definition, replica_gen, last_seq, last_sync_at FROM outpost_replicas WHERE replica_id = ?",
                 arguments: [.text(normalized)]).first
-        else { throw ServiceError.notFound("replica \(id)") }
+        else { throw SyncServiceError.notFound("replica \(id)") }
         var info = try JSONValueDecoder().decode(ReplicaInfo.self, from: Data(row[0].textValue!.utf8))
         info.replicaServerGen = row[1].integerValue ?? 0
         info.lastSeq = row[2].integerValue ?? 0
@@ -326,7 +327,7 @@ extension SQLiteServiceBackend: SyncBackend {
 
     static func layer(_ id: Int, of info: ReplicaInfo, schema: ServiceSchema) throws -> (ReplicaInfo.Layer, LayerDefinition) {
         guard let layerInfo = info.layers.first(where: { $0.id == id }), let layer = schema.layer(id: id) else {
-            throw ServiceError.notFound("layer \(id) in replica \(info.replicaID)")
+            throw SyncServiceError.notFound("layer \(id) in replica \(info.replicaID)")
         }
         return (layerInfo, layer)
     }
@@ -422,7 +423,7 @@ extension SQLiteServiceBackend: SyncBackend {
             var halves: [(Int, (FeatureQuery, FeatureQuery))] = []
             for id in layerIDs {
                 guard let layerInfo = info.layers.first(where: { $0.id == id }), let layer = schema.layer(id: id) else {
-                    throw ServiceError.notFound("layer \(id) in replica \(replicaID)")
+                    throw SyncServiceError.notFound("layer \(id) in replica \(replicaID)")
                 }
                 guard var query = scope.query(layerInfo, layer: layer) else {
                     layers.append(.init(id: id, count: 0, checksum: FeatureDigest.Accumulator().hex))
@@ -484,7 +485,7 @@ extension SQLiteServiceBackend {
     public func attachmentInfo(globalID: String) async throws -> AttachmentInfo {
         try await geodatabase.read { conn in
             guard let gid = GlobalID.normalized(globalID), let record = try conn.attachmentRecords(globalIDs: [gid]).values.first else {
-                throw ServiceError.notFound("attachment \(globalID)")
+                throw SyncServiceError.notFound("attachment \(globalID)")
             }
             let stored = try conn.query("SELECT sha256 FROM outpost_attachment_hashes WHERE globalid = ?", arguments: [.text(gid)]).first?[0].textValue
             return AttachmentInfo(
@@ -496,7 +497,7 @@ extension SQLiteServiceBackend {
     public func attachmentBytes(globalID: String, offset: Int64, length: Int) async throws -> Data {
         try await geodatabase.read { conn in
             guard let gid = GlobalID.normalized(globalID), let record = try conn.attachmentRecords(globalIDs: [gid]).values.first else {
-                throw ServiceError.notFound("attachment \(globalID)")
+                throw SyncServiceError.notFound("attachment \(globalID)")
             }
             return try conn.attachmentBytes(id: record.id, offset: offset, length: length)
         }

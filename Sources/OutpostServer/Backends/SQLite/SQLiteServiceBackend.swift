@@ -3,6 +3,7 @@ import OutpostCore
 import OutpostDigest
 import OutpostProtocol
 import OutpostStorage
+import OutpostSyncService
 
 /// The embedded default backend: a service is one GeoPackage (data, attachments and the
 /// ServiceStore tables), served through a WAL connection pool: reads in parallel, one writer.
@@ -15,7 +16,7 @@ public final class SQLiteServiceBackend: FeatureServiceBackend {
     public let faults: FaultInjector
 
     /// Opens a service GeoPackage made by ``create(at:schema:dataDirectory:overwrite:)``.
-    /// - Throws: ``ServiceError`` when the file is not an Outpost service.
+    /// - Throws: `SyncServiceError` (`failed`) when the file is not an Outpost service.
     public init(url: URL, name: String? = nil, faults: FaultInjector = FaultInjector()) throws {
         geodatabase = try Geodatabase.open(at: url)
         blobs = BlobStore(directory: URL(fileURLWithPath: url.path + ".blobs"))
@@ -24,7 +25,7 @@ public final class SQLiteServiceBackend: FeatureServiceBackend {
         let gdb = geodatabase
         guard try gdb.read({ conn in try ServiceStore.isService(conn) }) else {
             try? gdb.close()
-            throw ServiceError(500, "\(url.lastPathComponent) is not an Outpost service; create one with: outpost service create")
+            throw SyncServiceError(.failed, "\(url.lastPathComponent) is not an Outpost service; create one with: outpost service create")
         }
         // Services made before a table was added get it now (every statement is idempotent).
         try gdb.write { conn in try ServiceStore.upgrade(conn) }
@@ -66,7 +67,7 @@ public final class SQLiteServiceBackend: FeatureServiceBackend {
         do {
             return try geodatabase.table(id: layerID)
         } catch {
-            throw ServiceError.notFound("layer \(layerID)")
+            throw SyncServiceError.notFound("layer \(layerID)")
         }
     }
 
@@ -118,7 +119,7 @@ public final class SQLiteServiceBackend: FeatureServiceBackend {
 
     public func addAttachment(layerID: Int, objectID: Int64, name: String, contentType: String, data: Data) async throws -> Attachment {
         let table = try table(layerID)
-        guard table.definition.hasAttachments else { throw ServiceError(400, "layer \(layerID) does not support attachments") }
+        guard table.definition.hasAttachments else { throw SyncServiceError(.invalidRequest, "layer \(layerID) does not support attachments") }
         try await requireFeature(table, objectID)
         return try await geodatabase.write { conn in
             let added = try table.addAttachment(toFeature: objectID, name: name, contentType: contentType, size: Int64(data.count), in: conn) { try $0(data) }
@@ -149,7 +150,7 @@ public final class SQLiteServiceBackend: FeatureServiceBackend {
 
     private func requireFeature(_ table: FeatureTable, _ objectID: Int64) async throws {
         guard try await table.count(matching: FeatureQuery(objectIDs: [objectID])) == 1 else {
-            throw ServiceError.notFound("feature \(objectID) of layer \(table.definition.id)")
+            throw SyncServiceError.notFound("feature \(objectID) of layer \(table.definition.id)")
         }
     }
 }

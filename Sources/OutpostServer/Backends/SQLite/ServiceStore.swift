@@ -2,6 +2,7 @@ import Foundation
 import OutpostCore
 import OutpostProtocol
 import OutpostStorage
+import OutpostSyncService
 
 /// The server-side bookkeeping a sync-enabled service keeps next to its data, in the service
 /// GeoPackage (extension `outpost_sync`, write-only, not in `gpkg_contents`):

@@ -6,7 +6,7 @@ import OutpostStorage
 /// How applyEdits reports a failed edit, whatever the backend.
 public enum EditFailure {
     /// The failed edit's result; with `rollbackOnFailure`, the error that ends the request
-    /// instead (404 for a feature not found, else 400), naming the edit and why.
+    /// instead (`notFound` for a feature not found, else `invalidRequest`), naming the edit and why.
     public static func result(
         _ error: any Error, layer: LayerDefinition, list: String, index: Int, feature: Feature, rollbackOnFailure: Bool
     ) throws -> EditResult {
@@ -17,8 +17,8 @@ public enum EditFailure {
         let description = message.hasPrefix(reason) || reason.isEmpty ? message : reason + message
         if rollbackOnFailure {
             let target = feature.globalID ?? feature.objectID.map { "object id \($0)" } ?? "new feature"
-            throw ServiceError(
-                storage?.code == .notFound ? 404 : 400,
+            throw SyncServiceError(
+                storage?.code == .notFound ? .notFound : .invalidRequest,
                 "edit rejected: layer \(layer.name) (\(layer.id)), \(list)[\(index)] (\(target)): \(description); nothing was applied",
                 details: ["layer: \(layer.id)", "\(list)[\(index)]", "globalId: \(feature.globalID ?? "")", "reason: \(description)"])
         }

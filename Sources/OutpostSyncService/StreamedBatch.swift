@@ -14,7 +14,9 @@ import OutpostProtocol
 public final class StreamedBatch: @unchecked Sendable {
     /// The batch cannot be applied as it streams (a stalled body, or a seq the ledger already
     /// holds, which only the whole body's hash decides): apply it whole.
-    public struct WholeBodyNeeded: Error {}
+    public struct WholeBodyNeeded: Error {
+        package init() {}
+    }
 
     /// The body is larger than the server takes.
     public struct TooLarge: Error {

@@ -103,7 +103,7 @@ public enum BatchAdmission {
         /// Whether one failed edit rejects the whole batch.
         public let rollbackOnFailure: Bool
         /// The batch asked for a compact answer (`UploadBatch/compactAnswer`): the ledger
-        /// stores and answers it so; a 422's result lists every edit regardless.
+        /// stores and answers it so; a rejected batch's result lists every edit regardless.
         public var compactAnswer = false
 
         /// What the applied edits come to. `generation` is the one the batch's changes were
@@ -150,7 +150,8 @@ public enum BatchAdmission {
     }
 }
 
-/// A batch the server refuses without applying anything; routes answer 409 (sequence) or 400.
+/// A batch the server refuses without applying anything: out of sequence (the HTTP layer
+/// answers a conflict, with the seq it expects) or not allowed for the replica.
 public enum BatchRefusal: Error, Sendable, Equatable, CustomStringConvertible {
     /// The seq was applied before with other content: a client bug or two clients on one replica.
     case differentContent(replicaID: String, seq: Int64, expectedSeq: Int64)

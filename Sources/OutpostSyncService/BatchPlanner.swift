@@ -136,11 +136,11 @@ public struct BatchPlanner: Sendable {
         fields.index(of: name).map { layer.fields[$0] }
     }
 
-    /// The rule a batch names, or a 400 for an unknown one.
+    /// The rule a batch names; an unknown one is an `invalidParameter` error.
     public static func rule(_ name: String?) throws -> ConflictPolicy.Rule? {
         guard let name else { return nil }
         guard let rule = ConflictPolicy.Rule(rawValue: name) else {
-            throw ServiceError.badParameter("conflictPolicy", "expected one of \(ConflictPolicy.Rule.allCases.map(\.rawValue).joined(separator: ", ")), got \"\(name.prefix(40))\"")
+            throw SyncServiceError.invalidParameter("conflictPolicy", "expected one of \(ConflictPolicy.Rule.allCases.map(\.rawValue).joined(separator: ", ")), got \"\(name.prefix(40))\"")
         }
         return rule
     }

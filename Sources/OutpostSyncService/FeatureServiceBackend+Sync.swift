@@ -37,13 +37,13 @@ public struct ReplicaRequest: Sendable {
 extension ReplicaRequest {
     /// Refuses a request for layers the service lacks, or for syncing layers without global ids.
     public func validate(against schema: ServiceSchema) throws {
-        guard !layers.isEmpty else { throw ServiceError.badParameter("layers", "no layers asked for") }
+        guard !layers.isEmpty else { throw SyncServiceError.invalidParameter("layers", "no layers asked for") }
         for layer in layers where schema.layer(id: layer.id) == nil {
-            throw ServiceError.badParameter("layers", "the service has no layer \(layer.id)")
+            throw SyncServiceError.invalidParameter("layers", "the service has no layer \(layer.id)")
         }
         if syncModel != .none {
             for layer in layers where schema.layer(id: layer.id)?.globalIDField == nil {
-                throw ServiceError.badParameter("layers", "layer \(layer.id) has no global ids, so it cannot sync")
+                throw SyncServiceError.invalidParameter("layers", "layer \(layer.id) has no global ids, so it cannot sync")
             }
         }
     }
@@ -68,16 +68,17 @@ public enum ReplicaFileFormat: String, Sendable {
     case json
 }
 
+/// A registered replica's copies (a preplanned area's package, taken by many crews).
 extension ReplicaInfo {
     /// The registration of a copy of this replica's file: a new id and name, every layer at
     /// `generation`, no batches yet.
-    /// - Throws: 400 for a copy of a replica that cannot sync, or a generation the service has
+    /// - Throws: ``SyncServiceError`` (`invalidRequest`) for a copy of a replica that cannot sync, or a generation the service has
     ///   not reached (or one before the replica began).
     public func copy(id: String, name: String, generation: Int64, created: Int64) throws -> ReplicaInfo {
-        guard syncModel != .none else { throw ServiceError(400, "replica \(replicaID) does not sync; there is nothing to register") }
+        guard syncModel != .none else { throw SyncServiceError(.invalidRequest, "replica \(replicaID) does not sync; there is nothing to register") }
         let began = layers.map(\.serverGen).min() ?? replicaServerGen
         guard generation >= min(began, replicaServerGen), generation <= serviceGeneration else {
-            throw ServiceError(400, "generation \(generation) is outside replica \(replicaID)'s history (\(min(began, replicaServerGen))…\(serviceGeneration))")
+            throw SyncServiceError(.invalidRequest, "generation \(generation) is outside replica \(replicaID)'s history (\(min(began, replicaServerGen))…\(serviceGeneration))")
         }
         var copy = self
         copy.replicaID = id
@@ -107,12 +108,12 @@ public protocol SyncBackend: Sendable {
     /// consistent with the generation it starts from, to `url`.
     func createReplica(_ request: ReplicaRequest, serviceURL: String, format: ReplicaFileFormat, writingTo url: URL) async throws -> ReplicaInfo
     /// The registered replica `id`.
-    /// - Throws: `ServiceError` (404) for an unknown replica.
+    /// - Throws: `SyncServiceError` (`notFound`) for an unknown replica.
     func replica(id: String) async throws -> ReplicaInfo
     /// Every registered replica.
     func replicas() async throws -> [ReplicaInfo]
     /// Unregisters replica `id`: it can no longer sync, and its ledger goes.
-    /// - Throws: `ServiceError` (404) for an unknown replica.
+    /// - Throws: `SyncServiceError` (`notFound`) for an unknown replica.
     func unregisterReplica(id: String) async throws
     /// Registers a new replica with the scope of replica `id`, starting at `generation` (the
     /// generation of the copy of its file a client holds: a preplanned area's package).
@@ -124,7 +125,7 @@ public protocol SyncBackend: Sendable {
     func applyBatchAnswering(_ batch: UploadBatch, hash: String) async throws -> BatchAnswer
     /// Applies a framed batch as its frames arrive (docs/sync.md, "Framed batches"), admitted
     /// and answered as ``applyBatchAnswering(_:hash:)`` would the whole batch. Throws
-    /// ``StreamedBatch/WholeBodyNeeded`` (nothing applied) when only the whole body can decide:
+    /// `StreamedBatch.WholeBodyNeeded` (nothing applied) when only the whole body can decide:
     /// a seq the ledger holds, a stalled body, or a backend that applies whole batches only.
     func applyStreamedBatch(_ head: UploadBatch.FramedReader.Head, from body: StreamedBatch) async throws -> BatchAnswer
     /// The stored result of an applied batch (for a client whose response was lost).

@@ -1,0 +1,100 @@
+import Foundation
+import OutpostCore
+import Synchronization
+
+/// One server job as a status request reports it.
+public struct JobRecord: Sendable, Equatable {
+    /// The job's id.
+    public var id: String
+    /// `Pending`, `InProgress`, `Completed`, `Failed` or `Cancelled`.
+    public var status: String
+    /// What the job answers with (`esriReplicaResponseTypeData`, `esriExportTiles`, …).
+    public var responseType: String
+    /// When it was submitted (epoch ms).
+    public var submissionTime: Int64
+    /// When its status last changed (epoch ms).
+    public var lastUpdatedTime: Int64
+    /// Its result, once completed.
+    public var result: JSONValue?
+    /// Why it failed, when it did.
+    public var error: String?
+
+    /// A record of these values.
+    public init(
+        id: String, status: String, responseType: String, submissionTime: Int64, lastUpdatedTime: Int64, result: JSONValue? = nil, error: String? = nil
+    ) {
+        self.id = id
+        self.status = status
+        self.responseType = responseType
+        self.submissionTime = submissionTime
+        self.lastUpdatedTime = lastUpdatedTime
+        self.result = result
+        self.error = error
+    }
+
+    /// Whether the job is still pending or in progress.
+    public var isRunning: Bool { status == "Pending" || status == "InProgress" }
+}
+
+/// Where job records live: in the server process (the default), or in a database shared by
+/// several server processes, so a status request or a cancel may reach any of them.
+public protocol JobRecordStore: Sendable {
+    /// Adds a new job's record.
+    func insert(_ record: JobRecord) async throws
+    /// Sets a job's status (and its result or error), stamping the update time.
+    func update(_ id: String, status: String, result: JSONValue?, error: String?) async throws
+    /// The record of job `id`, nil for an unknown job.
+    func record(_ id: String) async throws -> JobRecord?
+    /// Asks the process running a job to cancel it. Returns false for an unknown job.
+    func requestCancel(_ id: String) async throws -> Bool
+    /// Whether a cancel of job `id` was asked for.
+    func cancelRequested(_ id: String) async throws -> Bool
+    /// Forgets finished jobs last updated before `time` (epoch ms).
+    func sweep(finishedBefore time: Int64) async throws
+    /// Whether other processes can see the jobs (and so may ask for a cancel through the store).
+    var isShared: Bool { get }
+}
+
+/// Job records in this process's memory: a restarted server forgets them, and their status URLs
+/// answer "not found", which a client treats as a failed job and retries (every operation behind a job
+/// is idempotent or registers nothing until it succeeds).
+public final class MemoryJobStore: JobRecordStore {
+    private let records = Mutex<[String: (record: JobRecord, cancel: Bool)]>([:])
+    private let now: @Sendable () -> Int64
+
+    /// An empty store; `now` gives the time updates are stamped with (epoch ms).
+    public init(now: @escaping @Sendable () -> Int64 = { Int64(Date().timeIntervalSince1970 * 1000) }) {
+        self.now = now
+    }
+
+    public var isShared: Bool { false }
+
+    public func insert(_ record: JobRecord) async throws { records.withLock { $0[record.id] = (record, false) } }
+
+    public func update(_ id: String, status: String, result: JSONValue?, error: String?) async throws {
+        records.withLock { records in
+            guard var r = records[id]?.record else { return }
+            r.status = status
+            r.result = result ?? r.result
+            r.error = error ?? r.error
+            r.lastUpdatedTime = now()
+            records[id]?.record = r
+        }
+    }
+
+    public func record(_ id: String) async throws -> JobRecord? { records.withLock { $0[id]?.record } }
+
+    public func requestCancel(_ id: String) async throws -> Bool {
+        records.withLock { records in
+            guard records[id] != nil else { return false }
+            records[id]?.cancel = true
+            return true
+        }
+    }
+
+    public func cancelRequested(_ id: String) async throws -> Bool { records.withLock { $0[id]?.cancel ?? false } }
+
+    public func sweep(finishedBefore time: Int64) async throws {
+        records.withLock { records in records = records.filter { $0.value.record.isRunning || $0.value.record.lastUpdatedTime >= time } }
+    }
+}
