@@ -19,6 +19,7 @@ let package = Package(
         .library(name: "OutpostTiles", targets: ["OutpostTiles"]),
         .library(name: "OutpostTileCodecs", targets: ["OutpostTileCodecs"]),
         .library(name: "OutpostSyncService", targets: ["OutpostSyncService"]),
+        .library(name: "OutpostSQLiteService", targets: ["OutpostSQLiteService"]),
         .library(name: "OutpostServer", targets: ["OutpostServer"]),
         .library(name: "OutpostGeoprocessing", targets: ["OutpostGeoprocessing"]),
         .library(name: "OutpostPostgres", targets: ["OutpostPostgres"]),
@@ -178,10 +179,19 @@ let package = Package(
                 .product(name: "NIOCore", package: "swift-nio"),
             ]
         ),
+        // Feature services kept in a GeoPackage on SQLite: the default store, beside
+        // OutpostPostgres, and like it knowing neither the server nor HTTP.
+        .target(
+            name: "OutpostSQLiteService",
+            dependencies: [
+                "OutpostSyncService", "OutpostProtocol", "OutpostStorage", "OutpostCore", "OutpostDigest",
+                .product(name: "GRDB", package: "GRDB.swift"),
+            ]
+        ),
         .target(
             name: "OutpostServer",
             dependencies: [
-                "OutpostSyncService", "OutpostProtocol", "OutpostTiles", "OutpostTileCodecs", "OutpostStorage", "OutpostCore", "OutpostDigest", "OutpostGeoprocessing",
+                "OutpostSQLiteService", "OutpostSyncService", "OutpostProtocol", "OutpostTiles", "OutpostTileCodecs", "OutpostStorage", "OutpostCore", "OutpostDigest", "OutpostGeoprocessing",
                 "OutpostLocator", "OutpostRouting",
                 // Whole JSON answers gzipped by libdeflate (streamed ones through CompressNIO).
                 "CDeflate",
@@ -224,7 +234,7 @@ let package = Package(
             name: "outpost",
             dependencies: [
                 "OutpostCore", "OutpostStorage", "OutpostProtocol", "OutpostSync", "OutpostTiles", "OutpostTileCodecs",
-                "OutpostServer", "OutpostSyncService", "OutpostPostgres", "OutpostSampleData", "OutpostGeoprocessing", "OutpostLocator",
+                "OutpostServer", "OutpostSyncService", "OutpostSQLiteService", "OutpostPostgres", "OutpostSampleData", "OutpostGeoprocessing", "OutpostLocator",
                 "OutpostRouting", "OutpostOffline",
                 .product(name: "ArgumentParser", package: "swift-argument-parser"),
                 .product(name: "AsyncHTTPClient", package: "async-http-client"),
@@ -253,7 +263,7 @@ let package = Package(
         .target(
             name: "OutpostServiceTestSupport",
             dependencies: [
-                "OutpostTestSupport", "OutpostCore", "OutpostStorage", "OutpostServer", "OutpostSyncService", "OutpostPostgres",
+                "OutpostTestSupport", "OutpostCore", "OutpostStorage", "OutpostServer", "OutpostSyncService", "OutpostSQLiteService", "OutpostPostgres",
                 .product(name: "ServiceLifecycle", package: "swift-service-lifecycle"),
                 .product(name: "Logging", package: "swift-log"),
             ]
@@ -261,7 +271,8 @@ let package = Package(
         .target(
             name: "OutpostLoadTesting",
             dependencies: [
-                "OutpostCore", "OutpostStorage", "OutpostProtocol", "OutpostSync", "OutpostServer", "OutpostSyncService", "OutpostHTTPTestSupport",
+                "OutpostCore", "OutpostStorage", "OutpostProtocol", "OutpostSync", "OutpostServer", "OutpostSyncService", "OutpostSQLiteService",
+                "OutpostHTTPTestSupport",
             ]
         ),
         .testTarget(
@@ -297,7 +308,7 @@ let package = Package(
             name: "OutpostSyncTests",
             dependencies: [
                 "OutpostSync", "OutpostTestSupport", "OutpostHTTPTestSupport", "OutpostServiceTestSupport", "OutpostLoadTesting", "OutpostCore",
-                "OutpostDigest", "OutpostStorage", "OutpostServer", "OutpostSyncService", "OutpostProtocol", "OutpostPostgres",
+                "OutpostDigest", "OutpostStorage", "OutpostServer", "OutpostSyncService", "OutpostSQLiteService", "OutpostProtocol", "OutpostPostgres",
                 // A batch body fed to the server's reader piece by piece.
                 .product(name: "NIOCore", package: "swift-nio"),
             ]
@@ -312,7 +323,8 @@ let package = Package(
         .testTarget(
             name: "OutpostServerTests",
             dependencies: [
-                "OutpostServer", "OutpostSyncService", "OutpostTestSupport", "OutpostServiceTestSupport", "OutpostCore", "OutpostStorage",
+                "OutpostServer", "OutpostSyncService", "OutpostSQLiteService", "OutpostTestSupport", "OutpostServiceTestSupport", "OutpostCore",
+                "OutpostStorage",
                 "OutpostProtocol", "OutpostTiles", "OutpostGeoprocessing",
                 .product(name: "Hummingbird", package: "hummingbird"),
                 .product(name: "HummingbirdTesting", package: "hummingbird"),

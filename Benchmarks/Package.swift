@@ -23,6 +23,7 @@ let package = Package(
                 .product(name: "OutpostProtocol", package: "Outpost"),
                 .product(name: "OutpostServer", package: "Outpost"),
                 .product(name: "OutpostSyncService", package: "Outpost"),
+                .product(name: "OutpostSQLiteService", package: "Outpost"),
                 .product(name: "OutpostSync", package: "Outpost"),
                 .product(name: "OutpostTiles", package: "Outpost"),
                 .product(name: "OutpostTileCodecs", package: "Outpost"),

@@ -41,6 +41,7 @@ let package = Package(
                 "FieldWork",
                 .product(name: "OutpostStorage", package: "Outpost"),
                 .product(name: "OutpostServer", package: "Outpost"),
+                .product(name: "OutpostSQLiteService", package: "Outpost"),
             ]
         ),
     ],

@@ -2,6 +2,7 @@ import Foundation
 import OutpostCore
 import OutpostHTTPTestSupport
 import OutpostProtocol
+import OutpostSQLiteService
 import OutpostServer
 import OutpostStorage
 import OutpostSync

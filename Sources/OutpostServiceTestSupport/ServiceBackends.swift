@@ -1,6 +1,7 @@
 import Foundation
 import OutpostCore
 import OutpostPostgres
+import OutpostSQLiteService
 import OutpostServer
 import OutpostStorage
 import OutpostSyncService

@@ -109,7 +109,7 @@ struct PackageHygieneTests {
         }
     }
 
-    /// The sync service and the database stores know neither the server nor HTTP: they build
+    /// The sync service and the database stores (SQLite, PostgreSQL) know neither the server nor HTTP: they build
     /// without OutpostServer and Hummingbird, and say what went wrong in domain terms
     /// (`SyncServiceError`), never as an HTTP status; the server's HTTP layer alone maps them.
     @Test(.timeLimit(Self.hangLimit))
@@ -125,7 +125,7 @@ struct PackageHygieneTests {
             return (seen, products)
         }
         let status = /\b(400|401|403|404|409|413|422|429|499|500|502|503)\b|\bServiceError\b|HTTPResponse/
-        for store in ["OutpostSyncService", "OutpostPostgres"] {
+        for store in ["OutpostSyncService", "OutpostSQLiteService", "OutpostPostgres"] {
             let (targets, products) = closure(store)
             #expect(all[store] != nil)
             #expect(!targets.contains("OutpostServer"), "\(store) builds OutpostServer")
@@ -149,7 +149,7 @@ struct PackageHygieneTests {
     /// and no shipping library reads the environment: the CLI passes what it takes from there.
     @Test func coreDoesNoIOAndLibrariesReadNoEnvironment() throws {
         let io = ["FileManager", "FileHandle", "Data(contentsOf", "options: .atomic", "ProcessInfo", "flock(", "getpid()", "fopen("]
-        let shipping = ["OutpostCore", "OutpostStorage", "OutpostProtocol", "OutpostSync", "OutpostTiles", "OutpostSyncService", "OutpostServer", "OutpostPostgres"]
+        let shipping = ["OutpostCore", "OutpostStorage", "OutpostProtocol", "OutpostSync", "OutpostTiles", "OutpostSyncService", "OutpostSQLiteService", "OutpostServer", "OutpostPostgres"]
         for module in shipping {
             let directory = Repository.root.appendingPathComponent("Sources/\(module)")
             let files = FileManager.default.enumerator(at: directory, includingPropertiesForKeys: nil)?.compactMap { $0 as? URL }.filter { $0.pathExtension == "swift" } ?? []

@@ -1,5 +1,6 @@
 import Foundation
 import OutpostCore
+@testable import OutpostSQLiteService
 import OutpostStorage
 import OutpostTestSupport
 import OutpostServiceTestSupport

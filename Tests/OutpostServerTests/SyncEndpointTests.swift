@@ -3,6 +3,7 @@ import HTTPTypes
 import HummingbirdTesting
 import OutpostCore
 import OutpostProtocol
+@testable import OutpostSQLiteService
 import OutpostStorage
 @testable import OutpostSyncService
 import OutpostTestSupport

@@ -2,6 +2,7 @@ import Foundation
 import OutpostCore
 import OutpostLoadTesting
 import OutpostPostgres
+import OutpostSQLiteService
 import OutpostServer
 import OutpostServiceTestSupport
 import OutpostStorage

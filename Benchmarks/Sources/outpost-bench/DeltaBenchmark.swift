@@ -1,6 +1,7 @@
 import Foundation
 import OutpostCore
 import OutpostProtocol
+import OutpostSQLiteService
 import OutpostServer
 import OutpostStorage
 import OutpostSync

@@ -1,6 +1,7 @@
 import CZlibBench
 import Foundation
 import OutpostCore
+import OutpostSQLiteService
 import OutpostServer
 import OutpostStorage
 import OutpostTiles

@@ -3,6 +3,7 @@ import Foundation
 import NIOCore
 import NIOSSL
 import OutpostCore
+import OutpostSQLiteService
 import OutpostServer
 import OutpostStorage
 

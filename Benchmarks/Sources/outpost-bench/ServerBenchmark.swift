@@ -2,6 +2,7 @@ import AsyncHTTPClient
 import Foundation
 import NIOCore
 import OutpostCore
+import OutpostSQLiteService
 import OutpostServer
 import OutpostStorage
 

@@ -3,6 +3,7 @@ import OutpostCore
 import OutpostLocator
 import OutpostProtocol
 import OutpostRouting
+import OutpostSQLiteService
 import OutpostStorage
 import OutpostSyncService
 import OutpostTiles

@@ -8,6 +8,7 @@ import OutpostLocator
 import OutpostRouting
 import OutpostGeoprocessing
 import OutpostProtocol
+import OutpostSQLiteService
 import OutpostStorage
 import OutpostSyncService
 import OutpostTiles

@@ -2,6 +2,7 @@ import Foundation
 import Hummingbird
 import NIOCore
 import OutpostCore
+import OutpostSQLiteService
 import OutpostStorage
 import OutpostTiles
 

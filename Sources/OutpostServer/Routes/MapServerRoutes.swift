@@ -6,6 +6,7 @@ import Foundation
 import Hummingbird
 import NIOCore
 import OutpostCore
+import OutpostSQLiteService
 import OutpostTiles
 
 /// A tiled map service over a tile cache: `…/MapServer` (ArcGIS map service info with `tileInfo`)
@@ -110,7 +111,7 @@ struct RenderedMapServerRoutes {
             else {
                 throw ServiceError(400, "a tile is tile/{level}/{row}/{col} within levels 0–\(Self.maxLevel), not \(route.dropFirst().joined(separator: "/"))")
             }
-            let generation = try await backend.geodatabase.read { conn in try ServiceStore.generation(conn) }
+            let generation = try await backend.generation()
             let file = directory.appendingPathComponent("\(backend.name)/g\(generation)/\(level)/\(row)/\(col).png")
             let bytes: [UInt8]
             if let kept = FileManager.default.contents(atPath: file.path) {

@@ -4,6 +4,7 @@ import Foundation
 import Logging
 import NIOCore
 import OutpostCore
+import OutpostSQLiteService
 import OutpostSampleData
 import OutpostServer
 import OutpostStorage

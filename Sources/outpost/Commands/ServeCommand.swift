@@ -7,6 +7,7 @@ import OutpostProtocol
 import OutpostLocator
 import OutpostOffline
 import OutpostRouting
+import OutpostSQLiteService
 import OutpostServer
 import OutpostSyncService
 import OutpostTiles

@@ -1,5 +1,6 @@
 import FieldWork
 import Foundation
+import OutpostSQLiteService
 import OutpostServer
 import OutpostStorage
 

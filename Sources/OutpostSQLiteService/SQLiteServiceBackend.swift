@@ -9,7 +9,7 @@ import OutpostSyncService
 /// ServiceStore tables), served through a WAL connection pool: reads in parallel, one writer.
 public final class SQLiteServiceBackend: FeatureServiceBackend {
     public let name: String
-    let geodatabase: Geodatabase
+    package let geodatabase: Geodatabase
     /// Attachment content uploaded by hash, beside the service file.
     let blobs: BlobStore
     /// Fault points for tests (`server.beforeCommit`).

@@ -35,8 +35,9 @@ final class BlobStore: Sendable {
     }
 
     /// Appends `bytes` at `offset` of content `sha` whose whole size is `total`.
-    /// - Throws: 409 when `offset` is not where the received bytes end (the answer says where),
-    ///   400 past `total`, 422 when the complete content does not hash to `sha` (it is discarded).
+    /// - Throws: ``SyncServiceError``: a `conflict` when `offset` is not where the received bytes
+    ///   end (its details say where), an `invalidParameter` past `total`, a `contentMismatch` when
+    ///   the complete content does not hash to `sha` (it is discarded).
     func append(_ sha: String, offset: Int64, total: Int64, bytes: Data) throws -> BlobStatus {
         guard Self.isHash(sha) else { throw SyncServiceError.invalidParameter("sha256", "expected 64 lower-case hex digits") }
         guard total >= 0, offset >= 0, offset + Int64(bytes.count) <= total else {
