@@ -211,6 +211,35 @@ struct NativeSyncEndpointTests {
         }
     }
 
+    /// The native route table (OutpostProtocol's `NativeSyncRoute`) is what the server serves:
+    /// every route answers a method the table does not list with 405, not 404, and the paths the
+    /// client builds from it are the ones the server routes.
+    @Test func theNativeRouteTableIsWhatTheServerServes() async throws {
+        #expect(NativeSyncRoute.batch.path("{A}", "3") == "replicas/{A}/batches/3")
+        #expect(NativeSyncRoute.schema.path() == "schema")
+        #expect(Set(NativeSyncRoute.allCases.map(\.pattern)).count == NativeSyncRoute.allCases.count)
+        try await withServer(.sqlite) { client, service in
+            let info = try await registerReplica(service)
+            for route in NativeSyncRoute.allCases {
+                let values = route.pattern.split(separator: "/").filter { $0.hasPrefix(":") }.map { name in
+                    switch name {
+                    case ":replica": info.replicaID
+                    case ":seq": "1"
+                    case ":sha256": String(repeating: "a", count: 64)
+                    default: newGID
+                    }
+                }
+                let uri = "\(native)/" + route.path(values).split(separator: "/").map { q(String($0)) }.joined(separator: "/")
+                // A method no route of the table answers.
+                let reply = route.methods.contains("DELETE") ? try await client.post(uri, [:]) : try await client.delete(uri)
+                #expect(reply.status == 405, "\(route.pattern): \(reply.status) \(reply.text)")
+            }
+            // And a listed one reaches its handler: the replica the table's path names.
+            let registered = try await client.get("\(native)/" + NativeSyncRoute.replica.path(q(info.replicaID)))
+            #expect(registered.status == 200 && registered.text.contains(info.replicaID), "\(registered.text)")
+        }
+    }
+
     /// A replica's last batch may ask for its layers' checksums (`checksums=0,3`): the server
     /// computes them once the batch commits and answers the replica's next checksums request
     /// with them, once, and only while nothing was committed after; a malformed list is refused

@@ -116,7 +116,7 @@ public struct FeatureServerResponder: HTTPResponder {
     /// way), and the status and results of jobs that were submitted before.
     private func admittedByDrain(_ segments: [String], method: HTTPRequest.Method) -> Bool {
         if segments == ["health"] || segments == ["ready"] { return true }
-        if segments.count >= 5, segments[0] == "outpost", segments[1] == "v1", segments[2] == "services" {
+        if segments.count >= 5, segments.starts(with: NativeSyncRoute.servicePrefix) {
             let (service, route) = (segments[3], Array(segments.dropFirst(4)))
             if route.count >= 2, route[0] == "replicas" {
                 let part = route.count >= 3 ? route[2] : ""
@@ -211,7 +211,7 @@ public struct FeatureServerResponder: HTTPResponder {
             }
             return try ReplicaRoutes.streamFile(file, contentType: "application/vnd.sqlite3", removeAfter: false, range: request.headers[.range], ifRange: request.headers[.ifRange])
         }
-        if segments.count >= 4, segments[0] == "outpost", segments[1] == "v1", segments[2] == "services" {
+        if segments.count >= 4, segments.starts(with: NativeSyncRoute.servicePrefix) {
             return try await native(&request, Array(segments.dropFirst(3)), remote: remote)
         }
         if segments.count >= 2, segments[0] == "arcgis", segments[1] == "tokens" || segments.count >= 4 && segments[1] == "sharing" && segments[3] == "generateToken" {

@@ -59,41 +59,52 @@ struct NativeSyncRoutes {
     static let router: RouterResponder<NativeSyncContext> = {
         let router = Router(context: NativeSyncContext.self)
         router.add(middleware: NotFoundAsServiceError())
-        func path(_ path: String, _ handlers: [HTTPRequest.Method: @Sendable (NativeSyncRoutes, Parameters) async throws -> Response]) {
+        /// Registers `route`'s handlers; every method of the table's and only those (checked as
+        /// the router is built, on the first native request).
+        func serve(_ route: NativeSyncRoute, _ handlers: [HTTPRequest.Method: @Sendable (NativeSyncRoutes, Parameters) async throws -> Response]) {
+            precondition(Set(handlers.keys.map(\.rawValue)) == route.methods, "\(route.pattern) serves \(handlers.keys), the table says \(route.methods)")
             for method in [HTTPRequest.Method.get, .put, .post, .delete, .patch] {
                 let handler = handlers[method]
-                router.on(RouterPath(path), method: method) { _, context in
-                    guard let handler else { throw ServiceError(405, "\(method) is not allowed on \(path)") }
+                router.on(RouterPath(route.pattern), method: method) { _, context in
+                    guard let handler else { throw ServiceError(405, "\(method) is not allowed on \(route.pattern)") }
                     return try await handler(context.routes, context.coreContext.parameters)
                 }
             }
         }
-        path("blobs/:sha256", [
-            .get: { r, p in try r.json(try await r.sync.blobStatus(sha256: try p.decoded("sha256"))) },
-            .put: { r, p in try await r.appendBlob(try p.decoded("sha256")) },
-        ])
-        path("attachments/:globalId", [.get: { r, p in try await r.attachment(try p.decoded("globalId")) }])
-        path("schema", [.get: { r, _ in try await r.schema() }])
-        path("replicas", [.get: { r, _ in try r.json(try await r.sync.replicas()) }])
-        path("replicas/:replica", [
-            .get: { r, p in
-                var info = try await r.sync.replica(id: try p.decoded("replica"))
-                info.batchEncodings = UploadBatch.acceptedEncodings
-                return try r.json(info)
-            },
-            .delete: { r, p in
-                try await r.sync.unregisterReplica(id: try p.decoded("replica"))
-                return r.writing.json(["success": true])
-            },
-        ])
-        path("replicas/:replica/batches/:seq", [
-            .put: { r, p in try await r.putBatch(replica: try p.decoded("replica"), seq: try seq(try p.decoded("seq"))) },
-            .get: { r, p in try await r.storedBatch(replica: try p.decoded("replica"), seq: try seq(try p.decoded("seq"))) },
-        ])
-        path("replicas/:replica/copies", [.post: { r, p in try await r.copy(replica: try p.decoded("replica")) }])
-        path("replicas/:replica/changes", [.get: { r, p in try await r.changes(replica: try p.decoded("replica")) }])
-        path("replicas/:replica/snapshot", [.get: { r, p in try await r.snapshot(replica: try p.decoded("replica")) }])
-        path("replicas/:replica/checksums", [.get: { r, p in try await r.checksums(replica: try p.decoded("replica")) }])
+        // Every route of the table, served: a route added there and not here does not compile.
+        for route in NativeSyncRoute.allCases {
+            switch route {
+            case .blob:
+                serve(route, [
+                    .get: { r, p in try r.json(try await r.sync.blobStatus(sha256: try p.decoded("sha256"))) },
+                    .put: { r, p in try await r.appendBlob(try p.decoded("sha256")) },
+                ])
+            case .attachment: serve(route, [.get: { r, p in try await r.attachment(try p.decoded("globalId")) }])
+            case .schema: serve(route, [.get: { r, _ in try await r.schema() }])
+            case .replicas: serve(route, [.get: { r, _ in try r.json(try await r.sync.replicas()) }])
+            case .replica:
+                serve(route, [
+                    .get: { r, p in
+                        var info = try await r.sync.replica(id: try p.decoded("replica"))
+                        info.batchEncodings = UploadBatch.acceptedEncodings
+                        return try r.json(info)
+                    },
+                    .delete: { r, p in
+                        try await r.sync.unregisterReplica(id: try p.decoded("replica"))
+                        return r.writing.json(["success": true])
+                    },
+                ])
+            case .batch:
+                serve(route, [
+                    .put: { r, p in try await r.putBatch(replica: try p.decoded("replica"), seq: try seq(try p.decoded("seq"))) },
+                    .get: { r, p in try await r.storedBatch(replica: try p.decoded("replica"), seq: try seq(try p.decoded("seq"))) },
+                ])
+            case .copies: serve(route, [.post: { r, p in try await r.copy(replica: try p.decoded("replica")) }])
+            case .changes: serve(route, [.get: { r, p in try await r.changes(replica: try p.decoded("replica")) }])
+            case .snapshot: serve(route, [.get: { r, p in try await r.snapshot(replica: try p.decoded("replica")) }])
+            case .checksums: serve(route, [.get: { r, p in try await r.checksums(replica: try p.decoded("replica")) }])
+            }
+        }
         return router.buildResponder()
     }()
 

@@ -16,21 +16,19 @@ struct NativeSyncClient: Sendable {
         self.replicaID = replicaID
     }
 
-    private var replica: String { "replicas/\(replicaID)" }
-
     private func url(_ path: String, _ query: [(String, String)] = []) -> URL { connection.url(connection.nativeURL, path, query: query) }
 
     // MARK: - Replica
 
     /// The replica's registration with the service's generation and schema version now.
     func replicaInfo() async throws -> JSONValue {
-        try await connection.json(.GET, url(replica))
+        try await connection.json(.GET, url(NativeSyncRoute.replica.path(replicaID)))
     }
 
     /// Registers a new replica with this one's scope at `generation` (the generation of a copy of
     /// its file); its info.
     func copy(generation: Int64, name: String) async throws -> ReplicaInfo {
-        let answer = try await connection.json(.POST, url("\(replica)/copies"), form: [("generation", String(generation)), ("replicaName", name)])
+        let answer = try await connection.json(.POST, url(NativeSyncRoute.copies.path(replicaID)), form: [("generation", String(generation)), ("replicaName", name)])
         do {
             return try JSONValueDecoder().decode(ReplicaInfo.self, from: answer)
         } catch {
@@ -40,7 +38,7 @@ struct NativeSyncClient: Sendable {
 
     /// The service's schema now (a replica behind its version migrates to it).
     func schema() async throws -> ServiceSchema {
-        let answer = try await connection.json(.GET, url("schema"))
+        let answer = try await connection.json(.GET, url(NativeSyncRoute.schema.path()))
         guard let schema = answer["schema"] else { throw SyncError(.invalidResponse, "the service sent no schema") }
         do {
             return try ServiceSchema.decode(schema.jsonData)
@@ -77,7 +75,7 @@ struct NativeSyncClient: Sendable {
     }
 
     private func batchURL(_ seq: Int64, _ checksums: [Int]?) -> URL {
-        url("\(replica)/batches/\(seq)", checksums.map { [("checksums", $0.map(String.init).joined(separator: ","))] } ?? [])
+        url(NativeSyncRoute.batch.path(replicaID, String(seq)), checksums.map { [("checksums", $0.map(String.init).joined(separator: ","))] } ?? [])
     }
 
     /// What an answer to a batch says; `body` is the batch's stored bytes.
@@ -106,7 +104,7 @@ struct NativeSyncClient: Sendable {
 
     /// How much of some attachment content the server has.
     func blobStatus(_ sha256: String) async throws -> BlobStatus {
-        let target = url("blobs/\(sha256)")
+        let target = url(NativeSyncRoute.blob.path(sha256))
         let reply = try await connection.send(.GET, target)
         guard reply.status == 200 else { throw ServiceConnection.failure(reply, url: target) }
         return try Self.decode(BlobStatus.self, reply.body)
@@ -115,7 +113,7 @@ struct NativeSyncClient: Sendable {
     /// Appends a chunk of content at `offset` (`total`: its whole size). When someone else's
     /// upload of the same content moved on meanwhile (409), the answer is where it stands now.
     func appendBlob(_ sha256: String, offset: Int64, total: Int64, bytes: Data) async throws -> BlobStatus {
-        let target = url("blobs/\(sha256)", [("offset", String(offset)), ("size", String(total))])
+        let target = url(NativeSyncRoute.blob.path(sha256), [("offset", String(offset)), ("size", String(total))])
         let reply = try await connection.send(.PUT, target, body: bytes, contentType: "application/octet-stream")
         switch reply.status {
         case 200: return try Self.decode(BlobStatus.self, reply.body)
@@ -132,14 +130,14 @@ struct NativeSyncClient: Sendable {
         var query = [("layer", String(layer)), ("since", String(since)), ("upto", String(upto)), ("limit", String(limit))]
         if let after { query.append(("after", after)) }
         if let countUpTo, after == nil { query.append(("count", String(countUpTo))) }
-        return try await page(url("\(replica)/changes", query))
+        return try await page(url(NativeSyncRoute.changes.path(replicaID), query))
     }
 
     /// One page of every feature of a layer in the replica's scope (fetching a layer again).
     func snapshot(layer: Int, after: String?, limit: Int = 1000) async throws -> ChangePage {
         var query = [("layer", String(layer)), ("limit", String(limit))]
         if let after { query.append(("after", after)) }
-        return try await page(url("\(replica)/snapshot", query))
+        return try await page(url(NativeSyncRoute.snapshot.path(replicaID), query))
     }
 
     /// A page, binary from a server that writes it (one that does not answers JSON).
@@ -155,7 +153,7 @@ struct NativeSyncClient: Sendable {
 
     /// Bytes `from`…`through` of an attachment's content.
     func attachmentBytes(_ globalID: String, from: Int64, through: Int64) async throws -> Data {
-        let target = url("attachments/\(globalID)")
+        let target = url(NativeSyncRoute.attachment.path(globalID))
         let reply = try await connection.send(.GET, target, range: "bytes=\(from)-\(through)")
         guard reply.status == 206 || (reply.status == 200 && from == 0) else { throw ServiceConnection.failure(reply, url: target) }
         guard !reply.body.isEmpty else { throw SyncError(.invalidResponse, "the server sent no bytes of attachment \(globalID) from \(from)") }
@@ -170,7 +168,7 @@ struct NativeSyncClient: Sendable {
     func checksums(layers: [Int], since: Int64? = nil) async throws -> ReplicaChecksums {
         var query = [("layers", layers.map(String.init).joined(separator: ","))]
         if let since { query.append(("since", String(since))) }
-        let target = url("\(replica)/checksums", query)
+        let target = url(NativeSyncRoute.checksums.path(replicaID), query)
         let reply = try await connection.send(.GET, target)
         guard reply.status == 200 else { throw ServiceConnection.failure(reply, url: target) }
         return try Self.decode(ReplicaChecksums.self, reply.body)

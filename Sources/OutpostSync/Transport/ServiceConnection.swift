@@ -3,6 +3,7 @@ import Foundation
 import NIOCore
 import NIOHTTP1
 import OutpostCore
+import OutpostProtocol
 
 /// HTTP to one feature service: its ArcGIS REST FeatureServer URL and, derived from it, the
 /// native sync API (`…/outpost/v1/services/<name>`).
@@ -34,7 +35,7 @@ public struct ServiceConnection: Sendable {
         let prefix = parts[..<(servicesIndex - 1)].dropLast(parts[servicesIndex - 2] == "arcgis" ? 1 : 0)
         var components = URLComponents(url: featureServerURL, resolvingAgainstBaseURL: false)!
         components.query = nil
-        components.path = "/" + (Array(prefix) + ["outpost", "v1", "services", name]).joined(separator: "/")
+        components.path = "/" + (Array(prefix) + NativeSyncRoute.servicePrefix + [name]).joined(separator: "/")
         components.percentEncodedQuery = nil
         self.nativeURL = components.url!
         components.path = "/" + parts.joined(separator: "/")
