@@ -60,7 +60,7 @@ extension PostgresServiceBackend: SyncBackend {
 
     /// A replica's info with its ledger position; `lock` holds its row to the end of the transaction.
     static func replica(id: String, service: String, _ conn: PostgresConnection, lock: Bool = false, logger: Logger) async throws -> ReplicaInfo {
-        let normalized = GlobalID.normalized(id) ?? id
+        let normalized = ReplicaID.normalized(id)
         let found = try await replicas(conn, service: service, filter: "AND r.replica_id = $2" + (lock ? " FOR UPDATE OF r" : ""), binds: [normalized], logger: logger)
         guard let info = found.first else { throw SyncServiceError.notFound("replica \(id)") }
         return info
@@ -121,14 +121,14 @@ extension PostgresServiceBackend: SyncBackend {
         try await transaction { conn in
             _ = try await Self.replica(id: id, service: service, conn, lock: true, logger: logger)
             // The ledger goes with it (ON DELETE CASCADE).
-            try await conn.query("DELETE FROM outpost_replicas WHERE replica_id = \(GlobalID.normalized(id) ?? id)", logger: logger)
+            try await conn.query("DELETE FROM outpost_replicas WHERE replica_id = \(ReplicaID.normalized(id))", logger: logger)
         }
     }
 
     // MARK: - Batches
 
     public func batchResult(replicaID: String, seq: Int64) async throws -> BatchResult? {
-        let id = GlobalID.normalized(replicaID) ?? replicaID
+        let id = ReplicaID.normalized(replicaID)
         var binds = PostgresBindings()
         binds.append(id)
         binds.append(seq)
@@ -142,7 +142,7 @@ extension PostgresServiceBackend: SyncBackend {
         return try await transaction { conn -> BatchAnswer.Pending in
             let generation = try await self.lockGeneration(conn) + 1
             let layers = self.layers, schema = self.serviceSchema
-            let replicaID = GlobalID.normalized(batch.replicaId) ?? batch.replicaId
+            let replicaID = ReplicaID.normalized(batch.replicaId)
             let info = try await Self.replica(id: replicaID, service: service, conn, lock: true, logger: logger)
             var ledger: BatchAdmission.LedgerEntry?
             for try await (storedHash, text) in try await conn.query(
@@ -202,7 +202,7 @@ extension PostgresServiceBackend: SyncBackend {
     }
 
     public func recordReceived(replicaID: String, upTo generation: Int64) async throws {
-        let id = GlobalID.normalized(replicaID) ?? replicaID
+        let id = ReplicaID.normalized(replicaID)
         let logger = logger
         try await transaction { conn in
             try await conn.query(

@@ -42,10 +42,10 @@ extension SQLiteServiceBackend: SyncBackend {
     }
 
     static func replica(id: String, _ conn: GeodatabaseConnection) throws -> ReplicaInfo {
-        guard let normalized = GlobalID.normalized(id) ?? Optional(id),
-            let row = try conn.query(
-                "SELECT definition, replica_gen, last_seq, last_sync_at FROM outpost_replicas WHERE replica_id = ?",
-                arguments: [.text(normalized)]).first
+        let normalized = ReplicaID.normalized(id)
+        guard let row = try conn.query(
+            "SELECT definition, replica_gen, last_seq, last_sync_at FROM outpost_replicas WHERE replica_id = ?",
+            arguments: [.text(normalized)]).first
         else { throw SyncServiceError.notFound("replica \(id)") }
         var info = try JSONValueDecoder().decode(ReplicaInfo.self, from: Data(row[0].textValue!.utf8))
         info.replicaServerGen = row[1].integerValue ?? 0
@@ -77,7 +77,7 @@ extension SQLiteServiceBackend: SyncBackend {
     public func unregisterReplica(id: String) async throws {
         try await geodatabase.write { conn in
             _ = try Self.replica(id: id, conn)
-            let gid = SQLLiteral.text(GlobalID.normalized(id) ?? id)
+            let gid = SQLLiteral.text(ReplicaID.normalized(id))
             try conn.execute("DELETE FROM outpost_batch_ledger WHERE replica_id = ?", arguments: [gid])
             try conn.execute("DELETE FROM outpost_replicas WHERE replica_id = ?", arguments: [gid])
         }
@@ -89,7 +89,7 @@ extension SQLiteServiceBackend: SyncBackend {
         try await geodatabase.read { conn in
             guard let text = try conn.query(
                 "SELECT result FROM outpost_batch_ledger WHERE replica_id = ? AND seq = ?",
-                arguments: [.text(GlobalID.normalized(replicaID) ?? replicaID), .integer(seq)]).first?[0].textValue
+                arguments: [.text(ReplicaID.normalized(replicaID)), .integer(seq)]).first?[0].textValue
             else { return nil }
             return try BatchAdmission.replayed(text)
         }
@@ -112,7 +112,7 @@ extension SQLiteServiceBackend: SyncBackend {
         let gdb = geodatabase
         let faults = self.faults
         return try await gdb.write { conn -> BatchAnswer.Pending in
-            let replicaID = GlobalID.normalized(batch.replicaId) ?? batch.replicaId
+            let replicaID = ReplicaID.normalized(batch.replicaId)
             let info = try Self.replica(id: replicaID, conn)
             let ledger = try conn.query(
                 "SELECT hash, result FROM outpost_batch_ledger WHERE replica_id = ? AND seq = ?",
@@ -210,7 +210,7 @@ extension SQLiteServiceBackend: SyncBackend {
     public func recordReceived(replicaID: String, upTo generation: Int64) async throws {
         // Informational, shown as replicaServerGen in the replica's info. One row: no wait for
         // a checkpoint due after the replica's last batch.
-        let id = GlobalID.normalized(replicaID) ?? replicaID
+        let id = ReplicaID.normalized(replicaID)
         try await geodatabase.write(small: true) { conn in
             try conn.execute(
                 "UPDATE outpost_replicas SET replica_gen = max(replica_gen, ?), last_sync_at = ? WHERE replica_id = ?",

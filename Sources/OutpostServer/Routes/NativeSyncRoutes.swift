@@ -262,7 +262,7 @@ struct NativeSyncRoutes {
     }
 
     private static func aheadKey(_ service: String, _ replica: String) -> String {
-        service + "/" + (GlobalID.normalized(replica) ?? replica)
+        service + "/" + ReplicaID.normalized(replica)
     }
 
     /// Starts the checksums a batch asked for (`checksums=0,1`), once it is applied (or replayed):
@@ -395,7 +395,7 @@ struct NativeSyncRoutes {
 
     /// Refuses a batch sent to another seq or replica than it names, or in a newer format.
     private static func check(_ batch: UploadBatch, replica: String, seq: Int64) throws {
-        guard batch.seq == seq, GlobalID.normalized(batch.replicaId) == GlobalID.normalized(replica) ?? replica else {
+        guard batch.seq == seq, GlobalID.normalized(batch.replicaId) == ReplicaID.normalized(replica) else {
             throw ServiceError.badParameter("body", "the batch is seq \(batch.seq) of replica \(batch.replicaId), not \(seq) of \(replica)")
         }
         guard batch.formatVersion <= UploadBatch.currentFormatVersion else {
