@@ -16,7 +16,7 @@ import PostgresNIO
 /// that lock, so the same batch sent to two processes at once is applied by the first and
 /// replayed by the second; the ledger's primary key (replica, seq) backs this up.
 extension PostgresServiceBackend: SyncBackend {
-    static func now() -> Int64 { Int64(Date().timeIntervalSince1970 * 1000) }
+    static func now() -> Int64 { ServiceClock.system.milliseconds() }
 
     // MARK: - Replicas
 

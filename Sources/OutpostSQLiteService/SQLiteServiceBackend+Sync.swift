@@ -35,7 +35,7 @@ extension SQLiteServiceBackend: SyncBackend {
         return info
     }
 
-    static func now() -> Int64 { Int64(Date().timeIntervalSince1970 * 1000) }
+    static func now() -> Int64 { ServiceClock.system.milliseconds() }
 
     public func replica(id: String) async throws -> ReplicaInfo {
         try await geodatabase.read { conn in try Self.replica(id: id, conn) }

@@ -62,9 +62,9 @@ public final class MemoryJobStore: JobRecordStore {
     private let records = Mutex<[String: (record: JobRecord, cancel: Bool)]>([:])
     private let now: @Sendable () -> Int64
 
-    /// An empty store; `now` gives the time updates are stamped with (epoch ms).
-    public init(now: @escaping @Sendable () -> Int64 = { Int64(Date().timeIntervalSince1970 * 1000) }) {
-        self.now = now
+    /// An empty store; `clock` gives the time updates are stamped with.
+    public init(clock: ServiceClock = .system) {
+        now = clock.milliseconds
     }
 
     public var isShared: Bool { false }

@@ -63,16 +63,27 @@ struct OutpostCommand: AsyncParsableCommand {
         }
     }
 
-    static func fail(_ message: String, code: Int32 = 1) -> Never {
+    static func fail(_ message: String, code: OutpostExit = .failure) -> Never {
         FileHandle.standardError.write(Data("outpost: \(message)\n".utf8))
-        Foundation.exit(code)
+        Foundation.exit(code.rawValue)
     }
 }
 
 /// A failure reported as one line with an exit code.
 struct CLIFailure: Error {
     var message: String
-    var exitCode: Int32 = 1
+    var exitCode: OutpostExit = .failure
+}
+
+/// The command line's exit codes (docs/cli.md, "Conventions"), named here only. A usage error's
+/// 64 is ArgumentParser's.
+enum OutpostExit: Int32 {
+    /// It failed: one line on stderr.
+    case failure = 1
+    /// A partial success: some edits were rejected and kept in the replica.
+    case partial = 2
+    /// Ctrl-C a second time while a job was pausing: quit at once (128 + SIGINT).
+    case interrupted = 130
 }
 
 /// Writes JSON for `--json` output: stable key order, one document.

@@ -57,7 +57,7 @@ func runShowingProgress(_ job: any AnyJob, label: String) async -> JobStatus {
             FileHandle.standardError.write(Data("\noutpost: pausing at the next checkpoint (Ctrl-C again to quit)\n".utf8))
             try? job.pause()
         } else {
-            exit(130)
+            exit(OutpostExit.interrupted.rawValue)
         }
     }
     interrupt.resume()

@@ -2,6 +2,7 @@ import Foundation
 import GRDB
 import OutpostCore
 import OutpostGeoprocessing
+import OutpostSyncService
 
 /// A geoprocessing job as it is kept on disk.
 struct GPJobRecord: Sendable, Equatable {
@@ -47,7 +48,7 @@ final class GPJobStore: Sendable {
         try migrator.migrate(queue)
     }
 
-    static func now() -> Int64 { Int64(Date().timeIntervalSince1970 * 1000) }
+    static func now() -> Int64 { ServiceClock.system.milliseconds() }
 
     func insert(_ record: GPJobRecord) throws {
         // Encoded before the write: the database is not held while megabytes of input are written out.

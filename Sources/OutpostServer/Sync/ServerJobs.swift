@@ -23,7 +23,7 @@ final class ServerJobs: Sendable {
         self.metrics = metrics
     }
 
-    static func now() -> Int64 { Int64(Date().timeIntervalSince1970 * 1000) }
+    static func now() -> Int64 { ServiceClock.system.milliseconds() }
 
     /// Starts `work` and returns the job id; `work` returns the job's result fields
     /// (`resultUrl`, `replicaID`, …).

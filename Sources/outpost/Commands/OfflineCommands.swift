@@ -225,7 +225,7 @@ struct OfflineCommand: AsyncParsableCommand {
                 print("nothing to sync: the map holds no replicas (snapshots never sync)")
             }
             if failed > 0 { throw CLIFailure(message: "\(failed) of \(result.replicas.count) replicas did not sync (they are as they were)") }
-            if rejected > 0 { throw CLIFailure(message: "\(rejected) edits were rejected and kept in their replicas (see outpost status)", exitCode: 2) }
+            if rejected > 0 { throw CLIFailure(message: "\(rejected) edits were rejected and kept in their replicas (see outpost status)", exitCode: .partial) }
         }
     }
 

@@ -236,7 +236,7 @@ struct SyncImportCommand: AsyncParsableCommand {
             parts.append(summary.upto.map { "\(summary.changes) server changes applied up to generation \($0)" } ?? "no new server changes")
             print(parts.joined(separator: "; "))
         }
-        if summary.rejected { throw CLIFailure(message: "the service rolled the batch back", exitCode: 2) }
+        if summary.rejected { throw CLIFailure(message: "the service rolled the batch back", exitCode: .partial) }
     }
 }
 
@@ -323,7 +323,7 @@ struct SyncRunCommand: AsyncParsableCommand {
             for r in results where r.refetched { print("\(r.tableName) differed from the server and was fetched again") }
             for e in rejected { print("rejected: \(e["layer"]!.stringValue!) \(e["globalid"]!.stringValue!): \(e["reason"]!.stringValue!)") }
         }
-        if !rejected.isEmpty { throw CLIFailure(message: "\(rejected.count) edits were rejected and kept in the replica (see outpost status)", exitCode: 2) }
+        if !rejected.isEmpty { throw CLIFailure(message: "\(rejected.count) edits were rejected and kept in the replica (see outpost status)", exitCode: .partial) }
     }
 
     static func describe(_ p: PendingChanges) -> String {
