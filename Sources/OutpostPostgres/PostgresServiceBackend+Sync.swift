@@ -16,7 +16,6 @@ import PostgresNIO
 /// that lock, so the same batch sent to two processes at once is applied by the first and
 /// replayed by the second; the ledger's primary key (replica, seq) backs this up.
 extension PostgresServiceBackend: SyncBackend {
-    static func now() -> Int64 { ServiceClock.system.milliseconds() }
 
     // MARK: - Replicas
 
@@ -35,7 +34,7 @@ extension PostgresServiceBackend: SyncBackend {
             }
             return generation
         }
-        let info = try request.info(replicaID: replicaID, generation: generation, schema: schema, created: Self.now())
+        let info = try request.info(replicaID: replicaID, generation: generation, schema: schema, created: clock.milliseconds())
         guard request.syncModel != .none else { return info }
         let definition = try JSONValueEncoder().encode(info).jsonString
         try await transaction { conn in
@@ -105,7 +104,7 @@ extension PostgresServiceBackend: SyncBackend {
         let service = self.name, logger = logger
         let copyID = GlobalID.make()
         return try await transaction { conn in
-            let copy = try await Self.replica(id: id, service: service, conn, logger: logger).copy(id: copyID, name: name, generation: generation, created: Self.now())
+            let copy = try await Self.replica(id: id, service: service, conn, logger: logger).copy(id: copyID, name: name, generation: generation, created: self.clock.milliseconds())
             let definition = try JSONValueEncoder().encode(copy).jsonString
             try await conn.query(
                 """
@@ -173,7 +172,7 @@ extension PostgresServiceBackend: SyncBackend {
                 throw rejected
             case .commit(let commit):
                 let pending = BatchAnswer.Pending(applied: commit.answer, stages: applier.stages)
-                try await Self.record(commit, service: service, conn, logger: logger)
+                try await Self.record(commit, at: self.clock.milliseconds(), service: service, conn, logger: logger)
                 try faults.check("server.beforeCommit")
                 return pending
             }
@@ -182,7 +181,7 @@ extension PostgresServiceBackend: SyncBackend {
 
     /// Writes what an applied batch commits with: the generation, the ledger row (pruning the
     /// older ones) and the replica's position.
-    static func record(_ commit: BatchAdmission.Commit, service: String, _ conn: PostgresConnection, logger: Logger) async throws {
+    static func record(_ commit: BatchAdmission.Commit, at time: Int64, service: String, _ conn: PostgresConnection, logger: Logger) async throws {
         if let generation = commit.advancesGenerationTo { try await PostgresChangeLog.setGeneration(conn, service: service, generation, logger: logger) }
         let replica = commit.replicaID
         try await conn.query(
@@ -192,7 +191,7 @@ extension PostgresServiceBackend: SyncBackend {
             """, logger: logger)
         try await conn.query("DELETE FROM outpost_batch_ledger WHERE replica_id = \(replica) AND seq < \(commit.pruneBelow)", logger: logger)
         try await conn.query(
-            "UPDATE outpost_replicas SET last_seq = \(commit.lastSeq), last_sync_at = \(now()) WHERE replica_id = \(replica)", logger: logger)
+            "UPDATE outpost_replicas SET last_seq = \(commit.lastSeq), last_sync_at = \(time) WHERE replica_id = \(replica)", logger: logger)
     }
 
     // MARK: - Change feed
@@ -206,7 +205,7 @@ extension PostgresServiceBackend: SyncBackend {
         let logger = logger
         try await transaction { conn in
             try await conn.query(
-                "UPDATE outpost_replicas SET replica_gen = greatest(replica_gen, \(generation)), last_sync_at = \(Self.now()) WHERE replica_id = \(id)", logger: logger)
+                "UPDATE outpost_replicas SET replica_gen = greatest(replica_gen, \(generation)), last_sync_at = \(self.clock.milliseconds()) WHERE replica_id = \(id)", logger: logger)
         }
     }
 

@@ -63,9 +63,12 @@ public final class PostgresServiceBackend: FeatureServiceBackend {
     let logger = Logger(label: "outpost.postgres")
     /// Fault points for tests (`server.beforeCommit`: after a batch is applied, before it commits).
     public let faults: FaultInjector
+    /// Where the store reads the time (replicas' creation and last sync).
+    public let clock: ServiceClock
 
-    private init(name: String, location: PostgresLocation, schema: ServiceSchema, pool: PostgresPool, timeout: Duration, faults: FaultInjector) {
+    private init(name: String, location: PostgresLocation, schema: ServiceSchema, pool: PostgresPool, timeout: Duration, faults: FaultInjector, clock: ServiceClock) {
         self.faults = faults
+        self.clock = clock
         self.name = name
         self.location = location
         current = Mutex((schema, Self.tables(schema, service: name)))
@@ -77,9 +80,9 @@ public final class PostgresServiceBackend: FeatureServiceBackend {
     /// Opens one service of the database.
     /// - Throws: ``PostgresServiceError`` when the database cannot be reached or has no such service.
     public static func open(
-        service: String, at location: PostgresLocation, timeout: Duration = .seconds(30), faults: FaultInjector = FaultInjector()
+        service: String, at location: PostgresLocation, timeout: Duration = .seconds(30), faults: FaultInjector = FaultInjector(), clock: ServiceClock = .system
     ) async throws -> PostgresServiceBackend {
-        try await openAll(at: location, only: service, timeout: timeout, faults: faults)[0]
+        try await openAll(at: location, only: service, timeout: timeout, faults: faults, clock: clock)[0]
     }
 
     /// Opens every service of the database (or only `only`), after applying pending migrations.
@@ -87,8 +90,10 @@ public final class PostgresServiceBackend: FeatureServiceBackend {
     /// - Parameter location: the database to connect to.
     /// - Parameter only: the one service to open, when not every one.
     /// - Parameter timeout: the longest a connection attempt may take.
+    /// - Parameter clock: where the services read the time.
     public static func openAll(
-        at location: PostgresLocation, only: String? = nil, timeout: Duration = .seconds(30), faults: FaultInjector = FaultInjector()
+        at location: PostgresLocation, only: String? = nil, timeout: Duration = .seconds(30), faults: FaultInjector = FaultInjector(),
+        clock: ServiceClock = .system
     ) async throws -> [PostgresServiceBackend] {
         let stored: [(String, String)] = try await PostgresServiceStore.withClient(location) { client in
             try await PostgresServiceStore.migrate(client)
@@ -102,7 +107,7 @@ public final class PostgresServiceBackend: FeatureServiceBackend {
         // The services share one pool: connections go to whichever service is busy.
         let pool = PostgresPool(location)
         return try stored.map { name, json in
-            PostgresServiceBackend(name: name, location: location, schema: try ServiceSchema.decode(Data(json.utf8)), pool: pool, timeout: timeout, faults: faults)
+            PostgresServiceBackend(name: name, location: location, schema: try ServiceSchema.decode(Data(json.utf8)), pool: pool, timeout: timeout, faults: faults, clock: clock)
         }
     }
 

@@ -23,7 +23,7 @@ extension SQLiteServiceBackend: SyncBackend {
             }
             return generation
         }
-        let info = try request.info(replicaID: replicaID, generation: generation, schema: schema, created: Self.now())
+        let info = try request.info(replicaID: replicaID, generation: generation, schema: schema, created: clock.milliseconds())
         guard request.syncModel != .none else { return info }
         let definition = try JSONValueEncoder().encode(info).jsonString
         let created = info.creationDate
@@ -35,7 +35,6 @@ extension SQLiteServiceBackend: SyncBackend {
         return info
     }
 
-    static func now() -> Int64 { ServiceClock.system.milliseconds() }
 
     public func replica(id: String) async throws -> ReplicaInfo {
         try await geodatabase.read { conn in try Self.replica(id: id, conn) }
@@ -65,7 +64,7 @@ extension SQLiteServiceBackend: SyncBackend {
     public func copyReplica(id: String, name: String, generation: Int64) async throws -> ReplicaInfo {
         let copyID = GlobalID.make()
         let copy = try await geodatabase.write { conn in
-            let copy = try Self.replica(id: id, conn).copy(id: copyID, name: name, generation: generation, created: Self.now())
+            let copy = try Self.replica(id: id, conn).copy(id: copyID, name: name, generation: generation, created: self.clock.milliseconds())
             try conn.execute(
                 "INSERT INTO outpost_replicas (replica_id, name, definition, replica_gen, last_seq, created_at) VALUES (?, ?, ?, ?, 0, ?)",
                 arguments: [.text(copyID), .text(name), .text(try JSONValueEncoder().encode(copy).jsonString), .integer(generation), .integer(copy.creationDate)])
@@ -178,7 +177,7 @@ extension SQLiteServiceBackend: SyncBackend {
                 throw rejected
             case .commit(let commit):
                 let pending = BatchAnswer.Pending(applied: commit.answer, stages: applier.stages)
-                try Self.record(commit, conn)
+                try Self.record(commit, at: self.clock.milliseconds(), conn)
                 try faults.check("server.beforeCommit")
                 return pending
             }
@@ -187,7 +186,7 @@ extension SQLiteServiceBackend: SyncBackend {
 
     /// Writes what an applied batch commits with: the generation, the ledger row (pruning the
     /// older ones) and the replica's position.
-    static func record(_ commit: BatchAdmission.Commit, _ conn: GeodatabaseConnection) throws {
+    static func record(_ commit: BatchAdmission.Commit, at time: Int64, _ conn: GeodatabaseConnection) throws {
         if let generation = commit.advancesGenerationTo { try ServiceStore.setGeneration(conn, generation) }
         let replica = SQLLiteral.text(commit.replicaID)
         try conn.execute(
@@ -198,7 +197,7 @@ extension SQLiteServiceBackend: SyncBackend {
             ])
         try conn.execute("DELETE FROM outpost_batch_ledger WHERE replica_id = ? AND seq < ?", arguments: [replica, .integer(commit.pruneBelow)])
         try conn.execute(
-            "UPDATE outpost_replicas SET last_seq = ?, last_sync_at = ? WHERE replica_id = ?", arguments: [.integer(commit.lastSeq), .integer(now()), replica])
+            "UPDATE outpost_replicas SET last_seq = ?, last_sync_at = ? WHERE replica_id = ?", arguments: [.integer(commit.lastSeq), .integer(time), replica])
     }
 
     // MARK: - Change feed
@@ -214,7 +213,7 @@ extension SQLiteServiceBackend: SyncBackend {
         try await geodatabase.write(small: true) { conn in
             try conn.execute(
                 "UPDATE outpost_replicas SET replica_gen = max(replica_gen, ?), last_sync_at = ? WHERE replica_id = ?",
-                arguments: [.integer(generation), .integer(Self.now()), .text(id)])
+                arguments: [.integer(generation), .integer(self.clock.milliseconds()), .text(id)])
         }
     }
 

@@ -14,10 +14,13 @@ public final class SQLiteServiceBackend: FeatureServiceBackend {
     let blobs: BlobStore
     /// Fault points for tests (`server.beforeCommit`).
     public let faults: FaultInjector
+    /// Where the store reads the time (replicas' creation and last sync).
+    public let clock: ServiceClock
 
     /// Opens a service GeoPackage made by ``create(at:schema:dataDirectory:overwrite:)``.
     /// - Throws: `SyncServiceError` (`failed`) when the file is not an Outpost service.
-    public init(url: URL, name: String? = nil, faults: FaultInjector = FaultInjector()) throws {
+    public init(url: URL, name: String? = nil, faults: FaultInjector = FaultInjector(), clock: ServiceClock = .system) throws {
+        self.clock = clock
         geodatabase = try Geodatabase.open(at: url)
         blobs = BlobStore(directory: URL(fileURLWithPath: url.path + ".blobs"))
         self.name = name ?? url.deletingPathExtension().lastPathComponent

@@ -8,6 +8,7 @@ import OutpostStorage
 @testable import OutpostSyncService
 import OutpostTestSupport
 import OutpostServiceTestSupport
+import Synchronization
 import Testing
 
 @testable import OutpostServer
@@ -209,6 +210,28 @@ struct NativeSyncEndpointTests {
             #expect(try await client.get("\(native.replacingOccurrences(of: "field_inspection", with: "nope"))/replicas").status == 404)
             #expect(try await client.post("\(uri)/checksums", [:]).status == 405)
         }
+    }
+
+    /// A store reads the time from the clock it was given: a replica's creation date and its
+    /// last sync are the clock's, not the wall clock's.
+    @Test func aStoreReadsTheTimeFromItsClock() async throws {
+        let service = try await TestService.fieldInspection(.sqlite)
+        try await service.backend.close()
+        let start = Date(timeIntervalSince1970: 1_700_000_000)
+        let later = Mutex(start)
+        let backend = try SQLiteServiceBackend(url: service.file, clock: ServiceClock { later.withLock { $0 } })
+        let info = try await backend.createReplica(
+            ReplicaRequest(name: "clocked", layers: [.init(id: 0, serverGen: 0, syncDirection: .bidirectional)]),
+            serviceURL: "http://127.0.0.1/arcgis/rest/services/field_inspection/FeatureServer", format: .geopackage,
+            writingTo: service.directory.file("clocked.gpkg"))
+        #expect(info.creationDate == 1_700_000_000_000)
+        later.withLock { $0 = start.addingTimeInterval(90) }
+        let upload = UploadBatch(replicaId: info.replicaID, batchId: GlobalID.make(), seq: 1, schemaVersion: 1, rollbackOnFailure: true, layers: [
+            BatchLayer(id: 0, edits: [insertEdit()])
+        ])
+        _ = try await backend.applyBatchAnswering(upload, hash: UploadBatch.hash(try upload.encoded()))
+        #expect(try await backend.replica(id: info.replicaID).lastSyncDate == 1_700_000_090_000)
+        try await backend.close()
     }
 
     /// The native route table (OutpostProtocol's `NativeSyncRoute`) is what the server serves:
