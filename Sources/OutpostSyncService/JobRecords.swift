@@ -60,11 +60,11 @@ public protocol JobRecordStore: Sendable {
 /// is idempotent or registers nothing until it succeeds).
 public final class MemoryJobStore: JobRecordStore {
     private let records = Mutex<[String: (record: JobRecord, cancel: Bool)]>([:])
-    private let now: @Sendable () -> Int64
+    private let clock: ServiceClock
 
     /// An empty store; `clock` gives the time updates are stamped with.
     public init(clock: ServiceClock = .system) {
-        now = clock.milliseconds
+        self.clock = clock
     }
 
     public var isShared: Bool { false }
@@ -77,7 +77,7 @@ public final class MemoryJobStore: JobRecordStore {
             r.status = status
             r.result = result ?? r.result
             r.error = error ?? r.error
-            r.lastUpdatedTime = now()
+            r.lastUpdatedTime = clock.milliseconds()
             records[id]?.record = r
         }
     }

@@ -88,21 +88,24 @@ struct PackageHygieneTests {
         }
     }
 
+    /// The targets `name` builds (itself included) and the products they take, following target
+    /// dependencies.
+    static func closure(_ name: String, in all: [String: Target]) -> (targets: Set<String>, products: Set<String>) {
+        var seen = Set<String>(), products = Set<String>(), queue = [name]
+        while let next = queue.popLast() {
+            guard seen.insert(next).inserted, let target = all[next] else { continue }
+            products.formUnion(target.products)
+            queue += target.targets
+        }
+        return (seen, products)
+    }
+
     /// A test of geometry, storage or tiles builds neither the server nor PostgreSQL.
     @Test(.timeLimit(Self.hangLimit))
     func lowerTestTargetsBuildNoServer() async throws {
         let all = try await Self.targets()
-        func closure(_ name: String) -> (targets: Set<String>, products: Set<String>) {
-            var seen = Set<String>(), products = Set<String>(), queue = [name]
-            while let next = queue.popLast() {
-                guard seen.insert(next).inserted, let target = all[next] else { continue }
-                products.formUnion(target.products)
-                queue += target.targets
-            }
-            return (seen, products)
-        }
         for test in ["OutpostCoreTests", "OutpostStorageTests", "OutpostTilesTests"] {
-            let (targets, products) = closure(test)
+            let (targets, products) = Self.closure(test, in: all)
             #expect(all[test] != nil)
             #expect(targets.isDisjoint(with: ["OutpostServer", "OutpostPostgres"]), "\(test) builds \(targets.intersection(["OutpostServer", "OutpostPostgres"]))")
             #expect(products.isDisjoint(with: ["Hummingbird", "PostgresNIO"]), "\(test) builds \(products.intersection(["Hummingbird", "PostgresNIO"]))")
@@ -115,18 +118,9 @@ struct PackageHygieneTests {
     @Test(.timeLimit(Self.hangLimit))
     func storesKnowNeitherTheServerNorHTTP() async throws {
         let all = try await Self.targets()
-        func closure(_ name: String) -> (targets: Set<String>, products: Set<String>) {
-            var seen = Set<String>(), products = Set<String>(), queue = [name]
-            while let next = queue.popLast() {
-                guard seen.insert(next).inserted, let target = all[next] else { continue }
-                products.formUnion(target.products)
-                queue += target.targets
-            }
-            return (seen, products)
-        }
         let status = /\b(400|401|403|404|409|413|422|429|499|500|502|503)\b|\bServiceError\b|HTTPResponse/
         for store in ["OutpostSyncService", "OutpostSQLiteService", "OutpostPostgres"] {
-            let (targets, products) = closure(store)
+            let (targets, products) = Self.closure(store, in: all)
             #expect(all[store] != nil)
             #expect(!targets.contains("OutpostServer"), "\(store) builds OutpostServer")
             #expect(products.filter { $0.hasPrefix("Hummingbird") }.isEmpty, "\(store) builds \(products.filter { $0.hasPrefix("Hummingbird") })")
