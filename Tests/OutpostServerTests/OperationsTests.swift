@@ -141,8 +141,8 @@ struct OperationsTests {
         #expect(drain.syncsUnderWay(now: t0 + .milliseconds(3_900)) == 2)
         #expect(drain.syncsUnderWay(now: t0 + .milliseconds(4_100)) == 1, "ended a second after its verify")
         #expect(drain.syncsUnderWay(now: t0 + DrainState.idle + .milliseconds(100)) == 0, "the quiet one after the idle time")
-        #expect(!drain.admits(service: "s", replica: "abc", step: .continues, now: t0 + .seconds(6)))
-        #expect(!drain.admits(service: "s", replica: nil, step: .continues, now: t0 + .seconds(6)))
+        #expect(!drain.admits(service: "s", replica: "abc", step: .continues, now: t0 + DrainState.idle + .seconds(1)))
+        #expect(!drain.admits(service: "s", replica: nil, step: .continues, now: t0 + DrainState.idle + .seconds(1)))
     }
 
     /// SIGTERM with a client's keep-alive connection open: the server drains and exits 0.

@@ -14,7 +14,7 @@ import Synchronization
 /// the feed, end nothing.
 final class DrainState: Sendable {
     /// A sync with no request for this long is over.
-    static let idle: Duration = .seconds(5)
+    static let idle: Duration = .seconds(15)
     /// … and this long after its verify's checksums were answered.
     static let idleAfterVerify: Duration = .seconds(1)
 
