@@ -6,54 +6,54 @@ import OutpostSyncService
 import OutpostStorage
 import PostgresNIO
 
-/// Applies an uploaded batch inside the service's commit transaction: the ``BatchPlanner``
+/// Applies an uploaded batch inside the service's commit transaction: the `BatchPlanner`
 /// decides how each edit resolves (the same decisions as the GeoPackage backend), this reads
 /// what the planner needs in a few statements per layer and runs the plans' steps.
-struct PostgresBatchApplier {
+public struct PostgresBatchApplier: BatchApplying {
     let conn: PostgresConnection
     let service: String
     let logger: Logger
-    let generation: Int64
-    let origin: (replica: String, seq: Int64)
-    let rollbackOnFailure: Bool
-    let requestedRule: ConflictPolicy.Rule?
-    /// Fields dropped by migrations since the batch's schema version, by layer (lower case).
-    let droppedFields: [Int: Set<String>]
-    let now = BatchPlanner.timestamp()
-    private(set) var applied = 0
-    private(set) var failed = 0
+    /// The service's tables as the transaction sees them (read after the commit lock).
+    let layers: [Int: PostgresLayer]
+    /// The batch: its generation and origin, its rules, when it is applied.
+    let context: BatchContext
+    public private(set) var applied = 0
+    public private(set) var failed = 0
     /// Where the feature edits' time went (PostGIS keeps its spatial index itself: no pack).
-    private(set) var stages = BatchStages()
+    public private(set) var stages = BatchStages()
     /// With rollback on failure, edits share the transaction without savepoints: once a statement
     /// failed the transaction runs nothing more, and the remaining edits are only checked.
     private var aborted = false
 
-    init(
-        conn: PostgresConnection, service: String, logger: Logger, generation: Int64, origin: (String, Int64), rollbackOnFailure: Bool,
-        requestedRule: ConflictPolicy.Rule?, droppedFields: [Int: Set<String>] = [:]
-    ) {
-        self.droppedFields = droppedFields
+    init(conn: PostgresConnection, service: String, logger: Logger, layers: [Int: PostgresLayer], context: BatchContext) {
         self.conn = conn
         self.service = service
         self.logger = logger
-        self.generation = generation
-        self.origin = origin
-        self.rollbackOnFailure = rollbackOnFailure
-        self.requestedRule = requestedRule
+        self.layers = layers
+        self.context = context
     }
 
-    mutating func apply(_ edits: BatchLayer, _ layer: PostgresLayer) async throws -> [BatchEditResult] {
-        var planner = BatchPlanner(layer: layer.definition, generation: generation, origin: origin, requestedRule: requestedRule, droppedFields: droppedFields[layer.definition.id] ?? [], now: now)
+    public mutating func apply(_ edits: BatchLayer) async throws -> [BatchEditResult] {
+        guard let layer = layers[edits.id] else { throw SyncServiceError.notFound("layer \(edits.id)") }
+        return try await apply(edits, layer)
+    }
+
+    public mutating func apply(_ edits: [AttachmentEdit]) async throws -> [BatchEditResult] {
+        try await apply(edits, layers: layers)
+    }
+
+    private mutating func apply(_ edits: BatchLayer, _ layer: PostgresLayer) async throws -> [BatchEditResult] {
+        var planner = context.planner(for: layer.definition)
         let clock = ContinuousClock()
         let started = clock.now
         try await prefetch(edits, layer, &planner)
         let read = clock.now
-        var log = PostgresChangeLog(service: service, layerID: layer.definition.id, generation: generation, origin: origin)
+        var log = PostgresChangeLog(service: service, layerID: layer.definition.id, generation: context.generation, origin: context.origin)
         var results: [BatchEditResult] = []
         results.reserveCapacity(edits.edits.count)
         // With rollback on failure the row changes go out set-based (a failure rejects the whole
         // batch anyway); without it each edit stands alone under a savepoint.
-        var queue: PostgresStepQueue? = rollbackOnFailure ? PostgresStepQueue(layer: layer, logger: logger) : nil
+        var queue: PostgresStepQueue? = context.rollbackOnFailure ? PostgresStepQueue(layer: layer, logger: logger) : nil
         var insertedAt: [Int: String] = [:]
         for (index, edit) in edits.edits.enumerated() {
             if let q = queue, q.steps.count >= 5000 || GlobalID.normalized(edit.globalId).map(q.globalIDs.contains) == true {
@@ -70,7 +70,7 @@ struct PostgresBatchApplier {
                 results.append(plan.result)
             } catch let error as StorageError {
                 planner.undo(undo)
-                if rollbackOnFailure { aborted = true } else { try await conn.query("ROLLBACK TO SAVEPOINT batch_edit", logger: logger) }
+                if context.rollbackOnFailure { aborted = true } else { try await conn.query("ROLLBACK TO SAVEPOINT batch_edit", logger: logger) }
                 failed += 1
                 results.append(BatchPlanner.failure(edit, error))
             }
@@ -155,7 +155,7 @@ struct PostgresBatchApplier {
         for try await id in try await conn.query(
             """
             INSERT INTO outpost_conflicts (service, layer_id, globalid, kind, record, replica_id, seq, generation, state)
-            VALUES (\(service), \(Int32(c.layerId)), \(c.globalId), \(c.kind.rawValue), \(text)::jsonb, \(origin.replica), \(origin.seq), \(generation), \(c.state))
+            VALUES (\(service), \(Int32(c.layerId)), \(c.globalId), \(c.kind.rawValue), \(text)::jsonb, \(context.origin.replica), \(context.origin.seq), \(context.generation), \(c.state))
             RETURNING conflict_id
             """, logger: logger
         ).decode(Int64.self) { c.id = id }
@@ -179,7 +179,7 @@ struct PostgresBatchApplier {
                 SELECT globalid, generation, coalesce(changed_columns, '[]'::jsonb)::text, \(unescaped: Self.isoTime("coalesce(edited_at, changed_at)"))
                 FROM outpost_change_log
                 WHERE service = \(service) AND layer_id = \(layerID) AND globalid = ANY(\(gids)) AND generation > \(base)
-                  AND origin_replica IS DISTINCT FROM \(origin.replica)
+                  AND origin_replica IS DISTINCT FROM \(context.origin.replica)
                 """, logger: logger
             ).decode((String, Int64, String, String).self) {
                 let names = ((try? JSONValue.parse(columns))?.arrayValue ?? []).compactMap(\.stringValue)
@@ -227,13 +227,13 @@ struct PostgresBatchApplier {
     /// deleted one goes. Either way its feature is logged (no columns) so other replicas fetch
     /// its attachment list again. An attachment of a feature deleted meanwhile is kept in a
     /// conflict record.
-    mutating func apply(_ edits: [AttachmentEdit], layers: [Int: PostgresLayer]) async throws -> [BatchEditResult] {
+    private mutating func apply(_ edits: [AttachmentEdit], layers: [Int: PostgresLayer]) async throws -> [BatchEditResult] {
         var results: [BatchEditResult] = []
         var logs: [Int: PostgresChangeLog] = [:]
         let table = "\(PostgresServiceStore.quoted(service)).outpost_attachments"
         for edit in edits {
             let op: BatchEdit.Operation = edit.op == .insert ? .insert : .delete
-            if !rollbackOnFailure { try await conn.query("SAVEPOINT attachment_edit", logger: logger) }
+            if !context.rollbackOnFailure { try await conn.query("SAVEPOINT attachment_edit", logger: logger) }
             do {
                 guard let layer = layers[edit.layerId] else { throw StorageError(.invalidEdit, "the service has no layer \(edit.layerId)") }
                 guard layer.definition.hasAttachments else {
@@ -258,12 +258,12 @@ struct PostgresBatchApplier {
                 case .insert:
                     result = try await insertAttachment(edit, gid: gid, layer, table: table, owner: &owner)
                 }
-                if let owner { logs[layer.definition.id, default: PostgresChangeLog(service: service, layerID: layer.definition.id, generation: generation, origin: origin)].append(globalID: owner, op: "update", columns: []) }
-                if !rollbackOnFailure { try await conn.query("RELEASE SAVEPOINT attachment_edit", logger: logger) }
+                if let owner { logs[layer.definition.id, default: PostgresChangeLog(service: service, layerID: layer.definition.id, generation: context.generation, origin: context.origin)].append(globalID: owner, op: "update", columns: []) }
+                if !context.rollbackOnFailure { try await conn.query("RELEASE SAVEPOINT attachment_edit", logger: logger) }
                 if result.success { applied += 1 }
                 results.append(result)
             } catch let error as StorageError {
-                if rollbackOnFailure { aborted = true } else { try await conn.query("ROLLBACK TO SAVEPOINT attachment_edit", logger: logger) }
+                if context.rollbackOnFailure { aborted = true } else { try await conn.query("ROLLBACK TO SAVEPOINT attachment_edit", logger: logger) }
                 failed += 1
                 results.append(BatchPlanner.failure(globalID: edit.globalId, op: op, error))
             }
@@ -290,10 +290,10 @@ struct PostgresBatchApplier {
             // The feature was deleted on the server: the delete wins, the attachment is kept on record.
             var conflict = ConflictRecord(
                 layerId: layer.definition.id, globalId: featureGID, kind: .updateDelete, columns: ["attachments"], base: nil,
-                ours: ["attachment": try JSONValueEncoder().encode(info)], theirs: nil, policy: "deleteWins", winner: "theirs", oursEditedAt: now)
-            conflict.replicaId = origin.replica
-            conflict.seq = origin.seq
-            conflict.generation = generation
+                ours: ["attachment": try JSONValueEncoder().encode(info)], theirs: nil, policy: "deleteWins", winner: "theirs", oursEditedAt: context.now)
+            conflict.replicaId = context.origin.replica
+            conflict.seq = context.origin.seq
+            conflict.generation = context.generation
             let kept = aborted ? conflict : try await record(conflict)
             return BatchEditResult(globalId: gid, op: .insert, success: true, resolution: "conflict", conflicts: [kept])
         }

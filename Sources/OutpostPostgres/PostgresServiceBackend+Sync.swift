@@ -124,81 +124,7 @@ extension PostgresServiceBackend: SyncBackend {
         }
     }
 
-    // MARK: - Batches
-
-    public func batchResult(replicaID: String, seq: Int64) async throws -> BatchResult? {
-        let id = ReplicaID.normalized(replicaID)
-        var binds = PostgresBindings()
-        binds.append(id)
-        binds.append(seq)
-        guard let row = try await rows("SELECT result FROM outpost_batch_ledger WHERE replica_id = $1 AND seq = $2", binds).first else { return nil }
-        return try BatchAdmission.replayed(try row.decode(String.self))
-    }
-
-    public func applyBatchAnswering(_ batch: UploadBatch, hash: String) async throws -> BatchAnswer {
-        let service = name, logger = logger, faults = faults
-        let requestedRule = try BatchPlanner.rule(batch.conflictPolicy)
-        return try await transaction { conn -> BatchAnswer.Pending in
-            let generation = try await self.lockGeneration(conn) + 1
-            let layers = self.layers, schema = self.serviceSchema
-            let replicaID = ReplicaID.normalized(batch.replicaId)
-            let info = try await Self.replica(id: replicaID, service: service, conn, lock: true, logger: logger)
-            var ledger: BatchAdmission.LedgerEntry?
-            for try await (storedHash, text) in try await conn.query(
-                "SELECT hash, result FROM outpost_batch_ledger WHERE replica_id = \(replicaID) AND seq = \(batch.seq)", logger: logger
-            ).decode((String, String).self) { ledger = .init(hash: storedHash, result: text) }
-            let admitted: BatchAdmission.Admitted
-            switch try BatchAdmission.admit(batch, hash: hash, replica: info, ledger: ledger) {
-            case .replay(let answer): return .init(replay: answer)
-            case .apply(let a): admitted = a
-            }
-            var applier = PostgresBatchApplier(
-                conn: conn, service: service, logger: logger, generation: generation, origin: (replicaID, batch.seq), rollbackOnFailure: batch.rollbackOnFailure,
-                requestedRule: requestedRule,
-                droppedFields: batch.schemaVersion < schema.schemaVersion ? try await Self.droppedFields(since: batch.schemaVersion, service: service, conn, logger: logger) : [:])
-            if let resolved = batch.resolvedConflicts, !resolved.isEmpty {
-                try await conn.query(
-                    "UPDATE outpost_conflicts SET state = 'resolved' WHERE service = \(service) AND state = 'open' AND conflict_id = ANY(\(resolved))", logger: logger)
-            }
-            var results: [BatchLayerResult] = []
-            for layerEdits in batch.layers {
-                guard let layer = layers[layerEdits.id] else { throw BatchRefusal.layerNotUploadable(replicaID: replicaID, layerID: layerEdits.id) }
-                results.append(BatchLayerResult(id: layerEdits.id, results: try await applier.apply(layerEdits, layer)))
-            }
-            var attachments: [BatchEditResult]?
-            if let edits = batch.attachments, !edits.isEmpty { attachments = try await applier.apply(edits, layers: layers) }
-            switch admitted.finish(generation: generation, applied: applier.applied, failed: applier.failed, layers: results, attachments: attachments) {
-            case .rejected(let rejected):
-                throw rejected
-            case .commit(let commit):
-                let pending = BatchAnswer.Pending(applied: commit.answer, stages: applier.stages)
-                try await Self.record(commit, at: self.clock.milliseconds(), service: service, conn, logger: logger)
-                try faults.check("server.beforeCommit")
-                return pending
-            }
-        }.committed()
-    }
-
-    /// Writes what an applied batch commits with: the generation, the ledger row (pruning the
-    /// older ones) and the replica's position.
-    static func record(_ commit: BatchAdmission.Commit, at time: Int64, service: String, _ conn: PostgresConnection, logger: Logger) async throws {
-        if let generation = commit.advancesGenerationTo { try await PostgresChangeLog.setGeneration(conn, service: service, generation, logger: logger) }
-        let replica = commit.replicaID
-        try await conn.query(
-            """
-            INSERT INTO outpost_batch_ledger (replica_id, seq, batch_id, hash, result, generation)
-            VALUES (\(replica), \(commit.seq), \(commit.batchID), \(commit.hash), \(commit.answer.json), \(commit.advancesGenerationTo))
-            """, logger: logger)
-        try await conn.query("DELETE FROM outpost_batch_ledger WHERE replica_id = \(replica) AND seq < \(commit.pruneBelow)", logger: logger)
-        try await conn.query(
-            "UPDATE outpost_replicas SET last_seq = \(commit.lastSeq), last_sync_at = \(time) WHERE replica_id = \(replica)", logger: logger)
-    }
-
     // MARK: - Change feed
-
-    public func changes(replicaID: String, layerID: Int, since: Int64, upto: Int64, after: String?, limit: Int) async throws -> ChangePage {
-        try await feedPage(scope: nil, replicaID: replicaID, layerID: layerID, since: since, upto: upto, after: after, limit: limit)
-    }
 
     public func recordReceived(replicaID: String, upTo generation: Int64) async throws {
         let id = ReplicaID.normalized(replicaID)
@@ -228,59 +154,6 @@ extension PostgresServiceBackend: SyncBackend {
             """, logger: logger
         ).decode(Int64.self) { count = found }
         return Int(count)
-    }
-
-    public func changes(scope: ReplicaInfo, layerID: Int, since: Int64, upto: Int64, after: String?, limit: Int) async throws -> ChangePage {
-        try await feedPage(scope: scope, replicaID: scope.replicaID, layerID: layerID, since: since, upto: upto, after: after, limit: limit)
-    }
-
-    /// A feed page for a registered replica (`scope` nil: read from the database) or for a scope
-    /// no replica holds (an update package's area).
-    private func feedPage(scope given: ReplicaInfo?, replicaID: String, layerID: Int, since: Int64, upto: Int64, after: String?, limit: Int) async throws -> ChangePage {
-        let service = name, logger = logger
-        return try await snapshotRead { conn in
-            let info: ReplicaInfo
-            if let given { info = given } else { info = try await Self.replica(id: replicaID, service: service, conn, logger: logger) }
-            let (schema, layer) = try await self.scope(info, layerID, conn)
-            let layerInfo = try Self.layerInfo(layerID, of: info)
-            let scope = ReplicaScope(info: info, schema: schema).query(layerInfo, layer: layer.definition)
-            // Asked once per window (its first page): a later page exists only when it was not empty.
-            if after == nil, ChangeFeedAssembly.holdsWholeLayer(scope) {
-                var others = false
-                for try await (found) in try await conn.query(
-                    """
-                    SELECT EXISTS (SELECT 1 FROM outpost_change_log WHERE service = \(service) AND layer_id = \(Int32(layerID))
-                      AND generation > \(since) AND generation <= \(upto) AND origin_replica IS DISTINCT FROM \(info.replicaID))
-                    """, logger: logger
-                ).decode(Bool.self) { others = found }
-                if ChangeFeedAssembly.windowIsEmpty(scope: scope, othersChangedWindow: others) {
-                    return ChangePage(layerId: layerID, since: since, upto: upto, changes: [], next: nil)
-                }
-            }
-            // One row per feature changed in the window: its latest generation, whether anyone
-            // but this replica changed it, whether it was added or deleted in the window.
-            var changed: [ChangeFeedAssembly.Row] = []
-            for try await (gid, generation, others, inserted, deleted) in try await conn.query(
-                """
-                SELECT globalid, max(generation), sum(CASE WHEN origin_replica IS NOT DISTINCT FROM \(info.replicaID) THEN 0 ELSE 1 END)::bigint,
-                  bool_or(op = 'insert'), bool_or(op = 'delete')
-                FROM outpost_change_log
-                WHERE service = \(service) AND layer_id = \(Int32(layerID)) AND generation > \(since) AND generation <= \(upto)
-                  AND globalid COLLATE "C" > \(after ?? "")
-                GROUP BY globalid ORDER BY globalid COLLATE "C" LIMIT \(Int64(limit))
-                """, logger: logger
-            ).decode((String, Int64, Int64, Bool, Bool).self) {
-                changed.append(.init(globalID: gid, generation: generation, echo: others == 0, inserted: inserted, deleted: deleted))
-            }
-            var inScope: [String: Feature] = [:]
-            for read in ChangeFeedAssembly.reads(changed, scope: scope) {
-                for feature in try await Self.features(conn, layer, read, logger: logger) { inScope[feature.globalID!] = feature }
-            }
-            let attachments = info.attachmentsSyncDirection == .bidirectional && layer.definition.hasAttachments
-                ? try await Self.attachmentInfos(conn, service: service, layerID: layerID, features: Array(inScope.keys), logger: logger) : nil
-            let changes = try ChangeFeedAssembly.changes(changed, scope: scope, inScope: inScope, layer: layer.definition, attachments: attachments)
-            return ChangePage(layerId: layerID, since: since, upto: upto, changes: changes, next: ChangeFeedAssembly.next(changed, limit: limit))
-        }
     }
 
     /// The schema as the replica's read sees it (read again if another process migrated the

@@ -6,39 +6,27 @@ import OutpostSyncService
 
 /// Applies the edits of one uploaded batch inside the server's write transaction, logging each
 /// change under the batch's generation with its origin (replica, seq). How each edit resolves is
-/// the ``BatchPlanner``'s decision; this reads what it needs and runs its steps.
-struct BatchApplier {
+/// the `BatchPlanner`'s decision; this reads what it needs and runs its steps.
+public struct BatchApplier: BatchApplying {
     let conn: GeodatabaseConnection
     let schema: ServiceSchema
-    let generation: Int64
-    let origin: (replica: String, seq: Int64)
-    let rollbackOnFailure: Bool
-    /// The rule the sync asked for (per-field rules of the layer still apply).
-    let requestedRule: ConflictPolicy.Rule?
-    /// Fields dropped by migrations since the batch's schema version, by layer (lower case).
-    let droppedFields: [Int: Set<String>]
-    /// When the batch is applied, for edits that carry no edit time.
-    let now: String
-    private(set) var applied = 0
-    private(set) var failed = 0
+    /// Where uploaded attachment content waits.
+    let blobs: BlobStore
+    /// The batch: its generation and origin, its rules, when it is applied.
+    let context: BatchContext
+    public private(set) var applied = 0
+    public private(set) var failed = 0
     /// Where the feature edits' time went (every layer's).
-    private(set) var stages = BatchStages()
+    public private(set) var stages = BatchStages()
 
-    init(
-        conn: GeodatabaseConnection, schema: ServiceSchema, generation: Int64, origin: (String, Int64), rollbackOnFailure: Bool,
-        requestedRule: ConflictPolicy.Rule? = nil, droppedFields: [Int: Set<String>] = [:]
-    ) {
-        self.droppedFields = droppedFields
+    init(conn: GeodatabaseConnection, schema: ServiceSchema, context: BatchContext, blobs: BlobStore) {
         self.conn = conn
         self.schema = schema
-        self.generation = generation
-        self.origin = origin
-        self.rollbackOnFailure = rollbackOnFailure
-        self.requestedRule = requestedRule
-        now = BatchPlanner.timestamp()
+        self.blobs = blobs
+        self.context = context
     }
 
-    mutating func apply(_ edits: BatchLayer) throws -> [BatchEditResult] {
+    public mutating func apply(_ edits: BatchLayer) throws -> [BatchEditResult] {
         var once: [BatchEdit]? = edits.edits
         return try apply(layerID: edits.id, expectedGeometryWrites: edits.edits.count { $0.op == .delete || $0.geometry != nil }) {
             defer { once = nil }
@@ -46,13 +34,12 @@ struct BatchApplier {
         }
     }
 
-    /// Applies one layer's edits as `next` hands them over, chunk by chunk (a batch streamed in,
+    /// Applies one layer's edits as `next` hands them over, run by run (a batch streamed in,
     /// docs/sync.md, "Framed batches"), until it answers nil: each chunk's features are read,
     /// its edits applied and logged; the layer's R-tree is packed once, after the last.
-    mutating func apply(layerID: Int, expectedGeometryWrites: Int, chunks next: () throws -> [BatchEdit]?) throws -> [BatchEditResult] {
+    public mutating func apply(layerID: Int, expectedGeometryWrites: Int, runs next: () throws -> [BatchEdit]?) throws -> [BatchEditResult] {
         let table = try conn.geodatabase.table(id: layerID)
-        var planner = BatchPlanner(
-            layer: table.definition, generation: generation, origin: origin, requestedRule: requestedRule, droppedFields: droppedFields[layerID] ?? [], now: now)
+        var planner = context.planner(for: table.definition)
         let clock = ContinuousClock()
         let packing = conn.spatialIndexRebuildTime
         var results: [BatchEditResult] = []
@@ -76,7 +63,7 @@ struct BatchApplier {
                             // savepoint of their own; without it each edit stands alone.
                             let undo = planner.undoPoint(edit)
                             do {
-                                let plan = rollbackOnFailure ? try run(edit, &planner, &writer) : try conn.inSavepoint { try run(edit, &planner, &writer) }
+                                let plan = context.rollbackOnFailure ? try run(edit, &planner, &writer) : try conn.inSavepoint { try run(edit, &planner, &writer) }
                                 applied += 1
                                 log += plan.log
                                 results.append(plan.result)
@@ -90,7 +77,7 @@ struct BatchApplier {
                         }
                     }
                     let logged = clock.now
-                    try ServiceStore.log(conn, generation: generation, layerID: layerID, log, origin: origin)
+                    try ServiceStore.log(conn, generation: context.generation, layerID: layerID, log, origin: context.origin)
                     logging += clock.now - logged
                 }
                 try writer.finish()
@@ -168,7 +155,7 @@ struct BatchApplier {
                     SELECT globalid, generation, changed_columns, coalesce(edited_at, changed_at) FROM outpost_change_log
                     WHERE layer_id = ? AND globalid IN (SELECT value FROM json_each(?)) AND generation > ? AND origin_replica IS NOT ?
                     """,
-                    arguments: [.integer(Int64(layer.id)), Self.list(chunk), .integer(base), .text(origin.replica)]
+                    arguments: [.integer(Int64(layer.id)), Self.list(chunk), .integer(base), .text(context.origin.replica)]
                 ) { row in
                     guard let gid = row.text(0), let generation = row.integer(1) else { return }
                     let columns = (row.text(2).flatMap { try? JSONValue.parse($0).arrayValue } ?? []).compactMap(\.stringValue)
@@ -219,7 +206,7 @@ struct BatchApplier {
             """
             SELECT EXISTS (SELECT 1 FROM outpost_change_log INDEXED BY outpost_change_log_feed
               WHERE layer_id = ? AND generation > ? AND generation < ? AND origin_replica IS NOT ?)
-            """, arguments: [.integer(Int64(layerID)), .integer(base), .integer(generation), .text(origin.replica)]
+            """, arguments: [.integer(Int64(layerID)), .integer(base), .integer(context.generation), .text(context.origin.replica)]
         ).first?[0].integerValue == 1
     }
 
@@ -233,7 +220,7 @@ struct BatchApplier {
     /// (by hash) and is copied in from the blob store; a deleted one goes. Either way the
     /// feature is logged (no columns) so other replicas fetch its attachment list again. An
     /// attachment of a feature deleted meanwhile is kept in a conflict record.
-    mutating func apply(_ edits: [AttachmentEdit], blobs: BlobStore) throws -> [BatchEditResult] {
+    public mutating func apply(_ edits: [AttachmentEdit]) throws -> [BatchEditResult] {
         var results: [BatchEditResult] = []
         var logged: [Int: [ServiceStore.LogEntry]] = [:]
         for edit in edits {
@@ -268,7 +255,7 @@ struct BatchApplier {
                             // The feature was deleted on the server: the delete wins, the attachment is kept on record.
                             let conflict = try record(ConflictRecord(
                                 layerId: layer.id, globalId: featureGID, kind: .updateDelete, columns: ["attachments"], base: nil,
-                                ours: ["attachment": try JSONValueEncoder().encode(info)], theirs: nil, policy: "deleteWins", winner: "theirs", oursEditedAt: now))
+                                ours: ["attachment": try JSONValueEncoder().encode(info)], theirs: nil, policy: "deleteWins", winner: "theirs", oursEditedAt: context.now))
                             return BatchEditResult(globalId: gid, op: op, success: true, resolution: "conflict", conflicts: [conflict])
                         }
                         let status = try blobs.status(info.sha256)
@@ -291,22 +278,22 @@ struct BatchApplier {
                 results.append(BatchPlanner.failure(globalID: edit.globalId, op: op, error))
             }
         }
-        for (layerID, entries) in logged { try ServiceStore.log(conn, generation: generation, layerID: layerID, entries, origin: origin) }
+        for (layerID, entries) in logged { try ServiceStore.log(conn, generation: context.generation, layerID: layerID, entries, origin: context.origin) }
         return results
     }
 
     /// Keeps a conflict record on the server; returns it with its id.
     private func record(_ conflict: ConflictRecord) throws -> ConflictRecord {
         var c = conflict
-        c.replicaId = origin.replica
-        c.seq = origin.seq
-        c.generation = generation
+        c.replicaId = context.origin.replica
+        c.seq = context.origin.seq
+        c.generation = context.generation
         c.id = try conn.query("SELECT coalesce(max(conflict_id), 0) + 1 FROM outpost_conflicts").first?[0].integerValue
         try conn.execute(
             "INSERT INTO outpost_conflicts (conflict_id, layer_id, globalid, kind, record, replica_id, seq, generation, state) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?)",
             arguments: [
                 c.id.map { .integer($0) } ?? .null, .integer(Int64(c.layerId)), .text(c.globalId), .text(c.kind.rawValue),
-                .text(try JSONValueEncoder().encode(c).jsonString), .text(origin.replica), .integer(origin.seq), .integer(generation),
+                .text(try JSONValueEncoder().encode(c).jsonString), .text(context.origin.replica), .integer(context.origin.seq), .integer(context.generation),
                 c.state.map { .text($0) } ?? .null,
             ])
         return c

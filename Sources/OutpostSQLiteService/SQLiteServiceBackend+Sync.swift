@@ -82,129 +82,7 @@ extension SQLiteServiceBackend: SyncBackend {
         }
     }
 
-    // MARK: - Batches
-
-    public func batchResult(replicaID: String, seq: Int64) async throws -> BatchResult? {
-        try await geodatabase.read { conn in
-            guard let text = try conn.query(
-                "SELECT result FROM outpost_batch_ledger WHERE replica_id = ? AND seq = ?",
-                arguments: [.text(ReplicaID.normalized(replicaID)), .integer(seq)]).first?[0].textValue
-            else { return nil }
-            return try BatchAdmission.replayed(text)
-        }
-    }
-
-    public func applyBatchAnswering(_ batch: UploadBatch, hash: String) async throws -> BatchAnswer {
-        try await apply(batch, hash: hash, streamed: nil)
-    }
-
-    public func applyStreamedBatch(_ head: UploadBatch.FramedReader.Head, from body: StreamedBatch) async throws -> BatchAnswer {
-        try await apply(head.batch, hash: nil, streamed: (head.layers, body))
-    }
-
-    /// Applies a whole batch, or one whose frames `streamed` hands over as they arrive (its
-    /// `batch` has no edits; the layers its head announces say what it may hold), in one write
-    /// transaction.
-    private func apply(
-        _ batch: UploadBatch, hash: String?, streamed: (announced: [UploadBatch.AnnouncedLayer], body: StreamedBatch)?
-    ) async throws -> BatchAnswer {
-        let gdb = geodatabase
-        let faults = self.faults
-        return try await gdb.write { conn -> BatchAnswer.Pending in
-            let replicaID = ReplicaID.normalized(batch.replicaId)
-            let info = try Self.replica(id: replicaID, conn)
-            let ledger = try conn.query(
-                "SELECT hash, result FROM outpost_batch_ledger WHERE replica_id = ? AND seq = ?",
-                arguments: [.text(replicaID), .integer(batch.seq)]
-            ).first.map { BatchAdmission.LedgerEntry(hash: $0[0].textValue ?? "", result: $0[1].textValue ?? "") }
-            var admitted: BatchAdmission.Admitted
-            if let streamed {
-                var announced = batch
-                announced.layers = streamed.announced.map { BatchLayer(id: $0.id, edits: []) }
-                guard let a = try BatchAdmission.admitStreamed(announced, replica: info, ledger: ledger) else { throw StreamedBatch.WholeBodyNeeded() }
-                admitted = a
-            } else {
-                switch try BatchAdmission.admit(batch, hash: hash ?? "", replica: info, ledger: ledger) {
-                case .replay(let answer): return .init(replay: answer)
-                case .apply(let a): admitted = a
-                }
-            }
-            let generation = try ServiceStore.generation(conn) + 1
-            let requestedRule = try BatchPlanner.rule(batch.conflictPolicy)
-            var applier = BatchApplier(
-                conn: conn, schema: conn.geodatabase.schema, generation: generation, origin: (replicaID, batch.seq), rollbackOnFailure: batch.rollbackOnFailure,
-                requestedRule: requestedRule,
-                droppedFields: batch.schemaVersion < conn.geodatabase.schema.schemaVersion ? try Self.droppedFields(since: batch.schemaVersion, conn) : [:])
-            // Manual conflicts the replica resolved: its resolving edits are in this batch.
-            if let resolved = batch.resolvedConflicts, !resolved.isEmpty {
-                try conn.execute(
-                    "UPDATE outpost_conflicts SET state = 'resolved' WHERE state = 'open' AND conflict_id IN (SELECT value FROM json_each(?))",
-                    arguments: [.text(JSONValue.array(resolved.map { .integer($0) }).jsonString)])
-            }
-            var layers: [BatchLayerResult] = []
-            if let (announced, body) = streamed {
-                // Each announced layer in turn, its runs of frames as they arrive (a run of a
-                // later layer ends it). A layer's work begins before its first frame comes: its
-                // R-tree's triggers are set aside while the replica still writes the frame.
-                var next: StreamedBatch.Run?
-                var taken = true
-                for (position, layer) in announced.enumerated() {
-                    var received = false
-                    let results = try applier.apply(layerID: layer.id, expectedGeometryWrites: layer.geometryWrites) {
-                        if taken {
-                            next = try body.nextRun()
-                            taken = false
-                        }
-                        guard let run = next, run.position == position else { return nil }
-                        taken = true
-                        received = true
-                        return run.edits
-                    }
-                    if received { layers.append(BatchLayerResult(id: layer.id, results: results)) }
-                }
-                // The last layer ended with the body (its reader keeps frames in the head's order).
-                guard next == nil, let whole = body.hash else { throw StreamedBatch.WholeBodyNeeded() }
-                admitted.hash = whole
-            } else {
-                for layerEdits in batch.layers {
-                    layers.append(BatchLayerResult(id: layerEdits.id, results: try applier.apply(layerEdits)))
-                }
-            }
-            var attachments: [BatchEditResult]?
-            if let edits = batch.attachments, !edits.isEmpty { attachments = try applier.apply(edits, blobs: self.blobs) }
-            switch admitted.finish(generation: generation, applied: applier.applied, failed: applier.failed, layers: layers, attachments: attachments) {
-            case .rejected(let rejected):
-                throw rejected
-            case .commit(let commit):
-                let pending = BatchAnswer.Pending(applied: commit.answer, stages: applier.stages)
-                try Self.record(commit, at: self.clock.milliseconds(), conn)
-                try faults.check("server.beforeCommit")
-                return pending
-            }
-        }.committed()
-    }
-
-    /// Writes what an applied batch commits with: the generation, the ledger row (pruning the
-    /// older ones) and the replica's position.
-    static func record(_ commit: BatchAdmission.Commit, at time: Int64, _ conn: GeodatabaseConnection) throws {
-        if let generation = commit.advancesGenerationTo { try ServiceStore.setGeneration(conn, generation) }
-        let replica = SQLLiteral.text(commit.replicaID)
-        try conn.execute(
-            "INSERT INTO outpost_batch_ledger (replica_id, seq, batch_id, hash, result, generation) VALUES (?, ?, ?, ?, ?, ?)",
-            arguments: [
-                replica, .integer(commit.seq), .text(commit.batchID), .text(commit.hash), .text(commit.answer.json),
-                commit.advancesGenerationTo.map { .integer($0) } ?? .null,
-            ])
-        try conn.execute("DELETE FROM outpost_batch_ledger WHERE replica_id = ? AND seq < ?", arguments: [replica, .integer(commit.pruneBelow)])
-        try conn.execute(
-            "UPDATE outpost_replicas SET last_seq = ?, last_sync_at = ? WHERE replica_id = ?", arguments: [.integer(commit.lastSeq), .integer(time), replica])
-    }
-
     // MARK: - Change feed
-
-    public func changes(replicaID: String, layerID: Int, since: Int64, upto: Int64, after: String?, limit: Int) async throws -> ChangePage {
-        try await feedPage(scope: nil, replicaID: replicaID, layerID: layerID, since: since, upto: upto, after: after, limit: limit)
-    }
 
     public func recordReceived(replicaID: String, upTo generation: Int64) async throws {
         // Informational, shown as replicaServerGen in the replica's info. One row: no wait for
@@ -221,61 +99,6 @@ extension SQLiteServiceBackend: SyncBackend {
         try await geodatabase.read { conn in
             let rows = try conn.query(Self.windowSQL, arguments: [.integer(Int64(layerID)), .integer(since), .integer(upto), .integer(Int64(cap))])
             return Int(rows.first?[0].integerValue ?? 0)
-        }
-    }
-
-    public func changes(scope: ReplicaInfo, layerID: Int, since: Int64, upto: Int64, after: String?, limit: Int) async throws -> ChangePage {
-        try await feedPage(scope: scope, replicaID: scope.replicaID, layerID: layerID, since: since, upto: upto, after: after, limit: limit)
-    }
-
-    /// A feed page for a registered replica (`scope` nil: read from the database) or for a scope
-    /// no replica holds (an update package's area).
-    private func feedPage(scope given: ReplicaInfo?, replicaID: String, layerID: Int, since: Int64, upto: Int64, after: String?, limit: Int) async throws -> ChangePage {
-        let schema = geodatabase.schema
-        let gdb = geodatabase
-        return try await gdb.read { conn in
-            let info = try given ?? Self.replica(id: replicaID, conn)
-            let (layerInfo, layer) = try Self.layer(layerID, of: info, schema: schema)
-            let scope = ReplicaScope(info: info, schema: schema).query(layerInfo, layer: layer)
-            // Asked once per window (its first page): a later page exists only when it was not empty.
-            if after == nil, ChangeFeedAssembly.holdsWholeLayer(scope) {
-                let others = try conn.query(Self.othersInWindowSQL, arguments: [.integer(Int64(layerID)), .integer(since), .integer(upto), .text(info.replicaID)])
-                if ChangeFeedAssembly.windowIsEmpty(scope: scope, othersChangedWindow: others.first?[0].integerValue == 1) {
-                    return ChangePage(layerId: layerID, since: since, upto: upto, changes: [], next: nil)
-                }
-            }
-            // One row per feature changed in the window: its latest generation, whether anyone
-            // but this replica changed it, and whether it was added in the window.
-            let byWindow = try Self.readsFeedByWindow(conn, layerID: layerID, since: since, upto: upto, limit: limit)
-            let rows = try conn.query(
-                """
-                SELECT globalid, max(generation), sum(CASE WHEN origin_replica IS ? THEN 0 ELSE 1 END), max(op = 'insert'), max(op = 'delete')
-                FROM outpost_change_log\(byWindow ? " INDEXED BY outpost_change_log_feed" : "")
-                WHERE layer_id = ? AND generation > ? AND generation <= ? AND globalid > ?
-                GROUP BY globalid ORDER BY globalid LIMIT ?
-                """,
-                arguments: [.text(info.replicaID), .integer(Int64(layerID)), .integer(since), .integer(upto), .text(after ?? ""), .integer(Int64(limit))])
-            let changed = rows.map { row in
-                ChangeFeedAssembly.Row(
-                    globalID: row[0].textValue!, generation: row[1].integerValue!, echo: (row[2].integerValue ?? 0) == 0,
-                    inserted: (row[3].integerValue ?? 0) != 0, deleted: (row[4].integerValue ?? 0) != 0)
-            }
-            // Whole rows read straight as sync values (no `Feature` each); a read with an exact
-            // spatial filter, or only for presence, through the feature reader.
-            var inScope: [String: FeatureTable.SyncRow] = [:]
-            let table = try conn.geodatabase.table(id: layerID)
-            let fields = layer.fields.filter { $0.type != .oid }
-            for read in ChangeFeedAssembly.reads(changed, scope: scope) {
-                if read.intersecting == nil, read.outFields == nil, read.returnGeometry {
-                    try table.forEachSyncRow(matching: read, in: conn) { inScope[$0.globalID] = $0 }
-                } else {
-                    try table.forEach(matching: read, in: conn) { inScope[$0.globalID!] = try ReplicaRows.syncRow($0, fields: fields) }
-                }
-            }
-            let attachments = info.attachmentsSyncDirection == .bidirectional && layer.hasAttachments
-                ? try ServiceStore.attachmentInfos(conn, layer: layer.name, featureGlobalIDs: Array(inScope.keys)) : nil
-            let changes = try ChangeFeedAssembly.changes(changed, scope: scope, syncRows: inScope, attachments: attachments)
-            return ChangePage(layerId: layerID, since: since, upto: upto, changes: changes, next: ChangeFeedAssembly.next(changed, limit: limit))
         }
     }
 
@@ -324,18 +147,11 @@ extension SQLiteServiceBackend: SyncBackend {
         return 3 * window * log2(window) < Double(logRows) * Double(limit) / window
     }
 
-    static func layer(_ id: Int, of info: ReplicaInfo, schema: ServiceSchema) throws -> (ReplicaInfo.Layer, LayerDefinition) {
-        guard let layerInfo = info.layers.first(where: { $0.id == id }), let layer = schema.layer(id: id) else {
-            throw SyncServiceError.notFound("layer \(id) in replica \(info.replicaID)")
-        }
-        return (layerInfo, layer)
-    }
-
     public func snapshot(replicaID: String, layerID: Int, after: String?, limit: Int) async throws -> ChangePage {
         let schema = geodatabase.schema
         return try await geodatabase.read { conn in
             let info = try Self.replica(id: replicaID, conn)
-            let (layerInfo, layer) = try Self.layer(layerID, of: info, schema: schema)
+            let (layerInfo, layer) = try ReplicaScope.layer(layerID, of: info, schema: schema)
             let generation = try ServiceStore.generation(conn)
             var changes: [FeedChange] = []
             if var query = ReplicaScope(info: info, schema: schema).query(layerInfo, layer: layer), let gid = layer.globalIDField {

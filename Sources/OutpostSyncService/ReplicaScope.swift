@@ -34,6 +34,15 @@ public struct ReplicaScope: Sendable {
             return q
         }
     }
+
+    /// Layer `id` as the replica holds it and as the schema defines it.
+    /// - Throws: `SyncServiceError` (`notFound`) when the replica or the service has no such layer.
+    public static func layer(_ id: Int, of info: ReplicaInfo, schema: ServiceSchema) throws -> (ReplicaInfo.Layer, LayerDefinition) {
+        guard let layerInfo = info.layers.first(where: { $0.id == id }), let layer = schema.layer(id: id) else {
+            throw SyncServiceError.notFound("layer \(id) in replica \(info.replicaID)")
+        }
+        return (layerInfo, layer)
+    }
 }
 
 /// Feature attributes as sync JSON (dates in epoch ms), the OID left out.

@@ -139,6 +139,22 @@ struct PackageHygieneTests {
         #expect(server.contains(status))
     }
 
+    /// The apply-batch and feed-page steps exist once, in `SyncService`: a store runs no
+    /// admission, finish or feed assembly of its own (only the primitives of `SyncTransaction`).
+    @Test func theSyncStepsExistOnceInTheSyncService() throws {
+        let steps = ["BatchAdmission.admit", ".finish(generation:", "ChangeFeedAssembly.changes", "ChangeFeedAssembly.reads", "ChangeFeedAssembly.windowIsEmpty"]
+        var found: [String: [String]] = [:]
+        for module in ["OutpostSyncService", "OutpostSQLiteService", "OutpostPostgres", "OutpostServer"] {
+            let directory = Repository.root.appendingPathComponent("Sources/\(module)")
+            let files = FileManager.default.enumerator(at: directory, includingPropertiesForKeys: nil)?.compactMap { $0 as? URL }.filter { $0.pathExtension == "swift" } ?? []
+            for file in files {
+                let text = try String(contentsOf: file, encoding: .utf8)
+                for step in steps where text.contains(step) { found[step, default: []].append("\(module)/\(file.lastPathComponent)") }
+            }
+        }
+        for step in steps { #expect(found[step] == ["OutpostSyncService/SyncService.swift"], "\(step) is used in \(found[step] ?? [])") }
+    }
+
     /// OutpostCore does no I/O (files, processes, the environment live in the modules above it),
     /// and no shipping library reads the environment: the CLI passes what it takes from there.
     @Test func coreDoesNoIOAndLibrariesReadNoEnvironment() throws {
