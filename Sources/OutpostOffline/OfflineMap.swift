@@ -17,7 +17,7 @@ public struct OfflineMap: Sendable {
     public let offline: MapDefinition.Offline
 
     /// Opens the offline map in `directory`.
-    /// - Throws: ``OfflineMapError/Code/notAnOfflineMap`` when it has no readable `map.json` with
+    /// - Throws: ``OfflineMapFailure/notAnOfflineMap`` when it has no readable `map.json` with
     ///   an offline section, or a file it names is missing.
     public init(directory: URL) throws {
         let file = directory.appendingPathComponent(Self.mapFileName)

@@ -89,6 +89,7 @@ public struct OfflineMapSyncJob: JobDefinition {
     }
 }
 
+/// The offline-map job types, for a registry that restores jobs from their JSON.
 extension JobRegistry {
     /// The offline map jobs (generate, sync, file download) and every job they run as parts.
     public static func withOfflineMapJobs(_ environment: OfflineJobEnvironment = OfflineJobEnvironment()) -> JobRegistry {

@@ -49,7 +49,7 @@ extension OfflineMapTask {
     }
 
     /// The map's preplanned areas as its server has them, with whether each is prepared.
-    /// - Throws: ``OfflineMapError/Code/invalidMap`` for a map that is not served (a file).
+    /// - Throws: ``OfflineMapFailure/invalidMap`` for a map that is not served (a file).
     public func preplannedMapAreas() async throws -> [PreplannedMapArea] {
         guard let areasURL else { throw OfflineMapError(.invalidMap, "only a served map (…/arcgis/rest/maps/<name>.json) has prepared areas") }
         let answer = try await OfflineHTTP(token: token).json(areasURL)

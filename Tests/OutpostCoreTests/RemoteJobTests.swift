@@ -63,6 +63,33 @@ struct RemoteJobTests {
         #expect(transport.polls.withLock { $0 } >= 3)
     }
 
+    /// The outage is measured on the job's clock, not by waiting: each reading of this clock is
+    /// four minutes after the last, so a ten-minute window closes at the fourth unanswered poll
+    /// (lost 0, 240, 480, then 720 s), with no sleep longer than the poll interval. The job's
+    /// own clock dates its snapshot and its messages.
+    @Test(.timeLimit(.minutes(1)))
+    func theOutageIsMeasuredOnTheJobsClock() async throws {
+        let transport = ScriptedTransport([.status(["jobStatus": "esriJobExecuting"]), .unreachable])
+        let readings = Mutex(0)
+        let fourMinutesAPoll = WallClock {
+            Date(timeIntervalSince1970: 1_796_212_800 + 240 * Double(readings.withLock { n in
+                defer { n += 1 }
+                return n
+            }))
+        }
+        let stopped = WallClock { Date(timeIntervalSince1970: 1_796_212_800) }
+        let j = Job(
+            RemoteJob(statusURL: url, transport: transport, initialInterval: .milliseconds(10), maximumInterval: .milliseconds(20),
+                      connectionLossWindow: .seconds(600), clock: fourMinutesAPoll),
+            clock: stopped)
+        try j.start()
+        let error = await #expect(throws: JobError.self) { try await j.output }
+        #expect(error?.code == .connectionLost && error?.message.contains("has not answered for 720 s") == true, "\(String(describing: error))")
+        #expect(transport.polls.withLock { $0 } == 5)
+        #expect(j.messages.allSatisfy { $0.timestamp == stopped.now() } && !j.messages.isEmpty)
+        #expect(j.snapshot.createdAt == stopped.now() && j.snapshot.updatedAt == stopped.now())
+    }
+
     @Test(.timeLimit(.minutes(1)))
     func serverFailuresAndCancellation() async throws {
         let failing = ScriptedTransport([.status(["jobStatus": "esriJobFailed", "messages": [["type": "esriJobMessageTypeError", "description": "disk full"]]]) ])

@@ -38,13 +38,17 @@ public final class Job<Definition: JobDefinition>: Sendable {
     private let store: Mutex<(any JobStore)?>
     /// Held while the JSON is written (``save()``).
     private let saving = Mutex(())
+    /// Where the job reads the time (its snapshot's dates, its messages' time stamps).
+    private let clock: WallClock
 
-    /// A new job, not started.
-    public init(_ definition: Definition, id: String = UUID().uuidString, store: (any JobStore)? = nil) {
+    /// A new job, not started, reading the time from `clock`.
+    public init(_ definition: Definition, id: String = UUID().uuidString, store: (any JobStore)? = nil, clock: WallClock = .system) {
         self.definition = definition
+        self.clock = clock
+        let now = clock.now()
         let snapshot = JobSnapshot(
             id: id, jobType: Definition.jobType, status: .notStarted, parameters: definition.parameters,
-            steps: definition.stepNames)
+            steps: definition.stepNames, createdAt: now, updatedAt: now)
         state = Mutex(State(machine: JobStateMachine(), snapshot: snapshot))
         statusBroadcast = Broadcast(.notStarted)
         progressBroadcast = Broadcast(JobProgress())
@@ -53,7 +57,8 @@ public final class Job<Definition: JobDefinition>: Sendable {
     }
 
     /// Rebuilds a job from its JSON. A job that was running when saved comes back `paused` and
-    /// continues from its last checkpoint when started.
+    /// continues from its last checkpoint when started. It reads the time from the environment's
+    /// ``WallClock``, when one was put in.
     /// - Throws: ``JobError/Code/invalidJSON`` for unreadable JSON or another job type.
     public static func fromJSON(
         _ data: Data, environment: JobEnvironment = JobEnvironment(), store: (any JobStore)? = nil
@@ -75,6 +80,7 @@ public final class Job<Definition: JobDefinition>: Sendable {
             throw JobError(.invalidJSON, "the JSON lists steps \(snapshot.steps), this Outpost runs \(definition.stepNames)")
         }
         self.definition = definition
+        clock = environment[WallClock.self] ?? .system
         let machine = JobStateMachine(status: snapshot.status)
         var restored = snapshot
         restored.status = machine.status
@@ -373,7 +379,7 @@ public final class Job<Definition: JobDefinition>: Sendable {
 
     private func snapshotForSave() -> JobSnapshot {
         state.withLock { s in
-            s.snapshot.updatedAt = Date()
+            s.snapshot.updatedAt = clock.now()
             return s.snapshot
         }
     }
@@ -407,7 +413,7 @@ public final class Job<Definition: JobDefinition>: Sendable {
     }
 
     fileprivate func log(_ text: String, severity: JobMessage.Severity = .info) {
-        let message = JobMessage(severity: severity, text: text)
+        let message = JobMessage(timestamp: clock.now(), severity: severity, text: text)
         state.withLock { s in
             s.snapshot.messages.append(message)
             if s.snapshot.messages.count > JobSnapshot.maxMessages {

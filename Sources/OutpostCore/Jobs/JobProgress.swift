@@ -54,7 +54,7 @@ public struct JobMessage: Hashable, Sendable, Codable {
     public var text: String
 
     /// A message logged at `timestamp`.
-    public init(timestamp: Date = Date(), severity: Severity = .info, text: String) {
+    public init(timestamp: Date = WallClock.system.now(), severity: Severity = .info, text: String) {
         self.timestamp = timestamp
         self.severity = severity
         self.text = text

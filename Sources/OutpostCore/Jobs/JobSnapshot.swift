@@ -43,7 +43,7 @@ public struct JobSnapshot: Hashable, Sendable, Codable {
     public init(
         id: String, jobType: String, status: JobStatus, parameters: JSONValue, steps: [String], currentStep: Int = 0,
         checkpoint: JSONValue? = nil, results: [String: JSONValue] = [:], progress: JobProgress = JobProgress(), messages: [JobMessage] = [],
-        error: JobError? = nil, createdAt: Date = Date(), updatedAt: Date = Date()
+        error: JobError? = nil, createdAt: Date = WallClock.system.now(), updatedAt: Date = WallClock.system.now()
     ) {
         self.formatVersion = Self.currentFormatVersion
         self.id = id

@@ -87,13 +87,17 @@ public struct RemoteJob: JobDefinition {
     /// How long the server may be unreachable before the job fails.
     public var connectionLossWindow: Duration
     let transport: any RemoteJobTransport
+    /// Where the job reads how long the server has been out of reach (the time it lost it is
+    /// kept in the job's checkpoint, across restarts).
+    let clock: WallClock
 
     /// A follower of the server job at `statusURL`; see each property.
     public init(
         statusURL: URL, cancelURL: URL? = nil, transport: any RemoteJobTransport,
         initialInterval: Duration = .milliseconds(100), maximumInterval: Duration = .seconds(15),
-        connectionLossWindow: Duration = .seconds(600)
+        connectionLossWindow: Duration = .seconds(600), clock: WallClock = .system
     ) {
+        self.clock = clock
         self.statusURL = statusURL
         self.cancelURL = cancelURL
         self.transport = transport
@@ -124,7 +128,8 @@ public struct RemoteJob: JobDefinition {
             statusURL: status, cancelURL: parameters["cancelUrl"]?.stringValue.flatMap(URL.init(string:)), transport: transport,
             initialInterval: .milliseconds(parameters["initialIntervalMilliseconds"]?.integerValue ?? 100),
             maximumInterval: .milliseconds(parameters["maximumIntervalMilliseconds"]?.integerValue ?? 15_000),
-            connectionLossWindow: .milliseconds(parameters["connectionLossWindowMilliseconds"]?.integerValue ?? 600_000))
+            connectionLossWindow: .milliseconds(parameters["connectionLossWindowMilliseconds"]?.integerValue ?? 600_000),
+            clock: environment[WallClock.self] ?? .system)
     }
 
     static func milliseconds(_ d: Duration) -> Int64 {
@@ -158,9 +163,10 @@ public struct RemoteJob: JobDefinition {
                     interval = min(interval * 3 / 2, maximumInterval)
                 }
             } catch let error as RemoteJobUnreachable {
-                let since = unreachableSince ?? Date()
+                let now = clock.now()
+                let since = unreachableSince ?? now
                 unreachableSince = since
-                let lost = Date().timeIntervalSince(since)
+                let lost = now.timeIntervalSince(since)
                 if lost * 1000 >= Double(Self.milliseconds(connectionLossWindow)) {
                     throw JobError(
                         .connectionLost,
