@@ -1,4 +1,5 @@
 import Foundation
+import Synchronization
 import HTTPTypes
 import OutpostCore
 import OutpostServiceTestSupport
@@ -28,13 +29,15 @@ struct UserTokenTests {
     }
 
     func withSecuredServer(
-        _ kind: BackendKind, maps: [URL] = [], publicMetrics: Bool = false, _ body: @Sendable (Client, TestService, URL) async throws -> Void
+        _ kind: BackendKind, maps: [URL] = [], publicMetrics: Bool = false, clock: WallClock = .system,
+        _ body: @Sendable (Client, TestService, URL) async throws -> Void
     ) async throws {
         let directory = TemporaryDirectory()
         let users = try Self.usersFile(directory)
         var configuration = ServerConfiguration(port: 0, tokens: TokenPolicy(tokens: ["static-reader": .read, "static-admin": .admin]))
         configuration.usersFile = users
         configuration.publicMetrics = publicMetrics
+        configuration.clock = clock
         try await withServer(kind, configuration: configuration, maps: maps) { client, service in try await body(client, service, users) }
         withExtendedLifetime(directory) {}
     }
@@ -189,14 +192,15 @@ struct UserTokenTests {
 
     @Test(arguments: BackendKind.available)
     func badTokensAndSignInsAreRefused(kind: BackendKind) async throws {
-        try await withSecuredServer(kind) { client, _, usersURL in
+        let time = ManualClock()
+        try await withSecuredServer(kind, clock: time.clock) { client, _, usersURL in
             let file = try UserFile.load(from: usersURL)
             let key = try #require(UserFile.bytes(hex: file.tokenKey))
             func status(_ token: String, headers: HTTPFields = [:]) async throws -> (Int, JSONValue?) {
                 let reply = try await client.get("\(base)?f=json&token=\(q(token))", headers: headers)
                 return (reply.status, try? reply.json()["error"]?["code"])
             }
-            let expired = SignedToken(user: "ed", expires: Date().addingTimeInterval(-5), binding: nil).encoded(key: key)
+            let expired = SignedToken(user: "ed", expires: time.clock.now().addingTimeInterval(-5), binding: nil).encoded(key: key)
             #expect(try await status(expired) == (401, 498))
             let otherKey = SignedToken(user: "ada", expires: Date().addingTimeInterval(600), binding: nil).encoded(key: Array(repeating: 7, count: 32))
             #expect(try await status(otherKey) == (401, 498), "a token signed with another key is forged")
@@ -217,7 +221,7 @@ struct UserTokenTests {
             var changed = try UserFile.load(from: usersURL)
             changed.users.removeAll { $0.name == "ada" }
             try changed.save(to: usersURL)
-            try await Task.sleep(for: .milliseconds(1100))
+            time.advance(by: 1.1)
             #expect(try await status(ada) == (401, 498))
 
             // Sign-in: POST only, the password never in the URL, wrong ones throttled.
@@ -238,10 +242,11 @@ struct UserTokenTests {
         let key = Array(repeating: UInt8(3), count: 32)
         let token = SignedToken(user: "ann", expires: Date(timeIntervalSince1970: 4_000_000_000), binding: "ip:10.0.0.1")
         let text = token.encoded(key: key)
-        #expect(try SignedToken.decode(text, key: key) == token)
+        let before = Date(timeIntervalSince1970: 3_999_999_999)
+        #expect(try SignedToken.decode(text, key: key, now: before) == token)
         #expect(throws: SignedToken.Failure.expired) { try SignedToken.decode(text, key: key, now: Date(timeIntervalSince1970: 4_000_000_001)) }
-        #expect(throws: SignedToken.Failure.invalid) { try SignedToken.decode(text + "A", key: key) }
-        #expect(throws: SignedToken.Failure.invalid) { try SignedToken.decode(String(text.dropLast(2)), key: key) }
+        #expect(throws: SignedToken.Failure.invalid) { try SignedToken.decode(text + "A", key: key, now: before) }
+        #expect(throws: SignedToken.Failure.invalid) { try SignedToken.decode(String(text.dropLast(2)), key: key, now: before) }
 
         var file = UserFile()
         try file.setUser("ann", role: .editor, password: "long enough")
@@ -259,9 +264,10 @@ struct UserTokenTests {
         var file = UserFile()
         try file.setUser("ann", role: .viewer, password: "long enough")
         try file.save(to: url)
-        let users = UserDirectory(url: url)
+        let time = ManualClock()
+        let users = UserDirectory(url: url, clock: time.clock)
         let key = try #require(UserFile.bytes(hex: file.tokenKey))
-        let expiry = Date().addingTimeInterval(3600)
+        let expiry = time.clock.now().addingTimeInterval(3600)
         let text = SignedToken(user: "ann", expires: expiry, binding: nil).encoded(key: key)
 
         #expect(try users.verify(text).token.user == "ann")
@@ -274,7 +280,18 @@ struct UserTokenTests {
         try rotated.save(to: url)
         // The file is looked at again at most once a second; its time must differ from the first.
         try FileManager.default.setAttributes([.modificationDate: Date().addingTimeInterval(5)], ofItemAtPath: url.path)
-        Thread.sleep(forTimeInterval: 1.1)
+        time.advance(by: 1.1)
         #expect(throws: SignedToken.Failure.invalid, "signed with the old key") { try users.verify(text) }
     }
+}
+
+/// A clock that moves only when told: time passes in a test without sleeping.
+final class ManualClock: Sendable {
+    private let time = Mutex(Date(timeIntervalSince1970: 1_796_212_800))
+
+    /// The clock to hand to what is tested.
+    var clock: WallClock { WallClock { [self] in self.time.withLock { $0 } } }
+
+    /// Moves the clock `seconds` on.
+    func advance(by seconds: TimeInterval) { time.withLock { $0 += seconds } }
 }

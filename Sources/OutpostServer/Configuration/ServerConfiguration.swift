@@ -1,4 +1,5 @@
 import Foundation
+import OutpostCore
 import Logging
 import OutpostSyncService
 
@@ -46,6 +47,9 @@ public struct ServerConfiguration: Sendable {
     /// The server's log level: `info` logs a line per request (`outpost serve` takes it from
     /// `LOG_LEVEL`).
     public var logLevel: Logger.Level = .warning
+    /// Where the server reads the time: tokens' expiry, the sign-in throttle, when the users
+    /// file is read again, replicas' and jobs' dates (a test may hand in a clock of its own).
+    public var clock: WallClock = .system
 
     /// A configuration of these values; the others take their defaults.
     public init(

@@ -50,11 +50,14 @@ enum Caller: Sendable {
 final class Security: Sendable {
     let staticTokens: TokenPolicy?
     let users: UserDirectory?
-    let throttle = LoginThrottle()
+    let throttle: LoginThrottle
+    let clock: WallClock
 
     init(configuration: ServerConfiguration) {
         staticTokens = configuration.tokens
-        users = configuration.usersFile.map(UserDirectory.init(url:))
+        clock = configuration.clock
+        users = configuration.usersFile.map { UserDirectory(url: $0, clock: configuration.clock) }
+        throttle = LoginThrottle(clock: configuration.clock)
     }
 
     var isEnabled: Bool { staticTokens != nil || users != nil }
@@ -156,7 +159,7 @@ final class Security: Sendable {
         case "none", "anonymous": binding = nil
         case let other: throw ServiceError.badParameter("client", "\"\(other.prefix(20))\" is not requestip, ip, referer or none")
         }
-        let expires = Date().addingTimeInterval(TimeInterval(minutes * 60))
+        let expires = clock.now().addingTimeInterval(TimeInterval(minutes * 60))
         guard let key = UserFile.bytes(hex: file.tokenKey) else { throw ServiceError(500, "the users file's token key is damaged") }
         let token = SignedToken(user: user.name, expires: expires, binding: binding).encoded(key: key)
         return ["token": .string(token), "expires": .integer(Int64(expires.timeIntervalSince1970 * 1000)), "ssl": .bool(secure)]
@@ -189,12 +192,18 @@ final class UserDirectory: Sendable {
     /// Verified tokens remembered at most (the memory is cleared when full).
     static let verifiedLimit = 4096
 
-    init(url: URL) { self.url = url }
+    /// Where it reads the time (tokens' expiry, when to look at the file again).
+    let clock: WallClock
+
+    init(url: URL, clock: WallClock = .system) {
+        self.url = url
+        self.clock = clock
+    }
 
     func current() throws -> UserFile { try currentWithGeneration().file }
 
     private func currentWithGeneration() throws -> (file: UserFile, generation: Int) {
-        let now = Date()
+        let now = clock.now()
         if let cached = state.withLock({ s in now.timeIntervalSince(s.checked) < 1 ? s.file.map { ($0, s.generation) } : nil }) { return cached }
         let modified = (try? FileManager.default.attributesOfItem(atPath: url.path))?[.modificationDate] as? Date
         if let cached = state.withLock({ s -> (UserFile, Int)? in
@@ -217,7 +226,8 @@ final class UserDirectory: Sendable {
     /// The token `text` signed with the current file's key, and that file. Its expiry is checked
     /// on every call; its signature once per file version.
     /// - Throws: ``SignedToken/Failure``, or the users file's read error.
-    func verify(_ text: String, now: Date = Date()) throws -> (token: SignedToken, file: UserFile) {
+    func verify(_ text: String, now given: Date? = nil) throws -> (token: SignedToken, file: UserFile) {
+        let now = given ?? clock.now()
         let (file, generation) = try currentWithGeneration()
         if let known = state.withLock({ $0.generation == generation ? $0.verified[text] : nil }) {
             guard known.expires > now else { throw SignedToken.Failure.expired }
@@ -240,8 +250,13 @@ final class LoginThrottle: Sendable {
     static let limit = 5
     static let window: TimeInterval = 15 * 60
     private let failures = Mutex<[String: [Date]]>([:])
+    /// Where it reads the time.
+    let clock: WallClock
 
-    func check(_ keys: [String], now: Date = Date()) throws {
+    init(clock: WallClock = .system) { self.clock = clock }
+
+    func check(_ keys: [String]) throws {
+        let now = clock.now()
         let wait = failures.withLock { all -> TimeInterval? in
             var longest: TimeInterval?
             for key in keys {
@@ -258,7 +273,8 @@ final class LoginThrottle: Sendable {
         }
     }
 
-    func failed(_ keys: [String], now: Date = Date()) {
+    func failed(_ keys: [String]) {
+        let now = clock.now()
         failures.withLock { all in for key in keys { all[key, default: []].append(now) } }
     }
 

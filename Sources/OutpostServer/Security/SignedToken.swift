@@ -30,7 +30,7 @@ struct SignedToken: Equatable {
     }
 
     /// The token a string carries, checked against the key and the clock.
-    static func decode(_ text: String, key: [UInt8], now: Date = Date()) throws(Failure) -> SignedToken {
+    static func decode(_ text: String, key: [UInt8], now: Date) throws(Failure) -> SignedToken {
         guard text.hasPrefix(prefix) else { throw .invalid }
         let parts = text.dropFirst(prefix.count).split(separator: ".", omittingEmptySubsequences: false)
         guard parts.count == 2, let signature = bytes(base64URL: String(parts[1])) else { throw .invalid }
