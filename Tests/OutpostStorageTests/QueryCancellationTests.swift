@@ -19,12 +19,14 @@ struct QueryCancellationTests {
         let table = try gdb.table(named: "inspection_points")
         try await ImporterTests.importPoints(ImporterTests.randomPoints(200_000, seed: 54), into: table)
 
-        // Rows the query has read, counted as it streams them.
+        // Rows the query has read, counted as it streams them. Past the first thousand each row
+        // takes 0.2 ms, so the cancel surely lands mid-read: on a loaded machine the reader
+        // thread once read all 200,000 rows before the cancelling task was scheduled.
         let read = Atomic<Int>(0)
         let querying = Task {
             try await gdb.read { conn in
                 try table.forEach(matching: FeatureQuery(where: "status = 'open'"), in: conn) { _ in
-                    read.add(1, ordering: .relaxed)
+                    if read.add(1, ordering: .relaxed).newValue > 1_000 { usleep(200) }
                 }
             }
         }
