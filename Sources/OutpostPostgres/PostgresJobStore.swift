@@ -13,11 +13,14 @@ public final class PostgresJobStore: JobRecordStore {
     private let runner: Task<Void, Never>
     let location: PostgresLocation
     let logger = Logger(label: "outpost.postgres")
+    /// Where the store reads the time (a record's last update).
+    let clock: ServiceClock
 
     /// Connects (one small pool) after applying pending migrations.
-    public init(location: PostgresLocation) async throws {
+    public init(location: PostgresLocation, clock: ServiceClock = .system) async throws {
         try await PostgresServiceStore.withClient(location) { client in _ = try await PostgresServiceStore.migrate(client) }
         self.location = location
+        self.clock = clock
         var configuration = location.configuration
         configuration.options.maximumConnections = 4
         client = PostgresClient(configuration: configuration)
@@ -50,7 +53,7 @@ public final class PostgresJobStore: JobRecordStore {
     }
 
     public func update(_ id: String, status: String, result: JSONValue?, error: String?) async throws {
-        let logger = logger, now = Int64(Date().timeIntervalSince1970 * 1000), result = result?.jsonString
+        let logger = logger, now = clock.milliseconds(), result = result?.jsonString
         try await run { client in
             try await client.query(
                 """

@@ -77,7 +77,7 @@ public struct BatchApplier: BatchApplying {
                         }
                     }
                     let logged = clock.now
-                    try ServiceStore.log(conn, generation: context.generation, layerID: layerID, log, origin: context.origin)
+                    try ServiceStore.log(conn, generation: context.generation, layerID: layerID, log, changedAt: context.now, origin: context.origin)
                     logging += clock.now - logged
                 }
                 try writer.finish()
@@ -278,7 +278,7 @@ public struct BatchApplier: BatchApplying {
                 results.append(BatchPlanner.failure(globalID: edit.globalId, op: op, error))
             }
         }
-        for (layerID, entries) in logged { try ServiceStore.log(conn, generation: context.generation, layerID: layerID, entries, origin: context.origin) }
+        for (layerID, entries) in logged { try ServiceStore.log(conn, generation: context.generation, layerID: layerID, entries, changedAt: context.now, origin: context.origin) }
         return results
     }
 

@@ -10,6 +10,8 @@ struct EditApplier {
     let table: FeatureTable
     let conn: GeodatabaseConnection
     let rollbackOnFailure: Bool
+    /// When the edits are applied (the change log's time).
+    let changedAt: String
 
     var layer: LayerDefinition { table.definition }
 
@@ -29,7 +31,7 @@ struct EditApplier {
             response.addResults.append(try attempt("adds", index, feature) {
                 let added = try table.add([feature], in: conn)[0]
                 if let gid = added.globalID {
-                    try ServiceStore.log(conn, generation: generation, layerID: layer.id, globalID: gid, op: "insert", columns: allColumns)
+                    try ServiceStore.log(conn, generation: generation, layerID: layer.id, globalID: gid, op: "insert", columns: allColumns, changedAt: changedAt)
                 }
                 applied += 1
                 return EditResult(objectId: added.objectID, globalId: added.globalID, success: true)
@@ -44,7 +46,7 @@ struct EditApplier {
                 let after = try existing(Feature(objectID: before.objectID))
                 let columns = changedColumns(before, after)
                 if let gid = after.globalID, !columns.isEmpty {
-                    try ServiceStore.log(conn, generation: generation, layerID: layer.id, globalID: gid, op: "update", columns: columns)
+                    try ServiceStore.log(conn, generation: generation, layerID: layer.id, globalID: gid, op: "update", columns: columns, changedAt: changedAt)
                     applied += 1
                 }
                 return EditResult(objectId: after.objectID, globalId: after.globalID, success: true)
@@ -57,7 +59,7 @@ struct EditApplier {
                 if let gid = before.globalID {
                     try ServiceStore.log(
                         conn, generation: generation, layerID: layer.id,
-                        [.init(globalID: gid, op: "delete", columns: [], row: try ReplicaRows.tombstoneJSON(before, layer))])
+                        [.init(globalID: gid, op: "delete", columns: [], row: try ReplicaRows.tombstoneJSON(before, layer))], changedAt: changedAt)
                 }
                 applied += 1
                 return EditResult(objectId: before.objectID, globalId: before.globalID, success: true)

@@ -100,8 +100,9 @@ public final class SQLiteServiceBackend: FeatureServiceBackend {
 
     public func applyEdits(layerID: Int, edits: EditRequest, rollbackOnFailure: Bool) async throws -> ApplyEditsResponse {
         let table = try table(layerID)
+        let now = BatchPlanner.timestamp(clock.now())
         return try await geodatabase.write { conn in
-            try EditApplier(table: table, conn: conn, rollbackOnFailure: rollbackOnFailure).apply(edits)
+            try EditApplier(table: table, conn: conn, rollbackOnFailure: rollbackOnFailure, changedAt: now).apply(edits)
         }
     }
 
@@ -124,9 +125,10 @@ public final class SQLiteServiceBackend: FeatureServiceBackend {
         let table = try table(layerID)
         guard table.definition.hasAttachments else { throw SyncServiceError(.invalidRequest, "layer \(layerID) does not support attachments") }
         try await requireFeature(table, objectID)
+        let now = BatchPlanner.timestamp(clock.now())
         return try await geodatabase.write { conn in
             let added = try table.addAttachment(toFeature: objectID, name: name, contentType: contentType, size: Int64(data.count), in: conn) { try $0(data) }
-            try ServiceStore.attachmentsChanged(conn, layerID: layerID, featureGlobalID: added.featureGlobalID, sha256: (added.globalID, SHA256.hex(data)))
+            try ServiceStore.attachmentsChanged(conn, layerID: layerID, featureGlobalID: added.featureGlobalID, at: now, sha256: (added.globalID, SHA256.hex(data)))
             return added
         }
     }
@@ -142,9 +144,10 @@ public final class SQLiteServiceBackend: FeatureServiceBackend {
                 continue
             }
             // The delete and the log entry that tells replicas, in one transaction.
+            let now = BatchPlanner.timestamp(clock.now())
             try await geodatabase.write { conn in
                 try conn.deleteAttachment(globalID: attachment.globalID)
-                try ServiceStore.attachmentsChanged(conn, layerID: layerID, featureGlobalID: attachment.featureGlobalID)
+                try ServiceStore.attachmentsChanged(conn, layerID: layerID, featureGlobalID: attachment.featureGlobalID, at: now)
             }
             results.append(EditResult(objectId: id, globalId: nil, success: true))
         }

@@ -176,12 +176,12 @@ enum ServiceStore {
         try conn.execute("UPDATE outpost_service_state SET generation = ? WHERE id = 1", arguments: [.integer(generation)])
     }
 
-    /// Records one feature's change at `generation`.
+    /// Records one feature's change at `generation`, made at `changedAt` (`BatchPlanner.timestamp(_:)`).
     static func log(
-        _ conn: GeodatabaseConnection, generation: Int64, layerID: Int, globalID: String, op: String, columns: [String],
+        _ conn: GeodatabaseConnection, generation: Int64, layerID: Int, globalID: String, op: String, columns: [String], changedAt: String,
         origin: (replica: String, seq: Int64)? = nil
     ) throws {
-        try log(conn, generation: generation, layerID: layerID, [LogEntry(globalID: globalID, op: op, columns: columns)], origin: origin)
+        try log(conn, generation: generation, layerID: layerID, [LogEntry(globalID: globalID, op: op, columns: columns)], changedAt: changedAt, origin: origin)
     }
 
     /// One feature's change for ``log(_:generation:layerID:_:origin:)``.
@@ -191,7 +191,7 @@ enum ServiceStore {
     /// logged at a new generation (no columns), so replicas download its attachment list again;
     /// `sha256` records a new attachment's content hash.
     static func attachmentsChanged(
-        _ conn: GeodatabaseConnection, layerID: Int, featureGlobalID: String?, sha256: (globalID: String, hash: String)? = nil
+        _ conn: GeodatabaseConnection, layerID: Int, featureGlobalID: String?, at changedAt: String, sha256: (globalID: String, hash: String)? = nil
     ) throws {
         if let sha256 {
             try conn.execute(
@@ -199,7 +199,7 @@ enum ServiceStore {
         }
         guard let featureGlobalID else { return }
         let generation = try generation(conn) + 1
-        try log(conn, generation: generation, layerID: layerID, [LogEntry(globalID: featureGlobalID, op: "update", columns: [])])
+        try log(conn, generation: generation, layerID: layerID, [LogEntry(globalID: featureGlobalID, op: "update", columns: [])], changedAt: changedAt)
         try setGeneration(conn, generation)
     }
 
@@ -231,7 +231,8 @@ enum ServiceStore {
     /// made once), then for each delete the tombstone (an insert drops one), in the entries'
     /// order, so the last operation on a feature decides its tombstone.
     static func log(
-        _ conn: GeodatabaseConnection, generation: Int64, layerID: Int, _ entries: [LogEntry], origin: (replica: String, seq: Int64)? = nil
+        _ conn: GeodatabaseConnection, generation: Int64, layerID: Int, _ entries: [LogEntry], changedAt time: String,
+        origin: (replica: String, seq: Int64)? = nil
     ) throws {
         guard !entries.isEmpty else { return }
         let layer = SQLLiteral.integer(Int64(layerID)), gen = SQLLiteral.integer(generation)
@@ -244,7 +245,7 @@ enum ServiceStore {
         var columnTexts: [[String]: SQLLiteral] = [:]
         let originReplica = origin.map { SQLLiteral.text($0.replica) } ?? .null, originSeq = origin.map { SQLLiteral.integer($0.seq) } ?? .null
         // One time for all the rows (the column's default formats the time again for each).
-        let changedAt = SQLLiteral.text(BatchPlanner.timestamp())
+        let changedAt = SQLLiteral.text(time)
         var arguments: [SQLLiteral] = []
         arguments.reserveCapacity(9 * logRowsPerStatement)
         let wholeStatementRows = entries.count / logRowsPerStatement * logRowsPerStatement

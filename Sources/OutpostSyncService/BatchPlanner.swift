@@ -145,8 +145,9 @@ public struct BatchPlanner: Sendable {
         return rule
     }
 
-    /// The time stamp edits without one are applied at (UTC ISO 8601 with milliseconds).
-    public static func timestamp(_ date: Date = Date()) -> String {
+    /// The time stamp edits without one are applied at (UTC ISO 8601 with milliseconds), of a
+    /// time read from the store's clock.
+    public static func timestamp(_ date: Date) -> String {
         let formatter = ISO8601DateFormatter()
         formatter.formatOptions = [.withInternetDateTime, .withFractionalSeconds]
         return formatter.string(from: date)

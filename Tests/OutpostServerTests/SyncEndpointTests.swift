@@ -231,6 +231,15 @@ struct NativeSyncEndpointTests {
         ])
         _ = try await backend.applyBatchAnswering(upload, hash: UploadBatch.hash(try upload.encoded()))
         #expect(try await backend.replica(id: info.replicaID).lastSyncDate == 1_700_000_090_000)
+        // The change log's times too: a batch's, and an applyEdits request's a minute on.
+        later.withLock { $0 = start.addingTimeInterval(150) }
+        var edit = EditRequest()
+        edit.adds = [Feature(attributes: ["asset_id": .string("B-2"), "asset_type": .string("valve"), "status": .string("open")], geometry: .point(try Point(x: -122.65, y: 45.53)))]
+        _ = try await backend.applyEdits(layerID: 0, edits: edit, rollbackOnFailure: true)
+        let times = try await backend.geodatabase.read { conn in
+            try conn.query("SELECT DISTINCT changed_at FROM outpost_change_log ORDER BY changed_at").compactMap { $0[0].textValue }
+        }
+        #expect(times == ["2023-11-14T22:14:50.000Z", "2023-11-14T22:15:50.000Z"])
         try await backend.close()
     }
 
