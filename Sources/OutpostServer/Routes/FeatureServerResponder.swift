@@ -14,8 +14,10 @@ import OutpostSyncService
 import OutpostTiles
 
 /// Answers every request: the ArcGIS-REST-shaped catalog, FeatureServer and layer resources,
-/// query, applyEdits and attachments, plus /health. Paths are dispatched here rather than by a
-/// route table so that every miss gets the ArcGIS error JSON with the right status.
+/// query, applyEdits and attachments, plus /health. What every request goes through is
+/// middleware in front of the routes (`ServerMiddleware.swift`): its id, metrics and log line,
+/// cache headers, the watch on its client, the ArcGIS error answer (every miss gets the ArcGIS
+/// error JSON with the right status) and the drain.
 public struct FeatureServerResponder: HTTPResponder {
     /// The request context the server's routes use.
     public typealias Context = OutpostRequestContext
@@ -30,6 +32,8 @@ public struct FeatureServerResponder: HTTPResponder {
     let checksumsAhead = ChecksumsAhead()
     /// Feed pages made while the page before them was answered (see ``PagesAhead``).
     let pagesAhead = PagesAhead()
+    /// The middleware and the routes behind it, made once the responder is.
+    private let chain = Chain()
 
     /// A responder for `services`, configured by `configuration`.
     public init(services: ServiceDirectory, configuration: ServerConfiguration) {
@@ -43,78 +47,55 @@ public struct FeatureServerResponder: HTTPResponder {
         metrics = ServerMetrics()
         sync = SyncServices(configuration: configuration, metrics: metrics)
         security = Security(configuration: configuration)
+        chain.responder = router().buildResponder()
     }
 
-    /// Every request: a request id (the client's `X-Request-Id` when it is a plain token, else a
-    /// new one) in the response and the log line, metrics by route kind and status, and 503 once
-    /// the server drains. The log line names the path, never the query (tokens travel there).
+    /// Holds the built router (a class: it is made after the responder's other fields).
+    private final class Chain: @unchecked Sendable {
+        var responder: RouterResponder<Context>?
+    }
+
+    /// The server's router: the middleware, outermost first, then every path to ``dispatch``.
+    private func router() -> Router<Context> {
+        let router = Router(context: Context.self)
+        router.add(middleware: RequestIDMiddleware())
+        router.add(middleware: RequestMetricsMiddleware(metrics: metrics))
+        router.add(middleware: CacheControlMiddleware(secured: security.isEnabled))
+        router.add(middleware: ClientDepartureMiddleware())
+        router.add(middleware: ArcGISErrorMiddleware())
+        router.add(middleware: DrainMiddleware(drain: drain))
+        let routes = Routes(responder: self)
+        for method: HTTPRequest.Method in [.get, .post, .put, .delete, .patch, .head, .options] {
+            router.on("**", method: method, responder: routes)
+        }
+        return router
+    }
+
+    /// The routes behind the middleware.
+    private struct Routes: HTTPResponder {
+        let responder: FeatureServerResponder
+
+        func respond(to request: Request, context: Context) async throws -> Response {
+            var request = request
+            return try await responder.dispatch(&request, remote: context.remoteAddress)
+        }
+    }
+
+    /// Every request, through the middleware to its route.
     public func respond(to request: Request, context: Context) async throws -> Response {
-        let started = ContinuousClock.now
-        let segments = request.uri.path.split(separator: "/").map { $0.removingPercentEncoding ?? String($0) }
-        let id = request.headers[Self.requestID].flatMap { $0.count <= 64 && $0.allSatisfy { $0.isLetter || $0.isNumber || "-_.".contains($0) } ? $0 : nil }
-            ?? UUID().uuidString.lowercased()
-        var logger = context.logger
-        logger[metadataKey: "request_id"] = .string(id)
-        let route = ServerMetrics.route(segments)
-        metrics.inFlight(route: route, +1)
-        defer { metrics.inFlight(route: route, -1) }
-        var response = try await ClientDeparture.$channel.withValue(context.channel) {
-            try await answer(request, segments: segments, remote: context.remoteAddress, logger: logger)
-        }
-        response.headers[Self.requestID] = id
-        Self.cacheControl(&response, secured: security.isEnabled, static: segments.starts(with: ["arcgis", "rest", "static"]))
-        metrics.request(route: route, method: request.method.rawValue, status: Int(response.status.code), duration: ContinuousClock.now - started)
-        logger.info(
-            "request", metadata: ["method": .string(request.method.rawValue), "path": .string(request.uri.path), "status": .stringConvertible(response.status.code), "route": .string(route)])
-        return response
+        try await chain.responder!.respond(to: request, context: context)
     }
 
-    static let requestID = HTTPField.Name("X-Request-Id")!
-
-    /// What caches may keep. Answers change with every edit, so clients ask again (`no-cache`)
-    /// unless a route said otherwise (tiles, the directory's assets). On a server with tokens
-    /// nothing is stored (`private, no-store`): a client's disk cache (QGIS keeps one) must not
-    /// hand a token holder's answer to a later request without the token; tiles may stay in
-    /// the client's own cache only.
-    static func cacheControl(_ response: inout Response, secured: Bool, static isStatic: Bool) {
-        let given = response.headers[.cacheControl]
-        if secured, !isStatic {
-            response.headers[.cacheControl] = given.map { $0.replacingOccurrences(of: "public", with: "private") } ?? "private, no-store"
-        } else if given == nil {
-            response.headers[.cacheControl] = "no-cache"
-        }
-    }
-
-    private func answer(_ request: Request, segments: [String], remote: SocketAddress?, logger: Logger) async throws -> Response {
-        var request = request
-        let f = request.uri.queryParameters["f"].map { $0.lowercased() }
-        let pretty = f == "pjson"
-        do {
-            if !admittedByDrain(segments, method: request.method) {
-                var response = ResponseWriting(request: request).json(
-                    Self.errorJSON(ServiceError(503, "the server is shutting down; try again")), status: .serviceUnavailable)
-                response.headers[.retryAfter] = "5"
-                return response
-            }
-            return try await dispatch(&request, remote: remote)
-        } catch {
-            let failure = ServiceError.from(error)
-            if failure.status >= 500 { logger.error("\(request.method) \(request.uri.path): \(error)") }
-            let writing = ResponseWriting(request: request, pretty: pretty)
-            let segments = request.uri.path.split(separator: "/").map { $0.removingPercentEncoding ?? String($0) }
-            if f == "html" || f == nil && request.headers[.accept]?.lowercased().contains("text/html") == true, segments.starts(with: ["arcgis", "rest"]) {
-                let view = DirectoryView(segments: Array(segments.dropFirst(2)), query: request.uri.query)
-                return writing.html(view.error(failure), status: .init(code: failure.status, reasonPhrase: ""))
-            }
-            return writing.json(Self.errorJSON(failure), status: .init(code: failure.status, reasonPhrase: ""))
-        }
+    /// The request's path segments, percent-decoded.
+    static func segments(_ request: Request) -> [String] {
+        request.uri.path.split(separator: "/").map { $0.removingPercentEncoding ?? String($0) }
     }
 
     /// Whether the drain lets a request through, noting the syncs under way (see ``DrainState``):
     /// before it, everything; during it, `/health` and `/ready`, the requests of a sync that had
     /// begun (and the service's attachment and blob requests while one of its syncs is under
     /// way), and the status and results of jobs that were submitted before.
-    private func admittedByDrain(_ segments: [String], method: HTTPRequest.Method) -> Bool {
+    static func admittedByDrain(_ segments: [String], method: HTTPRequest.Method, drain: DrainState) -> Bool {
         if segments == ["health"] || segments == ["ready"] { return true }
         if segments.count >= 5, segments.starts(with: NativeSyncRoute.servicePrefix) {
             let (service, route) = (segments[3], Array(segments.dropFirst(4)))
