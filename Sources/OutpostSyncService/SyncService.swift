@@ -37,7 +37,7 @@ public struct SyncService<Store: SyncStore>: Sendable {
         return try await apply(head.batch, hash: nil, streamed: Streamed(announced: head.layers, body: body))
     }
 
-    private struct Streamed: @unchecked Sendable {
+    private struct Streamed: Sendable {
         let announced: [UploadBatch.AnnouncedLayer]
         let body: StreamedBatch
     }
