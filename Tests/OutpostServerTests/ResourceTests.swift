@@ -77,6 +77,38 @@ struct ResourceTests {
                 #expect(error?["message"]?.stringValue?.contains(text) == true, "\(uri): \(reply.text)")
                 #expect(error?["details"]?.arrayValue != nil)
             }
+            // A method a route does not answer is a 405 saying which it does, before anything
+            // is read or a token asked for; a path no route takes stays a 404.
+            let refused: [(Client.Reply, String)] = [
+                (try await client.put("\(base)/0/query", json: Data("{}".utf8)), "PUT is not allowed; use GET or POST"),
+                (try await client.delete("/arcgis/rest/services"), "DELETE is not allowed; use GET or POST"),
+                (try await client.post("/arcgis/rest/maps", [:]), "POST is not allowed; use GET"),
+                (try await client.delete("/outpost/v1/locators/nowhere/file"), "DELETE is not allowed; use GET"),
+                (try await client.post("\(base)/0/3/attachments/1", [:]), ""),
+            ]
+            for (reply, message) in refused.dropLast() {
+                let said = try reply.json()["error"]?["message"]?.stringValue
+                #expect(reply.status == 405 && said == message, "\(reply.text)")
+            }
+            #expect(refused.last!.0.status != 405, "a listed method reaches its handler")
+            #expect(try await client.get("\(base)/0/1/2/3/4").status == 404)
+            #expect(try await client.delete("\(base)/0/1/2/3/4").status == 405)
+        }
+    }
+
+    /// The routes each service type registers are the router's, and none hides another (the
+    /// router checks only in debug builds; this holds in every build).
+    @Test func noRouteHidesAnother() throws {
+        let responder = FeatureServerResponder(services: ServiceDirectory([]), configuration: ServerConfiguration(port: 0))
+        try responder.validateRoutes()
+        let routes = Set(responder.routes.map { "\($0.method) \($0.path)" })
+        for expected in [
+            "GET /arcgis/rest/services/{service}/FeatureServer/{layer}/query", "POST /arcgis/rest/services/{service}/FeatureServer/{layer}/applyEdits",
+            "GET /arcgis/rest/services/{service}/MapServer/tile/{level}/{row}/{col}", "POST /arcgis/rest/services/{service}/GPServer/{task}/submitJob",
+            "GET /arcgis/rest/services/{service}/GeocodeServer/findAddressCandidates", "GET /arcgis/rest/services/{service}/NAServer/Route/solve",
+            "PUT /outpost/v1/services/{service}/replicas/{replica}/batches/{seq}", "GET /health", "POST /arcgis/tokens/generateToken",
+        ] {
+            #expect(routes.contains(expected), "\(expected)")
         }
     }
 }

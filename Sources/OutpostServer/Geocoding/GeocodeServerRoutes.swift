@@ -16,27 +16,31 @@ struct GeocodeServerRoutes {
     /// Most candidates `findAddressCandidates` returns.
     static let maxResultSize = 50
 
-    func respond(_ route: [String]) async throws -> Response {
-        _ = try parameters.format()
-        switch route {
-        case []: return writing.json(serviceInfo())
-        case ["findAddressCandidates"]: return writing.json(try await run { try findAddressCandidates() })
-        case ["reverseGeocode"]:
-            guard let answer = try await run({ try reverseGeocode() }) else {
+    /// The routes below `…/<name>/GeocodeServer`, for callers who may query the locator.
+    static func table(locator: @escaping @Sendable (RoutedRequest) throws -> GeocodeServerRoutes) -> RouteTable {
+        var table = RouteTable()
+        func on(_ path: RouterPath, _ answer: @escaping @Sendable (GeocodeServerRoutes, RoutedRequest) async throws -> Response) {
+            table.on(path, by: locator, answer)
+        }
+        on("") { r, _ in r.writing.json(r.serviceInfo()) }
+        on("findAddressCandidates") { r, _ in r.writing.json(try await r.run { try r.findAddressCandidates() }) }
+        on("reverseGeocode") { r, _ in
+            guard let answer = try await r.run({ try r.reverseGeocode() }) else {
                 // Nothing near is not a malformed request: ArcGIS answers it with HTTP 200 and
                 // this error body, word for word (clients such as geopy look for it).
-                return writing.json([
+                return r.writing.json([
                     "error": [
                         "code": 400, "message": "Cannot perform query. Invalid query parameters.",
                         "details": ["Unable to find address for the specified location."],
                     ],
                 ])
             }
-            return writing.json(answer)
-        case ["suggest"]: return writing.json(try await run { try suggest() })
-        case ["geocodeAddresses"]: return writing.json(try await run { try geocodeAddresses() })
-        default: throw ServiceError.notFound("GeocodeServer operation \(route.joined(separator: "/"))")
+            return r.writing.json(answer)
         }
+        on("suggest") { r, _ in r.writing.json(try await r.run { try r.suggest() }) }
+        on("geocodeAddresses") { r, _ in r.writing.json(try await r.run { try r.geocodeAddresses() }) }
+        on("**") { _, call in throw ServiceError.notFound("GeocodeServer operation \(call.rest.joined(separator: "/"))") }
+        return table
     }
 
     /// Searches read SQLite synchronously: off the cooperative pool, so a batch does not hold a

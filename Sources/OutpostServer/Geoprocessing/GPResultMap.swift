@@ -22,39 +22,51 @@ struct GPResultMap {
         case raster(GPRaster)
     }
 
-    func respond(_ id: String, _ route: [String]) async throws -> Response {
+    /// `…/MapServer/jobs/{id}`: the job's outputs as a map.
+    func info(_ id: String) throws -> Response {
         let outputs = try layers(id)
-        switch route {
-        case []:
-            _ = try parameters.format()
-            let sr = outputs.first.map(Self.spatialReference) ?? .wgs84
-            return writing.json([
-                "mapName": .string(id), "description": .string("The outputs of job \(id)"),
-                "layers": .array(outputs.enumerated().map { i, o in
-                    [
-                        "id": .integer(Int64(i)), "name": .string(o.name),
-                        "type": .string({ if case .raster = o.output { "Raster Layer" } else { "Feature Layer" } }()),
-                    ]
-                }),
-                "spatialReference": ["wkid": .integer(Int64(sr.wkid))],
-                "fullExtent": try extent(outputs, in: sr).map { e in
-                    ["xmin": .number(e.xmin), "ymin": .number(e.ymin), "xmax": .number(e.xmax), "ymax": .number(e.ymax), "spatialReference": ["wkid": .integer(Int64(sr.wkid))]]
-                } ?? .null,
-                "supportedImageFormatTypes": "PNG",
-            ])
-        case ["export"]:
-            return try export(id, outputs)
-        case ["layers"]:
-            _ = try parameters.format()
-            return writing.json(["layers": .array(try outputs.indices.map { try layerInfo($0, outputs) })])
-        case let one where one.count == 1 && Int(one[0]) != nil:
-            _ = try parameters.format()
-            let index = Int(one[0])!
-            guard outputs.indices.contains(index) else { throw ServiceError.notFound("layer \(index) of job \(id)") }
-            return writing.json(try layerInfo(index, outputs))
-        default:
-            throw ServiceError.notFound("\(mapURL)/jobs/\(id)/\(route.joined(separator: "/"))")
-        }
+        _ = try parameters.format()
+        let sr = outputs.first.map(Self.spatialReference) ?? .wgs84
+        return writing.json([
+            "mapName": .string(id), "description": .string("The outputs of job \(id)"),
+            "layers": .array(outputs.enumerated().map { i, o in
+                [
+                    "id": .integer(Int64(i)), "name": .string(o.name),
+                    "type": .string({ if case .raster = o.output { "Raster Layer" } else { "Feature Layer" } }()),
+                ]
+            }),
+            "spatialReference": ["wkid": .integer(Int64(sr.wkid))],
+            "fullExtent": try extent(outputs, in: sr).map { e in
+                ["xmin": .number(e.xmin), "ymin": .number(e.ymin), "xmax": .number(e.xmax), "ymax": .number(e.ymax), "spatialReference": ["wkid": .integer(Int64(sr.wkid))]]
+            } ?? .null,
+            "supportedImageFormatTypes": "PNG",
+        ])
+    }
+
+    /// `…/MapServer/jobs/{id}/export`: the outputs drawn.
+    func export(_ id: String) throws -> Response {
+        try export(id, try layers(id))
+    }
+
+    /// `…/MapServer/jobs/{id}/layers`.
+    func layerList(_ id: String) throws -> Response {
+        let outputs = try layers(id)
+        _ = try parameters.format()
+        return writing.json(["layers": .array(try outputs.indices.map { try layerInfo($0, outputs) })])
+    }
+
+    /// `…/MapServer/jobs/{id}/{layer}`.
+    func layer(_ id: String, _ index: Int) throws -> Response {
+        let outputs = try layers(id)
+        _ = try parameters.format()
+        guard outputs.indices.contains(index) else { throw ServiceError.notFound("layer \(index) of job \(id)") }
+        return writing.json(try layerInfo(index, outputs))
+    }
+
+    /// Anything else below a job's map.
+    func notFound(_ id: String, _ route: [String]) throws -> Never {
+        _ = try layers(id)
+        throw ServiceError.notFound("\(mapURL)/jobs/\(id)/\(route.joined(separator: "/"))")
     }
 
     /// A layer's description: its name, kind, geometry type and extent.

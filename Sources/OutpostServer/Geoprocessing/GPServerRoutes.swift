@@ -12,7 +12,7 @@ struct GPServerRoutes {
     let service: GeoprocessingService
     let resolver: GPLayerResolver
     let parameters: RequestParameters
-    let writing: ResponseWriting
+    var writing: ResponseWriting
     /// `…/<name>/GPServer` as the client reaches it.
     let serviceURL: String
     /// The request's Content-Type (uploads are multipart).
@@ -21,56 +21,83 @@ struct GPServerRoutes {
     /// Parameters every operation may carry besides the task's own.
     static let common: Set<String> = ["f", "token", "returnmessages", "returnz", "returnm", "context", "returnfeaturecollection", "returncolumnname", "returntype"]
 
-    func respond(_ route: [String]) async throws -> Response {
-        _ = try parameters.format()
-        let definition = service.definition
-        switch route.count {
-        case 0:
-            return writing.json(serviceInfo())
-        case 2 where route[0] == "uploads" && route[1] == "upload":
-            return try upload()
-        case 2 where route[0] == "uploads":
-            return try uploadInfo(route[1])
-        case 3 where route[0] == "files":
-            guard let file = service.files.written(route[1], route[2]) else { throw ServiceError.notFound("file \(route[2])") }
-            return try ReplicaRoutes.streamFile(file, contentType: Self.contentType(route[2]), removeAfter: false)
-        case 2 where route[0] == "jobs":
-            // ArcGIS also answers a job below the service (`…/GPServer/jobs/{id}`).
-            return try await job(route[1], task: nil)
-        default:
-            break
+    /// The routes below `…/<name>/GPServer`, for callers who may query the service. `service`
+    /// makes the request's answerer (it finds the service, or refuses the name).
+    static func table(service: @escaping @Sendable (RoutedRequest) throws -> GPServerRoutes) -> RouteTable {
+        var table = RouteTable()
+        func on(_ path: RouterPath, _ answer: @escaping @Sendable (GPServerRoutes, RoutedRequest) async throws -> Response) {
+            table.on(path, by: service, answer)
         }
-        guard let task = definition.task(named: route[0]) else { throw ServiceError.notFound("task \(route[0])") }
-        switch (route.count, route.count > 1 ? route[1] : "") {
-        case (1, _):
+        /// A route below a task the service has.
+        func onTask(_ path: RouterPath, _ answer: @escaping @Sendable (GPServerRoutes, GPTaskDefinition, RoutedRequest) async throws -> Response) {
+            on(path) { r, call in
+                let name = try call.value("task")
+                guard let task = r.service.definition.task(named: name) else { throw ServiceError.notFound("task \(name)") }
+                return try await answer(r, task, call)
+            }
+        }
+        on("") { r, _ in r.writing.json(r.serviceInfo()) }
+        on("uploads/upload") { r, _ in try r.upload() }
+        on("uploads/:item") { r, call in try r.uploadInfo(try call.value("item")) }
+        on("files/:job/:file") { r, call in
+            let (job, name) = (try call.value("job"), try call.value("file"))
+            guard let file = r.service.files.written(job, name) else { throw ServiceError.notFound("file \(name)") }
+            return try ReplicaRoutes.streamFile(file, contentType: Self.contentType(name), removeAfter: false)
+        }
+        // ArcGIS also answers a job below the service (`…/GPServer/jobs/{id}`).
+        on("jobs/:job") { r, call in try await r.job(try call.value("job"), task: nil) }
+        onTask(":task") { r, task, _ in
             var info = try task.infoJSON.objectValue ?? [:]
-            info["executionType"] = .string(definition.executionType.rawValue)
-            return writing.json(.object(info))
-        case (2, "execute"):
-            guard definition.executionType == .synchronous else {
-                throw ServiceError(400, "\(definition.name) is an asynchronous service: use submitJob, not execute")
+            info["executionType"] = .string(r.service.definition.executionType.rawValue)
+            return r.writing.json(.object(info))
+        }
+        onTask(":task/execute") { r, task, call in
+            if let form = r.form(task, operation: "execute", call) { return form }
+            guard r.service.definition.executionType == .synchronous else {
+                throw ServiceError(400, "\(r.service.definition.name) is an asynchronous service: use submitJob, not execute")
             }
             // The client waits for the answer; if it leaves, reading its inputs or the tool stops
             // at its next check.
-            let routes = self
-            return try await ClientDeparture.cancelling { try await routes.execute(task) }
-        case (2, "submitJob"):
-            guard definition.executionType == .asynchronous else {
-                throw ServiceError(400, "\(definition.name) is a synchronous service: use execute, not submitJob")
-            }
-            let (inputs, environment) = try await inputs(task)
-            let id = try await service.queue.submit(task: task.name, inputs: try inputs.mapValues { try $0.json }, environment: environment)
-            return writing.json(try await status(id, task: task))
-        case (3, "jobs"):
-            return try await job(route[2], task: task)
-        case (4, "jobs") where route[3] == "cancel":
-            guard try await service.queue.cancel(route[2]) else { throw ServiceError.notFound("job \(route[2])") }
-            return writing.json(try await status(route[2], task: task))
-        case (5, "jobs") where route[3] == "results" || route[3] == "inputs":
-            return try await parameterValue(route[2], task: task, name: route[4], output: route[3] == "results")
-        default:
-            throw ServiceError.notFound("\(serviceURL)/\(route.joined(separator: "/"))")
+            return try await ClientDeparture.cancelling { try await r.operationPage("execute", call).execute(task) }
         }
+        onTask(":task/submitJob") { r, task, call in
+            if let form = r.form(task, operation: "submitJob", call) { return form }
+            guard r.service.definition.executionType == .asynchronous else {
+                throw ServiceError(400, "\(r.service.definition.name) is a synchronous service: use execute, not submitJob")
+            }
+            let (inputs, environment) = try await r.inputs(task)
+            let id = try await r.service.queue.submit(task: task.name, inputs: try inputs.mapValues { try $0.json }, environment: environment)
+            return r.operationPage("submitJob", call).writing.json(try await r.status(id, task: task))
+        }
+        onTask(":task/jobs/:job") { r, task, call in try await r.job(try call.value("job"), task: task) }
+        onTask(":task/jobs/:job/cancel") { r, task, call in
+            let id = try call.value("job")
+            guard try await r.service.queue.cancel(id) else { throw ServiceError.notFound("job \(id)") }
+            return r.writing.json(try await r.status(id, task: task))
+        }
+        for part in ["results", "inputs"] {
+            onTask(RouterPath(":task/jobs/:job/\(part)/:parameter")) { r, task, call in
+                try await r.parameterValue(try call.value("job"), task: task, name: try call.value("parameter"), output: part == "results")
+            }
+        }
+        return table
+    }
+
+    /// A browser on `execute` or `submitJob` with none of the task's inputs gets the task's form.
+    private func form(_ task: GPTaskDefinition, operation: String, _ call: RoutedRequest) -> Response? {
+        guard let view = call.directoryView(), task.inputs.allSatisfy({ parameters[$0.name] == nil }) else { return nil }
+        return writing.html(
+            view.operation(
+                title: "\(operation == "execute" ? "Execute" : "Submit Job"): \(task.displayName)", description: task.summary,
+                form: DirectoryForms.geoprocessing(task, operation: operation), result: nil))
+    }
+
+    /// For a browser, the answer shown as the operation's result.
+    private func operationPage(_ operation: String, _ call: RoutedRequest) -> GPServerRoutes {
+        guard let view = call.directoryView() else { return self }
+        var routes = self
+        routes.writing.directory = (view, .operation(description: operation == "execute" ? "The task ran:" : "The job was submitted; follow it at jobs/<jobId>.", form: nil))
+        return routes
     }
 
     private func serviceInfo() -> JSONValue {

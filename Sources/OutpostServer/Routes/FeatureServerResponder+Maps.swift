@@ -14,12 +14,12 @@ import OutpostTiles
 /// Map definitions (`/arcgis/rest/maps`) and their preplanned map areas: who may read a map, and
 /// the listing and packages of its areas.
 extension FeatureServerResponder {
-    func mapDefinitions(_ request: inout Request, _ rest: [String], remote: SocketAddress?) async throws -> Response {
-        guard request.method == .get else { throw ServiceError(405, "\(request.method) is not allowed; use GET") }
-        let parameters = try await readParameters(&request)
+    /// `/arcgis/rest/maps` (the names) and `/arcgis/rest/maps/<name>.json` (a map definition
+    /// with its service URLs made absolute for the address the caller used).
+    func mapDefinitions(_ call: RoutedRequest, _ rest: [String]) throws -> Response {
+        let (request, parameters, caller) = (call.request, call.parameters, call.caller)
         _ = try parameters.format()
-        let caller = try security.caller(request, parameters, remote: remote, anonymousAllowed: rest.isEmpty)
-        var writing = ResponseWriting(request: request, pretty: (parameters["f"] ?? "").lowercased() == "pjson")
+        var writing = call.writing
         // In a browser, the Services Directory's page of the JSON.
         if DirectoryView.wanted(request, parameters) { writing.directory = (DirectoryView(segments: ["maps"] + rest, query: request.uri.query), .resource) }
         let base = PublicURL(request, configuration: configuration).base
@@ -108,5 +108,4 @@ extension FeatureServerResponder {
         return try ReplicaRoutes.streamFile(folder.appendingPathComponent(path), contentType: "application/octet-stream", removeAfter: false, range: request.headers[.range], ifRange: request.headers[.ifRange])
     }
 
-    /// `/arcgis/rest/info`: the version, and how to sign in.
 }

@@ -13,6 +13,7 @@ import OutpostTiles
 
 /// The server's `/arcgis/rest/info` answer and token issuing (`generateToken`).
 extension FeatureServerResponder {
+    /// `/arcgis/rest/info`: the version, and how to sign in.
     func info(_ request: Request) -> JSONValue {
         [
             "currentVersion": ServiceInfo.currentVersion, "fullVersion": "11.1.0", "owningSystemUrl": .null,
@@ -24,11 +25,10 @@ extension FeatureServerResponder {
     /// `/sharing/generateToken`): a token for a user's name and password, by POST (a password never
     /// travels in a URL) unless the server allows it in the URL over HTTPS
     /// (``ServerConfiguration/tokenRequestsInURL``). A browser's GET gets a sign-in form.
-    func tokens(_ request: inout Request, _ rest: [String], remote: SocketAddress?) async throws -> Response {
-        let parameters = try await readParameters(&request)
+    func tokens(_ call: RoutedRequest) throws -> Response {
+        let (request, parameters) = (call.request, call.parameters)
         let format = try parameters.format()
         var writing = ResponseWriting(request: request, pretty: format == "pjson")
-        guard rest.last == "generateToken" || rest == ["tokens"] || rest.isEmpty else { throw ServiceError.notFound(request.uri.path) }
         let view = DirectoryView(segments: ["tokens", "generateToken"], query: request.uri.query)
         let secure = PublicURL(request, configuration: configuration).base.hasPrefix("https:")
         let passwordInURL = request.uri.queryParameters["password"] != nil
@@ -48,10 +48,9 @@ extension FeatureServerResponder {
         if passwordInURL, !urlAllowed {
             throw ServiceError(400, "Unable to generate token.", details: ["send the password in the POST body, not the URL"])
         }
-        let answer = try security.generateToken(parameters, request: request, remote: remote, secure: secure)
+        let answer = try security.generateToken(parameters, request: request, remote: call.context.remoteAddress, secure: secure)
         if DirectoryView.wanted(request, parameters) { writing.directory = (view, .operation(description: "Your token:", form: nil)) }
         return writing.json(answer)
     }
 
-    /// Query string plus a form-encoded body; a multipart body is kept raw for addAttachment.
 }

@@ -13,11 +13,12 @@ import OutpostStorage
 import OutpostSyncService
 import OutpostTiles
 
-/// Answers every request: the ArcGIS-REST-shaped catalog, FeatureServer and layer resources,
-/// query, applyEdits and attachments, plus /health. What every request goes through is
-/// middleware in front of the routes (`ServerMiddleware.swift`): its id, metrics and log line,
-/// cache headers, the watch on its client, the ArcGIS error answer (every miss gets the ArcGIS
-/// error JSON with the right status) and the drain.
+/// Answers every request through Hummingbird's router: the middleware every request goes
+/// through (`ServerMiddleware.swift`: its id, metrics and log line, cache headers, the watch on
+/// its client, the ArcGIS error answer and the drain), then one ``RouteTable`` per service type
+/// (the server's own routes, the catalog, FeatureServer, MapServer, GPServer, GeocodeServer,
+/// NAServer, the native sync API), whose routes read the request's parameters and authenticate
+/// its caller in middleware of their own.
 public struct FeatureServerResponder: HTTPResponder {
     /// The request context the server's routes use.
     public typealias Context = OutpostRequestContext
@@ -47,15 +48,28 @@ public struct FeatureServerResponder: HTTPResponder {
         metrics = ServerMetrics()
         sync = SyncServices(configuration: configuration, metrics: metrics)
         security = Security(configuration: configuration)
-        chain.responder = router().buildResponder()
+        let router = router()
+        chain.router = router
+        chain.responder = router.buildResponder()
     }
 
     /// Holds the built router (a class: it is made after the responder's other fields).
     private final class Chain: @unchecked Sendable {
+        var router: Router<Context>?
         var responder: RouterResponder<Context>?
     }
 
-    /// The server's router: the middleware, outermost first, then every path to ``dispatch``.
+    /// Every route the server registers, with its method (a 405 refusal included).
+    var routes: [(method: String, path: String)] {
+        chain.router!.routes.map { ($0.method.rawValue, $0.path.description) }
+    }
+
+    /// Throws when a route can never be reached because another takes its paths.
+    func validateRoutes() throws { try chain.router!.validate() }
+
+    /// The server's router: the middleware every request goes through, outermost first, then
+    /// each service type's routes (``RouteTable``), where the request's parameters are read and
+    /// its caller authenticated.
     private func router() -> Router<Context> {
         let router = Router(context: Context.self)
         router.add(middleware: RequestIDMiddleware())
@@ -64,21 +78,21 @@ public struct FeatureServerResponder: HTTPResponder {
         router.add(middleware: ClientDepartureMiddleware())
         router.add(middleware: ArcGISErrorMiddleware())
         router.add(middleware: DrainMiddleware(drain: drain))
-        let routes = Routes(responder: self)
-        for method: HTTPRequest.Method in [.get, .post, .put, .delete, .patch, .head, .options] {
-            router.on("**", method: method, responder: routes)
+        let services = "/arcgis/rest/services/:service"
+        let tables: [(RouterPath, RouteTable)] = [
+            ("", serverTable()),
+            ("/arcgis/rest/services", catalogTable()),
+            (RouterPath("\(services)/FeatureServer"), featureServerTable()),
+            (RouterPath("\(services)/MapServer"), mapServerTable()),
+            (RouterPath("\(services)/GPServer"), GPServerRoutes.table(service: geoprocessingService)),
+            (RouterPath("\(services)/GeocodeServer"), GeocodeServerRoutes.table(locator: locator)),
+            (RouterPath("\(services)/NAServer"), NAServerRoutes.table(network: network)),
+            (RouterPath("/" + NativeSyncRoute.servicePrefix.joined(separator: "/") + "/:service"), NativeSyncRoutes.table(self)),
+        ]
+        for (path, table) in tables {
+            router.addRoutes(table.collection(security: security, bodyLimit: configuration.maxBodyBytes), atPath: path)
         }
         return router
-    }
-
-    /// The routes behind the middleware.
-    private struct Routes: HTTPResponder {
-        let responder: FeatureServerResponder
-
-        func respond(to request: Request, context: Context) async throws -> Response {
-            var request = request
-            return try await responder.dispatch(&request, remote: context.remoteAddress)
-        }
     }
 
     /// Every request, through the middleware to its route.
@@ -125,328 +139,181 @@ public struct FeatureServerResponder: HTTPResponder {
         ["error": ["code": .integer(Int64(e.code ?? e.status)), "message": .string(e.message), "details": .array(e.details.map { .string($0) })]]
     }
 
-    private func dispatch(_ request: inout Request, remote: SocketAddress?) async throws -> Response {
-        let path = request.uri.path
-        let segments = path.split(separator: "/").map { $0.removingPercentEncoding ?? String($0) }
-        if segments == ["health"] {
-            return ResponseWriting(request: request).json(["status": "ok", "services": .integer(Int64(services.names.count))])
+    /// The server's own routes: health, readiness and metrics; the served locator and network
+    /// files; tokens, the portal, `/arcgis/rest/info`, the Services Directory's assets and the
+    /// map definitions.
+    private func serverTable() -> RouteTable {
+        var table = RouteTable()
+        let all = RouteTable.allMethods
+        table.on("/health", all, access: .open) { [services] call in
+            ResponseWriting(request: call.request).json(["status": "ok", "services": .integer(Int64(services.names.count))])
         }
-        if segments == ["ready"] {
-            // A draining server takes no new work: a load balancer sends it elsewhere.
-            if drain.isDraining {
-                var response = ResponseWriting(request: request).json(["status": "draining"], status: .serviceUnavailable)
-                response.headers[.retryAfter] = "5"
-                return response
-            }
-            // Open to load balancers' probes; which service failed, and why, only to an admin
-            // (or on a server without tokens).
-            let parameters = try await readParameters(&request)
-            let caller = try security.caller(request, parameters, remote: remote, anonymousAllowed: true)
-            let detailed = caller.permissions(on: nil).contains(.admin)
-            // Ready when every service's store answers (a PostgreSQL server reachable, say).
-            for name in services.names {
-                guard let backend = services.backend(named: name) else { continue }
-                do {
-                    _ = try await backend.generation()
-                } catch {
-                    var answer: [String: JSONValue] = ["status": "unavailable"]
-                    if detailed { (answer["service"], answer["reason"]) = (.string(name), .string(ServiceError.from(error).message)) }
-                    return ResponseWriting(request: request).json(.object(answer), status: .serviceUnavailable)
-                }
-            }
-            // Services whose files did not open: the server still serves the others (ready to
-            // a load balancer), and says which to an admin.
-            guard !services.unavailable.isEmpty else {
-                return ResponseWriting(request: request).json(["status": "ready", "services": .integer(Int64(services.names.count))])
-            }
-            var answer: [String: JSONValue] = [
-                "status": "degraded", "services": .integer(Int64(services.names.count)), "unavailable": .integer(Int64(services.unavailable.count)),
-            ]
-            if detailed {
-                answer["unavailableServices"] = .array(services.unavailable.map {
-                    ["name": .string($0.name), "type": .string($0.type), "file": .string($0.file), "reason": .string($0.reason)]
-                })
-            }
-            return ResponseWriting(request: request).json(.object(answer))
-        }
-        if segments == ["metrics"] {
-            // Request counts by route and status describe the server's use: an admin's, unless
-            // the operator opened them to a scraper (`--public-metrics`).
-            if security.isEnabled, !configuration.publicMetrics {
-                let parameters = try await readParameters(&request)
-                try Security.require(.admin, of: try security.caller(request, parameters, remote: remote), on: nil)
-            }
-            var response = ResponseWriting(request: request).bytes(ByteBuffer(string: metrics.text()), contentType: "text/plain; version=0.0.4; charset=utf-8")
+        // Open to load balancers' probes; which service failed, and why, only to an admin (or
+        // on a server without tokens).
+        table.on("/ready", all, access: .anyone) { call in try await ready(call) }
+        // Request counts by route and status describe the server's use: an admin's, unless the
+        // operator opened them to a scraper (`--public-metrics`).
+        let metricsAccess: RouteAccess = security.isEnabled && !configuration.publicMetrics ? .granted(.admin) : .open
+        table.on("/metrics", all, access: metricsAccess) { [metrics] call in
+            var response = ResponseWriting(request: call.request).bytes(ByteBuffer(string: metrics.text()), contentType: "text/plain; version=0.0.4; charset=utf-8")
             response.headers[.cacheControl] = "no-store"
             return response
         }
-        // A served locator's or network's file, for offline maps: /outpost/v1/{locators|networks}/<name>/file.
-        if segments.count == 5, segments[0] == "outpost", segments[1] == "v1", ["locators", "networks"].contains(segments[2]), segments[4] == "file" {
-            guard request.method == .get else { throw ServiceError(405, "\(request.method) is not allowed; use GET") }
-            let parameters = try await readParameters(&request)
-            try Security.require(.query, of: try security.caller(request, parameters, remote: remote), on: segments[3])
-            let file = segments[2] == "locators" ? services.locator(named: segments[3])?.url : services.networkFile(named: segments[3])
-            guard let file else {
-                throw services.notServed(
-                    segments[3], types: [segments[2] == "locators" ? "GeocodeServer" : "NAServer"], described: "\(segments[2] == "locators" ? "locator" : "network") \(segments[3])")
+        // A served locator's or network's file, for offline maps.
+        for kind in ["locators", "networks"] {
+            table.on(RouterPath("/outpost/v1/\(kind)/:service/file"), [.get], access: .granted(.query)) { [services] call in
+                let name = try call.service
+                let file = kind == "locators" ? services.locator(named: name)?.url : services.networkFile(named: name)
+                guard let file else {
+                    throw services.notServed(name, types: [kind == "locators" ? "GeocodeServer" : "NAServer"], described: "\(kind == "locators" ? "locator" : "network") \(name)")
+                }
+                return try ReplicaRoutes.streamFile(
+                    file, contentType: "application/vnd.sqlite3", removeAfter: false, range: call.request.headers[.range], ifRange: call.request.headers[.ifRange])
             }
-            return try ReplicaRoutes.streamFile(file, contentType: "application/vnd.sqlite3", removeAfter: false, range: request.headers[.range], ifRange: request.headers[.ifRange])
         }
-        if segments.count >= 4, segments.starts(with: NativeSyncRoute.servicePrefix) {
-            return try await native(&request, Array(segments.dropFirst(3)), remote: remote)
+        // Tokens where ArcGIS Server has them, where a portal does, and at the root, where
+        // ArcGIS Online has them (geopy asks there).
+        for path in ["/arcgis/tokens", "/arcgis/tokens/generateToken", "/arcgis/tokens/tokens", "/arcgis/sharing/rest/generateToken", "/sharing/generateToken", "/sharing/rest/generateToken"] {
+            table.on(RouterPath(path), all, access: .parameters) { call in try tokens(call) }
         }
-        if segments.count >= 2, segments[0] == "arcgis", segments[1] == "tokens" || segments.count >= 4 && segments[1] == "sharing" && segments[3] == "generateToken" {
-            return try await tokens(&request, Array(segments.dropFirst(2)), remote: remote)
+        for path in ["/arcgis/sharing/rest", "/arcgis/sharing/rest/**"] {
+            table.on(RouterPath(path), all, access: .anyone) { [security, configuration] call in
+                _ = try call.parameters.format()
+                let routes = PortalRoutes(
+                    security: security, caller: call.caller, publicBase: PublicURL(call.request, configuration: configuration).base, writing: call.writing)
+                guard let answer = try routes.respond(call.rest) else { throw ServiceError.notFound(call.request.uri.path) }
+                return answer
+            }
         }
-        // A portal's token service at the root, where ArcGIS Online has it (geopy asks there).
-        if segments == ["sharing", "generateToken"] || segments == ["sharing", "rest", "generateToken"] {
-            return try await tokens(&request, ["generateToken"], remote: remote)
-        }
-        if segments.starts(with: ["arcgis", "sharing", "rest"]) {
-            let parameters = try await readParameters(&request)
-            _ = try parameters.format()
-            let caller = try security.caller(request, parameters, remote: remote, anonymousAllowed: true)
-            let routes = PortalRoutes(
-                security: security, caller: caller, publicBase: PublicURL(request, configuration: configuration).base,
-                writing: ResponseWriting(request: request, pretty: (parameters["f"] ?? "").lowercased() == "pjson"))
-            guard let answer = try routes.respond(Array(segments.dropFirst(3))) else { throw ServiceError.notFound(request.uri.path) }
-            return answer
-        }
-        if segments == ["arcgis", "rest", "info"] {
-            let parameters = try await readParameters(&request)
-            _ = try parameters.format()
-            var writing = ResponseWriting(request: request, pretty: (parameters["f"] ?? "").lowercased() == "pjson")
-            if DirectoryView.wanted(request, parameters) { writing.directory = (DirectoryView(segments: ["info"], query: request.uri.query), .resource) }
-            return writing.json(info(request))
+        table.on("/arcgis/rest/info", all, access: .parameters) { call in
+            _ = try call.parameters.format()
+            var writing = call.writing
+            if DirectoryView.wanted(call.request, call.parameters) { writing.directory = (DirectoryView(segments: ["info"], query: call.request.uri.query), .resource) }
+            return writing.json(info(call.request))
         }
         // The Services Directory's own style sheet and script (no token: a page's assets are
         // fetched without it).
-        if segments.count == 4, segments[0] == "arcgis", segments[1] == "rest", segments[2] == "static", let asset = DirectoryAssets.named(segments[3]) {
-            var response = ResponseWriting(request: request).bytes(ByteBuffer(string: asset.text), contentType: asset.contentType)
+        table.on("/arcgis/rest/static/:asset", all, access: .open) { call in
+            guard let asset = DirectoryAssets.named(try call.value("asset")) else { throw ServiceError.notFound(call.request.uri.path) }
+            var response = ResponseWriting(request: call.request).bytes(ByteBuffer(string: asset.text), contentType: asset.contentType)
             response.headers[.cacheControl] = "public, max-age=3600"
             return response
         }
-        if segments.count >= 3, segments[0] == "arcgis", segments[1] == "rest", segments[2] == "maps" {
-            return try await mapDefinitions(&request, Array(segments.dropFirst(3)), remote: remote)
-        }
-        guard segments.count >= 3, segments[0] == "arcgis", segments[1] == "rest", segments[2] == "services" else {
-            throw ServiceError.notFound("\(path)")
-        }
-        guard request.method == .get || request.method == .post else {
-            throw ServiceError(405, "\(request.method) is not allowed; use GET or POST")
-        }
-        let parameters = try await readParameters(&request)
-        let rest = Array(segments.dropFirst(3))
-        // The catalog answers without a token, listing only what the caller may see (clients
-        // such as the ArcGIS API for Python look at it before they sign in).
-        let caller = try security.caller(request, parameters, remote: remote, anonymousAllowed: rest.isEmpty)
-        if !rest.isEmpty { try Security.require(Self.permission(rest), of: caller, on: rest.first) }
-        var writing = ResponseWriting(request: request, pretty: (parameters["f"] ?? "").lowercased() == "pjson")
-        // A browser's request: the page is built from the JSON the resource answers.
-        let view = DirectoryView.wanted(request, parameters) ? DirectoryView(segments: Array(segments.dropFirst(2)), query: request.uri.query) : nil
-        func page(_ page: DirectoryPage) { if let view { writing.directory = (view, page) } }
-        if rest.isEmpty {
-            _ = try parameters.format()
-            page(.catalog)
-            return writing.json(catalog(for: caller))
-        }
-        if rest.count >= 2, rest[1] == "MapServer" {
-            let route = Array(rest.dropFirst(2))
-            // A geoprocessing service's result map: …/<name>/MapServer/jobs/<job id>[/export].
-            if route.count >= 2, route[0] == "jobs", route[1].hasPrefix("j"), let gp = services.geoprocessingService(named: rest[0]) {
-                page(.resource)
-                let map = GPResultMap(service: gp, parameters: parameters, writing: writing, mapURL: PublicURL(request, configuration: configuration).service(gp.name, "MapServer"))
-                return try await map.respond(route[1], Array(route.dropFirst(2)))
-            }
-            page(route.isEmpty ? .mapServer : .resource)
-            let mapServerURL = PublicURL(request, configuration: configuration).service(rest[0], "MapServer")
-            if let cache = try await services.tileCache(named: rest[0]) {
-                let jobs = MapServerJobs(source: TileCacheSource(cache: cache), services: sync, parameters: parameters, writing: writing, mapServerURL: mapServerURL)
-                if let answer = try await jobs.respond(route) { return answer }
-                let operations = MapServerOperations(
-                    source: .cache(cache, name: rest[0]), parameters: parameters, writing: writing, files: sync.files, mapServerURL: mapServerURL)
-                if let answer = try await operations.respond(route) { return answer }
-                return try MapServerRoutes(cache: cache, name: rest[0], parameters: parameters, writing: writing, metrics: metrics,
-                    layers: route.isEmpty ? try await operations.layers() : []  // the service's description only; not per tile
-                ).respond(route)
-            }
-            // A feature service's layers, drawn as tiles on request (kept on disk per generation).
-            guard let backend = services.backend(named: rest[0]) as? SQLiteServiceBackend else {
-                // A tile cache's, or a feature service's drawn one.
-                throw services.notServed(rest[0], types: ["MapServer", "FeatureServer"], described: "map service \(rest[0])")
-            }
-            let source = GeodatabaseRenderSource(geodatabase: backend.geodatabase, maxLevel: RenderedMapServerRoutes.maxLevel)
-            let jobs = MapServerJobs(source: source, services: sync, parameters: parameters, writing: writing, mapServerURL: mapServerURL)
-            if let answer = try await jobs.respond(route) { return answer }
-            let operations = MapServerOperations(source: .drawn(backend), parameters: parameters, writing: writing, files: sync.files, mapServerURL: mapServerURL)
-            if let answer = try await operations.respond(route) { return answer }
-            return try await RenderedMapServerRoutes(
-                backend: backend, directory: sync.renderedTiles, parameters: parameters, writing: writing, metrics: metrics,
-                layers: route.isEmpty ? try await operations.layers() : []  // the service's description only; not per tile
-            ).respond(route)
-        }
-        if rest.count >= 2, rest[1] == "GPServer" {
-            guard let gp = services.geoprocessingService(named: rest[0]) else {
-                throw services.notServed(rest[0], types: ["GPServer"], described: "geoprocessing service \(rest[0])")
-            }
-            let route = Array(rest.dropFirst(2))
-            // A browser on execute/submitJob with no inputs gets the task's form; the answer
-            // then shows as the operation's result.
-            if let view, route.count == 2, ["execute", "submitJob"].contains(route[1]), let task = gp.definition.task(named: route[0]) {
-                if task.inputs.allSatisfy({ parameters[$0.name] == nil }) {
-                    return writing.html(
-                        view.operation(
-                            title: "\(route[1] == "execute" ? "Execute" : "Submit Job"): \(task.displayName)", description: task.summary,
-                            form: DirectoryForms.geoprocessing(task, operation: route[1]), result: nil))
-                }
-                writing.directory = (view, .operation(description: route[1] == "execute" ? "The task ran:" : "The job was submitted; follow it at jobs/<jobId>.", form: nil))
-            } else {
-                page(.resource)
-            }
-            let publicURL = PublicURL(request, configuration: configuration)
-            let resolver = GPLayerResolver(services: services, publicBase: publicURL.base, limit: gp.definition.maximumRecords)
-            return try await GPServerRoutes(
-                service: gp, resolver: resolver, parameters: parameters, writing: writing, serviceURL: publicURL.service(gp.name, "GPServer"),
-                contentType: request.headers[.contentType]
-            ).respond(route)
-        }
-        if rest.count >= 2, rest[1] == "GeocodeServer" {
-            guard let locator = services.locator(named: rest[0]) else { throw services.notServed(rest[0], types: ["GeocodeServer"], described: "locator \(rest[0])") }
-            page(.resource)
-            return try await GeocodeServerRoutes(locator: locator, parameters: parameters, writing: writing).respond(Array(rest.dropFirst(2)))
-        }
-        if rest.count >= 2, rest[1] == "NAServer" {
-            guard let network = services.network(named: rest[0]) else {
-                throw services.notServed(rest[0], types: ["NAServer"], described: "network analysis service \(rest[0])")
-            }
-            // A browser on solve with no stops gets the form; the answer then shows as its result.
-            if let view, Array(rest.dropFirst(2)) == [NAServerRoutes.layerName, "solve"] {
-                if parameters["stops"] == nil {
-                    return writing.html(view.operation(
-                        title: "Solve Route: \(rest[0])", description: "Route through the stops on the \(rest[0]) street network.",
-                        form: DirectoryForms.solveRoute, result: nil))
-                }
-                writing.directory = (view, .operation(description: "The route:", form: nil))
-            } else {
-                page(.resource)
-            }
-            return try await NAServerRoutes(name: rest[0], network: network, parameters: parameters, writing: writing).respond(Array(rest.dropFirst(2)))
-        }
-        guard rest.count >= 2, rest[1] == "FeatureServer" else { throw ServiceError.notFound("service \(rest[0])") }
-        guard let backend = services.backend(named: rest[0]) else { throw services.notServed(rest[0], types: ["FeatureServer"], described: "service \(rest[0])") }
-        let route = Array(rest.dropFirst(2))
-        page(Self.directoryPage(route, drawn: backend is SQLiteServiceBackend))
-        if let view, route == ["createReplica"], parameters["layers"] == nil {
-            return ServiceRoutes(backend: backend, parameters: parameters, writing: writing, request: request, configuration: configuration).operationForm(
-                DirectoryForms.createReplica, title: "Create Replica: \(backend.name)",
-                description: "Take layers of this service offline as a replica (a JSON file or a GeoPackage).", view: view)
-        }
-        if let first = route.first, ["createReplica", "synchronizeReplica", "unRegisterReplica", "replicas", "jobs", "replicafiles"].contains(first) {
-            guard let syncBackend = backend as? any SyncBackend else { throw ServiceError(400, "service \(backend.name) does not support sync") }
-            let replicas = ReplicaRoutes(backend: backend, sync: syncBackend, parameters: parameters, writing: writing, request: request, services: sync)
-            switch (route.count, first) {
-            case (1, "createReplica"): return try await replicas.createReplica()
-            case (1, "synchronizeReplica"): return try await replicas.synchronizeReplica()
-            case (1, "unRegisterReplica"): return try await replicas.unregisterReplica()
-            case (1, "replicas"): return try await replicas.replicas()
-            case (2, "replicas"): return try await replicas.replica(route[1])
-            case (2, "jobs"): return try await replicas.job(route[1])
-            case (3, "jobs") where route[2] == "status": return try await replicas.job(route[1])
-            case (3, "jobs") where route[2] == "cancel": return try await replicas.cancelJob(route[1])
-            case (2, "replicafiles"): return try replicas.resultFile(route[1])
-            default: throw ServiceError.notFound(path)
-            }
-        }
-        let handler = ServiceRoutes(backend: backend, parameters: parameters, writing: writing, request: request, configuration: configuration, metrics: metrics)
-        switch route.count {
-        case 0:
-            return try await handler.serviceInfo()
-        case 1 where route[0] == "layers":
-            return try await handler.allLayers()
-        case 1:
-            return try await handler.layerInfo(try layerID(route[0]))
-        case 2 where route[1] == "query":
-            if let view { return try await handler.queryPage(try layerID(route[0]), view: view) }
-            return try await handler.query(try layerID(route[0]))
-        case 2 where route[1] == "applyEdits":
-            if let view, ["adds", "updates", "deletes"].allSatisfy({ parameters[$0] == nil }) {
-                let layer = try handler.layer(try layerID(route[0]), in: try await backend.schema())
-                return handler.operationForm(
-                    DirectoryForms.applyEdits, title: "Apply Edits: \(layer.name) (\(layer.id))", description: "Add, update and delete features of this layer in one request.",
-                    view: view)
-            }
-            return try await handler.applyEdits(try layerID(route[0]))
-        case 3 where route[2] == "attachments":
-            return try await handler.attachments(try layerID(route[0]), try objectID(route[1]))
-        case 3 where route[2] == "addAttachment":
-            return try await handler.addAttachment(try layerID(route[0]), try objectID(route[1]), body: parameters.rawBody, contentType: request.headers[.contentType])
-        case 3 where route[2] == "deleteAttachments":
-            return try await handler.deleteAttachments(try layerID(route[0]), try objectID(route[1]))
-        case 4 where route[2] == "attachments":
-            return try await handler.attachment(try layerID(route[0]), try objectID(route[1]), try objectID(route[3]))
-        default:
-            throw ServiceError.notFound(path)
-        }
+        // The list of maps answers without a token (listing what the caller may see); a map
+        // and its areas need one.
+        table.on("/arcgis/rest/maps", [.get], access: .anyone) { call in try mapDefinitions(call, []) }
+        table.on("/arcgis/rest/maps/**", [.get], access: .signedIn) { call in try mapDefinitions(call, call.rest) }
+        return table
     }
 
-    /// The directory page of a FeatureServer route.
-    static func directoryPage(_ route: [String], drawn: Bool) -> DirectoryPage {
-        switch route.count {
-        case 0: return .featureServer(drawn: drawn)
-        case 1 where Int(route[0]) != nil: return .layer
-        case 1 where route[0] == "createReplica":
-            return .operation(description: "The replica was created.", form: nil)
-        case 2 where route[1] == "applyEdits":
-            return .operation(description: "The edits were applied (see each result).", form: nil)
-        default: return .resource
+    /// `/ready`: 503 while draining or while a service's store does not answer; `degraded` when
+    /// some services' files did not open.
+    private func ready(_ call: RoutedRequest) async throws -> Response {
+        let request = call.request
+        // A draining server takes no new work: a load balancer sends it elsewhere.
+        if drain.isDraining {
+            var response = ResponseWriting(request: request).json(["status": "draining"], status: .serviceUnavailable)
+            response.headers[.retryAfter] = "5"
+            return response
         }
+        let detailed = call.caller.permissions(on: nil).contains(.admin)
+        // Ready when every service's store answers (a PostgreSQL server reachable, say).
+        for name in services.names {
+            guard let backend = services.backend(named: name) else { continue }
+            do {
+                _ = try await backend.generation()
+            } catch {
+                var answer: [String: JSONValue] = ["status": "unavailable"]
+                if detailed { (answer["service"], answer["reason"]) = (.string(name), .string(ServiceError.from(error).message)) }
+                return ResponseWriting(request: request).json(.object(answer), status: .serviceUnavailable)
+            }
+        }
+        // Services whose files did not open: the server still serves the others (ready to a
+        // load balancer), and says which to an admin.
+        guard !services.unavailable.isEmpty else {
+            return ResponseWriting(request: request).json(["status": "ready", "services": .integer(Int64(services.names.count))])
+        }
+        var answer: [String: JSONValue] = [
+            "status": "degraded", "services": .integer(Int64(services.names.count)), "unavailable": .integer(Int64(services.unavailable.count)),
+        ]
+        if detailed {
+            answer["unavailableServices"] = .array(services.unavailable.map {
+                ["name": .string($0.name), "type": .string($0.type), "file": .string($0.file), "reason": .string($0.reason)]
+            })
+        }
+        return ResponseWriting(request: request).json(.object(answer))
+    }
+
+    /// `/arcgis/rest/services`: the catalog, answered without a token (clients such as the
+    /// ArcGIS API for Python look at it before they sign in) and listing only what the caller
+    /// may see; below it, a service of a type the server does not have.
+    private func catalogTable() -> RouteTable {
+        var table = RouteTable()
+        table.on("", access: .anyone) { call in
+            _ = try call.parameters.format()
+            var writing = call.writing
+            if let view = call.directoryView() { writing.directory = (view, .catalog) }
+            return writing.json(catalog(for: call.caller))
+        }
+        for path: RouterPath in [":service", ":service/**"] {
+            table.on(path, access: .granted(.query)) { call in
+                // Below a type the server has, a route none of its routes takes.
+                if let type = call.rest.first, ["FeatureServer", "MapServer", "GPServer", "GeocodeServer", "NAServer"].contains(type) {
+                    throw ServiceError.notFound(call.request.uri.path)
+                }
+                throw ServiceError.notFound("service \(try call.service)")
+            }
+        }
+        return table
+    }
+
+    /// The geoprocessing service the path names; for a browser, the page of the resource.
+    @Sendable private func geoprocessingService(_ call: RoutedRequest) throws -> GPServerRoutes {
+        let name = try call.service
+        guard let gp = services.geoprocessingService(named: name) else { throw services.notServed(name, types: ["GPServer"], described: "geoprocessing service \(name)") }
+        let publicURL = PublicURL(call.request, configuration: configuration)
+        return GPServerRoutes(
+            service: gp, resolver: GPLayerResolver(services: services, publicBase: publicURL.base, limit: gp.definition.maximumRecords),
+            parameters: call.parameters, writing: resourcePage(call), serviceURL: publicURL.service(gp.name, "GPServer"), contentType: call.request.headers[.contentType])
+    }
+
+    /// The locator the path names.
+    @Sendable private func locator(_ call: RoutedRequest) throws -> GeocodeServerRoutes {
+        let name = try call.service
+        guard let locator = services.locator(named: name) else { throw services.notServed(name, types: ["GeocodeServer"], described: "locator \(name)") }
+        return GeocodeServerRoutes(locator: locator, parameters: call.parameters, writing: resourcePage(call))
+    }
+
+    /// The network the path names.
+    @Sendable private func network(_ call: RoutedRequest) throws -> NAServerRoutes {
+        let name = try call.service
+        guard let network = services.network(named: name) else { throw services.notServed(name, types: ["NAServer"], described: "network analysis service \(name)") }
+        return NAServerRoutes(name: name, network: network, parameters: call.parameters, writing: resourcePage(call))
+    }
+
+    /// The native sync API's answerer for the service the path names.
+    func nativeRoutes(_ call: RoutedRequest, streamedBody: Bool) throws -> NativeSyncRoutes {
+        let name = try call.service
+        guard let backend = services.backend(named: name) else { throw services.notServed(name, types: ["FeatureServer"], described: "service \(name)") }
+        guard let syncBackend = backend as? any SyncBackend else { throw ServiceError(400, "service \(backend.name) does not support sync") }
+        let request = call.request
+        return NativeSyncRoutes(
+            sync: syncBackend, parameters: call.parameters, writing: call.writing, range: request.headers[.range],
+            binaryPages: request.headers[.accept]?.contains(ChangePage.binaryContentType) == true, metrics: metrics,
+            ahead: (checksumsAhead, backend.name), pagesAhead: pagesAhead, batchBody: streamedBody ? (request.body, configuration.maxBodyBytes) : nil,
+            // Only a caller that may sync records what it holds by reading the feed.
+            callerMaySync: call.caller.permissions(on: backend.name).contains(.sync))
+    }
+
+    /// The request's writer; for a browser, the Services Directory's page of the resource.
+    private func resourcePage(_ call: RoutedRequest) -> ResponseWriting {
+        var writing = call.writing
+        if let view = call.directoryView() { writing.directory = (view, .resource) }
+        return writing
     }
 
     static func size(_ bytes: Int) -> String {
         bytes >= 1 << 20 ? "\(bytes >> 20) MB" : "\(bytes >> 10) KB"
-    }
-
-    /// What a request below `/arcgis/rest/services/` needs: edits need `edit`, replica
-    /// operations `sync`, everything else `query`.
-    static func permission(_ rest: [String]) -> Permission {
-        guard rest.count >= 2, rest[1] == "FeatureServer" else { return .query }
-        let route = rest.dropFirst(2)
-        if let last = route.last, ["applyEdits", "addAttachment", "deleteAttachments", "updateAttachment"].contains(last) { return .edit }
-        if let first = route.first, ["createReplica", "synchronizeReplica", "unRegisterReplica", "replicas", "jobs", "replicafiles"].contains(first) {
-            return .sync
-        }
-        return .query
-    }
-
-    /// `/outpost/v1/services/{service}/…`: the native sync API.
-    private func native(_ request: inout Request, _ rest: [String], remote: SocketAddress?) async throws -> Response {
-        guard let backend = services.backend(named: rest[0]) else { throw services.notServed(rest[0], types: ["FeatureServer"], described: "service \(rest[0])") }
-        guard let syncBackend = backend as? any SyncBackend else { throw ServiceError(400, "service \(backend.name) does not support sync") }
-        let route = Array(rest.dropFirst())
-        // A batch's body is read as it arrives (docs/sync.md, "Framed batches").
-        let batchBody = request.method == .put && route.count == 4 && route[0] == "replicas" && route[2] == "batches" ? request.body : nil
-        let parameters = try await readParameters(&request, collectingBody: batchBody == nil)
-        // Reading a replica's state, feed or checksums reads data (query); changing it is sync.
-        let needed: Permission = request.method == .get ? .query : .sync
-        let caller = try security.caller(request, parameters, remote: remote)
-        try Security.require(needed, of: caller, on: backend.name)
-        let writing = ResponseWriting(request: request, pretty: (parameters["f"] ?? "").lowercased() == "pjson")
-        return try await NativeSyncRoutes(
-            sync: syncBackend, parameters: parameters, writing: writing, method: request.method, range: request.headers[.range],
-            binaryPages: request.headers[.accept]?.contains(ChangePage.binaryContentType) == true, metrics: metrics,
-            ahead: (checksumsAhead, backend.name), pagesAhead: pagesAhead, batchBody: batchBody.map { ($0, configuration.maxBodyBytes) },
-            callerMaySync: caller.permissions(on: backend.name).contains(.sync)
-        ).respond(route)
-    }
-
-    private func layerID(_ text: String) throws -> Int {
-        guard let id = Int(text), id >= 0 else { throw ServiceError.notFound("layer \(text)") }
-        return id
-    }
-
-    private func objectID(_ text: String) throws -> Int64 {
-        guard let id = Int64(text) else { throw ServiceError.notFound("feature \(text)") }
-        return id
     }
 
     /// The services this caller may query.
@@ -466,35 +333,5 @@ public struct FeatureServerResponder: HTTPResponder {
                         ["name": .string($0.name), "type": .string($0.type), "status": "unavailable"]
                     }),
         ]
-    }
-
-    /// `/arcgis/rest/maps` (the names) and `/arcgis/rest/maps/<name>.json` (a map definition
-    /// with its service URLs made absolute for the address the caller used).
-    func readParameters(_ request: inout Request, collectingBody: Bool = true) async throws -> RequestParameters {
-        var body: ByteBuffer?
-        if collectingBody, request.method == .post || request.method == .put {
-            do {
-                body = try await request.collectBody(upTo: configuration.maxBodyBytes)
-            } catch is NIOTooManyBytesError {
-                throw ServiceError(413, "the request body is larger than the \(Self.size(configuration.maxBodyBytes)) limit")
-            }
-        }
-        let contentType = request.headers[.contentType]?.lowercased() ?? ""
-        var form: String?
-        if let body, contentType.hasPrefix("application/x-www-form-urlencoded") || contentType.isEmpty {
-            form = body.getString(at: body.readerIndex, length: body.readableBytes)
-        }
-        var parameters = RequestParameters(query: request.uri.query, formBody: form)
-        if contentType.hasPrefix("multipart/form-data") || contentType.hasPrefix("application/json") || contentType.hasPrefix("application/octet-stream")
-            || contentType.hasPrefix(UploadBatch.Encoding.binary.contentType)
-        {
-            parameters.rawBody = body
-        }
-        // A multipart form's text fields are parameters like a urlencoded form's; its files stay
-        // in the raw body (addAttachment reads them there).
-        if let body, let boundary = ServiceRoutes.boundary(contentType) {
-            parameters.add(fields: try ServiceRoutes.formFields(body, boundary: boundary))
-        }
-        return parameters
     }
 }

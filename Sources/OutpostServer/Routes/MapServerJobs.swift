@@ -16,26 +16,20 @@ struct MapServerJobs {
     static let maxExportTilesCount = 100_000
 
     /// nil when `route` is not one of these operations.
-    func respond(_ route: [String]) async throws -> Response? {
-        switch (route.count, route.first) {
-        case (1, "exportTiles"): return try await exportTiles(estimateOnly: false)
-        case (1, "estimateExportTilesSize"): return try await exportTiles(estimateOnly: true)
-        case (2, "jobs"):
-            return try await status(route[1])
-        case (3, "jobs") where route[2] == "status":
-            return try await status(route[1])
-        case (3, "jobs") where route[2] == "cancel":
-            guard try await services.jobs.cancel(route[1]) else { throw ServiceError.notFound("job \(route[1])") }
-            return writing.json(["success": true])
-        case (2, "tilefiles"):
-            guard let file = services.files.file(named: route[1]) else { throw ServiceError.notFound("file \(route[1]) (files are kept for a limited time)") }
-            return try ReplicaRoutes.streamFile(file, contentType: "application/octet-stream", removeAfter: false)
-        default:
-            return nil
-        }
+    /// `…/jobs/{id}/cancel`.
+    func cancel(_ id: String) async throws -> Response {
+        guard try await services.jobs.cancel(id) else { throw ServiceError.notFound("job \(id)") }
+        return writing.json(["success": true])
     }
 
-    private func status(_ id: String) async throws -> Response {
+    /// `…/tilefiles/{name}`: an export's package.
+    func tileFile(_ name: String) throws -> Response {
+        guard let file = services.files.file(named: name) else { throw ServiceError.notFound("file \(name) (files are kept for a limited time)") }
+        return try ReplicaRoutes.streamFile(file, contentType: "application/octet-stream", removeAfter: false)
+    }
+
+    /// `…/jobs/{id}` and `…/jobs/{id}/status`.
+    func status(_ id: String) async throws -> Response {
         _ = try parameters.format()
         guard let status = try await services.jobs.status(id) else { throw ServiceError.notFound("job \(id)") }
         return writing.json(status)
@@ -88,7 +82,7 @@ struct MapServerJobs {
             compressionQuality: try parameters.int("compressionQuality", range: 0...100).map(Double.init))
     }
 
-    private func exportTiles(estimateOnly: Bool) async throws -> Response {
+    func exportTiles(estimateOnly: Bool) async throws -> Response {
         _ = try parameters.format()
         let export = try exportParameters()
         let source = self.source, files = services.files, base = mapServerURL

@@ -25,32 +25,31 @@ struct MapServerOperations {
 
     static let maxImageSize = 4096
 
-    /// The answer for `route`, or nil when it is not one of these operations.
-    func respond(_ route: [String]) async throws -> Response? {
-        switch route.count {
-        case 1 where route[0] == "layers":
-            _ = try parameters.format()
-            return writing.json(["layers": .array(try await layers()), "tables": []])
-        case 1 where Int(route[0]) != nil:
-            _ = try parameters.format()
-            guard let layer = try await layers().first(where: { $0["id"]?.integerValue == Int64(route[0]) }) else {
-                throw ServiceError.notFound("layer \(route[0])")
-            }
-            return writing.json(layer)
-        case 1 where route[0] == "export": return try await export()
-        case 1 where route[0] == "identify": return try await identify()
-        case 1 where route[0] == "find": return try await find()
-        case 1 where route[0] == "legend":
-            _ = try parameters.format()
-            return writing.json(try legend())
-        case 2 where route[0] == "exportfiles":
-            guard let file = files.file(named: route[1]), let data = FileManager.default.contents(atPath: file.path) else {
-                throw ServiceError.notFound("exported image \(route[1])")
-            }
-            return writing.bytes(ByteBuffer(bytes: data), contentType: "image/png")
-        default:
-            return nil
+    /// `…/MapServer/layers`.
+    func layerList() async throws -> Response {
+        _ = try parameters.format()
+        return writing.json(["layers": .array(try await layers()), "tables": []])
+    }
+
+    /// `…/MapServer/{id}`.
+    func layer(_ id: Int) async throws -> Response {
+        _ = try parameters.format()
+        guard let layer = try await layers().first(where: { $0["id"]?.integerValue == Int64(id) }) else { throw ServiceError.notFound("layer \(id)") }
+        return writing.json(layer)
+    }
+
+    /// `…/MapServer/legend`.
+    func legendAnswer() throws -> Response {
+        _ = try parameters.format()
+        return writing.json(try legend())
+    }
+
+    /// `…/MapServer/exportfiles/{name}`: an image `export` kept for `f=json`'s `href`.
+    func exportFile(_ name: String) throws -> Response {
+        guard let file = files.file(named: name), let data = FileManager.default.contents(atPath: file.path) else {
+            throw ServiceError.notFound("exported image \(name)")
         }
+        return writing.bytes(ByteBuffer(bytes: data), contentType: "image/png")
     }
 
     // MARK: - Layers

@@ -20,26 +20,25 @@ struct MapServerRoutes {
     /// The layers the service lists (``MapServerOperations/layers()``).
     var layers: [JSONValue] = []
 
-    func respond(_ route: [String]) throws -> Response {
-        switch route.count {
-        case 0:
-            _ = try parameters.format()
-            guard let info = cache.info else { throw ServiceError(500, "the tile cache did not load") }
-            return writing.json(try Self.info(info, layers: layers, capabilities: "Map"))
-        case 4 where route[0] == "tile":
-            guard let level = Int(route[1]), let row = Int(route[2]), let col = Int(route[3]), level >= 0, row >= 0, col >= 0, level <= 30 else {
-                throw ServiceError(400, "a tile is tile/{level}/{row}/{col} with non-negative integers, not \(route.dropFirst().joined(separator: "/"))")
-            }
-            guard let bytes = try tile(level: level, row: row, col: col) else {
-                throw ServiceError(404, "no tile \(level)/\(row)/\(col) in \(name)")
-            }
-            metrics?.tile("cache")
-            var response = writing.bytes(ByteBuffer(bytes: bytes), contentType: Self.contentType(bytes))
-            response.headers[.cacheControl] = "public, max-age=86400"
-            return response
-        default:
-            throw ServiceError.notFound("MapServer/\(route.joined(separator: "/"))")
+    /// `…/MapServer`: the service's description.
+    func info() throws -> Response {
+        _ = try parameters.format()
+        guard let info = cache.info else { throw ServiceError(500, "the tile cache did not load") }
+        return writing.json(try Self.info(info, layers: layers, capabilities: "Map"))
+    }
+
+    /// `…/MapServer/tile/{level}/{row}/{col}`.
+    func tile(_ address: [String]) throws -> Response {
+        guard address.count == 3, let level = Int(address[0]), let row = Int(address[1]), let col = Int(address[2]), level >= 0, row >= 0, col >= 0, level <= 30 else {
+            throw ServiceError(400, "a tile is tile/{level}/{row}/{col} with non-negative integers, not \(address.joined(separator: "/"))")
         }
+        guard let bytes = try tile(level: level, row: row, col: col) else {
+            throw ServiceError(404, "no tile \(level)/\(row)/\(col) in \(name)")
+        }
+        metrics?.tile("cache")
+        var response = writing.bytes(ByteBuffer(bytes: bytes), contentType: Self.contentType(bytes))
+        response.headers[.cacheControl] = "public, max-age=86400"
+        return response
     }
 
     private func tile(level: Int, row: Int, col: Int) throws -> [UInt8]? {
@@ -97,41 +96,41 @@ struct RenderedMapServerRoutes {
     var layers: [JSONValue] = []
     static let maxLevel = 20
 
-    func respond(_ route: [String]) async throws -> Response {
+    /// `…/MapServer`: the service's description.
+    func info() async throws -> Response {
+        _ = try parameters.format()
+        let info = TileCacheInfo(
+            name: backend.name, scheme: .webMercator, minLevel: 0, maxLevel: Self.maxLevel, format: "PNG",
+            fullExtent: try await MapRenderer(geodatabase: backend.geodatabase).extent())
+        return writing.json(try MapServerRoutes.info(info, layers: layers, capabilities: "Map,Query,Data"))
+    }
+
+    /// `…/MapServer/tile/{level}/{row}/{col}`: drawn once per generation, then kept.
+    func tile(_ address: [String]) async throws -> Response {
         let renderer = MapRenderer(geodatabase: backend.geodatabase)
-        switch route.count {
-        case 0:
-            _ = try parameters.format()
-            let info = TileCacheInfo(
-                name: backend.name, scheme: .webMercator, minLevel: 0, maxLevel: Self.maxLevel, format: "PNG", fullExtent: try await renderer.extent())
-            return writing.json(try MapServerRoutes.info(info, layers: layers, capabilities: "Map,Query,Data"))
-        case 4 where route[0] == "tile":
-            guard let level = Int(route[1]), let row = Int(route[2]), let col = Int(route[3]), (0...Self.maxLevel).contains(level), row >= 0, col >= 0,
-                row < 1 << level, col < 1 << level
-            else {
-                throw ServiceError(400, "a tile is tile/{level}/{row}/{col} within levels 0–\(Self.maxLevel), not \(route.dropFirst().joined(separator: "/"))")
-            }
-            let generation = try await backend.generation()
-            let file = directory.appendingPathComponent("\(backend.name)/g\(generation)/\(level)/\(row)/\(col).png")
-            let bytes: [UInt8]
-            if let kept = FileManager.default.contents(atPath: file.path) {
-                bytes = [UInt8](kept)
-                metrics?.tile("kept")
-            } else {
-                bytes = try await renderer.tile(TileKey(level: level, row: row, col: col))
-                metrics?.tile("drawn")
-                // Written beside and renamed: a reader never sees half a tile.
-                try? FileManager.default.createDirectory(at: file.deletingLastPathComponent(), withIntermediateDirectories: true)
-                let temporary = file.appendingPathExtension("\(UUID().uuidString.prefix(8)).partial")
-                if FileManager.default.createFile(atPath: temporary.path, contents: Data(bytes)), rename(temporary.path, file.path) != 0 {
-                    try? FileManager.default.removeItem(at: temporary)
-                }
-            }
-            var response = writing.bytes(ByteBuffer(bytes: bytes), contentType: "image/png")
-            response.headers[.cacheControl] = "no-cache"
-            return response
-        default:
-            throw ServiceError.notFound("MapServer/\(route.joined(separator: "/"))")
+        guard address.count == 3, let level = Int(address[0]), let row = Int(address[1]), let col = Int(address[2]), (0...Self.maxLevel).contains(level),
+            row >= 0, col >= 0, row < 1 << level, col < 1 << level
+        else {
+            throw ServiceError(400, "a tile is tile/{level}/{row}/{col} within levels 0–\(Self.maxLevel), not \(address.joined(separator: "/"))")
         }
+        let generation = try await backend.generation()
+        let file = directory.appendingPathComponent("\(backend.name)/g\(generation)/\(level)/\(row)/\(col).png")
+        let bytes: [UInt8]
+        if let kept = FileManager.default.contents(atPath: file.path) {
+            bytes = [UInt8](kept)
+            metrics?.tile("kept")
+        } else {
+            bytes = try await renderer.tile(TileKey(level: level, row: row, col: col))
+            metrics?.tile("drawn")
+            // Written beside and renamed: a reader never sees half a tile.
+            try? FileManager.default.createDirectory(at: file.deletingLastPathComponent(), withIntermediateDirectories: true)
+            let temporary = file.appendingPathExtension("\(UUID().uuidString.prefix(8)).partial")
+            if FileManager.default.createFile(atPath: temporary.path, contents: Data(bytes)), rename(temporary.path, file.path) != 0 {
+                try? FileManager.default.removeItem(at: temporary)
+            }
+        }
+        var response = writing.bytes(ByteBuffer(bytes: bytes), contentType: "image/png")
+        response.headers[.cacheControl] = "no-cache"
+        return response
     }
 }

@@ -30,7 +30,6 @@ struct NativeSyncRoutes {
     let sync: any SyncBackend
     let parameters: RequestParameters
     let writing: ResponseWriting
-    let method: HTTPRequest.Method
     /// The `Range` header (attachment downloads resume with it).
     var range: String?
     /// The client named the binary change page in `Accept` (docs/sync.md, "Binary change pages").
@@ -47,27 +46,21 @@ struct NativeSyncRoutes {
     /// holds (a viewer reading the feed changes nothing).
     var callerMaySync = true
 
-    /// Answers the request for `route` (the path below `…/services/{service}/`, decoded segments).
-    func respond(_ route: [String]) async throws -> Response {
-        var head = HTTPRequest(method: method, scheme: nil, authority: nil, path: "/" + route.map(Self.encoded).joined(separator: "/"))
-        head.headerFields = [:]
-        return try await Self.router.respond(to: Request(head: head, body: .init(buffer: ByteBuffer())), context: NativeSyncContext(source: .init(routes: self)))
-    }
-
-    /// The routes, built once: each path with the methods it answers; another method on a known
-    /// path is a 405, an unknown path a 404 (both in the ArcGIS error shape).
-    static let router: RouterResponder<NativeSyncContext> = {
-        let router = Router(context: NativeSyncContext.self)
-        router.add(middleware: NotFoundAsServiceError())
-        /// Registers `route`'s handlers; every method of the table's and only those (checked as
-        /// the router is built, on the first native request).
-        func serve(_ route: NativeSyncRoute, _ handlers: [HTTPRequest.Method: @Sendable (NativeSyncRoutes, Parameters) async throws -> Response]) {
+    /// The native routes below `…/outpost/v1/services/{service}/`: each of the table's
+    /// (``NativeSyncRoute``) with its handlers, a method the table does not list a 405, another
+    /// path a 404. Reading (GET) needs `query` on the service, anything else `sync`.
+    static func table(_ responder: FeatureServerResponder) -> RouteTable {
+        var table = RouteTable()
+        table.refusal = { method, _, pattern in ServiceError(405, "\(method) is not allowed on \(pattern)") }
+        /// Registers `route`'s handlers: every method of the table's and only those (checked as
+        /// the server's router is built).
+        func serve(_ route: NativeSyncRoute, _ handlers: [HTTPRequest.Method: @Sendable (NativeSyncRoutes, RoutedRequest) async throws -> Response]) {
             precondition(Set(handlers.keys.map(\.rawValue)) == route.methods, "\(route.pattern) serves \(handlers.keys), the table says \(route.methods)")
-            for method in [HTTPRequest.Method.get, .put, .post, .delete, .patch] {
-                let handler = handlers[method]
-                router.on(RouterPath(route.pattern), method: method) { _, context in
-                    guard let handler else { throw ServiceError(405, "\(method) is not allowed on \(route.pattern)") }
-                    return try await handler(context.routes, context.coreContext.parameters)
+            for (method, handler) in handlers.sorted(by: { $0.key.rawValue < $1.key.rawValue }) {
+                // A batch's body is read as it arrives (docs/sync.md, "Framed batches").
+                let streams = route == .batch && method == .put
+                table.on(RouterPath(route.pattern), [method], access: .readOrSync, streamsBody: streams) { call in
+                    try await handler(try responder.nativeRoutes(call, streamedBody: streams), call)
                 }
             }
         }
@@ -76,42 +69,41 @@ struct NativeSyncRoutes {
             switch route {
             case .blob:
                 serve(route, [
-                    .get: { r, p in try r.json(try await r.sync.blobStatus(sha256: try p.decoded("sha256"))) },
-                    .put: { r, p in try await r.appendBlob(try p.decoded("sha256")) },
+                    .get: { r, c in try r.json(try await r.sync.blobStatus(sha256: try c.value("sha256"))) },
+                    .put: { r, c in try await r.appendBlob(try c.value("sha256")) },
                 ])
-            case .attachment: serve(route, [.get: { r, p in try await r.attachment(try p.decoded("globalId")) }])
+            case .attachment: serve(route, [.get: { r, c in try await r.attachment(try c.value("globalId")) }])
             case .schema: serve(route, [.get: { r, _ in try await r.schema() }])
             case .replicas: serve(route, [.get: { r, _ in try r.json(try await r.sync.replicas()) }])
             case .replica:
                 serve(route, [
-                    .get: { r, p in
-                        var info = try await r.sync.replica(id: try p.decoded("replica"))
+                    .get: { r, c in
+                        var info = try await r.sync.replica(id: try c.value("replica"))
                         info.batchEncodings = UploadBatch.acceptedEncodings
                         return try r.json(info)
                     },
-                    .delete: { r, p in
-                        try await r.sync.unregisterReplica(id: try p.decoded("replica"))
+                    .delete: { r, c in
+                        try await r.sync.unregisterReplica(id: try c.value("replica"))
                         return r.writing.json(["success": true])
                     },
                 ])
             case .batch:
                 serve(route, [
-                    .put: { r, p in try await r.putBatch(replica: try p.decoded("replica"), seq: try seq(try p.decoded("seq"))) },
-                    .get: { r, p in try await r.storedBatch(replica: try p.decoded("replica"), seq: try seq(try p.decoded("seq"))) },
+                    .put: { r, c in try await r.putBatch(replica: try c.value("replica"), seq: try seq(try c.value("seq"))) },
+                    .get: { r, c in try await r.storedBatch(replica: try c.value("replica"), seq: try seq(try c.value("seq"))) },
                 ])
-            case .copies: serve(route, [.post: { r, p in try await r.copy(replica: try p.decoded("replica")) }])
-            case .changes: serve(route, [.get: { r, p in try await r.changes(replica: try p.decoded("replica")) }])
-            case .snapshot: serve(route, [.get: { r, p in try await r.snapshot(replica: try p.decoded("replica")) }])
-            case .checksums: serve(route, [.get: { r, p in try await r.checksums(replica: try p.decoded("replica")) }])
+            case .copies: serve(route, [.post: { r, c in try await r.copy(replica: try c.value("replica")) }])
+            case .changes: serve(route, [.get: { r, c in try await r.changes(replica: try c.value("replica")) }])
+            case .snapshot: serve(route, [.get: { r, c in try await r.snapshot(replica: try c.value("replica")) }])
+            case .checksums: serve(route, [.get: { r, c in try await r.checksums(replica: try c.value("replica")) }])
             }
         }
-        return router.buildResponder()
-    }()
-
-    private static func encoded(_ segment: String) -> String {
-        var allowed = CharacterSet.urlPathAllowed
-        allowed.remove(charactersIn: "/{}")
-        return segment.addingPercentEncoding(withAllowedCharacters: allowed) ?? segment
+        // Another path below a served service: its route is what is missing.
+        table.on("**", RouteTable.allMethods, access: .readOrSync) { call in
+            _ = try responder.nativeRoutes(call, streamedBody: false)
+            throw ServiceError.notFound(call.rest.joined(separator: "/"))
+        }
+        return table
     }
 
     private func appendBlob(_ sha256: String) async throws -> Response {
@@ -449,39 +441,3 @@ struct NativeSyncRoutes {
     }
 }
 
-/// What a native route is handed: the request's routes (backend, parameters, writer).
-struct NativeSyncContext: RequestContext {
-    struct Source: RequestContextSource {
-        let routes: NativeSyncRoutes
-        var logger: Logger { NativeSyncContext.logger }
-    }
-
-    static let logger = Logger(label: "outpost.sync")
-
-    var coreContext: CoreRequestContextStorage
-    let routes: NativeSyncRoutes
-
-    init(source: Source) {
-        coreContext = .init(source: source)
-        routes = source.routes
-    }
-}
-
-/// The router's own 404 as the ArcGIS error answer the rest of the server gives.
-private struct NotFoundAsServiceError: RouterMiddleware {
-    func handle(_ request: Request, context: NativeSyncContext, next: (Request, NativeSyncContext) async throws -> Response) async throws -> Response {
-        do {
-            return try await next(request, context)
-        } catch let error as HTTPError where error.status == .notFound {
-            throw ServiceError.notFound(String(request.uri.path.dropFirst()).removingPercentEncoding ?? request.uri.path)
-        }
-    }
-}
-
-extension Parameters {
-    /// A path parameter, percent-decoded.
-    fileprivate func decoded(_ name: String) throws -> String {
-        let raw = try require(name)
-        return raw.removingPercentEncoding ?? raw
-    }
-}

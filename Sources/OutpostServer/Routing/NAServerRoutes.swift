@@ -13,24 +13,40 @@ struct NAServerRoutes {
     let name: String
     let network: RoadNetwork
     let parameters: RequestParameters
-    let writing: ResponseWriting
+    var writing: ResponseWriting
 
-    func respond(_ route: [String]) async throws -> Response {
-        _ = try parameters.format()
-        switch route {
-        case []:
-            return writing.json([
-                "currentVersion": ServiceInfo.currentVersion, "serviceDescription": .string("Routes on the \(name) street network"),
+    /// The routes below `…/<name>/NAServer`, for callers who may query the network.
+    static func table(network: @escaping @Sendable (RoutedRequest) throws -> NAServerRoutes) -> RouteTable {
+        var table = RouteTable()
+        func on(_ path: RouterPath, _ answer: @escaping @Sendable (NAServerRoutes, RoutedRequest) async throws -> Response) {
+            table.on(path, by: network, answer)
+        }
+        on("") { r, _ in
+            r.writing.json([
+                "currentVersion": ServiceInfo.currentVersion, "serviceDescription": .string("Routes on the \(r.name) street network"),
                 "routeLayers": [.string(Self.layerName)], "serviceAreaLayers": [], "closestFacilityLayers": [],
             ])
-        case [Self.layerName]:
-            return writing.json(NAServerJSON.layerInfo(
-                name: name, nodeCount: network.nodeCount, edgeCount: network.edgeCount, spatialReference: network.spatialReference, extent: network.extent))
-        case [Self.layerName, "solve"]:
-            return writing.json(try await solve())
-        default:
-            throw ServiceError.notFound("NAServer resource \(route.joined(separator: "/"))")
         }
+        on(RouterPath(Self.layerName)) { r, _ in
+            r.writing.json(NAServerJSON.layerInfo(
+                name: r.name, nodeCount: r.network.nodeCount, edgeCount: r.network.edgeCount, spatialReference: r.network.spatialReference,
+                extent: r.network.extent))
+        }
+        on(RouterPath("\(Self.layerName)/solve")) { r, call in
+            var r = r
+            // A browser on solve with no stops gets the form; the answer then shows as its result.
+            if let view = call.directoryView() {
+                if r.parameters["stops"] == nil {
+                    return r.writing.html(view.operation(
+                        title: "Solve Route: \(r.name)", description: "Route through the stops on the \(r.name) street network.", form: DirectoryForms.solveRoute,
+                        result: nil))
+                }
+                r.writing.directory = (view, .operation(description: "The route:", form: nil))
+            }
+            return r.writing.json(try await r.solve())
+        }
+        on("**") { _, call in throw ServiceError.notFound("NAServer resource \(call.rest.joined(separator: "/"))") }
+        return table
     }
 
     /// Reads the request, solves on a thread of its own (searches are synchronous), answers

@@ -13,6 +13,10 @@ public struct OutpostRequestContext: RequestContext, RemoteAddressRequestContext
     /// The request's connection, for long work to stop when its client leaves (see
     /// ``ClientDeparture``).
     let channel: any Channel
+    /// The request's parameters, once ``RequestArgumentsMiddleware`` has read them.
+    var arguments = RequestParameters(query: nil, formBody: nil)
+    /// Who is calling, once ``AuthenticationMiddleware`` has found out (until then, nobody).
+    var caller = Caller.anonymous
 
     public init(source: ApplicationRequestContextSource) {
         coreContext = .init(source: source)
