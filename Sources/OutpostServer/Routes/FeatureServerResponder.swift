@@ -15,7 +15,7 @@ import OutpostTiles
 
 /// Answers every request through Hummingbird's router: the middleware every request goes
 /// through (`ServerMiddleware.swift`: its id, metrics and log line, cache headers, the watch on
-/// its client, the ArcGIS error answer and the drain), then one ``RouteTable`` per service type
+/// its client, the ArcGIS error answer and the drain), then one route table per service type
 /// (the server's own routes, the catalog, FeatureServer, MapServer, GPServer, GeocodeServer,
 /// NAServer, the native sync API), whose routes read the request's parameters and authenticate
 /// its caller in middleware of their own.
