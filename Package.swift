@@ -15,6 +15,7 @@ let package = Package(
         .library(name: "OutpostCore", targets: ["OutpostCore"]),
         .library(name: "OutpostStorage", targets: ["OutpostStorage"]),
         .library(name: "OutpostProtocol", targets: ["OutpostProtocol"]),
+        .library(name: "OutpostREST", targets: ["OutpostREST"]),
         .library(name: "OutpostSync", targets: ["OutpostSync"]),
         .library(name: "OutpostTiles", targets: ["OutpostTiles"]),
         .library(name: "OutpostTileCodecs", targets: ["OutpostTileCodecs"]),
@@ -93,21 +94,18 @@ let package = Package(
         .target(
             name: "OutpostGeoprocessing",
             dependencies: [
-                "OutpostCore", "OutpostStorage", "CGEOS", "CPROJ", "CZlib",
+                // GeoprocessingTask talks to GPServer services through the REST client.
+                "OutpostCore", "OutpostStorage", "OutpostREST", "CGEOS", "CPROJ", "CZlib",
                 // Select Layer By Attribute runs the where-clause parser's SQL in an in-memory SQLite.
                 .product(name: "GRDB", package: "GRDB.swift"),
-                // GeoprocessingTask talks to GPServer services (already in the graph for sync and tiles).
-                .product(name: "AsyncHTTPClient", package: "async-http-client"),
-                .product(name: "NIOCore", package: "swift-nio"),
-                .product(name: "NIOHTTP1", package: "swift-nio"),
             ]
         ),
         // Locators: search files over SQLite FTS5 and R-tree, LocatorTask (offline and against
-        // GeocodeServer); coordinate transforms and the REST transport come from geoprocessing.
+        // GeocodeServer, through the REST client); coordinate transforms come from geoprocessing.
         .target(
             name: "OutpostLocator",
             dependencies: [
-                "OutpostCore", "OutpostStorage", "OutpostGeoprocessing",
+                "OutpostCore", "OutpostStorage", "OutpostGeoprocessing", "OutpostREST",
                 .product(name: "GRDB", package: "GRDB.swift"),
                 .product(name: "GRDBSQLite", package: "GRDB.swift"),
             ]
@@ -116,7 +114,7 @@ let package = Package(
         .target(
             name: "OutpostRouting",
             dependencies: [
-                "OutpostCore", "OutpostStorage", "OutpostGeoprocessing",
+                "OutpostCore", "OutpostStorage", "OutpostGeoprocessing", "OutpostREST",
                 .product(name: "GRDB", package: "GRDB.swift"),
             ]
         ),
@@ -124,13 +122,22 @@ let package = Package(
         .target(
             name: "OutpostOffline",
             dependencies: [
-                "OutpostSync", "OutpostTiles", "OutpostProtocol", "OutpostStorage", "OutpostCore",
+                "OutpostSync", "OutpostTiles", "OutpostProtocol", "OutpostStorage", "OutpostCore", "OutpostREST",
+                .product(name: "AsyncHTTPClient", package: "async-http-client"),
+            ]
+        ),
+        .target(name: "OutpostCore"),
+        // The one ArcGIS REST client (token, f=json, forms, the ArcGIS error JSON, timeouts,
+        // retries) every client module talks to servers through, over AsyncHTTPClient.
+        .target(
+            name: "OutpostREST",
+            dependencies: [
+                "OutpostCore",
                 .product(name: "AsyncHTTPClient", package: "async-http-client"),
                 .product(name: "NIOCore", package: "swift-nio"),
                 .product(name: "NIOHTTP1", package: "swift-nio"),
             ]
         ),
-        .target(name: "OutpostCore"),
         // SHA-256 content hashes through swift-crypto (CryptoKit on Apple platforms, its own
         // BoringSSL elsewhere): no system crypto library, so the sync stack runs on iOS.
         .target(name: "OutpostDigest", dependencies: [.product(name: "Crypto", package: "swift-crypto")]),
@@ -147,7 +154,7 @@ let package = Package(
         .target(
             name: "OutpostSync",
             dependencies: [
-                "OutpostProtocol", "OutpostStorage", "OutpostCore", "OutpostDigest",
+                "OutpostProtocol", "OutpostStorage", "OutpostCore", "OutpostDigest", "OutpostREST",
                 .product(name: "AsyncHTTPClient", package: "async-http-client"),
                 .product(name: "NIOCore", package: "swift-nio"),
                 .product(name: "NIOHTTP1", package: "swift-nio"),
@@ -287,6 +294,7 @@ let package = Package(
                 "OutpostLocator", "OutpostTestSupport", "OutpostHTTPTestSupport", "OutpostCore", "OutpostStorage",
                 .product(name: "GRDB", package: "GRDB.swift"),
             ]),
+        .testTarget(name: "OutpostRESTTests", dependencies: ["OutpostREST", "OutpostCore", "OutpostHTTPTestSupport"]),
         .testTarget(name: "OutpostGeoprocessingTests", dependencies: ["OutpostGeoprocessing", "OutpostTestSupport", "OutpostCore"]),
         .testTarget(name: "OutpostCoreTests", dependencies: ["OutpostCore", "OutpostDigest", "OutpostStorage", "OutpostTestSupport"]),
         .testTarget(

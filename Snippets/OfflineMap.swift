@@ -11,7 +11,7 @@ guard arguments.count == 2, let mapURL = URL(string: arguments[0]) else {
     exit(2)
 }
 let folder = URL(fileURLWithPath: arguments[1])
-let area = try Envelope(xmin: 24.93, ymin: 60.16, xmax: 24.96, ymax: 60.18)
+let area = Envelope(xmin: 24.93, ymin: 60.16, xmax: 24.96, ymax: 60.18)
 // snippet.show
 // snippet.generate
 let task = OfflineMapTask(url: mapURL)

@@ -1,6 +1,6 @@
 import Foundation
 import OutpostCore
-import OutpostGeoprocessing
+import OutpostREST
 
 /// Geocodes, reverse geocodes and suggests (ArcGIS `LocatorTask`): against a GeocodeServer by
 /// URL, or offline against a `.locator` file by file URL — the same calls and results either way.
@@ -16,7 +16,7 @@ public final class LocatorTask: LoadableForwarding, Sendable {
     public let url: URL
     public let loadSupport: LoadableSupport
     private let backend = LockedValue<Backend?>(nil)
-    let transport: any GPTransport
+    let transport: any RESTTransport
 
     enum Backend: Sendable {
         case local(LocalLocator)
@@ -29,9 +29,9 @@ public final class LocatorTask: LoadableForwarding, Sendable {
     ///   - token: sent as a bearer token to a secured service.
     /// - Parameter transport: the HTTP client for a GeocodeServer (by default one with the token and a 120 s
     ///   timeout).
-    public init(url: URL, token: String? = nil, transport: (any GPTransport)? = nil) {
+    public init(url: URL, token: String? = nil, transport: (any RESTTransport)? = nil) {
         self.url = url
-        let transport = transport ?? HTTPGPTransport(token: token, timeout: .seconds(60))
+        let transport = transport ?? RESTClient(token: token, timeout: .seconds(60))
         self.transport = transport
         let box = backend
         loadSupport = LoadableSupport {
@@ -107,7 +107,7 @@ public final class LocatorTask: LoadableForwarding, Sendable {
             let json: JSONValue
             do {
                 json = try await call("reverseGeocode", form)
-            } catch let error as GeoprocessingError where error.description.contains("Unable to find address") {
+            } catch let error as ArcGISError where error.description.contains("Unable to find address") {
                 return []
             }
             guard let address = json["address"]?.objectValue, let x = json["location"]?["x"]?.doubleValue, let y = json["location"]?["y"]?.doubleValue else {
@@ -134,7 +134,7 @@ public final class LocatorTask: LoadableForwarding, Sendable {
     private func call(_ operation: String, _ form: [(String, String)]) async throws -> JSONValue {
         do {
             return try await transport.post(url.appendingPathComponent(operation), form: form + [("f", "json")])
-        } catch let error as GeoprocessingError {
+        } catch let error as ArcGISError {
             if error.description.contains("Unable to find address") { throw error }
             throw LocatorError(.service, "\(operation): \(error)")
         }

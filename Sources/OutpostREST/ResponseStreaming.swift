@@ -10,6 +10,7 @@ public struct BodyInterrupted: Error, Sendable {
     public var reason: String
 }
 
+/// A response's body written to a file as it arrives.
 extension HTTPClientResponse {
     /// Streams the body into `handle` as it arrives (memory stays at one chunk), counting bytes
     /// from `received` and reporting the count after each chunk; returns the final count.

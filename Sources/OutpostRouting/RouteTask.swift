@@ -1,6 +1,6 @@
 import Foundation
 import OutpostCore
-import OutpostGeoprocessing
+import OutpostREST
 
 /// Solves routes (ArcGIS `RouteTask`): against an NAServer route layer by URL, or offline on a
 /// `.network` file by file URL — the same parameters and results either way. Loadable:
@@ -20,7 +20,7 @@ public final class RouteTask: LoadableForwarding, Sendable {
     public let url: URL
     public let loadSupport: LoadableSupport
     private let backend = LockedValue<Backend?>(nil)
-    let transport: any GPTransport
+    let transport: any RESTTransport
 
     enum Backend: Sendable {
         case local(RoadNetwork)
@@ -33,9 +33,9 @@ public final class RouteTask: LoadableForwarding, Sendable {
     ///   - token: sent as a bearer token to a secured service.
     /// - Parameter transport: the HTTP client for an NAServer (by default one with the token and a 120 s
     ///   timeout).
-    public init(url: URL, token: String? = nil, transport: (any GPTransport)? = nil) {
+    public init(url: URL, token: String? = nil, transport: (any RESTTransport)? = nil) {
         self.url = url
-        let transport = transport ?? HTTPGPTransport(token: token, timeout: .seconds(120))
+        let transport = transport ?? RESTClient(token: token, timeout: .seconds(120))
         self.transport = transport
         let box = backend
         loadSupport = LoadableSupport {

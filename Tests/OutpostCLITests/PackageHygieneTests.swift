@@ -155,6 +155,34 @@ struct PackageHygieneTests {
         for step in steps { #expect(found[step] == ["OutpostSyncService/SyncService.swift"], "\(step) is used in \(found[step] ?? [])") }
     }
 
+    /// One REST client: the sync task, geoprocessing, offline maps, locators and routes reach
+    /// servers through `OutpostREST` alone (no request of their own to the HTTP client), and
+    /// Locator and Routing take it directly, not through geoprocessing.
+    @Test(.timeLimit(Self.hangLimit))
+    func clientsTalkToServersThroughTheOneRESTClient() async throws {
+        let all = try await Self.targets()
+        let ownRequests = /HTTPClientRequest\(|client\.execute\(|HTTPClient\.shared\.|formEncoded\(/
+        for module in ["OutpostSync", "OutpostGeoprocessing", "OutpostOffline", "OutpostLocator", "OutpostRouting"] {
+            #expect(all[module]?.targets.contains("OutpostREST") == true, "\(module) takes the REST client")
+            let directory = Repository.root.appendingPathComponent("Sources/\(module)")
+            let files = FileManager.default.enumerator(at: directory, includingPropertiesForKeys: nil)?.compactMap { $0 as? URL }.filter { $0.pathExtension == "swift" } ?? []
+            #expect(!files.isEmpty, "\(module) has sources")
+            for file in files {
+                for (number, line) in try String(contentsOf: file, encoding: .utf8).split(separator: "\n", omittingEmptySubsequences: false).enumerated()
+                where line.contains(ownRequests) && !line.contains("RESTClient.") {
+                    Issue.record("\(module)/\(file.lastPathComponent):\(number + 1) makes its own request: \(line.trimmingCharacters(in: .whitespaces))")
+                }
+            }
+        }
+        for module in ["OutpostLocator", "OutpostRouting"] {
+            let task = try String(contentsOf: Repository.root.appendingPathComponent("Sources/\(module)/\(module == "OutpostLocator" ? "LocatorTask" : "RouteTask").swift"), encoding: .utf8)
+            #expect(task.contains("import OutpostREST") && !task.contains("GPTransport"), "\(module) reaches the REST client directly")
+        }
+        // The check can fail: the REST client's own requests are what it looks for.
+        let client = try String(contentsOf: Repository.root.appendingPathComponent("Sources/OutpostREST/RESTClient.swift"), encoding: .utf8)
+        #expect(client.contains(ownRequests))
+    }
+
     /// OutpostCore does no I/O (files, processes, the environment live in the modules above it),
     /// and no shipping library reads the environment: the CLI passes what it takes from there.
     @Test func coreDoesNoIOAndLibrariesReadNoEnvironment() throws {

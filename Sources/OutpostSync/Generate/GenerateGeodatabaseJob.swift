@@ -81,7 +81,7 @@ public struct GenerateGeodatabaseJob: JobDefinition {
             }
             let remote = RemoteJob(
                 statusURL: status, cancelURL: status.appendingPathComponent("cancel"),
-                transport: HTTPRemoteJobTransport(client: connection.client, token: environment.token))
+                transport: HTTPRemoteJobTransport(client: connection.rest.client, token: environment.token))
             try await remote.run(step: 0, context: context)
             let final = try await remote.output(context: context)
             context.record("replicaId", final.json["replicaID"] ?? .null)

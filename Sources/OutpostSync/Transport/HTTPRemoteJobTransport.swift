@@ -3,6 +3,7 @@ import Foundation
 import NIOCore
 import NIOHTTP1
 import OutpostCore
+import OutpostREST
 import OutpostStorage
 
 /// Follows server-side jobs (async createReplica, exportTiles) over HTTP.
@@ -11,9 +12,9 @@ import OutpostStorage
 /// proxy) are `RemoteJobUnreachable`, which `RemoteJob` tolerates for its connection-loss
 /// window; any other answer that is not job status JSON fails the job.
 public struct HTTPRemoteJobTransport: RemoteJobTransport {
-    let client: HTTPClient
-    let timeout: TimeAmount
-    let token: String?
+    /// The requests' client; a poll that fails is not tried again here (`RemoteJob` rides out
+    /// an outage for its window).
+    let rest: RESTClient
 
     /// A transport that polls remote jobs over HTTP.
     /// - Parameters:
@@ -21,57 +22,30 @@ public struct HTTPRemoteJobTransport: RemoteJobTransport {
     ///   - timeout: per request.
     ///   - token: sent as `Authorization: Bearer` when the service needs one.
     public init(client: HTTPClient = .shared, timeout: Duration = .seconds(30), token: String? = nil) {
-        self.client = client
-        self.timeout = .nanoseconds(Int64(timeout.components.seconds) * 1_000_000_000 + timeout.components.attoseconds / 1_000_000_000)
-        self.token = token
+        rest = RESTClient(client: client, token: token, timeout: timeout, retries: .none)
     }
 
     public func status(at url: URL) async throws -> JSONValue {
-        let body = try await send(url: Self.withJSONFormat(url), method: .GET)
+        let reply = try await send(url: url, method: .GET)
         do {
-            return try JSONValue.parse(body)
+            return try JSONValue.parse(reply.body)
         } catch {
             throw JobError(.remoteFailed, "the job status at \(url.absoluteString) is not JSON")
         }
     }
 
     public func cancel(at url: URL) async throws {
-        _ = try await send(url: Self.withJSONFormat(url), method: .POST)
+        _ = try await send(url: url, method: .POST)
     }
 
-    private func send(url: URL, method: HTTPMethod) async throws -> Data {
-        var request = HTTPClientRequest(url: url.absoluteString)
-        request.method = method
-        request.headers.add(name: "Accept", value: "application/json")
-        if let token { request.headers.add(name: "Authorization", value: "Bearer \(token)") }
-        let response: HTTPClientResponse
-        var buffer: ByteBuffer
-        do {
-            response = try await client.execute(request, timeout: timeout)
-            buffer = try await response.body.collect(upTo: 16 << 20)
-        } catch let error as CancellationError {
-            throw error
-        } catch {
-            throw RemoteJobUnreachable("\(url.host ?? "server"): \(error)")
+    /// ArcGIS endpoints answer HTML unless asked for JSON (`f=json`); network failures stay
+    /// `RemoteJobUnreachable`, another answer outside 2xx fails the job.
+    private func send(url: URL, method: HTTPMethod) async throws -> RESTClient.Reply {
+        let reply = try await rest.send(method, RESTClient.withJSONFormat(url), limit: 16 << 20)
+        guard (200..<300).contains(reply.status) else {
+            throw JobError(.remoteFailed, "HTTP \(reply.status) from \(RESTClient.withJSONFormat(url).absoluteString): \(String(decoding: reply.body.prefix(300), as: UTF8.self))")
         }
-        switch response.status.code {
-        case 200..<300:
-            return Data(buffer.readBytes(length: buffer.readableBytes) ?? [])
-        case 502, 503, 504:
-            throw RemoteJobUnreachable("\(url.host ?? "server") answered HTTP \(response.status.code)")
-        default:
-            let text = buffer.readString(length: min(buffer.readableBytes, 300)) ?? ""
-            throw JobError(.remoteFailed, "HTTP \(response.status.code) from \(url.absoluteString): \(text)")
-        }
-    }
-
-    /// ArcGIS endpoints answer HTML unless asked for JSON.
-    static func withJSONFormat(_ url: URL) -> URL {
-        guard var components = URLComponents(url: url, resolvingAgainstBaseURL: false) else { return url }
-        var items = components.queryItems ?? []
-        if !items.contains(where: { $0.name == "f" }) { items.append(URLQueryItem(name: "f", value: "json")) }
-        components.queryItems = items
-        return components.url ?? url
+        return reply
     }
 }
 

@@ -88,7 +88,7 @@ struct NativeSyncClient: Sendable {
             }
             return .applied(result, text: String(decoding: reply.body, as: UTF8.self))
         case 422:
-            guard let json = try? reply.json(), let result = json["result"] else { throw SyncError(.invalidResponse, "HTTP 422 without the batch result") }
+            guard let json = try? reply.syncJSON(), let result = json["result"] else { throw SyncError(.invalidResponse, "HTTP 422 without the batch result") }
             return .rejected(try Self.batchResult { result })
         case let status where [400, 415].contains(status) && body.map { UploadBatch.Encoding(of: $0) == .binary } == true:
             // A server that does not read the binary encoding (replaced by an older one since
