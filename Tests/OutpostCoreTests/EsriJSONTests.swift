@@ -7,6 +7,15 @@ import Testing
 struct EsriJSONTests {
     func decode(_ json: String) throws -> Geometry { try EsriJSON.decodeGeometry(JSONValue.parse(json)) }
 
+    /// Found by the esri-json fuzz target: a ring with no positions crashed the decoder (an
+    /// index out of range, taking the server down with one applyEdits); it is refused.
+    @Test func aRingWithNoPositionsIsRefusedNotACrash() throws {
+        let input = #"{"rings":[[],[[2,2],[4,4],[2,4],[1,2]],[[3,2],[2,4],[4,4],[2,2]]],"spatialeRrfeence":{"wkid":4326,"latestWkid":4326}}"#
+        let error = #expect(throws: GeometryError.self) { try EsriJSON.decodeGeometry(try JSONValue.parse(input)) }
+        #expect(error?.code == .invalidEncoding && error?.message.contains("no positions") == true, "\(String(describing: error))")
+        #expect(throws: GeometryError.self) { try EsriJSON.decodeGeometry(try JSONValue.parse(#"{"rings":[[]]}"#)) }
+    }
+
     @Test func pointsWithZAndM() throws {
         #expect(try decode(#"{"x":1,"y":2}"#) == .point(try Point(x: 1, y: 2)))
         #expect(try decode(#"{"x":1,"y":2,"z":3,"m":4}"#) == .point(try Point(x: 1, y: 2, z: 3, m: 4)))

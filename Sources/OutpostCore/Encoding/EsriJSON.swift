@@ -191,7 +191,8 @@ public enum EsriJSON {
             }
         }
         for hole in holes {
-            let probe = hole[0]
+            // A ring with no positions bounds nothing (a client's malformed polygon).
+            guard let probe = hole.first else { throw GeometryError(.invalidEncoding, "an Esri JSON ring has no positions") }
             let owner = exteriors.indices
                 .filter { RingOrientation.contains(exteriors[$0].ring, x: probe.x, y: probe.y) }
                 .min { exteriors[$0].area < exteriors[$1].area }
