@@ -86,6 +86,15 @@ struct WhereClauseTests {
         }
     }
 
+    /// Found by the where fuzz target: unary plus recursed once per `+`, and 1,300 of them
+    /// overflowed the stack (a query's where clause could take the server down). Any number of
+    /// them is skipped now; unary minus still counts toward the nesting limit.
+    @Test func runsOfUnaryPlusDoNotRecurse() throws {
+        let (text, values) = try sql("n = " + String(repeating: "+", count: 30_000) + "1")
+        #expect(text == #"("n" = ?)"# && values == [.integer(1)], "\(text)")
+        #expect(throws: StorageError.self) { try WhereClause(String(repeating: "+-", count: 100) + "1 = n", layer: Self.layer) }
+    }
+
     @Test func fieldNamesAreCaseInsensitiveAndEmittedCanonically() throws {
         #expect(try sql("STATUS = 'a' and DePtH > 1").0 == #"(("Status" = ?) AND ("depth" > ?))"#)
     }

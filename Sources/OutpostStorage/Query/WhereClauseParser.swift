@@ -187,6 +187,9 @@ struct WhereClauseParser {
     }
 
     private mutating func unary() throws -> SQLExpression {
+        // Unary plus changes nothing: any number of them is skipped, not recursed into (a clause
+        // of thousands of them overflowed the stack).
+        while accept(symbol: "+") {}
         if accept(symbol: "-") {
             try enter()
             defer { depth -= 1 }
@@ -195,7 +198,6 @@ struct WhereClauseParser {
             if case .literal(.double(let d)) = inner { return .literal(.double(-d)) }
             return .negate(inner)
         }
-        if accept(symbol: "+") { return try unary() }
         let token = current
         switch token {
         case .integer(let i):
