@@ -1,87 +1,69 @@
 import Foundation
+import FuzzDriver
 import OutpostCore
 import OutpostProtocol
 import OutpostStorage
 
-/// One parser of input Outpost did not write, as libFuzzer drives it: any bytes in, an answer or
-/// a thrown error out; a crash, a hang, a leak or an unbounded allocation is a finding.
-struct FuzzTarget: Sendable {
-    let name: String
-    let run: @Sendable (Data) -> Void
-    /// Seed inputs: valid examples the fuzzer mutates from.
-    let seeds: @Sendable () throws -> [Data]
-
-    static let all: [FuzzTarget] = [
-        FuzzTarget(name: "json", run: { _ = try? JSONValue.parse($0) }, seeds: { jsonSeeds }),
-        FuzzTarget(name: "wkb", run: { _ = try? WKB.decode($0) }, seeds: { geometries.map { Data(WKB.encode($0)) } + geometries.map { Data(WKB.encode($0, littleEndian: false)) } }),
-        FuzzTarget(
-            name: "gpkg-geometry", run: { _ = try? GeoPackageBinary.decode($0) },
-            seeds: { geometries.map { Data(GeoPackageBinary.encode($0, srsID: 4326)) } }),
-        FuzzTarget(name: "geojson", run: { _ = try? GeoJSON.decodeGeometry($0) }, seeds: { geometries.map { Data(GeoJSON.encode($0).utf8) } }),
-        FuzzTarget(
-            name: "esri-json",
-            run: { data in
-                guard let json = try? JSONValue.parse(data) else { return }
-                _ = try? EsriJSON.decodeGeometry(json)
-                _ = try? EsriJSON.decodeEnvelope(json)
-            },
-            seeds: { geometries.compactMap { try? EsriJSON.encode($0, spatialReference: .wgs84) }.map { Data($0.utf8) } }),
-        FuzzTarget(
-            name: "where",
-            run: { data in
-                guard let text = String(data: data, encoding: .utf8) else { return }
-                _ = try? WhereClause(text) { name in whereFields[name.lowercased()] }
-            },
-            seeds: { whereSeeds.map { Data($0.utf8) } }),
-        FuzzTarget(
-            name: "upload-batch",
-            run: { data in
-                _ = try? UploadBatch.decode(data)
-                // A framed body, fed in pieces as it arrives over the network.
-                var reader = UploadBatch.FramedReader()
-                data.withUnsafeBytes { raw in
-                    var start = 0
-                    while start < raw.count {
-                        let end = min(raw.count, start + 1 + (start % 97))
-                        reader.append(UnsafeRawBufferPointer(rebasing: raw[start..<end]))
-                        start = end
-                        do {
-                            if try reader.readHead() != nil { while try reader.nextFrame() != nil {} }
-                        } catch {
-                            return
-                        }
+/// The targets over OutpostCore, OutpostProtocol and OutpostStorage.
+let coreTargets: [FuzzTarget] = [
+    FuzzTarget(name: "json", run: { _ = try? JSONValue.parse($0) }, seeds: { jsonSeeds }),
+    FuzzTarget(name: "wkb", run: { _ = try? WKB.decode($0) }, seeds: { geometries.map { Data(WKB.encode($0)) } + geometries.map { Data(WKB.encode($0, littleEndian: false)) } }),
+    FuzzTarget(
+        name: "gpkg-geometry", run: { _ = try? GeoPackageBinary.decode($0) },
+        seeds: { geometries.map { Data(GeoPackageBinary.encode($0, srsID: 4326)) } }),
+    FuzzTarget(name: "geojson", run: { _ = try? GeoJSON.decodeGeometry($0) }, seeds: { geometries.map { Data(GeoJSON.encode($0).utf8) } }),
+    FuzzTarget(
+        name: "esri-json",
+        run: { data in
+            guard let json = try? JSONValue.parse(data) else { return }
+            _ = try? EsriJSON.decodeGeometry(json)
+            _ = try? EsriJSON.decodeEnvelope(json)
+        },
+        seeds: { geometries.compactMap { try? EsriJSON.encode($0, spatialReference: .wgs84) }.map { Data($0.utf8) } }),
+    FuzzTarget(
+        name: "where",
+        run: { data in
+            guard let text = String(data: data, encoding: .utf8) else { return }
+            _ = try? WhereClause(text) { name in whereFields[name.lowercased()] }
+        },
+        seeds: { whereSeeds.map { Data($0.utf8) } }),
+    FuzzTarget(
+        name: "upload-batch",
+        run: { data in
+            _ = try? UploadBatch.decode(data)
+            // A framed body, fed in pieces as it arrives over the network.
+            var reader = UploadBatch.FramedReader()
+            data.withUnsafeBytes { raw in
+                var start = 0
+                while start < raw.count {
+                    let end = min(raw.count, start + 1 + (start % 97))
+                    reader.append(UnsafeRawBufferPointer(rebasing: raw[start..<end]))
+                    start = end
+                    do {
+                        if try reader.readHead() != nil { while try reader.nextFrame() != nil {} }
+                    } catch {
+                        return
                     }
-                    try? reader.finish()
                 }
-            },
-            seeds: { try batchSeeds() }),
-        FuzzTarget(name: "change-page", run: { _ = try? ChangePage.decode($0) }, seeds: { try pageSeeds() }),
-        FuzzTarget(name: "content-record", run: { _ = try? DeltaContent.parse($0) }, seeds: {
-            [DeltaContent.record(sha256: String(repeating: "ab", count: 32), offset: 0, total: 5, bytes: Data("hello".utf8))]
-        }),
-        FuzzTarget(
-            name: "delta-file",
-            run: { data in
-                // The reader takes a file and checks its trailing SHA-256 first: the input is the
-                // file without it, written out with its hash (else nearly every mutation stops there).
-                guard (try? (data + sha256(data)).write(to: deltaScratch)) != nil, let reader = try? DeltaReader(url: deltaScratch) else { return }
-                while (try? reader.next()) != nil {}
-            },
-            seeds: { try deltaSeeds() }),
-        FuzzTarget(name: "map-definition", run: { _ = try? MapDefinition.decode($0) }, seeds: { mapSeeds }),
-    ]
-
-    /// Writes every target's seeds under `directory/<target>/`.
-    static func writeSeeds(to directory: URL) throws {
-        for target in all {
-            let folder = directory.appendingPathComponent(target.name)
-            try FileManager.default.createDirectory(at: folder, withIntermediateDirectories: true)
-            for (index, seed) in try target.seeds().enumerated() {
-                try seed.write(to: folder.appendingPathComponent(String(format: "seed-%03d", index)))
+                try? reader.finish()
             }
-        }
-    }
-}
+        },
+        seeds: { try batchSeeds() }),
+    FuzzTarget(name: "change-page", run: { _ = try? ChangePage.decode($0) }, seeds: { try pageSeeds() }),
+    FuzzTarget(name: "content-record", run: { _ = try? DeltaContent.parse($0) }, seeds: {
+        [DeltaContent.record(sha256: String(repeating: "ab", count: 32), offset: 0, total: 5, bytes: Data("hello".utf8))]
+    }),
+    FuzzTarget(
+        name: "delta-file",
+        run: { data in
+            // The reader takes a file and checks its trailing SHA-256 first: the input is the
+            // file without it, written out with its hash (else nearly every mutation stops there).
+            guard (try? (data + sha256(data)).write(to: deltaScratch)) != nil, let reader = try? DeltaReader(url: deltaScratch) else { return }
+            while (try? reader.next()) != nil {}
+        },
+        seeds: { try deltaSeeds() }),
+    FuzzTarget(name: "map-definition", run: { _ = try? MapDefinition.decode($0) }, seeds: { mapSeeds }),
+]
 
 // MARK: - Seeds
 
