@@ -35,7 +35,7 @@ struct RoutedRequest: Sendable {
     var caller: Caller { context.caller }
 
     /// The path's decoded segments.
-    var segments: [String] { FeatureServerResponder.segments(request) }
+    var segments: [String] { context.segments }
 
     /// A value the route's pattern names (`:service`), percent-decoded.
     func value(_ name: String) throws -> String { try context.parameters.decoded(name) }

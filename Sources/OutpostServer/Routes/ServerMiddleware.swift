@@ -9,7 +9,7 @@ import OutpostCore
 // this order in front of its routes): its id, its metrics and log line, its cache headers, the
 // watch on its client, the ArcGIS error answer, and the drain.
 
-/// Gives every request an id: the client's `X-Request-Id` when it is a plain token of at most 64
+/// Gives every request an id (and splits its path, once, for everything after it): the client's `X-Request-Id` when it is a plain token of at most 64
 /// characters, else a new one; it is in the response and in every log line of the request.
 struct RequestIDMiddleware: RouterMiddleware {
     typealias Context = OutpostRequestContext
@@ -20,6 +20,7 @@ struct RequestIDMiddleware: RouterMiddleware {
             ?? UUID().uuidString.lowercased()
         var context = context
         context.logger[metadataKey: "request_id"] = .string(id)
+        context.segments = FeatureServerResponder.segments(request)
         var response = try await next(request, context)
         response.headers[Self.header] = id
         return response
@@ -34,7 +35,7 @@ struct RequestMetricsMiddleware: RouterMiddleware {
 
     func handle(_ request: Request, context: Context, next: (Request, Context) async throws -> Response) async throws -> Response {
         let started = ContinuousClock.now
-        let route = ServerMetrics.route(FeatureServerResponder.segments(request))
+        let route = ServerMetrics.route(context.segments)
         metrics.inFlight(route: route, +1)
         defer { metrics.inFlight(route: route, -1) }
         let response = try await next(request, context)
@@ -61,7 +62,7 @@ struct CacheControlMiddleware: RouterMiddleware {
     func handle(_ request: Request, context: Context, next: (Request, Context) async throws -> Response) async throws -> Response {
         var response = try await next(request, context)
         let given = response.headers[.cacheControl]
-        if secured, !FeatureServerResponder.segments(request).starts(with: ["arcgis", "rest", "static"]) {
+        if secured, !context.segments.starts(with: ["arcgis", "rest", "static"]) {
             response.headers[.cacheControl] = given.map { $0.replacingOccurrences(of: "public", with: "private") } ?? "private, no-store"
         } else if given == nil {
             response.headers[.cacheControl] = "no-cache"
@@ -99,7 +100,7 @@ struct ArcGISErrorMiddleware: RouterMiddleware {
             if failure.status >= 500 { context.logger.error("\(request.method) \(request.uri.path): \(error)") }
             let f = request.uri.queryParameters["f"].map { $0.lowercased() }
             let writing = ResponseWriting(request: request, pretty: f == "pjson")
-            let segments = FeatureServerResponder.segments(request)
+            let segments = context.segments
             if f == "html" || f == nil && request.headers[.accept]?.lowercased().contains("text/html") == true, segments.starts(with: ["arcgis", "rest"]) {
                 let view = DirectoryView(segments: Array(segments.dropFirst(2)), query: request.uri.query)
                 return writing.html(view.error(failure), status: .init(code: failure.status, reasonPhrase: ""))
@@ -115,7 +116,7 @@ struct DrainMiddleware: RouterMiddleware {
     let drain: DrainState
 
     func handle(_ request: Request, context: Context, next: (Request, Context) async throws -> Response) async throws -> Response {
-        guard FeatureServerResponder.admittedByDrain(FeatureServerResponder.segments(request), method: request.method, drain: drain) else {
+        guard FeatureServerResponder.admittedByDrain(context.segments, method: request.method, drain: drain) else {
             var response = ResponseWriting(request: request).json(
                 FeatureServerResponder.errorJSON(ServiceError(503, "the server is shutting down; try again")), status: .serviceUnavailable)
             response.headers[.retryAfter] = "5"

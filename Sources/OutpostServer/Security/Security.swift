@@ -13,6 +13,9 @@ public struct OutpostRequestContext: RequestContext, RemoteAddressRequestContext
     /// The request's connection, for long work to stop when its client leaves (see
     /// ``ClientDeparture``).
     let channel: any Channel
+    /// The request's path segments, percent-decoded: split once, by ``RequestIDMiddleware``,
+    /// for the middleware and routes after it.
+    var segments: [String] = []
     /// The request's parameters, once ``RequestArgumentsMiddleware`` has read them.
     var arguments = RequestParameters(query: nil, formBody: nil)
     /// Who is calling, once ``AuthenticationMiddleware`` has found out (until then, nobody).
