@@ -228,21 +228,21 @@ let package = Package(
                 .product(name: "Logging", package: "swift-log"),
             ]
         ),
-        // The field-inspection sample `outpost demo` serves, carried beside the executable as a
+        // The samples `outpost demo` serves, carried beside the executable as a
         // resource bundle so the demo runs from any directory (SampleData stays its one copy).
         .target(
             name: "OutpostSampleData",
             path: "SampleData",
-            exclude: ["README.md", "natural_earth", "golden-tiles", "planning", "helsinki"],
+            exclude: ["README.md", "natural_earth", "golden-tiles", "field_inspection", "street_inspections/generate.py", "helsinki/generate.py", "planning/generate.py"],
             sources: ["BundledSamples.swift"],
-            resources: [.copy("field_inspection")]
+            resources: [.copy("street_inspections"), .copy("helsinki"), .copy("planning"), .copy("maps")]
         ),
         .executableTarget(
             name: "outpost",
             dependencies: [
                 "OutpostCore", "OutpostStorage", "OutpostProtocol", "OutpostSync", "OutpostTiles", "OutpostTileCodecs",
                 "OutpostServer", "OutpostSyncService", "OutpostSQLiteService", "OutpostPostgres", "OutpostSampleData", "OutpostGeoprocessing", "OutpostLocator",
-                "OutpostRouting", "OutpostOffline",
+                "OutpostRouting", "OutpostOffline", "OutpostREST",
                 .product(name: "ArgumentParser", package: "swift-argument-parser"),
                 .product(name: "AsyncHTTPClient", package: "async-http-client"),
                 .product(name: "NIOCore", package: "swift-nio"),

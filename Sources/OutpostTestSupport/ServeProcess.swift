@@ -12,6 +12,8 @@ public final class ServeProcess: @unchecked Sendable {
     public let url: URL
     /// The read end of the server's standard output (its "listening on" line).
     private let output: Int32
+    /// The lines of standard output read while waiting for the URL.
+    public let transcript: String
 
     /// Starts `outpost serve --service <service> --port 0 <arguments>` and waits for its
     /// "listening on" line.
@@ -25,6 +27,31 @@ public final class ServeProcess: @unchecked Sendable {
     /// - Parameter errorLog: a file for the server's standard error (its log), else discarded.
     public static func start(
         source: [String], arguments: [String] = [], environment: [String: String] = [:], timeout: TimeInterval = 60, errorLog: URL? = nil
+    ) async throws -> ServeProcess {
+        try await launch(["serve"] + source + ["--port", "0"] + arguments, environment: environment, errorLog: errorLog, what: "outpost serve") { lines in
+            // The first line says where it listens.
+            guard let line = lines.first else { return .more }
+            guard line.hasPrefix("listening on "), let url = URL(string: String(line.dropFirst("listening on ".count))) else { return .failed }
+            return .found(url)
+        }
+    }
+
+    /// What a launched process's output has shown so far.
+    public enum Sighting: Sendable {
+        /// The URL the caller waits for.
+        case found(URL)
+        /// Not yet: read another line.
+        case more
+        /// Never: stop the process.
+        case failed
+    }
+
+    /// Starts `outpost <arguments>` (a command that serves, like `outpost demo --keep`) and reads
+    /// its standard output line by line until `sighting` finds the URL it serves at; the lines read
+    /// are kept in ``transcript``.
+    public static func launch(
+        _ arguments: [String], currentDirectory: URL? = nil, environment: [String: String] = [:], errorLog: URL? = nil, what: String = "outpost",
+        sighting: @escaping @Sendable ([String]) -> Sighting
     ) async throws -> ServeProcess {
         let (outRead, outWrite) = try SpawnedProcess.pipe()
         var log: Int32 = -1
@@ -42,16 +69,17 @@ public final class ServeProcess: @unchecked Sendable {
                 if log >= 0 { close(log) }
             }
             process = try SpawnedProcess.spawn(
-                Repository.outpostExecutable.path, ["serve"] + source + ["--port", "0"] + arguments, environment: environment.isEmpty ? nil : environment,
+                Repository.outpostExecutable.path, arguments, environment: environment.isEmpty ? nil : environment, currentDirectory: currentDirectory,
                 stdout: .descriptor(outWrite), stderr: log >= 0 ? .descriptor(log) : .null)
         } catch {
             close(outRead)
             throw error
         }
-        let line: String? = await withCheckedContinuation { continuation in
+        let (url, lines): (URL?, [String]) = await withCheckedContinuation { continuation in
             ExternalTools.onOwnThread {
                 // read(2) itself: FileHandle.readData stops the process when a signal (a child's
                 // SIGCHLD) interrupts the read, and other tests start children all the time.
+                var lines: [String] = []
                 var collected = Data()
                 let fd = outRead
                 var byte: UInt8 = 0
@@ -59,30 +87,37 @@ public final class ServeProcess: @unchecked Sendable {
                     let n = read(fd, &byte, 1)
                     if n < 0, errno == EINTR { continue }
                     if n <= 0 {
-                        continuation.resume(returning: nil)
+                        continuation.resume(returning: (nil, lines))
                         return
                     }
-                    if byte == UInt8(ascii: "\n") {
-                        continuation.resume(returning: String(decoding: collected, as: UTF8.self))
-                        return
+                    guard byte == UInt8(ascii: "\n") else {
+                        collected.append(byte)
+                        continue
                     }
-                    collected.append(byte)
+                    lines.append(String(decoding: collected, as: UTF8.self))
+                    collected.removeAll()
+                    switch sighting(lines) {
+                    case .found(let url): return continuation.resume(returning: (url, lines))
+                    case .failed: return continuation.resume(returning: (nil, lines))
+                    case .more: continue
+                    }
                 }
             }
         }
-        guard let line, line.hasPrefix("listening on "), let url = URL(string: String(line.dropFirst("listening on ".count))) else {
+        guard let url else {
             process.signal(SIGKILL)
             process.wait()
             close(outRead)
-            throw ReaderMismatch(description: "outpost serve did not start (first line: \(line ?? "none"))")
+            throw ReaderMismatch(description: "\(what) did not start (its output: \(lines.isEmpty ? "none" : lines.joined(separator: "\n")))")
         }
-        return ServeProcess(process: process, url: url, output: outRead)
+        return ServeProcess(process: process, url: url, output: outRead, transcript: lines.joined(separator: "\n"))
     }
 
-    private init(process: SpawnedProcess, url: URL, output: Int32) {
+    private init(process: SpawnedProcess, url: URL, output: Int32, transcript: String) {
         self.process = process
         self.url = url
         self.output = output
+        self.transcript = transcript
     }
 
     /// The FeatureServer URL of a service.

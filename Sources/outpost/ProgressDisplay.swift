@@ -47,21 +47,26 @@ struct ProgressDisplay {
     }
 }
 
-/// Runs `job` to the end, showing progress; Ctrl-C pauses it (resume with `outpost job resume`).
-func runShowingProgress(_ job: any AnyJob, label: String) async -> JobStatus {
+/// Runs `job` to the end, showing progress; Ctrl-C pauses it (resume with `outpost job resume`)
+/// unless `pausesOnInterrupt` is false (the caller's own signal handling stays in charge).
+func runShowingProgress(_ job: any AnyJob, label: String, pausesOnInterrupt: Bool = true) async -> JobStatus {
     let display = ProgressDisplay()
-    signal(SIGINT, SIG_IGN)
-    let interrupt = DispatchSource.makeSignalSource(signal: SIGINT, queue: .global())
-    interrupt.setEventHandler {
-        if job.status == .started {
-            FileHandle.standardError.write(Data("\noutpost: pausing at the next checkpoint (Ctrl-C again to quit)\n".utf8))
-            try? job.pause()
-        } else {
-            exit(OutpostExit.interrupted.rawValue)
+    var interrupt: (any DispatchSourceSignal)?
+    if pausesOnInterrupt {
+        signal(SIGINT, SIG_IGN)
+        let source = DispatchSource.makeSignalSource(signal: SIGINT, queue: .global())
+        source.setEventHandler {
+            if job.status == .started {
+                FileHandle.standardError.write(Data("\noutpost: pausing at the next checkpoint (Ctrl-C again to quit)\n".utf8))
+                try? job.pause()
+            } else {
+                exit(OutpostExit.interrupted.rawValue)
+            }
         }
+        source.resume()
+        interrupt = source
     }
-    interrupt.resume()
-    defer { interrupt.cancel() }
+    defer { interrupt?.cancel() }
     let progress = job.progressUpdates
     let watcher = Task {
         for await p in progress { display.show(p, label: label) }

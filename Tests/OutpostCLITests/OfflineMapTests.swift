@@ -113,7 +113,10 @@ struct OfflineMapTests {
 
         // Both documents are what the schema says; the offline one points at local files.
         let schema = try await ExternalTools.checkJSONSchema(
-            Repository.schema("map.schema.json"), valid: [served, folder.appendingPathComponent("map.json"), Repository.schema("examples/field-crews.map.json")],
+            Repository.schema("map.schema.json"), valid: [
+                served, folder.appendingPathComponent("map.json"), Repository.schema("examples/field-crews.map.json"),
+                Repository.sampleData("maps/helsinki-crews.map.json"),
+            ],
             invalid: [["formatVersion": 2, "title": "x", "operationalLayers": []], ["formatVersion": 1, "title": "x", "operationalLayers": [["id": "a", "title": "a", "url": "u", "file": "/etc/passwd"]]]])
         #expect(schema.succeeded, "\(schema.stderr)")
 

@@ -9,7 +9,7 @@ import OutpostServiceTestSupport
 import Testing
 
 /// The command-line contract of docs/cli.md for replicas and sync, against `outpost serve`.
-@Suite("outpost replica, sync, status, demo")
+@Suite("outpost replica, sync, status")
 struct SyncCommandTests {
     @Test(.timeLimit(.minutes(3)))
     func replicaSyncAndStatusFollowTheContract() async throws {
@@ -87,26 +87,6 @@ struct SyncCommandTests {
     /// The sqlite3 shell with SpatiaLite loaded.
     static func sqlite(_ file: String, _ sql: String) async throws -> CommandResult {
         try await ExternalTools.run("sqlite3", [file], input: ".bail on\n.load mod_spatialite\nSELECT EnableGpkgAmphibiousMode();\n\(sql)\n")
-    }
-
-    /// Run as a user would, from a directory that is not the repository: the sample travels
-    /// with the executable.
-    @Test(.timeLimit(.minutes(3)))
-    func theDemoRunsEndToEnd() async throws {
-        let dir = TemporaryDirectory()
-        let elsewhere = TemporaryDirectory("outpost-elsewhere")
-        let demo = try await outpost(["demo", "--workdir", dir.url.path], in: elsewhere.url)
-        #expect(demo.status == 0, "\(demo.stdout)\(demo.stderr)")
-        #expect(demo.stdout.contains("both sides match"), "\(demo.stdout)")
-        #expect(demo.stdout.contains("conflict on inspection_points"))
-        #expect(demo.stdout.contains("and 1 photo") && demo.stdout.contains("the photo byte for byte"), "\(demo.stdout)")
-        let replica = dir.file("crew.gpkg")
-        let check = try await ExternalTools.run("/usr/bin/python3", [try #require(ExternalTools.validateGPKG), "-k", "--extra", "--warning-as-error", replica.path])
-        #expect(check.succeeded, "the demo's replica is a valid GeoPackage: \(check.stdout)\(check.stderr)")
-        #expect(try FileManager.default.contentsOfDirectory(atPath: elsewhere.url.path).isEmpty, "the demo writes only into its work directory")
-
-        let notASample = try await outpost(["demo", "--sample", elsewhere.url.path, "--workdir", dir.file("again").path], in: elsewhere.url)
-        #expect(notASample.status == 1 && notASample.stderr.contains("no service.json"), "\(notASample.stderr)")
     }
 
     /// `outpost sync --policy manual` leaves a conflict open; `outpost conflicts` lists it with

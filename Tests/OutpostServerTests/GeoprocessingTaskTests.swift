@@ -240,4 +240,30 @@ struct GeoprocessingTaskTests {
         // Its JSON names the model file, so it can be rebuilt.
         #expect(try JSONValue.parse(try job.toJSON())["parameters"]?["local"]?["modelFile"] == .string(file.path))
     }
+
+    /// A run here writes its files into the folder the parameters name (and its JSON keeps it), so
+    /// nothing is left in a temporary folder; fetching a file already there changes nothing.
+    @Test func aLocalRunWritesItsFilesWhereTheParametersSay() async throws {
+        let directory = TemporaryDirectory("outpost-gp-files")
+        let task = GeoprocessingTask(tool: "ExportTable")
+        var parameters = try await task.makeDefaultParameters()
+        parameters.inputs["Input_Rows"] = try Self.points(3)
+        parameters.inputs["File_Name"] = .string("points.csv")
+        parameters.outputDirectory = directory.file("reports")
+        let job = task.makeJob(parameters: parameters)
+        try job.start()
+        let result = try await job.output
+        guard case .dataFile(let report)? = result.outputs["Output_File"], let url = report.url.flatMap(URL.init(string:)) else {
+            throw GPValueError("no Output_File")
+        }
+        #expect(url.path == directory.file("reports/points.csv").path)
+        let written = try Data(contentsOf: url)
+        #expect(String(decoding: written, as: UTF8.self).split(whereSeparator: \.isNewline).count == 4, "a header and three rows")
+        try await task.download(report, to: url)
+        #expect(try Data(contentsOf: url) == written)
+        try await task.download(report, to: directory.file("copy.csv"))
+        #expect(try Data(contentsOf: directory.file("copy.csv")) == written)
+        let rebuilt = try JSONValue.parse(try job.toJSON())["parameters"]?["outputDirectory"]
+        #expect(rebuilt == .string(directory.file("reports").path))
+    }
 }

@@ -85,7 +85,7 @@ struct SchemaTests {
             schema = json.load(open(sys.argv[1]))
             jsonschema.Draft202012Validator.check_schema(schema)
             v = jsonschema.Draft202012Validator(schema)
-            for path in sys.argv[2:4]:
+            for path in sys.argv[2:]:
                 errors = list(v.iter_errors(json.load(open(path))))
                 assert not errors, (path, [e.message for e in errors])
             bad = [
@@ -99,8 +99,8 @@ struct SchemaTests {
             """
         let result = try await ExternalTools.python(
             script,
-            [Repository.schema("service.schema.json").path, Repository.sampleData("field_inspection/service.json").path,
-             Repository.sampleData("natural_earth/service.json").path])
+            [Repository.schema("service.schema.json").path]
+                + ["field_inspection", "natural_earth", "street_inspections", "helsinki", "planning"].map { Repository.sampleData("\($0)/service.json").path })
         #expect(result.succeeded, "\(result.stderr)")
         // What the Swift encoder writes validates too.
         let dir = TemporaryDirectory()

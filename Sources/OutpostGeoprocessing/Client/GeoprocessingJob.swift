@@ -54,6 +54,7 @@ public struct GeoprocessingJob: JobDefinition {
         }
         if let sr = settings.processSpatialReference { p["processSR"] = .integer(Int64(sr.wkid)) }
         if let sr = settings.outputSpatialReference { p["outSR"] = .integer(Int64(sr.wkid)) }
+        if let directory = settings.outputDirectory { p["outputDirectory"] = .string(directory.path) }
         return .object(p)
     }
 
@@ -83,6 +84,7 @@ public struct GeoprocessingJob: JobDefinition {
         settings.outputSpatialReference = parameters["outSR"]?.integerValue.map { SpatialReference(wkid: Int($0)) }
         settings.returnZ = parameters["returnZ"]?.boolValue ?? false
         settings.returnM = parameters["returnM"]?.boolValue ?? false
+        settings.outputDirectory = parameters["outputDirectory"]?.stringValue.map { URL(fileURLWithPath: $0) }
         self.init(
             source: source, parameters: settings, transport: environment[(any GPTransport).self] ?? HTTPGPTransport(),
             pollInterval: .milliseconds(parameters["pollIntervalMilliseconds"]?.integerValue ?? 5_000),
@@ -217,7 +219,7 @@ public struct GeoprocessingJob: JobDefinition {
         let messages = LockedValue<[JSONValue]>([])
         let outputs = try await task.execute(
             settings.inputs, environment: environment,
-            context: GPToolContext { text in
+            context: GPToolContext(outputDirectory: settings.outputDirectory) { text in
                 context.log(text)
                 messages.update { $0.append(GPMessage(.informative, text).json) }
             })

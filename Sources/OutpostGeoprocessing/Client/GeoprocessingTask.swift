@@ -71,10 +71,13 @@ public final class GeoprocessingTask: LoadableForwarding, Sendable {
     }
 
     /// Fetches an output file (a GPDataFile or raster output) into `destination`: downloaded
-    /// from the service, or copied when the task ran here.
+    /// from the service, or copied when the task ran here (nothing to do when it ran here and
+    /// wrote the file at `destination`, through ``GeoprocessingParameters/outputDirectory``).
     public func download(_ file: GPFileReference, to destination: URL) async throws {
         guard let text = file.url, let url = URL(string: text) else { throw GeoprocessingError(code: 400, "the output has no URL") }
         if url.isFileURL {
+            // A local run that wrote into the destination's folder has nothing to copy.
+            guard url.standardizedFileURL.path != destination.standardizedFileURL.path else { return }
             try? FileManager.default.removeItem(at: destination)
             try FileManager.default.copyItem(at: url, to: destination)
         } else {
@@ -179,6 +182,10 @@ public struct GeoprocessingParameters: Sendable {
     public var returnZ = false
     /// Whether outputs keep their M values.
     public var returnM = false
+    /// Where a run on this device writes its output files (rasters, reports, extracts): the
+    /// outputs' file URLs point into it. Nil: a new folder under the system's temporary directory.
+    /// A service's run ignores it (fetch its files with ``GeoprocessingTask/download(_:to:)``).
+    public var outputDirectory: URL?
 
     /// Parameters of no inputs yet, run as `executionType` says.
     public init(executionType: GPServiceDefinition.ExecutionType) {

@@ -101,6 +101,8 @@ struct GPCommand: AsyncParsableCommand {
             var parameters = try await task.makeDefaultParameters()
             parameters.processSpatialReference = processSr.map { SpatialReference(wkid: $0) }
             parameters.outputSpatialReference = outSr.map { SpatialReference(wkid: $0) }
+            // A run here writes its files straight into --out (none left in a temporary folder).
+            if case .local = task.source, let out { parameters.outputDirectory = URL(fileURLWithPath: out) }
             let geodatabase = try input.map { try Geodatabase.open(at: URL(fileURLWithPath: $0), readOnly: true) }
             defer { try? geodatabase?.close() }
             if let paramFile {
