@@ -233,7 +233,7 @@ let package = Package(
         .target(
             name: "OutpostSampleData",
             path: "SampleData",
-            exclude: ["README.md", "natural_earth", "golden-tiles", "field_inspection", "street_inspections/generate.py", "helsinki/generate.py", "planning/generate.py"],
+            exclude: ["README.md", "natural_earth", "golden-tiles", "field_inspection"],
             sources: ["BundledSamples.swift"],
             resources: [.copy("street_inspections"), .copy("helsinki"), .copy("planning"), .copy("maps")]
         ),
