@@ -89,6 +89,7 @@ struct ResourceTests {
             for (reply, message) in refused.dropLast() {
                 let said = try reply.json()["error"]?["message"]?.stringValue
                 #expect(reply.status == 405 && said == message, "\(reply.text)")
+                #expect(reply.headers[.allow]?.isEmpty == false, "a 405 names the methods the path answers (RFC 9110)")
             }
             #expect(refused.last!.0.status != 405, "a listed method reaches its handler")
             #expect(try await client.get("\(base)/0/1/2/3/4").status == 404)

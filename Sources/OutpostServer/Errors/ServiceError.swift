@@ -16,6 +16,8 @@ public struct ServiceError: Error, Sendable, CustomStringConvertible {
     public var message: String
     /// More lines about it (may be empty).
     public var details: [String]
+    /// For a 405, the methods the path answers: the answer's `Allow` header (RFC 9110).
+    public var allowedMethods: [String] = []
 
     /// An error of this status and message.
     public init(_ status: Int, _ message: String, code: Int? = nil, details: [String] = []) {
@@ -29,6 +31,13 @@ public struct ServiceError: Error, Sendable, CustomStringConvertible {
 
     /// The ArcGIS error JSON of the error.
     public var body: ArcGISErrorBody { ArcGISErrorBody(code: code ?? status, message: message, details: details) }
+
+    /// 405 with the methods the path answers (its `Allow` header).
+    public static func methodNotAllowed(_ message: String, allowed: [String]) -> ServiceError {
+        var error = ServiceError(405, message)
+        error.allowedMethods = allowed
+        return error
+    }
 
     /// 404: `what` is not there.
     public static func notFound(_ what: String) -> ServiceError { ServiceError(404, "\(what) not found") }

@@ -38,12 +38,12 @@ extension FeatureServerResponder {
             guard secure else { throw ServiceError(400, "Unable to generate token.", details: ["a password in a URL is taken over HTTPS only"]) }
         } else if request.method == .get {
             guard DirectoryView.wanted(request, parameters) else {
-                throw ServiceError(405, "generateToken takes a POST: a password never travels in a URL")
+                throw ServiceError.methodNotAllowed("generateToken takes a POST: a password never travels in a URL", allowed: ["POST"])
             }
             return writing.html(view.operation(title: "Generate Token", description: "Sign in for a token to pass as token= or Authorization: Bearer.", form: DirectoryForms.generateToken, result: nil))
         }
         guard request.method == .post || (urlAllowed && request.method == .get) else {
-            throw ServiceError(405, "\(request.method) is not allowed; use POST")
+            throw ServiceError.methodNotAllowed("\(request.method) is not allowed; use POST", allowed: ["POST"])
         }
         if passwordInURL, !urlAllowed {
             throw ServiceError(400, "Unable to generate token.", details: ["send the password in the POST body, not the URL"])

@@ -64,6 +64,17 @@ public struct FeatureServerResponder: HTTPResponder {
         chain.router!.routes.map { ($0.method.rawValue, $0.path.description) }
     }
 
+    /// Every path a handler answers, with the methods it answers (the 405 refusals left out):
+    /// what `Schemas/openapi.json` describes. Paths as the router writes them (`{service}`, `**`).
+    var answeredRoutes: [(path: String, methods: [String])] {
+        routeTables().flatMap { mount, table in
+            table.entries.map { entry in
+                let segments = (mount.description + "/" + entry.path.description).split(separator: "/")
+                return (path: "/" + segments.joined(separator: "/"), methods: entry.methods.map(\.rawValue))
+            }
+        }
+    }
+
     /// Throws when a route can never be reached because another takes its paths.
     func validateRoutes() throws { try chain.router!.validate() }
 
@@ -78,8 +89,16 @@ public struct FeatureServerResponder: HTTPResponder {
         router.add(middleware: ClientDepartureMiddleware())
         router.add(middleware: ArcGISErrorMiddleware())
         router.add(middleware: DrainMiddleware(drain: drain))
+        for (path, table) in routeTables() {
+            router.addRoutes(table.collection(security: security, bodyLimit: configuration.maxBodyBytes), atPath: path)
+        }
+        return router
+    }
+
+    /// Each service type's routes and where they are mounted.
+    private func routeTables() -> [(RouterPath, RouteTable)] {
         let services = "/arcgis/rest/services/:service"
-        let tables: [(RouterPath, RouteTable)] = [
+        return [
             ("", serverTable()),
             ("/arcgis/rest/services", catalogTable()),
             (RouterPath("\(services)/FeatureServer"), featureServerTable()),
@@ -89,10 +108,6 @@ public struct FeatureServerResponder: HTTPResponder {
             (RouterPath("\(services)/NAServer"), NAServerRoutes.table(network: network)),
             (RouterPath("/" + NativeSyncRoute.servicePrefix.joined(separator: "/") + "/:service"), NativeSyncRoutes.table(self)),
         ]
-        for (path, table) in tables {
-            router.addRoutes(table.collection(security: security, bodyLimit: configuration.maxBodyBytes), atPath: path)
-        }
-        return router
     }
 
     /// Every request, through the middleware to its route.
@@ -174,10 +189,10 @@ public struct FeatureServerResponder: HTTPResponder {
         // Tokens where ArcGIS Server has them, where a portal does, and at the root, where
         // ArcGIS Online has them (geopy asks there).
         for path in ["/arcgis/tokens", "/arcgis/tokens/generateToken", "/arcgis/tokens/tokens", "/arcgis/sharing/rest/generateToken", "/sharing/generateToken", "/sharing/rest/generateToken"] {
-            table.on(RouterPath(path), all, access: .parameters) { call in try tokens(call) }
+            table.on(RouterPath(path), [.get, .post], access: .parameters) { call in try tokens(call) }
         }
         for path in ["/arcgis/sharing/rest", "/arcgis/sharing/rest/**"] {
-            table.on(RouterPath(path), all, access: .anyone) { [security, configuration] call in
+            table.on(RouterPath(path), [.get, .post], access: .anyone) { [security, configuration] call in
                 _ = try call.parameters.format()
                 let routes = PortalRoutes(
                     security: security, caller: call.caller, publicBase: PublicURL(call.request, configuration: configuration).base, writing: call.writing)
@@ -185,7 +200,7 @@ public struct FeatureServerResponder: HTTPResponder {
                 return answer
             }
         }
-        table.on("/arcgis/rest/info", all, access: .parameters) { call in
+        table.on("/arcgis/rest/info", [.get, .post], access: .parameters) { call in
             _ = try call.parameters.format()
             var writing = call.writing
             if DirectoryView.wanted(call.request, call.parameters) { writing.directory = (DirectoryView(segments: ["info"], query: call.request.uri.query), .resource) }
@@ -193,7 +208,7 @@ public struct FeatureServerResponder: HTTPResponder {
         }
         // The Services Directory's own style sheet and script (no token: a page's assets are
         // fetched without it).
-        table.on("/arcgis/rest/static/:asset", all, access: .open) { call in
+        table.on("/arcgis/rest/static/:asset", [.get, .head], access: .open) { call in
             guard let asset = DirectoryAssets.named(try call.value("asset")) else { throw ServiceError.notFound(call.request.uri.path) }
             var response = ResponseWriting(request: call.request).bytes(ByteBuffer(string: asset.text), contentType: asset.contentType)
             response.headers[.cacheControl] = "public, max-age=3600"

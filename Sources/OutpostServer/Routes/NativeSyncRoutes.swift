@@ -51,7 +51,7 @@ struct NativeSyncRoutes {
     /// path a 404. Reading (GET) needs `query` on the service, anything else `sync`.
     static func table(_ responder: FeatureServerResponder) -> RouteTable {
         var table = RouteTable()
-        table.refusal = { method, _, pattern in ServiceError(405, "\(method) is not allowed on \(pattern)") }
+        table.refusal = { method, _, pattern in "\(method) is not allowed on \(pattern)" }
         /// Registers `route`'s handlers: every method of the table's and only those (checked as
         /// the server's router is built).
         func serve(_ route: NativeSyncRoute, _ handlers: [HTTPRequest.Method: @Sendable (NativeSyncRoutes, RoutedRequest) async throws -> Response]) {

@@ -75,13 +75,14 @@ struct RouteTable {
     }
 
     private(set) var entries: [Entry] = []
-    /// The 405 for a method a path does not answer.
-    var refusal: @Sendable (HTTPRequest.Method, _ allowed: [HTTPRequest.Method], _ pattern: String) -> ServiceError = { method, allowed, _ in
-        ServiceError(405, "\(method) is not allowed; use \(allowed.map(\.rawValue).joined(separator: " or "))")
+    /// The message of the 405 for a method a path does not answer (its `Allow` header lists the
+    /// methods the path answers).
+    var refusal: @Sendable (HTTPRequest.Method, _ allowed: [HTTPRequest.Method], _ pattern: String) -> String = { method, allowed, _ in
+        "\(method) is not allowed; use \(allowed.map(\.rawValue).joined(separator: " or "))"
     }
 
     /// Every method a route may be asked with.
-    static let allMethods: [HTTPRequest.Method] = [.get, .post, .put, .delete, .patch, .head, .options]
+    static let allMethods: [HTTPRequest.Method] = [.get, .post, .put, .delete, .patch, .head, .options, .trace]
 
     /// Adds `path` (relative to where the table is mounted; `""` for the mount point itself),
     /// answering `methods` with `handler` for callers `access` lets through.
@@ -119,7 +120,7 @@ struct RouteTable {
         for key in order {
             let (path, methods) = answered[key]!
             for method in Self.allMethods where !methods.contains(method) {
-                let failure = refusal(method, methods, key)
+                let failure = ServiceError.methodNotAllowed(refusal(method, methods, key), allowed: methods.map(\.rawValue))
                 collection.on(path, method: method) { _, _ -> Response in throw failure }
             }
         }

@@ -103,9 +103,13 @@ struct ArcGISErrorMiddleware: RouterMiddleware {
             let segments = context.segments
             if f == "html" || f == nil && request.headers[.accept]?.lowercased().contains("text/html") == true, segments.starts(with: ["arcgis", "rest"]) {
                 let view = DirectoryView(segments: Array(segments.dropFirst(2)), query: request.uri.query)
-                return writing.html(view.error(failure), status: .init(code: failure.status, reasonPhrase: ""))
+                var page = writing.html(view.error(failure), status: .init(code: failure.status, reasonPhrase: ""))
+                if !failure.allowedMethods.isEmpty { page.headers[.allow] = failure.allowedMethods.joined(separator: ", ") }
+                return page
             }
-            return writing.json(FeatureServerResponder.errorJSON(failure), status: .init(code: failure.status, reasonPhrase: ""))
+            var response = writing.json(FeatureServerResponder.errorJSON(failure), status: .init(code: failure.status, reasonPhrase: ""))
+            if !failure.allowedMethods.isEmpty { response.headers[.allow] = failure.allowedMethods.joined(separator: ", ") }
+            return response
         }
     }
 }

@@ -198,6 +198,9 @@ struct ServiceRoutes {
 
     /// The parts of a multipart/form-data body (RFC 7578): each part's headers and bytes.
     static func parts(_ body: ByteBuffer, boundary: String) throws -> [(headers: [(String, String)], data: Data)] {
+        guard headerNamesAreASCII(body, boundary: boundary) else {
+            throw ServiceError.badParameter("body", "a part's header name is not ASCII")
+        }
         let parser = MultipartParser(boundary: boundary)
         var parts: [(headers: [(String, String)], data: Data)] = []
         var headers: [(String, String)] = []
@@ -215,6 +218,40 @@ struct ServiceRoutes {
             throw ServiceError.badParameter("body", "the multipart body cannot be read")
         }
         return parts
+    }
+
+    /// Whether every header name of every part is ASCII. MultipartKit 4.7.1 looks a header
+    /// name's bytes up in a 128-entry table and stops the process on any byte from 0x80 up (one
+    /// request took the server down), so such a body is refused before it is parsed. Header
+    /// values (a UTF-8 file name) may hold any byte.
+    static func headerNamesAreASCII(_ body: ByteBuffer, boundary: String) -> Bool {
+        let bytes = body.readableBytesView
+        let delimiter = Array(("--" + boundary).utf8)
+        guard !delimiter.isEmpty, bytes.count >= delimiter.count else { return true }
+        var i = bytes.startIndex
+        while let found = bytes[i...].firstRange(of: delimiter) {
+            // The part's header lines follow the delimiter's line, up to an empty line.
+            var j = found.upperBound
+            while j < bytes.endIndex, bytes[j] != UInt8(ascii: "\n") { j += 1 }
+            j += 1
+            var inName = true
+            while j < bytes.endIndex {
+                let byte = bytes[j]
+                if byte == UInt8(ascii: "\n") {
+                    // An empty line (LF or CRLF alone) ends the headers.
+                    let lineStart = j - 1 >= bytes.startIndex && bytes[j - 1] == UInt8(ascii: "\r") ? j - 1 : j
+                    if lineStart == bytes.startIndex || bytes[lineStart - 1] == UInt8(ascii: "\n") { break }
+                    inName = true
+                } else if byte == UInt8(ascii: ":") {
+                    inName = false
+                } else if inName, byte >= 0x80 {
+                    return false
+                }
+                j += 1
+            }
+            i = found.upperBound
+        }
+        return true
     }
 
     /// The text fields of a multipart/form-data body: parts with a name and no file name.
