@@ -45,7 +45,8 @@ struct OpenAPIRouteTests {
         #expect(described.count > 60)
     }
 
-    /// openapi-spec-validator (PyPI) accepts it as OpenAPI 3.1, and each operation id is unique.
+    /// openapi-spec-validator (PyPI) accepts it as OpenAPI 3.1, each operation id is unique, and
+    /// every link (what schemathesis's stateful phase follows) names an operation there is.
     @Test func theDescriptionIsValidOpenAPI() async throws {
         let check = try await ExternalTools.python(
             """
@@ -56,6 +57,9 @@ struct OpenAPIRouteTests {
             validate(document)
             ids = [op["operationId"] for item in document["paths"].values() for key, op in item.items() if not key.startswith("x-")]
             assert len(ids) == len(set(ids)), sorted({i for i in ids if ids.count(i) > 1})
+            links = [l for item in document["paths"].values() for key, op in item.items() if not key.startswith("x-")
+                     for r in op["responses"].values() for l in r.get("links", {}).values()]
+            assert links and all(l["operationId"] in ids for l in links), [l["operationId"] for l in links if l["operationId"] not in ids]
             print(len(ids))
             """, [Repository.schema("openapi.json").path])
         #expect(check.succeeded, "\(check.stderr)")
