@@ -1,3 +1,5 @@
+import Foundation
+
 /// How long a test lets a cancelled wait take. The library promises 250 ms; on a 2-core machine
 /// running the whole suite, the Task that observes the cancel can wait its turn on a cooperative
 /// pool that other tests' work occupies: a cancel that takes milliseconds alone was seen to take
@@ -5,7 +7,12 @@
 /// 485 s). So the bound is far above the promise and still below "never" and below the HTTP
 /// timeouts (60 s and more) that would end a request nobody cancelled.
 public enum CancellationBound {
-    public static let loaded: Duration = .seconds(20)
+    public static let loaded: Duration = .seconds(20) * timeScale
+
+    /// How much slower than usual tests run here: `OUTPOST_TIME_SCALE` (scripts/sanitize sets 4,
+    /// a sanitized build being several times slower), else 1. Bounds on how long something may
+    /// take are multiplied by it.
+    public static let timeScale: Int = ProcessInfo.processInfo.environment["OUTPOST_TIME_SCALE"].flatMap(Int.init).map { max(1, $0) } ?? 1
 
     /// Waits (polling every 2 ms) until `ready()` holds, cancels `task`, and awaits it: how long
     /// the cancelled wait took, and what it threw (nil when it returned a value).
