@@ -168,6 +168,14 @@ extension ServiceDirectory {
         }
     }
 
+    /// The services `files` holds (from ``open(at:name:faults:strict:)``, perhaps with a
+    /// database's added): two with one name are refused.
+    public convenience init(checking files: ServiceFiles) throws {
+        try self.init(
+            checking: files.backends, tileCaches: files.tileCaches, geoprocessing: files.geoprocessing, locators: files.locators,
+            networks: files.networks, maps: files.maps, unavailable: files.unavailable)
+    }
+
     /// Services from several places (files and a database): two with one name are refused.
     public convenience init(
         checking backends: [any FeatureServiceBackend], tileCaches: [URL] = [], geoprocessing: [GeoprocessingService] = [], locators: [LocalLocator] = [],

@@ -101,13 +101,14 @@ struct ArcGISErrorMiddleware: RouterMiddleware {
             let f = request.uri.queryParameters["f"].map { $0.lowercased() }
             let writing = ResponseWriting(request: request, pretty: f == "pjson")
             let segments = context.segments
+            let status = HTTPResponse.Status(code: failure.status, reasonPhrase: "")
+            var response: Response
             if f == "html" || f == nil && request.headers[.accept]?.lowercased().contains("text/html") == true, segments.starts(with: ["arcgis", "rest"]) {
                 let view = DirectoryView(segments: Array(segments.dropFirst(2)), query: request.uri.query)
-                var page = writing.html(view.error(failure), status: .init(code: failure.status, reasonPhrase: ""))
-                if !failure.allowedMethods.isEmpty { page.headers[.allow] = failure.allowedMethods.joined(separator: ", ") }
-                return page
+                response = writing.html(view.error(failure), status: status)
+            } else {
+                response = writing.json(FeatureServerResponder.errorJSON(failure), status: status)
             }
-            var response = writing.json(FeatureServerResponder.errorJSON(failure), status: .init(code: failure.status, reasonPhrase: ""))
             if !failure.allowedMethods.isEmpty { response.headers[.allow] = failure.allowedMethods.joined(separator: ", ") }
             return response
         }

@@ -230,24 +230,23 @@ struct ServiceRoutes {
         guard !delimiter.isEmpty, bytes.count >= delimiter.count else { return true }
         var i = bytes.startIndex
         while let found = bytes[i...].firstRange(of: delimiter) {
-            // The part's header lines follow the delimiter's line, up to an empty line.
-            var j = found.upperBound
-            while j < bytes.endIndex, bytes[j] != UInt8(ascii: "\n") { j += 1 }
-            j += 1
-            var inName = true
-            while j < bytes.endIndex {
-                let byte = bytes[j]
-                if byte == UInt8(ascii: "\n") {
-                    // An empty line (LF or CRLF alone) ends the headers.
-                    let lineStart = j - 1 >= bytes.startIndex && bytes[j - 1] == UInt8(ascii: "\r") ? j - 1 : j
-                    if lineStart == bytes.startIndex || bytes[lineStart - 1] == UInt8(ascii: "\n") { break }
-                    inName = true
-                } else if byte == UInt8(ascii: ":") {
-                    inName = false
-                } else if inName, byte >= 0x80 {
-                    return false
-                }
+            // The part's header lines follow the delimiter's line and end at an empty line.
+            guard var j = bytes[found.upperBound...].firstIndex(of: UInt8(ascii: "\n")) else { break }
+            var lineLength = 0, inName = true
+            headers: while true {
                 j += 1
+                guard j < bytes.endIndex else { break headers }
+                switch bytes[j] {
+                case UInt8(ascii: "\n"):
+                    if lineLength == 0 { break headers }
+                    (lineLength, inName) = (0, true)
+                    continue
+                case UInt8(ascii: "\r"): continue
+                case UInt8(ascii: ":"): inName = false
+                case let byte where inName && byte >= 0x80: return false
+                default: break
+                }
+                lineLength += 1
             }
             i = found.upperBound
         }

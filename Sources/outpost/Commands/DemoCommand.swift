@@ -284,6 +284,16 @@ struct DemoCommand: AsyncParsableCommand {
         return "\(Story.officeCloses) closed, INS-OFFICE-1 added, and \(Story.inspection) (which the crew closed) given priority 1 and other notes"
     }
 
+    /// How many features of the service's `layer` match `clause` (within the story's area).
+    private func count(_ layer: URL, where clause: String, inArea: Bool = false, rest: RESTClient) async throws -> Int {
+        var form = [("where", clause), ("returnCountOnly", "true")]
+        if inArea { form += [("geometry", "\(Story.area.xmin),\(Story.area.ymin),\(Story.area.xmax),\(Story.area.ymax)"), ("inSR", "4326")] }
+        guard let count = try await rest.post(layer.appendingPathComponent("query"), form: form)["count"]?.integerValue else {
+            throw CLIFailure(message: "\(layer.absoluteString) gave no count")
+        }
+        return Int(count)
+    }
+
     private func objectID(of inspection: String, rest: RESTClient, layer: URL) async throws -> Int64 {
         let answer = try await rest.post(layer.appendingPathComponent("query"), form: [("where", "inspection_id = '\(inspection)'"), ("returnIdsOnly", "true")])
         guard let id = answer["objectIds"]?[0]?.integerValue else { throw CLIFailure(message: "the service has no \(inspection)") }
@@ -332,15 +342,8 @@ struct DemoCommand: AsyncParsableCommand {
             let gdb = try Geodatabase.open(at: offline.url(file), readOnly: true)
             defer { try? gdb.close() }
             let local = try await gdb.table(named: name).count()
-            let remote = try await rest.post(
-                URL(string: "\(layer.url)/query")!,
-                form: [
-                    ("where", "1=1"), ("geometry", "\(Story.area.xmin),\(Story.area.ymin),\(Story.area.xmax),\(Story.area.ymax)"), ("inSR", "4326"),
-                    ("returnCountOnly", "true"),
-                ])
-            guard remote["count"]?.integerValue == Int64(local) else {
-                throw CLIFailure(message: "\(name): the server has \(remote["count"]?.jsonString ?? "?") in the area, the replica \(local)")
-            }
+            let remote = try await count(URL(string: layer.url)!, where: "1=1", inArea: true, rest: rest)
+            guard remote == local else { throw CLIFailure(message: "\(name): the server has \(remote) in the area, the replica \(local)") }
             counted.append("\(local) \(name)")
         }
         // The photo, byte for byte, from the service; the new finding there too.
@@ -352,8 +355,7 @@ struct DemoCommand: AsyncParsableCommand {
         defer { try? FileManager.default.removeItem(at: downloaded) }
         try await rest.download(layer.appendingPathComponent("\(id)/attachments/\(attachment)"), to: downloaded)
         guard try Data(contentsOf: downloaded) == photo else { throw CLIFailure(message: "the photo on the service differs from the crew's") }
-        let found = try await rest.post(layer.appendingPathComponent("query"), form: [("where", "globalid = '\(newFinding)'"), ("returnCountOnly", "true")])
-        guard found["count"]?.integerValue == 1 else { throw CLIFailure(message: "the crew's new finding is not on the service") }
+        guard try await count(layer, where: "globalid = '\(newFinding)'", rest: rest) == 1 else { throw CLIFailure(message: "the crew's new finding is not on the service") }
         let pending = try await replica.table(named: "inspections").pendingChanges()
         guard pending.total == 0 else { throw CLIFailure(message: "edits still pending after the sync") }
         say("   both sides match: checksums of \(layers.count) layers equal; \(counted.joined(separator: ", ")) on each side; the photo byte for byte; nothing pending")
@@ -386,10 +388,9 @@ struct DemoCommand: AsyncParsableCommand {
         let imported = try await DeltaImport.importEdits(edits, into: service, service: "street_inspections", reply: reply)
         let answered = try await outputOf(GeodatabaseSyncTask.makeImportDeltaJob(geodatabase: replica, deltaFileURL: reply))
         // The crew's edit on the service, the office's in the replica.
-        let onService = try await rest.post(
-            layer.appendingPathComponent("query"), form: [("where", "inspection_id = '\(Story.nextDay)' AND status = 'done'"), ("returnCountOnly", "true")])
+        let onService = try await count(layer, where: "inspection_id = '\(Story.nextDay)' AND status = 'done'", rest: rest)
         let inReplica = try await table.count(matching: FeatureQuery(where: "inspection_id = 'INS-OFFICE-1' AND status = 'in_progress'"))
-        guard answered.acknowledged, onService["count"]?.integerValue == 1, inReplica == 1, try await table.pendingChanges().total == 0 else {
+        guard answered.acknowledged, onService == 1, inReplica == 1, try await table.pendingChanges().total == 0 else {
             throw CLIFailure(message: "the delta round did not bring both sides together")
         }
         say("6. no link at all: edits.delta (\(exported.edits) edit, \(Self.size(Self.bytes(edits)))) imported on the service, "

@@ -55,9 +55,7 @@ struct DemoServices {
             at: folder.appendingPathComponent("helsinki.network"), overwrite: true)
 
         let files = try await ServiceDirectory.open(at: folder)
-        let directory = try ServiceDirectory(
-            checking: files.backends, tileCaches: files.tileCaches, geoprocessing: files.geoprocessing, locators: files.locators,
-            networks: files.networks, maps: files.maps, unavailable: files.unavailable)
+        let directory = try ServiceDirectory(checking: files)
         var backends: [String: any SyncBackend] = [:]
         for backend in files.backends { if let sync = backend as? any SyncBackend { backends[backend.name] = sync } }
         let summary = [

@@ -149,9 +149,7 @@ struct ServeCommand: AsyncParsableCommand {
             guard opened > 0 else {
                 throw CLIFailure(message: "no service could be opened: \(files.unavailable.map(\.logLine).joined(separator: "; "))")
             }
-            services = try ServiceDirectory(
-                checking: files.backends, tileCaches: files.tileCaches, geoprocessing: files.geoprocessing, locators: files.locators,
-                networks: files.networks, maps: files.maps, unavailable: files.unavailable)
+            services = try ServiceDirectory(checking: files)
         } catch let error as ServiceError {
             throw CLIFailure(message: error.message)
         } catch let error as SyncServiceError {
