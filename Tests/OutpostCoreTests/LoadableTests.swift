@@ -176,4 +176,19 @@ struct LoadableTests {
         try await plain.load()
         #expect(plain.state.title.withLock { $0.value } == "loaded title")
     }
+
+    /// A load that finishes at once used to publish `loaded` before its caller published
+    /// `loading` (seen once in CI as [notLoaded, loaded]); every observer sees the steps in order.
+    @Test func observersSeeEveryStepInOrderWhenTheLoadIsInstant() async throws {
+        for _ in 0..<500 {
+            let r = TestResource("instant")
+            let updates = r.loadStatusUpdates
+            async let a: Void = r.load()
+            async let b: Void = r.load()
+            _ = try await (a, b)
+            var seen: [LoadStatus] = []
+            for await s in updates { seen.append(s) }  // ends: loaded is final
+            #expect(seen == [.notLoaded, .loading, .loaded])
+        }
+    }
 }

@@ -36,12 +36,13 @@ final class Broadcast<Value: Sendable>: Sendable {
         return stream
     }
 
+    /// Values sent from different threads reach every subscriber in one order: yielding happens
+    /// under the lock (a yield only queues the value; no subscriber code runs here).
     func send(_ value: Value) {
-        let subscribers = state.withLock { s -> [AsyncStream<Value>.Continuation] in
+        state.withLock { s in
             s.latest = value
-            return Array(s.subscribers.values)
+            for c in s.subscribers.values { c.yield(value) }
         }
-        for c in subscribers { c.yield(value) }
     }
 
     func finish() {

@@ -112,36 +112,37 @@ public final class LoadableSupport: Sendable {
             s.generation += 1
             s.status = .failed
             s.error = CancellationError()
+            updates.send(.failed)
             return attempt
         }
         guard let cancelled else { return }
-        updates.send(.failed)
         cancelled.outcome.settle(.failure(CancellationError()))
     }
 
     private func request(retry: Bool) async throws {
         while true {
             try Task.checkCancellation()
-            let (attempt, started) = try state.withLock { s -> (Attempt?, Bool) in
+            let attempt = try state.withLock { s -> Attempt? in
                 switch s.status {
                 case .loaded:
-                    return (nil, false)
+                    return nil
                 case .failed where !retry:
                     throw s.error ?? CancellationError()
                 case .loading:
-                    return (s.attempt, false)
+                    return s.attempt
                 case .notLoaded, .failed:
                     s.status = .loading
                     s.error = nil
                     s.generation += 1
                     var attempt = Attempt(generation: s.generation)
                     let generation = s.generation
+                    // Published before the attempt can finish, so observers see the changes in order.
+                    updates.send(.loading)
                     attempt.task = Task { await self.attempt(generation: generation, retry: retry) }
                     s.attempt = attempt
-                    return (attempt, true)
+                    return attempt
                 }
             }
-            if started { updates.send(.loading) }
             guard let attempt else { return }
             do {
                 try await attempt.outcome.value { remaining in
@@ -164,10 +165,10 @@ public final class LoadableSupport: Sendable {
             s.generation += 1
             s.status = .notLoaded
             s.error = nil
+            updates.send(.notLoaded)
             return attempt
         }
         guard let abandoned else { return }
-        updates.send(.notLoaded)
         abandoned.outcome.settle(.failure(Abandoned()))
     }
 
@@ -187,10 +188,10 @@ public final class LoadableSupport: Sendable {
             s.status = failure == nil ? .loaded : .failed
             s.error = failure
             s.attempt = nil
+            updates.send(s.status)
             return attempt
         }
         guard let finished else { return }
-        updates.send(failure == nil ? .loaded : .failed)
         // Loaded is final: observers' streams end.
         if failure == nil { updates.finish() }
         finished.outcome.settle(failure.map { .failure($0) } ?? .success(()))
