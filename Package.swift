@@ -59,6 +59,9 @@ let package = Package(
         .package(url: "https://github.com/hummingbird-project/swift-mustache", from: "2.1.1"),
         // gzip response bodies over the system zlib.
         .package(url: "https://github.com/adam-fowler/compress-nio", from: "1.5.0"),
+        // Property-based tests of the sync invariants (tests only): generators that shrink a
+        // failing run to a short sequence, and a seed to replay it, inside Swift Testing.
+        .package(url: "https://github.com/x-sheep/swift-property-based", from: "2.0.1"),
         // multipart/form-data bodies (addAttachment uploads).
         .package(url: "https://github.com/vapor/multipart-kit", from: "4.7.1"),
         .package(url: "https://github.com/apple/swift-log", from: "1.16.2"),
@@ -319,6 +322,7 @@ let package = Package(
                 "OutpostDigest", "OutpostStorage", "OutpostServer", "OutpostSyncService", "OutpostSQLiteService", "OutpostProtocol", "OutpostPostgres",
                 // A batch body fed to the server's reader piece by piece.
                 .product(name: "NIOCore", package: "swift-nio"),
+                .product(name: "PropertyBased", package: "swift-property-based"),
             ]
         ),
         .testTarget(

@@ -16,13 +16,7 @@ import Testing
 
 @Suite("Randomised: several replicas, random edits, random faults, against an oracle")
 struct RandomizedSyncTests {
-    struct Replica: Sendable {
-        var name: String
-        var gdb: Geodatabase
-        var layers: [Int]
-        /// The server query that selects what it must hold, per layer.
-        var scope: [Int: FeatureQuery]
-    }
+    typealias Replica = ObservedService.Replica
 
     static let west = Envelope(xmin: -122.70, ymin: 45.49, xmax: -122.65, ymax: 45.56)
     static let north = Envelope(xmin: -122.70, ymin: 45.53, xmax: -122.60, ymax: 45.56)
@@ -51,25 +45,8 @@ struct RandomizedSyncTests {
         var rng = SeededGenerator(state: run.seed)
         let policy = Self.policy(run.policyName)
         let (seed, policyName) = run
-        let h = try await SyncHarness.start(kind, policy: policy)
-        let schema = try await h.service.backend.schema()
-        let oracle = Oracle()
-        let dropping = Mutex<LoopbackProxy.Action?>(nil)
-        let proxy = try await LoopbackProxy.start(upstream: h.live.baseURL, observer: oracle.observe) { method, uri in
-            // A pending drop applies to the next batch upload or change page.
-            guard uri.contains("/batches/") || uri.contains("/changes") else { return .forward }
-            return dropping.withLock { d in
-                defer { d = nil }
-                return d ?? .forward
-            }
-        }
-        let url = proxy.url(for: h.url)
-        var initial: [Int: [String: Oracle.Row]] = [:]
-        for layer in schema.allLayers {
-            for f in try await h.service.backend.features(layerID: layer.id, query: FeatureQuery(limit: 100_000)) {
-                initial[layer.id, default: [:]][f.globalID!] = try Oracle.row(f, layer)
-            }
-        }
+        let observed = try await ObservedService(try await SyncHarness.start(kind, policy: policy))
+        let h = observed.harness, schema = observed.schema, oracle = observed.oracle, url = observed.url
 
         let replicas = [
             Replica(name: "all", gdb: try await h.replica("all", url: url, attachments: .bidirectional), layers: [0, 1, 2, 3], scope: [:]),
@@ -110,8 +87,8 @@ struct RandomizedSyncTests {
                 let faults = FaultInjector()
                 switch Int.random(in: 0..<10, using: &rng) {
                 case 0, 1: faults.arm(faultPoints.randomElement(using: &rng)!)
-                case 2: dropping.withLock { $0 = .dropResponse }
-                case 3: dropping.withLock { $0 = .dropRequest }
+                case 2: observed.next.set(.dropResponse)
+                case 3: observed.next.set(.dropRequest)
                 default: break
                 }
                 syncs += 1
@@ -120,7 +97,7 @@ struct RandomizedSyncTests {
                 } catch {
                     failures += 1
                 }
-                dropping.withLock { $0 = nil }
+                observed.next.set(nil)
             }
             // Manual conflicts: each crew decides some of its open ones (a normal edit that syncs).
             for r in replicas {
@@ -138,74 +115,12 @@ struct RandomizedSyncTests {
         #expect(failures > 0, "the run injected failures (\(failures) of \(syncs) syncs failed)")
         #expect(oracle.batchCount >= replicas.count, "the oracle saw the accepted batches (\(oracle.batchCount))")
 
-        // The server equals the oracle.
-        let (expected, discarded) = oracle.expected(from: initial, policy: { schema.layer(id: $0)?.conflicts ?? .default }) { id in
-            schema.layer(id: id).flatMap { $0.isSpatial ? $0.geometryColumn : nil }
-        }
         let migrated = try await h.service.backend.schema()
         #expect(migrated.schemaVersion == schema.schemaVersion + 1)
-        for layer in migrated.allLayers {
-            var actual: [String: Oracle.Row] = [:]
-            for f in try await h.service.backend.features(layerID: layer.id, query: FeatureQuery(limit: 100_000)) { actual[f.globalID!] = try Oracle.row(f, layer) }
-            // Rows the oracle knew before the new field have it null.
-            let want = (expected[layer.id] ?? [:]).mapValues { row in
-                row.merging(layer.fields.filter { $0.type != .oid && $0.type != .globalID && row[$0.name] == nil }.map { ($0.name, JSONValue.null) }) { a, _ in a }
-            }
-            let wrong = Set(actual.keys).symmetricDifference(want.keys).union(actual.keys.filter { want[$0] != nil && want[$0] != actual[$0] })
-            #expect(wrong.isEmpty, "seed \(seed), \(policyName): layer \(layer.id): \(wrong.count) features differ from the oracle, e.g. \(wrong.first.map { "\($0): server \(String(describing: actual[$0])) oracle \(String(describing: want[$0]))" } ?? "")")
-        }
-        // Every value a resolution discarded is in a server conflict record of that batch.
-        let records = try await (h.service.backend as! any SyncBackend).conflictRecords()
-        var recorded = Set<Oracle.Discard>()
-        for r in records {
-            for c in r.columns { recorded.insert(Oracle.Discard(replica: r.replicaId ?? "", seq: r.seq ?? 0, globalId: r.globalId, column: c)) }
-        }
-        let missing = discarded.subtracting(recorded)
-        #expect(missing.isEmpty, "seed \(seed), \(policyName): \(missing.count) of \(discarded.count) discarded values have no conflict record, e.g. \(missing.first.map(String.init(describing:)) ?? "")")
-        if policyName != "clientWins" { #expect(!discarded.isEmpty, "the run met conflicts (\(policyName))") }
-        // Each replica equals the server within its filter.
-        var attachmentsSeen = 0
-        for r in replicas {
-            for id in r.layers {
-                let table = schema.layer(id: id)!.name
-                try await h.expectConverged(r.gdb, table: table, layerID: id, scope: r.scope[id] ?? FeatureQuery())
-            }
-            // Replicas that sync attachments hold the server's attachments of their features.
-            if try await r.gdb.read({ try $0.replicaState()?.attachmentsDirection }) == .bidirectional {
-                let (here, there) = try await Self.attachments(r, h)
-                let differing = Set(here.keys).union(there.keys).filter { here[$0] != there[$0] }
-                #expect(differing.isEmpty, "seed \(seed): \(r.name): \(differing.count) features' attachments differ from the server's")
-                attachmentsSeen += there.values.reduce(0) { $0 + $1.count }
-            }
-            #expect(try await r.gdb.read { try $0.capturedChanges().count } == 0, "\(r.name) has nothing pending")
-        }
-        #expect(attachmentsSeen > 0, "the run synced attachments")
-        try await proxy.stop()
-        try await h.stop()
-    }
-
-    /// A replica's attachments of the points and the server's for the same features: feature
-    /// global id → attachment global id → content hash.
-    static func attachments(_ r: Replica, _ h: SyncHarness) async throws -> (here: [String: [String: String]], there: [String: [String: String]]) {
-        let local = try await r.gdb.read { conn -> [String: [String: String]] in
-            var gids: [String] = []
-            try conn.geodatabase.table(named: "inspection_points").forEach(matching: FeatureQuery(returnGeometry: false), in: conn) { if let g = $0.globalID { gids.append(g) } }
-            return try conn.attachmentRecords(layer: "inspection_points", featureGlobalIDs: gids).mapValues { list in
-                Dictionary(uniqueKeysWithValues: try list.map { ($0.globalID, try conn.attachmentSHA256(id: $0.id)) })
-            }
-        }
-        var server: [String: [String: String]] = [:]
-        var query = r.scope[0] ?? FeatureQuery()
-        query.limit = 100_000
-        for f in try await h.service.backend.features(layerID: 0, query: query) {
-            var list: [String: String] = [:]
-            for a in try await h.service.backend.attachments(layerID: 0, objectID: f.objectID!) {
-                let bytes = try await h.service.backend.attachmentBytes(layerID: 0, attachmentID: a.id, offset: 0, length: Int(a.size))
-                list[a.globalID] = SHA256.hex([UInt8](bytes))
-            }
-            if !list.isEmpty { server[f.globalID!] = list }
-        }
-        return (local.filter { !$0.value.isEmpty }, server)
+        let outcome = try await observed.expectInvariants(replicas, label: "seed \(seed), \(policyName)")
+        if policyName != "clientWins" { #expect(outcome.discarded > 0, "the run met conflicts (\(policyName))") }
+        #expect(outcome.attachments > 0, "the run synced attachments")
+        try await observed.stop()
     }
 
     static let types = ["hydrant", "valve", "manhole", "meter", "pole"]

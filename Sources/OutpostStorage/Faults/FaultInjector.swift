@@ -62,6 +62,11 @@ public final class FaultInjector: Sendable {
         armed.withLock { $0[point] = action }
     }
 
+    /// Disarms `point` if it has not fired (a test's fault that the run did not reach).
+    public func disarm(_ point: String) {
+        _ = armed.withLock { $0.removeValue(forKey: point) }
+    }
+
     /// Every point passed so far, in order (armed or not).
     public var trace: [String] { reached.withLock { $0 } }
 
