@@ -27,6 +27,7 @@ let package = Package(
         .library(name: "OutpostLocator", targets: ["OutpostLocator"]),
         .library(name: "OutpostRouting", targets: ["OutpostRouting"]),
         .library(name: "OutpostOffline", targets: ["OutpostOffline"]),
+        .library(name: "OutpostVectorTiles", targets: ["OutpostVectorTiles"]),
         // Not for applications: many crews syncing at once against an oracle, shared by the test
         // suite (a small run) and Benchmarks (`outpost-bench load`).
         .library(name: "OutpostLoadTesting", targets: ["OutpostLoadTesting"]),
@@ -176,6 +177,10 @@ let package = Package(
                 .product(name: "NIOHTTP1", package: "swift-nio"),
             ]
         ),
+        // Mapbox Vector Tiles from geodatabase layers and their packages; zlib for gzip.
+        .target(
+            name: "OutpostVectorTiles",
+            dependencies: ["OutpostTiles", "OutpostStorage", "OutpostCore", "CZlib", .product(name: "GRDB", package: "GRDB.swift")]),
         // JPEG (libjpeg-turbo), WebP (libwebp) and a faster PNG DEFLATE (libdeflate) installed as
         // OutpostTiles' codecs: the server and command line take them, a field app need not.
         .target(name: "OutpostTileCodecs", dependencies: ["OutpostTiles", "CTurboJPEG", "CWebP", "CDeflate"]),
@@ -245,7 +250,7 @@ let package = Package(
             dependencies: [
                 "OutpostCore", "OutpostStorage", "OutpostProtocol", "OutpostSync", "OutpostTiles", "OutpostTileCodecs",
                 "OutpostServer", "OutpostSyncService", "OutpostSQLiteService", "OutpostPostgres", "OutpostSampleData", "OutpostGeoprocessing", "OutpostLocator",
-                "OutpostRouting", "OutpostOffline", "OutpostREST",
+                "OutpostRouting", "OutpostOffline", "OutpostREST", "OutpostVectorTiles",
                 .product(name: "ArgumentParser", package: "swift-argument-parser"),
                 .product(name: "AsyncHTTPClient", package: "async-http-client"),
                 .product(name: "NIOCore", package: "swift-nio"),
@@ -314,6 +319,10 @@ let package = Package(
         .testTarget(
             name: "OutpostTilesTests",
             dependencies: ["OutpostTiles", "OutpostTileCodecs", "OutpostTestSupport", "OutpostHTTPTestSupport", "OutpostCore", "OutpostStorage"]
+        ),
+        .testTarget(
+            name: "OutpostVectorTilesTests",
+            dependencies: ["OutpostVectorTiles", "OutpostTiles", "OutpostTestSupport", "OutpostCore", "OutpostStorage", "OutpostSQLiteService"]
         ),
         .testTarget(
             name: "OutpostSyncTests",

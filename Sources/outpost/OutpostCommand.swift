@@ -9,6 +9,7 @@ import OutpostSync
 import OutpostSyncService
 import OutpostTileCodecs
 import OutpostTiles
+import OutpostVectorTiles
 
 @main
 struct OutpostCommand: AsyncParsableCommand {
@@ -19,7 +20,7 @@ struct OutpostCommand: AsyncParsableCommand {
             DemoCommand.self, ImportCommand.self, InspectCommand.self, ServiceCommand.self, ServeCommand.self, ReplicaCommand.self, SyncCommand.self,
             StatusCommand.self, ConflictsCommand.self, TilesCommand.self, RenderCommand.self, CopyCommand.self, JobCommand.self, UsersCommand.self,
             GPCommand.self, LocatorCommand.self, GeocodeCommand.self, ReverseCommand.self, SuggestCommand.self, NetworkCommand.self, RouteCommand.self,
-            OfflineCommand.self,
+            OfflineCommand.self, VectorTilesCommand.self,
         ]
     )
 
@@ -53,6 +54,8 @@ struct OutpostCommand: AsyncParsableCommand {
         } catch let error as SyncError {
             fail(error.message)
         } catch let error as TileCacheError {
+            fail(error.description)
+        } catch let error as VectorTileError {
             fail(error.description)
         } catch let error as OfflineMapError {
             fail(error.message)

@@ -36,16 +36,9 @@ struct BinaryWireWriter {
 
     mutating func byte(_ b: UInt8) { out.append(b) }
 
-    mutating func unsigned(_ value: UInt64) {
-        var v = value
-        while v >= 0x80 {
-            out.append(UInt8(truncatingIfNeeded: v) | 0x80)
-            v >>= 7
-        }
-        out.append(UInt8(v))
-    }
+    mutating func unsigned(_ value: UInt64) { Varint.append(value, to: &out) }
 
-    mutating func signed(_ value: Int64) { unsigned(UInt64(bitPattern: (value << 1) ^ (value >> 63))) }
+    mutating func signed(_ value: Int64) { unsigned(Varint.zigzag(value)) }
 
     /// The place of a count written before what it counts is known (``beginCount()``).
     struct CountMark {
@@ -195,8 +188,7 @@ struct BinaryWireReader {
     }
 
     mutating func signed() throws -> Int64 {
-        let raw = try unsigned()
-        return Int64(bitPattern: raw >> 1) ^ -Int64(bitPattern: raw & 1)
+        return Varint.unzigzag(try unsigned())
     }
 
     /// A count of items that each take at least `bytesEach` bytes.

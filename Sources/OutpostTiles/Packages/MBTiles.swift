@@ -38,7 +38,9 @@ public final class MBTilesWriter {
     ///   - formats: the tiles of each format that export committed (its checkpoint's count).
     /// - Parameter url: the MBTiles file to write.
     /// - Parameter info: the tiling scheme and levels written to the metadata table.
-    public init(at url: URL, info: TileCacheInfo, resuming: Bool = false, formats: [TileImageFormat: Int] = [:]) throws {
+    /// - Parameter metadata: rows that replace the ones `info` gives or add to them (vector
+    ///   tiles' `json` with `vector_layers`, say).
+    public init(at url: URL, info: TileCacheInfo, resuming: Bool = false, formats: [TileImageFormat: Int] = [:], metadata extra: [(String, String)] = []) throws {
         self.url = url
         resumed = resuming
         self.formats = formats
@@ -62,7 +64,8 @@ public final class MBTilesWriter {
                       images.tile_data AS tile_data FROM map JOIN images ON images.tile_id = map.tile_id;
                     """)
                 let metadata = try file.prepare("INSERT INTO metadata (name, value) VALUES (?, ?)")
-                for (name, value) in MBTilesLayout.metadata(info) {
+                let replaced = Set(extra.map(\.0))
+                for (name, value) in MBTilesLayout.metadata(info).filter({ !replaced.contains($0.0) }) + extra {
                     metadata.bind(1, name)
                     metadata.bind(2, value)
                     try metadata.run()
@@ -190,6 +193,7 @@ enum MBTilesLayout {
         switch cacheFormat.uppercased() {
         case "JPEG", "JPG", "MIXED": "jpg"
         case "WEBP": "webp"
+        case "PBF", "MVT": "pbf"
         default: "png"
         }
     }

@@ -1,0 +1,369 @@
+import Foundation
+import OutpostCore
+import OutpostStorage
+import OutpostTiles
+
+/// Makes Mapbox Vector Tiles from a geodatabase's layers, as a definition says: each tile's
+/// features are read through the layers' R-trees, projected to the tile's grid, cut to the tile
+/// and its buffer, simplified, rounded and encoded; tiles are gzipped. Points thin out below the
+/// last zoom, and a tile over the size limit sheds its least visible features until it fits.
+///
+/// ```swift
+/// let generator = try VectorTileGenerator(geodatabase: gdb)        // every layer, z0–14
+/// let summary = try await generator.generate { key, gzipped in try writer.add(key, data: gzipped) }
+/// ```
+public struct VectorTileGenerator: Sendable {
+    /// The geodatabase read.
+    public let geodatabase: Geodatabase
+    /// What goes into the tiles.
+    public let definition: VectorTileDefinition
+    let layers: [ResolvedLayer]
+
+    /// Half the Web Mercator world's width, metres.
+    static let halfWorld = 20_037_508.342789244
+
+    /// A generator of `geodatabase`'s tiles by `definition` (every spatial layer, all fields,
+    /// z0–14 when nil).
+    /// - Throws: ``VectorTileError`` `invalidDefinition` when the definition does not fit the data.
+    public init(geodatabase: Geodatabase, definition: VectorTileDefinition? = nil) throws {
+        self.geodatabase = geodatabase
+        let definition = definition ?? .whole(geodatabase.schema)
+        self.definition = definition
+        layers = try definition.resolved(against: geodatabase.schema)
+    }
+
+    /// The tile layers: name, geometry, fields, zooms (for metadata and styles).
+    public var tileLayers: [TileLayerInfo] {
+        layers.map { l in
+            TileLayerInfo(
+                name: l.name, source: l.source.name, geometryType: l.geometryType, minZoom: l.minZoom, maxZoom: l.maxZoom,
+                fields: l.fields.map { f in (f, l.source.field(named: f)?.type ?? .string) })
+        }
+    }
+
+    /// The union of the layers' extents, in Web Mercator (nil when every layer is empty).
+    public func dataExtent() async throws -> Envelope? {
+        var builder = Envelope.Builder()
+        for l in layers {
+            guard let e = try await geodatabase.table(id: l.source.id).extent() else { continue }
+            builder.add(try WebMercator.convert(e, from: l.spatialReference, to: .webMercator))
+        }
+        return builder.envelope
+    }
+
+    /// What making one tile found.
+    public struct Made: Sendable {
+        /// The tile gzipped; nil when nothing falls in it.
+        public var bytes: [UInt8]?
+        /// Features written.
+        public var features: Int
+        /// Features left out to keep under the size limit.
+        public var droppedForSize: Int
+        /// Whether any feature touches the tile (so deeper tiles may hold some).
+        public var touched: Bool
+    }
+
+    /// One tile, gzipped; nil when nothing falls in it.
+    public func tile(_ key: TileKey) async throws -> [UInt8]? {
+        try await geodatabase.read { conn in try self.make(key, in: conn).bytes }
+    }
+
+    /// What a run made.
+    public struct Summary: Sendable {
+        /// Tiles written (empty tiles are not).
+        public var tiles = 0
+        /// Their bytes, gzipped.
+        public var bytes = 0
+        /// Features written, over all tiles.
+        public var features = 0
+        /// Features left out of tiles over the size limit.
+        public var droppedForSize = 0
+        /// The largest tile and its size.
+        public var largest: (key: TileKey, bytes: Int)?
+        /// Tiles and bytes per zoom.
+        public var levels: [Int: (tiles: Int, bytes: Int)] = [:]
+    }
+
+    /// Makes every tile of `definition`'s zooms over `area` (Web Mercator; the data's extent when
+    /// nil) that holds a feature, visiting a tile's four children only when it had features, and
+    /// hands each to `sink` (depth first, so memory stays flat at any zoom). `skip` passes over a
+    /// tile (and its descendants' visits still happen) — how a resumed export avoids work done.
+    /// - Throws: ``VectorTileError`` `invalidArea` for an area outside the world; `CancellationError`.
+    public func generate(
+        area: Envelope? = nil, skip: @escaping @Sendable (TileKey) -> Bool = { _ in false },
+        _ sink: @escaping @Sendable (TileKey, [UInt8]) throws -> Void
+    ) async throws -> Summary {
+        var wanted = area
+        if wanted == nil { wanted = try await dataExtent() }
+        guard let area = wanted else { return Summary() }
+        let world = Envelope(xmin: -Self.halfWorld, ymin: -Self.halfWorld, xmax: Self.halfWorld, ymax: Self.halfWorld)
+        guard area.isValid, area.xmax > world.xmin, area.xmin < world.xmax, area.ymax > world.ymin, area.ymin < world.ymax else {
+            throw VectorTileError(.invalidArea, "the area lies outside the Web Mercator world")
+        }
+        let definition = definition
+        return try await geodatabase.read { conn in
+            var summary = Summary()
+            let z0 = definition.minZoom
+            let n = 1 << z0
+            let span = 2 * Self.halfWorld / Double(n)
+            let minCol = max(0, Int(((area.xmin + Self.halfWorld) / span).rounded(.down))), maxCol = min(n - 1, Int(((area.xmax + Self.halfWorld) / span).rounded(.down)))
+            let minRow = max(0, Int(((Self.halfWorld - area.ymax) / span).rounded(.down))), maxRow = min(n - 1, Int(((Self.halfWorld - area.ymin) / span).rounded(.down)))
+            func visit(_ key: TileKey) throws {
+                try Task.checkCancellation()
+                guard Self.envelope(of: key).intersects(area) else { return }
+                let touched: Bool
+                if skip(key) {
+                    touched = true
+                } else {
+                    let made = try self.make(key, in: conn)
+                    touched = made.touched
+                    if let bytes = made.bytes {
+                        try sink(key, bytes)
+                        summary.tiles += 1
+                        summary.bytes += bytes.count
+                        summary.features += made.features
+                        summary.droppedForSize += made.droppedForSize
+                        summary.levels[key.level, default: (0, 0)].tiles += 1
+                        summary.levels[key.level, default: (0, 0)].bytes += bytes.count
+                        if bytes.count > summary.largest?.bytes ?? -1 { summary.largest = (key, bytes.count) }
+                    }
+                }
+                guard touched, key.level < definition.maxZoom else { return }
+                for dr in 0..<2 {
+                    for dc in 0..<2 { try visit(TileKey(level: key.level + 1, row: key.row * 2 + dr, col: key.col * 2 + dc)) }
+                }
+            }
+            if minRow <= maxRow, minCol <= maxCol {
+                for row in minRow...maxRow {
+                    for col in minCol...maxCol { try visit(TileKey(level: z0, row: row, col: col)) }
+                }
+            }
+            return summary
+        }
+    }
+
+    /// A tile's envelope in Web Mercator (XYZ: row 0 at the top).
+    public static func envelope(of key: TileKey) -> Envelope {
+        let span = 2 * halfWorld / Double(1 << key.level)
+        let xmin = -halfWorld + Double(key.col) * span, ymax = halfWorld - Double(key.row) * span
+        return Envelope(xmin: xmin, ymin: ymax - span, xmax: xmin + span, ymax: ymax)
+    }
+
+    /// A feature ready to encode, with how much it shows (what size limits keep first).
+    struct Candidate {
+        var layer: Int
+        var id: UInt64?
+        var geometry: VectorTileGeometry
+        var properties: [(String, VectorTileValue)]
+        var weight: Double
+    }
+
+    /// Makes one tile inside a read.
+    func make(_ key: TileKey, in conn: GeodatabaseConnection) throws -> Made {
+        let d = definition
+        let z = key.level
+        let extent = Double(d.extent)
+        let envelope = Self.envelope(of: key)
+        let span = envelope.xmax - envelope.xmin
+        let margin = span * Double(d.buffer) / extent
+        let buffered = Envelope(xmin: envelope.xmin - margin, ymin: envelope.ymin - margin, xmax: envelope.xmax + margin, ymax: envelope.ymax + margin)
+        let clipper = TileClipper(extent: d.extent, buffer: d.buffer)
+        let scale = extent / span
+        var candidates: [Candidate] = []
+        var touched = false
+        // Points kept at this zoom: a share 1/rate per zoom above the last.
+        let pointShare = z >= d.maxZoom ? 1.0 : Foundation.pow(d.pointDropRate, -Double(d.maxZoom - z))
+        // Layers that start deeper: is anything of theirs here (so the children are visited)?
+        for layer in layers where z < layer.minZoom && !touched {
+            var query = FeatureQuery(returnGeometry: false)
+            query.envelope = try WebMercator.convert(buffered, from: .webMercator, to: layer.spatialReference)
+            query.outFields = []
+            query.limit = 1
+            touched = try conn.geodatabase.table(id: layer.source.id).count(matching: query, in: conn) > 0
+        }
+        for (index, layer) in layers.enumerated() where (layer.minZoom...layer.maxZoom).contains(z) {
+            var query = FeatureQuery()
+            query.envelope = try WebMercator.convert(buffered, from: .webMercator, to: layer.spatialReference)
+            query.outFields = layer.fields
+            let geographic = layer.spatialReference.isGeographic
+            let project: (Position) -> TileCoordinate = { p in
+                var mx = p.x, my = p.y
+                if geographic {
+                    mx = p.x * .pi / 180 * 6_378_137
+                    // Past ±85.05° a position lies beyond the square world; the clipper cuts it
+                    // there (clamping instead would fold rings such as Antarctica's onto the edge).
+                    let lat = min(max(p.y, -89.9), 89.9) * .pi / 180
+                    my = Foundation.log(Foundation.tan(.pi / 4 + lat / 2)) * 6_378_137
+                }
+                return TileCoordinate((mx - envelope.xmin) * scale, (envelope.ymax - my) * scale)
+            }
+            try conn.geodatabase.table(id: layer.source.id).forEach(matching: query, in: conn) { feature in
+                guard let g = feature.geometry else { return }
+                touched = true
+                var weight = 0.0
+                if layer.isPoints {
+                    let rank = Self.rank(feature.objectID ?? 0, layer: index)
+                    guard rank < pointShare else { return }
+                    weight = 1 - rank
+                }
+                guard let geometry = Self.tileGeometry(g, project: project, clipper: clipper, tolerance: d.simplification, weight: &weight) else { return }
+                var properties: [(String, VectorTileValue)] = []
+                properties.reserveCapacity(layer.fields.count)
+                for name in layer.fields {
+                    if let v = feature.attributes[name].flatMap(Self.value) { properties.append((name, v)) }
+                }
+                candidates.append(Candidate(layer: index, id: feature.objectID.map { UInt64(bitPattern: $0) }, geometry: geometry, properties: properties, weight: weight))
+            }
+        }
+        guard !candidates.isEmpty else { return Made(bytes: nil, features: 0, droppedForSize: 0, touched: touched) }
+        var kept = candidates.count
+        var bytes = encode(candidates, count: kept)
+        if bytes.count > d.maxTileBytes {
+            // The least visible go first: sort once, then keep shrinking shares until it fits.
+            candidates.sort { $0.weight > $1.weight }
+            while bytes.count > d.maxTileBytes, kept > 0 {
+                kept = min(kept - 1, Int(Double(kept) * 0.9 * Double(d.maxTileBytes) / Double(bytes.count)))
+                kept = max(kept, 0)
+                bytes = encode(candidates, count: kept)
+            }
+            if kept == 0 { return Made(bytes: nil, features: 0, droppedForSize: candidates.count, touched: touched) }
+        }
+        return Made(bytes: bytes, features: kept, droppedForSize: candidates.count - kept, touched: touched)
+    }
+
+    /// The first `count` candidates encoded (layers in the definition's order) and gzipped.
+    private func encode(_ candidates: [Candidate], count: Int) -> [UInt8] {
+        var encoders = layers.map { VectorTileLayerEncoder(name: $0.name, extent: definition.extent) }
+        var sorted = Array(candidates.prefix(count))
+        // Within a layer, features in the order read (object id), whatever the dropping did.
+        sorted.sort { ($0.layer, $0.id ?? 0) < ($1.layer, $1.id ?? 0) }
+        for c in sorted { encoders[c.layer].add(id: c.id, geometry: c.geometry, properties: c.properties) }
+        var tile = ProtobufWriter()
+        for e in encoders { e.write(into: &tile) }
+        return VectorTileCompression.gzip(tile.bytes)
+    }
+
+    /// A stable share in 0..<1 for a feature, which points below the last zoom keep.
+    static func rank(_ objectID: Int64, layer: Int) -> Double {
+        var x = UInt64(bitPattern: objectID) &+ UInt64(layer) &* 0x9E37_79B9_7F4A_7C15
+        x = (x ^ (x >> 30)) &* 0xBF58_476D_1CE4_E5B9
+        x = (x ^ (x >> 27)) &* 0x94D0_49BB_1331_11EB
+        x ^= x >> 31
+        return Double(x >> 11) / Double(1 << 53)
+    }
+
+    static func value(_ v: FieldValue) -> VectorTileValue? {
+        switch v {
+        case .null, .blob: nil
+        case .integer(let i): .int(i)
+        case .double(let d): d.isFinite ? .double(d) : nil
+        case .string(let s): .string(s)
+        case .date(let date): .string(ISO8601DateFormatter().string(from: date))
+        }
+    }
+
+    /// A geometry on the tile's grid, cut to the tile; nil when nothing of it is left. `weight`
+    /// becomes its length or area in grid units (points keep theirs).
+    static func tileGeometry(
+        _ g: Geometry, project: (Position) -> TileCoordinate, clipper: TileClipper, tolerance: Double, weight: inout Double
+    ) -> VectorTileGeometry? {
+        switch g {
+        case .point, .multiPoint:
+            var points: [TileCoordinate] = []
+            g.forEachPosition { points.append(project($0)) }
+            let kept = clipper.points(points).map(TileGrid.round)
+            return kept.isEmpty ? nil : .points(kept)
+        case .lineString(let l):
+            return lines([l], project: project, clipper: clipper, tolerance: tolerance, weight: &weight)
+        case .multiLineString(let m):
+            return lines(m.lineStrings, project: project, clipper: clipper, tolerance: tolerance, weight: &weight)
+        case .polygon(let p):
+            return polygons([p], project: project, clipper: clipper, tolerance: tolerance, weight: &weight)
+        case .multiPolygon(let m):
+            return polygons(m.polygons, project: project, clipper: clipper, tolerance: tolerance, weight: &weight)
+        case .geometryCollection:
+            return nil
+        }
+    }
+
+    static func lines(
+        _ lines: [LineString], project: (Position) -> TileCoordinate, clipper: TileClipper, tolerance: Double, weight: inout Double
+    ) -> VectorTileGeometry? {
+        var out: [[TilePoint]] = []
+        var length = 0.0
+        for line in lines {
+            for part in clipper.line(line.positions.map(project)) {
+                guard let q = TileGrid.line(TileGrid.simplify(part, tolerance: tolerance)) else { continue }
+                for i in 1..<q.count {
+                    let dx = Double(q[i].x - q[i - 1].x), dy = Double(q[i].y - q[i - 1].y)
+                    length += (dx * dx + dy * dy).squareRoot()
+                }
+                out.append(q)
+            }
+        }
+        weight = length
+        return out.isEmpty ? nil : .lines(out)
+    }
+
+    static func polygons(
+        _ polygons: [Polygon], project: (Position) -> TileCoordinate, clipper: TileClipper, tolerance: Double, weight: inout Double
+    ) -> VectorTileGeometry? {
+        var out: [[[TilePoint]]] = []
+        var area = 0.0
+        for polygon in polygons {
+            // Rings without their closing point, exterior positive and holes negative on the grid.
+            let rings = polygon.rings.enumerated().compactMap { i, ring -> [TileCoordinate]? in
+                var r = ring.map(project)
+                if r.count > 1, r.first == r.last { r.removeLast() }
+                guard r.count >= 3 else { return nil }
+                let a = TileClipper.doubleArea(r)
+                if (i == 0) != (a > 0) { r.reverse() }
+                return r
+            }
+            guard let first = rings.first, TileClipper.doubleArea(first) > 0 else { continue }
+            for piece in clipper.polygon(rings) {
+                guard let exterior = TileGrid.ring(TileGrid.simplifyRing(piece[0], tolerance: tolerance), exterior: true) else { continue }
+                // A pinched exterior is several exteriors (touching at points, which is valid),
+                // and the loops turning the other way are holes of the largest.
+                let loops = TileGrid.loops(exterior)
+                var shells = loops.filter { VectorTileGeometry.doubleArea($0) > 0 }.sorted { VectorTileGeometry.doubleArea($0) > VectorTileGeometry.doubleArea($1) }
+                guard !shells.isEmpty else { continue }
+                var holes = loops.filter { VectorTileGeometry.doubleArea($0) < 0 }
+                for hole in piece.dropFirst() {
+                    if let h = TileGrid.ring(TileGrid.simplifyRing(hole, tolerance: tolerance), exterior: false) {
+                        holes += TileGrid.loops(h).filter { VectorTileGeometry.doubleArea($0) < 0 }
+                    }
+                }
+                var polygons = shells.map { [$0] }
+                shells.removeAll()
+                for hole in holes {
+                    let probe = TileCoordinate(Double(hole[0].x) + 0.5 * Double(hole[1].x - hole[0].x), Double(hole[0].y) + 0.5 * Double(hole[1].y - hole[0].y))
+                    let owner = polygons.firstIndex { TileClipper.contains($0[0].map { TileCoordinate(Double($0.x), Double($0.y)) }, probe) } ?? 0
+                    polygons[owner].append(hole)
+                }
+                for p in polygons {
+                    area += Double(p.reduce(0) { $0 + VectorTileGeometry.doubleArea($1) }) / 2
+                    out.append(p)
+                }
+            }
+        }
+        weight = area
+        return out.isEmpty ? nil : .polygons(out)
+    }
+}
+
+/// A tile layer as metadata and styles describe it.
+public struct TileLayerInfo: Sendable {
+    /// The tile layer's name.
+    public var name: String
+    /// The geodatabase layer it comes from.
+    public var source: String
+    /// The source's geometry type.
+    public var geometryType: GeometryType
+    /// The first zoom the layer is in.
+    public var minZoom: Int
+    /// The last zoom the layer is in.
+    public var maxZoom: Int
+    /// Attribute names and their field types.
+    public var fields: [(name: String, type: FieldType)]
+}

@@ -1,0 +1,134 @@
+import Foundation
+import GRDB
+import OutpostCore
+import OutpostTiles
+
+/// Vector tiles in MBTiles 1.3: gzipped tiles, `format` `pbf`, and the `json` row listing the
+/// layers with their fields and zooms (`vector_layers`), as GDAL, QGIS, MapLibre and tileserver
+/// read them.
+public enum VectorTileMBTiles {
+    /// Writes the tiles `generator` makes over `area` (the data's extent when nil) to `url`. The
+    /// file appears only when complete: it is written beside under a `.partial` name and renamed.
+    @discardableResult
+    public static func export(_ generator: VectorTileGenerator, area: Envelope? = nil, to url: URL, name: String? = nil) async throws -> VectorTileGenerator.Summary {
+        let partial = url.deletingLastPathComponent().appendingPathComponent(url.lastPathComponent + ".partial")
+        let d = generator.definition
+        var bounds = area
+        if bounds == nil { bounds = try await generator.dataExtent() }
+        let info = TileCacheInfo(
+            name: name ?? url.deletingPathExtension().lastPathComponent, scheme: .webMercator, minLevel: d.minZoom, maxLevel: d.maxZoom, format: "PBF",
+            fullExtent: bounds)
+        let writer = try MBTilesWriter(at: partial, info: info, metadata: metadata(generator, bounds: bounds))
+        let box = WriterBox(writer)
+        let summary: VectorTileGenerator.Summary
+        do {
+            summary = try await generator.generate(area: area) { key, bytes in try box.add(key, bytes) }
+            try writer.finish()
+        } catch {
+            try? FileManager.default.removeItem(at: partial)
+            throw error
+        }
+        do {
+            if FileManager.default.fileExists(atPath: url.path) { try FileManager.default.removeItem(at: url) }
+            try FileManager.default.moveItem(at: partial, to: url)
+        } catch {
+            throw VectorTileError(.io, "cannot put \(url.lastPathComponent) in place: \(error.localizedDescription)")
+        }
+        return summary
+    }
+
+    /// The writer, handed to the generator's sink (called on the one reading thread, in turn).
+    private final class WriterBox: @unchecked Sendable {
+        let writer: MBTilesWriter
+        init(_ writer: MBTilesWriter) { self.writer = writer }
+        func add(_ key: TileKey, _ bytes: [UInt8]) throws { try writer.add(key, data: bytes) }
+    }
+
+    /// The metadata rows for vector tiles: `format`, `type`, `json` with `vector_layers`, `center`.
+    static func metadata(_ generator: VectorTileGenerator, bounds: Envelope?) -> [(String, String)] {
+        var rows: [(String, String)] = [("format", "pbf"), ("type", "overlay"), ("json", vectorLayersJSON(generator.tileLayers))]
+        if let b = bounds, let g = try? WebMercator.convert(b, from: .webMercator, to: .wgs84) {
+            let zoom = max(generator.definition.minZoom, min(generator.definition.maxZoom, 12))
+            rows.append(("center", "\((g.xmin + g.xmax) / 2),\((g.ymin + g.ymax) / 2),\(zoom)"))
+        }
+        return rows
+    }
+
+    /// `{"vector_layers": [{"id", "fields": {name: "String" | "Number" | "Boolean"}, "minzoom", "maxzoom"}]}`.
+    public static func vectorLayersJSON(_ layers: [TileLayerInfo]) -> String {
+        let entries: [JSONValue] = layers.map { l in
+            var fields: [String: JSONValue] = [:]
+            for (name, type) in l.fields {
+                switch type {
+                case .smallInteger, .integer, .bigInteger, .double, .single, .oid: fields[name] = "Number"
+                default: fields[name] = "String"
+                }
+            }
+            return [
+                "id": .string(l.name), "description": .string("\(l.source) (\(l.geometryType))"), "minzoom": .integer(Int64(l.minZoom)),
+                "maxzoom": .integer(Int64(l.maxZoom)), "fields": .object(fields),
+            ]
+        }
+        return String(decoding: JSONValue.object(["vector_layers": .array(entries)]).jsonData, as: UTF8.self)
+    }
+}
+
+/// Reads the tiles of a vector tile MBTiles file, any writer's.
+public final class VectorTileMBTilesReader: Sendable {
+    /// The file read.
+    public let url: URL
+    private let queue: DatabaseQueue
+
+    /// Opens `url` for reading.
+    /// - Throws: ``VectorTileError`` `corrupt` when the file is not MBTiles of vector tiles.
+    public init(url: URL) throws {
+        self.url = url
+        var config = Configuration()
+        config.readonly = true
+        do {
+            queue = try DatabaseQueue(path: url.path, configuration: config)
+            let format = try queue.read { db -> String? in
+                guard try db.tableExists("tiles") || db.viewExists("tiles") else { return nil }
+                return try String.fetchOne(db, sql: "SELECT value FROM metadata WHERE name = 'format'") ?? ""
+            }
+            guard let format else { throw VectorTileError(.corrupt, "\(url.lastPathComponent) has no tiles table: not MBTiles") }
+            guard format == "pbf" || format == "mvt" else { throw VectorTileError(.corrupt, "\(url.lastPathComponent) holds \(format) tiles, not vector tiles (pbf)") }
+        } catch let error as VectorTileError {
+            throw error
+        } catch {
+            throw VectorTileError(.corrupt, "\(url.lastPathComponent) is not a readable MBTiles file: \(error)")
+        }
+    }
+
+    /// The metadata rows.
+    public func metadata() throws -> [String: String] {
+        try queue.read { db in
+            var out: [String: String] = [:]
+            for row in try Row.fetchAll(db, sql: "SELECT name, value FROM metadata") {
+                if let n = row[0] as String?, let v = row[1] as String? { out[n] = v }
+            }
+            return out
+        }
+    }
+
+    /// One tile as stored (usually gzipped), nil when absent; `key` in XYZ rows.
+    public func tile(_ key: TileKey) throws -> [UInt8]? {
+        try queue.read { db in
+            try Data.fetchOne(
+                db, sql: "SELECT tile_data FROM tiles WHERE zoom_level = ? AND tile_column = ? AND tile_row = ?",
+                arguments: [key.level, key.col, (1 << key.level) - 1 - key.row]).map { [UInt8]($0) }
+        }
+    }
+
+    /// Every tile, one at a time (XYZ rows).
+    public func forEachTile(_ body: (TileKey, [UInt8]) throws -> Void) throws {
+        try queue.read { db in
+            let cursor = try Row.fetchCursor(db, sql: "SELECT zoom_level, tile_column, tile_row, tile_data FROM tiles")
+            while let row = try cursor.next() {
+                let z: Int = row[0], col: Int = row[1], tmsRow: Int = row[2]
+                let data: Data = row[3] ?? Data()
+                try body(TileKey(level: z, row: (1 << z) - 1 - tmsRow, col: col), [UInt8](data))
+            }
+        }
+    }
+}

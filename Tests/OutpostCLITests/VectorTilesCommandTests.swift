@@ -1,0 +1,79 @@
+import Foundation
+import OutpostCore
+import OutpostTestSupport
+import Testing
+
+/// `outpost vtiles export` and `inspect` on the Helsinki sample: the files they write and the
+/// figures they print agree with each other and with GDAL; bad input is refused with exit 1
+/// (or 64 for usage) and leaves no file behind.
+@Suite("outpost vtiles")
+struct VectorTilesCommandTests {
+    @Test(.timeLimit(.minutes(3))) func exportThenInspectAgreeAndGDALReadsTheFile() async throws {
+        let dir = TemporaryDirectory("outpost-cli-vtiles")
+        let gdb = dir.file("helsinki.gpkg")
+        let created = try await outpost(["service", "create", Repository.sampleData("helsinki").path, "--out", gdb.path])
+        #expect(created.status == 0, "\(created.stderr)")
+        let definition = dir.file("tiles.json")
+        try #"{"layers": [{"source": "streets", "name": "roads", "fields": ["name"], "minZoom": 11}, {"source": "addresses", "minZoom": 14}], "maxZoom": 15}"#
+            .write(to: definition, atomically: true, encoding: .utf8)
+        let out = dir.file("helsinki.mbtiles")
+        let export = try await outpost(["vtiles", "export", gdb.path, "--definition", definition.path, "--out", out.path, "--json"])
+        #expect(export.status == 0, "\(export.stderr)")
+        let made = try JSONValue.parse(Data(export.stdout.utf8))
+        let tiles = try #require(made["tiles"]?.integerValue)
+        #expect(tiles > 5 && made["droppedForSize"]?.integerValue == 0)
+
+        let inspect = try await outpost(["vtiles", "inspect", out.path, "--json"])
+        #expect(inspect.status == 0, "\(inspect.stderr)")
+        let seen = try JSONValue.parse(Data(inspect.stdout.utf8))
+        #expect(seen["tiles"]?.integerValue == tiles)
+        let layers = seen["layers"]?.arrayValue ?? []
+        #expect(layers.compactMap { $0["name"]?.stringValue } == ["addresses", "roads"])
+        #expect(layers.first { $0["name"]?.stringValue == "roads" }?["fields"]?.arrayValue?.compactMap(\.stringValue) == ["name"])
+        #expect(layers.first { $0["name"]?.stringValue == "addresses" }?["minZoom"]?.integerValue == 14)
+        let text = try await outpost(["vtiles", "inspect", out.path])
+        #expect(text.stdout.contains("layer roads: lines, zooms 11–15"), "\(text.stdout)")
+
+        // GDAL reads the layers and the metadata's vector_layers.
+        let info = try await ExternalTools.run("ogrinfo", ["-ro", "-so", "-al", "-oo", "ZOOM_LEVEL=15", out.path])
+        #expect(info.status == 0 && info.stdout.contains("Layer name: roads") && info.stdout.contains("name: String"), "\(info.stdout)\(info.stderr)")
+    }
+
+    @Test(.timeLimit(.minutes(2))) func badInputIsRefusedAndLeavesNoFile() async throws {
+        let dir = TemporaryDirectory("outpost-cli-vtiles-bad")
+        let gdb = dir.file("helsinki.gpkg")
+        _ = try await outpost(["service", "create", Repository.sampleData("helsinki").path, "--out", gdb.path])
+        let out = dir.file("x.mbtiles")
+        let unknown = dir.file("unknown.json")
+        try #"{"layers": [{"source": "buildings"}]}"#.write(to: unknown, atomically: true, encoding: .utf8)
+        let refused = try await outpost(["vtiles", "export", gdb.path, "--definition", unknown.path, "--out", out.path])
+        #expect(refused.status == 1 && refused.stderr.contains("no layer buildings"), "\(refused.stderr)")
+        let badField = dir.file("field.json")
+        try #"{"layers": [{"source": "streets", "fields": ["colour"]}]}"#.write(to: badField, atomically: true, encoding: .utf8)
+        let field = try await outpost(["vtiles", "export", gdb.path, "--definition", badField.path, "--out", out.path])
+        #expect(field.status == 1 && field.stderr.contains("no field colour"), "\(field.stderr)")
+        let zooms = try await outpost(["vtiles", "export", gdb.path, "--max-zoom", "30", "--out", out.path])
+        #expect(zooms.status == 1 && zooms.stderr.contains("zooms"), "\(zooms.stderr)")
+        let notJSON = dir.file("broken.json")
+        try "{layers".write(to: notJSON, atomically: true, encoding: .utf8)
+        let broken = try await outpost(["vtiles", "export", gdb.path, "--definition", notJSON.path, "--out", out.path])
+        #expect(broken.status == 1 && broken.stderr.contains("not a vector tile definition"), "\(broken.stderr)")
+        let format = try await outpost(["vtiles", "export", gdb.path, "--out", dir.file("x.zip").path])
+        #expect(format.status == 64, "\(format.stderr)")
+        #expect(!FileManager.default.fileExists(atPath: out.path) && !FileManager.default.fileExists(atPath: out.path + ".partial"))
+
+        // inspect: a raster MBTiles, a file that is not SQLite, a damaged tile.
+        let notSQLite = dir.file("junk.mbtiles")
+        try Data("not a database".utf8).write(to: notSQLite)
+        let junk = try await outpost(["vtiles", "inspect", notSQLite.path])
+        #expect(junk.status == 1 && junk.stderr.contains("not a readable MBTiles"), "\(junk.stderr)")
+        let good = dir.file("good.mbtiles")
+        #expect(try await outpost(["vtiles", "export", gdb.path, "--max-zoom", "12", "--out", good.path]).status == 0)
+        let damaged = try await ExternalTools.python(
+            "import sqlite3, sys; db = sqlite3.connect(sys.argv[1]); db.execute(\"UPDATE images SET tile_data = X'1a05' WHERE tile_id = (SELECT min(tile_id) FROM images)\"); db.commit()",
+            [good.path])
+        #expect(damaged.status == 0, "\(damaged.stderr)")
+        let check = try await outpost(["vtiles", "inspect", good.path])
+        #expect(check.status == 1 && check.stderr.contains("does not decode"), "\(check.stderr)")
+    }
+}

@@ -1,0 +1,203 @@
+import Foundation
+import OutpostCore
+import OutpostSQLiteService
+import OutpostStorage
+import OutpostTestSupport
+import OutpostTiles
+import Testing
+
+@testable import OutpostVectorTiles
+
+/// Tiles made from real data (Natural Earth's countries and places, OpenStreetMap's central
+/// Helsinki) checked by other readers: every tile decoded by Python's mapbox-vector-tile, each
+/// feature against its source cut to the tile with shapely (within the grid's tolerance, its
+/// attributes equal, polygons valid), nothing missing at the last zoom; GDAL's MVT driver reads
+/// the MBTiles.
+@Suite("Vector tiles from layers, checked by mapbox-vector-tile, shapely and GDAL")
+struct VectorTileExportTests {
+    static func service(_ name: String, in dir: TemporaryDirectory) throws -> Geodatabase {
+        let url = dir.file("\(name).gpkg")
+        let sample = Repository.sampleData(name)
+        try SQLiteServiceBackend.create(at: url, schema: try ServiceSchema.load(from: sample.appendingPathComponent("service.json")), dataDirectory: sample.appendingPathComponent("data"))
+        return try Geodatabase.open(at: url, readOnly: true)
+    }
+
+    /// Compares every tile with its source in Python; prints a JSON summary line.
+    static let check = """
+        import gzip, json, math, sqlite3, sys
+        import mapbox_vector_tile, pyogrio.raw, shapely
+        from shapely.geometry import shape, box
+        mbtiles, gpkg, spec = sys.argv[1], sys.argv[2], json.loads(sys.argv[3])
+        extent, buffer, maxzoom = spec["extent"], spec["buffer"], spec["maxZoom"]
+        R, H = 6378137.0, 20037508.342789244
+        def merc(x, y):
+            if spec["geographic"]:
+                lat = max(min(y, 89.9), -89.9)
+                return x * math.pi / 180 * R, math.log(math.tan(math.pi / 4 + lat * math.pi / 360)) * R
+            return x, y
+        sources = {}
+        for layer, table in spec["layers"].items():
+            meta, fids, geoms, values = pyogrio.raw.read(gpkg, layer=table, return_fids=True)
+            fields = list(meta["fields"])
+            rows = {}
+            for i, fid in enumerate(fids):
+                g = shapely.from_wkb(geoms[i])
+                g = shapely.transform(g, lambda a: [merc(x, y) for x, y in a])
+                rows[int(fid)] = (g, {f: values[j][i] for j, f in enumerate(fields)})
+            sources[layer] = (rows, shapely.STRtree([r[0] for r in rows.values()]), list(rows.keys()))
+        def substantial(g):
+            # What the grid can hold: polygon parts of 4 square units or more, line parts of 2 or more.
+            parts = getattr(g, "geoms", [g])
+            if g.geom_type.endswith("Polygon"):
+                kept = [p for p in parts if p.geom_type == "Polygon" and p.area >= 4]
+            elif "Line" in g.geom_type:
+                kept = [p for p in parts if p.geom_type == "LineString" and p.length >= 2]
+            else:
+                return g
+            return shapely.union_all(kept) if kept else shapely.GeometryCollection()
+        def directed(a, b):
+            # The farthest a point along a (every 2 units) lies from b.
+            if a is None or a.is_empty: return 0.0
+            if b is None or b.is_empty: return 99.0
+            pts = shapely.points(shapely.get_coordinates(shapely.segmentize(a, 2)))
+            return float(shapely.distance(pts, b).max())
+        db = sqlite3.connect(mbtiles)
+        stats = {"tiles": 0, "features": 0, "invalid": 0, "invalidFromInvalidSource": 0, "worst": 0.0, "missing": 0, "checked": 0}
+        problems = []
+        for z, col, tms, data in db.execute("SELECT zoom_level, tile_column, tile_row, tile_data FROM tiles"):
+            row = (1 << z) - 1 - tms
+            span = 2 * H / (1 << z)
+            xmin, ymax = -H + col * span, H - row * span
+            scale = extent / span
+            to_tile = lambda a: [((x - xmin) * scale, (ymax - y) * scale) for x, y in a]
+            tile = mapbox_vector_tile.decode(gzip.decompress(data), default_options={"y_coord_down": True})
+            stats["tiles"] += 1
+            window = box(-buffer, -buffer, extent + buffer, extent + buffer)
+            for name, layer in tile.items():
+                rows, tree, order = sources[name]
+                present = set()
+                for f in layer["features"]:
+                    stats["features"] += 1
+                    fid = f["id"]
+                    present.add(fid)
+                    g = shape(f["geometry"])
+                    source, attributes = rows[fid]
+                    for k, v in f["properties"].items():
+                        want = attributes[k]
+                        if isinstance(v, float) or isinstance(want, float):
+                            ok = abs(float(v) - float(want)) < 1e-9 * max(1, abs(float(want)))
+                        else:
+                            ok = v == want or str(v) == str(want)
+                        if not ok: problems.append("%s/%d/%d %s %d: %s=%r, source %r" % (z, col, row, name, fid, k, v, want))
+                    # GEOS's overlay, not clip_by_rect (which may leave degenerate rings); an
+                    # invalid source (Natural Earth's Sudan crosses itself) made valid first.
+                    valid_source = source.is_valid
+                    full = shapely.make_valid(shapely.transform(source, to_tile)).intersection(window)
+                    polygonal = g.geom_type in ("Polygon", "MultiPolygon")
+                    if polygonal and not g.is_valid:
+                        if valid_source:
+                            stats["invalid"] += 1
+                            problems.append("%s/%d/%d %s %d invalid: %s" % (z, col, row, name, fid, shapely.is_valid_reason(g)))
+                        else:
+                            stats["invalidFromInvalidSource"] += 1
+                    if not valid_source: continue
+                    # Each way: every part of ours lies near the source cut to the tile, and every
+                    # part of that the grid can hold lies near ours.
+                    ours, theirs, held = (g.boundary, full.boundary, substantial(full).boundary) if polygonal else (g, full, substantial(full))
+                    d = max(directed(ours, theirs), directed(held, ours))
+                    limit = spec["simplification"] + 0.75
+                    if d > limit: problems.append("%s/%d/%d %s %d lies %.2f units from its source" % (z, col, row, name, fid, d))
+                    if polygonal:
+                        err = abs(g.area - full.area) / max(full.length, 1)
+                        stats["worst"] = max(stats["worst"], err)
+                        if err > 1.5: problems.append("%s/%d/%d %s %d area %.1f vs %.1f" % (z, col, row, name, fid, g.area, full.area))
+                # At the last zoom nothing of substance is missing (no thinning there).
+                if z == maxzoom and not spec["sizeLimited"]:
+                    tile_box = shapely.transform(window, lambda a: [(xmin + x / scale, ymax - y / scale) for x, y in a])
+                    for i in tree.query(tile_box):
+                        fid = order[i]
+                        if fid in present: continue
+                        part = shapely.make_valid(shapely.transform(rows[fid][0], to_tile)).intersection(window)
+                        stats["checked"] += 1
+                        if part.is_empty: continue
+                        big = part.area >= 4 if part.geom_type.endswith("Polygon") else (part.length >= 2 if "Line" in part.geom_type else True)
+                        if big:
+                            stats["missing"] += 1
+                            problems.append("%s/%d/%d %s %d is missing" % (z, col, row, name, fid))
+        stats["problems"] = problems[:10]
+        print(json.dumps(stats))
+        """
+
+    static func export(_ gdb: Geodatabase, definition: VectorTileDefinition, to url: URL) async throws -> VectorTileGenerator.Summary {
+        try await VectorTileMBTiles.export(try VectorTileGenerator(geodatabase: gdb, definition: definition), to: url)
+    }
+
+    static func python(_ mbtiles: URL, _ gdb: Geodatabase, _ d: VectorTileDefinition, sizeLimited: Bool = false) async throws -> [String: JSONValue] {
+        let spec: JSONValue = [
+            "extent": .integer(Int64(d.extent)), "buffer": .integer(Int64(d.buffer)), "maxZoom": .integer(Int64(d.maxZoom)), "geographic": true,
+            "simplification": .number(d.simplification), "sizeLimited": .bool(sizeLimited),
+            "layers": .object(Dictionary(uniqueKeysWithValues: d.layers.map { ($0.tileLayerName, JSONValue.string($0.source)) })),
+        ]
+        let result = try await ExternalTools.python(check, [mbtiles.path, gdb.url.path, spec.jsonString])
+        #expect(result.status == 0, "\(result.stderr)")
+        let line = result.stdout.split(separator: "\n").last.map(String.init) ?? "{}"
+        return try JSONValue.parse(Data(line.utf8)).objectValue ?? [:]
+    }
+
+    @Test(.timeLimit(.minutes(4))) func naturalEarthTilesMatchTheirSourceInOthersReaders() async throws {
+        let dir = TemporaryDirectory("outpost-vtiles-ne")
+        let gdb = try Self.service("natural_earth", in: dir)
+        defer { try? gdb.close() }
+        let d = VectorTileDefinition(layers: [.init(source: "countries", name: "land"), .init(source: "populated_places", fields: ["name"], minZoom: 2)], maxZoom: 5)
+        let out = dir.file("ne.mbtiles")
+        let summary = try await Self.export(gdb, definition: d, to: out)
+        #expect(summary.tiles > 300 && summary.droppedForSize == 0)
+        #expect(!FileManager.default.fileExists(atPath: out.path + ".partial"))
+        let stats = try await Self.python(out, gdb, d)
+        #expect(stats["tiles"]?.integerValue == Int64(summary.tiles))
+        #expect(stats["invalid"]?.integerValue == 0 && stats["missing"]?.integerValue == 0, "\(stats)")
+        #expect(stats["problems"]?.arrayValue?.isEmpty == true, "\(stats["problems"] ?? .null)")
+        // GDAL's MVT driver reads the MBTiles as vector layers.
+        let info = try await ExternalTools.run("ogrinfo", ["-ro", "-so", "-al", out.path])
+        #expect(info.status == 0 && info.stdout.contains("Layer name: land") && info.stdout.contains("Layer name: populated_places"), "\(info.stdout)\(info.stderr)")
+        // A country polygon at zoom 2 with its name, read back through GDAL.
+        let z2 = try await ExternalTools.run("ogrinfo", ["-ro", "-oo", "ZOOM_LEVEL=2", out.path, "land", "-where", "name = 'Finland'"])
+        #expect(z2.stdout.contains("Finland") && z2.stdout.contains("MULTIPOLYGON") || z2.stdout.contains("POLYGON"), "\(z2.stdout)")
+    }
+
+    /// The schema in Schemas/ and the reader accept the same documents.
+    @Test func theDefinitionSchemaAndTheReaderAgree() async throws {
+        let example = Repository.schema("examples/helsinki.vector-tiles.json")
+        let result = try await ExternalTools.checkJSONSchema(
+            Repository.schema("vector-tile-definition.schema.json"), valid: [example],
+            invalid: [["layers": []], ["layers": [["name": "x"]]], ["layers": [["source": "a"]], "maxZoom": 25], ["layers": [["source": "a"]], "colour": "red"]])
+        #expect(result.status == 0, "\(result.stderr)")
+        let dir = TemporaryDirectory("outpost-vtiles-definition")
+        let gdb = try Self.service("helsinki", in: dir)
+        defer { try? gdb.close() }
+        let d = try VectorTileDefinition.read(example)
+        #expect(d.maxZoom == 16 && d.minZoom == 0 && d.pointDropRate == 2.5 && d.layers[0].tileLayerName == "roads")
+        let generator = try VectorTileGenerator(geodatabase: gdb, definition: d)
+        #expect(generator.tileLayers.map(\.name) == ["roads", "addresses"] && generator.tileLayers[1].fields.map(\.name) == ["street", "house_number"])
+        // Layers in other spatial references, without geometry, or named twice are refused.
+        var twice = d
+        twice.layers[1].name = "roads"
+        #expect(throws: VectorTileError(.invalidDefinition, "two layers are named roads")) { try VectorTileGenerator(geodatabase: gdb, definition: twice) }
+    }
+
+    @Test(.timeLimit(.minutes(4))) func helsinkiStreetsAndAddressesMatchTheirSource() async throws {
+        let dir = TemporaryDirectory("outpost-vtiles-hki")
+        let gdb = try Self.service("helsinki", in: dir)
+        defer { try? gdb.close() }
+        let d = VectorTileDefinition(layers: [.init(source: "streets", minZoom: 10), .init(source: "addresses", minZoom: 13)], maxZoom: 15)
+        let out = dir.file("helsinki.mbtiles")
+        let summary = try await Self.export(gdb, definition: d, to: out)
+        #expect(summary.tiles > 10)
+        let stats = try await Self.python(out, gdb, d)
+        #expect(stats["missing"]?.integerValue == 0 && (stats["features"]?.integerValue ?? 0) > 1_000, "\(stats)")
+        #expect(stats["problems"]?.arrayValue?.isEmpty == true, "\(stats["problems"] ?? .null)")
+        let inspection = try VectorTileInspection.inspect { try VectorTileMBTilesReader(url: out).forEachTile($0) }
+        #expect(inspection.layers.map(\.name) == ["addresses", "streets"] && inspection.damaged.isEmpty)
+        #expect(inspection.layers.first { $0.name == "addresses" }?.minZoom == 13)
+    }
+}
