@@ -32,6 +32,7 @@ let package = Package(
                 .product(name: "OutpostGeoprocessing", package: "Outpost"),
                 .product(name: "OutpostLocator", package: "Outpost"),
                 .product(name: "OutpostRouting", package: "Outpost"),
+                .product(name: "OutpostVectorTiles", package: "Outpost"),
                 "CZlibBench",
                 "CDeflateBench",
                 .product(name: "AsyncHTTPClient", package: "async-http-client"),

@@ -4,6 +4,7 @@ import OutpostSQLiteService
 import OutpostStorage
 import OutpostTestSupport
 import OutpostTiles
+import Synchronization
 import Testing
 
 @testable import OutpostVectorTiles
@@ -163,6 +164,55 @@ struct VectorTileExportTests {
         // A country polygon at zoom 2 with its name, read back through GDAL.
         let z2 = try await ExternalTools.run("ogrinfo", ["-ro", "-oo", "ZOOM_LEVEL=2", out.path, "land", "-where", "name = 'Finland'"])
         #expect(z2.stdout.contains("Finland") && z2.stdout.contains("MULTIPOLYGON") || z2.stdout.contains("POLYGON"), "\(z2.stdout)")
+    }
+
+    /// A row another writer left undecodable (here a line claiming 1,000 points and holding none) is left out and
+    /// named; everything else is tiled. An empty layer makes no tiles and no error.
+    @Test(.timeLimit(.minutes(2))) func unreadableRowsAreLeftOutAndNamedAndEmptyLayersMakeNothing() async throws {
+        let dir = TemporaryDirectory("outpost-vtiles-unreadable")
+        var gdb = try Self.service("helsinki", in: dir)
+        let column = gdb.schema.layer(named: "streets")!.geometryColumn
+        try gdb.close()
+        // The blob made in Python, written through GDAL, whose SQLite has the GeoPackage
+        // functions the R-tree triggers call.
+        let file = dir.file("helsinki.gpkg").path
+        let made = try await ExternalTools.python(
+            "import sqlite3, sys; b = sqlite3.connect(sys.argv[1]).execute('SELECT \"%s\" FROM streets WHERE objectid = 7' % sys.argv[2]).fetchone()[0]; print((b[:40] + bytes.fromhex('0102000000E8030000')).hex())",
+            [file, column])
+        let hex = made.stdout.trimmingCharacters(in: .whitespacesAndNewlines)
+        for sql in ["UPDATE streets SET \"\(column)\" = X'\(hex)' WHERE objectid = 7", "DELETE FROM addresses"] {
+            let broken = try await ExternalTools.run("ogrinfo", [file, "-sql", sql])
+            #expect(broken.status == 0, "\(broken.stderr)")
+        }
+        gdb = try Geodatabase.open(at: dir.file("helsinki.gpkg"), readOnly: true)
+        defer { try? gdb.close() }
+        let out = dir.file("h.mbtiles")
+        let summary = try await Self.export(gdb, definition: VectorTileDefinition(layers: [.init(source: "streets"), .init(source: "addresses")], maxZoom: 14), to: out)
+        #expect(summary.tiles > 5)
+        #expect(summary.unreadable.count == 1 && summary.unreadable.first?.objectID == 7 && summary.unreadable.first?.layer == "streets", "\(summary.unreadable)")
+        let inspection = try VectorTileInspection.inspect { try VectorTileMBTilesReader(url: out).forEachTile($0) }
+        #expect(inspection.layers.map(\.name) == ["streets"])
+        // A layer with nothing in it: no tiles at all, and no file left behind either way.
+        let empty = dir.file("empty.mbtiles")
+        let none = try await Self.export(gdb, definition: VectorTileDefinition(layers: [.init(source: "addresses")]), to: empty)
+        #expect(none.tiles == 0)
+    }
+
+    /// Workers sharing the subtrees make the same tiles as one walk alone.
+    @Test(.timeLimit(.minutes(2))) func workersMakeWhatOneWalkMakes() async throws {
+        let dir = TemporaryDirectory("outpost-vtiles-workers")
+        let gdb = try Self.service("natural_earth", in: dir)
+        defer { try? gdb.close() }
+        let generator = try VectorTileGenerator(geodatabase: gdb, definition: VectorTileDefinition(layers: [.init(source: "countries")], maxZoom: 5))
+        var made: [[TileKey: [UInt8]]] = []
+        for workers in [1, 3] {
+            let tiles = Mutex<[TileKey: [UInt8]]>([:])
+            let summary = try await generator.generate(concurrency: workers) { key, bytes in tiles.withLock { $0[key] = bytes } }
+            let all = tiles.withLock { $0 }
+            #expect(summary.tiles == all.count && summary.levels[5]?.tiles ?? 0 > 100)
+            made.append(all)
+        }
+        #expect(made[0] == made[1])
     }
 
     /// The schema in Schemas/ and the reader accept the same documents.

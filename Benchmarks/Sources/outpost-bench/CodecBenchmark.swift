@@ -75,7 +75,7 @@ enum CodecBenchmark {
         // The server's planning of the batch's edits (every feature present, no others' changes):
         // the decisions alone, before any row is written.
         let layer = SyncBenchmark.schema.layers[0]
-        var planner = BatchPlanner(layer: layer, generation: 9, origin: (edits.replicaId, 1), requestedRule: nil, droppedFields: [], now: BatchPlanner.timestamp())
+        var planner = BatchPlanner(layer: layer, generation: 9, origin: (edits.replicaId, 1), requestedRule: nil, droppedFields: [], now: BatchPlanner.timestamp(Date()))
         for (i, edit) in edits.layers[0].edits.enumerated() { planner.objectIDs[GlobalID.normalized(edit.globalId)!] = Int64(i + 1) }
         let plan = try best(repetitions) { [planner] in
             var p = planner

@@ -2,7 +2,7 @@ import Foundation
 import OutpostStorage
 import OutpostTileCodecs
 
-// outpost-bench [import [counts…] | edits [base edits] | server | secure | png | jpeg | gp | gp-server | locator [count] | route [rows columns] [uniform] | delta [edits…] | offline [max scale] | crew | load [crews] | sync [features] | codec | postgres [features] | tiles | all]
+// outpost-bench [import [counts…] | edits [base edits] | server | secure | png | jpeg | gp | gp-server | locator [count] | route [rows columns] [uniform] | delta [edits…] | vtiles [points] | offline [max scale] | crew | load [crews] | sync [features] | codec | postgres [features] | tiles | all]
 // Each measured run is a child process (worker-* subcommands), so peak memory is its own.
 SystemTileCodecs.install()
 let arguments = CommandLine.arguments
@@ -100,6 +100,10 @@ do {
     case "locator":
         let count = arguments.dropFirst(2).compactMap { Int($0) }.first ?? 1_000_000
         try await LocatorBenchmark.run(count: count, executable: executable, workDirectory: work)
+    case "worker-vtiles":
+        print(try await VectorTilesBenchmark.worker(URL(fileURLWithPath: arguments[2]), URL(fileURLWithPath: arguments[3]), maxZoom: Int(arguments[4]) ?? 14))
+    case "vtiles":
+        try VectorTilesBenchmark.run(points: arguments.dropFirst(2).compactMap { Int($0) }.first ?? 1_000_000, executable: executable, workDirectory: work)
     case "offline":
         try await OfflineBenchmark.run(maxScale: arguments.dropFirst(2).compactMap { Int($0) }.first ?? 70_000, executable: executable, workDirectory: work)
     case "crew":
@@ -125,7 +129,7 @@ do {
         try await PNGBenchmark.run(workDirectory: work)
         try await JPEGBenchmark.run(workDirectory: work)
     default:
-        print("usage: outpost-bench [import [counts…] | edits [base edits] | server | secure | png | jpeg | gp | gp-server | locator [count] | route [rows columns] [uniform] | delta [edits…] | offline [max scale] | crew | load [crews] | sync [features] | codec | tiles | all]")
+        print("usage: outpost-bench [import [counts…] | edits [base edits] | server | secure | png | jpeg | gp | gp-server | locator [count] | route [rows columns] [uniform] | delta [edits…] | vtiles [points] | offline [max scale] | crew | load [crews] | sync [features] | codec | tiles | all]")
         exit(2)
     }
     if arguments.dropFirst().first?.hasPrefix("worker-") == true { printOwnPeakMemory() }

@@ -40,6 +40,17 @@ extension FeatureTable {
     public func forEach(
         matching query: FeatureQuery, in conn: GeodatabaseConnection, _ body: (Feature) throws -> Void
     ) throws {
+        try forEach(matching: query, in: conn, unreadable: nil, body)
+    }
+
+    /// Streams the features matching `query` as ``forEach(matching:in:_:)`` does, except that a
+    /// row that cannot be decoded (another writer's degenerate geometry, say: a ring of three
+    /// positions) goes to `unreadable` with its object id and the error, and the run carries on.
+    /// For readers that must get past damaged rows, as a tile generator does; nil stops at the
+    /// first, as the plain form.
+    public func forEach(
+        matching query: FeatureQuery, in conn: GeodatabaseConnection, unreadable: ((Int64?, any Error) -> Void)?, _ body: (Feature) throws -> Void
+    ) throws {
         guard let shape = query.intersecting else {
             let fields = try selectColumns(outFields: query.outFields, returnGeometry: query.returnGeometry)
             let (filter, arguments) = try filterSQL(query, conn)
@@ -48,8 +59,17 @@ extension FeatureTable {
             var args = arguments
             sql += pagingSQL(query, &args)
             let cursor = try Row.fetchCursor(conn.db, sql: sql, arguments: StatementArguments(args))
+            let objectIDField = definition.objectIDField
             while let row = try cursor.next() {
-                try body(try decodeFeature(row, fields: fields, returnGeometry: query.returnGeometry))
+                let feature: Feature
+                do {
+                    feature = try decodeFeature(row, fields: fields, returnGeometry: query.returnGeometry)
+                } catch {
+                    guard let unreadable else { throw error }
+                    unreadable(row[objectIDField] as Int64?, error)
+                    continue
+                }
+                try body(feature)
             }
             return
         }
@@ -63,7 +83,7 @@ extension FeatureTable {
         candidates.offset = 0
         candidates.limit = nil
         var skipped = 0, delivered = 0
-        try forEach(matching: candidates, in: conn) { feature in
+        try forEach(matching: candidates, in: conn, unreadable: unreadable) { feature in
             guard let g = feature.geometry, GeometryRelations.intersects(g, shape) else { return }
             if skipped < query.offset {
                 skipped += 1

@@ -40,7 +40,7 @@ public final class MBTilesWriter {
     /// - Parameter info: the tiling scheme and levels written to the metadata table.
     /// - Parameter metadata: rows that replace the ones `info` gives or add to them (vector
     ///   tiles' `json` with `vector_layers`, say).
-    public init(at url: URL, info: TileCacheInfo, resuming: Bool = false, formats: [TileImageFormat: Int] = [:], metadata extra: [(String, String)] = []) throws {
+    public init(at url: URL, info: TileCacheInfo, resuming: Bool = false, formats: [TileImageFormat: Int] = [:], metadata: [(String, String)] = []) throws {
         self.url = url
         resumed = resuming
         self.formats = formats
@@ -63,12 +63,12 @@ public final class MBTilesWriter {
                     CREATE VIEW tiles AS SELECT map.zoom_level AS zoom_level, map.tile_column AS tile_column, map.tile_row AS tile_row,
                       images.tile_data AS tile_data FROM map JOIN images ON images.tile_id = map.tile_id;
                     """)
-                let metadata = try file.prepare("INSERT INTO metadata (name, value) VALUES (?, ?)")
-                let replaced = Set(extra.map(\.0))
-                for (name, value) in MBTilesLayout.metadata(info).filter({ !replaced.contains($0.0) }) + extra {
-                    metadata.bind(1, name)
-                    metadata.bind(2, value)
-                    try metadata.run()
+                let insert = try file.prepare("INSERT INTO metadata (name, value) VALUES (?, ?)")
+                let replaced = Set(metadata.map(\.0))
+                for (name, value) in MBTilesLayout.metadata(info).filter({ !replaced.contains($0.0) }) + metadata {
+                    insert.bind(1, name)
+                    insert.bind(2, value)
+                    try insert.run()
                 }
                 try file.execute("COMMIT")
             }

@@ -2,6 +2,7 @@ import Foundation
 import OutpostCore
 import OutpostStorage
 import OutpostTiles
+import Synchronization
 
 /// Makes Mapbox Vector Tiles from a geodatabase's layers, as a definition says: each tile's
 /// features are read through the layers' R-trees, projected to the tile's grid, cut to the tile
@@ -61,11 +62,23 @@ public struct VectorTileGenerator: Sendable {
         public var droppedForSize: Int
         /// Whether any feature touches the tile (so deeper tiles may hold some).
         public var touched: Bool
+        /// Rows whose geometry or values could not be read, left out.
+        public var unreadable: [Unreadable] = []
+    }
+
+    /// A source row left out because it cannot be read (another writer's degenerate geometry).
+    public struct Unreadable: Hashable, Sendable {
+        /// The geodatabase layer.
+        public var layer: String
+        /// The row's object id, when it could be read.
+        public var objectID: Int64?
+        /// Why it cannot be read.
+        public var reason: String
     }
 
     /// One tile, gzipped; nil when nothing falls in it.
     public func tile(_ key: TileKey) async throws -> [UInt8]? {
-        try await geodatabase.read { conn in try self.make(key, in: conn).bytes }
+        try await geodatabase.read { conn in try self.make(key, in: conn, gzip: GzipCompressor()).bytes }
     }
 
     /// What a run made.
@@ -82,15 +95,47 @@ public struct VectorTileGenerator: Sendable {
         public var largest: (key: TileKey, bytes: Int)?
         /// Tiles and bytes per zoom.
         public var levels: [Int: (tiles: Int, bytes: Int)] = [:]
+        /// Source rows left out because they cannot be read (each once, however many tiles
+        /// they touch).
+        public var unreadable: [Unreadable] = []
+
+        mutating func add(_ made: Made, key: TileKey) {
+            for u in made.unreadable where !unreadable.contains(u) { unreadable.append(u) }
+            guard let bytes = made.bytes else { return }
+            tiles += 1
+            self.bytes += bytes.count
+            features += made.features
+            droppedForSize += made.droppedForSize
+            levels[key.level, default: (0, 0)].tiles += 1
+            levels[key.level, default: (0, 0)].bytes += bytes.count
+            if bytes.count > largest?.bytes ?? -1 { largest = (key, bytes.count) }
+        }
+
+        mutating func merge(_ other: Summary) {
+            tiles += other.tiles
+            bytes += other.bytes
+            features += other.features
+            droppedForSize += other.droppedForSize
+            for (level, v) in other.levels {
+                levels[level, default: (0, 0)].tiles += v.tiles
+                levels[level, default: (0, 0)].bytes += v.bytes
+            }
+            if let l = other.largest, l.bytes > largest?.bytes ?? -1 { largest = l }
+            for u in other.unreadable where !unreadable.contains(u) { unreadable.append(u) }
+        }
     }
 
     /// Makes every tile of `definition`'s zooms over `area` (Web Mercator; the data's extent when
     /// nil) that holds a feature, visiting a tile's four children only when it had features, and
     /// hands each to `sink` (depth first, so memory stays flat at any zoom). `skip` passes over a
-    /// tile (and its descendants' visits still happen) — how a resumed export avoids work done.
+    /// tile (its children are still visited) — how a resumed export avoids work done.
+    ///
+    /// The first zooms are made here; below them the subtrees are shared among `concurrency`
+    /// workers (the processor count by default), each reading the file through a connection of
+    /// its own. `sink` is called for one tile at a time, in no fixed order.
     /// - Throws: ``VectorTileError`` `invalidArea` for an area outside the world; `CancellationError`.
     public func generate(
-        area: Envelope? = nil, skip: @escaping @Sendable (TileKey) -> Bool = { _ in false },
+        area: Envelope? = nil, concurrency: Int = ProcessInfo.processInfo.activeProcessorCount, skip: @escaping @Sendable (TileKey) -> Bool = { _ in false },
         _ sink: @escaping @Sendable (TileKey, [UInt8]) throws -> Void
     ) async throws -> Summary {
         var wanted = area
@@ -100,45 +145,100 @@ public struct VectorTileGenerator: Sendable {
         guard area.isValid, area.xmax > world.xmin, area.xmin < world.xmax, area.ymax > world.ymin, area.ymin < world.ymax else {
             throw VectorTileError(.invalidArea, "the area lies outside the Web Mercator world")
         }
-        let definition = definition
-        return try await geodatabase.read { conn in
-            var summary = Summary()
-            let z0 = definition.minZoom
-            let n = 1 << z0
-            let span = 2 * Self.halfWorld / Double(n)
-            let minCol = max(0, Int(((area.xmin + Self.halfWorld) / span).rounded(.down))), maxCol = min(n - 1, Int(((area.xmax + Self.halfWorld) / span).rounded(.down)))
-            let minRow = max(0, Int(((Self.halfWorld - area.ymax) / span).rounded(.down))), maxRow = min(n - 1, Int(((Self.halfWorld - area.ymin) / span).rounded(.down)))
-            func visit(_ key: TileKey) throws {
-                try Task.checkCancellation()
-                guard Self.envelope(of: key).intersects(area) else { return }
-                let touched: Bool
-                if skip(key) {
-                    touched = true
-                } else {
-                    let made = try self.make(key, in: conn)
-                    touched = made.touched
-                    if let bytes = made.bytes {
-                        try sink(key, bytes)
-                        summary.tiles += 1
-                        summary.bytes += bytes.count
-                        summary.features += made.features
-                        summary.droppedForSize += made.droppedForSize
-                        summary.levels[key.level, default: (0, 0)].tiles += 1
-                        summary.levels[key.level, default: (0, 0)].bytes += bytes.count
-                        if bytes.count > summary.largest?.bytes ?? -1 { summary.largest = (key, bytes.count) }
+        let d = definition
+        let output = Mutex(())
+        let serialSink: @Sendable (TileKey, [UInt8]) throws -> Void = { key, bytes in try output.withLock { _ in try sink(key, bytes) } }
+        // Subtrees from this zoom on go to the workers.
+        let split = concurrency > 1 ? min(d.maxZoom, d.minZoom + 3) : Int.max
+        let z0 = d.minZoom
+        let n = 1 << z0
+        let span = 2 * Self.halfWorld / Double(n)
+        let minCol = max(0, Int(((area.xmin + Self.halfWorld) / span).rounded(.down))), maxCol = min(n - 1, Int(((area.xmax + Self.halfWorld) / span).rounded(.down)))
+        let minRow = max(0, Int(((Self.halfWorld - area.ymax) / span).rounded(.down))), maxRow = min(n - 1, Int(((Self.halfWorld - area.ymin) / span).rounded(.down)))
+        var roots: [TileKey] = []
+        if minRow <= maxRow, minCol <= maxCol {
+            for row in minRow...maxRow {
+                for col in minCol...maxCol { roots.append(TileKey(level: z0, row: row, col: col)) }
+            }
+        }
+        let top = roots
+        var (summary, pending) = try await geodatabase.read { conn in
+            var walk = Walk(generator: self, area: area, split: split, skip: skip, sink: serialSink)
+            for key in top { try walk.visit(key, conn) }
+            return (walk.summary, walk.pending)
+        }
+        guard !pending.isEmpty else { return summary }
+        let next = TicketCounter()
+        let queue = pending
+        let url = geodatabase.url
+        pending = []
+        try await withThrowingTaskGroup(of: Summary.self) { group in
+            for _ in 0..<min(concurrency, queue.count) {
+                group.addTask {
+                    let gdb = try Geodatabase.open(at: url, readOnly: true)
+                    defer { try? gdb.close() }
+                    return try gdb.read { conn in
+                        var walk = Walk(generator: self, area: area, split: Int.max, skip: skip, sink: serialSink)
+                        while true {
+                            let i = next.take()
+                            guard i < queue.count else { break }
+                            try walk.visit(queue[i], conn)
+                        }
+                        return walk.summary
                     }
                 }
-                guard touched, key.level < definition.maxZoom else { return }
-                for dr in 0..<2 {
-                    for dc in 0..<2 { try visit(TileKey(level: key.level + 1, row: key.row * 2 + dr, col: key.col * 2 + dc)) }
-                }
             }
-            if minRow <= maxRow, minCol <= maxCol {
-                for row in minRow...maxRow {
-                    for col in minCol...maxCol { try visit(TileKey(level: z0, row: row, col: col)) }
-                }
+            for try await part in group { summary.merge(part) }
+        }
+        return summary
+    }
+
+    /// Hands out 0, 1, 2 … to workers taking turns.
+    final class TicketCounter: Sendable {
+        private let value = Mutex(0)
+        func take() -> Int { value.withLock { v in defer { v += 1 }; return v } }
+    }
+
+    /// A depth-first walk over tiles on one connection, with its own compressor and tallies.
+    struct Walk {
+        let generator: VectorTileGenerator
+        let area: Envelope
+        /// Tiles at this zoom are not made but kept in `pending` for the workers.
+        let split: Int
+        let skip: @Sendable (TileKey) -> Bool
+        let sink: @Sendable (TileKey, [UInt8]) throws -> Void
+        let compressor = GzipCompressor()
+        var summary = Summary()
+        var pending: [TileKey] = []
+
+        init(generator: VectorTileGenerator, area: Envelope, split: Int, skip: @escaping @Sendable (TileKey) -> Bool, sink: @escaping @Sendable (TileKey, [UInt8]) throws -> Void) {
+            self.generator = generator
+            self.area = area
+            self.split = split
+            self.skip = skip
+            self.sink = sink
+        }
+
+        mutating func visit(_ key: TileKey, _ conn: GeodatabaseConnection) throws {
+            try Task.checkCancellation()
+            guard VectorTileGenerator.envelope(of: key).intersects(area) else { return }
+            if key.level == split {
+                pending.append(key)
+                return
             }
-            return summary
+            let touched: Bool
+            if skip(key) {
+                touched = true
+            } else {
+                let made = try generator.make(key, in: conn, gzip: compressor)
+                touched = made.touched
+                summary.add(made, key: key)
+                if let bytes = made.bytes { try sink(key, bytes) }
+            }
+            guard touched, key.level < generator.definition.maxZoom else { return }
+            for dr in 0..<2 {
+                for dc in 0..<2 { try visit(TileKey(level: key.level + 1, row: key.row * 2 + dr, col: key.col * 2 + dc), conn) }
+            }
         }
     }
 
@@ -159,7 +259,7 @@ public struct VectorTileGenerator: Sendable {
     }
 
     /// Makes one tile inside a read.
-    func make(_ key: TileKey, in conn: GeodatabaseConnection) throws -> Made {
+    func make(_ key: TileKey, in conn: GeodatabaseConnection, gzip: GzipCompressor) throws -> Made {
         let d = definition
         let z = key.level
         let extent = Double(d.extent)
@@ -171,6 +271,7 @@ public struct VectorTileGenerator: Sendable {
         let scale = extent / span
         var candidates: [Candidate] = []
         var touched = false
+        var unreadable: [Unreadable] = []
         // Points kept at this zoom: a share 1/rate per zoom above the last.
         let pointShare = z >= d.maxZoom ? 1.0 : Foundation.pow(d.pointDropRate, -Double(d.maxZoom - z))
         // Layers that start deeper: is anything of theirs here (so the children are visited)?
@@ -197,7 +298,9 @@ public struct VectorTileGenerator: Sendable {
                 }
                 return TileCoordinate((mx - envelope.xmin) * scale, (envelope.ymax - my) * scale)
             }
-            try conn.geodatabase.table(id: layer.source.id).forEach(matching: query, in: conn) { feature in
+            try conn.geodatabase.table(id: layer.source.id).forEach(matching: query, in: conn, unreadable: { id, error in
+                unreadable.append(Unreadable(layer: layer.source.name, objectID: id, reason: String(describing: error)))
+            }) { feature in
                 guard let g = feature.geometry else { return }
                 touched = true
                 var weight = 0.0
@@ -215,24 +318,24 @@ public struct VectorTileGenerator: Sendable {
                 candidates.append(Candidate(layer: index, id: feature.objectID.map { UInt64(bitPattern: $0) }, geometry: geometry, properties: properties, weight: weight))
             }
         }
-        guard !candidates.isEmpty else { return Made(bytes: nil, features: 0, droppedForSize: 0, touched: touched) }
+        guard !candidates.isEmpty else { return Made(bytes: nil, features: 0, droppedForSize: 0, touched: touched, unreadable: unreadable) }
         var kept = candidates.count
-        var bytes = encode(candidates, count: kept)
+        var bytes = encode(candidates, count: kept, gzip: gzip)
         if bytes.count > d.maxTileBytes {
             // The least visible go first: sort once, then keep shrinking shares until it fits.
             candidates.sort { $0.weight > $1.weight }
             while bytes.count > d.maxTileBytes, kept > 0 {
                 kept = min(kept - 1, Int(Double(kept) * 0.9 * Double(d.maxTileBytes) / Double(bytes.count)))
                 kept = max(kept, 0)
-                bytes = encode(candidates, count: kept)
+                bytes = encode(candidates, count: kept, gzip: gzip)
             }
-            if kept == 0 { return Made(bytes: nil, features: 0, droppedForSize: candidates.count, touched: touched) }
+            if kept == 0 { return Made(bytes: nil, features: 0, droppedForSize: candidates.count, touched: touched, unreadable: unreadable) }
         }
-        return Made(bytes: bytes, features: kept, droppedForSize: candidates.count - kept, touched: touched)
+        return Made(bytes: bytes, features: kept, droppedForSize: candidates.count - kept, touched: touched, unreadable: unreadable)
     }
 
     /// The first `count` candidates encoded (layers in the definition's order) and gzipped.
-    private func encode(_ candidates: [Candidate], count: Int) -> [UInt8] {
+    private func encode(_ candidates: [Candidate], count: Int, gzip: GzipCompressor) -> [UInt8] {
         var encoders = layers.map { VectorTileLayerEncoder(name: $0.name, extent: definition.extent) }
         var sorted = Array(candidates.prefix(count))
         // Within a layer, features in the order read (object id), whatever the dropping did.
@@ -240,7 +343,7 @@ public struct VectorTileGenerator: Sendable {
         for c in sorted { encoders[c.layer].add(id: c.id, geometry: c.geometry, properties: c.properties) }
         var tile = ProtobufWriter()
         for e in encoders { e.write(into: &tile) }
-        return VectorTileCompression.gzip(tile.bytes)
+        return gzip.gzip(tile.bytes)
     }
 
     /// A stable share in 0..<1 for a feature, which points below the last zoom keep.

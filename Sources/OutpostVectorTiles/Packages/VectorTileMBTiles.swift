@@ -19,10 +19,10 @@ public enum VectorTileMBTiles {
             name: name ?? url.deletingPathExtension().lastPathComponent, scheme: .webMercator, minLevel: d.minZoom, maxLevel: d.maxZoom, format: "PBF",
             fullExtent: bounds)
         let writer = try MBTilesWriter(at: partial, info: info, metadata: metadata(generator, bounds: bounds))
-        let box = WriterBox(writer)
+        let box = SendableBox(writer)
         let summary: VectorTileGenerator.Summary
         do {
-            summary = try await generator.generate(area: area) { key, bytes in try box.add(key, bytes) }
+            summary = try await generator.generate(area: area) { key, bytes in try box.value.add(key, data: bytes) }
             try writer.finish()
         } catch {
             try? FileManager.default.removeItem(at: partial)
@@ -35,13 +35,6 @@ public enum VectorTileMBTiles {
             throw VectorTileError(.io, "cannot put \(url.lastPathComponent) in place: \(error.localizedDescription)")
         }
         return summary
-    }
-
-    /// The writer, handed to the generator's sink (called on the one reading thread, in turn).
-    private final class WriterBox: @unchecked Sendable {
-        let writer: MBTilesWriter
-        init(_ writer: MBTilesWriter) { self.writer = writer }
-        func add(_ key: TileKey, _ bytes: [UInt8]) throws { try writer.add(key, data: bytes) }
     }
 
     /// The metadata rows for vector tiles: `format`, `type`, `json` with `vector_layers`, `center`.

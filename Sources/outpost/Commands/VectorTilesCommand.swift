@@ -22,7 +22,7 @@ struct VectorTilesCommand: AsyncParsableCommand {
                 vector_layers), written beside and renamed into place when complete.
                 """)
         @Argument(help: "The geodatabase (.gpkg).") var source: String
-        @Option(help: "The file to write: file.mbtiles.") var out: String
+        @Option(help: "The file to write: file.mbtiles or file.pmtiles.") var out: String
         @Option(parsing: .unconditional, help: "Area: xmin,ymin,xmax,ymax in longitude/latitude (default: all the layers).") var area: String?
         @Option(help: "The first zoom (default 0, or the definition's).") var minZoom: Int?
         @Option(help: "The last zoom (default 14, or the definition's).") var maxZoom: Int?
@@ -31,8 +31,9 @@ struct VectorTilesCommand: AsyncParsableCommand {
 
         func run() async throws {
             let output = URL(fileURLWithPath: out)
-            guard output.pathExtension.lowercased() == "mbtiles" else {
-                throw ValidationError("--out must end in .mbtiles (the vector tile package and PMTiles outputs are not written yet)")
+            let format = output.pathExtension.lowercased()
+            guard format == "mbtiles" || format == "pmtiles" else {
+                throw ValidationError("--out must end in .mbtiles or .pmtiles (the vector tile package output is not written yet)")
             }
             let gdb = try Geodatabase.open(at: URL(fileURLWithPath: source), readOnly: true)
             defer { try? gdb.close() }
@@ -42,19 +43,25 @@ struct VectorTilesCommand: AsyncParsableCommand {
             let generator = try VectorTileGenerator(geodatabase: gdb, definition: d)
             let envelope = try area.map { try WebMercator.convert(try parseExtent($0), from: .wgs84, to: .webMercator) }
             let started = Date()
-            let summary = try await VectorTileMBTiles.export(generator, area: envelope, to: output)
+            let summary = format == "pmtiles"
+                ? try await VectorTilePMTiles.export(generator, area: envelope, to: output)
+                : try await VectorTileMBTiles.export(generator, area: envelope, to: output)
             let seconds = Date().timeIntervalSince(started)
             let size = (try? FileManager.default.attributesOfItem(atPath: output.path)[.size] as? Int) ?? summary.bytes
             if json {
                 printJSON([
                     "file": .string(output.path), "tiles": .integer(Int64(summary.tiles)), "bytes": .integer(Int64(size)),
                     "features": .integer(Int64(summary.features)), "droppedForSize": .integer(Int64(summary.droppedForSize)),
+                    "unreadable": .array(summary.unreadable.map { ["layer": .string($0.layer), "objectid": $0.objectID.map { .integer($0) } ?? .null, "reason": .string($0.reason)] }),
                     "levels": .array(summary.levels.keys.sorted().map { ["level": .integer(Int64($0)), "tiles": .integer(Int64(summary.levels[$0]!.tiles))] }),
                     "seconds": .number(seconds),
                 ])
             } else {
                 print("wrote \(out): \(summary.tiles) tiles, zooms \(d.minZoom)–\(d.maxZoom), \(ProgressDisplay.count(Int64(size), "bytes")) in \(String(format: "%.1f", seconds)) s")
                 if summary.droppedForSize > 0 { print("\(summary.droppedForSize) features left out of tiles over \(d.maxTileBytes) bytes") }
+                if let first = summary.unreadable.first {
+                    print("\(summary.unreadable.count) features left out: their geometry cannot be read (first: \(first.layer) \(first.objectID.map { "objectid \($0)" } ?? ""): \(first.reason))")
+                }
             }
         }
     }
@@ -63,16 +70,26 @@ struct VectorTilesCommand: AsyncParsableCommand {
         static let configuration = CommandConfiguration(
             abstract: "Zooms, tiles, sizes, the largest tiles and the layers of a vector tile file.",
             discussion: "Every tile is decoded; one that does not decode is named and the command exits 1.")
-        @Argument(help: "An MBTiles file of vector tiles.") var file: String
+        @Argument(help: "An MBTiles file or PMTiles archive of vector tiles.") var file: String
         @Flag(help: "Print the result as JSON.") var json = false
 
         func run() async throws {
-            let reader = try VectorTileMBTilesReader(url: URL(fileURLWithPath: file))
-            let inspection = try VectorTileInspection.inspect { body in try reader.forEachTile(body) }
+            let url = URL(fileURLWithPath: file)
+            let pmtiles = url.pathExtension.lowercased() == "pmtiles"
+            let inspection: VectorTileInspection
+            if pmtiles {
+                let reader = try PMTilesReader(url: url)
+                guard reader.tileType == .mvt else { throw CLIFailure(message: "\(file) holds \(reader.tileType) tiles, not vector tiles") }
+                inspection = try VectorTileInspection.inspect { body in try reader.forEachTile(body) }
+            } else {
+                let reader = try VectorTileMBTilesReader(url: url)
+                inspection = try VectorTileInspection.inspect { body in try reader.forEachTile(body) }
+            }
+            let format = pmtiles ? "pmtiles" : "mbtiles"
             func key(_ k: TileKey) -> JSONValue { ["z": .integer(Int64(k.level)), "x": .integer(Int64(k.col)), "y": .integer(Int64(k.row))] }
             if json {
                 printJSON([
-                    "format": "mbtiles", "tiles": .integer(Int64(inspection.tiles)), "bytes": .integer(Int64(inspection.bytes)),
+                    "format": .string(format), "tiles": .integer(Int64(inspection.tiles)), "bytes": .integer(Int64(inspection.bytes)),
                     "levels": .array(inspection.levels.map { ["level": .integer(Int64($0.level)), "tiles": .integer(Int64($0.tiles)), "bytes": .integer(Int64($0.bytes))] }),
                     "largest": .array(inspection.largest.map { ["tile": key($0.key), "bytes": .integer(Int64($0.bytes))] }),
                     "layers": .array(inspection.layers.map { l in
@@ -85,7 +102,7 @@ struct VectorTilesCommand: AsyncParsableCommand {
                     "damaged": .array(inspection.damaged.map { ["tile": key($0.key), "reason": .string($0.reason)] }),
                 ])
             } else {
-                print("\(file): vector tiles (MBTiles), \(inspection.tiles) tiles, \(ProgressDisplay.count(Int64(inspection.bytes), "bytes")) of tiles")
+                print("\(file): vector tiles (\(pmtiles ? "PMTiles" : "MBTiles")), \(inspection.tiles) tiles, \(ProgressDisplay.count(Int64(inspection.bytes), "bytes")) of tiles")
                 for l in inspection.levels { print("  zoom \(l.level): \(l.tiles) tiles, \(ProgressDisplay.count(Int64(l.bytes), "bytes"))") }
                 print("largest: " + inspection.largest.map { "\($0.key.level)/\($0.key.col)/\($0.key.row) (\(ProgressDisplay.count(Int64($0.bytes), "bytes")))" }.joined(separator: ", "))
                 for l in inspection.layers {
