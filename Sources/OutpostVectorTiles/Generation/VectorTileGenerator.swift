@@ -361,7 +361,7 @@ public struct VectorTileGenerator: Sendable {
         case .integer(let i): .int(i)
         case .double(let d): d.isFinite ? .double(d) : nil
         case .string(let s): .string(s)
-        case .date(let date): .string(ISO8601DateFormatter().string(from: date))
+        case .date(let date): .string(date.ISO8601Format())
         }
     }
 

@@ -28,20 +28,20 @@ struct TileClipper {
     func clip(_ a: TileCoordinate, _ b: TileCoordinate) -> (Double, Double)? {
         var t0 = 0.0, t1 = 1.0
         let dx = b.x - a.x, dy = b.y - a.y
-        for (p, q) in [(-dx, a.x - lo), (dx, hi - a.x), (-dy, a.y - lo), (dy, hi - a.y)] {
-            if p == 0 {
-                if q < 0 { return nil }
+        // One edge of the square at a time (no array of them: this runs for every segment).
+        func edge(_ p: Double, _ q: Double) -> Bool {
+            if p == 0 { return q >= 0 }
+            let r = q / p
+            if p < 0 {
+                if r > t1 { return false }
+                if r > t0 { t0 = r }
             } else {
-                let r = q / p
-                if p < 0 {
-                    if r > t1 { return nil }
-                    if r > t0 { t0 = r }
-                } else {
-                    if r < t0 { return nil }
-                    if r < t1 { t1 = r }
-                }
+                if r < t0 { return false }
+                if r < t1 { t1 = r }
             }
+            return true
         }
+        guard edge(-dx, a.x - lo), edge(dx, hi - a.x), edge(-dy, a.y - lo), edge(dy, hi - a.y) else { return nil }
         return (t0, t1)
     }
 
