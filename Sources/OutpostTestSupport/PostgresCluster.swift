@@ -22,7 +22,7 @@ public final class PostgresCluster: @unchecked Sendable {
         let directory = URL(fileURLWithPath: NSTemporaryDirectory()).appendingPathComponent("outpost-pgc-\(UUID().uuidString.prefix(8))")
         try FileManager.default.createDirectory(at: directory, withIntermediateDirectories: true)
         try FileManager.default.setAttributes([.posixPermissions: 0o777], ofItemAtPath: directory.path)
-        let cluster = PostgresCluster(directory: directory, port: try freePort(), bin: bin)
+        let cluster = PostgresCluster(directory: directory, port: try LoopbackPort.free(), bin: bin)
         try await cluster.asOwner("\(bin.path)/initdb -D \(directory.path)/data -U outpost --auth=trust -E UTF8")
         try await cluster.startServer()
         try await cluster.psql("template1", "CREATE EXTENSION postgis")
@@ -88,10 +88,13 @@ public final class PostgresCluster: @unchecked Sendable {
         let run = try await ExternalTools.run(ExternalTools.python, ["-c", launcher] + argv)
         guard run.succeeded else { throw ReaderMismatch(description: "\(command): \(run.stderr)") }
     }
+}
 
+/// Ports on 127.0.0.1 for servers a test starts itself.
+public enum LoopbackPort {
     /// A free loopback port below the kernel's ephemeral range (32768 and up), so no outgoing
     /// connection or `--port 0` listener takes it between this check and the server's start.
-    static func freePort() throws -> Int {
+    public static func free() throws -> Int {
         for _ in 0..<200 {
             let port = Int.random(in: 20_000..<32_000)
             let fd = socket(AF_INET, Int32(SOCK_STREAM.rawValue), 0)

@@ -67,18 +67,7 @@ struct DemoTests {
         #expect(out.contains("conflict on inspections INS-0062 (notes)") && out.contains("both sides match"), "\(out)")
         let service = work.appendingPathComponent("services/street_inspections.gpkg")
         let replica = map.appendingPathComponent("data/street_inspections.gpkg")
-        let rows = try await ExternalTools.python(
-            """
-            import sys, sqlite3
-            def rows(path):
-                db = sqlite3.connect(f"file:{path}?mode=ro", uri=True)
-                return sorted(db.execute("SELECT globalid, inspection_id, status, priority, notes, inspector FROM inspections"))
-            service, replica = rows(sys.argv[1]), rows(sys.argv[2])
-            assert service == replica, [r for r in service if r not in replica] + ["|"] + [r for r in replica if r not in service]
-            merged = [r for r in service if r[1] == "INS-0062"][0]
-            assert merged[2:] == ("done", 1, "kerb stone reset; crossing safe", "crew 7"), merged
-            print(len(service))
-            """, [service.path, replica.path])
+        let rows = try await inspectionsOnBothSides(service: service, replica: replica)
         #expect(rows.succeeded && rows.stdout.trimmingCharacters(in: .whitespacesAndNewlines) == "75", "\(rows.stdout)\(rows.stderr)")
         let gdb = try Geodatabase.open(at: replica, readOnly: true)
         let table = try gdb.table(named: "inspections")
@@ -127,4 +116,24 @@ struct DemoTests {
         let notSamples = try await outpost(["demo", "--samples", elsewhere.url.path, "--workdir", dir.file("again").path], in: elsewhere.url)
         #expect(notSamples.status == 1 && notSamples.stderr.contains("is not a samples folder"), "\(notSamples.stderr)")
     }
+}
+
+/// The street inspections of a service and a replica read by Python's sqlite3: the same rows on
+/// both sides, INS-0062 carrying the crew's close and the office's priority (the conflict the
+/// demo and the quick start make), and `alsoAssert` (Python over `service` and `replica`, lists
+/// of (globalid, inspection_id, status, priority, notes, inspector)). Prints the row count.
+func inspectionsOnBothSides(service: URL, replica: URL, alsoAssert: String = "") async throws -> CommandResult {
+    try await ExternalTools.python(
+        """
+        import sys, sqlite3
+        def rows(path):
+            db = sqlite3.connect(f"file:{path}?mode=ro", uri=True)
+            return sorted(db.execute("SELECT globalid, inspection_id, status, priority, notes, inspector FROM inspections"))
+        service, replica = rows(sys.argv[1]), rows(sys.argv[2])
+        assert service == replica, [r for r in service if r not in replica] + ["|"] + [r for r in replica if r not in service]
+        merged = [r for r in service if r[1] == "INS-0062"][0]
+        assert merged[2:] == ("done", 1, "kerb stone reset; crossing safe", "crew 7"), merged
+        \(alsoAssert)
+        print(len(service))
+        """, [service.path, replica.path])
 }

@@ -340,7 +340,7 @@ struct ServiceCommand: AsyncParsableCommand {
                 summary.rejected ? "batch \(seq) rolled back (an edit is invalid; nothing applied)"
                     : summary.replayed ? "batch \(seq) had been applied before; its stored answer is replayed" : "batch \(seq): \(summary.edits) edits applied"
             } ?? "no edits"
-            line += "; \(summary.changes) changes up to generation \(summary.upto) in \(out)"
+            line += "; \(summary.changes) changes up to generation \(summary.upto) in \(out.path)"
             print(line)
         }
     }
