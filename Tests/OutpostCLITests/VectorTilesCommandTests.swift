@@ -34,6 +34,14 @@ struct VectorTilesCommandTests {
         let text = try await outpost(["vtiles", "inspect", out.path])
         #expect(text.stdout.contains("layer roads: lines, zooms 11–15"), "\(text.stdout)")
 
+        // The same tiles as a vector tile package: inspect sees the same tiles and layers.
+        let package = dir.file("helsinki.vtpk")
+        let packed = try await outpost(["vtiles", "export", gdb.path, "--definition", definition.path, "--out", package.path, "--json"])
+        #expect(packed.status == 0, "\(packed.stderr)")
+        #expect(try JSONValue.parse(Data(packed.stdout.utf8))["tiles"]?.integerValue == tiles, "\(packed.stdout)")
+        let unpacked = try JSONValue.parse(Data(try await outpost(["vtiles", "inspect", package.path, "--json"]).stdout.utf8))
+        #expect(unpacked["format"] == "vtpk" && unpacked["tiles"]?.integerValue == tiles && unpacked["layers"] == seen["layers"], "\(unpacked)")
+
         // GDAL reads the layers and the metadata's vector_layers.
         let info = try await ExternalTools.run("ogrinfo", ["-ro", "-so", "-al", "-oo", "ZOOM_LEVEL=15", out.path])
         #expect(info.status == 0 && info.stdout.contains("Layer name: roads") && info.stdout.contains("name: String"), "\(info.stdout)\(info.stderr)")

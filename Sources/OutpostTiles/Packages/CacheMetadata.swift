@@ -102,7 +102,10 @@ public struct TileCacheInfo: Hashable, Sendable {
         func bad(_ message: String) -> TileCacheError { TileCacheError(.corrupt, "root.json: \(message)", file: file) }
         let json: JSONValue
         do { json = try bytes.withUnsafeBufferPointer { try JSONValue.parse($0) } } catch { throw bad("not JSON (\(error))") }
-        guard let storage = json["storageInfo"], storage["storageFormat"]?.stringValue == "esriMapCacheStorageModeCompactV2" else {
+        // A tile package names its storage at the top; a vector tile package under resourceInfo.
+        guard let storage = json["storageInfo"] ?? json["resourceInfo"]?["cacheInfo"]?["storageInfo"],
+            ["esriMapCacheStorageModeCompactV2", "compactV2"].contains(storage["storageFormat"]?.stringValue ?? "")
+        else {
             throw TileCacheError(.unsupported, "root.json: the storage format is not Compact Cache V2", file: file)
         }
         guard storage["packetSize"]?.integerValue == 128 else { throw bad("packetSize must be 128") }
@@ -128,7 +131,7 @@ public struct TileCacheInfo: Hashable, Sendable {
         }
         var info = TileCacheInfo(
             name: json["name"]?.stringValue ?? fallback, scheme: scheme, minLevel: minLevel, maxLevel: maxLevel,
-            format: json["tileImageInfo"]?["format"]?.stringValue ?? "MIXED", fullExtent: extent)
+            format: json["tileImageInfo"]?["format"]?.stringValue ?? tileInfo["format"]?.stringValue ?? "MIXED", fullExtent: extent)
         info.compressionQuality = Int(json["tileImageInfo"]?["compressionQuality"]?.doubleValue ?? 0)
         return info
     }

@@ -19,7 +19,8 @@ public final class TileCache: Loadable, Sendable {
     }
 
     private enum Layout: Sendable {
-        case package(StoredZipReader)
+        /// A stored ZIP with its bundles under a folder (`tile/`; `p12/tile/` in a `.vtpk`).
+        case package(StoredZipReader, tileFolder: String)
         case exploded(URL)
         case mbtiles(MBTilesReader)
     }
@@ -92,6 +93,15 @@ public final class TileCache: Loadable, Sendable {
             throw TileCacheError(.unsupported, "not a tile package (.tpkx) or an exploded cache folder", file: fileURL.path)
         }
         let zip = try StoredZipReader(file: file)
+        if try zip.dataRange(of: "root.json") == nil, let root = try zip.read("p12/root.json") {
+            // A vector tile package: gzipped Mapbox Vector Tiles in the bundles.
+            let info = try TileCacheInfo.fromRootJSON(root, name: name, file: fileURL.path)
+            state.withLock {
+                $0.info = info
+                $0.layout = .package(zip, tileFolder: "p12/tile/")
+            }
+            return
+        }
         guard let root = try zip.read("root.json") else {
             if zip.entries.keys.contains(where: { $0.hasSuffix("conf.xml") }) {
                 throw TileCacheError(.unsupported, "a .tpk (Compact Cache V1 package); only .tpkx is read", file: fileURL.path)
@@ -101,7 +111,7 @@ public final class TileCache: Loadable, Sendable {
         let info = try TileCacheInfo.fromRootJSON(root, name: name, file: fileURL.path)
         state.withLock {
             $0.info = info
-            $0.layout = .package(zip)
+            $0.layout = .package(zip, tileFolder: "tile/")
         }
     }
 
@@ -120,6 +130,19 @@ public final class TileCache: Loadable, Sendable {
     /// The tile at `key`, nil when the cache has none there.
     public func tile(_ key: TileKey) throws -> [UInt8]? { try tile(level: key.level, row: key.row, col: key.col) }
 
+    /// A file inside a package (a `.tpkx` or `.vtpk`; `p12/resources/styles/root.json`, say), nil
+    /// when it has none of that name or the cache is not a package.
+    public func resource(named name: String) throws -> [UInt8]? {
+        guard case .package(let zip, _) = state.withLock({ $0.layout }) else { return nil }
+        return try zip.read(name)
+    }
+
+    /// Whether the cache is a vector tile package (gzipped Mapbox Vector Tiles under `p12/tile/`).
+    public var isVectorTilePackage: Bool {
+        if case .package(_, let folder) = state.withLock({ $0.layout }) { return folder == "p12/tile/" }
+        return false
+    }
+
     private func bundle(for key: TileKey) throws -> BundleReader? {
         guard let layout = state.withLock({ $0.layout }) else {
             throw TileCacheError(.io, "the tile cache is not loaded; call load() first", file: fileURL.path)
@@ -130,9 +153,9 @@ public final class TileCache: Loadable, Sendable {
         let origin = TileKey(level: key.level, row: key.row - key.row % CompactBundle.packetSize, col: key.col - key.col % CompactBundle.packetSize)
         let reader: BundleReader
         switch layout {
-        case .package(let zip):
-            guard let (offset, size) = try zip.dataRange(of: "tile/\(path)") else { return nil }
-            reader = try BundleReader(source: zip.file, start: offset, length: size, name: "\(fileURL.lastPathComponent)/tile/\(path)", origin: origin)
+        case .package(let zip, let folder):
+            guard let (offset, size) = try zip.dataRange(of: folder + path) else { return nil }
+            reader = try BundleReader(source: zip.file, start: offset, length: size, name: "\(fileURL.lastPathComponent)/\(folder)\(path)", origin: origin)
         case .mbtiles:
             return nil
         case .exploded(let root):
@@ -219,10 +242,10 @@ public final class TileCache: Loadable, Sendable {
                 damage.append(BundleDamage(bundle: fileURL.path, error: TileCacheError(.corrupt, problem, file: fileURL.path), damagedTiles: 0))
             }
             return Inspection(levels: try reader.summary(), damage: damage)
-        case .package(let zip):
-            for name in zip.entries.keys.sorted() where name.hasPrefix("tile/L") && name.hasSuffix(".bundle") {
-                let parts = name.split(separator: "/")
-                guard parts.count == 3, let level = Int(parts[1].dropFirst()), let (offset, size) = try zip.dataRange(of: name) else { continue }
+        case .package(let zip, let folder):
+            for name in zip.entries.keys.sorted() where name.hasPrefix(folder + "L") && name.hasSuffix(".bundle") {
+                let parts = name.dropFirst(folder.count).split(separator: "/")
+                guard parts.count == 2, let level = Int(parts[0].dropFirst()), let (offset, size) = try zip.dataRange(of: name) else { continue }
                 try add(
                     level: level,
                     try BundleReader(

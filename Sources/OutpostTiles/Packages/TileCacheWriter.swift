@@ -32,6 +32,8 @@ public final class TileCacheWriter {
     /// The tiling scheme and levels written.
     public let info: TileCacheInfo
     let journalURL: URL?
+    /// The folder of the package's bundles inside its ZIP (`tile/` in a `.tpkx`).
+    public let tileFolder: String
     private var zip: StoredZipWriter?
     private var mbtiles: MBTilesWriter?
     private var current: Current?
@@ -60,6 +62,7 @@ public final class TileCacheWriter {
         self.url = url
         self.info = info
         self.journalURL = journal
+        self.tileFolder = "tile/"
         switch format {
         case .tilePackage:
             let zip = StoredZipWriter(file: try OutputFile(url: url))
@@ -77,13 +80,32 @@ public final class TileCacheWriter {
         }
     }
 
+    /// Starts a package of another kind that keeps Compact Cache V2 bundles in a stored ZIP (a
+    /// vector tile package keeps them under `p12/tile/`): `entries` first, in order, then the
+    /// bundles under `tileFolder` (ending in `/`); ``finish(appending:)`` can add entries known
+    /// only at the end.
+    public init(packageAt url: URL, info: TileCacheInfo, tileFolder: String, entries: [(name: String, bytes: [UInt8])], journal: URL? = nil) throws {
+        self.format = .tilePackage
+        self.url = url
+        self.info = info
+        self.journalURL = journal
+        self.tileFolder = tileFolder.hasSuffix("/") ? tileFolder : tileFolder + "/"
+        let zip = StoredZipWriter(file: try OutputFile(url: url))
+        for entry in entries {
+            if entry.name.hasSuffix("/") { try zip.addDirectory(entry.name) } else { try zip.addEntry(entry.name, bytes: entry.bytes) }
+        }
+        try zip.addDirectory(self.tileFolder)
+        self.zip = zip
+    }
+
     /// Continues a writer from the state its ``checkpoint()`` returned; whatever reached the files
     /// after that checkpoint is cut off.
-    public init(resuming state: JSONValue, format: Format, at url: URL, info: TileCacheInfo, journal: URL) throws {
+    public init(resuming state: JSONValue, format: Format, at url: URL, info: TileCacheInfo, journal: URL, tileFolder: String = "tile/") throws {
         self.format = format
         self.url = url
         self.info = info
         self.journalURL = journal
+        self.tileFolder = tileFolder
         func int(_ key: String) -> Int64 { state[key]?.integerValue ?? 0 }
         tilesWritten = Int(int("tiles"))
         sharedTiles = Int(int("shared"))
@@ -107,7 +129,7 @@ public final class TileCacheWriter {
             }
             let file = try OutputFile(url: url, truncateAt: fileLength)
             zip = StoredZipWriter(file: file, resuming: entries)
-            for e in entries where e.name.hasPrefix("tile/") && e.name.hasSuffix(".bundle") { finishedBundles.insert(String(e.name.dropFirst(5))) }
+            for e in entries where e.name.hasPrefix(tileFolder) && e.name.hasSuffix(".bundle") { finishedBundles.insert(String(e.name.dropFirst(tileFolder.count))) }
             bundleFile = file
         }
         guard let bundle = state["bundle"], !bundle.isNull, let level = bundle["level"]?.integerValue, let row0 = bundle["row0"]?.integerValue,
@@ -116,7 +138,7 @@ public final class TileCacheWriter {
         let path = bundlePath(level: Int(level), row0: Int(row0), col0: Int(col0))
         if format == .tilePackage {
             guard let headerOffset = bundle["headerOffset"]?.integerValue else { throw TileCacheError(.corrupt, "the export state names no entry", file: url.path) }
-            zip!.resumeEntry("tile/\(path)", headerOffset: headerOffset, dataStart: start)
+            zip!.resumeEntry(tileFolder + path, headerOffset: headerOffset, dataStart: start)
         } else {
             bundleFile = try OutputFile(url: url.appendingPathComponent("_alllayers").appendingPathComponent(path), truncateAt: fileLength)
         }
@@ -176,8 +198,8 @@ public final class TileCacheWriter {
         switch format {
         case .tilePackage:
             let zip = zip!
-            if levelFolders.insert(level).inserted { try zip.addDirectory("tile/\(CompactBundle.levelFolder(level))/") }
-            try zip.beginEntry("tile/\(path)")
+            if levelFolders.insert(level).inserted { try zip.addDirectory("\(tileFolder)\(CompactBundle.levelFolder(level))/") }
+            try zip.beginEntry(tileFolder + path)
             current = Current(level: level, row0: row0, col0: col0, writer: try BundleWriter(file: zip.file, journal: journal), file: zip.file, journal: journal, sharedBefore: 0)
         case .exploded, .mbtiles:
             let folder = url.appendingPathComponent("_alllayers").appendingPathComponent(CompactBundle.levelFolder(level))
@@ -235,8 +257,9 @@ public final class TileCacheWriter {
         return .object(state)
     }
 
-    /// Finishes the last bundle and the package, and makes everything durable.
-    public func finish() throws {
+    /// Finishes the last bundle and the package (`entries` after the bundles, a package's only),
+    /// and makes everything durable.
+    public func finish(appending entries: [(name: String, bytes: [UInt8])] = []) throws {
         if let mbtiles {
             try mbtiles.finish()
             sharedTiles += mbtiles.sharedTiles
@@ -244,6 +267,9 @@ public final class TileCacheWriter {
         }
         try finishBundle()
         if let zip {
+            for entry in entries {
+                if entry.name.hasSuffix("/") { try zip.addDirectory(entry.name) } else { try zip.addEntry(entry.name, bytes: entry.bytes) }
+            }
             try zip.finish()
             try zip.file.sync()
         }

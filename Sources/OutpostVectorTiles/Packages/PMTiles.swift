@@ -171,16 +171,12 @@ public enum PMTiles {
 public final class PMTilesWriter {
     /// The archive written.
     public let url: URL
-    private let spoolURL: URL
     private let partialURL: URL
-    private let spool: FileHandle
-    private var spoolSize: UInt64 = 0
-    private var contents: [ContentPrint: (offset: UInt64, length: UInt32)] = [:]
-    private var entries: [PMTiles.Entry] = []
+    private let spool: TileSpool
     private let tileType: PMTiles.TileType
     private let tileCompression: PMTiles.Compression
     /// Tiles added.
-    public private(set) var tilesWritten = 0
+    public var tilesWritten: Int { spool.entries.count }
 
     /// A writer of `url`; tiles of `tileType` stored with `tileCompression` (gzip for vector
     /// tiles as the generator makes them).
@@ -189,46 +185,25 @@ public final class PMTilesWriter {
         self.url = url
         self.tileType = tileType
         self.tileCompression = tileCompression
-        spoolURL = url.deletingLastPathComponent().appendingPathComponent(url.lastPathComponent + ".tiles")
         partialURL = url.deletingLastPathComponent().appendingPathComponent(url.lastPathComponent + ".partial")
-        guard FileManager.default.createFile(atPath: spoolURL.path, contents: nil), let handle = FileHandle(forUpdatingAtPath: spoolURL.path) else {
-            throw VectorTileError(.io, "cannot create \(spoolURL.path)")
-        }
-        spool = handle
+        spool = try TileSpool(beside: url)
     }
 
     deinit {
-        try? spool.close()
-        try? FileManager.default.removeItem(at: spoolURL)
         try? FileManager.default.removeItem(at: partialURL)
     }
 
     /// Adds a tile (XYZ rows).
-    public func add(_ key: TileKey, data: [UInt8]) throws {
-        guard !data.isEmpty, let length = UInt32(exactly: data.count) else { return }
-        let print = data.withUnsafeBytes { ContentPrint($0) }
-        let id = PMTiles.tileID(z: key.level, x: key.col, y: key.row)
-        if let known = contents[print] {
-            entries.append(PMTiles.Entry(tileID: id, offset: known.offset, length: known.length, runLength: 1))
-        } else {
-            do {
-                try spool.write(contentsOf: data)
-            } catch {
-                throw VectorTileError(.io, "cannot write \(spoolURL.lastPathComponent): \(error.localizedDescription)")
-            }
-            contents[print] = (spoolSize, length)
-            entries.append(PMTiles.Entry(tileID: id, offset: spoolSize, length: length, runLength: 1))
-            spoolSize += UInt64(length)
-        }
-        tilesWritten += 1
-    }
+    public func add(_ key: TileKey, data: [UInt8]) throws { try spool.add(key, data: data) }
 
     /// Writes the archive with `metadata` (a JSON object; `vector_layers` for vector tiles),
     /// the zooms, bounds and centre (longitude/latitude), and moves it into place.
     public func finish(metadata: JSONValue, minZoom: Int, maxZoom: Int, bounds: Envelope, center: (lon: Double, lat: Double, zoom: Int)) throws {
         // Tiles in id order, identical contents once, at their new offsets; runs of one content
         // at consecutive ids become one entry.
-        entries.sort { $0.tileID < $1.tileID }
+        let entries = spool.entries.map { e in
+            PMTiles.Entry(tileID: PMTiles.tileID(z: Int(e.level), x: Int(e.col), y: Int(e.row)), offset: e.offset, length: e.length, runLength: 1)
+        }.sorted { $0.tileID < $1.tileID }
         var placed: [UInt64: UInt64] = [:]
         var order: [(spoolOffset: UInt64, length: UInt32)] = []
         var dataSize: UInt64 = 0
@@ -316,11 +291,7 @@ public final class PMTilesWriter {
             var buffer: [UInt8] = []
             buffer.reserveCapacity(1 << 20)
             for (spoolOffset, length) in order {
-                try spool.seek(toOffset: spoolOffset)
-                guard let data = try spool.read(upToCount: Int(length)), data.count == Int(length) else {
-                    throw VectorTileError(.io, "the spool \(spoolURL.lastPathComponent) ended early")
-                }
-                buffer += data
+                buffer += try spool.read(offset: spoolOffset, length: length)
                 if buffer.count >= 1 << 20 {
                     try out.write(contentsOf: buffer)
                     buffer.removeAll(keepingCapacity: true)
@@ -330,7 +301,7 @@ public final class PMTilesWriter {
             try out.synchronize()
             if FileManager.default.fileExists(atPath: url.path) { try FileManager.default.removeItem(at: url) }
             try FileManager.default.moveItem(at: partialURL, to: url)
-            try? FileManager.default.removeItem(at: spoolURL)
+            spool.discard()
         } catch let error as VectorTileError {
             throw error
         } catch {

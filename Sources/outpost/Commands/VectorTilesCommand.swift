@@ -19,10 +19,12 @@ struct VectorTilesCommand: AsyncParsableCommand {
                 fields and zooms (docs/tiles.md, "Vector tiles"). Tiles are Mapbox Vector Tile 2.1, \
                 gzipped, 4096 units across with a buffer; points thin out below the last zoom and a tile \
                 over 500 KB sheds its least visible features. The output is MBTiles (format pbf, with \
-                vector_layers), written beside and renamed into place when complete.
+                vector_layers), PMTiles v3 (clustered, identical tiles once) or a vector tile package \
+                (.vtpk: Compact Cache V2 bundles, root.json, tile map and a style of the layers, as \
+                ArcGIS reads it), written beside and renamed into place when complete.
                 """)
         @Argument(help: "The geodatabase (.gpkg).") var source: String
-        @Option(help: "The file to write: file.mbtiles or file.pmtiles.") var out: String
+        @Option(help: "The file to write: file.mbtiles, file.pmtiles or file.vtpk.") var out: String
         @Option(parsing: .unconditional, help: "Area: xmin,ymin,xmax,ymax in longitude/latitude (default: all the layers).") var area: String?
         @Option(help: "The first zoom (default 0, or the definition's).") var minZoom: Int?
         @Option(help: "The last zoom (default 14, or the definition's).") var maxZoom: Int?
@@ -32,8 +34,8 @@ struct VectorTilesCommand: AsyncParsableCommand {
         func run() async throws {
             let output = URL(fileURLWithPath: out)
             let format = output.pathExtension.lowercased()
-            guard format == "mbtiles" || format == "pmtiles" else {
-                throw ValidationError("--out must end in .mbtiles or .pmtiles (the vector tile package output is not written yet)")
+            guard ["mbtiles", "pmtiles", "vtpk"].contains(format) else {
+                throw ValidationError("--out must end in .mbtiles, .pmtiles or .vtpk")
             }
             let gdb = try Geodatabase.open(at: URL(fileURLWithPath: source), readOnly: true)
             defer { try? gdb.close() }
@@ -43,9 +45,12 @@ struct VectorTilesCommand: AsyncParsableCommand {
             let generator = try VectorTileGenerator(geodatabase: gdb, definition: d)
             let envelope = try area.map { try WebMercator.convert(try parseExtent($0), from: .wgs84, to: .webMercator) }
             let started = Date()
-            let summary = format == "pmtiles"
-                ? try await VectorTilePMTiles.export(generator, area: envelope, to: output)
-                : try await VectorTileMBTiles.export(generator, area: envelope, to: output)
+            let summary: VectorTileGenerator.Summary
+            switch format {
+            case "pmtiles": summary = try await VectorTilePMTiles.export(generator, area: envelope, to: output)
+            case "vtpk": summary = try await VectorTilePackage.export(generator, area: envelope, to: output)
+            default: summary = try await VectorTileMBTiles.export(generator, area: envelope, to: output)
+            }
             let seconds = Date().timeIntervalSince(started)
             let size = (try? FileManager.default.attributesOfItem(atPath: output.path)[.size] as? Int) ?? summary.bytes
             if json {
@@ -70,22 +75,25 @@ struct VectorTilesCommand: AsyncParsableCommand {
         static let configuration = CommandConfiguration(
             abstract: "Zooms, tiles, sizes, the largest tiles and the layers of a vector tile file.",
             discussion: "Every tile is decoded; one that does not decode is named and the command exits 1.")
-        @Argument(help: "An MBTiles file or PMTiles archive of vector tiles.") var file: String
+        @Argument(help: "An MBTiles file, PMTiles archive or vector tile package (.vtpk).") var file: String
         @Flag(help: "Print the result as JSON.") var json = false
 
         func run() async throws {
             let url = URL(fileURLWithPath: file)
-            let pmtiles = url.pathExtension.lowercased() == "pmtiles"
+            let format = ["pmtiles", "vtpk"].contains(url.pathExtension.lowercased()) ? url.pathExtension.lowercased() : "mbtiles"
             let inspection: VectorTileInspection
-            if pmtiles {
+            switch format {
+            case "pmtiles":
                 let reader = try PMTilesReader(url: url)
                 guard reader.tileType == .mvt else { throw CLIFailure(message: "\(file) holds \(reader.tileType) tiles, not vector tiles") }
                 inspection = try VectorTileInspection.inspect { body in try reader.forEachTile(body) }
-            } else {
+            case "vtpk":
+                let reader = try await VectorTilePackageReader(url: url)
+                inspection = try VectorTileInspection.inspect { body in try reader.forEachTile(body) }
+            default:
                 let reader = try VectorTileMBTilesReader(url: url)
                 inspection = try VectorTileInspection.inspect { body in try reader.forEachTile(body) }
             }
-            let format = pmtiles ? "pmtiles" : "mbtiles"
             func key(_ k: TileKey) -> JSONValue { ["z": .integer(Int64(k.level)), "x": .integer(Int64(k.col)), "y": .integer(Int64(k.row))] }
             if json {
                 printJSON([
@@ -102,7 +110,7 @@ struct VectorTilesCommand: AsyncParsableCommand {
                     "damaged": .array(inspection.damaged.map { ["tile": key($0.key), "reason": .string($0.reason)] }),
                 ])
             } else {
-                print("\(file): vector tiles (\(pmtiles ? "PMTiles" : "MBTiles")), \(inspection.tiles) tiles, \(ProgressDisplay.count(Int64(inspection.bytes), "bytes")) of tiles")
+                print("\(file): vector tiles (\(["pmtiles": "PMTiles", "vtpk": "vector tile package"][format] ?? "MBTiles")), \(inspection.tiles) tiles, \(ProgressDisplay.count(Int64(inspection.bytes), "bytes")) of tiles")
                 for l in inspection.levels { print("  zoom \(l.level): \(l.tiles) tiles, \(ProgressDisplay.count(Int64(l.bytes), "bytes"))") }
                 print("largest: " + inspection.largest.map { "\($0.key.level)/\($0.key.col)/\($0.key.row) (\(ProgressDisplay.count(Int64($0.bytes), "bytes")))" }.joined(separator: ", "))
                 for l in inspection.layers {
