@@ -207,7 +207,7 @@ let package = Package(
             name: "OutpostServer",
             dependencies: [
                 "OutpostSQLiteService", "OutpostSyncService", "OutpostProtocol", "OutpostTiles", "OutpostTileCodecs", "OutpostStorage", "OutpostCore", "OutpostDigest", "OutpostGeoprocessing",
-                "OutpostLocator", "OutpostRouting",
+                "OutpostLocator", "OutpostRouting", "OutpostVectorTiles",
                 // Whole JSON answers gzipped by libdeflate (streamed ones through CompressNIO).
                 "CDeflate",
                 // Geoprocessing job records (already in the graph through OutpostStorage).

@@ -7,6 +7,7 @@ import OutpostSQLiteService
 import OutpostStorage
 import OutpostSyncService
 import OutpostTiles
+import OutpostVectorTiles
 
 /// A service whose file could not be opened when the server started: the server serves the
 /// others, lists it as unavailable and answers its requests with 503.
@@ -41,6 +42,8 @@ public struct ServiceFiles {
     public var backends: [any FeatureServiceBackend] = []
     /// Tile caches, for MapServers.
     public var tileCaches: [URL] = []
+    /// Vector tile files (`.vtpk`, `.pmtiles`, MBTiles of `pbf`), for VectorTileServers.
+    public var vectorTiles: [VectorTileArchive] = []
     /// Geoprocessing services.
     public var geoprocessing: [GeoprocessingService] = []
     /// Locators, for GeocodeServers.
@@ -62,8 +65,8 @@ extension ServiceDirectory {
     public convenience init(loading path: URL, name: String? = nil) async throws {
         let found = try await Self.open(at: path, name: name)
         self.init(
-            found.backends, tileCaches: found.tileCaches, geoprocessing: found.geoprocessing, locators: found.locators, networks: found.networks,
-            maps: found.maps)
+            found.backends, tileCaches: found.tileCaches, vectorTiles: found.vectorTiles, geoprocessing: found.geoprocessing, locators: found.locators,
+            networks: found.networks, maps: found.maps)
     }
 
     /// Opens the services of a path: a service GeoPackage, a tile cache, a geoprocessing
@@ -110,6 +113,14 @@ extension ServiceDirectory {
                     try await TileCache(fileURL: url).load()
                     files.tileCaches.append(url)
                 }
+            case .vectorTiles?:
+                try await attempt(url, "VectorTileServer", name: stem) {
+                    do {
+                        files.vectorTiles.append(try await VectorTileArchive(url: url))
+                    } catch let error as VectorTileError {
+                        throw ServiceError(500, error.message)
+                    }
+                }
             case .geoprocessing?:
                 try await attempt(url, "GPServer", name: String(url.lastPathComponent.dropLast(".gp.json".count))) {
                     files.geoprocessing.append(try await GeoprocessingService(contentsOf: url))
@@ -128,9 +139,9 @@ extension ServiceDirectory {
                 continue
             }
         }
-        let served = files.backends.count + files.tileCaches.count + files.geoprocessing.count + files.locators.count + files.networks.count
+        let served = files.backends.count + files.tileCaches.count + files.vectorTiles.count + files.geoprocessing.count + files.locators.count + files.networks.count
         guard served + files.unavailable.filter({ $0.type != "map" }).count > 0 else {
-            throw ServiceError(404, "\(path.path) holds no service .gpkg files, tile caches, .gp.json geoprocessing services, .locator or .network files")
+            throw ServiceError(404, "\(path.path) holds no service .gpkg files, tile caches, vector tiles, .gp.json geoprocessing services, .locator or .network files")
         }
         return files
     }
@@ -139,6 +150,8 @@ extension ServiceDirectory {
     private enum Kind {
         /// `.tpkx`, `.mbtiles` or an exploded cache folder (`conf.xml` inside): a MapServer.
         case tileCache
+        /// `.vtpk`, `.pmtiles`, or `.mbtiles` of vector tiles: a VectorTileServer.
+        case vectorTiles
         /// `<name>.gp.json`: a GPServer.
         case geoprocessing
         /// `<name>.locator`: a GeocodeServer.
@@ -151,7 +164,9 @@ extension ServiceDirectory {
         init?(_ url: URL) {
             let file = url.lastPathComponent.lowercased()
             switch url.pathExtension.lowercased() {
-            case "tpkx", "mbtiles": self = .tileCache
+            case "tpkx": self = .tileCache
+            case "vtpk", "pmtiles": self = .vectorTiles
+            case "mbtiles": self = VectorTileArchive.holdsVectorTiles(mbtiles: url) ? .vectorTiles : .tileCache
             case "locator": self = .locator
             case "network": self = .network
             default:
@@ -172,14 +187,14 @@ extension ServiceDirectory {
     /// database's added): two with one name are refused.
     public convenience init(checking files: ServiceFiles) throws {
         try self.init(
-            checking: files.backends, tileCaches: files.tileCaches, geoprocessing: files.geoprocessing, locators: files.locators,
-            networks: files.networks, maps: files.maps, unavailable: files.unavailable)
+            checking: files.backends, tileCaches: files.tileCaches, vectorTiles: files.vectorTiles, geoprocessing: files.geoprocessing,
+            locators: files.locators, networks: files.networks, maps: files.maps, unavailable: files.unavailable)
     }
 
     /// Services from several places (files and a database): two with one name are refused.
     public convenience init(
-        checking backends: [any FeatureServiceBackend], tileCaches: [URL] = [], geoprocessing: [GeoprocessingService] = [], locators: [LocalLocator] = [],
-        networks: [RoadNetwork] = [], maps: [URL] = [], unavailable: [UnavailableService] = []
+        checking backends: [any FeatureServiceBackend], tileCaches: [URL] = [], vectorTiles: [VectorTileArchive] = [], geoprocessing: [GeoprocessingService] = [],
+        locators: [LocalLocator] = [], networks: [RoadNetwork] = [], maps: [URL] = [], unavailable: [UnavailableService] = []
     ) throws {
         var seen = Set<String>()
         for b in backends where !seen.insert(b.name.lowercased()).inserted {
@@ -197,7 +212,12 @@ extension ServiceDirectory {
         for n in networks where !networkSeen.insert(n.url.deletingPathExtension().lastPathComponent.lowercased()).inserted {
             throw ServiceError(409, "two networks are named \(n.url.deletingPathExtension().lastPathComponent)")
         }
+        var vectorSeen = Set<String>()
+        for v in vectorTiles where !vectorSeen.insert(v.name.lowercased()).inserted {
+            throw ServiceError(409, "two vector tile files are named \(v.name)")
+        }
         self.init(
-            backends, tileCaches: tileCaches, geoprocessing: geoprocessing, locators: locators, networks: networks, maps: maps, unavailable: unavailable)
+            backends, tileCaches: tileCaches, vectorTiles: vectorTiles, geoprocessing: geoprocessing, locators: locators, networks: networks, maps: maps,
+            unavailable: unavailable)
     }
 }

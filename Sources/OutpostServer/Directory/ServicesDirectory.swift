@@ -89,7 +89,7 @@ struct DirectoryView: Sendable {
     var title: String {
         guard segments.count > 1 else { return "Services" }
         let last = segments[segments.count - 1]
-        if ["FeatureServer", "MapServer"].contains(last) { return "\(segments[segments.count - 2]) (\(last))" }
+        if ["FeatureServer", "MapServer", "VectorTileServer"].contains(last) { return "\(segments[segments.count - 2]) (\(last))" }
         return last
     }
 
@@ -98,7 +98,7 @@ struct DirectoryView: Sendable {
         // Resources above this one; a service's name alone is no resource (no folders here).
         var crumbs: [[String: Any]] = []
         for i in 0..<max(segments.count - 1, 0) {
-            let kinds = ["FeatureServer", "MapServer"]
+            let kinds = ["FeatureServer", "MapServer", "VectorTileServer"]
             if i + 1 < segments.count, kinds.contains(segments[i + 1]) { continue }
             let name = i == 0 ? "Services" : kinds.contains(segments[i]) ? "\(segments[i - 1]) (\(segments[i]))" : segments[i]
             crumbs.append(["name": name, "href": href(Array(segments[0...i]))])

@@ -103,6 +103,7 @@ public struct FeatureServerResponder: HTTPResponder {
             ("/arcgis/rest/services", catalogTable()),
             (RouterPath("\(services)/FeatureServer"), featureServerTable()),
             (RouterPath("\(services)/MapServer"), mapServerTable()),
+            (RouterPath("\(services)/VectorTileServer"), VectorTileServerRoutes.table(service: vectorTileService)),
             (RouterPath("\(services)/GPServer"), GPServerRoutes.table(service: geoprocessingService)),
             (RouterPath("\(services)/GeocodeServer"), GeocodeServerRoutes.table(locator: locator)),
             (RouterPath("\(services)/NAServer"), NAServerRoutes.table(network: network)),
@@ -273,7 +274,7 @@ public struct FeatureServerResponder: HTTPResponder {
         for path: RouterPath in [":service", ":service/**"] {
             table.on(path, access: .granted(.query)) { call in
                 // Below a type the server has, a route none of its routes takes.
-                if let type = call.rest.first, ["FeatureServer", "MapServer", "GPServer", "GeocodeServer", "NAServer"].contains(type) {
+                if let type = call.rest.first, ["FeatureServer", "MapServer", "VectorTileServer", "GPServer", "GeocodeServer", "NAServer"].contains(type) {
                     throw ServiceError.notFound(call.request.uri.path)
                 }
                 throw ServiceError.notFound("service \(try call.service)")
@@ -290,6 +291,17 @@ public struct FeatureServerResponder: HTTPResponder {
         return GPServerRoutes(
             service: gp, resolver: GPLayerResolver(services: services, publicBase: publicURL.base, limit: gp.definition.maximumRecords),
             parameters: call.parameters, writing: resourcePage(call), serviceURL: publicURL.service(gp.name, "GPServer"), contentType: call.request.headers[.contentType])
+    }
+
+    /// The vector tile service the path names.
+    @Sendable private func vectorTileService(_ call: RoutedRequest) throws -> VectorTileServerRoutes {
+        let name = try call.service
+        guard let archive = services.vectorTiles(named: name) else {
+            throw services.notServed(name, types: ["VectorTileServer"], described: "vector tile service \(name)")
+        }
+        let publicURL = PublicURL(call.request, configuration: configuration)
+        return VectorTileServerRoutes(
+            archive: archive, serviceURL: publicURL.service(archive.name, "VectorTileServer"), parameters: call.parameters, writing: resourcePage(call), metrics: metrics)
     }
 
     /// The locator the path names.
@@ -340,6 +352,7 @@ public struct FeatureServerResponder: HTTPResponder {
             "services": .array(
                 services.names.filter(visible).map { ["name": .string($0), "type": "FeatureServer"] }
                     + services.mapServiceNames.filter(visible).map { ["name": .string($0), "type": "MapServer"] }
+                    + services.vectorTileServiceNames.filter(visible).map { ["name": .string($0), "type": "VectorTileServer"] }
                     + services.geoprocessingNames.filter(visible).map { ["name": .string($0), "type": "GPServer"] }
                     + services.locatorNames.filter(visible).map { ["name": .string($0), "type": "GeocodeServer"] }
                     + services.networkNames.filter(visible).map { ["name": .string($0), "type": "NAServer"] }

@@ -3,12 +3,16 @@ import OutpostLocator
 import OutpostRouting
 import OutpostSyncService
 import OutpostTiles
+import OutpostVectorTiles
 
 /// The services a server hosts, by name (case-insensitive).
 public final class ServiceDirectory: Sendable {
     private let backends: [String: any FeatureServiceBackend]
     /// Tiled map services (`…/MapServer`), by name: tile caches on disk.
     private let tileCaches: [String: (name: String, cache: TileCache)]
+
+    /// Vector tile services (`…/VectorTileServer`), by name: vector tile files on disk.
+    private let vectorTiles: [String: VectorTileArchive]
 
     /// Geoprocessing services (`…/GPServer`), by name.
     private let geoprocessing: [String: GeoprocessingService]
@@ -23,10 +27,11 @@ public final class ServiceDirectory: Sendable {
 
     /// A directory of these services (names are matched without regard to case).
     public init(
-        _ backends: [any FeatureServiceBackend], tileCaches: [URL] = [], geoprocessing: [GeoprocessingService] = [], locators: [LocalLocator] = [],
-        networks: [RoadNetwork] = [], maps: [URL] = [], unavailable: [UnavailableService] = []
+        _ backends: [any FeatureServiceBackend], tileCaches: [URL] = [], vectorTiles: [VectorTileArchive] = [], geoprocessing: [GeoprocessingService] = [],
+        locators: [LocalLocator] = [], networks: [RoadNetwork] = [], maps: [URL] = [], unavailable: [UnavailableService] = []
     ) {
         self.unavailable = unavailable
+        self.vectorTiles = Dictionary(vectorTiles.map { ($0.name.lowercased(), $0) }, uniquingKeysWith: { first, _ in first })
         self.maps = Dictionary(
             maps.map { url in
                 let name = String(url.lastPathComponent.dropLast(".map.json".count))
@@ -55,6 +60,12 @@ public final class ServiceDirectory: Sendable {
 
     /// The names of the tiled map services.
     public var mapServiceNames: [String] { tileCaches.values.map(\.name).sorted() }
+
+    /// The names of the vector tile services.
+    public var vectorTileServiceNames: [String] { vectorTiles.values.map(\.name).sorted() }
+
+    /// The vector tiles behind `name`'s VectorTileServer, in any case.
+    public func vectorTiles(named name: String) -> VectorTileArchive? { vectorTiles[name.lowercased()] }
 
     /// The feature service called `name`, in any case.
     public func backend(named name: String) -> (any FeatureServiceBackend)? { backends[name.lowercased()] }

@@ -12,7 +12,8 @@ public struct MapRenderer: Sendable {
     /// The colour under the layers.
     public var background: RGBA
 
-    static let palette: [RGBA] = [
+    /// The colours layers are drawn in, by their position among the schema's layers.
+    public static let palette: [RGBA] = [
         RGBA(31, 119, 180), RGBA(214, 39, 40), RGBA(44, 160, 44), RGBA(255, 127, 14), RGBA(148, 103, 189), RGBA(140, 86, 75), RGBA(227, 119, 194),
         RGBA(23, 190, 207),
     ]

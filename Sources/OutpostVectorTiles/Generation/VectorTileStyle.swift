@@ -43,6 +43,28 @@ public enum VectorTileStyle {
         ]
     }
 
+    /// A style for tile layers known by name alone (another writer's MBTiles or PMTiles): each
+    /// layer drawn three ways, filtered by the features' geometry type: areas filled, lines
+    /// stroked, points as circles, in the renderer's palette by the layer's position.
+    public static func make(layers: [(name: String, minZoom: Int)], name: String, source: JSONValue) -> JSONValue {
+        func css(_ c: RGBA, alpha: Double = 1) -> JSONValue { .string("rgba(\(c.r),\(c.g),\(c.b),\(alpha))") }
+        var out: [JSONValue] = [["id": "background", "type": "background", "paint": ["background-color": css(RGBA(242, 239, 233))]]]
+        var lines: [JSONValue] = [], points: [JSONValue] = []
+        for (i, layer) in layers.enumerated() {
+            let c = MapRenderer.palette[i % MapRenderer.palette.count]
+            func entry(_ suffix: String, _ type: String, _ kind: String, _ paint: JSONValue) -> JSONValue {
+                [
+                    "id": .string("\(layer.name)/\(suffix)"), "type": .string(type), "source": .string(sourceName), "source-layer": .string(layer.name),
+                    "minzoom": .integer(Int64(layer.minZoom)), "filter": ["==", "$type", .string(kind)], "paint": paint,
+                ]
+            }
+            out.append(entry("areas", "fill", "Polygon", ["fill-color": css(c, alpha: 0.43), "fill-outline-color": css(c)]))
+            lines.append(entry("lines", "line", "LineString", ["line-color": css(c), "line-width": 1.5]))
+            points.append(entry("points", "circle", "Point", ["circle-radius": 4.5, "circle-color": css(c)]))
+        }
+        return ["version": 8, "name": .string(name), "sources": .object([sourceName: source]), "layers": .array(out + lines + points)]
+    }
+
     private static func rank(_ type: GeometryType) -> Int {
         switch type {
         case .point, .multiPoint: return 2

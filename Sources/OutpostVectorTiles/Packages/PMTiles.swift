@@ -336,6 +336,8 @@ public final class PMTilesReader: Sendable {
     public let minZoom: Int
     /// The last zoom the header names.
     public let maxZoom: Int
+    /// The bounds the header names, longitude/latitude.
+    public let bounds: Envelope
     private let rootOffset: UInt64, rootLength: UInt64, metadataOffset: UInt64, metadataLength: UInt64
     private let leafOffset: UInt64, tileOffset: UInt64
 
@@ -364,6 +366,8 @@ public final class PMTilesReader: Sendable {
         tileType = PMTiles.TileType(rawValue: d[d.startIndex + 99]) ?? .unknown
         minZoom = Int(d[d.startIndex + 100])
         maxZoom = Int(d[d.startIndex + 101])
+        func e7(_ at: Int) -> Double { Double(Int32(truncatingIfNeeded: (0..<4).reduce(UInt32(0)) { $0 | UInt32(d[d.startIndex + at + $1]) << (8 * UInt32($1)) })) / 10_000_000 }
+        bounds = Envelope(xmin: e7(102), ymin: e7(106), xmax: e7(110), ymax: e7(114))
         for (offset, length) in [(rootOffset, rootLength), (metadataOffset, metadataLength)] {
             guard offset <= UInt64(d.count), length <= UInt64(d.count) - offset else {
                 throw VectorTileError(.corrupt, "\(url.lastPathComponent): a section runs past the end of the file")

@@ -77,6 +77,12 @@ public enum VectorTilePackage {
         try writer.finish(appending: [("p12/tilemap/", []), ("p12/tilemap/root.json", Array(map.utf8))])
     }
 
+    /// A VectorTileServer's description (what `p12/root.json` holds) of tiles at zooms
+    /// `minZoom`–`maxZoom` over `extent` (Web Mercator; the world when nil).
+    public static func serviceDescription(name: String, minZoom: Int, maxZoom: Int, extent: Envelope?) -> JSONValue {
+        rootJSON(TileCacheInfo(name: name, scheme: tilingScheme(maxLevel: maxZoom), minLevel: minZoom, maxLevel: maxZoom, format: "pbf", fullExtent: extent))
+    }
+
     /// `p12/root.json`: the VectorTileServer description ArcGIS's readers open the package by.
     static func rootJSON(_ info: TileCacheInfo) -> JSONValue {
         let sr: JSONValue = ["wkid": 102100, "latestWkid": 3857]

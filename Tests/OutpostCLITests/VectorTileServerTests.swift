@@ -1,0 +1,125 @@
+import Foundation
+import OutpostCore
+import OutpostTestSupport
+import Testing
+
+#if canImport(Glibc)
+    import Glibc
+#endif
+
+/// `outpost serve` over vector tile files placed beside the services (a `.vtpk`, a PMTiles
+/// archive, MBTiles of `pbf`): each is a VectorTileServer in the catalog, its description in
+/// ArcGIS's shape; every tile its tile map names comes over HTTP and decodes with Python's
+/// mapbox-vector-tile, gzipped or plain as the client asks; the style's layers are the tiles'.
+/// QGIS loads the service by its URL and draws the streets where the source has them; bad tile
+/// addresses get 400, absent tiles 404.
+@Suite("VectorTileServer")
+struct VectorTileServerTests {
+    static let walk = """
+        import gzip, json, sys, urllib.request
+        import mapbox_vector_tile
+        service, expected = sys.argv[1], int(sys.argv[2])
+        def get(path, gz=False):
+            request = urllib.request.Request(service + path, headers={"Accept-Encoding": "gzip"} if gz else {})
+            with urllib.request.urlopen(request) as r:
+                body = r.read()
+                return (gzip.decompress(body) if r.headers.get("Content-Encoding") == "gzip" else body), r.headers
+        info = json.loads(get("?f=json")[0])
+        assert info["tiles"] == ["tile/{z}/{y}/{x}.pbf"] and info["tileInfo"]["rows"] == 512 and info["defaultStyles"] == "resources/styles"
+        assert info["type"] == "indexedVector" and info["tileMap"] == "tilemap" and info["tileInfo"]["format"] == "pbf"
+        assert len(info["tileInfo"]["lods"]) == info["maxLOD"] + 1 and info["fullExtent"]["spatialReference"]["latestWkid"] == 3857
+        index = json.loads(get("/tilemap")[0])["index"]
+        keys = []
+        def visit(node, z, x, y):
+            if node == 0:
+                return
+            keys.append((z, x, y, node == 1))
+            if isinstance(node, list):
+                for i, child in enumerate(node):
+                    visit(child, z + 1, 2 * x + i % 2, 2 * y + i // 2)
+        keys.append((0, 0, 0, False))
+        for i, child in enumerate(index):
+            visit(child, 1, i % 2, i // 2)
+        layers, tiles, gzipped = set(), 0, 0
+        for z, x, y, leaf in keys:
+            if z < info["minLOD"]:
+                continue
+            try:
+                plain, headers = get(f"/tile/{z}/{y}/{x}.pbf", gz=(tiles % 2 == 0))
+            except urllib.error.HTTPError as e:
+                assert e.code == 404 and not leaf, (z, x, y, e.code)
+                continue
+            assert headers["Content-Type"] == "application/x-protobuf"
+            gzipped += headers.get("Content-Encoding") == "gzip"
+            tiles += 1
+            layers |= set(mapbox_vector_tile.decode(plain).keys())
+        assert tiles == expected, (tiles, expected)
+        style = json.loads(get("/resources/styles/root.json")[0])
+        assert style["version"] == 8 and style["sources"]["esri"]["url"] == service, style["sources"]
+        styled = {l["source-layer"] for l in style["layers"] if "source-layer" in l}
+        assert styled == layers, (styled, layers)
+        print(json.dumps({"tiles": tiles, "gzipped": gzipped, "layers": sorted(layers)}))
+        """
+
+    @Test(.timeLimit(.minutes(4))) func packagesArchivesAndMBTilesAreServedAndQGISDrawsThem() async throws {
+        let dir = TemporaryDirectory("outpost-vts")
+        let services = dir.file("services")
+        try FileManager.default.createDirectory(at: services, withIntermediateDirectories: true)
+        let helsinki = services.appendingPathComponent("helsinki.gpkg")
+        #expect(try await outpost(["service", "create", Repository.sampleData("helsinki").path, "--out", helsinki.path]).status == 0)
+        let countries = dir.file("natural_earth.gpkg")
+        #expect(try await outpost(["service", "create", Repository.sampleData("natural_earth").path, "--out", countries.path]).status == 0)
+        let streets = dir.file("streets.json")
+        try #"{"layers": [{"source": "streets"}, {"source": "addresses", "minZoom": 14}], "minZoom": 10, "maxZoom": 15}"#.write(to: streets, atomically: true, encoding: .utf8)
+        var made: [String: Int64] = [:]
+        for (name, source, options) in [
+            ("streets.vtpk", helsinki, ["--definition", streets.path]), ("world.pmtiles", countries, ["--max-zoom", "3"]),
+            ("streets-mb.mbtiles", helsinki, ["--definition", streets.path]),
+        ] {
+            let run = try await outpost(["vtiles", "export", source.path, "--out", services.appendingPathComponent(name).path, "--json"] + options)
+            #expect(run.status == 0, "\(run.stderr)")
+            made[name] = try JSONValue.parse(Data(run.stdout.utf8))["tiles"]?.integerValue
+        }
+        let server = try await ServeProcess.start(service: services)
+        let base = server.url.appendingPathComponent("arcgis/rest/services")
+
+        let catalog = try JSONValue.parse(Data(try await ExternalTools.run("curl", ["-s", "\(base.absoluteString)?f=json"]).stdout.utf8))
+        let listed = Set((catalog["services"]?.arrayValue ?? []).compactMap { s in s["type"]?.stringValue == "VectorTileServer" ? s["name"]?.stringValue : nil })
+        #expect(listed == ["streets", "world", "streets-mb"], "\(catalog)")
+
+        for (service, file) in [("streets", "streets.vtpk"), ("world", "world.pmtiles"), ("streets-mb", "streets-mb.mbtiles")] {
+            let url = base.appendingPathComponent("\(service)/VectorTileServer").absoluteString
+            let run = try await ExternalTools.python(Self.walk, [url, String(made[file] ?? -1)])
+            #expect(run.succeeded, "\(service): \(run.stderr)")
+            let summary = try? JSONValue.parse(Data(run.stdout.utf8))
+            #expect((summary?["gzipped"]?.integerValue ?? 0) > 0, "\(service): \(run.stdout)")
+        }
+
+        // Refusals: a tile outside its level, not a number, absent; a service that is not there.
+        let vts = base.appendingPathComponent("streets/VectorTileServer").absoluteString
+        for (path, status) in [("tile/2/4/0.pbf", "400"), ("tile/2/x/0.pbf", "400"), ("tile/31/0/0.pbf", "400"), ("tile/3/0/0.pbf", "404")] {
+            let code = try await ExternalTools.run("curl", ["-s", "-o", "/dev/null", "-w", "%{http_code}", "\(vts)/\(path)"])
+            #expect(code.stdout == status, "\(path): \(code.stdout)")
+        }
+        let missing = try await ExternalTools.run("curl", ["-s", "-w", "%{http_code}", base.appendingPathComponent("nothing/VectorTileServer").absoluteString])
+        #expect(missing.stdout.hasSuffix("404") && missing.stdout.contains("vector tile service nothing"), "\(missing.stdout)")
+
+        // QGIS, given the service's URL, fetches its tiles and draws the streets where they are.
+        let drawn = try await QGISDrawing.compare(
+            QGISDrawing.vectorTileServer(try #require(URL(string: vts))), with: helsinki, layer: "streets", kind: "line", area: "24.93,60.16,24.96,60.18")
+        #expect(QGISDrawing.problem(drawn, atLeast: 10_000) == nil, "\(drawn)")
+
+        // Raster MBTiles beside them stay a MapServer: tiles of the drawn Helsinki map, served again.
+        let raster = try await outpost([
+            "tiles", "export", "--url", base.appendingPathComponent("helsinki/MapServer").absoluteString, "--extent", "24.94,60.165,24.95,60.17", "--levels",
+            "13-14", "--out", services.appendingPathComponent("drawn.mbtiles").path,
+        ])
+        #expect(raster.status == 0, "\(raster.stderr)")
+        await server.stop()
+        let again = try await ServeProcess.start(service: services)
+        let types = try JSONValue.parse(Data(try await ExternalTools.run("curl", ["-s", "\(again.url.absoluteString)/arcgis/rest/services?f=json"]).stdout.utf8))
+        let kinds = Dictionary(uniqueKeysWithValues: (types["services"]?.arrayValue ?? []).compactMap { s in s["name"]?.stringValue.map { ($0 + "/" + (s["type"]?.stringValue ?? ""), true) } })
+        #expect(kinds["drawn/MapServer"] == true && kinds["streets-mb/VectorTileServer"] == true && kinds["drawn/VectorTileServer"] == nil, "\(types)")
+        await again.stop()
+    }
+}
