@@ -173,6 +173,8 @@ public final class PMTilesWriter {
     public let url: URL
     private let partialURL: URL
     private let spool: TileSpool
+    /// Whether the spool is the writer's own (removed when the archive is written).
+    private let ownsSpool: Bool
     private let tileType: PMTiles.TileType
     private let tileCompression: PMTiles.Compression
     /// Tiles added.
@@ -187,6 +189,17 @@ public final class PMTilesWriter {
         self.tileCompression = tileCompression
         partialURL = url.deletingLastPathComponent().appendingPathComponent(url.lastPathComponent + ".partial")
         spool = try TileSpool(beside: url)
+        ownsSpool = true
+    }
+
+    /// A writer of `url` over tiles already in `spool`.
+    init(at url: URL, tileType: PMTiles.TileType, tileCompression: PMTiles.Compression, spool: TileSpool) {
+        self.url = url
+        self.tileType = tileType
+        self.tileCompression = tileCompression
+        partialURL = url.deletingLastPathComponent().appendingPathComponent(url.lastPathComponent + ".partial")
+        self.spool = spool
+        ownsSpool = false
     }
 
     deinit {
@@ -301,7 +314,7 @@ public final class PMTilesWriter {
             try out.synchronize()
             if FileManager.default.fileExists(atPath: url.path) { try FileManager.default.removeItem(at: url) }
             try FileManager.default.moveItem(at: partialURL, to: url)
-            spool.discard()
+            if ownsSpool { spool.discard() }
         } catch let error as VectorTileError {
             throw error
         } catch {

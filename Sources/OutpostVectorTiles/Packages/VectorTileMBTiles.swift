@@ -11,30 +11,15 @@ public enum VectorTileMBTiles {
     /// file appears only when complete: it is written beside under a `.partial` name and renamed.
     @discardableResult
     public static func export(_ generator: VectorTileGenerator, area: Envelope? = nil, to url: URL, name: String? = nil) async throws -> VectorTileGenerator.Summary {
-        let partial = url.deletingLastPathComponent().appendingPathComponent(url.lastPathComponent + ".partial")
+        try await VectorTileOutput.export(generator, area: area, to: url, format: .mbtiles, name: name)
+    }
+
+    static func write(_ spool: TileSpool, generator: VectorTileGenerator, name: String, bounds: Envelope?, to url: URL) throws {
         let d = generator.definition
-        var bounds = area
-        if bounds == nil { bounds = try await generator.dataExtent() }
-        let info = TileCacheInfo(
-            name: name ?? url.deletingPathExtension().lastPathComponent, scheme: .webMercator, minLevel: d.minZoom, maxLevel: d.maxZoom, format: "PBF",
-            fullExtent: bounds)
-        let writer = try MBTilesWriter(at: partial, info: info, metadata: metadata(generator, bounds: bounds))
-        let box = SendableBox(writer)
-        let summary: VectorTileGenerator.Summary
-        do {
-            summary = try await generator.generate(area: area) { key, bytes in try box.value.add(key, data: bytes) }
-            try writer.finish()
-        } catch {
-            try? FileManager.default.removeItem(at: partial)
-            throw error
-        }
-        do {
-            if FileManager.default.fileExists(atPath: url.path) { try FileManager.default.removeItem(at: url) }
-            try FileManager.default.moveItem(at: partial, to: url)
-        } catch {
-            throw VectorTileError(.io, "cannot put \(url.lastPathComponent) in place: \(error.localizedDescription)")
-        }
-        return summary
+        let info = TileCacheInfo(name: name, scheme: .webMercator, minLevel: d.minZoom, maxLevel: d.maxZoom, format: "PBF", fullExtent: bounds)
+        let writer = try MBTilesWriter(at: url, info: info, metadata: metadata(generator, bounds: bounds))
+        for e in spool.entries { try writer.add(e.key, data: [UInt8](try spool.read(offset: e.offset, length: e.length))) }
+        try writer.finish()
     }
 
     /// The metadata rows for vector tiles: `format`, `type`, `json` with `vector_layers`, `center`.

@@ -9,28 +9,21 @@ public enum VectorTilePMTiles {
     /// archive appears only when complete.
     @discardableResult
     public static func export(_ generator: VectorTileGenerator, area: Envelope? = nil, to url: URL, name: String? = nil) async throws -> VectorTileGenerator.Summary {
-        var bounds = area
-        if bounds == nil { bounds = try await generator.dataExtent() }
-        let writer = try PMTilesWriter(at: url, tileType: .mvt, tileCompression: .gzip)
-        let box = SendableBox(writer)
-        let summary = try await generator.generate(area: area) { key, bytes in try box.value.add(key, data: bytes) }
+        try await VectorTileOutput.export(generator, area: area, to: url, format: .pmtiles, name: name)
+    }
+
+    static func write(_ spool: TileSpool, generator: VectorTileGenerator, name: String, bounds: Envelope?, to url: URL) throws {
+        let writer = PMTilesWriter(at: url, tileType: .mvt, tileCompression: .gzip, spool: spool)
         let d = generator.definition
         let world = Envelope(xmin: -180, ymin: -85.0511287798066, xmax: 180, ymax: 85.0511287798066)
         let lonLat = try bounds.map { try WebMercator.convert($0, from: .webMercator, to: .wgs84) } ?? world
         let layers = try JSONValue.parse(Data(VectorTileMBTiles.vectorLayersJSON(generator.tileLayers).utf8))
         var metadata = layers.objectValue ?? [:]
-        metadata["name"] = .string(name ?? url.deletingPathExtension().lastPathComponent)
+        metadata["name"] = .string(name)
         metadata["description"] = "written by outpost"
         metadata["type"] = "overlay"
         try writer.finish(
             metadata: .object(metadata), minZoom: d.minZoom, maxZoom: d.maxZoom, bounds: lonLat,
             center: ((lonLat.xmin + lonLat.xmax) / 2, (lonLat.ymin + lonLat.ymax) / 2, max(d.minZoom, min(d.maxZoom, 12))))
-        return summary
     }
-}
-
-/// A class instance handed to the generator's sink, which runs on the one reading thread.
-final class SendableBox<Value>: @unchecked Sendable {
-    let value: Value
-    init(_ value: Value) { self.value = value }
 }

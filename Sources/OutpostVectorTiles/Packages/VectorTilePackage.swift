@@ -31,28 +31,10 @@ public enum VectorTilePackage {
     /// as a package at `url`, named `name` (the file's name when nil).
     @discardableResult
     public static func export(_ generator: VectorTileGenerator, area: Envelope? = nil, to url: URL, name: String? = nil) async throws -> VectorTileGenerator.Summary {
-        let name = name ?? url.deletingPathExtension().lastPathComponent
-        var bounds = area
-        if bounds == nil { bounds = try await generator.dataExtent() }
-        let spool = try TileSpool(beside: url)
-        let box = SendableBox(spool)
-        let summary = try await generator.generate(area: area) { key, bytes in try box.value.add(key, data: bytes) }
-        let partial = url.deletingLastPathComponent().appendingPathComponent(url.lastPathComponent + ".partial")
-        do {
-            try write(spool, generator: generator, name: name, bounds: bounds, to: partial)
-            spool.discard()
-            if FileManager.default.fileExists(atPath: url.path) { try FileManager.default.removeItem(at: url) }
-            try FileManager.default.moveItem(at: partial, to: url)
-        } catch {
-            try? FileManager.default.removeItem(at: partial)
-            if let error = error as? VectorTileError { throw error }
-            if let error = error as? TileCacheError { throw VectorTileError(.io, error.message) }
-            throw VectorTileError(.io, "cannot write \(url.lastPathComponent): \(error.localizedDescription)")
-        }
-        return summary
+        try await VectorTileOutput.export(generator, area: area, to: url, format: .vtpk, name: name)
     }
 
-    private static func write(_ spool: TileSpool, generator: VectorTileGenerator, name: String, bounds: Envelope?, to url: URL) throws {
+    static func write(_ spool: TileSpool, generator: VectorTileGenerator, name: String, bounds: Envelope?, to url: URL) throws {
         let d = generator.definition
         let p = UInt32(CompactBundle.packetSize)
         spool.sort { a, b in
