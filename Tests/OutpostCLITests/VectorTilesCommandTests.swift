@@ -47,6 +47,30 @@ struct VectorTilesCommandTests {
         #expect(info.status == 0 && info.stdout.contains("Layer name: roads") && info.stdout.contains("name: String"), "\(info.stdout)\(info.stderr)")
     }
 
+    /// Killed (SIGKILL) right after a checkpoint, or after the file was moved into place; the
+    /// same command then continues the job (making only the tiles it lacked) and the file is the
+    /// one an uninterrupted export writes.
+    @Test(.timeLimit(.minutes(3)), arguments: ["vtiles.afterCheckpoint", "vtiles.afterMove"])
+    func aKilledExportFinishesWhenTheCommandRunsAgain(_ point: String) async throws {
+        let dir = TemporaryDirectory("outpost-cli-vtiles-kill")
+        let gdb = dir.file("natural_earth.gpkg")
+        #expect(try await outpost(["service", "create", Repository.sampleData("natural_earth").path, "--out", gdb.path]).status == 0)
+        let out = dir.file("world.pmtiles")
+        let arguments = ["vtiles", "export", gdb.path, "--max-zoom", "6", "--out", out.path]
+        let killed = try await ExternalTools.run(Repository.outpostExecutable.path, arguments, environment: ["OUTPOST_FAULT": "\(point):kill", "OUTPOST_TILE_CHECKPOINT_MS": "0"])
+        #expect(killed.status == 9 || killed.status == 137, "\(killed.status) \(killed.stderr)")
+        #expect(FileManager.default.fileExists(atPath: out.path) == (point == "vtiles.afterMove"))
+        let again = try await ExternalTools.run(Repository.outpostExecutable.path, arguments + ["--json"])
+        #expect(again.succeeded && again.stderr.contains("resuming job"), "\(again.stderr)")
+        let clean = dir.file("clean.pmtiles")
+        #expect(try await outpost(["vtiles", "export", gdb.path, "--max-zoom", "6", "--out", clean.path]).status == 0)
+        let (a, b) = (try await outpost(["vtiles", "inspect", out.path, "--json"]), try await outpost(["vtiles", "inspect", clean.path, "--json"]))
+        let (resumed, whole) = (try JSONValue.parse(Data(a.stdout.utf8)), try JSONValue.parse(Data(b.stdout.utf8)))
+        #expect(resumed["tiles"] == whole["tiles"] && resumed["bytes"] == whole["bytes"] && resumed["levels"] == whole["levels"], "\(resumed) vs \(whole)")
+        #expect(try JSONValue.parse(Data(again.stdout.utf8))["tiles"] == whole["tiles"])
+        for leftover in [".partial", ".tiles", ".tiles-index"] { #expect(!FileManager.default.fileExists(atPath: out.path + leftover), "\(leftover)") }
+    }
+
     @Test(.timeLimit(.minutes(2))) func badInputIsRefusedAndLeavesNoFile() async throws {
         let dir = TemporaryDirectory("outpost-cli-vtiles-bad")
         let gdb = dir.file("helsinki.gpkg")

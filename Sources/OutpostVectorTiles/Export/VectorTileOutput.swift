@@ -36,12 +36,7 @@ enum VectorTileOutput {
     static func write(_ spool: TileSpool, generator: VectorTileGenerator, format: VectorTileFormat, name: String, bounds: Envelope?, to url: URL) throws {
         let partial = partialURL(url)
         do {
-            try? FileManager.default.removeItem(at: partial)
-            switch format {
-            case .vtpk: try VectorTilePackage.write(spool, generator: generator, name: name, bounds: bounds, to: partial)
-            case .pmtiles: try VectorTilePMTiles.write(spool, generator: generator, name: name, bounds: bounds, to: partial)
-            case .mbtiles: try VectorTileMBTiles.write(spool, generator: generator, name: name, bounds: bounds, to: partial)
-            }
+            try writeFile(spool, generator: generator, format: format, name: name, bounds: bounds, to: partial)
             if FileManager.default.fileExists(atPath: url.path) { try FileManager.default.removeItem(at: url) }
             try FileManager.default.moveItem(at: partial, to: url)
             spool.discard()
@@ -50,6 +45,18 @@ enum VectorTileOutput {
             if let error = error as? VectorTileError { throw error }
             if let error = error as? TileCacheError { throw VectorTileError(.io, error.message) }
             throw VectorTileError(.io, "cannot write \(url.lastPathComponent): \(error.localizedDescription)")
+        }
+    }
+}
+
+extension VectorTileOutput {
+    /// Writes the spool's tiles as `format` at `url` itself (no renaming).
+    static func writeFile(_ spool: TileSpool, generator: VectorTileGenerator, format: VectorTileFormat, name: String, bounds: Envelope?, to url: URL) throws {
+        try? FileManager.default.removeItem(at: url)
+        switch format {
+        case .vtpk: try VectorTilePackage.write(spool, generator: generator, name: name, bounds: bounds, to: url)
+        case .pmtiles: try VectorTilePMTiles.write(spool, generator: generator, name: name, bounds: bounds, to: url)
+        case .mbtiles: try VectorTileMBTiles.write(spool, generator: generator, name: name, bounds: bounds, to: url)
         }
     }
 }

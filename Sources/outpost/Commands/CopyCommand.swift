@@ -1,5 +1,6 @@
 import ArgumentParser
 import Foundation
+import OutpostVectorTiles
 import OutpostCore
 import OutpostLocator
 import OutpostOffline
@@ -15,9 +16,13 @@ func outpostJobRegistry(
     var registry = JobRegistry.withOfflineMapJobs(
         OfflineJobEnvironment(token: serviceToken(nil), faults: processFaults, tileCheckpointInterval: testCheckpointInterval))
     registry.withTileJobs(tiles)
+    registry.withVectorTileJobs(vectorTileJobEnvironment)
     registry.register(BatchGeocodeJob.self)
     return registry
 }
+
+/// What this process's vector tile exports take: its fault points and checkpoint interval.
+let vectorTileJobEnvironment = VectorTileJobEnvironment(faults: processFaults, checkpointInterval: testCheckpointInterval)
 
 /// Where jobs keep their JSON: `--job-dir`, else `OUTPOST_JOB_DIR`, else `.outpost/jobs`.
 func jobDirectory(_ option: String?) -> URL {

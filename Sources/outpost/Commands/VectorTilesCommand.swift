@@ -21,7 +21,9 @@ struct VectorTilesCommand: AsyncParsableCommand {
                 over 500 KB sheds its least visible features. The output is MBTiles (format pbf, with \
                 vector_layers), PMTiles v3 (clustered, identical tiles once) or a vector tile package \
                 (.vtpk: Compact Cache V2 bundles, root.json, tile map and a style of the layers, as \
-                ArcGIS reads it), written beside and renamed into place when complete.
+                ArcGIS reads it), written beside and renamed into place when complete. The export is \
+                a job that checkpoints as it goes: Ctrl-C pauses it, and the same command again (or \
+                `outpost job resume <job-dir>`) continues without making the tiles it has.
                 """)
         @Argument(help: "The geodatabase (.gpkg).") var source: String
         @Option(help: "The file to write: file.mbtiles, file.pmtiles or file.vtpk.") var out: String
@@ -31,41 +33,50 @@ struct VectorTilesCommand: AsyncParsableCommand {
         @Option(help: "A tile definition (JSON): layers, fields, zooms, limits.") var definition: String?
         @Flag(help: "Print the result as JSON.") var json = false
 
+        @Option(help: "Directory for the job's JSON (default: .outpost/jobs beside --out).") var jobDir: String?
+
         func run() async throws {
-            let output = URL(fileURLWithPath: out)
-            let format = output.pathExtension.lowercased()
-            guard ["mbtiles", "pmtiles", "vtpk"].contains(format) else {
+            let output = URL(fileURLWithPath: out).standardizedFileURL
+            guard VectorTileFormat(url: output) != nil else {
                 throw ValidationError("--out must end in .mbtiles, .pmtiles or .vtpk")
             }
-            let gdb = try Geodatabase.open(at: URL(fileURLWithPath: source), readOnly: true)
+            let gdbURL = URL(fileURLWithPath: source).standardizedFileURL
+            let parameters = ExportVectorTilesParameters(
+                areaOfInterest: try area.map { .envelope(try parseExtent($0), .wgs84) }, minZoom: minZoom, maxZoom: maxZoom,
+                definition: try definition.map { try VectorTileDefinition.read(URL(fileURLWithPath: $0)) })
+            // What does not fit the data is refused before any job is made.
+            let gdb = try Geodatabase.open(at: gdbURL, readOnly: true)
+            let d = parameters.resolvedDefinition(gdb.schema)
             defer { try? gdb.close() }
-            var d = try definition.map { try VectorTileDefinition.read(URL(fileURLWithPath: $0)) } ?? .whole(gdb.schema)
-            if let minZoom { d.minZoom = minZoom }
-            if let maxZoom { d.maxZoom = maxZoom }
-            let generator = try VectorTileGenerator(geodatabase: gdb, definition: d)
-            let envelope = try area.map { try WebMercator.convert(try parseExtent($0), from: .wgs84, to: .webMercator) }
+            _ = try VectorTileGenerator(geodatabase: gdb, definition: d)
+            _ = try parameters.area()
             let started = Date()
-            let summary: VectorTileGenerator.Summary
-            switch format {
-            case "pmtiles": summary = try await VectorTilePMTiles.export(generator, area: envelope, to: output)
-            case "vtpk": summary = try await VectorTilePackage.export(generator, area: envelope, to: output)
-            default: summary = try await VectorTileMBTiles.export(generator, area: envelope, to: output)
-            }
+            let directory = jobDir.map { URL(fileURLWithPath: $0) } ?? output.deletingLastPathComponent().appendingPathComponent(".outpost/jobs")
+            let manager = try JobManager(directory: directory, registry: outpostJobRegistry())
+            let export = ExportVectorTilesJob(geodatabaseURL: gdbURL, parameters: parameters, downloadFileURL: output, environment: vectorTileJobEnvironment)
+            // The same command again continues an unfinished export of the same output.
+            let job = try resumingOrAdding(export, in: manager, target: out, madeOutput: output) { $0.parameters["downloadFile"]?.stringValue == output.path }
+            let status = try await startShowingProgress(job, in: manager, label: "vector tiles")
+            guard status == .succeeded else { return try report(job, status: status, json: false) }
+            let results = job.snapshot.results
             let seconds = Date().timeIntervalSince(started)
-            let size = (try? FileManager.default.attributesOfItem(atPath: output.path)[.size] as? Int) ?? summary.bytes
+            let tiles = results["tiles"]?.integerValue ?? 0
+            let size = (try? FileManager.default.attributesOfItem(atPath: output.path)[.size] as? Int) ?? 0
+            let unreadable = results["unreadable"]?.arrayValue ?? []
+            let dropped = results["droppedForSize"]?.integerValue ?? 0
             if json {
+                let levels = (results["levels"]?.objectValue ?? [:]).compactMap { k, v in Int(k).map { ($0, v) } }.sorted { $0.0 < $1.0 }
                 printJSON([
-                    "file": .string(output.path), "tiles": .integer(Int64(summary.tiles)), "bytes": .integer(Int64(size)),
-                    "features": .integer(Int64(summary.features)), "droppedForSize": .integer(Int64(summary.droppedForSize)),
-                    "unreadable": .array(summary.unreadable.map { ["layer": .string($0.layer), "objectid": $0.objectID.map { .integer($0) } ?? .null, "reason": .string($0.reason)] }),
-                    "levels": .array(summary.levels.keys.sorted().map { ["level": .integer(Int64($0)), "tiles": .integer(Int64(summary.levels[$0]!.tiles))] }),
-                    "seconds": .number(seconds),
+                    "file": .string(output.path), "tiles": .integer(tiles), "bytes": .integer(Int64(size)), "features": results["features"] ?? 0,
+                    "droppedForSize": .integer(dropped), "unreadable": .array(unreadable), "job": .string(job.id),
+                    "levels": .array(levels.map { ["level": .integer(Int64($0.0)), "tiles": $0.1] }), "seconds": .number(seconds),
                 ])
             } else {
-                print("wrote \(out): \(summary.tiles) tiles, zooms \(d.minZoom)–\(d.maxZoom), \(ProgressDisplay.count(Int64(size), "bytes")) in \(String(format: "%.1f", seconds)) s")
-                if summary.droppedForSize > 0 { print("\(summary.droppedForSize) features left out of tiles over \(d.maxTileBytes) bytes") }
-                if let first = summary.unreadable.first {
-                    print("\(summary.unreadable.count) features left out: their geometry cannot be read (first: \(first.layer) \(first.objectID.map { "objectid \($0)" } ?? ""): \(first.reason))")
+                print("wrote \(out): \(tiles) tiles, zooms \(d.minZoom)–\(d.maxZoom), \(ProgressDisplay.count(Int64(size), "bytes")) in \(String(format: "%.1f", seconds)) s")
+                if dropped > 0 { print("\(dropped) features left out of tiles over \(d.maxTileBytes) bytes") }
+                if let first = unreadable.first {
+                    let id = first["objectid"]?.integerValue.map { "objectid \($0)" } ?? ""
+                    print("\(unreadable.count) features left out: their geometry cannot be read (first: \(first["layer"]?.stringValue ?? "") \(id): \(first["reason"]?.stringValue ?? ""))")
                 }
             }
         }
