@@ -77,7 +77,7 @@ struct ExportVectorTilesJobTests {
         let before = try #require(job.snapshot.checkpoint?["count"]?.integerValue)
         #expect(before > 0 && !FileManager.default.fileExists(atPath: out.path))
         var registry = JobRegistry()
-        registry.withVectorTileJobs(environment)
+        ExportVectorTilesJob.register(in: &registry, environment: environment)
         let rebuilt = try registry.makeJob(from: try JobSnapshot.decode(try job.toJSON()))
         try rebuilt.start()
         #expect(await rebuilt.waitUntilFinished() == .succeeded)

@@ -10,7 +10,7 @@ import OutpostCore
 /// - `.mbtiles`: an MBTiles file (TMS rows, identical tiles stored once).
 ///
 /// With a journal folder, ``checkpoint()`` makes everything written so far durable and returns a
-/// small JSON state from which ``init(resuming:format:at:info:journal:)`` continues after a kill:
+/// small JSON state from which ``init(resuming:format:at:info:journal:tileFolder:)`` continues after a kill:
 /// tiles already on disk are neither fetched nor written again.
 public final class TileCacheWriter {
     /// What the writer makes.

@@ -140,6 +140,12 @@ public struct ExportVectorTilesJob: JobDefinition {
             environment: environment[VectorTileJobEnvironment.self] ?? VectorTileJobEnvironment())
     }
 
+    /// Registers the job type in `registry` with what it needs besides its JSON.
+    public static func register(in registry: inout JobRegistry, environment: VectorTileJobEnvironment = VectorTileJobEnvironment()) {
+        registry.environment[VectorTileJobEnvironment.self] = environment
+        registry.register(ExportVectorTilesJob.self)
+    }
+
     public var stepNames: [String] { ["tiles", "package"] }
 
     var format: VectorTileFormat { VectorTileFormat(url: downloadFileURL) ?? .vtpk }

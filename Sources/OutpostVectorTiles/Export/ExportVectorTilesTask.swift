@@ -63,11 +63,3 @@ public final class ExportVectorTilesTask: LoadableForwarding, Sendable {
         return Job(ExportVectorTilesJob(geodatabaseURL: geodatabaseURL, parameters: parameters, downloadFileURL: downloadFileURL, environment: environment), store: store)
     }
 }
-
-extension JobRegistry {
-    /// Registers the vector tile export job with what it needs besides its JSON.
-    public mutating func withVectorTileJobs(_ environment: VectorTileJobEnvironment = VectorTileJobEnvironment()) {
-        self.environment[VectorTileJobEnvironment.self] = environment
-        register(ExportVectorTilesJob.self)
-    }
-}

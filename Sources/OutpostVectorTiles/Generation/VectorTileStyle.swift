@@ -3,7 +3,7 @@ import OutpostCore
 import OutpostTiles
 
 /// A Mapbox GL style (version 8) for a generator's tiles, drawing each tile layer as
-/// ``MapRenderer`` draws its source layer (the MapServer's colours): areas filled with an outline,
+/// `MapRenderer` draws its source layer (the MapServer's colours): areas filled with an outline,
 /// lines stroked, points as circles, on the renderer's background.
 public enum VectorTileStyle {
     /// The style's single source's name.

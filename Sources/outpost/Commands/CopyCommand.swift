@@ -16,7 +16,7 @@ func outpostJobRegistry(
     var registry = JobRegistry.withOfflineMapJobs(
         OfflineJobEnvironment(token: serviceToken(nil), faults: processFaults, tileCheckpointInterval: testCheckpointInterval))
     registry.withTileJobs(tiles)
-    registry.withVectorTileJobs(vectorTileJobEnvironment)
+    ExportVectorTilesJob.register(in: &registry, environment: vectorTileJobEnvironment)
     registry.register(BatchGeocodeJob.self)
     return registry
 }
