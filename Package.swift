@@ -126,7 +126,7 @@ let package = Package(
         .target(
             name: "OutpostOffline",
             dependencies: [
-                "OutpostSync", "OutpostTiles", "OutpostProtocol", "OutpostStorage", "OutpostCore", "OutpostREST",
+                "OutpostSync", "OutpostTiles", "OutpostProtocol", "OutpostStorage", "OutpostCore", "OutpostREST", "OutpostVectorTiles",
                 .product(name: "AsyncHTTPClient", package: "async-http-client"),
             ]
         ),

@@ -1,4 +1,5 @@
 import Foundation
+import OutpostVectorTiles
 import OutpostCore
 import OutpostStorage
 
@@ -88,5 +89,10 @@ public struct OfflineJobEnvironment: Sendable {
         self.token = token
         self.faults = faults
         self.tileCheckpointInterval = tileCheckpointInterval
+    }
+
+    /// What a vector basemap's export takes from this environment.
+    var vectorTiles: VectorTileJobEnvironment {
+        VectorTileJobEnvironment(token: token, faults: faults, checkpointInterval: tileCheckpointInterval)
     }
 }

@@ -1,4 +1,5 @@
 import Foundation
+import OutpostVectorTiles
 import OutpostCore
 import OutpostProtocol
 import OutpostStorage
@@ -188,6 +189,23 @@ public struct GenerateOfflineMapJob: JobDefinition {
             return
         }
         var levels = offlineParameters.basemapLevels
+        if Self.isVectorTileServer(source) {
+            // A vector basemap: its tiles as a vector tile package, down to the finest scale asked.
+            if levels.isEmpty {
+                let area = offlineParameters.areaOfInterest
+                do {
+                    let task = ExportVectorTilesTask(url: URL(string: source)!, environment: environment.vectorTiles)
+                    let parameters = try await task.makeDefaultExportVectorTilesParameters(
+                        areaOfInterest: .envelope(area.envelope, area.wkid), maxScale: offlineParameters.maxScale)
+                    levels = Array(0...(parameters.maxZoom ?? 0))
+                } catch {
+                    plan.layerErrors.append(.init(layer: "basemap", message: "\(basemap.title): \(error)"))
+                    return
+                }
+            }
+            plan.basemap = .init(key: "basemap", source: source, levels: levels, file: "basemap.vtpk")
+            return
+        }
         if levels.isEmpty {
             let area = offlineParameters.areaOfInterest
             do {
@@ -201,6 +219,11 @@ public struct GenerateOfflineMapJob: JobDefinition {
             }
         }
         plan.basemap = .init(key: "basemap", source: source, levels: levels, file: "basemap.tpkx")
+    }
+
+    /// Whether a basemap URL names a VectorTileServer (its tiles go offline as a `.vtpk`).
+    static func isVectorTileServer(_ url: String) -> Bool {
+        url.split(separator: "?").first.map { $0.hasSuffix("/VectorTileServer") || $0.hasSuffix("/VectorTileServer/") } ?? false
     }
 
     private func planTasks(_ plan: inout OfflineMapPlan) {
@@ -249,7 +272,16 @@ public struct GenerateOfflineMapJob: JobDefinition {
                         environment: SyncJobEnvironment(token: environment.token, faults: environment.faults))
                 })
         }
-        if let basemap = plan.basemap {
+        if let basemap = plan.basemap, Self.isVectorTileServer(basemap.source) {
+            parts.append(
+                try part(basemap.key, weight: 2) {
+                    ExportVectorTilesJob(
+                        source: .service(URL(string: basemap.source)!),
+                        parameters: ExportVectorTilesParameters(
+                            areaOfInterest: .envelope(area.envelope, area.wkid), minZoom: basemap.levels.first, maxZoom: basemap.levels.last),
+                        downloadFileURL: stagingURL.appendingPathComponent(basemap.file), environment: environment.vectorTiles)
+                })
+        } else if let basemap = plan.basemap {
             parts.append(
                 try part(basemap.key, weight: 2) {
                     ExportTileCacheJob(

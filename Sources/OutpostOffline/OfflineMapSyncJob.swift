@@ -1,4 +1,5 @@
 import Foundation
+import OutpostVectorTiles
 import OutpostCore
 import OutpostStorage
 import OutpostSync
@@ -95,6 +96,7 @@ extension JobRegistry {
     public static func withOfflineMapJobs(_ environment: OfflineJobEnvironment = OfflineJobEnvironment()) -> JobRegistry {
         var registry = JobRegistry.withSyncJobs(environment: SyncJobEnvironment(token: environment.token, faults: environment.faults))
         registry.withTileJobs(TileJobEnvironment(token: environment.token, faults: environment.faults, checkpointInterval: environment.tileCheckpointInterval))
+        ExportVectorTilesJob.register(in: &registry, environment: environment.vectorTiles)
         registry.environment[OfflineJobEnvironment.self] = environment
         registry.register(DownloadFileJob.self)
         registry.register(GenerateOfflineMapJob.self)

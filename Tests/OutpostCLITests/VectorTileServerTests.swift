@@ -61,6 +61,45 @@ struct VectorTileServerTests {
         print(json.dumps({"tiles": tiles, "gzipped": gzipped, "layers": sorted(layers)}))
         """
 
+    /// A package's tiles (from its bundles) against the service's: each equal to the served
+    /// tile once unzipped, and every served tile of the area at the package's zooms in it.
+    static let sameAsServed = """
+        import gzip, json, math, struct, sys, urllib.request, zipfile
+        path, service, area = sys.argv[1], sys.argv[2], [float(v) for v in sys.argv[3].split(",")]
+        z = zipfile.ZipFile(path)
+        root = json.loads(z.read("p12/root.json"))
+        tiles = {}
+        for name in z.namelist():
+            if name.startswith("p12/tile/L") and name.endswith(".bundle"):
+                level, file = int(name.split("/")[2][1:]), name.split("/")[3]
+                row0, col0, data = int(file[1:5], 16), int(file[6:10], 16), z.read(name)
+                for slot in range(128 * 128):
+                    entry = struct.unpack_from("<Q", data, 64 + 8 * slot)[0]
+                    if entry >> 40:
+                        tiles[(level, col0 + slot % 128, row0 + slot // 128)] = gzip.decompress(data[entry % (1 << 40):entry % (1 << 40) + (entry >> 40)])
+        def served(zz, x, y):
+            try:
+                with urllib.request.urlopen(f"{service}/tile/{zz}/{y}/{x}.pbf") as r:
+                    return r.read()
+            except urllib.error.HTTPError as e:
+                assert e.code == 404
+                return None
+        for key, body in tiles.items():
+            assert served(*key) == body, key
+        def tile(lon, lat, zz):
+            n = 2 ** zz
+            y = (1 - math.asinh(math.tan(math.radians(lat))) / math.pi) / 2 * n
+            return int((lon + 180) / 360 * n), int(y)
+        for zz in range(root["minLOD"], root["maxLOD"] + 1):
+            x0, y0 = tile(area[0], area[3], zz)
+            x1, y1 = tile(area[2], area[1], zz)
+            for x in range(x0, x1 + 1):
+                for y in range(y0, y1 + 1):
+                    if (zz, x, y) not in tiles:
+                        assert served(zz, x, y) is None, ("missing", zz, x, y)
+        print(len(tiles))
+        """
+
     @Test(.timeLimit(.minutes(4))) func packagesArchivesAndMBTilesAreServedAndQGISDrawsThem() async throws {
         let dir = TemporaryDirectory("outpost-vts")
         let services = dir.file("services")
@@ -108,6 +147,29 @@ struct VectorTileServerTests {
         let drawn = try await QGISDrawing.compare(
             QGISDrawing.vectorTileServer(try #require(URL(string: vts))), with: helsinki, layer: "streets", kind: "line", area: "24.93,60.16,24.96,60.18")
         #expect(QGISDrawing.problem(drawn, atLeast: 10_000) == nil, "\(drawn)")
+
+        // Taken offline two ways: `vtiles export` of the service's URL, and a map whose basemap is
+        // the VectorTileServer, in one offline-map job. Each package holds exactly the served
+        // tiles of the area (read back from its bundles and compared with HTTP, byte for byte).
+        let taken = dir.file("taken.vtpk")
+        let export = try await outpost(["vtiles", "export", vts, "--area", "24.94,60.165,24.95,60.17", "--max-zoom", "15", "--out", taken.path, "--json"])
+        #expect(export.status == 0, "\(export.stderr)")
+        try #"{"formatVersion": 1, "title": "Streets", "initialExtent": {"xmin": 24.94, "ymin": 60.165, "xmax": 24.95, "ymax": 60.17, "spatialReference": {"wkid": 4326}}, "operationalLayers": [{"id": "addresses", "title": "Addresses", "url": "helsinki/FeatureServer/0"}], "basemap": {"title": "Streets", "url": "streets/VectorTileServer"}}"#
+            .write(to: services.appendingPathComponent("vector.map.json"), atomically: true, encoding: .utf8)
+        let mapServer = try await ServeProcess.start(service: services)
+        let offline = dir.file("crew-map")
+        let created = try await outpost([
+            "offline", "create", "--map", "\(mapServer.url.absoluteString)/arcgis/rest/maps/vector.json", "--extent", "24.94,60.165,24.95,60.17", "--out", offline.path,
+        ])
+        #expect(created.status == 0, "\(created.stderr)")
+        let status = try await outpost(["offline", "status", offline.path])
+        #expect(status.stdout.contains("basemap.vtpk"), "\(status.stdout)")
+        for package in [taken, offline.appendingPathComponent("basemap.vtpk")] {
+            let check = try await ExternalTools.python(Self.sameAsServed, [package.path, vts, "24.94,60.165,24.95,60.17"])
+            #expect(check.succeeded, "\(package.lastPathComponent): \(check.stderr)")
+            #expect(Int(check.stdout.trimmingCharacters(in: .whitespacesAndNewlines)) ?? 0 > 5, "\(check.stdout)")
+        }
+        await mapServer.stop()
 
         // Raster MBTiles beside them stay a MapServer: tiles of the drawn Helsinki map, served again.
         let raster = try await outpost([

@@ -37,7 +37,7 @@ struct ExportVectorTilesJobTests {
         let task = ExportVectorTilesTask(geodatabaseURL: dir.file("helsinki.gpkg"), definition: definition)
         #expect(try await task.makeDefaultExportVectorTilesParameters(areaOfInterest: nil, maxScale: 0).maxZoom == 14)
         #expect(try await task.makeDefaultExportVectorTilesParameters(areaOfInterest: nil, maxScale: 10_000).maxZoom == 15)
-        #expect(task.extent != nil && task.tileLayers.map(\.name) == ["streets", "addresses"])
+        #expect(task.extent != nil && task.tileLayerNames == ["streets", "addresses"])
         await #expect(throws: VectorTileError.self) {
             _ = try await task.makeDefaultExportVectorTilesParameters(areaOfInterest: .envelope(Envelope(xmin: 5, ymin: 5, xmax: 5, ymax: 5), .wgs84), maxScale: 0)
         }

@@ -128,6 +128,18 @@ public struct HTTPTileSource: TileSource {
         return try TileCacheInfo.fromRootJSON(Array(JSONValue.object(root).jsonString.utf8), name: "tiles", file: mapServerURL.absoluteString)
     }
 
+    /// A resource below the service's URL (a VectorTileServer's `tilemap` or
+    /// `resources/styles/root.json`), with the token and retries tiles have; nil when the source
+    /// is a template or the service answers 404.
+    public func resource(_ path: String) async throws -> [UInt8]? {
+        guard let mapServerURL else { return nil }
+        var url = mapServerURL.absoluteString + "/" + path
+        if let token { url += (url.contains("?") ? "&" : "?") + "token=" + (token.addingPercentEncoding(withAllowedCharacters: .alphanumerics) ?? token) }
+        guard let (status, body) = try await get(url, key: nil) else { return nil }
+        guard status == 200 else { throw TileCacheError(.source, "\(label) answered HTTP \(status) for \(path)") }
+        return body
+    }
+
     public func tile(_ key: TileKey) async throws -> [UInt8]? {
         guard let (status, body) = try await get(url(for: key), key: key) else { return nil }
         switch status {

@@ -84,6 +84,8 @@ public struct ExportVectorTilesParameters: Sendable, Hashable {
 
 /// What vector tile jobs take besides their JSON.
 public struct VectorTileJobEnvironment: Sendable {
+    /// The bearer token for a secured VectorTileServer.
+    public var token: String?
     /// Fault points `vtiles.afterCheckpoint` and `vtiles.afterMove` (crash tests).
     public var faults: FaultInjector
     /// The time between two durable checkpoints while tiles are made (each flushes the spool and
@@ -93,17 +95,36 @@ public struct VectorTileJobEnvironment: Sendable {
     public var concurrency: Int
 
     /// An environment of these values (checkpoints every 2 s by default).
-    public init(faults: FaultInjector = FaultInjector(), checkpointInterval: Duration? = nil, concurrency: Int = ProcessInfo.processInfo.activeProcessorCount) {
+    public init(
+        token: String? = nil, faults: FaultInjector = FaultInjector(), checkpointInterval: Duration? = nil, concurrency: Int = ProcessInfo.processInfo.activeProcessorCount
+    ) {
+        self.token = token
         self.faults = faults
         self.checkpointInterval = checkpointInterval ?? .seconds(2)
         self.concurrency = concurrency
     }
 }
 
-/// Exports vector tiles of a geodatabase's layers into a `.vtpk`, PMTiles or MBTiles file (by
+/// Where exported vector tiles come from.
+public enum VectorTileExportSource: Sendable, Hashable {
+    /// A geodatabase's layers, made into tiles by ``VectorTileGenerator``.
+    case geodatabase(URL)
+    /// A VectorTileServer's tiles (its tile map says which exist), fetched over HTTP.
+    case service(URL)
+
+    var json: JSONValue {
+        switch self {
+        case .geodatabase(let url): ["geodatabase": .string(url.path)]
+        case .service(let url): ["service": .string(url.absoluteString)]
+        }
+    }
+}
+
+/// Exports vector tiles of a geodatabase's layers, or of a VectorTileServer, into a `.vtpk`, PMTiles or MBTiles file (by
 /// the output's extension), as a job (ArcGIS `ExportVectorTilesJob`).
 ///
-/// Steps: `tiles` (made by the generator into a durable spool beside the output, checkpointed
+/// Steps: `tiles` (made by the generator, or fetched from the service — the tiles its tile map
+/// names in the area and zooms, eight at a time — into a durable spool beside the output, checkpointed
 /// at most every interval; a job rebuilt after a kill reopens the spool at its last checkpoint
 /// and makes only the tiles it lacks), `package` (the file written from the spool beside the
 /// output, its tiles counted, renamed into place). A cancelled or failed job removes the spool
@@ -111,32 +132,40 @@ public struct VectorTileJobEnvironment: Sendable {
 public struct ExportVectorTilesJob: JobDefinition {
     public static let jobType = "outpost.exportVectorTiles"
 
-    /// The geodatabase whose layers are tiled.
-    public var geodatabaseURL: URL
+    /// Where the tiles come from.
+    public var source: VectorTileExportSource
     /// The area, zooms and definition.
     public var exportParameters: ExportVectorTilesParameters
     /// Where the file is written.
     public var downloadFileURL: URL
     let environment: VectorTileJobEnvironment
 
-    /// An export of `parameters` from `geodatabaseURL` into `downloadFileURL`.
-    public init(geodatabaseURL: URL, parameters: ExportVectorTilesParameters, downloadFileURL: URL, environment: VectorTileJobEnvironment = VectorTileJobEnvironment()) {
-        self.geodatabaseURL = geodatabaseURL
+    /// An export of `parameters` from `source` into `downloadFileURL`.
+    public init(source: VectorTileExportSource, parameters: ExportVectorTilesParameters, downloadFileURL: URL, environment: VectorTileJobEnvironment = VectorTileJobEnvironment()) {
+        self.source = source
         self.exportParameters = parameters
         self.downloadFileURL = downloadFileURL
         self.environment = environment
     }
 
     public var parameters: JSONValue {
-        ["geodatabase": .string(geodatabaseURL.path), "export": exportParameters.json, "downloadFile": .string(downloadFileURL.path)]
+        ["source": source.json, "export": exportParameters.json, "downloadFile": .string(downloadFileURL.path)]
     }
 
     public init(parameters: JSONValue, environment: JobEnvironment) throws {
-        guard let gdb = parameters["geodatabase"]?.stringValue, let export = parameters["export"], let file = parameters["downloadFile"]?.stringValue else {
-            throw JobError(.invalidJSON, "a vector tile export needs geodatabase, export and downloadFile")
+        guard let export = parameters["export"], let file = parameters["downloadFile"]?.stringValue else {
+            throw JobError(.invalidJSON, "a vector tile export needs source, export and downloadFile")
+        }
+        let source: VectorTileExportSource
+        if let path = parameters["source"]?["geodatabase"]?.stringValue {
+            source = .geodatabase(URL(fileURLWithPath: path))
+        } else if let text = parameters["source"]?["service"]?.stringValue, let url = URL(string: text) {
+            source = .service(url)
+        } else {
+            throw JobError(.invalidJSON, "a vector tile export's source is a geodatabase or a service")
         }
         self.init(
-            geodatabaseURL: URL(fileURLWithPath: gdb), parameters: try ExportVectorTilesParameters(json: export), downloadFileURL: URL(fileURLWithPath: file),
+            source: source, parameters: try ExportVectorTilesParameters(json: export), downloadFileURL: URL(fileURLWithPath: file),
             environment: environment[VectorTileJobEnvironment.self] ?? VectorTileJobEnvironment())
     }
 
@@ -162,19 +191,40 @@ public struct ExportVectorTilesJob: JobDefinition {
             context.log("wrote \(context.recorded("tiles")?.integerValue ?? 0) tiles to \(downloadFileURL.lastPathComponent)")
             return
         }
-        let gdb: Geodatabase
-        do { gdb = try Geodatabase.open(at: geodatabaseURL, readOnly: true) } catch { throw VectorTileError(.io, "cannot open \(geodatabaseURL.lastPathComponent): \(error)") }
-        defer { try? gdb.close() }
-        let generator = try VectorTileGenerator(geodatabase: gdb, definition: exportParameters.resolvedDefinition(gdb.schema))
         let area = try exportParameters.area()
-        if step == 0 {
-            try await makeTiles(generator, area: area, context: context)
-        } else {
-            try await package(generator, area: area, context: context)
+        switch source {
+        case .geodatabase(let url):
+            let gdb: Geodatabase
+            do { gdb = try Geodatabase.open(at: url, readOnly: true) } catch { throw VectorTileError(.io, "cannot open \(url.lastPathComponent): \(error)") }
+            defer { try? gdb.close() }
+            let generator = try VectorTileGenerator(geodatabase: gdb, definition: exportParameters.resolvedDefinition(gdb.schema))
+            if step == 0 {
+                try await makeTiles(context: context) { shared, skip in
+                    try await generator.generate(area: area, concurrency: environment.concurrency, skip: skip) { key, bytes in try shared.add(key, bytes) }
+                }
+            } else {
+                var bounds = area
+                if bounds == nil { bounds = try await generator.dataExtent() }
+                try await package(TileSetDescription(generator, name: downloadFileURL.deletingPathExtension().lastPathComponent, bounds: bounds), context: context)
+            }
+        case .service(let url):
+            let http: HTTPTileSource
+            do { http = try HTTPTileSource(url: url.absoluteString, token: environment.token) } catch let error as TileCacheError { throw VectorTileError(.io, error.message) }
+            let service = try await ServiceTiles(http, parameters: exportParameters, area: area)
+            if step == 0 {
+                try await makeTiles(context: context) { shared, skip in try await service.fetch(into: shared, skip: skip) }
+            } else {
+                try await package(try await service.description(name: downloadFileURL.deletingPathExtension().lastPathComponent), context: context)
+            }
         }
     }
 
-    private func makeTiles(_ generator: VectorTileGenerator, area: Envelope?, context: JobContext) async throws {
+    /// Runs `produce` (which adds tiles to the spool, passing over those `skip` names) beside the
+    /// checkpoints, from the spool's last checkpoint when the step resumes.
+    private func makeTiles(
+        context: JobContext,
+        _ produce: @escaping @Sendable (LockedSpool, @escaping @Sendable (TileKey) -> Bool) async throws -> VectorTileGenerator.Summary
+    ) async throws {
         let spool: TileSpool
         if let state = context.checkpointData, let size = state["size"]?.integerValue, let count = state["count"]?.integerValue {
             spool = try TileSpool(resuming: downloadFileURL, size: UInt64(size), count: Int(count))
@@ -186,11 +236,7 @@ public struct ExportVectorTilesJob: JobDefinition {
         let shared = LockedSpool(spool)
         let faults = environment.faults, interval = environment.checkpointInterval
         let summary: VectorTileGenerator.Summary = try await withThrowingTaskGroup(of: VectorTileGenerator.Summary?.self) { group in
-            group.addTask {
-                try await generator.generate(area: area, concurrency: environment.concurrency, skip: { made.contains(Self.pack($0)) }) { key, bytes in
-                    try shared.add(key, bytes)
-                }
-            }
+            group.addTask { try await produce(shared) { made.contains(Self.pack($0)) } }
             group.addTask {
                 // Durable checkpoints while tiles arrive: at most one an interval, at once when a
                 // pause or cancel waits for one (which then ends the step by throwing).
@@ -227,17 +273,14 @@ public struct ExportVectorTilesJob: JobDefinition {
         context.reportProgress("tiles", done: Int64(count), total: Int64(count))
     }
 
-    private func package(_ generator: VectorTileGenerator, area: Envelope?, context: JobContext) async throws {
+    private func package(_ description: TileSetDescription, context: JobContext) async throws {
         guard let state = context.recorded("spool"), let size = state["size"]?.integerValue, let count = state["count"]?.integerValue else {
             throw VectorTileError(.corrupt, "the export job has no record of its tiles")
         }
         let spool = try TileSpool(resuming: downloadFileURL, size: UInt64(size), count: Int(count))
-        var bounds = area
-        if bounds == nil { bounds = try await generator.dataExtent() }
-        let name = downloadFileURL.deletingPathExtension().lastPathComponent
         let partial = VectorTileOutput.partialURL(downloadFileURL)
         do {
-            try VectorTileOutput.writeFile(spool, generator: generator, format: format, name: name, bounds: bounds, to: partial)
+            try VectorTileOutput.writeFile(spool, description, format: format, to: partial)
         } catch let error as TileCacheError {
             throw VectorTileError(.io, error.message)
         }

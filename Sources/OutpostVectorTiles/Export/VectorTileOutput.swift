@@ -27,16 +27,17 @@ enum VectorTileOutput {
         let spool = try TileSpool(beside: url)
         let box = SendableBox(spool)
         let summary = try await generator.generate(area: area) { key, bytes in try box.value.add(key, data: bytes) }
-        try write(spool, generator: generator, format: format, name: name ?? url.deletingPathExtension().lastPathComponent, bounds: bounds, to: url)
+        let description = TileSetDescription(generator, name: name ?? url.deletingPathExtension().lastPathComponent, bounds: bounds)
+        try write(spool, description, format: format, to: url)
         return summary
     }
 
     /// Writes the spool's tiles as `format` beside `url` and renames the file into place; the
     /// spool's files go once it is.
-    static func write(_ spool: TileSpool, generator: VectorTileGenerator, format: VectorTileFormat, name: String, bounds: Envelope?, to url: URL) throws {
+    static func write(_ spool: TileSpool, _ description: TileSetDescription, format: VectorTileFormat, to url: URL) throws {
         let partial = partialURL(url)
         do {
-            try writeFile(spool, generator: generator, format: format, name: name, bounds: bounds, to: partial)
+            try writeFile(spool, description, format: format, to: partial)
             if FileManager.default.fileExists(atPath: url.path) { try FileManager.default.removeItem(at: url) }
             try FileManager.default.moveItem(at: partial, to: url)
             spool.discard()
@@ -51,13 +52,37 @@ enum VectorTileOutput {
 
 extension VectorTileOutput {
     /// Writes the spool's tiles as `format` at `url` itself (no renaming).
-    static func writeFile(_ spool: TileSpool, generator: VectorTileGenerator, format: VectorTileFormat, name: String, bounds: Envelope?, to url: URL) throws {
+    static func writeFile(_ spool: TileSpool, _ description: TileSetDescription, format: VectorTileFormat, to url: URL) throws {
         try? FileManager.default.removeItem(at: url)
         switch format {
-        case .vtpk: try VectorTilePackage.write(spool, generator: generator, name: name, bounds: bounds, to: url)
-        case .pmtiles: try VectorTilePMTiles.write(spool, generator: generator, name: name, bounds: bounds, to: url)
-        case .mbtiles: try VectorTileMBTiles.write(spool, generator: generator, name: name, bounds: bounds, to: url)
+        case .vtpk: try VectorTilePackage.write(spool, description, to: url)
+        case .pmtiles: try VectorTilePMTiles.write(spool, description, to: url)
+        case .mbtiles: try VectorTileMBTiles.write(spool, description, to: url)
         }
+    }
+}
+
+/// What a file of tiles says of them besides the tiles: name, zooms, bounds (Web Mercator),
+/// the layers (`{"vector_layers": …}`) and a style whose source is the file (`"url": "../../"`).
+struct TileSetDescription {
+    var name: String
+    var minZoom: Int
+    var maxZoom: Int
+    var bounds: Envelope?
+    var vectorLayers: JSONValue
+    var style: JSONValue
+
+    /// The description of `generator`'s tiles.
+    init(_ generator: VectorTileGenerator, name: String, bounds: Envelope?) {
+        self.name = name
+        (minZoom, maxZoom) = (generator.definition.minZoom, generator.definition.maxZoom)
+        self.bounds = bounds
+        vectorLayers = (try? JSONValue.parse(Data(VectorTileMBTiles.vectorLayersJSON(generator.tileLayers).utf8))) ?? ["vector_layers": []]
+        style = VectorTileStyle.make(generator, name: name, source: ["type": "vector", "url": "../../"])
+    }
+
+    init(name: String, minZoom: Int, maxZoom: Int, bounds: Envelope?, vectorLayers: JSONValue, style: JSONValue) {
+        (self.name, self.minZoom, self.maxZoom, self.bounds, self.vectorLayers, self.style) = (name, minZoom, maxZoom, bounds, vectorLayers, style)
     }
 }
 

@@ -14,19 +14,18 @@ public enum VectorTileMBTiles {
         try await VectorTileOutput.export(generator, area: area, to: url, format: .mbtiles, name: name)
     }
 
-    static func write(_ spool: TileSpool, generator: VectorTileGenerator, name: String, bounds: Envelope?, to url: URL) throws {
-        let d = generator.definition
-        let info = TileCacheInfo(name: name, scheme: .webMercator, minLevel: d.minZoom, maxLevel: d.maxZoom, format: "PBF", fullExtent: bounds)
-        let writer = try MBTilesWriter(at: url, info: info, metadata: metadata(generator, bounds: bounds))
+    static func write(_ spool: TileSpool, _ d: TileSetDescription, to url: URL) throws {
+        let info = TileCacheInfo(name: d.name, scheme: .webMercator, minLevel: d.minZoom, maxLevel: d.maxZoom, format: "PBF", fullExtent: d.bounds)
+        let writer = try MBTilesWriter(at: url, info: info, metadata: metadata(d))
         for e in spool.entries { try writer.add(e.key, data: [UInt8](try spool.read(offset: e.offset, length: e.length))) }
         try writer.finish()
     }
 
     /// The metadata rows for vector tiles: `format`, `type`, `json` with `vector_layers`, `center`.
-    static func metadata(_ generator: VectorTileGenerator, bounds: Envelope?) -> [(String, String)] {
-        var rows: [(String, String)] = [("format", "pbf"), ("type", "overlay"), ("json", vectorLayersJSON(generator.tileLayers))]
-        if let b = bounds, let g = try? WebMercator.convert(b, from: .webMercator, to: .wgs84) {
-            let zoom = max(generator.definition.minZoom, min(generator.definition.maxZoom, 12))
+    static func metadata(_ d: TileSetDescription) -> [(String, String)] {
+        var rows: [(String, String)] = [("format", "pbf"), ("type", "overlay"), ("json", d.vectorLayers.jsonString)]
+        if let b = d.bounds, let g = try? WebMercator.convert(b, from: .webMercator, to: .wgs84) {
+            let zoom = max(d.minZoom, min(d.maxZoom, 12))
             rows.append(("center", "\((g.xmin + g.xmax) / 2),\((g.ymin + g.ymax) / 2),\(zoom)"))
         }
         return rows

@@ -12,13 +12,12 @@ public enum VectorTilePMTiles {
         try await VectorTileOutput.export(generator, area: area, to: url, format: .pmtiles, name: name)
     }
 
-    static func write(_ spool: TileSpool, generator: VectorTileGenerator, name: String, bounds: Envelope?, to url: URL) throws {
+    static func write(_ spool: TileSpool, _ d: TileSetDescription, to url: URL) throws {
+        let (name, bounds) = (d.name, d.bounds)
         let writer = PMTilesWriter(at: url, tileType: .mvt, tileCompression: .gzip, spool: spool)
-        let d = generator.definition
         let world = Envelope(xmin: -180, ymin: -85.0511287798066, xmax: 180, ymax: 85.0511287798066)
         let lonLat = try bounds.map { try WebMercator.convert($0, from: .webMercator, to: .wgs84) } ?? world
-        let layers = try JSONValue.parse(Data(VectorTileMBTiles.vectorLayersJSON(generator.tileLayers).utf8))
-        var metadata = layers.objectValue ?? [:]
+        var metadata = d.vectorLayers.objectValue ?? [:]
         metadata["name"] = .string(name)
         metadata["description"] = "written by outpost"
         metadata["type"] = "overlay"

@@ -34,8 +34,8 @@ public enum VectorTilePackage {
         try await VectorTileOutput.export(generator, area: area, to: url, format: .vtpk, name: name)
     }
 
-    static func write(_ spool: TileSpool, generator: VectorTileGenerator, name: String, bounds: Envelope?, to url: URL) throws {
-        let d = generator.definition
+    static func write(_ spool: TileSpool, _ d: TileSetDescription, to url: URL) throws {
+        let (name, bounds) = (d.name, d.bounds)
         let p = UInt32(CompactBundle.packetSize)
         spool.sort { a, b in
             if a.level != b.level { return a.level < b.level }
@@ -46,7 +46,7 @@ public enum VectorTilePackage {
         let info = TileCacheInfo(name: name, scheme: tilingScheme(maxLevel: d.maxZoom), minLevel: d.minZoom, maxLevel: d.maxZoom, format: "pbf", fullExtent: bounds)
         let root = rootJSON(info)
         let id = itemID(root)
-        let style = VectorTileStyle.make(generator, name: name, source: ["type": "vector", "url": "../../"])
+        let style = d.style
         let writer = try TileCacheWriter(
             packageAt: url, info: info, tileFolder: tileFolder,
             entries: [

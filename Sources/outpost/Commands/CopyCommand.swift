@@ -22,7 +22,7 @@ func outpostJobRegistry(
 }
 
 /// What this process's vector tile exports take: its fault points and checkpoint interval.
-let vectorTileJobEnvironment = VectorTileJobEnvironment(faults: processFaults, checkpointInterval: testCheckpointInterval)
+let vectorTileJobEnvironment = VectorTileJobEnvironment(token: serviceToken(nil), faults: processFaults, checkpointInterval: testCheckpointInterval)
 
 /// Where jobs keep their JSON: `--job-dir`, else `OUTPOST_JOB_DIR`, else `.outpost/jobs`.
 func jobDirectory(_ option: String?) -> URL {

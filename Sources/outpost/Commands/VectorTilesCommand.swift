@@ -13,7 +13,7 @@ struct VectorTilesCommand: AsyncParsableCommand {
 
     struct Export: AsyncParsableCommand {
         static let configuration = CommandConfiguration(
-            abstract: "Make vector tiles of a geodatabase's layers.",
+            abstract: "Make vector tiles of a geodatabase's layers, or take a VectorTileServer's offline.",
             discussion: """
                 Every spatial layer with all its fields goes in unless --definition names the layers, \
                 fields and zooms (docs/tiles.md, "Vector tiles"). Tiles are Mapbox Vector Tile 2.1, \
@@ -25,7 +25,7 @@ struct VectorTilesCommand: AsyncParsableCommand {
                 a job that checkpoints as it goes: Ctrl-C pauses it, and the same command again (or \
                 `outpost job resume <job-dir>`) continues without making the tiles it has.
                 """)
-        @Argument(help: "The geodatabase (.gpkg).") var source: String
+        @Argument(help: "The geodatabase (.gpkg), or a VectorTileServer URL whose tiles are taken.") var source: String
         @Option(help: "The file to write: file.mbtiles, file.pmtiles or file.vtpk.") var out: String
         @Option(parsing: .unconditional, help: "Area: xmin,ymin,xmax,ymax in longitude/latitude (default: all the layers).") var area: String?
         @Option(help: "The first zoom (default 0, or the definition's).") var minZoom: Int?
@@ -40,20 +40,35 @@ struct VectorTilesCommand: AsyncParsableCommand {
             guard VectorTileFormat(url: output) != nil else {
                 throw ValidationError("--out must end in .mbtiles, .pmtiles or .vtpk")
             }
-            let gdbURL = URL(fileURLWithPath: source).standardizedFileURL
             let parameters = ExportVectorTilesParameters(
                 areaOfInterest: try area.map { .envelope(try parseExtent($0), .wgs84) }, minZoom: minZoom, maxZoom: maxZoom,
                 definition: try definition.map { try VectorTileDefinition.read(URL(fileURLWithPath: $0)) })
-            // What does not fit the data is refused before any job is made.
-            let gdb = try Geodatabase.open(at: gdbURL, readOnly: true)
-            let d = parameters.resolvedDefinition(gdb.schema)
-            defer { try? gdb.close() }
-            _ = try VectorTileGenerator(geodatabase: gdb, definition: d)
             _ = try parameters.area()
+            // What does not fit the source is refused before any job is made.
+            let from: VectorTileExportSource
+            let zooms: (Int, Int)
+            var maxTileBytes = 0
+            if source.hasPrefix("http://") || source.hasPrefix("https://"), let url = URL(string: source) {
+                guard definition == nil else { throw ValidationError("--definition is for a geodatabase; a VectorTileServer's tiles are taken as they are") }
+                from = .service(url)
+                let task = ExportVectorTilesTask(url: url, environment: vectorTileJobEnvironment)
+                try await task.load()
+                let p = try await task.makeDefaultExportVectorTilesParameters(areaOfInterest: parameters.areaOfInterest, maxScale: 0)
+                zooms = (minZoom ?? 0, min(maxZoom ?? p.maxZoom ?? 0, p.maxZoom ?? 0))
+            } else {
+                let gdbURL = URL(fileURLWithPath: source).standardizedFileURL
+                from = .geodatabase(gdbURL)
+                let gdb = try Geodatabase.open(at: gdbURL, readOnly: true)
+                let d = parameters.resolvedDefinition(gdb.schema)
+                defer { try? gdb.close() }
+                _ = try VectorTileGenerator(geodatabase: gdb, definition: d)
+                zooms = (d.minZoom, d.maxZoom)
+                maxTileBytes = d.maxTileBytes
+            }
             let started = Date()
             let directory = jobDir.map { URL(fileURLWithPath: $0) } ?? output.deletingLastPathComponent().appendingPathComponent(".outpost/jobs")
             let manager = try JobManager(directory: directory, registry: outpostJobRegistry())
-            let export = ExportVectorTilesJob(geodatabaseURL: gdbURL, parameters: parameters, downloadFileURL: output, environment: vectorTileJobEnvironment)
+            let export = ExportVectorTilesJob(source: from, parameters: parameters, downloadFileURL: output, environment: vectorTileJobEnvironment)
             // The same command again continues an unfinished export of the same output.
             let job = try resumingOrAdding(export, in: manager, target: out, madeOutput: output) { $0.parameters["downloadFile"]?.stringValue == output.path }
             let status = try await startShowingProgress(job, in: manager, label: "vector tiles")
@@ -72,8 +87,8 @@ struct VectorTilesCommand: AsyncParsableCommand {
                     "levels": .array(levels.map { ["level": .integer(Int64($0.0)), "tiles": $0.1] }), "seconds": .number(seconds),
                 ])
             } else {
-                print("wrote \(out): \(tiles) tiles, zooms \(d.minZoom)–\(d.maxZoom), \(ProgressDisplay.count(Int64(size), "bytes")) in \(String(format: "%.1f", seconds)) s")
-                if dropped > 0 { print("\(dropped) features left out of tiles over \(d.maxTileBytes) bytes") }
+                print("wrote \(out): \(tiles) tiles, zooms \(zooms.0)–\(zooms.1), \(ProgressDisplay.count(Int64(size), "bytes")) in \(String(format: "%.1f", seconds)) s")
+                if dropped > 0 { print("\(dropped) features left out of tiles over \(maxTileBytes) bytes") }
                 if let first = unreadable.first {
                     let id = first["objectid"]?.integerValue.map { "objectid \($0)" } ?? ""
                     print("\(unreadable.count) features left out: their geometry cannot be read (first: \(first["layer"]?.stringValue ?? "") \(id): \(first["reason"]?.stringValue ?? ""))")
