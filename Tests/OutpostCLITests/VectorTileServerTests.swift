@@ -61,6 +61,33 @@ struct VectorTileServerTests {
         print(json.dumps({"tiles": tiles, "gzipped": gzipped, "layers": sorted(layers)}))
         """
 
+    static let preview = """
+        import sys
+        from selenium import webdriver
+        from selenium.webdriver.support.ui import WebDriverWait
+        options = webdriver.ChromeOptions()
+        options.binary_location = "/usr/bin/chromium"
+        for flag in ("--headless=new", "--no-sandbox", "--disable-gpu", "--disable-dev-shm-usage", "--window-size=1200,900"):
+            options.add_argument(flag)
+        options.set_capability("goog:loggingPrefs", {"browser": "ALL"})
+        driver = webdriver.Chrome(service=webdriver.ChromeService(executable_path="/usr/bin/chromedriver"), options=options)
+        DRAWN = (
+            "let n = 0; for (const c of document.querySelectorAll('#map canvas')) {"
+            "  const p = c.getContext('2d').getImageData(0, 0, c.width, c.height).data;"
+            "  for (let i = 3; i < p.length; i += 4 * 13) if (p[i] > 0) n++; } return n;")
+        try:
+            driver.set_page_load_timeout(60)
+            driver.get(sys.argv[1])
+            assert "streets" in driver.page_source and "VectorTileServer" in driver.title, driver.title
+            WebDriverWait(driver, 30).until(lambda d: d.execute_script(DRAWN) > 200)
+            # A tile the service has not (a 404) is no error of the page's.
+            errors = [e for e in driver.get_log("browser") if e["level"] == "SEVERE" and not (e["source"] == "network" and "404" in e["message"])]
+            assert not errors, errors
+            print("drawn", driver.execute_script(DRAWN))
+        finally:
+            driver.quit()
+        """
+
     /// A package's tiles (from its bundles) against the service's: each equal to the served
     /// tile once unzipped, and every served tile of the area at the package's zooms in it.
     static let sameAsServed = """
@@ -147,6 +174,11 @@ struct VectorTileServerTests {
         let drawn = try await QGISDrawing.compare(
             QGISDrawing.vectorTileServer(try #require(URL(string: vts))), with: helsinki, layer: "streets", kind: "line", area: "24.93,60.16,24.96,60.18")
         #expect(QGISDrawing.problem(drawn, atLeast: 10_000) == nil, "\(drawn)")
+
+        // The Services Directory's page previews the tiles: its own script decodes them into
+        // canvases (headless Chromium; coloured pixels drawn, no error in the console).
+        let browser = try await ExternalTools.python(Self.preview, ["\(vts)?f=html"])
+        #expect(browser.succeeded, "\(browser.stdout)\(browser.stderr.suffix(1500))")
 
         // Taken offline two ways: `vtiles export` of the service's URL, and a map whose basemap is
         // the VectorTileServer, in one offline-map job. Each package holds exactly the served

@@ -46,14 +46,16 @@ enum DirectoryAssets {
         .map { position: relative; width: 640px; max-width: 100%; height: 400px; overflow: hidden; background: #dfe7ec;
                border: 1px solid #b9c5ce; cursor: grab; touch-action: none; user-select: none; }
         .map img { position: absolute; width: 256px; height: 256px; pointer-events: none; }
+        .map canvas { position: absolute; pointer-events: none; }
         .map .zoom { position: absolute; top: 8px; left: 8px; z-index: 2; display: flex; flex-direction: column; }
         .map .zoom button { width: 28px; height: 28px; margin-bottom: 2px; font-size: 18px; line-height: 1; cursor: pointer; }
         .map .level { position: absolute; bottom: 4px; right: 6px; z-index: 2; font-size: 12px; background: rgba(255,255,255,0.75); padding: 0 4px; }
 
         """
 
-    /// Draws a tiled map service's tiles into `#map`: the initial extent at the finest level
-    /// that shows it whole, dragging to pan, buttons and the wheel to zoom.
+    /// Draws a tiled map service's tiles into `#map` (a VectorTileServer's decoded and drawn into
+    /// canvases): the initial extent at the finest level that shows it whole, dragging to pan,
+    /// buttons and the wheel to zoom.
     static let script = """
         "use strict";
         (function () {
@@ -88,16 +90,90 @@ enum DirectoryAssets {
             layer.replaceChildren();
             for (let row = Math.max(r0, 0); row <= Math.min(r1, count - 1); row++) {
               for (let col = Math.max(c0, 0); col <= Math.min(c1, count - 1); col++) {
-                const img = document.createElement("img");
-                img.alt = "";
-                img.src = data.tiles + "/" + level + "/" + row + "/" + col;
-                img.addEventListener("error", () => { img.remove(); });
-                img.style.left = Math.round((origin[0] + col * span - left) / r) + "px";
-                img.style.top = Math.round((top - (origin[1] - row * span)) / r) + "px";
-                layer.appendChild(img);
+                const tile = data.vector ? vectorTile(level, row, col) : document.createElement("img");
+                if (!data.vector) {
+                  tile.alt = "";
+                  tile.src = data.tiles + "/" + level + "/" + row + "/" + col;
+                  tile.addEventListener("error", () => { tile.remove(); });
+                }
+                tile.style.left = Math.round((origin[0] + col * span - left) / r) + "px";
+                tile.style.top = Math.round((top - (origin[1] - row * span)) / r) + "px";
+                layer.appendChild(tile);
               }
             }
             label.textContent = "level " + level;
+          }
+          // Mapbox Vector Tiles: read with a small protobuf reader, drawn into a canvas per tile
+          // (areas filled, lines stroked, points as dots; a colour per layer).
+          const palette = ["#1f77b4", "#d62728", "#2ca02c", "#ff7f0e", "#9467bd", "#8c564b", "#e377c2", "#17becf"];
+          function decode(bytes) {
+            const layers = [];
+            const varint = (r) => { let v = 0, s = 1, x; do { x = bytes[r.p++]; v += (x & 0x7f) * s; s *= 128; } while (x & 0x80); return v; };
+            const skip = (r, wire) => {
+              if (wire === 0) { varint(r); } else if (wire === 2) { const n = varint(r); r.p += n; }
+              else if (wire === 1) { r.p += 8; } else if (wire === 5) { r.p += 4; } else { throw new Error("wire type " + wire); }
+            };
+            const fields = (r, each) => { while (r.p < r.end) { const key = varint(r); if (!each(Math.floor(key / 8), key & 7, r)) { skip(r, key & 7); } } };
+            const part = (r) => { const n = varint(r); const inner = { p: r.p, end: r.p + n }; r.p += n; return inner; };
+            fields({ p: 0, end: bytes.length }, (field, wire, r) => {
+              if (field !== 3 || wire !== 2) { return false; }
+              const layer = { name: "", extent: 4096, features: [] };
+              fields(part(r), (f, w, q) => {
+                if (f === 1 && w === 2) { const s = part(q); layer.name = new TextDecoder().decode(bytes.subarray(s.p, s.end)); return true; }
+                if (f === 5 && w === 0) { layer.extent = varint(q); return true; }
+                if (f !== 2 || w !== 2) { return false; }
+                const feature = { type: 0, geometry: [] };
+                fields(part(q), (g, gw, t) => {
+                  if (g === 3 && gw === 0) { feature.type = varint(t); return true; }
+                  if (g === 4 && gw === 2) { const s = part(t); while (s.p < s.end) { feature.geometry.push(varint(s)); } t.p = s.end; return true; }
+                  return false;
+                });
+                layer.features.push(feature);
+                return true;
+              });
+              layers.push(layer);
+              return true;
+            });
+            return layers;
+          }
+          function rings(geometry) {
+            const out = []; let x = 0, y = 0, i = 0, ring = null;
+            const zigzag = (v) => (v % 2 === 1 ? -(v + 1) / 2 : v / 2);
+            while (i < geometry.length) {
+              const command = geometry[i++], id = command & 7, count = Math.floor(command / 8);
+              if (id === 1 || id === 2) {
+                for (let k = 0; k < count; k++) {
+                  x += zigzag(geometry[i++]); y += zigzag(geometry[i++]);
+                  if (id === 1) { ring = [[x, y]]; out.push(ring); } else { ring.push([x, y]); }
+                }
+              }
+            }
+            return out;
+          }
+          function vectorTile(z, row, col) {
+            const canvas = document.createElement("canvas");
+            canvas.width = size; canvas.height = size;
+            canvas.style.width = size + "px"; canvas.style.height = size + "px";
+            fetch(data.tiles + "/" + z + "/" + row + "/" + col + ".pbf").then((reply) => reply.ok ? reply.arrayBuffer() : null).then((buffer) => {
+              if (!buffer) { canvas.remove(); return; }
+              const g = canvas.getContext("2d");
+              decode(new Uint8Array(buffer)).forEach((layer, index) => {
+                const k = size / layer.extent, colour = palette[index % palette.length];
+                g.strokeStyle = colour; g.fillStyle = colour; g.lineWidth = 1.5;
+                for (const feature of layer.features) {
+                  const parts = rings(feature.geometry);
+                  g.beginPath();
+                  for (const part of parts) {
+                    if (feature.type === 1) { for (const [px, py] of part) { g.moveTo(px * k + 3, py * k); g.arc(px * k, py * k, 3, 0, 2 * Math.PI); } continue; }
+                    part.forEach(([px, py], n) => (n === 0 ? g.moveTo(px * k, py * k) : g.lineTo(px * k, py * k)));
+                    if (feature.type === 3) { g.closePath(); }
+                  }
+                  if (feature.type === 3) { g.globalAlpha = 0.43; g.fill(); g.globalAlpha = 1; g.stroke(); }
+                  else if (feature.type === 1) { g.fill(); } else { g.stroke(); }
+                }
+              });
+            }).catch(() => canvas.remove());
+            return canvas;
           }
           function zoom(by) {
             const next = Math.min(maxLevel, Math.max(minLevel, level + by));

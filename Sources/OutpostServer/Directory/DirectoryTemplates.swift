@@ -157,7 +157,7 @@ enum DirectoryTemplates {
         \(properties)
         <h2>Preview</h2>
         <div id="map" class="map" data-tiles="{{tiles}}" data-min-level="{{minLevel}}" data-max-level="{{maxLevel}}"
-          data-extent="{{extent}}" data-origin="{{origin}}" data-resolution0="{{resolution0}}" data-tile-size="{{tileSize}}"></div>
+          data-extent="{{extent}}" data-origin="{{origin}}" data-resolution0="{{resolution0}}" data-tile-size="{{tileSize}}" data-vector="{{vector}}"></div>
         <p class="note">Drag to pan, the buttons or the mouse wheel to zoom.</p>
         <h2>Levels of detail</h2>
         <table class="list"><thead><tr><th>Level</th><th>Resolution</th><th>Scale</th></tr></thead><tbody>

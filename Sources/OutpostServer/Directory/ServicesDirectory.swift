@@ -270,7 +270,7 @@ struct DirectoryView: Sendable {
         let tileInfo = json["tileInfo"]
         let lods = tileInfo?["lods"]?.arrayValue ?? []
         context["properties"] = [
-            Self.property("Map name", Self.text(json["mapName"])),
+            Self.property("Map name", Self.text(json["mapName"] ?? json["name"])),
             Self.property("Capabilities", Self.text(json["capabilities"])),
             Self.property("Spatial reference", Self.spatialReferenceText(json["spatialReference"])),
             Self.property("Full extent", Self.extentText(json["fullExtent"])),
@@ -296,6 +296,8 @@ struct DirectoryView: Sendable {
         let level0 = lods.first { $0["level"]?.integerValue == 0 }
         context["resolution0"] = level0?["resolution"]?.doubleValue ?? 156543.03392804097
         context["tileSize"] = tileInfo?["rows"]?.integerValue ?? 256
+        // A VectorTileServer's tiles are drawn by the page's script from the tiles themselves.
+        context["vector"] = segments.last == "VectorTileServer" ? "1" : ""
         context["script"] = true
         return render("mapServer", context)
     }
@@ -352,10 +354,11 @@ struct DirectoryView: Sendable {
 }
 
 extension ResponseWriting {
-    /// The security headers of every directory page: nothing may load from elsewhere, no inline
-    /// script runs, no other site frames the page.
+    /// The security headers of every directory page: nothing may load from elsewhere (the page's
+    /// script fetches vector tiles from this server only), no inline script runs, no other site
+    /// frames the page.
     static let directoryPolicy =
-        "default-src 'none'; style-src 'self'; script-src 'self'; img-src 'self' data:; form-action 'self'; base-uri 'none'; frame-ancestors 'none'"
+        "default-src 'none'; style-src 'self'; script-src 'self'; img-src 'self' data:; connect-src 'self'; form-action 'self'; base-uri 'none'; frame-ancestors 'none'"
 
     func html(_ text: String, status: HTTPResponse.Status = .ok) -> Response {
         var response = bytes(ByteBuffer(string: text), status: status, contentType: "text/html; charset=utf-8")

@@ -300,8 +300,11 @@ public struct FeatureServerResponder: HTTPResponder {
             throw services.notServed(name, types: ["VectorTileServer"], described: "vector tile service \(name)")
         }
         let publicURL = PublicURL(call.request, configuration: configuration)
+        // For a browser, the service's page has a preview the page's script draws from the tiles.
+        var writing = call.writing
+        if let view = call.directoryView() { writing.directory = (view, call.rest.isEmpty ? .mapServer : .resource) }
         return VectorTileServerRoutes(
-            archive: archive, serviceURL: publicURL.service(archive.name, "VectorTileServer"), parameters: call.parameters, writing: resourcePage(call), metrics: metrics)
+            archive: archive, serviceURL: publicURL.service(archive.name, "VectorTileServer"), parameters: call.parameters, writing: writing, metrics: metrics)
     }
 
     /// The locator the path names.
