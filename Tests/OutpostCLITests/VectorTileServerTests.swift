@@ -61,16 +61,7 @@ struct VectorTileServerTests {
         print(json.dumps({"tiles": tiles, "gzipped": gzipped, "layers": sorted(layers)}))
         """
 
-    static let preview = """
-        import sys
-        from selenium import webdriver
-        from selenium.webdriver.support.ui import WebDriverWait
-        options = webdriver.ChromeOptions()
-        options.binary_location = "/usr/bin/chromium"
-        for flag in ("--headless=new", "--no-sandbox", "--disable-gpu", "--disable-dev-shm-usage", "--window-size=1200,900"):
-            options.add_argument(flag)
-        options.set_capability("goog:loggingPrefs", {"browser": "ALL"})
-        driver = webdriver.Chrome(service=webdriver.ChromeService(executable_path="/usr/bin/chromedriver"), options=options)
+    static let preview = HeadlessChromium.prelude + """
         DRAWN = (
             "let n = 0; for (const c of document.querySelectorAll('#map canvas')) {"
             "  const p = c.getContext('2d').getImageData(0, 0, c.width, c.height).data;"

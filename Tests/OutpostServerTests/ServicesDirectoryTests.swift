@@ -171,18 +171,8 @@ struct ServicesDirectoryTests {
         withExtendedLifetime(service) {}
     }
 
-    static let browserScript = """
-        import sys
-        from selenium import webdriver
-        from selenium.webdriver.common.by import By
-        from selenium.webdriver.support.ui import WebDriverWait
+    static let browserScript = HeadlessChromium.prelude + """
         from selenium.common.exceptions import NoAlertPresentException
-        options = webdriver.ChromeOptions()
-        options.binary_location = "/usr/bin/chromium"
-        for flag in ("--headless=new", "--no-sandbox", "--disable-gpu", "--disable-dev-shm-usage", "--window-size=1200,900"):
-            options.add_argument(flag)
-        options.set_capability("goog:loggingPrefs", {"browser": "ALL"})
-        driver = webdriver.Chrome(service=webdriver.ChromeService(executable_path="/usr/bin/chromedriver"), options=options)
         driver.set_page_load_timeout(60)
         wait = WebDriverWait(driver, 30)
         errors = []
