@@ -41,7 +41,9 @@ public enum OutpostApplication {
         let scheme = tls == nil ? "http" : "https"
         return Application(
             responder: FeatureServerResponder(services: services, configuration: configuration, drain: drain.state),
-            server: try tls.map { try .http2Upgrade(tlsConfiguration: $0, additionalChannelHandlers: [ClientDeparture.Watch()]) }
+            server: try tls.map {
+                try .http2Upgrade(tlsConfiguration: $0, configuration: .init(streamConfiguration: .init(additionalChannelHandlers: [ClientDeparture.Watch()])))
+            }
                 ?? .http1(configuration: .init(additionalChannelHandlers: [ClientDeparture.Watch()])),
             configuration: .init(address: .hostname(host, port: configuration.port), serverName: "Outpost"),
             onServerRunning: { channel in
