@@ -62,18 +62,34 @@ public enum ExternalTools {
         thread.start()
     }
 
+    /// How long a tool may run before ``run(_:_:input:environment:currentDirectory:timeout:)``
+    /// stops it: `OUTPOST_TOOL_TIMEOUT` seconds, else ten minutes. A hung tool then fails its
+    /// test with what it printed instead of holding the whole run until CI's limit.
+    public static var defaultTimeout: TimeInterval {
+        ProcessInfo.processInfo.environment["OUTPOST_TOOL_TIMEOUT"].flatMap(TimeInterval.init) ?? 600
+    }
+
+    /// The status a run stopped at its deadline reports (as coreutils' `timeout` does).
+    public static let timedOutStatus: Int32 = 124
+
     /// Runs `executable` with `arguments`, feeding `input` on stdin. The wait happens on a
     /// thread of its own, so a test waiting for a slow tool never starves the concurrency pool
     /// (2 threads on the CI machines) that other tests' tasks run on, nor other tests' waits.
+    ///
+    /// The tool runs in a process group of its own. Past `timeout` the whole group is killed and
+    /// the result has status ``timedOutStatus`` with a line saying so on its standard error; once
+    /// the tool has exited, whatever it left running in the group (a shell's background job
+    /// holding the pipes open) is killed after a few seconds, so the run always returns.
     @discardableResult
     public static func run(
         _ executable: String, _ arguments: [String], input: String? = nil, environment: [String: String]? = nil,
-        currentDirectory: URL? = nil
+        currentDirectory: URL? = nil, timeout: TimeInterval? = nil
     ) async throws -> CommandResult {
-        try await withCheckedThrowingContinuation { continuation in
+        let limit = timeout ?? defaultTimeout
+        return try await withCheckedThrowingContinuation { continuation in
             onOwnThread {
                 continuation.resume(with: Result {
-                    try runBlocking(executable, arguments, input: input, environment: environment, currentDirectory: currentDirectory)
+                    try runBlocking(executable, arguments, input: input, environment: environment, currentDirectory: currentDirectory, timeout: limit)
                 })
             }
         }
@@ -81,7 +97,7 @@ public enum ExternalTools {
 
     static func runBlocking(
         _ executable: String, _ arguments: [String], input: String?, environment: [String: String]?,
-        currentDirectory: URL?
+        currentDirectory: URL?, timeout: TimeInterval
     ) throws -> CommandResult {
         let (inRead, inWrite) = try SpawnedProcess.pipe()
         let (outRead, outWrite) = try SpawnedProcess.pipe()
@@ -91,7 +107,7 @@ public enum ExternalTools {
             defer { close(inRead); close(outWrite); close(errWrite) }
             process = try SpawnedProcess.spawn(
                 try require(executable), arguments, environment: environment, currentDirectory: currentDirectory,
-                stdin: .descriptor(inRead), stdout: .descriptor(outWrite), stderr: .descriptor(errWrite))
+                stdin: .descriptor(inRead), stdout: .descriptor(outWrite), stderr: .descriptor(errWrite), ownGroup: true)
         } catch {
             close(inWrite); close(outRead); close(errRead)
             throw error
@@ -108,18 +124,44 @@ public enum ExternalTools {
             }
         }
         close(inWrite)
-        // Read both pipes before waiting so a chatty process cannot block on a full pipe.
-        let group = DispatchGroup()
+        // Read both pipes while waiting so a chatty process cannot block on a full pipe.
+        let readers = DispatchGroup()
+        nonisolated(unsafe) var outData = Data()
         nonisolated(unsafe) var errData = Data()
-        group.enter()
+        readers.enter()
+        onOwnThread {
+            outData = readToEnd(outRead)
+            readers.leave()
+        }
+        readers.enter()
         onOwnThread {
             errData = readToEnd(errRead)
-            group.leave()
+            readers.leave()
         }
-        let outData = readToEnd(outRead)
-        group.wait()
-        let status = process.wait()
-        return CommandResult(status: status, stdout: String(decoding: outData, as: UTF8.self), stderr: String(decoding: errData, as: UTF8.self))
+        let exited = DispatchSemaphore(value: 0)
+        nonisolated(unsafe) var status: Int32 = -1
+        onOwnThread {
+            status = process.wait()
+            exited.signal()
+        }
+        var timedOut = false
+        if exited.wait(timeout: .now() + timeout) == .timedOut {
+            timedOut = true
+            process.signalGroup(SIGKILL)
+            exited.wait()
+        }
+        // The pipes close when the last process holding them ends: give what the tool left
+        // behind a moment, then end it.
+        if readers.wait(timeout: .now() + 5) == .timedOut {
+            process.signalGroup(SIGKILL)
+            readers.wait()
+        }
+        var stderr = String(decoding: errData, as: UTF8.self)
+        if timedOut {
+            stderr += "\n[\(executable) killed after \(Int(timeout)) s: it had not finished]\n"
+            status = timedOutStatus
+        }
+        return CommandResult(status: status, stdout: String(decoding: outData, as: UTF8.self), stderr: stderr)
     }
 
     /// Everything a pipe delivers until its writer closes it. read(2) itself, retried when a

@@ -15,7 +15,9 @@ public enum QGISDrawing {
     /// `fill`, and optionally the area drawn (lon/lat). Prints the pixel counts and the shares
     /// near each other.
     static let script = """
-        import os, sys, json
+        import os, sys, json, traceback
+        # An error ends the process at once too: QGIS left alive can hang tearing down.
+        sys.excepthook = lambda *e: (traceback.print_exception(*e), sys.stderr.flush(), os._exit(1))
         from qgis.core import (QgsFillSymbol, QgsPointXY, QgsApplication, QgsVectorTileLayer, QgsVectorLayer, QgsMapSettings, QgsMapRendererSequentialJob, QgsVectorTileBasicRenderer,
                                QgsVectorTileBasicRendererStyle, QgsWkbTypes, QgsLineSymbol, QgsSingleSymbolRenderer, QgsCoordinateReferenceSystem,
                                QgsRectangle, QgsCoordinateTransform, QgsProject)

@@ -18,7 +18,7 @@ public final class ServeProcess: @unchecked Sendable {
     /// Starts `outpost serve --service <service> --port 0 <arguments>` and waits for its
     /// "listening on" line.
     public static func start(
-        service: URL, arguments: [String] = [], environment: [String: String] = [:], timeout: TimeInterval = 60, errorLog: URL? = nil
+        service: URL, arguments: [String] = [], environment: [String: String] = [:], timeout: TimeInterval = 120, errorLog: URL? = nil
     ) async throws -> ServeProcess {
         try await start(source: ["--service", service.path], arguments: arguments, environment: environment, timeout: timeout, errorLog: errorLog)
     }
@@ -26,9 +26,9 @@ public final class ServeProcess: @unchecked Sendable {
     /// Starts `outpost serve <source> --port 0 <arguments>` and waits for its "listening on" line.
     /// - Parameter errorLog: a file for the server's standard error (its log), else discarded.
     public static func start(
-        source: [String], arguments: [String] = [], environment: [String: String] = [:], timeout: TimeInterval = 60, errorLog: URL? = nil
+        source: [String], arguments: [String] = [], environment: [String: String] = [:], timeout: TimeInterval = 120, errorLog: URL? = nil
     ) async throws -> ServeProcess {
-        try await launch(["serve"] + source + ["--port", "0"] + arguments, environment: environment, errorLog: errorLog, what: "outpost serve") { lines in
+        try await launch(["serve"] + source + ["--port", "0"] + arguments, environment: environment, errorLog: errorLog, what: "outpost serve", timeout: timeout) { lines in
             // The first line says where it listens.
             guard let line = lines.first else { return .more }
             guard line.hasPrefix("listening on "), let url = URL(string: String(line.dropFirst("listening on ".count))) else { return .failed }
@@ -48,10 +48,11 @@ public final class ServeProcess: @unchecked Sendable {
 
     /// Starts `outpost <arguments>` (a command that serves, like `outpost demo --keep`) and reads
     /// its standard output line by line until `sighting` finds the URL it serves at; the lines read
-    /// are kept in ``transcript``.
+    /// are kept in ``transcript``. A process that shows no URL within `timeout` seconds is killed
+    /// and the launch fails.
     public static func launch(
         _ arguments: [String], currentDirectory: URL? = nil, environment: [String: String] = [:], errorLog: URL? = nil, what: String = "outpost",
-        sighting: @escaping @Sendable ([String]) -> Sighting
+        timeout: TimeInterval = 120, sighting: @escaping @Sendable ([String]) -> Sighting
     ) async throws -> ServeProcess {
         let (outRead, outWrite) = try SpawnedProcess.pipe()
         var log: Int32 = -1
@@ -74,6 +75,12 @@ public final class ServeProcess: @unchecked Sendable {
         } catch {
             close(outRead)
             throw error
+        }
+        // Past the deadline the process is killed: its output ends and the read below returns.
+        let sighted = NSLock()
+        nonisolated(unsafe) var done = false
+        DispatchQueue.global().asyncAfter(deadline: .now() + timeout) {
+            sighted.withLock { if !done { process.signal(SIGKILL) } }
         }
         let (url, lines): (URL?, [String]) = await withCheckedContinuation { continuation in
             ExternalTools.onOwnThread {
@@ -104,6 +111,7 @@ public final class ServeProcess: @unchecked Sendable {
                 }
             }
         }
+        sighted.withLock { done = true }
         guard let url else {
             process.signal(SIGKILL)
             process.wait()

@@ -32,10 +32,12 @@ public final class SpawnedProcess: @unchecked Sendable {
     private init(pid: pid_t) { self.pid = pid }
 
     /// Starts `executable` with `arguments`, the parent's environment with `environment` laid
-    /// over it, in `currentDirectory` when given.
+    /// over it, in `currentDirectory` when given. With `ownGroup` the child leads a process group
+    /// of its own, so ``signalGroup(_:)`` reaches whatever it started too (a shell's background
+    /// jobs, a browser's helpers).
     public static func spawn(
         _ executable: String, _ arguments: [String], environment: [String: String]? = nil, currentDirectory: URL? = nil,
-        stdin: Stream = .null, stdout: Stream = .null, stderr: Stream = .null
+        stdin: Stream = .null, stdout: Stream = .null, stderr: Stream = .null, ownGroup: Bool = false
     ) throws -> SpawnedProcess {
         var actions = posix_spawn_file_actions_t()
         posix_spawn_file_actions_init(&actions)
@@ -59,8 +61,15 @@ public final class SpawnedProcess: @unchecked Sendable {
             for p in argv { free(p) }
             for p in envp { free(p) }
         }
+        var attributes = posix_spawnattr_t()
+        posix_spawnattr_init(&attributes)
+        defer { posix_spawnattr_destroy(&attributes) }
+        if ownGroup {
+            _ = posix_spawnattr_setflags(&attributes, Int16(POSIX_SPAWN_SETPGROUP))
+            _ = posix_spawnattr_setpgroup(&attributes, 0)
+        }
         var pid: pid_t = 0
-        let rc = posix_spawn(&pid, executable, &actions, nil, argv, envp)
+        let rc = posix_spawn(&pid, executable, &actions, &attributes, argv, envp)
         guard rc == 0 else { throw ReaderMismatch(description: "cannot start \(executable): \(String(cString: strerror(rc)))") }
         return SpawnedProcess(pid: pid)
     }
@@ -108,6 +117,10 @@ public final class SpawnedProcess: @unchecked Sendable {
     }
 
     public func signal(_ signal: Int32) { if isRunning { kill(pid, signal) } }
+
+    /// Sends `signal` to the child's process group (spawned with `ownGroup`): the child and
+    /// everything it started that stayed in the group, running or not yet reaped.
+    public func signalGroup(_ signal: Int32) { kill(-pid, signal) }
 
     /// Keeps what `waitpid` said (the first time): the status it returns.
     @discardableResult

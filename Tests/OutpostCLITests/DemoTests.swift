@@ -17,7 +17,7 @@ struct DemoTests {
         let dir = TemporaryDirectory()
         let elsewhere = TemporaryDirectory("outpost-elsewhere")
         let work = dir.file("work")
-        let demo = try await ServeProcess.launch(["demo", "--workdir", work.path, "--keep"], currentDirectory: elsewhere.url, what: "outpost demo") { lines in
+        let demo = try await ServeProcess.launch(["demo", "--workdir", work.path, "--keep"], currentDirectory: elsewhere.url, what: "outpost demo", timeout: 400) { lines in
             guard let last = lines.last else { return .more }
             guard let range = last.range(of: "the server keeps running: open ") else { return .more }
             return URL(string: String(last[range.upperBound...].prefix { $0 != " " })).map { .found($0) } ?? .failed

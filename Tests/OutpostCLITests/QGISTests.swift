@@ -11,7 +11,9 @@ import Testing
 @Suite("QGIS as a client")
 struct QGISTests {
     static let script = """
-        import os, sys, json, ssl, tempfile, urllib.request, urllib.parse
+        import os, sys, json, ssl, tempfile, traceback, urllib.request, urllib.parse
+        # An error ends the process at once: QGIS left alive can hang tearing down.
+        sys.excepthook = lambda *e: (traceback.print_exception(*e), sys.stderr.flush(), os._exit(1))
         base, ca = sys.argv[1], (sys.argv[2] if len(sys.argv) > 2 else None)
         os.environ["QGIS_AUTH_DB_DIR_PATH"] = tempfile.mkdtemp()
         from qgis.core import (QgsApplication, QgsVectorLayer, QgsRasterLayer, QgsMapSettings, QgsMapRendererSequentialJob,
