@@ -207,4 +207,87 @@ struct VectorTileServerTests {
         #expect(kinds["drawn/MapServer"] == true && kinds["streets-mb/VectorTileServer"] == true && kinds["drawn/VectorTileServer"] == nil, "\(types)")
         await again.stop()
     }
+
+    /// One tile of a served VectorTileServer, decoded: `{layer: sorted names or ids}`, and the
+    /// tile's bytes' digest. Arguments: the service URL, z, lon, lat, and the field to list.
+    static let oneTile = """
+        import gzip, hashlib, json, math, sys, urllib.request
+        import mapbox_vector_tile
+        service, z, lon, lat, field = sys.argv[1], int(sys.argv[2]), float(sys.argv[3]), float(sys.argv[4]), sys.argv[5]
+        n = 2 ** z
+        x = int((lon + 180) / 360 * n)
+        y = int((1 - math.asinh(math.tan(math.radians(lat))) / math.pi) / 2 * n)
+        request = urllib.request.Request(f"{service}/tile/{z}/{y}/{x}.pbf", headers={"Accept-Encoding": "gzip"})
+        with urllib.request.urlopen(request) as r:
+            body = r.read()
+            plain = gzip.decompress(body) if r.headers.get("Content-Encoding") == "gzip" else body
+        tile = mapbox_vector_tile.decode(plain)
+        out = {name: sorted(str(f["properties"].get(field)) for f in layer["features"]) for name, layer in tile.items()}
+        print(json.dumps({"key": [z, x, y], "layers": out, "sha": hashlib.sha256(plain).hexdigest()}))
+        """
+
+    /// A feature service is a VectorTileServer too: its layers made into tiles when a tile is
+    /// first asked for (every layer and field, z0–14, as `vtiles export` makes them by default),
+    /// kept, and made again after an edit; QGIS draws them over the source.
+    @Test(.timeLimit(.minutes(4))) func aFeatureServicesLayersAreServedAsVectorTilesMadeOnRequest() async throws {
+        let dir = TemporaryDirectory("outpost-vts-layers")
+        let services = dir.file("services")
+        try FileManager.default.createDirectory(at: services, withIntermediateDirectories: true)
+        let helsinki = services.appendingPathComponent("helsinki.gpkg")
+        #expect(try await outpost(["service", "create", Repository.sampleData("helsinki").path, "--out", helsinki.path]).status == 0)
+        let server = try await ServeProcess.start(service: services)
+        let base = server.url.appendingPathComponent("arcgis/rest/services")
+        let vts = base.appendingPathComponent("helsinki/VectorTileServer").absoluteString
+
+        let info = try JSONValue.parse(Data(try await ExternalTools.run("curl", ["-s", "\(vts)?f=json"]).stdout.utf8))
+        #expect(info["type"] == "indexedVector" && info["tileMap"] == nil && info["capabilities"] == "TilesOnly", "\(info)")
+        #expect(info["minLOD"] == 0 && info["maxLOD"] == 14 && info["tileInfo"]?["lods"]?.arrayValue?.count == 15, "\(info)")
+        let x = info["fullExtent"]?["xmin"]?.doubleValue ?? 0
+        #expect(x > 2_770_000 && x < 2_790_000, "\(info)")
+
+        // The same tile as the export makes, and the same bytes when asked again (kept).
+        let (lon, lat) = ("24.9455", "60.1690")
+        let first = try await ExternalTools.python(Self.oneTile, [vts, "14", lon, lat, "name"])
+        #expect(first.succeeded, "\(first.stderr)")
+        let served = try JSONValue.parse(Data(first.stdout.utf8))
+        let streets = served["layers"]?["streets"]?.arrayValue?.compactMap(\.stringValue) ?? []
+        #expect(streets.count > 20 && (served["layers"]?["addresses"]?.arrayValue?.count ?? 0) > 20, "\(served)")
+        let again = try JSONValue.parse(Data(try await ExternalTools.python(Self.oneTile, [vts, "14", lon, lat, "name"]).stdout.utf8))
+        #expect(again["sha"] == served["sha"])
+        let exported = dir.file("area.mbtiles")
+        let export = try await outpost(["vtiles", "export", helsinki.path, "--area", "24.945,60.1685,24.946,60.1695", "--min-zoom", "14", "--max-zoom", "14", "--out", exported.path])
+        #expect(export.status == 0, "\(export.stderr)")
+        let key = served["key"]?.arrayValue?.compactMap(\.integerValue) ?? []
+        let fromFile = try await ExternalTools.python(
+            """
+            import gzip, hashlib, sqlite3, sys
+            z, x, y = int(sys.argv[2]), int(sys.argv[3]), int(sys.argv[4])
+            row = sqlite3.connect(sys.argv[1]).execute("SELECT tile_data FROM tiles WHERE zoom_level=? AND tile_column=? AND tile_row=?", (z, x, 2 ** z - 1 - y)).fetchone()
+            print(hashlib.sha256(gzip.decompress(row[0])).hexdigest())
+            """, [exported.path] + key.map(String.init))
+        #expect(fromFile.stdout.trimmingCharacters(in: .whitespacesAndNewlines) == served["sha"]?.stringValue, "\(fromFile.stdout)\(fromFile.stderr)")
+
+        // An edit through the FeatureServer: the tile is made again and holds the new street.
+        let street = #"[{"geometry": {"paths": [[[24.9452, 60.1688], [24.9458, 60.1692]]], "spatialReference": {"wkid": 4326}}, "attributes": {"name": "Testikatu", "highway": "residential"}}]"#
+        let added = try await applyEdits(base.appendingPathComponent("helsinki/FeatureServer").absoluteString, layer: 1, "adds", street)
+        #expect(added["addResults"]?[0]?["success"] == true, "\(added)")
+        let after = try JSONValue.parse(Data(try await ExternalTools.python(Self.oneTile, [vts, "14", lon, lat, "name"]).stdout.utf8))
+        let streetsAfter = after["layers"]?["streets"]?.arrayValue?.compactMap(\.stringValue) ?? []
+        #expect(!streets.contains("Testikatu") && streetsAfter.contains("Testikatu") && streetsAfter.count == streets.count + 1, "\(streetsAfter)")
+
+        // No tile map (tiles are made on request); nothing past z14; bad addresses refused.
+        for (path, status) in [("tilemap", "404"), ("tile/15/9703/18548.pbf", "404"), ("tile/31/0/0.pbf", "400"), ("tile/3/9/0.pbf", "400")] {
+            let code = try await ExternalTools.run("curl", ["-s", "-o", "/dev/null", "-w", "%{http_code}", "\(vts)/\(path)"])
+            #expect(code.stdout == status, "\(path): \(code.stdout)")
+        }
+        let style = try JSONValue.parse(Data(try await ExternalTools.run("curl", ["-s", "\(vts)/resources/styles/root.json"]).stdout.utf8))
+        let styled = Set((style["layers"]?.arrayValue ?? []).compactMap { $0["source-layer"]?.stringValue })
+        #expect(styled == ["streets", "addresses"] && style["sources"]?["esri"]?["url"]?.stringValue == vts, "\(style)")
+
+        // QGIS, given the URL, draws the streets where the source has them.
+        let drawn = try await QGISDrawing.compare(
+            QGISDrawing.vectorTileServer(try #require(URL(string: vts))), with: helsinki, layer: "streets", kind: "line", area: "24.93,60.16,24.96,60.18")
+        #expect(QGISDrawing.problem(drawn, atLeast: 10_000) == nil, "\(drawn)")
+        await server.stop()
+    }
 }

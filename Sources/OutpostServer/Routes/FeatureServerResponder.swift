@@ -12,6 +12,7 @@ import OutpostSQLiteService
 import OutpostStorage
 import OutpostSyncService
 import OutpostTiles
+import OutpostVectorTiles
 
 /// Answers every request through Hummingbird's router: the middleware every request goes
 /// through (`ServerMiddleware.swift`: its id, metrics and log line, cache headers, the watch on
@@ -293,18 +294,30 @@ public struct FeatureServerResponder: HTTPResponder {
             parameters: call.parameters, writing: resourcePage(call), serviceURL: publicURL.service(gp.name, "GPServer"), contentType: call.request.headers[.contentType])
     }
 
-    /// The vector tile service the path names.
+    /// The vector tile service the path names: a vector tile file's, else a feature service's
+    /// layers made into tiles on request (kept per generation beside the drawn map tiles).
     @Sendable private func vectorTileService(_ call: RoutedRequest) throws -> VectorTileServerRoutes {
         let name = try call.service
-        guard let archive = services.vectorTiles(named: name) else {
-            throw services.notServed(name, types: ["VectorTileServer"], described: "vector tile service \(name)")
+        let tiles: any VectorTileService
+        if let archive = services.vectorTiles(named: name) {
+            tiles = archive
+        } else if let backend = services.backend(named: name) as? SQLiteServiceBackend {
+            do {
+                tiles = try LayerVectorTiles(
+                    name: backend.name, geodatabase: backend.geodatabase, cacheDirectory: sync.renderedTiles.appendingPathComponent("\(backend.name)/vector")
+                ) { try await backend.generation() }
+            } catch let error as VectorTileError {
+                throw ServiceError(500, "the layers of \(backend.name) cannot be made into vector tiles: \(error.message)")
+            }
+        } else {
+            throw services.notServed(name, types: ["VectorTileServer", "FeatureServer"], described: "vector tile service \(name)")
         }
         let publicURL = PublicURL(call.request, configuration: configuration)
         // For a browser, the service's page has a preview the page's script draws from the tiles.
         var writing = call.writing
         if let view = call.directoryView() { writing.directory = (view, call.rest.isEmpty ? .mapServer : .resource) }
         return VectorTileServerRoutes(
-            archive: archive, serviceURL: publicURL.service(archive.name, "VectorTileServer"), parameters: call.parameters, writing: writing, metrics: metrics)
+            tiles: tiles, serviceURL: publicURL.service(tiles.name, "VectorTileServer"), parameters: call.parameters, writing: writing, metrics: metrics)
     }
 
     /// The locator the path names.

@@ -144,6 +144,12 @@ public struct TileRange: Hashable, Sendable, Codable {
         key.level == level && (minRow...maxRow).contains(key.row) && (minCol...maxCol).contains(key.col)
     }
 
+    /// The tiles row by row.
+    public var keys: some Sequence<TileKey> {
+        let level = level, cols = minCol...maxCol
+        return (minRow...maxRow).lazy.flatMap { row in cols.lazy.map { col in TileKey(level: level, row: row, col: col) } }
+    }
+
     /// The tiles in bundle order: bundle by bundle (128×128 blocks, row-major), and inside a
     /// bundle row by row. A bundle is finished before the next starts, so a writer streams.
     public func inBundleOrder(packetSize: Int = 128) -> some Sequence<TileKey> {

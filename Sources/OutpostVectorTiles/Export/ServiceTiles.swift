@@ -48,15 +48,12 @@ struct ServiceTiles: Sendable {
         // No tile map: every tile of the grid over the area.
         let half = VectorTileGenerator.halfWorld
         let e = area ?? Envelope(xmin: -half, ymin: -half, xmax: half, ymax: half)
-        var total = 0
         for z in minZoom...maxZoom {
-            let n = 1 << z, span = 2 * half / Double(n)
-            let c0 = max(0, Int(((e.xmin + half) / span).rounded(.down))), c1 = min(n - 1, Int(((e.xmax + half) / span).rounded(.down)))
-            let r0 = max(0, Int(((half - e.ymax) / span).rounded(.down))), r1 = min(n - 1, Int(((half - e.ymin) / span).rounded(.down)))
-            guard c0 <= c1, r0 <= r1 else { continue }
-            total += (c1 - c0 + 1) * (r1 - r0 + 1)
-            guard total <= Self.maxTiles else { throw VectorTileError(.invalidArea, "the export needs more than \(Self.maxTiles) tiles; choose fewer zooms or a smaller area") }
-            for r in r0...r1 { for c in c0...c1 { keys.append(TileKey(level: z, row: r, col: c)) } }
+            guard let range = TilingScheme.webMercator.tileRange(level: z, covering: e) else { continue }
+            guard keys.count + range.count <= Self.maxTiles else {
+                throw VectorTileError(.invalidArea, "the export needs more than \(Self.maxTiles) tiles; choose fewer zooms or a smaller area")
+            }
+            keys.append(contentsOf: range.keys)
         }
         return keys
     }

@@ -150,18 +150,7 @@ public struct VectorTileGenerator: Sendable {
         let serialSink: @Sendable (TileKey, [UInt8]) throws -> Void = { key, bytes in try output.withLock { _ in try sink(key, bytes) } }
         // Subtrees from this zoom on go to the workers.
         let split = concurrency > 1 ? min(d.maxZoom, d.minZoom + 3) : Int.max
-        let z0 = d.minZoom
-        let n = 1 << z0
-        let span = 2 * Self.halfWorld / Double(n)
-        let minCol = max(0, Int(((area.xmin + Self.halfWorld) / span).rounded(.down))), maxCol = min(n - 1, Int(((area.xmax + Self.halfWorld) / span).rounded(.down)))
-        let minRow = max(0, Int(((Self.halfWorld - area.ymax) / span).rounded(.down))), maxRow = min(n - 1, Int(((Self.halfWorld - area.ymin) / span).rounded(.down)))
-        var roots: [TileKey] = []
-        if minRow <= maxRow, minCol <= maxCol {
-            for row in minRow...maxRow {
-                for col in minCol...maxCol { roots.append(TileKey(level: z0, row: row, col: col)) }
-            }
-        }
-        let top = roots
+        let top: [TileKey] = TilingScheme.webMercator.tileRange(level: d.minZoom, covering: area).map { Array($0.keys) } ?? []
         var (summary, pending) = try await geodatabase.read { conn in
             var walk = Walk(generator: self, area: area, split: split, skip: skip, sink: serialSink)
             for key in top { try walk.visit(key, conn) }

@@ -428,14 +428,28 @@ public final class PMTilesReader: Sendable {
 
     /// Every tile, in id order.
     public func forEachTile(_ body: (TileKey, [UInt8]) throws -> Void) throws {
+        try forEachEntry { e in
+            let tile = try bytes(tileOffset + e.offset, UInt64(e.length))
+            for i in 0..<UInt64(e.runLength) { try body(PMTiles.tile(id: e.tileID + i), tile) }
+        }
+    }
+
+    /// Every tile's address, in id order, from the directories alone (no tile is read).
+    public func forEachKey(_ body: (TileKey) throws -> Void) throws {
+        try forEachEntry { e in
+            for i in 0..<UInt64(e.runLength) { try body(PMTiles.tile(id: e.tileID + i)) }
+        }
+    }
+
+    /// Every directory entry that points at tile data, leaf directories followed.
+    private func forEachEntry(_ body: (PMTiles.Entry) throws -> Void) throws {
         func walk(_ entries: [PMTiles.Entry], depth: Int) throws {
             guard depth < 4 else { throw VectorTileError(.corrupt, "\(url.lastPathComponent): directories nest too deep") }
             for e in entries {
                 if e.runLength == 0 {
                     try walk(try PMTiles.deserialize(try bytes(leafOffset + e.offset, UInt64(e.length))), depth: depth + 1)
                 } else {
-                    let tile = try bytes(tileOffset + e.offset, UInt64(e.length))
-                    for i in 0..<UInt64(e.runLength) { try body(PMTiles.tile(id: e.tileID + i), tile) }
+                    try body(e)
                 }
             }
         }

@@ -111,15 +111,15 @@ public final class VectorTileArchive: Sendable {
     }
 
     /// The tile map (`{"index": …}`, see ``VectorTilePackage``): a package's own, else made once
-    /// from the tiles present.
-    public func tileMap() throws -> String {
+    /// from the tiles present. Never nil: every file of tiles has one.
+    public func tileMap() throws -> String? {
         if case .package(let reader) = source, let stored = try reader.resource("p12/tilemap/root.json") { return String(decoding: stored, as: UTF8.self) }
         if let known = computedTileMap.withLock({ $0 }) { return known }
         var keys: [TileKey] = []
         switch source {
         case .package(let reader): try reader.forEachTile { key, _ in keys.append(key) }
-        case .pmtiles(let reader): try reader.forEachTile { key, _ in keys.append(key) }
-        case .mbtiles(let reader): try reader.forEachTile { key, _ in keys.append(key) }
+        case .pmtiles(let reader): try reader.forEachKey { keys.append($0) }
+        case .mbtiles(let reader): try reader.forEachKey { keys.append($0) }
         }
         let map = VectorTilePackage.tileMap(keys)
         computedTileMap.withLock { $0 = map }

@@ -97,6 +97,17 @@ public final class VectorTileMBTilesReader: Sendable {
         }
     }
 
+    /// Every tile's address (XYZ rows), no tile read.
+    public func forEachKey(_ body: (TileKey) throws -> Void) throws {
+        try queue.read { db in
+            let cursor = try Row.fetchCursor(db, sql: "SELECT zoom_level, tile_column, tile_row FROM tiles")
+            while let row = try cursor.next() {
+                let z: Int = row[0], col: Int = row[1], tmsRow: Int = row[2]
+                try body(TileKey(level: z, row: (1 << z) - 1 - tmsRow, col: col))
+            }
+        }
+    }
+
     /// Every tile, one at a time (XYZ rows).
     public func forEachTile(_ body: (TileKey, [UInt8]) throws -> Void) throws {
         try queue.read { db in
