@@ -322,7 +322,11 @@ let package = Package(
         ),
         .testTarget(
             name: "OutpostVectorTilesTests",
-            dependencies: ["OutpostVectorTiles", "OutpostTiles", "OutpostTestSupport", "OutpostCore", "OutpostStorage", "OutpostSQLiteService"]
+            dependencies: [
+                "OutpostVectorTiles", "OutpostTiles", "OutpostTestSupport", "OutpostCore", "OutpostStorage", "OutpostSQLiteService",
+                // GEOSPolygonRepair: every suite that makes tiles here installs it, as the command and server do.
+                "OutpostServer",
+            ]
         ),
         .testTarget(
             name: "OutpostSyncTests",

@@ -34,6 +34,8 @@ public enum OutpostApplication {
     ) throws -> Application<FeatureServerResponder> {
         // Tile services and exports read and write JPEG and WebP.
         SystemTileCodecs.install()
+        // Vector tiles made from the services' layers repair invalid polygons with GEOS.
+        GEOSPolygonRepair.install()
         var logger = Logger(label: "outpost.server")
         logger.logLevel = configuration.logLevel
         let host = configuration.host

@@ -28,6 +28,7 @@ struct OutpostCommand: AsyncParsableCommand {
     /// ArgumentParser's help text.
     static func main() async {
         SystemTileCodecs.install()
+        GEOSPolygonRepair.install()
         if let help = DefaultSubcommandHelp.text(for: Array(CommandLine.arguments.dropFirst())) {
             print(help)
             return

@@ -92,6 +92,11 @@ struct VectorTilesCommandTests {
         #expect(broken.status == 1 && broken.stderr.contains("not a vector tile definition"), "\(broken.stderr)")
         let format = try await outpost(["vtiles", "export", gdb.path, "--out", dir.file("x.zip").path])
         #expect(format.status == 64, "\(format.stderr)")
+        // Areas: not four numbers, inside out, nowhere near the data's world.
+        for (area, says) in [("24.9,60.1,25.0", "xmin,ymin,xmax,ymax"), ("25.0,60.1,24.9,60.2", "xmin"), ("-170,-89.99,-160,-89.95", "outside")] {
+            let bad = try await outpost(["vtiles", "export", gdb.path, "--area=\(area)", "--out", out.path])
+            #expect(bad.status != 0 && bad.stderr.localizedCaseInsensitiveContains(says), "\(area): \(bad.status) \(bad.stderr)")
+        }
         #expect(!FileManager.default.fileExists(atPath: out.path) && !FileManager.default.fileExists(atPath: out.path + ".partial"))
 
         // inspect: a raster MBTiles, a file that is not SQLite, a damaged tile.
@@ -107,5 +112,35 @@ struct VectorTilesCommandTests {
         #expect(damaged.status == 0, "\(damaged.stderr)")
         let check = try await outpost(["vtiles", "inspect", good.path])
         #expect(check.status == 1 && check.stderr.contains("does not decode"), "\(check.stderr)")
+    }
+
+    /// A layer with invalid polygons (Natural Earth's Sudan crosses itself, the United States'
+    /// parts overlap): the export repairs them with GEOS, and every polygon of every tile is valid
+    /// by shapely with both countries present at every zoom.
+    @Test(.timeLimit(.minutes(5))) func invalidSourcePolygonsExportAsValidTiles() async throws {
+        let dir = TemporaryDirectory("outpost-cli-vtiles-invalid")
+        let gdb = dir.file("natural_earth.gpkg")
+        #expect(try await outpost(["service", "create", Repository.sampleData("natural_earth").path, "--out", gdb.path]).status == 0)
+        let definition = dir.file("countries.json")
+        try #"{"layers": [{"source": "countries", "fields": ["name"]}], "maxZoom": 5}"#.write(to: definition, atomically: true, encoding: .utf8)
+        let out = dir.file("countries.mbtiles")
+        let run = try await outpost(["vtiles", "export", gdb.path, "--definition", definition.path, "--out", out.path])
+        #expect(run.status == 0, "\(run.stderr)")
+        let check = try await ExternalTools.python(
+            """
+            import gzip, json, sqlite3, sys, shapely, mapbox_vector_tile
+            from shapely.geometry import shape
+            invalid, seen = [], {}
+            for z, x, y, data in sqlite3.connect(sys.argv[1]).execute("SELECT zoom_level, tile_column, tile_row, tile_data FROM tiles"):
+                for f in mapbox_vector_tile.decode(gzip.decompress(data))["countries"]["features"]:
+                    g = shape(f["geometry"])
+                    if not g.is_valid: invalid.append((z, x, y, f["properties"]["name"], shapely.is_valid_reason(g)))
+                    seen.setdefault(f["properties"]["name"], set()).add(z)
+            assert not invalid, invalid[:5]
+            for name in ("Sudan", "United States of America", "Russia"):
+                assert seen.get(name) == set(range(6)), (name, seen.get(name))
+            print(len(seen))
+            """, [out.path])
+        #expect(check.succeeded && (Int(check.stdout.trimmingCharacters(in: .whitespacesAndNewlines)) ?? 0) > 150, "\(check.stdout)\(check.stderr)")
     }
 }

@@ -1,5 +1,6 @@
 import Foundation
 import OutpostCore
+import OutpostServer
 import OutpostStorage
 import OutpostTestSupport
 import OutpostTiles
@@ -13,6 +14,9 @@ import Testing
 /// empty layer exporting an empty but readable file.
 @Suite("ExportVectorTilesTask")
 struct ExportVectorTilesJobTests {
+    /// Invalid source polygons repaired with GEOS, as `outpost` and the server do.
+    init() { GEOSPolygonRepair.install() }
+
     /// Every tile of a file, unzipped, by key.
     static func tiles(_ url: URL) async throws -> [TileKey: [UInt8]] {
         var out: [TileKey: [UInt8]] = [:]

@@ -1,5 +1,6 @@
 import Foundation
 import OutpostCore
+import OutpostServer
 import OutpostSQLiteService
 import OutpostStorage
 import OutpostTestSupport
@@ -13,6 +14,9 @@ import Testing
 /// a vector export that GDAL's PMTiles driver opens.
 @Suite("PMTiles archives")
 struct PMTilesTests {
+    /// Invalid source polygons repaired with GEOS, as `outpost` and the server do.
+    init() { GEOSPolygonRepair.install() }
+
     @Test func tileIDsMatchTheSpecificationsVectors() {
         let vectors: [(Int, Int, Int, UInt64)] = [
             (0, 0, 0, 0), (1, 0, 0, 1), (1, 0, 1, 2), (1, 1, 1, 3), (1, 1, 0, 4), (2, 0, 0, 5), (12, 3423, 1763, 19_078_479), (14, 8707, 5974, 317_221_134),

@@ -1,5 +1,6 @@
 import Foundation
 import OutpostCore
+import OutpostServer
 import OutpostStorage
 import OutpostTestSupport
 import Testing
@@ -11,6 +12,9 @@ import Testing
 /// cover the same pixels (each coloured pixel of one within a pixel of one of the other's).
 @Suite("QGIS draws our vector tiles")
 struct QGISVectorTileTests {
+    /// Invalid source polygons repaired with GEOS, as `outpost` and the server do.
+    init() { GEOSPolygonRepair.install() }
+
     @Test(.timeLimit(.minutes(3))) func helsinkiStreetsAndNaturalEarthCountriesDrawAsTheirSources() async throws {
         let dir = TemporaryDirectory("outpost-vt-qgis")
         for (sample, layer, maxZoom) in [("helsinki", "streets", 14), ("natural_earth", "countries", 6)] {

@@ -66,6 +66,36 @@ struct TileClipperTests {
         #expect(parts[1] == c([(80, 100), (80, 50), (100, 50)]))
     }
 
+    /// A ring crossing itself (a bow tie of unequal lobes, as an invalid source or rounding on
+    /// the grid leaves one): two polygons touching at the crossing, each turning the exterior's
+    /// way, neither crossing itself, holding both lobes' areas. A ring that loops back inside
+    /// itself keeps the loop as a hole.
+    @Test func aRingCrossingItselfBecomesValidPolygons() throws {
+        let clipper = TileClipper(extent: 4096, buffer: 80)
+        func polygons(_ ring: [(Double, Double)]) throws -> [[[TilePoint]]] {
+            let polygon = try Polygon(rings: [(ring + [ring[0]]).map { Position(x: $0.0, y: $0.1) }])
+            var weight = 0.0
+            guard case .polygons(let out)? = VectorTileGenerator.polygons([polygon], project: { TileCoordinate($0.x, $0.y) }, clipper: clipper, tolerance: 0, weight: &weight) else { return [] }
+            return out
+        }
+        let bowTie = try polygons([(0, 0), (400, 400), (400, 0), (0, 200)])
+        #expect(bowTie.count == 2 && bowTie.allSatisfy { $0.count == 1 }, "\(bowTie)")
+        for p in bowTie {
+            #expect(VectorTileGeometry.doubleArea(p[0]) > 0 && TileGrid.noded(p[0]) == p[0], "\(p)")
+        }
+        let areas = bowTie.map { Double(VectorTileGeometry.doubleArea($0[0])) / 2 }.sorted()
+        #expect(abs(areas[0] - 13_333) < 150 && abs(areas[1] - 53_333) < 300, "\(areas)")
+        // Round a square, then a smaller turn the same way inside it, crossing two sides: the
+        // inner rectangle (covered twice) stays inside the square, the corner it cuts off is a
+        // strip outside, and a triangle beyond the first side touches the square at a point.
+        let looped = try polygons([(0, 0), (1000, 0), (1000, 1000), (0, 1000), (0, 100), (500, 100), (500, 600), (200, 600), (200, -50)])
+        #expect(looped.count == 2 && looped.allSatisfy { $0.count == 1 }, "\(looped)")
+        for p in looped { #expect(VectorTileGeometry.doubleArea(p[0]) > 0 && TileGrid.noded(p[0]) == p[0], "\(p)") }
+        let total = looped.map { Double(VectorTileGeometry.doubleArea($0[0])) / 2 }.reduce(0, +)
+        let expected: Double = 1_000_000 - 20_000 + 5_000
+        #expect(total == expected, "\(looped)")
+    }
+
     /// A U-shaped polygon whose arms leave the tile: two pieces, not one ring joined by a
     /// zero-width bridge along the edge (what clipping each ring alone gives).
     @Test func aConcavePolygonCutByTheEdgeBecomesSeparatePieces() {

@@ -1,5 +1,6 @@
 import Foundation
 import OutpostCore
+import OutpostServer
 import OutpostStorage
 import OutpostTestSupport
 import OutpostTiles
@@ -12,6 +13,9 @@ import Testing
 /// mapbox-vector-tile), its tiles the same as the MBTiles export's, and damage refused.
 @Suite("Vector tile packages")
 struct VectorTilePackageTests {
+    /// Invalid source polygons repaired with GEOS, as `outpost` and the server do.
+    init() { GEOSPolygonRepair.install() }
+
     /// Reads a package as a third party would: every entry stored and intact, `root.json`,
     /// style and item XML, each bundle's header and index, every tile gunzipped and decoded, and
     /// the tile map naming exactly the tiles in the bundles. Prints a JSON summary.

@@ -165,4 +165,5 @@ struct ResolvedLayer: Sendable {
     var geometryType: GeometryType
 
     var isPoints: Bool { geometryType == .point || geometryType == .multiPoint }
+    var isPolygons: Bool { geometryType == .polygon || geometryType == .multiPolygon }
 }

@@ -19,6 +19,8 @@ public struct VectorTileGenerator: Sendable {
     /// What goes into the tiles.
     public let definition: VectorTileDefinition
     let layers: [ResolvedLayer]
+    /// Source polygons repaired (when ``PolygonRepair`` has a repair installed), each checked once.
+    let repaired: RepairedPolygons?
 
     /// Half the Web Mercator world's width, metres.
     static let halfWorld = 20_037_508.342789244
@@ -31,6 +33,7 @@ public struct VectorTileGenerator: Sendable {
         let definition = definition ?? .whole(geodatabase.schema)
         self.definition = definition
         layers = try definition.resolved(against: geodatabase.schema)
+        repaired = PolygonRepair.current.map(RepairedPolygons.init)
     }
 
     /// The tile layers: name, geometry, fields, zooms (for metadata and styles).
@@ -290,8 +293,9 @@ public struct VectorTileGenerator: Sendable {
             try conn.geodatabase.table(id: layer.source.id).forEach(matching: query, in: conn, unreadable: { id, error in
                 unreadable.append(Unreadable(layer: layer.source.name, objectID: id, reason: String(describing: error)))
             }) { feature in
-                guard let g = feature.geometry else { return }
+                guard var g = feature.geometry else { return }
                 touched = true
+                if layer.isPolygons, let repaired { g = repaired.geometry(g, layer: index, id: feature.objectID) }
                 var weight = 0.0
                 if layer.isPoints {
                     let rank = Self.rank(feature.objectID ?? 0, layer: index)
@@ -415,22 +419,33 @@ public struct VectorTileGenerator: Sendable {
             guard let first = rings.first, TileClipper.doubleArea(first) > 0 else { continue }
             for piece in clipper.polygon(rings) {
                 guard let exterior = TileGrid.ring(TileGrid.simplifyRing(piece[0], tolerance: tolerance), exterior: true) else { continue }
-                // A pinched exterior is several exteriors (touching at points, which is valid),
-                // and the loops turning the other way are holes of the largest.
-                let loops = TileGrid.loops(exterior)
-                var shells = loops.filter { VectorTileGeometry.doubleArea($0) > 0 }.sorted { VectorTileGeometry.doubleArea($0) > VectorTileGeometry.doubleArea($1) }
-                guard !shells.isEmpty else { continue }
-                var holes = loops.filter { VectorTileGeometry.doubleArea($0) < 0 }
+                // A pinched or crossing exterior is several exteriors (touching at points, which
+                // is valid): split where it crosses itself, then at repeated points. A loop
+                // turning the other way is a hole where an exterior holds it, else a lobe of
+                // its own (a bow tie's other half); an exterior inside another covers nothing new.
+                let loops = TileGrid.loops(TileGrid.noded(exterior))
+                let outward = loops.filter { VectorTileGeometry.doubleArea($0) > 0 }.sorted { VectorTileGeometry.doubleArea($0) > VectorTileGeometry.doubleArea($1) }
+                guard !outward.isEmpty else { continue }
+                func probe(_ ring: [TilePoint]) -> TileCoordinate {
+                    TileCoordinate(Double(ring[0].x) + 0.5 * Double(ring[1].x - ring[0].x), Double(ring[0].y) + 0.5 * Double(ring[1].y - ring[0].y))
+                }
+                func inside(_ ring: [TilePoint], _ shell: [TilePoint]) -> Bool {
+                    TileClipper.contains(shell.map { TileCoordinate(Double($0.x), Double($0.y)) }, probe(ring))
+                }
+                var shells: [[TilePoint]] = []
+                for loop in outward where !shells.contains(where: { inside(loop, $0) }) { shells.append(loop) }
+                var holes: [[TilePoint]] = []
+                for loop in loops where VectorTileGeometry.doubleArea(loop) < 0 {
+                    if shells.contains(where: { inside(loop, $0) }) { holes.append(loop) } else { shells.append(loop.reversed()) }
+                }
                 for hole in piece.dropFirst() {
                     if let h = TileGrid.ring(TileGrid.simplifyRing(hole, tolerance: tolerance), exterior: false) {
-                        holes += TileGrid.loops(h).filter { VectorTileGeometry.doubleArea($0) < 0 }
+                        holes += TileGrid.loops(TileGrid.noded(h)).filter { VectorTileGeometry.doubleArea($0) < 0 }
                     }
                 }
                 var polygons = shells.map { [$0] }
-                shells.removeAll()
                 for hole in holes {
-                    let probe = TileCoordinate(Double(hole[0].x) + 0.5 * Double(hole[1].x - hole[0].x), Double(hole[0].y) + 0.5 * Double(hole[1].y - hole[0].y))
-                    let owner = polygons.firstIndex { TileClipper.contains($0[0].map { TileCoordinate(Double($0.x), Double($0.y)) }, probe) } ?? 0
+                    let owner = polygons.firstIndex { inside(hole, $0[0]) } ?? 0
                     polygons[owner].append(hole)
                 }
                 for p in polygons {

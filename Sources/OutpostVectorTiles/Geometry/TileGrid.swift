@@ -157,4 +157,63 @@ enum TileGrid {
         if stack.count >= 3, VectorTileGeometry.doubleArea(stack) != 0 { loops.append(stack) }
         return loops
     }
+
+    /// `ring` (closed, no closing point) with a vertex added where two of its edges cross, at
+    /// the crossing rounded to the grid, so ``loops(_:)`` can split it there: rounding on the grid
+    /// can make a valid ring cross itself (and an invalid source comes crossing already). Rounding
+    /// a crossing can make another; a few rounds settle it. Edges are swept by their left end,
+    /// so a ring of n edges costs about n log n plus the pairs that overlap in x.
+    static func noded(_ ring: [TilePoint]) -> [TilePoint] {
+        var ring = ring
+        for _ in 0..<4 {
+            let crossings = self.crossings(ring)
+            guard !crossings.isEmpty else { return ring }
+            var out: [TilePoint] = []
+            out.reserveCapacity(ring.count + 2 * crossings.count)
+            for i in ring.indices {
+                out.append(ring[i])
+                let a = ring[i]
+                // Added along the edge from its start, each once.
+                let added = (crossings[i] ?? []).sorted {
+                    (Int64($0.x - a.x) * Int64($0.x - a.x) + Int64($0.y - a.y) * Int64($0.y - a.y))
+                        < (Int64($1.x - a.x) * Int64($1.x - a.x) + Int64($1.y - a.y) * Int64($1.y - a.y))
+                }
+                for p in added where p != out.last && p != ring[(i + 1) % ring.count] { out.append(p) }
+            }
+            ring = out
+        }
+        return ring
+    }
+
+    /// For each edge (by its first vertex's index) crossing another, the crossings on it, rounded.
+    private static func crossings(_ ring: [TilePoint]) -> [Int: [TilePoint]] {
+        let n = ring.count
+        guard n >= 4 else { return [:] }
+        func cross(_ o: TilePoint, _ a: TilePoint, _ b: TilePoint) -> Int64 {
+            Int64(a.x - o.x) * Int64(b.y - o.y) - Int64(a.y - o.y) * Int64(b.x - o.x)
+        }
+        let order = (0..<n).sorted { min(ring[$0].x, ring[($0 + 1) % n].x) < min(ring[$1].x, ring[($1 + 1) % n].x) }
+        var active: [Int] = []
+        var found: [Int: [TilePoint]] = [:]
+        for i in order {
+            let a = ring[i], b = ring[(i + 1) % n]
+            let left = min(a.x, b.x)
+            active.removeAll { max(ring[$0].x, ring[($0 + 1) % n].x) < left }
+            for j in active {
+                // Neighbouring edges share a vertex: not a crossing.
+                guard j != (i + 1) % n, i != (j + 1) % n else { continue }
+                let c = ring[j], d = ring[(j + 1) % n]
+                guard max(c.y, d.y) >= min(a.y, b.y), max(a.y, b.y) >= min(c.y, d.y) else { continue }
+                let d1 = cross(a, b, c), d2 = cross(a, b, d), d3 = cross(c, d, a), d4 = cross(c, d, b)
+                // Proper crossings only: each edge's ends strictly on both sides of the other.
+                guard (d1 > 0) != (d2 > 0), d1 != 0, d2 != 0, (d3 > 0) != (d4 > 0), d3 != 0, d4 != 0 else { continue }
+                let t = Double(d3) / Double(d3 - d4)
+                let p = TilePoint(Int32((Double(a.x) + t * Double(b.x - a.x)).rounded()), Int32((Double(a.y) + t * Double(b.y - a.y)).rounded()))
+                found[i, default: []].append(p)
+                found[j, default: []].append(p)
+            }
+            active.append(i)
+        }
+        return found
+    }
 }
