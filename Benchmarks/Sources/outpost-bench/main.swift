@@ -104,6 +104,8 @@ do {
         print(try await VectorTilesBenchmark.worker(URL(fileURLWithPath: arguments[2]), URL(fileURLWithPath: arguments[3]), maxZoom: Int(arguments[4]) ?? 14))
     case "vtiles":
         try VectorTilesBenchmark.run(points: arguments.dropFirst(2).compactMap { Int($0) }.first ?? 1_000_000, executable: executable, workDirectory: work)
+    case "vtserve":
+        try await VectorTileServeBenchmark.run(executable: executable, workDirectory: work)
     case "offline":
         try await OfflineBenchmark.run(maxScale: arguments.dropFirst(2).compactMap { Int($0) }.first ?? 70_000, executable: executable, workDirectory: work)
     case "crew":

@@ -2,7 +2,7 @@ import OutpostCore
 import OutpostGeoprocessing
 import OutpostVectorTiles
 
-/// GEOS as ``PolygonRepair``'s repair: a polygon GEOS finds invalid is replaced by the polygons
+/// GEOS as `PolygonRepair`'s repair: a polygon GEOS finds invalid is replaced by the polygons
 /// of `GEOSMakeValid`'s answer (lines and points it may add, where a ring collapsed, are left
 /// out). The `outpost` command and server install it, so vector tiles made from an invalid
 /// source (Natural Earth's Sudan, the United States) hold valid polygons.
