@@ -235,9 +235,24 @@ struct VectorTileServerTests {
         try FileManager.default.createDirectory(at: services, withIntermediateDirectories: true)
         let helsinki = services.appendingPathComponent("helsinki.gpkg")
         #expect(try await outpost(["service", "create", Repository.sampleData("helsinki").path, "--out", helsinki.path]).status == 0)
-        let server = try await ServeProcess.start(service: services)
+        // Beside it a service of tables only: nothing to make tiles of.
+        let register = dir.file("register")
+        try FileManager.default.createDirectory(at: register.appendingPathComponent("data"), withIntermediateDirectories: true)
+        try Data(
+            #"""
+            {"formatVersion": 1, "name": "register", "spatialReference": {"wkid": 4326}, "capabilities": ["Query"],
+             "tables": [{"id": 0, "name": "visits", "fields": [{"name": "objectid", "type": "OID"}, {"name": "note", "type": "String", "length": 80}]}]}
+            """#.utf8
+        ).write(to: register.appendingPathComponent("service.json"))
+        let created = try await outpost(["service", "create", register.path, "--out", services.appendingPathComponent("register.gpkg").path])
+        #expect(created.status == 0, "\(created.stderr)")
+        let files = dir.file("files")
+        let server = try await ServeProcess.start(service: services, arguments: ["--output-directory", files.path])
         let base = server.url.appendingPathComponent("arcgis/rest/services")
         let vts = base.appendingPathComponent("helsinki/VectorTileServer").absoluteString
+        let keptVersions = {
+            Set((try? FileManager.default.contentsOfDirectory(atPath: files.appendingPathComponent("rendered-tiles/helsinki/vector").path)) ?? [])
+        }
 
         let info = try JSONValue.parse(Data(try await ExternalTools.run("curl", ["-s", "\(vts)?f=json"]).stdout.utf8))
         #expect(info["type"] == "indexedVector" && info["tileMap"] == nil && info["capabilities"] == "TilesOnly", "\(info)")
@@ -254,6 +269,8 @@ struct VectorTileServerTests {
         #expect(streets.count > 20 && (served["layers"]?["addresses"]?.arrayValue?.count ?? 0) > 20, "\(served)")
         let again = try JSONValue.parse(Data(try await ExternalTools.python(Self.oneTile, [vts, "14", lon, lat, "name"]).stdout.utf8))
         #expect(again["sha"] == served["sha"])
+        let versionsBefore = keptVersions()
+        #expect(versionsBefore.count == 1 && versionsBefore.first?.hasPrefix("v") == true, "\(versionsBefore)")
         let exported = dir.file("area.mbtiles")
         let export = try await outpost(["vtiles", "export", helsinki.path, "--area", "24.945,60.1685,24.946,60.1695", "--min-zoom", "14", "--max-zoom", "14", "--out", exported.path])
         #expect(export.status == 0, "\(export.stderr)")
@@ -274,6 +291,16 @@ struct VectorTileServerTests {
         let after = try JSONValue.parse(Data(try await ExternalTools.python(Self.oneTile, [vts, "14", lon, lat, "name"]).stdout.utf8))
         let streetsAfter = after["layers"]?["streets"]?.arrayValue?.compactMap(\.stringValue) ?? []
         #expect(!streets.contains("Testikatu") && streetsAfter.contains("Testikatu") && streetsAfter.count == streets.count + 1, "\(streetsAfter)")
+        // The tiles of the data before the edit are gone: one version is kept.
+        let versionsAfter = keptVersions()
+        #expect(versionsAfter.count == 1 && versionsAfter.isDisjoint(with: versionsBefore), "\(versionsBefore) → \(versionsAfter)")
+
+        // A service whose layers cannot be tiled: 404 with the reason, for the service and its tiles.
+        let registerVTS = base.appendingPathComponent("register/VectorTileServer").absoluteString
+        for path in ["?f=json", "/tile/3/2/4.pbf"] {
+            let refused = try await ExternalTools.run("curl", ["-s", "-w", "\n%{http_code}", "\(registerVTS)\(path)"])
+            #expect(refused.stdout.hasSuffix("\n404") && refused.stdout.contains("register has no layer with geometry"), "\(path): \(refused.stdout)")
+        }
 
         // No tile map (tiles are made on request); nothing past z14; bad addresses refused.
         for (path, status) in [("tilemap", "404"), ("tile/15/9703/18548.pbf", "404"), ("tile/31/0/0.pbf", "400"), ("tile/3/9/0.pbf", "400")] {

@@ -303,11 +303,10 @@ public struct FeatureServerResponder: HTTPResponder {
             tiles = archive
         } else if let backend = services.backend(named: name) as? SQLiteServiceBackend {
             do {
-                tiles = try LayerVectorTiles(
-                    name: backend.name, geodatabase: backend.geodatabase, cacheDirectory: sync.renderedTiles.appendingPathComponent("\(backend.name)/vector")
-                ) { try await backend.generation() }
+                tiles = try sync.layerVectorTiles(backend)
             } catch let error as VectorTileError {
-                throw ServiceError(500, "the layers of \(backend.name) cannot be made into vector tiles: \(error.message)")
+                // Not a fault of the server's: this service has no vector tiles to give.
+                throw ServiceError(404, "service \(backend.name) has no vector tiles: \(error.message)")
             }
         } else {
             throw services.notServed(name, types: ["VectorTileServer", "FeatureServer"], described: "vector tile service \(name)")

@@ -114,20 +114,17 @@ struct RenderedMapServerRoutes {
             throw ServiceError(400, "a tile is tile/{level}/{row}/{col} within levels 0–\(Self.maxLevel), not \(address.joined(separator: "/"))")
         }
         let generation = try await backend.generation()
-        let file = directory.appendingPathComponent("\(backend.name)/g\(generation)/\(level)/\(row)/\(col).png")
+        let key = TileKey(level: level, row: row, col: col)
+        // Drawn once per generation; the first tile of a new one removes the older ones' tiles.
+        let cache = VersionedTiles(directory: directory.appendingPathComponent(backend.name), prefix: "g", fileExtension: "png")
         let bytes: [UInt8]
-        if let kept = FileManager.default.contents(atPath: file.path) {
-            bytes = [UInt8](kept)
+        if let kept = cache.kept(key, version: generation) {
+            bytes = kept
             metrics?.tile("kept")
         } else {
-            bytes = try await renderer.tile(TileKey(level: level, row: row, col: col))
+            bytes = try await renderer.tile(key)
             metrics?.tile("drawn")
-            // Written beside and renamed: a reader never sees half a tile.
-            try? FileManager.default.createDirectory(at: file.deletingLastPathComponent(), withIntermediateDirectories: true)
-            let temporary = file.appendingPathExtension("\(UUID().uuidString.prefix(8)).partial")
-            if FileManager.default.createFile(atPath: temporary.path, contents: Data(bytes)), rename(temporary.path, file.path) != 0 {
-                try? FileManager.default.removeItem(at: temporary)
-            }
+            cache.keep(bytes, for: key, version: generation)
         }
         var response = writing.bytes(ByteBuffer(bytes: bytes), contentType: "image/png")
         response.headers[.cacheControl] = "no-cache"

@@ -1,6 +1,8 @@
 import Foundation
 import OutpostCore
+import OutpostSQLiteService
 import OutpostSyncService
+import OutpostVectorTiles
 import Synchronization
 
 /// The server's asynchronous operations (`async=true` createReplica and synchronizeReplica, tile
@@ -148,6 +150,9 @@ final class SyncServices: Sendable {
     let replayRetention: Duration
     /// Where tiles drawn for feature services' MapServers are kept.
     let renderedTiles: URL
+    /// Each feature service's vector tiles, made once per service (its generator keeps what it
+    /// learned of the source between requests).
+    private let layerTiles = Mutex<[String: (backend: SQLiteServiceBackend, tiles: LayerVectorTiles)]>([:])
     /// The configured public address (``ServerConfiguration/publicURL``).
     let publicURL: URL?
     /// The server serves HTTPS.
@@ -176,6 +181,20 @@ final class SyncServices: Sendable {
         jobs = ServerJobs(store: configuration.jobStore ?? MemoryJobStore(), metrics: metrics)
         files = ResultFiles(directory: directory, retention: configuration.resultRetention)
         replayRetention = configuration.resultRetention
+    }
+}
+
+extension SyncServices {
+    /// `backend`'s layers as vector tiles, kept under the rendered tiles: the one made before
+    /// for this backend, else a new one.
+    /// - Throws: ``VectorTileError`` when its layers cannot be made into tiles.
+    func layerVectorTiles(_ backend: SQLiteServiceBackend) throws -> LayerVectorTiles {
+        if let known = layerTiles.withLock({ $0[backend.name] }), known.backend === backend { return known.tiles }
+        let tiles = try LayerVectorTiles(
+            name: backend.name, geodatabase: backend.geodatabase, cacheDirectory: renderedTiles.appendingPathComponent("\(backend.name)/vector")
+        ) { try await backend.generation() }
+        layerTiles.withLock { $0[backend.name] = (backend, tiles) }
+        return tiles
     }
 }
 

@@ -27,9 +27,13 @@ public struct VectorTileGenerator: Sendable {
 
     /// A generator of `geodatabase`'s tiles by `definition` (every spatial layer, all fields,
     /// z0–14 when nil).
-    /// - Throws: ``VectorTileError`` `invalidDefinition` when the definition does not fit the data.
+    /// - Throws: ``VectorTileError`` `invalidDefinition` when the definition does not fit the data
+    ///   (or, with no definition, when no layer has geometry).
     public init(geodatabase: Geodatabase, definition: VectorTileDefinition? = nil) throws {
         self.geodatabase = geodatabase
+        if definition == nil, !geodatabase.schema.layers.contains(where: \.isSpatial) {
+            throw VectorTileError(.invalidDefinition, "\(geodatabase.schema.name) has no layer with geometry")
+        }
         let definition = definition ?? .whole(geodatabase.schema)
         self.definition = definition
         layers = try definition.resolved(against: geodatabase.schema)

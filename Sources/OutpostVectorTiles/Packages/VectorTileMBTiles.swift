@@ -99,23 +99,22 @@ public final class VectorTileMBTilesReader: Sendable {
 
     /// Every tile's address (XYZ rows), no tile read.
     public func forEachKey(_ body: (TileKey) throws -> Void) throws {
-        try queue.read { db in
-            let cursor = try Row.fetchCursor(db, sql: "SELECT zoom_level, tile_column, tile_row FROM tiles")
-            while let row = try cursor.next() {
-                let z: Int = row[0], col: Int = row[1], tmsRow: Int = row[2]
-                try body(TileKey(level: z, row: (1 << z) - 1 - tmsRow, col: col))
-            }
-        }
+        try rows(withData: false) { key, _ in try body(key) }
     }
 
     /// Every tile, one at a time (XYZ rows).
     public func forEachTile(_ body: (TileKey, [UInt8]) throws -> Void) throws {
+        try rows(withData: true, body)
+    }
+
+    /// The tiles table's rows through a cursor, TMS rows turned to XYZ (the data empty when not read).
+    private func rows(withData: Bool, _ body: (TileKey, [UInt8]) throws -> Void) throws {
         try queue.read { db in
-            let cursor = try Row.fetchCursor(db, sql: "SELECT zoom_level, tile_column, tile_row, tile_data FROM tiles")
+            let cursor = try Row.fetchCursor(db, sql: "SELECT zoom_level, tile_column, tile_row\(withData ? ", tile_data" : "") FROM tiles")
             while let row = try cursor.next() {
                 let z: Int = row[0], col: Int = row[1], tmsRow: Int = row[2]
-                let data: Data = row[3] ?? Data()
-                try body(TileKey(level: z, row: (1 << z) - 1 - tmsRow, col: col), [UInt8](data))
+                let data: Data? = withData ? row[3] : nil
+                try body(TileKey(level: z, row: (1 << z) - 1 - tmsRow, col: col), data.map { [UInt8]($0) } ?? [])
             }
         }
     }

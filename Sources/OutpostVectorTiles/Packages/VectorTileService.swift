@@ -2,6 +2,7 @@ import Foundation
 import OutpostCore
 import OutpostStorage
 import OutpostTiles
+import Synchronization
 
 /// What a VectorTileServer answers from: its zooms and extent, each tile gzipped, a style and,
 /// when it has one, the tile map. ``VectorTileArchive`` serves a file's tiles;
@@ -19,7 +20,7 @@ public protocol VectorTileService: Sendable {
     func style(with sourceValue: JSONValue) async throws -> JSONValue
     /// The tile map (`{"index": …}`), or nil when the service has none.
     func tileMap() async throws -> String?
-    /// Whether ``tileMap()`` gives one.
+    /// Whether ``tileMap()`` gives one, known without building it (a file's map walks every key).
     var hasTileMap: Bool { get }
 }
 
@@ -49,20 +50,25 @@ extension VectorTileArchive: VectorTileService {
 /// A feature service's layers as vector tiles made on request: the first request for a tile
 /// makes it from the geodatabase (``VectorTileGenerator``) and keeps it on disk under the data's
 /// version, so later requests read the file until an edit changes the version; tiles of older
-/// versions are removed when the first tile of a newer one is kept.
+/// versions are removed when the first tile of a newer one is kept. One value serves a service
+/// for as long as it runs: what its generator learned of the source (polygons checked and
+/// repaired) is kept until the version changes, and then learned again from the new data.
 ///
 /// ```swift
-/// let tiles = LayerVectorTiles(name: "helsinki", geodatabase: gdb, cacheDirectory: dir) { try await backend.generation() }
+/// let tiles = try LayerVectorTiles(name: "helsinki", geodatabase: gdb, cacheDirectory: dir) { try await backend.generation() }
 /// let gzipped = try await tiles.tile(TileKey(level: 14, row: 4743, col: 9326))
 /// ```
-public struct LayerVectorTiles: VectorTileService {
+public final class LayerVectorTiles: VectorTileService {
     /// The service's name.
     public let name: String
-    /// What the tiles hold.
-    public let generator: VectorTileGenerator
     /// Where kept tiles live: `v<version>/<z>/<y>/<x>.pbf.gz` (an empty file: no tile there).
-    public let cacheDirectory: URL
+    public var cacheDirectory: URL { cache.directory }
+    private let cache: VersionedTiles
+    private let geodatabase: Geodatabase
+    private let definition: VectorTileDefinition?
     private let version: @Sendable () async throws -> Int64
+    /// The generator and the data version it was made for (nil until the first tile).
+    private let current: Mutex<(version: Int64?, generator: VectorTileGenerator)>
 
     /// Tiles of `geodatabase`'s layers by `definition` (every spatial layer, z0–14 when nil),
     /// kept under `cacheDirectory` per `version` (a number that changes whenever the data does).
@@ -72,15 +78,34 @@ public struct LayerVectorTiles: VectorTileService {
         version: @escaping @Sendable () async throws -> Int64
     ) throws {
         self.name = name
-        generator = try VectorTileGenerator(geodatabase: geodatabase, definition: definition)
-        self.cacheDirectory = cacheDirectory
+        self.geodatabase = geodatabase
+        self.definition = definition
+        cache = VersionedTiles(directory: cacheDirectory, prefix: "v", fileExtension: "pbf.gz")
         self.version = version
+        current = Mutex((nil, try VectorTileGenerator(geodatabase: geodatabase, definition: definition)))
+    }
+
+    /// What the tiles hold now.
+    public var generator: VectorTileGenerator { current.withLock { $0.generator } }
+
+    /// The generator for the data's `version`: the one in hand when it was made for it (or
+    /// for none yet), else a new one (the schema may have changed, and repaired polygons may
+    /// have been edited).
+    private func generator(for version: Int64) throws -> VectorTileGenerator {
+        let kept = current.withLock { state -> VectorTileGenerator? in
+            if state.version == nil { state.version = version }
+            return state.version == version ? state.generator : nil
+        }
+        if let kept { return kept }
+        let made = try VectorTileGenerator(geodatabase: geodatabase, definition: definition)
+        current.withLock { $0 = (version, made) }
+        return made
     }
 
     /// From the layers' first zoom to the definition's last.
     public func zooms() async throws -> ClosedRange<Int> {
-        let levels = generator.tileLayers
-        let low = levels.map(\.minZoom).min() ?? generator.definition.minZoom
+        let generator = generator
+        let low = generator.tileLayers.map(\.minZoom).min() ?? generator.definition.minZoom
         return low...max(low, generator.definition.maxZoom)
     }
 
@@ -92,27 +117,10 @@ public struct LayerVectorTiles: VectorTileService {
         let zooms = try await zooms()
         guard zooms.contains(key.level), key.row >= 0, key.col >= 0, key.row < 1 << key.level, key.col < 1 << key.level else { return nil }
         let version = try await version()
-        let folder = cacheDirectory.appendingPathComponent("v\(version)")
-        let file = folder.appendingPathComponent("\(key.level)/\(key.row)/\(key.col).pbf.gz")
-        if let kept = FileManager.default.contents(atPath: file.path) { return kept.isEmpty ? nil : [UInt8](kept) }
-        let made = try await generator.tile(key)
-        keep(made ?? [], at: file, versionFolder: folder)
+        if let kept = cache.kept(key, version: version) { return kept.isEmpty ? nil : kept }
+        let made = try await generator(for: version).tile(key)
+        cache.keep(made ?? [], for: key, version: version)
         return made
-    }
-
-    /// Writes the tile beside its name and renames it (a reader never sees half a tile); the
-    /// first tile of a version removes the older versions' folders.
-    private func keep(_ bytes: [UInt8], at file: URL, versionFolder: URL) {
-        let fm = FileManager.default
-        if !fm.fileExists(atPath: versionFolder.path) {
-            for old in (try? fm.contentsOfDirectory(atPath: cacheDirectory.path)) ?? [] where old.hasPrefix("v") && old != versionFolder.lastPathComponent {
-                try? fm.removeItem(at: cacheDirectory.appendingPathComponent(old))
-            }
-        }
-        try? fm.createDirectory(at: file.deletingLastPathComponent(), withIntermediateDirectories: true)
-        let temporary = file.appendingPathExtension("\(UUID().uuidString.prefix(8)).partial")
-        guard fm.createFile(atPath: temporary.path, contents: Data(bytes)) else { return }
-        if rename(temporary.path, file.path) != 0 { try? fm.removeItem(at: temporary) }
     }
 
     /// Each layer drawn in the MapServer's colours.
