@@ -170,6 +170,22 @@ static void st_bound(sqlite3_context *ctx, int argc, sqlite3_value **argv) {
     sqlite3_result_double(ctx, bounds[which]);
 }
 
+/* outpost_sample_rank(id, salt): a share in [0, 1) fixed for each integer id and salt (splitmix64
+ * of id + salt × 2^64/φ), NULL for anything else. FeatureQuery.Sample.rank computes the same in
+ * Swift, so a sample taken in SQL and one taken in Swift agree. */
+static void outpost_sample_rank(sqlite3_context *ctx, int argc, sqlite3_value **argv) {
+    (void)argc;
+    if (sqlite3_value_type(argv[0]) != SQLITE_INTEGER || sqlite3_value_type(argv[1]) != SQLITE_INTEGER) {
+        sqlite3_result_null(ctx);
+        return;
+    }
+    uint64_t x = (uint64_t)sqlite3_value_int64(argv[0]) + (uint64_t)sqlite3_value_int64(argv[1]) * 0x9E3779B97F4A7C15ULL;
+    x = (x ^ (x >> 30)) * 0xBF58476D1CE4E5B9ULL;
+    x = (x ^ (x >> 27)) * 0x94D049BB133111EBULL;
+    x ^= x >> 31;
+    sqlite3_result_double(ctx, (double)(x >> 11) / 9007199254740992.0);
+}
+
 int outpost_register_geopackage_functions(void *handle) {
     sqlite3 *db = handle;
     const int flags = SQLITE_UTF8 | SQLITE_DETERMINISTIC | SQLITE_INNOCUOUS;
@@ -177,6 +193,9 @@ int outpost_register_geopackage_functions(void *handle) {
     static const char *names[] = {"ST_MinX", "ST_MaxX", "ST_MinY", "ST_MaxY"};
     for (intptr_t i = 0; rc == SQLITE_OK && i < 4; i++) {
         rc = sqlite3_create_function_v2(db, names[i], 1, flags, (void *)i, st_bound, NULL, NULL, NULL);
+    }
+    if (rc == SQLITE_OK) {
+        rc = sqlite3_create_function_v2(db, "outpost_sample_rank", 2, flags, NULL, outpost_sample_rank, NULL, NULL, NULL);
     }
     return rc;
 }

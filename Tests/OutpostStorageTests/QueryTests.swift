@@ -71,6 +71,70 @@ struct QueryTests {
         try gdb.close()
     }
 
+    @Test func aSampleKeepsTheRowsRankedUnderItsShareAsSwiftRanksThem() async throws {
+        let dir = TemporaryDirectory()
+        let gdb = try SampleGeodatabases.fieldInspection(in: dir)
+        let table = try gdb.table(named: "inspection_points")
+        let all = try await table.features()
+        let box = Envelope(xmin: -122.68, ymin: 45.50, xmax: -122.64, ymax: 45.53)
+        var previous: [Int64] = []
+        for share in [0.1, 0.25, 0.5, 1.0] {
+            for salt: Int64 in [0, 3] {
+                // Through the R-tree (an envelope) and without it, with a where clause beside.
+                var inBox = FeatureQuery(envelope: box)
+                inBox.sample = FeatureQuery.Sample(share: share, salt: salt)
+                let got = try await table.objectIDs(matching: inBox)
+                let want = all.filter { f in
+                    f.geometry?.envelope?.intersects(box) == true && FeatureQuery.Sample.rank(f.objectID!, salt: salt) < share
+                }.compactMap(\.objectID)
+                #expect(got == want, "share \(share) salt \(salt)")
+                var open = FeatureQuery(where: "status = 'open'")
+                open.sample = inBox.sample
+                let wantOpen = all.filter { $0["status"] == .string("open") && FeatureQuery.Sample.rank($0.objectID!, salt: salt) < share }
+                #expect(try await table.objectIDs(matching: open) == wantOpen.compactMap(\.objectID))
+                #expect(try await table.count(matching: open) == wantOpen.count)
+                if salt == 0 {
+                    // A larger share holds the smaller one's rows.
+                    #expect(Set(previous).isSubset(of: got) && (share < 1 || got.count == want.count))
+                    previous = got
+                }
+            }
+        }
+        // The share is close to what it says on a few hundred rows.
+        var tenth = FeatureQuery()
+        tenth.sample = FeatureQuery.Sample(share: 0.1)
+        let kept = try await table.count(matching: tenth)
+        #expect(abs(Double(kept) / Double(all.count) - 0.1) < 0.05, "\(kept) of \(all.count)")
+        #expect(previous.count > 20, "a weak test: \(previous.count) rows in the box")
+        try gdb.close()
+    }
+
+    @Test func theSameQueryRunsInsideItselfAndAgainAfterAnError() async throws {
+        // Statements are kept per connection and reused: one still stepping is not handed out.
+        let dir = TemporaryDirectory()
+        let gdb = try SampleGeodatabases.fieldInspection(in: dir)
+        let table = try gdb.table(named: "inspection_points")
+        let query = FeatureQuery(where: "status = 'open'", outFields: ["asset_id"], returnGeometry: false)
+        let open = try await table.objectIDs(matching: query)
+        let pairs = try await gdb.read { conn in
+            var pairs: [(Int64, Int64)] = []
+            try table.forEach(matching: query, in: conn) { outer in
+                try table.forEach(matching: query, in: conn) { inner in pairs.append((outer.objectID!, inner.objectID!)) }
+            }
+            // A body that throws leaves the statement ready for the next run.
+            struct Stop: Error {}
+            #expect(throws: Stop.self) { try table.forEach(matching: query, in: conn) { _ in throw Stop() } }
+            var again: [Int64] = []
+            try table.forEach(matching: query, in: conn) { again.append($0.objectID!) }
+            #expect(again == open)
+            #expect(try table.objectIDs(matching: query, in: conn) == open)
+            return pairs
+        }
+        #expect(pairs.count == open.count * open.count && !open.isEmpty)
+        #expect(pairs.map(\.0) == open.flatMap { id in Array(repeating: id, count: open.count) })
+        try gdb.close()
+    }
+
     @Test func fieldsOrderAndPaging() async throws {
         let dir = TemporaryDirectory()
         let gdb = try SampleGeodatabases.fieldInspection(in: dir)

@@ -58,18 +58,20 @@ extension FeatureTable {
             sql += try orderSQL(query)
             var args = arguments
             sql += pagingSQL(query, &args)
-            let cursor = try Row.fetchCursor(conn.db, sql: sql, arguments: StatementArguments(args))
             let objectIDField = definition.objectIDField
-            while let row = try cursor.next() {
-                let feature: Feature
-                do {
-                    feature = try decodeFeature(row, fields: fields, returnGeometry: query.returnGeometry)
-                } catch {
-                    guard let unreadable else { throw error }
-                    unreadable(row[objectIDField] as Int64?, error)
-                    continue
+            try conn.withReadStatement(sql) { statement in
+                let cursor = try Row.fetchCursor(statement, arguments: StatementArguments(args))
+                while let row = try cursor.next() {
+                    let feature: Feature
+                    do {
+                        feature = try decodeFeature(row, fields: fields, returnGeometry: query.returnGeometry)
+                    } catch {
+                        guard let unreadable else { throw error }
+                        unreadable(row[objectIDField] as Int64?, error)
+                        continue
+                    }
+                    try body(feature)
                 }
-                try body(feature)
             }
             return
         }
@@ -133,7 +135,7 @@ extension FeatureTable {
         var sql = "SELECT \(quoted(definition.objectIDField)) FROM \(quoted(name))\(filter)"
         sql += try orderSQL(query)
         sql += pagingSQL(query, &args)
-        return try Int64.fetchAll(conn.db, sql: sql, arguments: StatementArguments(args))
+        return try conn.withReadStatement(sql) { try Int64.fetchAll($0, arguments: StatementArguments(args)) }
     }
 
     /// The exact bounding box of all geometries (from each blob's header), nil when empty.
@@ -184,6 +186,7 @@ extension FeatureTable {
     func filterSQL(_ query: FeatureQuery, _ conn: GeodatabaseConnection) throws -> (String, [DatabaseValue]) {
         var clauses: [String] = []
         var arguments: [DatabaseValue] = []
+        var sampleTaken = false
         let pk = quoted(definition.objectIDField)
         if let text = query.whereClause?.trimmingCharacters(in: .whitespacesAndNewlines), !text.isEmpty {
             let clause = try WhereClause(text, layer: definition)
@@ -230,11 +233,21 @@ extension FeatureTable {
             // Features named by id are found by their keys: the R-tree would make SQLite walk
             // every candidate in the envelope (a replica's area) to keep the few named.
             if query.objectIDs == nil, query.globalIDs == nil, !conn.spatialIndexIsStale(name), try hasSpatialIndex(conn.db) {
-                clauses.append("\(pk) IN (SELECT id FROM \(quoted(rtreeName)) WHERE minx <= ? AND maxx >= ? AND miny <= ? AND maxy >= ?)")
+                // A sample is taken from the index's ids, before any row of the table is read.
+                let sampled = query.sample != nil ? " AND outpost_sample_rank(id, ?) < ?" : ""
+                clauses.append("\(pk) IN (SELECT id FROM \(quoted(rtreeName)) WHERE minx <= ? AND maxx >= ? AND miny <= ? AND maxy >= ?\(sampled))")
                 arguments += [e.xmax, e.xmin, e.ymax, e.ymin].map(\.databaseValue)
+                if let sample = query.sample {
+                    arguments += [sample.salt.databaseValue, sample.share.databaseValue]
+                    sampleTaken = true
+                }
             }
             clauses.append("(ST_MinX(\(g)) <= ? AND ST_MaxX(\(g)) >= ? AND ST_MinY(\(g)) <= ? AND ST_MaxY(\(g)) >= ?)")
             arguments += [e.xmax, e.xmin, e.ymax, e.ymin].map(\.databaseValue)
+        }
+        if let sample = query.sample, !sampleTaken {
+            clauses.append("outpost_sample_rank(\(pk), ?) < ?")
+            arguments += [sample.salt.databaseValue, sample.share.databaseValue]
         }
         return (clauses.isEmpty ? "" : " WHERE " + clauses.joined(separator: " AND "), arguments)
     }

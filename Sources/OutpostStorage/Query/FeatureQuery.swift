@@ -38,6 +38,35 @@ public struct FeatureQuery: Hashable, Sendable {
     public var offset: Int
     /// Most rows to return (ArcGIS `resultRecordCount`); nil for no limit.
     public var limit: Int?
+    /// Only a fixed share of the rows, chosen by object id (nil for all): what a map thins
+    /// dense points to at small scales, decided in SQL before any row is read.
+    public var sample: Sample?
+
+    /// A share of a layer's rows that stays the same from one query to the next: the rows
+    /// whose ``rank(_:salt:)`` is below ``share``. A smaller share's rows are among a larger
+    /// one's (with the same salt), so a map zoomed in only ever adds points.
+    public struct Sample: Hashable, Sendable {
+        /// The share kept, 0…1.
+        public var share: Double
+        /// Varies the choice (say, per layer) without changing its size.
+        public var salt: Int64
+
+        /// The rows of rank under `share`, ranks salted by `salt`.
+        public init(share: Double, salt: Int64 = 0) {
+            self.share = share
+            self.salt = salt
+        }
+
+        /// The rank of `objectID` in 0..<1: a hash (splitmix64) of the id and salt, spread
+        /// evenly whatever the ids. The SQL function `outpost_sample_rank` gives the same.
+        public static func rank(_ objectID: Int64, salt: Int64 = 0) -> Double {
+            var x = UInt64(bitPattern: objectID) &+ UInt64(bitPattern: salt) &* 0x9E37_79B9_7F4A_7C15
+            x = (x ^ (x >> 30)) &* 0xBF58_476D_1CE4_E5B9
+            x = (x ^ (x >> 27)) &* 0x94D0_49BB_1331_11EB
+            x ^= x >> 31
+            return Double(x >> 11) / Double(1 << 53)
+        }
+    }
 
     /// One field of the order.
     public struct SortField: Hashable, Sendable {

@@ -276,12 +276,15 @@ public struct VectorTileGenerator: Sendable {
             query.envelope = try WebMercator.convert(buffered, from: .webMercator, to: layer.spatialReference)
             query.outFields = []
             query.limit = 1
-            touched = try conn.geodatabase.table(id: layer.source.id).count(matching: query, in: conn) > 0
+            touched = try !conn.geodatabase.table(id: layer.source.id).objectIDs(matching: query, in: conn).isEmpty
         }
         for (index, layer) in layers.enumerated() where (layer.minZoom...layer.maxZoom).contains(z) {
             var query = FeatureQuery()
             query.envelope = try WebMercator.convert(buffered, from: .webMercator, to: layer.spatialReference)
             query.outFields = layer.fields
+            // Points are thinned in the query: the rows left out are never read.
+            let sampled = layer.isPoints && pointShare < 1
+            if sampled { query.sample = FeatureQuery.Sample(share: pointShare, salt: Int64(index)) }
             let geographic = layer.spatialReference.isGeographic
             let project: (Position) -> TileCoordinate = { p in
                 var mx = p.x, my = p.y
@@ -314,6 +317,13 @@ public struct VectorTileGenerator: Sendable {
                 }
                 candidates.append(Candidate(layer: index, id: feature.objectID.map { UInt64(bitPattern: $0) }, geometry: geometry, properties: properties, weight: weight))
             }
+            // Thinned out entirely here, points may still be below: deeper tiles keep more.
+            if sampled, !touched {
+                query.sample = nil
+                query.outFields = []
+                query.limit = 1
+                touched = try !conn.geodatabase.table(id: layer.source.id).objectIDs(matching: query, in: conn).isEmpty
+            }
         }
         guard !candidates.isEmpty else { return Made(bytes: nil, features: 0, droppedForSize: 0, touched: touched, unreadable: unreadable) }
         var kept = candidates.count
@@ -343,14 +353,9 @@ public struct VectorTileGenerator: Sendable {
         return gzip.gzip(tile.bytes)
     }
 
-    /// A stable share in 0..<1 for a feature, which points below the last zoom keep.
-    static func rank(_ objectID: Int64, layer: Int) -> Double {
-        var x = UInt64(bitPattern: objectID) &+ UInt64(layer) &* 0x9E37_79B9_7F4A_7C15
-        x = (x ^ (x >> 30)) &* 0xBF58_476D_1CE4_E5B9
-        x = (x ^ (x >> 27)) &* 0x94D0_49BB_1331_11EB
-        x ^= x >> 31
-        return Double(x >> 11) / Double(1 << 53)
-    }
+    /// A stable share in 0..<1 for a feature, which points below the last zoom keep (the rank
+    /// the query's sample takes them by).
+    static func rank(_ objectID: Int64, layer: Int) -> Double { FeatureQuery.Sample.rank(objectID, salt: Int64(layer)) }
 
     static func value(_ v: FieldValue) -> VectorTileValue? {
         switch v {
