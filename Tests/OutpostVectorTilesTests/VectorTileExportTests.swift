@@ -157,7 +157,9 @@ struct VectorTileExportTests {
         let dir = TemporaryDirectory("outpost-vtiles-ne")
         let gdb = try Self.service("natural_earth", in: dir)
         defer { try? gdb.close() }
-        let d = VectorTileDefinition(layers: [.init(source: "countries", name: "land"), .init(source: "populated_places", fields: ["name"], minZoom: 2)], maxZoom: 5)
+        // Ids on: the check finds each feature's source row by it.
+        let d = VectorTileDefinition(
+            layers: [.init(source: "countries", name: "land"), .init(source: "populated_places", fields: ["name"], minZoom: 2)], maxZoom: 5, featureIDs: true)
         let out = dir.file("ne.mbtiles")
         let summary = try await Self.export(gdb, definition: d, to: out)
         #expect(summary.tiles > 300 && summary.droppedForSize == 0)
@@ -248,10 +250,24 @@ struct VectorTileExportTests {
         let dir = TemporaryDirectory("outpost-vtiles-hki")
         let gdb = try Self.service("helsinki", in: dir)
         defer { try? gdb.close() }
-        let d = VectorTileDefinition(layers: [.init(source: "streets", minZoom: 10), .init(source: "addresses", minZoom: 13)], maxZoom: 15)
+        let d = VectorTileDefinition(layers: [.init(source: "streets", minZoom: 10), .init(source: "addresses", minZoom: 13)], maxZoom: 15, featureIDs: true)
         let out = dir.file("helsinki.mbtiles")
         let summary = try await Self.export(gdb, definition: d, to: out)
         #expect(summary.tiles > 10)
+        // Without ids (the default) the same features, none with an id, in smaller tiles.
+        var plain = d
+        plain.featureIDs = false
+        let withoutIDs = dir.file("no-ids.mbtiles")
+        let plainSummary = try await Self.export(gdb, definition: plain, to: withoutIDs)
+        #expect(plainSummary.tiles == summary.tiles && plainSummary.features == summary.features && plainSummary.bytes < summary.bytes)
+        var idsSeen = (with: 0, without: 0)
+        try VectorTileMBTilesReader(url: out).forEachTile { _, bytes in
+            idsSeen.with += try VectorTile(decoding: VectorTileCompression.plain(bytes)).layers.flatMap(\.features).filter { $0.id != nil }.count
+        }
+        try VectorTileMBTilesReader(url: withoutIDs).forEachTile { _, bytes in
+            idsSeen.without += try VectorTile(decoding: VectorTileCompression.plain(bytes)).layers.flatMap(\.features).filter { $0.id != nil }.count
+        }
+        #expect(idsSeen.with == summary.features && idsSeen.without == 0, "\(idsSeen)")
         let stats = try await Self.python(out, gdb, d)
         #expect(stats["missing"]?.integerValue == 0 && (stats["features"]?.integerValue ?? 0) > 1_000, "\(stats)")
         #expect(stats["problems"]?.arrayValue?.isEmpty == true, "\(stats["problems"] ?? .null)")
