@@ -42,6 +42,28 @@ struct VectorTilesCommandTests {
         let unpacked = try JSONValue.parse(Data(try await outpost(["vtiles", "inspect", package.path, "--json"]).stdout.utf8))
         #expect(unpacked["format"] == "vtpk" && unpacked["tiles"]?.integerValue == tiles && unpacked["layers"] == seen["layers"], "\(unpacked)")
 
+        // Feature ids only when asked: the same tiles, every feature with its object id.
+        let withIDs = dir.file("ids.mbtiles")
+        let identified = try await outpost(["vtiles", "export", gdb.path, "--definition", definition.path, "--feature-ids", "--out", withIDs.path, "--json"])
+        #expect(identified.status == 0, "\(identified.stderr)")
+        let identifiedTiles = try JSONValue.parse(Data(identified.stdout.utf8))["tiles"]?.integerValue
+        #expect(identifiedTiles == tiles)
+        let countIDs = """
+            import gzip, sqlite3, sys, mapbox_vector_tile
+            n = [0, 0]
+            for (data,) in sqlite3.connect(sys.argv[1]).execute("SELECT tile_data FROM tiles"):
+                for layer in mapbox_vector_tile.decode(gzip.decompress(data)).values():
+                    for f in layer["features"]:
+                        n[0] += 1
+                        n[1] += 1 if f.get("id") else 0
+            print(n[0], n[1])
+            """
+        let idsIn = try await ExternalTools.python(countIDs, [withIDs.path]).stdout.split(separator: " ").compactMap { Int($0.trimmingCharacters(in: .whitespacesAndNewlines)) }
+        let idsOut = try await ExternalTools.python(countIDs, [out.path]).stdout.split(separator: " ").compactMap { Int($0.trimmingCharacters(in: .whitespacesAndNewlines)) }
+        #expect(idsIn.count == 2 && idsIn[0] > 100 && idsIn[1] == idsIn[0] && idsOut == [idsIn[0], 0], "\(idsIn) \(idsOut)")
+        let serviceIDs = try await outpost(["vtiles", "export", "http://127.0.0.1:9/arcgis/rest/services/x/VectorTileServer", "--feature-ids", "--out", dir.file("s.mbtiles").path])
+        #expect(serviceIDs.status == 64 && serviceIDs.stderr.contains("--feature-ids"), "\(serviceIDs.stderr)")
+
         // GDAL reads the layers and the metadata's vector_layers.
         let info = try await ExternalTools.run("ogrinfo", ["-ro", "-so", "-al", "-oo", "ZOOM_LEVEL=15", out.path])
         #expect(info.status == 0 && info.stdout.contains("Layer name: roads") && info.stdout.contains("name: String"), "\(info.stdout)\(info.stderr)")

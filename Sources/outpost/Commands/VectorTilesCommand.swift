@@ -31,6 +31,7 @@ struct VectorTilesCommand: AsyncParsableCommand {
         @Option(help: "The first zoom (default 0, or the definition's).") var minZoom: Int?
         @Option(help: "The last zoom (default 14, or the definition's).") var maxZoom: Int?
         @Option(help: "A tile definition (JSON): layers, fields, zooms, limits.") var definition: String?
+        @Flag(help: "Give each tile feature its source row's object id as its id (off by default: ids hardly compress).") var featureIds = false
         @Flag(help: "Print the result as JSON.") var json = false
 
         @Option(help: "Directory for the job's JSON (default: .outpost/jobs beside --out).") var jobDir: String?
@@ -40,7 +41,7 @@ struct VectorTilesCommand: AsyncParsableCommand {
             guard VectorTileFormat(url: output) != nil else {
                 throw ValidationError("--out must end in .mbtiles, .pmtiles or .vtpk")
             }
-            let parameters = ExportVectorTilesParameters(
+            var parameters = ExportVectorTilesParameters(
                 areaOfInterest: try area.map { .envelope(try parseExtent($0), .wgs84) }, minZoom: minZoom, maxZoom: maxZoom,
                 definition: try definition.map { try VectorTileDefinition.read(URL(fileURLWithPath: $0)) })
             _ = try parameters.area()
@@ -49,7 +50,9 @@ struct VectorTilesCommand: AsyncParsableCommand {
             let zooms: (Int, Int)
             var maxTileBytes = 0
             if source.hasPrefix("http://") || source.hasPrefix("https://"), let url = URL(string: source) {
-                guard definition == nil else { throw ValidationError("--definition is for a geodatabase; a VectorTileServer's tiles are taken as they are") }
+                guard definition == nil, !featureIds else {
+                    throw ValidationError("--definition and --feature-ids are for a geodatabase; a VectorTileServer's tiles are taken as they are")
+                }
                 from = .service(url)
                 let task = ExportVectorTilesTask(url: url, environment: vectorTileJobEnvironment)
                 try await task.load()
@@ -59,6 +62,11 @@ struct VectorTilesCommand: AsyncParsableCommand {
                 let gdbURL = URL(fileURLWithPath: source).standardizedFileURL
                 from = .geodatabase(gdbURL)
                 let gdb = try Geodatabase.open(at: gdbURL, readOnly: true)
+                if featureIds {
+                    var withIDs = parameters.definition ?? .whole(gdb.schema)
+                    withIDs.featureIDs = true
+                    parameters.definition = withIDs
+                }
                 let d = parameters.resolvedDefinition(gdb.schema)
                 defer { try? gdb.close() }
                 _ = try VectorTileGenerator(geodatabase: gdb, definition: d)
