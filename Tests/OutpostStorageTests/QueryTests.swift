@@ -109,6 +109,37 @@ struct QueryTests {
         try gdb.close()
     }
 
+    @Test func containsFeaturesSaysWhetherTheIDsQueryFindsAny() async throws {
+        let dir = TemporaryDirectory()
+        let gdb = try SampleGeodatabases.fieldInspection(in: dir)
+        let table = try gdb.table(named: "inspection_points")
+        var queries: [FeatureQuery] = []
+        for box in [
+            Envelope(xmin: -122.68, ymin: 45.50, xmax: -122.64, ymax: 45.53), Envelope(xmin: 0, ymin: 0, xmax: 1, ymax: 1),
+        ] {
+            for clause in [nil, "status = 'open'", "status = 'no such status'"] {
+                for share in [nil, 0.001, 0.5] {
+                    var q = FeatureQuery(envelope: box)
+                    q.whereClause = clause
+                    q.sample = share.map { FeatureQuery.Sample(share: $0, salt: 1) }
+                    queries.append(q)
+                }
+            }
+        }
+        var exact = FeatureQuery()
+        exact.intersecting = .polygon(Envelope(xmin: -122.68, ymin: 45.50, xmax: -122.64, ymax: 45.53).polygon)
+        queries.append(exact)
+        var found = 0
+        for q in queries {
+            let ids = try await table.objectIDs(matching: q)
+            let any = try await gdb.read { try table.containsFeatures(matching: q, in: $0) }
+            #expect(any == !ids.isEmpty, "\(q)")
+            found += any ? 1 : 0
+        }
+        #expect(found > 3 && found < queries.count, "a weak test: \(found) of \(queries.count) found some")
+        try gdb.close()
+    }
+
     @Test func theSameQueryRunsInsideItselfAndAgainAfterAnError() async throws {
         // Statements are kept per connection and reused: one still stepping is not handed out.
         let dir = TemporaryDirectory()

@@ -121,6 +121,21 @@ extension FeatureTable {
         return try Int.fetchOne(conn.db, sql: "SELECT count(*) FROM \(quoted(name))\(filter)", arguments: StatementArguments(arguments)) ?? 0
     }
 
+    /// Whether any feature matches (the query's paging aside), inside a transaction: SQLite
+    /// stops at the first row found.
+    public func containsFeatures(matching query: FeatureQuery, in conn: GeodatabaseConnection) throws -> Bool {
+        if query.intersecting != nil {
+            var first = query
+            first.offset = 0
+            first.limit = 1
+            return try !objectIDs(matching: first, in: conn).isEmpty
+        }
+        let (filter, arguments) = try filterSQL(query, conn)
+        return try conn.withReadStatement("SELECT EXISTS (SELECT 1 FROM \(quoted(name))\(filter))") {
+            try Bool.fetchOne($0, arguments: StatementArguments(arguments)) ?? false
+        }
+    }
+
     /// The object ids of the features that match, in object id order.
     public func objectIDs(matching query: FeatureQuery, in conn: GeodatabaseConnection) throws -> [Int64] {
         if query.intersecting != nil {

@@ -277,9 +277,7 @@ public struct VectorTileGenerator: Sendable {
         for layer in layers where z < layer.minZoom && !touched {
             var query = FeatureQuery(returnGeometry: false)
             query.envelope = try WebMercator.convert(buffered, from: .webMercator, to: layer.spatialReference)
-            query.outFields = []
-            query.limit = 1
-            touched = try !conn.geodatabase.table(id: layer.source.id).objectIDs(matching: query, in: conn).isEmpty
+            touched = try conn.geodatabase.table(id: layer.source.id).containsFeatures(matching: query, in: conn)
         }
         for (index, layer) in layers.enumerated() where (layer.minZoom...layer.maxZoom).contains(z) {
             var query = FeatureQuery()
@@ -306,12 +304,8 @@ public struct VectorTileGenerator: Sendable {
                 guard var g = feature.geometry else { return }
                 touched = true
                 if layer.isPolygons, let repaired { g = repaired.geometry(g, layer: index, id: feature.objectID) }
-                var weight = 0.0
-                if layer.isPoints {
-                    let rank = Self.rank(feature.objectID ?? 0, layer: index)
-                    guard rank < pointShare else { return }
-                    weight = 1 - rank
-                }
+                // Points kept by the sample's rank are dropped for size in the reverse order.
+                var weight = layer.isPoints ? 1 - FeatureQuery.Sample.rank(feature.objectID ?? 0, salt: Int64(index)) : 0
                 guard let geometry = Self.tileGeometry(g, project: project, clipper: clipper, tolerance: d.simplification, weight: &weight) else { return }
                 var properties: [(String, VectorTileValue)] = []
                 properties.reserveCapacity(layer.fields.count)
@@ -326,9 +320,7 @@ public struct VectorTileGenerator: Sendable {
             // Thinned out entirely here, points may still be below: deeper tiles keep more.
             if sampled, !touched {
                 query.sample = nil
-                query.outFields = []
-                query.limit = 1
-                touched = try !conn.geodatabase.table(id: layer.source.id).objectIDs(matching: query, in: conn).isEmpty
+                touched = try conn.geodatabase.table(id: layer.source.id).containsFeatures(matching: query, in: conn)
             }
         }
         guard !candidates.isEmpty else { return Made(bytes: nil, features: 0, droppedForSize: 0, touched: touched, unreadable: unreadable) }
@@ -382,10 +374,6 @@ public struct VectorTileGenerator: Sendable {
         }
         return spread(Int(first.x)) | spread(Int(first.y)) << 1
     }
-
-    /// A stable share in 0..<1 for a feature, which points below the last zoom keep (the rank
-    /// the query's sample takes them by).
-    static func rank(_ objectID: Int64, layer: Int) -> Double { FeatureQuery.Sample.rank(objectID, salt: Int64(layer)) }
 
     static func value(_ v: FieldValue) -> VectorTileValue? {
         switch v {
