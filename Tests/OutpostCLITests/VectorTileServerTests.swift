@@ -177,6 +177,12 @@ struct VectorTileServerTests {
         let taken = dir.file("taken.vtpk")
         let export = try await outpost(["vtiles", "export", vts, "--area", "24.94,60.165,24.95,60.17", "--max-zoom", "15", "--out", taken.path, "--json"])
         #expect(export.status == 0, "\(export.stderr)")
+        // Estimated first from the service's tile map: the same tiles counted.
+        let estimate = try await outpost(["vtiles", "estimate", vts, "--area", "24.94,60.165,24.95,60.17", "--max-zoom", "15", "--json"])
+        #expect(estimate.status == 0, "\(estimate.stderr)")
+        let told = try JSONValue.parse(Data(estimate.stdout.utf8))
+        let exported = try JSONValue.parse(Data(export.stdout.utf8))
+        #expect(told["tileCount"] == exported["tiles"] && told["exact"] == true, "\(told) \(exported)")
         try #"{"formatVersion": 1, "title": "Streets", "initialExtent": {"xmin": 24.94, "ymin": 60.165, "xmax": 24.95, "ymax": 60.17, "spatialReference": {"wkid": 4326}}, "operationalLayers": [{"id": "addresses", "title": "Addresses", "url": "helsinki/FeatureServer/0"}], "basemap": {"title": "Streets", "url": "streets/VectorTileServer"}}"#
             .write(to: services.appendingPathComponent("vector.map.json"), atomically: true, encoding: .utf8)
         let mapServer = try await ServeProcess.start(service: services)

@@ -22,6 +22,14 @@ struct VectorTilesCommandTests {
         let made = try JSONValue.parse(Data(export.stdout.utf8))
         let tiles = try #require(made["tiles"]?.integerValue)
         #expect(tiles > 5 && made["droppedForSize"]?.integerValue == 0)
+        // The estimate of the same export, small enough to be made whole: its very tiles.
+        let estimate = try await outpost(["vtiles", "estimate", gdb.path, "--definition", definition.path, "--json"])
+        #expect(estimate.status == 0, "\(estimate.stderr)")
+        let told = try JSONValue.parse(Data(estimate.stdout.utf8))
+        #expect(told["tileCount"]?.integerValue == tiles && told["exact"] == true && told["fileSize"]?["mbtiles"]?.integerValue ?? 0 > 0, "\(told)")
+        let sampled = try await outpost(["vtiles", "estimate", gdb.path, "--definition", definition.path, "--sample-size", "2"])
+        #expect(sampled.status == 0 && sampled.stdout.hasPrefix("about ") && sampled.stdout.contains("zoom 15:"), "\(sampled.stdout)\(sampled.stderr)")
+        #expect(try await outpost(["vtiles", "estimate", gdb.path, "--sample-size", "0"]).status == 64)
 
         let inspect = try await outpost(["vtiles", "inspect", out.path, "--json"])
         #expect(inspect.status == 0, "\(inspect.stderr)")

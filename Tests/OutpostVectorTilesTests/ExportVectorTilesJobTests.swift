@@ -122,4 +122,45 @@ struct ExportVectorTilesJobTests {
         try await cache.load()
         #expect(cache.isVectorTilePackage)
     }
+
+    /// The estimate against the export it tells of: a small export is made whole (exact, every
+    /// figure the export's own); a larger one from a sample, close enough to plan a download by.
+    @Test(.timeLimit(.minutes(3))) func anEstimateTellsTheExportsTilesAndSize() async throws {
+        let dir = TemporaryDirectory("outpost-vt-estimate")
+        try VectorTileExportTests.service("helsinki", in: dir).close()
+        let streets = ExportVectorTilesTask(
+            geodatabaseURL: dir.file("helsinki.gpkg"), definition: VectorTileDefinition(layers: [.init(source: "streets"), .init(source: "addresses", minZoom: 13)], maxZoom: 15))
+        let small = try await streets.makeEstimateVectorTilesSizeJob(parameters: .init()).run()
+        #expect(small.exact && small.sampled >= small.tileCount)
+        for format in VectorTileFormat.allCases {
+            let out = dir.file("streets.\(format.rawValue)")
+            let made = try await streets.makeExportVectorTilesJob(parameters: .init(), downloadFileURL: out).run()
+            let levels = Dictionary(grouping: try await Self.tiles(out).keys, by: \.level).mapValues(\.count)
+            #expect(small.tileCount == made.tiles && small.levels.mapValues(\.tiles) == levels, "\(format)")
+            let size = Double(try #require(try FileManager.default.attributesOfItem(atPath: out.path)[.size] as? Int))
+            #expect(abs(Double(small.fileSize(format)) / size - 1) < 0.2, "\(format): \(small.fileSize(format)) estimated, \(size) written")
+        }
+
+        try VectorTileExportTests.service("natural_earth", in: dir).close()
+        let world = ExportVectorTilesTask(geodatabaseURL: dir.file("natural_earth.gpkg"), definition: VectorTileDefinition(layers: [.init(source: "countries")], maxZoom: 6))
+        let sampled = try await world.makeEstimateVectorTilesSizeJob(parameters: .init(), sampleSize: 16).run()
+        let out = dir.file("world.pmtiles")
+        let made = try await world.makeExportVectorTilesJob(parameters: .init(), downloadFileURL: out).run()
+        var bytes = 0
+        try PMTilesReader(url: out).forEachTile { _, tile in bytes += tile.count }
+        #expect(!sampled.exact && sampled.sampled < made.tiles / 4, "\(sampled.sampled) made of \(made.tiles)")
+        #expect(abs(Double(sampled.tileCount) / Double(made.tiles) - 1) < 0.2, "\(sampled.tileCount) estimated, \(made.tiles) made")
+        #expect(abs(Double(sampled.tileBytes) / Double(bytes) - 1) < 0.3, "\(sampled.tileBytes) estimated, \(bytes) made")
+
+        // Refused as the export is: an area outside the world, a file that is not a geodatabase.
+        let outside = await #expect(throws: JobError.self) {
+            _ = try await world.makeEstimateVectorTilesSizeJob(parameters: .init(areaOfInterest: .envelope(Envelope(xmin: 200, ymin: 0, xmax: 210, ymax: 10), .wgs84))).run()
+        }
+        #expect(outside?.message.contains("outside the Web Mercator world") == true, "\(String(describing: outside))")
+        try Data("not a geodatabase".utf8).write(to: dir.file("junk.gpkg"))
+        let junk = await #expect(throws: JobError.self) {
+            _ = try await ExportVectorTilesTask(geodatabaseURL: dir.file("junk.gpkg")).makeEstimateVectorTilesSizeJob(parameters: .init()).run()
+        }
+        #expect(junk?.message.contains("not an SQLite database") == true, "\(String(describing: junk))")
+    }
 }

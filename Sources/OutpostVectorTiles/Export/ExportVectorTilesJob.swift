@@ -118,6 +118,28 @@ public enum VectorTileExportSource: Sendable, Hashable {
         case .service(let url): ["service": .string(url.absoluteString)]
         }
     }
+
+    /// The geodatabase at `url`, read-only.
+    /// - Throws: ``VectorTileError`` `io` when it cannot be opened (not a geodatabase, absent).
+    static func open(_ url: URL) throws -> Geodatabase {
+        do { return try Geodatabase.open(at: url, readOnly: true) } catch { throw VectorTileError(.io, "cannot open \(url.lastPathComponent): \(error)") }
+    }
+
+    /// The VectorTileServer at `url`, `token` sent.
+    /// - Throws: ``VectorTileError`` `io` for a URL that is not a service's.
+    static func http(_ url: URL, token: String?) throws -> HTTPTileSource {
+        do { return try HTTPTileSource(url: url.absoluteString, token: token) } catch let error as TileCacheError { throw VectorTileError(.io, error.message) }
+    }
+
+    init(json: JSONValue) throws {
+        if let path = json["geodatabase"]?.stringValue {
+            self = .geodatabase(URL(fileURLWithPath: path))
+        } else if let text = json["service"]?.stringValue, let url = URL(string: text) {
+            self = .service(url)
+        } else {
+            throw JobError(.invalidJSON, "a vector tile job's source is a geodatabase or a service")
+        }
+    }
 }
 
 /// Exports vector tiles of a geodatabase's layers, or of a VectorTileServer, into a `.vtpk`, PMTiles or MBTiles file (by
@@ -156,23 +178,17 @@ public struct ExportVectorTilesJob: JobDefinition {
         guard let export = parameters["export"], let file = parameters["downloadFile"]?.stringValue else {
             throw JobError(.invalidJSON, "a vector tile export needs source, export and downloadFile")
         }
-        let source: VectorTileExportSource
-        if let path = parameters["source"]?["geodatabase"]?.stringValue {
-            source = .geodatabase(URL(fileURLWithPath: path))
-        } else if let text = parameters["source"]?["service"]?.stringValue, let url = URL(string: text) {
-            source = .service(url)
-        } else {
-            throw JobError(.invalidJSON, "a vector tile export's source is a geodatabase or a service")
-        }
         self.init(
-            source: source, parameters: try ExportVectorTilesParameters(json: export), downloadFileURL: URL(fileURLWithPath: file),
+            source: try VectorTileExportSource(json: parameters["source"] ?? .null), parameters: try ExportVectorTilesParameters(json: export), downloadFileURL: URL(fileURLWithPath: file),
             environment: environment[VectorTileJobEnvironment.self] ?? VectorTileJobEnvironment())
     }
 
-    /// Registers the job type in `registry` with what it needs besides its JSON.
+    /// Registers the vector tile job types (export, estimate) in `registry` with what they need
+    /// besides their JSON.
     public static func register(in registry: inout JobRegistry, environment: VectorTileJobEnvironment = VectorTileJobEnvironment()) {
         registry.environment[VectorTileJobEnvironment.self] = environment
         registry.register(ExportVectorTilesJob.self)
+        registry.register(EstimateVectorTilesSizeJob.self)
     }
 
     public var stepNames: [String] { ["tiles", "package"] }
@@ -194,8 +210,7 @@ public struct ExportVectorTilesJob: JobDefinition {
         let area = try exportParameters.area()
         switch source {
         case .geodatabase(let url):
-            let gdb: Geodatabase
-            do { gdb = try Geodatabase.open(at: url, readOnly: true) } catch { throw VectorTileError(.io, "cannot open \(url.lastPathComponent): \(error)") }
+            let gdb = try VectorTileExportSource.open(url)
             defer { try? gdb.close() }
             let generator = try VectorTileGenerator(geodatabase: gdb, definition: exportParameters.resolvedDefinition(gdb.schema))
             if step == 0 {
@@ -208,8 +223,7 @@ public struct ExportVectorTilesJob: JobDefinition {
                 try await package(TileSetDescription(generator, name: downloadFileURL.deletingPathExtension().lastPathComponent, bounds: bounds), context: context)
             }
         case .service(let url):
-            let http: HTTPTileSource
-            do { http = try HTTPTileSource(url: url.absoluteString, token: environment.token) } catch let error as TileCacheError { throw VectorTileError(.io, error.message) }
+            let http = try VectorTileExportSource.http(url, token: environment.token)
             let service = try await ServiceTiles(http, parameters: exportParameters, area: area)
             if step == 0 {
                 try await makeTiles(context: context) { shared, skip in try await service.fetch(into: shared, skip: skip) }

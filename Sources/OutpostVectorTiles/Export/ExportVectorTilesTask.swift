@@ -34,14 +34,12 @@ public final class ExportVectorTilesTask: LoadableForwarding, Sendable {
         loadSupport = LoadableSupport {
             switch source {
             case .geodatabase(let url):
-                let gdb: Geodatabase
-                do { gdb = try Geodatabase.open(at: url, readOnly: true) } catch { throw VectorTileError(.io, "cannot open \(url.lastPathComponent): \(error)") }
+                let gdb = try VectorTileExportSource.open(url)
                 defer { try? gdb.close() }
                 let generator = try VectorTileGenerator(geodatabase: gdb, definition: definition)
                 box.set((try await generator.dataExtent(), generator.definition.minZoom, generator.definition.maxZoom, generator.tileLayers.map(\.name)))
             case .service(let url):
-                let http: HTTPTileSource
-                do { http = try HTTPTileSource(url: url.absoluteString, token: environment.token) } catch let error as TileCacheError { throw VectorTileError(.io, error.message) }
+                let http = try VectorTileExportSource.http(url, token: environment.token)
                 let service = try await ServiceTiles(http, parameters: ExportVectorTilesParameters(), area: nil)
                 let layers = try await service.description(name: "").vectorLayers["vector_layers"]?.arrayValue?.compactMap { $0["id"]?.stringValue } ?? []
                 box.set((service.info.fullExtent, service.minZoom, service.maxZoom, layers))
@@ -74,6 +72,15 @@ public final class ExportVectorTilesTask: LoadableForwarding, Sendable {
         let parameters = ExportVectorTilesParameters(areaOfInterest: areaOfInterest, maxZoom: maxZoom, definition: definition)
         _ = try parameters.area()
         return parameters
+    }
+
+    /// A job that estimates the export of `parameters` (the tiles it would write, the file's size
+    /// in each format) from at most `sampleSize` tiles a zoom, by the task's definition when the
+    /// parameters name none.
+    public func makeEstimateVectorTilesSizeJob(parameters: ExportVectorTilesParameters, sampleSize: Int = 64) -> Job<EstimateVectorTilesSizeJob> {
+        var parameters = parameters
+        if parameters.definition == nil { parameters.definition = definition }
+        return Job(EstimateVectorTilesSizeJob(source: source, parameters: parameters, sampleSize: sampleSize, environment: environment))
     }
 
     /// A job that exports `parameters` into `downloadFileURL` (`.vtpk`, `.pmtiles` or

@@ -30,7 +30,11 @@ struct ServiceTiles: Sendable {
     }
 
     /// The tiles to fetch.
-    func keys() async throws -> [TileKey] {
+    func keys() async throws -> [TileKey] { try await mappedKeys().keys }
+
+    /// The tiles to fetch, and whether the service's tile map named them (else they are the
+    /// grid's over the area, some perhaps empty).
+    func mappedKeys() async throws -> (keys: [TileKey], mapped: Bool) {
         var keys: [TileKey] = []
         func wanted(_ key: TileKey) -> Bool { area.map { VectorTileGenerator.envelope(of: key).intersects($0) } ?? true }
         if let bytes = try await resource("tilemap"), let index = (try? JSONValue.parse(Data(bytes)))?["index"]?.arrayValue {
@@ -43,7 +47,7 @@ struct ServiceTiles: Sendable {
                 guard keys.count <= Self.maxTiles else { throw VectorTileError(.invalidArea, "the export needs more than \(Self.maxTiles) tiles; choose fewer zooms or a smaller area") }
             }
             try visit(.array(index), TileKey(level: 0, row: 0, col: 0))
-            return keys
+            return (keys, true)
         }
         // No tile map: every tile of the grid over the area.
         let half = VectorTileGenerator.halfWorld
@@ -55,7 +59,7 @@ struct ServiceTiles: Sendable {
             }
             keys.append(contentsOf: range.keys)
         }
-        return keys
+        return (keys, false)
     }
 
     /// Fetches the tiles `skip` does not name into the spool (gzipped), eight at a time.

@@ -148,10 +148,7 @@ public struct VectorTileGenerator: Sendable {
         var wanted = area
         if wanted == nil { wanted = try await dataExtent() }
         guard let area = wanted else { return Summary() }
-        let world = Envelope(xmin: -Self.halfWorld, ymin: -Self.halfWorld, xmax: Self.halfWorld, ymax: Self.halfWorld)
-        guard area.isValid, area.xmax > world.xmin, area.xmin < world.xmax, area.ymax > world.ymin, area.ymin < world.ymax else {
-            throw VectorTileError(.invalidArea, "the area lies outside the Web Mercator world")
-        }
+        try Self.checkInWorld(area)
         let d = definition
         let output = Mutex(())
         let serialSink: @Sendable (TileKey, [UInt8]) throws -> Void = { key, bytes in try output.withLock { _ in try sink(key, bytes) } }

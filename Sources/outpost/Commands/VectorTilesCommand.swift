@@ -9,7 +9,7 @@ struct VectorTilesCommand: AsyncParsableCommand {
     static let configuration = CommandConfiguration(
         commandName: "vtiles",
         abstract: "Vector basemaps: Mapbox Vector Tiles made from a geodatabase's layers, and a look inside them.",
-        subcommands: [Export.self, Inspect.self])
+        subcommands: [Estimate.self, Export.self, Inspect.self])
 
     struct Export: AsyncParsableCommand {
         static let configuration = CommandConfiguration(
@@ -25,13 +25,8 @@ struct VectorTilesCommand: AsyncParsableCommand {
                 a job that checkpoints as it goes: Ctrl-C pauses it, and the same command again (or \
                 `outpost job resume <job-dir>`) continues without making the tiles it has.
                 """)
-        @Argument(help: "The geodatabase (.gpkg), or a VectorTileServer URL whose tiles are taken.") var source: String
+        @OptionGroup var selection: VectorTileSelection
         @Option(help: "The file to write: file.mbtiles, file.pmtiles or file.vtpk.") var out: String
-        @Option(parsing: .unconditional, help: "Area: xmin,ymin,xmax,ymax in longitude/latitude (default: all the layers).") var area: String?
-        @Option(help: "The first zoom (default 0, or the definition's).") var minZoom: Int?
-        @Option(help: "The last zoom (default 14, or the definition's).") var maxZoom: Int?
-        @Option(help: "A tile definition (JSON): layers, fields, zooms, limits.") var definition: String?
-        @Flag(help: "Give each tile feature its source row's object id as its id (off by default: ids hardly compress).") var featureIds = false
         @Flag(help: "Print the result as JSON.") var json = false
 
         @Option(help: "Directory for the job's JSON (default: .outpost/jobs beside --out).") var jobDir: String?
@@ -41,38 +36,7 @@ struct VectorTilesCommand: AsyncParsableCommand {
             guard VectorTileFormat(url: output) != nil else {
                 throw ValidationError("--out must end in .mbtiles, .pmtiles or .vtpk")
             }
-            var parameters = ExportVectorTilesParameters(
-                areaOfInterest: try area.map { .envelope(try parseExtent($0), .wgs84) }, minZoom: minZoom, maxZoom: maxZoom,
-                definition: try definition.map { try VectorTileDefinition.read(URL(fileURLWithPath: $0)) })
-            _ = try parameters.area()
-            // What does not fit the source is refused before any job is made.
-            let from: VectorTileExportSource
-            let zooms: (Int, Int)
-            var maxTileBytes = 0
-            if source.hasPrefix("http://") || source.hasPrefix("https://"), let url = URL(string: source) {
-                guard definition == nil, !featureIds else {
-                    throw ValidationError("--definition and --feature-ids are for a geodatabase; a VectorTileServer's tiles are taken as they are")
-                }
-                from = .service(url)
-                let task = ExportVectorTilesTask(url: url, environment: vectorTileJobEnvironment)
-                try await task.load()
-                let p = try await task.makeDefaultExportVectorTilesParameters(areaOfInterest: parameters.areaOfInterest, maxScale: 0)
-                zooms = (minZoom ?? 0, min(maxZoom ?? p.maxZoom ?? 0, p.maxZoom ?? 0))
-            } else {
-                let gdbURL = URL(fileURLWithPath: source).standardizedFileURL
-                from = .geodatabase(gdbURL)
-                let gdb = try Geodatabase.open(at: gdbURL, readOnly: true)
-                if featureIds {
-                    var withIDs = parameters.definition ?? .whole(gdb.schema)
-                    withIDs.featureIDs = true
-                    parameters.definition = withIDs
-                }
-                let d = parameters.resolvedDefinition(gdb.schema)
-                defer { try? gdb.close() }
-                _ = try VectorTileGenerator(geodatabase: gdb, definition: d)
-                zooms = (d.minZoom, d.maxZoom)
-                maxTileBytes = d.maxTileBytes
-            }
+            let (from, parameters, zooms, maxTileBytes) = try await selection.resolve()
             let started = Date()
             let directory = jobDir.map { URL(fileURLWithPath: $0) } ?? output.deletingLastPathComponent().appendingPathComponent(".outpost/jobs")
             let manager = try JobManager(directory: directory, registry: outpostJobRegistry())
@@ -102,6 +66,33 @@ struct VectorTilesCommand: AsyncParsableCommand {
                     print("\(unreadable.count) features left out: their geometry cannot be read (first: \(first["layer"]?.stringValue ?? "") \(id): \(first["reason"]?.stringValue ?? ""))")
                 }
             }
+        }
+    }
+
+    struct Estimate: AsyncParsableCommand {
+        static let configuration = CommandConfiguration(
+            abstract: "Tell how many tiles an export would write and how large its file would be, writing nothing.",
+            discussion: """
+                At most --sample-size tiles of each zoom are made (or fetched from a VectorTileServer), \
+                following the export's own walk from each zoom to the next; a zoom with no more tiles \
+                than that is counted exactly. A VectorTileServer's tile map counts its tiles exactly.
+                """)
+        @OptionGroup var selection: VectorTileSelection
+        @Option(help: "Tiles made or fetched per zoom at most.") var sampleSize = 64
+        @Flag(help: "Print the result as JSON.") var json = false
+
+        func run() async throws {
+            guard sampleSize > 0 else { throw ValidationError("--sample-size must be at least 1") }
+            let (from, parameters, _, _) = try await selection.resolve()
+            let job = Job(EstimateVectorTilesSizeJob(source: from, parameters: parameters, sampleSize: sampleSize, environment: vectorTileJobEnvironment))
+            try job.start()
+            let status = await runShowingProgress(job, label: "estimate")
+            guard status == .succeeded else { throw CLIFailure(message: job.error?.message ?? "the estimate failed") }
+            let estimate = try await job.output
+            if json { return printJSON(estimate.json) }
+            print("\(estimate.exact ? "" : "about ")\(estimate.tileCount) tiles, \(ProgressDisplay.count(estimate.tileBytes, "bytes")) of tiles (\(estimate.sampled) made\(estimate.exact ? ": every tile" : ""))")
+            for (z, l) in estimate.levels.sorted(by: { $0.key < $1.key }) { print("  zoom \(z): \(l.tiles) tiles, \(ProgressDisplay.count(l.bytes, "bytes"))") }
+            print("file: " + VectorTileFormat.allCases.map { "\($0.rawValue) \(ProgressDisplay.count(estimate.fileSize($0), "bytes"))" }.joined(separator: ", "))
         }
     }
 
@@ -155,5 +146,44 @@ struct VectorTilesCommand: AsyncParsableCommand {
                 throw CLIFailure(message: "tile \(first.key.level)/\(first.key.col)/\(first.key.row) does not decode: \(first.reason)")
             }
         }
+    }
+}
+
+/// The source, area, zooms and definition of an export (or its estimate), checked against the
+/// source before any job is made.
+struct VectorTileSelection: ParsableArguments {
+    @Argument(help: "The geodatabase (.gpkg), or a VectorTileServer URL whose tiles are taken.") var source: String
+    @Option(parsing: .unconditional, help: "Area: xmin,ymin,xmax,ymax in longitude/latitude (default: all the layers).") var area: String?
+    @Option(help: "The first zoom (default 0, or the definition's).") var minZoom: Int?
+    @Option(help: "The last zoom (default 14, or the definition's).") var maxZoom: Int?
+    @Option(help: "A tile definition (JSON): layers, fields, zooms, limits.") var definition: String?
+    @Flag(help: "Give each tile feature its source row's object id as its id (off by default: ids hardly compress).") var featureIds = false
+
+    /// The job's source and parameters, the zooms and the tile size limit (0 for a service's tiles).
+    func resolve() async throws -> (VectorTileExportSource, ExportVectorTilesParameters, zooms: (Int, Int), maxTileBytes: Int) {
+        var parameters = ExportVectorTilesParameters(
+            areaOfInterest: try area.map { .envelope(try parseExtent($0), .wgs84) }, minZoom: minZoom, maxZoom: maxZoom,
+            definition: try definition.map { try VectorTileDefinition.read(URL(fileURLWithPath: $0)) })
+        _ = try parameters.area()
+        if source.hasPrefix("http://") || source.hasPrefix("https://"), let url = URL(string: source) {
+            guard definition == nil, !featureIds else {
+                throw ValidationError("--definition and --feature-ids are for a geodatabase; a VectorTileServer's tiles are taken as they are")
+            }
+            let task = ExportVectorTilesTask(url: url, environment: vectorTileJobEnvironment)
+            try await task.load()
+            let p = try await task.makeDefaultExportVectorTilesParameters(areaOfInterest: parameters.areaOfInterest, maxScale: 0)
+            return (.service(url), parameters, (minZoom ?? 0, min(maxZoom ?? p.maxZoom ?? 0, p.maxZoom ?? 0)), 0)
+        }
+        let gdbURL = URL(fileURLWithPath: source).standardizedFileURL
+        let gdb = try Geodatabase.open(at: gdbURL, readOnly: true)
+        defer { try? gdb.close() }
+        if featureIds {
+            var withIDs = parameters.definition ?? .whole(gdb.schema)
+            withIDs.featureIDs = true
+            parameters.definition = withIDs
+        }
+        let d = parameters.resolvedDefinition(gdb.schema)
+        _ = try VectorTileGenerator(geodatabase: gdb, definition: d)
+        return (.geodatabase(gdbURL), parameters, (d.minZoom, d.maxZoom), d.maxTileBytes)
     }
 }
