@@ -275,4 +275,76 @@ struct VectorTileExportTests {
         #expect(inspection.layers.map(\.name) == ["addresses", "streets"] && inspection.damaged.isEmpty)
         #expect(inspection.layers.first { $0.name == "addresses" }?.minZoom == 13)
     }
+
+    /// Clustered points, checked with mapbox-vector-tile against the source read by pyogrio: at
+    /// every zoom below the last each point is counted once (the `point_count`s of a tile's
+    /// clusters sum to the source points inside it, and over a zoom to all of them), every
+    /// cluster lies in the square of the grid its points do, and the clusters drawn in a tile's
+    /// buffer are its neighbour's own; the last zoom keeps every point unclustered.
+    @Test(.timeLimit(.minutes(4))) func clusteredPointsCountEachPointOnceAndAgreeAcrossSeams() async throws {
+        let dir = TemporaryDirectory("outpost-vtiles-cluster")
+        let gdb = try Self.service("helsinki", in: dir)
+        defer { try? gdb.close() }
+        let d = VectorTileDefinition(layers: [.init(source: "addresses", fields: ["street"], minZoom: 9, clusterDistance: 32)], maxZoom: 15)
+        let out = dir.file("clusters.mbtiles")
+        let summary = try await Self.export(gdb, definition: d, to: out)
+        #expect(summary.tiles > 10 && summary.droppedForSize == 0)
+        let generator = try VectorTileGenerator(geodatabase: gdb, definition: d)
+        #expect(generator.tileLayers[0].fields.map(\.name) == ["street", "point_count"])
+        let script = """
+            import gzip, json, math, sqlite3, sys
+            import mapbox_vector_tile, pyogrio.raw, shapely
+            mbtiles, gpkg = sys.argv[1], sys.argv[2]
+            _, _, geoms, _ = pyogrio.raw.read(gpkg, layer="addresses", return_fids=True)
+            points = [shapely.from_wkb(g) for g in geoms]
+            R = 6378137.0
+            merc = [(p.x * math.pi / 180 * R, math.log(math.tan(math.pi / 4 + p.y * math.pi / 360)) * R) for p in points]
+            H = 20037508.342789244
+            tiles = {}
+            for z, x, y, data in sqlite3.connect(mbtiles).execute("SELECT zoom_level, tile_column, tile_row, tile_data FROM tiles"):
+                y = (1 << z) - 1 - y
+                layer = mapbox_vector_tile.decode(gzip.decompress(data), default_options={"y_coord_down": True}).get("addresses", {"features": []})
+                tiles[(z, x, y)] = [(f["geometry"]["coordinates"], f["properties"]) for f in layer["features"]]
+            problems, zooms = [], {}
+            for (z, x, y), features in tiles.items():
+                span = 2 * H / (1 << z)
+                inside = [(c, p) for c, p in features if 0 <= c[0] < 4096 and 0 <= c[1] < 4096]
+                if z == 15:
+                    if any("point_count" in p for _, p in features): problems.append(f"{z}/{x}/{y}: point_count at the last zoom")
+                    continue
+                counts = sum(p["point_count"] for _, p in inside)
+                src = [(mx, my) for mx, my in merc if 0 <= (mx + H - x * span) / span * 4096 < 4096 and 0 <= (H - my - y * span) / span * 4096 < 4096]
+                zooms[z] = zooms.get(z, 0) + counts
+                if counts != len(src): problems.append(f"{z}/{x}/{y}: clusters count {counts}, the source has {len(src)} inside")
+                # Each cluster lies in its points' square (512 units: 8 squares across).
+                for c, p in inside:
+                    sx, sy = int(c[0] // 512), int(c[1] // 512)
+                    members = [(mx, my) for mx, my in src if int((mx + H - x * span) / span * 4096 // 512) == sx and int((H - my - y * span) / span * 4096 // 512) == sy]
+                    if len(members) != p["point_count"]: problems.append(f"{z}/{x}/{y}: a cluster of {p['point_count']} in a square of {len(members)}")
+                # The buffer to the right is the right-hand neighbour's own clusters.
+                right = tiles.get((z, x + 1, y))
+                if right is not None:
+                    mine = sorted((c[0] - 4096, c[1], p["point_count"]) for c, p in features if c[0] >= 4096)
+                    theirs = sorted((c[0], c[1], p["point_count"]) for c, p in right if c[0] <= 80)
+                    if len(mine) != len(theirs) or any(abs(a[0] - b[0]) > 1 or abs(a[1] - b[1]) > 1 or a[2] != b[2] for a, b in zip(mine, theirs)):
+                        problems.append(f"{z}/{x}/{y}: buffer {mine[:3]} against the neighbour's {theirs[:3]}")
+            print(json.dumps({"points": len(points), "zooms": zooms, "problems": problems[:10], "tiles": len(tiles)}))
+            """
+        let run = try await ExternalTools.python(script, [out.path, gdb.url.path])
+        #expect(run.status == 0, "\(run.stderr)")
+        let result = try JSONValue.parse(Data((run.stdout.split(separator: "\n").last.map(String.init) ?? "{}").utf8))
+        let points = try #require(result["points"]?.integerValue)
+        #expect(points > 1_000 && result["problems"]?.arrayValue == [], "\(result)")
+        // Every zoom from 9 to 14 counts every point once.
+        #expect(result["zooms"]?.objectValue?.count == 6 && result["zooms"]?.objectValue?.values.allSatisfy { $0.integerValue == points } == true, "\(result)")
+
+        // Refused: a distance outside 1…256, lines clustered, a field named point_count.
+        for (layer, why) in [
+            (VectorTileDefinition.Layer(source: "addresses", clusterDistance: 0), "clusterDistance 0"),
+            (VectorTileDefinition.Layer(source: "streets", clusterDistance: 16), "only points are clustered"),
+        ] {
+            let error = #expect(throws: VectorTileError.self) { try VectorTileGenerator(geodatabase: gdb, definition: VectorTileDefinition(layers: [layer])) }
+            #expect(error?.message.contains(why) == true, "\(String(describing: error))")
+        }
+    }
 }

@@ -23,14 +23,21 @@ public struct VectorTileDefinition: Codable, Hashable, Sendable {
         public var minZoom: Int?
         /// The last zoom it appears at (the definition's unless given; deeper tiles overzoom).
         public var maxZoom: Int?
+        /// For a layer of points: below the definition's last zoom, the points within squares of
+        /// about this many pixels (of a 256-pixel tile; 1–256) are drawn as one point at their mean
+        /// position, with the attributes of the one ranked first and their count as
+        /// `point_count`, instead of being thinned. Nil (the default) thins.
+        public var clusterDistance: Int?
 
-        /// A layer from `source`, under `name`, with these fields and zooms (the definition's when nil).
-        public init(source: String, name: String? = nil, fields: [String]? = nil, minZoom: Int? = nil, maxZoom: Int? = nil) {
+        /// A layer from `source`, under `name`, with these fields and zooms (the definition's when
+        /// nil), clustered when `clusterDistance` is given.
+        public init(source: String, name: String? = nil, fields: [String]? = nil, minZoom: Int? = nil, maxZoom: Int? = nil, clusterDistance: Int? = nil) {
             self.source = source
             self.name = name
             self.fields = fields
             self.minZoom = minZoom
             self.maxZoom = maxZoom
+            self.clusterDistance = clusterDistance
         }
 
         /// The tile layer's name: `name`, else the source's.
@@ -128,7 +135,8 @@ public struct VectorTileDefinition: Codable, Hashable, Sendable {
     /// with its fields and zooms.
     /// - Throws: ``VectorTileError`` `invalidDefinition` for an unknown layer or field, a layer
     ///   without geometry or in a spatial reference other than 4326 or 3857, zooms outside
-    ///   0…24 or reversed, a size limit under 1 KB, or two layers under one name.
+    ///   0…24 or reversed, a size limit under 1 KB, two layers under one name, or a cluster
+    ///   distance outside 1…256, on a layer other than points, or beside a `point_count` field.
     func resolved(against schema: ServiceSchema) throws -> [ResolvedLayer] {
         func bad(_ why: String) -> VectorTileError { VectorTileError(.invalidDefinition, why) }
         guard (0...24).contains(minZoom), (0...24).contains(maxZoom), minZoom <= maxZoom else { throw bad("zooms \(minZoom)…\(maxZoom): they must lie in 0…24, the first not past the last") }
@@ -154,8 +162,17 @@ public struct VectorTileDefinition: Codable, Hashable, Sendable {
             }
             let lmin = l.minZoom ?? minZoom, lmax = l.maxZoom ?? maxZoom
             guard (0...24).contains(lmin), (0...24).contains(lmax), lmin <= lmax else { throw bad("layer \(l.source): zooms \(lmin)…\(lmax)") }
+            var cells: Int?
+            if let distance = l.clusterDistance {
+                guard (1...256).contains(distance) else { throw bad("layer \(l.source): clusterDistance \(distance): from 1 to 256 pixels") }
+                guard type == .point else { throw bad("layer \(l.source) holds \(type)s; only points are clustered") }
+                guard !fields.contains(VectorTileGenerator.pointCountField) else {
+                    throw bad("layer \(l.source) has a field \(VectorTileGenerator.pointCountField), which clustering adds; leave it out of fields")
+                }
+                cells = max(1, 256 / distance)
+            }
             return ResolvedLayer(
-                source: layer, name: l.tileLayerName, fields: fields, minZoom: lmin, maxZoom: lmax, spatialReference: sr, geometryType: type)
+                source: layer, name: l.tileLayerName, fields: fields, minZoom: lmin, maxZoom: lmax, spatialReference: sr, geometryType: type, clusterCells: cells)
         }
     }
 }
@@ -169,6 +186,8 @@ struct ResolvedLayer: Sendable {
     var maxZoom: Int
     var spatialReference: SpatialReference
     var geometryType: GeometryType
+    /// Squares across a tile that points are clustered in (nil: not clustered).
+    var clusterCells: Int?
 
     var isPoints: Bool { geometryType == .point || geometryType == .multiPoint }
     var isPolygons: Bool { geometryType == .polygon || geometryType == .multiPolygon }

@@ -45,7 +45,7 @@ public struct VectorTileGenerator: Sendable {
         layers.map { l in
             TileLayerInfo(
                 name: l.name, source: l.source.name, geometryType: l.geometryType, minZoom: l.minZoom, maxZoom: l.maxZoom,
-                fields: l.fields.map { f in (f, l.source.field(named: f)?.type ?? .string) })
+                fields: l.fields.map { f in (f, l.source.field(named: f)?.type ?? .string) } + (l.clusterCells == nil ? [] : [(Self.pointCountField, .integer)]))
         }
     }
 
@@ -277,12 +277,6 @@ public struct VectorTileGenerator: Sendable {
             touched = try conn.geodatabase.table(id: layer.source.id).containsFeatures(matching: query, in: conn)
         }
         for (index, layer) in layers.enumerated() where (layer.minZoom...layer.maxZoom).contains(z) {
-            var query = FeatureQuery()
-            query.envelope = try WebMercator.convert(buffered, from: .webMercator, to: layer.spatialReference)
-            query.outFields = layer.fields
-            // Points are thinned in the query: the rows left out are never read.
-            let sampled = layer.isPoints && pointShare < 1
-            if sampled { query.sample = FeatureQuery.Sample(share: pointShare, salt: Int64(index)) }
             let geographic = layer.spatialReference.isGeographic
             let project: (Position) -> TileCoordinate = { p in
                 var mx = p.x, my = p.y
@@ -295,6 +289,19 @@ public struct VectorTileGenerator: Sendable {
                 }
                 return TileCoordinate((mx - envelope.xmin) * scale, (envelope.ymax - my) * scale)
             }
+            if let cells = layer.clusterCells, z < d.maxZoom {
+                let (found, lost) = try cluster(layer, index: index, cells: cells, tile: envelope, project: project, in: conn)
+                touched = touched || !found.isEmpty
+                candidates += found
+                unreadable += lost
+                continue
+            }
+            var query = FeatureQuery()
+            query.envelope = try WebMercator.convert(buffered, from: .webMercator, to: layer.spatialReference)
+            query.outFields = layer.fields
+            // Points are thinned in the query: the rows left out are never read.
+            let sampled = layer.isPoints && pointShare < 1
+            if sampled { query.sample = FeatureQuery.Sample(share: pointShare, salt: Int64(index)) }
             try conn.geodatabase.table(id: layer.source.id).forEach(matching: query, in: conn, unreadable: { id, error in
                 unreadable.append(Unreadable(layer: layer.source.name, objectID: id, reason: String(describing: error)))
             }) { feature in
@@ -335,6 +342,69 @@ public struct VectorTileGenerator: Sendable {
         }
         return Made(bytes: bytes, features: kept, droppedForSize: candidates.count - kept, touched: touched, unreadable: unreadable)
     }
+
+    /// A clustered layer's features in one tile: the points in each of `cells`×`cells` squares
+    /// of the tile (squares of the zoom's grid, the same seen from every tile) drawn as one point
+    /// at their mean position, with the attributes of the point the thinning ranks first and the
+    /// count as `point_count`. The squares in the buffer are read whole, so a tile's neighbours
+    /// draw the same clusters there; a cluster whose point falls beyond the buffer is left out.
+    /// Memory goes with the squares, not the points.
+    private func cluster(
+        _ layer: ResolvedLayer, index: Int, cells: Int, tile: Envelope, project: (Position) -> TileCoordinate, in conn: GeodatabaseConnection
+    ) throws -> (candidates: [Candidate], unreadable: [Unreadable]) {
+        let d = definition
+        let extent = Double(d.extent), cell = extent / Double(cells)
+        // Whole squares over the buffer.
+        let reach = (Double(d.buffer) / cell).rounded(.up) * cell
+        let margin = (tile.xmax - tile.xmin) * reach / extent
+        var query = FeatureQuery()
+        query.envelope = try WebMercator.convert(
+            Envelope(xmin: tile.xmin - margin, ymin: tile.ymin - margin, xmax: tile.xmax + margin, ymax: tile.ymax + margin), from: .webMercator, to: layer.spatialReference)
+        query.outFields = layer.fields
+        struct Square {
+            var x = 0.0, y = 0.0, count = 0
+            var rank = Double.infinity
+            var first: Feature?
+        }
+        var squares: [Int64: Square] = [:]
+        let side = Int64(cells) + 2 * Int64(reach / cell) + 2
+        var unreadable: [Unreadable] = []
+        try conn.geodatabase.table(id: layer.source.id).forEach(matching: query, in: conn, unreadable: { id, error in
+            unreadable.append(Unreadable(layer: layer.source.name, objectID: id, reason: String(describing: error)))
+        }) { feature in
+            guard case .point(let point)? = feature.geometry, let position = point.position else { return }
+            let at = project(position)
+            guard at.x >= -reach, at.y >= -reach, at.x < extent + reach, at.y < extent + reach else { return }
+            let key = Int64(((at.y + reach) / cell).rounded(.down)) * side + Int64(((at.x + reach) / cell).rounded(.down))
+            let rank = FeatureQuery.Sample.rank(feature.objectID ?? 0, salt: Int64(index))
+            var square = squares[key] ?? Square()
+            square.x += at.x
+            square.y += at.y
+            square.count += 1
+            if rank < square.rank { (square.rank, square.first) = (rank, feature) }
+            squares[key] = square
+        }
+        let limit = Double(d.buffer)
+        let candidates = squares.values.compactMap { square -> Candidate? in
+            guard let first = square.first else { return nil }
+            let n = Double(square.count)
+            let x = square.x / n, y = square.y / n
+            guard x >= -limit, y >= -limit, x <= extent + limit, y <= extent + limit else { return nil }
+            let geometry = VectorTileGeometry.points([TileGrid.round(TileCoordinate(x, y))])
+            var properties: [(String, VectorTileValue)] = []
+            for name in layer.fields {
+                if let v = first.attributes[name].flatMap(Self.value) { properties.append((name, v)) }
+            }
+            properties.append((Self.pointCountField, .int(Int64(square.count))))
+            return Candidate(
+                layer: index, id: first.objectID.map { UInt64(bitPattern: $0) }, order: Self.zOrder(geometry, buffer: d.buffer), geometry: geometry,
+                properties: properties, weight: 1 - square.rank)
+        }
+        return (candidates, unreadable)
+    }
+
+    /// The attribute a clustered layer's features carry: how many points each stands for.
+    public static let pointCountField = "point_count"
 
     /// The first `count` candidates encoded (layers in the definition's order) and gzipped.
     private func encode(_ candidates: [Candidate], count: Int, gzip: GzipCompressor) -> [UInt8] {
