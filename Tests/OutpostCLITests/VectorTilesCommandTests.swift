@@ -49,6 +49,16 @@ struct VectorTilesCommandTests {
         #expect(try JSONValue.parse(Data(packed.stdout.utf8))["tiles"]?.integerValue == tiles, "\(packed.stdout)")
         let unpacked = try JSONValue.parse(Data(try await outpost(["vtiles", "inspect", package.path, "--json"]).stdout.utf8))
         #expect(unpacked["format"] == "vtpk" && unpacked["tiles"]?.integerValue == tiles && unpacked["layers"] == seen["layers"], "\(unpacked)")
+        // Drawn from the package by its style, and from the geodatabase: both PNGs of ink.
+        for source in [package, gdb] {
+            let png = dir.file("\(source.lastPathComponent).png")
+            let drawn = try await outpost(["render", source.path, "--out", png.path, "--size", "320x240", "--extent", "24.93,60.16,24.96,60.18"])
+            #expect(drawn.status == 0, "\(drawn.stderr)")
+            let info = try await ExternalTools.run("gdalinfo", ["-stats", png.path])
+            #expect(info.status == 0 && info.stdout.contains("Size is 320, 240"), "\(info.stdout)\(info.stderr)")
+        }
+        let notTiles = try await outpost(["render", out.path.replacingOccurrences(of: ".mbtiles", with: ".json"), "--out", dir.file("x.png").path])
+        #expect(notTiles.status == 1)
 
         // Feature ids only when asked: the same tiles, every feature with its object id.
         let withIDs = dir.file("ids.mbtiles")

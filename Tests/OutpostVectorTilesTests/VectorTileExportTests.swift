@@ -203,6 +203,10 @@ struct VectorTileExportTests {
         #expect(summary.unreadable.count == 1 && summary.unreadable.first?.objectID == 7 && summary.unreadable.first?.layer == "streets", "\(summary.unreadable)")
         let inspection = try VectorTileInspection.inspect { try VectorTileMBTilesReader(url: out).forEachTile($0) }
         #expect(inspection.layers.map(\.name) == ["streets"])
+        // Drawn, the unreadable row is passed over and the rest of the streets show.
+        let area = try #require(try await MapRenderer(geodatabase: gdb).extent())
+        let pixels = try await MapRenderer(geodatabase: gdb).render(envelope: area, width: 200, height: 200, transparent: true)
+        #expect(stride(from: 3, to: pixels.count, by: 4).filter { pixels[$0] > 0 }.count > 500)
         // A layer with nothing in it: no tiles at all, and no file left behind either way.
         let empty = dir.file("empty.mbtiles")
         let none = try await Self.export(gdb, definition: VectorTileDefinition(layers: [.init(source: "addresses")]), to: empty)

@@ -24,6 +24,47 @@ public struct GeometryPainter: Sendable {
         canvas = Canvas(width: width, height: height, background: transparent ? RGBA(0, 0, 0, 0) : RGBA(242, 239, 233))
     }
 
+    /// A painter of `envelope` on `background` (transparent pixels when nil).
+    public init(envelope: Envelope, width: Int, height: Int, background: RGBA?) {
+        self.envelope = envelope
+        self.width = width
+        self.height = height
+        canvas = Canvas(width: width, height: height, background: background ?? RGBA(0, 0, 0, 0))
+    }
+
+    /// Where `p` (in the envelope's system) falls on the image, in pixels.
+    private func pixel(_ p: Position) -> Canvas.Point {
+        ((p.x - envelope.xmin) * Double(width) / (envelope.xmax - envelope.xmin), (envelope.ymax - p.y) * Double(height) / (envelope.ymax - envelope.ymin))
+    }
+
+    /// Fills polygons, each its exterior ring then its holes (in the envelope's system, either
+    /// orientation), anti-aliased, blended once in `color` (its alpha kept) where any covers a
+    /// pixel: pieces of one area that meet along an edge (a feature cut at tile seams) fill as
+    /// one, with no seam.
+    public mutating func fill(_ polygons: [[[Position]]], color: RGBA) {
+        var drawn: [[Canvas.Point]] = []
+        for rings in polygons {
+            for (i, ring) in rings.enumerated() {
+                let ccw = Canvas.counterClockwise(ring.map(pixel))
+                drawn.append(i == 0 ? ccw : ccw.reversed())
+            }
+        }
+        if !drawn.isEmpty { canvas.fill(drawn, color: color) }
+    }
+
+    /// Strokes a line `width` pixels wide.
+    public mutating func stroke(_ line: [Position], width: Double, color: RGBA) {
+        guard line.count >= 2, width > 0 else { return }
+        canvas.stroke(line.map(pixel), width: width, color: color)
+    }
+
+    /// A disc of `radius` pixels at `center`, ringed `strokeWidth` pixels wide in `strokeColor`.
+    public mutating func circle(at center: Position, radius: Double, color: RGBA, strokeWidth: Double = 0, strokeColor: RGBA? = nil) {
+        let c = pixel(center)
+        if let strokeColor, strokeWidth > 0 { canvas.fill([Canvas.circle(c, radius: radius + strokeWidth)], color: strokeColor) }
+        canvas.fill([Canvas.circle(c, radius: radius)], color: color)
+    }
+
     /// Draws a geometry (in the envelope's system) in the `layer`-th colour of the palette.
     public mutating func draw(_ geometry: Geometry, layer: Int) {
         let sx = Double(width) / (envelope.xmax - envelope.xmin), sy = Double(height) / (envelope.ymax - envelope.ymin)

@@ -5,7 +5,7 @@ import OutpostStorage
 /// Draws a geodatabase's layers into images: polygons filled with an outline, lines stroked,
 /// points as circles, anti-aliased, each layer in its own colour (layer order: polygons first,
 /// then lines, then points, so nothing is hidden). Features stream from the R-tree query of the
-/// area drawn; nothing else is held.
+/// area drawn; nothing else is held. Rows whose geometry cannot be decoded are passed over.
 public struct MapRenderer: Sendable {
     /// The geodatabase drawn.
     public let geodatabase: Geodatabase
@@ -84,7 +84,9 @@ public struct MapRenderer: Sendable {
                 var query = FeatureQuery()
                 query.envelope = try WebMercator.convert(area, from: .webMercator, to: layerSR)
                 query.outFields = [layer.objectIDField]
-                try conn.geodatabase.table(id: layer.id).forEach(matching: query, in: conn) { feature in
+                // A row whose geometry cannot be decoded (another writer's degenerate ring) cannot
+                // be drawn; the rest of the layer is.
+                try conn.geodatabase.table(id: layer.id).forEach(matching: query, in: conn, unreadable: { _, _ in }) { feature in
                     guard let g = feature.geometry, let projected = try? WebMercator.convert(g, from: layerSR, to: .webMercator) else { return }
                     Self.draw(projected, color: color, on: &canvas, pixel)
                 }
