@@ -158,6 +158,31 @@ struct VectorTileServerTests {
             let code = try await ExternalTools.run("curl", ["-s", "-o", "/dev/null", "-w", "%{http_code}", "\(vts)/\(path)"])
             #expect(code.stdout == status, "\(path): \(code.stdout)")
         }
+        // The package is a MapServer too, drawn by its style: its description, an exported image
+        // (GDAL reads it; ink where the streets are), tiles (none above the first zoom), a raster
+        // export of its tiles, and an area too large to draw refused.
+        let drawnMap = base.appendingPathComponent("streets/MapServer").absoluteString
+        let mapInfo = try JSONValue.parse(Data(try await ExternalTools.run("curl", ["-s", "\(drawnMap)?f=json"]).stdout.utf8))
+        #expect(mapInfo["tileInfo"]?["lods"]?.arrayValue?.count ?? 0 > 15 && mapInfo["layers"]?[0]?["type"] == "Raster Layer", "\(mapInfo)")
+        let image = dir.file("streets-export.png")
+        let bbox = "2776000,8437000,2779000,8440000"
+        let drawnImage = try await ExternalTools.run("curl", ["-s", "-o", image.path, "-w", "%{http_code}", "\(drawnMap)/export?bbox=\(bbox)&size=300,300&f=image&transparent=true"])
+        #expect(drawnImage.stdout == "200", "\(drawnImage.stdout)")
+        let stats = try await ExternalTools.run("gdalinfo", ["-stats", image.path])
+        #expect(stats.status == 0 && stats.stdout.contains("Size is 300, 300"), "\(stats.stdout)\(stats.stderr)")
+        let alpha = try #require(stats.stdout.components(separatedBy: "Band 4").last)
+        #expect(alpha.contains("Maximum=255") && !alpha.contains("Mean=0.000"), "\(alpha)")
+        for (path, status) in [("tile/15/9484/18654", "200"), ("tile/3/2/4", "404"), ("tile/40/0/0", "400"), ("export?bbox=-2e7,-2e7,2e7,2e7&size=800,800&f=image", "400"), ("identify?geometry=0,0", "400")] {
+            let code = try await ExternalTools.run("curl", ["-s", "-o", "/dev/null", "-w", "%{http_code}", "\(drawnMap)/\(path)"])
+            #expect(code.stdout == status, "\(path): \(code.stdout)")
+        }
+        let rasterFromVector = try await outpost([
+            "tiles", "export", "--url", drawnMap, "--extent", "24.94,60.165,24.95,60.17", "--levels", "14-15", "--out", dir.file("streets-raster.tpkx").path,
+        ])
+        #expect(rasterFromVector.status == 0, "\(rasterFromVector.stderr)")
+        let rasterTiles = try JSONValue.parse(Data(try await outpost(["tiles", "inspect", dir.file("streets-raster.tpkx").path, "--json"]).stdout.utf8))
+        #expect(rasterTiles["tileFormat"] == "PNG" && rasterTiles["tiles"]?.integerValue ?? 0 > 4, "\(rasterTiles)")
+
         let missing = try await ExternalTools.run("curl", ["-s", "-w", "%{http_code}", base.appendingPathComponent("nothing/VectorTileServer").absoluteString])
         #expect(missing.stdout.hasSuffix("404") && missing.stdout.contains("vector tile service nothing"), "\(missing.stdout)")
 

@@ -5,15 +5,28 @@ import OutpostCore
 import OutpostSQLiteService
 import OutpostStorage
 import OutpostTiles
+import OutpostVectorTiles
 
 /// A MapServer's layers and dynamic operations, as ArcGIS's: `layers`, `{id}`, `export` (an
 /// image of any area and size), `identify`, `find` and `legend`. A feature service's MapServer
-/// draws its layers; a tile cache's is one raster layer whose images are mosaicked from tiles.
+/// draws its layers; a tile cache's is one raster layer whose images are mosaicked from tiles;
+/// a vector tile file's is one raster layer drawn from its tiles by its style.
 /// Images are Web Mercator (the services' tiling); `bboxSR`, `sr` and `imageSR` may also be 4326.
 struct MapServerOperations {
     enum Source {
         case drawn(SQLiteServiceBackend)
         case cache(TileCache, name: String)
+        case vector(VectorTileRenderSource)
+    }
+
+    /// What drawing from vector tiles throws, as the answer to the request: an area needing too
+    /// many tiles is the caller's (400), a tile that does not decode the file's (500).
+    static func drawing<T>(_ draw: () async throws -> T) async throws -> T {
+        do {
+            return try await draw()
+        } catch let error as VectorTileError {
+            throw ServiceError(error.code == .invalidArea ? 400 : 500, error.message)
+        }
     }
 
     let source: Source
@@ -59,13 +72,9 @@ struct MapServerOperations {
         switch source {
         case .cache(let cache, let name):
             guard let info = cache.info else { throw ServiceError(500, "the tile cache did not load") }
-            var layer: [String: JSONValue] = [
-                "currentVersion": ServiceInfo.currentVersion, "id": 0, "name": .string(name), "type": "Raster Layer", "parentLayerId": -1,
-                "defaultVisibility": true, "subLayerIds": .null, "minScale": .number(info.scheme.lod(info.minLevel)?.scale ?? 0),
-                "maxScale": .number(info.scheme.lod(info.maxLevel)?.scale ?? 0), "capabilities": "Map",
-            ]
-            if let e = info.fullExtent { layer["extent"] = ServiceInfo.envelope(e, info.scheme.spatialReference) }
-            return [.object(layer)]
+            return [Self.rasterLayer(info, name: name)]
+        case .vector(let source):
+            return [Self.rasterLayer(try await source.cacheInfo(), name: source.label)]
         case .drawn(let backend):
             let schema = try await backend.schema()
             let renderer = MapRenderer(geodatabase: backend.geodatabase)
@@ -85,6 +94,27 @@ struct MapServerOperations {
             }
             return out
         }
+    }
+
+    /// The one layer of a map service of tiles: a raster layer over the tiles' levels and extent.
+    static func rasterLayer(_ info: TileCacheInfo, name: String) -> JSONValue {
+        var layer: [String: JSONValue] = [
+            "currentVersion": ServiceInfo.currentVersion, "id": 0, "name": .string(name), "type": "Raster Layer", "parentLayerId": -1,
+            "defaultVisibility": true, "subLayerIds": .null, "minScale": .number(info.scheme.lod(info.minLevel)?.scale ?? 0),
+            "maxScale": .number(info.scheme.lod(info.maxLevel)?.scale ?? 0), "capabilities": "Map",
+        ]
+        if let e = info.fullExtent { layer["extent"] = ServiceInfo.envelope(e, info.scheme.spatialReference) }
+        return .object(layer)
+    }
+
+    /// The legend of a map service of tiles: its one raster layer, no symbols.
+    static func rasterLegend(name: String, scheme: TilingScheme, levels: ClosedRange<Int>) -> JSONValue {
+        [
+            "layers": [[
+                "layerId": 0, "layerName": .string(name), "layerType": "Raster Layer", "minScale": .number(scheme.lod(levels.lowerBound)?.scale ?? 0),
+                "maxScale": .number(scheme.lod(levels.upperBound)?.scale ?? 0), "legend": [],
+            ]]
+        ]
     }
 
     /// The Esri JSON symbol of how a layer is drawn.
@@ -144,6 +174,8 @@ struct MapServerOperations {
             } catch let error as TileCacheError where error.code == .unsupported {
                 throw ServiceError(400, error.message)
             }
+        case .vector(let source):
+            pixels = try await Self.drawing { try await source.renderer.render(envelope: box, width: width, height: height, transparent: transparent) }
         }
         let png = try PNGEncoder.encode(pixels: pixels, width: width, height: height)
         if f == "image" { return writing.bytes(ByteBuffer(bytes: png), contentType: "image/png") }
@@ -218,7 +250,7 @@ struct MapServerOperations {
     /// The feature service behind a drawn MapServer; a cached one has no features.
     private func drawnBackend(_ operation: String) throws -> SQLiteServiceBackend {
         guard case .drawn(let backend) = source else {
-            throw ServiceError(400, "\(operation) needs features; this map service is a tile cache")
+            throw ServiceError(400, "\(operation) needs features; this map service draws tiles (a tile cache or a vector basemap)")
         }
         return backend
     }
@@ -333,12 +365,10 @@ struct MapServerOperations {
     func legend() throws -> JSONValue {
         switch source {
         case .cache(let cache, let name):
-            let info = cache.info
-            return ["layers": [[
-                "layerId": 0, "layerName": .string(name), "layerType": "Raster Layer",
-                "minScale": .number(info.flatMap { $0.scheme.lod($0.minLevel)?.scale } ?? 0), "maxScale": .number(info.flatMap { $0.scheme.lod($0.maxLevel)?.scale } ?? 0),
-                "legend": [],
-            ]]]
+            guard let info = cache.info else { throw ServiceError(500, "the tile cache did not load") }
+            return Self.rasterLegend(name: name, scheme: info.scheme, levels: info.minLevel...info.maxLevel)
+        case .vector(let source):
+            return Self.rasterLegend(name: source.label, scheme: .webMercator, levels: min(source.renderer.zooms.lowerBound, source.maxLevel)...source.maxLevel)
         case .drawn(let backend):
             let renderer = MapRenderer(geodatabase: backend.geodatabase)
             return ["layers": .array(try backend.geodatabase.schema.layers.filter(\.isSpatial).map { layer in

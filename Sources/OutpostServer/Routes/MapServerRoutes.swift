@@ -8,6 +8,7 @@ import NIOCore
 import OutpostCore
 import OutpostSQLiteService
 import OutpostTiles
+import OutpostVectorTiles
 
 /// A tiled map service over a tile cache: `…/MapServer` (ArcGIS map service info with `tileInfo`)
 /// and `…/MapServer/tile/{level}/{row}/{col}` (the tile's bytes; 404 when the cache has none).
@@ -128,6 +129,38 @@ struct RenderedMapServerRoutes {
         }
         var response = writing.bytes(ByteBuffer(bytes: bytes), contentType: "image/png")
         response.headers[.cacheControl] = "no-cache"
+        return response
+    }
+}
+
+/// `…/<vector tile file>/MapServer`: the file's tiles drawn by its style into PNG tiles on
+/// request (the file does not change while it is served, so nothing is kept).
+struct VectorMapServerRoutes {
+    let source: VectorTileRenderSource
+    let parameters: RequestParameters
+    let writing: ResponseWriting
+    var metrics: ServerMetrics? = nil
+    var layers: [JSONValue] = []
+
+    /// `…/MapServer`: the service's description.
+    func info() async throws -> Response {
+        _ = try parameters.format()
+        return writing.json(try MapServerRoutes.info(try await source.cacheInfo(), layers: layers, capabilities: "Map"))
+    }
+
+    /// `…/MapServer/tile/{level}/{row}/{col}`: drawn now; 404 above the vector tiles' first zoom.
+    func tile(_ address: [String]) async throws -> Response {
+        guard address.count == 3, let level = Int(address[0]), let row = Int(address[1]), let col = Int(address[2]), (0...source.maxLevel).contains(level),
+            row >= 0, col >= 0, row < 1 << level, col < 1 << level
+        else {
+            throw ServiceError(400, "a tile is tile/{level}/{row}/{col} within levels 0–\(source.maxLevel), not \(address.joined(separator: "/"))")
+        }
+        guard let bytes = try await MapServerOperations.drawing({ try await source.tile(TileKey(level: level, row: row, col: col)) }) else {
+            throw ServiceError(404, "no tile \(level)/\(row)/\(col) in \(source.label): its vector tiles start at zoom \(source.renderer.zooms.lowerBound)")
+        }
+        metrics?.tile("drawn")
+        var response = writing.bytes(ByteBuffer(bytes: bytes), contentType: "image/png")
+        response.headers[.cacheControl] = "public, max-age=3600"
         return response
     }
 }

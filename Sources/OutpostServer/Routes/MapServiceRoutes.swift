@@ -3,9 +3,11 @@ import Hummingbird
 import OutpostCore
 import OutpostSQLiteService
 import OutpostTiles
+import OutpostVectorTiles
 
-/// `…/<name>/MapServer/…`: a tile cache's map service, or a feature service's layers drawn
-/// (tiles kept per generation), with the dynamic operations and tile export jobs both answer;
+/// `…/<name>/MapServer/…`: a tile cache's map service, a feature service's layers drawn (tiles
+/// kept per generation), or a vector tile file drawn by its style, with the dynamic operations
+/// and tile export jobs all answer;
 /// and a geoprocessing service's result maps (`…/MapServer/jobs/<job id>`).
 extension FeatureServerResponder {
     /// The parts of one map service that answer a request.
@@ -17,6 +19,7 @@ extension FeatureServerResponder {
         enum Tiles {
             case cache(MapServerRoutes)
             case drawn(RenderedMapServerRoutes)
+            case vector(VectorMapServerRoutes)
         }
     }
 
@@ -40,6 +43,7 @@ extension FeatureServerResponder {
             switch map.tiles {
             case .cache(let routes): try routes.info()
             case .drawn(let routes): try await routes.info()
+            case .vector(let routes): try await routes.info()
             }
         }
         on("tile/:level/:row/:col") { map, call in
@@ -47,6 +51,7 @@ extension FeatureServerResponder {
             return switch map.tiles {
             case .cache(let routes): try routes.tile(address)
             case .drawn(let routes): try await routes.tile(address)
+            case .vector(let routes): try await routes.tile(address)
             }
         }
         on("layers") { map, _ in try await map.operations.layerList() }
@@ -91,7 +96,8 @@ extension FeatureServerResponder {
         return GPResultMap(service: gp, parameters: call.parameters, writing: writing, mapURL: PublicURL(call.request, configuration: configuration).service(gp.name, "MapServer"))
     }
 
-    /// The map service the path names: its tile cache's, or its feature service's layers drawn.
+    /// The map service the path names: its tile cache's, a vector tile file's drawn, or its
+    /// feature service's layers drawn.
     func mapService(_ call: RoutedRequest) async throws -> MapService {
         let name = try call.service
         let route = Array(call.segments.dropFirst(5))
@@ -107,6 +113,16 @@ extension FeatureServerResponder {
                 tiles: .cache(MapServerRoutes(cache: cache, name: name, parameters: parameters, writing: writing, metrics: metrics,
                     layers: route.isEmpty ? try await operations.layers() : []  // the service's description only; not per tile
                 )))
+        }
+        // A vector basemap, drawn by its style.
+        if let archive = services.vectorTiles(named: name) {
+            let source = VectorTileRenderSource(renderer: try await VectorTileRenderer(service: archive))
+            let operations = MapServerOperations(source: .vector(source), parameters: parameters, writing: writing, files: sync.files, mapServerURL: mapServerURL)
+            return MapService(
+                jobs: MapServerJobs(source: source, services: sync, parameters: parameters, writing: writing, mapServerURL: mapServerURL),
+                operations: operations,
+                tiles: .vector(VectorMapServerRoutes(source: source, parameters: parameters, writing: writing, metrics: metrics,
+                    layers: route.isEmpty ? try await operations.layers() : [])))
         }
         // A feature service's layers, drawn as tiles on request (kept on disk per generation).
         guard let backend = services.backend(named: name) as? SQLiteServiceBackend else {

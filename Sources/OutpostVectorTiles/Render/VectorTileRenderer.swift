@@ -388,3 +388,39 @@ public struct VectorTileRenderer: Sendable {
         }
     }
 }
+
+/// Raster tiles drawn from a vector tile service by its style (``VectorTileRenderer``): the
+/// MapServer face of a vector basemap, and a source for raster exports of it (`exportTiles`).
+/// 256-pixel PNG tiles of the Web Mercator grid, from the first zoom to `maxLevel`.
+public struct VectorTileRenderSource: TileSource {
+    /// What draws the tiles.
+    public let renderer: VectorTileRenderer
+    /// The last level offered (the vector tiles' last zoom plus two by default: drawn finer,
+    /// they stay sharp).
+    public let maxLevel: Int
+
+    /// A source drawing `renderer`'s service down to `maxLevel`.
+    public init(renderer: VectorTileRenderer, maxLevel: Int? = nil) {
+        self.renderer = renderer
+        self.maxLevel = min(maxLevel ?? renderer.zooms.upperBound + 2, 22)
+    }
+
+    public var label: String { renderer.service.name }
+
+    /// The grid, from the vector tiles' first zoom to ``maxLevel``, PNG, over the service's extent.
+    public func cacheInfo() async throws -> TileCacheInfo {
+        TileCacheInfo(
+            name: renderer.service.name, scheme: .webMercator, minLevel: min(renderer.zooms.lowerBound, maxLevel), maxLevel: maxLevel, format: "PNG",
+            fullExtent: try await renderer.service.extent())
+    }
+
+    /// The tile drawn (a PNG); nil outside the levels (above the vector tiles' first zoom, or
+    /// past ``maxLevel``) or the grid.
+    public func tile(_ key: TileKey) async throws -> [UInt8]? {
+        guard key.level <= maxLevel, key.level >= renderer.zooms.lowerBound, key.row >= 0, key.col >= 0, key.row < 1 << key.level, key.col < 1 << key.level,
+            let envelope = TilingScheme.webMercator.envelope(of: key)
+        else { return nil }
+        let size = TilingScheme.webMercator.tileSize
+        return try PNGEncoder.encodeTile(rgba: try await renderer.render(envelope: envelope, width: size, height: size), width: size, height: size)
+    }
+}
