@@ -23,10 +23,23 @@ let package = Package(
                 .product(name: "OutpostStorage", package: "Outpost"),
             ]
         ),
-        // PNG and tile packages: OutpostTiles brings SwiftNIO into the instrumented build.
+        // PNG, tile packages and vector tiles (tiles, PMTiles archives, styles): OutpostTiles
+        // brings SwiftNIO into the instrumented build.
         .executableTarget(
             name: "outpost-fuzz-tiles",
-            dependencies: ["FuzzDriver", .product(name: "OutpostTiles", package: "Outpost")]
+            dependencies: [
+                "FuzzDriver", .product(name: "OutpostTiles", package: "Outpost"), .product(name: "OutpostVectorTiles", package: "Outpost"),
+                .product(name: "OutpostCore", package: "Outpost"),
+            ]
+        ),
+        // Geoprocessing and locator parsers: GEOS, PROJ and the REST client come into the
+        // instrumented build.
+        .executableTarget(
+            name: "outpost-fuzz-services",
+            dependencies: [
+                "FuzzDriver", .product(name: "OutpostGeoprocessing", package: "Outpost"), .product(name: "OutpostLocator", package: "Outpost"),
+                .product(name: "OutpostCore", package: "Outpost"),
+            ]
         ),
     ]
 )

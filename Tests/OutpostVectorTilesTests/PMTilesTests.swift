@@ -85,6 +85,20 @@ struct PMTilesTests {
         #expect(throws: VectorTileError.self) { _ = try PMTilesReader(url: url).tile(TileKey(level: 0, row: 0, col: 0)) }
     }
 
+    /// A file too short for a header is refused before it is mapped (the fuzzer found mapping an
+    /// empty file leaks a page: its input is among the seeds), and a missing one is an io error.
+    @Test func shortAndMissingFilesAreTold() throws {
+        let dir = TemporaryDirectory("outpost-pmtiles-short")
+        for (bytes, name) in [([UInt8](), "empty"), (Array("PMTiles".utf8) + [3], "short")] {
+            let url = dir.file("\(name).pmtiles")
+            try Data(bytes).write(to: url)
+            let error = #expect(throws: VectorTileError.self) { _ = try PMTilesReader(url: url) }
+            #expect(error?.code == .corrupt && error?.message == "\(name).pmtiles is not a PMTiles archive", "\(String(describing: error))")
+        }
+        let missing = #expect(throws: VectorTileError.self) { _ = try PMTilesReader(url: dir.file("none.pmtiles")) }
+        #expect(missing?.code == .io, "\(String(describing: missing))")
+    }
+
     /// The same generator's tiles in PMTiles and MBTiles are the same tiles; GDAL (the newer one
     /// in the pyogrio wheel, which has the PMTiles driver) lists the layers.
     @Test(.timeLimit(.minutes(3))) func aVectorExportEqualsTheMBTilesOneAndGDALReadsIt() async throws {

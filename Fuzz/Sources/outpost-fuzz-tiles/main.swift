@@ -1,8 +1,10 @@
 import Foundation
 import FuzzDriver
+import OutpostCore
 import OutpostTiles
+import OutpostVectorTiles
 
-// The tile readers: kept apart from outpost-fuzz because OutpostTiles brings SwiftNIO into the
+// The tile readers (raster and vector): kept apart from outpost-fuzz because OutpostTiles brings SwiftNIO into the
 // instrumented build (several minutes more), so the test command's short run leaves them out
 // (scripts/fuzz tiles).
 try runFuzzer(targets: [
@@ -28,4 +30,36 @@ try runFuzzer(targets: [
             }
         },
         seeds: { try packageSeeds() }),
+    // A Mapbox Vector Tile as a VectorTileServer or another writer's file gives it: decoded, and
+    // what decodes encoded again.
+    FuzzTarget(
+        name: "mvt",
+        run: { data in
+            guard let tile = try? VectorTile(decoding: [UInt8](data)) else { return }
+            _ = tile.encoded()
+        },
+        seeds: { mvtSeeds() }),
+    // A PMTiles archive as a file: header, directories (varints, run lengths, leaf pointers),
+    // metadata and every tile read.
+    FuzzTarget(
+        name: "pmtiles",
+        run: { data in
+            guard (try? data.write(to: pmtilesScratch)) != nil, let reader = try? PMTilesReader(url: pmtilesScratch) else { return }
+            _ = try? reader.metadata()
+            var n = 0
+            try? reader.forEachTile { _, _ in
+                n += 1
+                if n > 10_000 { throw CancellationError() }
+            }
+        },
+        seeds: { try pmtilesSeeds() }),
+    // A Mapbox GL style (a served package's, or another server's) drawing a small tile: layers,
+    // zoom functions, colours and filters read as the renderer reads them.
+    FuzzTarget(
+        name: "vector-style",
+        run: { data in
+            guard let style = try? JSONValue.parse(data) else { return }
+            drawWithStyle(style)
+        },
+        seeds: { styleSeeds() }),
 ])

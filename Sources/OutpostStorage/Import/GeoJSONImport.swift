@@ -119,6 +119,8 @@ extension GeoJSONFeatureReader {
     /// Memory-maps `url` and positions the reader at its first feature.
     /// - Throws: `GeometryError.Code.invalidEncoding` when the file is not a FeatureCollection.
     public init(contentsOf url: URL) throws {
-        try self.init(data: try Data(contentsOf: url, options: .alwaysMapped))
+        // An empty file is not mapped (Foundation maps one by allocating a page it never frees).
+        let size = (try FileManager.default.attributesOfItem(atPath: url.path)[.size] as? NSNumber)?.intValue ?? 0
+        try self.init(data: size == 0 ? Data() : try Data(contentsOf: url, options: .alwaysMapped))
     }
 }

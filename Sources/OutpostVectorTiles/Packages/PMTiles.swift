@@ -359,7 +359,13 @@ public final class PMTilesReader: Sendable {
     public init(url: URL) throws {
         self.url = url
         do {
+            // Too short for a header: refused before mapping (Foundation maps an empty file by
+            // allocating a page it never frees).
+            let size = (try FileManager.default.attributesOfItem(atPath: url.path)[.size] as? NSNumber)?.intValue ?? 0
+            guard size >= PMTiles.headerSize else { throw VectorTileError(.corrupt, "\(url.lastPathComponent) is not a PMTiles archive") }
             data = try Data(contentsOf: url, options: .alwaysMapped)
+        } catch let error as VectorTileError {
+            throw error
         } catch {
             throw VectorTileError(.io, "cannot read \(url.lastPathComponent): \(error.localizedDescription)")
         }
