@@ -33,6 +33,21 @@ struct RasterToolTests {
         })
     }
 
+    /// TIFFs the fuzzer made trap (size and layout tags holding doubles past Int.max, a width
+    /// and height whose product overflowed; kept in its corpus) are refused with a reason; so is
+    /// a cell size of zero.
+    @Test func damagedGeoTIFFsAreRefusedNotTrapped() throws {
+        let corpus = Repository.root.appendingPathComponent("Tests/Fuzz/corpus/geotiff")
+        let error = #expect(throws: GeoTIFFError.self) { try GeoTIFF.read(corpus.appendingPathComponent("regression-double-tags")) }
+        #expect(error?.description.contains("not a whole number") == true, "\(String(describing: error))")
+        // Width and height each near UInt32.max: their product overflowed before it was checked.
+        let huge = #expect(throws: GeoTIFFError.self) { try GeoTIFF.read(corpus.appendingPathComponent("regression-size-overflow")) }
+        #expect(huge?.description.contains("no sensible size") == true, "\(String(describing: huge))")
+        let flat = GPRaster(width: 2, height: 1, xmin: 0, ymax: 0, cellSize: 0, spatialReference: SpatialReference(wkid: 3067), values: [1, 2])
+        let zero = #expect(throws: GeoTIFFError.self) { try GeoTIFF.decode(try GeoTIFF.encode(flat)) }
+        #expect(zero?.description.contains("cell size") == true, "\(String(describing: zero))")
+    }
+
     @Test func idwMatchesNumpyAndGDALReadsTheGeoTIFF() async throws {
         let directory = TemporaryDirectory("outpost-idw")
         let heights = try Self.spotHeights()

@@ -247,15 +247,24 @@ public enum GeoTIFF {
             default: continue
             }
         }
-        guard let width = numbers[256]?.first.map(Int.init), let height = numbers[257]?.first.map(Int.init), width > 0, height > 0,
-            width * height < 1 << 28
-        else { throw GeoTIFFError("the TIFF has no sensible size") }
-        let bits = Int(numbers[258]?.first ?? 8), format = Int(numbers[339]?.first ?? 1), compression = Int(numbers[259]?.first ?? 1)
+        // Tags may hold doubles: a count, size or code is taken only when it is a whole number
+        // (a fuzzed file gave one past Int.max).
+        func whole(_ value: Double, _ tag: UInt16) throws -> Int {
+            guard value.isFinite, value >= 0, value <= Double(UInt32.max), value == value.rounded() else {
+                throw GeoTIFFError("tag \(tag) holds \(value), not a whole number")
+            }
+            return Int(value)
+        }
+        func first(_ tag: UInt16, default fallback: Int) throws -> Int { try numbers[tag]?.first.map { try whole($0, tag) } ?? fallback }
+        let width = try first(256, default: 0), height = try first(257, default: 0)
+        // Each side bounded first, so the product cannot overflow.
+        guard width > 0, height > 0, width < 1 << 28, height < 1 << 28, width * height < 1 << 28 else { throw GeoTIFFError("the TIFF has no sensible size") }
+        let bits = try first(258, default: 8), format = try first(339, default: 1), compression = try first(259, default: 1)
         guard (numbers[277]?.first ?? 1) == 1 else { throw GeoTIFFError("only single-band rasters are read") }
         guard compression == 1 || compression == 8 || compression == 32946 else { throw GeoTIFFError("compression \(compression) is not read (only none and deflate)") }
         guard (numbers[317]?.first ?? 1) == 1 else { throw GeoTIFFError("predictors are not read") }
         guard let offsets = numbers[273], let counts = numbers[279], offsets.count == counts.count else { throw GeoTIFFError("only striped TIFFs are read") }
-        let rowsPerStrip = Int(numbers[278]?.first ?? Double(height))
+        let rowsPerStrip = try first(278, default: height)
         let sampleBytes = bits / 8
         guard [1, 2, 4, 8].contains(sampleBytes) else { throw GeoTIFFError("\(bits)-bit samples are not read") }
         var values: [Double] = []
@@ -263,7 +272,7 @@ public enum GeoTIFF {
         for (index, offset) in offsets.enumerated() {
             let rows = min(rowsPerStrip, height - index * rowsPerStrip)
             guard rows > 0 else { break }
-            let start = Int(offset), length = Int(counts[index])
+            let start = try whole(offset, 273), length = try whole(counts[index], 279)
             guard start + length <= bytes.count else { throw GeoTIFFError("strip \(index) lies beyond the file") }
             var strip = Data(bytes[start..<(start + length)])
             if compression != 1 { strip = try inflate(strip, expected: rows * width * sampleBytes) }
@@ -291,11 +300,12 @@ public enum GeoTIFF {
             throw GeoTIFFError("no georeferencing (ModelPixelScale and ModelTiepoint)")
         }
         guard abs(scale[0] - scale[1]) <= 1e-9 * abs(scale[0]) else { throw GeoTIFFError("only square cells are read") }
+        guard scale[0] > 0, scale[0].isFinite, tie.prefix(6).allSatisfy(\.isFinite) else { throw GeoTIFFError("the cell size or tie point is not a finite, positive number") }
         var epsg = 0
         if let keys = numbers[34735], keys.count >= 4 {
-            for k in 0..<Int(keys[3]) where 4 + k * 4 + 3 < keys.count {
+            for k in 0..<min(try whole(keys[3], 34735), keys.count / 4) where 4 + k * 4 + 3 < keys.count {
                 let id = keys[4 + k * 4], value = keys[4 + k * 4 + 3]
-                if (id == 3072 || id == 2048) && keys[4 + k * 4 + 1] == 0 { epsg = Int(value) }
+                if (id == 3072 || id == 2048) && keys[4 + k * 4 + 1] == 0 { epsg = try whole(value, 34735) }
             }
         }
         guard epsg > 0 else { throw GeoTIFFError("the GeoKeys name no EPSG coordinate system") }
