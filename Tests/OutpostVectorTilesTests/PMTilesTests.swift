@@ -99,6 +99,15 @@ struct PMTilesTests {
         #expect(missing?.code == .io, "\(String(describing: missing))")
     }
 
+    /// An archive whose directory entries' offsets overflow 64 bits when added to the tile
+    /// section's (the fuzzer's input, kept in its corpus) is refused, not a trap.
+    @Test func entriesPastSixtyFourBitsAreRefused() throws {
+        let found = Repository.root.appendingPathComponent("Tests/Fuzz/corpus/pmtiles/regression-offset-overflow")
+        let error = #expect(throws: VectorTileError.self) { try PMTilesReader(url: found).forEachTile { _, _ in } }
+        #expect(error?.code == .corrupt, "\(String(describing: error))")
+        #expect(PMTiles.tile(id: UInt64.max).level == 31 && PMTiles.tile(id: PMTiles.tileID(z: 12, x: 5, y: 9)) == TileKey(level: 12, row: 9, col: 5))
+    }
+
     /// The same generator's tiles in PMTiles and MBTiles are the same tiles; GDAL (the newer one
     /// in the pyogrio wheel, which has the PMTiles driver) lists the layers.
     @Test(.timeLimit(.minutes(3))) func aVectorExportEqualsTheMBTilesOneAndGDALReadsIt() async throws {

@@ -117,5 +117,13 @@ struct VectorTileRendererTests {
         }
         #expect(VectorTileRenderer.visible(["minzoom": 5, "maxzoom": 10], zoom: 9.9) && !VectorTileRenderer.visible(["maxzoom": 10], zoom: 10))
         #expect(!VectorTileRenderer.visible(["layout": ["visibility": "none"]], zoom: 3))
+
+        // Values past their range are taken as its nearest end (an opacity of 1.8 trapped when
+        // the fuzzer gave it), and what is not a number takes the default.
+        #expect(VectorTileRenderer.measure(1.8, zoom: 3, default: 1, within: 0...1) == 1)
+        #expect(VectorTileRenderer.measure(-2, zoom: 3, default: 1, within: 0...1) == 0)
+        #expect(VectorTileRenderer.measure(1e300, zoom: 3, default: 1, within: 0...VectorTileRenderer.maxPixels) == VectorTileRenderer.maxPixels)
+        #expect(VectorTileRenderer.measure("wide", zoom: 3, default: 5, within: 0...VectorTileRenderer.maxPixels) == 5)
+        #expect(VectorTileRenderer.measure(["stops": [[1, 1], [1, 9]]], zoom: 3, default: 2, within: 0...10) == 9)
     }
 }

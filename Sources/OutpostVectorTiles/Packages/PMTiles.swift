@@ -70,11 +70,14 @@ public enum PMTiles {
         return id
     }
 
-    /// The tile a Hilbert id names.
+    /// Ids below this name tiles of zooms 0–31, all a 64-bit id can hold.
+    public static let idLimit = UInt64.max / 3
+
+    /// The tile a Hilbert id names (an id of ``idLimit`` or more is taken as one of zoom 31).
     public static func tile(id: UInt64) -> TileKey {
         var z = 0
         var acc: UInt64 = 0
-        while true {
+        while z < 31 {
             let count = UInt64(1) << (2 * UInt64(z))
             if id < acc + count { break }
             acc += count
@@ -156,7 +159,9 @@ public enum PMTiles {
             let v = try reader.varint()
             if v == 0 {
                 guard i > 0 else { throw damaged("the first offset refers to a previous entry") }
-                entries[i].offset = entries[i - 1].offset + UInt64(entries[i - 1].length)
+                let (next, overflow) = entries[i - 1].offset.addingReportingOverflow(UInt64(entries[i - 1].length))
+                guard !overflow else { throw damaged("offsets overflow") }
+                entries[i].offset = next
             } else {
                 entries[i].offset = v - 1
             }
@@ -394,6 +399,13 @@ public final class PMTilesReader: Sendable {
         }
     }
 
+    /// A section's offset plus an entry's, refused when the sum overflows (a fuzzed file's did).
+    private func at(_ base: UInt64, _ offset: UInt64) throws -> UInt64 {
+        let (sum, overflow) = base.addingReportingOverflow(offset)
+        guard !overflow else { throw VectorTileError(.corrupt, "\(url.lastPathComponent): an entry points past the end of the file") }
+        return sum
+    }
+
     private func bytes(_ offset: UInt64, _ length: UInt64) throws -> [UInt8] {
         guard offset <= UInt64(data.count), length <= UInt64(data.count) - offset else {
             throw VectorTileError(.corrupt, "\(url.lastPathComponent): an entry points past the end of the file")
@@ -424,10 +436,10 @@ public final class PMTilesReader: Sendable {
             }
             guard let e = found else { return nil }
             if e.runLength == 0 {
-                entries = try PMTiles.deserialize(try bytes(leafOffset + e.offset, UInt64(e.length)))
+                entries = try PMTiles.deserialize(try bytes(try at(leafOffset, e.offset), UInt64(e.length)))
                 continue
             }
-            return id - e.tileID < UInt64(e.runLength) ? try bytes(tileOffset + e.offset, UInt64(e.length)) : nil
+            return id - e.tileID < UInt64(e.runLength) ? try bytes(try at(tileOffset, e.offset), UInt64(e.length)) : nil
         }
         throw VectorTileError(.corrupt, "\(url.lastPathComponent): directories nest too deep")
     }
@@ -435,7 +447,7 @@ public final class PMTilesReader: Sendable {
     /// Every tile, in id order.
     public func forEachTile(_ body: (TileKey, [UInt8]) throws -> Void) throws {
         try forEachEntry { e in
-            let tile = try bytes(tileOffset + e.offset, UInt64(e.length))
+            let tile = try bytes(try at(tileOffset, e.offset), UInt64(e.length))
             for i in 0..<UInt64(e.runLength) { try body(PMTiles.tile(id: e.tileID + i), tile) }
         }
     }
@@ -453,8 +465,12 @@ public final class PMTilesReader: Sendable {
             guard depth < 4 else { throw VectorTileError(.corrupt, "\(url.lastPathComponent): directories nest too deep") }
             for e in entries {
                 if e.runLength == 0 {
-                    try walk(try PMTiles.deserialize(try bytes(leafOffset + e.offset, UInt64(e.length))), depth: depth + 1)
+                    try walk(try PMTiles.deserialize(try bytes(try at(leafOffset, e.offset), UInt64(e.length))), depth: depth + 1)
                 } else {
+                    // A run must name tiles of zooms a 64-bit id holds (a fuzzed one overflowed).
+                    guard e.tileID < PMTiles.idLimit, UInt64(e.runLength) <= PMTiles.idLimit - e.tileID else {
+                        throw VectorTileError(.corrupt, "\(url.lastPathComponent): an entry names tiles past zoom 31")
+                    }
                     try body(e)
                 }
             }

@@ -116,8 +116,8 @@ public struct VectorTileRenderer: Sendable {
     }
 
     static func fill(_ areas: [[[Position]]], paint: JSONValue, zoom: Double, on painter: inout GeometryPainter) {
-        let opacity = number(paint["fill-opacity"], zoom: zoom) ?? 1
-        guard let color = color(paint["fill-color"], zoom: zoom, opacity: opacity) ?? (paint["fill-color"] == nil ? RGBA(0, 0, 0, UInt8(255 * opacity)) : nil) else { return }
+        let opacity = measure(paint["fill-opacity"], zoom: zoom, default: 1, within: 0...1)
+        guard let color = color(paint["fill-color"], zoom: zoom, opacity: opacity) ?? (paint["fill-color"] == nil ? black(opacity) : nil) else { return }
         painter.fill(areas, color: color)
     }
 
@@ -151,7 +151,7 @@ public struct VectorTileRenderer: Sendable {
     static func draw(_ geometry: VectorTileGeometry, type: String, paint: JSONValue, zoom: Double, place: Placement, on painter: inout GeometryPainter) {
         switch (type, geometry) {
         case ("fill-outline", .polygons(let polygons)):
-            guard let outline = color(paint["fill-outline-color"], zoom: zoom, opacity: number(paint["fill-opacity"], zoom: zoom) ?? 1) else { return }
+            guard let outline = color(paint["fill-outline-color"], zoom: zoom, opacity: measure(paint["fill-opacity"], zoom: zoom, default: 1, within: 0...1)) else { return }
             for ring in polygons.joined() {
                 for part in place.outline(ring) { painter.stroke(part, width: 1, color: outline) }
             }
@@ -166,11 +166,11 @@ public struct VectorTileRenderer: Sendable {
                 for part in place.outline(ring) { painter.stroke(part, width: width, color: color) }
             }
         case ("circle", .points(let points)):
-            let opacity = number(paint["circle-opacity"], zoom: zoom) ?? 1
-            let fill = color(paint["circle-color"], zoom: zoom, opacity: opacity) ?? RGBA(0, 0, 0, UInt8(255 * opacity))
-            let radius = number(paint["circle-radius"], zoom: zoom) ?? 5
-            let ring = number(paint["circle-stroke-width"], zoom: zoom) ?? 0
-            let ringColor = color(paint["circle-stroke-color"], zoom: zoom, opacity: number(paint["circle-stroke-opacity"], zoom: zoom) ?? 1) ?? RGBA(0, 0, 0)
+            let opacity = measure(paint["circle-opacity"], zoom: zoom, default: 1, within: 0...1)
+            let fill = color(paint["circle-color"], zoom: zoom, opacity: opacity) ?? black(opacity)
+            let radius = measure(paint["circle-radius"], zoom: zoom, default: 5, within: 0...Self.maxPixels)
+            let ring = measure(paint["circle-stroke-width"], zoom: zoom, default: 0, within: 0...Self.maxPixels)
+            let ringColor = color(paint["circle-stroke-color"], zoom: zoom, opacity: measure(paint["circle-stroke-opacity"], zoom: zoom, default: 1, within: 0...1)) ?? RGBA(0, 0, 0)
             for p in points {
                 let c = Placement.coordinate(p)
                 // A point belongs to the tile whose square holds it; a buffer's copy is its neighbour's.
@@ -183,9 +183,24 @@ public struct VectorTileRenderer: Sendable {
     }
 
     private static func stroke(_ paint: JSONValue, zoom: Double) -> (RGBA, Double)? {
-        let opacity = number(paint["line-opacity"], zoom: zoom) ?? 1
-        guard let color = color(paint["line-color"], zoom: zoom, opacity: opacity) ?? (paint["line-color"] == nil ? RGBA(0, 0, 0, UInt8(255 * opacity)) : nil) else { return nil }
-        return (color, number(paint["line-width"], zoom: zoom) ?? 1)
+        let opacity = measure(paint["line-opacity"], zoom: zoom, default: 1, within: 0...1)
+        guard let color = color(paint["line-color"], zoom: zoom, opacity: opacity) ?? (paint["line-color"] == nil ? black(opacity) : nil) else { return nil }
+        return (color, measure(paint["line-width"], zoom: zoom, default: 1, within: 0...Self.maxPixels))
+    }
+
+    /// The widest line or circle drawn, in pixels (a style may say anything).
+    static let maxPixels = 256.0
+
+    /// A paint number at `zoom` kept within `range` (opacities 0–1, sizes 0–``maxPixels``): a
+    /// style's value past it is taken as the nearest end, one that is not a number as `fallback`.
+    static func measure(_ value: JSONValue?, zoom: Double, default fallback: Double, within range: ClosedRange<Double>) -> Double {
+        guard let v = number(value, zoom: zoom), !v.isNaN else { return fallback }
+        return min(max(v, range.lowerBound), range.upperBound)
+    }
+
+    /// Black at `opacity` (0–1): Mapbox GL's colour when a layer names none.
+    private static func black(_ opacity: Double) -> RGBA {
+        RGBA(0, 0, 0, UInt8((min(max(opacity, 0), 1) * 255).rounded()))
     }
 
     /// Whether a style layer shows at `zoom` (its `minzoom` ≤ zoom < `maxzoom`, not hidden).
