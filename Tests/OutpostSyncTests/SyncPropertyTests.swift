@@ -58,9 +58,14 @@ struct SyncPropertyTests {
         }
         let t = tally.withLock { $0 }
         print("sync properties (\(kind)): \(t)")
-        // The generator reaches every path (a property that never synced proves nothing).
-        #expect(t.runs == count && t.cleanSyncs > 0 && t.failedSyncs > 0 && t.deltaRounds > 0 && t.fieldsAdded > 0)
-        if count >= 20 { #expect(t.discarded > 0, "the runs met conflicts") }
+        // The generator reaches every path (a property that never synced proves nothing). Rarer
+        // steps are only sure in the longer run: PostgreSQL's ten runs added no field once in
+        // about twenty (keptRunsKeepTheInvariants takes every kind of step on both backends).
+        #expect(t.runs == count && t.cleanSyncs > 0 && t.failedSyncs > 0 && t.deltaRounds > 0)
+        if count >= 20 {
+            #expect(t.discarded > 0, "the runs met conflicts")
+            #expect(t.fieldsAdded > 0, "the runs added fields")
+        }
     }
 
     @Test(.timeLimit(.minutes(3)), arguments: BackendKind.syncing)
