@@ -116,7 +116,7 @@ extension FeatureServerResponder {
         }
         // A vector basemap, drawn by its style.
         if let archive = services.vectorTiles(named: name) {
-            let source = VectorTileRenderSource(renderer: try await VectorTileRenderer(service: archive))
+            let source = try await sync.vectorDrawing(archive)
             let operations = MapServerOperations(source: .vector(source), parameters: parameters, writing: writing, files: sync.files, mapServerURL: mapServerURL)
             return MapService(
                 jobs: MapServerJobs(source: source, services: sync, parameters: parameters, writing: writing, mapServerURL: mapServerURL),

@@ -153,6 +153,8 @@ final class SyncServices: Sendable {
     /// Each feature service's vector tiles, made once per service (its generator keeps what it
     /// learned of the source between requests).
     private let layerTiles = Mutex<[String: (backend: SQLiteServiceBackend, tiles: LayerVectorTiles)]>([:])
+    /// The drawing of each served vector tile file (its style read once, not per request).
+    private let vectorDrawings = Mutex<[String: (archive: VectorTileArchive, source: VectorTileRenderSource)]>([:])
     /// The configured public address (``ServerConfiguration/publicURL``).
     let publicURL: URL?
     /// The server serves HTTPS.
@@ -195,6 +197,14 @@ extension SyncServices {
         ) { try await backend.generation() }
         layerTiles.withLock { $0[backend.name] = (backend, tiles) }
         return tiles
+    }
+
+    /// Raster tiles and images drawn from `archive` by its style, made once per served file.
+    func vectorDrawing(_ archive: VectorTileArchive) async throws -> VectorTileRenderSource {
+        if let known = vectorDrawings.withLock({ $0[archive.name] }), known.archive === archive { return known.source }
+        let source = VectorTileRenderSource(renderer: try await VectorTileRenderer(service: archive))
+        vectorDrawings.withLock { $0[archive.name] = (archive, source) }
+        return source
     }
 }
 

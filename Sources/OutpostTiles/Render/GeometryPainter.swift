@@ -67,11 +67,8 @@ public struct GeometryPainter: Sendable {
 
     /// Draws a geometry (in the envelope's system) in the `layer`-th colour of the palette.
     public mutating func draw(_ geometry: Geometry, layer: Int) {
-        let sx = Double(width) / (envelope.xmax - envelope.xmin), sy = Double(height) / (envelope.ymax - envelope.ymin)
-        let (xmin, ymax) = (envelope.xmin, envelope.ymax)
-        MapRenderer.draw(geometry, color: MapRenderer.palette[layer % MapRenderer.palette.count], on: &canvas) { p in
-            ((p.x - xmin) * sx, (ymax - p.y) * sy)
-        }
+        let pixel = self.pixel
+        MapRenderer.draw(geometry, color: MapRenderer.palette[layer % MapRenderer.palette.count], on: &canvas, pixel)
     }
 
     /// Colours each pixel whose centre `value` gives a number: a ramp from low (dark green) to

@@ -85,40 +85,36 @@ public struct VectorTileRenderer: Sendable {
         for layer in layers where Self.visible(layer, zoom: zoom) {
             guard let type = layer["type"]?.stringValue, ["fill", "line", "circle"].contains(type), let sourceLayer = layer["source-layer"]?.stringValue else { continue }
             let paint = layer["paint"] ?? [:]
-            // A fill layer's areas, from every tile, fill at once: no seams where tiles meet.
-            var areas: [[[Position]]] = []
+            // A fill layer's areas, from every tile, fill at once (no seams where tiles meet),
+            // then their outlines, each tile's own edges of them.
+            var areas: [[[Position]]] = [], outlines: [[Position]] = []
             for (key, tile) in tiles {
                 for tileLayer in tile.layers where tileLayer.name == sourceLayer {
                     let place = Placement(key: key, extent: tileLayer.extent)
                     for feature in tileLayer.features where Self.passes(layer["filter"], feature) {
-                        if type == "fill", case .polygons(let polygons) = feature.geometry {
-                            for rings in polygons { areas += place.clipper.polygon(rings.map { $0.map(Placement.coordinate) }).map { $0.map { $0.map(place.position) } } }
-                        } else {
+                        guard type == "fill" else {
                             Self.draw(feature.geometry, type: type, paint: paint, zoom: zoom, place: place, on: &painter)
+                            continue
                         }
+                        guard case .polygons(let polygons) = feature.geometry else { continue }
+                        for rings in polygons { areas += place.clipper.polygon(rings.map { $0.map(Placement.coordinate) }).map { $0.map { $0.map(place.position) } } }
+                        if paint["fill-outline-color"] != nil { outlines += polygons.joined().flatMap(place.outline) }
                     }
                 }
             }
-            if type == "fill" { Self.fill(areas, paint: paint, zoom: zoom, on: &painter) }
-            // Outlines over the areas, each tile's own edges of them.
-            if type == "fill", paint["fill-outline-color"] != nil {
-                for (key, tile) in tiles {
-                    for tileLayer in tile.layers where tileLayer.name == sourceLayer {
-                        let place = Placement(key: key, extent: tileLayer.extent)
-                        for feature in tileLayer.features where Self.passes(layer["filter"], feature) {
-                            Self.draw(feature.geometry, type: "fill-outline", paint: paint, zoom: zoom, place: place, on: &painter)
-                        }
-                    }
-                }
-            }
+            if type == "fill" { Self.fill(areas, outlines: outlines, paint: paint, zoom: zoom, on: &painter) }
         }
         return painter.pixels
     }
 
-    static func fill(_ areas: [[[Position]]], paint: JSONValue, zoom: Double, on painter: inout GeometryPainter) {
+    /// Fills `areas` in the layer's fill colour, then strokes `outlines` in its outline colour.
+    static func fill(_ areas: [[[Position]]], outlines: [[Position]], paint: JSONValue, zoom: Double, on painter: inout GeometryPainter) {
         let opacity = measure(paint["fill-opacity"], zoom: zoom, default: 1, within: 0...1)
-        guard let color = color(paint["fill-color"], zoom: zoom, opacity: opacity) ?? (paint["fill-color"] == nil ? black(opacity) : nil) else { return }
-        painter.fill(areas, color: color)
+        if let color = color(paint["fill-color"], zoom: zoom, opacity: opacity) ?? (paint["fill-color"] == nil ? black(opacity) : nil) {
+            painter.fill(areas, color: color)
+        }
+        guard let outline = color(paint["fill-outline-color"], zoom: zoom, opacity: opacity) else { return }
+        for part in outlines { painter.stroke(part, width: 1, color: outline) }
     }
 
     /// The image of `envelope` as a PNG (see ``render(envelope:width:height:transparent:)``).
@@ -150,11 +146,6 @@ public struct VectorTileRenderer: Sendable {
 
     static func draw(_ geometry: VectorTileGeometry, type: String, paint: JSONValue, zoom: Double, place: Placement, on painter: inout GeometryPainter) {
         switch (type, geometry) {
-        case ("fill-outline", .polygons(let polygons)):
-            guard let outline = color(paint["fill-outline-color"], zoom: zoom, opacity: measure(paint["fill-opacity"], zoom: zoom, default: 1, within: 0...1)) else { return }
-            for ring in polygons.joined() {
-                for part in place.outline(ring) { painter.stroke(part, width: 1, color: outline) }
-            }
         case ("line", .lines(let lines)):
             guard let (color, width) = stroke(paint, zoom: zoom) else { return }
             for line in lines {
