@@ -132,12 +132,14 @@ let package = Package(
         ),
         .target(name: "OutpostCore"),
         // The one ArcGIS REST client (token, f=json, forms, the ArcGIS error JSON, timeouts,
-        // retries) every client module talks to servers through, over AsyncHTTPClient.
+        // retries) every client module talks to servers through, over AsyncHTTPClient; and
+        // multipart forms, written for uploads and read (MultipartKit's parser) by the server.
         .target(
             name: "OutpostREST",
             dependencies: [
                 "OutpostCore",
                 .product(name: "AsyncHTTPClient", package: "async-http-client"),
+                .product(name: "MultipartKit", package: "multipart-kit"),
                 .product(name: "NIOCore", package: "swift-nio"),
                 .product(name: "NIOHTTP1", package: "swift-nio"),
             ]
@@ -207,7 +209,7 @@ let package = Package(
             name: "OutpostServer",
             dependencies: [
                 "OutpostSQLiteService", "OutpostSyncService", "OutpostProtocol", "OutpostTiles", "OutpostTileCodecs", "OutpostStorage", "OutpostCore", "OutpostDigest", "OutpostGeoprocessing",
-                "OutpostLocator", "OutpostRouting", "OutpostVectorTiles",
+                "OutpostLocator", "OutpostRouting", "OutpostVectorTiles", "OutpostREST",
                 // Whole JSON answers gzipped by libdeflate (streamed ones through CompressNIO).
                 "CDeflate",
                 // Geoprocessing job records (already in the graph through OutpostStorage).
@@ -225,7 +227,6 @@ let package = Package(
                 .product(name: "Crypto", package: "swift-crypto"),
                 .product(name: "_CryptoExtras", package: "swift-crypto"),
                 .product(name: "CompressNIO", package: "compress-nio"),
-                .product(name: "MultipartKit", package: "multipart-kit"),
             ]
         ),
         .target(
@@ -302,7 +303,10 @@ let package = Package(
                 "OutpostLocator", "OutpostTestSupport", "OutpostHTTPTestSupport", "OutpostCore", "OutpostStorage",
                 .product(name: "GRDB", package: "GRDB.swift"),
             ]),
-        .testTarget(name: "OutpostRESTTests", dependencies: ["OutpostREST", "OutpostCore", "OutpostHTTPTestSupport"]),
+        .testTarget(
+            name: "OutpostRESTTests",
+            dependencies: ["OutpostREST", "OutpostCore", "OutpostHTTPTestSupport", .product(name: "NIOCore", package: "swift-nio")]
+        ),
         .testTarget(name: "OutpostGeoprocessingTests", dependencies: ["OutpostGeoprocessing", "OutpostTestSupport", "OutpostCore"]),
         .testTarget(name: "OutpostCoreTests", dependencies: ["OutpostCore", "OutpostDigest", "OutpostStorage", "OutpostTestSupport"]),
         .testTarget(
@@ -350,7 +354,7 @@ let package = Package(
             dependencies: [
                 "OutpostServer", "OutpostSyncService", "OutpostSQLiteService", "OutpostTestSupport", "OutpostServiceTestSupport", "OutpostCore",
                 "OutpostStorage",
-                "OutpostProtocol", "OutpostTiles", "OutpostGeoprocessing",
+                "OutpostProtocol", "OutpostTiles", "OutpostGeoprocessing", "OutpostREST",
                 .product(name: "Hummingbird", package: "hummingbird"),
                 .product(name: "HummingbirdTesting", package: "hummingbird"),
                 .product(name: "HTTPTypes", package: "swift-http-types"),

@@ -32,12 +32,13 @@ let package = Package(
                 .product(name: "OutpostCore", package: "Outpost"),
             ]
         ),
-        // Geoprocessing and locator parsers: GEOS, PROJ and the REST client come into the
-        // instrumented build.
+        // Geoprocessing, locator and routing parsers and multipart forms: GEOS, PROJ and the
+        // REST client come into the instrumented build.
         .executableTarget(
             name: "outpost-fuzz-services",
             dependencies: [
                 "FuzzDriver", .product(name: "OutpostGeoprocessing", package: "Outpost"), .product(name: "OutpostLocator", package: "Outpost"),
+                .product(name: "OutpostRouting", package: "Outpost"), .product(name: "OutpostREST", package: "Outpost"),
                 .product(name: "OutpostCore", package: "Outpost"),
             ]
         ),

@@ -204,11 +204,8 @@ public struct RESTClient: RESTTransport {
     /// `uploads/upload` and the like: `file` as the multipart part `file`, with `f=json`.
     public func upload(_ url: URL, file: URL) async throws -> JSONValue {
         let boundary = "outpost-\(UUID().uuidString)"
-        let name = file.lastPathComponent.replacingOccurrences(of: "\"", with: "_")
-        var body = Data("--\(boundary)\r\nContent-Disposition: form-data; name=\"f\"\r\n\r\njson\r\n".utf8)
-        body += Data("--\(boundary)\r\nContent-Disposition: form-data; name=\"file\"; filename=\"\(name)\"\r\nContent-Type: application/octet-stream\r\n\r\n".utf8)
-        body += try Data(contentsOf: file)
-        body += Data("\r\n--\(boundary)--\r\n".utf8)
+        let body = MultipartForm.body(
+            fields: [("f", "json")], file: MultipartForm.File(field: "file", filename: file.lastPathComponent, data: try Data(contentsOf: file)), boundary: boundary)
         return try Self.checked(try await send(.POST, url, body: body, contentType: "multipart/form-data; boundary=\(boundary)"), url: url)
     }
 

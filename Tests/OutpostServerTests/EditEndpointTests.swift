@@ -1,6 +1,7 @@
 import Foundation
 import NIOCore
 import OutpostCore
+import OutpostREST
 @testable import OutpostSQLiteService
 import OutpostStorage
 import OutpostTestSupport
@@ -87,12 +88,15 @@ struct EditEndpointTests {
             Array("--\(boundary)\r\nContent-Disposition: form-data; name=\"f\"\r\n\r\njson\r\n--\(boundary)\r\nX-".utf8) + [0xFF] + Array(": 1\r\n\r\nx\r\n--\(boundary)--\r\n".utf8),
         ]
         for bytes in crashing {
-            #expect(!ServiceRoutes.headerNamesAreASCII(ByteBuffer(bytes: bytes), boundary: boundary))
-            #expect(throws: ServiceError.self) { try ServiceRoutes.parts(ByteBuffer(bytes: bytes), boundary: boundary) }
+            #expect {
+                try MultipartForm(parsing: ByteBuffer(bytes: bytes), boundary: boundary)
+            } throws: {
+                ($0 as? MultipartFormError)?.reason == .headerNameNotASCII
+            }
         }
         let named = "--\(boundary)\r\nContent-Disposition: form-data; name=\"attachment\"; filename=\"kivijalka-\u{E4}\u{F6}.jpg\"\r\n\r\n\u{E4}\u{F6}\r\n--\(boundary)--\r\n"
-        let parts = try ServiceRoutes.parts(ByteBuffer(string: named), boundary: boundary)
-        #expect(parts.count == 1 && String(decoding: parts[0].data, as: UTF8.self) == "\u{E4}\u{F6}")
+        let parts = try MultipartForm(parsing: ByteBuffer(string: named), boundary: boundary).parts
+        #expect(parts.count == 1 && String(decoding: parts[0].data, as: UTF8.self) == "\u{E4}\u{F6}" && parts[0].filename == "kivijalka-\u{E4}\u{F6}.jpg")
         try await withServer(.sqlite) { client, _ in
             for bytes in crashing {
                 for path in ["\(base)/0/3/addAttachment", "/arcgis/rest/services/field_inspection/FeatureServer/0/applyEdits"] {

@@ -3,6 +3,7 @@ import Synchronization
 import Hummingbird
 import NIOCore
 import OutpostCore
+import OutpostREST
 import OutpostGeoprocessing
 
 /// `…/<name>/GPServer/…`, as the ArcGIS REST API shapes a geoprocessing service: service info,
@@ -240,17 +241,13 @@ struct GPServerRoutes {
     /// `uploads/upload`: a multipart body with the file in a part named `file`; answers the
     /// item id a GPDataFile input names (`{"itemID": …}`).
     private func upload() throws -> Response {
-        guard let body = parameters.rawBody, let type = contentType, let boundary = ServiceRoutes.boundary(type) else {
+        guard let body = parameters.rawBody, let type = contentType, let boundary = MultipartForm.boundary(contentType: type) else {
             throw ServiceError.badParameter("file", "send the file as multipart/form-data in a part named \"file\"")
         }
-        let parts = try ServiceRoutes.parts(body, boundary: boundary)
-        guard
-            let part = parts.first(where: {
-                ServiceRoutes.dispositionAttributes($0.headers.first { $0.0.lowercased() == "content-disposition" }?.1 ?? "")["name"] == "file"
-            })
-        else { throw ServiceError.badParameter("file", "the body has no part named \"file\"") }
-        let disposition = ServiceRoutes.dispositionAttributes(part.headers.first { $0.0.lowercased() == "content-disposition" }?.1 ?? "")
-        let fileName = Self.safeName(disposition["filename"] ?? "upload")
+        guard let part = try MultipartForm.read(body, boundary: boundary, parameter: "file").part(named: "file") else {
+            throw ServiceError.badParameter("file", "the body has no part named \"file\"")
+        }
+        let fileName = Self.safeName(part.filename ?? "upload")
         let id = "i" + UUID().uuidString.replacingOccurrences(of: "-", with: "").lowercased()
         let folder = service.files.uploads.appendingPathComponent(id)
         try FileManager.default.createDirectory(at: folder, withIntermediateDirectories: true)

@@ -3,6 +3,7 @@ import Hummingbird
 import NIOCore
 import OutpostCore
 import OutpostGeoprocessing
+import OutpostREST
 
 /// The parameters of an ArcGIS REST request: the query string merged with a form-encoded POST
 /// body (clients use both), with typed accessors that fail as a 400 naming the parameter.
@@ -149,6 +150,18 @@ struct RequestParameters: Sendable {
         } catch {
             // The system at fault is inSR's, or else the one the geometry's JSON names.
             throw ServiceError.badParameter(given == nil ? "geometry" : "inSR", "cannot project from \(inSR) to \(sr)")
+        }
+    }
+}
+
+extension MultipartForm {
+    /// A request's multipart body read, a body that cannot be read refused as a 400 naming
+    /// `parameter`.
+    static func read(_ body: ByteBuffer, boundary: String, parameter: String) throws -> MultipartForm {
+        do {
+            return try MultipartForm(parsing: body, boundary: boundary)
+        } catch let error as MultipartFormError {
+            throw ServiceError.badParameter(parameter, error.description)
         }
     }
 }

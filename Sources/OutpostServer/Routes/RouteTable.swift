@@ -4,6 +4,7 @@ import Hummingbird
 import NIOCore
 import OutpostCore
 import OutpostProtocol
+import OutpostREST
 
 /// Who may call a route, decided by ``AuthenticationMiddleware`` before its handler runs.
 enum RouteAccess: Sendable {
@@ -175,8 +176,8 @@ struct RequestArgumentsMiddleware: RouterMiddleware {
         }
         // A multipart form's text fields are parameters like a urlencoded form's; its files stay
         // in the raw body (addAttachment reads them there).
-        if let body, let boundary = ServiceRoutes.boundary(contentType) {
-            parameters.add(fields: try ServiceRoutes.formFields(body, boundary: boundary))
+        if let body, let boundary = MultipartForm.boundary(contentType: contentType) {
+            parameters.add(fields: try MultipartForm.read(body, boundary: boundary, parameter: "body").fields)
         }
         return parameters
     }

@@ -1,9 +1,9 @@
 import Foundation
 import Hummingbird
-import MultipartKit
 import NIOCore
 import OutpostCore
 import OutpostProtocol
+import OutpostREST
 import OutpostStorage
 import OutpostSyncService
 
@@ -160,10 +160,12 @@ struct ServiceRoutes {
 
     func addAttachment(_ id: Int, _ objectID: Int64, body: ByteBuffer?, contentType: String?) async throws -> Response {
         _ = try parameters.format()
-        guard let body, let contentType, let boundary = Self.boundary(contentType) else {
+        guard let body, let contentType, let boundary = MultipartForm.boundary(contentType: contentType) else {
             throw ServiceError.badParameter("attachment", "send the file as multipart/form-data in a part named \"attachment\"")
         }
-        let part = try Self.filePart(body, boundary: boundary)
+        guard let part = try MultipartForm.read(body, boundary: boundary, parameter: "attachment").part(named: "attachment") else {
+            throw ServiceError.badParameter("attachment", "the body has no part named \"attachment\"")
+        }
         let attachment = try await backend.addAttachment(
             layerID: id, objectID: objectID, name: part.filename ?? "attachment", contentType: part.contentType ?? "application/octet-stream",
             data: part.data)
@@ -177,117 +179,5 @@ struct ServiceRoutes {
         }
         let results = try await backend.deleteAttachments(layerID: id, objectID: objectID, attachmentIDs: ids)
         return writing.json(["deleteAttachmentResults": try Self.json(results)])
-    }
-
-    static func boundary(_ contentType: String) -> String? {
-        guard contentType.lowercased().hasPrefix("multipart/form-data") else { return nil }
-        for piece in contentType.split(separator: ";") {
-            let kv = piece.trimmingCharacters(in: .whitespaces).split(separator: "=", maxSplits: 1)
-            if kv.count == 2, kv[0].lowercased() == "boundary" {
-                return kv[1].trimmingCharacters(in: CharacterSet(charactersIn: "\""))
-            }
-        }
-        return nil
-    }
-
-    struct FilePart {
-        var filename: String?
-        var contentType: String?
-        var data: Data
-    }
-
-    /// The parts of a multipart/form-data body (RFC 7578): each part's headers and bytes.
-    static func parts(_ body: ByteBuffer, boundary: String) throws -> [(headers: [(String, String)], data: Data)] {
-        guard headerNamesAreASCII(body, boundary: boundary) else {
-            throw ServiceError.badParameter("body", "a part's header name is not ASCII")
-        }
-        let parser = MultipartParser(boundary: boundary)
-        var parts: [(headers: [(String, String)], data: Data)] = []
-        var headers: [(String, String)] = []
-        var data = Data()
-        parser.onHeader = { headers.append(($0, $1)) }
-        parser.onBody = { buffer in data.append(contentsOf: buffer.readBytes(length: buffer.readableBytes) ?? []) }
-        parser.onPartComplete = {
-            parts.append((headers, data))
-            headers = []
-            data = Data()
-        }
-        do {
-            try parser.execute(body)
-        } catch {
-            throw ServiceError.badParameter("body", "the multipart body cannot be read")
-        }
-        return parts
-    }
-
-    /// Whether every header name of every part is ASCII. MultipartKit 4.7.1 looks a header
-    /// name's bytes up in a 128-entry table and stops the process on any byte from 0x80 up (one
-    /// request took the server down), so such a body is refused before it is parsed. Header
-    /// values (a UTF-8 file name) may hold any byte.
-    static func headerNamesAreASCII(_ body: ByteBuffer, boundary: String) -> Bool {
-        let bytes = body.readableBytesView
-        let delimiter = Array(("--" + boundary).utf8)
-        guard !delimiter.isEmpty, bytes.count >= delimiter.count else { return true }
-        var i = bytes.startIndex
-        while let found = bytes[i...].firstRange(of: delimiter) {
-            // The part's header lines follow the delimiter's line and end at an empty line.
-            guard var j = bytes[found.upperBound...].firstIndex(of: UInt8(ascii: "\n")) else { break }
-            var lineLength = 0, inName = true
-            headers: while true {
-                j += 1
-                guard j < bytes.endIndex else { break headers }
-                switch bytes[j] {
-                case UInt8(ascii: "\n"):
-                    if lineLength == 0 { break headers }
-                    (lineLength, inName) = (0, true)
-                    continue
-                case UInt8(ascii: "\r"): continue
-                case UInt8(ascii: ":"): inName = false
-                case let byte where inName && byte >= 0x80: return false
-                default: break
-                }
-                lineLength += 1
-            }
-            i = found.upperBound
-        }
-        return true
-    }
-
-    /// The text fields of a multipart/form-data body: parts with a name and no file name.
-    static func formFields(_ body: ByteBuffer, boundary: String) throws -> [(String, String)] {
-        try parts(body, boundary: boundary).compactMap { part in
-            let disposition = part.headers.first { $0.0.lowercased() == "content-disposition" }?.1 ?? ""
-            let attributes = Self.dispositionAttributes(disposition)
-            guard let name = attributes["name"], attributes["filename"] == nil else { return nil }
-            return (name, String(decoding: part.data, as: UTF8.self))
-        }
-    }
-
-    /// The `attachment` part of a multipart/form-data body (RFC 7578).
-    static func filePart(_ body: ByteBuffer, boundary: String) throws -> FilePart {
-        let parts: [(headers: [(String, String)], data: Data)]
-        do {
-            parts = try Self.parts(body, boundary: boundary)
-        } catch {
-            throw ServiceError.badParameter("attachment", "the multipart body cannot be read")
-        }
-        for part in parts {
-            let disposition = part.headers.first { $0.0.lowercased() == "content-disposition" }?.1 ?? ""
-            let attributes = Self.dispositionAttributes(disposition)
-            guard attributes["name"] == "attachment" else { continue }
-            let type = part.headers.first { $0.0.lowercased() == "content-type" }?.1
-            return FilePart(filename: attributes["filename"], contentType: type, data: part.data)
-        }
-        throw ServiceError.badParameter("attachment", "the body has no part named \"attachment\"")
-    }
-
-    static func dispositionAttributes(_ header: String) -> [String: String] {
-        var out: [String: String] = [:]
-        for piece in header.split(separator: ";").dropFirst() {
-            let kv = piece.split(separator: "=", maxSplits: 1)
-            guard kv.count == 2 else { continue }
-            out[kv[0].trimmingCharacters(in: .whitespaces).lowercased()] = kv[1].trimmingCharacters(in: .whitespaces).trimmingCharacters(in: CharacterSet(charactersIn: "\""))
-        }
-        return out
     }
 }

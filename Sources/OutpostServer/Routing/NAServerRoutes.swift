@@ -88,16 +88,15 @@ struct NAServerRoutes {
         }
         let outSR = try parameters.knownSpatialReference("outSR")
         let stops = try points("stops", required: true)
-        let barriers = try points("barriers", required: false).map(\.0)
+        let barriers = try points("barriers", required: false).map(\.location)
         let options = RouteOptions(
             mode: mode, barriers: barriers, findsBestSequence: try parameters.bool("findBestSequence", default: false),
             preserveFirstStop: try parameters.bool("preserveFirstStop", default: true), preserveLastStop: try parameters.bool("preserveLastStop", default: true))
         let network = network
-        let routeStops = stops.map { RouteStop($0.0, name: $0.1) }
-        let (wanted, travel) = (output, mode)
+                let (wanted, travel) = (output, mode)
         return try await runBlocking {
             do {
-                let solved = try network.solve(routeStops, parameters: options)
+                let solved = try network.solve(stops, parameters: options)
                 var solution = solved.solution(spatialReference: network.spatialReference, startTime: startTime, directions: wanted.returnsDirections)
                 if let outSR { solution = try solution.projected(to: outSR) }
                 return NAServerJSON.solveAnswer(solution, mode: travel, output: wanted)
@@ -120,51 +119,17 @@ struct NAServerRoutes {
         }
     }
 
-    /// `stops` / `barriers`: `x,y;x,y` (WGS 84) or features JSON (`{"features": [{"geometry":
-    /// {"x", "y"}, "attributes": {"Name"}}], "spatialReference": …}`), in the network's system.
-    private func points(_ parameter: String, required: Bool) throws -> [(Position, String?)] {
+    /// `stops` / `barriers` (``RoutePoints``) in the network's system.
+    private func points(_ parameter: String, required: Bool) throws -> [RouteStop] {
         guard let text = parameters[parameter] else {
             if required { throw ServiceError.badParameter(parameter, "required: x,y;x,y or features JSON") }
             return []
         }
-        var found: [(Position, String?)] = []
-        var source = SpatialReference(wkid: 4326)
-        let trimmed = text.trimmingCharacters(in: .whitespaces)
-        if trimmed.hasPrefix("{") || trimmed.hasPrefix("[") {
-            guard let json = try? JSONValue.parse(trimmed) else { throw ServiceError.badParameter(parameter, "not valid JSON") }
-            guard let features = json["features"]?.arrayValue ?? json.arrayValue else {
-                throw ServiceError.badParameter(parameter, "expected {\"features\": [{\"geometry\": {\"x\": …, \"y\": …}}]}")
-            }
-            if let sr = json["spatialReference"].flatMap(EsriJSON.decodeSpatialReference) { source = sr }
-            for (i, feature) in features.enumerated() {
-                guard let x = feature["geometry"]?["x"]?.doubleValue, let y = feature["geometry"]?["y"]?.doubleValue, x.isFinite, y.isFinite else {
-                    throw ServiceError.badParameter(parameter, "feature \(i + 1) has no point geometry")
-                }
-                let attributes = feature["attributes"]?.objectValue ?? [:]
-                let name = attributes.first { $0.key.caseInsensitiveCompare("Name") == .orderedSame }?.value.stringValue
-                found.append((Position(x: x, y: y), name))
-            }
-        } else {
-            for (i, pair) in trimmed.split(separator: ";").enumerated() {
-                let parts = pair.split(separator: ",").map { Double($0.trimmingCharacters(in: .whitespaces)) }
-                guard parts.count == 2, let x = parts[0], let y = parts[1], x.isFinite, y.isFinite else {
-                    throw ServiceError.badParameter(parameter, "item \(i + 1) \"\(pair.prefix(40))\" is not x,y")
-                }
-                found.append((Position(x: x, y: y), nil))
-            }
-        }
-        guard found.count <= RouteOptions.maximumStops else {
-            throw ServiceError.badParameter(parameter, "\(found.count) points are more than the \(RouteOptions.maximumStops) a route takes")
-        }
-        if source.wkid == 4326, let (i, bad) = found.enumerated().first(where: { abs($0.element.0.x) > 180 || abs($0.element.0.y) > 90 }) {
-            throw ServiceError.badParameter(parameter, "item \(i + 1) (\(bad.0.x), \(bad.0.y)) is not a longitude and latitude")
-        }
-        guard source.wkid != network.spatialReference.wkid else { return found }
+        let input: RoutingError.Input = parameter == "stops" ? .stops : .barriers
         do {
-            let transform = try CoordinateTransform(from: source, to: network.spatialReference)
-            return try found.map { (try transform.transform($0.0), $0.1) }
-        } catch {
-            throw ServiceError.badParameter(parameter, "cannot project from wkid \(source.wkid): \(error)")
+            return try RoutePoints(parsing: text, as: input).stops(in: network.spatialReference, as: input)
+        } catch let error as RoutingError {
+            throw ServiceError.badParameter(parameter, error.message)
         }
     }
 }

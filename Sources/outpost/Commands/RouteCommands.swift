@@ -69,7 +69,7 @@ struct RouteCommand: AsyncParsableCommand {
             --snap-distance metres from any street, or stops no street joins: exit 1 naming them.
             """)
     @Argument(help: "A .network file, or an NAServer route layer URL (…/NAServer/Route).") var network: String
-    @Option(help: "lon,lat;lon,lat;… (two or more).") var stops: String
+    @Option(help: "lon,lat;lon,lat;… (two or more), or features JSON as NAServer takes it.") var stops: String
     @Option(help: "driving (fastest), driving-distance (shortest) or walking.") var mode = "driving"
     @Option(help: "Metres a stop may be from the nearest street.") var snapDistance = 500.0
     @Flag(help: "Visit the stops in the cheapest order found (the first stays first).") var bestSequence = false
@@ -91,8 +91,8 @@ struct RouteCommand: AsyncParsableCommand {
         guard let url = remote ? URL(string: network) : URL(fileURLWithPath: network) else { throw CLIFailure(message: "\(network) is not a URL") }
         let task = RouteTask(url: url, token: token)
         var parameters = RouteParameters()
-        parameters.stops = try Self.positions(stops, option: "--stops", item: "stop").map { RouteStop($0) }
-        parameters.pointBarriers = try barriers.map { try Self.positions($0, option: "--barriers", item: "barrier") } ?? []
+        parameters.stops = try Self.points(stops, option: "--stops", input: .stops)
+        parameters.pointBarriers = try barriers.map { try Self.points($0, option: "--barriers", input: .barriers).map(\.location) } ?? []
         parameters.travelMode = travel
         parameters.snapDistance = snapDistance
         parameters.findsBestSequence = bestSequence
@@ -145,13 +145,12 @@ struct RouteCommand: AsyncParsableCommand {
     }
 
     /// `x,y;x,y;…` as positions.
-    static func positions(_ text: String, option: String, item: String) throws -> [Position] {
-        try text.split(separator: ";").enumerated().map { i, pair in
-            let parts = pair.split(separator: ",").map { Double($0.trimmingCharacters(in: .whitespaces)) }
-            guard parts.count == 2, let x = parts[0], let y = parts[1], x.isFinite, y.isFinite else {
-                throw CLIFailure(message: "\(option): \(item) \(i + 1) \"\(pair)\" is not lon,lat")
-            }
-            return Position(x: x, y: y)
+    /// `--stops` / `--barriers` (``RoutePoints``: lon,lat pairs or features JSON) in WGS 84.
+    static func points(_ text: String, option: String, input: RoutingError.Input) throws -> [RouteStop] {
+        do {
+            return try RoutePoints(parsing: text, as: input).stops(in: .wgs84, as: input)
+        } catch let error as RoutingError {
+            throw CLIFailure(message: "\(option): \(error.message)")
         }
     }
 

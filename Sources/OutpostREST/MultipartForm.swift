@@ -1,0 +1,224 @@
+import Foundation
+import MultipartKit
+import NIOCore
+
+/// A `multipart/form-data` body (RFC 7578), as ArcGIS clients post uploads and attachments (and
+/// the ArcGIS API for Python every operation): read with MultipartKit's parser, written for
+/// ``RESTClient/upload(_:file:)``.
+public struct MultipartForm: Sendable {
+    /// One part: its headers and bytes.
+    public struct Part: Sendable {
+        /// The part's header lines, names as sent.
+        public var headers: [(name: String, value: String)]
+        /// The part's bytes.
+        public var data: Data
+
+        /// A header's value, its name matched without regard to case.
+        public func header(_ name: String) -> String? {
+            headers.first { $0.name.caseInsensitiveCompare(name) == .orderedSame }?.value
+        }
+
+        /// The form field the part fills (`Content-Disposition`'s `name`).
+        public var name: String? { disposition["name"] }
+        /// The file name a file part came with.
+        public var filename: String? { disposition["filename"] }
+        /// The part's `Content-Type`, when given.
+        public var contentType: String? { header("Content-Type") }
+
+        /// `Content-Disposition`'s parameters (`name`, `filename`).
+        var disposition: [String: String] { MultipartForm.parameters(of: header("Content-Disposition") ?? "") }
+    }
+
+    /// The parts, in the order they came.
+    public var parts: [Part]
+
+    /// Reads `body`, whose parts are separated by `boundary` (``boundary(contentType:)``).
+    /// - Throws: ``MultipartFormError``: a part's header name that is not ASCII, or a body
+    ///   the parser cannot read.
+    public init(parsing body: ByteBuffer, boundary: String) throws {
+        guard Self.headerNamesAreASCII(body, boundary: boundary) else { throw MultipartFormError(.headerNameNotASCII) }
+        let parser = MultipartParser(boundary: boundary)
+        var parts: [Part] = []
+        var headers: [(name: String, value: String)] = []
+        var data = Data()
+        parser.onHeader = { headers.append((name: $0, value: $1)) }
+        parser.onBody = { buffer in data.append(contentsOf: buffer.readableBytesView) }
+        parser.onPartComplete = {
+            parts.append(Part(headers: headers, data: data))
+            headers = []
+            data = Data()
+        }
+        do {
+            try parser.execute(body)
+        } catch {
+            throw MultipartFormError(.unreadable)
+        }
+        self.parts = parts
+    }
+
+    /// Reads `data`, as the `ByteBuffer` form does.
+    public init(parsing data: Data, boundary: String) throws {
+        try self.init(parsing: ByteBuffer(bytes: data), boundary: boundary)
+    }
+
+    /// The text fields: parts with a name and no file name, as (name, value); bytes that are not
+    /// UTF-8 are replaced.
+    public var fields: [(String, String)] {
+        parts.compactMap { part in
+            guard let name = part.name, part.filename == nil else { return nil }
+            return (name, String(decoding: part.data, as: UTF8.self))
+        }
+    }
+
+    /// The first part filling the field `name`.
+    public func part(named name: String) -> Part? { parts.first { $0.name == name } }
+
+    /// The boundary of a `multipart/form-data` content type; nil for any other type, or none
+    /// given.
+    public static func boundary(contentType: String) -> String? {
+        guard contentType.lowercased().hasPrefix("multipart/form-data") else { return nil }
+        for piece in contentType.split(separator: ";") {
+            let kv = piece.trimmingCharacters(in: .whitespaces).split(separator: "=", maxSplits: 1)
+            if kv.count == 2, kv[0].lowercased() == "boundary" {
+                let boundary = kv[1].trimmingCharacters(in: CharacterSet(charactersIn: "\""))
+                return boundary.isEmpty ? nil : boundary
+            }
+        }
+        return nil
+    }
+
+    /// A header's parameters after its first value (`form-data; name="a"; filename="b;c.jpg"`),
+    /// names lowercased. A quoted value may hold `;` and `\"` (a quote); the first of a name
+    /// given twice counts.
+    static func parameters(of header: String) -> [String: String] {
+        let bytes = Array(header.utf8)
+        let (semicolon, equals, quote, backslash) = (UInt8(ascii: ";"), UInt8(ascii: "="), UInt8(ascii: "\""), UInt8(ascii: "\\"))
+        var out: [String: String] = [:]
+        var i = bytes.firstIndex(of: semicolon) ?? bytes.endIndex
+        while i < bytes.endIndex {
+            i += 1
+            let nameStart = i
+            while i < bytes.endIndex, bytes[i] != equals, bytes[i] != semicolon { i += 1 }
+            let name = String(decoding: bytes[nameStart..<i], as: UTF8.self).trimmingCharacters(in: .whitespaces).lowercased()
+            guard i < bytes.endIndex, bytes[i] == equals else { continue }
+            i += 1
+            while i < bytes.endIndex, bytes[i] == UInt8(ascii: " ") || bytes[i] == UInt8(ascii: "\t") { i += 1 }
+            var value: [UInt8] = []
+            if i < bytes.endIndex, bytes[i] == quote {
+                i += 1
+                while i < bytes.endIndex, bytes[i] != quote {
+                    if bytes[i] == backslash, i + 1 < bytes.endIndex, bytes[i + 1] == quote || bytes[i + 1] == backslash { i += 1 }
+                    value.append(bytes[i])
+                    i += 1
+                }
+                while i < bytes.endIndex, bytes[i] != semicolon { i += 1 }
+            } else {
+                let start = i
+                while i < bytes.endIndex, bytes[i] != semicolon { i += 1 }
+                value = Array(String(decoding: bytes[start..<i], as: UTF8.self).trimmingCharacters(in: .whitespaces).utf8)
+            }
+            if !name.isEmpty, out[name] == nil { out[name] = String(decoding: value, as: UTF8.self) }
+        }
+        return out
+    }
+
+    /// A file for ``body(fields:file:boundary:)``.
+    public struct File: Sendable {
+        /// The field it fills.
+        public var field: String
+        /// The file name sent with it.
+        public var filename: String
+        /// Its media type.
+        public var contentType: String
+        /// Its bytes.
+        public var data: Data
+
+        /// A file for the field `field`.
+        public init(field: String, filename: String, contentType: String = "application/octet-stream", data: Data) {
+            (self.field, self.filename, self.contentType, self.data) = (field, filename, contentType, data)
+        }
+    }
+
+    /// A body holding `fields` as text parts, then `file`, separated by `boundary`. Quotes,
+    /// backslashes and line breaks in names become `_` (a name cannot end its quotes or its
+    /// header line early); a value holding the delimiter (`\r\n--` and the boundary) would end
+    /// its part early, so pick a boundary no value holds (a random one does).
+    public static func body(fields: [(String, String)], file: File? = nil, boundary: String) -> Data {
+        func quoted(_ name: String) -> String {
+            var safe = String.UnicodeScalarView()
+            for scalar in name.unicodeScalars { safe.append("\"\\\r\n".unicodeScalars.contains(scalar) ? "_" : scalar) }
+            return "\"" + String(safe) + "\""
+        }
+        var body = Data()
+        for (name, value) in fields {
+            body += Data("--\(boundary)\r\nContent-Disposition: form-data; name=\(quoted(name))\r\n\r\n".utf8)
+            body += Data(value.utf8)
+            body += Data("\r\n".utf8)
+        }
+        if let file {
+            body += Data("--\(boundary)\r\nContent-Disposition: form-data; name=\(quoted(file.field)); filename=\(quoted(file.filename))\r\n".utf8)
+            body += Data("Content-Type: \(String(file.contentType.unicodeScalars.filter { $0 != "\r" && $0 != "\n" }))\r\n\r\n".utf8)
+            body += file.data
+            body += Data("\r\n".utf8)
+        }
+        body += Data("--\(boundary)--\r\n".utf8)
+        return body
+    }
+
+    /// Whether every header name of every part is ASCII. MultipartKit looks a header name's
+    /// bytes up in a 128-entry table and stops the process on any byte from 0x80 up, so such a
+    /// body is refused before it is parsed. Header values (a UTF-8 file name) may hold any byte.
+    static func headerNamesAreASCII(_ body: ByteBuffer, boundary: String) -> Bool {
+        let bytes = body.readableBytesView
+        let delimiter = Array(("--" + boundary).utf8)
+        guard !delimiter.isEmpty, bytes.count >= delimiter.count else { return true }
+        var i = bytes.startIndex
+        while let found = bytes[i...].firstRange(of: delimiter) {
+            // The part's header lines follow the delimiter's line and end at an empty line.
+            guard var j = bytes[found.upperBound...].firstIndex(of: UInt8(ascii: "\n")) else { break }
+            var lineLength = 0, inName = true
+            headers: while true {
+                j += 1
+                guard j < bytes.endIndex else { break headers }
+                switch bytes[j] {
+                case UInt8(ascii: "\n"):
+                    if lineLength == 0 { break headers }
+                    (lineLength, inName) = (0, true)
+                    continue
+                case UInt8(ascii: "\r"): continue
+                case UInt8(ascii: ":"): inName = false
+                case let byte where inName && byte >= 0x80: return false
+                default: break
+                }
+                lineLength += 1
+            }
+            i = found.upperBound
+        }
+        return true
+    }
+}
+
+/// Why a ``MultipartForm`` could not be read.
+public struct MultipartFormError: Error, Sendable, CustomStringConvertible {
+    /// What was wrong.
+    public enum Reason: Sendable, Hashable {
+        /// A part's header name holds a byte that is not ASCII.
+        case headerNameNotASCII
+        /// The body does not follow the format (no closing delimiter, a broken header line).
+        case unreadable
+    }
+
+    /// What was wrong.
+    public var reason: Reason
+
+    /// An error for `reason`.
+    public init(_ reason: Reason) { self.reason = reason }
+
+    /// A sentence for the client.
+    public var description: String {
+        switch reason {
+        case .headerNameNotASCII: "a part's header name is not ASCII"
+        case .unreadable: "the multipart body cannot be read"
+        }
+    }
+}

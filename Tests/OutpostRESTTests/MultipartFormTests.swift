@@ -1,0 +1,75 @@
+import Foundation
+import NIOCore
+import OutpostREST
+import Testing
+
+/// multipart/form-data as the server reads it and the client writes it: what one writes the other
+/// reads back, names that would break a header line are made safe, and bodies that are not the
+/// format are refused with a typed error, not a crash.
+@Suite("Multipart forms")
+struct MultipartFormTests {
+    @Test func aBodyWrittenIsReadBackFieldForFieldWithItsFile() throws {
+        let boundary = "outpost-\(UUID().uuidString)"
+        let photo = Data((0..<2_000).map { UInt8(truncatingIfNeeded: $0 &* 7) }) + Data("\r\n--not-the-boundary\r\n".utf8)
+        let fields = [("f", "json"), ("where", "status = 'open' AND notes LIKE '%\r\n%'"), ("empty", ""), ("nimi", "Töölönkatu 4")]
+        let body = MultipartForm.body(
+            fields: fields, file: MultipartForm.File(field: "attachment", filename: "kivijalka \"1\".jpg", contentType: "image/jpeg", data: photo),
+            boundary: boundary)
+        let form = try MultipartForm(parsing: ByteBuffer(bytes: body), boundary: boundary)
+        #expect(form.fields.map(\.0) == fields.map(\.0) && form.fields.map(\.1) == fields.map(\.1))
+        let file = try #require(form.part(named: "attachment"))
+        #expect(file.data == photo && file.contentType == "image/jpeg" && file.filename == "kivijalka _1_.jpg")
+        #expect(file.header("content-disposition")?.hasPrefix("form-data") == true)
+    }
+
+    /// A name holding a line break would end its header line and start a header of the
+    /// caller's choosing; it is written with `_` in its place.
+    @Test func aNameCannotAddAHeader() throws {
+        let boundary = "b0undary"
+        let body = MultipartForm.body(
+            fields: [("a\r\nContent-Type: text/evil", "1")], file: MultipartForm.File(field: "file", filename: "x\r\nX-Evil: 1", data: Data("2".utf8)),
+            boundary: boundary)
+        let form = try MultipartForm(parsing: ByteBuffer(bytes: body), boundary: boundary)
+        #expect(form.parts.count == 2)
+        #expect(form.parts.allSatisfy { part in part.headers.allSatisfy { $0.name.lowercased() == "content-disposition" || $0.name == "Content-Type" } })
+        #expect(form.parts[0].contentType == nil && form.fields.first?.1 == "1")
+        #expect(form.part(named: "file")?.filename == "x__X-Evil: 1" && form.part(named: "file")?.contentType == "application/octet-stream")
+    }
+
+    /// Quoted parameters as browsers and curl write them: `;` inside the quotes is part of the
+    /// name, `\"` a quote; unquoted values are read too.
+    @Test func quotedFileNamesKeepTheirSemicolonsAndQuotes() throws {
+        let text = """
+            --b\r\nContent-Disposition: form-data; name="attachment"; filename="kerb; after \\"repair\\".jpg"\r\n\r\n1\r\n\
+            --b\r\ncontent-disposition: form-data;name=plain ; filename = a.jpg;filename="second.jpg"\r\n\r\n2\r\n--b--\r\n
+            """
+        let form = try MultipartForm(parsing: ByteBuffer(string: text), boundary: "b")
+        #expect(form.parts.map(\.filename) == ["kerb; after \"repair\".jpg", "a.jpg"] && form.parts.map(\.name) == ["attachment", "plain"])
+    }
+
+    @Test func theBoundaryComesFromTheContentType() {
+        #expect(MultipartForm.boundary(contentType: "multipart/form-data; boundary=abc") == "abc")
+        #expect(MultipartForm.boundary(contentType: "Multipart/Form-Data; charset=utf-8; Boundary=\"a b c\"") == "a b c")
+        #expect(MultipartForm.boundary(contentType: "multipart/form-data") == nil)
+        #expect(MultipartForm.boundary(contentType: "multipart/form-data; boundary=") == nil)
+        #expect(MultipartForm.boundary(contentType: "application/x-www-form-urlencoded; boundary=abc") == nil)
+    }
+
+    @Test func aBodyThatIsNotTheFormatIsRefused() {
+        let boundary = "b0undary"
+        let cases: [(String, MultipartFormError.Reason)] = [
+            ("--b0undary\r\nContent-Disposition form-data\r\n\r\nx\r\n--b0undary--\r\n", .unreadable),
+            ("--b0undary\r\nNäme: 1\r\n\r\nx\r\n--b0undary--\r\n", .headerNameNotASCII),
+        ]
+        for (text, reason) in cases {
+            #expect(throws: MultipartFormError.self) {
+                do {
+                    _ = try MultipartForm(parsing: ByteBuffer(string: text), boundary: boundary)
+                } catch let error as MultipartFormError {
+                    #expect(error.reason == reason, "\(text)")
+                    throw error
+                }
+            }
+        }
+    }
+}
