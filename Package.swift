@@ -305,7 +305,7 @@ let package = Package(
             ]),
         .testTarget(
             name: "OutpostRESTTests",
-            dependencies: ["OutpostREST", "OutpostCore", "OutpostHTTPTestSupport", .product(name: "NIOCore", package: "swift-nio")]
+            dependencies: ["OutpostREST", "OutpostCore", "OutpostHTTPTestSupport", "OutpostTestSupport", .product(name: "NIOCore", package: "swift-nio")]
         ),
         .testTarget(name: "OutpostGeoprocessingTests", dependencies: ["OutpostGeoprocessing", "OutpostTestSupport", "OutpostCore"]),
         .testTarget(name: "OutpostCoreTests", dependencies: ["OutpostCore", "OutpostDigest", "OutpostStorage", "OutpostTestSupport"]),

@@ -168,33 +168,53 @@ public struct MultipartForm: Sendable {
     /// Whether every header name of every part is ASCII. MultipartKit looks a header name's
     /// bytes up in a 128-entry table and stops the process on any byte from 0x80 up, so such a
     /// body is refused before it is parsed. Header values (a UTF-8 file name) may hold any byte.
+    ///
+    /// The header lines after each delimiter are walked as MultipartKit's parser walks them: the
+    /// first delimiter may stand anywhere, later ones follow CR LF; a line ends at CR LF (a lone
+    /// LF belongs to a value), a name at its colon, the headers at an empty line. Places the
+    /// parser would not reach (after a malformed line, inside headers) are walked too: a body
+    /// refused for one of them is one the parser would refuse as malformed.
     static func headerNamesAreASCII(_ body: ByteBuffer, boundary: String) -> Bool {
         let bytes = body.readableBytesView
         let delimiter = Array(("--" + boundary).utf8)
-        guard !delimiter.isEmpty, bytes.count >= delimiter.count else { return true }
-        var i = bytes.startIndex
-        while let found = bytes[i...].firstRange(of: delimiter) {
-            // The part's header lines follow the delimiter's line and end at an empty line.
-            guard var j = bytes[found.upperBound...].firstIndex(of: UInt8(ascii: "\n")) else { break }
-            var lineLength = 0, inName = true
-            headers: while true {
-                j += 1
-                guard j < bytes.endIndex else { break headers }
-                switch bytes[j] {
-                case UInt8(ascii: "\n"):
-                    if lineLength == 0 { break headers }
-                    (lineLength, inName) = (0, true)
-                    continue
-                case UInt8(ascii: "\r"): continue
-                case UInt8(ascii: ":"): inName = false
-                case let byte where inName && byte >= 0x80: return false
-                default: break
-                }
-                lineLength += 1
-            }
-            i = found.upperBound
+        guard !delimiter.isEmpty, let first = bytes.firstRange(of: delimiter) else { return true }
+        guard headerNamesAreASCII(bytes, after: first.upperBound) else { return false }
+        let later = Array("\r\n".utf8) + delimiter
+        var i = first.upperBound
+        while let found = bytes[i...].firstRange(of: later) {
+            guard headerNamesAreASCII(bytes, after: found.upperBound) else { return false }
+            i = found.lowerBound + 1
         }
         return true
+    }
+
+    private static func headerNamesAreASCII(_ bytes: ByteBufferView, after start: Int) -> Bool {
+        let (cr, lf, colon) = (UInt8(ascii: "\r"), UInt8(ascii: "\n"), UInt8(ascii: ":"))
+        var j = start
+        func next() -> UInt8? {
+            guard j < bytes.endIndex else { return nil }
+            defer { j += 1 }
+            return bytes[j]
+        }
+        // The closing delimiter ("--"), or no part here: the parser reads no header name.
+        guard next() == cr, next() == lf else { return true }
+        while true {
+            var length = 0
+            name: while true {
+                guard let byte = next() else { return true }
+                switch byte {
+                case colon where length > 0: break name
+                case cr where length == 0: return true
+                case 0x80...: return false
+                default: length += 1
+                }
+            }
+            while true {
+                guard let byte = next() else { return true }
+                if byte == cr { break }
+            }
+            guard next() == lf else { return true }
+        }
     }
 }
 

@@ -1,6 +1,7 @@
 import Foundation
 import NIOCore
 import OutpostREST
+import OutpostTestSupport
 import Testing
 
 /// multipart/form-data as the server reads it and the client writes it: what one writes the other
@@ -45,6 +46,29 @@ struct MultipartFormTests {
             """
         let form = try MultipartForm(parsing: ByteBuffer(string: text), boundary: "b")
         #expect(form.parts.map(\.filename) == ["kerb; after \"repair\".jpg", "a.jpg"] && form.parts.map(\.name) == ["attachment", "plain"])
+    }
+
+    /// Found by fuzzing (Tests/Fuzz/corpus/multipart/regression-*): the guard against the
+    /// parser's crash on a non-ASCII header name read lines as LF-ended, the parser as CR LF-ended,
+    /// so an LF inside a header value hid the next name from the guard and the process stopped.
+    /// And a value holding the delimiter with no CR LF before it (not a delimiter to the parser)
+    /// made the guard refuse a well-formed body.
+    @Test func theHeaderNameGuardReadsLinesAsTheParserDoes() throws {
+        let b = "fuzzb0undary"
+        let hidden: [UInt8] = Array("--\(b)\r\nContent-Disposition: form-data; name=\"f\"\n\r\n".utf8) + [0xC3, 0xBF] + Array(": x\r\n\r\n1\r\n--\(b)--\r\n".utf8)
+        #expect {
+            try MultipartForm(parsing: ByteBuffer(bytes: hidden), boundary: b)
+        } throws: {
+            ($0 as? MultipartFormError)?.reason == .headerNameNotASCII
+        }
+        let value = "-- not a part: --\(b)\r\n\u{FF}\u{D8}: 1\r\n\r\n"
+        let body = MultipartForm.body(fields: [("note", value)], boundary: b)
+        #expect(try MultipartForm(parsing: ByteBuffer(bytes: body), boundary: b).fields.first?.1 == value)
+        for regression in ["regression-lf-in-a-header-value", "regression-delimiter-inside-a-value"] {
+            // The fuzz target's first byte picks reading (even) or a round trip (odd).
+            let input = try Data(contentsOf: Repository.root.appendingPathComponent("Tests/Fuzz/corpus/multipart/\(regression)"))
+            _ = try? MultipartForm(parsing: Data(input.dropFirst()), boundary: b)
+        }
     }
 
     @Test func theBoundaryComesFromTheContentType() {
