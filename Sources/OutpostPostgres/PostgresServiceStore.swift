@@ -161,6 +161,40 @@ public enum PostgresServiceStore {
         // Per-feature column generations were written with every change and never read
         // (conflict detection reads the change log): dropped.
         (6, ["DROP TABLE IF EXISTS outpost_feature_versions"]),
+        // Geoprocessing jobs of a site: any host answers them; the host holding a job renews its
+        // lease, and another takes the job when the lease runs out.
+        (7, [
+            """
+            CREATE TABLE outpost_gp_jobs (
+              service text NOT NULL,
+              job_id text NOT NULL,
+              task text NOT NULL,
+              status text NOT NULL,
+              finished boolean NOT NULL DEFAULT false,
+              submitted bigint NOT NULL,
+              updated bigint NOT NULL,
+              inputs jsonb NOT NULL,
+              environment jsonb NOT NULL,
+              results jsonb,
+              host text,
+              lease_until bigint NOT NULL DEFAULT 0,
+              cancel_requested boolean NOT NULL DEFAULT false,
+              PRIMARY KEY (service, job_id)
+            )
+            """,
+            "CREATE INDEX outpost_gp_jobs_unfinished ON outpost_gp_jobs (service, lease_until) WHERE NOT finished",
+            """
+            CREATE TABLE outpost_gp_messages (
+              seq bigserial PRIMARY KEY,
+              service text NOT NULL,
+              job_id text NOT NULL,
+              type text NOT NULL,
+              description text NOT NULL,
+              FOREIGN KEY (service, job_id) REFERENCES outpost_gp_jobs ON DELETE CASCADE
+            )
+            """,
+            "CREATE INDEX outpost_gp_messages_job ON outpost_gp_messages (service, job_id, seq)",
+        ]),
     ]
 
     /// Runs `body` with a pooled client that is shut down afterwards.

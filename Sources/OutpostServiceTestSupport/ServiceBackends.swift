@@ -24,6 +24,13 @@ public enum BackendKind: String, Sendable, CaseIterable, CustomStringConvertible
     public static var postgresURL: String? { ProcessInfo.processInfo.environment["OUTPOST_TEST_POSTGRES"] }
 
     public var description: String { rawValue }
+
+    /// The URL of a new, empty database on the test PostgreSQL (with PostGIS, from its
+    /// template), for processes a test starts on it.
+    public static func newPostgresDatabase() async throws -> String {
+        guard let url = postgresURL else { throw ServiceError(503, "no test PostgreSQL: run ./scripts/test") }
+        return try await PostgresServiceStore.createDatabase("outpost_t\(UInt64.random(in: 0...UInt64.max) % 1_000_000_000_000)", at: try PostgresLocation(url: url)).url
+    }
 }
 
 /// A service with the sample field-inspection data on one backend, in a test's directory.

@@ -1,6 +1,7 @@
 import Foundation
 import OutpostCore
 import OutpostTestSupport
+import OutpostServiceTestSupport
 import Testing
 
 /// `outpost gp info|run` against `outpost serve` (its own process, real HTTP) and offline, with
@@ -251,19 +252,18 @@ struct PlanningSampleTests {
     }
 }
 
-/// `outpost serve` killed (SIGKILL) while a geoprocessing job runs, then started again on the
-/// same directory: finished jobs keep their results, the running one is failed with a message,
-/// the waiting one runs. Real processes, real HTTP (curl).
-@Suite("GP jobs across a killed server")
-struct GPRestartTests {
-    @Test(.timeLimit(.minutes(3)))
-    func aKilledServersJobsAreTakenOverByTheNextOne() async throws {
-        let directory = TemporaryDirectory("outpost-gp-kill")
-        let services = directory.file("services")
+/// A geoprocessing service of one Buffer task, at most one job at a time, for tests of jobs
+/// across servers: a long input (40,000 points, a geodesic buffer of some seconds) and a short
+/// one, and its REST calls through curl.
+struct BufferJobs {
+    let directory = TemporaryDirectory("outpost-gp-jobs")
+    var services: URL { directory.file("services") }
+    let task = "arcgis/rest/services/work/GPServer/Buffer"
+
+    init() throws {
         try FileManager.default.createDirectory(at: services, withIntermediateDirectories: true)
         let definition: JSONValue = ["executionType": "esriExecutionTypeAsynchronous", "maximumRecords": 100_000, "maximumConcurrentJobs": 1, "tasks": [["tool": "Buffer"]]]
         try definition.jsonData.write(to: services.appendingPathComponent("work.gp.json"))
-        // 40,000 points for a geodesic buffer of some seconds, and 2 for quick jobs.
         func points(_ n: Int) -> String {
             var s = #"{"geometryType":"esriGeometryPoint","spatialReference":{"wkid":3067},"fields":[],"features":["#
             for i in 0..<n { s += (i > 0 ? "," : "") + #"{"geometry":{"x":\#(385_000 + (i % 200) * 50),"y":\#(6_671_000 + (i / 200) * 50)},"attributes":{}}"# }
@@ -271,46 +271,108 @@ struct GPRestartTests {
         }
         try Data(points(40_000).utf8).write(to: directory.file("long.json"))
         try Data(points(2).utf8).write(to: directory.file("short.json"))
+    }
 
-        func submit(_ base: URL, _ file: String, geodesic: Bool = false) async throws -> String {
-            var arguments = ["-s", "-X", "POST", "\(base)/arcgis/rest/services/work/GPServer/Buffer/submitJob", "--data-urlencode", "f=json",
-                             "--data-urlencode", "Input_Features@\(directory.file(file).path)"]
-            if geodesic { arguments += ["--data-urlencode", "Method=GEODESIC"] }
-            let run = try await ExternalTools.run("curl", arguments)
-            return try #require(try JSONValue.parse(run.stdout)["jobId"]?.stringValue, "\(run.stdout) \(run.stderr)")
-        }
-        func status(_ base: URL, _ id: String) async throws -> JSONValue {
-            let run = try await ExternalTools.run("curl", ["-s", "\(base)/arcgis/rest/services/work/GPServer/Buffer/jobs/\(id)?f=json"])
-            return try JSONValue.parse(run.stdout)
-        }
-        func wait(_ base: URL, _ id: String, for states: Set<String>) async throws -> JSONValue {
-            for _ in 0..<1_200 {
-                let s = try await status(base, id)
-                if states.contains(s["jobStatus"]?.stringValue ?? "") { return s }
-                try await Task.sleep(for: .milliseconds(50))
-            }
-            throw GPRestartError("job \(id) never reached \(states)")
-        }
+    /// Submits `long` or `short` through the server at `base`; the job's id.
+    func submit(_ base: URL, _ input: String, geodesic: Bool = false) async throws -> String {
+        var arguments = ["-s", "-X", "POST", "\(base)/\(task)/submitJob", "--data-urlencode", "f=json", "--data-urlencode", "Input_Features@\(directory.file(input + ".json").path)"]
+        if geodesic { arguments += ["--data-urlencode", "Method=GEODESIC"] }
+        let run = try await ExternalTools.run("curl", arguments)
+        return try #require(try JSONValue.parse(run.stdout)["jobId"]?.stringValue, "\(run.stdout) \(run.stderr)")
+    }
 
-        let first = try await ServeProcess.start(service: services)
-        let finished = try await submit(first.url, "short.json")
-        #expect(try await wait(first.url, finished, for: ["esriJobSucceeded", "esriJobFailed"])["jobStatus"] == "esriJobSucceeded")
-        let running = try await submit(first.url, "long.json", geodesic: true)
-        _ = try await wait(first.url, running, for: ["esriJobExecuting"])
-        let waiting = try await submit(first.url, "short.json")
-        #expect(try await status(first.url, waiting)["jobStatus"] == "esriJobWaiting")
+    /// GETs `path` below the task as JSON.
+    func get(_ base: URL, _ path: String) async throws -> JSONValue {
+        try JSONValue.parse(try await ExternalTools.run("curl", ["-s", "\(base)/\(task)/\(path)?f=json"]).stdout)
+    }
+
+    /// Polls job `id` until its status is one of `states`.
+    func wait(_ base: URL, _ id: String, for states: Set<String>) async throws -> JSONValue {
+        for _ in 0..<1_200 {
+            let s = try await get(base, "jobs/\(id)")
+            if states.contains(s["jobStatus"]?.stringValue ?? "") { return s }
+            try await Task.sleep(for: .milliseconds(50))
+        }
+        throw GPRestartError("job \(id) never reached \(states)")
+    }
+
+    /// Whether a status's messages hold `words`.
+    static func said(_ status: JSONValue, _ words: String) -> Bool {
+        (status["messages"]?.arrayValue ?? []).contains { $0["description"]?.stringValue?.contains(words) == true }
+    }
+}
+
+/// `outpost serve` killed (SIGKILL) while a geoprocessing job runs, then started again on the
+/// same directory: finished jobs keep their results, the running one is failed with a message,
+/// the waiting one runs. Real processes, real HTTP (curl).
+@Suite("GP jobs across a killed server")
+struct GPRestartTests {
+    @Test(.timeLimit(.minutes(3)))
+    func aKilledServersJobsAreTakenOverByTheNextOne() async throws {
+        let jobs = try BufferJobs()
+        let ended: Set<String> = ["esriJobSucceeded", "esriJobFailed"]
+        let first = try await ServeProcess.start(service: jobs.services)
+        let finished = try await jobs.submit(first.url, "short")
+        #expect(try await jobs.wait(first.url, finished, for: ended)["jobStatus"] == "esriJobSucceeded")
+        let running = try await jobs.submit(first.url, "long", geodesic: true)
+        _ = try await jobs.wait(first.url, running, for: ["esriJobExecuting"])
+        let waiting = try await jobs.submit(first.url, "short")
+        #expect(try await jobs.get(first.url, "jobs/\(waiting)")["jobStatus"] == "esriJobWaiting")
         await first.stop(signal: SIGKILL)
 
-        let second = try await ServeProcess.start(service: services)
+        let second = try await ServeProcess.start(service: jobs.services)
         defer { Task { await second.stop() } }
-        let kept = try await status(second.url, finished)
-        #expect(kept["jobStatus"] == "esriJobSucceeded")
-        let result = try await ExternalTools.run("curl", ["-s", "\(second.url)/arcgis/rest/services/work/GPServer/Buffer/jobs/\(finished)/results/Output_Features?f=json"])
-        #expect((try JSONValue.parse(result.stdout))["value"]?["features"]?.arrayValue?.count == 2)
-        let lost = try await status(second.url, running)
-        #expect(lost["jobStatus"] == "esriJobFailed")
-        #expect((lost["messages"]?.arrayValue ?? []).contains { $0["description"]?.stringValue?.contains("server stopped while the job was executing") == true })
-        #expect(try await wait(second.url, waiting, for: ["esriJobSucceeded", "esriJobFailed"])["jobStatus"] == "esriJobSucceeded")
+        #expect(try await jobs.get(second.url, "jobs/\(finished)")["jobStatus"] == "esriJobSucceeded")
+        #expect(try await jobs.get(second.url, "jobs/\(finished)/results/Output_Features")["value"]?["features"]?.arrayValue?.count == 2)
+        let lost = try await jobs.get(second.url, "jobs/\(running)")
+        #expect(lost["jobStatus"] == "esriJobFailed" && BufferJobs.said(lost, "server stopped while the job was executing"), "\(lost)")
+        #expect(try await jobs.wait(second.url, waiting, for: ended)["jobStatus"] == "esriJobSucceeded")
+    }
+}
+
+/// Two `outpost serve --postgres` processes serving one geoprocessing service, as two hosts of a
+/// site: a job submitted through one is polled, read and cancelled through the other, and when
+/// the host running jobs is killed the other takes them over once their lease runs out. Real
+/// processes, a real PostgreSQL, real HTTP (curl).
+@Suite("GP jobs across the hosts of a site", .enabled(if: BackendKind.postgresURL != nil, "run ./scripts/test: it starts PostgreSQL"))
+struct GPSiteTests {
+    @Test(.timeLimit(.minutes(3)))
+    func anyHostAnswersAJobAndTakesOverAStoppedHostsJobs() async throws {
+        let jobs = try BufferJobs()
+        let ended: Set<String> = ["esriJobSucceeded", "esriJobFailed", "esriJobCancelled"]
+        let database = try await BackendKind.newPostgresDatabase()
+        let arguments = ["--postgres", database, "--job-lease", "2"]
+        let a = try await ServeProcess.start(service: jobs.services, arguments: arguments)
+        let b = try await ServeProcess.start(service: jobs.services, arguments: arguments)
+        defer { Task { await b.stop() } }
+
+        // Submitted through A, polled and read through B.
+        let quick = try await jobs.submit(a.url, "short")
+        let done = try await jobs.wait(b.url, quick, for: ended)
+        #expect(done["jobStatus"] == "esriJobSucceeded" && BufferJobs.said(done, "Succeeded"), "\(done)")
+        #expect(try await jobs.get(b.url, "jobs/\(quick)/results/Output_Features")["value"]?["features"]?.arrayValue?.count == 2)
+        #expect(try await jobs.get(b.url, "jobs/\(quick)/inputs/Input_Features")["value"]?["features"]?.arrayValue?.count == 2)
+
+        // Running on A, cancelled through B: A stops it.
+        let cancelled = try await jobs.submit(a.url, "long", geodesic: true)
+        _ = try await jobs.wait(b.url, cancelled, for: ["esriJobExecuting"])
+        let asked = try JSONValue.parse(try await ExternalTools.run("curl", ["-s", "-X", "POST", "\(b.url)/\(jobs.task)/jobs/\(cancelled)/cancel", "-d", "f=json"]).stdout)
+        #expect(asked["jobStatus"] == "esriJobCancelling", "\(asked)")
+        let stopped = try await jobs.wait(a.url, cancelled, for: ended)
+        #expect(stopped["jobStatus"] == "esriJobCancelled" && stopped["results"]?.objectValue?.isEmpty != false, "\(stopped)")
+
+        // A killed with one job running and one waiting: B fails the first (it cannot know how far
+        // it got) and runs the second.
+        let running = try await jobs.submit(a.url, "long", geodesic: true)
+        _ = try await jobs.wait(b.url, running, for: ["esriJobExecuting"])
+        let waiting = try await jobs.submit(a.url, "short")
+        #expect(try await jobs.get(b.url, "jobs/\(waiting)")["jobStatus"] == "esriJobWaiting")
+        await a.stop(signal: SIGKILL)
+        let lost = try await jobs.wait(b.url, running, for: ended)
+        #expect(lost["jobStatus"] == "esriJobFailed" && BufferJobs.said(lost, "server host running the job stopped"), "\(lost)")
+        let takenOver = try await jobs.wait(b.url, waiting, for: ended)
+        #expect(takenOver["jobStatus"] == "esriJobSucceeded" && BufferJobs.said(takenOver, "Queued again"), "\(takenOver)")
+        #expect(try await jobs.get(b.url, "jobs/j0123456789abcdef0123456789abcdef")["error"]?["code"] == 404)
     }
 }
 

@@ -34,7 +34,8 @@ struct PostgresServiceTests {
         let indexes = try await Self.psql("SELECT indexdef FROM pg_indexes WHERE schemaname = '\(name)' AND tablename = 'inspection_points'")
         #expect(indexes.contains { $0.contains("USING gist (geom)") })
         #expect(indexes.contains { $0.hasPrefix("CREATE UNIQUE INDEX") && $0.contains("(globalid)") })
-        #expect(try await Self.psql("SELECT max(version) FROM outpost_migrations") == ["6"])
+        #expect(try await Self.psql("SELECT max(version) FROM outpost_migrations") == ["7"])
+        #expect(try await Self.psql("SELECT count(*) FROM pg_tables WHERE tablename IN ('outpost_gp_jobs', 'outpost_gp_messages')") == ["2"], "migration 7: GP jobs")
         #expect(try await Self.psql("SELECT count(*) FROM pg_tables WHERE tablename = 'outpost_feature_versions'") == ["0"], "migration 6 dropped the unread table")
         #expect(try await Self.psql("SELECT schema_version FROM outpost_services WHERE name = '\(name)'") == ["1"])
         // The same values as the GeoPackage service made from the same data.

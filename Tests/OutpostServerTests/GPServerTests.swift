@@ -249,10 +249,10 @@ struct GPServerTests {
             #expect(["esriJobCancelling", "esriJobCancelled"].contains(cancel["jobStatus"]?.stringValue ?? ""))
             // When the server took the cancel (the status became Cancelling) and when the tool
             // had stopped (Cancelled): the server's own clock, not this busy test machine's polls.
-            let asked = try #require(try services["batch"]!.lastUpdate(ofJob: id))
+            let asked = try #require(try await services["batch"]!.lastUpdate(ofJob: id))
             let done = try await Self.poll(client, job)
             #expect(done["jobStatus"] == "esriJobCancelled")
-            let stopped = try #require(try services["batch"]!.lastUpdate(ofJob: id))
+            let stopped = try #require(try await services["batch"]!.lastUpdate(ofJob: id))
             // Well under a second alone; a full run of the suite on two cores has taken 2.1 s, so the
             // bound here is loose (the status and the missing results show the tool stopped short).
             #expect(stopped - asked < 5_000, "the tool stopped \(stopped - asked) ms after the cancel")
@@ -288,10 +288,10 @@ struct GPServerTests {
             #expect(executing["jobStatus"] == "esriJobExecuting")
             try await Task.sleep(for: .milliseconds(500))
             _ = try await client.post("\(job)/cancel", ["f": "json"])
-            let asked = try #require(try services["raster"]!.lastUpdate(ofJob: id))
+            let asked = try #require(try await services["raster"]!.lastUpdate(ofJob: id))
             let done = try await Self.poll(client, job)
             #expect(done["jobStatus"] == "esriJobCancelled")
-            let stopped = try #require(try services["raster"]!.lastUpdate(ofJob: id))
+            let stopped = try #require(try await services["raster"]!.lastUpdate(ofJob: id))
             // A second promised. The bound leaves room for a loaded 2-core machine, where the
             // server's own bookkeeping after the tool stopped has waited 6 s for a thread; before
             // each cell was a checkpoint this debug build ran on for minutes (a release one 5–7 s).

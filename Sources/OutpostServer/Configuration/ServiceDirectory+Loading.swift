@@ -76,10 +76,17 @@ extension ServiceDirectory {
     ///   - strict: a file that cannot be opened fails the whole (``ServiceError`` 500 naming the
     ///     file); otherwise it is left out and listed in ``ServiceFiles/unavailable``, and the
     ///     others are served (one damaged file does not stop every service).
+    ///   - geoprocessingJobs: where each geoprocessing service (by name) keeps its job records
+    ///     (nil: a SQLite file in its jobs directory); a site gives a store in PostgreSQL.
+    ///   - geoprocessingLease: how long a geoprocessing job stays with a host that stopped
+    ///     renewing it before another host of a site takes it over.
     /// - Parameter path: a file of one of those kinds, or a directory of them.
     /// - Parameter name: the service name for a single file (default: its name without extension).
     /// - Throws: ``ServiceError`` 404 when the path does not exist or holds no service files.
-    public static func open(at path: URL, name: String? = nil, faults: FaultInjector = FaultInjector(), strict: Bool = true) async throws -> ServiceFiles {
+    public static func open(
+        at path: URL, name: String? = nil, faults: FaultInjector = FaultInjector(), strict: Bool = true,
+        geoprocessingJobs: (@Sendable (String) -> any GPJobRecordStore)? = nil, geoprocessingLease: Duration = .seconds(30)
+    ) async throws -> ServiceFiles {
         var isDirectory: ObjCBool = false
         guard FileManager.default.fileExists(atPath: path.path, isDirectory: &isDirectory) else {
             throw ServiceError(404, "\(path.path) does not exist")
@@ -122,8 +129,9 @@ extension ServiceDirectory {
                     }
                 }
             case .geoprocessing?:
-                try await attempt(url, "GPServer", name: String(url.lastPathComponent.dropLast(".gp.json".count))) {
-                    files.geoprocessing.append(try await GeoprocessingService(contentsOf: url))
+                let serviceName = String(url.lastPathComponent.dropLast(".gp.json".count))
+                try await attempt(url, "GPServer", name: serviceName) {
+                    files.geoprocessing.append(try await GeoprocessingService(contentsOf: url, jobs: geoprocessingJobs?(serviceName), lease: geoprocessingLease))
                 }
             case .locator?:
                 try await attempt(url, "GeocodeServer", name: stem) { files.locators.append(try LocalLocator(url: url)) }

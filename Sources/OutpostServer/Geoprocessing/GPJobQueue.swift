@@ -1,80 +1,147 @@
 import Foundation
 import OutpostCore
 import OutpostGeoprocessing
+import OutpostSyncService
 
-/// Runs a geoprocessing service's jobs: at most `maximumConcurrentJobs` at once (the rest wait
-/// as `esriJobWaiting`, first come first served), each ended by cancel or by its time limit,
-/// every state change and message written to the ``GPJobStore`` as it happens.
+/// Runs a geoprocessing service's jobs: at most `maximumConcurrentJobs` at once on this host (the
+/// rest wait as `esriJobWaiting`, first come first served), each ended by cancel or by its time
+/// limit, every state change and message written to the store as it happens.
 ///
-/// On start it takes over what a stopped server left: a job that was executing is failed with
-/// a message saying so (a tool may have been half way through; its inputs are kept, so the
-/// client may submit again), and jobs that were submitted or waiting run as if just submitted.
+/// The jobs a host runs are those submitted to it and those it took over; it holds each under a
+/// lease in the store. On start, and with a shared store every lease period, it takes over what
+/// a stopped server (or host) left: a job that was executing is failed with a message saying so
+/// (a tool may have been half way through; its inputs are kept, so the client may submit again),
+/// and jobs that were submitted or waiting run as if just submitted. With a shared store it also
+/// renews its leases and looks every second for cancels asked through other hosts.
 actor GPJobQueue {
     let definition: GPServiceDefinition
-    let store: GPJobStore
+    let store: any GPJobRecordStore
     let files: GPFiles
+    /// This process's name in the store: the jobs it holds carry it.
+    let host: String
+    /// How long a job stays held without its host renewing the lease.
+    let lease: Duration
     private var running: [String: Task<Void, Never>] = [:]
     private var waiting: [String] = []
     /// Jobs whose time ran out (ended as TimedOut rather than Cancelled).
     private var timedOut: Set<String> = []
+    /// Jobs whose end is being written: a cancel now finds them finished.
+    private var concluding: Set<String> = []
+    private var watcher: Task<Void, Never>?
 
-    init(definition: GPServiceDefinition, store: GPJobStore, files: GPFiles) {
+    init(definition: GPServiceDefinition, store: any GPJobRecordStore, files: GPFiles, lease: Duration = .seconds(30)) {
         self.definition = definition
         self.store = store
         self.files = files
+        self.lease = lease
+        host = "h" + UUID().uuidString.replacingOccurrences(of: "-", with: "").lowercased()
     }
 
-    /// Takes over the jobs a previous server left unfinished.
-    func recover() throws {
-        try sweep()
-        for (id, status) in try store.unfinished() {
-            switch status {
-            case .executing, .cancelling:
-                try store.append(id, GPMessage(.error, "The server stopped while the job was executing; submit it again."))
-                try store.update(id, status: .failed)
+    static func now() -> Int64 { ServiceClock.system.milliseconds() }
+
+    private var leaseEnd: Int64 { Self.now() + Self.milliseconds(lease) }
+
+    static func milliseconds(_ duration: Duration) -> Int64 {
+        duration.components.seconds * 1000 + duration.components.attoseconds / 1_000_000_000_000_000
+    }
+
+    /// Takes over the jobs a previous server left unfinished and, with a shared store, starts
+    /// watching for cancels and for hosts that stopped.
+    func recover() async throws {
+        try await sweep()
+        try await takeOver()
+        guard store.isShared, watcher == nil else { return }
+        let period = max(lease / 3, .milliseconds(100))
+        watcher = Task { [weak self] in
+            var renewed = ContinuousClock.now
+            while !Task.isCancelled {
+                try? await Task.sleep(for: min(period, .seconds(1)))
+                guard let self else { return }
+                await self.passOnCancels()
+                if ContinuousClock.now - renewed >= period {
+                    renewed = ContinuousClock.now
+                    await self.renewAndTakeOver()
+                }
+            }
+        }
+    }
+
+    /// Stops watching the store (the service is closing).
+    func stopWatching() {
+        watcher?.cancel()
+        watcher = nil
+    }
+
+    private func renewAndTakeOver() async {
+        try? await store.renew(host: host, until: leaseEnd)
+        try? await takeOver()
+    }
+
+    /// Cancels here what was asked to be cancelled through another host.
+    private func passOnCancels() async {
+        guard let ids = try? await store.cancelsRequested(host: host) else { return }
+        for id in ids { _ = try? await cancel(id) }
+    }
+
+    private func takeOver() async throws {
+        for (id, status) in try await store.claim(host: host, until: leaseEnd, now: Self.now()) {
+            switch GPJobStatus(rawValue: status) {
+            case .executing?, .cancelling?:
+                try? FileManager.default.removeItem(at: files.root.appendingPathComponent(id))
+                let cause = store.isShared ? "The server host running the job stopped" : "The server stopped while the job was executing"
+                try await append(id, GPMessage(.error, "\(cause); submit it again."))
+                try await update(id, .failed)
             default:
-                try store.append(id, GPMessage(.informative, "Queued again after a server restart."))
+                try await append(id, GPMessage(.informative, store.isShared ? "Queued again: the server host it was submitted to stopped." : "Queued again after a server restart."))
                 waiting.append(id)
-                try store.update(id, status: .waiting)
+                try await update(id, .waiting)
             }
         }
         pump()
     }
 
     /// Records a job and starts it when a slot is free. `inputs` were checked by the caller.
-    func submit(task: String, inputs: [String: JSONValue], environment: GPEnvironment) throws -> String {
-        try sweep()
+    func submit(task: String, inputs: [String: JSONValue], environment: GPEnvironment) async throws -> String {
+        try await sweep()
         let id = "j" + UUID().uuidString.replacingOccurrences(of: "-", with: "").lowercased()
-        let now = GPJobStore.now()
-        try store.insert(GPJobRecord(id: id, task: task, status: .submitted, submitted: now, updated: now, inputs: inputs, environment: environment))
+        let now = Self.now()
+        let record = GPJobRecord(id: id, task: task, status: .submitted, submitted: now, updated: now, inputs: inputs, environment: environment)
+        try await store.insert(record.stored, host: host, until: leaseEnd)
         waiting.append(id)
-        if running.count >= definition.maximumConcurrentJobs { try store.update(id, status: .waiting) }
+        if running.count >= definition.maximumConcurrentJobs { try await update(id, .waiting) }
         pump()
         return id
     }
 
     /// Asks a job to stop: a waiting one is cancelled at once, a running one is told to stop
-    /// (its tool checks between features) and discards what it made. False for an unknown job.
-    func cancel(_ id: String) throws -> Bool {
-        guard let job = try store.summary(id) else { return false }
+    /// (its tool checks between features) and discards what it made, one another host holds is
+    /// passed to it through the store. False for an unknown job.
+    func cancel(_ id: String) async throws -> Bool {
         if let index = waiting.firstIndex(of: id) {
             waiting.remove(at: index)
-            try store.append(id, GPMessage(.warning, "Cancelled before it started."))
-            try store.update(id, status: .cancelled)
-        } else if let task = running[id] {
-            try store.update(id, status: .cancelling)
+            try await append(id, GPMessage(.warning, "Cancelled before it started."))
+            try await update(id, .cancelled)
+            return true
+        }
+        if let task = running[id] {
+            // Told before anything is awaited: the job's end, written on this actor, sees it.
+            guard !concluding.contains(id), !task.isCancelled else { return true }
             task.cancel()
-        } else if !job.status.isFinished {
-            try store.update(id, status: .cancelled)
+            try await update(id, .cancelling)
+            return true
+        }
+        guard let job = try await store.summary(id) else { return false }
+        if let status = GPJobStatus(rawValue: job.status), !status.isFinished {
+            try await store.requestCancel(id)
+            if status == .executing { try await update(id, .cancelling) }
         }
         return true
     }
 
     /// Forgets finished jobs older than the retention, with their files.
-    func sweep() throws {
-        let retention = definition.jobRetention.components
-        let cutoff = GPJobStore.now() - retention.seconds * 1000 - retention.attoseconds / 1_000_000_000_000_000
-        for id in try store.removeFinished(before: cutoff) { try? FileManager.default.removeItem(at: files.root.appendingPathComponent(id)) }
+    func sweep() async throws {
+        let cutoff = Self.now() - Self.milliseconds(definition.jobRetention)
+        for id in try await store.removeFinished(before: cutoff) { try? FileManager.default.removeItem(at: files.root.appendingPathComponent(id)) }
         // The files of execute requests (x…) and uploaded items go after the same time.
         let oldest = Date(timeIntervalSince1970: Double(cutoff) / 1000)
         let fm = FileManager.default
@@ -86,6 +153,31 @@ actor GPJobQueue {
                 }
             }
         }
+    }
+
+    /// A job's task and status and the names of its inputs and results (a status request reads
+    /// no values).
+    nonisolated func summary(_ id: String) async throws -> (task: String, status: GPJobStatus, inputs: [String], results: [String])? {
+        try await store.summary(id).map { ($0.task, GPJobStatus(rawValue: $0.status) ?? .failed, $0.inputs, $0.results) }
+    }
+
+    /// One input or result value of a job (REST JSON), nil when it has none.
+    nonisolated func value(_ id: String, _ name: String, result: Bool) async throws -> JSONValue? {
+        try await store.value(id, name, result: result).map { try JSONValue.parse($0) }
+    }
+
+    /// A job's messages, oldest first.
+    nonisolated func messages(_ id: String) async throws -> [GPMessage] {
+        try await store.messages(id).map { GPMessage(GPMessage.Kind(rawValue: $0.type) ?? .informative, $0.description) }
+    }
+
+    @discardableResult
+    private nonisolated func update(_ id: String, _ status: GPJobStatus, results: String? = nil) async throws -> Bool {
+        try await store.update(id, status: status.rawValue, finishes: status.isFinished, results: results, now: Self.now())
+    }
+
+    private nonisolated func append(_ id: String, _ message: GPMessage) async throws {
+        try await store.append(id, type: message.kind.rawValue, description: message.description)
     }
 
     /// Waits for every running job (tests, shutdown).
@@ -114,9 +206,11 @@ actor GPJobQueue {
 
     private func hasTimedOut(_ id: String) -> Bool { timedOut.contains(id) }
 
-    /// Records how a job ended. On the actor, so a cancel is either taken before (a job asked to
-    /// stop never ends as succeeded, however late the tool noticed) or finds the job finished.
-    private func conclude(_ id: String, _ outcome: Outcome, started: ContinuousClock.Instant) {
+    /// Records how a job ended. On the actor, and marked before anything is awaited, so a cancel
+    /// is either taken before (a job asked to stop never ends as succeeded, however late the tool
+    /// noticed) or finds the job finished.
+    private func conclude(_ id: String, _ outcome: Outcome, started: ContinuousClock.Instant) async {
+        concluding.insert(id)
         var outcome = outcome
         if outcome.status == .succeeded {
             if running[id]?.isCancelled == true {
@@ -126,10 +220,13 @@ actor GPJobQueue {
                 outcome = .timedOut(definition.maximumExecutionTime)
             }
         }
-        // A job that did not succeed leaves no output behind.
-        if outcome.status != .succeeded { try? FileManager.default.removeItem(at: files.root.appendingPathComponent(id)) }
-        if let message = outcome.message { try? store.append(id, message) }
-        _ = try? store.update(id, status: outcome.status, encodedResults: outcome.status == .succeeded ? outcome.results : nil)
+        if !outcome.alreadyFinished {
+            // A job that did not succeed leaves no output behind.
+            if outcome.status != .succeeded { try? FileManager.default.removeItem(at: files.root.appendingPathComponent(id)) }
+            if let message = outcome.message { try? await append(id, message) }
+            _ = try? await update(id, outcome.status, results: outcome.status == .succeeded ? outcome.results : nil)
+        }
+        concluding.remove(id)
         finished(id)
     }
 
@@ -139,6 +236,8 @@ actor GPJobQueue {
         /// The results as JSON (succeeded only).
         var results: String?
         var message: GPMessage?
+        /// The job had ended before it ran here (cancelled through another host): nothing to write.
+        var alreadyFinished = false
 
         static let cancelled = Outcome(status: .cancelled, message: GPMessage(.warning, "Cancelled; no output was kept."))
         static func timedOut(_ limit: Duration) -> Outcome {
@@ -151,12 +250,35 @@ actor GPJobQueue {
     private nonisolated func execute(_ id: String) async {
         let started = ContinuousClock.now
         let outcome = (try? await GPWorkExecutor.run { await self.run(id) }) ?? Outcome(status: .failed)
-        await conclude(id, outcome, started: started)
+        // Written from a task of its own: this one may be cancelled (the job was), and the
+        // stores' reads and writes give up in a cancelled task.
+        await Task { await self.conclude(id, outcome, started: started) }.value
     }
 
     private nonisolated func run(_ id: String) async -> Outcome {
-        let store = self.store, definition = self.definition, files = self.files
-        guard let record = try? store.record(id), let task = definition.task(named: record.task) else { return Outcome(status: .failed) }
+        // A job cancelled as it starts stops here: the store's calls give up in a cancelled task.
+        guard let stored = try? await store.job(id), let record = try? GPJobRecord(stored), let task = definition.task(named: record.task) else {
+            return Task.isCancelled ? await stopped(id) : Outcome(status: .failed)
+        }
+        // Ended before it ran here (cancelled through another host), or while it started.
+        guard !record.status.isFinished, (try? await update(id, .executing)) == true else {
+            return Task.isCancelled ? await stopped(id) : Outcome(status: record.status, alreadyFinished: true)
+        }
+        // A tool's progress is written in order, without holding the tool up, and all of it
+        // before the job's end.
+        let (progress, reporter) = AsyncStream.makeStream(of: String.self)
+        let writer = Task { for await text in progress { try? await self.append(id, GPMessage(.informative, text)) } }
+        let outcome = await perform(record, task: task, report: { reporter.yield($0) })
+        reporter.finish()
+        await writer.value
+        return outcome
+    }
+
+    /// How a job told to stop ended: out of time, or cancelled.
+    private func stopped(_ id: String) -> Outcome { hasTimedOut(id) ? .timedOut(definition.maximumExecutionTime) : .cancelled }
+
+    private nonisolated func perform(_ record: GPJobRecord, task: GPTaskDefinition, report: @escaping @Sendable (String) -> Void) async -> Outcome {
+        let id = record.id, files = self.files
         let limit = definition.maximumExecutionTime
         let timer = Task {
             try await Task.sleep(for: limit)
@@ -164,23 +286,19 @@ actor GPJobQueue {
         }
         defer { timer.cancel() }
         do {
-            try store.update(id, status: .executing)
-            try store.append(id, GPMessage(.informative, "Executing \(task.name)"))
+            try await append(id, GPMessage(.informative, "Executing \(task.name)"))
             var inputs: [String: GPValue] = [:]
             for (name, json) in record.inputs {
                 guard let parameter = task.parameter(name) else { throw GPValueError(parameter: name, "is not a parameter of \(task.name)") }
                 inputs[name] = try files.local(try GPValue(json: json, as: parameter.dataType, parameter: name), parameter: name)
             }
-            let output = files.root.appendingPathComponent(id)
-            let context = GPToolContext(outputDirectory: output) { text in try? store.append(id, GPMessage(.informative, text)) }
+            let context = GPToolContext(outputDirectory: files.root.appendingPathComponent(id), report: report)
             let outputs = try await task.execute(inputs, environment: record.environment, context: context)
             try Task.checkCancellation()
             let results = JSONValue.object(try outputs.mapValues { try $0.json }).jsonString
             return Outcome(status: .succeeded, results: results, message: GPMessage(.informative, "Succeeded"))
         } catch {
-            if error is CancellationError || Task.isCancelled {
-                return await hasTimedOut(id) ? .timedOut(limit) : .cancelled
-            }
+            if error is CancellationError || Task.isCancelled { return await stopped(id) }
             return Outcome(status: .failed, message: GPMessage(.error, Self.describe(error)))
         }
     }

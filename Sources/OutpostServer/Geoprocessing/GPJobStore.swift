@@ -4,7 +4,7 @@ import OutpostCore
 import OutpostGeoprocessing
 import OutpostSyncService
 
-/// A geoprocessing job as it is kept on disk.
+/// A geoprocessing job as the queue reads it from its store.
 struct GPJobRecord: Sendable, Equatable {
     var id: String
     var task: String
@@ -20,9 +20,34 @@ struct GPJobRecord: Sendable, Equatable {
     var results: [String: JSONValue]?
 }
 
+extension GPJobRecord {
+    /// A stored job read: its JSON parsed.
+    init(_ stored: StoredGPJob) throws {
+        let environment = try JSONValue.parse(stored.environment)
+        self.init(
+            id: stored.id, task: stored.task, status: GPJobStatus(rawValue: stored.status) ?? .failed, submitted: stored.submitted, updated: stored.updated,
+            inputs: try JSONValue.parse(stored.inputs).objectValue ?? [:],
+            environment: GPEnvironment(
+                processSpatialReference: environment["processSR"]?.integerValue.map { SpatialReference(wkid: Int($0)) },
+                outputSpatialReference: environment["outSR"]?.integerValue.map { SpatialReference(wkid: Int($0)) }),
+            results: try stored.results.map { try JSONValue.parse($0).objectValue ?? [:] })
+    }
+
+    /// The job as a store keeps it.
+    var stored: StoredGPJob {
+        var environment: [String: JSONValue] = [:]
+        if let sr = self.environment.processSpatialReference { environment["processSR"] = .integer(Int64(sr.wkid)) }
+        if let sr = self.environment.outputSpatialReference { environment["outSR"] = .integer(Int64(sr.wkid)) }
+        return StoredGPJob(
+            id: id, task: task, status: status.rawValue, submitted: submitted, updated: updated, inputs: JSONValue.object(inputs).jsonString,
+            environment: JSONValue.object(environment).jsonString, results: results.map { JSONValue.object($0).jsonString })
+    }
+}
+
 /// Geoprocessing job records in a SQLite file (`jobs.sqlite` in the service's jobs directory):
-/// they outlive the server process, so a client polling across a restart finds its job.
-final class GPJobStore: Sendable {
+/// they outlive the server process, so a client polling across a restart finds its job. One
+/// server process uses it; a site shares its records in PostgreSQL instead.
+final class SQLiteGPJobStore: GPJobRecordStore {
     private let queue: DatabaseQueue
 
     init(url: URL) throws {
@@ -45,61 +70,66 @@ final class GPJobStore: Sendable {
                     CREATE INDEX gp_message_job ON gp_message(job, seq);
                     """)
         }
+        // Who holds a job and until when, whether it has finished, whether a cancel was asked.
+        migrator.registerMigration("v2") { db in
+            try db.execute(
+                sql: """
+                    ALTER TABLE gp_job ADD COLUMN host TEXT;
+                    ALTER TABLE gp_job ADD COLUMN lease_until INTEGER NOT NULL DEFAULT 0;
+                    ALTER TABLE gp_job ADD COLUMN finished INTEGER NOT NULL DEFAULT 0;
+                    ALTER TABLE gp_job ADD COLUMN cancel_requested INTEGER NOT NULL DEFAULT 0;
+                    UPDATE gp_job SET finished = status IN ('esriJobSucceeded', 'esriJobFailed', 'esriJobTimedOut', 'esriJobCancelled');
+                    CREATE INDEX gp_job_unfinished ON gp_job(finished, lease_until);
+                    """)
+        }
         try migrator.migrate(queue)
     }
 
-    static func now() -> Int64 { ServiceClock.system.milliseconds() }
+    var isShared: Bool { false }
 
-    func insert(_ record: GPJobRecord) throws {
-        // Encoded before the write: the database is not held while megabytes of input are written out.
-        let inputs = JSONValue.object(record.inputs).jsonString, environment = Self.encode(record.environment).jsonString
-        try queue.write { db in
+    func insert(_ job: StoredGPJob, host: String, until: Int64) async throws {
+        try await queue.write { db in
             try db.execute(
-                sql: "INSERT INTO gp_job(id, task, status, submitted, updated, inputs, environment, results) VALUES (?, ?, ?, ?, ?, ?, ?, NULL)",
-                arguments: [record.id, record.task, record.status.rawValue, record.submitted, record.updated, inputs, environment])
+                sql: """
+                    INSERT INTO gp_job(id, task, status, submitted, updated, inputs, environment, results, host, lease_until)
+                    VALUES (?, ?, ?, ?, ?, ?, ?, NULL, ?, ?)
+                    """,
+                arguments: [job.id, job.task, job.status, job.submitted, job.updated, job.inputs, job.environment, host, until])
         }
     }
 
-    /// Sets the status (and the results, when given); false when the job is unknown.
-    @discardableResult
-    func update(_ id: String, status: GPJobStatus, results: [String: JSONValue]? = nil) throws -> Bool {
-        try update(id, status: status, encodedResults: results.map { JSONValue.object($0).jsonString })
-    }
-
-    /// As ``update(_:status:results:)``, with the results already written as JSON (a tool's
-    /// output can be megabytes: it is encoded before the job's final state is decided).
-    @discardableResult
-    func update(_ id: String, status: GPJobStatus, encodedResults encoded: String?) throws -> Bool {
-        try queue.write { db in
+    func update(_ id: String, status: String, finishes: Bool, results: String?, now: Int64) async throws -> Bool {
+        try await queue.write { db in
             try db.execute(
-                sql: "UPDATE gp_job SET status = ?, updated = ?, results = coalesce(?, results) WHERE id = ?",
-                arguments: [status.rawValue, Self.now(), encoded, id])
+                sql: "UPDATE gp_job SET status = ?, finished = ?, updated = ?, results = coalesce(?, results) WHERE id = ? AND NOT finished",
+                arguments: [status, finishes, now, results, id])
             return db.changesCount > 0
         }
     }
 
-    func append(_ id: String, _ message: GPMessage) throws {
-        try queue.write { db in
-            try db.execute(
-                sql: "INSERT INTO gp_message(job, type, description) SELECT id, ?, ? FROM gp_job WHERE id = ?",
-                arguments: [message.kind.rawValue, message.description, id])
+    func append(_ id: String, type: String, description: String) async throws {
+        try await queue.write { db in
+            try db.execute(sql: "INSERT INTO gp_message(job, type, description) SELECT id, ?, ? FROM gp_job WHERE id = ?", arguments: [type, description, id])
         }
     }
 
-    func record(_ id: String) throws -> GPJobRecord? {
-        // Parsed after the read, not while holding the database.
-        try queue.read { db in try Row.fetchOne(db, sql: "SELECT * FROM gp_job WHERE id = ?", arguments: [id]) }.map(Self.record)
+    func job(_ id: String) async throws -> StoredGPJob? {
+        try await queue.read { db in
+            try Row.fetchOne(db, sql: "SELECT * FROM gp_job WHERE id = ?", arguments: [id]).map { row in
+                StoredGPJob(
+                    id: row["id"], task: row["task"], status: row["status"], submitted: row["submitted"], updated: row["updated"], inputs: row["inputs"],
+                    environment: row["environment"], results: row["results"])
+            }
+        }
     }
 
-    /// A job's task, status and the names of its inputs and results, without reading their
-    /// values (a status request must stay cheap while a job with megabytes of input runs).
-    func summary(_ id: String) throws -> (task: String, status: GPJobStatus, inputs: [String], results: [String], updated: Int64)? {
-        try queue.read { db in
+    func summary(_ id: String) async throws -> GPJobSummary? {
+        try await queue.read { db in
             guard
                 let row = try Row.fetchOne(
                     db,
                     sql: """
-                        SELECT task, status, updated, (SELECT json_group_array(key) FROM json_each(inputs)) AS inputs,
+                        SELECT task, status, updated, cancel_requested, (SELECT json_group_array(key) FROM json_each(inputs)) AS inputs,
                                (SELECT json_group_array(key) FROM json_each(results)) AS results
                         FROM gp_job WHERE id = ?
                         """, arguments: [id])
@@ -107,74 +137,60 @@ final class GPJobStore: Sendable {
             func names(_ text: String?) throws -> [String] {
                 try text.map { try JSONValue.parse($0).arrayValue?.compactMap(\.stringValue) ?? [] } ?? []
             }
-            return (row["task"], GPJobStatus(rawValue: row["status"]) ?? .failed, try names(row["inputs"]), try names(row["results"]), row["updated"])
+            return GPJobSummary(
+                task: row["task"], status: row["status"], inputs: try names(row["inputs"]), results: try names(row["results"]), updated: row["updated"],
+                cancelRequested: row["cancel_requested"])
         }
     }
 
-    /// One input or result value of a job (REST JSON), nil when it has none.
-    func value(_ id: String, _ name: String, result: Bool) throws -> JSONValue? {
-        try queue.read { db in
+    func value(_ id: String, _ name: String, result: Bool) async throws -> String? {
+        try await queue.read { db in
             let column = result ? "results" : "inputs"
-            let text = try String.fetchOne(
+            return try String.fetchOne(
                 // `->` answers the member as JSON text (json_extract would turn true into 1 and
                 // a string into bare text).
                 db, sql: "SELECT \(column) -> ('$.' || json_quote(?)) FROM gp_job WHERE id = ? AND json_type(\(column), '$.' || json_quote(?)) IS NOT NULL",
                 arguments: [name, id, name])
-            return try text.map { try JSONValue.parse($0) }
         }
     }
 
-    func messages(_ id: String) throws -> [GPMessage] {
-        try queue.read { db in
-            try Row.fetchAll(db, sql: "SELECT type, description FROM gp_message WHERE job = ? ORDER BY seq", arguments: [id]).map {
-                GPMessage(GPMessage.Kind(rawValue: $0["type"]) ?? .informative, $0["description"])
-            }
+    func messages(_ id: String) async throws -> [(type: String, description: String)] {
+        try await queue.read { db in
+            try Row.fetchAll(db, sql: "SELECT type, description FROM gp_message WHERE job = ? ORDER BY seq", arguments: [id]).map { ($0["type"], $0["description"]) }
         }
     }
 
-    /// Jobs that had not finished, oldest first.
-    func unfinished() throws -> [(id: String, status: GPJobStatus)] {
-        try queue.read { db in
-            let finished = GPJobStatus.allCases.filter(\.isFinished).map(\.rawValue)
-            return try Row.fetchAll(
-                db, sql: "SELECT id, status FROM gp_job WHERE status NOT IN (\(finished.map { _ in "?" }.joined(separator: ","))) ORDER BY submitted",
-                arguments: StatementArguments(finished)
-            ).map { ($0["id"], GPJobStatus(rawValue: $0["status"]) ?? .failed) }
+    func requestCancel(_ id: String) async throws {
+        try await queue.write { db in try db.execute(sql: "UPDATE gp_job SET cancel_requested = 1 WHERE id = ? AND NOT finished", arguments: [id]) }
+    }
+
+    func cancelsRequested(host: String) async throws -> [String] {
+        try await queue.read { db in
+            try String.fetchAll(db, sql: "SELECT id FROM gp_job WHERE host = ? AND cancel_requested AND NOT finished", arguments: [host])
         }
     }
 
-    /// Removes finished jobs last updated before `time` (epoch ms) and returns their ids.
-    func removeFinished(before time: Int64) throws -> [String] {
-        try queue.write { db in
-            let finished = GPJobStatus.allCases.filter(\.isFinished).map(\.rawValue)
-            let marks = finished.map { _ in "?" }.joined(separator: ",")
-            let ids = try String.fetchAll(
-                db, sql: "SELECT id FROM gp_job WHERE status IN (\(marks)) AND updated < ?", arguments: StatementArguments(finished + [String(time)]))
+    func renew(host: String, until: Int64) async throws {
+        try await queue.write { db in try db.execute(sql: "UPDATE gp_job SET lease_until = ? WHERE host = ? AND NOT finished", arguments: [until, host]) }
+    }
+
+    func claim(host: String, until: Int64, now: Int64) async throws -> [(id: String, status: String)] {
+        // One server uses the file: whatever had not finished was left by a server before it.
+        try await queue.write { db in
+            let rows = try Row.fetchAll(db, sql: "SELECT id, status FROM gp_job WHERE NOT finished AND (host IS NULL OR host <> ?) ORDER BY submitted", arguments: [host])
+            try db.execute(sql: "UPDATE gp_job SET host = ?, lease_until = ? WHERE NOT finished AND (host IS NULL OR host <> ?)", arguments: [host, until, host])
+            return rows.map { ($0["id"], $0["status"]) }
+        }
+    }
+
+    func removeFinished(before time: Int64) async throws -> [String] {
+        try await queue.write { db in
+            let ids = try String.fetchAll(db, sql: "SELECT id FROM gp_job WHERE finished AND updated < ?", arguments: [time])
             for id in ids {
                 try db.execute(sql: "DELETE FROM gp_message WHERE job = ?", arguments: [id])
                 try db.execute(sql: "DELETE FROM gp_job WHERE id = ?", arguments: [id])
             }
             return ids
         }
-    }
-
-    private static func record(_ row: Row) throws -> GPJobRecord {
-        let inputs = try JSONValue.parse(row["inputs"] as String).objectValue ?? [:]
-        let environment = try JSONValue.parse(row["environment"] as String)
-        let results = try (row["results"] as String?).map { try JSONValue.parse($0).objectValue ?? [:] }
-        return GPJobRecord(
-            id: row["id"], task: row["task"], status: GPJobStatus(rawValue: row["status"]) ?? .failed, submitted: row["submitted"],
-            updated: row["updated"], inputs: inputs,
-            environment: GPEnvironment(
-                processSpatialReference: environment["processSR"]?.integerValue.map { SpatialReference(wkid: Int($0)) },
-                outputSpatialReference: environment["outSR"]?.integerValue.map { SpatialReference(wkid: Int($0)) }),
-            results: results)
-    }
-
-    private static func encode(_ environment: GPEnvironment) -> JSONValue {
-        var out: [String: JSONValue] = [:]
-        if let sr = environment.processSpatialReference { out["processSR"] = .integer(Int64(sr.wkid)) }
-        if let sr = environment.outputSpatialReference { out["outSR"] = .integer(Int64(sr.wkid)) }
-        return .object(out)
     }
 }

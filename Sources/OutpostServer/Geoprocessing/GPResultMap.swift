@@ -23,8 +23,8 @@ struct GPResultMap {
     }
 
     /// `…/MapServer/jobs/{id}`: the job's outputs as a map.
-    func info(_ id: String) throws -> Response {
-        let outputs = try layers(id)
+    func info(_ id: String) async throws -> Response {
+        let outputs = try await layers(id)
         _ = try parameters.format()
         let sr = outputs.first.map(Self.spatialReference) ?? .wgs84
         return writing.json([
@@ -44,28 +44,28 @@ struct GPResultMap {
     }
 
     /// `…/MapServer/jobs/{id}/export`: the outputs drawn.
-    func export(_ id: String) throws -> Response {
-        try export(id, try layers(id))
+    func export(_ id: String) async throws -> Response {
+        try export(id, try await layers(id))
     }
 
     /// `…/MapServer/jobs/{id}/layers`.
-    func layerList(_ id: String) throws -> Response {
-        let outputs = try layers(id)
+    func layerList(_ id: String) async throws -> Response {
+        let outputs = try await layers(id)
         _ = try parameters.format()
         return writing.json(["layers": .array(try outputs.indices.map { try layerInfo($0, outputs) })])
     }
 
     /// `…/MapServer/jobs/{id}/{layer}`.
-    func layer(_ id: String, _ index: Int) throws -> Response {
-        let outputs = try layers(id)
+    func layer(_ id: String, _ index: Int) async throws -> Response {
+        let outputs = try await layers(id)
         _ = try parameters.format()
         guard outputs.indices.contains(index) else { throw ServiceError.notFound("layer \(index) of job \(id)") }
         return writing.json(try layerInfo(index, outputs))
     }
 
     /// Anything else below a job's map.
-    func notFound(_ id: String, _ route: [String]) throws -> Never {
-        _ = try layers(id)
+    func notFound(_ id: String, _ route: [String]) async throws -> Never {
+        _ = try await layers(id)
         throw ServiceError.notFound("\(mapURL)/jobs/\(id)/\(route.joined(separator: "/"))")
     }
 
@@ -91,13 +91,13 @@ struct GPResultMap {
     }
 
     /// The job's feature and raster outputs, in the task's order.
-    private func layers(_ id: String) throws -> [(name: String, output: Output)] {
-        let store = service.queue.store
-        guard let job = try store.summary(id), let task = service.definition.task(named: job.task) else { throw ServiceError.notFound("job \(id)") }
+    private func layers(_ id: String) async throws -> [(name: String, output: Output)] {
+        let jobs = service.queue
+        guard let job = try await jobs.summary(id), let task = service.definition.task(named: job.task) else { throw ServiceError.notFound("job \(id)") }
         guard job.status == .succeeded else { throw ServiceError(400, "job \(id) is \(job.status.rawValue); its map exists once it has succeeded") }
         var out: [(String, Output)] = []
         for parameter in task.outputs {
-            guard let json = try store.value(id, parameter.name, result: true) else { continue }
+            guard let json = try await jobs.value(id, parameter.name, result: true) else { continue }
             switch try GPValue(json: json, as: parameter.dataType, parameter: parameter.name) {
             case .featureSet(let set): out.append((parameter.name, .features(set)))
             case .rasterDataLayer(let file), .rasterData(let file):

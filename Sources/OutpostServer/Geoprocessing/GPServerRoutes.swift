@@ -211,27 +211,27 @@ struct GPServerRoutes {
 
     /// `jobs/{id}`: status, messages, and where each input and (once succeeded) output is.
     private func status(_ id: String, task: GPTaskDefinition?) async throws -> JSONValue {
-        let store = service.queue.store
-        guard let job = try store.summary(id), task == nil || job.task == task?.name else { throw ServiceError.notFound("job \(id)") }
+        let jobs = service.queue
+        guard let job = try await jobs.summary(id), task == nil || job.task == task?.name else { throw ServiceError.notFound("job \(id)") }
         var json: [String: JSONValue] = ["jobId": .string(id), "jobStatus": .string(job.status.rawValue)]
         json["inputs"] = .object(Dictionary(uniqueKeysWithValues: job.inputs.map { ($0, ["paramUrl": .string("inputs/\($0)")]) }))
         json["results"] = .object(Dictionary(uniqueKeysWithValues: job.results.map { ($0, ["paramUrl": .string("results/\($0)")]) }))
         if try parameters.bool("returnMessages", default: true) {
-            json["messages"] = .array(try store.messages(id).map(\.json))
+            json["messages"] = .array(try await jobs.messages(id).map(\.json))
         }
         return .object(json)
     }
 
     private func parameterValue(_ id: String, task: GPTaskDefinition, name: String, output: Bool) async throws -> Response {
-        let store = service.queue.store
-        guard let job = try store.summary(id), job.task == task.name else { throw ServiceError.notFound("job \(id)") }
+        let jobs = service.queue
+        guard let job = try await jobs.summary(id), job.task == task.name else { throw ServiceError.notFound("job \(id)") }
         guard let parameter = task.parameter(name), parameter.direction == (output ? .output : .input) else {
             throw ServiceError.notFound("\(output ? "output" : "input") parameter \(name) of \(task.name)")
         }
         if output, job.status != .succeeded {
             throw ServiceError(400, "job \(id) is \(job.status.rawValue); results exist once it has succeeded")
         }
-        guard var value = try store.value(id, name, result: output) else { throw ServiceError.notFound("a value of \(name) in job \(id)") }
+        guard var value = try await jobs.value(id, name, result: output) else { throw ServiceError.notFound("a value of \(name) in job \(id)") }
         if output { value = service.files.published(try limited(GPValue(json: value, as: parameter.dataType, parameter: name)), serviceURL: serviceURL) }
         return writing.json(["paramName": .string(name), "dataType": .string(parameter.dataType.description), "value": value])
     }
@@ -262,7 +262,7 @@ struct GPServerRoutes {
     }
 
     private func itemJSON(_ id: String, name: String, size: Int) -> JSONValue {
-        ["itemID": .string(id), "itemName": .string(name), "description": .null, "date": .integer(GPJobStore.now()), "committed": true, "size": .integer(Int64(size))]
+        ["itemID": .string(id), "itemName": .string(name), "description": .null, "date": .integer(GPJobQueue.now()), "committed": true, "size": .integer(Int64(size))]
     }
 
     static func contentType(_ name: String) -> String {

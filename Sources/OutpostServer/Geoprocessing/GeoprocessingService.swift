@@ -2,6 +2,7 @@ import Foundation
 import OutpostCore
 import OutpostGeoprocessing
 import OutpostStorage
+import OutpostSyncService
 
 /// A geoprocessing service the server offers at `…/<name>/GPServer`: its definition, its jobs
 /// (records in `<jobs directory>/jobs.sqlite`) and uploaded files.
@@ -15,22 +16,32 @@ public final class GeoprocessingService: Sendable {
     let queue: GPJobQueue
 
     /// Opens the service and takes over the jobs a previous server left (see `GPJobQueue`).
-    /// - Parameter jobsDirectory: default `<name>.gp-jobs/` beside the definition file.
-    /// - Parameter url: the service definition file (`<name>.gp.json`).
-    public init(contentsOf url: URL, jobsDirectory: URL? = nil) async throws {
+    /// - Parameters:
+    ///   - url: the service definition file (`<name>.gp.json`).
+    ///   - jobsDirectory: where uploads and job outputs are written, and the job records when
+    ///     `jobs` is nil; default `<name>.gp-jobs/` beside the definition file. Hosts of a site
+    ///     give one directory they all mount.
+    ///   - jobs: where job records live (nil: `jobs.sqlite` in the jobs directory). A store
+    ///     shared by several server hosts (PostgreSQL) lets any host answer a job's status and
+    ///     pass a cancel to the host running it; a job whose host stops is taken over by another
+    ///     once its lease (`lease`) ends.
+    public init(contentsOf url: URL, jobsDirectory: URL? = nil, jobs: (any GPJobRecordStore)? = nil, lease: Duration = .seconds(30)) async throws {
         definition = try GPServiceDefinition(contentsOf: url)
         directory = jobsDirectory ?? url.deletingLastPathComponent().appendingPathComponent("\(definition.name).gp-jobs")
         queue = GPJobQueue(
-            definition: definition, store: try GPJobStore(url: directory.appendingPathComponent("jobs.sqlite")),
-            files: GPFiles(uploads: directory.appendingPathComponent("uploads"), root: directory.appendingPathComponent("files")))
+            definition: definition, store: try jobs ?? SQLiteGPJobStore(url: directory.appendingPathComponent("jobs.sqlite")),
+            files: GPFiles(uploads: directory.appendingPathComponent("uploads"), root: directory.appendingPathComponent("files")), lease: lease)
         try await queue.recover()
     }
 
     /// Waits for the jobs running now (tests).
     public func waitForRunningJobs() async { await queue.drain() }
 
+    /// Stops watching a shared store for cancels and stopped hosts (the server is stopping).
+    public func close() async { await queue.stopWatching() }
+
     /// When a job's status last changed (epoch milliseconds), nil for an unknown job.
-    public func lastUpdate(ofJob id: String) throws -> Int64? { try queue.store.summary(id)?.updated }
+    public func lastUpdate(ofJob id: String) async throws -> Int64? { try await queue.store.summary(id)?.updated }
 
     var files: GPFiles { queue.files }
 

@@ -68,15 +68,15 @@ extension FeatureServerResponder {
         on("exportTiles") { map, _ in try await map.jobs.exportTiles(estimateOnly: false) }
         on("estimateExportTilesSize") { map, _ in try await map.jobs.exportTiles(estimateOnly: true) }
         on("tilefiles/:file") { map, call in try map.jobs.tileFile(try call.value("file")) }
-        onJob("jobs/:job", result: { map, id, _ in try map.info(id) }, export: { jobs, id, _ in try await jobs.status(id) })
-        onJob("jobs/:job/status", result: { map, id, call in try map.notFound(id, ["status"]) }, export: { jobs, id, _ in try await jobs.status(id) })
-        onJob("jobs/:job/cancel", result: { map, id, call in try map.notFound(id, ["cancel"]) }, export: { jobs, id, _ in try await jobs.cancel(id) })
-        onJob("jobs/:job/export", result: { map, id, _ in try map.export(id) }, export: { _, _, call in try await responder.mapServiceMiss(call) })
-        onJob("jobs/:job/layers", result: { map, id, _ in try map.layerList(id) }, export: { _, _, call in try await responder.mapServiceMiss(call) })
+        onJob("jobs/:job", result: { map, id, _ in try await map.info(id) }, export: { jobs, id, _ in try await jobs.status(id) })
+        onJob("jobs/:job/status", result: { map, id, call in try await map.notFound(id, ["status"]) }, export: { jobs, id, _ in try await jobs.status(id) })
+        onJob("jobs/:job/cancel", result: { map, id, call in try await map.notFound(id, ["cancel"]) }, export: { jobs, id, _ in try await jobs.cancel(id) })
+        onJob("jobs/:job/export", result: { map, id, _ in try await map.export(id) }, export: { _, _, call in try await responder.mapServiceMiss(call) })
+        onJob("jobs/:job/layers", result: { map, id, _ in try await map.layerList(id) }, export: { _, _, call in try await responder.mapServiceMiss(call) })
         onJob("jobs/:job/**", result: { map, id, call in
             let rest = call.rest
-            guard rest.count == 1, let index = Int(rest[0]) else { try map.notFound(id, rest) }
-            return try map.layer(id, index)
+            guard rest.count == 1, let index = Int(rest[0]) else { try await map.notFound(id, rest) }
+            return try await map.layer(id, index)
         }, export: { _, _, call in try await responder.mapServiceMiss(call) })
         return table
     }

@@ -117,5 +117,6 @@ public final class ServiceDirectory: Sendable {
     /// Closes every feature service's backend.
     public func closeAll() async {
         for b in backends.values { try? await b.close() }
+        for g in geoprocessing.values { await g.close() }
     }
 }

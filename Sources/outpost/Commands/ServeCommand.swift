@@ -34,6 +34,11 @@ struct ServeCommand: AsyncParsableCommand {
     @Option(help: "Seconds a request waits for PostgreSQL before it is answered 503.") var databaseTimeout = 30
     @Option(
         help: """
+            With --postgres: seconds a geoprocessing job stays with a process that stopped renewing its lease (it died) before \
+            another process serving the database takes the job over.
+            """) var jobLease = 30.0
+    @Option(
+        help: """
             On SIGTERM or SIGINT, the most seconds syncs that had begun may take to finish (other new requests get 503 \
             meanwhile); the server exits as soon as none is left.
             """)
@@ -94,6 +99,7 @@ struct ServeCommand: AsyncParsableCommand {
         guard service != nil || database != nil else { throw ValidationError("give --service or --postgres (or set OUTPOST_POSTGRES)") }
         guard name == nil || service != nil else { throw ValidationError("--name renames a --service file; PostgreSQL services keep their names") }
         guard databaseTimeout > 0 else { throw ValidationError("--database-timeout must be positive") }
+        guard jobLease >= 0.3, jobLease.isFinite else { throw ValidationError("--job-lease must be at least 0.3 seconds") }
         guard drainSeconds >= 0 else { throw ValidationError("--drain-seconds must not be negative") }
         guard token == nil || tokens == nil else { throw ValidationError("give --token or --tokens, not both") }
         guard (0...65535).contains(port) else { throw ValidationError("--port must be 0…65535") }
@@ -129,8 +135,18 @@ struct ServeCommand: AsyncParsableCommand {
         let services: ServiceDirectory
         do {
             var files = ServiceFiles()
+            // Job records in the database: any process answers a job's status, and with
+            // geoprocessing jobs passes a cancel on and takes over a stopped host's jobs.
+            var geoprocessingJobs: (@Sendable (String) -> any GPJobRecordStore)?
+            if let database {
+                let jobs = try await PostgresJobStore(location: try PostgresLocation(url: database))
+                configuration.jobStore = jobs
+                geoprocessingJobs = { jobs.geoprocessingJobs(service: $0) }
+            }
             if let service {
-                files = try await ServiceDirectory.open(at: URL(fileURLWithPath: service), name: name, faults: processFaults, strict: strict)
+                files = try await ServiceDirectory.open(
+                    at: URL(fileURLWithPath: service), name: name, faults: processFaults, strict: strict,
+                    geoprocessingJobs: geoprocessingJobs, geoprocessingLease: .milliseconds(Int64(jobLease * 1000)))
                 // One damaged file does not stop the others: it is named here, listed as
                 // unavailable, and its requests get 503.
                 for broken in files.unavailable {
@@ -142,8 +158,6 @@ struct ServeCommand: AsyncParsableCommand {
                 let stored = try await PostgresServiceBackend.openAll(at: location, timeout: .seconds(databaseTimeout), faults: processFaults)
                 guard !stored.isEmpty || service != nil else { throw CLIFailure(message: "\(location) has no services; load one with: outpost service create --postgres") }
                 files.backends += stored
-                // Job status in the database: any process answers it.
-                configuration.jobStore = try await PostgresJobStore(location: location)
             }
             let opened = files.backends.count + files.tileCaches.count + files.geoprocessing.count + files.locators.count + files.networks.count
             guard opened > 0 else {
