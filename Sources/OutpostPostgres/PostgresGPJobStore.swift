@@ -157,6 +157,15 @@ public final class PostgresGPJobStore: GPJobRecordStore {
         }
     }
 
+    public func release(_ ids: [String], host: String) async throws {
+        let service = service
+        try await run { client, logger in
+            try await client.query(
+                "UPDATE outpost_gp_jobs SET lease_until = 0 WHERE service = \(service) AND host = \(host) AND job_id = ANY(\(ids)) AND NOT finished",
+                logger: logger)
+        }
+    }
+
     public func claim(host: String, until: Int64, now: Int64) async throws -> [(id: String, status: String)] {
         let service = service
         return try await run { client, logger in

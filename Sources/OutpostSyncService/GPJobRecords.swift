@@ -77,6 +77,9 @@ public protocol GPJobRecordStore: Sendable {
     func cancelsRequested(host: String) async throws -> [String]
     /// Extends to `until` the leases of the unfinished jobs `host` holds.
     func renew(host: String, until: Int64) async throws
+    /// Ends `host`'s leases on the unfinished jobs `ids` (a draining host hands back the jobs it
+    /// has not started), so another host takes them at its next look.
+    func release(_ ids: [String], host: String) async throws
     /// Takes the unfinished jobs whose lease ended before `now` (every unfinished job when the
     /// store is not shared: its one server is starting), held by `host` until `until`; returns
     /// them with their status, oldest first.

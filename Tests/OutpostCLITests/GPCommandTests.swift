@@ -373,6 +373,19 @@ struct GPSiteTests {
         let takenOver = try await jobs.wait(b.url, waiting, for: ended)
         #expect(takenOver["jobStatus"] == "esriJobSucceeded" && BufferJobs.said(takenOver, "Queued again"), "\(takenOver)")
         #expect(try await jobs.get(b.url, "jobs/j0123456789abcdef0123456789abcdef")["error"]?["code"] == 404)
+
+        // B drained (SIGTERM) with a job running and one waiting, a new host beside it: B
+        // finishes the first and hands the second over, which the new host runs.
+        let c = try await ServeProcess.start(service: jobs.services, arguments: arguments)
+        defer { Task { await c.stop() } }
+        let finishing = try await jobs.submit(b.url, "long", geodesic: true)
+        _ = try await jobs.wait(c.url, finishing, for: ["esriJobExecuting"])
+        let handed = try await jobs.submit(b.url, "short")
+        #expect(try await jobs.get(c.url, "jobs/\(handed)")["jobStatus"] == "esriJobWaiting")
+        #expect(await b.stop(timeout: 120) == 0, "B ends by itself once its job is done")
+        #expect(try await jobs.get(c.url, "jobs/\(finishing)")["jobStatus"] == "esriJobSucceeded", "B finished what it ran before it stopped")
+        let ran = try await jobs.wait(c.url, handed, for: ended)
+        #expect(ran["jobStatus"] == "esriJobSucceeded" && BufferJobs.said(ran, "Queued again"), "\(ran)")
     }
 }
 

@@ -28,6 +28,8 @@ actor GPJobQueue {
     /// Jobs whose end is being written: a cancel now finds them finished.
     private var concluding: Set<String> = []
     private var watcher: Task<Void, Never>?
+    /// The service is closing: no job is taken over or started any more.
+    private var closing = false
 
     init(definition: GPServiceDefinition, store: any GPJobRecordStore, files: GPFiles, lease: Duration = .seconds(30)) {
         self.definition = definition
@@ -66,8 +68,19 @@ actor GPJobQueue {
         }
     }
 
-    /// Stops watching the store (the service is closing).
-    func stopWatching() {
+    /// The service is closing. With a shared store the host hands back the jobs it has not
+    /// started (another host takes them at its next look), finishes those it runs (renewing
+    /// their leases meanwhile) and stops watching the store; with its own file there is nothing
+    /// to do (the next server takes over what is left).
+    func close() async {
+        guard store.isShared else { return }
+        closing = true
+        if !waiting.isEmpty {
+            let handed = waiting
+            waiting.removeAll()
+            try? await store.release(handed, host: host)
+        }
+        await drain()
         watcher?.cancel()
         watcher = nil
     }
@@ -84,6 +97,7 @@ actor GPJobQueue {
     }
 
     private func takeOver() async throws {
+        guard !closing else { return }
         for (id, status) in try await store.claim(host: host, until: leaseEnd, now: Self.now()) {
             switch GPJobStatus(rawValue: status) {
             case .executing?, .cancelling?:
@@ -186,7 +200,7 @@ actor GPJobQueue {
     }
 
     private func pump() {
-        while running.count < definition.maximumConcurrentJobs, !waiting.isEmpty {
+        while !closing, running.count < definition.maximumConcurrentJobs, !waiting.isEmpty {
             let id = waiting.removeFirst()
             running[id] = Task { await self.execute(id) }
         }

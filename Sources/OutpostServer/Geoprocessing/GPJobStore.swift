@@ -174,6 +174,12 @@ final class SQLiteGPJobStore: GPJobRecordStore {
         try await queue.write { db in try db.execute(sql: "UPDATE gp_job SET lease_until = ? WHERE host = ? AND NOT finished", arguments: [until, host]) }
     }
 
+    func release(_ ids: [String], host: String) async throws {
+        try await queue.write { db in
+            for id in ids { try db.execute(sql: "UPDATE gp_job SET lease_until = 0 WHERE id = ? AND host = ? AND NOT finished", arguments: [id, host]) }
+        }
+    }
+
     func claim(host: String, until: Int64, now: Int64) async throws -> [(id: String, status: String)] {
         // One server uses the file: whatever had not finished was left by a server before it.
         try await queue.write { db in

@@ -37,8 +37,10 @@ public final class GeoprocessingService: Sendable {
     /// Waits for the jobs running now (tests).
     public func waitForRunningJobs() async { await queue.drain() }
 
-    /// Stops watching a shared store for cancels and stopped hosts (the server is stopping).
-    public func close() async { await queue.stopWatching() }
+    /// The server is stopping. With a shared store (a site) the jobs not yet started are handed
+    /// to the other hosts and the running ones finish here first; then the store is no longer
+    /// watched.
+    public func close() async { await queue.close() }
 
     /// When a job's status last changed (epoch milliseconds), nil for an unknown job.
     public func lastUpdate(ofJob id: String) async throws -> Int64? { try await queue.store.summary(id)?.updated }
