@@ -350,5 +350,14 @@ struct VectorTileExportTests {
             let error = #expect(throws: VectorTileError.self) { try VectorTileGenerator(geodatabase: gdb, definition: VectorTileDefinition(layers: [layer])) }
             #expect(error?.message.contains(why) == true, "\(String(describing: error))")
         }
+        var schema = try ServiceSchema.load(from: Repository.sampleData("field_inspection/service.json"))
+        let pointLayer = try #require(schema.layers.firstIndex { $0.geometryType?.type == .point })
+        schema.layers[pointLayer].fields.append(FieldDefinition(name: VectorTileGenerator.pointCountField, type: .integer))
+        let counted = try Geodatabase.create(at: dir.file("counted.gpkg"), schema: schema)
+        defer { try? counted.close() }
+        let clash = #expect(throws: VectorTileError.self) {
+            try VectorTileGenerator(geodatabase: counted, definition: VectorTileDefinition(layers: [.init(source: schema.layers[pointLayer].name, clusterDistance: 16)]))
+        }
+        #expect(clash?.message.contains("has a field point_count, which clustering adds") == true, "\(String(describing: clash))")
     }
 }
