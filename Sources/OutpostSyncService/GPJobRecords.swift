@@ -10,8 +10,10 @@ public struct StoredGPJob: Sendable, Equatable {
     public var task: String
     /// Its `esriJob…` status.
     public var status: String
-    /// When it was submitted and last changed (epoch ms).
-    public var submitted: Int64, updated: Int64
+    /// When it was submitted (epoch ms).
+    public var submitted: Int64
+    /// When it last changed (epoch ms).
+    public var updated: Int64
     /// The inputs as a JSON object by parameter name, layer URLs already resolved to features.
     public var inputs: String
     /// The environment (process and output spatial references) as a JSON object.
@@ -32,8 +34,10 @@ public struct GPJobSummary: Sendable, Equatable {
     public var task: String
     /// Its `esriJob…` status.
     public var status: String
-    /// The names of its inputs and of its results.
-    public var inputs: [String], results: [String]
+    /// The names of its inputs.
+    public var inputs: [String]
+    /// The names of its results (none until it has succeeded).
+    public var results: [String]
     /// When it last changed (epoch ms).
     public var updated: Int64
     /// Whether a cancel was asked for (through any server host).
