@@ -24,7 +24,8 @@ public final class GeoprocessingService: Sendable {
     ///   - jobs: where job records live (nil: `jobs.sqlite` in the jobs directory). A store
     ///     shared by several server hosts (PostgreSQL) lets any host answer a job's status and
     ///     pass a cancel to the host running it; a job whose host stops is taken over by another
-    ///     once its lease (`lease`) ends.
+    ///     once its lease ends.
+    ///   - lease: how long a job stays with a host that stopped renewing it (a shared store).
     public init(contentsOf url: URL, jobsDirectory: URL? = nil, jobs: (any GPJobRecordStore)? = nil, lease: Duration = .seconds(30)) async throws {
         definition = try GPServiceDefinition(contentsOf: url)
         directory = jobsDirectory ?? url.deletingLastPathComponent().appendingPathComponent("\(definition.name).gp-jobs")

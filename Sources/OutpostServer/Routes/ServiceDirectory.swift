@@ -22,7 +22,8 @@ public final class ServiceDirectory: Sendable {
     private let networks: [String: (name: String, network: RoadNetwork)]
     /// Map definitions (`/arcgis/rest/maps/<name>.json`), by name (the file's name before `.map.json`).
     private let maps: [String: (name: String, file: URL)]
-    /// Services whose files could not be opened at start (see ``open(at:name:faults:strict:)``).
+    /// Services whose files could not be opened at start (see
+    /// ``open(at:name:faults:strict:geoprocessingJobs:geoprocessingLease:)``).
     public let unavailable: [UnavailableService]
 
     /// A directory of these services (names are matched without regard to case).
