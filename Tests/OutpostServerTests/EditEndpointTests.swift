@@ -78,6 +78,24 @@ struct EditEndpointTests {
         }
     }
 
+    /// An operation posted as a multipart form (as the ArcGIS API for Python posts them) whose
+    /// boundary has capitals: its fields were read with the boundary lowercased, so found no
+    /// part, and the edit was answered as if nothing had been asked.
+    @Test func aMultipartFormsFieldsAreReadWhateverTheBoundarysCase() async throws {
+        try await withServer(.sqlite) { client, service in
+            let boundary = "Outpost-Form-7F3A9C"
+            let adds = #"[{"attributes":{"asset_id":"MP-1","asset_type":"valve"},"geometry":{"x":-122.65,"y":45.52}}]"#
+            var body = ""
+            for (name, value) in [("f", "json"), ("adds", adds)] {
+                body += "--\(boundary)\r\nContent-Disposition: form-data; name=\"\(name)\"\r\n\r\n\(value)\r\n"
+            }
+            body += "--\(boundary)--\r\n"
+            let answer = try await client.post("\(base)/0/applyEdits", body: ByteBuffer(string: body), contentType: "multipart/form-data; boundary=\(boundary)")
+            #expect(answer.status == 200 && answer.text.contains("\"success\":true"), "\(answer.text)")
+            #expect(try await service.backend.count(layerID: 0, query: FeatureQuery(where: "asset_id = 'MP-1'")) == 1)
+        }
+    }
+
     /// schemathesis found it: a part whose header name holds a byte from 0x80 up stopped the
     /// server (MultipartKit indexes a 128-entry table with it), before any token was asked for.
     /// Refused with a 400 now; UTF-8 in a header value (a file name) is still read.

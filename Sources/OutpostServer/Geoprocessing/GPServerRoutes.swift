@@ -16,8 +16,6 @@ struct GPServerRoutes {
     var writing: ResponseWriting
     /// `…/<name>/GPServer` as the client reaches it.
     let serviceURL: String
-    /// The request's Content-Type (uploads are multipart).
-    let contentType: String?
 
     /// Parameters every operation may carry besides the task's own.
     static let common: Set<String> = ["f", "token", "returnmessages", "returnz", "returnm", "context", "returnfeaturecollection", "returncolumnname", "returntype"]
@@ -241,12 +239,7 @@ struct GPServerRoutes {
     /// `uploads/upload`: a multipart body with the file in a part named `file`; answers the
     /// item id a GPDataFile input names (`{"itemID": …}`).
     private func upload() throws -> Response {
-        guard let body = parameters.rawBody, let type = contentType, let boundary = MultipartForm.boundary(contentType: type) else {
-            throw ServiceError.badParameter("file", "send the file as multipart/form-data in a part named \"file\"")
-        }
-        guard let part = try MultipartForm.read(body, boundary: boundary, parameter: "file").part(named: "file") else {
-            throw ServiceError.badParameter("file", "the body has no part named \"file\"")
-        }
+        let part = try parameters.filePart(named: "file")
         let fileName = Self.safeName(part.filename ?? "upload")
         let id = "i" + UUID().uuidString.replacingOccurrences(of: "-", with: "").lowercased()
         let folder = service.files.uploads.appendingPathComponent(id)

@@ -291,7 +291,7 @@ public struct FeatureServerResponder: HTTPResponder {
         let publicURL = PublicURL(call.request, configuration: configuration)
         return GPServerRoutes(
             service: gp, resolver: GPLayerResolver(services: services, publicBase: publicURL.base, limit: gp.definition.maximumRecords),
-            parameters: call.parameters, writing: resourcePage(call), serviceURL: publicURL.service(gp.name, "GPServer"), contentType: call.request.headers[.contentType])
+            parameters: call.parameters, writing: resourcePage(call), serviceURL: publicURL.service(gp.name, "GPServer"))
     }
 
     /// The vector tile service the path names: a vector tile file's, else a feature service's

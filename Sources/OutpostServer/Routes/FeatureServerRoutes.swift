@@ -36,7 +36,7 @@ extension FeatureServerResponder {
         }
         on(":layer/:feature/attachments", .query) { r, call in try await r.attachments(try call.layer, try call.feature("feature")) }
         on(":layer/:feature/addAttachment", .edit) { r, call in
-            try await r.addAttachment(try call.layer, try call.feature("feature"), body: call.parameters.rawBody, contentType: call.request.headers[.contentType])
+            try await r.addAttachment(try call.layer, try call.feature("feature"))
         }
         on(":layer/:feature/deleteAttachments", .edit) { r, call in try await r.deleteAttachments(try call.layer, try call.feature("feature")) }
         on(":layer/:feature/attachments/:attachment", .query) { r, call in

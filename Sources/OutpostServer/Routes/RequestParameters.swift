@@ -9,13 +9,30 @@ import OutpostREST
 /// body (clients use both), with typed accessors that fail as a 400 naming the parameter.
 struct RequestParameters: Sendable {
     private var values: [String: String] = [:]
-    /// A multipart body, kept as it came (for addAttachment).
+    /// A body kept as it came: JSON, binary upload batches and multipart forms.
     var rawBody: ByteBuffer?
+    /// A `multipart/form-data` body, read once where the request came in: its text fields are
+    /// among the parameters already, its files are read from here (addAttachment, GP uploads).
+    var multipart: MultipartForm?
 
-    /// Adds form fields that came in a `multipart/form-data` body (the ArcGIS API for Python
-    /// posts every operation that way); a field given twice keeps its last value, as in a query.
-    mutating func add(fields: [(String, String)]) {
-        for (name, value) in fields { values[name] = value }
+    /// Takes a `multipart/form-data` body (the ArcGIS API for Python posts every operation that
+    /// way): its text fields become parameters, a field given twice keeping its last value as in a
+    /// query, and the form is kept for the routes that read its files.
+    mutating func add(multipart form: MultipartForm) {
+        for (name, value) in form.fields { values[name] = value }
+        multipart = form
+    }
+
+    /// The part named `name` of the request's multipart body, or a 400 naming it when the request
+    /// was not multipart or has no such part.
+    func filePart(named name: String) throws -> MultipartForm.Part {
+        guard let multipart else {
+            throw ServiceError.badParameter(name, "send the file as multipart/form-data in a part named \"\(name)\"")
+        }
+        guard let part = multipart.part(named: name) else {
+            throw ServiceError.badParameter(name, "the body has no part named \"\(name)\"")
+        }
+        return part
     }
 
     init(query: String?, formBody: String?) {

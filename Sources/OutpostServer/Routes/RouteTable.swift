@@ -163,21 +163,23 @@ struct RequestArgumentsMiddleware: RouterMiddleware {
                 throw ServiceError(413, "the request body is larger than the \(FeatureServerResponder.size(limit)) limit")
             }
         }
+        // Lowercased for matching the type; a multipart boundary is read from the header as sent
+        // (boundaries are case-sensitive).
         let contentType = request.headers[.contentType]?.lowercased() ?? ""
         var form: String?
         if let body, contentType.hasPrefix("application/x-www-form-urlencoded") || contentType.isEmpty {
             form = body.getString(at: body.readerIndex, length: body.readableBytes)
         }
         var parameters = RequestParameters(query: request.uri.query, formBody: form)
-        if contentType.hasPrefix("multipart/form-data") || contentType.hasPrefix("application/json") || contentType.hasPrefix("application/octet-stream")
+        if contentType.hasPrefix("application/json") || contentType.hasPrefix("application/octet-stream")
             || contentType.hasPrefix(UploadBatch.Encoding.binary.contentType)
         {
             parameters.rawBody = body
         }
-        // A multipart form's text fields are parameters like a urlencoded form's; its files stay
-        // in the raw body (addAttachment reads them there).
-        if let body, let boundary = MultipartForm.boundary(contentType: contentType) {
-            parameters.add(fields: try MultipartForm.read(body, boundary: boundary, parameter: "body").fields)
+        // A multipart form's text fields are parameters like a urlencoded form's; the form is
+        // kept, read once, for the routes that take its files.
+        if let body, let boundary = MultipartForm.boundary(contentType: request.headers[.contentType] ?? "") {
+            parameters.add(multipart: try MultipartForm.read(body, boundary: boundary, parameter: "body"))
         }
         return parameters
     }

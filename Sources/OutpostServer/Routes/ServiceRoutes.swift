@@ -158,14 +158,9 @@ struct ServiceRoutes {
             })
     }
 
-    func addAttachment(_ id: Int, _ objectID: Int64, body: ByteBuffer?, contentType: String?) async throws -> Response {
+    func addAttachment(_ id: Int, _ objectID: Int64) async throws -> Response {
         _ = try parameters.format()
-        guard let body, let contentType, let boundary = MultipartForm.boundary(contentType: contentType) else {
-            throw ServiceError.badParameter("attachment", "send the file as multipart/form-data in a part named \"attachment\"")
-        }
-        guard let part = try MultipartForm.read(body, boundary: boundary, parameter: "attachment").part(named: "attachment") else {
-            throw ServiceError.badParameter("attachment", "the body has no part named \"attachment\"")
-        }
+        let part = try parameters.filePart(named: "attachment")
         let attachment = try await backend.addAttachment(
             layerID: id, objectID: objectID, name: part.filename ?? "attachment", contentType: part.contentType ?? "application/octet-stream",
             data: part.data)
