@@ -9,31 +9,21 @@ import PostgresNIO
 /// whose host stopped is taken over by another host when its lease runs out. Made by
 /// ``PostgresJobStore/geoprocessingJobs(service:)``, over that store's connections.
 public final class PostgresGPJobStore: GPJobRecordStore {
-    let client: PostgresClient
+    /// The store whose connections these records use, kept open while they are.
+    let jobs: PostgresJobStore
     let service: String
-    let location: PostgresLocation
-    let logger = Logger(label: "outpost.postgres")
+    var database: PostgresConnections { jobs.database }
 
-    init(client: PostgresClient, service: String, location: PostgresLocation) {
-        self.client = client
+    init(jobs: PostgresJobStore, service: String) {
+        self.jobs = jobs
         self.service = service
-        self.location = location
     }
 
     public var isShared: Bool { true }
 
-    @discardableResult
-    private func run<T: Sendable>(_ body: @escaping @Sendable (PostgresClient, Logger) async throws -> T) async throws -> T {
-        do {
-            return try await body(client, logger)
-        } catch let error as PSQLError {
-            throw PostgresServiceBackend.serviceError(error, location)
-        }
-    }
-
     public func insert(_ job: StoredGPJob, host: String, until: Int64) async throws {
         let service = service
-        try await run { client, logger in
+        try await database.run { client, logger in
             try await client.query(
                 """
                 INSERT INTO outpost_gp_jobs (service, job_id, task, status, submitted, updated, inputs, environment, host, lease_until)
@@ -45,7 +35,7 @@ public final class PostgresGPJobStore: GPJobRecordStore {
 
     public func update(_ id: String, status: String, finishes: Bool, results: String?, now: Int64) async throws -> Bool {
         let service = service
-        return try await run { client, logger in
+        return try await database.run { client, logger in
             for try await _ in try await client.query(
                 """
                 UPDATE outpost_gp_jobs SET status = \(status), finished = \(finishes), updated = \(now),
@@ -61,7 +51,7 @@ public final class PostgresGPJobStore: GPJobRecordStore {
 
     public func append(_ id: String, type: String, description: String) async throws {
         let service = service
-        try await run { client, logger in
+        try await database.run { client, logger in
             try await client.query(
                 """
                 INSERT INTO outpost_gp_messages (service, job_id, type, description)
@@ -72,7 +62,7 @@ public final class PostgresGPJobStore: GPJobRecordStore {
 
     public func job(_ id: String) async throws -> StoredGPJob? {
         let service = service
-        return try await run { client, logger in
+        return try await database.run { client, logger in
             for try await (task, status, submitted, updated, inputs, environment, results) in try await client.query(
                 """
                 SELECT task, status, submitted, updated, inputs::text, environment::text, results::text
@@ -88,7 +78,7 @@ public final class PostgresGPJobStore: GPJobRecordStore {
 
     public func summary(_ id: String) async throws -> GPJobSummary? {
         let service = service
-        return try await run { client, logger in
+        return try await database.run { client, logger in
             for try await (task, status, updated, cancel, inputs, results) in try await client.query(
                 """
                 SELECT task, status, updated, cancel_requested,
@@ -105,7 +95,7 @@ public final class PostgresGPJobStore: GPJobRecordStore {
 
     public func value(_ id: String, _ name: String, result: Bool) async throws -> String? {
         let service = service
-        return try await run { client, logger in
+        return try await database.run { client, logger in
             let query: PostgresQuery =
                 result
                 ? "SELECT (results -> \(name))::text FROM outpost_gp_jobs WHERE service = \(service) AND job_id = \(id) AND results ? \(name)"
@@ -117,7 +107,7 @@ public final class PostgresGPJobStore: GPJobRecordStore {
 
     public func messages(_ id: String) async throws -> [(type: String, description: String)] {
         let service = service
-        return try await run { client, logger in
+        return try await database.run { client, logger in
             var out: [(type: String, description: String)] = []
             for try await (type, description) in try await client.query(
                 "SELECT type, description FROM outpost_gp_messages WHERE service = \(service) AND job_id = \(id) ORDER BY seq", logger: logger
@@ -130,7 +120,7 @@ public final class PostgresGPJobStore: GPJobRecordStore {
 
     public func requestCancel(_ id: String) async throws {
         let service = service
-        try await run { client, logger in
+        try await database.run { client, logger in
             try await client.query(
                 "UPDATE outpost_gp_jobs SET cancel_requested = true WHERE service = \(service) AND job_id = \(id) AND NOT finished", logger: logger)
         }
@@ -142,7 +132,7 @@ public final class PostgresGPJobStore: GPJobRecordStore {
 
     /// The job ids `query` answers.
     private func ids(_ query: PostgresQuery) async throws -> [String] {
-        try await run { client, logger in
+        try await database.run { client, logger in
             var ids: [String] = []
             for try await id in try await client.query(query, logger: logger).decode(String.self) { ids.append(id) }
             return ids
@@ -151,7 +141,7 @@ public final class PostgresGPJobStore: GPJobRecordStore {
 
     public func renew(host: String, until: Int64) async throws {
         let service = service
-        try await run { client, logger in
+        try await database.run { client, logger in
             try await client.query(
                 "UPDATE outpost_gp_jobs SET lease_until = \(until) WHERE service = \(service) AND host = \(host) AND NOT finished", logger: logger)
         }
@@ -159,7 +149,7 @@ public final class PostgresGPJobStore: GPJobRecordStore {
 
     public func release(_ ids: [String], host: String) async throws {
         let service = service
-        try await run { client, logger in
+        try await database.run { client, logger in
             try await client.query(
                 "UPDATE outpost_gp_jobs SET lease_until = 0 WHERE service = \(service) AND host = \(host) AND job_id = ANY(\(ids)) AND NOT finished",
                 logger: logger)
@@ -168,7 +158,7 @@ public final class PostgresGPJobStore: GPJobRecordStore {
 
     public func claim(host: String, until: Int64, now: Int64) async throws -> [(id: String, status: String)] {
         let service = service
-        return try await run { client, logger in
+        return try await database.run { client, logger in
             // Row locks decide between hosts claiming at once: the second finds the lease renewed.
             var claimed: [(id: String, status: String, submitted: Int64)] = []
             for try await (id, status, submitted) in try await client.query(
@@ -192,6 +182,6 @@ public final class PostgresGPJobStore: GPJobRecordStore {
 extension PostgresJobStore {
     /// The job records of the geoprocessing service `service`, over this store's connections.
     public func geoprocessingJobs(service: String) -> PostgresGPJobStore {
-        PostgresGPJobStore(client: client, service: service, location: location)
+        PostgresGPJobStore(jobs: self, service: service)
     }
 }

@@ -9,22 +9,19 @@ import PostgresNIO
 /// the process running it. The job itself runs where it was started; its files go to the
 /// processes' output directory (give them a shared one: `outpost serve --output-directory`).
 public final class PostgresJobStore: JobRecordStore {
-    let client: PostgresClient
+    let database: PostgresConnections
     private let runner: Task<Void, Never>
-    let location: PostgresLocation
-    let logger = Logger(label: "outpost.postgres")
     /// Where the store reads the time (a record's last update).
     let clock: ServiceClock
 
     /// Connects (one small pool) after applying pending migrations.
     public init(location: PostgresLocation, clock: ServiceClock = .system) async throws {
         try await PostgresServiceStore.withClient(location) { client in _ = try await PostgresServiceStore.migrate(client) }
-        self.location = location
         self.clock = clock
         var configuration = location.configuration
         configuration.options.maximumConnections = 4
-        client = PostgresClient(configuration: configuration)
-        let client = self.client
+        let client = PostgresClient(configuration: configuration)
+        database = PostgresConnections(client: client, location: location)
         runner = Task { await client.run() }
     }
 
@@ -32,18 +29,8 @@ public final class PostgresJobStore: JobRecordStore {
 
     public var isShared: Bool { true }
 
-    @discardableResult
-    private func run<T: Sendable>(_ body: @escaping @Sendable (PostgresClient) async throws -> T) async throws -> T {
-        do {
-            return try await body(client)
-        } catch let error as PSQLError {
-            throw PostgresServiceBackend.serviceError(error, location)
-        }
-    }
-
     public func insert(_ record: JobRecord) async throws {
-        let logger = logger
-        try await run { client in
+        try await database.run { client, logger in
             try await client.query(
                 """
                 INSERT INTO outpost_jobs (job_id, status, response_type, submission_time, last_updated_time)
@@ -53,8 +40,8 @@ public final class PostgresJobStore: JobRecordStore {
     }
 
     public func update(_ id: String, status: String, result: JSONValue?, error: String?) async throws {
-        let logger = logger, now = clock.milliseconds(), result = result?.jsonString
-        try await run { client in
+        let now = clock.milliseconds(), result = result?.jsonString
+        try await database.run { client, logger in
             try await client.query(
                 """
                 UPDATE outpost_jobs SET status = \(status), last_updated_time = \(now),
@@ -65,8 +52,7 @@ public final class PostgresJobStore: JobRecordStore {
     }
 
     public func record(_ id: String) async throws -> JobRecord? {
-        let logger = logger
-        return try await run { client in
+        return try await database.run { client, logger in
             for try await (status, type, submitted, updated, result, error) in try await client.query(
                 "SELECT status, response_type, submission_time, last_updated_time, result::text, error FROM outpost_jobs WHERE job_id = \(id)", logger: logger
             ).decode((String, String, Int64, Int64, String?, String?).self) {
@@ -79,8 +65,7 @@ public final class PostgresJobStore: JobRecordStore {
     }
 
     public func requestCancel(_ id: String) async throws -> Bool {
-        let logger = logger
-        return try await run { client in
+        return try await database.run { client, logger in
             for try await _ in try await client.query("UPDATE outpost_jobs SET cancel_requested = true WHERE job_id = \(id) RETURNING 1", logger: logger) {
                 return true
             }
@@ -89,8 +74,7 @@ public final class PostgresJobStore: JobRecordStore {
     }
 
     public func cancelRequested(_ id: String) async throws -> Bool {
-        let logger = logger
-        return try await run { client in
+        return try await database.run { client, logger in
             for try await flag in try await client.query("SELECT cancel_requested FROM outpost_jobs WHERE job_id = \(id)", logger: logger).decode(Bool.self) {
                 return flag
             }
@@ -99,8 +83,7 @@ public final class PostgresJobStore: JobRecordStore {
     }
 
     public func sweep(finishedBefore time: Int64) async throws {
-        let logger = logger
-        try await run { client in
+        try await database.run { client, logger in
             try await client.query(
                 "DELETE FROM outpost_jobs WHERE status NOT IN ('Pending', 'InProgress') AND last_updated_time < \(time)", logger: logger)
         }

@@ -1,4 +1,5 @@
 import Foundation
+import Logging
 import OutpostCore
 import PostgresNIO
 
@@ -59,4 +60,22 @@ public struct PostgresServiceError: Error, CustomStringConvertible, Sendable {
     /// An error saying `message`.
     public init(_ message: String) { self.message = message }
     public var description: String { message }
+}
+
+/// A pool of connections to one database with where it is, running statements so that
+/// PostgreSQL's failures come out as the service says them (``SyncServiceError``: unavailable
+/// while the server or connection is the trouble, failed otherwise). The job stores share one.
+struct PostgresConnections: Sendable {
+    let client: PostgresClient
+    let location: PostgresLocation
+    let logger = Logger(label: "outpost.postgres")
+
+    @discardableResult
+    func run<T: Sendable>(_ body: @escaping @Sendable (PostgresClient, Logger) async throws -> T) async throws -> T {
+        do {
+            return try await body(client, logger)
+        } catch let error as PSQLError {
+            throw PostgresServiceBackend.serviceError(error, location)
+        }
+    }
 }
