@@ -1,6 +1,7 @@
 import Foundation
 import Logging
 import OutpostCore
+import OutpostSyncService
 import PostgresNIO
 
 /// Where a service's PostgreSQL database is: `postgres://user[:password]@host[:port]/database`
@@ -76,6 +77,23 @@ struct PostgresConnections: Sendable {
             return try await body(client, logger)
         } catch let error as PSQLError {
             throw PostgresServiceBackend.serviceError(error, location)
+        }
+    }
+
+    /// Runs `body` in a transaction on one connection: committed when it returns, rolled back
+    /// when it throws. Its own errors come out as it threw them; PostgreSQL's as ``run(_:)``
+    /// says them.
+    @discardableResult
+    func transaction<T: Sendable>(_ body: @escaping @Sendable (PostgresConnection, Logger) async throws -> T) async throws -> T {
+        let logger = logger
+        do {
+            return try await run { client, logger in try await client.withTransaction(logger: logger) { try await body($0, logger) } }
+        } catch let error as PostgresTransactionError {
+            let cause = error.closureError ?? error.beginError ?? error.commitError ?? error.rollbackError
+            if let psql = cause as? PSQLError { throw PostgresServiceBackend.serviceError(psql, location) }
+            if let cause { throw cause }
+            logger.error("PostgreSQL transaction failed: \(error)")
+            throw SyncServiceError(.failed, "a PostgreSQL transaction failed")
         }
     }
 }

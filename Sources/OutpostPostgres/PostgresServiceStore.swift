@@ -195,6 +195,19 @@ public enum PostgresServiceStore {
             """,
             "CREATE INDEX outpost_gp_messages_job ON outpost_gp_messages (service, job_id, seq)",
         ]),
+        // A site's users, roles and token key (one document, as a users file holds them), and
+        // the failed sign-ins every host of the site counts together.
+        (8, [
+            """
+            CREATE TABLE outpost_security (
+              id smallint PRIMARY KEY CHECK (id = 1),
+              document jsonb NOT NULL,
+              version bigint NOT NULL
+            )
+            """,
+            "CREATE TABLE outpost_failed_sign_ins (key text NOT NULL, at bigint NOT NULL)",
+            "CREATE INDEX outpost_failed_sign_ins_key ON outpost_failed_sign_ins (key, at)",
+        ]),
     ]
 
     /// Runs `body` with a pooled client that is shut down afterwards.

@@ -258,22 +258,22 @@ struct UserTokenTests {
 
     /// A token is hashed once per users-file version; its expiry still counts on every use, and a
     /// file written again with a new key forgets every token verified against the old one.
-    @Test func verifiedTokensAreRememberedPerFileVersion() throws {
+    @Test func verifiedTokensAreRememberedPerFileVersion() async throws {
         let directory = TemporaryDirectory()
         let url = directory.url.appendingPathComponent("users.json")
         var file = UserFile()
         try file.setUser("ann", role: .viewer, password: "long enough")
         try file.save(to: url)
         let time = ManualClock()
-        let users = UserDirectory(url: url, clock: time.clock)
+        let users = UserDirectory(source: .file(url), clock: time.clock)
         let key = try #require(UserFile.bytes(hex: file.tokenKey))
         let expiry = time.clock.now().addingTimeInterval(3600)
         let text = SignedToken(user: "ann", expires: expiry, binding: nil).encoded(key: key)
 
-        #expect(try users.verify(text).token.user == "ann")
-        #expect(try users.verify(text).token.user == "ann", "the remembered token")
-        #expect(throws: SignedToken.Failure.expired) { try users.verify(text, now: expiry.addingTimeInterval(1)) }
-        #expect(throws: SignedToken.Failure.invalid) { try users.verify(text + "A") }
+        #expect(try await users.verify(text).token.user == "ann")
+        #expect(try await users.verify(text).token.user == "ann", "the remembered token")
+        await #expect(throws: SignedToken.Failure.expired) { try await users.verify(text, now: expiry.addingTimeInterval(1)) }
+        await #expect(throws: SignedToken.Failure.invalid) { try await users.verify(text + "A") }
 
         var rotated = UserFile()
         try rotated.setUser("ann", role: .viewer, password: "long enough")
@@ -281,7 +281,7 @@ struct UserTokenTests {
         // The file is looked at again at most once a second; its time must differ from the first.
         try FileManager.default.setAttributes([.modificationDate: Date().addingTimeInterval(5)], ofItemAtPath: url.path)
         time.advance(by: 1.1)
-        #expect(throws: SignedToken.Failure.invalid, "signed with the old key") { try users.verify(text) }
+        await #expect(throws: SignedToken.Failure.invalid, "signed with the old key") { try await users.verify(text) }
     }
 }
 

@@ -21,6 +21,10 @@ public struct ServerConfiguration: Sendable {
     /// A users file (`outpost users`): users sign in with `generateToken` and get signed,
     /// expiring tokens with their role's permissions.
     public var usersFile: URL?
+    /// A site's users and failed sign-ins in its database (`outpost users --postgres`), read by
+    /// every host; instead of ``usersFile``. The hosts accept each other's tokens and throttle
+    /// failed sign-ins together.
+    public var securityRecords: (any SecurityRecordStore)?
     /// Where replica files and synchronizeReplica answers are written for download (nil: a new
     /// directory under the system's temporary directory).
     public var outputDirectory: URL?

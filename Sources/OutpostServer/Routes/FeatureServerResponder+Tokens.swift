@@ -25,7 +25,7 @@ extension FeatureServerResponder {
     /// `/sharing/generateToken`): a token for a user's name and password, by POST (a password never
     /// travels in a URL) unless the server allows it in the URL over HTTPS
     /// (``ServerConfiguration/tokenRequestsInURL``). A browser's GET gets a sign-in form.
-    func tokens(_ call: RoutedRequest) throws -> Response {
+    func tokens(_ call: RoutedRequest) async throws -> Response {
         let (request, parameters) = (call.request, call.parameters)
         let format = try parameters.format()
         var writing = ResponseWriting(request: request, pretty: format == "pjson")
@@ -48,7 +48,7 @@ extension FeatureServerResponder {
         if passwordInURL, !urlAllowed {
             throw ServiceError(400, "Unable to generate token.", details: ["send the password in the POST body, not the URL"])
         }
-        let answer = try security.generateToken(parameters, request: request, remote: call.context.remoteAddress, secure: secure)
+        let answer = try await security.generateToken(parameters, request: request, remote: call.context.remoteAddress, secure: secure)
         if DirectoryView.wanted(request, parameters) { writing.directory = (view, .operation(description: "Your token:", form: nil)) }
         return writing.json(answer)
     }

@@ -191,7 +191,7 @@ public struct FeatureServerResponder: HTTPResponder {
         // Tokens where ArcGIS Server has them, where a portal does, and at the root, where
         // ArcGIS Online has them (geopy asks there).
         for path in ["/arcgis/tokens", "/arcgis/tokens/generateToken", "/arcgis/tokens/tokens", "/arcgis/sharing/rest/generateToken", "/sharing/generateToken", "/sharing/rest/generateToken"] {
-            table.on(RouterPath(path), [.get, .post], access: .parameters) { call in try tokens(call) }
+            table.on(RouterPath(path), [.get, .post], access: .parameters) { call in try await tokens(call) }
         }
         for path in ["/arcgis/sharing/rest", "/arcgis/sharing/rest/**"] {
             table.on(RouterPath(path), [.get, .post], access: .anyone) { [security, configuration] call in

@@ -196,18 +196,18 @@ struct AuthenticationMiddleware: RouterMiddleware {
     func handle(_ request: Request, context: Context, next: (Request, Context) async throws -> Response) async throws -> Response {
         var context = context
         let service = context.parameters.get("service").map { $0.removingPercentEncoding ?? $0 }
-        func caller(anonymousAllowed: Bool) throws -> Caller {
-            try security.caller(request, context.arguments, remote: context.remoteAddress, anonymousAllowed: anonymousAllowed)
+        func caller(anonymousAllowed: Bool) async throws -> Caller {
+            try await security.caller(request, context.arguments, remote: context.remoteAddress, anonymousAllowed: anonymousAllowed)
         }
         switch access {
         case .open, .parameters: break
-        case .anyone: context.caller = try caller(anonymousAllowed: true)
-        case .signedIn: context.caller = try caller(anonymousAllowed: false)
+        case .anyone: context.caller = try await caller(anonymousAllowed: true)
+        case .signedIn: context.caller = try await caller(anonymousAllowed: false)
         case .granted(let permission):
-            context.caller = try caller(anonymousAllowed: false)
+            context.caller = try await caller(anonymousAllowed: false)
             try Security.require(permission, of: context.caller, on: service)
         case .readOrSync:
-            context.caller = try caller(anonymousAllowed: false)
+            context.caller = try await caller(anonymousAllowed: false)
             try Security.require(request.method == .get ? .query : .sync, of: context.caller, on: service)
         }
         return try await next(request, context)

@@ -3,6 +3,7 @@ import HTTPTypes
 import Hummingbird
 import NIOCore
 import OutpostCore
+import OutpostSyncService
 import Synchronization
 
 /// The request context of the server: Hummingbird's, plus the peer's address (tokens issued
@@ -63,8 +64,12 @@ final class Security: Sendable {
     init(configuration: ServerConfiguration) {
         staticTokens = configuration.tokens
         clock = configuration.clock
-        users = configuration.usersFile.map { UserDirectory(url: $0, clock: configuration.clock) }
-        throttle = LoginThrottle(clock: configuration.clock)
+        if let records = configuration.securityRecords {
+            users = UserDirectory(source: .records(records), clock: configuration.clock)
+        } else {
+            users = configuration.usersFile.map { UserDirectory(source: .file($0), clock: configuration.clock) }
+        }
+        throttle = LoginThrottle(clock: configuration.clock, records: configuration.securityRecords)
     }
 
     var isEnabled: Bool { staticTokens != nil || users != nil }
@@ -90,7 +95,7 @@ final class Security: Sendable {
     ///   is unknown, forged, expired, bound to another client, or whose user is gone.
     /// - Parameter anonymousAllowed: a request without a token is ``Caller/anonymous`` (the
     ///   catalog, as ArcGIS's, lists what such a caller may see: nothing) instead of a 499.
-    func caller(_ request: Request, _ parameters: RequestParameters, remote: SocketAddress?, anonymousAllowed: Bool = false) throws -> Caller {
+    func caller(_ request: Request, _ parameters: RequestParameters, remote: SocketAddress?, anonymousAllowed: Bool = false) async throws -> Caller {
         guard isEnabled else { return .anyone }
         guard let token = Self.token(request, parameters) else {
             if anonymousAllowed { return .anonymous }
@@ -100,7 +105,7 @@ final class Security: Sendable {
         guard let users, token.hasPrefix(SignedToken.prefix) else { throw Self.invalidToken }
         let signed: SignedToken, file: UserFile
         do {
-            (signed, file) = try users.verify(token)
+            (signed, file) = try await users.verify(token)
         } catch SignedToken.Failure.expired {
             throw ServiceError(401, "Invalid Token", code: 498, details: ["the token has expired"])
         } catch is SignedToken.Failure {
@@ -137,7 +142,7 @@ final class Security: Sendable {
     }
 
     /// `POST /arcgis/tokens/generateToken`: a signed token for a user's name and password.
-    func generateToken(_ parameters: RequestParameters, request: Request, remote: SocketAddress?, secure: Bool) throws -> JSONValue {
+    func generateToken(_ parameters: RequestParameters, request: Request, remote: SocketAddress?, secure: Bool) async throws -> JSONValue {
         guard let users else {
             throw ServiceError(400, "Unable to generate token.", details: ["this server has no users (outpost serve --users)"])
         }
@@ -146,13 +151,13 @@ final class Security: Sendable {
         }
         let address = remote?.ipAddress ?? "unknown"
         let keys = ["user:" + name.lowercased(), "ip:" + address]
-        try throttle.check(keys)
-        let file = try users.current()
+        try await throttle.check(keys)
+        let file = try await users.current()
         guard let user = file.authenticate(name, password: password) else {
-            throttle.failed(keys)
+            try await throttle.failed(keys)
             throw ServiceError(400, "Unable to generate token.", details: ["Invalid username or password."])
         }
-        throttle.succeeded("user:" + name.lowercased())
+        try await throttle.succeeded("user:" + name.lowercased())
         let minutes = try parameters.int("expiration", range: 1...Self.maximumMinutes) ?? Self.defaultMinutes
         let binding: String?
         switch (parameters["client"] ?? (parameters["referer"] != nil ? "referer" : "requestip")).lowercased() {
@@ -167,7 +172,7 @@ final class Security: Sendable {
         case let other: throw ServiceError.badParameter("client", "\"\(other.prefix(20))\" is not requestip, ip, referer or none")
         }
         let expires = clock.now().addingTimeInterval(TimeInterval(minutes * 60))
-        guard let key = UserFile.bytes(hex: file.tokenKey) else { throw ServiceError(500, "the users file's token key is damaged") }
+        guard let key = UserFile.bytes(hex: file.tokenKey) else { throw ServiceError(500, "the users' token key is damaged") }
         let token = SignedToken(user: user.name, expires: expires, binding: binding).encoded(key: key)
         return ["token": .string(token), "expires": .integer(Int64(expires.timeIntervalSince1970 * 1000)), "ssl": .bool(secure)]
     }
@@ -182,16 +187,32 @@ final class Security: Sendable {
     }
 }
 
-/// The users file, read again when it changes (checked at most once a second), so
-/// `outpost users add` takes effect on a running server; and the tokens already verified against
-/// it, so a token is hashed once per file version rather than on every request.
+/// Where the users come from: a users file, or the site's database.
+enum UserSource: Sendable {
+    /// A users file (`outpost serve --users`), read again when its modification time changes.
+    case file(URL)
+    /// The users document of a site (`outpost users --postgres`), read again when its version
+    /// changes.
+    case records(any SecurityRecordStore)
+}
+
+/// The users, read again when they change (checked at most once a second), so `outpost users
+/// add` takes effect on a running server (on every host of a site); and the tokens already
+/// verified against them, so a token is hashed once per version of the users rather than on
+/// every request.
 final class UserDirectory: Sendable {
-    let url: URL
+    let source: UserSource
+    /// What tells one version of the users from another: the file's modification time, the
+    /// document's version number.
+    private enum Version: Equatable {
+        case modified(Date?)
+        case number(Int64?)
+    }
     private struct State {
         var file: UserFile?
-        var modified: Date?
+        var version: Version?
         var checked = Date.distantPast
-        /// Bumped on every reload: a token verified against an older file is not remembered.
+        /// Bumped on every reload: a token verified against older users is not remembered.
         var generation = 0
         var verified: [String: SignedToken] = [:]
     }
@@ -199,30 +220,44 @@ final class UserDirectory: Sendable {
     /// Verified tokens remembered at most (the memory is cleared when full).
     static let verifiedLimit = 4096
 
-    /// Where it reads the time (tokens' expiry, when to look at the file again).
+    /// Where it reads the time (tokens' expiry, when to look at the users again).
     let clock: WallClock
 
-    init(url: URL, clock: WallClock = .system) {
-        self.url = url
+    init(source: UserSource, clock: WallClock = .system) {
+        self.source = source
         self.clock = clock
     }
 
-    func current() throws -> UserFile { try currentWithGeneration().file }
+    func current() async throws -> UserFile { try await currentWithGeneration().file }
 
-    private func currentWithGeneration() throws -> (file: UserFile, generation: Int) {
+    private func currentWithGeneration() async throws -> (file: UserFile, generation: Int) {
         let now = clock.now()
         if let cached = state.withLock({ s in now.timeIntervalSince(s.checked) < 1 ? s.file.map { ($0, s.generation) } : nil }) { return cached }
-        let modified = (try? FileManager.default.attributesOfItem(atPath: url.path))?[.modificationDate] as? Date
+        let version: Version
+        switch source {
+        case .file(let url): version = .modified((try? FileManager.default.attributesOfItem(atPath: url.path))?[.modificationDate] as? Date)
+        case .records(let records): version = .number(try await records.securityVersion())
+        }
         if let cached = state.withLock({ s -> (UserFile, Int)? in
             s.checked = now
-            return s.modified == modified ? s.file.map { ($0, s.generation) } : nil
+            return s.version == version ? s.file.map { ($0, s.generation) } : nil
         }) {
             return cached
         }
-        let file = try UserFile.load(from: url)
+        let file: UserFile, read: Version
+        switch source {
+        case .file(let url): (file, read) = (try UserFile.load(from: url), version)
+        case .records(let records):
+            // No document yet: a site without users, where nobody signs in.
+            guard let document = try await records.securityDocument() else {
+                (file, read) = (UserFile(users: []), .number(nil))
+                break
+            }
+            (file, read) = (try UserFile.decode(Data(document.text.utf8), source: "the site's users in the database"), .number(document.version))
+        }
         return state.withLock { s in
             s.file = file
-            s.modified = modified
+            s.version = read
             s.checked = now
             s.generation += 1
             s.verified.removeAll()
@@ -230,12 +265,13 @@ final class UserDirectory: Sendable {
         }
     }
 
-    /// The token `text` signed with the current file's key, and that file. Its expiry is checked
-    /// on every call; its signature once per file version.
-    /// - Throws: ``SignedToken/Failure``, or the users file's read error.
-    func verify(_ text: String, now given: Date? = nil) throws -> (token: SignedToken, file: UserFile) {
+
+    /// The token `text` signed with the current users' key, and those users. Its expiry is
+    /// checked on every call; its signature once per version of the users.
+    /// - Throws: ``SignedToken/Failure``, or the users' read error.
+    func verify(_ text: String, now given: Date? = nil) async throws -> (token: SignedToken, file: UserFile) {
         let now = given ?? clock.now()
-        let (file, generation) = try currentWithGeneration()
+        let (file, generation) = try await currentWithGeneration()
         if let known = state.withLock({ $0.generation == generation ? $0.verified[text] : nil }) {
             guard known.expires > now else { throw SignedToken.Failure.expired }
             return (known, file)
@@ -252,40 +288,66 @@ final class UserDirectory: Sendable {
 }
 
 /// Failed logins per key (a user name, an address): after 5 within 15 minutes, further attempts
-/// are refused (429) until the oldest of them is 15 minutes old.
+/// are refused (429) until the oldest of them is 15 minutes old. Counted in this process, or
+/// with the site's records in the database, by every host of the site together (an attacker
+/// spreading guesses over the hosts behind a load balancer gets no more of them).
 final class LoginThrottle: Sendable {
     static let limit = 5
     static let window: TimeInterval = 15 * 60
     private let failures = Mutex<[String: [Date]]>([:])
+    /// Where a site counts its failures (nil: in this process).
+    let records: (any SecurityRecordStore)?
     /// Where it reads the time.
     let clock: WallClock
 
-    init(clock: WallClock = .system) { self.clock = clock }
+    init(clock: WallClock = .system, records: (any SecurityRecordStore)? = nil) {
+        self.clock = clock
+        self.records = records
+    }
 
-    func check(_ keys: [String]) throws {
+    func check(_ keys: [String]) async throws {
         let now = clock.now()
-        let wait = failures.withLock { all -> TimeInterval? in
-            var longest: TimeInterval?
-            for key in keys {
-                let recent = (all[key] ?? []).filter { now.timeIntervalSince($0) < Self.window }
-                all[key] = recent.isEmpty ? nil : recent
-                if recent.count >= Self.limit, let oldest = recent.first {
-                    longest = max(longest ?? 0, Self.window - now.timeIntervalSince(oldest))
-                }
+        var wait: TimeInterval?
+        if let records {
+            let since = Self.milliseconds(now.addingTimeInterval(-Self.window))
+            for (_, recent) in try await records.failedSignIns(keys, since: since) where recent.count >= Self.limit {
+                wait = max(wait ?? 0, Self.window - now.timeIntervalSince(Date(timeIntervalSince1970: TimeInterval(recent.oldest) / 1000)))
             }
-            return longest
+        } else {
+            wait = failures.withLock { all -> TimeInterval? in
+                var longest: TimeInterval?
+                for key in keys {
+                    let recent = (all[key] ?? []).filter { now.timeIntervalSince($0) < Self.window }
+                    all[key] = recent.isEmpty ? nil : recent
+                    if recent.count >= Self.limit, let oldest = recent.first {
+                        longest = max(longest ?? 0, Self.window - now.timeIntervalSince(oldest))
+                    }
+                }
+                return longest
+            }
         }
         if let wait {
-            throw ServiceError(429, "Too many failed logins; try again in \(Int(wait.rounded(.up))) seconds.")
+            throw ServiceError(429, "Too many failed logins; try again in \(max(1, Int(wait.rounded(.up)))) seconds.")
         }
     }
 
-    func failed(_ keys: [String]) {
+    func failed(_ keys: [String]) async throws {
         let now = clock.now()
-        failures.withLock { all in for key in keys { all[key, default: []].append(now) } }
+        if let records {
+            try await records.recordFailedSignIn(keys, at: Self.milliseconds(now))
+        } else {
+            failures.withLock { all in for key in keys { all[key, default: []].append(now) } }
+        }
     }
 
-    func succeeded(_ key: String) {
-        failures.withLock { _ = $0.removeValue(forKey: key) }
+    func succeeded(_ key: String) async throws {
+        if let records {
+            try await records.clearFailedSignIns(key)
+        } else {
+            failures.withLock { _ = $0.removeValue(forKey: key) }
+        }
     }
+
+    static func milliseconds(_ date: Date) -> Int64 { Int64((date.timeIntervalSince1970 * 1000).rounded(.down)) }
+
 }

@@ -77,11 +77,11 @@ public struct UserFile: Codable, Sendable {
     /// The users.
     public var users: [User]
 
-    /// A new file with a fresh token key and no users.
-    public init() {
+    /// A new file with a fresh token key and these users (none by default).
+    public init(users: [User] = []) {
         formatVersion = Self.formatVersion
         tokenKey = Self.randomHex(32)
-        users = []
+        self.users = users
     }
 
     /// Reads a users file.
@@ -93,21 +93,33 @@ public struct UserFile: Codable, Sendable {
         } catch {
             throw ServiceError(500, "cannot read the users file \(url.path)")
         }
+        return try decode(data, source: url.path)
+    }
+
+    /// Reads the JSON of a users file from wherever it was kept (`source` names that place in
+    /// errors: a path, the site's database).
+    /// - Throws: ``ServiceError`` (500) when it is not a users file of this format version.
+    public static func decode(_ data: Data, source: String) throws -> UserFile {
         let file: UserFile
         do {
             file = try JSONValueDecoder().decode(UserFile.self, from: data)
         } catch {
-            throw ServiceError(500, "\(url.path) is not an Outpost users file: \(error)")
+            throw ServiceError(500, "\(source) is not an Outpost users file: \(error)")
         }
         guard file.formatVersion == formatVersion, file.tokenKey.count == 64, Self.bytes(hex: file.tokenKey) != nil else {
-            throw ServiceError(500, "\(url.path) is not an Outpost users file of format version \(formatVersion)")
+            throw ServiceError(500, "\(source) is not an Outpost users file of format version \(formatVersion)")
         }
         return file
     }
 
+    /// The JSON a users file holds (as ``save(to:)`` writes it).
+    public func encoded() throws -> String {
+        ResponseWriting.pretty(try JSONValueEncoder().encode(self)) + "\n"
+    }
+
     /// Writes the file beside `url` with mode 0600 and renames it into place.
     public func save(to url: URL) throws {
-        let text = ResponseWriting.pretty(try JSONValueEncoder().encode(self)) + "\n"
+        let text = try encoded()
         let partial = url.deletingLastPathComponent().appendingPathComponent(".\(url.lastPathComponent).\(UUID().uuidString.prefix(8))")
         guard FileManager.default.createFile(atPath: partial.path, contents: Data(text.utf8), attributes: [.posixPermissions: 0o600]) else {
             throw ServiceError(500, "cannot write \(partial.path)")

@@ -48,7 +48,12 @@ struct ServeCommand: AsyncParsableCommand {
     @Option(help: "Port (0 picks a free one).") var port = 8080
     @Option(help: "A token every request but /health must carry (token= or Authorization: Bearer).") var token: String?
     @Option(help: "A file of tokens, one per line: \"<token> [read|edit]\".") var tokens: String?
-    @Option(help: "A users file (outpost users add): users sign in with POST /arcgis/tokens/generateToken.") var users: String?
+    @Option(
+        help: """
+            A users file (outpost users add): users sign in with POST /arcgis/tokens/generateToken. With --postgres, a site \
+            keeps its users in the database instead (outpost users add --postgres), and every host reads them there.
+            """)
+    var users: String?
     @Option(help: "Largest request body in MB.") var maxBodyMb = 64
     @Option(
         help: """
@@ -142,6 +147,18 @@ struct ServeCommand: AsyncParsableCommand {
                 let jobs = try await PostgresJobStore(location: try PostgresLocation(url: database))
                 configuration.jobStore = jobs
                 geoprocessingJobs = { jobs.geoprocessingJobs(service: $0) }
+                // A site whose users are in its database (outpost users --postgres): every host
+                // signs in from there, accepts the others' tokens and throttles failures with them.
+                let security = jobs.security()
+                if try await security.securityVersion() != nil {
+                    guard users == nil else {
+                        throw CLIFailure(message: "\(try PostgresLocation(url: database)) holds the site's users (outpost users --postgres); drop --users")
+                    }
+                    guard !prepareAreas else {
+                        throw CLIFailure(message: "--prepare-areas works with no token or --token; this site has users: run outpost offline prepare --token …")
+                    }
+                    configuration.securityRecords = security
+                }
             }
             if let service {
                 files = try await ServiceDirectory.open(

@@ -1,6 +1,9 @@
 import ArgumentParser
 import Foundation
+import OutpostPostgres
 import OutpostServer
+import OutpostSyncService
+import Synchronization
 
 #if canImport(Glibc)
     import Glibc
@@ -19,9 +22,64 @@ struct UsersCommand: AsyncParsableCommand {
             """,
         subcommands: [Add.self, List.self, Remove.self])
 
+    /// Where the users are: a users file (one server process), or a site's database.
     struct FileOption: ParsableArguments {
         @Option(help: "The users file (default: $OUTPOST_USERS or users.json).") var users: String?
+        @Option(
+            help: """
+                The users of a site, in its PostgreSQL database (postgres://user@host[:port]/db), read by every \
+                outpost serve --postgres host of it instead of a users file.
+                """)
+        var postgres: String?
+
+        func validate() throws {
+            guard users == nil || postgres == nil else { throw ValidationError("give --users or --postgres, not both") }
+        }
+
         var url: URL { URL(fileURLWithPath: users ?? ProcessInfo.processInfo.environment["OUTPOST_USERS"] ?? "users.json") }
+
+        /// Where the users are, as messages name it.
+        var place: String { postgres.flatMap { try? PostgresLocation(url: $0).description } ?? url.path }
+
+        /// The users as they are now (none when nothing was written yet).
+        func read() async throws -> UserFile? {
+            guard let postgres else {
+                return FileManager.default.fileExists(atPath: url.path) ? try UserFile.load(from: url) : nil
+            }
+            let source = "the users in \(place)"
+            return try await Self.withRecords(postgres) { records in
+                try await records.securityDocument().map { try UserFile.decode(Data($0.text.utf8), source: source) }
+            }
+        }
+
+        /// Changes the users in one step: a users file is replaced whole; in a database, writers
+        /// take turns, so two administrators' changes both land.
+        func change(_ edit: @escaping @Sendable (inout UserFile) throws -> Void) async throws {
+            guard let postgres else {
+                var users = FileManager.default.fileExists(atPath: url.path) ? try UserFile.load(from: url) : UserFile()
+                try edit(&users)
+                return try users.save(to: url)
+            }
+            let source = "the users in \(place)"
+            try await Self.withRecords(postgres) { records in
+                try await records.changeSecurityDocument { text in
+                    var users = try text.map { try UserFile.decode(Data($0.utf8), source: source) } ?? UserFile()
+                    try edit(&users)
+                    return try users.encoded()
+                }
+            }
+        }
+
+        @discardableResult
+        static func withRecords<T: Sendable>(_ url: String, _ body: (PostgresSecurityStore) async throws -> T) async throws -> T {
+            do {
+                return try await body(try await PostgresJobStore(location: try PostgresLocation(url: url)).security())
+            } catch let error as PostgresServiceError {
+                throw CLIFailure(message: error.message)
+            } catch let error as SyncServiceError {
+                throw CLIFailure(message: error.description)
+            }
+        }
     }
 
     struct Add: AsyncParsableCommand {
@@ -56,11 +114,13 @@ struct UsersCommand: AsyncParsableCommand {
 
         func run() async throws {
             let password = try readPassword(fromStdin: passwordStdin, prompt: "password for \(name): ")
-            var users = FileManager.default.fileExists(atPath: file.url.path) ? try UserFile.load(from: file.url) : UserFile()
-            let existed = users.user(named: name) != nil
-            try users.setUser(name, role: Role(rawValue: role)!, password: password, services: try permissions())
-            try users.save(to: file.url)
-            print("\(existed ? "updated" : "added") \(name) (\(role)) in \(file.url.path)")
+            let (name, role, services) = (name, Role(rawValue: role)!, try permissions())
+            let existed = Mutex(false)
+            try await file.change { users in
+                existed.withLock { $0 = users.user(named: name) != nil }
+                try users.setUser(name, role: role, password: password, services: services)
+            }
+            print("\(existed.withLock { $0 } ? "updated" : "added") \(name) (\(role.rawValue)) in \(file.place)")
         }
     }
 
@@ -70,14 +130,14 @@ struct UsersCommand: AsyncParsableCommand {
         @Flag(help: "Print JSON: [{\"name\", \"role\", \"services\"}].") var json = false
 
         func run() async throws {
-            let users = try UserFile.load(from: file.url).users
+            guard let users = try await file.read()?.users else { throw CLIFailure(message: "no users in \(file.place)") }
             if json {
                 return printJSON(.array(users.map { u in
                     ["name": .string(u.name), "role": .string(u.role.rawValue),
                      "services": .object((u.services ?? [:]).mapValues { .array($0.map { .string($0.rawValue) }) })]
                 }))
             }
-            if users.isEmpty { print("no users in \(file.url.path)") }
+            if users.isEmpty { print("no users in \(file.place)") }
             for u in users {
                 let extra = (u.services ?? [:]).sorted { $0.key < $1.key }.map { "\($0.key): \($0.value.map(\.rawValue).joined(separator: ","))" }
                 print("\(u.name)  \(u.role.rawValue)" + (extra.isEmpty ? "" : "  (\(extra.joined(separator: "; ")))"))
@@ -91,10 +151,11 @@ struct UsersCommand: AsyncParsableCommand {
         @OptionGroup var file: FileOption
 
         func run() async throws {
-            var users = try UserFile.load(from: file.url)
-            guard users.user(named: name) != nil else { throw CLIFailure(message: "\(file.url.path) has no user \(name)") }
-            users.users.removeAll { $0.name.lowercased() == name.lowercased() }
-            try users.save(to: file.url)
+            let name = name, place = file.place
+            try await file.change { users in
+                guard users.user(named: name) != nil else { throw CLIFailure(message: "\(place) has no user \(name)") }
+                users.users.removeAll { $0.name.lowercased() == name.lowercased() }
+            }
             print("removed \(name)")
         }
     }
