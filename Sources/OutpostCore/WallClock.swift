@@ -17,3 +17,9 @@ public struct WallClock: Sendable {
     /// The time now in milliseconds since 1970 (how replica and job records store it).
     public func milliseconds() -> Int64 { Int64(now().timeIntervalSince1970 * 1000) }
 }
+
+extension Duration {
+    /// The duration in whole milliseconds, rounded toward zero (as job records and job
+    /// parameters keep times).
+    public var wholeMilliseconds: Int64 { components.seconds * 1000 + components.attoseconds / 1_000_000_000_000_000 }
+}

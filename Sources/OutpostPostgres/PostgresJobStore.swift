@@ -29,12 +29,12 @@ public final class PostgresJobStore: JobRecordStore {
 
     public var isShared: Bool { true }
 
-    public func insert(_ record: JobRecord) async throws {
+    public func insert(_ record: JobRecord, host: String, until: Int64) async throws {
         try await database.run { client, logger in
             try await client.query(
                 """
-                INSERT INTO outpost_jobs (job_id, status, response_type, submission_time, last_updated_time)
-                VALUES (\(record.id), \(record.status), \(record.responseType), \(record.submissionTime), \(record.lastUpdatedTime))
+                INSERT INTO outpost_jobs (job_id, status, response_type, submission_time, last_updated_time, host, lease_until)
+                VALUES (\(record.id), \(record.status), \(record.responseType), \(record.submissionTime), \(record.lastUpdatedTime), \(host), \(until))
                 """, logger: logger)
         }
     }
@@ -46,8 +46,32 @@ public final class PostgresJobStore: JobRecordStore {
                 """
                 UPDATE outpost_jobs SET status = \(status), last_updated_time = \(now),
                   result = coalesce(\(result)::jsonb, result), error = coalesce(\(error), error)
-                WHERE job_id = \(id)
+                WHERE job_id = \(id) AND status IN ('Pending', 'InProgress')
                 """, logger: logger)
+        }
+    }
+
+    public func renew(host: String, until: Int64) async throws {
+        try await database.run { client, logger in
+            try await client.query(
+                "UPDATE outpost_jobs SET lease_until = \(until) WHERE host = \(host) AND status IN ('Pending', 'InProgress')", logger: logger)
+        }
+    }
+
+    public func failAbandoned(now: Int64, error: String) async throws -> [String] {
+        try await database.run { client, logger in
+            // Row locks decide between hosts doing this at once: each job is failed by one.
+            var ids: [String] = []
+            for try await id in try await client.query(
+                """
+                UPDATE outpost_jobs SET status = 'Failed', error = \(error), last_updated_time = \(now)
+                WHERE status IN ('Pending', 'InProgress') AND lease_until < \(now)
+                RETURNING job_id
+                """, logger: logger
+            ).decode(String.self) {
+                ids.append(id)
+            }
+            return ids
         }
     }
 

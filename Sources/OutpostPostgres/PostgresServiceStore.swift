@@ -208,6 +208,13 @@ public enum PostgresServiceStore {
             "CREATE TABLE outpost_failed_sign_ins (key text NOT NULL, at bigint NOT NULL)",
             "CREATE INDEX outpost_failed_sign_ins_key ON outpost_failed_sign_ins (key, at)",
         ]),
+        // Server jobs held under a lease by their host, so a host's stopping ends its jobs
+        // (failed by another host) instead of leaving them running nowhere. A job recorded
+        // before this has no lease and is never taken as abandoned.
+        (9, [
+            "ALTER TABLE outpost_jobs ADD COLUMN host text, ADD COLUMN lease_until bigint",
+            "CREATE INDEX outpost_jobs_running ON outpost_jobs (lease_until) WHERE status IN ('Pending', 'InProgress')",
+        ]),
     ]
 
     /// Runs `body` with a pooled client that is shut down afterwards.

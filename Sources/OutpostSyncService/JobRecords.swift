@@ -38,11 +38,22 @@ public struct JobRecord: Sendable, Equatable {
 
 /// Where job records live: in the server process (the default), or in a database shared by
 /// several server processes, so a status request or a cancel may reach any of them.
+///
+/// In a shared store each running job is held by its host under a lease the host renews
+/// (``renew(host:until:)``). A job whose lease ran out (its host stopped) is failed by another
+/// host with ``failAbandoned(now:error:)``, so its clients hear that it ended rather than
+/// polling a job that runs nowhere; a job's end is written once, by its host, while it runs.
 public protocol JobRecordStore: Sendable {
-    /// Adds a new job's record.
-    func insert(_ record: JobRecord) async throws
-    /// Sets a job's status (and its result or error), stamping the update time.
+    /// Adds a new job's record, held by `host` until `until` (epoch ms).
+    func insert(_ record: JobRecord, host: String, until: Int64) async throws
+    /// Sets a running job's status (and its result or error), stamping the update time; a job
+    /// already ended (failed by another host when its lease ran out) is left as it is.
     func update(_ id: String, status: String, result: JSONValue?, error: String?) async throws
+    /// Extends the lease of every running job `host` holds to `until` (epoch ms).
+    func renew(host: String, until: Int64) async throws
+    /// Fails every running job whose lease ran out before `now` (epoch ms) with `error`, and
+    /// returns their ids.
+    func failAbandoned(now: Int64, error: String) async throws -> [String]
     /// The record of job `id`, nil for an unknown job.
     func record(_ id: String) async throws -> JobRecord?
     /// Asks the process running a job to cancel it. Returns false for an unknown job.
@@ -69,11 +80,11 @@ public final class MemoryJobStore: JobRecordStore {
 
     public var isShared: Bool { false }
 
-    public func insert(_ record: JobRecord) async throws { records.withLock { $0[record.id] = (record, false) } }
+    public func insert(_ record: JobRecord, host: String, until: Int64) async throws { records.withLock { $0[record.id] = (record, false) } }
 
     public func update(_ id: String, status: String, result: JSONValue?, error: String?) async throws {
         records.withLock { records in
-            guard var r = records[id]?.record else { return }
+            guard var r = records[id]?.record, r.isRunning else { return }
             r.status = status
             r.result = result ?? r.result
             r.error = error ?? r.error
@@ -93,6 +104,12 @@ public final class MemoryJobStore: JobRecordStore {
     }
 
     public func cancelRequested(_ id: String) async throws -> Bool { records.withLock { $0[id]?.cancel ?? false } }
+
+    /// Nothing to renew: the jobs run in the process that keeps their records.
+    public func renew(host: String, until: Int64) async throws {}
+
+    /// None: the jobs end with the process that keeps their records.
+    public func failAbandoned(now: Int64, error: String) async throws -> [String] { [] }
 
     public func sweep(finishedBefore time: Int64) async throws {
         records.withLock { records in records = records.filter { $0.value.record.isRunning || $0.value.record.lastUpdatedTime >= time } }

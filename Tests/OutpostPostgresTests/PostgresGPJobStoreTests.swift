@@ -49,3 +49,38 @@ struct PostgresGPJobStoreTests {
         #expect(try await other.claim(host: "mine", until: 10_000_000, now: 10).map(\.id) == ["j000"])
     }
 }
+
+/// The server job records of a site: leases renewed by the host running a job, and the jobs of
+/// a host that stopped failed by the others.
+@Suite("PostgreSQL server job leases", .enabled(if: BackendKind.postgresURL != nil, "run ./scripts/test: it starts PostgreSQL"))
+struct PostgresJobLeaseTests {
+    @Test(.timeLimit(.minutes(2)))
+    func hostsFailAStoppedHostsJobsOnceAndLeaveRenewedOnes() async throws {
+        let location = try PostgresLocation(url: try await BackendKind.newPostgresDatabase())
+        var stores: [PostgresJobStore] = []
+        for _ in 0..<3 { stores.append(try await PostgresJobStore(location: location)) }
+        func record(_ id: String) -> JobRecord {
+            JobRecord(id: id, status: "InProgress", responseType: "esriExportTiles", submissionTime: 0, lastUpdatedTime: 0)
+        }
+        for n in 0..<30 { try await stores[0].insert(record("gone\(n)"), host: "gone", until: 1_000) }
+        for n in 0..<5 { try await stores[1].insert(record("live\(n)"), host: "live", until: 1_000) }
+        try await stores[1].renew(host: "live", until: 10_000)
+
+        let failed = try await withThrowingTaskGroup(of: [String].self) { group in
+            for store in stores { group.addTask { try await store.failAbandoned(now: 5_000, error: "stopped") } }
+            var all: [String] = []
+            for try await ids in group { all += ids }
+            return all
+        }
+        #expect(failed.count == 30 && Set(failed) == Set((0..<30).map { "gone\($0)" }), "each once: \(failed.count)")
+        let record = try #require(try await stores[2].record("gone7"))
+        #expect(record.status == "Failed" && record.error == "stopped")
+        #expect(try await stores[2].record("live3")?.status == "InProgress")
+        // The stopped host's late word does not reopen or change what was decided.
+        try await stores[0].update("gone7", status: "Completed", result: ["resultUrl": "x"], error: nil)
+        let after = try #require(try await stores[2].record("gone7"))
+        #expect(after.status == "Failed" && after.result == nil)
+        // Past the renewed lease, the live host's jobs go too.
+        #expect(try await stores[2].failAbandoned(now: 20_000, error: "stopped").count == 5)
+    }
+}

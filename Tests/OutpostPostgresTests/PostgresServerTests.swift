@@ -201,6 +201,48 @@ struct PostgresServerTests {
         for server in servers { #expect(await server.stop() == 0) }
     }
 
+    /// A process killed while it runs a tile export: another process serving the database fails
+    /// the job once its lease has run out, with the reason, so its client stops polling a job
+    /// that runs nowhere; a job the live process runs is left running.
+    @Test(.timeLimit(.minutes(2)))
+    func aKilledProcesssJobsAreFailedByAnother() async throws {
+        let service = try await TestService.fieldInspection(.postgres)
+        try await service.backend.close()
+        let drawn = try await TestService.fieldInspection(.sqlite)
+        try await drawn.backend.close()
+        let arguments = ["--service", drawn.file.path, "--name", "field", "--job-lease", "1.5"]
+        let servers = [try await ServeProcess.start(service, arguments: arguments), try await ServeProcess.start(service, arguments: arguments)]
+        let map = { (i: Int) in servers[i].url.appendingPathComponent("arcgis/rest/services/field/MapServer").absoluteString }
+        func status(_ id: String) async throws -> JSONValue {
+            try JSONValue.parse(try await ExternalTools.run("curl", ["-s", map(1) + "/jobs/\(id)?f=json"]).stdout)
+        }
+        func export(_ i: Int) async throws -> String {
+            let started = try await ExternalTools.run("curl", ["-s", map(i) + "/exportTiles?levels=10-17&exportExtent=-13680000,5690000,-13630000,5730000&f=json"])
+            return try #require(try JSONValue.parse(started.stdout)["jobId"]?.stringValue, "\(started.stdout)")
+        }
+        let orphan = try await export(0), alive = try await export(1)
+        var seen = JSONValue.null
+        for _ in 0..<50 where seen["status"] != "InProgress" {
+            seen = try await status(orphan)
+            if seen["status"] != "InProgress" { try await Task.sleep(for: .milliseconds(50)) }
+        }
+        #expect(seen["status"] == "InProgress", "\(seen)")
+        #expect(await servers[0].stop(signal: SIGKILL) != 0)
+        let killed = Date()
+        for _ in 0..<100 where seen["status"] == "InProgress" {
+            try await Task.sleep(for: .milliseconds(100))
+            seen = try await status(orphan)
+        }
+        #expect(seen["status"] == "Failed", "\(seen)")
+        #expect(seen["error"]?["message"]?.stringValue?.contains("stopped before it finished") == true, "\(seen)")
+        #expect(Date().timeIntervalSince(killed) < 8, "failed within a few leases")
+        // The live process's job was renewed all along: still running, or done, never failed.
+        let other = try await status(alive)
+        #expect(other["status"] == "InProgress" || other["status"] == "Completed", "\(other)")
+        _ = try await ExternalTools.run("curl", ["-s", map(1) + "/jobs/\(alive)/cancel?f=json"])
+        #expect(await servers[1].stop() == 0)
+    }
+
     /// PostgreSQL stops under a running server: requests get a 503 with a message (not a hang,
     /// not a crash), the server stays up, and answers again once the database is back.
     @Test(.timeLimit(.minutes(3)))

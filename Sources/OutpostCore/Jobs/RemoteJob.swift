@@ -109,9 +109,9 @@ public struct RemoteJob: JobDefinition {
     public var parameters: JSONValue {
         var p: [String: JSONValue] = [
             "statusUrl": .string(statusURL.absoluteString),
-            "initialIntervalMilliseconds": .integer(Self.milliseconds(initialInterval)),
-            "maximumIntervalMilliseconds": .integer(Self.milliseconds(maximumInterval)),
-            "connectionLossWindowMilliseconds": .integer(Self.milliseconds(connectionLossWindow)),
+            "initialIntervalMilliseconds": .integer(initialInterval.wholeMilliseconds),
+            "maximumIntervalMilliseconds": .integer(maximumInterval.wholeMilliseconds),
+            "connectionLossWindowMilliseconds": .integer(connectionLossWindow.wholeMilliseconds),
         ]
         if let cancelURL { p["cancelUrl"] = .string(cancelURL.absoluteString) }
         return .object(p)
@@ -130,10 +130,6 @@ public struct RemoteJob: JobDefinition {
             maximumInterval: .milliseconds(parameters["maximumIntervalMilliseconds"]?.integerValue ?? 15_000),
             connectionLossWindow: .milliseconds(parameters["connectionLossWindowMilliseconds"]?.integerValue ?? 600_000),
             clock: environment[WallClock.self] ?? .system)
-    }
-
-    static func milliseconds(_ d: Duration) -> Int64 {
-        d.components.seconds * 1000 + d.components.attoseconds / 1_000_000_000_000_000
     }
 
     public var stepNames: [String] { ["wait"] }
@@ -167,7 +163,7 @@ public struct RemoteJob: JobDefinition {
                 let since = unreachableSince ?? now
                 unreachableSince = since
                 let lost = now.timeIntervalSince(since)
-                if lost * 1000 >= Double(Self.milliseconds(connectionLossWindow)) {
+                if lost * 1000 >= Double(connectionLossWindow.wholeMilliseconds) {
                     throw JobError(
                         .connectionLost,
                         "connection lost: the server at \(statusURL.host ?? statusURL.absoluteString) has not answered for \(Int(lost)) s (\(error))")

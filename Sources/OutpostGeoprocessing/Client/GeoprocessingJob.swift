@@ -44,8 +44,8 @@ public struct GeoprocessingJob: JobDefinition {
             "executionType": .string(settings.executionType.rawValue),
             "inputs": .object(settings.inputs.mapValues { (try? $0.json) ?? .null }),
             "inputTypes": .object(settings.inputs.mapValues { .string($0.dataType.description) }),
-            "pollIntervalMilliseconds": .integer(Self.milliseconds(pollInterval)),
-            "connectionLossWindowMilliseconds": .integer(Self.milliseconds(connectionLossWindow)),
+            "pollIntervalMilliseconds": .integer(pollInterval.wholeMilliseconds),
+            "connectionLossWindowMilliseconds": .integer(connectionLossWindow.wholeMilliseconds),
             "returnZ": .bool(settings.returnZ), "returnM": .bool(settings.returnM),
         ]
         switch source {
@@ -91,7 +91,6 @@ public struct GeoprocessingJob: JobDefinition {
             connectionLossWindow: .milliseconds(parameters["connectionLossWindowMilliseconds"]?.integerValue ?? 600_000))
     }
 
-    static func milliseconds(_ d: Duration) -> Int64 { d.components.seconds * 1000 + d.components.attoseconds / 1_000_000_000_000_000 }
 
     public var stepNames: [String] { ["upload", "run", "fetch"] }
 

@@ -34,6 +34,9 @@ public struct ServerConfiguration: Sendable {
     /// Where job records live (nil: in this process). Several processes serving one database
     /// share a store there, so any of them answers a job's status.
     public var jobStore: (any JobRecordStore)?
+    /// With a shared ``jobStore``: how long a job stays with a process that stopped renewing its
+    /// lease (it died) before another process fails it. Leases are renewed every third of it.
+    public var jobLease: Duration = .seconds(30)
     /// The address clients reach the server at (`https://gis.example.org/prefix`), when a proxy
     /// in front of it does not say so in `Forwarded`/`X-Forwarded-*` headers. Every absolute URL
     /// the server writes starts with it.

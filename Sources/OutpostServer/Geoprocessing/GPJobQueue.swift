@@ -41,11 +41,7 @@ actor GPJobQueue {
 
     static func now() -> Int64 { ServiceClock.system.milliseconds() }
 
-    private var leaseEnd: Int64 { Self.now() + Self.milliseconds(lease) }
-
-    static func milliseconds(_ duration: Duration) -> Int64 {
-        duration.components.seconds * 1000 + duration.components.attoseconds / 1_000_000_000_000_000
-    }
+    private var leaseEnd: Int64 { Self.now() + lease.wholeMilliseconds }
 
     /// Takes over the jobs a previous server left unfinished and, with a shared store, starts
     /// watching for cancels and for hosts that stopped.
@@ -154,7 +150,7 @@ actor GPJobQueue {
 
     /// Forgets finished jobs older than the retention, with their files.
     func sweep() async throws {
-        let cutoff = Self.now() - Self.milliseconds(definition.jobRetention)
+        let cutoff = Self.now() - definition.jobRetention.wholeMilliseconds
         for id in try await store.removeFinished(before: cutoff) { try? FileManager.default.removeItem(at: files.root.appendingPathComponent(id)) }
         // The files of execute requests (x…) and uploaded items go after the same time.
         let oldest = Date(timeIntervalSince1970: Double(cutoff) / 1000)

@@ -11,18 +11,53 @@ import Synchronization
 ///
 /// A job runs in the process that started it; its record is in the ``JobRecordStore``. With a
 /// shared store any process answers its status, and a cancel sent to another process reaches
-/// the running one through the store (it looks twice a second).
+/// the running one through the store (it looks twice a second). There each process also renews
+/// the lease on the jobs it runs every third of ``lease``, and fails the jobs of a process whose
+/// lease ran out (it stopped): their clients hear "Failed" with the reason, and submit again.
 final class ServerJobs: Sendable {
     let store: any JobRecordStore
     private let running = Mutex<[String: Task<Void, Never>]>([:])
     /// Finished jobs are forgotten after this long.
     let retention: Duration
     let metrics: ServerMetrics?
+    /// This process, as the job records name the host running a job.
+    let host = "h" + UUID().uuidString.replacingOccurrences(of: "-", with: "").lowercased().prefix(16)
+    /// How long a job stays with a process that stopped renewing its lease.
+    let lease: Duration
+    /// Renews this process's leases and ends the jobs of stopped processes (shared stores only).
+    private let keeper = Mutex<Task<Void, Never>?>(nil)
 
-    init(store: any JobRecordStore = MemoryJobStore(), retention: Duration = .seconds(3600), metrics: ServerMetrics? = nil) {
+    /// What a job whose process stopped is failed with.
+    static let abandoned = "the server process running this job stopped before it finished; submit it again"
+
+    init(store: any JobRecordStore = MemoryJobStore(), retention: Duration = .seconds(3600), lease: Duration = .seconds(30), metrics: ServerMetrics? = nil) {
         self.store = store
         self.retention = retention
+        self.lease = lease
         self.metrics = metrics
+        guard store.isShared else { return }
+        let period = lease / 3
+        keeper.withLock {
+            $0 = Task { [weak self] in
+                while !Task.isCancelled {
+                    try? await Task.sleep(for: period)
+                    guard let self else { return }
+                    await self.keepLeases()
+                }
+            }
+        }
+    }
+
+    deinit { keeper.withLock { $0?.cancel() } }
+
+    /// Stops renewing leases (the process is going away; its jobs are ended or handed on).
+    func close() { keeper.withLock { $0?.cancel() } }
+
+    /// One round of the keeper: this process's leases renewed, stopped processes' jobs failed.
+    func keepLeases() async {
+        let now = Self.now()
+        try? await store.renew(host: host, until: now + lease.wholeMilliseconds)
+        _ = try? await store.failAbandoned(now: now, error: Self.abandoned)
     }
 
     static func now() -> Int64 { ServiceClock.system.milliseconds() }
@@ -33,7 +68,8 @@ final class ServerJobs: Sendable {
         let id = UUID().uuidString.replacingOccurrences(of: "-", with: "").lowercased()
         let now = Self.now()
         try await store.sweep(finishedBefore: now - retention.components.seconds * 1000)
-        try await store.insert(JobRecord(id: id, status: "Pending", responseType: responseType, submissionTime: now, lastUpdatedTime: now))
+        try await store.insert(
+            JobRecord(id: id, status: "Pending", responseType: responseType, submissionTime: now, lastUpdatedTime: now), host: host, until: now + lease.wholeMilliseconds)
         let store = self.store
         // Created and recorded under the lock: the task's own removal at its end waits for it.
         metrics?.jobStarted()
@@ -180,7 +216,7 @@ final class SyncServices: Sendable {
             madeDirectory = made
         }
         renderedTiles = directory.appendingPathComponent("rendered-tiles")
-        jobs = ServerJobs(store: configuration.jobStore ?? MemoryJobStore(), metrics: metrics)
+        jobs = ServerJobs(store: configuration.jobStore ?? MemoryJobStore(), lease: configuration.jobLease, metrics: metrics)
         files = ResultFiles(directory: directory, retention: configuration.resultRetention)
         replayRetention = configuration.resultRetention
     }

@@ -32,7 +32,7 @@ public struct CopyFileJob: JobDefinition {
         [
             "source": .string(source.path), "destination": .string(destination.path),
             "chunkSize": .integer(Int64(chunkSize)),
-            "throttleMilliseconds": .integer(Int64(throttle.components.seconds * 1000 + throttle.components.attoseconds / 1_000_000_000_000_000)),
+            "throttleMilliseconds": .integer(throttle.wholeMilliseconds),
         ]
     }
 

@@ -34,8 +34,9 @@ struct ServeCommand: AsyncParsableCommand {
     @Option(help: "Seconds a request waits for PostgreSQL before it is answered 503.") var databaseTimeout = 30
     @Option(
         help: """
-            With --postgres: seconds a geoprocessing job stays with a process that stopped renewing its lease (it died) before \
-            another process serving the database takes the job over.
+            With --postgres: seconds a job stays with a process that stopped renewing its lease (it died) before another \
+            process serving the database takes it over: a geoprocessing job is run again there, a replica or tile export job \
+            is failed with the reason (its client submits it again).
             """) var jobLease = 30.0
     @Option(
         help: """
@@ -146,6 +147,7 @@ struct ServeCommand: AsyncParsableCommand {
             if let database {
                 let jobs = try await PostgresJobStore(location: try PostgresLocation(url: database))
                 configuration.jobStore = jobs
+                configuration.jobLease = .milliseconds(Int64(jobLease * 1000))
                 geoprocessingJobs = { jobs.geoprocessingJobs(service: $0) }
                 // A site whose users are in its database (outpost users --postgres): every host
                 // signs in from there, accepts the others' tokens and throttles failures with them.
