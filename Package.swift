@@ -234,6 +234,9 @@ let package = Package(
             dependencies: [
                 "OutpostSyncService", "OutpostProtocol", "OutpostStorage", "OutpostCore", "OutpostDigest",
                 .product(name: "PostgresNIO", package: "postgres-nio"),
+                // The error PostgresNIO's pool throws when it gives up on a request (already in
+                // its graph): the database is unreachable or moving, answered as unavailable.
+                .product(name: "_ConnectionPoolModule", package: "postgres-nio"),
                 .product(name: "Logging", package: "swift-log"),
             ]
         ),

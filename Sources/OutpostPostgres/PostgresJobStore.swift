@@ -10,22 +10,16 @@ import PostgresNIO
 /// processes' output directory (give them a shared one: `outpost serve --output-directory`).
 public final class PostgresJobStore: JobRecordStore {
     let database: PostgresConnections
-    private let runner: Task<Void, Never>
     /// Where the store reads the time (a record's last update).
     let clock: ServiceClock
 
-    /// Connects (one small pool) after applying pending migrations.
+    /// Connects (one small pool, on the primary when several servers are listed) after
+    /// applying pending migrations.
     public init(location: PostgresLocation, clock: ServiceClock = .system) async throws {
         try await PostgresServiceStore.withClient(location) { client in _ = try await PostgresServiceStore.migrate(client) }
         self.clock = clock
-        var configuration = location.configuration
-        configuration.options.maximumConnections = 4
-        let client = PostgresClient(configuration: configuration)
-        database = PostgresConnections(client: client, location: location)
-        runner = Task { await client.run() }
+        database = PostgresConnections(pool: await PostgresPool.connect(location, maximumConnections: 4))
     }
-
-    deinit { runner.cancel() }
 
     public var isShared: Bool { true }
 

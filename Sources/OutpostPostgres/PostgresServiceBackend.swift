@@ -6,34 +6,8 @@ import OutpostProtocol
 import OutpostSyncService
 import OutpostStorage
 import PostgresNIO
+import _ConnectionPoolModule
 import Synchronization
-
-/// One connection pool for the services of a database opened together; its connections stop
-/// when the last service using it is closed.
-final class PostgresPool: Sendable {
-    let client: PostgresClient
-    private let runner: Task<Void, Never>
-    private let users = Mutex(0)
-
-    init(_ location: PostgresLocation) {
-        let client = PostgresClient(configuration: location.configuration)
-        self.client = client
-        runner = Task { await client.run() }
-    }
-
-    func retain() { users.withLock { $0 += 1 } }
-
-    func release() {
-        if users.withLock({ users in
-            users -= 1
-            return users == 0
-        }) {
-            runner.cancel()
-        }
-    }
-
-    deinit { runner.cancel() }
-}
 
 /// A feature service whose data lives in PostgreSQL/PostGIS (docs/postgres.md), loaded there by
 /// ``PostgresServiceStore/createService(named:from:at:replace:)``. Holds no state of its own
@@ -105,7 +79,7 @@ public final class PostgresServiceBackend: FeatureServiceBackend {
         }
         if let only, stored.isEmpty { throw PostgresServiceError("\(location) has no service named \(only); load one with: outpost service create --postgres") }
         // The services share one pool: connections go to whichever service is busy.
-        let pool = PostgresPool(location)
+        let pool = await PostgresPool.connect(location)
         return try stored.map { name, json in
             PostgresServiceBackend(name: name, location: location, schema: try ServiceSchema.decode(Data(json.utf8)), pool: pool, timeout: timeout, faults: faults, clock: clock)
         }
@@ -181,22 +155,13 @@ public final class PostgresServiceBackend: FeatureServiceBackend {
     /// Runs `body` against the pool within the timeout; a database that is down or slow is `unavailable`
     /// (the server itself keeps running and serves again once the database is back).
     func database<T: Sendable>(_ body: @escaping @Sendable (PostgresClient) async throws -> T) async throws -> T {
-        let client = client, timeout = timeout, location = location
+        let client = client, pool = pool
         do {
-            return try await withThrowingTaskGroup(of: T?.self) { group in
-                group.addTask { try await body(client) }
-                group.addTask {
-                    try await Task.sleep(for: timeout)
-                    return nil
-                }
-                defer { group.cancelAll() }
-                guard let first = try await group.next(), let value = first else {
-                    throw SyncServiceError(.unavailable, "PostgreSQL at \(location) did not answer within \(timeout); try again shortly")
-                }
-                return value
-            }
+            return try await pool.within(timeout) { try await body(client) }
         } catch let error as PSQLError {
-            throw Self.serviceError(error, location)
+            throw pool.failure(error)
+        } catch let error as ConnectionPoolError {
+            throw pool.failure(error)
         } catch let error as PostgresDecodingError {
             throw SyncServiceError(.failed, "unexpected data in PostgreSQL: \(error.postgresType) for \(error.targetType)")
         }
@@ -212,12 +177,21 @@ public final class PostgresServiceBackend: FeatureServiceBackend {
         return try await database { client in
             try await client.withConnection { conn in
                 try await conn.query(PostgresQuery(unsafeSQL: begin), logger: logger)
+                // Rolled back from a task of its own: this one may be cancelled, and the
+                // connection must go back to the pool outside any transaction.
+                let rollback = { await Task { _ = try? await conn.query("ROLLBACK", logger: logger) }.value }
                 let value: T
                 do {
                     value = try await body(conn)
                 } catch {
-                    _ = try? await conn.query("ROLLBACK", logger: logger)
+                    await rollback()
                     throw error
+                }
+                // A request answered "unavailable" when its time ran out cancels this work: it
+                // must not commit later, or a client that sends the edit again would apply it twice.
+                if Task.isCancelled {
+                    await rollback()
+                    throw CancellationError()
                 }
                 try await conn.query("COMMIT", logger: logger)
                 return value
@@ -230,7 +204,8 @@ public final class PostgresServiceBackend: FeatureServiceBackend {
     static func serviceError(_ error: PSQLError, _ location: PostgresLocation) -> SyncServiceError {
         if error.code == .server {
             let state = error.serverInfo?[.sqlState] ?? ""
-            if state.hasPrefix("08") || state.hasPrefix("57P") || state.hasPrefix("53") || state == "40001" || state == "40P01" {
+            // 25006: a read-only transaction, on a standby (the primary moved).
+            if state.hasPrefix("08") || state.hasPrefix("57P") || state.hasPrefix("53") || state == "40001" || state == "40P01" || state == "25006" {
                 return SyncServiceError(.unavailable, "PostgreSQL at \(location) is unavailable (\(state)): \(error.serverInfo?[.message] ?? ""); try again shortly")
             }
             // The statement and PostgreSQL's words go to the log, not to the client.

@@ -218,7 +218,11 @@ public enum PostgresServiceStore {
     ]
 
     /// Runs `body` with a pooled client that is shut down afterwards.
-    public static func withClient<T: Sendable>(_ location: PostgresLocation, _ body: @escaping @Sendable (PostgresClient) async throws -> T) async throws -> T {
+    public static func withClient<T: Sendable>(_ listed: PostgresLocation, _ body: @escaping @Sendable (PostgresClient) async throws -> T) async throws -> T {
+        // Of several servers, the one that takes writes.
+        guard let location = await listed.primary() else {
+            throw PostgresServiceError("none of \(listed.servers.map(\.description).joined(separator: ", ")) answers as a PostgreSQL primary (down, or a standby not promoted yet)")
+        }
         // One direct connection first: a pool retries a server that is not there for as long as
         // a query waits, where a person wants to hear at once.
         do {

@@ -65,6 +65,37 @@ public final class PostgresCluster: @unchecked Sendable {
         try await asOwner("\(bin.path)/pg_ctl -D \(directory.path)/data -m immediate -w stop")
     }
 
+    /// A hot standby of this server: a base backup streamed from it (`pg_basebackup -R`),
+    /// started on a port of its own and following by streaming replication. With `synchronous`,
+    /// this server acknowledges a commit only once the standby has it, so a failover loses no
+    /// acknowledged transaction. Returns once the standby streams.
+    public func startStandby(synchronous: Bool) async throws -> PostgresCluster {
+        let directory = URL(fileURLWithPath: NSTemporaryDirectory()).appendingPathComponent("outpost-pgs-\(UUID().uuidString.prefix(8))")
+        try FileManager.default.createDirectory(at: directory, withIntermediateDirectories: true)
+        try FileManager.default.setAttributes([.posixPermissions: 0o777], ofItemAtPath: directory.path)
+        let standby = PostgresCluster(directory: directory, port: try LoopbackPort.free(), bin: bin)
+        try await standby.asOwner("\(bin.path)/pg_basebackup -h 127.0.0.1 -p \(port) -U outpost -D \(directory.path)/data -R -X stream -c fast")
+        try await standby.startServer()
+        if synchronous {
+            try await psql("postgres", "ALTER SYSTEM SET synchronous_standby_names = '*'")
+            try await psql("postgres", "SELECT pg_reload_conf()")
+        }
+        let wanted = synchronous ? "sync" : "async"
+        for _ in 0..<100 {
+            let state = try await ExternalTools.run(
+                "psql", ["-h", "127.0.0.1", "-p", "\(port)", "-U", "outpost", "-d", "postgres", "-XAtq", "-c", "SELECT sync_state FROM pg_stat_replication WHERE state = 'streaming'"])
+            if state.stdout.split(separator: "\n").contains(Substring(wanted)) { return standby }
+            try await Task.sleep(for: .milliseconds(100))
+        }
+        await standby.destroy()
+        throw ReaderMismatch(description: "the standby on port \(standby.port) did not start streaming from port \(port)")
+    }
+
+    /// Promotes this standby to a primary (`pg_ctl promote`), waiting until it takes writes.
+    public func promote() async throws {
+        try await asOwner("\(bin.path)/pg_ctl -D \(directory.path)/data -w promote")
+    }
+
     /// Stops the server and removes its files.
     public func destroy() async {
         try? await asOwner("\(bin.path)/pg_ctl -D \(directory.path)/data -m immediate -w stop")

@@ -7,6 +7,7 @@ import OutpostStorage
 import OutpostSyncService
 import OutpostTestSupport
 import OutpostServiceTestSupport
+import Synchronization
 import Testing
 
 /// `outpost serve --postgres`: several processes on one database, and a database that goes away.
@@ -288,10 +289,105 @@ struct PostgresServerTests {
         #expect(await server.stop() == 0)
     }
 
+    /// Database failover under a serving process: PostgreSQL with a synchronous hot standby,
+    /// the server given both (`postgres://…@primary,standby/db`), crews adding features the whole
+    /// time. The primary is stopped at once and the standby promoted: requests in between get
+    /// 503 (never another 5xx), the server moves to the new primary by itself, and every
+    /// acknowledged feature is there exactly once.
+    @Test(.timeLimit(.minutes(4)))
+    func editsCarryOnAcrossADatabaseFailover() async throws {
+        try await PostgresCluster.with { primary in
+            let standby = try await primary.startStandby(synchronous: true)
+            do {
+                try await Self.failover(primary, standby)
+                await standby.destroy()
+            } catch {
+                await standby.destroy()
+                throw error
+            }
+        }
+    }
+
+    static func failover(_ primary: PostgresCluster, _ standby: PostgresCluster) async throws {
+        let service = try await TestService.fieldInspection(.postgres, server: primary.url())
+        try await service.backend.close()
+        var listed = try #require(service.postgres)
+        listed.servers.append(.init(host: "127.0.0.1", port: standby.port))
+        let log = service.directory.file("serve.log")
+        let server = try await ServeProcess.start(source: ["--postgres", listed.url], arguments: ["--database-timeout", "3"], errorLog: log)
+        let crews = 4, edits = 24
+        let writers = FailoverWriters(layer: server.featureServer("field_inspection").absoluteString + "/0")
+        let work = Task {
+            try await withThrowingTaskGroup(of: Void.self) { group in
+                for crew in 0..<crews {
+                    group.addTask {
+                        for n in 0..<edits { try await writers.add("F-\(crew)-\(n)") }
+                    }
+                }
+                try await group.waitForAll()
+            }
+        }
+        while writers.state.withLock({ $0.acknowledged }) < crews * edits / 3 { try await Task.sleep(for: .milliseconds(50)) }
+        try await primary.stopServer()
+        try await Task.sleep(for: .seconds(1))
+        try await standby.promote()
+        try await work.value
+
+        let counts = try await Self.query(
+            try PostgresLocation(url: standby.url(database: listed.database)),
+            "SELECT asset_id || '=' || count(*) FROM field_inspection.inspection_points WHERE asset_id LIKE 'F-%' GROUP BY asset_id ORDER BY asset_id")
+        let expected = (0..<crews).flatMap { crew in (0..<edits).map { "F-\(crew)-\($0)=1" } }.sorted()
+        #expect(counts.sorted() == expected, "every acknowledged feature once: \(counts.filter { !$0.hasSuffix("=1") }), \(counts.count) of \(expected.count)")
+        let seen = writers.state.withLock { $0.statuses }
+        let other = seen.filter { ![200, 503].contains($0.key) }
+        let said = try String(contentsOf: log, encoding: .utf8)
+        let faults = said.split(separator: "\n").filter { $0.contains("error") && !$0.contains("503") }.suffix(4)
+        #expect(other.isEmpty, "only 503s while the database switched: \(seen) \(writers.state.withLock { $0.odd }) \(faults)")
+        #expect(seen[503, default: 0] > 0, "the switch was seen: \(seen)")
+        #expect(said.contains("primary moved"), "\(said.suffix(2000))")
+        let stopped = await server.stop()
+        #expect(stopped == 0, "\(said.suffix(2000))")
+    }
+
     /// psql's rows for one query, as text.
     static func query(_ location: PostgresLocation, _ sql: String) async throws -> [String] {
         let run = try await ExternalTools.run("psql", [location.url, "-XAtq", "-v", "ON_ERROR_STOP=1", "-c", sql])
         guard run.succeeded else { throw ServiceError(500, run.stderr) }
         return run.stdout.split(separator: "\n").map(String.init)
+    }
+}
+
+/// Crews adding features through a database failover, the way a careful client does: on a 503
+/// or no answer, look whether the feature landed before sending it again.
+final class FailoverWriters: Sendable {
+    let layer: String
+    /// Features acknowledged, and how often each HTTP status was answered.
+    let state = Mutex<(acknowledged: Int, statuses: [Int: Int], odd: [String])>((0, [:], []))
+
+    init(layer: String) { self.layer = layer }
+
+    /// An HTTP status and body.
+    func call(_ arguments: [String]) async throws -> (status: Int, body: String) {
+        let r = try await ExternalTools.run("curl", ["-s", "-w", "\n%{http_code}", "--max-time", "20"] + arguments)
+        let lines = r.stdout.split(separator: "\n", omittingEmptySubsequences: false)
+        let status = Int(lines.last ?? "") ?? 0
+        let body = lines.dropLast().joined(separator: "\n")
+        state.withLock {
+            $0.statuses[status, default: 0] += 1
+            if ![200, 503].contains(status) { $0.odd.append("\(status): \(body.prefix(300))") }
+        }
+        return (status, body)
+    }
+
+    /// Adds the feature `id`; returns once it is acknowledged.
+    func add(_ id: String) async throws {
+        while true {
+            let r = try await call(["--data-urlencode", #"adds=[{"attributes":{"asset_id":"\#(id)","asset_type":"valve"},"geometry":{"x":-122.65,"y":45.52}}]"#, "-d", "f=json", layer + "/applyEdits"])
+            if r.status == 200, r.body.contains("\"success\":true") { break }
+            try await Task.sleep(for: .milliseconds(200))
+            let count = try await call([layer + "/query?where=asset_id%3D%27\(id)%27&returnCountOnly=true&f=json"])
+            if count.status == 200, count.body.contains("\"count\":1") { break }
+        }
+        state.withLock { $0.acknowledged += 1 }
     }
 }
