@@ -18,6 +18,7 @@ public struct WallClock: Sendable {
     public func milliseconds() -> Int64 { Int64(now().timeIntervalSince1970 * 1000) }
 }
 
+/// Durations as job records and job parameters keep them.
 extension Duration {
     /// The duration in whole milliseconds, rounded toward zero (as job records and job
     /// parameters keep times).
