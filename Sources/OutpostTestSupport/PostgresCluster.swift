@@ -19,15 +19,21 @@ public final class PostgresCluster: @unchecked Sendable {
     /// Creates and starts the cluster, with PostGIS in `template1` and a database `outpost`.
     public static func start() async throws -> PostgresCluster {
         guard let bin = binaries else { throw ReaderMismatch(description: "PostgreSQL is not installed (run ./scripts/test)") }
-        let directory = URL(fileURLWithPath: NSTemporaryDirectory()).appendingPathComponent("outpost-pgc-\(UUID().uuidString.prefix(8))")
-        try FileManager.default.createDirectory(at: directory, withIntermediateDirectories: true)
-        try FileManager.default.setAttributes([.posixPermissions: 0o777], ofItemAtPath: directory.path)
+        let directory = try newDirectory("outpost-pgc-")
         let cluster = PostgresCluster(directory: directory, port: try LoopbackPort.free(), bin: bin)
         try await cluster.asOwner("\(bin.path)/initdb -D \(directory.path)/data -U outpost --auth=trust -E UTF8")
         try await cluster.startServer()
         try await cluster.psql("template1", "CREATE EXTENSION postgis")
         try await cluster.psql("postgres", "CREATE DATABASE outpost")
         return cluster
+    }
+
+    /// A new temporary directory the server's owner (`postgres`, when run as root) may write.
+    private static func newDirectory(_ prefix: String) throws -> URL {
+        let directory = URL(fileURLWithPath: NSTemporaryDirectory()).appendingPathComponent(prefix + UUID().uuidString.prefix(8))
+        try FileManager.default.createDirectory(at: directory, withIntermediateDirectories: true)
+        try FileManager.default.setAttributes([.posixPermissions: 0o777], ofItemAtPath: directory.path)
+        return directory
     }
 
     /// Runs `body` with a fresh cluster and destroys the cluster afterwards, whether or not
@@ -70,9 +76,7 @@ public final class PostgresCluster: @unchecked Sendable {
     /// this server acknowledges a commit only once the standby has it, so a failover loses no
     /// acknowledged transaction. Returns once the standby streams.
     public func startStandby(synchronous: Bool) async throws -> PostgresCluster {
-        let directory = URL(fileURLWithPath: NSTemporaryDirectory()).appendingPathComponent("outpost-pgs-\(UUID().uuidString.prefix(8))")
-        try FileManager.default.createDirectory(at: directory, withIntermediateDirectories: true)
-        try FileManager.default.setAttributes([.posixPermissions: 0o777], ofItemAtPath: directory.path)
+        let directory = try Self.newDirectory("outpost-pgs-")
         let standby = PostgresCluster(directory: directory, port: try LoopbackPort.free(), bin: bin)
         try await standby.asOwner("\(bin.path)/pg_basebackup -h 127.0.0.1 -p \(port) -U outpost -D \(directory.path)/data -R -X stream -c fast")
         try await standby.startServer()

@@ -50,9 +50,6 @@ final class ServerJobs: Sendable {
 
     deinit { keeper.withLock { $0?.cancel() } }
 
-    /// Stops renewing leases (the process is going away; its jobs are ended or handed on).
-    func close() { keeper.withLock { $0?.cancel() } }
-
     /// One round of the keeper: this process's leases renewed, stopped processes' jobs failed.
     func keepLeases() async {
         let now = Self.now()

@@ -144,10 +144,11 @@ struct ServeCommand: AsyncParsableCommand {
             // Job records in the database: any process answers a job's status, and with
             // geoprocessing jobs passes a cancel on and takes over a stopped host's jobs.
             var geoprocessingJobs: (@Sendable (String) -> any GPJobRecordStore)?
+            let lease = Duration.milliseconds(Int64(jobLease * 1000))
             if let database {
                 let jobs = try await PostgresJobStore(location: try PostgresLocation(url: database))
                 configuration.jobStore = jobs
-                configuration.jobLease = .milliseconds(Int64(jobLease * 1000))
+                configuration.jobLease = lease
                 geoprocessingJobs = { jobs.geoprocessingJobs(service: $0) }
                 // A site whose users are in its database (outpost users --postgres): every host
                 // signs in from there, accepts the others' tokens and throttles failures with them.
@@ -165,7 +166,7 @@ struct ServeCommand: AsyncParsableCommand {
             if let service {
                 files = try await ServiceDirectory.open(
                     at: URL(fileURLWithPath: service), name: name, faults: processFaults, strict: strict,
-                    geoprocessingJobs: geoprocessingJobs, geoprocessingLease: .milliseconds(Int64(jobLease * 1000)))
+                    geoprocessingJobs: geoprocessingJobs, geoprocessingLease: lease)
                 // One damaged file does not stop the others: it is named here, listed as
                 // unavailable, and its requests get 503.
                 for broken in files.unavailable {
