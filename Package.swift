@@ -291,9 +291,11 @@ let package = Package(
             name: "OutpostLoadTesting",
             dependencies: [
                 "OutpostCore", "OutpostStorage", "OutpostProtocol", "OutpostSync", "OutpostServer", "OutpostSyncService", "OutpostSQLiteService",
-                "OutpostHTTPTestSupport",
+                "OutpostHTTPTestSupport", "OutpostTestSupport", "OutpostPostgres",
             ]
         ),
+        // The crews' side of a site of network namespaces (SiteLab), for the site test.
+        .executableTarget(name: "outpost-site", dependencies: ["OutpostLoadTesting"]),
         .testTarget(
             name: "OutpostRoutingTests",
             dependencies: [

@@ -41,6 +41,9 @@ public enum CrewLoad {
         public var seed: UInt64 = 20_261_125
         /// Whole syncs a crew tries before giving up (each sync also retries its own requests).
         public var attempts = 30
+        /// Called after each successful sync of the concurrent phase with the number of such
+        /// syncs so far (all crews together): a site test times its faults by it.
+        public var progress: (@Sendable (Int) -> Void)?
 
         /// A run of `crews` crews with the other settings at their defaults.
         public init(crews: Int) { self.crews = crews }
@@ -114,7 +117,7 @@ public enum CrewLoad {
     }
 
     /// What a run measured and what it found wrong.
-    public struct Report: Sendable {
+    public struct Report: Sendable, Codable {
         /// Crews that ran.
         public var crews = 0
         /// Edits they made.
@@ -133,6 +136,13 @@ public enum CrewLoad {
         public var conflictRecords = 0
         /// Everything the oracles found wrong: empty when the run is correct.
         public var problems: [String] = []
+        /// Crews' edits missing from the server at the end (added features not there, deleted
+        /// ones still there, changed values not the crew's last), by the crews' own ledgers.
+        public var lost = 0
+        /// Features a crew added that the server holds more than once.
+        public var duplicated = 0
+        /// Every answer with a 5xx status the crews received, retried ones included.
+        public var serverErrors: [ServerError] = []
 
         /// Successful syncs per second of the concurrent phase.
         public var syncsPerSecond: Double { seconds > 0 ? Double(syncs) / seconds : 0 }
@@ -142,6 +152,17 @@ public enum CrewLoad {
             guard !latencies.isEmpty else { return 0 }
             return latencies[min(latencies.count - 1, Int((Double(latencies.count) * p).rounded(.up)) - 1)]
         }
+    }
+
+    /// An answer with a 5xx status: when the crews' proxy saw it (seconds since 1970), the status
+    /// and the request.
+    public struct ServerError: Sendable, Codable, Equatable {
+        /// When the answer came, in seconds since 1970.
+        public var time: Double
+        /// Its status.
+        public var status: Int
+        /// The request's method and path.
+        public var request: String
     }
 
     /// One crew: its replica and what it knows it did.
@@ -178,10 +199,18 @@ public enum CrewLoad {
         _ configuration: Configuration, servers: [URL], backend: any FeatureServiceBackend & SyncBackend, directory: URL
     ) async throws -> Report {
         let oracle = Oracle()
+        let errors = Shared<[ServerError]>([])
+        let observe: LoopbackProxy.Observer = { method, uri, request, status, response in
+            oracle.observe(method, uri, request, status, response)
+            guard status >= 500 else { return }
+            let seen = ServerError(time: Date().timeIntervalSince1970, status: status, request: "\(method) \(uri.split(separator: "?").first ?? "")")
+            errors.value.withLock { $0.append(seen) }
+        }
         var proxies: [LoopbackProxy] = []
-        for server in servers { proxies.append(try await LoopbackProxy.start(upstream: server, observer: oracle.observe) { _, _ in .forward }) }
+        for server in servers { proxies.append(try await LoopbackProxy.start(upstream: server, observer: observe) { _, _ in .forward }) }
         do {
-            let report = try await run(configuration, oracle: oracle, proxies: proxies, servers: servers, backend: backend, directory: directory)
+            var report = try await run(configuration, oracle: oracle, proxies: proxies, servers: servers, backend: backend, directory: directory)
+            report.serverErrors = errors.value.withLock { $0 }
             for proxy in proxies { try await proxy.stop() }
             return report
         } catch {
@@ -223,9 +252,18 @@ public enum CrewLoad {
         var report = Report()
         report.crews = configuration.crews
         let start = ContinuousClock.now
+        let synced = Shared<Int>(0)
         let outcomes = try await withThrowingTaskGroup(of: (latencies: [Double], failures: Int).self) { group in
             for crew in crews {
-                group.addTask { try await work(crew, configuration) }
+                group.addTask {
+                    try await work(crew, configuration) {
+                        let count = synced.value.withLock {
+                            $0 += 1
+                            return $0
+                        }
+                        configuration.progress?(count)
+                    }
+                }
             }
             var all: [(latencies: [Double], failures: Int)] = []
             for try await outcome in group { all.append(outcome) }
@@ -245,14 +283,14 @@ public enum CrewLoad {
             }
         }
         report.acceptedBatches = oracle.batchCount
-        report.problems = try await check(crews, oracle: oracle, initial: initial, layer: layer, backend: backend)
+        (report.problems, report.lost, report.duplicated) = try await check(crews, oracle: oracle, initial: initial, layer: layer, backend: backend)
         report.conflictRecords = try await backend.conflictRecords().count
         for crew in crews { try crew.gdb.close() }
         return report
     }
 
     /// A crew's edits with its syncs at random moments between them.
-    static func work(_ crew: Crew, _ configuration: Configuration) async throws -> (latencies: [Double], failures: Int) {
+    static func work(_ crew: Crew, _ configuration: Configuration, synced: () -> Void) async throws -> (latencies: [Double], failures: Int) {
         var rng = SeededGenerator(state: configuration.seed &+ UInt64(crew.index + 1) &* 0x9E37_79B9)
         let count = configuration.editsPerCrew
         var moments = Set<Int>()
@@ -265,6 +303,7 @@ public enum CrewLoad {
                 let (seconds, failed) = try await sync(crew, configuration)
                 latencies.append(seconds)
                 failures += failed
+                synced()
             } else if Int.random(in: 0..<4, using: &rng) == 0 {
                 try await Task.sleep(for: .milliseconds(Int.random(in: 1...5, using: &rng)))
             }
@@ -351,8 +390,9 @@ public enum CrewLoad {
     /// What the oracles find wrong.
     static func check(
         _ crews: [Crew], oracle: Oracle, initial: [String: Oracle.Row], layer: LayerDefinition, backend: any FeatureServiceBackend & SyncBackend
-    ) async throws -> [String] {
+    ) async throws -> (problems: [String], lost: Int, duplicated: Int) {
         var problems: [String] = []
+        var lost = 0
         var server: [String: Oracle.Row] = [:]
         var assetIDs: [String: Int] = [:]
         for f in try await serverFeatures(backend, query: FeatureQuery()) {
@@ -384,15 +424,21 @@ public enum CrewLoad {
             // Its own edits, by its own account.
             for (asset, gid) in ledger.added where !ledger.deleted.contains(gid) {
                 if assetIDs[asset] != 1 || server[gid] == nil { problems.append("\(name): added \(asset) (\(gid)), on the server \(assetIDs[asset] ?? 0) times") }
+                if assetIDs[asset] == nil || server[gid] == nil { lost += 1 }
             }
-            for gid in ledger.deleted where server[gid] != nil { problems.append("\(name): deleted \(gid), still on the server") }
+            for gid in ledger.deleted where server[gid] != nil {
+                problems.append("\(name): deleted \(gid), still on the server")
+                lost += 1
+            }
             for (gid, values) in ledger.changed {
                 guard let row = server[gid] else {
                     problems.append("\(name): changed \(gid), gone from the server")
+                    lost += 1
                     continue
                 }
                 for (column, value) in values where row[column] != value {
                     problems.append("\(name): \(gid).\(column) is \(row[column]?.jsonString ?? "missing"), it wrote \(value.jsonString)")
+                    lost += 1
                 }
             }
             // Its replica against the server within its area.
@@ -407,7 +453,7 @@ public enum CrewLoad {
             let pending = try await crew.gdb.read { try $0.capturedChanges().count }
             if pending > 0 { problems.append("\(name): \(pending) changes still to send") }
         }
-        return problems
+        return (problems, lost, duplicated.count)
     }
 
     /// Every server feature matching `query`, a page at a time.
@@ -427,6 +473,12 @@ public enum CrewLoad {
         guard let value else { throw SyncError(.unsupported, message) }
         return value
     }
+}
+
+/// A value behind a lock that escaping closures share.
+final class Shared<Value: Sendable>: Sendable {
+    let value: Mutex<Value>
+    init(_ initial: Value) { value = Mutex(initial) }
 }
 
 extension Duration {

@@ -10,7 +10,7 @@ public final class PostgresCluster: @unchecked Sendable {
     let bin: URL
 
     /// The server's binaries (the newest installed), nil when PostgreSQL is not installed.
-    static var binaries: URL? {
+    public static var binaries: URL? {
         let root = URL(fileURLWithPath: "/usr/lib/postgresql")
         let versions = (try? FileManager.default.contentsOfDirectory(atPath: root.path)) ?? []
         return versions.sorted { $0.compare($1, options: .numeric) == .orderedAscending }.last.map { root.appendingPathComponent("\($0)/bin") }

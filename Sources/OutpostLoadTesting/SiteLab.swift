@@ -1,0 +1,393 @@
+import Foundation
+import OutpostTestSupport
+
+#if canImport(Glibc)
+    import Glibc
+#endif
+
+/// An Outpost site on a network of its own, built on this machine out of Linux network
+/// namespaces, and crews syncing through it while a host is killed and the database fails over.
+///
+/// Each machine is a namespace with its own address on one bridge (``SiteNetwork``):
+/// - `db1` and `db2`: a PostgreSQL primary with PostGIS and its hot standby, following it by
+///   synchronous streaming replication (a commit is acknowledged once the standby has it);
+/// - `h1`…`hN`: `outpost serve --postgres postgres://…@db1,db2/outpost`, one per machine;
+/// - `balancer`: HAProxy, sending requests round-robin to the hosts that answer `/ready`, and
+///   sending a request again to another host when the one it went to refused the connection or
+///   closed it without an answer (safe for sync: every upload is applied once by its ledger);
+/// - `crews`: ``CrewLoad``'s crews, syncing through the balancer only, in a process of their own
+///   (the driver, ``driverMain(_:)``).
+///
+/// While the crews sync, at fractions of their syncs: one host is killed with SIGKILL, later
+/// started again, and the primary is stopped at once (SIGQUIT, as a crash) and the standby
+/// promoted (`pg_ctl promote`). The run then checks ``CrewLoad``'s oracles against the promoted
+/// database, and that every answer with a 5xx status came while the database was switching:
+/// from the primary's stop until every running host answered `/ready` again, plus the hosts'
+/// database timeout (a request waiting on the lost primary is answered 503 at that timeout).
+///
+/// Needs root (namespaces, and PostgreSQL run as the `postgres` user), iproute2, HAProxy,
+/// PostgreSQL with PostGIS, `setpriv` and curl: ``unavailableReason`` says what is missing.
+public enum SiteLab {
+    /// What a run does.
+    public struct Configuration: Sendable {
+        /// The crews' load; its `progress` is set by the run.
+        public var load: CrewLoad.Configuration
+        /// Server hosts behind the balancer.
+        public var hosts = 2
+        /// The `outpost` executable the hosts run.
+        public var outpost: URL
+        /// The command that runs ``driverMain(_:)`` (its arguments follow).
+        public var driver: [String]
+        /// Where the run keeps its files (removed and made again).
+        public var directory: URL
+        /// The fraction of the concurrent phase's syncs after which the first host is killed.
+        public var killAt = 0.25
+        /// …after which it is started again.
+        public var reviveAt = 0.45
+        /// …after which the primary is stopped and the standby promoted.
+        public var promoteAt = 0.6
+        /// The hosts' `--database-timeout`, in seconds.
+        public var databaseTimeout = 5
+        /// Told each step of the run as it happens.
+        public var log: @Sendable (String) -> Void = { _ in }
+
+        /// A run of `crews` crews with `outpost` as the hosts' server and `driver` as the crews'.
+        public init(crews: Int, outpost: URL, driver: [String], directory: URL) {
+            load = CrewLoad.Configuration(crews: crews)
+            self.outpost = outpost
+            self.driver = driver
+            self.directory = directory
+        }
+    }
+
+    /// What a run measured and found.
+    public struct Report: Sendable {
+        /// The crews' own report (syncs, latencies, the oracles' findings).
+        public var crews: CrewLoad.Report
+        /// Server hosts behind the balancer.
+        public var hosts = 0
+        /// The run's steps, each with its time from the start of the crews' run.
+        public var timeline: [String] = []
+        /// From the primary's stop until the hosts could be answered again, in seconds since 1970.
+        public var switching: ClosedRange<Double> = 0...0
+        /// Answers with a 5xx status while the database was switching.
+        public var serverErrorsWhileSwitching = 0
+        /// Answers with a 5xx status at any other time.
+        public var serverErrorsOtherwise: [CrewLoad.ServerError] = []
+        /// Everything that did not hold: the oracles' findings, steps that did not happen, 5xx
+        /// answers outside the switch. Empty when the run is correct.
+        public var problems: [String] = []
+    }
+
+    /// Raised when the site cannot be built or run.
+    public struct Failure: Error, CustomStringConvertible {
+        /// What failed, and what the failing tool said.
+        public var description: String
+        /// A failure saying `description`.
+        public init(_ description: String) { self.description = description }
+    }
+
+    /// Why a site cannot be built on this machine, or nil when it can.
+    public static var unavailableReason: String? {
+        if getuid() != 0 { return "a site of network namespaces needs root" }
+        for tool in ["ip", "haproxy", "setpriv", "curl"] where ExternalTools.which(tool) == nil { return "\(tool) is not installed (run ./scripts/test)" }
+        if PostgresCluster.binaries == nil { return "PostgreSQL is not installed (run ./scripts/test)" }
+        return nil
+    }
+
+    static let primaryHost = 11, standbyHost = 12, balancerHost = 5, crewsHost = 100
+    static func serverHost(_ i: Int) -> Int { 20 + i }
+    static let port = 8080
+
+    /// Builds the site, runs the crews through it with a host killed and a failover, checks
+    /// the outcome and removes everything it made.
+    public static func run(_ configuration: Configuration) async throws -> Report {
+        if let reason = unavailableReason { throw Failure(reason) }
+        let network = SiteNetwork()
+        let run = try Run(configuration, network)
+        defer { try? FileManager.default.removeItem(at: run.databases) }
+        do {
+            let report = try await run.go()
+            await network.tearDown()
+            return report
+        } catch {
+            await network.tearDown()
+            throw error
+        }
+    }
+
+    /// One run's state.
+    final class Run: @unchecked Sendable {
+        // @unchecked: used by the one task that runs it.
+        let configuration: Configuration
+        let network: SiteNetwork
+        let bin: URL
+        let work: URL
+        /// The databases' files, in a directory of their own that the `postgres` user can reach
+        /// (the caller's may not be).
+        let databases: URL
+        var hosts: [Int: SpawnedProcess] = [:]
+        var report: Report
+        let started = Date()
+
+        init(_ configuration: Configuration, _ network: SiteNetwork) throws {
+            self.configuration = configuration
+            self.network = network
+            guard let bin = PostgresCluster.binaries else { throw Failure("PostgreSQL is not installed") }
+            self.bin = bin
+            work = configuration.directory
+            databases = URL(fileURLWithPath: NSTemporaryDirectory()).appendingPathComponent("\(network.prefix)-databases")
+            report = Report(crews: CrewLoad.Report())
+            report.hosts = configuration.hosts
+        }
+
+        var databaseURL: String {
+            let servers = [primaryHost, standbyHost].map { "\(SiteNetwork.address($0)):5432" }.joined(separator: ",")
+            return "postgres://outpost@\(servers)/outpost"
+        }
+        var balancer: String { "http://\(SiteNetwork.address(balancerHost)):\(port)" }
+        func hostURL(_ i: Int) -> String { "http://\(SiteNetwork.address(serverHost(i))):\(port)" }
+
+        func say(_ step: String) {
+            let line = String(format: "%7.1f s  ", Date().timeIntervalSince(started)) + step
+            report.timeline.append(line)
+            configuration.log(line)
+        }
+
+        func go() async throws -> Report {
+            try? FileManager.default.removeItem(at: work)
+            try FileManager.default.createDirectory(at: work, withIntermediateDirectories: true)
+            try FileManager.default.createDirectory(at: databases, withIntermediateDirectories: true)
+            try FileManager.default.setAttributes([.posixPermissions: 0o755], ofItemAtPath: databases.path)
+            var machines: [(name: String, host: Int)] = [("db1", primaryHost), ("db2", standbyHost), ("balancer", balancerHost), ("crews", crewsHost)]
+            for i in 1...configuration.hosts { machines.append(("h\(i)", serverHost(i))) }
+            try await network.build(machines)
+            say("network: \(machines.map { "\($0.name) \(SiteNetwork.address($0.host))" }.joined(separator: ", "))")
+            let primary = try await startPrimary()
+            try await startStandby()
+            say("PostgreSQL: primary on db1, synchronous standby on db2")
+            try await network.must("crews", configuration.driver + ["prepare", "--postgres", databaseURL] + loadArguments(), timeout: 300)
+            say("service '\(CrewLoad.serviceName)' loaded")
+            for i in 1...configuration.hosts { try await startHost(i) }
+            try await startBalancer()
+            say("\(configuration.hosts) hosts behind HAProxy at \(balancer)")
+            try await runCrews(primary: primary)
+            // The killed host came back and serves.
+            for i in 1...configuration.hosts where await network.status(from: "crews", "\(hostURL(i))/ready") != 200 {
+                report.problems.append("host h\(i) is not ready at the end")
+            }
+            return report
+        }
+
+        func loadArguments() -> [String] {
+            let load = configuration.load
+            return [
+                "--directory", work.appendingPathComponent("crews").path, "--crews", "\(load.crews)", "--edits", "\(load.editsPerCrew)", "--syncs",
+                "\(load.syncsPerCrew)", "--features", "\(load.featuresPerCrew)", "--seed", "\(load.seed)", "--attempts", "\(load.attempts)",
+            ]
+        }
+
+        /// A directory the `postgres` user owns.
+        func databaseDirectory(_ name: String) async throws -> URL {
+            let directory = databases.appendingPathComponent(name)
+            try FileManager.default.createDirectory(at: directory, withIntermediateDirectories: true)
+            let owned = try await ExternalTools.run("chown", ["postgres", directory.path])
+            guard owned.succeeded else { throw Failure("chown postgres \(directory.path): \(owned.stderr)") }
+            return directory
+        }
+
+        func startDatabase(_ machine: String, _ directory: URL, host: Int) throws -> SpawnedProcess {
+            try network.start(
+                machine,
+                [
+                    bin.appendingPathComponent("postgres").path, "-D", directory.appendingPathComponent("data").path, "-p", "5432", "-k", directory.path,
+                    "-c", "listen_addresses=\(SiteNetwork.address(host))", "-c", "fsync=off", "-c", "max_connections=300",
+                ], as: "postgres", log: directory.appendingPathComponent("log"))
+        }
+
+        func psql(_ host: Int, _ database: String, _ statements: [String]) async throws -> String {
+            try await network.must(
+                "crews", [bin.appendingPathComponent("psql").path, "-h", SiteNetwork.address(host), "-U", "outpost", "-d", database, "-XAtq", "-v", "ON_ERROR_STOP=1"] + statements.flatMap { ["-c", $0] })
+        }
+
+        func waitForDatabase(_ host: Int) async throws {
+            try await network.wait("PostgreSQL at \(SiteNetwork.address(host))", seconds: 60) {
+                try await network.run("crews", [bin.appendingPathComponent("pg_isready").path, "-q", "-h", SiteNetwork.address(host), "-p", "5432"]).succeeded
+            }
+        }
+
+        func startPrimary() async throws -> SpawnedProcess {
+            let directory = try await databaseDirectory("db1")
+            let data = directory.appendingPathComponent("data")
+            try await network.must("db1", [bin.appendingPathComponent("initdb").path, "-D", data.path, "-U", "outpost", "--auth=trust", "-E", "UTF8"], as: "postgres")
+            // The site's machines may connect, for queries and for replication.
+            let hba = data.appendingPathComponent("pg_hba.conf")
+            let rules = "\nhost all all \(SiteNetwork.subnet).0/24 trust\nhost replication all \(SiteNetwork.subnet).0/24 trust\n"
+            let handle = try FileHandle(forWritingTo: hba)
+            try handle.seekToEnd()
+            try handle.write(contentsOf: Data(rules.utf8))
+            try handle.close()
+            let process = try startDatabase("db1", directory, host: primaryHost)
+            try await waitForDatabase(primaryHost)
+            _ = try await psql(primaryHost, "template1", ["CREATE EXTENSION postgis"])
+            _ = try await psql(primaryHost, "postgres", ["CREATE DATABASE outpost"])
+            return process
+        }
+
+        func startStandby() async throws {
+            let directory = try await databaseDirectory("db2")
+            try await network.must(
+                "db2",
+                [
+                    bin.appendingPathComponent("pg_basebackup").path, "-h", SiteNetwork.address(primaryHost), "-p", "5432", "-U", "outpost", "-D",
+                    directory.appendingPathComponent("data").path, "-R", "-X", "stream", "-c", "fast",
+                ], as: "postgres", timeout: 300)
+            _ = try startDatabase("db2", directory, host: standbyHost)
+            try await waitForDatabase(standbyHost)
+            _ = try await psql(primaryHost, "postgres", ["ALTER SYSTEM SET synchronous_standby_names = '*'", "SELECT pg_reload_conf()"])
+            try await network.wait("the standby streaming synchronously", seconds: 60) {
+                try await psql(primaryHost, "postgres", ["SELECT sync_state FROM pg_stat_replication WHERE state = 'streaming'"]).contains("sync")
+            }
+        }
+
+        func startHost(_ i: Int) async throws {
+            hosts[i] = try network.start(
+                "h\(i)",
+                [
+                    configuration.outpost.path, "serve", "--postgres", databaseURL, "--host", SiteNetwork.address(serverHost(i)), "--port", "\(port)",
+                    "--database-timeout", "\(configuration.databaseTimeout)", "--output-directory", work.appendingPathComponent("shared/results").path,
+                ], log: work.appendingPathComponent("h\(i).log"))
+            try await network.wait("host h\(i) ready", seconds: 120) { await network.status(from: "crews", "\(hostURL(i))/ready") == 200 }
+        }
+
+        func startBalancer() async throws {
+            let servers = (1...configuration.hosts).map { "    server h\($0) \(SiteNetwork.address(serverHost($0))):\(port) check" }
+            let text = """
+                global
+                    maxconn 4000
+                    # Big enough to hold a whole sync request, so one cut off by a host's death
+                    # can be sent again.
+                    tune.bufsize 262144
+                defaults
+                    mode http
+                    timeout connect 2s
+                    timeout client 120s
+                    timeout server 120s
+                    retries 3
+                    option redispatch 1
+                    retry-on conn-failure empty-response
+                frontend site
+                    bind \(SiteNetwork.address(balancerHost)):\(port)
+                    default_backend hosts
+                backend hosts
+                    balance roundrobin
+                    option httpchk GET /ready
+                    http-check expect status 200
+                    default-server inter 500ms fall 2 rise 2
+                \(servers.joined(separator: "\n"))
+
+                """
+            let file = work.appendingPathComponent("haproxy.cfg")
+            try text.write(to: file, atomically: true, encoding: .utf8)
+            _ = try network.start("balancer", ["haproxy", "-db", "-f", file.path], log: work.appendingPathComponent("haproxy.log"))
+            try await network.wait("HAProxy ready", seconds: 60) { await network.status(from: "crews", "\(balancer)/ready") == 200 }
+        }
+
+        /// The crews' run, with the kill, the revival and the failover at their moments.
+        func runCrews(primary: SpawnedProcess) async throws {
+            let (read, write) = try SpawnedProcess.pipe()
+            let crews: SpawnedProcess
+            do {
+                defer { close(write) }
+                crews = try network.start(
+                    "crews", configuration.driver + ["crews", "--url", balancer, "--postgres", databaseURL] + loadArguments(),
+                    log: work.appendingPathComponent("crews.log"), stdout: write)
+            }
+            let lines = Self.lines(read)
+            let total = Double(configuration.load.crews * configuration.load.syncsPerCrew)
+            var (killed, revived, switched) = (false, false, false)
+            var crewReport: CrewLoad.Report?
+            say("\(configuration.load.crews) crews started")
+            for await line in lines {
+                if line.hasPrefix("report "), let data = line.dropFirst(7).data(using: .utf8) {
+                    crewReport = try JSONDecoder().decode(CrewLoad.Report.self, from: data)
+                    continue
+                }
+                guard line.hasPrefix("synced "), let count = Int(line.dropFirst(7)) else { continue }
+                if !killed, Double(count) >= total * configuration.killAt {
+                    hosts[1]?.signal(SIGKILL)
+                    hosts[1]?.wait()
+                    killed = true
+                    say("after \(count) syncs: host h1 killed (SIGKILL)")
+                }
+                if killed, !revived, Double(count) >= total * configuration.reviveAt {
+                    try await startHost(1)
+                    revived = true
+                    say("after \(count) syncs: host h1 started again and ready")
+                }
+                if !switched, Double(count) >= total * configuration.promoteAt {
+                    try await failOver(primary, after: count)
+                    switched = true
+                }
+            }
+            let status = crews.wait()
+            guard var crewReport else {
+                let log = (try? String(contentsOf: work.appendingPathComponent("crews.log"), encoding: .utf8)) ?? ""
+                throw Failure("the crews' driver ended (status \(status)) without a report: \(log.suffix(2000))")
+            }
+            say("crews done: \(crewReport.syncs) syncs, \(crewReport.failedAttempts) failed tries")
+            for (done, step) in [(killed, "the kill"), (revived, "the revival"), (switched, "the failover")] where !done {
+                report.problems.append("the crews finished before \(step)")
+            }
+            let window = report.switching
+            report.serverErrorsWhileSwitching = crewReport.serverErrors.filter { window.contains($0.time) }.count
+            report.serverErrorsOtherwise = crewReport.serverErrors.filter { !window.contains($0.time) }
+            for e in report.serverErrorsOtherwise.prefix(10) {
+                report.problems.append(String(format: "%d for %@ at %.1f s, outside the switch", e.status, e.request, e.time - started.timeIntervalSince1970))
+            }
+            report.problems += crewReport.problems
+            crewReport.problems = []
+            report.crews = crewReport
+        }
+
+        /// The primary stopped at once, the standby promoted; done when every running host answers
+        /// `/ready` again.
+        func failOver(_ primary: SpawnedProcess, after count: Int) async throws {
+            let start = Date().timeIntervalSince1970
+            primary.signal(SIGQUIT)
+            primary.wait()
+            say("after \(count) syncs: primary stopped (immediate shutdown)")
+            try await network.must(
+                "db2", [bin.appendingPathComponent("pg_ctl").path, "-D", databases.appendingPathComponent("db2/data").path, "-w", "promote"], as: "postgres")
+            say("standby promoted")
+            for (i, process) in hosts.sorted(by: { $0.key < $1.key }) where process.isRunning {
+                try await network.wait("host h\(i) ready after the failover", seconds: 120) { await network.status(from: "crews", "\(hostURL(i))/ready") == 200 }
+            }
+            let end = Date().timeIntervalSince1970 + Double(configuration.databaseTimeout)
+            report.switching = start...end
+            say("every host ready again")
+        }
+
+        /// The lines written to `fd`, read on a thread of their own until the writer closes it.
+        static func lines(_ fd: Int32) -> AsyncStream<String> {
+            AsyncStream { continuation in
+                ExternalTools.onOwnThread {
+                    defer { close(fd) }
+                    var pending = Data()
+                    var buffer = [UInt8](repeating: 0, count: 65536)
+                    while true {
+                        let n = read(fd, &buffer, buffer.count)
+                        if n < 0, errno == EINTR { continue }
+                        guard n > 0 else { break }
+                        pending.append(contentsOf: buffer[0..<n])
+                        while let newline = pending.firstIndex(of: 0x0A) {
+                            continuation.yield(String(decoding: pending[pending.startIndex..<newline], as: UTF8.self))
+                            pending.removeSubrange(pending.startIndex...newline)
+                        }
+                    }
+                    continuation.finish()
+                }
+            }
+        }
+    }
+}
