@@ -255,7 +255,7 @@ public enum SiteLab {
                 "h\(i)",
                 [
                     configuration.outpost.path, "serve", "--postgres", databaseURL, "--host", SiteNetwork.address(serverHost(i)), "--port", "\(port)",
-                    "--database-timeout", "\(configuration.databaseTimeout)", "--output-directory", work.appendingPathComponent("shared/results").path,
+                    "--database-timeout", "\(configuration.databaseTimeout)", "--site-directory", work.appendingPathComponent("site").path,
                 ], log: work.appendingPathComponent("h\(i).log"))
             try await network.wait("host h\(i) ready", seconds: 120) { await network.status(from: "crews", "\(hostURL(i))/ready") == 200 }
         }

@@ -7,7 +7,7 @@ import PostgresNIO
 /// Job records (async createReplica and synchronizeReplica, tile exports) in the database, so
 /// that with several server processes any of them answers a job's status and passes a cancel to
 /// the process running it. The job itself runs where it was started; its files go to the
-/// processes' output directory (give them a shared one: `outpost serve --output-directory`).
+/// processes' output directory (give them a shared one: `outpost serve --site-directory`).
 public final class PostgresJobStore: JobRecordStore {
     let database: PostgresConnections
     /// Where the store reads the time (a record's last update).
@@ -22,6 +22,11 @@ public final class PostgresJobStore: JobRecordStore {
     }
 
     public var isShared: Bool { true }
+
+    /// Returns once the database answers a statement within three seconds.
+    public func check() async throws {
+        try await database.run(timeout: .seconds(3)) { client, logger in try await client.query("SELECT 1", logger: logger) }
+    }
 
     public func insert(_ record: JobRecord, host: String, until: Int64) async throws {
         try await database.run { client, logger in

@@ -149,10 +149,10 @@ struct PostgresConnections: Sendable {
     static let timeout: Duration = .seconds(30)
 
     @discardableResult
-    func run<T: Sendable>(_ body: @escaping @Sendable (PostgresClient, Logger) async throws -> T) async throws -> T {
+    func run<T: Sendable>(timeout: Duration = Self.timeout, _ body: @escaping @Sendable (PostgresClient, Logger) async throws -> T) async throws -> T {
         let client = pool.client, logger = logger
         do {
-            return try await pool.within(Self.timeout) { try await body(client, logger) }
+            return try await pool.within(timeout) { try await body(client, logger) }
         } catch let error as PSQLError {
             throw pool.failure(error)
         } catch let error as ConnectionPoolError {

@@ -64,6 +64,13 @@ public protocol JobRecordStore: Sendable {
     func sweep(finishedBefore time: Int64) async throws
     /// Whether other processes can see the jobs (and so may ask for a cancel through the store).
     var isShared: Bool { get }
+    /// Returns once the store answers, and throws when it does not (a server's readiness).
+    func check() async throws
+}
+
+extension JobRecordStore {
+    /// A store in this process always answers.
+    public func check() async throws {}
 }
 
 /// Job records in this process's memory: a restarted server forgets them, and their status URLs

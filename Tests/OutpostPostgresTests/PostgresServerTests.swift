@@ -167,6 +167,53 @@ struct PostgresServerTests {
         for server in servers { #expect(await server.stop() == 0) }
     }
 
+    /// `--site-directory`: two processes given one site directory hand out each other's replica
+    /// files from its `results/`, and `/ready` checks the directory: a host whose site
+    /// directory takes no file answers 503 with the reason, and ready again once it does.
+    @Test(.timeLimit(.minutes(2)))
+    func theSiteDirectoryIsSharedAndCheckedForReadiness() async throws {
+        let service = try await TestService.fieldInspection(.postgres)
+        try await service.backend.close()
+        let site = service.directory.file("site")
+        let servers = [
+            try await ServeProcess.start(service, arguments: ["--site-directory", site.path]),
+            try await ServeProcess.start(service, arguments: ["--site-directory", site.path]),
+        ]
+        let first = servers[0].featureServer("field_inspection").absoluteString, second = servers[1].featureServer("field_inspection").absoluteString
+        let made = try JSONValue.parse(
+            try await ExternalTools.run("curl", ["-s", "-d", "f=json", "-d", "layers=0", "-d", "dataFormat=sqlite", first + "/createReplica"]).stdout)
+        let name = try #require(made["URL"]?.stringValue?.split(separator: "/").last.map(String.init), "\(made)")
+        #expect(FileManager.default.fileExists(atPath: site.appendingPathComponent("results/\(name)").path), "written in the site directory's results/")
+        let fetched = service.directory.file("fetched.gpkg")
+        let download = try await ExternalTools.run("curl", ["-s", "-o", fetched.path, "-w", "%{http_code}", second + "/replicafiles/\(name)"])
+        #expect(download.stdout == "200", "the other host hands out the file")
+        #expect(try Data(contentsOf: fetched).prefix(15) == Data("SQLite format 3".utf8))
+
+        func ready(_ server: ServeProcess) async throws -> (status: String, body: JSONValue) {
+            let r = try await ExternalTools.run("curl", ["-s", "-w", "\n%{http_code}", server.url.appendingPathComponent("ready").absoluteString])
+            let lines = r.stdout.split(separator: "\n")
+            return (String(lines.last ?? ""), try JSONValue.parse(String(lines.dropLast().joined(separator: "\n"))))
+        }
+        #expect(try await ready(servers[0]).status == "200")
+        // The directory gone and a file in its place (a mount lost): neither host is ready.
+        let moved = service.directory.file("site-away")
+        try FileManager.default.moveItem(at: site, to: moved)
+        try Data("not a directory".utf8).write(to: site)
+        for server in servers {
+            let (status, body) = try await ready(server)
+            #expect(status == "503" && body["check"] == "site directory" && body["reason"]?.stringValue?.contains(site.path) == true, "\(body)")
+        }
+        try FileManager.default.removeItem(at: site)
+        try FileManager.default.moveItem(at: moved, to: site)
+        #expect(try await ready(servers[1]).status == "200")
+        for server in servers { #expect(await server.stop() == 0) }
+
+        let both = try await ExternalTools.run(
+            Repository.outpostExecutable.path, ["serve", "--postgres", try #require(service.postgres).url, "--site-directory", site.path, "--output-directory", site.path],
+            timeout: 60)
+        #expect(!both.succeeded && both.stderr.contains("--site-directory holds the output directory"), "\(both.stderr)")
+    }
+
     /// A cancel sent to another process reaches the running job through the database: a tile
     /// export (drawn from a GeoPackage service both processes serve) started on the first process
     /// and cancelled through the second stops, and both report it cancelled.

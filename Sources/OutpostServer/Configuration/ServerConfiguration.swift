@@ -28,6 +28,10 @@ public struct ServerConfiguration: Sendable {
     /// Where replica files and synchronizeReplica answers are written for download (nil: a new
     /// directory under the system's temporary directory).
     public var outputDirectory: URL?
+    /// A directory every host of a site mounts (`outpost serve --site-directory`): the output
+    /// directory is `results/` in it, and `/ready` answers 503 while a file cannot be written
+    /// there.
+    public var siteDirectory: URL?
     /// How long result files are kept after they were written or last fetched, and identical
     /// synchronizeReplica requests are answered from the stored response.
     public var resultRetention: Duration

@@ -80,12 +80,16 @@ extension ServiceDirectory {
     ///     (nil: a SQLite file in its jobs directory); a site gives a store in PostgreSQL.
     ///   - geoprocessingLease: how long a geoprocessing job stays with a host that stopped
     ///     renewing it before another host of a site takes it over.
+    ///   - geoprocessingDirectory: a geoprocessing service's uploads and job outputs directory
+    ///     by its name (nil: `<name>.gp-jobs/` beside its file); a site gives one in its site
+    ///     directory.
     /// - Parameter path: a file of one of those kinds, or a directory of them.
     /// - Parameter name: the service name for a single file (default: its name without extension).
     /// - Throws: ``ServiceError`` 404 when the path does not exist or holds no service files.
     public static func open(
         at path: URL, name: String? = nil, faults: FaultInjector = FaultInjector(), strict: Bool = true,
-        geoprocessingJobs: (@Sendable (String) -> any GPJobRecordStore)? = nil, geoprocessingLease: Duration = .seconds(30)
+        geoprocessingJobs: (@Sendable (String) -> any GPJobRecordStore)? = nil, geoprocessingLease: Duration = .seconds(30),
+        geoprocessingDirectory: (@Sendable (String) -> URL)? = nil
     ) async throws -> ServiceFiles {
         var isDirectory: ObjCBool = false
         guard FileManager.default.fileExists(atPath: path.path, isDirectory: &isDirectory) else {
@@ -131,7 +135,8 @@ extension ServiceDirectory {
             case .geoprocessing?:
                 let serviceName = String(url.lastPathComponent.dropLast(".gp.json".count))
                 try await attempt(url, "GPServer", name: serviceName) {
-                    files.geoprocessing.append(try await GeoprocessingService(contentsOf: url, jobs: geoprocessingJobs?(serviceName), lease: geoprocessingLease))
+                    files.geoprocessing.append(try await GeoprocessingService(
+                            contentsOf: url, jobsDirectory: geoprocessingDirectory?(serviceName), jobs: geoprocessingJobs?(serviceName), lease: geoprocessingLease))
                 }
             case .locator?:
                 try await attempt(url, "GeocodeServer", name: stem) { files.locators.append(try LocalLocator(url: url)) }

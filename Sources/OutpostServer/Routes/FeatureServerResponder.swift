@@ -34,6 +34,8 @@ public struct FeatureServerResponder: HTTPResponder {
     let checksumsAhead = ChecksumsAhead()
     /// Feed pages made while the page before them was answered (see ``PagesAhead``).
     let pagesAhead = PagesAhead()
+    /// The check of the site directory `/ready` makes.
+    let siteProbe = SiteDirectoryProbe()
     /// The middleware and the routes behind it, made once the responder is.
     private let chain = Chain()
 
@@ -223,8 +225,8 @@ public struct FeatureServerResponder: HTTPResponder {
         return table
     }
 
-    /// `/ready`: 503 while draining or while a service's store does not answer; `degraded` when
-    /// some services' files did not open.
+    /// `/ready`: 503 while draining, or while a service's store, a site's job store or its
+    /// site directory does not answer; `degraded` when some services' files did not open.
     private func ready(_ call: RoutedRequest) async throws -> Response {
         let request = call.request
         // A draining server takes no new work: a load balancer sends it elsewhere.
@@ -234,16 +236,31 @@ public struct FeatureServerResponder: HTTPResponder {
             return response
         }
         let detailed = call.caller.permissions(on: nil).contains(.admin)
+        func unavailable(_ what: (key: String, value: String), _ reason: String) -> Response {
+            var answer: [String: JSONValue] = ["status": "unavailable"]
+            if detailed { (answer[what.key], answer["reason"]) = (.string(what.value), .string(reason)) }
+            return ResponseWriting(request: request).json(.object(answer), status: .serviceUnavailable)
+        }
         // Ready when every service's store answers (a PostgreSQL server reachable, say).
         for name in services.names {
             guard let backend = services.backend(named: name) else { continue }
             do {
                 _ = try await backend.generation()
             } catch {
-                var answer: [String: JSONValue] = ["status": "unavailable"]
-                if detailed { (answer["service"], answer["reason"]) = (.string(name), .string(ServiceError.from(error).message)) }
-                return ResponseWriting(request: request).json(.object(answer), status: .serviceUnavailable)
+                return unavailable(("service", name), ServiceError.from(error).message)
             }
+        }
+        // A host of a site also needs the site's job store and the directory the hosts share:
+        // without them it would take jobs and syncs whose results no other host could hand out.
+        if let jobs = configuration.jobStore, jobs.isShared {
+            do {
+                try await jobs.check()
+            } catch {
+                return unavailable(("check", "job store"), ServiceError.from(error).message)
+            }
+        }
+        if let site = configuration.siteDirectory, let problem = await siteProbe.problem(with: site) {
+            return unavailable(("check", "site directory"), problem)
         }
         // Services whose files did not open: the server still serves the others (ready to a
         // load balancer), and says which to an admin.

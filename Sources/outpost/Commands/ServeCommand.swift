@@ -64,6 +64,13 @@ struct ServeCommand: AsyncParsableCommand {
     var outputDirectory: String?
     @Option(
         help: """
+            A directory every host of a site mounts (with --postgres): replica files, synchronizeReplica answers and tile \
+            packages go to results/ in it, geoprocessing uploads and job outputs to geoprocessing/<service>/; /ready answers \
+            503 while a file cannot be written there. Instead of --output-directory.
+            """)
+    var siteDirectory: String?
+    @Option(
+        help: """
             The address clients reach this server at, e.g. https://gis.example.org/prefix, when a reverse proxy in front of it \
             does not send Forwarded or X-Forwarded-Host/-Proto/-Prefix headers: every URL the server writes starts with it.
             """)
@@ -108,6 +115,7 @@ struct ServeCommand: AsyncParsableCommand {
         guard jobLease >= 0.3, jobLease.isFinite else { throw ValidationError("--job-lease must be at least 0.3 seconds") }
         guard drainSeconds >= 0 else { throw ValidationError("--drain-seconds must not be negative") }
         guard token == nil || tokens == nil else { throw ValidationError("give --token or --tokens, not both") }
+        guard siteDirectory == nil || outputDirectory == nil else { throw ValidationError("--site-directory holds the output directory (results/): drop --output-directory") }
         guard (0...65535).contains(port) else { throw ValidationError("--port must be 0…65535") }
         guard maxBodyMb > 0 else { throw ValidationError("--max-body-mb must be positive") }
         guard (tlsCert == nil) == (tlsKey == nil) else { throw ValidationError("give --tls-cert and --tls-key together") }
@@ -124,6 +132,12 @@ struct ServeCommand: AsyncParsableCommand {
     func run() async throws {
         var configuration = ServerConfiguration(
             host: host, port: port, maxBodyBytes: maxBodyMb << 20, outputDirectory: outputDirectory.map { URL(fileURLWithPath: $0) })
+        let site = siteDirectory.map { URL(fileURLWithPath: $0).standardizedFileURL }
+        if let site {
+            try FileManager.default.createDirectory(at: site, withIntermediateDirectories: true)
+            configuration.siteDirectory = site
+            configuration.outputDirectory = site.appendingPathComponent("results")
+        }
         configuration.publicURL = publicUrl.flatMap(URL.init(string:))
         if let level = ProcessInfo.processInfo.environment["LOG_LEVEL"].flatMap(Logger.Level.init(rawValue:)) { configuration.logLevel = level }
         if let tlsCert, let tlsKey {
@@ -164,9 +178,12 @@ struct ServeCommand: AsyncParsableCommand {
                 }
             }
             if let service {
+                // A site's geoprocessing uploads and outputs in its site directory.
+                var geoprocessingDirectory: (@Sendable (String) -> URL)?
+                if let site { geoprocessingDirectory = { site.appendingPathComponent("geoprocessing").appendingPathComponent($0) } }
                 files = try await ServiceDirectory.open(
                     at: URL(fileURLWithPath: service), name: name, faults: processFaults, strict: strict,
-                    geoprocessingJobs: geoprocessingJobs, geoprocessingLease: lease)
+                    geoprocessingJobs: geoprocessingJobs, geoprocessingLease: lease, geoprocessingDirectory: geoprocessingDirectory)
                 // One damaged file does not stop the others: it is named here, listed as
                 // unavailable, and its requests get 503.
                 for broken in files.unavailable {
