@@ -77,6 +77,16 @@ public enum SiteLab {
         /// Everything that did not hold: the oracles' findings, steps that did not happen, 5xx
         /// answers outside the switch. Empty when the run is correct.
         public var problems: [String] = []
+        /// CPU time (user and system) the server hosts spent during the crews' run, in seconds.
+        public var hostCPUSeconds = 0.0
+        /// CPU time the PostgreSQL servers spent meanwhile (every server process, the standby's
+        /// replay included), in seconds.
+        public var databaseCPUSeconds = 0.0
+        /// CPU time HAProxy spent meanwhile, in seconds.
+        public var balancerCPUSeconds = 0.0
+        /// The syncs of the whole crews' run: the concurrent phase's and the two closing rounds'
+        /// (each crew's replica was also created in the run, one request each).
+        public var allSyncs: Int { crews.syncs + 2 * crews.crews }
     }
 
     /// Raised when the site cannot be built or run.
@@ -127,6 +137,8 @@ public enum SiteLab {
         /// (the caller's may not be).
         let databases: URL
         var hosts: [Int: SpawnedProcess] = [:]
+        var balancerProcess: SpawnedProcess?
+        var standbyProcess: SpawnedProcess?
         var report: Report
         let started = Date()
 
@@ -242,7 +254,7 @@ public enum SiteLab {
                     bin.appendingPathComponent("pg_basebackup").path, "-h", SiteNetwork.address(primaryHost), "-p", "5432", "-U", "outpost", "-D",
                     directory.appendingPathComponent("data").path, "-R", "-X", "stream", "-c", "fast",
                 ], as: "postgres", timeout: 300)
-            _ = try startDatabase("db2", directory, host: standbyHost)
+            standbyProcess = try startDatabase("db2", directory, host: standbyHost)
             try await waitForDatabase(standbyHost)
             _ = try await psql(primaryHost, "postgres", ["ALTER SYSTEM SET synchronous_standby_names = '*'", "SELECT pg_reload_conf()"])
             try await network.wait("the standby streaming synchronously", seconds: 60) {
@@ -289,7 +301,7 @@ public enum SiteLab {
                 """
             let file = work.appendingPathComponent("haproxy.cfg")
             try text.write(to: file, atomically: true, encoding: .utf8)
-            _ = try network.start("balancer", ["haproxy", "-db", "-f", file.path], log: work.appendingPathComponent("haproxy.log"))
+            balancerProcess = try network.start("balancer", ["haproxy", "-db", "-f", file.path], log: work.appendingPathComponent("haproxy.log"))
             try await network.wait("HAProxy ready", seconds: 60) { await network.status(from: "crews", "\(balancer)/ready") == 200 }
         }
 
@@ -305,6 +317,15 @@ public enum SiteLab {
             }
             let lines = Self.lines(read)
             let total = Double(configuration.load.crews * configuration.load.syncsPerCrew)
+            // CPU time from here on: each process's total now, subtracted at its end.
+            var cpuAtStart: [pid_t: Double] = [:]
+            func spent(_ process: SpawnedProcess?) -> Double {
+                guard let process else { return 0 }
+                let now = CPUTime.seconds(ofTree: process.pid)
+                defer { cpuAtStart[process.pid] = now }
+                return now - (cpuAtStart[process.pid] ?? now)
+            }
+            for process in Array(hosts.values) + [primary, standbyProcess, balancerProcess].compactMap({ $0 }) { _ = spent(process) }
             var (killed, revived, switched) = (false, false, false)
             var crewReport: CrewLoad.Report?
             say("\(configuration.load.crews) crews started")
@@ -315,6 +336,7 @@ public enum SiteLab {
                 }
                 guard line.hasPrefix("synced "), let count = Int(line.dropFirst(7)) else { continue }
                 if !killed, Double(count) >= total * configuration.killAt {
+                    report.hostCPUSeconds += spent(hosts[1])
                     hosts[1]?.signal(SIGKILL)
                     hosts[1]?.wait()
                     killed = true
@@ -322,15 +344,21 @@ public enum SiteLab {
                 }
                 if killed, !revived, Double(count) >= total * configuration.reviveAt {
                     try await startHost(1)
+                    _ = spent(hosts[1])
                     revived = true
                     say("after \(count) syncs: host h1 started again and ready")
                 }
                 if !switched, Double(count) >= total * configuration.promoteAt {
+                    report.databaseCPUSeconds += spent(primary)
                     try await failOver(primary, after: count)
                     switched = true
                 }
             }
             let status = crews.wait()
+            for process in hosts.values where process.isRunning { report.hostCPUSeconds += spent(process) }
+            if primary.isRunning { report.databaseCPUSeconds += spent(primary) }
+            report.databaseCPUSeconds += spent(standbyProcess)
+            report.balancerCPUSeconds += spent(balancerProcess)
             guard var crewReport else {
                 let log = (try? String(contentsOf: work.appendingPathComponent("crews.log"), encoding: .utf8)) ?? ""
                 throw Failure("the crews' driver ended (status \(status)) without a report: \(log.suffix(2000))")
@@ -389,5 +417,37 @@ public enum SiteLab {
                 }
             }
         }
+    }
+}
+
+/// CPU time of processes, from `/proc`.
+enum CPUTime {
+    /// User and system seconds of `pid` and of its descendants, ended ones (that were waited
+    /// for) included: a PostgreSQL postmaster's counts its backends'.
+    static func seconds(ofTree pid: pid_t) -> Double {
+        let all = table()
+        var total = 0.0, pending = [pid]
+        while let next = pending.popLast() {
+            guard let entry = all[next] else { continue }
+            total += entry.ticks
+            pending += all.filter { $0.value.parent == next }.map(\.key)
+        }
+        return total / Double(sysconf(Int32(_SC_CLK_TCK)))
+    }
+
+    /// Every process's parent and CPU ticks (its own and its waited-for children's).
+    private static func table() -> [pid_t: (parent: pid_t, ticks: Double)] {
+        var table: [pid_t: (parent: pid_t, ticks: Double)] = [:]
+        for name in (try? FileManager.default.contentsOfDirectory(atPath: "/proc")) ?? [] {
+            guard let pid = pid_t(name), let text = try? String(contentsOfFile: "/proc/\(name)/stat", encoding: .utf8),
+                let close = text.lastIndex(of: ")")
+            else { continue }
+            // After "pid (comm) ": state, ppid, …; utime, stime, cutime, cstime are fields 14-17.
+            let fields = text[text.index(after: close)...].split(separator: " ")
+            guard fields.count > 14, let parent = pid_t(fields[1]) else { continue }
+            let ticks = fields[11..<15].compactMap { Double($0) }.reduce(0, +)
+            table[pid] = (parent, ticks)
+        }
+        return table
     }
 }

@@ -23,7 +23,8 @@ struct SiteTests {
             "site: \(crews.syncs) syncs in \(String(format: "%.1f", crews.seconds)) s, p50 \(String(format: "%.3f", crews.percentile(0.5))) s,"
                 + " p99 \(String(format: "%.3f", crews.percentile(0.99))) s, \(crews.failedAttempts) failed tries,"
                 + " 5xx \(report.serverErrorsWhileSwitching) while switching and \(report.serverErrorsOtherwise.count) otherwise,"
-                + " lost \(crews.lost), duplicated \(crews.duplicated)")
+                + " lost \(crews.lost), duplicated \(crews.duplicated); CPU per sync: hosts \(String(format: "%.1f", report.hostCPUSeconds * 1000 / Double(report.allSyncs))) ms,"
+                + " databases \(String(format: "%.1f", report.databaseCPUSeconds * 1000 / Double(report.allSyncs))) ms")
         #expect(report.problems.isEmpty, "\(report.problems.count) problems: \(report.problems.prefix(8).joined(separator: "; "))")
         #expect(crews.lost == 0 && crews.duplicated == 0)
         #expect(crews.syncs == 20 * configuration.load.syncsPerCrew, "every sync of the concurrent phase succeeded")
