@@ -29,12 +29,37 @@ public final class PostgresJobStore: JobRecordStore {
     }
 
     public func insert(_ record: JobRecord, host: String, until: Int64) async throws {
+        try await insert(record, host: host, until: until, resumable: nil)
+    }
+
+    public func insert(_ record: JobRecord, host: String, until: Int64, resumable: ResumableJob?) async throws {
+        let kind = resumable?.kind, input = resumable?.input.jsonString
         try await database.run { client, logger in
             try await client.query(
                 """
-                INSERT INTO outpost_jobs (job_id, status, response_type, submission_time, last_updated_time, host, lease_until)
-                VALUES (\(record.id), \(record.status), \(record.responseType), \(record.submissionTime), \(record.lastUpdatedTime), \(host), \(until))
+                INSERT INTO outpost_jobs (job_id, status, response_type, submission_time, last_updated_time, host, lease_until, kind, input)
+                VALUES (\(record.id), \(record.status), \(record.responseType), \(record.submissionTime), \(record.lastUpdatedTime), \(host), \(until),
+                        \(kind), \(input)::jsonb)
                 """, logger: logger)
+        }
+    }
+
+    public func takeAbandoned(now: Int64, host: String, until: Int64, maximumStarts: Int) async throws -> [(id: String, job: ResumableJob)] {
+        try await database.run { client, logger in
+            // As in failAbandoned, row locks decide between hosts: a job is taken by one, and a
+            // host that waited on its row finds the lease renewed and leaves it.
+            var taken: [(id: String, job: ResumableJob)] = []
+            for try await (id, kind, input) in try await client.query(
+                """
+                UPDATE outpost_jobs SET host = \(host), lease_until = \(until), starts = starts + 1, last_updated_time = \(now)
+                WHERE status IN ('Pending', 'InProgress') AND lease_until < \(now) AND kind IS NOT NULL AND starts < \(maximumStarts)
+                  AND NOT cancel_requested
+                RETURNING job_id, kind, input::text
+                """, logger: logger
+            ).decode((String, String, String).self) {
+                taken.append((id, ResumableJob(kind: kind, input: try JSONValue.parse(input))))
+            }
+            return taken
         }
     }
 

@@ -215,6 +215,10 @@ public enum PostgresServiceStore {
             "ALTER TABLE outpost_jobs ADD COLUMN host text, ADD COLUMN lease_until bigint",
             "CREATE INDEX outpost_jobs_running ON outpost_jobs (lease_until) WHERE status IN ('Pending', 'InProgress')",
         ]),
+        // A server job another host can run again from its start when its own stopped: what
+        // kind of job it is, its input, and how many times it was started (a job that stops
+        // every host it runs on is failed after a few).
+        (10, ["ALTER TABLE outpost_jobs ADD COLUMN kind text, ADD COLUMN input jsonb, ADD COLUMN starts integer NOT NULL DEFAULT 1"]),
     ]
 
     /// Runs `body` with a pooled client that is shut down afterwards.

@@ -36,6 +36,21 @@ public struct JobRecord: Sendable, Equatable {
     public var isRunning: Bool { status == "Pending" || status == "InProgress" }
 }
 
+/// What another host needs to run a job again from its start when the host running it stopped:
+/// the kind of job (the name its server registered a way to run it under) and its input.
+public struct ResumableJob: Sendable, Equatable {
+    /// The kind of job (`createReplica`, `exportTiles`).
+    public var kind: String
+    /// Everything the job is run from, as the kind reads it.
+    public var input: JSONValue
+
+    /// A job of this kind and input.
+    public init(kind: String, input: JSONValue) {
+        self.kind = kind
+        self.input = input
+    }
+}
+
 /// Where job records live: in the server process (the default), or in a database shared by
 /// several server processes, so a status request or a cancel may reach any of them.
 ///
@@ -66,11 +81,24 @@ public protocol JobRecordStore: Sendable {
     var isShared: Bool { get }
     /// Returns once the store answers, and throws when it does not (a server's readiness).
     func check() async throws
+    /// Adds a new job's record as ``insert(_:host:until:)`` does, with what another host needs
+    /// to run it again should this one stop.
+    func insert(_ record: JobRecord, host: String, until: Int64, resumable: ResumableJob?) async throws
+    /// Takes over every running job that can be run again whose lease ran out before `now`
+    /// and that has been started fewer than `maximumStarts` times: each is held by `host` until
+    /// `until` from then on, and returned once, to one caller, with what it is run from.
+    func takeAbandoned(now: Int64, host: String, until: Int64, maximumStarts: Int) async throws -> [(id: String, job: ResumableJob)]
 }
 
 extension JobRecordStore {
     /// A store in this process always answers.
     public func check() async throws {}
+    /// A store no other process sees keeps nothing to run again.
+    public func insert(_ record: JobRecord, host: String, until: Int64, resumable: ResumableJob?) async throws {
+        try await insert(record, host: host, until: until)
+    }
+    /// A store no other process sees has no other host's jobs.
+    public func takeAbandoned(now: Int64, host: String, until: Int64, maximumStarts: Int) async throws -> [(id: String, job: ResumableJob)] { [] }
 }
 
 /// Job records in this process's memory: a restarted server forgets them, and their status URLs

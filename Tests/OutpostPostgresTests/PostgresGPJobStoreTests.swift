@@ -83,4 +83,41 @@ struct PostgresJobLeaseTests {
         // Past the renewed lease, the live host's jobs go too.
         #expect(try await stores[2].failAbandoned(now: 20_000, error: "stopped").count == 5)
     }
+
+    /// Jobs recorded with what runs them again: three hosts taking a stopped host's jobs at
+    /// once take each once, with its input; a job asked to cancel, one without an input and one
+    /// started as often as allowed are not taken (they are failed instead).
+    @Test(.timeLimit(.minutes(2)))
+    func hostsTakeAStoppedHostsResumableJobsOnce() async throws {
+        let location = try PostgresLocation(url: try await BackendKind.newPostgresDatabase())
+        var stores: [PostgresJobStore] = []
+        for _ in 0..<3 { stores.append(try await PostgresJobStore(location: location)) }
+        func record(_ id: String) -> JobRecord {
+            JobRecord(id: id, status: "InProgress", responseType: "esriExportTiles", submissionTime: 0, lastUpdatedTime: 0)
+        }
+        for n in 0..<30 {
+            try await stores[0].insert(record("gone\(n)"), host: "gone", until: 1_000, resumable: ResumableJob(kind: "exportTiles", input: ["n": .integer(Int64(n))]))
+        }
+        try await stores[0].insert(record("plain"), host: "gone", until: 1_000)
+        try await stores[0].insert(record("cancelled"), host: "gone", until: 1_000, resumable: ResumableJob(kind: "exportTiles", input: [:]))
+        #expect(try await stores[0].requestCancel("cancelled"))
+
+        let taken = try await withThrowingTaskGroup(of: [(id: String, job: ResumableJob)].self) { group in
+            for (i, store) in stores.enumerated() {
+                group.addTask { try await store.takeAbandoned(now: 5_000, host: "h\(i)", until: 8_000, maximumStarts: 3) }
+            }
+            var all: [(id: String, job: ResumableJob)] = []
+            for try await jobs in group { all += jobs }
+            return all
+        }
+        #expect(taken.count == 30 && Set(taken.map(\.id)) == Set((0..<30).map { "gone\($0)" }), "each once: \(taken.count)")
+        #expect(taken.allSatisfy { $0.job.kind == "exportTiles" && $0.job.input["n"]?.integerValue.map { "gone\($0)" } == $0.id })
+        // Held by their new hosts now: not taken again before that lease ends, nor failed.
+        #expect(try await stores[1].takeAbandoned(now: 6_000, host: "late", until: 9_000, maximumStarts: 3).isEmpty)
+        #expect(Set(try await stores[1].failAbandoned(now: 6_000, error: "stopped")) == ["plain", "cancelled"])
+        // Started three times (its first start and two takings): failed, not taken a third time.
+        #expect(try await stores[2].takeAbandoned(now: 9_000, host: "again", until: 12_000, maximumStarts: 3).count == 30)
+        #expect(try await stores[2].takeAbandoned(now: 13_000, host: "third", until: 16_000, maximumStarts: 3).isEmpty)
+        #expect(try await stores[2].failAbandoned(now: 13_000, error: "stopped").count == 30)
+    }
 }

@@ -51,6 +51,10 @@ public struct FeatureServerResponder: HTTPResponder {
         metrics = ServerMetrics()
         sync = SyncServices(configuration: configuration, metrics: metrics)
         security = Security(configuration: configuration)
+        // Another host's jobs of a site, run again here when their host stops.
+        ReplicaRoutes.registerResumption(services: services, sync: sync)
+        let tiles = self
+        MapServerJobs.registerResumption(source: { try await tiles.tileSource(named: $0) }, sync: sync)
         let router = router()
         chain.router = router
         chain.responder = router.buildResponder()

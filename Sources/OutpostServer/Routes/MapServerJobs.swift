@@ -1,6 +1,7 @@
 import Foundation
 import Hummingbird
 import OutpostCore
+import OutpostSyncService
 import OutpostTiles
 
 /// The export operations of a MapServer, as ArcGIS offers them to clients that want the server to
@@ -39,7 +40,10 @@ struct MapServerJobs {
     /// `exportExtent` (`xmin,ymin,xmax,ymax` or an envelope JSON; the map's spatial reference unless
     /// it says), `areaOfInterest` (a polygon, as geometry or feature set JSON),
     /// `optimizeTilesForSize`, `tilePackage`, `storageFormatType`.
-    func exportParameters() throws -> ExportTileCacheParameters {
+    func exportParameters() throws -> ExportTileCacheParameters { try Self.exportParameters(parameters) }
+
+    /// ``exportParameters()`` of any parameters (a job run again on another host).
+    static func exportParameters(_ parameters: RequestParameters) throws -> ExportTileCacheParameters {
         if let by = parameters["exportBy"], by.lowercased() != "levelid" {
             throw ServiceError.badParameter("exportBy", "only LevelID is offered, not \(by.prefix(20))")
         }
@@ -77,7 +81,7 @@ struct MapServerJobs {
             throw ServiceError.badParameter("storageFormatType", "only esriMapCacheStorageModeCompactV2 (.tpkx) is written")
         }
         return ExportTileCacheParameters(
-            areaOfInterest: area, levelIDs: Array(Set(levels)).sorted(), maxTileCount: Self.maxExportTilesCount,
+            areaOfInterest: area, levelIDs: Array(Set(levels)).sorted(), maxTileCount: maxExportTilesCount,
             optimizeTilesForSize: try parameters.bool("optimizeTilesForSize", default: false),
             compressionQuality: try parameters.int("compressionQuality", range: 0...100).map(Double.init))
     }
@@ -94,15 +98,39 @@ struct MapServerJobs {
                 return ["totalSize": .integer(result.fileSize), "totalTilesToExport": .integer(Int64(result.tileCount))]
             }
         } else {
-            work = {
-                let (name, url) = try files.newFile(extension: "tpkx")
-                let job = Job(ExportTileCacheJob(source: .http(base), parameters: export, downloadFileURL: url, environment: TileJobEnvironment(source: source)))
-                _ = try await Self.run(job)
-                return ["resultUrl": .string("\(base)/tilefiles/\(name)"), "out_service_url": .string("\(base)/tilefiles/\(name)")]
-            }
+            work = Self.exportWork(source: source, files: files, base: base, export: export)
         }
-        let id = try await services.jobs.start(responseType: estimateOnly ? "esriEstimateExportTilesSize" : "esriExportTiles", work)
+        // An export (not an estimate) is run again on another host of a site should this one stop.
+        let resumable = estimateOnly ? nil : ResumableJob(kind: Self.resumableKind, input: ["service": .string(serviceName), "mapServerURL": .string(base), "parameters": parameters.recordable])
+        let id = try await services.jobs.start(responseType: estimateOnly ? "esriEstimateExportTilesSize" : "esriExportTiles", resumable: resumable, work)
         return writing.json(["jobId": .string(id), "jobStatus": "esriJobSubmitted", "statusUrl": .string("\(base)/jobs/\(id)")])
+    }
+
+    /// The kind under which an export is recorded, so another host of a site runs it again.
+    static let resumableKind = "exportTiles"
+
+    /// The service's name, from `…/<name>/MapServer`.
+    var serviceName: String { String(mapServerURL.split(separator: "/").dropLast().last ?? "") }
+
+    /// Writes the tile package and answers with where to fetch it.
+    static func exportWork(source: any TileSource, files: ResultFiles, base: String, export: ExportTileCacheParameters) -> ServerJobs.Work {
+        return {
+            let (name, url) = try files.newFile(extension: "tpkx")
+            let job = Job(ExportTileCacheJob(source: .http(base), parameters: export, downloadFileURL: url, environment: TileJobEnvironment(source: source)))
+            _ = try await run(job)
+            return ["resultUrl": .string("\(base)/tilefiles/\(name)"), "out_service_url": .string("\(base)/tilefiles/\(name)")]
+        }
+    }
+
+    /// Registers how another host's export is run again here (see ``ServerJobs``).
+    static func registerResumption(source: @escaping @Sendable (String) async throws -> (any TileSource)?, sync: SyncServices) {
+        sync.jobs.register(resumableKind) { input in
+            guard let name = input["service"]?.stringValue, let base = input["mapServerURL"]?.stringValue,
+                let parameters = RequestParameters(recorded: input["parameters"])
+            else { throw ServiceError(500, "the job's record is not one of a tile export") }
+            guard let tiles = try await source(name) else { throw ServiceError(500, "map service \(name) is not served here") }
+            return exportWork(source: tiles, files: sync.files, base: base, export: try exportParameters(parameters))
+        }
     }
 
     /// Runs a job to its output; cancelling the server job cancels it (and its rollback removes

@@ -96,6 +96,15 @@ extension FeatureServerResponder {
         return GPResultMap(service: gp, parameters: call.parameters, writing: writing, mapURL: PublicURL(call.request, configuration: configuration).service(gp.name, "MapServer"))
     }
 
+    /// The tiles of map service `name`, as ``mapService(_:)`` draws or reads them; nil when no
+    /// such service is served (an export job run again here).
+    func tileSource(named name: String) async throws -> (any TileSource)? {
+        if let cache = try await services.tileCache(named: name) { return TileCacheSource(cache: cache) }
+        if let archive = services.vectorTiles(named: name) { return try await sync.vectorDrawing(archive) }
+        guard let backend = services.backend(named: name) as? SQLiteServiceBackend else { return nil }
+        return GeodatabaseRenderSource(geodatabase: backend.geodatabase, maxLevel: RenderedMapServerRoutes.maxLevel)
+    }
+
     /// The map service the path names: its tile cache's, a vector tile file's drawn, or its
     /// feature service's layers drawn.
     func mapService(_ call: RoutedRequest) async throws -> MapService {

@@ -27,11 +27,39 @@ struct ReplicaRoutes {
 
     // MARK: - createReplica
 
+    /// The kind under which an async createReplica is recorded, so another host of a site runs
+    /// it again when its host stops (``registerResumption(services:sync:)``).
+    static let resumableKind = "createReplica"
+
     func createReplica() async throws -> Response {
         _ = try parameters.format()
+        let (replicaRequest, format) = try await Self.replicaJob(parameters, backend: backend)
+        let isAsync = try parameters.bool("async", default: false)
+        let embedded = try transportIsEmbedded()
+        if embedded, format != .json || isAsync {
+            throw ServiceError.badParameter("transportType", "esriTransportTypeEmbedded is only for dataFormat=json without async")
+        }
+        let work = Self.replicaWork(replicaRequest, format: format, sync: sync, files: services.files, serviceURL: serviceURL)
+        if isAsync {
+            let input: JSONValue = ["service": .string(backend.name), "serviceURL": .string(serviceURL), "parameters": parameters.recordable]
+            let id = try await services.jobs.start(
+                responseType: "esriReplicaResponseTypeData", resumable: ResumableJob(kind: Self.resumableKind, input: input), work)
+            return writing.json(["statusUrl": .string("\(serviceURL)/jobs/\(id)")])
+        }
+        let result = try await work()
+        if embedded, let url = result["URL"]?.stringValue, let name = url.split(separator: "/").last.map(String.init),
+            let file = services.files.file(named: name)
+        {
+            return try streamFile(file, contentType: "application/json; charset=utf-8", removeAfter: true)
+        }
+        return writing.json(result.removingKey("resultUrl"))
+    }
+
+    /// What a createReplica asks for, checked against the service: the replica and its format.
+    static func replicaJob(_ parameters: RequestParameters, backend: any FeatureServiceBackend) async throws -> (ReplicaRequest, ReplicaFileFormat) {
         let schema = try await backend.schema()
         guard schema.capabilities.contains("Sync") else { throw ServiceError(400, "sync is not enabled on this service") }
-        let replicaRequest = try self.replicaRequest(schema)
+        let replicaRequest = try parameters.replicaRequest(schema)
         let format: ReplicaFileFormat
         switch (parameters["dataFormat"] ?? "json").lowercased() {
         case "json": format = .json
@@ -41,13 +69,29 @@ struct ReplicaRoutes {
         if let sr = try parameters.spatialReference("replicaSR"), sr != schema.spatialReference {
             throw ServiceError.badParameter("replicaSR", "replicas are in the service's spatial reference \(schema.spatialReference); \(sr) is not offered")
         }
-        let isAsync = try parameters.bool("async", default: false)
-        let embedded = try transportIsEmbedded()
-        if embedded, format != .json || isAsync {
-            throw ServiceError.badParameter("transportType", "esriTransportTypeEmbedded is only for dataFormat=json without async")
+        return (replicaRequest, format)
+    }
+
+    /// Registers how another host's async createReplica is run again here (see ``ServerJobs``).
+    static func registerResumption(services: ServiceDirectory, sync: SyncServices) {
+        sync.jobs.register(resumableKind) { input in
+            guard let name = input["service"]?.stringValue, let serviceURL = input["serviceURL"]?.stringValue,
+                let parameters = RequestParameters(recorded: input["parameters"])
+            else { throw ServiceError(500, "the job's record is not one of a createReplica") }
+            guard let backend = services.backend(named: name), let replicas = backend as? any SyncBackend else {
+                throw ServiceError(500, "service \(name) is not served here")
+            }
+            let (request, format) = try await replicaJob(parameters, backend: backend)
+            return replicaWork(request, format: format, sync: replicas, files: sync.files, serviceURL: serviceURL)
         }
-        let sync = self.sync, files = services.files, serviceURL = self.serviceURL
-        let work: @Sendable () async throws -> JSONValue = {
+    }
+
+    /// Writes the replica's file beside its final name, renames it into place and answers with
+    /// where to fetch it.
+    static func replicaWork(
+        _ replicaRequest: ReplicaRequest, format: ReplicaFileFormat, sync: any SyncBackend, files: ResultFiles, serviceURL: String
+    ) -> ServerJobs.Work {
+        return {
             let (name, url) = try files.newFile(extension: format == .json ? "json" : "gpkg")
             let partial = url.deletingPathExtension().appendingPathExtension("partial.\(url.pathExtension)")
             let info: ReplicaInfo
@@ -66,17 +110,6 @@ struct ReplicaRoutes {
             if replicaRequest.syncModel != .none { result["replicaID"] = .string(info.replicaID) }
             return .object(result)
         }
-        if isAsync {
-            let id = try await services.jobs.start(responseType: "esriReplicaResponseTypeData", work)
-            return writing.json(["statusUrl": .string("\(serviceURL)/jobs/\(id)")])
-        }
-        let result = try await work()
-        if embedded, let url = result["URL"]?.stringValue, let name = url.split(separator: "/").last.map(String.init),
-            let file = services.files.file(named: name)
-        {
-            return try streamFile(file, contentType: "application/json; charset=utf-8", removeAfter: true)
-        }
-        return writing.json(result.removingKey("resultUrl"))
     }
 
     func transportIsEmbedded() throws -> Bool {
@@ -85,76 +118,6 @@ struct ReplicaRoutes {
         case "esritransporttypeembedded": return true
         case let other: throw ServiceError.badParameter("transportType", "\"\(other.prefix(40))\" is not supported")
         }
-    }
-
-    /// The createReplica parameters as a ``ReplicaRequest`` (filter geometry in the service's
-    /// spatial reference).
-    func replicaRequest(_ schema: ServiceSchema) throws -> ReplicaRequest {
-        let ids = try layerIDs(schema)
-        let queries = try parameters.json("layerQueries")
-        if let queries, queries.objectValue == nil { throw ServiceError.badParameter("layerQueries", "expected a JSON object keyed by layer id") }
-        let syncModel: ReplicaInfo.SyncModel
-        switch parameters["syncModel"] ?? "perReplica" {
-        case "perReplica": syncModel = .perReplica
-        case "perLayer": syncModel = .perLayer
-        case "none": syncModel = .none
-        case let other: throw ServiceError.badParameter("syncModel", "\"\(other.prefix(40))\" is not one of perReplica, perLayer, none")
-        }
-        let editable = schema.capabilities.contains { ["Create", "Update", "Delete", "Editing"].contains($0) }
-        let attachmentsDirection = try direction("attachmentsSyncDirection", default: .none, allowed: [.none, .upload, .bidirectional])
-        var layers: [ReplicaInfo.Layer] = []
-        for id in ids {
-            let options = queries?[String(id)]
-            var layer = ReplicaInfo.Layer(id: id, serverGen: 0, syncDirection: editable ? .bidirectional : .download)
-            if let options {
-                layer.where = options["where"]?.stringValue.flatMap { $0.trimmingCharacters(in: .whitespaces).isEmpty ? nil : $0 }
-                layer.useGeometry = options["useGeometry"]?.boolValue ?? true
-                let option = options["queryOption"]?.stringValue ?? "useFilter"
-                guard ["all", "none", "useFilter"].contains(option) else {
-                    throw ServiceError.badParameter("layerQueries", "queryOption of layer \(id) must be all, none or useFilter")
-                }
-                layer.queryOption = option
-            }
-            if let clause = layer.where, let definition = schema.layer(id: id) {
-                do {
-                    _ = try WhereClause(clause, layer: definition)
-                } catch let error as StorageError {
-                    throw ServiceError.badParameter("layerQueries", "layer \(id): \(error.message)")
-                }
-            }
-            layers.append(layer)
-        }
-        var request = ReplicaRequest(
-            name: parameters["replicaName"] ?? "replica", layers: layers, geometry: try parameters.filterGeometry(in: schema.spatialReference),
-            syncModel: syncModel, returnAttachments: try parameters.bool("returnAttachments", default: false),
-            attachmentsSyncDirection: attachmentsDirection)
-        request.returnAttachmentsDataByUrl = try parameters.bool("returnAttachmentsDataByUrl", default: true)
-        return request
-    }
-
-    /// `layers`: `0,1`, `[0,1]` or `[{"id":0},…]`.
-    private func layerIDs(_ schema: ServiceSchema) throws -> [Int] {
-        guard let text = parameters["layers"] else { throw ServiceError.badParameter("layers", "give the layer ids to take offline") }
-        var ids: [Int] = []
-        if let json = try? JSONValue.parse(text), let array = json.arrayValue {
-            for item in array {
-                guard let id = item.integerValue ?? item["id"]?.integerValue else { throw ServiceError.badParameter("layers", "expected layer ids") }
-                ids.append(Int(id))
-            }
-        } else {
-            ids = try (parameters.integers("layers") ?? []).map { Int($0) }
-        }
-        guard !ids.isEmpty else { throw ServiceError.badParameter("layers", "give the layer ids to take offline") }
-        for id in ids where schema.layer(id: id) == nil { throw ServiceError.badParameter("layers", "the service has no layer \(id)") }
-        return Array(Set(ids)).sorted()
-    }
-
-    private func direction(_ name: String, default value: ReplicaInfo.Direction, allowed: Set<ReplicaInfo.Direction>) throws -> ReplicaInfo.Direction {
-        guard let text = parameters[name] else { return value }
-        guard let d = ReplicaInfo.Direction(rawValue: text), allowed.contains(d) else {
-            throw ServiceError.badParameter(name, "expected one of \(allowed.map(\.rawValue).sorted().joined(separator: ", "))")
-        }
-        return d
     }
 
     // MARK: - synchronizeReplica
@@ -167,7 +130,7 @@ struct ReplicaRoutes {
         if let format = parameters["dataFormat"], format.lowercased() != "json" {
             throw ServiceError.badParameter("dataFormat", "synchronizeReplica answers in json only; Outpost clients use the batch API")
         }
-        let direction = try self.direction("syncDirection", default: .bidirectional, allowed: [.bidirectional, .upload, .download])
+        let direction = try parameters.direction("syncDirection", default: .bidirectional, allowed: [.bidirectional, .upload, .download])
         let rollback = try parameters.bool("rollbackOnFailure", default: true)
         let edits = try parameters.json("edits")
         if let edits, edits.arrayValue == nil { throw ServiceError.badParameter("edits", "expected a JSON array of per-layer edits") }
@@ -382,5 +345,77 @@ extension JSONValue {
         guard var object = objectValue else { return self }
         object[key] = nil
         return .object(object)
+    }
+}
+
+extension RequestParameters {
+    /// The createReplica parameters as a ``ReplicaRequest`` (filter geometry in the service's
+    /// spatial reference).
+    func replicaRequest(_ schema: ServiceSchema) throws -> ReplicaRequest {
+        let ids = try layerIDs(schema)
+        let queries = try self.json("layerQueries")
+        if let queries, queries.objectValue == nil { throw ServiceError.badParameter("layerQueries", "expected a JSON object keyed by layer id") }
+        let syncModel: ReplicaInfo.SyncModel
+        switch self["syncModel"] ?? "perReplica" {
+        case "perReplica": syncModel = .perReplica
+        case "perLayer": syncModel = .perLayer
+        case "none": syncModel = .none
+        case let other: throw ServiceError.badParameter("syncModel", "\"\(other.prefix(40))\" is not one of perReplica, perLayer, none")
+        }
+        let editable = schema.capabilities.contains { ["Create", "Update", "Delete", "Editing"].contains($0) }
+        let attachmentsDirection = try direction("attachmentsSyncDirection", default: .none, allowed: [.none, .upload, .bidirectional])
+        var layers: [ReplicaInfo.Layer] = []
+        for id in ids {
+            let options = queries?[String(id)]
+            var layer = ReplicaInfo.Layer(id: id, serverGen: 0, syncDirection: editable ? .bidirectional : .download)
+            if let options {
+                layer.where = options["where"]?.stringValue.flatMap { $0.trimmingCharacters(in: .whitespaces).isEmpty ? nil : $0 }
+                layer.useGeometry = options["useGeometry"]?.boolValue ?? true
+                let option = options["queryOption"]?.stringValue ?? "useFilter"
+                guard ["all", "none", "useFilter"].contains(option) else {
+                    throw ServiceError.badParameter("layerQueries", "queryOption of layer \(id) must be all, none or useFilter")
+                }
+                layer.queryOption = option
+            }
+            if let clause = layer.where, let definition = schema.layer(id: id) {
+                do {
+                    _ = try WhereClause(clause, layer: definition)
+                } catch let error as StorageError {
+                    throw ServiceError.badParameter("layerQueries", "layer \(id): \(error.message)")
+                }
+            }
+            layers.append(layer)
+        }
+        var request = ReplicaRequest(
+            name: self["replicaName"] ?? "replica", layers: layers, geometry: try self.filterGeometry(in: schema.spatialReference),
+            syncModel: syncModel, returnAttachments: try self.bool("returnAttachments", default: false),
+            attachmentsSyncDirection: attachmentsDirection)
+        request.returnAttachmentsDataByUrl = try self.bool("returnAttachmentsDataByUrl", default: true)
+        return request
+    }
+
+    /// `layers`: `0,1`, `[0,1]` or `[{"id":0},…]`.
+    fileprivate func layerIDs(_ schema: ServiceSchema) throws -> [Int] {
+        guard let text = self["layers"] else { throw ServiceError.badParameter("layers", "give the layer ids to take offline") }
+        var ids: [Int] = []
+        if let json = try? JSONValue.parse(text), let array = json.arrayValue {
+            for item in array {
+                guard let id = item.integerValue ?? item["id"]?.integerValue else { throw ServiceError.badParameter("layers", "expected layer ids") }
+                ids.append(Int(id))
+            }
+        } else {
+            ids = try (self.integers("layers") ?? []).map { Int($0) }
+        }
+        guard !ids.isEmpty else { throw ServiceError.badParameter("layers", "give the layer ids to take offline") }
+        for id in ids where schema.layer(id: id) == nil { throw ServiceError.badParameter("layers", "the service has no layer \(id)") }
+        return Array(Set(ids)).sorted()
+    }
+
+    func direction(_ name: String, default value: ReplicaInfo.Direction, allowed: Set<ReplicaInfo.Direction>) throws -> ReplicaInfo.Direction {
+        guard let text = self[name] else { return value }
+        guard let d = ReplicaInfo.Direction(rawValue: text), allowed.contains(d) else {
+            throw ServiceError.badParameter(name, "expected one of \(allowed.map(\.rawValue).sorted().joined(separator: ", "))")
+        }
+        return d
     }
 }

@@ -46,6 +46,21 @@ struct RequestParameters: Sendable {
         }
     }
 
+    /// The parameters as a JSON object to keep in a job's record, so another host can run the
+    /// job again: every text parameter but the caller's token (a credential is not stored).
+    var recordable: JSONValue {
+        .object(values.filter { $0.key.lowercased() != "token" }.mapValues { .string($0) })
+    }
+
+    /// Parameters as ``recordable`` kept them; nil when `recorded` is not such an object.
+    init?(recorded: JSONValue?) {
+        guard let object = recorded?.objectValue else { return nil }
+        for (key, value) in object {
+            guard let text = value.stringValue else { return nil }
+            values[key] = text
+        }
+    }
+
     /// The names of every parameter given (empty values too).
     var names: [String] { Array(values.keys) }
 

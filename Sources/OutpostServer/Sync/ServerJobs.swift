@@ -12,9 +12,14 @@ import Synchronization
 /// A job runs in the process that started it; its record is in the ``JobRecordStore``. With a
 /// shared store any process answers its status, and a cancel sent to another process reaches
 /// the running one through the store (it looks twice a second). There each process also renews
-/// the lease on the jobs it runs every third of ``lease``, and fails the jobs of a process whose
-/// lease ran out (it stopped): their clients hear "Failed" with the reason, and submit again.
+/// the lease on the jobs it runs every third of ``lease``, and takes over the jobs of a process
+/// whose lease ran out (it stopped): a job started with a ``ResumableJob`` is run again from its
+/// start here (at most ``maximumStarts`` times in all), through the way of running its kind
+/// registered with ``register(_:_:)``; any other is failed, and its client hears "Failed" with
+/// the reason and submits again.
 final class ServerJobs: Sendable {
+    /// A job's work: its result fields (`resultUrl`, `replicaID`, …).
+    typealias Work = @Sendable () async throws -> JSONValue
     let store: any JobRecordStore
     private let running = Mutex<[String: Task<Void, Never>]>([:])
     /// Finished jobs are forgotten after this long.
@@ -26,6 +31,11 @@ final class ServerJobs: Sendable {
     let lease: Duration
     /// Renews this process's leases and ends the jobs of stopped processes (shared stores only).
     private let keeper = Mutex<Task<Void, Never>?>(nil)
+    /// How each kind of resumable job is run again from its input.
+    private let kinds = Mutex<[String: @Sendable (JSONValue) async throws -> Work]>([:])
+    /// How many times a job is started in all before a host's stopping fails it: a job that
+    /// takes its host down with it is not handed from host to host for ever.
+    static let maximumStarts = 3
 
     /// What a job whose process stopped is failed with.
     static let abandoned = "the server process running this job stopped before it finished; submit it again"
@@ -50,23 +60,48 @@ final class ServerJobs: Sendable {
 
     deinit { keeper.withLock { $0?.cancel() } }
 
-    /// One round of the keeper: this process's leases renewed, stopped processes' jobs failed.
+    /// Registers how a kind of resumable job is run again from its input on this host.
+    func register(_ kind: String, _ make: @escaping @Sendable (JSONValue) async throws -> Work) {
+        kinds.withLock { $0[kind] = make }
+    }
+
+    /// One round of the keeper: this process's leases renewed, stopped processes' jobs taken
+    /// over (run again here) or failed.
     func keepLeases() async {
         let now = Self.now()
         try? await store.renew(host: host, until: now + lease.wholeMilliseconds)
+        for (id, job) in (try? await store.takeAbandoned(now: now, host: host, until: now + lease.wholeMilliseconds, maximumStarts: Self.maximumStarts)) ?? [] {
+            do {
+                guard let make = kinds.withLock({ $0[job.kind] }) else {
+                    throw ServiceError(500, "this server process cannot run a \(job.kind) job")
+                }
+                run(id, try await make(job.input))
+            } catch {
+                try? await store.update(id, status: "Failed", result: nil, error: "\(Self.abandoned) (\(ServiceError.from(error).message))")
+            }
+        }
         _ = try? await store.failAbandoned(now: now, error: Self.abandoned)
     }
 
     static func now() -> Int64 { ServiceClock.system.milliseconds() }
 
     /// Starts `work` and returns the job id; `work` returns the job's result fields
-    /// (`resultUrl`, `replicaID`, …).
-    func start(responseType: String, _ work: @escaping @Sendable () async throws -> JSONValue) async throws -> String {
+    /// (`resultUrl`, `replicaID`, …). With `resumable` (a kind registered with
+    /// ``register(_:_:)`` and its input), another process of a site runs the job again from its
+    /// start should this one stop before it ends.
+    func start(responseType: String, resumable: ResumableJob? = nil, _ work: @escaping Work) async throws -> String {
         let id = UUID().uuidString.replacingOccurrences(of: "-", with: "").lowercased()
         let now = Self.now()
         try await store.sweep(finishedBefore: now - retention.components.seconds * 1000)
         try await store.insert(
-            JobRecord(id: id, status: "Pending", responseType: responseType, submissionTime: now, lastUpdatedTime: now), host: host, until: now + lease.wholeMilliseconds)
+            JobRecord(id: id, status: "Pending", responseType: responseType, submissionTime: now, lastUpdatedTime: now), host: host,
+            until: now + lease.wholeMilliseconds, resumable: store.isShared ? resumable : nil)
+        run(id, work)
+        return id
+    }
+
+    /// Runs job `id` here to its end, writing its status as it goes.
+    private func run(_ id: String, _ work: @escaping Work) {
         let store = self.store
         // Created and recorded under the lock: the task's own removal at its end waits for it.
         metrics?.jobStarted()
@@ -88,7 +123,6 @@ final class ServerJobs: Sendable {
             await Task { try? await store.update(id, status: outcome.status, result: outcome.result, error: outcome.error) }.value
             _ = self.running.withLock { $0.removeValue(forKey: id) }
         } }
-        return id
     }
 
     /// Cancels a job here when another process asked for it through the shared store.

@@ -35,8 +35,8 @@ struct ServeCommand: AsyncParsableCommand {
     @Option(
         help: """
             With --postgres: seconds a job stays with a process that stopped renewing its lease (it died) before another \
-            process serving the database takes it over: a geoprocessing job is run again there, a replica or tile export job \
-            is failed with the reason (its client submits it again).
+            process serving the database takes it over: a geoprocessing job, an async createReplica or a tile export is run \
+            again there from its start; an async synchronizeReplica is failed with the reason (its client submits it again).
             """) var jobLease = 30.0
     @Option(
         help: """
