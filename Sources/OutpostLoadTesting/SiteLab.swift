@@ -1,4 +1,5 @@
 import Foundation
+import OutpostCore
 import OutpostTestSupport
 
 #if canImport(Glibc)
@@ -18,9 +19,10 @@ import OutpostTestSupport
 /// - `crews`: ``CrewLoad``'s crews, syncing through the balancer only, in a process of their own
 ///   (the driver, ``driverMain(_:)``).
 ///
-/// While the crews sync, at fractions of their syncs: one host is killed with SIGKILL, later
-/// started again, and the primary is stopped at once (SIGQUIT, as a crash) and the standby
-/// promoted (`pg_ctl promote`). The run then checks ``CrewLoad``'s oracles against the promoted
+/// While the crews sync, at fractions of their syncs: a tile export is submitted to one host
+/// and, once it runs, that host is killed with SIGKILL (the export must finish on another host,
+/// polled through the balancer) and later started again; and the primary is stopped at once
+/// (SIGQUIT, as a crash) and the standby promoted (`pg_ctl promote`). The run then checks ``CrewLoad``'s oracles against the promoted
 /// database, and that every answer with a 5xx status came while the database was switching:
 /// from the primary's stop until every running host answered `/ready` again, plus the hosts'
 /// database timeout (a request waiting on the lost primary is answered 503 at that timeout).
@@ -48,6 +50,11 @@ public enum SiteLab {
         public var promoteAt = 0.6
         /// The hosts' `--database-timeout`, in seconds.
         public var databaseTimeout = 5
+        /// The levels of the tile export submitted to the first host just before it is killed
+        /// (drawn from the crews' GeoPackage over a 10 km square of their area): enough tiles
+        /// that it is still running then, and finishes on another host. nil: no export (the
+        /// hosts' CPU time is then the crews' alone).
+        public var exportLevels: String? = "12-15"
         /// Told each step of the run as it happens.
         public var log: @Sendable (String) -> Void = { _ in }
 
@@ -74,6 +81,9 @@ public enum SiteLab {
         public var serverErrorsWhileSwitching = 0
         /// Answers with a 5xx status at any other time.
         public var serverErrorsOtherwise: [CrewLoad.ServerError] = []
+        /// The export that was running on the killed host: its final status through the balancer,
+        /// and the size of its package fetched there.
+        public var export: (status: String, bytes: Int) = ("", 0)
         /// Everything that did not hold: the oracles' findings, steps that did not happen, 5xx
         /// answers outside the switch. Empty when the run is correct.
         public var problems: [String] = []
@@ -266,7 +276,8 @@ public enum SiteLab {
             hosts[i] = try network.start(
                 "h\(i)",
                 [
-                    configuration.outpost.path, "serve", "--postgres", databaseURL, "--host", SiteNetwork.address(serverHost(i)), "--port", "\(port)",
+                    configuration.outpost.path, "serve", "--postgres", databaseURL, "--service", work.appendingPathComponent("crews/\(CrewLoad.serviceName).gpkg").path,
+                    "--name", "basemap", "--host", SiteNetwork.address(serverHost(i)), "--port", "\(port)",
                     "--database-timeout", "\(configuration.databaseTimeout)", "--site-directory", work.appendingPathComponent("site").path,
                 ], log: work.appendingPathComponent("h\(i).log"))
             try await network.wait("host h\(i) ready", seconds: 120) { await network.status(from: "crews", "\(hostURL(i))/ready") == 200 }
@@ -327,6 +338,7 @@ public enum SiteLab {
             }
             for process in Array(hosts.values) + [primary, standbyProcess, balancerProcess].compactMap({ $0 }) { _ = spent(process) }
             var (killed, revived, switched) = (false, false, false)
+            var exportJob = ""
             var crewReport: CrewLoad.Report?
             say("\(configuration.load.crews) crews started")
             for await line in lines {
@@ -336,11 +348,12 @@ public enum SiteLab {
                 }
                 guard line.hasPrefix("synced "), let count = Int(line.dropFirst(7)) else { continue }
                 if !killed, Double(count) >= total * configuration.killAt {
+                    if let levels = configuration.exportLevels { exportJob = try await startExport(levels: levels) }
                     report.hostCPUSeconds += spent(hosts[1])
                     hosts[1]?.signal(SIGKILL)
                     hosts[1]?.wait()
                     killed = true
-                    say("after \(count) syncs: host h1 killed (SIGKILL)")
+                    say("after \(count) syncs: host h1 killed (SIGKILL)" + (exportJob.isEmpty ? "" : " while its export \(exportJob) ran"))
                 }
                 if killed, !revived, Double(count) >= total * configuration.reviveAt {
                     try await startHost(1)
@@ -367,6 +380,7 @@ public enum SiteLab {
             for (done, step) in [(killed, "the kill"), (revived, "the revival"), (switched, "the failover")] where !done {
                 report.problems.append("the crews finished before \(step)")
             }
+            if !exportJob.isEmpty { try await finishExport(exportJob) }
             let window = report.switching
             report.serverErrorsWhileSwitching = crewReport.serverErrors.filter { window.contains($0.time) }.count
             report.serverErrorsOtherwise = crewReport.serverErrors.filter { !window.contains($0.time) }
@@ -376,6 +390,48 @@ public enum SiteLab {
             report.problems += crewReport.problems
             crewReport.problems = []
             report.crews = crewReport
+        }
+
+        var exportURL: String { "/arcgis/rest/services/basemap/MapServer" }
+
+        /// A tile export submitted to h1, returned once h1 says it runs.
+        func startExport(levels: String) async throws -> String {
+            let h1 = hostURL(1) + exportURL
+            // A 10 km square at the crews' south-west corner, in Web Mercator metres.
+            let x = CrewLoad.origin.x * 20037508.34 / 180, y = log(tan((90 + CrewLoad.origin.y) * .pi / 360)) * 6378137
+            let extent = [x, y, x + 10_000, y + 10_000].map { String(Int($0)) }.joined(separator: ",")
+            let started = try await network.must("crews", ["curl", "-s", "--noproxy", "*", "\(h1)/exportTiles?levels=\(levels)&exportExtent=\(extent)&f=json"])
+            guard let id = try? JSONValue.parse(started)["jobId"]?.stringValue else { throw Failure("exportTiles on h1 answered \(started.prefix(300))") }
+            try await network.wait("the export running on h1", seconds: 30) {
+                let status = try await network.must("crews", ["curl", "-s", "--noproxy", "*", "\(h1)/jobs/\(id)?f=json"])
+                let state = (try? JSONValue.parse(status)["status"]?.stringValue) ?? ""
+                if state == "Completed" || state == "Failed" { throw Failure("the export on h1 ended (\(state)) before h1 was killed: give it more levels") }
+                return state == "InProgress"
+            }
+            return id
+        }
+
+        /// Polls the killed host's export through the balancer until it ends, and fetches its
+        /// package there.
+        func finishExport(_ id: String) async throws {
+            var state = ""
+            var answer = JSONValue.null
+            try? await network.wait("the killed host's export to end", seconds: 300) {
+                let status = try await network.must("crews", ["curl", "-s", "--noproxy", "*", "\(balancer)\(exportURL)/jobs/\(id)?f=json"])
+                answer = (try? JSONValue.parse(status)) ?? .null
+                state = answer["status"]?.stringValue ?? ""
+                return state == "Completed" || state == "Failed" || state == "Cancelled"
+            }
+            report.export.status = state
+            guard state == "Completed", let package = answer["resultUrl"]?.stringValue?.split(separator: "/").last else {
+                report.problems.append("the export running on the killed host ended \(state.isEmpty ? "never" : state): \(answer.jsonString.prefix(300))")
+                return
+            }
+            let fetched = try await network.run("crews", ["curl", "-s", "--noproxy", "*", "-o", "/dev/null", "-w", "%{http_code} %{size_download}", "\(balancer)\(exportURL)/tilefiles/\(package)"])
+            let parts = fetched.stdout.split(separator: " ")
+            report.export.bytes = parts.count == 2 && parts[0] == "200" ? Int(parts[1]) ?? 0 : 0
+            if report.export.bytes == 0 { report.problems.append("the export's package did not come through the balancer: \(fetched.stdout)") }
+            say("the killed host's export completed on another host: \(report.export.bytes) bytes through the balancer")
         }
 
         /// The primary stopped at once, the standby promoted; done when every running host answers
