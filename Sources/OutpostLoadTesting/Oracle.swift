@@ -56,14 +56,22 @@ public final class Oracle: Sendable {
         events.withLock { $0.append((generation, event)) }
     }
 
-    /// The proxy's view: accepted batch uploads (replays excluded: they applied nothing).
+    /// The proxy's view: accepted batch uploads, each once. A replayed answer (the ledger's
+    /// stored result, generation included) counts when it is the first 200 the proxy saw for its
+    /// batch: the batch committed but its first answer never came back as a 200 (the database
+    /// failed over between the commit and its acknowledgement, and the server answered 503).
     public func observe(_ method: String, _ uri: String, _ request: Data, _ status: Int, _ response: Data) {
         guard method == "PUT", uri.contains("/batches/"), status == 200,
             let batch = try? UploadBatch.decode(request), let result = try? JSONDecoder().decode(BatchResult.self, from: response),
-            result.replayed != true, let generation = result.generation
+            let generation = result.generation
         else { return }
+        let key = "\(GlobalID.normalized(batch.replicaId) ?? batch.replicaId) \(batch.seq)"
+        guard seen.withLock({ $0.insert(key).inserted }) else { return }
         record(generation, .batch(batch, result))
     }
+
+    /// The batches recorded, by replica and sequence number.
+    private let seen = Mutex<Set<String>>([])
 
     /// A change the server logged: its generation, who made it (nil: not a replica), the
     /// columns, when it was edited.

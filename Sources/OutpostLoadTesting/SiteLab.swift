@@ -194,9 +194,17 @@ public enum SiteLab {
             try await startBalancer()
             say("\(configuration.hosts) hosts behind HAProxy at \(balancer)")
             try await runCrews(primary: primary)
-            // The killed host came back and serves.
-            for i in 1...configuration.hosts where await network.status(from: "crews", "\(hostURL(i))/ready") != 200 {
-                report.problems.append("host h\(i) is not ready at the end")
+            // Every host serves at the end (the killed one came back); a host busy a moment
+            // gets ten seconds.
+            for i in 1...configuration.hosts {
+                do {
+                    try await network.wait("host h\(i) ready at the end", seconds: 10) { await network.status(from: "crews", "\(hostURL(i))/ready") == 200 }
+                } catch {
+                    let answer = try? await network.run("crews", ["curl", "-s", "--noproxy", "*", "-m", "5", "\(hostURL(i))/ready"])
+                    let running = hosts[i]?.isRunning == true ? "running" : "exited"
+                    let log = (try? String(contentsOf: work.appendingPathComponent("h\(i).log"), encoding: .utf8)) ?? ""
+                    report.problems.append("host h\(i) (\(running)) is not ready at the end: \(answer?.stdout.prefix(300) ?? "") log: \(log.suffix(600))")
+                }
             }
             return report
         }

@@ -1,8 +1,9 @@
 import Foundation
+import OutpostLoadTesting
 import OutpostStorage
 import OutpostTileCodecs
 
-// outpost-bench [import [counts…] | edits [base edits] | server | secure | png | jpeg | gp | gp-server | locator [count] | route [rows columns] [uniform] | delta [edits…] | vtiles [points] | offline [max scale] | crew | load [crews] | sync [features] | codec | postgres [features] | tiles | all]
+// outpost-bench [import [counts…] | edits [base edits] | server | secure | png | jpeg | gp | gp-server | locator [count] | route [rows columns] [uniform] | delta [edits…] | vtiles [points] | offline [max scale] | crew | load [crews] | site [crews] | sync [features] | codec | postgres [features] | tiles | all]
 // Each measured run is a child process (worker-* subcommands), so peak memory is its own.
 SystemTileCodecs.install()
 let arguments = CommandLine.arguments
@@ -113,6 +114,11 @@ do {
     case "load":
         let crews = arguments.dropFirst(2).compactMap { Int($0) }.first ?? 50
         try await LoadBenchmark.run(crews: crews, postgres: ProcessInfo.processInfo.environment["OUTPOST_POSTGRES"], executable: executable, workDirectory: work)
+    case "site":
+        let crews = arguments.dropFirst(2).compactMap { Int($0) }.first ?? 100
+        try await SiteBenchmark.run(crews: crews, executable: executable, workDirectory: work)
+    case "worker-site":
+        exit(await SiteLab.driverMain(Array(arguments.dropFirst(2))))
     case "secure":
         try await SecureServerBenchmark.run(executable: executable, workDirectory: work)
     case "import":
@@ -131,7 +137,7 @@ do {
         try await PNGBenchmark.run(workDirectory: work)
         try await JPEGBenchmark.run(workDirectory: work)
     default:
-        print("usage: outpost-bench [import [counts…] | edits [base edits] | server | secure | png | jpeg | gp | gp-server | locator [count] | route [rows columns] [uniform] | delta [edits…] | vtiles [points] | offline [max scale] | crew | load [crews] | sync [features] | codec | tiles | all]")
+        print("usage: outpost-bench [import [counts…] | edits [base edits] | server | secure | png | jpeg | gp | gp-server | locator [count] | route [rows columns] [uniform] | delta [edits…] | vtiles [points] | offline [max scale] | crew | load [crews] | site [crews] | sync [features] | codec | tiles | all]")
         exit(2)
     }
     if arguments.dropFirst().first?.hasPrefix("worker-") == true { printOwnPeakMemory() }
