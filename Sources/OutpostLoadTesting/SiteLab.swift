@@ -19,7 +19,9 @@ import OutpostTestSupport
 /// - `crews`: ``CrewLoad``'s crews, syncing through the balancer only, in a process of their own
 ///   (the driver, ``driverMain(_:)``).
 ///
-/// While the crews sync, at fractions of their syncs: a tile export is submitted to one host
+/// Geoprocessing jobs are submitted through one host as the crews start and polled through the
+/// balancer. While the crews sync, at fractions of their syncs: a tile export and more
+/// geoprocessing jobs are submitted to one host
 /// and, once it runs, that host is killed with SIGKILL (the export must finish on another host,
 /// polled through the balancer) and later started again; and the primary is stopped at once
 /// (SIGQUIT, as a crash) and the standby promoted (`pg_ctl promote`). The run then checks ``CrewLoad``'s oracles against the promoted
@@ -84,6 +86,9 @@ public enum SiteLab {
         /// The export that was running on the killed host: its final status through the balancer,
         /// and the size of its package fetched there.
         public var export: (status: String, bytes: Int) = ("", 0)
+        /// The geoprocessing jobs by how they ended (polled through the balancer): some submitted
+        /// through h2, some through h1 just before it was killed.
+        public var gpJobs: [String: Int] = [:]
         /// Everything that did not hold: the oracles' findings, steps that did not happen, 5xx
         /// answers outside the switch. Empty when the run is correct.
         public var problems: [String] = []
@@ -189,6 +194,7 @@ public enum SiteLab {
             try await startStandby()
             say("PostgreSQL: primary on db1, synchronous standby on db2")
             try await network.must("crews", configuration.driver + ["prepare", "--postgres", databaseURL] + loadArguments(), timeout: 300)
+            try writeFileServices()
             say("service '\(CrewLoad.serviceName)' loaded")
             for i in 1...configuration.hosts { try await startHost(i) }
             try await startBalancer()
@@ -284,8 +290,7 @@ public enum SiteLab {
             hosts[i] = try network.start(
                 "h\(i)",
                 [
-                    configuration.outpost.path, "serve", "--postgres", databaseURL, "--service", work.appendingPathComponent("crews/\(CrewLoad.serviceName).gpkg").path,
-                    "--name", "basemap", "--host", SiteNetwork.address(serverHost(i)), "--port", "\(port)",
+                    configuration.outpost.path, "serve", "--postgres", databaseURL, "--service", work.appendingPathComponent("services").path, "--host", SiteNetwork.address(serverHost(i)), "--port", "\(port)",
                     "--database-timeout", "\(configuration.databaseTimeout)", "--site-directory", work.appendingPathComponent("site").path,
                 ], log: work.appendingPathComponent("h\(i).log"))
             try await network.wait("host h\(i) ready", seconds: 120) { await network.status(from: "crews", "\(hostURL(i))/ready") == 200 }
@@ -349,6 +354,8 @@ public enum SiteLab {
             var exportJob = ""
             var crewReport: CrewLoad.Report?
             say("\(configuration.load.crews) crews started")
+            let gpThroughH2 = try await submitGPJobs(4, through: hostURL(2))
+            var gpThroughH1: [String] = []
             for await line in lines {
                 if line.hasPrefix("report "), let data = line.dropFirst(7).data(using: .utf8) {
                     crewReport = try JSONDecoder().decode(CrewLoad.Report.self, from: data)
@@ -357,6 +364,7 @@ public enum SiteLab {
                 guard line.hasPrefix("synced "), let count = Int(line.dropFirst(7)) else { continue }
                 if !killed, Double(count) >= total * configuration.killAt {
                     if let levels = configuration.exportLevels { exportJob = try await startExport(levels: levels) }
+                    gpThroughH1 = try await submitGPJobs(3, through: hostURL(1))
                     report.hostCPUSeconds += spent(hosts[1])
                     hosts[1]?.signal(SIGKILL)
                     hosts[1]?.wait()
@@ -389,6 +397,8 @@ public enum SiteLab {
                 report.problems.append("the crews finished before \(step)")
             }
             if !exportJob.isEmpty { try await finishExport(exportJob) }
+            try await finishGPJobs(gpThroughH2 + gpThroughH1, mayFail: Set(gpThroughH1))
+            say("GP jobs: \(report.gpJobs.sorted { $0.key < $1.key }.map { "\($0.value) \($0.key)" }.joined(separator: ", "))")
             let window = report.switching
             report.serverErrorsWhileSwitching = crewReport.serverErrors.filter { window.contains($0.time) }.count
             report.serverErrorsOtherwise = crewReport.serverErrors.filter { !window.contains($0.time) }
@@ -401,6 +411,56 @@ public enum SiteLab {
         }
 
         var exportURL: String { "/arcgis/rest/services/basemap/MapServer" }
+        var bufferURL: String { "/arcgis/rest/services/work/GPServer/Buffer" }
+
+        /// What every host serves from files beside the database: the crews' GeoPackage as the
+        /// drawn map `basemap`, and the geoprocessing service `work` (Buffer, two jobs at a time
+        /// per host), with a feature set of 2,000 points for its jobs.
+        func writeFileServices() throws {
+            let services = work.appendingPathComponent("services")
+            try FileManager.default.createDirectory(at: services, withIntermediateDirectories: true)
+            try FileManager.default.copyItem(at: work.appendingPathComponent("crews/\(CrewLoad.serviceName).gpkg"), to: services.appendingPathComponent("basemap.gpkg"))
+            let definition: JSONValue = ["executionType": "esriExecutionTypeAsynchronous", "maximumRecords": 100_000, "maximumConcurrentJobs": 2, "tasks": [["tool": "Buffer"]]]
+            try definition.jsonData.write(to: services.appendingPathComponent("work.gp.json"))
+            var points = #"{"geometryType":"esriGeometryPoint","spatialReference":{"wkid":3067},"fields":[],"features":["#
+            for i in 0..<2_000 { points += (i > 0 ? "," : "") + #"{"geometry":{"x":\#(385_000 + (i % 50) * 50),"y":\#(6_671_000 + (i / 50) * 50)},"attributes":{}}"# }
+            try Data((points + "]}").utf8).write(to: work.appendingPathComponent("points.json"))
+        }
+
+        /// Submits `count` Buffer jobs through `base` (a host, or the balancer); their ids.
+        func submitGPJobs(_ count: Int, through base: String) async throws -> [String] {
+            var ids: [String] = []
+            for _ in 0..<count {
+                let answer = try await network.must(
+                    "crews", ["curl", "-s", "--noproxy", "*", "-X", "POST", "\(base)\(bufferURL)/submitJob", "--data-urlencode", "f=json",
+                        "--data-urlencode", "Method=GEODESIC", "--data-urlencode", "Input_Features@\(work.appendingPathComponent("points.json").path)"])
+                guard let id = try? JSONValue.parse(answer)["jobId"]?.stringValue else { throw Failure("submitJob through \(base) answered \(answer.prefix(300))") }
+                ids.append(id)
+            }
+            return ids
+        }
+
+        /// Polls GP jobs through the balancer until each has ended; `mayFail` jobs (the killed
+        /// host's) may end Failed, with the reason, when they were running there; any other end
+        /// is a problem.
+        func finishGPJobs(_ ids: [String], mayFail: Set<String>) async throws {
+            var states: [String: JSONValue] = [:]
+            let ended: Set<String> = ["esriJobSucceeded", "esriJobFailed", "esriJobCancelled", "esriJobTimedOut"]
+            try? await network.wait("the GP jobs to end", seconds: 300) {
+                for id in ids where !ended.contains(states[id]?["jobStatus"]?.stringValue ?? "") {
+                    let answer = try await network.must("crews", ["curl", "-s", "--noproxy", "*", "\(balancer)\(bufferURL)/jobs/\(id)?f=json"])
+                    states[id] = (try? JSONValue.parse(answer)) ?? .null
+                }
+                return ids.allSatisfy { ended.contains(states[$0]?["jobStatus"]?.stringValue ?? "") }
+            }
+            for id in ids {
+                let status = states[id]?["jobStatus"]?.stringValue ?? "nothing"
+                report.gpJobs[status, default: 0] += 1
+                let stopped = (states[id]?["messages"]?.arrayValue ?? []).contains { $0["description"]?.stringValue?.contains("stopped") == true }
+                if status == "esriJobSucceeded" || status == "esriJobFailed" && mayFail.contains(id) && stopped { continue }
+                report.problems.append("GP job \(id) ended \(status): \(states[id]?.jsonString.prefix(300) ?? "")")
+            }
+        }
 
         /// A tile export submitted to h1, returned once h1 says it runs.
         func startExport(levels: String) async throws -> String {

@@ -6,8 +6,8 @@ import Testing
 /// A site on a network of its own (``SiteLab``): two `outpost serve` hosts behind HAProxy on a
 /// PostgreSQL primary with a synchronous standby, each on a network namespace of its own, and
 /// twenty crews syncing through the balancer from another while one host is killed and started
-/// again (a tile export it was running finishing on the other) and the standby is promoted. The
-/// small variant of `outpost-bench site`.
+/// again (a tile export it was running finishing on the other, its geoprocessing jobs taken
+/// over) and the standby is promoted. The small variant of `outpost-bench site`.
 @Suite("A site on a network of namespaces", .enabled(if: SiteLab.unavailableReason == nil, "\(SiteLab.unavailableReason ?? "")"))
 struct SiteTests {
     @Test(.timeLimit(.minutes(10)))
@@ -31,6 +31,7 @@ struct SiteTests {
         #expect(crews.syncs == 20 * configuration.load.syncsPerCrew, "every sync of the concurrent phase succeeded")
         #expect(crews.acceptedBatches >= 20 && crews.conflictRecords > 0)
         #expect(report.timeline.contains { $0.contains("host h1 killed") } && report.timeline.contains { $0.contains("standby promoted") })
+        #expect(report.gpJobs["esriJobSucceeded", default: 0] >= 4, "the GP jobs submitted through h2 succeeded, polled through the balancer: \(report.gpJobs)")
         #expect(report.export.status == "Completed" && report.export.bytes > 0, "the killed host's export finished elsewhere: \(report.export)")
     }
 }
