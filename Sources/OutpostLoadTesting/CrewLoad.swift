@@ -163,6 +163,8 @@ public enum CrewLoad {
         public var status: Int
         /// The request's method and path.
         public var request: String
+        /// The start of the answer's body (who answered, and why).
+        public var body: String
     }
 
     /// One crew: its replica and what it knows it did.
@@ -203,7 +205,9 @@ public enum CrewLoad {
         let observe: LoopbackProxy.Observer = { method, uri, request, status, response in
             oracle.observe(method, uri, request, status, response)
             guard status >= 500 else { return }
-            let seen = ServerError(time: Date().timeIntervalSince1970, status: status, request: "\(method) \(uri.split(separator: "?").first ?? "")")
+            let seen = ServerError(
+                time: Date().timeIntervalSince1970, status: status, request: "\(method) \(uri.split(separator: "?").first ?? "")",
+                body: String(decoding: response.prefix(240), as: UTF8.self))
             errors.value.withLock { $0.append(seen) }
         }
         var proxies: [LoopbackProxy] = []

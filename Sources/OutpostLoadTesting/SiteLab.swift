@@ -319,7 +319,9 @@ public enum SiteLab {
                     balance roundrobin
                     option httpchk GET /ready
                     http-check expect status 200
-                    default-server inter 500ms fall 2 rise 2
+                    # A host slow to answer on a loaded machine is not down: a check may take 3 s.
+                    timeout check 3s
+                    default-server inter 500ms fall 3 rise 2
                 \(servers.joined(separator: "\n"))
 
                 """
@@ -403,7 +405,9 @@ public enum SiteLab {
             report.serverErrorsWhileSwitching = crewReport.serverErrors.filter { window.contains($0.time) }.count
             report.serverErrorsOtherwise = crewReport.serverErrors.filter { !window.contains($0.time) }
             for e in report.serverErrorsOtherwise.prefix(10) {
-                report.problems.append(String(format: "%d for %@ at %.1f s, outside the switch", e.status, e.request, e.time - started.timeIntervalSince1970))
+                report.problems.append(
+                    String(format: "%d for %@ at %.1f s, outside the switch: ", e.status, e.request, e.time - started.timeIntervalSince1970)
+                        + e.body.replacingOccurrences(of: "\n", with: " "))
             }
             report.problems += crewReport.problems
             crewReport.problems = []

@@ -17,6 +17,8 @@ struct SiteTests {
         var configuration = SiteLab.Configuration(crews: 20, outpost: Repository.outpostExecutable, driver: [driver.path], directory: directory.url)
         configuration.load.featuresPerCrew = 100
         configuration.load.attempts = 60
+        // The whole suite runs beside this on 2 cores: a statement may wait long for a core.
+        configuration.databaseTimeout = 10
         configuration.log = { print("site: \($0)") }
         let report = try await SiteLab.run(configuration)
         let crews = report.crews
