@@ -197,7 +197,7 @@ extension ServiceDirectory {
     }
 
     /// The services `files` holds (from
-    /// ``open(at:name:faults:strict:geoprocessingJobs:geoprocessingLease:)``, perhaps with a
+    /// ``open(at:name:faults:strict:geoprocessingJobs:geoprocessingLease:geoprocessingDirectory:)``, perhaps with a
     /// database's added): two with one name are refused.
     public convenience init(checking files: ServiceFiles) throws {
         try self.init(

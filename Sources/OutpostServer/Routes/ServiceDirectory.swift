@@ -23,7 +23,7 @@ public final class ServiceDirectory: Sendable {
     /// Map definitions (`/arcgis/rest/maps/<name>.json`), by name (the file's name before `.map.json`).
     private let maps: [String: (name: String, file: URL)]
     /// Services whose files could not be opened at start (see
-    /// ``open(at:name:faults:strict:geoprocessingJobs:geoprocessingLease:)``).
+    /// ``open(at:name:faults:strict:geoprocessingJobs:geoprocessingLease:geoprocessingDirectory:)``).
     public let unavailable: [UnavailableService]
 
     /// A directory of these services (names are matched without regard to case).
