@@ -9,7 +9,7 @@ import OutpostTestSupport
 /// An Outpost site on a network of its own, built on this machine out of Linux network
 /// namespaces, and crews syncing through it while a host is killed and the database fails over.
 ///
-/// Each machine is a namespace with its own address on one bridge (``SiteNetwork``):
+/// Each machine is a namespace with its own address on one bridge (`SiteNetwork`):
 /// - `db1` and `db2`: a PostgreSQL primary with PostGIS and its hot standby, following it by
 ///   synchronous streaming replication (a commit is acknowledged once the standby has it);
 /// - `h1`…`hN`: `outpost serve --postgres postgres://…@db1,db2/outpost`, one per machine;
