@@ -201,20 +201,20 @@ public enum CrewLoad {
         _ configuration: Configuration, servers: [URL], backend: any FeatureServiceBackend & SyncBackend, directory: URL
     ) async throws -> Report {
         let oracle = Oracle()
-        let errors = Shared<[ServerError]>([])
+        let errors = LockedValue<[ServerError]>([])
         let observe: LoopbackProxy.Observer = { method, uri, request, status, response in
             oracle.observe(method, uri, request, status, response)
             guard status >= 500 else { return }
             let seen = ServerError(
                 time: Date().timeIntervalSince1970, status: status, request: "\(method) \(uri.split(separator: "?").first ?? "")",
                 body: String(decoding: response.prefix(240), as: UTF8.self))
-            errors.value.withLock { $0.append(seen) }
+            errors.update { $0.append(seen) }
         }
         var proxies: [LoopbackProxy] = []
         for server in servers { proxies.append(try await LoopbackProxy.start(upstream: server, observer: observe) { _, _ in .forward }) }
         do {
             var report = try await run(configuration, oracle: oracle, proxies: proxies, servers: servers, backend: backend, directory: directory)
-            report.serverErrors = errors.value.withLock { $0 }
+            report.serverErrors = errors.get()
             for proxy in proxies { try await proxy.stop() }
             return report
         } catch {
@@ -256,14 +256,15 @@ public enum CrewLoad {
         var report = Report()
         report.crews = configuration.crews
         let start = ContinuousClock.now
-        let synced = Shared<Int>(0)
+        let synced = LockedValue(0)
         let outcomes = try await withThrowingTaskGroup(of: (latencies: [Double], failures: Int).self) { group in
             for crew in crews {
                 group.addTask {
                     try await work(crew, configuration) {
-                        let count = synced.value.withLock {
+                        var count = 0
+                        synced.update {
                             $0 += 1
-                            return $0
+                            count = $0
                         }
                         configuration.progress?(count)
                     }
@@ -477,12 +478,6 @@ public enum CrewLoad {
         guard let value else { throw SyncError(.unsupported, message) }
         return value
     }
-}
-
-/// A value behind a lock that escaping closures share.
-final class Shared<Value: Sendable>: Sendable {
-    let value: Mutex<Value>
-    init(_ initial: Value) { value = Mutex(initial) }
 }
 
 extension Duration {

@@ -20,11 +20,11 @@ final class SiteDirectoryProbe: Sendable {
             return true
         }
         guard started else { return "an earlier check of \(directory.path) has not finished (the mount does not answer)" }
-        let outcome = Outcome()
+        let outcome = LockedValue<String??>(nil)
         let done = AsyncStream<Void>.makeStream()
         Thread.detachNewThread { [self] in
             let found = Self.tryWriting(in: directory)
-            outcome.value.withLock { $0 = .some(found) }
+            outcome.set(.some(found))
             inFlight.withLock { $0 = false }
             done.continuation.finish()
         }
@@ -35,12 +35,7 @@ final class SiteDirectoryProbe: Sendable {
             await group.next()
             group.cancelAll()
         }
-        return outcome.value.withLock { $0 } ?? "\(directory.path) did not take a file within \(timeout.wholeMilliseconds) ms"
-    }
-
-    /// What the probe's thread found: nil while it runs, then nil or the problem.
-    private final class Outcome: Sendable {
-        let value = Mutex<String??>(nil)
+        return outcome.get() ?? "\(directory.path) did not take a file within \(timeout.wholeMilliseconds) ms"
     }
 
     private static func tryWriting(in directory: URL) -> String? {
