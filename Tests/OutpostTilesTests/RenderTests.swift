@@ -17,6 +17,35 @@ struct RenderTests {
         abs(Int(a.r) - Int(b.r)) <= tolerance && abs(Int(a.g) - Int(b.g)) <= tolerance && abs(Int(a.b) - Int(b.b)) <= tolerance
     }
 
+    /// Edges ending on the canvas's left side, crossing its first row: rounding put the row's
+    /// crossing a hair left of column 0, and the coverage buffer was written before its start
+    /// (a map tile server stopped on such a tile). Then shapes anywhere, of any size: every fill
+    /// stays within the canvas.
+    @Test func canvasFillsAnyShapeWithinItsBuffer() {
+        var canvas = Canvas(width: 256, height: 256, background: RGBA(255, 255, 255))
+        let edges: [(Canvas.Point, Canvas.Point)] = [
+            ((0.80390760541889, -1.1670451693088), (0.0, 0.0445618327971)), ((0.32839468128783467, -0.72919443833226), (0.0, 0.4307233706164)),
+            ((1.453444171600986, -0.822023981670192), (0.0, 0.800746912753223)), ((1.8252845535357185, -0.87492338447706), (0.0, 0.75926388664612)),
+            ((0.0, 0.58250663937403), (20.392903317136835, -31.54227159427366)), ((0.0, 0.0927372396514), (27.87985647273105, -0.90966828458158)),
+        ]
+        for (p, q) in edges { canvas.fill([[p, q, (p.x + 3, min(p.y, q.y) - 4)]], color: RGBA(0, 0, 0)) }
+        var rng = SystemRandomNumberGenerator()
+        for n in 0..<3_000 {
+            let scale = [1.0, 10, 300, 1e5, 1e9][n % 5]
+            let center = (x: Double.random(in: -2 * scale...(256 + 2 * scale), using: &rng), y: Double.random(in: -2 * scale...(256 + 2 * scale), using: &rng))
+            let radius = Double.random(in: 0.001...scale, using: &rng)
+            let sides = Int.random(in: 3...24, using: &rng)
+            let turn = Double.random(in: 0...1, using: &rng)
+            let ring = (0..<sides).map { i -> Canvas.Point in
+                let a = (Double(i) + turn) / Double(sides) * 2 * .pi
+                return (center.x + radius * cos(a), center.y + radius * sin(a) * (n % 7 == 0 ? 1e-12 : 1))
+            }
+            canvas.fill([ring], color: RGBA(200, 40, 40, 200))
+            canvas.stroke(ring, width: Double(n % 4) + 0.5, color: RGBA(20, 20, 20))
+        }
+        #expect(canvas.pixels.count == 256 * 256 * 4)
+    }
+
     @Test func canvasCoversShapesExactlyAndAntialiasesEdges() {
         var canvas = Canvas(width: 20, height: 20, background: RGBA(255, 255, 255))
         // A square from (4,4) to (12,12) with a hole (6,6)-(8,8), and one reaching off the canvas.

@@ -134,6 +134,8 @@ struct Canvas {
         guard p.y != q.y else { return }
         let (direction, p0, p1): (Float, Point, Point) = p.y < q.y ? (1, p, q) : (-1, q, p)
         let dxdy = (p1.x - p0.x) / (p1.y - p0.y)
+        // An edge of no height to speak of covers nothing.
+        guard dxdy.isFinite else { return }
         var x = p0.x
         if p0.y < 0 { x -= p0.y * dxdy }
         let yStart = max(0, Int(p0.y.rounded(.down)))
@@ -145,13 +147,16 @@ struct Canvas {
             let dy = min(Double(y + 1), p1.y) - max(Double(y), p0.y)
             let xNext = x + dxdy * dy
             let d = Float(dy) * direction
-            let (x0, x1) = x < xNext ? (x, xNext) : (xNext, x)
+            // The edge lies within the columns, but a steep run of rows (a nearly level edge, a
+            // start far above the canvas) carries rounding error: keep each row's crossing there.
+            let xa = min(max(x, 0), w), xb = min(max(xNext, 0), w)
+            let (x0, x1) = xa < xb ? (xa, xb) : (xb, xa)
             let x0Floor = x0.rounded(.down)
             let x0i = Int(x0Floor)
             let x1Ceil = x1.rounded(.up)
             let x1i = Int(x1Ceil)
             if x1i <= x0i + 1 {
-                let xmf = Float(0.5 * (x + xNext) - x0Floor)
+                let xmf = Float(0.5 * (xa + xb) - x0Floor)
                 accumulation[row + x0i] += d - d * xmf
                 accumulation[row + x0i + 1] += d * xmf
             } else {
