@@ -192,25 +192,31 @@ public struct BatchAnswer: Sendable {
     public struct Pending: Sendable {
         var answer: BatchAnswer
         let recording: ContinuousClock.Instant?
+        let locked: ContinuousClock.Instant?
 
         /// A replayed answer: nothing applied, nothing timed.
         public init(replay answer: BatchAnswer) {
             self.answer = answer
             recording = nil
+            locked = nil
         }
 
-        /// An applied batch's answer, made just before its ledger row is written.
-        public init(applied answer: BatchAnswer, stages: BatchStages) {
+        /// An applied batch's answer, made just before its ledger row is written; `locked` is
+        /// when the transaction took the service's commit lock.
+        public init(applied answer: BatchAnswer, stages: BatchStages, locked: ContinuousClock.Instant? = nil) {
             self.answer = answer
             self.answer.stages = stages
             recording = .now
+            self.locked = locked
         }
 
         /// The answer once the transaction committed.
         public func committed() -> BatchAnswer {
             guard let recording else { return answer }
             var out = answer
-            out.stages?.commit = ContinuousClock.now - recording
+            let now = ContinuousClock.now
+            out.stages?.commit = now - recording
+            if let locked { out.stages?.commitLockHeld = now - locked }
             return out
         }
     }
@@ -266,6 +272,10 @@ public struct BatchStages: Sendable, Equatable {
     public var changeLog: Duration = .zero
     /// The ledger row and the commit (the write-ahead log written and synced).
     public var commit: Duration = .zero
+    /// From the service's commit lock taken to the commit done: how long the batch kept the
+    /// service's other batches waiting (the stages above, and the admission before them).
+    /// Not a stage of its own, so not in ``named``.
+    public var commitLockHeld: Duration = .zero
 
     /// Stages of no time yet.
     public init() {}

@@ -47,6 +47,7 @@ public struct SyncService<Store: SyncStore>: Sendable {
         let clock = store.clock, faults = store.faults
         return try await store.writeTransaction { tx -> BatchAnswer.Pending in
             let generation = try await tx.lockGeneration() + 1
+            let locked = ContinuousClock.now
             let replicaID = ReplicaID.normalized(batch.replicaId)
             let info = try await tx.replica(replicaID, forUpdate: true)
             let ledger = try await tx.ledgerEntry(replicaID: replicaID, seq: batch.seq)
@@ -82,7 +83,7 @@ public struct SyncService<Store: SyncStore>: Sendable {
             case .rejected(let rejected):
                 throw rejected
             case .commit(let commit):
-                let pending = BatchAnswer.Pending(applied: commit.answer, stages: applier.stages)
+                let pending = BatchAnswer.Pending(applied: commit.answer, stages: applier.stages, locked: locked)
                 try await tx.record(commit, at: clock.milliseconds())
                 try faults.check("server.beforeCommit")
                 return pending

@@ -74,6 +74,11 @@ struct OperationsTests {
             }
             #expect(Self.value(samples, "outpost_sync_batch_stage_duration_seconds_sum", ["stage": "editing"]) > 0)
             #expect(Self.value(samples, "outpost_sync_batch_stage_duration_seconds_sum", ["stage": "commit"]) > 0)
+            // The commit lock was held from before the stages to the commit's end.
+            #expect(Self.value(samples, "outpost_sync_commit_lock_held_seconds_count", [:]) == 1)
+            #expect(
+                Self.value(samples, "outpost_sync_commit_lock_held_seconds_sum", [:])
+                    >= ["reading", "editing", "change_log", "commit"].map { Self.value(samples, "outpost_sync_batch_stage_duration_seconds_sum", ["stage": $0]) }.reduce(0, +))
             #expect(Self.value(samples, "outpost_edits_applied_total", ["via": "applyEdits"]) == 1)
             #expect(samples.contains { $0["name"]?.stringValue == "outpost_active_jobs_count" })
             if kind == .sqlite {

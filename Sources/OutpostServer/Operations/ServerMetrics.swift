@@ -71,6 +71,12 @@ final class ServerMetrics: Sendable {
                 labels: [("stage", stage)], buckets: Self.buckets
             ).record(duration)
         }
+        if stages.commitLockHeld > .zero {
+            registry.makeDurationHistogram(
+                descriptor: Self.descriptor("sync_commit_lock_held", "seconds", "Time an applied upload batch held its service's commit lock, from taking it to the commit"),
+                labels: [], buckets: Self.buckets
+            ).record(stages.commitLockHeld)
+        }
     }
 
     func editsApplied(_ count: Int, via: String) {
