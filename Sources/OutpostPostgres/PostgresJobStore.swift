@@ -82,6 +82,14 @@ public final class PostgresJobStore: JobRecordStore {
         }
     }
 
+    public func release(_ ids: [String], host: String) async throws {
+        guard !ids.isEmpty else { return }
+        try await database.run { client, logger in
+            try await client.query(
+                "UPDATE outpost_jobs SET lease_until = 0 WHERE host = \(host) AND job_id = ANY(\(ids)) AND status IN ('Pending', 'InProgress')", logger: logger)
+        }
+    }
+
     public func failAbandoned(now: Int64, error: String) async throws -> [String] {
         try await database.run { client, logger in
             // Row locks decide between hosts doing this at once: each job is failed by one.

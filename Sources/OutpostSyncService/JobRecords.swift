@@ -88,6 +88,10 @@ public protocol JobRecordStore: Sendable {
     /// and that has been started fewer than `maximumStarts` times: each is held by `host` until
     /// `until` from then on, and returned once, to one caller, with what it is run from.
     func takeAbandoned(now: Int64, host: String, until: Int64, maximumStarts: Int) async throws -> [(id: String, job: ResumableJob)]
+    /// Ends `host`'s leases on its unfinished jobs `ids` (a draining host hands back the jobs it
+    /// could not finish), so another host takes them at its next look. Nothing for a store of
+    /// one process.
+    func release(_ ids: [String], host: String) async throws
 }
 
 extension JobRecordStore {
@@ -99,6 +103,9 @@ extension JobRecordStore {
     }
     /// A store no other process sees has no other host's jobs.
     public func takeAbandoned(now: Int64, host: String, until: Int64, maximumStarts: Int) async throws -> [(id: String, job: ResumableJob)] { [] }
+
+    /// Nothing to hand back: no other process shares the store.
+    public func release(_ ids: [String], host: String) async throws {}
 }
 
 /// Job records in this process's memory: a restarted server forgets them, and their status URLs

@@ -31,6 +31,22 @@ final class DrainState: Sendable {
         var syncs: [String: Sync] = [:]
     }
     private let state = Mutex(State())
+    /// What runs once the syncs under way have ended, before the drain's end.
+    private let endings = Mutex<[@Sendable (ContinuousClock.Instant) async -> Void]>([])
+
+    /// Adds work the drain waits for once the syncs under way have ended: it is given the
+    /// drain's deadline (the server's jobs finish by then, or are handed to another host).
+    func atEnd(_ work: @escaping @Sendable (ContinuousClock.Instant) async -> Void) {
+        endings.withLock { $0.append(work) }
+    }
+
+    /// Runs the work added with ``atEnd(_:)``, all at once.
+    func end(by deadline: ContinuousClock.Instant) async {
+        let all = endings.withLock { $0 }
+        await withTaskGroup(of: Void.self) { group in
+            for work in all { group.addTask { await work(deadline) } }
+        }
+    }
 
     var isDraining: Bool { state.withLock { $0.draining } }
     func startDraining() { state.withLock { $0.draining = true } }
@@ -101,7 +117,8 @@ public struct ServerDrain: Service {
     }
 
     /// Waits for the group's graceful shutdown, then answers 503 to new work while the syncs
-    /// under way finish, for at most ``period``.
+    /// under way and the server's jobs finish, for at most ``period``; a site's host then hands
+    /// the jobs it still runs to the other hosts.
     public func run() async throws {
         try? await gracefulShutdown()
         state.startDraining()
@@ -109,5 +126,7 @@ public struct ServerDrain: Service {
         while state.syncsUnderWay() > 0, ContinuousClock.now < deadline, !Task.isCancelled {
             try? await Task.sleep(for: .milliseconds(50))
         }
+        // The server's jobs: finished by the deadline, or handed back.
+        await state.end(by: deadline)
     }
 }

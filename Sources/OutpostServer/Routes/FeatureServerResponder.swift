@@ -55,6 +55,7 @@ public struct FeatureServerResponder: HTTPResponder {
         ReplicaRoutes.registerResumption(services: services, sync: sync)
         let tiles = self
         MapServerJobs.registerResumption(source: { try await tiles.tileSource(named: $0) }, sync: sync)
+        drain.atEnd { [jobs = sync.jobs] deadline in await jobs.handBack(by: deadline) }
         let router = router()
         chain.router = router
         chain.responder = router.buildResponder()

@@ -33,6 +33,11 @@ final class ServerJobs: Sendable {
     private let keeper = Mutex<Task<Void, Never>?>(nil)
     /// How each kind of resumable job is run again from its input.
     private let kinds = Mutex<[String: @Sendable (JSONValue) async throws -> Work]>([:])
+    /// Jobs this host handed back while draining: their end is not written here (another host
+    /// runs them again, or fails them).
+    private let handedBack = Mutex<Set<String>>([])
+    /// Set once the host drains: it takes no other host's job any more.
+    private let closing = Mutex(false)
     /// How many times a job is started in all before a host's stopping fails it: a job that
     /// takes its host down with it is not handed from host to host for ever.
     static let maximumStarts = 3
@@ -70,6 +75,7 @@ final class ServerJobs: Sendable {
     func keepLeases() async {
         let now = Self.now()
         try? await store.renew(host: host, until: now + lease.wholeMilliseconds)
+        guard !closing.withLock({ $0 }) else { return }
         for (id, job) in (try? await store.takeAbandoned(now: now, host: host, until: now + lease.wholeMilliseconds, maximumStarts: Self.maximumStarts)) ?? [] {
             do {
                 guard let make = kinds.withLock({ $0[job.kind] }) else {
@@ -84,6 +90,36 @@ final class ServerJobs: Sendable {
     }
 
     static func now() -> Int64 { ServiceClock.system.milliseconds() }
+
+    /// The host drains: it takes no other host's job any more, lets the jobs it runs finish until
+    /// `deadline` (renewing their leases), and then, with a shared store, stops the ones left and
+    /// hands them back (their leases ended at once): another host runs a resumable one again
+    /// from its start, and fails any other with the reason, at its next look rather than a
+    /// lease later.
+    func handBack(by deadline: ContinuousClock.Instant) async {
+        closing.withLock { $0 = true }
+        while !running.withLock({ $0.isEmpty }), ContinuousClock.now < deadline, !Task.isCancelled {
+            try? await Task.sleep(for: .milliseconds(50))
+        }
+        guard store.isShared else { return }
+        let left = running.withLock { $0 }
+        guard !left.isEmpty else { return }
+        // No renewal after the leases end: the keeper is stopped first.
+        if let keeper = keeper.withLock({ $0 }) {
+            keeper.cancel()
+            await keeper.value
+        }
+        handedBack.withLock { $0.formUnion(left.keys) }
+        for task in left.values { task.cancel() }
+        let stopping = ContinuousClock.now + .seconds(5)
+        while !running.withLock({ $0.isEmpty }), ContinuousClock.now < stopping {
+            try? await Task.sleep(for: .milliseconds(20))
+        }
+        // In a task of its own: the drain may be cancelled, and a database store would refuse
+        // a query run for a cancelled task.
+        let ids = Array(left.keys), store = self.store, host = self.host
+        await Task { try? await store.release(ids, host: host) }.value
+    }
 
     /// Starts `work` and returns the job id; `work` returns the job's result fields
     /// (`resultUrl`, `replicaID`, …). With `resumable` (a kind registered with
@@ -119,8 +155,10 @@ final class ServerJobs: Sendable {
                 outcome = error is CancellationError || Task.isCancelled || failure.status == 499 ? ("Cancelled", nil, nil) : ("Failed", nil, failure.message)
             }
             // Written from a task of its own: this one may be cancelled, and a database store
-            // would refuse to run a query for it.
-            await Task { try? await store.update(id, status: outcome.status, result: outcome.result, error: outcome.error) }.value
+            // would refuse to run a query for it. A job handed back is another host's to end.
+            if !self.handedBack.withLock({ $0.contains(id) }) {
+                await Task { try? await store.update(id, status: outcome.status, result: outcome.result, error: outcome.error) }.value
+            }
             _ = self.running.withLock { $0.removeValue(forKey: id) }
         } }
     }
