@@ -417,18 +417,11 @@ public enum SiteLab {
         var exportURL: String { "/arcgis/rest/services/basemap/MapServer" }
         var bufferURL: String { "/arcgis/rest/services/work/GPServer/Buffer" }
 
-        /// What every host serves from files beside the database: the crews' GeoPackage as the
-        /// drawn map `basemap`, and the geoprocessing service `work` (Buffer, two jobs at a time
-        /// per host), with a feature set of 2,000 points for its jobs.
+        /// What every host serves from files beside the database (``SiteLab/writeFileServices(_:basemap:points:)``).
         func writeFileServices() throws {
-            let services = work.appendingPathComponent("services")
-            try FileManager.default.createDirectory(at: services, withIntermediateDirectories: true)
-            try FileManager.default.copyItem(at: work.appendingPathComponent("crews/\(CrewLoad.serviceName).gpkg"), to: services.appendingPathComponent("basemap.gpkg"))
-            let definition: JSONValue = ["executionType": "esriExecutionTypeAsynchronous", "maximumRecords": 100_000, "maximumConcurrentJobs": 2, "tasks": [["tool": "Buffer"]]]
-            try definition.jsonData.write(to: services.appendingPathComponent("work.gp.json"))
-            var points = #"{"geometryType":"esriGeometryPoint","spatialReference":{"wkid":3067},"fields":[],"features":["#
-            for i in 0..<2_000 { points += (i > 0 ? "," : "") + #"{"geometry":{"x":\#(385_000 + (i % 50) * 50),"y":\#(6_671_000 + (i / 50) * 50)},"attributes":{}}"# }
-            try Data((points + "]}").utf8).write(to: work.appendingPathComponent("points.json"))
+            try SiteLab.writeFileServices(
+                work.appendingPathComponent("services"), basemap: work.appendingPathComponent("crews/\(CrewLoad.serviceName).gpkg"),
+                points: work.appendingPathComponent("points.json"))
         }
 
         /// Submits `count` Buffer jobs through `base` (a host, or the balancer); their ids.
@@ -549,10 +542,27 @@ public enum SiteLab {
 }
 
 /// CPU time of processes, from `/proc`.
-enum CPUTime {
+extension SiteLab {
+    /// Writes what a site's hosts serve from files: `basemap` (a GeoPackage) copied in as the
+    /// drawn map `basemap`, and the geoprocessing service `work` (Buffer, two jobs at a time per
+    /// host); and, at `points`, a feature set of 2,000 points for its jobs (`Input_Features`).
+    public static func writeFileServices(_ services: URL, basemap: URL, points: URL) throws {
+        try FileManager.default.createDirectory(at: services, withIntermediateDirectories: true)
+        try FileManager.default.copyItem(at: basemap, to: services.appendingPathComponent("basemap.gpkg"))
+        let definition: JSONValue = ["executionType": "esriExecutionTypeAsynchronous", "maximumRecords": 100_000, "maximumConcurrentJobs": 2, "tasks": [["tool": "Buffer"]]]
+        try definition.jsonData.write(to: services.appendingPathComponent("work.gp.json"))
+        var text = #"{"geometryType":"esriGeometryPoint","spatialReference":{"wkid":3067},"fields":[],"features":["#
+        for i in 0..<2_000 { text += (i > 0 ? "," : "") + #"{"geometry":{"x":\#(385_000 + (i % 50) * 50),"y":\#(6_671_000 + (i / 50) * 50)},"attributes":{}}"# }
+        try Data((text + "]}").utf8).write(to: points)
+    }
+}
+
+/// Processes' CPU time, read from `/proc`.
+public enum CPUTime {
     /// User and system seconds of `pid` and of its descendants, ended ones (that were waited
-    /// for) included: a PostgreSQL postmaster's counts its backends'.
-    static func seconds(ofTree pid: pid_t) -> Double {
+    /// for) included: a PostgreSQL postmaster's counts its backends'. 0 for a process this
+    /// machine does not run.
+    public static func seconds(ofTree pid: pid_t) -> Double {
         let all = table()
         var total = 0.0, pending = [pid]
         while let next = pending.popLast() {
@@ -562,6 +572,9 @@ enum CPUTime {
         }
         return total / Double(sysconf(Int32(_SC_CLK_TCK)))
     }
+
+    /// The parent of `pid`, nil when this machine runs no such process.
+    public static func parent(of pid: pid_t) -> pid_t? { table()[pid]?.parent }
 
     /// Every process's parent and CPU ticks (its own and its waited-for children's).
     private static func table() -> [pid_t: (parent: pid_t, ticks: Double)] {

@@ -106,5 +106,5 @@ struct GPBenchError: Error, CustomStringConvertible {
 }
 
 extension Duration {
-    fileprivate var seconds: Double { Double(components.seconds) + Double(components.attoseconds) / 1e18 }
+    var seconds: Double { Double(components.seconds) + Double(components.attoseconds) / 1e18 }
 }

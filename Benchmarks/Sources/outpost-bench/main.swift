@@ -3,7 +3,7 @@ import OutpostLoadTesting
 import OutpostStorage
 import OutpostTileCodecs
 
-// outpost-bench [import [counts…] | edits [base edits] | server | secure | png | jpeg | gp | gp-server | locator [count] | route [rows columns] [uniform] | delta [edits…] | vtiles [points] | offline [max scale] | crew | load [crews] | site [crews] | sync [features] | codec | postgres [features] | tiles | all]
+// outpost-bench [import [counts…] | edits [base edits] | server | secure | png | jpeg | gp | gp-server | locator [count] | route [rows columns] [uniform] | delta [edits…] | vtiles [points] | offline [max scale] | crew | load [crews] | site [crews] | costs | sync [features] | codec | postgres [features] | tiles | all]
 // Each measured run is a child process (worker-* subcommands), so peak memory is its own.
 SystemTileCodecs.install()
 let arguments = CommandLine.arguments
@@ -63,6 +63,11 @@ do {
         }
         let count = arguments.dropFirst(2).compactMap { Int($0) }.first ?? 100_000
         try await PostgresBenchmark.run(count: count, postgres: url, executable: executable, workDirectory: work)
+    case "costs":
+        guard let url = ProcessInfo.processInfo.environment["OUTPOST_POSTGRES"] else {
+            throw BenchError("set OUTPOST_POSTGRES=postgres://user@host:port/database (a server with PostGIS on this machine; a scratch database is created there)")
+        }
+        try await CostsBenchmark.run(postgres: url, executable: executable, workDirectory: work)
     case "worker-serve":
         try await ServerBenchmark.serve(URL(fileURLWithPath: arguments[2]))
     case "server":
@@ -137,7 +142,7 @@ do {
         try await PNGBenchmark.run(workDirectory: work)
         try await JPEGBenchmark.run(workDirectory: work)
     default:
-        print("usage: outpost-bench [import [counts…] | edits [base edits] | server | secure | png | jpeg | gp | gp-server | locator [count] | route [rows columns] [uniform] | delta [edits…] | vtiles [points] | offline [max scale] | crew | load [crews] | site [crews] | sync [features] | codec | tiles | all]")
+        print("usage: outpost-bench [import [counts…] | edits [base edits] | server | secure | png | jpeg | gp | gp-server | locator [count] | route [rows columns] [uniform] | delta [edits…] | vtiles [points] | offline [max scale] | crew | load [crews] | site [crews] | costs | sync [features] | codec | tiles | all]")
         exit(2)
     }
     if arguments.dropFirst().first?.hasPrefix("worker-") == true { printOwnPeakMemory() }
