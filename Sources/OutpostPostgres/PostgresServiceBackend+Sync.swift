@@ -22,7 +22,7 @@ extension PostgresServiceBackend: SyncBackend {
     public func createReplica(_ request: ReplicaRequest, serviceURL: String, format: ReplicaFileFormat, writingTo url: URL) async throws -> ReplicaInfo {
         let schema = try await schema()
         try request.validate(against: schema)
-        let replicaID = GlobalID.make()
+        let replicaID = request.replicaID ?? GlobalID.make()
         let export = PostgresReplicaExport(backend: self, request: request, schema: schema, replicaID: replicaID, serviceURL: serviceURL)
         let service = name, logger = logger
         // One snapshot: the data written and the generation recorded agree.
@@ -42,6 +42,8 @@ extension PostgresServiceBackend: SyncBackend {
                 """
                 INSERT INTO outpost_replicas (replica_id, service, name, definition, replica_gen, last_seq, created_at)
                 VALUES (\(replicaID), \(service), \(request.name), \(definition)::jsonb, \(generation), 0, \(info.creationDate))
+                ON CONFLICT (replica_id) DO UPDATE SET replica_gen = least(outpost_replicas.replica_gen, EXCLUDED.replica_gen)
+                WHERE outpost_replicas.service = EXCLUDED.service
                 """, logger: logger)
         }
         return info

@@ -10,7 +10,7 @@ extension SQLiteServiceBackend: SyncBackend {
     public func createReplica(_ request: ReplicaRequest, serviceURL: String, format: ReplicaFileFormat, writingTo url: URL) async throws -> ReplicaInfo {
         let schema = geodatabase.schema
         try request.validate(against: schema)
-        let replicaID = GlobalID.make()
+        let replicaID = request.replicaID ?? GlobalID.make()
         let gdb = geodatabase
         let scope = ReplicaScope(request: request, schema: schema)
         // One read transaction: the data written and the generation recorded are the same snapshot.
@@ -29,7 +29,10 @@ extension SQLiteServiceBackend: SyncBackend {
         let created = info.creationDate
         try await gdb.write { conn in
             try conn.execute(
-                "INSERT INTO outpost_replicas (replica_id, name, definition, replica_gen, last_seq, created_at) VALUES (?, ?, ?, ?, 0, ?)",
+                """
+                INSERT INTO outpost_replicas (replica_id, name, definition, replica_gen, last_seq, created_at) VALUES (?, ?, ?, ?, 0, ?)
+                ON CONFLICT (replica_id) DO UPDATE SET replica_gen = min(replica_gen, excluded.replica_gen)
+                """,
                 arguments: [.text(replicaID), .text(request.name), .text(definition), .integer(generation), .integer(created)])
         }
         return info

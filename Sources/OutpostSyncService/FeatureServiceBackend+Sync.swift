@@ -19,6 +19,11 @@ public struct ReplicaRequest: Sendable {
     public var attachmentsSyncDirection: ReplicaInfo.Direction
     /// JSON replicas: attachments by URL (the default, as ArcGIS) or embedded as base64 `data`.
     public var returnAttachmentsDataByUrl = true
+    /// The replica's id, when the caller chose it; nil: a new one. A server job that may be run
+    /// again on another host (its own stopped) chooses it once and records it with the job, so
+    /// every run registers the same replica: a registration an earlier run made is kept (its
+    /// generation lowered to this run's snapshot, if that is lower), not left with no holder.
+    public var replicaID: String?
 
     /// A request of these values.
     public init(
@@ -38,6 +43,9 @@ extension ReplicaRequest {
     /// Refuses a request for layers the service lacks, or for syncing layers without global ids.
     public func validate(against schema: ServiceSchema) throws {
         guard !layers.isEmpty else { throw SyncServiceError.invalidParameter("layers", "no layers asked for") }
+        if let replicaID, GlobalID.normalized(replicaID) != replicaID {
+            throw SyncServiceError.invalidParameter("replicaID", "\(replicaID.prefix(40)) is not a global id in {UPPER-CASE} form")
+        }
         for layer in layers where schema.layer(id: layer.id) == nil {
             throw SyncServiceError.invalidParameter("layers", "the service has no layer \(layer.id)")
         }

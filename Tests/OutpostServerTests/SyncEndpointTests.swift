@@ -212,6 +212,37 @@ struct NativeSyncEndpointTests {
         }
     }
 
+    /// A createReplica job run again (its host stopped after registering the replica) names the
+    /// replica it chose the first time: the store keeps the one registration, at the earlier
+    /// run's generation (the lower: the change log is kept from there), instead of a second
+    /// replica nobody holds. An id not in global-id form is refused.
+    @Test(arguments: BackendKind.syncing)
+    func aReplicaCreatedAgainUnderItsIDIsRegisteredOnce(kind: BackendKind) async throws {
+        try await withServer(kind) { _, service in
+            let sync = try #require(service.backend as? any SyncBackend)
+            let before = try await sync.replicas().count
+            var request = ReplicaRequest(name: "again", layers: [.init(id: 0, serverGen: 0, syncDirection: .bidirectional)])
+            request.replicaID = GlobalID.make()
+            let url = "http://127.0.0.1/arcgis/rest/services/field_inspection/FeatureServer"
+            let first = try await sync.createReplica(request, serviceURL: url, format: .geopackage, writingTo: service.directory.file("again-1.gpkg"))
+            // A commit between the runs: the second run's snapshot is a later generation.
+            let other = try await registerReplica(service)
+            let upload = UploadBatch(replicaId: other.replicaID, batchId: GlobalID.make(), seq: 1, schemaVersion: 1, rollbackOnFailure: true, layers: [
+                BatchLayer(id: 0, edits: [insertEdit()])
+            ])
+            _ = try await sync.applyBatchAnswering(upload, hash: UploadBatch.hash(try upload.encoded()))
+            let second = try await sync.createReplica(request, serviceURL: url, format: .geopackage, writingTo: service.directory.file("again-2.gpkg"))
+            #expect(first.replicaID == request.replicaID && second.replicaID == request.replicaID)
+            #expect(second.replicaServerGen > first.replicaServerGen)
+            #expect(try await sync.replicas().count == before + 2, "the replica once, and the other one")
+            #expect(try await sync.replica(id: first.replicaID).replicaServerGen == first.replicaServerGen)
+            request.replicaID = "{not-a-guid}"
+            await #expect(throws: SyncServiceError.self) {
+                _ = try await sync.createReplica(request, serviceURL: url, format: .geopackage, writingTo: service.directory.file("again-3.gpkg"))
+            }
+        }
+    }
+
     /// A store reads the time from the clock it was given: a replica's creation date and its
     /// last sync are the clock's, not the wall clock's.
     @Test func aStoreReadsTheTimeFromItsClock() async throws {

@@ -33,17 +33,20 @@ struct ReplicaRoutes {
 
     func createReplica() async throws -> Response {
         _ = try parameters.format()
-        let (replicaRequest, format) = try await Self.replicaJob(parameters, backend: backend)
+        var (replicaRequest, format) = try await Self.replicaJob(parameters, backend: backend)
         let isAsync = try parameters.bool("async", default: false)
         let embedded = try transportIsEmbedded()
         if embedded, format != .json || isAsync {
             throw ServiceError.badParameter("transportType", "esriTransportTypeEmbedded is only for dataFormat=json without async")
         }
+        // An async job may run again on another host: each run registers this one replica.
+        if isAsync, replicaRequest.syncModel != .none { replicaRequest.replicaID = GlobalID.make() }
         let work = Self.replicaWork(replicaRequest, format: format, sync: sync, files: services.files, serviceURL: serviceURL)
         if isAsync {
-            let input: JSONValue = ["service": .string(backend.name), "serviceURL": .string(serviceURL), "parameters": parameters.recordable]
+            var input: [String: JSONValue] = ["service": .string(backend.name), "serviceURL": .string(serviceURL), "parameters": parameters.recordable]
+            if let id = replicaRequest.replicaID { input["replicaID"] = .string(id) }
             let id = try await services.jobs.start(
-                responseType: "esriReplicaResponseTypeData", resumable: ResumableJob(kind: Self.resumableKind, input: input), work)
+                responseType: "esriReplicaResponseTypeData", resumable: ResumableJob(kind: Self.resumableKind, input: .object(input)), work)
             return writing.json(["statusUrl": .string("\(serviceURL)/jobs/\(id)")])
         }
         let result = try await work()
@@ -81,7 +84,8 @@ struct ReplicaRoutes {
             guard let backend = services.backend(named: name), let replicas = backend as? any SyncBackend else {
                 throw ServiceError(500, "service \(name) is not served here")
             }
-            let (request, format) = try await replicaJob(parameters, backend: backend)
+            var (request, format) = try await replicaJob(parameters, backend: backend)
+            request.replicaID = input["replicaID"]?.stringValue
             return replicaWork(request, format: format, sync: replicas, files: sync.files, serviceURL: serviceURL)
         }
     }
