@@ -146,6 +146,20 @@ enum CostsBenchmark {
                 }
             })
 
+        // What the database holds after all this: bytes per row of its largest tables.
+        var sizes: [[String]] = []
+        for line in try await psql(location, """
+            SELECT c.relname, pg_total_relation_size(c.oid), c.reltuples::bigint
+            FROM pg_class c JOIN pg_namespace n ON n.oid = c.relnamespace
+            WHERE c.relkind = 'r' AND n.nspname NOT IN ('pg_catalog', 'information_schema', 'pg_toast') AND c.relname <> 'spatial_ref_sys'
+            ORDER BY 2 DESC LIMIT 6
+            """) {
+            let f = line.split(separator: "|").map(String.init)
+            guard f.count == 3, let bytes = Double(f[1]), let rows = Double(f[2]) else { continue }
+            sizes.append([f[0], format(rows), format(bytes / 1_000_000, 1), rows > 0 ? format(bytes / rows) : "n/a"])
+        }
+        printTable("The database's largest tables afterwards (after ANALYZE; indexes and TOAST included)", ["table", "rows", "MB", "bytes a row"], sizes)
+
         printTable(
             "What one operation costs an `outpost serve --postgres` host and its database (release build, one host, PostgreSQL on the same \(ProcessInfo.processInfo.activeProcessorCount) cores)",
             ["operation", "count", "wall ms", "host CPU ms", "db CPU ms", "note"], rows)
@@ -171,13 +185,27 @@ enum CostsBenchmark {
         }
     }
 
+    /// psql's rows for `sql` (ANALYZE first, so row estimates are current).
+    static func psql(_ location: PostgresLocation, _ sql: String) async throws -> [String] {
+        let process = Process()
+        process.executableURL = URL(fileURLWithPath: "/usr/bin/psql")
+        process.arguments = [location.url, "-XAtq", "-v", "ON_ERROR_STOP=1", "-c", "ANALYZE", "-c", sql]
+        let pipe = Pipe()
+        process.standardOutput = pipe
+        try process.run()
+        let output = pipe.fileHandleForReading.readDataToEndOfFile()
+        process.waitUntilExit()
+        guard process.terminationStatus == 0 else { throw BenchError("psql failed on \(sql.prefix(80))") }
+        return String(decoding: output, as: UTF8.self).split(separator: "\n").map(String.init)
+    }
+
     /// The database server's postmaster: the parent of a backend, when the server runs on this
     /// machine.
     static func postmaster(_ location: PostgresLocation) async throws -> pid_t? {
         // A backend that lives while its parent is looked up.
         let probe = Process()
         probe.executableURL = URL(fileURLWithPath: "/usr/bin/psql")
-        probe.arguments = [location.url, "-XAtqc", "SELECT pg_backend_pid(), pg_sleep(1)"]
+        probe.arguments = [location.url, "-XAtq", "-c", "SELECT pg_backend_pid()", "-c", "SELECT pg_sleep(2)"]
         let probePipe = Pipe()
         probe.standardOutput = probePipe
         try probe.run()
@@ -188,7 +216,7 @@ enum CostsBenchmark {
             if byte.isEmpty || byte.first == 10 { break }
             line.append(byte)
         }
-        guard let live = pid_t(String(decoding: line, as: UTF8.self).prefix { $0 != "|" }) else { return nil }
+        guard let live = pid_t(String(decoding: line, as: UTF8.self)) else { return nil }
         return CPUTime.parent(of: live)
     }
 
