@@ -249,99 +249,6 @@ struct PostgresServerTests {
         for server in servers { #expect(await server.stop() == 0) }
     }
 
-    /// A process killed while it runs a tile export: once its lease has run out, another
-    /// process serving the database takes the job and runs it again from its start, and the
-    /// job's client, polling on, sees it complete there and fetches its package from the site
-    /// directory; a job the live process runs is left running.
-    @Test(.timeLimit(.minutes(5)))
-    func aKilledProcesssJobIsRunAgainByAnother() async throws {
-        let service = try await TestService.fieldInspection(.postgres)
-        try await service.backend.close()
-        let drawn = try await TestService.fieldInspection(.sqlite)
-        try await drawn.backend.close()
-        let site = service.directory.file("site")
-        let arguments = ["--service", drawn.file.path, "--name", "field", "--job-lease", "1.5", "--site-directory", site.path]
-        let servers = [try await ServeProcess.start(service, arguments: arguments), try await ServeProcess.start(service, arguments: arguments)]
-        let map = { (i: Int) in servers[i].url.appendingPathComponent("arcgis/rest/services/field/MapServer").absoluteString }
-        func status(_ id: String) async throws -> JSONValue {
-            try JSONValue.parse(try await ExternalTools.run("curl", ["-s", map(1) + "/jobs/\(id)?f=json"]).stdout)
-        }
-        func export(_ i: Int, levels: String) async throws -> String {
-            let started = try await ExternalTools.run("curl", ["-s", map(i) + "/exportTiles?levels=\(levels)&exportExtent=-13680000,5690000,-13630000,5730000&f=json"])
-            return try #require(try JSONValue.parse(started.stdout)["jobId"]?.stringValue, "\(started.stdout)")
-        }
-        let orphan = try await export(0, levels: "10-13"), alive = try await export(1, levels: "10-17")
-        var seen = JSONValue.null
-        for _ in 0..<50 where seen["status"] != "InProgress" {
-            seen = try await status(orphan)
-            if seen["status"] != "InProgress" { try await Task.sleep(for: .milliseconds(50)) }
-        }
-        #expect(seen["status"] == "InProgress", "\(seen)")
-        #expect(await servers[0].stop(signal: SIGKILL) != 0)
-        // Polled for up to four minutes: the lease is 1.5 s, then the export runs again whole
-        // (seen running before the kill, so only another process can complete it).
-        let deadline = Date().addingTimeInterval(240)
-        while seen["status"] == "InProgress" || seen["status"] == "Pending", Date() < deadline {
-            try await Task.sleep(for: .milliseconds(200))
-            seen = try await status(orphan)
-        }
-        #expect(seen["status"] == "Completed", "\(seen)")
-        let package = try #require(seen["resultUrl"]?.stringValue?.split(separator: "/").last.map(String.init), "\(seen)")
-        let fetched = try await ExternalTools.run("curl", ["-s", "-o", "/dev/null", "-w", "%{http_code}", map(1) + "/tilefiles/\(package)"])
-        #expect(fetched.stdout == "200", "the package is in the site directory")
-        // The live process's job was renewed all along: still running, or done, never failed.
-        let other = try await status(alive)
-        #expect(other["status"] == "InProgress" || other["status"] == "Completed", "\(other)")
-        _ = try await ExternalTools.run("curl", ["-s", map(1) + "/jobs/\(alive)/cancel?f=json"])
-        #expect(await servers[1].stop() == 0)
-    }
-
-    /// A drained host (SIGTERM) takes no new work, lets its jobs run until the drain's end, and
-    /// then hands back those still running: their leases end at once, so another host runs them
-    /// again at its next look instead of a lease later. The lease here is long (20 s) and the
-    /// drain short (1 s): the job's row shows the hand-back (this host's, its lease ended), or
-    /// the other host already holding it.
-    @Test(.timeLimit(.minutes(5)))
-    func aDrainedHostHandsBackTheJobsItCouldNotFinish() async throws {
-        let service = try await TestService.fieldInspection(.postgres)
-        try await service.backend.close()
-        let database = try #require(service.postgres)
-        let drawn = try await TestService.fieldInspection(.sqlite)
-        try await drawn.backend.close()
-        let arguments = [
-            "--service", drawn.file.path, "--name", "field", "--job-lease", "20", "--drain-seconds", "1", "--site-directory", service.directory.file("site").path,
-        ]
-        let servers = [try await ServeProcess.start(service, arguments: arguments), try await ServeProcess.start(service, arguments: arguments)]
-        let map = { (i: Int) in servers[i].url.appendingPathComponent("arcgis/rest/services/field/MapServer").absoluteString }
-        func status(_ id: String) async throws -> JSONValue {
-            try JSONValue.parse(try await ExternalTools.run("curl", ["-s", map(1) + "/jobs/\(id)?f=json"]).stdout)
-        }
-        let started = try await ExternalTools.run("curl", ["-s", map(0) + "/exportTiles?levels=10-14&exportExtent=-13680000,5690000,-13630000,5730000&f=json"])
-        let id = try #require(try JSONValue.parse(started.stdout)["jobId"]?.stringValue, "\(started.stdout)")
-        var seen = JSONValue.null
-        for _ in 0..<50 where seen["status"] != "InProgress" {
-            seen = try await status(id)
-            if seen["status"] != "InProgress" { try await Task.sleep(for: .milliseconds(50)) }
-        }
-        #expect(seen["status"] == "InProgress", "\(seen)")
-        let holder = try await Self.query(database, "SELECT host FROM outpost_jobs WHERE job_id = '\(id)'")
-        #expect(await servers[0].stop() == 0, "a drain ends the process cleanly")
-        let row = try await Self.query(database, "SELECT host || ' ' || (lease_until = 0)::text FROM outpost_jobs WHERE job_id = '\(id)'")
-        let handedBack = row == holder.map { "\($0) true" }
-        let taken = row.first?.hasPrefix(holder.first ?? "?") == false
-        #expect(handedBack || taken, "the drained host's job: \(row), held by \(holder) before")
-        // Run again whole by the other host, to its end.
-        let deadline = Date().addingTimeInterval(240)
-        while seen["status"] == "InProgress" || seen["status"] == "Pending", Date() < deadline {
-            try await Task.sleep(for: .milliseconds(200))
-            seen = try await status(id)
-        }
-        #expect(seen["status"] == "Completed", "\(seen)")
-        let starts = try await Self.query(database, "SELECT starts FROM outpost_jobs WHERE job_id = '\(id)'")
-        #expect(starts == ["2"], "started by the drained host, then once by the other")
-        #expect(await servers[1].stop() == 0)
-    }
-
     /// PostgreSQL stops under a running server: requests get a 503 with a message (not a hang,
     /// not a crash), the server stays up, and answers again once the database is back.
     @Test(.timeLimit(.minutes(3)))
@@ -487,5 +394,105 @@ final class FailoverWriters: Sendable {
             if count.status == 200, count.body.contains("\"count\":1") { break }
         }
         state.withLock { $0.acknowledged += 1 }
+    }
+}
+
+extension PostgresServerTests {
+    /// Server jobs handed from host to host: one test at a time, as each keeps tile exports
+    /// running in two processes for a while (beside each other and the rest of the suite on 2
+    /// cores they starved the database other tests wait on).
+    @Suite(.serialized) struct JobHandOver {
+        /// A process killed while it runs a tile export: once its lease has run out, another
+        /// process serving the database takes the job and runs it again from its start, and the
+        /// job's client, polling on, sees it complete there and fetches its package from the site
+        /// directory; a job the live process runs is left running.
+        @Test(.timeLimit(.minutes(5)))
+        func aKilledProcesssJobIsRunAgainByAnother() async throws {
+            let service = try await TestService.fieldInspection(.postgres)
+            try await service.backend.close()
+            let drawn = try await TestService.fieldInspection(.sqlite)
+            try await drawn.backend.close()
+            let site = service.directory.file("site")
+            let arguments = ["--service", drawn.file.path, "--name", "field", "--job-lease", "1.5", "--site-directory", site.path]
+            let servers = [try await ServeProcess.start(service, arguments: arguments), try await ServeProcess.start(service, arguments: arguments)]
+            let map = { (i: Int) in servers[i].url.appendingPathComponent("arcgis/rest/services/field/MapServer").absoluteString }
+            func status(_ id: String) async throws -> JSONValue {
+                try JSONValue.parse(try await ExternalTools.run("curl", ["-s", map(1) + "/jobs/\(id)?f=json"]).stdout)
+            }
+            func export(_ i: Int, levels: String) async throws -> String {
+                let started = try await ExternalTools.run("curl", ["-s", map(i) + "/exportTiles?levels=\(levels)&exportExtent=-13680000,5690000,-13630000,5730000&f=json"])
+                return try #require(try JSONValue.parse(started.stdout)["jobId"]?.stringValue, "\(started.stdout)")
+            }
+            let orphan = try await export(0, levels: "10-13"), alive = try await export(1, levels: "10-17")
+            var seen = JSONValue.null
+            for _ in 0..<50 where seen["status"] != "InProgress" {
+                seen = try await status(orphan)
+                if seen["status"] != "InProgress" { try await Task.sleep(for: .milliseconds(50)) }
+            }
+            #expect(seen["status"] == "InProgress", "\(seen)")
+            #expect(await servers[0].stop(signal: SIGKILL) != 0)
+            // Polled for up to four minutes: the lease is 1.5 s, then the export runs again whole
+            // (seen running before the kill, so only another process can complete it).
+            let deadline = Date().addingTimeInterval(240)
+            while seen["status"] == "InProgress" || seen["status"] == "Pending", Date() < deadline {
+                try await Task.sleep(for: .milliseconds(200))
+                seen = try await status(orphan)
+            }
+            #expect(seen["status"] == "Completed", "\(seen)")
+            let package = try #require(seen["resultUrl"]?.stringValue?.split(separator: "/").last.map(String.init), "\(seen)")
+            let fetched = try await ExternalTools.run("curl", ["-s", "-o", "/dev/null", "-w", "%{http_code}", map(1) + "/tilefiles/\(package)"])
+            #expect(fetched.stdout == "200", "the package is in the site directory")
+            // The live process's job was renewed all along: still running, or done, never failed.
+            let other = try await status(alive)
+            #expect(other["status"] == "InProgress" || other["status"] == "Completed", "\(other)")
+            _ = try await ExternalTools.run("curl", ["-s", map(1) + "/jobs/\(alive)/cancel?f=json"])
+            #expect(await servers[1].stop() == 0)
+        }
+
+        /// A drained host (SIGTERM) takes no new work, lets its jobs run until the drain's end, and
+        /// then hands back those still running: their leases end at once, so another host runs them
+        /// again at its next look instead of a lease later. The lease here is long (20 s) and the
+        /// drain short (1 s): the job's row shows the hand-back (this host's, its lease ended), or
+        /// the other host already holding it.
+        @Test(.timeLimit(.minutes(5)))
+        func aDrainedHostHandsBackTheJobsItCouldNotFinish() async throws {
+            let service = try await TestService.fieldInspection(.postgres)
+            try await service.backend.close()
+            let database = try #require(service.postgres)
+            let drawn = try await TestService.fieldInspection(.sqlite)
+            try await drawn.backend.close()
+            let arguments = [
+                "--service", drawn.file.path, "--name", "field", "--job-lease", "20", "--drain-seconds", "1", "--site-directory", service.directory.file("site").path,
+            ]
+            let servers = [try await ServeProcess.start(service, arguments: arguments), try await ServeProcess.start(service, arguments: arguments)]
+            let map = { (i: Int) in servers[i].url.appendingPathComponent("arcgis/rest/services/field/MapServer").absoluteString }
+            func status(_ id: String) async throws -> JSONValue {
+                try JSONValue.parse(try await ExternalTools.run("curl", ["-s", map(1) + "/jobs/\(id)?f=json"]).stdout)
+            }
+            let started = try await ExternalTools.run("curl", ["-s", map(0) + "/exportTiles?levels=10-14&exportExtent=-13680000,5690000,-13630000,5730000&f=json"])
+            let id = try #require(try JSONValue.parse(started.stdout)["jobId"]?.stringValue, "\(started.stdout)")
+            var seen = JSONValue.null
+            for _ in 0..<50 where seen["status"] != "InProgress" {
+                seen = try await status(id)
+                if seen["status"] != "InProgress" { try await Task.sleep(for: .milliseconds(50)) }
+            }
+            #expect(seen["status"] == "InProgress", "\(seen)")
+            let holder = try await PostgresServerTests.query(database, "SELECT host FROM outpost_jobs WHERE job_id = '\(id)'")
+            #expect(await servers[0].stop() == 0, "a drain ends the process cleanly")
+            let row = try await PostgresServerTests.query(database, "SELECT host || ' ' || (lease_until = 0)::text FROM outpost_jobs WHERE job_id = '\(id)'")
+            let handedBack = row == holder.map { "\($0) true" }
+            let taken = row.first?.hasPrefix(holder.first ?? "?") == false
+            #expect(handedBack || taken, "the drained host's job: \(row), held by \(holder) before")
+            // Run again whole by the other host, to its end.
+            let deadline = Date().addingTimeInterval(240)
+            while seen["status"] == "InProgress" || seen["status"] == "Pending", Date() < deadline {
+                try await Task.sleep(for: .milliseconds(200))
+                seen = try await status(id)
+            }
+            #expect(seen["status"] == "Completed", "\(seen)")
+            let starts = try await PostgresServerTests.query(database, "SELECT starts FROM outpost_jobs WHERE job_id = '\(id)'")
+            #expect(starts == ["2"], "started by the drained host, then once by the other")
+            #expect(await servers[1].stop() == 0)
+        }
     }
 }
