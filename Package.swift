@@ -254,7 +254,7 @@ let package = Package(
             dependencies: [
                 "OutpostCore", "OutpostStorage", "OutpostProtocol", "OutpostSync", "OutpostTiles", "OutpostTileCodecs",
                 "OutpostServer", "OutpostSyncService", "OutpostSQLiteService", "OutpostPostgres", "OutpostSampleData", "OutpostGeoprocessing", "OutpostLocator",
-                "OutpostRouting", "OutpostOffline", "OutpostREST", "OutpostVectorTiles",
+                "OutpostRouting", "OutpostOffline", "OutpostREST", "OutpostVectorTiles", "OutpostDigest",
                 .product(name: "ArgumentParser", package: "swift-argument-parser"),
                 .product(name: "AsyncHTTPClient", package: "async-http-client"),
                 .product(name: "NIOCore", package: "swift-nio"),

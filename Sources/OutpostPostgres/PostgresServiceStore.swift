@@ -219,6 +219,17 @@ public enum PostgresServiceStore {
         // kind of job it is, its input, and how many times it was started (a job that stops
         // every host it runs on is failed after a few).
         (10, ["ALTER TABLE outpost_jobs ADD COLUMN kind text, ADD COLUMN input jsonb, ADD COLUMN starts integer NOT NULL DEFAULT 1"]),
+        // The files every host of a site serves from its site directory (outpost site publish):
+        // one per kind and name, whatever the name's case.
+        (11, [
+            """
+            CREATE TABLE outpost_site_files (
+              kind text NOT NULL, name text NOT NULL, path text NOT NULL, bytes bigint NOT NULL, sha256 text NOT NULL,
+              published_at bigint NOT NULL
+            )
+            """,
+            "CREATE UNIQUE INDEX outpost_site_files_name ON outpost_site_files (kind, lower(name))",
+        ]),
     ]
 
     /// Runs `body` with a pooled client that is shut down afterwards.

@@ -18,7 +18,7 @@ struct OutpostCommand: AsyncParsableCommand {
         abstract: "Offline-first geodatabases: GeoPackage storage, sync with feature services, offline tiles.",
         subcommands: [
             DemoCommand.self, ImportCommand.self, InspectCommand.self, ServiceCommand.self, ServeCommand.self, ReplicaCommand.self, SyncCommand.self,
-            StatusCommand.self, ConflictsCommand.self, TilesCommand.self, RenderCommand.self, CopyCommand.self, JobCommand.self, UsersCommand.self,
+            StatusCommand.self, ConflictsCommand.self, TilesCommand.self, RenderCommand.self, CopyCommand.self, JobCommand.self, UsersCommand.self, SiteCommand.self,
             GPCommand.self, LocatorCommand.self, GeocodeCommand.self, ReverseCommand.self, SuggestCommand.self, NetworkCommand.self, RouteCommand.self,
             OfflineCommand.self, VectorTilesCommand.self,
         ]

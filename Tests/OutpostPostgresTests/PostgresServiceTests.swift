@@ -34,7 +34,7 @@ struct PostgresServiceTests {
         let indexes = try await Self.psql("SELECT indexdef FROM pg_indexes WHERE schemaname = '\(name)' AND tablename = 'inspection_points'")
         #expect(indexes.contains { $0.contains("USING gist (geom)") })
         #expect(indexes.contains { $0.hasPrefix("CREATE UNIQUE INDEX") && $0.contains("(globalid)") })
-        #expect(try await Self.psql("SELECT max(version) FROM outpost_migrations") == ["10"])
+        #expect(try await Self.psql("SELECT max(version) FROM outpost_migrations") == ["11"])
         #expect(try await Self.psql("SELECT count(*) FROM pg_tables WHERE tablename IN ('outpost_security', 'outpost_failed_sign_ins')") == ["2"], "migration 8: a site's users")
         #expect(try await Self.psql("SELECT count(*) FROM information_schema.columns WHERE table_name = 'outpost_jobs' AND column_name IN ('host', 'lease_until')") == ["2"], "migration 9: job leases")
         #expect(try await Self.psql("SELECT count(*) FROM pg_tables WHERE tablename IN ('outpost_gp_jobs', 'outpost_gp_messages')") == ["2"], "migration 7: GP jobs")

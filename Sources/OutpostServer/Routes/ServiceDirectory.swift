@@ -4,6 +4,7 @@ import OutpostRouting
 import OutpostSyncService
 import OutpostTiles
 import OutpostVectorTiles
+import Synchronization
 
 /// The services a server hosts, by name (case-insensitive).
 public final class ServiceDirectory: Sendable {
@@ -16,10 +17,10 @@ public final class ServiceDirectory: Sendable {
 
     /// Geoprocessing services (`…/GPServer`), by name.
     private let geoprocessing: [String: GeoprocessingService]
-    /// Locators (`…/GeocodeServer`), by name.
-    private let locators: [String: LocalLocator]
-    /// Street networks (`…/NAServer`), by name (the file's stem).
-    private let networks: [String: (name: String, network: RoadNetwork)]
+    /// Locators (`…/GeocodeServer`), by name; a site's published ones come and go while it runs.
+    private let locators: Mutex<[String: LocalLocator]>
+    /// Street networks (`…/NAServer`), by name (the file's stem); likewise.
+    private let networks: Mutex<[String: (name: String, network: RoadNetwork)]>
     /// Map definitions (`/arcgis/rest/maps/<name>.json`), by name (the file's name before `.map.json`).
     private let maps: [String: (name: String, file: URL)]
     /// Services whose files could not be opened at start (see
@@ -38,13 +39,14 @@ public final class ServiceDirectory: Sendable {
                 let name = String(url.lastPathComponent.dropLast(".map.json".count))
                 return (name.lowercased(), (name, url))
             }, uniquingKeysWith: { first, _ in first })
-        self.networks = Dictionary(
-            networks.map { network in
-                let name = network.url.deletingPathExtension().lastPathComponent
-                return (name.lowercased(), (name, network))
-            }, uniquingKeysWith: { first, _ in first })
+        self.networks = Mutex(
+            Dictionary(
+                networks.map { network in
+                    let name = network.url.deletingPathExtension().lastPathComponent
+                    return (name.lowercased(), (name, network))
+                }, uniquingKeysWith: { first, _ in first }))
         self.geoprocessing = Dictionary(geoprocessing.map { ($0.name.lowercased(), $0) }, uniquingKeysWith: { first, _ in first })
-        self.locators = Dictionary(locators.map { ($0.info.name.lowercased(), $0) }, uniquingKeysWith: { first, _ in first })
+        self.locators = Mutex(Dictionary(locators.map { ($0.info.name.lowercased(), $0) }, uniquingKeysWith: { first, _ in first }))
         var map: [String: any FeatureServiceBackend] = [:]
         for b in backends { map[b.name.lowercased()] = b }
         self.backends = map
@@ -78,19 +80,46 @@ public final class ServiceDirectory: Sendable {
     public func geoprocessingService(named name: String) -> GeoprocessingService? { geoprocessing[name.lowercased()] }
 
     /// The names of the locators.
-    public var locatorNames: [String] { locators.values.map(\.info.name).sorted() }
+    public var locatorNames: [String] { locators.withLock { $0.values.map(\.info.name) }.sorted() }
 
     /// The locator called `name`, in any case.
-    public func locator(named name: String) -> LocalLocator? { locators[name.lowercased()] }
+    public func locator(named name: String) -> LocalLocator? { locators.withLock { $0[name.lowercased()] } }
 
     /// The names of the network analysis services.
-    public var networkNames: [String] { networks.values.map(\.name).sorted() }
+    public var networkNames: [String] { networks.withLock { $0.values.map(\.name) }.sorted() }
 
     /// The street network called `name`, in any case.
-    public func network(named name: String) -> RoadNetwork? { networks[name.lowercased()]?.network }
+    public func network(named name: String) -> RoadNetwork? { networks.withLock { $0[name.lowercased()]?.network } }
 
     /// The file of network `name`.
-    public func networkFile(named name: String) -> URL? { networks[name.lowercased()]?.network.url }
+    public func networkFile(named name: String) -> URL? { networks.withLock { $0[name.lowercased()]?.network.url } }
+
+    /// Serves `locator` from now on (a file a site published while this server runs); false,
+    /// and nothing changed, when a locator of its name is served already.
+    public func add(locator: LocalLocator) -> Bool {
+        locators.withLock { all in
+            let key = locator.info.name.lowercased()
+            guard all[key] == nil else { return false }
+            all[key] = locator
+            return true
+        }
+    }
+
+    /// Serves `network` as `name` from now on; false, and nothing changed, when a network of
+    /// that name is served already.
+    public func add(network: RoadNetwork, name: String) -> Bool {
+        networks.withLock { all in
+            guard all[name.lowercased()] == nil else { return false }
+            all[name.lowercased()] = (name, network)
+            return true
+        }
+    }
+
+    /// Stops serving the locator `name` (a site withdrew it); requests already answering keep it.
+    public func removeLocator(named name: String) { _ = locators.withLock { $0.removeValue(forKey: name.lowercased()) } }
+
+    /// Stops serving the network `name`.
+    public func removeNetwork(named name: String) { _ = networks.withLock { $0.removeValue(forKey: name.lowercased()) } }
 
     /// The names of the map definitions.
     public var mapNames: [String] { maps.values.map(\.name).sorted() }

@@ -66,7 +66,8 @@ struct ServeCommand: AsyncParsableCommand {
         help: """
             A directory every host of a site mounts (with --postgres): replica files, synchronizeReplica answers and tile \
             packages go to results/ in it, geoprocessing uploads and job outputs to geoprocessing/<service>/; /ready answers \
-            503 while a file cannot be written there. Instead of --output-directory.
+            503 while a file cannot be written there; the locators and networks published with outpost site publish are \
+            served from services/ in it. Instead of --output-directory.
             """)
     var siteDirectory: String?
     @Option(
@@ -153,6 +154,9 @@ struct ServeCommand: AsyncParsableCommand {
             configuration.usersFile = url
         }
         let services: ServiceDirectory
+        // A site's published locators and networks (outpost site publish), with --postgres and
+        // --site-directory.
+        var registry: PostgresSiteFiles?
         do {
             var files = ServiceFiles()
             // Job records in the database: any process answers a job's status, and with
@@ -162,6 +166,7 @@ struct ServeCommand: AsyncParsableCommand {
             if let database {
                 let jobs = try await PostgresJobStore(location: try PostgresLocation(url: database))
                 configuration.jobStore = jobs
+                if site != nil { registry = jobs.siteFiles() }
                 configuration.jobLease = lease
                 geoprocessingJobs = { jobs.geoprocessingJobs(service: $0) }
                 // A site whose users are in its database (outpost users --postgres): every host
@@ -206,6 +211,15 @@ struct ServeCommand: AsyncParsableCommand {
         } catch let error as SyncServiceError {
             throw CLIFailure(message: error.description)
         }
+        // Served from the first request on (a host started after a publication has it), then
+        // followed while the server runs.
+        var following: Task<Void, Never>?
+        if let registry, let site {
+            let follower = SiteRegistryFollower(registry: registry, site: site, services: services)
+            try? await follower.follow()
+            following = follower.start()
+        }
+        defer { following?.cancel() }
         do {
             let drain = ServerDrain(period: .seconds(drainSeconds))
             let prepare = prepareAreas, token = self.token

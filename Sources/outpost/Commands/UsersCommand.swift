@@ -72,13 +72,7 @@ struct UsersCommand: AsyncParsableCommand {
 
         @discardableResult
         static func withRecords<T: Sendable>(_ url: String, _ body: (PostgresSecurityStore) async throws -> T) async throws -> T {
-            do {
-                return try await body(try await PostgresJobStore(location: try PostgresLocation(url: url)).security())
-            } catch let error as PostgresServiceError {
-                throw CLIFailure(message: error.message)
-            } catch let error as SyncServiceError {
-                throw CLIFailure(message: error.description)
-            }
+            try await withSiteDatabase(url) { try await body($0.security()) }
         }
     }
 
