@@ -171,7 +171,8 @@ enum CostsBenchmark {
         let server: pid_t
         let database: pid_t?
 
-        /// Runs `body` `count` times in a row after one unmeasured run; its row: the name, the
+        /// Runs `body` `count` times in a row, the first run included (the caller warms up where it
+        /// matters: one sync runs before the measured ones); its row: the name, the
         /// count, and wall time, host CPU and database CPU per run in milliseconds.
         func measure(_ name: String, count: Int, _ body: (Int) async throws -> Void) async throws -> [String] {
             let start = (ContinuousClock.now, CPUTime.seconds(ofTree: server), database.map { CPUTime.seconds(ofTree: $0) } ?? 0)
