@@ -322,7 +322,7 @@ let package = Package(
             name: "OutpostCLITests",
             dependencies: [
                 "OutpostTestSupport", "OutpostHTTPTestSupport", "OutpostServiceTestSupport", "OutpostCore", "OutpostStorage", "OutpostRouting", "OutpostOffline",
-                "OutpostProtocol",
+                "OutpostProtocol", "OutpostDigest",
             ]
         ),
         .testTarget(

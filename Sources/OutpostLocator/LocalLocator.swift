@@ -20,9 +20,9 @@ public final class LocalLocator: Sendable {
     private let next = Atomic<Int>(0)
 
     /// Opens `url`, checking that it is a locator of a layout this version reads and that SQLite
-    /// finds it intact.
+    /// finds it intact; it is called `name` (default: the file's name without its extension).
     /// - Throws: ``LocatorError`` `.notFound` or `.notALocator`.
-    public init(url: URL, connections: Int = 2) throws {
+    public init(url: URL, name: String? = nil, connections: Int = 2) throws {
         self.url = url
         var queues: [DatabaseQueue] = []
         for i in 0..<max(1, connections) { queues.append(try LocatorReader.openQueue(url, readOnly: true, check: i == 0)) }
@@ -35,7 +35,7 @@ public final class LocalLocator: Sendable {
                 return v.count == 4 ? Envelope(xmin: v[0], ymin: v[1], xmax: v[2], ymax: v[3]) : nil
             }
             let info = LocatorInfo(
-                name: url.deletingPathExtension().lastPathComponent, spatialReference: SpatialReference(wkid: wkid),
+                name: name ?? url.deletingPathExtension().lastPathComponent, spatialReference: SpatialReference(wkid: wkid),
                 entryCount: Int(values["entries"] ?? "") ?? 0, extent: extent,
                 searchAttributeNames: ["Address", "Neighborhood", "City", "Postal"],
                 resultAttributeNames: LocalLocator.attributeNames, supportsSuggestions: true, supportsReverseGeocoding: true)

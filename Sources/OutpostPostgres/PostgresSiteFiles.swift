@@ -3,7 +3,8 @@ import Logging
 import PostgresNIO
 
 /// A file every host of a site serves from the site directory, registered in the site's database
-/// by `outpost site publish`: a locator (a GeocodeServer) or a street network (an NAServer).
+/// by `outpost site publish`: a locator (a GeocodeServer), a street network (an NAServer) or a map
+/// definition with its preplanned areas' packages.
 public struct SiteFile: Sendable, Hashable, Codable {
     /// What the file is served as.
     public enum Kind: String, Sendable, Hashable, Codable, CaseIterable {
@@ -11,6 +12,9 @@ public struct SiteFile: Sendable, Hashable, Codable {
         case locator
         /// A `.network` file: an NAServer.
         case network
+        /// A `.map.json` map definition (`/arcgis/rest/maps/<name>.json`), its preplanned areas'
+        /// packages in the `.preplanned` folder beside it.
+        case map
     }
 
     /// What the file is served as.

@@ -2,17 +2,17 @@ import Foundation
 
 /// A preplanned area's package on the server: an offline map folder made ahead by `outpost
 /// offline prepare`, served file by file.
-enum PreplannedPackage {
-    struct File: Sendable {
-        var path: String
-        var size: Int64
+public enum PreplannedPackage {
+    public struct File: Sendable {
+        public var path: String
+        public var size: Int64
     }
 
     /// The files crews download (paths relative to `folder`, sorted), or nil when the folder holds
     /// no finished package (no `map.json`, or a database with pages still in its log). Working files are left out: SQLite's `-wal`/`-shm`
     /// (a package is written with its databases closed), sync locks, partial files and hidden
     /// job folders.
-    static func files(in folder: URL) -> [File]? {
+    public static func files(in folder: URL) -> [File]? {
         guard FileManager.default.fileExists(atPath: folder.appendingPathComponent("map.json").path),
             let walker = FileManager.default.enumerator(at: folder, includingPropertiesForKeys: [.isRegularFileKey, .fileSizeKey], options: [.skipsHiddenFiles])
         else { return nil }

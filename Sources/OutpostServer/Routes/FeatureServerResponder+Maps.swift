@@ -33,8 +33,8 @@ extension FeatureServerResponder {
                 "maps": .array(visible.map { ["name": .string($0), "url": .string("\(base)/arcgis/rest/maps/\($0).json")] })
             ])
         }
-        if rest.count >= 2, rest[1] == "areas", let file = services.mapFile(named: rest[0]) {
-            return try preplannedAreas(file, name: rest[0], Array(rest.dropFirst(2)), request: request, caller: caller, writing: writing, base: base)
+        if rest.count >= 2, rest[1] == "areas", let map = services.map(named: rest[0]) {
+            return try preplannedAreas(map, Array(rest.dropFirst(2)), request: request, caller: caller, writing: writing, base: base)
         }
         guard rest.count == 1, rest[0].lowercased().hasSuffix(".json"), let file = services.mapFile(named: String(rest[0].dropLast(5))) else {
             throw services.notServed(String(rest[0].prefix { $0 != "." }), types: ["map"], described: "map \(rest.joined(separator: "/"))")
@@ -74,16 +74,16 @@ extension FeatureServerResponder {
 
     /// A map's preplanned areas (`…/maps/<name>/areas`), one area's package (`…/areas/<id>`: its
     /// files and sizes, once `outpost offline prepare` has made it in `<name>.preplanned/<id>/`
-    /// beside the map definition), and the package's files (`…/areas/<id>/files/<path>`, with
-    /// Range so a broken download continues).
+    /// beside the map definition, or a site published it with the map), and the package's files
+    /// (`…/areas/<id>/files/<path>`, with Range so a broken download continues).
     func preplannedAreas(
-        _ file: URL, name: String, _ route: [String], request: Request, caller: Caller, writing: ResponseWriting, base: String
+        _ served: ServedMap, _ route: [String], request: Request, caller: Caller, writing: ResponseWriting, base: String
     ) throws -> Response {
         // A map, its areas and their packages (the data of the map's feature services) are for
         // callers who may query every one of them.
-        let map = try Self.mapDefinition(file)
+        let map = try Self.mapDefinition(served.file)
         try Self.requireRead(map, caller)
-        let packages = file.deletingLastPathComponent().appendingPathComponent("\(name).preplanned")
+        let (name, packages) = (served.name, served.packages)
         func describe(_ area: MapDefinition.PreplannedArea, files: Bool) throws -> JSONValue {
             let listed = PreplannedPackage.files(in: packages.appendingPathComponent(area.id))
             var entry: [String: JSONValue] = [

@@ -6,6 +6,18 @@ import OutpostTiles
 import OutpostVectorTiles
 import Synchronization
 
+/// A map definition a server serves.
+public struct ServedMap: Sendable {
+    /// Its name in `/arcgis/rest/maps/<name>.json`.
+    public var name: String
+    /// Its file.
+    public var file: URL
+    /// The folder of its preplanned areas' packages, `<area id>/` each.
+    public var packages: URL
+    /// Whether a site published it (`outpost site publish`): its packages came with it.
+    public var published: Bool
+}
+
 /// The services a server hosts, by name (case-insensitive).
 public final class ServiceDirectory: Sendable {
     private let backends: [String: any FeatureServiceBackend]
@@ -21,8 +33,10 @@ public final class ServiceDirectory: Sendable {
     private let locators: Mutex<[String: LocalLocator]>
     /// Street networks (`…/NAServer`), by name (the file's stem); likewise.
     private let networks: Mutex<[String: (name: String, network: RoadNetwork)]>
-    /// Map definitions (`/arcgis/rest/maps/<name>.json`), by name (the file's name before `.map.json`).
-    private let maps: [String: (name: String, file: URL)]
+    /// Map definitions (`/arcgis/rest/maps/<name>.json`), by name (the file's name before
+    /// `.map.json`, or the name a site published it under), with the folder of their preplanned
+    /// areas' packages; a site's published ones come and go while it runs.
+    private let maps: Mutex<[String: ServedMap]>
     /// Services whose files could not be opened at start (see
     /// ``open(at:name:faults:strict:geoprocessingJobs:geoprocessingLease:geoprocessingDirectory:)``).
     public let unavailable: [UnavailableService]
@@ -34,11 +48,13 @@ public final class ServiceDirectory: Sendable {
     ) {
         self.unavailable = unavailable
         self.vectorTiles = Dictionary(vectorTiles.map { ($0.name.lowercased(), $0) }, uniquingKeysWith: { first, _ in first })
-        self.maps = Dictionary(
-            maps.map { url in
-                let name = String(url.lastPathComponent.dropLast(".map.json".count))
-                return (name.lowercased(), (name, url))
-            }, uniquingKeysWith: { first, _ in first })
+        self.maps = Mutex(
+            Dictionary(
+                maps.map { url in
+                    let name = String(url.lastPathComponent.dropLast(".map.json".count))
+                    let packages = url.deletingLastPathComponent().appendingPathComponent("\(name).preplanned")
+                    return (name.lowercased(), ServedMap(name: name, file: url, packages: packages, published: false))
+                }, uniquingKeysWith: { first, _ in first }))
         self.networks = Mutex(
             Dictionary(
                 networks.map { network in
@@ -122,10 +138,28 @@ public final class ServiceDirectory: Sendable {
     public func removeNetwork(named name: String) { _ = networks.withLock { $0.removeValue(forKey: name.lowercased()) } }
 
     /// The names of the map definitions.
-    public var mapNames: [String] { maps.values.map(\.name).sorted() }
+    public var mapNames: [String] { maps.withLock { $0.values.map(\.name) }.sorted() }
 
     /// The file of map definition `name`.
-    public func mapFile(named name: String) -> URL? { maps[name.lowercased()]?.file }
+    public func mapFile(named name: String) -> URL? { maps.withLock { $0[name.lowercased()]?.file } }
+
+    /// Map definition `name`: its file, the folder of its preplanned areas' packages, and whether
+    /// a site published it (its packages came with it; nothing prepares them here).
+    public func map(named name: String) -> ServedMap? { maps.withLock { $0[name.lowercased()] } }
+
+    /// Serves the map definition at `file` as `name`, its areas' packages in `packages`, from now
+    /// on (a map a site published while this server runs); false, and nothing changed, when a map
+    /// of that name is served already.
+    public func add(map file: URL, name: String, packages: URL) -> Bool {
+        maps.withLock { all in
+            guard all[name.lowercased()] == nil else { return false }
+            all[name.lowercased()] = ServedMap(name: name, file: file, packages: packages, published: true)
+            return true
+        }
+    }
+
+    /// Stops serving the map `name` (a site withdrew it).
+    public func removeMap(named name: String) { _ = maps.withLock { $0.removeValue(forKey: name.lowercased()) } }
 
     /// The tile cache behind `name`'s MapServer, loaded.
     public func tileCache(named name: String) async throws -> TileCache? {

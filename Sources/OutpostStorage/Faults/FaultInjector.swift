@@ -9,8 +9,8 @@ import Synchronization
 /// a crash or an error at any of them leaves nothing lost or duplicated (docs/sync.md, invariant I10).
 ///
 /// Points are armed in code (`injector.arm("client.afterSend", .fail)`) or from a specification
-/// `point:action[,point:action]` where action is `fail` or `kill` (SIGKILL of the process itself,
-/// for the crash tests). An armed point fires once. Libraries never arm points on their own: the
+/// `point:action[,point:action]` where action is `fail`, `kill` (SIGKILL of the process itself,
+/// for the crash tests) or `stop` (SIGSTOP, for tests of two processes racing). An armed point fires once. Libraries never arm points on their own: the
 /// default everywhere is an injector with none, and only a debug build of `outpost` reads
 /// `OUTPOST_FAULT` (docs/sync.md, "Fault points").
 public final class FaultInjector: Sendable {
@@ -20,6 +20,9 @@ public final class FaultInjector: Sendable {
         case fail
         /// Kill the process on the spot (SIGKILL), as a crash or the OS would.
         case kill
+        /// Stop the process (SIGSTOP) until a test continues it (SIGCONT), to hold it between two
+        /// steps while another process acts.
+        case stop
     }
 
     /// The error an armed `fail` point throws.
@@ -82,6 +85,7 @@ public final class FaultInjector: Sendable {
         switch action {
         case .fail: throw InjectedFault(point: point)
         case .kill: kill(getpid(), SIGKILL)
+        case .stop: kill(getpid(), SIGSTOP)
         }
     }
 }

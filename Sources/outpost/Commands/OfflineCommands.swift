@@ -312,8 +312,9 @@ struct OfflineCommand: AsyncParsableCommand {
     static func prepareMissingAreas(base: String, services: ServiceDirectory, token: String?) async {
         func say(_ text: String) { FileHandle.standardError.write(Data("outpost: \(text)\n".utf8)) }
         for name in services.mapNames {
-            guard let file = services.mapFile(named: name), let url = URL(string: "\(base)/arcgis/rest/maps/\(name).json") else { continue }
-            let packages = PreplannedPackages(folder: file.deletingLastPathComponent().appendingPathComponent("\(name).preplanned"), token: token)
+            // A site's published maps bring their packages; nothing is written beside them.
+            guard let map = services.map(named: name), !map.published, let url = URL(string: "\(base)/arcgis/rest/maps/\(name).json") else { continue }
+            let packages = PreplannedPackages(folder: map.packages, token: token)
             let task = OfflineMapTask(url: url, token: token)
             do {
                 try await task.load()

@@ -5,7 +5,7 @@ import OutpostStorage
 // debug configuration in Package.swift): a release `outpost` reads neither variable, and no
 // library reads the environment for them.
 
-/// The fault points of this process: `OUTPOST_FAULT=point:fail|kill[,…]` (docs/sync.md).
+/// The fault points of this process: `OUTPOST_FAULT=point:fail|kill|stop[,…]` (docs/sync.md).
 let processFaults: FaultInjector = {
     #if OUTPOST_FAULTS
         FaultInjector(specification: ProcessInfo.processInfo.environment["OUTPOST_FAULT"] ?? "")
