@@ -12,6 +12,8 @@ struct MapServerJobs {
     let services: SyncServices
     let parameters: RequestParameters
     let writing: ResponseWriting
+    /// The service's name, as it is recorded for another host to run an export again.
+    let serviceName: String
     /// `…/<name>/MapServer`, for the URLs in answers.
     let mapServerURL: String
     static let maxExportTilesCount = 100_000
@@ -108,9 +110,6 @@ struct MapServerJobs {
 
     /// The kind under which an export is recorded, so another host of a site runs it again.
     static let resumableKind = "exportTiles"
-
-    /// The service's name, from `…/<name>/MapServer`.
-    var serviceName: String { String(mapServerURL.split(separator: "/").dropLast().last ?? "") }
 
     /// Writes the tile package and answers with where to fetch it.
     static func exportWork(source: any TileSource, files: ResultFiles, base: String, export: ExportTileCacheParameters) -> ServerJobs.Work {

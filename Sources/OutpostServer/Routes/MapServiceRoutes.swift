@@ -117,7 +117,7 @@ extension FeatureServerResponder {
         if let cache = try await services.tileCache(named: name) {
             let operations = MapServerOperations(source: .cache(cache, name: name), parameters: parameters, writing: writing, files: sync.files, mapServerURL: mapServerURL)
             return MapService(
-                jobs: MapServerJobs(source: TileCacheSource(cache: cache), services: sync, parameters: parameters, writing: writing, mapServerURL: mapServerURL),
+                jobs: MapServerJobs(source: TileCacheSource(cache: cache), services: sync, parameters: parameters, writing: writing, serviceName: name, mapServerURL: mapServerURL),
                 operations: operations,
                 tiles: .cache(MapServerRoutes(cache: cache, name: name, parameters: parameters, writing: writing, metrics: metrics,
                     layers: route.isEmpty ? try await operations.layers() : []  // the service's description only; not per tile
@@ -128,7 +128,7 @@ extension FeatureServerResponder {
             let source = try await sync.vectorDrawing(archive)
             let operations = MapServerOperations(source: .vector(source), parameters: parameters, writing: writing, files: sync.files, mapServerURL: mapServerURL)
             return MapService(
-                jobs: MapServerJobs(source: source, services: sync, parameters: parameters, writing: writing, mapServerURL: mapServerURL),
+                jobs: MapServerJobs(source: source, services: sync, parameters: parameters, writing: writing, serviceName: name, mapServerURL: mapServerURL),
                 operations: operations,
                 tiles: .vector(VectorMapServerRoutes(source: source, parameters: parameters, writing: writing, metrics: metrics,
                     layers: route.isEmpty ? try await operations.layers() : [])))
@@ -140,7 +140,7 @@ extension FeatureServerResponder {
         let source = GeodatabaseRenderSource(geodatabase: backend.geodatabase, maxLevel: RenderedMapServerRoutes.maxLevel)
         let operations = MapServerOperations(source: .drawn(backend), parameters: parameters, writing: writing, files: sync.files, mapServerURL: mapServerURL)
         return MapService(
-            jobs: MapServerJobs(source: source, services: sync, parameters: parameters, writing: writing, mapServerURL: mapServerURL),
+            jobs: MapServerJobs(source: source, services: sync, parameters: parameters, writing: writing, serviceName: name, mapServerURL: mapServerURL),
             operations: operations,
             tiles: .drawn(RenderedMapServerRoutes(
                 backend: backend, directory: sync.renderedTiles, parameters: parameters, writing: writing, metrics: metrics,
