@@ -3,8 +3,11 @@ import Foundation
 /// A preplanned area's package on the server: an offline map folder made ahead by `outpost
 /// offline prepare`, served file by file.
 public enum PreplannedPackage {
+    /// One file of a package.
     public struct File: Sendable {
+        /// Its path below the package's folder.
         public var path: String
+        /// Its size in bytes.
         public var size: Int64
     }
 
