@@ -3,6 +3,7 @@ import OutpostCore
 import OutpostProtocol
 import OutpostStorage
 import OutpostSyncService
+import Synchronization
 
 /// Applies the edits of one uploaded batch inside the server's write transaction, logging each
 /// change under the batch's generation with its origin (replica, seq). How each edit resolves is
@@ -48,13 +49,27 @@ public struct BatchApplier: BatchApplying {
         let started = clock.now
         var logging = Duration.zero, reading = Duration.zero
         var state = PrefetchState()
+        // A run's reads done ahead, on a reader of the committed data, while the run before it
+        // was written (see `readAhead`).
+        let ahead = Self.readsAhead.load(ordering: .relaxed)
+        var pending = try next()
+        var fetched: ReadAheadTask?
         try conn.maintainingSpatialIndex(of: table.name, expectedGeometryWrites: expectedGeometryWrites) {
             try conn.deferringContentsUpdates {
-                while let edits = try next() {
-                    let chunk = BatchLayer(id: layerID, edits: edits)
+                while let edits = pending {
                     let read = clock.now
-                    try prefetch(chunk, into: &planner, table, read: &state)
+                    if let task = fetched {
+                        let rest = try task.merge(into: &planner, &state, table: table, on: conn)
+                        if !rest.isEmpty { try prefetch(BatchLayer(id: layerID, edits: rest), into: &planner, table, read: &state) }
+                    } else {
+                        try prefetch(BatchLayer(id: layerID, edits: edits), into: &planner, table, read: &state)
+                    }
                     reading += clock.now - read
+                    fetched = nil
+                    if ahead {
+                        pending = try next()
+                        if let upcoming = pending { fetched = readAhead(upcoming, layerID: layerID, table, state: &state) }
+                    }
                     var log: [ServiceStore.LogEntry] = []
                     results.reserveCapacity(results.count + edits.count)
                     for edit in edits {
@@ -79,6 +94,7 @@ public struct BatchApplier: BatchApplying {
                     let logged = clock.now
                     try ServiceStore.log(conn, generation: context.generation, layerID: layerID, log, changedAt: context.now, origin: context.origin)
                     logging += clock.now - logged
+                    if !ahead { pending = try next() }
                 }
                 try writer.finish()
             }
@@ -120,8 +136,7 @@ public struct BatchApplier: BatchApplying {
     /// object ids, others' changes since the oldest base in the batch, then the current values
     /// and tombstones its plans will need. `read` is what the layer's earlier chunks left.
     private func prefetch(_ edits: BatchLayer, into planner: inout BatchPlanner, _ table: FeatureTable, read: inout PrefetchState) throws {
-        let layer = table.definition
-        guard let gidField = layer.globalIDField else { return }
+        guard table.definition.globalIDField != nil else { return }
         let gids = BatchPlanner.globalIDs(edits)
         let base = edits.edits.compactMap(\.baseGeneration).min()
         // Others' changes are looked up feature by feature only when someone other than this
@@ -133,43 +148,52 @@ public struct BatchApplier: BatchApplying {
             if let known = read.othersChanged[base] {
                 othersChangedLayer = known
             } else {
-                othersChangedLayer = try othersChanged(layer.id, after: base)
+                othersChangedLayer = try Self.othersChanged(table.definition.id, after: base, context: context, on: conn)
                 read.othersChanged[base] = othersChangedLayer
             }
         }
         var repeated: [String] = []
         for gid in gids where !read.seen.insert(PrefetchState.key(gid)).inserted { repeated.append(gid) }
+        try Self.read(edits, gids: gids, others: base == nil ? [] : (othersChangedLayer ? gids : repeated), after: base ?? 0, table, context: context, on: conn, into: &planner)
+    }
+
+    /// Reads, on `c`, the object ids of `gids`, others' changes after `base` to `others`, then
+    /// the current values and tombstones the plans of `edits` need.
+    private static func read(
+        _ edits: BatchLayer, gids: [String], others: [String], after base: Int64, _ table: FeatureTable, context: BatchContext, on c: GeodatabaseConnection,
+        into planner: inout BatchPlanner
+    ) throws {
+        let layer = table.definition
+        guard let gidField = layer.globalIDField else { return }
         for chunk in Self.chunks(gids) {
             let list = Self.list(chunk)
-            try conn.forEachRow(
+            try c.forEachRow(
                 "SELECT \(quotedName(layer.objectIDField)), \(quotedName(gidField)) FROM \(quotedName(layer.name)) WHERE \(quotedName(gidField)) IN (SELECT value FROM json_each(?))",
                 arguments: [list]
             ) { row in
                 if let id = row.integer(0), let gid = row.text(1) { planner.objectIDs[gid] = id }
             }
         }
-        if let base {
-            for chunk in Self.chunks(othersChangedLayer ? gids : repeated) {
-                try conn.forEachRow(
-                    """
-                    SELECT globalid, generation, changed_columns, coalesce(edited_at, changed_at) FROM outpost_change_log
-                    WHERE layer_id = ? AND globalid IN (SELECT value FROM json_each(?)) AND generation > ? AND origin_replica IS NOT ?
-                    """,
-                    arguments: [.integer(Int64(layer.id)), Self.list(chunk), .integer(base), .text(context.origin.replica)]
-                ) { row in
-                    guard let gid = row.text(0), let generation = row.integer(1) else { return }
-                    let columns = (row.text(2).flatMap { try? JSONValue.parse($0).arrayValue } ?? []).compactMap(\.stringValue)
-                    planner.others[gid, default: []].append(OthersChange(generation: generation, columns: columns, editedAt: row.text(3) ?? ""))
-                }
+        for chunk in Self.chunks(others) {
+            try c.forEachRow(
+                """
+                SELECT globalid, generation, changed_columns, coalesce(edited_at, changed_at) FROM outpost_change_log
+                WHERE layer_id = ? AND globalid IN (SELECT value FROM json_each(?)) AND generation > ? AND origin_replica IS NOT ?
+                """,
+                arguments: [.integer(Int64(layer.id)), Self.list(chunk), .integer(base), .text(context.origin.replica)]
+            ) { row in
+                guard let gid = row.text(0), let generation = row.integer(1) else { return }
+                let columns = (row.text(2).flatMap { try? JSONValue.parse($0).arrayValue } ?? []).compactMap(\.stringValue)
+                planner.others[gid, default: []].append(OthersChange(generation: generation, columns: columns, editedAt: row.text(3) ?? ""))
             }
         }
         for chunk in Self.chunks(planner.needsCurrentValues(edits)) {
             var query = FeatureQuery()
             query.globalIDs = chunk
-            try table.forEach(matching: query, in: conn) { if let gid = $0.globalID { planner.current[gid] = $0 } }
+            try table.forEach(matching: query, in: c) { if let gid = $0.globalID { planner.current[gid] = $0 } }
         }
         for chunk in Self.chunks(planner.needsTombstones(edits)) {
-            for row in try conn.query(
+            for row in try c.query(
                 """
                 SELECT t.globalid, t.row, (SELECT coalesce(edited_at, changed_at) FROM outpost_change_log c
                   WHERE c.layer_id = t.layer_id AND c.globalid = t.globalid AND c.generation = t.generation AND c.op = 'delete' LIMIT 1)
@@ -180,6 +204,89 @@ public struct BatchApplier: BatchApplying {
                 guard let gid = row[0].textValue else { continue }
                 planner.tombstones[gid] = TombstoneInfo(row: row[1].textValue.flatMap { try? JSONValue.parse($0) }, editedAt: row[2].textValue ?? "")
             }
+        }
+    }
+
+    // MARK: - Reading ahead
+
+    /// Whether a layer's next run of edits is read on a reader of the committed data while the
+    /// current run is written (on where there is a second core; `outpost-bench`'s server turns
+    /// it off with `BENCH_NO_READ_AHEAD`, for comparisons).
+    public static let readsAhead = Atomic<Bool>(ProcessInfo.processInfo.activeProcessorCount > 1)
+
+    /// Starts reading what the plans of `edits` (the run after the one about to be written) need,
+    /// on a reader of the committed data, on a thread of its own. Only features no earlier run of
+    /// this batch touched are read there: the batch holds the write lock, so what it has not
+    /// written is as the reader sees it, while what it has written only the writer sees. A
+    /// feature seen before, or twice in `edits`, is left to the writer (``ReadAheadTask/merge``
+    /// hands those edits back). `state` learns the features read ahead as seen.
+    private func readAhead(_ edits: [BatchEdit], layerID: Int, _ table: FeatureTable, state: inout PrefetchState) -> ReadAheadTask? {
+        guard table.definition.globalIDField != nil else { return nil }
+        var counts: [String: Int] = [:]
+        for edit in edits { if let gid = GlobalID.normalized(edit.globalId) { counts[gid, default: 0] += 1 } }
+        var fresh: [BatchEdit] = [], rest: [BatchEdit] = []
+        for edit in edits {
+            if let gid = GlobalID.normalized(edit.globalId), counts[gid] == 1, !state.seen.contains(PrefetchState.key(gid)) { fresh.append(edit) } else { rest.append(edit) }
+        }
+        guard !fresh.isEmpty else { return nil }
+        for edit in fresh { if let gid = GlobalID.normalized(edit.globalId) { state.seen.insert(PrefetchState.key(gid)) } }
+        let layer = BatchLayer(id: layerID, edits: fresh)
+        let base = fresh.compactMap(\.baseGeneration).min()
+        let known = base.flatMap { state.othersChanged[$0] }
+        let context = self.context, geodatabase = conn.geodatabase
+        return ReadAheadTask(fresh: layer, rest: rest, base: base) {
+            try geodatabase.readCommittedBlocking { reader in
+                var scratch = context.planner(for: table.definition)
+                var changed: Bool?
+                if let base { changed = try known ?? Self.othersChanged(layerID, after: base, context: context, on: reader) }
+                let gids = BatchPlanner.globalIDs(layer)
+                try Self.read(layer, gids: gids, others: changed == true ? gids : [], after: base ?? 0, table, context: context, on: reader, into: &scratch)
+                return ReadAheadTask.Found(planner: scratch, othersChanged: changed)
+            }
+        }
+    }
+
+    /// A run's reads going on on another thread; ``merge(into:_:table:on:)`` waits for them.
+    final class ReadAheadTask: @unchecked Sendable {
+        // @unchecked: `found` is written by the reading thread before it signals `done`, and read
+        // only after waiting for it.
+        struct Found {
+            var planner: BatchPlanner
+            var othersChanged: Bool?
+        }
+        let fresh: BatchLayer
+        let rest: [BatchEdit]
+        let base: Int64?
+        private let done = DispatchSemaphore(value: 0)
+        private var found: Result<Found?, any Error> = .success(nil)
+
+        init(fresh: BatchLayer, rest: [BatchEdit], base: Int64?, _ work: @escaping @Sendable () throws -> Found?) {
+            self.fresh = fresh
+            self.rest = rest
+            self.base = base
+            Thread.detachNewThread { [self] in
+                found = Result { try work() }
+                done.signal()
+            }
+        }
+
+        /// Waits for the reads and puts what they found into `planner`; the edits whose features
+        /// the writer reads itself (all of them when the file has no reader of committed data).
+        func merge(into planner: inout BatchPlanner, _ state: inout PrefetchState, table: FeatureTable, on conn: GeodatabaseConnection) throws -> [BatchEdit] {
+            done.wait()
+            guard let found = try found.get() else {
+                // Read here instead: the features were marked seen, so they are read as a run's own.
+                var seen = state.seen
+                for gid in BatchPlanner.globalIDs(fresh) { seen.remove(PrefetchState.key(gid)) }
+                state.seen = seen
+                return fresh.edits + rest
+            }
+            if let base, let changed = found.othersChanged { state.othersChanged[base] = changed }
+            planner.objectIDs.merge(found.planner.objectIDs) { _, new in new }
+            planner.others.merge(found.planner.others) { old, new in old + new }
+            planner.current.merge(found.planner.current) { _, new in new }
+            planner.tombstones.merge(found.planner.tombstones) { _, new in new }
+            return rest
         }
     }
 
@@ -201,8 +308,8 @@ public struct BatchApplier: BatchApplying {
 
     /// Whether anyone but the uploading replica changed layer `layerID` after generation `base`
     /// and before this batch (whose own log entries carry the batch's generation).
-    private func othersChanged(_ layerID: Int, after base: Int64) throws -> Bool {
-        try conn.query(
+    private static func othersChanged(_ layerID: Int, after base: Int64, context: BatchContext, on c: GeodatabaseConnection) throws -> Bool {
+        try c.query(
             """
             SELECT EXISTS (SELECT 1 FROM outpost_change_log INDEXED BY outpost_change_log_feed
               WHERE layer_id = ? AND generation > ? AND generation < ? AND origin_replica IS NOT ?)

@@ -12,6 +12,7 @@ import Synchronization
 import Testing
 
 @testable import OutpostSync
+import OutpostSQLiteService
 
 /// A framed batch is applied by the server as its frames arrive (docs/sync.md, "Framed
 /// batches"), over real HTTP on 127.0.0.1: once, whatever way its bytes come in pieces; nothing
@@ -203,5 +204,55 @@ struct StreamedBatchTests {
         let whole = try await again.whole()
         #expect(try await backend.applyBatchAnswering(try UploadBatch.decode(whole), hash: UploadBatch.hash(whole)).result.replayed == true)
         try await u.h.stop()
+    }
+
+    /// A batch's runs are read ahead, on a reader of the committed data, while the run before is
+    /// written (`BatchApplier.readsAhead`): the answer and the rows are those of the writer
+    /// reading alone, for features an earlier run inserted or deleted, a feature three times in
+    /// one run, and features read ahead (one the service had).
+    @Test(.timeLimit(.minutes(3)))
+    func runsReadAheadAnswerAsTheWriterReadingAlone() async throws {
+        var outcomes: [(results: [String], rows: [String])] = []
+        for ahead in [false, true] {
+            let u = try await Self.upload(.sqlite)
+            let existing = try await u.h.serverRows(0).keys.sorted()
+            let (deleted, kept) = (existing[0], existing[1])
+            var batch = u.batch
+            batch.rollbackOnFailure = false
+            // In the order of their asset ids: the same edits at the same places in both runs.
+            func number(_ edit: BatchEdit) -> Int { Int(edit.attributes?["asset_id"]?.stringValue?.dropFirst("STREAM-".count) ?? "") ?? 0 }
+            let inserted = batch.layers[0].edits.sorted { number($0) < number($1) }
+            let base = inserted.compactMap(\.baseGeneration).max()
+            func update(_ gid: String, _ type: String) -> BatchEdit {
+                BatchEdit(op: .update, globalId: gid, attributes: ["asset_type": .string(type)], changedColumns: ["asset_type"], baseGeneration: base)
+            }
+            var edits = inserted
+            edits.insert(BatchEdit(op: .delete, globalId: deleted, baseGeneration: base), at: 10)
+            let (early, late) = (inserted[5].globalId, inserted[2_400].globalId)
+            let new = Set(inserted.map(\.globalId))
+            edits += [update(early, "hydrant"), update(late, "meter"), update(late, "hydrant"), update(deleted, "meter"), update(kept, "hydrant")]
+            batch.layers[0].edits = edits
+            let body = try FramedBatchTests.framed(batch, frameBytes: 2_000).body
+            let backend = try #require(u.h.service.backend as? any SyncBackend)
+            let streamed = StreamedBatch(limit: 64 << 20, stallLimit: .seconds(30), totalStallLimit: .seconds(60))
+            let pump = Task { await streamed.pump(AsyncStream { $0.yield(ByteBuffer(bytes: body)); $0.finish() }) }
+            BatchApplier.readsAhead.store(ahead, ordering: .relaxed)
+            let answer = try await backend.applyStreamedBatch(try await streamed.head(), from: streamed)
+            BatchApplier.readsAhead.store(true, ordering: .relaxed)
+            await pump.value
+            let results = answer.result.layers[0].results
+            #expect(results.count == edits.count)
+            #expect(results.suffix(5).map(\.success) == [true, true, true, results[results.count - 2].success, true], "\(results.suffix(5))")
+            let rows = try await u.h.serverRows(0)
+            #expect(rows[early]?.attributes["asset_type"] == .string("hydrant") && rows[late]?.attributes["asset_type"] == .string("hydrant"))
+            #expect(rows[kept]?.attributes["asset_type"] == .string("hydrant"))
+            outcomes.append((
+                results.map { "\($0.op) \($0.success) \($0.objectId ?? -1) \($0.resolution ?? "") \($0.error.map { "\($0)" } ?? "")" },
+                rows.map { (new.contains($0.key) ? "new " : "\($0.key) ") + $0.value.description }.sorted()))
+            try await u.h.stop()
+        }
+        let (answers, rows) = (outcomes[0].results.difference(from: outcomes[1].results), outcomes[0].rows.difference(from: outcomes[1].rows))
+        #expect(answers.isEmpty, "the same answer: \(Array(answers).prefix(4))")
+        #expect(rows.isEmpty, "the same rows: \(Array(rows).prefix(4))")
     }
 }

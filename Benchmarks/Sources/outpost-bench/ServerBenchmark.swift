@@ -5,6 +5,7 @@ import OutpostCore
 import OutpostSQLiteService
 import OutpostServer
 import OutpostStorage
+import Synchronization
 
 #if canImport(Glibc)
     import Glibc
@@ -43,6 +44,8 @@ enum ServerBenchmark {
 
     /// The server as a child process (its own CPU time and memory), printing its URL.
     static func serve(_ file: URL) async throws {
+        // BENCH_NO_READ_AHEAD: a batch's runs read on the writer only (A/B against reading ahead).
+        if ProcessInfo.processInfo.environment["BENCH_NO_READ_AHEAD"] != nil { BatchApplier.readsAhead.store(false, ordering: .relaxed) }
         let services = ServiceDirectory([try SQLiteServiceBackend(url: file)])
         // BENCH_PORT: a fixed port, so replicas made for profiling by hand reach a restarted server.
         let port = ProcessInfo.processInfo.environment["BENCH_PORT"].flatMap { Int($0) } ?? 0

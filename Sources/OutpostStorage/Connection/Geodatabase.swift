@@ -229,6 +229,21 @@ public final class Geodatabase: Sendable {
         }
     }
 
+    /// Runs `body` on a reader of the committed data only, blocking the calling thread: while a
+    /// transaction writes on another thread, it sees the data as they were before that
+    /// transaction. nil (without running it) when the file is not in WAL mode, which has no such
+    /// reader. For a writer reading ahead on a second thread what its own transaction does not
+    /// touch.
+    public func readCommittedBlocking<T>(_ body: (GeodatabaseConnection) throws -> T) throws -> T? {
+        try checkOpen()
+        guard let pool = writer as? DatabasePool else { return nil }
+        do {
+            return try pool.read { db in try body(GeodatabaseConnection(db, self)) }
+        } catch {
+            throw StorageError.from(error, "read failed")
+        }
+    }
+
     /// Async `read`: the statement is interrupted when the calling task is cancelled.
     public func read<T: Sendable>(_ body: @escaping @Sendable (GeodatabaseConnection) throws -> T) async throws -> T {
         try checkOpen()
