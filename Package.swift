@@ -71,8 +71,9 @@ let package = Package(
         // The PostgreSQL/PostGIS backend: the wire protocol with pooling, binds and transactions,
         // over the SwiftNIO the server already uses.
         .package(url: "https://github.com/vapor/postgres-nio", from: "1.33.2"),
-        // `swift package generate-documentation`: the DocC catalogues and the compiled snippets
-        // (Snippets/) of the library products; a command plugin only, nothing links it.
+        // `swift package generate-documentation` for the DocC catalogues of the library products,
+        // and its `snippet-extract` for their compiled snippets (Snippets/, read by scripts/docs);
+        // nothing links it.
         .package(url: "https://github.com/swiftlang/swift-docc-plugin", from: "1.5.0"),
     ],
     targets: [
