@@ -1,4 +1,5 @@
 import Foundation
+import OutpostCore
 
 /// How long a test lets a cancelled wait take. The library promises 250 ms; on a 2-core machine
 /// running the whole suite, the Task that observes the cancel can wait its turn on a cooperative
@@ -27,6 +28,27 @@ public enum CancellationBound {
             return (ContinuousClock.now - cancelled, nil)
         } catch {
             return (ContinuousClock.now - cancelled, error)
+        }
+    }
+
+    /// What `task` ends with, or nil when it has not ended within `bound` (it goes on; what it
+    /// ends with is dropped). `Task.value` does not heed the awaiting test's cancellation, so a
+    /// task that never ends held its test past the time limit with nothing said; with this the
+    /// test says what it was waiting for and what the work was doing.
+    public static func outcome<T: Sendable>(of task: Task<T, any Error>, within bound: Duration = loaded) async -> Result<T, any Error>? {
+        let waiter = LockedValue<CheckedContinuation<Result<T, any Error>?, Never>?>(nil)
+        let take = { @Sendable () -> CheckedContinuation<Result<T, any Error>?, Never>? in
+            var taken: CheckedContinuation<Result<T, any Error>?, Never>?
+            waiter.update { taken = $0; $0 = nil }
+            return taken
+        }
+        return await withCheckedContinuation { continuation in
+            waiter.set(continuation)
+            Task { take()?.resume(returning: await task.result) }
+            Task {
+                try? await Task.sleep(for: bound)
+                take()?.resume(returning: nil)
+            }
         }
     }
 }
