@@ -32,23 +32,19 @@ public enum CancellationBound {
     }
 
     /// What `task` ends with, or nil when it has not ended within `bound` (it goes on; what it
-    /// ends with is dropped). `Task.value` does not heed the awaiting test's cancellation, so a
-    /// task that never ends held its test past the time limit with nothing said; with this the
-    /// test says what it was waiting for and what the work was doing.
+    /// ends with is dropped) or the awaiting test was cancelled first. `Task.value` does not heed
+    /// the awaiting test's cancellation, so a task that never ends held its test past the time
+    /// limit with nothing said; with this the test says what it was waiting for and what the
+    /// work was doing. The task's end and the bound race through a ``SharedOutcome``: the first
+    /// to settle it answers.
     public static func outcome<T: Sendable>(of task: Task<T, any Error>, within bound: Duration = loaded) async -> Result<T, any Error>? {
-        let waiter = LockedValue<CheckedContinuation<Result<T, any Error>?, Never>?>(nil)
-        let take = { @Sendable () -> CheckedContinuation<Result<T, any Error>?, Never>? in
-            var taken: CheckedContinuation<Result<T, any Error>?, Never>?
-            waiter.update { taken = $0; $0 = nil }
-            return taken
+        let first = SharedOutcome<Result<T, any Error>?>()
+        Task { first.settle(.success(await task.result)) }
+        let timer = Task {
+            try? await Task.sleep(for: bound)
+            first.settle(.success(nil))
         }
-        return await withCheckedContinuation { continuation in
-            waiter.set(continuation)
-            Task { take()?.resume(returning: await task.result) }
-            Task {
-                try? await Task.sleep(for: bound)
-                take()?.resume(returning: nil)
-            }
-        }
+        defer { timer.cancel() }
+        return (try? await first.value()) ?? nil
     }
 }

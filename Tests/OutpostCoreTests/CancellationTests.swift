@@ -49,6 +49,24 @@ struct GateJob: JobDefinition {
 /// shared work goes on for others or stops with its last waiter, and update streams end.
 @Suite("Cancellation")
 struct CancellationTests {
+    /// The tests' bounded wait on a task: the task's value or error when it ends in time, nil
+    /// when it does not (the task going on).
+    @Test func aBoundedWaitGivesTheOutcomeOrNilWhenTheTaskRunsOn() async throws {
+        let quick = Task<Int, any Error> { 7 }
+        #expect(try await CancellationBound.outcome(of: quick, within: .seconds(30))?.get() == 7)
+        let failing = Task<Int, any Error> { throw CancellationError() }
+        let failed = await CancellationBound.outcome(of: failing, within: .seconds(30))
+        #expect(throws: CancellationError.self) { _ = try failed?.get() }
+        let endless = Task<Int, any Error> {
+            try await Task.sleep(for: .seconds(600))
+            return 0
+        }
+        let started = ContinuousClock.now
+        #expect(await CancellationBound.outcome(of: endless, within: .milliseconds(100)) == nil)
+        #expect(ContinuousClock.now - started < .seconds(60), "the bound ended the wait, not the task")
+        endless.cancel()
+    }
+
     /// How long a cancelled wait may take here: the promise is 250 ms.
     static let bound: Duration = CancellationBound.loaded
 

@@ -79,7 +79,10 @@ struct SyncPropertyTests {
         // none often enough to fail a run now and then).
         let whole: SyncRunner.Tally? = kind == .sqlite ? Self.sqliteHalves.withLock { halves -> SyncRunner.Tally? in
             halves.append(t)
-            return halves.count == 2 ? halves.reduce(into: SyncRunner.Tally()) { $0.add($1) } : nil
+            guard halves.count == 2 else { return nil }
+            // Emptied for the next pair (`swift test --repeat-until` runs the cases again).
+            defer { halves = [] }
+            return halves.reduce(into: SyncRunner.Tally()) { $0.add($1) }
         } : t
         if let whole, whole.runs >= 20 {
             #expect(whole.discarded > 0, "the runs met conflicts: \(whole)")
