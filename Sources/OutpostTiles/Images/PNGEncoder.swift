@@ -124,7 +124,7 @@ public enum PNGEncoder {
     @inline(__always) static func cost(_ v: UInt8) -> Int { Int(Int8(bitPattern: v).magnitude) }
 
     /// The filter type (0–4) whose output has the smallest sum of absolute values, its five
-    /// costs summed 16 bytes at a time (`FilterCosts`).
+    /// costs summed by `FilterCosts` (16 bytes at a time in optimised builds).
     static func cheapestFilter(_ row: UnsafeBufferPointer<UInt8>, _ up: UnsafeBufferPointer<UInt8>, bpp: Int) -> UInt8 {
         var costs = FilterCosts()
         costs.add(row, up, bpp: bpp)
@@ -154,10 +154,11 @@ public enum PNGEncoder {
         }
     }
 
-    /// The Paeth predictor, without branches: pa = |b − c|, pb = |a − c|, pc = |a + b − 2c|.
+    /// The Paeth predictor, without branches: pa = |b − c|, pb = |a − c|, pc = |a + b − 2c|
+    /// (`magnitude`, not the generic `abs`, which a debug build calls unspecialised).
     @inline(__always) static func paeth(_ a: UInt8, _ b: UInt8, _ c: UInt8) -> UInt8 {
         let ia = Int16(a), ib = Int16(b), ic = Int16(c)
-        let pa = abs(ib - ic), pb = abs(ia - ic), pc = abs(ia + ib - 2 * ic)
+        let pa = (ib - ic).magnitude, pb = (ia - ic).magnitude, pc = (ia + ib - 2 * ic).magnitude
         let bOrC = pb <= pc ? b : c
         return pa <= pb && pa <= pc ? a : bOrC
     }
