@@ -68,31 +68,44 @@ struct Canvas {
         minY = max(0, minY)
         maxY = min(height - 1, maxY)
         guard minY <= maxY else { return }
-        let stride = width + 2
+        let stride = width + 2, width = width
         let alpha = Float(color.a) / 255
-        for y in minY...maxY {
-            var sum: Float = 0
-            let row = y * stride
-            for x in 0..<width {
-                sum += accumulation[row + x]
-                accumulation[row + x] = 0
-                let coverage = min(1, abs(sum)) * alpha
-                guard coverage > 0.002 else { continue }
-                let i = (y * width + x) * 4
-                // "Over" with straight alpha: on an opaque background this is the plain blend; on
-                // a transparent one (an export with transparent=true) colours keep their value.
-                let keep = 1 - coverage
-                let below = Float(pixels[i + 3]) / 255 * keep
-                let out = coverage + below
-                pixels[i] = UInt8(min(255, (Float(color.r) * coverage + Float(pixels[i]) * below) / out + 0.5))
-                pixels[i + 1] = UInt8(min(255, (Float(color.g) * coverage + Float(pixels[i + 1]) * below) / out + 0.5))
-                pixels[i + 2] = UInt8(min(255, (Float(color.b) * coverage + Float(pixels[i + 2]) * below) / out + 0.5))
-                pixels[i + 3] = UInt8(min(255, out * 255 + 0.5))
+        let red = Float(color.r), green = Float(color.g), blue = Float(color.b)
+        // Through buffer pointers and concrete arithmetic rather than the generic min and abs:
+        // a debug build (every test and the servers they start) runs this loop for each pixel
+        // of each filled path, and calls those unspecialised.
+        accumulation.withUnsafeMutableBufferPointer { cells in
+            pixels.withUnsafeMutableBufferPointer { pixels in
+                for y in minY...maxY {
+                    var sum: Float = 0
+                    let row = y * stride
+                    for x in 0..<width {
+                        sum += cells[row + x]
+                        cells[row + x] = 0
+                        let magnitude = sum.magnitude
+                        let coverage = (magnitude < 1 ? magnitude : 1) * alpha
+                        guard coverage > 0.002 else { continue }
+                        let i = (y * width + x) * 4
+                        // "Over" with straight alpha: on an opaque background this is the plain
+                        // blend; on a transparent one (an export with transparent=true) colours
+                        // keep their value.
+                        let keep = 1 - coverage
+                        let below = Float(pixels[i + 3]) / 255 * keep
+                        let out = coverage + below
+                        pixels[i] = Self.channel((red * coverage + Float(pixels[i]) * below) / out + 0.5)
+                        pixels[i + 1] = Self.channel((green * coverage + Float(pixels[i + 1]) * below) / out + 0.5)
+                        pixels[i + 2] = Self.channel((blue * coverage + Float(pixels[i + 2]) * below) / out + 0.5)
+                        pixels[i + 3] = Self.channel(out * 255 + 0.5)
+                    }
+                    cells[row + width] = 0
+                    cells[row + width + 1] = 0
+                }
             }
-            accumulation[row + width] = 0
-            accumulation[row + width + 1] = 0
         }
     }
+
+    /// A blended channel value, at most 255 (what `UInt8(min(255, v))` gives).
+    @inline(__always) private static func channel(_ v: Float) -> UInt8 { UInt8(v < 255 ? v : 255) }
 
     /// Adds an edge, clipped to the canvas columns: what lies left of the canvas becomes a
     /// vertical edge on its left side (it still winds the row), what lies right is dropped.
