@@ -80,14 +80,32 @@ public enum FieldType: String, Sendable, Hashable, CaseIterable, Codable {
         }
     }
 
+    // Switches rather than `[…].contains(self)`: these are asked for every value of every row a
+    // layer reads or writes, and an array literal is an allocation per call in a debug build.
+
     /// Whether values are numbers.
-    public var isNumeric: Bool { [.oid, .smallInteger, .integer, .bigInteger, .double, .single].contains(self) }
+    public var isNumeric: Bool {
+        switch self {
+        case .oid, .smallInteger, .integer, .bigInteger, .double, .single: true
+        default: false
+        }
+    }
     /// Whether values are integers.
-    public var isInteger: Bool { [.oid, .smallInteger, .integer, .bigInteger].contains(self) }
+    public var isInteger: Bool {
+        switch self {
+        case .oid, .smallInteger, .integer, .bigInteger: true
+        default: false
+        }
+    }
     /// Whether values are dates.
     public var isDate: Bool { self == .date || self == .dateOnly }
     /// Whether values are text.
-    public var isText: Bool { [.string, .globalID, .guid].contains(self) }
+    public var isText: Bool {
+        switch self {
+        case .string, .globalID, .guid: true
+        default: false
+        }
+    }
 }
 
 /// A layer's geometry type as a service schema names it: an ArcGIS name
