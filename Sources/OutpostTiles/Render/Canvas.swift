@@ -68,7 +68,7 @@ struct Canvas {
         minY = max(0, minY)
         maxY = min(height - 1, maxY)
         guard minY <= maxY else { return }
-        let stride = width + 2, width = width
+        let width = self.width, stride = width + 2
         let alpha = Float(color.a) / 255
         let red = Float(color.r), green = Float(color.g), blue = Float(color.b)
         // Through buffer pointers and concrete arithmetic rather than the generic min and abs:
