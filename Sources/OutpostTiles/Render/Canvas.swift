@@ -61,8 +61,9 @@ struct Canvas {
             for i in 0..<ring.count {
                 let p0 = ring[i], p1 = ring[(i + 1) % ring.count]
                 addEdge(p0, p1)
-                minY = min(minY, Int(Swift.min(p0.y, p1.y).rounded(.down)))
-                maxY = max(maxY, Int(Swift.max(p0.y, p1.y).rounded(.up)))
+                let low = Int(Self.lesser(p0.y, p1.y).rounded(.down)), high = Int(Self.greater(p0.y, p1.y).rounded(.up))
+                if low < minY { minY = low }
+                if high > maxY { maxY = high }
             }
         }
         minY = max(0, minY)
@@ -111,39 +112,48 @@ struct Canvas {
     /// vertical edge on its left side (it still winds the row), what lies right is dropped.
     private mutating func addEdge(_ a: Point, _ b: Point) {
         guard a.y != b.y, a.x.isFinite, a.y.isFinite, b.x.isFinite, b.y.isFinite else { return }
-        let w = Double(width)
-        // Split at x = 0 and x = width.
-        var pieces: [(Point, Point)] = [(a, b)]
-        for edge in [0.0, w] {
-            var next: [(Point, Point)] = []
-            for (p, q) in pieces {
-                if (p.x - edge) * (q.x - edge) < 0 {
-                    let t = (edge - p.x) / (q.x - p.x)
-                    let m = (x: edge, y: p.y + t * (q.y - p.y))
-                    next.append((p, m))
-                    next.append((m, q))
-                } else {
-                    next.append((p, q))
-                }
-            }
-            pieces = next
+        // Split at x = 0, then each piece at x = width (without an array of pieces per edge: a
+        // debug build allocated three for every edge of every path drawn).
+        if (a.x - 0) * (b.x - 0) < 0 {
+            let t = (0 - a.x) / (b.x - a.x)
+            let m = (x: 0.0, y: a.y + t * (b.y - a.y))
+            addPiece(a, m)
+            addPiece(m, b)
+        } else {
+            addPiece(a, b)
         }
-        for (p, q) in pieces {
-            let mid = (p.x + q.x) / 2
-            if mid >= w { continue }
-            if mid <= 0 {
-                line((x: 0, y: p.y), (x: 0, y: q.y))
-            } else {
-                line(p, q)
-            }
+    }
+
+    /// An edge's piece on one side of x = 0, split at x = width.
+    private mutating func addPiece(_ p: Point, _ q: Point) {
+        let w = Double(width)
+        if (p.x - w) * (q.x - w) < 0 {
+            let t = (w - p.x) / (q.x - p.x)
+            let m = (x: w, y: p.y + t * (q.y - p.y))
+            addColumnPiece(p, m)
+            addColumnPiece(m, q)
+        } else {
+            addColumnPiece(p, q)
+        }
+    }
+
+    /// A piece left of, inside or right of the columns: right of them it adds nothing, left of
+    /// them it runs down column 0 (its winding still counts for every pixel to the right).
+    private mutating func addColumnPiece(_ p: Point, _ q: Point) {
+        let mid = (p.x + q.x) / 2
+        if mid >= Double(width) { return }
+        if mid <= 0 {
+            line((x: 0, y: p.y), (x: 0, y: q.y))
+        } else {
+            line(p, q)
         }
     }
 
     /// Accumulates the signed area one edge (inside the columns) adds to the cells it crosses.
     private mutating func line(_ pIn: Point, _ qIn: Point) {
         // Split points carry rounding error; keep every x inside the columns.
-        let w = Double(width)
-        let p = (x: min(max(pIn.x, 0), w), y: pIn.y), q = (x: min(max(qIn.x, 0), w), y: qIn.y)
+        let w = Double(width), height = self.height, stride = width + 2
+        let p = (x: Self.lesser(Self.greater(pIn.x, 0), w), y: pIn.y), q = (x: Self.lesser(Self.greater(qIn.x, 0), w), y: qIn.y)
         guard p.y != q.y else { return }
         let (direction, p0, p1): (Float, Point, Point) = p.y < q.y ? (1, p, q) : (-1, q, p)
         let dxdy = (p1.x - p0.x) / (p1.y - p0.y)
@@ -151,50 +161,58 @@ struct Canvas {
         guard dxdy.isFinite else { return }
         var x = p0.x
         if p0.y < 0 { x -= p0.y * dxdy }
-        let yStart = max(0, Int(p0.y.rounded(.down)))
-        let yEnd = min(height, Int(p1.y.rounded(.up)))
+        let yStart = Swift.max(0, Int(p0.y.rounded(.down)))
+        let yEnd = Swift.min(height, Int(p1.y.rounded(.up)))
         guard yStart < yEnd else { return }
-        let stride = width + 2
-        for y in yStart..<yEnd {
-            let row = y * stride
-            let dy = min(Double(y + 1), p1.y) - max(Double(y), p0.y)
-            let xNext = x + dxdy * dy
-            let d = Float(dy) * direction
-            // The edge lies within the columns, but a steep run of rows (a nearly level edge, a
-            // start far above the canvas) carries rounding error: keep each row's crossing there.
-            let xa = min(max(x, 0), w), xb = min(max(xNext, 0), w)
-            let (x0, x1) = xa < xb ? (xa, xb) : (xb, xa)
-            let x0Floor = x0.rounded(.down)
-            let x0i = Int(x0Floor)
-            let x1Ceil = x1.rounded(.up)
-            let x1i = Int(x1Ceil)
-            if x1i <= x0i + 1 {
-                let xmf = Float(0.5 * (xa + xb) - x0Floor)
-                accumulation[row + x0i] += d - d * xmf
-                accumulation[row + x0i + 1] += d * xmf
-            } else {
-                let s = Float(1 / (x1 - x0))
-                let x0f = Float(x0 - x0Floor)
-                let a0 = 0.5 * s * (1 - x0f) * (1 - x0f)
-                let x1f = Float(x1 - x1Ceil + 1)
-                let am = 0.5 * s * x1f * x1f
-                accumulation[row + x0i] += d * a0
-                if x1i == x0i + 2 {
-                    accumulation[row + x0i + 1] += d * (1 - a0 - am)
+        // Through a buffer pointer and concrete min/max, as in `fill`: a debug build runs this
+        // for every row every edge crosses.
+        accumulation.withUnsafeMutableBufferPointer { cells in
+            for y in yStart..<yEnd {
+                let row = y * stride
+                let dy = Self.lesser(Double(y + 1), p1.y) - Self.greater(Double(y), p0.y)
+                let xNext = x + dxdy * dy
+                let d = Float(dy) * direction
+                // The edge lies within the columns, but a steep run of rows (a nearly level edge, a
+                // start far above the canvas) carries rounding error: keep each row's crossing there.
+                let xa = Self.lesser(Self.greater(x, 0), w), xb = Self.lesser(Self.greater(xNext, 0), w)
+                let (x0, x1) = xa < xb ? (xa, xb) : (xb, xa)
+                let x0Floor = x0.rounded(.down)
+                let x0i = Int(x0Floor)
+                let x1Ceil = x1.rounded(.up)
+                let x1i = Int(x1Ceil)
+                if x1i <= x0i + 1 {
+                    let xmf = Float(0.5 * (xa + xb) - x0Floor)
+                    cells[row + x0i] += d - d * xmf
+                    cells[row + x0i + 1] += d * xmf
                 } else {
-                    let a1 = s * (1.5 - x0f)
-                    accumulation[row + x0i + 1] += d * (a1 - a0)
-                    if x0i + 2 < x1i - 1 {
-                        for xi in (x0i + 2)..<(x1i - 1) { accumulation[row + xi] += d * s }
+                    let s = Float(1 / (x1 - x0))
+                    let x0f = Float(x0 - x0Floor)
+                    let a0 = 0.5 * s * (1 - x0f) * (1 - x0f)
+                    let x1f = Float(x1 - x1Ceil + 1)
+                    let am = 0.5 * s * x1f * x1f
+                    cells[row + x0i] += d * a0
+                    if x1i == x0i + 2 {
+                        cells[row + x0i + 1] += d * (1 - a0 - am)
+                    } else {
+                        let a1 = s * (1.5 - x0f)
+                        cells[row + x0i + 1] += d * (a1 - a0)
+                        if x0i + 2 < x1i - 1 {
+                            for xi in (x0i + 2)..<(x1i - 1) { cells[row + xi] += d * s }
+                        }
+                        let a2 = a1 + Float(x1i - x0i - 3) * s
+                        cells[row + x1i - 1] += d * (1 - a2 - am)
                     }
-                    let a2 = a1 + Float(x1i - x0i - 3) * s
-                    accumulation[row + x1i - 1] += d * (1 - a2 - am)
+                    cells[row + x1i] += d * am
                 }
-                accumulation[row + x1i] += d * am
+                x = xNext
             }
-            x = xNext
         }
     }
+
+    /// `Swift.min(x, y)` and `Swift.max(x, y)` of two doubles, the same values (NaN and signed
+    /// zeros included) without a generic call.
+    @inline(__always) private static func lesser(_ x: Double, _ y: Double) -> Double { y < x ? y : x }
+    @inline(__always) private static func greater(_ x: Double, _ y: Double) -> Double { y >= x ? y : x }
 
     /// Strokes a polyline `width` pixels wide (each segment and each joint a polygon of the same
     /// winding, so overlaps do not cancel).
