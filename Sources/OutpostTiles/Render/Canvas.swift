@@ -114,9 +114,7 @@ struct Canvas {
         guard a.y != b.y, a.x.isFinite, a.y.isFinite, b.x.isFinite, b.y.isFinite else { return }
         // Split at x = 0, then each piece at x = width (without an array of pieces per edge: a
         // debug build allocated three for every edge of every path drawn).
-        if (a.x - 0) * (b.x - 0) < 0 {
-            let t = (0 - a.x) / (b.x - a.x)
-            let m = (x: 0.0, y: a.y + t * (b.y - a.y))
+        if let m = Self.crossing(a, b, x: 0) {
             addPiece(a, m)
             addPiece(m, b)
         } else {
@@ -126,15 +124,20 @@ struct Canvas {
 
     /// An edge's piece on one side of x = 0, split at x = width.
     private mutating func addPiece(_ p: Point, _ q: Point) {
-        let w = Double(width)
-        if (p.x - w) * (q.x - w) < 0 {
-            let t = (w - p.x) / (q.x - p.x)
-            let m = (x: w, y: p.y + t * (q.y - p.y))
+        if let m = Self.crossing(p, q, x: Double(width)) {
             addColumnPiece(p, m)
             addColumnPiece(m, q)
         } else {
             addColumnPiece(p, q)
         }
+    }
+
+    /// Where the segment from `p` to `q` crosses the vertical line at `edge` (nil when both ends
+    /// lie on one side of it, or on it).
+    private static func crossing(_ p: Point, _ q: Point, x edge: Double) -> Point? {
+        guard (p.x - edge) * (q.x - edge) < 0 else { return nil }
+        let t = (edge - p.x) / (q.x - p.x)
+        return (x: edge, y: p.y + t * (q.y - p.y))
     }
 
     /// A piece left of, inside or right of the columns: right of them it adds nothing, left of
@@ -153,7 +156,7 @@ struct Canvas {
     private mutating func line(_ pIn: Point, _ qIn: Point) {
         // Split points carry rounding error; keep every x inside the columns.
         let w = Double(width), height = self.height, stride = width + 2
-        let p = (x: Self.lesser(Self.greater(pIn.x, 0), w), y: pIn.y), q = (x: Self.lesser(Self.greater(qIn.x, 0), w), y: qIn.y)
+        let p = (x: Self.clamped(pIn.x, to: w), y: pIn.y), q = (x: Self.clamped(qIn.x, to: w), y: qIn.y)
         guard p.y != q.y else { return }
         let (direction, p0, p1): (Float, Point, Point) = p.y < q.y ? (1, p, q) : (-1, q, p)
         let dxdy = (p1.x - p0.x) / (p1.y - p0.y)
@@ -174,7 +177,7 @@ struct Canvas {
                 let d = Float(dy) * direction
                 // The edge lies within the columns, but a steep run of rows (a nearly level edge, a
                 // start far above the canvas) carries rounding error: keep each row's crossing there.
-                let xa = Self.lesser(Self.greater(x, 0), w), xb = Self.lesser(Self.greater(xNext, 0), w)
+                let xa = Self.clamped(x, to: w), xb = Self.clamped(xNext, to: w)
                 let (x0, x1) = xa < xb ? (xa, xb) : (xb, xa)
                 let x0Floor = x0.rounded(.down)
                 let x0i = Int(x0Floor)
@@ -213,6 +216,8 @@ struct Canvas {
     /// zeros included) without a generic call.
     @inline(__always) private static func lesser(_ x: Double, _ y: Double) -> Double { y < x ? y : x }
     @inline(__always) private static func greater(_ x: Double, _ y: Double) -> Double { y >= x ? y : x }
+    /// `min(max(x, 0), upper)`: an x kept within the columns.
+    @inline(__always) private static func clamped(_ x: Double, to upper: Double) -> Double { lesser(greater(x, 0), upper) }
 
     /// Strokes a polyline `width` pixels wide (each segment and each joint a polygon of the same
     /// winding, so overlaps do not cancel).
