@@ -17,15 +17,25 @@ struct UserTokenTests {
 
     /// A users file: a viewer, an editor, an admin, and a viewer who may edit one service.
     static func usersFile(_ directory: TemporaryDirectory) throws -> URL {
-        var file = UserFile()
-        try file.setUser("vera", role: .viewer, password: password)
-        try file.setUser("ed", role: .editor, password: password)
-        try file.setUser("ada", role: .admin, password: password)
-        try file.setUser("fieldcrew", role: .viewer, password: password, services: ["field_inspection": [.query, .edit]])
-        try file.setUser("outsider", role: .editor, password: password, services: ["field_inspection": []])
         let url = directory.file("users.json")
-        try file.save(to: url)
+        try users.get().save(to: url)
         return url
+    }
+
+    /// The users, made once for the suite, each with 1,000 rounds of PBKDF2 recorded in the file
+    /// instead of `setUser`'s 600,000 (held by `tokensRoundTripAndFailClosed`): a sign-in
+    /// derives the key with the rounds the user's entry names, and at 600,000 the suite's
+    /// hundred sign-ins were 84% of its CPU (PBKDF2 in the debug build's unoptimised BoringSSL).
+    static let users = Result<UserFile, any Error> {
+        let entries: [(String, Role, [String: [Permission]]?)] = [
+            ("vera", .viewer, nil), ("ed", .editor, nil), ("ada", .admin, nil),
+            ("fieldcrew", .viewer, ["field_inspection": [.query, .edit]]), ("outsider", .editor, ["field_inspection": []]),
+        ]
+        return UserFile(users: try entries.map { name, role, services in
+            let salt = UserFile.randomHex(16)
+            let hash = try UserFile.derive(password, salt: salt, iterations: 1_000)
+            return UserFile.User(name: name, role: role, salt: salt, iterations: 1_000, hash: hash, services: services)
+        })
     }
 
     func withSecuredServer(
