@@ -18,7 +18,7 @@ let replica = try Geodatabase.open(at: URL(fileURLWithPath: arguments[1]))
 /// is cancelled when the view goes away; here the screen keeps that Task itself.
 final class OpenInspectionsScreen: Sendable {
     let table: FeatureTable
-    let loading = LockedValue<Task<[Feature], any Error>?>(nil)
+    let loading = Locked<Task<[Feature], any Error>?>(nil)
 
     init(table: FeatureTable) { self.table = table }
 
@@ -38,7 +38,7 @@ final class OpenInspectionsScreen: Sendable {
 /// The app's sync: it goes on when the user leaves the screen that started it. Screens await or
 /// watch the job; one that goes away ends its own wait, not the job.
 final class SyncModel: Sendable {
-    let job = LockedValue<Job<SyncGeodatabaseJob>?>(nil)
+    let job = Locked<Job<SyncGeodatabaseJob>?>(nil)
 
     func sync(_ task: GeodatabaseSyncTask, _ replica: Geodatabase) async throws {
         let parameters = try await task.makeDefaultSyncGeodatabaseParameters(geodatabase: replica)

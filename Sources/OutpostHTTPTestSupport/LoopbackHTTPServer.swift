@@ -58,12 +58,12 @@ public final class LoopbackHTTPServer: Sendable {
     /// A server that takes every request and never answers (a peer gone silent), and how many
     /// requests it has taken so far.
     public static func startSilent() async throws -> (server: LoopbackHTTPServer, asked: @Sendable () -> Int) {
-        let asked = Mutex(0)
+        let asked = Atomic<Int>(0)
         let server = try await start { _ in
-            asked.withLock { $0 += 1 }
+            asked.add(1, ordering: .relaxed)
             return .held
         }
-        return (server, { asked.withLock { $0 } })
+        return (server, { asked.load(ordering: .relaxed) })
     }
 
     /// Starts listening; stop with ``stop()``.

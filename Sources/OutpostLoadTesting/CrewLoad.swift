@@ -7,7 +7,6 @@ import OutpostServer
 import OutpostStorage
 import OutpostSync
 import OutpostSyncService
-import Synchronization
 
 /// Many field crews syncing with one service at once, checked against oracles.
 ///
@@ -183,14 +182,14 @@ public enum CrewLoad {
             var changed: [String: Oracle.Row] = [:]
             var edits = 0
         }
-        let ledger: Mutex<Ledger>
+        let ledger: Locked<Ledger>
 
         init(index: Int, gdb: Geodatabase, urls: [URL], ledger: Ledger) {
             self.index = index
             self.gdb = gdb
             area = CrewLoad.area(crew: index)
             self.urls = urls
-            self.ledger = Mutex(ledger)
+            self.ledger = Locked(ledger)
         }
     }
 
@@ -201,7 +200,7 @@ public enum CrewLoad {
         _ configuration: Configuration, servers: [URL], backend: any FeatureServiceBackend & SyncBackend, directory: URL
     ) async throws -> Report {
         let oracle = Oracle()
-        let errors = LockedValue<[ServerError]>([])
+        let errors = Locked<[ServerError]>([])
         let observe: LoopbackProxy.Observer = { method, uri, request, status, response in
             oracle.observe(method, uri, request, status, response)
             guard status >= 500 else { return }
@@ -256,7 +255,7 @@ public enum CrewLoad {
         var report = Report()
         report.crews = configuration.crews
         let start = ContinuousClock.now
-        let synced = LockedValue(0)
+        let synced = Locked(0)
         let outcomes = try await withThrowingTaskGroup(of: (latencies: [Double], failures: Int).self) { group in
             for crew in crews {
                 group.addTask {

@@ -2,7 +2,6 @@ import Foundation
 import OutpostCore
 import OutpostProtocol
 import OutpostStorage
-import Synchronization
 
 /// What the server must hold: the initial data with every accepted change applied in generation
 /// order by the layer's conflict policy, from two sources the test sees independently of the
@@ -43,7 +42,7 @@ public final class Oracle: Sendable {
         public var description: String { "\(globalId).\(column) (batch \(seq) of \(replica))" }
     }
 
-    private let events = Mutex<[(Int64, Event)]>([])
+    private let events = Locked<[(Int64, Event)]>([])
 
     /// An oracle with no events.
     public init() {}
@@ -71,7 +70,7 @@ public final class Oracle: Sendable {
     }
 
     /// The batches recorded, by replica and sequence number.
-    private let seen = Mutex<Set<String>>([])
+    private let seen = Locked<Set<String>>([])
 
     /// A change the server logged: its generation, who made it (nil: not a replica), the
     /// columns, when it was edited.

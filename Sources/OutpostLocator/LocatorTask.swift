@@ -15,7 +15,7 @@ public final class LocatorTask: LoadableForwarding, Sendable {
     /// The GeocodeServer or `.locator` file.
     public let url: URL
     public let loadSupport: LoadableSupport
-    private let backend = LockedValue<Backend?>(nil)
+    private let backend = Locked<Backend?>(nil)
     let transport: any RESTTransport
 
     enum Backend: Sendable {

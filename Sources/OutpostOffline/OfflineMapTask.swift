@@ -23,7 +23,7 @@ public final class OfflineMapTask: LoadableForwarding, Sendable {
     public let source: String?
     let token: String?
     public let loadSupport: LoadableSupport
-    private let loaded = LockedValue<MapDefinition?>(nil)
+    private let loaded = Locked<MapDefinition?>(nil)
 
     /// A task for a map definition in hand.
     public init(map: MapDefinition, token: String? = nil) {

@@ -3,7 +3,7 @@ import Logging
 import PostgresNIO
 import _ConnectionPoolModule
 import OutpostSyncService
-import Synchronization
+import OutpostCore
 
 /// One connection pool for the services (or job records) of a database opened together; its
 /// connections stop when the last user is closed.
@@ -22,11 +22,11 @@ final class PostgresPool: Sendable {
         var runner: Task<Void, Never>
         var server: PostgresLocation.Server
     }
-    private let current: Mutex<Current>
-    private let users = Mutex(0)
+    private let current: Locked<Current>
+    private let users = Locked(0)
     /// Whether a look for the primary is under way, and when the last began.
-    private let looking = Mutex<(active: Bool, last: ContinuousClock.Instant?)>((false, nil))
-    private let watcher = Mutex<Task<Void, Never>?>(nil)
+    private let looking = Locked<(active: Bool, last: ContinuousClock.Instant?)>((false, nil))
+    private let watcher = Locked<Task<Void, Never>?>(nil)
     private let logger = Logger(label: "outpost.postgres")
 
     /// A pool on the primary of `location` (its first server when none answers as one yet).
@@ -39,7 +39,7 @@ final class PostgresPool: Sendable {
         self.location = location
         self.maximumConnections = maximumConnections
         let client = Self.client(location.on(server), maximumConnections: maximumConnections)
-        current = Mutex(Current(client: client, runner: Task { await client.run() }, server: server))
+        current = Locked(Current(client: client, runner: Task { await client.run() }, server: server))
         guard location.servers.count > 1 else { return }
         watcher.withLock {
             $0 = Task { [weak self] in
@@ -172,9 +172,9 @@ extension PostgresPool {
 
 /// A request racing its time limit: whichever ends first answers.
 private final class Race<T: Sendable>: Sendable {
-    let pending = Mutex<CheckedContinuation<T, any Error>?>(nil)
-    let work = Mutex<Task<Void, Never>?>(nil)
-    let timer = Mutex<Task<Void, Never>?>(nil)
+    let pending = Locked<CheckedContinuation<T, any Error>?>(nil)
+    let work = Locked<Task<Void, Never>?>(nil)
+    let timer = Locked<Task<Void, Never>?>(nil)
 
     func finish(_ result: Result<T, any Error>) {
         pending.withLock { continuation in

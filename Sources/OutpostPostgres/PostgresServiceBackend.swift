@@ -7,7 +7,6 @@ import OutpostSyncService
 import OutpostStorage
 import PostgresNIO
 import _ConnectionPoolModule
-import Synchronization
 
 /// A feature service whose data lives in PostgreSQL/PostGIS (docs/postgres.md), loaded there by
 /// ``PostgresServiceStore/createService(named:from:at:replace:)``. Holds no state of its own
@@ -25,13 +24,13 @@ public final class PostgresServiceBackend: FeatureServiceBackend {
     /// The service schema as this process last read it, with a table mapping per layer. Another
     /// process may migrate the service: every commit, replica read and schema request compares
     /// the stored schema version and reads the schema again when it moved.
-    private let current: Mutex<(schema: ServiceSchema, layers: [Int: PostgresLayer])>
-    private let lastSchemaCheck = Mutex<ContinuousClock.Instant?>(nil)
+    private let current: Locked<(schema: ServiceSchema, layers: [Int: PostgresLayer])>
+    private let lastSchemaCheck = Locked<ContinuousClock.Instant?>(nil)
     var serviceSchema: ServiceSchema { current.withLock { $0.schema } }
     var layers: [Int: PostgresLayer] { current.withLock { $0.layers } }
     let pool: PostgresPool
     var client: PostgresClient { pool.client }
-    private let closed = Mutex(false)
+    private let closed = Locked(false)
     /// The longest a request waits for the database (a connection, then its queries).
     let timeout: Duration
     let logger = Logger(label: "outpost.postgres")
@@ -45,7 +44,7 @@ public final class PostgresServiceBackend: FeatureServiceBackend {
         self.clock = clock
         self.name = name
         self.location = location
-        current = Mutex((schema, Self.tables(schema, service: name)))
+        current = Locked((schema, Self.tables(schema, service: name)))
         self.pool = pool
         pool.retain()
         self.timeout = timeout

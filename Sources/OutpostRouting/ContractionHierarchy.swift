@@ -1,6 +1,6 @@
 import Foundation
 import GRDB
-import Synchronization
+import OutpostCore
 
 /// Contraction hierarchies over one travel mode's graph.
 ///
@@ -22,7 +22,7 @@ public final class ContractionHierarchy: Sendable {
     let up: Arcs
     let down: Arcs
     /// Scratch space of finished queries, reused by the next ones.
-    private let searchers = Mutex<[Searcher]>([])
+    private let searchers = Locked<[Searcher]>([])
 
     /// Arcs in compressed rows: those of node n are `offsets[n]..<offsets[n + 1]`. `via` ≥ 0 is
     /// the graph edge an original arc runs along; a shortcut over node m has `via = -1 - m`.
@@ -55,7 +55,7 @@ public final class ContractionHierarchy: Sendable {
     /// The hierarchies of several graphs, built side by side on the machine's cores.
     static func build(_ graphs: [TravelMode: ArcGraph]) -> [TravelMode: ContractionHierarchy] {
         let modes = Array(graphs.keys)
-        let built = Mutex<[TravelMode: ContractionHierarchy]>([:])
+        let built = Locked<[TravelMode: ContractionHierarchy]>([:])
         DispatchQueue.concurrentPerform(iterations: modes.count) { i in
             let hierarchy = ContractionHierarchy(graph: graphs[modes[i]]!)
             built.withLock { $0[modes[i]] = hierarchy }

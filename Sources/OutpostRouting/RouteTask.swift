@@ -19,7 +19,7 @@ public final class RouteTask: LoadableForwarding, Sendable {
     /// The NAServer route layer or `.network` file.
     public let url: URL
     public let loadSupport: LoadableSupport
-    private let backend = LockedValue<Backend?>(nil)
+    private let backend = Locked<Backend?>(nil)
     let transport: any RESTTransport
 
     enum Backend: Sendable {

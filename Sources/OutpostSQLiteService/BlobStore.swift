@@ -3,7 +3,6 @@ import OutpostCore
 import OutpostDigest
 import OutpostProtocol
 import OutpostSyncService
-import Synchronization
 
 /// Attachment content uploaded by hash, kept in files beside the service
 /// (`<service>.gpkg.blobs/<sha256>`), received in chunks at increasing offsets and verified
@@ -11,7 +10,7 @@ import Synchronization
 /// server's file ends; content the server already has is not sent again.
 final class BlobStore: Sendable {
     let directory: URL
-    private let lock = Mutex(())
+    private let lock = Locked(())
 
     init(directory: URL) {
         self.directory = directory

@@ -1,5 +1,5 @@
 import Foundation
-import Synchronization
+import OutpostCore
 
 /// Runs an async body to its end on the calling thread: the thread a database connection's
 /// transaction runs on (SQLite connections are used on their own queue only).
@@ -16,7 +16,7 @@ final class ConnectionThread: TaskExecutor, @unchecked Sendable {
     /// Runs `body` on this thread and returns what it returned (or throws what it threw).
     static func run<T: Sendable>(_ body: @escaping @Sendable () async throws -> T) throws -> T {
         let thread = ConnectionThread()
-        let outcome = Mutex<Result<T, any Error>?>(nil)
+        let outcome = Locked<Result<T, any Error>?>(nil)
         Task(executorPreference: thread) {
             let result: Result<T, any Error>
             do { result = .success(try await body()) } catch { result = .failure(error) }

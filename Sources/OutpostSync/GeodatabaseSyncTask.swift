@@ -2,7 +2,6 @@ import AsyncHTTPClient
 import Foundation
 import OutpostCore
 import OutpostStorage
-import Synchronization
 
 /// Takes a feature service offline and keeps the copy in sync (the ArcGIS
 /// `GeodatabaseSyncTask`): generate a replica geodatabase, sync it both ways, unregister it.
@@ -57,7 +56,7 @@ public final class GeodatabaseSyncTask: Loadable, Sendable {
     private let info = InfoBox()
 
     private final class InfoBox: Sendable {
-        let value = Mutex<ServiceInfo?>(nil)
+        let value = Locked<ServiceInfo?>(nil)
     }
 
     /// A task for the feature service at `url` (`…/rest/services/<name>/FeatureServer`).

@@ -1,6 +1,5 @@
 import Foundation
 import OutpostCore
-import Synchronization
 
 /// One server job as a status request reports it.
 public struct JobRecord: Sendable, Equatable {
@@ -112,7 +111,7 @@ extension JobRecordStore {
 /// answer "not found", which a client treats as a failed job and retries (every operation behind a job
 /// is idempotent or registers nothing until it succeeds).
 public final class MemoryJobStore: JobRecordStore {
-    private let records = Mutex<[String: (record: JobRecord, cancel: Bool)]>([:])
+    private let records = Locked<[String: (record: JobRecord, cancel: Bool)]>([:])
     private let clock: ServiceClock
 
     /// An empty store; `clock` gives the time updates are stamped with.

@@ -51,7 +51,7 @@ struct OfflineMapTaskTests {
         let rebuilt = try JobRegistry.withOfflineMapJobs().makeJob(from: JobSnapshot.decode(json))
         #expect(rebuilt.status == .paused)
         // Its progress combines its parts' (a fraction of each part's bytes or tiles).
-        let fractions = LockedValue<[Double]>([])
+        let fractions = Locked<[Double]>([])
         let updates = rebuilt.progressUpdates
         let watcher = Task { for await p in updates { fractions.update { $0.append(p.fraction) } } }
         try rebuilt.start()

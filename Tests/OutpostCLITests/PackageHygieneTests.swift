@@ -201,4 +201,20 @@ struct PackageHygieneTests {
             }
         }
     }
+
+    /// Shared state sits behind OutpostCore's `Locked` (a POSIX mutex): ThreadSanitizer cannot
+    /// see the standard library's `Synchronization.Mutex` on Linux (a futex), and reported every
+    /// two of its `withLock` calls on different threads as a race (`scripts/sanitize thread`).
+    @Test func noLockThreadSanitizerCannotSee() throws {
+        let mutex = /\bMutex\s*[<(]/
+        for folder in ["Sources", "Tests", "Snippets"] {
+            let directory = Repository.root.appendingPathComponent(folder)
+            let files = FileManager.default.enumerator(at: directory, includingPropertiesForKeys: nil)?.compactMap { $0 as? URL }.filter { $0.pathExtension == "swift" } ?? []
+            #expect(!files.isEmpty, "\(folder) has sources")
+            for file in files {
+                let text = try String(contentsOf: file, encoding: .utf8)
+                #expect(text.firstMatch(of: mutex) == nil, "\(file.path.dropFirst(Repository.root.path.count + 1)) uses Synchronization.Mutex; use Locked")
+            }
+        }
+    }
 }

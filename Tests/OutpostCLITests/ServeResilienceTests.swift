@@ -2,7 +2,6 @@ import Foundation
 import OutpostCore
 import OutpostHTTPTestSupport
 import OutpostTestSupport
-import Synchronization
 import Testing
 
 #if canImport(FoundationNetworking)
@@ -108,7 +107,7 @@ struct ServeResilienceTests {
         let log = dir.file("serve.log")
         let server = try await ServeProcess.start(service: services, environment: ["LOG_LEVEL": "info"], errorLog: log)
         final class Moments: Sendable {
-            let state = Mutex((terminated: false, delayed: false))
+            let state = Locked((terminated: false, delayed: false))
         }
         let moments = Moments()
         let process = server.process

@@ -6,14 +6,13 @@ import OutpostCore
 #endif
 import OutpostTestSupport
 import OutpostHTTPTestSupport
-import Synchronization
 import Testing
 
 /// `outpost tiles` against a real HTTP tile server on loopback.
 @Suite("outpost tiles")
 struct TilesCommandTests {
     final class Requests: Sendable {
-        let counts = Mutex<[String: Int]>([:])
+        let counts = Locked<[String: Int]>([:])
         var total: Int { counts.withLock { $0.values.reduce(0, +) } }
         var repeated: Int { counts.withLock { $0.values.filter { $0 > 1 }.count } }
     }
@@ -142,7 +141,7 @@ struct TilesCommandTests {
     @Test(arguments: ["out.mbtiles", "out.tpkx", "out-folder"])
     func anExportKilledWhileItsSourceStallsResumesWithWhatArrived(_ name: String) async throws {
         final class Link: Sendable {
-            let state = Mutex((delivered: Set<String>(), stalledAt: ContinuousClock.Instant?.none, open: false, asked: [String: Int]()))
+            let state = Locked((delivered: Set<String>(), stalledAt: ContinuousClock.Instant?.none, open: false, asked: [String: Int]()))
         }
         let link = Link()
         let server = try await LoopbackHTTPServer.start { request in

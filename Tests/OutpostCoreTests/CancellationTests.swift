@@ -9,7 +9,7 @@ import Testing
 /// runs and that its rollback removes (what a partial output is).
 struct GateJob: JobDefinition {
     final class Gate: Sendable {
-        let opened = Mutex(false)
+        let opened = Locked(false)
         /// Where the job writes its partial output, in a directory of its own that lives as
         /// long as the gate.
         let directory = TemporaryDirectory("outpost-gate")
@@ -74,8 +74,8 @@ struct CancellationTests {
     /// reaches it only while it runs the part it registered the interrupt for.
     @Test(.timeLimit(.minutes(1)))
     func blockingWorkHearsItsCallerLeave() async throws {
-        let started = Mutex(false)
-        let ended = Mutex(false)
+        let started = Locked(false)
+        let ended = Locked(false)
         let work = Task {
             try await runBlocking { cancellation in
                 started.withLock { $0 = true }
@@ -114,7 +114,7 @@ struct CancellationTests {
 
     @Test func aCancelledCallerLeavesASharedOutcomeAndTheOthersGetIt() async throws {
         let outcome = SharedOutcome<Int>()
-        let left = Mutex<[Int]>([])
+        let left = Locked<[Int]>([])
         let first = Task { try await outcome.value { remaining in left.withLock { $0.append(remaining) } } }
         let second = Task { try await outcome.value() }
         while outcome.waiting < 2 { await Task.yield() }
@@ -185,9 +185,9 @@ struct CancellationTests {
 
     /// A resource whose load hangs until told, noting the attempts and their cancellation.
     final class Hanging: LoadableForwarding {
-        let attempts = LockedValue(0)
-        let cancelled = LockedValue(0)
-        let hangs = LockedValue(true)
+        let attempts = Locked(0)
+        let cancelled = Locked(0)
+        let hangs = Locked(true)
         let loadSupport: LoadableSupport
 
         init() {
@@ -233,7 +233,7 @@ struct CancellationTests {
 
     @Test(.timeLimit(.minutes(1)))
     func blockingWorkLetsACancelledCallerGo() async throws {
-        let started = Mutex(false)
+        let started = Locked(false)
         let caller = Task {
             try await runBlocking {
                 started.withLock { $0 = true }
@@ -245,7 +245,7 @@ struct CancellationTests {
         let (took, error) = try await CancellationBound.cancel(caller) { true }
         #expect(error is CancellationError && took < Self.bound, "\(String(describing: error)) after \(took)")
         // Cancelled before it began: the work never runs.
-        let ran = Mutex(false)
+        let ran = Locked(false)
         let never = Task {
             withUnsafeCurrentTask { $0?.cancel() }
             return try await runBlocking { ran.withLock { $0 = true } }

@@ -1,5 +1,4 @@
 import Foundation
-import Synchronization
 import Testing
 
 @testable import OutpostCore
@@ -11,10 +10,10 @@ final class TestResource: Loadable {
 
     /// What the loader reads and writes, shared with the closure.
     final class State: Sendable {
-        let attempts = Mutex(0)
-        let failNext = Mutex(false)
+        let attempts = Locked(0)
+        let failNext = Locked(false)
         let gate = Gate()
-        let title = Mutex(Overridable<String>())
+        let title = Locked(Overridable<String>())
     }
 
     let name: String
@@ -43,7 +42,7 @@ final class TestResource: Loadable {
 
 /// Holds tasks until opened (ignores cancellation on purpose: a loader that does not check).
 final class Gate: Sendable {
-    private let state = Mutex<(open: Bool, waiters: [CheckedContinuation<Void, Never>])>((false, []))
+    private let state = Locked<(open: Bool, waiters: [CheckedContinuation<Void, Never>])>((false, []))
     func wait() async {
         await withCheckedContinuation { c in
             let open = state.withLock { s -> Bool in
@@ -113,7 +112,7 @@ struct LoadableTests {
     @Test(.timeLimit(.minutes(1)))
     func cancelFailsEveryWaiterWithCancellation() async throws {
         let r = TestResource("r", holdInLoad: true)
-        final class Results: Sendable { let values = Mutex<[Bool]>([]) }
+        final class Results: Sendable { let values = Locked<[Bool]>([]) }
         let box = Results()
         await withTaskGroup(of: Void.self) { group in
             for _ in 0..<50 {

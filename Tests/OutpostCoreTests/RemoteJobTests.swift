@@ -1,5 +1,4 @@
 import Foundation
-import Synchronization
 import Testing
 
 @testable import OutpostCore
@@ -11,11 +10,11 @@ final class ScriptedTransport: RemoteJobTransport {
         case status(JSONValue)
         case unreachable
     }
-    let answers: Mutex<[Answer]>
-    let cancels = Mutex(0)
-    let polls = Mutex(0)
+    let answers: Locked<[Answer]>
+    let cancels = Locked(0)
+    let polls = Locked(0)
 
-    init(_ answers: [Answer]) { self.answers = Mutex(answers) }
+    init(_ answers: [Answer]) { self.answers = Locked(answers) }
 
     func status(at url: URL) async throws -> JSONValue {
         polls.withLock { $0 += 1 }
@@ -70,7 +69,7 @@ struct RemoteJobTests {
     @Test(.timeLimit(.minutes(1)))
     func theOutageIsMeasuredOnTheJobsClock() async throws {
         let transport = ScriptedTransport([.status(["jobStatus": "esriJobExecuting"]), .unreachable])
-        let readings = Mutex(0)
+        let readings = Locked(0)
         let fourMinutesAPoll = WallClock {
             Date(timeIntervalSince1970: 1_796_212_800 + 240 * Double(readings.withLock { n in
                 defer { n += 1 }

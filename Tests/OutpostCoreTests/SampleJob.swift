@@ -1,14 +1,13 @@
 import Foundation
-import Synchronization
 
 @testable import OutpostCore
 
 /// What the sample job did, shared with the test through the job environment.
 final class SampleJobLog: Sendable {
-    private let state = Mutex<(items: [String], cleanups: Int, rollbacks: Int, checkpoints: Int)>(([], 0, 0, 0))
+    private let state = Locked<(items: [String], cleanups: Int, rollbacks: Int, checkpoints: Int)>(([], 0, 0, 0))
     /// Called before the checkpoint with this 1-based number: lets a test pause or cancel there.
-    let onCheckpoint: Mutex<(@Sendable (Int) -> Void)?> = Mutex(nil)
-    let failAtItem: Mutex<String?> = Mutex(nil)
+    let onCheckpoint: Locked<(@Sendable (Int) -> Void)?> = Locked(nil)
+    let failAtItem: Locked<String?> = Locked(nil)
 
     var items: [String] { state.withLock { $0.items } }
     var cleanups: Int { state.withLock { $0.cleanups } }

@@ -22,8 +22,8 @@ struct LocatorCancellationTests {
         let (gdb, url) = try HelsinkiLocator.build(in: directory)
         try gdb.close()
         let locator = try LocalLocator(url: url, connections: 1)
-        let started = Mutex(false)
-        let ended = Mutex<(any Error)?>(nil)
+        let started = Locked(false)
+        let ended = Locked<(any Error)?>(nil)
         let searching = Task {
             try await runBlocking { cancellation in
                 do {
@@ -87,7 +87,7 @@ struct LocatorCancellationTests {
 struct RemoteLocatorCancellationTests {
     @Test(.timeLimit(.minutes(1)))
     func aGeocodeAgainstAServerThatNeverAnswersEndsWithItsTask() async throws {
-        let asked = Mutex(0)
+        let asked = Locked(0)
         let server = try await LoopbackHTTPServer.start { request in
             if request.path.hasSuffix("/GeocodeServer") {
                 return .json(#"{"singleLineAddressField": {"name": "SingleLine"}, "candidateFields": [], "spatialReference": {"wkid": 4326}, "capabilities": "Geocode,Suggest,ReverseGeocode"}"#)

@@ -7,7 +7,6 @@ import OutpostStorage
 import OutpostSyncService
 import OutpostTestSupport
 import OutpostServiceTestSupport
-import Synchronization
 import Testing
 
 /// `outpost serve --postgres`: several processes on one database, and a database that goes away.
@@ -371,7 +370,7 @@ struct PostgresServerTests {
 final class FailoverWriters: Sendable {
     let layer: String
     /// Features acknowledged, and how often each HTTP status was answered.
-    let state = Mutex<(acknowledged: Int, statuses: [Int: Int], odd: [String])>((0, [:], []))
+    let state = Locked<(acknowledged: Int, statuses: [Int: Int], odd: [String])>((0, [:], []))
 
     init(layer: String) { self.layer = layer }
 

@@ -2,7 +2,6 @@ import Foundation
 import OutpostCore
 import OutpostHTTPTestSupport
 import OutpostREST
-import Synchronization
 import Testing
 
 /// The REST client against a real server on 127.0.0.1: what it sends, and how each kind of
@@ -11,7 +10,7 @@ import Testing
 struct RESTClientTests {
     /// The requests a server took.
     final class Seen: Sendable {
-        private let requests = Mutex<[LoopbackHTTPServer.Request]>([])
+        private let requests = Locked<[LoopbackHTTPServer.Request]>([])
         func withLock<T>(_ body: (inout [LoopbackHTTPServer.Request]) -> T) -> T { requests.withLock { body(&$0) } }
     }
 
@@ -114,7 +113,7 @@ struct RESTClientTests {
         defer { try? FileManager.default.removeItem(at: folder) }
         let file = folder.appendingPathComponent("package.tpkx")
         try content.prefix(30_000).write(to: file)
-        let held = Mutex<Int64>(0)
+        let held = Locked<Int64>(0)
         try await RESTClient().download(server.baseURL.appendingPathComponent("file"), to: file, resume: true) { received, _ in held.withLock { $0 = received } }
         #expect(try Data(contentsOf: file) == content)
         #expect(held.withLock { $0 } == 100_000)

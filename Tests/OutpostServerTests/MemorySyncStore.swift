@@ -3,7 +3,6 @@ import OutpostCore
 import OutpostProtocol
 import OutpostStorage
 import OutpostSyncService
-import Synchronization
 
 /// A `SyncStore` held in memory, for running `SyncService`'s steps with no I/O: features by
 /// layer and global id, the change log, the ledger, replicas and conflicts. A write transaction
@@ -31,7 +30,7 @@ final class MemorySyncStore: SyncStore {
         var conflicts: [Int64: (ConflictRecord, state: String)] = [:]
     }
 
-    private let state: Mutex<State>
+    private let state: Locked<State>
     /// Transactions one at a time (a write holds it from its commit lock to its end).
     private let serial = AsyncSemaphore()
     let clock: ServiceClock
@@ -39,7 +38,7 @@ final class MemorySyncStore: SyncStore {
     var appliesStreamedBatches: Bool { false }
 
     init(schema: ServiceSchema, clock: ServiceClock) {
-        state = Mutex(State(schema: schema))
+        state = Locked(State(schema: schema))
         self.clock = clock
     }
 
@@ -66,11 +65,11 @@ final class MemorySyncStore: SyncStore {
 
 /// One transaction of a ``MemorySyncStore``: its own copy of the state.
 final class MemoryTransaction: SyncTransaction {
-    let state: Mutex<MemorySyncStore.State>
+    let state: Locked<MemorySyncStore.State>
     let clock: ServiceClock
 
     init(state: MemorySyncStore.State, clock: ServiceClock) {
-        self.state = Mutex(state)
+        self.state = Locked(state)
         self.clock = clock
     }
 

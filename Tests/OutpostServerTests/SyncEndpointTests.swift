@@ -8,7 +8,6 @@ import OutpostStorage
 @testable import OutpostSyncService
 import OutpostTestSupport
 import OutpostServiceTestSupport
-import Synchronization
 import Testing
 
 @testable import OutpostServer
@@ -249,7 +248,7 @@ struct NativeSyncEndpointTests {
         let service = try await TestService.fieldInspection(.sqlite)
         try await service.backend.close()
         let start = Date(timeIntervalSince1970: 1_700_000_000)
-        let later = Mutex(start)
+        let later = Locked(start)
         let backend = try SQLiteServiceBackend(url: service.file, clock: ServiceClock { later.withLock { $0 } })
         let info = try await backend.createReplica(
             ReplicaRequest(name: "clocked", layers: [.init(id: 0, serverGen: 0, syncDirection: .bidirectional)]),

@@ -1,5 +1,4 @@
 import Foundation
-import Synchronization
 import HTTPTypes
 import OutpostCore
 import OutpostServiceTestSupport
@@ -297,7 +296,7 @@ struct UserTokenTests {
 
 /// A clock that moves only when told: time passes in a test without sleeping.
 final class ManualClock: Sendable {
-    private let time = Mutex(Date(timeIntervalSince1970: 1_796_212_800))
+    private let time = Locked(Date(timeIntervalSince1970: 1_796_212_800))
 
     /// The clock to hand to what is tested.
     var clock: WallClock { WallClock { [self] in self.time.withLock { $0 } } }

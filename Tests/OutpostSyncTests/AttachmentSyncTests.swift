@@ -7,7 +7,6 @@ import OutpostTestSupport
 import OutpostLoadTesting
 import OutpostServiceTestSupport
 import OutpostHTTPTestSupport
-import Synchronization
 import Testing
 
 @testable import OutpostSync
@@ -48,12 +47,12 @@ struct AttachmentSyncTests {
 
     /// Counts content uploads and downloads passing a proxy, and drops chosen ones.
     final class Traffic: Sendable {
-        let uploads = Mutex<[String]>([])
-        let downloads = Mutex<[String]>([])
-        let dropUpload = Mutex<Set<Int>>([])
-        let dropDownload = Mutex<Set<Int>>([])
-        let uploadCount = Mutex(0)
-        let downloadCount = Mutex(0)
+        let uploads = Locked<[String]>([])
+        let downloads = Locked<[String]>([])
+        let dropUpload = Locked<Set<Int>>([])
+        let dropDownload = Locked<Set<Int>>([])
+        let uploadCount = Locked(0)
+        let downloadCount = Locked(0)
 
         func rule(_ method: String, _ uri: String) -> LoopbackProxy.Action {
             if method == "PUT", uri.contains("/blobs/") {

@@ -7,7 +7,6 @@ import OutpostSyncService
 import OutpostTestSupport
 import OutpostServiceTestSupport
 import OutpostHTTPTestSupport
-import Synchronization
 import Testing
 
 @testable import OutpostSync
@@ -210,12 +209,12 @@ struct ExactlyOnceTests {
 
 /// Lets the first `limit` matching requests be dropped.
 final class DropCounter: Sendable {
-    private let state: Mutex<Int>
+    private let state: Locked<Int>
     let limit: Int
 
     init(limit: Int) {
         self.limit = limit
-        state = Mutex(0)
+        state = Locked(0)
     }
 
     func take() -> Bool {

@@ -2,7 +2,6 @@ import Foundation
 import OutpostCore
 import OutpostTestSupport
 import OutpostHTTPTestSupport
-import Synchronization
 import Testing
 
 @testable import OutpostSync
@@ -15,7 +14,7 @@ final class FlakyJobServer: Sendable {
         var cancels = 0
         var dropUntil: Date?
     }
-    let state = Mutex(State())
+    let state = Locked(State())
     let dropAfterPolls: Int
     let dropFor: TimeInterval
     let succeedAfterPolls: Int

@@ -6,7 +6,6 @@ import OutpostStorage
 import OutpostTestSupport
 import OutpostLoadTesting
 import OutpostServiceTestSupport
-import Synchronization
 import Testing
 
 @testable import OutpostSync
@@ -19,11 +18,11 @@ struct MultiProcessSyncTests {
     /// The processes serving the database; a dead one is replaced by a new process.
     final class Fleet: Sendable {
         let service: TestService
-        let servers: Mutex<[ServeProcess]>
+        let servers: Locked<[ServeProcess]>
 
         init(_ service: TestService, _ servers: [ServeProcess]) {
             self.service = service
-            self.servers = Mutex(servers)
+            self.servers = Locked(servers)
         }
 
         /// A process picked at random among those running (as a balancer with health checks would).
@@ -256,7 +255,7 @@ struct MultiProcessSyncTests {
 
     /// Whether the restart test's outage happened (written by the task that stops and starts PostgreSQL).
     final class Outage: Sendable {
-        let state = Mutex((stopped: false, started: false))
+        let state = Locked((stopped: false, started: false))
     }
 
     struct ChecksumMismatch: Error {}

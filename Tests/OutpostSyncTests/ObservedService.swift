@@ -8,7 +8,6 @@ import OutpostServer
 import OutpostStorage
 import OutpostSyncService
 import OutpostTestSupport
-import Synchronization
 import Testing
 
 @testable import OutpostSync
@@ -28,7 +27,7 @@ final class ObservedService: Sendable {
 
     /// A proxy action waiting for the next upload or change page.
     final class NextAction: Sendable {
-        private let action = Mutex<LoopbackProxy.Action?>(nil)
+        private let action = Locked<LoopbackProxy.Action?>(nil)
         func set(_ a: LoopbackProxy.Action?) { action.withLock { $0 = a } }
         func take() -> LoopbackProxy.Action? { action.withLock { a in defer { a = nil }; return a } }
     }

@@ -5,7 +5,6 @@ import OutpostServer
 import OutpostServiceTestSupport
 import OutpostStorage
 import OutpostTestSupport
-import Synchronization
 import Testing
 
 @testable import OutpostSync
@@ -16,7 +15,7 @@ import Testing
 @Suite("Behind a reverse proxy")
 struct ReverseProxyTests {
     final class Seen: Sendable {
-        let exchanges = Mutex<[(method: String, uri: String, status: Int, response: String)]>([])
+        let exchanges = Locked<[(method: String, uri: String, status: Int, response: String)]>([])
         func observe(_ method: String, _ uri: String, _ request: Data, _ status: Int, _ response: Data) {
             exchanges.withLock { $0.append((method, uri, status, String(decoding: response, as: UTF8.self))) }
         }

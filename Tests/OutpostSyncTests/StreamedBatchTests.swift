@@ -8,7 +8,6 @@ import OutpostServiceTestSupport
 import OutpostStorage
 import OutpostSyncService
 import OutpostTestSupport
-import Synchronization
 import Testing
 
 @testable import OutpostSync
@@ -154,7 +153,7 @@ struct StreamedBatchTests {
         let backend = try #require(u.h.service.backend as? any SyncBackend)
         let pieces = PiecewiseUpload.pieces(of: u.body, count: 12)
         final class Flag: Sendable {
-            let value = Mutex(false)
+            let value = Locked(false)
             var isSet: Bool { value.withLock { $0 } }
             func set() { value.withLock { $0 = true } }
         }

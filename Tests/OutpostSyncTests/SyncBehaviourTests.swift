@@ -7,7 +7,6 @@ import OutpostServer
 import OutpostSyncService
 import OutpostTestSupport
 import OutpostServiceTestSupport
-import Synchronization
 import Testing
 
 @testable import OutpostSync
@@ -187,7 +186,7 @@ struct SyncBehaviourTests {
     @Test(.timeLimit(.minutes(2)), arguments: BackendKind.syncing)
     func aBatchTheServerCannotReadGoesAgainAsJSON(kind: BackendKind) async throws {
         let h = try await SyncHarness.start(kind)
-        let refusals = Mutex(0), sent = Mutex<[UploadBatch.Encoding]>([])
+        let refusals = Locked(0), sent = Locked<[UploadBatch.Encoding]>([])
         let proxy = try await LoopbackProxy.start(
             upstream: h.live.baseURL,
             observer: { method, uri, request, _, _ in
@@ -683,7 +682,7 @@ struct SyncBehaviourTests {
         let h = try await SyncHarness.start(.sqlite)
         let gdb = try await h.replica("a", layers: [0])
         let checkpointer = try #require(gdb.checkpointer)
-        let deferred = Mutex<[String: Bool]>([:])
+        let deferred = Locked<[String: Bool]>([:])
         func watching(_ faults: FaultInjector) -> FaultInjector {
             for point in ["client.afterSeal", "client.afterAck", "client.afterApply"] {
                 faults.onReach(point) { deferred.withLock { $0[point] = checkpointer.isDeferred } }

@@ -8,7 +8,6 @@ import OutpostSyncService
 import OutpostTestSupport
 import OutpostServiceTestSupport
 import PropertyBased
-import Synchronization
 import Testing
 
 @testable import OutpostSync
@@ -57,7 +56,7 @@ struct SyncPropertyTests {
     func generatedRunsKeepTheInvariants(kind: BackendKind, half: Int) async throws {
         // PostgreSQL is slower to set up per run: a fifth of the runs there.
         let count = kind == .sqlite ? (Self.cases + 1 - half) / 2 : max(1, Self.cases / 5)
-        let tally = Mutex(SyncRunner.Tally())
+        let tally = Locked(SyncRunner.Tally())
         await propertyCheck(count: count, input: GeneratedRun.generator) { run in
             // An error thrown out of the body would pass unseen (the package's issue handler
             // records issues, and a thrown error is not one): record it, so it fails and shrinks.
@@ -91,7 +90,7 @@ struct SyncPropertyTests {
     }
 
     /// The tallies of the SQLite halves that have ended.
-    static let sqliteHalves = Mutex<[SyncRunner.Tally]>([])
+    static let sqliteHalves = Locked<[SyncRunner.Tally]>([])
 
     @Test(.timeLimit(.minutes(3)), arguments: BackendKind.syncing)
     func keptRunsKeepTheInvariants(kind: BackendKind) async throws {

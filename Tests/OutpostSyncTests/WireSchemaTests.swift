@@ -5,7 +5,6 @@ import OutpostProtocol
 import OutpostServiceTestSupport
 import OutpostStorage
 import OutpostTestSupport
-import Synchronization
 import Testing
 
 @testable import OutpostSync
@@ -48,9 +47,9 @@ struct WireSchemaTests {
 
     /// Collects the bodies of the native sync exchanges a proxy sees.
     final class Capture: Sendable {
-        let documents = Mutex<[(schema: String, body: Data)]>([])
-        let binaryBatches = Mutex(0)
-        let binaryPages = Mutex(0)
+        let documents = Locked<[(schema: String, body: Data)]>([])
+        let binaryBatches = Locked(0)
+        let binaryPages = Locked(0)
 
         func observe(_ method: String, _ uri: String, _ request: Data, _ status: Int, _ response: Data) {
             guard status == 200 else { return }

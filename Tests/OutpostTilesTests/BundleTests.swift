@@ -1,7 +1,6 @@
 import Foundation
 import OutpostCore
 import OutpostTestSupport
-import Synchronization
 import Testing
 
 @testable import OutpostTiles
@@ -35,7 +34,7 @@ enum TestTiles {
         }
     }
 
-    private static let encoded = Mutex<[TileKey: [UInt8]]>([:])
+    private static let encoded = Locked<[TileKey: [UInt8]]>([:])
 
     static let sea: [UInt8] = try! PNGEncoder.encode(pixels: [UInt8]((0..<(256 * 256)).flatMap { _ in [170, 211, 223, 255] as [UInt8] }), width: 256, height: 256)
 

@@ -3,14 +3,13 @@ import OutpostCore
 import OutpostTestSupport
 import OutpostTileCodecs
 import OutpostHTTPTestSupport
-import Synchronization
 import Testing
 
 @testable import OutpostTiles
 
 /// A source that makes its tiles on demand and counts what it was asked for.
 final class CountingSource: TileSource {
-    let requests = Mutex<[TileKey: Int]>([:])
+    let requests = Locked<[TileKey: Int]>([:])
     let maxLevel: Int
     /// Tiles the source does not have.
     let absent: @Sendable (TileKey) -> Bool
@@ -220,7 +219,7 @@ struct HTTPSourceTests {
     /// Serves `cheap` tiles at /tiles/{z}/{x}/{y}.png and /MapServer/tile/{level}/{row}/{col}:
     /// every fifth tile fails with 503 the first time, tiles of row multiples of 9 are 404.
     final class Requests: Sendable {
-        let counts = Mutex<[String: Int]>([:])
+        let counts = Locked<[String: Int]>([:])
     }
 
     static func server(failAlways: Bool = false) async throws -> (LoopbackHTTPServer, Requests) {

@@ -5,7 +5,6 @@ import OutpostSQLiteService
 import OutpostStorage
 import OutpostTestSupport
 import OutpostTiles
-import Synchronization
 import Testing
 
 @testable import OutpostVectorTiles
@@ -221,7 +220,7 @@ struct VectorTileExportTests {
         let generator = try VectorTileGenerator(geodatabase: gdb, definition: VectorTileDefinition(layers: [.init(source: "countries")], maxZoom: 5))
         var made: [[TileKey: [UInt8]]] = []
         for workers in [1, 3] {
-            let tiles = Mutex<[TileKey: [UInt8]]>([:])
+            let tiles = Locked<[TileKey: [UInt8]]>([:])
             let summary = try await generator.generate(concurrency: workers) { key, bytes in tiles.withLock { $0[key] = bytes } }
             let all = tiles.withLock { $0 }
             #expect(summary.tiles == all.count && summary.levels[5]?.tiles ?? 0 > 100)

@@ -1,5 +1,4 @@
 import Dispatch
-import Synchronization
 
 /// Runs synchronous, blocking work (SQLite reads, a graph search) on a Dispatch thread and
 /// awaits it, so it never holds one of the cooperative pool's few threads (two on the CI
@@ -42,7 +41,7 @@ public final class BlockingCancellation: Sendable {
         var next: UInt64 = 0
     }
 
-    private let state = Mutex(State())
+    private let state = Locked(State())
 
     /// A cancellation not yet cancelled.
     public init() {}

@@ -1,4 +1,3 @@
-import Synchronization
 
 /// The outcome of work that several callers await, each honouring its own Task's
 /// cancellation: ``value(onLeave:)`` returns the outcome once it is settled, or throws
@@ -30,7 +29,7 @@ public final class SharedOutcome<Value: Sendable>: Sendable {
         var next: UInt64 = 0
     }
 
-    private let state = Mutex(State())
+    private let state = Locked(State())
 
     /// An outcome not settled yet, with no one waiting.
     public init() {}
@@ -49,7 +48,7 @@ public final class SharedOutcome<Value: Sendable>: Sendable {
             s.next += 1
             return s.next
         }
-        let left = Mutex<Int?>(nil)
+        let left = Locked<Int?>(nil)
         defer { if let remaining = left.withLock({ $0 }) { onLeave(remaining) } }
         return try await withTaskCancellationHandler {
             try await withCheckedThrowingContinuation { (continuation: CheckedContinuation<Value, any Error>) in

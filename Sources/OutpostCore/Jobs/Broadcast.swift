@@ -1,5 +1,4 @@
 import Foundation
-import Synchronization
 
 /// Hands every value to each current subscriber's AsyncStream. Each subscription starts with the
 /// latest value, so a late observer sees the present state first.
@@ -40,10 +39,10 @@ final class Broadcast<Value: Sendable>: Sendable {
         }
     }
 
-    private let state: Mutex<State>
+    private let state: Locked<State>
 
     init(_ initial: Value) {
-        state = Mutex(State(latest: initial))
+        state = Locked(State(latest: initial))
     }
 
     var latest: Value { state.withLock { $0.latest } }

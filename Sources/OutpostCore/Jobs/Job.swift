@@ -1,5 +1,4 @@
 import Foundation
-import Synchronization
 
 /// A long operation that reports status, progress and messages, can pause, resume and cancel
 /// at checkpoints, and survives a process restart through its JSON.
@@ -29,15 +28,15 @@ public final class Job<Definition: JobDefinition>: Sendable {
         var rollbacks: [@Sendable () async -> Void] = []
     }
 
-    private let state: Mutex<State>
+    private let state: Locked<State>
     /// The job's result, which every caller of ``output`` awaits.
     private let outcome = SharedOutcome<Definition.Output>()
     private let statusBroadcast: Broadcast<JobStatus>
     private let progressBroadcast: Broadcast<JobProgress>
     private let messageBroadcast: Broadcast<JobMessage?>
-    private let store: Mutex<(any JobStore)?>
+    private let store: Locked<(any JobStore)?>
     /// Held while the JSON is written (``save()``).
-    private let saving = Mutex(())
+    private let saving = Locked(())
     /// Where the job reads the time (its snapshot's dates, its messages' time stamps).
     private let clock: WallClock
 
@@ -49,11 +48,11 @@ public final class Job<Definition: JobDefinition>: Sendable {
         let snapshot = JobSnapshot(
             id: id, jobType: Definition.jobType, status: .notStarted, parameters: definition.parameters,
             steps: definition.stepNames, createdAt: now, updatedAt: now)
-        state = Mutex(State(machine: JobStateMachine(), snapshot: snapshot))
+        state = Locked(State(machine: JobStateMachine(), snapshot: snapshot))
         statusBroadcast = Broadcast(.notStarted)
         progressBroadcast = Broadcast(JobProgress())
         messageBroadcast = Broadcast(nil)
-        self.store = Mutex(store)
+        self.store = Locked(store)
     }
 
     /// Rebuilds a job from its JSON. A job that was running when saved comes back `paused` and
@@ -84,11 +83,11 @@ public final class Job<Definition: JobDefinition>: Sendable {
         let machine = JobStateMachine(status: snapshot.status)
         var restored = snapshot
         restored.status = machine.status
-        state = Mutex(State(machine: machine, snapshot: restored))
+        state = Locked(State(machine: machine, snapshot: restored))
         statusBroadcast = Broadcast(machine.status)
         progressBroadcast = Broadcast(snapshot.progress)
         messageBroadcast = Broadcast(nil)
-        self.store = Mutex(store)
+        self.store = Locked(store)
         if machine.status == .failed { outcome.settle(.failure(snapshot.error ?? JobError(.stepFailed, "the job failed"))) }
         if machine.status.isFinished { finishUpdates() }
     }

@@ -1,5 +1,4 @@
 import Foundation
-import Synchronization
 
 /// Where a ``Loadable`` resource is in loading (the ArcGIS `LoadStatus` values).
 public enum LoadStatus: String, Sendable, Hashable, Codable {
@@ -71,7 +70,7 @@ public final class LoadableSupport: Sendable {
     /// moment, not cancelled itself, starts a new one.
     private struct Abandoned: Error {}
 
-    private let state = Mutex(State())
+    private let state = Locked(State())
     private let updates = Broadcast<LoadStatus>(.notLoaded)
     private let loadWork: @Sendable () async throws -> Void
     private let dependencies: @Sendable () -> [any Loadable]
@@ -240,17 +239,4 @@ extension LoadableForwarding {
     public func retryLoad() async throws { try await loadSupport.retryLoad() }
     /// Stops the load under way for every caller.
     public func cancelLoad() { loadSupport.cancelLoad() }
-}
-
-/// A value behind a lock (a Loadable's loaded state, a collector shared with a callback).
-public final class LockedValue<Value: Sendable>: Sendable {
-    private let mutex: Mutex<Value>
-    /// A box holding `value`.
-    public init(_ value: Value) { mutex = Mutex(value) }
-    /// The value now.
-    public func get() -> Value { mutex.withLock { $0 } }
-    /// Replaces the value.
-    public func set(_ value: Value) { mutex.withLock { $0 = value } }
-    /// Changes the value in place, under the lock.
-    public func update(_ body: (inout Value) -> Void) { mutex.withLock { body(&$0) } }
 }

@@ -215,7 +215,7 @@ public struct GeoprocessingJob: JobDefinition {
         guard case .local(let local) = source, context.recorded("results") == nil else { return }
         let task = try local.definition()
         let environment = GPEnvironment(processSpatialReference: settings.processSpatialReference, outputSpatialReference: settings.outputSpatialReference)
-        let messages = LockedValue<[JSONValue]>([])
+        let messages = Locked<[JSONValue]>([])
         let outputs = try await task.execute(
             settings.inputs, environment: environment,
             context: GPToolContext(outputDirectory: settings.outputDirectory) { text in

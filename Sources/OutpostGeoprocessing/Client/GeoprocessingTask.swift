@@ -26,7 +26,7 @@ public final class GeoprocessingTask: LoadableForwarding, Sendable {
     public let source: Source
     let transport: any GPTransport
     public let loadSupport: LoadableSupport
-    private let loaded = LockedValue<GPTaskInfo?>(nil)
+    private let loaded = Locked<GPTaskInfo?>(nil)
 
     /// A task for the GPServer task or model file at `url`.
     /// - Parameter url: a task URL (`…/GPServer/<task>`), or a file URL of a model JSON file.

@@ -1,5 +1,4 @@
 import Foundation
-import Synchronization
 import Hummingbird
 import NIOCore
 import OutpostCore
@@ -279,7 +278,7 @@ struct GPServerRoutes {
 
 /// Messages an `execute` collects while its tool runs.
 final class MessageLog: Sendable {
-    private let messages = Mutex<[GPMessage]>([])
+    private let messages = Locked<[GPMessage]>([])
     func append(_ m: GPMessage) { messages.withLock { $0.append(m) } }
     var all: [GPMessage] { messages.withLock { $0 } }
 }

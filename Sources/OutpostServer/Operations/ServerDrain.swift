@@ -1,6 +1,6 @@
 import Foundation
 import ServiceLifecycle
-import Synchronization
+import OutpostCore
 
 /// A server's drain (docs/cli.md, "Drain"): once a graceful shutdown begins (SIGTERM, SIGINT)
 /// the server keeps listening; syncs that had begun — a replica whose batch was admitted or
@@ -30,9 +30,9 @@ final class DrainState: Sendable {
         /// Syncs under way, by "service/replica".
         var syncs: [String: Sync] = [:]
     }
-    private let state = Mutex(State())
+    private let state = Locked(State())
     /// What runs once the syncs under way have ended, before the drain's end.
-    private let endings = Mutex<[@Sendable (ContinuousClock.Instant) async -> Void]>([])
+    private let endings = Locked<[@Sendable (ContinuousClock.Instant) async -> Void]>([])
 
     /// Adds work the drain waits for once the syncs under way have ended: it is given the
     /// drain's deadline (the server's jobs finish by then, or are handed to another host).

@@ -1,7 +1,7 @@
 import Foundation
 import OutpostSyncService
 import Prometheus
-import Synchronization
+import OutpostCore
 
 /// What `/metrics` reports, in the Prometheus text format: requests by route and status, their
 /// latency, sync batches by outcome, edits applied, jobs running, tiles served from what was
@@ -90,7 +90,7 @@ final class ServerMetrics: Sendable {
             .increment()
     }
 
-    private let jobs = Mutex(0)
+    private let jobs = Locked(0)
 
     func jobStarted() { setJobs(jobs.withLock { $0 += 1; return $0 }) }
     func jobFinished() { setJobs(jobs.withLock { $0 -= 1; return $0 }) }

@@ -1,13 +1,12 @@
 import Foundation
 import OutpostCore
-import Synchronization
 
 /// Whether a site's shared directory takes a file: a small file written, read back and removed,
 /// on a thread of its own and bounded in time, as a mount that stopped answering blocks the
 /// thread that touches it. While a probe is still blocked, the next is not started (the
 /// directory is reported as not answering) so blocked threads do not pile up.
 final class SiteDirectoryProbe: Sendable {
-    private let inFlight = Mutex(false)
+    private let inFlight = Locked(false)
     let timeout: Duration
 
     init(timeout: Duration = .seconds(2)) { self.timeout = timeout }
@@ -20,7 +19,7 @@ final class SiteDirectoryProbe: Sendable {
             return true
         }
         guard started else { return "an earlier check of \(directory.path) has not finished (the mount does not answer)" }
-        let outcome = LockedValue<String??>(nil)
+        let outcome = Locked<String??>(nil)
         let done = AsyncStream<Void>.makeStream()
         Thread.detachNewThread { [self] in
             let found = Self.tryWriting(in: directory)

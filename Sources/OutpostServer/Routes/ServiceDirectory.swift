@@ -4,7 +4,7 @@ import OutpostRouting
 import OutpostSyncService
 import OutpostTiles
 import OutpostVectorTiles
-import Synchronization
+import OutpostCore
 
 /// A map definition a server serves.
 public struct ServedMap: Sendable {
@@ -30,13 +30,13 @@ public final class ServiceDirectory: Sendable {
     /// Geoprocessing services (`…/GPServer`), by name.
     private let geoprocessing: [String: GeoprocessingService]
     /// Locators (`…/GeocodeServer`), by name; a site's published ones come and go while it runs.
-    private let locators: Mutex<[String: LocalLocator]>
+    private let locators: Locked<[String: LocalLocator]>
     /// Street networks (`…/NAServer`), by name (the file's stem); likewise.
-    private let networks: Mutex<[String: (name: String, network: RoadNetwork)]>
+    private let networks: Locked<[String: (name: String, network: RoadNetwork)]>
     /// Map definitions (`/arcgis/rest/maps/<name>.json`), by name (the file's name before
     /// `.map.json`, or the name a site published it under), with the folder of their preplanned
     /// areas' packages; a site's published ones come and go while it runs.
-    private let maps: Mutex<[String: ServedMap]>
+    private let maps: Locked<[String: ServedMap]>
     /// Services whose files could not be opened at start (see
     /// ``open(at:name:faults:strict:geoprocessingJobs:geoprocessingLease:geoprocessingDirectory:)``).
     public let unavailable: [UnavailableService]
@@ -48,21 +48,21 @@ public final class ServiceDirectory: Sendable {
     ) {
         self.unavailable = unavailable
         self.vectorTiles = Dictionary(vectorTiles.map { ($0.name.lowercased(), $0) }, uniquingKeysWith: { first, _ in first })
-        self.maps = Mutex(
+        self.maps = Locked(
             Dictionary(
                 maps.map { url in
                     let name = String(url.lastPathComponent.dropLast(".map.json".count))
                     let packages = url.deletingLastPathComponent().appendingPathComponent("\(name).preplanned")
                     return (name.lowercased(), ServedMap(name: name, file: url, packages: packages, published: false))
                 }, uniquingKeysWith: { first, _ in first }))
-        self.networks = Mutex(
+        self.networks = Locked(
             Dictionary(
                 networks.map { network in
                     let name = network.url.deletingPathExtension().lastPathComponent
                     return (name.lowercased(), (name, network))
                 }, uniquingKeysWith: { first, _ in first }))
         self.geoprocessing = Dictionary(geoprocessing.map { ($0.name.lowercased(), $0) }, uniquingKeysWith: { first, _ in first })
-        self.locators = Mutex(Dictionary(locators.map { ($0.info.name.lowercased(), $0) }, uniquingKeysWith: { first, _ in first }))
+        self.locators = Locked(Dictionary(locators.map { ($0.info.name.lowercased(), $0) }, uniquingKeysWith: { first, _ in first }))
         var map: [String: any FeatureServiceBackend] = [:]
         for b in backends { map[b.name.lowercased()] = b }
         self.backends = map

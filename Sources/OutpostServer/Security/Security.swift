@@ -4,7 +4,6 @@ import Hummingbird
 import NIOCore
 import OutpostCore
 import OutpostSyncService
-import Synchronization
 
 /// The request context of the server: Hummingbird's, plus the peer's address (tokens issued
 /// with `client=requestip` are bound to it).
@@ -216,7 +215,7 @@ final class UserDirectory: Sendable {
         var generation = 0
         var verified: [String: SignedToken] = [:]
     }
-    private let state = Mutex(State())
+    private let state = Locked(State())
     /// Verified tokens remembered at most (the memory is cleared when full).
     static let verifiedLimit = 4096
 
@@ -294,7 +293,7 @@ final class UserDirectory: Sendable {
 final class LoginThrottle: Sendable {
     static let limit = 5
     static let window: TimeInterval = 15 * 60
-    private let failures = Mutex<[String: [Date]]>([:])
+    private let failures = Locked<[String: [Date]]>([:])
     /// Where a site counts its failures (nil: in this process).
     let records: (any SecurityRecordStore)?
     /// Where it reads the time.

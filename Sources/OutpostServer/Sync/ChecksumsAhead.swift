@@ -1,7 +1,6 @@
 import Foundation
 import OutpostCore
 import OutpostProtocol
-import Synchronization
 
 /// Whole-scope checksums a replica asked for with its last upload batch
 /// (`PUT …/batches/{seq}?checksums=0,1`), computed from the moment that batch commits while its
@@ -33,7 +32,7 @@ final class ChecksumsAhead: Sendable {
     /// been answered (`outpost-bench sync`: 100,000 points hashed again, 60–100 ms of the server's
     /// CPU beside that replica's apply). A commit moves the generation, so an answer is used only
     /// while nothing was committed since; entries live ``lifetime`` at most, ``capacity`` at once.
-    private let answers = Mutex<[String: (answer: ReplicaChecksums, made: ContinuousClock.Instant)]>([:])
+    private let answers = Locked<[String: (answer: ReplicaChecksums, made: ContinuousClock.Instant)]>([:])
 
     /// Starts computing `compute` for the replica `key` (service and replica id).
     func start(_ key: String, layers: [Int], _ compute: @escaping @Sendable () async throws -> ReplicaChecksums) {

@@ -3,7 +3,6 @@ import OutpostCore
 import OutpostSQLiteService
 import OutpostSyncService
 import OutpostVectorTiles
-import Synchronization
 
 /// The server's asynchronous operations (`async=true` createReplica and synchronizeReplica, tile
 /// exports), as ArcGIS shapes them: the request answers `{"statusUrl": …/jobs/<id>}` at once and
@@ -21,7 +20,7 @@ final class ServerJobs: Sendable {
     /// A job's work: its result fields (`resultUrl`, `replicaID`, …).
     typealias Work = @Sendable () async throws -> JSONValue
     let store: any JobRecordStore
-    private let running = Mutex<[String: Task<Void, Never>]>([:])
+    private let running = Locked<[String: Task<Void, Never>]>([:])
     /// Finished jobs are forgotten after this long.
     let retention: Duration
     let metrics: ServerMetrics?
@@ -30,14 +29,14 @@ final class ServerJobs: Sendable {
     /// How long a job stays with a process that stopped renewing its lease.
     let lease: Duration
     /// Renews this process's leases and ends the jobs of stopped processes (shared stores only).
-    private let keeper = Mutex<Task<Void, Never>?>(nil)
+    private let keeper = Locked<Task<Void, Never>?>(nil)
     /// How each kind of resumable job is run again from its input.
-    private let kinds = Mutex<[String: @Sendable (JSONValue) async throws -> Work]>([:])
+    private let kinds = Locked<[String: @Sendable (JSONValue) async throws -> Work]>([:])
     /// Jobs this host handed back while draining: their end is not written here (another host
     /// runs them again, or fails them).
-    private let handedBack = Mutex<Set<String>>([])
+    private let handedBack = Locked<Set<String>>([])
     /// Set once the host drains: it takes no other host's job any more.
-    private let closing = Mutex(false)
+    private let closing = Locked(false)
     /// How many times a job is started in all before a host's stopping fails it: a job that
     /// takes its host down with it is not handed from host to host for ever.
     static let maximumStarts = 3
@@ -257,9 +256,9 @@ final class SyncServices: Sendable {
     let renderedTiles: URL
     /// Each feature service's vector tiles, made once per service (its generator keeps what it
     /// learned of the source between requests).
-    private let layerTiles = Mutex<[String: (backend: SQLiteServiceBackend, tiles: LayerVectorTiles)]>([:])
+    private let layerTiles = Locked<[String: (backend: SQLiteServiceBackend, tiles: LayerVectorTiles)]>([:])
     /// The drawing of each served vector tile file (its style read once, not per request).
-    private let vectorDrawings = Mutex<[String: (archive: VectorTileArchive, source: VectorTileRenderSource)]>([:])
+    private let vectorDrawings = Locked<[String: (archive: VectorTileArchive, source: VectorTileRenderSource)]>([:])
     /// The configured public address (``ServerConfiguration/publicURL``).
     let publicURL: URL?
     /// The server serves HTTPS.

@@ -1,5 +1,5 @@
 import Foundation
-import Synchronization
+import OutpostCore
 
 /// Work a server starts before the request that will want it arrives, held by that request's
 /// key until it comes: taken once, a newer start under the same key replacing (and cancelling)
@@ -16,7 +16,7 @@ final class TasksAhead<Key: Hashable & Sendable, Value: Sendable>: Sendable {
         var task: Task<Value, any Error>
     }
 
-    private let entries = Mutex<(held: [Key: Entry], started: UInt64)>(([:], 0))
+    private let entries = Locked<(held: [Key: Entry], started: UInt64)>(([:], 0))
 
     init(lifetime: Duration, capacity: Int) {
         self.lifetime = lifetime

@@ -27,7 +27,7 @@ public final class Geodatabase: Sendable {
     let writer: any DatabaseWriter
     /// Checkpoints the WAL of a writable file in the background (nil: read-only or not WAL).
     let checkpointer: WALCheckpointer?
-    private let state: Mutex<State>
+    private let state: Locked<State>
 
     private struct State {
         var schema: ServiceSchema
@@ -51,7 +51,7 @@ public final class Geodatabase: Sendable {
         self.checkpointer = checkpointer
         self.isReadOnly = isReadOnly
         self.isManaged = isManaged
-        self.state = Mutex(State(schema: schema))
+        self.state = Locked(State(schema: schema))
     }
 
     // MARK: - Opening

@@ -3,7 +3,6 @@ import Foundation
 import GRDB
 import GRDBSQLite
 import OutpostCore
-import Synchronization
 
 /// The rows a write transaction changes in chosen tables, with their values before and after,
 /// as SQLite's pre-update hook reports them. The hook sees every row change of its connection,
@@ -85,7 +84,7 @@ final class RowChangeTracker: @unchecked Sendable {
     // MARK: - Finding a connection's tracker
 
     /// Trackers with a hook installed, by connection handle.
-    private static let installed = Mutex<[UInt: RowChangeTracker]>([:])
+    private static let installed = Locked<[UInt: RowChangeTracker]>([:])
 
     private static func key(_ handle: OpaquePointer) -> UInt { UInt(bitPattern: Int(bitPattern: UnsafeRawPointer(handle))) }
 

@@ -1,6 +1,6 @@
 import Foundation
 import GRDBSQLite
-import Synchronization
+import OutpostCore
 
 /// Copies committed WAL frames back into the database file on a background thread, instead of
 /// in the commit that crossed SQLite's automatic checkpoint threshold.
@@ -29,7 +29,7 @@ final class WALCheckpointer: Sendable {
 
     private let path: String
     private let queue = DispatchQueue(label: "outpost.wal-checkpoint", qos: .utility)
-    private let state = Mutex(State())
+    private let state = Locked(State())
 
     private struct State {
         var scheduled = false

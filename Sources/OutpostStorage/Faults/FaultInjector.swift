@@ -1,5 +1,5 @@
 import Foundation
-import Synchronization
+import OutpostCore
 
 #if canImport(Glibc)
     import Glibc
@@ -32,15 +32,15 @@ public final class FaultInjector: Sendable {
         public var description: String { "injected fault at \(point)" }
     }
 
-    private let armed: Mutex<[String: Action]>
-    private let reached: Mutex<[String]>
-    private let hooks: Mutex<[String: @Sendable () -> Void]>
+    private let armed: Locked<[String: Action]>
+    private let reached: Locked<[String]>
+    private let hooks: Locked<[String: @Sendable () -> Void]>
 
     /// An injector with `points` armed (none by default).
     public init(_ points: [String: Action] = [:]) {
-        armed = Mutex(points)
-        reached = Mutex([])
-        hooks = Mutex([:])
+        armed = Locked(points)
+        reached = Locked([])
+        hooks = Locked([:])
     }
 
     /// Runs `body` once when `point` is next reached (to act between two steps, say to edit

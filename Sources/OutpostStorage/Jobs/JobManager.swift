@@ -1,6 +1,5 @@
 import Foundation
 import OutpostCore
-import Synchronization
 
 #if canImport(Glibc)
     import Glibc
@@ -25,7 +24,7 @@ public final class JobManager: Sendable {
     /// The job types the manager can rebuild from their JSON.
     public let registry: JobRegistry
     private let store: DirectoryJobStore
-    private let locks: Mutex<[String: Int32]>
+    private let locks: Locked<[String: Int32]>
 
     /// A manager of the jobs in `directory` (created when missing).
     public init(directory: URL, registry: JobRegistry = .standard) throws {
@@ -37,7 +36,7 @@ public final class JobManager: Sendable {
             throw JobError(.invalidJSON, "cannot create the job directory \(directory.path): \(error.localizedDescription)")
         }
         store = DirectoryJobStore(directory: directory)
-        locks = Mutex([:])
+        locks = Locked([:])
     }
 
     /// Where job `id`'s JSON is kept.

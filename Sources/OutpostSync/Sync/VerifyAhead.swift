@@ -1,7 +1,7 @@
 import Foundation
 import OutpostProtocol
 import OutpostStorage
-import Synchronization
+import OutpostCore
 
 /// Checksums a sync job makes before its verify step, held in this process only (a job resumed
 /// elsewhere simply computes them at verify): the replica's own, computed while the server
@@ -26,7 +26,7 @@ final class VerifyAhead: Sendable {
         var server: Task<ReplicaChecksums, any Error>?
     }
 
-    private let entries = Mutex<[String: Entry]>([:])
+    private let entries = Locked<[String: Entry]>([:])
 
     func storeLocal(job: String, schemaVersion: Int, _ local: [Int: FeatureDigest.Accumulator], hashedAt: GeodatabaseConnection.ChecksumStamp?) {
         entries.withLock { $0[job] = Entry(schemaVersion: schemaVersion, local: local, hashedAt: hashedAt) }

@@ -1,6 +1,6 @@
 import Foundation
 import NIOCore
-import Synchronization
+import OutpostCore
 
 /// A batch sent while the replica seals it (docs/sync.md, "Framed batches"): the seal hands each
 /// finished frame to ``body`` as it writes it, and the request goes out with the first. The last
@@ -27,7 +27,7 @@ final class OutgoingBatch: Sendable {
         var sealed: (body: Data, unsentFrom: Int)?
     }
 
-    private let state = Mutex(State())
+    private let state = Locked(State())
     let body: AsyncThrowingStream<ByteBuffer, any Error>
     private let continuation: AsyncThrowingStream<ByteBuffer, any Error>.Continuation
 

@@ -10,7 +10,7 @@ public final class ExportTileCacheTask: LoadableForwarding, Sendable {
     public let source: TileSourceDescriptor
     let environment: TileJobEnvironment
     public let loadSupport: LoadableSupport
-    private let loaded = LockedValue<TileCacheInfo?>(nil)
+    private let loaded = Locked<TileCacheInfo?>(nil)
 
     /// A task for the tiles at `url`.
     /// - Parameter url: a MapServer URL, a `{z}/{x}/{y}` template, or a file URL of a cache.

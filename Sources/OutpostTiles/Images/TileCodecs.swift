@@ -1,4 +1,4 @@
-import Synchronization
+import OutpostCore
 
 /// Image codecs through C libraries other than zlib. OutpostTiles links none of them, so that the
 /// sync stack builds on libsqlite3 and zlib alone (for iOS): it reads and writes PNG through zlib
@@ -53,7 +53,7 @@ public enum TileCodecs {
         public var deflate: Deflate?
     }
 
-    private static let state = Mutex(Installed())
+    private static let state = Locked(Installed())
 
     /// Installs the codecs given (a nil leaves that format as it was). Process-wide; cheap.
     public static func install(jpeg: Raster? = nil, webp: Raster? = nil, deflate: Deflate? = nil) {

@@ -1,6 +1,5 @@
 import Foundation
 import OutpostCore
-import Synchronization
 
 /// A tile cache on disk, read offline: a `.tpkx` tile package (bundles read in place inside the
 /// stored ZIP), an exploded Compact Cache V2 folder (`conf.xml`) or an MBTiles file. Loadable: `load()` reads the
@@ -9,7 +8,7 @@ public final class TileCache: Loadable, Sendable {
     /// The cache's file or folder.
     public let fileURL: URL
     private let loader: LoadableSupport
-    private let state = Mutex<State>(State())
+    private let state = Locked<State>(State())
 
     private struct State {
         var info: TileCacheInfo?

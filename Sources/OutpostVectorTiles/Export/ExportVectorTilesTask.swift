@@ -14,7 +14,7 @@ public final class ExportVectorTilesTask: LoadableForwarding, Sendable {
     public let definition: VectorTileDefinition?
     let environment: VectorTileJobEnvironment
     public let loadSupport: LoadableSupport
-    private let loaded = LockedValue<(extent: Envelope?, minZoom: Int, maxZoom: Int, layers: [String])?>(nil)
+    private let loaded = Locked<(extent: Envelope?, minZoom: Int, maxZoom: Int, layers: [String])?>(nil)
 
     /// A task for the layers of the geodatabase at `geodatabaseURL`, as `definition` says.
     public convenience init(geodatabaseURL: URL, definition: VectorTileDefinition? = nil, environment: VectorTileJobEnvironment = VectorTileJobEnvironment()) {

@@ -1,5 +1,4 @@
 import OutpostCore
-import Synchronization
 
 /// Repairs invalid source polygons before they are cut into tiles, when a geometry library is
 /// installed to do it. Natural Earth's Sudan crosses itself and the United States' parts overlap;
@@ -16,7 +15,7 @@ public enum PolygonRepair {
     /// replace it (empty when nothing of it is an area).
     public typealias Repair = @Sendable (Geometry) -> Geometry?
 
-    private static let installed = Mutex<Repair?>(nil)
+    private static let installed = Locked<Repair?>(nil)
 
     /// Installs `repair` for every generator made afterwards (the last one installed wins).
     public static func install(_ repair: @escaping Repair) {
@@ -31,7 +30,7 @@ public enum PolygonRepair {
 final class RepairedPolygons: Sendable {
     private let repair: PolygonRepair.Repair
     /// Per layer and object id: nil when valid as stored, else its repair.
-    private let known = Mutex<[Int: [Int64: Geometry?]]>([:])
+    private let known = Locked<[Int: [Int64: Geometry?]]>([:])
 
     init(_ repair: @escaping PolygonRepair.Repair) { self.repair = repair }
 

@@ -2,7 +2,6 @@ import Foundation
 import OutpostCore
 import OutpostStorage
 import OutpostTiles
-import Synchronization
 
 /// Makes Mapbox Vector Tiles from a geodatabase's layers, as a definition says: each tile's
 /// features are read through the layers' R-trees, projected to the tile's grid, cut to the tile
@@ -150,7 +149,7 @@ public struct VectorTileGenerator: Sendable {
         guard let area = wanted else { return Summary() }
         try Self.checkInWorld(area)
         let d = definition
-        let output = Mutex(())
+        let output = Locked(())
         let serialSink: @Sendable (TileKey, [UInt8]) throws -> Void = { key, bytes in try output.withLock { _ in try sink(key, bytes) } }
         // Subtrees from this zoom on go to the workers.
         let split = concurrency > 1 ? min(d.maxZoom, d.minZoom + 3) : Int.max
@@ -188,7 +187,7 @@ public struct VectorTileGenerator: Sendable {
 
     /// Hands out 0, 1, 2 … to workers taking turns.
     final class TicketCounter: Sendable {
-        private let value = Mutex(0)
+        private let value = Locked(0)
         func take() -> Int { value.withLock { v in defer { v += 1 }; return v } }
     }
 

@@ -1,7 +1,6 @@
 import Foundation
 import OutpostCore
 import OutpostTiles
-import Synchronization
 
 /// A file of vector tiles to serve, whichever kind: a vector tile package (`.vtpk`), a PMTiles
 /// archive of MVT, or MBTiles whose format is `pbf`. Gives what a VectorTileServer answers: the
@@ -20,7 +19,7 @@ public final class VectorTileArchive: Sendable {
     /// The tile layers' names and first zooms, as the file lists them.
     public let layers: [(name: String, minZoom: Int)]
     private let source: Source
-    private let computedTileMap = Mutex<String?>(nil)
+    private let computedTileMap = Locked<String?>(nil)
 
     private enum Source: Sendable {
         case package(VectorTilePackageReader)

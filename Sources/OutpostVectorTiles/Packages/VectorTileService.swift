@@ -2,7 +2,6 @@ import Foundation
 import OutpostCore
 import OutpostStorage
 import OutpostTiles
-import Synchronization
 
 /// What a VectorTileServer answers from: its zooms and extent, each tile gzipped, a style and,
 /// when it has one, the tile map. ``VectorTileArchive`` serves a file's tiles;
@@ -68,7 +67,7 @@ public final class LayerVectorTiles: VectorTileService {
     private let definition: VectorTileDefinition?
     private let version: @Sendable () async throws -> Int64
     /// The generator and the data version it was made for (nil until the first tile).
-    private let current: Mutex<(version: Int64?, generator: VectorTileGenerator)>
+    private let current: Locked<(version: Int64?, generator: VectorTileGenerator)>
 
     /// Tiles of `geodatabase`'s layers by `definition` (every spatial layer, z0–14 when nil),
     /// kept under `cacheDirectory` per `version` (a number that changes whenever the data does).
@@ -82,7 +81,7 @@ public final class LayerVectorTiles: VectorTileService {
         self.definition = definition
         cache = VersionedTiles(directory: cacheDirectory, prefix: "v", fileExtension: "pbf.gz")
         self.version = version
-        current = Mutex((nil, try VectorTileGenerator(geodatabase: geodatabase, definition: definition)))
+        current = Locked((nil, try VectorTileGenerator(geodatabase: geodatabase, definition: definition)))
     }
 
     /// What the tiles hold now.

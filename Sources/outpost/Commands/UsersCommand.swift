@@ -3,7 +3,7 @@ import Foundation
 import OutpostPostgres
 import OutpostServer
 import OutpostSyncService
-import Synchronization
+import OutpostCore
 
 #if canImport(Glibc)
     import Glibc
@@ -109,7 +109,7 @@ struct UsersCommand: AsyncParsableCommand {
         func run() async throws {
             let password = try readPassword(fromStdin: passwordStdin, prompt: "password for \(name): ")
             let (name, role, services) = (name, Role(rawValue: role)!, try permissions())
-            let existed = Mutex(false)
+            let existed = Locked(false)
             try await file.change { users in
                 existed.withLock { $0 = users.user(named: name) != nil }
                 try users.setUser(name, role: role, password: password, services: services)
