@@ -1,4 +1,3 @@
-
 /// The outcome of work that several callers await, each honouring its own Task's
 /// cancellation: ``value(onLeave:)`` returns the outcome once it is settled, or throws
 /// `CancellationError` as soon as the calling Task is cancelled — that caller leaves, the work
