@@ -43,7 +43,7 @@ struct ArcGISPythonTests {
         print(json.dumps(out))
         """
 
-    @Test(.timeLimit(.minutes(3)))
+    @Test(.scaledTimeLimit(minutes: 3))
     func theArcGISAPIForPythonWorksWithTheServer() async throws {
         let dir = TemporaryDirectory()
         let secured = try await TLSServeTests.securedSample(in: dir, role: "editor")

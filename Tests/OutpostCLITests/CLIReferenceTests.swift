@@ -30,7 +30,7 @@ struct CLIReferenceTests {
         }.filter { $0 != "--help" }
     }
 
-    @Test(.timeLimit(.minutes(2)))
+    @Test(.scaledTimeLimit(minutes: 2))
     func everyCommandAndFlagIsDocumented() async throws {
         let reference = try String(contentsOf: Repository.root.appendingPathComponent("docs/cli.md"), encoding: .utf8)
         var queue: [[String]] = [[]]

@@ -33,7 +33,7 @@ struct DeltaSyncTests {
         try JSONValue.parse(Data(try await outpost(["status", replica, "--json"]).stdout.utf8))
     }
 
-    @Test(.timeLimit(.minutes(4)))
+    @Test(.scaledTimeLimit(minutes: 4))
     func editsTravelByFileExactlyOnceAndMixWithHTTPSync() async throws {
         let (service, server, dir, url) = try await Self.served()
         defer { Task { await server.stop() } }
@@ -104,7 +104,7 @@ struct DeltaSyncTests {
         #expect(third["seq"] == 3, "\(third)")
     }
 
-    @Test(.timeLimit(.minutes(3)))
+    @Test(.scaledTimeLimit(minutes: 3))
     func damagedForeignAndOutOfOrderFilesAreRefused() async throws {
         let (service, server, dir, url) = try await Self.served()
         defer { Task { await server.stop() } }
@@ -165,7 +165,7 @@ struct DeltaSyncTests {
 
     /// Replies imported out of order, a replica restored from an older copy, and a batch the
     /// service rolls back: each said plainly, with nothing applied that should not be.
-    @Test(.timeLimit(.minutes(3)))
+    @Test(.scaledTimeLimit(minutes: 3))
     func repliesOutOfOrderAndRolledBackBatches() async throws {
         let (service, server, dir, url) = try await Self.served()
         defer { Task { await server.stop() } }
@@ -213,7 +213,7 @@ struct DeltaSyncTests {
     /// delta files — with files imported twice, replies lost, and replies imported late or out of
     /// order. At the end every replica equals the service and every added feature is there once.
     /// (A larger run belongs in Benchmarks; this one is seeded and small.)
-    @Test(.timeLimit(.minutes(6)), arguments: [UInt64(7), 8])
+    @Test(.scaledTimeLimit(minutes: 6), arguments: [UInt64(7), 8])
     func randomMixOfHTTPAndFileSyncsLosesAndDuplicatesNothing(seed: UInt64) async throws {
         let (service, server, dir, url) = try await Self.served()
         defer { Task { await server.stop() } }
@@ -292,7 +292,7 @@ struct DeltaSyncTests {
     /// A scheduled update package: the service's changes since a generation within an area, for
     /// replicas with nothing to upload; imported by one at that generation and by one already
     /// past part of it; refused where edits wait.
-    @Test(.timeLimit(.minutes(3)))
+    @Test(.scaledTimeLimit(minutes: 3))
     func updatePackagesReachReplicasWithNothingToUpload() async throws {
         let (service, server, dir, url) = try await Self.served()
         defer { Task { await server.stop() } }

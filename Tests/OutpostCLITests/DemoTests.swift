@@ -12,7 +12,7 @@ import Testing
 /// result checked on the files and the server it leaves, by Outpost's own reads and by others'.
 @Suite("outpost demo")
 struct DemoTests {
-    @Test(.timeLimit(.minutes(4)))
+    @Test(.scaledTimeLimit(minutes: 4))
     func theDemoTellsTheWholeOfflineStory() async throws {
         let dir = TemporaryDirectory()
         let elsewhere = TemporaryDirectory("outpost-elsewhere")

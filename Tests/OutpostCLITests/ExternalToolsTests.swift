@@ -6,7 +6,7 @@ import Testing
 /// with what it started, and what a tool leaves running cannot hold its output open.
 @Suite("Running other programs")
 struct ExternalToolsTests {
-    @Test(.timeLimit(.minutes(1))) func aToolPastItsDeadlineIsStoppedWithWhatItStarted() async throws {
+    @Test(.scaledTimeLimit(minutes: 1)) func aToolPastItsDeadlineIsStoppedWithWhatItStarted() async throws {
         let started = Date()
         let run = try await ExternalTools.run("bash", ["-c", "sleep 120 & echo started; sleep 120"], timeout: 1)
         #expect(run.status == ExternalTools.timedOutStatus && run.stdout == "started\n", "\(run)")
@@ -14,7 +14,7 @@ struct ExternalToolsTests {
         #expect(Date().timeIntervalSince(started) < 30)
     }
 
-    @Test(.timeLimit(.minutes(1))) func aBackgroundChildDoesNotHoldTheOutputOpen() async throws {
+    @Test(.scaledTimeLimit(minutes: 1)) func aBackgroundChildDoesNotHoldTheOutputOpen() async throws {
         let started = Date()
         let run = try await ExternalTools.run("bash", ["-c", "sleep 120 & echo done"])
         #expect(run.succeeded && run.stdout == "done\n", "\(run)")

@@ -25,7 +25,7 @@ struct FieldToolExampleTests {
 
     /// The sync stack with the traits off links no system library but libsqlite3 and zlib (and the
     /// C and Swift runtimes): no GEOS, PROJ, libjpeg-turbo, libwebp, libdeflate or libcrypto.
-    @Test(.timeLimit(.minutes(1)))
+    @Test(.scaledTimeLimit(minutes: 1))
     func theSyncStackLinksOnlySQLiteAndZlib() async throws {
         let ldd = try await ExternalTools.run("/usr/bin/ldd", [try Self.executable("field-sync")])
         #expect(ldd.succeeded, "\(ldd.stderr)")
@@ -43,7 +43,7 @@ struct FieldToolExampleTests {
 
     /// field-sync against `outpost serve`: generate, 600 inspections, a sync cancelled after its
     /// first batch, a second sync; the service then holds every inspection exactly once.
-    @Test(.timeLimit(.minutes(3)))
+    @Test(.scaledTimeLimit(minutes: 3))
     func theSyncStackTakesAServiceOfflineAndSyncsExactlyOnce() async throws {
         let service = try await TestService.fieldInspection(.sqlite)
         try await service.backend.close()
@@ -70,7 +70,7 @@ struct FieldToolExampleTests {
 
     /// field-tool runs the same day against the server in its own process (EmbeddedServer) and
     /// stops it cleanly.
-    @Test(.timeLimit(.minutes(3)))
+    @Test(.scaledTimeLimit(minutes: 3))
     func theFieldToolRunsTheDayAgainstItsOwnServer() async throws {
         let work = TemporaryDirectory("field-tool")
         let run = try await ExternalTools.run(try Self.executable("field-tool"), [Repository.sampleData("field_inspection").path, work.url.path])

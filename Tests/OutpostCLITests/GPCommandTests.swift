@@ -208,7 +208,7 @@ struct PlanningSampleTests {
     /// The ArcGIS API for Python, signed in over HTTPS (its GIS needs a portal it reaches that
     /// way): import_toolbox builds a function per task from the task infos; calling one submits
     /// the job, polls it, reads the results, and opens the job's result map layer.
-    @Test(.timeLimit(.minutes(3)))
+    @Test(.scaledTimeLimit(minutes: 3))
     func theArcGISAPIForPythonRunsTheSampleTasks() async throws {
         let directory = TemporaryDirectory("outpost-planning-python")
         let services = try await Self.services(in: directory)
@@ -308,7 +308,7 @@ struct BufferJobs {
 /// the waiting one runs. Real processes, real HTTP (curl).
 @Suite("GP jobs across a killed server")
 struct GPRestartTests {
-    @Test(.timeLimit(.minutes(3)))
+    @Test(.scaledTimeLimit(minutes: 3))
     func aKilledServersJobsAreTakenOverByTheNextOne() async throws {
         let jobs = try BufferJobs()
         let ended: Set<String> = ["esriJobSucceeded", "esriJobFailed"]
@@ -337,7 +337,7 @@ struct GPRestartTests {
 /// processes, a real PostgreSQL, real HTTP (curl).
 @Suite("GP jobs across the hosts of a site", .enabled(if: BackendKind.postgresURL != nil, "run ./scripts/test: it starts PostgreSQL"))
 struct GPSiteTests {
-    @Test(.timeLimit(.minutes(6)))
+    @Test(.scaledTimeLimit(minutes: 6))
     func anyHostAnswersAJobAndTakesOverAStoppedHostsJobs() async throws {
         let jobs = try BufferJobs()
         let ended: Set<String> = ["esriJobSucceeded", "esriJobFailed", "esriJobCancelled"]

@@ -54,7 +54,7 @@ struct JobCommandTests {
         return try outcome.get()
     }
 
-    @Test(.timeLimit(.minutes(2)))
+    @Test(.scaledTimeLimit(minutes: 2))
     func aCopyKilledWithSIGKILLResumesInANewProcess() async throws {
         let dir = TemporaryDirectory()
         let source = dir.file("basemap.tpkx"), destination = dir.file("card/basemap.tpkx")
@@ -85,7 +85,7 @@ struct JobCommandTests {
         #expect(again.status == 1 && again.stderr.contains("already succeeded"))
     }
 
-    @Test(.timeLimit(.minutes(2)))
+    @Test(.scaledTimeLimit(minutes: 2))
     func cancellingAKilledJobRollsItBack() async throws {
         let dir = TemporaryDirectory()
         let source = dir.file("a.bin"), destination = dir.file("b.bin")

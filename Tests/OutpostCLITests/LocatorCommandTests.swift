@@ -210,7 +210,7 @@ import Testing
 
     /// A crew's locator follows its replica: after a sync brings an address added at the office,
     /// `locator update` indexes that row alone and the address is found offline.
-    @Test(.timeLimit(.minutes(3)))
+    @Test(.scaledTimeLimit(minutes: 3))
     func aLocatorBuiltFromAReplicaFollowsItAfterASync() async throws {
         let directory = TemporaryDirectory("outpost-locator-replica")
         let (server, url, replica) = try await helsinkiCrew(in: directory, layer: 0)
@@ -239,7 +239,7 @@ import Testing
     /// password in the URL (a GET), which a server takes only when started with
     /// --allow-token-requests-in-url and only over HTTPS; then it geocodes with the token and its
     /// Referer. Without the flag the same client is refused.
-    @Test(.timeLimit(.minutes(3)))
+    @Test(.scaledTimeLimit(minutes: 3))
     func geopySignsInOverHTTPSAndGeocodesWithItsToken() async throws {
         let directory = TemporaryDirectory("outpost-geopy-secure")
         let locator = try await Self.locator(in: directory, name: "World")

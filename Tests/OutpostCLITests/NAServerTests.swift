@@ -177,7 +177,7 @@ import Testing
 
     /// A crew's network follows its replica: after a sync brings a street added at the office,
     /// `network create --overwrite` rebuilds it and the route takes the new street.
-    @Test(.timeLimit(.minutes(3)))
+    @Test(.scaledTimeLimit(minutes: 3))
     func aNetworkBuiltFromAReplicaIsRebuiltAfterASync() async throws {
         let directory = TemporaryDirectory("outpost-network-replica")
         let (server, url, replica) = try await helsinkiCrew(in: directory, layer: 1)

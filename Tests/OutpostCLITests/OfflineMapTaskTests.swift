@@ -11,7 +11,7 @@ import Testing
 /// syncs and checks for updates.
 @Suite("OfflineMapTask and OfflineMapSyncTask")
 struct OfflineMapTaskTests {
-    @Test(.timeLimit(.minutes(4)))
+    @Test(.scaledTimeLimit(minutes: 4))
     func theJobPausesResumesCancelsAndRoundTripsAsOne() async throws {
         let dir = TemporaryDirectory()
         let (server, mapURL) = try await OfflineMapTests.served(in: dir)

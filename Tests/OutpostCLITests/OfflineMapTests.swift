@@ -64,7 +64,7 @@ struct OfflineMapTests {
         }
     }
 
-    @Test(.timeLimit(.minutes(4)))
+    @Test(.scaledTimeLimit(minutes: 4))
     func anOfflineMapOfTwoServicesAndABasemapOpensInGDALAndSyncsInOneJob() async throws {
         let dir = TemporaryDirectory()
         let (server, mapURL) = try await Self.served(in: dir)
@@ -192,7 +192,7 @@ struct OfflineMapTests {
 
     /// Layers that cannot go offline are reported and the rest is kept; --strict fails instead,
     /// leaving nothing behind and no replica registered.
-    @Test(.timeLimit(.minutes(3)))
+    @Test(.scaledTimeLimit(minutes: 3))
     func layerErrorsAreReportedAndTheRestGoesOffline() async throws {
         let dir = TemporaryDirectory()
         let (server, _) = try await Self.served(in: dir)
@@ -238,7 +238,7 @@ struct OfflineMapTests {
     /// A service that takes no edits goes offline as a replica that only downloads, or with
     /// --read-only-snapshot as a copy the service does not register; --schema-only leaves a layer
     /// empty.
-    @Test(.timeLimit(.minutes(3)))
+    @Test(.scaledTimeLimit(minutes: 3))
     func readOnlyServicesGoOfflineAsDownloadReplicasOrSnapshots() async throws {
         let dir = TemporaryDirectory()
         let services = dir.file("services")
@@ -291,7 +291,7 @@ struct OfflineMapTests {
     /// it, the map holds each feature once, and the only replicas the services keep for it are
     /// the map's own. Then its sync is killed the same way: every crew edit reaches the services
     /// once, and the office's reach the crew once.
-    @Test(.timeLimit(.minutes(6)))
+    @Test(.scaledTimeLimit(minutes: 6))
     func generationAndSyncSurviveSIGKILLAtRandomMoments() async throws {
         let dir = TemporaryDirectory()
         let (server, mapURL) = try await Self.served(in: dir)
@@ -383,7 +383,7 @@ struct OfflineMapTests {
 /// with resume, their replicas registered as each crew's own.
 @Suite("outpost offline prepare and preplanned downloads")
 struct PreplannedAreaTests {
-    @Test(.timeLimit(.minutes(5)))
+    @Test(.scaledTimeLimit(minutes: 5))
     func aPreparedPackageDownloadsWithResumeRegistersItsOwnReplicasAndSyncs() async throws {
         let dir = TemporaryDirectory()
         let (server, mapURL) = try await OfflineMapTests.served(in: dir)
@@ -469,7 +469,7 @@ struct PreplannedAreaTests {
     }
 
     /// `outpost serve --prepare-areas` makes the missing packages itself, and crews download them.
-    @Test(.timeLimit(.minutes(3)))
+    @Test(.scaledTimeLimit(minutes: 3))
     func theServerPreparesMissingAreasItself() async throws {
         let dir = TemporaryDirectory()
         let (server, mapURL) = try await OfflineMapTests.served(in: dir, arguments: ["--prepare-areas"])
@@ -490,7 +490,7 @@ struct PreplannedAreaTests {
 
     /// On a server with a token, maps, packages and their files need it; the offline commands
     /// carry it (`--token`) through every part: replicas, tiles, file downloads, copies.
-    @Test(.timeLimit(.minutes(3)))
+    @Test(.scaledTimeLimit(minutes: 3))
     func aServerWithATokenGuardsMapsAndPackages() async throws {
         let dir = TemporaryDirectory()
         let (server, mapURL) = try await OfflineMapTests.served(in: dir, arguments: ["--token", "s3cret", "--prepare-areas"])

@@ -24,7 +24,7 @@ struct PackageHygieneTests {
     /// A guard against a hang, not a speed check: the work takes under a second alone, but in a
     /// full run on two cores these tests wait for the concurrency pool behind other tests (250 s
     /// in the last green run), where a two-minute limit failed once.
-    static let hangLimit = TimeLimitTrait.Duration.minutes(10)
+    static let hangLimit = 10
 
     static func targets() async throws -> [String: Target] {
         let scratch = TemporaryDirectory("outpost-dump")
@@ -73,7 +73,7 @@ struct PackageHygieneTests {
     /// Every module a target imports is one it declares (a product's module has the product's
     /// name here): a module that only compiles because another target brought it in breaks
     /// when that other target changes.
-    @Test(.timeLimit(Self.hangLimit))
+    @Test(.scaledTimeLimit(minutes: Self.hangLimit))
     func everyImportIsDeclared() async throws {
         let all = try await Self.targets()
         // The reader finds imports (plain, @testable, and none inside a Python string).
@@ -101,7 +101,7 @@ struct PackageHygieneTests {
     }
 
     /// A test of geometry, storage or tiles builds neither the server nor PostgreSQL.
-    @Test(.timeLimit(Self.hangLimit))
+    @Test(.scaledTimeLimit(minutes: Self.hangLimit))
     func lowerTestTargetsBuildNoServer() async throws {
         let all = try await Self.targets()
         for test in ["OutpostCoreTests", "OutpostStorageTests", "OutpostTilesTests"] {
@@ -115,7 +115,7 @@ struct PackageHygieneTests {
     /// The sync service and the database stores (SQLite, PostgreSQL) know neither the server nor HTTP: they build
     /// without OutpostServer and Hummingbird, and say what went wrong in domain terms
     /// (`SyncServiceError`), never as an HTTP status; the server's HTTP layer alone maps them.
-    @Test(.timeLimit(Self.hangLimit))
+    @Test(.scaledTimeLimit(minutes: Self.hangLimit))
     func storesKnowNeitherTheServerNorHTTP() async throws {
         let all = try await Self.targets()
         let status = /\b(400|401|403|404|409|413|422|429|499|500|502|503)\b|\bServiceError\b|HTTPResponse/
@@ -158,7 +158,7 @@ struct PackageHygieneTests {
     /// One REST client: the sync task, geoprocessing, offline maps, locators and routes reach
     /// servers through `OutpostREST` alone (no request of their own to the HTTP client), and
     /// Locator and Routing take it directly, not through geoprocessing.
-    @Test(.timeLimit(Self.hangLimit))
+    @Test(.scaledTimeLimit(minutes: Self.hangLimit))
     func clientsTalkToServersThroughTheOneRESTClient() async throws {
         let all = try await Self.targets()
         let ownRequests = /HTTPClientRequest\(|client\.execute\(|HTTPClient\.shared\.|formEncoded\(/
@@ -215,6 +215,19 @@ struct PackageHygieneTests {
                 let text = try String(contentsOf: file, encoding: .utf8)
                 #expect(text.firstMatch(of: mutex) == nil, "\(file.path.dropFirst(Repository.root.path.count + 1)) uses Synchronization.Mutex; use Locked")
             }
+        }
+    }
+
+    /// Every test's time limit stretches with OUTPOST_TIME_SCALE (``scaledTimeLimit(minutes:)``):
+    /// a fixed one fails a sanitized run's tests for being slow, which says nothing of them.
+    @Test func everyTimeLimitScales() throws {
+        let fixed = /\.timeLimit\s*\(/
+        let directory = Repository.root.appendingPathComponent("Tests")
+        let files = FileManager.default.enumerator(at: directory, includingPropertiesForKeys: nil)?.compactMap { $0 as? URL }.filter { $0.pathExtension == "swift" } ?? []
+        #expect(files.count > 50, "the tests are found")
+        for file in files {
+            let text = try String(contentsOf: file, encoding: .utf8)
+            #expect(text.firstMatch(of: fixed) == nil, "\(file.path.dropFirst(Repository.root.path.count + 1)) sets a fixed time limit; use .scaledTimeLimit(minutes:)")
         }
     }
 }

@@ -95,7 +95,7 @@ struct QGISTests {
         #expect((map?["bluePixels"]?.integerValue ?? 0) > 300 && (map?["greenPixels"]?.integerValue ?? 0) > 3000, "the drawn points and areas: \(String(describing: map))", sourceLocation: sourceLocation)
     }
 
-    @Test(.timeLimit(.minutes(3)))
+    @Test(.scaledTimeLimit(minutes: 3))
     func qgisLoadsTheFeatureServiceAndDrawsTheMapService() async throws {
         let service = try await TestService.fieldInspection(.sqlite)
         try await service.backend.close()
@@ -105,7 +105,7 @@ struct QGISTests {
         withExtendedLifetime(service) {}
     }
 
-    @Test(.timeLimit(.minutes(3)))
+    @Test(.scaledTimeLimit(minutes: 3))
     func qgisOverHTTPSWithATokenFromGenerateToken() async throws {
         let dir = TemporaryDirectory()
         let secured = try await TLSServeTests.securedSample(in: dir, role: "viewer")

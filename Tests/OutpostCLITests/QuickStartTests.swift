@@ -16,7 +16,7 @@ struct QuickStartTests {
         return String(readme[start.upperBound..<end.lowerBound])
     }
 
-    @Test(.timeLimit(.minutes(4)))
+    @Test(.scaledTimeLimit(minutes: 4))
     func theReadmeCommandsRunAsWritten() async throws {
         let block = try Self.commands()
         #expect(block.contains("--port 8080") && block.contains("kill $SERVER"))

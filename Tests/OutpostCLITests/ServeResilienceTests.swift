@@ -23,7 +23,7 @@ struct ServeResilienceTests {
     /// geoprocessing service and map definition): the server starts, names each on stderr,
     /// serves the good service, lists the broken ones as unavailable in the catalog and its
     /// page, answers their requests with 503, and says so on /ready. `--strict` refuses to start.
-    @Test(.timeLimit(.minutes(3)))
+    @Test(.scaledTimeLimit(minutes: 3))
     func oneDamagedFileDoesNotStopTheOtherServices() async throws {
         let dir = TemporaryDirectory()
         let services = dir.file("services")
@@ -98,7 +98,7 @@ struct ServeResilienceTests {
     /// slow (its next request waits 1.5 s in a proxy): the server keeps listening and lets that
     /// sync finish (exit 0, both sides equal), answers other new requests — a query, another
     /// replica's feed, /ready — with 503 and Retry-After meanwhile, then exits 0.
-    @Test(.timeLimit(.minutes(3)))
+    @Test(.scaledTimeLimit(minutes: 3))
     func aDrainLetsASyncThatHadBegunFinish() async throws {
         let dir = TemporaryDirectory()
         let services = dir.file("services")

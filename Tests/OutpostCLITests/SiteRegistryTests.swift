@@ -13,7 +13,7 @@ import Testing
 /// was running and one started later, and is no longer served once withdrawn; bad files and
 /// names are refused with nothing registered.
 @Suite struct SiteRegistryTests {
-    @Test(.timeLimit(.minutes(5)))
+    @Test(.scaledTimeLimit(minutes: 5))
     func aPublishedLocatorIsServedByEveryHostUntilWithdrawn() async throws {
         let directory = TemporaryDirectory("outpost-site-registry")
         let locator = try await LocatorCommandTests.locator(in: directory)
@@ -80,7 +80,7 @@ import Testing
     /// Two publications of one name at once, of different files: the second is held after its
     /// check that the name is free while the first publishes; let go, it is refused, and the
     /// file in the site directory is the one the entry describes, with nothing else left.
-    @Test(.timeLimit(.minutes(5)))
+    @Test(.scaledTimeLimit(minutes: 5))
     func publicationsOfOneNameAtOnceRegisterOneFileIntact() async throws {
         let directory = TemporaryDirectory("outpost-site-race")
         let first = try await LocatorCommandTests.locator(in: directory)
@@ -124,7 +124,7 @@ import Testing
     /// A map published with its preplanned areas' packages: every host lists the map and its
     /// ready areas and serves the package's files (a crew takes the area offline through one);
     /// packages that are not finished or name no area are refused; withdrawn, it is gone.
-    @Test(.timeLimit(.minutes(6)))
+    @Test(.scaledTimeLimit(minutes: 6))
     func aPublishedMapBringsItsAreaPackagesToEveryHost() async throws {
         let dir = TemporaryDirectory("outpost-site-map")
         let database = try await BackendKind.newPostgresDatabase()

@@ -41,7 +41,7 @@ struct SiteUsersTests {
         return try await check()
     }
 
-    @Test(.timeLimit(.minutes(4)))
+    @Test(.scaledTimeLimit(minutes: 4))
     func hostsShareUsersTokensAndTheSignInThrottle() async throws {
         let service = try await TestService.fieldInspection(.postgres)
         try await service.backend.close()

@@ -37,7 +37,7 @@ struct SnippetTests {
     /// The README's flow and the tutorial's tool, run against `outpost serve`: each takes the
     /// service offline, adds its inspection, syncs after a cancel, and the service holds each
     /// inspection exactly once.
-    @Test(.enabled(if: FieldToolBuild.binaries != nil), .timeLimit(.minutes(3)))
+    @Test(.enabled(if: FieldToolBuild.binaries != nil), .scaledTimeLimit(minutes: 3))
     func theFieldAppSnippetsRunAgainstAServer() async throws {
         let service = try await TestService.fieldInspection(.sqlite)
         try await service.backend.close()

@@ -11,7 +11,7 @@ import Testing
 /// The command-line contract of docs/cli.md for replicas and sync, against `outpost serve`.
 @Suite("outpost replica, sync, status")
 struct SyncCommandTests {
-    @Test(.timeLimit(.minutes(3)))
+    @Test(.scaledTimeLimit(minutes: 3))
     func replicaSyncAndStatusFollowTheContract() async throws {
         let service = try await TestService.fieldInspection(.sqlite)
         try await service.backend.close()
@@ -92,7 +92,7 @@ struct SyncCommandTests {
     /// `outpost sync --policy manual` leaves a conflict open; `outpost conflicts` lists it with
     /// both values; `outpost conflicts resolve` settles it with an edit the next sync uploads, and
     /// the server's record closes.
-    @Test(.timeLimit(.minutes(3)))
+    @Test(.scaledTimeLimit(minutes: 3))
     func conflictsAreListedAndResolvedFromTheCommandLine() async throws {
         let service = try await TestService.fieldInspection(.sqlite)
         try await service.backend.close()
@@ -144,7 +144,7 @@ struct SyncCommandTests {
 
     /// `outpost service migrate`: additive steps print and bump the version; the same schema again
     /// changes nothing; a drop without --allow-drop fails in one line and changes nothing.
-    @Test(.timeLimit(.minutes(1)))
+    @Test(.scaledTimeLimit(minutes: 1))
     func serviceMigrateFollowsTheContract() async throws {
         let service = try await TestService.fieldInspection(.sqlite)
         try await service.backend.close()
@@ -175,7 +175,7 @@ struct SyncCommandTests {
 
     /// A 100 MB photo syncs up from one replica and down to another through `outpost sync`, each
     /// process's peak memory far below the photo's size (content streams in 1 MB chunks).
-    @Test(.timeLimit(.minutes(3)))
+    @Test(.scaledTimeLimit(minutes: 3))
     func aHundredMegabyteAttachmentSyncsWithBoundedMemory() async throws {
         let service = try await TestService.fieldInspection(.sqlite)
         try await service.backend.close()

@@ -29,7 +29,7 @@ struct UsersCommandTests {
         return ((response as? HTTPURLResponse)?.statusCode ?? 0, try? JSONValue.parse(data), data)
     }
 
-    @Test(.timeLimit(.minutes(2)))
+    @Test(.scaledTimeLimit(minutes: 2))
     func operatorsAddUsersAndClientsSignIn() async throws {
         let dir = TemporaryDirectory()
         let users = dir.file("users.json")
@@ -134,7 +134,7 @@ struct TLSServeTests {
         return Secured(service: service, server: server, certificate: cert)
     }
 
-    @Test(.timeLimit(.minutes(2)))
+    @Test(.scaledTimeLimit(minutes: 2))
     func httpsWithHTTP2SignInAndPublicURLs() async throws {
         let dir = TemporaryDirectory()
         let secured = try await Self.securedSample(in: dir, role: "editor")

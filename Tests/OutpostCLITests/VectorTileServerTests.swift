@@ -118,7 +118,7 @@ struct VectorTileServerTests {
         print(len(tiles))
         """
 
-    @Test(.timeLimit(.minutes(4))) func packagesArchivesAndMBTilesAreServedAndQGISDrawsThem() async throws {
+    @Test(.scaledTimeLimit(minutes: 4)) func packagesArchivesAndMBTilesAreServedAndQGISDrawsThem() async throws {
         let dir = TemporaryDirectory("outpost-vts")
         let services = dir.file("services")
         try FileManager.default.createDirectory(at: services, withIntermediateDirectories: true)
@@ -260,7 +260,7 @@ struct VectorTileServerTests {
     /// A feature service is a VectorTileServer too: its layers made into tiles when a tile is
     /// first asked for (every layer and field, z0–14, as `vtiles export` makes them by default),
     /// kept, and made again after an edit; QGIS draws them over the source.
-    @Test(.timeLimit(.minutes(4))) func aFeatureServicesLayersAreServedAsVectorTilesMadeOnRequest() async throws {
+    @Test(.scaledTimeLimit(minutes: 4)) func aFeatureServicesLayersAreServedAsVectorTilesMadeOnRequest() async throws {
         let dir = TemporaryDirectory("outpost-vts-layers")
         let services = dir.file("services")
         try FileManager.default.createDirectory(at: services, withIntermediateDirectories: true)

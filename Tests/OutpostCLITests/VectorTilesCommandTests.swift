@@ -8,7 +8,7 @@ import Testing
 /// (or 64 for usage) and leaves no file behind.
 @Suite("outpost vtiles")
 struct VectorTilesCommandTests {
-    @Test(.timeLimit(.minutes(5))) func exportThenInspectAgreeAndGDALReadsTheFile() async throws {
+    @Test(.scaledTimeLimit(minutes: 5)) func exportThenInspectAgreeAndGDALReadsTheFile() async throws {
         let dir = TemporaryDirectory("outpost-cli-vtiles")
         let gdb = dir.file("helsinki.gpkg")
         let created = try await outpost(["service", "create", Repository.sampleData("helsinki").path, "--out", gdb.path])
@@ -90,7 +90,7 @@ struct VectorTilesCommandTests {
     /// Killed (SIGKILL) right after a checkpoint, or after the file was moved into place; the
     /// same command then continues the job (making only the tiles it lacked) and the file is the
     /// one an uninterrupted export writes.
-    @Test(.timeLimit(.minutes(5)), arguments: ["vtiles.afterCheckpoint", "vtiles.afterMove"])
+    @Test(.scaledTimeLimit(minutes: 5), arguments: ["vtiles.afterCheckpoint", "vtiles.afterMove"])
     func aKilledExportFinishesWhenTheCommandRunsAgain(_ point: String) async throws {
         let dir = TemporaryDirectory("outpost-cli-vtiles-kill")
         let gdb = dir.file("natural_earth.gpkg")
@@ -111,7 +111,7 @@ struct VectorTilesCommandTests {
         for leftover in [".partial", ".tiles", ".tiles-index"] { #expect(!FileManager.default.fileExists(atPath: out.path + leftover), "\(leftover)") }
     }
 
-    @Test(.timeLimit(.minutes(5))) func badInputIsRefusedAndLeavesNoFile() async throws {
+    @Test(.scaledTimeLimit(minutes: 5)) func badInputIsRefusedAndLeavesNoFile() async throws {
         let dir = TemporaryDirectory("outpost-cli-vtiles-bad")
         let gdb = dir.file("helsinki.gpkg")
         _ = try await outpost(["service", "create", Repository.sampleData("helsinki").path, "--out", gdb.path])
@@ -157,7 +157,7 @@ struct VectorTilesCommandTests {
     /// A layer with invalid polygons (Natural Earth's Sudan crosses itself, the United States'
     /// parts overlap): the export repairs them with GEOS, and every polygon of every tile is valid
     /// by shapely with both countries present at every zoom.
-    @Test(.timeLimit(.minutes(5))) func invalidSourcePolygonsExportAsValidTiles() async throws {
+    @Test(.scaledTimeLimit(minutes: 5)) func invalidSourcePolygonsExportAsValidTiles() async throws {
         let dir = TemporaryDirectory("outpost-cli-vtiles-invalid")
         let gdb = dir.file("natural_earth.gpkg")
         #expect(try await outpost(["service", "create", Repository.sampleData("natural_earth").path, "--out", gdb.path]).status == 0)

@@ -1,4 +1,5 @@
 import Foundation
+import OutpostTestSupport
 import Testing
 
 @testable import OutpostCore
@@ -52,7 +53,7 @@ struct BroadcastTests {
     /// Values sent while the task reading them is cancelled, many times over, each round with a
     /// deadline: the sending thread and the cancelling one once took the broadcast's lock and a
     /// task's status lock in opposite orders and stopped for good.
-    @Test(.timeLimit(.minutes(2))) func cancellingAnObserverWhileValuesArriveNeverStops() async throws {
+    @Test(.scaledTimeLimit(minutes: 2)) func cancellingAnObserverWhileValuesArriveNeverStops() async throws {
         let rounds = 400
         let finished: Bool = await withCheckedContinuation { continuation in
             let once = OnceFlag()

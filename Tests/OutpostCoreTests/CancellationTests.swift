@@ -72,7 +72,7 @@ struct CancellationTests {
 
     /// Blocking work hears its caller leave (and ends at its next look), and an interrupt
     /// reaches it only while it runs the part it registered the interrupt for.
-    @Test(.timeLimit(.minutes(1)))
+    @Test(.scaledTimeLimit(minutes: 1))
     func blockingWorkHearsItsCallerLeave() async throws {
         let started = Locked(false)
         let ended = Locked(false)
@@ -134,7 +134,7 @@ struct CancellationTests {
         #expect(late.waiting == 0)
     }
 
-    @Test(.timeLimit(.minutes(1)))
+    @Test(.scaledTimeLimit(minutes: 1))
     func awaitingAJobFromACancelledTaskReturnsAtOnceAndTheJobGoesOn() async throws {
         let gate = GateJob.Gate()
         let job = Job(GateJob(gate: gate))
@@ -148,7 +148,7 @@ struct CancellationTests {
         #expect(try await job.output == "done")
     }
 
-    @Test(.timeLimit(.minutes(1)))
+    @Test(.scaledTimeLimit(minutes: 1))
     func runningAJobInACancelledTaskCancelsTheJobAndLeavesNothing() async throws {
         let gate = GateJob.Gate()
         let job = Job(GateJob(gate: gate))
@@ -162,7 +162,7 @@ struct CancellationTests {
         #expect(throws: JobError.self) { _ = try job.start() }
     }
 
-    @Test(.timeLimit(.minutes(1)))
+    @Test(.scaledTimeLimit(minutes: 1))
     func aJobsUpdateStreamsEndWhenItFinishes() async throws {
         let gate = GateJob.Gate()
         let job = Job(GateJob(gate: gate))
@@ -205,7 +205,7 @@ struct CancellationTests {
         }
     }
 
-    @Test(.timeLimit(.minutes(1)))
+    @Test(.scaledTimeLimit(minutes: 1))
     func aSharedLoadGoesOnForItsOtherCallersAndStopsWithItsLast() async throws {
         let resource = Hanging()
         let first = Task { try await resource.load() }
@@ -231,7 +231,7 @@ struct CancellationTests {
         #expect(statuses == [.loaded])
     }
 
-    @Test(.timeLimit(.minutes(1)))
+    @Test(.scaledTimeLimit(minutes: 1))
     func blockingWorkLetsACancelledCallerGo() async throws {
         let started = Locked(false)
         let caller = Task {

@@ -15,7 +15,7 @@ struct JobTests {
         return e
     }
 
-    @Test(.timeLimit(.minutes(1)))
+    @Test(.scaledTimeLimit(minutes: 1))
     func runsEveryStepToItsOutput() async throws {
         let log = SampleJobLog()
         let job = Job(SampleJob(label: "a", log: log))
@@ -36,7 +36,7 @@ struct JobTests {
         #expect(job.status == .succeeded)
     }
 
-    @Test(.timeLimit(.minutes(1)), arguments: 1...checkpointCount)
+    @Test(.scaledTimeLimit(minutes: 1), arguments: 1...checkpointCount)
     func pausesAtEveryCheckpointAndResumes(at checkpoint: Int) async throws {
         let log = SampleJobLog()
         let job = Job(SampleJob(label: "p", log: log))
@@ -51,7 +51,7 @@ struct JobTests {
         #expect(log.rollbacks == 0)
     }
 
-    @Test(.timeLimit(.minutes(1)), arguments: 1...checkpointCount)
+    @Test(.scaledTimeLimit(minutes: 1), arguments: 1...checkpointCount)
     func cancelsAtEveryCheckpoint(at checkpoint: Int) async throws {
         let log = SampleJobLog()
         let job = Job(SampleJob(label: "c", log: log))
@@ -67,7 +67,7 @@ struct JobTests {
         #expect(throws: JobError.self) { try job.start() }
     }
 
-    @Test(.timeLimit(.minutes(1)), arguments: 1...checkpointCount)
+    @Test(.scaledTimeLimit(minutes: 1), arguments: 1...checkpointCount)
     func jsonRoundTripResumesFromTheCheckpoint(at checkpoint: Int) async throws {
         let log = SampleJobLog()
         let job = Job(SampleJob(label: "j", log: log))
@@ -84,7 +84,7 @@ struct JobTests {
         #expect(try await rebuilt.output == Self.fullRun)
     }
 
-    @Test(.timeLimit(.minutes(1)))
+    @Test(.scaledTimeLimit(minutes: 1))
     func aRunningJobSavedMidwayComesBackPaused() async throws {
         // As if the process was killed: the JSON says "started" with a checkpoint, and the log
         // holds one item more than the checkpoint knows about.
@@ -102,7 +102,7 @@ struct JobTests {
     /// A job resumed with every step done (killed after its last step, before its end was
     /// saved) ends at once, while ``Job/start()`` may still be writing its "started": the JSON
     /// must end as "succeeded", or the same command run again resumes a job that is done.
-    @Test(.timeLimit(.minutes(1)))
+    @Test(.scaledTimeLimit(minutes: 1))
     func theLastStateSavedIsTheLastWritten() async throws {
         /// Keeps the statuses written, in order; the first write of "started" is slow.
         final class SlowStartStore: JobStore, @unchecked Sendable {
@@ -133,7 +133,7 @@ struct JobTests {
         #expect(store.statuses.last == .succeeded, "written: \(store.statuses)")
     }
 
-    @Test(.timeLimit(.minutes(1)))
+    @Test(.scaledTimeLimit(minutes: 1))
     func aFailingStepFailsTheJobAndRollsBack() async throws {
         let log = SampleJobLog()
         log.failAtItem.withLock { $0 = "second:2" }

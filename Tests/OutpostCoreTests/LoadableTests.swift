@@ -1,4 +1,5 @@
 import Foundation
+import OutpostTestSupport
 import Testing
 
 @testable import OutpostCore
@@ -65,7 +66,7 @@ final class Gate: Sendable {
 
 @Suite("Loadable")
 struct LoadableTests {
-    @Test(.timeLimit(.minutes(1)))
+    @Test(.scaledTimeLimit(minutes: 1))
     func concurrentLoadsShareOneAttempt() async throws {
         let r = TestResource("r", holdInLoad: true)
         try await withThrowingTaskGroup(of: Void.self) { group in
@@ -96,7 +97,7 @@ struct LoadableTests {
         #expect(r.loadStatus == .loaded && r.state.attempts.withLock { $0 } == 2 && r.loadError == nil)
     }
 
-    @Test(.timeLimit(.minutes(1)))
+    @Test(.scaledTimeLimit(minutes: 1))
     func retryJoinsAnAttemptInProgress() async throws {
         let r = TestResource("r", holdInLoad: true)
         async let first: Void = r.load()
@@ -109,7 +110,7 @@ struct LoadableTests {
         #expect(r.state.attempts.withLock { $0 } == 1)
     }
 
-    @Test(.timeLimit(.minutes(1)))
+    @Test(.scaledTimeLimit(minutes: 1))
     func cancelFailsEveryWaiterWithCancellation() async throws {
         let r = TestResource("r", holdInLoad: true)
         final class Results: Sendable { let values = Locked<[Bool]>([]) }

@@ -1,4 +1,5 @@
 import Foundation
+import OutpostTestSupport
 import Testing
 
 @testable import OutpostCore
@@ -37,7 +38,7 @@ struct RemoteJobTests {
                       initialInterval: .milliseconds(10), maximumInterval: .milliseconds(40), connectionLossWindow: window))
     }
 
-    @Test(.timeLimit(.minutes(1)))
+    @Test(.scaledTimeLimit(minutes: 1))
     func followsTheServerThroughOutagesToItsResult() async throws {
         let transport = ScriptedTransport([
             .status(["jobStatus": "esriJobSubmitted"]), .unreachable, .unreachable,
@@ -52,7 +53,7 @@ struct RemoteJobTests {
         #expect(j.messages.contains { $0.severity == .warning && $0.text.contains("cannot reach") })
     }
 
-    @Test(.timeLimit(.minutes(1)))
+    @Test(.scaledTimeLimit(minutes: 1))
     func failsWithConnectionLostAfterTheWindow() async throws {
         let transport = ScriptedTransport([.status(["jobStatus": "esriJobExecuting"]), .unreachable])
         let j = job(transport, window: .milliseconds(300))
@@ -66,7 +67,7 @@ struct RemoteJobTests {
     /// four minutes after the last, so a ten-minute window closes at the fourth unanswered poll
     /// (lost 0, 240, 480, then 720 s), with no sleep longer than the poll interval. The job's
     /// own clock dates its snapshot and its messages.
-    @Test(.timeLimit(.minutes(1)))
+    @Test(.scaledTimeLimit(minutes: 1))
     func theOutageIsMeasuredOnTheJobsClock() async throws {
         let transport = ScriptedTransport([.status(["jobStatus": "esriJobExecuting"]), .unreachable])
         let readings = Locked(0)
@@ -89,7 +90,7 @@ struct RemoteJobTests {
         #expect(j.snapshot.createdAt == stopped.now() && j.snapshot.updatedAt == stopped.now())
     }
 
-    @Test(.timeLimit(.minutes(1)))
+    @Test(.scaledTimeLimit(minutes: 1))
     func serverFailuresAndCancellation() async throws {
         let failing = ScriptedTransport([.status(["jobStatus": "esriJobFailed", "messages": [["type": "esriJobMessageTypeError", "description": "disk full"]]]) ])
         let f = job(failing)

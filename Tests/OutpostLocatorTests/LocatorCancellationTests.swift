@@ -16,7 +16,7 @@ struct LocatorCancellationTests {
     /// A statement that would run for ever, on the locator's own connection, under the
     /// cancellation a LocatorTask hands its searches: the cancel interrupts it, the search
     /// throws CancellationError, and the connection serves the next search.
-    @Test(.timeLimit(.minutes(2)))
+    @Test(.scaledTimeLimit(minutes: 2))
     func aCancelInterruptsTheStatementASearchIsRunning() async throws {
         let directory = TemporaryDirectory("outpost-locator-cancel")
         let (gdb, url) = try HelsinkiLocator.build(in: directory)
@@ -57,7 +57,7 @@ struct LocatorCancellationTests {
     }
 
     /// A geocode loop on a LocatorTask, as a search-as-you-type view runs it, ends with its Task.
-    @Test(.timeLimit(.minutes(2)))
+    @Test(.scaledTimeLimit(minutes: 2))
     func aGeocodeLoopEndsWithItsTask() async throws {
         let directory = TemporaryDirectory("outpost-locator-loop")
         let (gdb, url) = try HelsinkiLocator.build(in: directory)
@@ -85,7 +85,7 @@ struct LocatorCancellationTests {
 /// CancellationError at once (the HTTP request is cancelled), not a network error.
 @Suite("Locator cancellation against a service")
 struct RemoteLocatorCancellationTests {
-    @Test(.timeLimit(.minutes(1)))
+    @Test(.scaledTimeLimit(minutes: 1))
     func aGeocodeAgainstAServerThatNeverAnswersEndsWithItsTask() async throws {
         let asked = Locked(0)
         let server = try await LoopbackHTTPServer.start { request in

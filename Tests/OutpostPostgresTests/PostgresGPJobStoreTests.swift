@@ -2,6 +2,7 @@ import Foundation
 import OutpostPostgres
 import OutpostServiceTestSupport
 import OutpostSyncService
+import OutpostTestSupport
 import Testing
 
 /// The shared geoprocessing job records hosts of a site take over from one another.
@@ -10,7 +11,7 @@ struct PostgresGPJobStoreTests {
     /// Hosts that find the same expired leases at the same moment, each through its own pool of
     /// connections: every job goes to exactly one of them, round after round, and a finished job
     /// to none.
-    @Test(.timeLimit(.minutes(2)))
+    @Test(.scaledTimeLimit(minutes: 2))
     func hostsClaimingTogetherTakeEachExpiredJobOnce() async throws {
         let location = try PostgresLocation(url: try await BackendKind.newPostgresDatabase())
         var stores: [PostgresGPJobStore] = []
@@ -54,7 +55,7 @@ struct PostgresGPJobStoreTests {
 /// a host that stopped failed by the others.
 @Suite("PostgreSQL server job leases", .enabled(if: BackendKind.postgresURL != nil, "run ./scripts/test: it starts PostgreSQL"))
 struct PostgresJobLeaseTests {
-    @Test(.timeLimit(.minutes(2)))
+    @Test(.scaledTimeLimit(minutes: 2))
     func hostsFailAStoppedHostsJobsOnceAndLeaveRenewedOnes() async throws {
         let location = try PostgresLocation(url: try await BackendKind.newPostgresDatabase())
         var stores: [PostgresJobStore] = []
@@ -87,7 +88,7 @@ struct PostgresJobLeaseTests {
     /// Jobs recorded with what runs them again: three hosts taking a stopped host's jobs at
     /// once take each once, with its input; a job asked to cancel, one without an input and one
     /// started as often as allowed are not taken (they are failed instead).
-    @Test(.timeLimit(.minutes(2)))
+    @Test(.scaledTimeLimit(minutes: 2))
     func hostsTakeAStoppedHostsResumableJobsOnce() async throws {
         let location = try PostgresLocation(url: try await BackendKind.newPostgresDatabase())
         var stores: [PostgresJobStore] = []

@@ -3,6 +3,7 @@ import OutpostCore
 import OutpostPostgres
 import OutpostServiceTestSupport
 import OutpostSyncService
+import OutpostTestSupport
 import Testing
 
 /// The users document and failed sign-ins a site's hosts share.
@@ -11,7 +12,7 @@ struct PostgresSecurityStoreTests {
     /// Writers on separate pools change the document at once, the first two with no document
     /// yet: every change lands, one version each; a change that throws leaves the document as
     /// it was and its error as it was thrown.
-    @Test(.timeLimit(.minutes(2)))
+    @Test(.scaledTimeLimit(minutes: 2))
     func everyWritersChangeLandsOnce() async throws {
         let location = try PostgresLocation(url: try await BackendKind.newPostgresDatabase())
         var stores: [PostgresSecurityStore] = []
@@ -48,7 +49,7 @@ struct PostgresSecurityStoreTests {
 
     /// Failures are counted per key across hosts, only those inside the window, the oldest
     /// told; a key's success clears it alone.
-    @Test(.timeLimit(.minutes(2)))
+    @Test(.scaledTimeLimit(minutes: 2))
     func failedSignInsAreCountedPerKeyInsideTheWindow() async throws {
         let location = try PostgresLocation(url: try await BackendKind.newPostgresDatabase())
         let a = try await PostgresJobStore(location: location).security(), b = try await PostgresJobStore(location: location).security()

@@ -16,7 +16,7 @@ struct PostgresServerTests {
     /// reader, like the download feed, reads the service generation G and then the changes up to
     /// G. Had any commit taken a generation below one already visible, a reader would have seen G
     /// with a gap below it that filled in later; every observation must still hold at the end.
-    @Test(.timeLimit(.minutes(3)))
+    @Test(.scaledTimeLimit(minutes: 3))
     func generationsFollowCommitOrderAcrossProcesses() async throws {
         let service = try await TestService.fieldInspection(.postgres)
         try await service.backend.close()
@@ -63,7 +63,7 @@ struct PostgresServerTests {
     /// Exactly once across processes: every batch of a replica is sent to two server processes
     /// at the same moment. One applies it, the other answers with the stored result; each batch
     /// applies once, under one generation.
-    @Test(.timeLimit(.minutes(3)))
+    @Test(.scaledTimeLimit(minutes: 3))
     func aBatchSentToTwoProcessesAtOnceAppliesOnce() async throws {
         let service = try await TestService.fieldInspection(.postgres)
         let sync = try #require(service.backend as? any SyncBackend)
@@ -111,7 +111,7 @@ struct PostgresServerTests {
 
     /// A schema change made with `outpost service migrate --postgres` reaches a server process that is already running: its
     /// next answer about the layer names the new field, and an edit may set it.
-    @Test(.timeLimit(.minutes(2)))
+    @Test(.scaledTimeLimit(minutes: 2))
     func aSchemaChangeReachesRunningProcesses() async throws {
         let service = try await TestService.fieldInspection(.postgres)
         let server = try await ServeProcess.start(service)
@@ -139,7 +139,7 @@ struct PostgresServerTests {
     /// A job started by one process is seen by another: two processes with one database and one
     /// output directory; an async createReplica sent to the first is polled, and its file
     /// fetched, through the second.
-    @Test(.timeLimit(.minutes(2)))
+    @Test(.scaledTimeLimit(minutes: 2))
     func jobStatusAndFilesAnswerFromAnyProcess() async throws {
         let service = try await TestService.fieldInspection(.postgres)
         try await service.backend.close()
@@ -169,7 +169,7 @@ struct PostgresServerTests {
     /// `--site-directory`: two processes given one site directory hand out each other's replica
     /// files from its `results/`, and `/ready` checks the directory: a host whose site
     /// directory takes no file answers 503 with the reason, and ready again once it does.
-    @Test(.timeLimit(.minutes(2)))
+    @Test(.scaledTimeLimit(minutes: 2))
     func theSiteDirectoryIsSharedAndCheckedForReadiness() async throws {
         let service = try await TestService.fieldInspection(.postgres)
         try await service.backend.close()
@@ -216,7 +216,7 @@ struct PostgresServerTests {
     /// A cancel sent to another process reaches the running job through the database: a tile
     /// export (drawn from a GeoPackage service both processes serve) started on the first process
     /// and cancelled through the second stops, and both report it cancelled.
-    @Test(.timeLimit(.minutes(2)))
+    @Test(.scaledTimeLimit(minutes: 2))
     func aCancelSentToAnotherProcessStopsTheJob() async throws {
         let service = try await TestService.fieldInspection(.postgres)
         try await service.backend.close()
@@ -250,7 +250,7 @@ struct PostgresServerTests {
 
     /// PostgreSQL stops under a running server: requests get a 503 with a message (not a hang,
     /// not a crash), the server stays up, and answers again once the database is back.
-    @Test(.timeLimit(.minutes(3)))
+    @Test(.scaledTimeLimit(minutes: 3))
     func aDatabaseThatGoesAwayIs503AndTheServerRecovers() async throws {
         try await PostgresCluster.with { cluster in try await Self.outage(cluster) }
     }
@@ -302,7 +302,7 @@ struct PostgresServerTests {
     /// time. The primary is stopped at once and the standby promoted: requests in between get
     /// 503 (never another 5xx), the server moves to the new primary by itself, and every
     /// acknowledged feature is there exactly once.
-    @Test(.timeLimit(.minutes(4)))
+    @Test(.scaledTimeLimit(minutes: 4))
     func editsCarryOnAcrossADatabaseFailover() async throws {
         try await PostgresCluster.with { primary in
             let standby = try await primary.startStandby(synchronous: true)
@@ -409,7 +409,7 @@ extension PostgresServerTests {
         /// process serving the database takes the job and runs it again from its start, and the
         /// job's client, polling on, sees it complete there and fetches its package from the site
         /// directory; a job the live process runs is left running.
-        @Test(.timeLimit(.minutes(5)))
+        @Test(.scaledTimeLimit(minutes: 5))
         func aKilledProcesssJobIsRunAgainByAnother() async throws {
             let service = try await TestService.fieldInspection(.postgres)
             try await service.backend.close()
@@ -457,7 +457,7 @@ extension PostgresServerTests {
         /// again at its next look instead of a lease later. The lease here is long (20 s) and the
         /// drain short (1 s): the job's row shows the hand-back (this host's, its lease ended), or
         /// the other host already holding it.
-        @Test(.timeLimit(.minutes(5)))
+        @Test(.scaledTimeLimit(minutes: 5))
         func aDrainedHostHandsBackTheJobsItCouldNotFinish() async throws {
             let service = try await TestService.fieldInspection(.postgres)
             try await service.backend.close()

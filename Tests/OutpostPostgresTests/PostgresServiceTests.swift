@@ -18,7 +18,7 @@ struct PostgresServiceTests {
         return run.stdout.split(separator: "\n").map(String.init)
     }
 
-    @Test(.timeLimit(.minutes(2)))
+    @Test(.scaledTimeLimit(minutes: 2))
     func theSampleServiceLoadsIntoPostGIS() async throws {
         let name = "fi_\(UInt32.random(in: 0...UInt32.max))"
         let made = try await ExternalTools.run(

@@ -9,7 +9,7 @@ import Testing
 /// A Task that solves routes is stopped by its cancel, whether it awaits one solve or loops.
 @Suite("Route cancellation")
 struct RouteCancellationTests {
-    @Test(.timeLimit(.minutes(2)))
+    @Test(.scaledTimeLimit(minutes: 2))
     func aRouteLoopEndsWithItsTask() async throws {
         let directory = TemporaryDirectory("outpost-route-cancel")
         let (_, url, _) = try NetworkTests.network(in: directory)
@@ -35,7 +35,7 @@ struct RouteCancellationTests {
 
     /// The solve itself looks at its cancellation between legs and pairs of stops: cancelled
     /// before it starts, it does no work.
-    @Test(.timeLimit(.minutes(2)))
+    @Test(.scaledTimeLimit(minutes: 2))
     func aCancelledSolveStopsAtItsNextCheck() async throws {
         let directory = TemporaryDirectory("outpost-route-cancel-solve")
         let (_, url, _) = try NetworkTests.network(in: directory)

@@ -13,7 +13,7 @@ import Testing
 /// HTTP, stop cleanly; a taken port and a cancelled start are errors the caller sees.
 @Suite("Embedded server")
 struct EmbeddedServerTests {
-    @Test(.timeLimit(.minutes(1)))
+    @Test(.scaledTimeLimit(minutes: 1))
     func startsServesAndStops() async throws {
         let service = try await TestService.fieldInspection(.sqlite)
         let server = try await EmbeddedServer.start(services: ServiceDirectory([service.backend]))
@@ -35,7 +35,7 @@ struct EmbeddedServerTests {
         withExtendedLifetime(service) {}
     }
 
-    @Test(.timeLimit(.minutes(1)))
+    @Test(.scaledTimeLimit(minutes: 1))
     func aTakenPortIsAnErrorNotAHang() async throws {
         let service = try await TestService.fieldInspection(.sqlite)
         let first = try await EmbeddedServer.start(services: ServiceDirectory([service.backend]), closesServices: false)
@@ -47,7 +47,7 @@ struct EmbeddedServerTests {
         try await service.backend.close()
     }
 
-    @Test(.timeLimit(.minutes(1)))
+    @Test(.scaledTimeLimit(minutes: 1))
     func aStartWhoseTaskIsCancelledStopsTheServer() async throws {
         let service = try await TestService.fieldInspection(.sqlite)
         let starting = Task {

@@ -61,7 +61,7 @@ struct GeoprocessingTaskTests {
     /// A long geodesic buffer run on this device in the structured form (`job.run()`), as a view's
     /// `.task` runs it: cancelling the Task ends the call within the bound, the job ends
     /// cancelled, and no output is left. Awaited with `output` instead, the job goes on.
-    @Test(.timeLimit(.minutes(2)))
+    @Test(.scaledTimeLimit(minutes: 2))
     func anOfflineToolRunEndsWithItsTask() async throws {
         let task = GeoprocessingTask(tool: "Buffer")
         var parameters = try await task.makeDefaultParameters()
@@ -106,7 +106,7 @@ struct GeoprocessingTaskTests {
     /// cancelled while the server computes, the call throws `CancellationError` within the
     /// bound, the job ends cancelled, the server's tool stops when the connection closes, and
     /// the server answers the next request.
-    @Test(.timeLimit(.minutes(2)))
+    @Test(.scaledTimeLimit(minutes: 2))
     func aSynchronousExecuteEndsWithItsTask() async throws {
         let roomy: JSONValue = ["executionType": "esriExecutionTypeSynchronous", "maximumRecords": 100_000, "tasks": [["tool": "Buffer"]]]
         try await GPServerTests.withServer(["quick": roomy]) { client, _ in

@@ -9,7 +9,7 @@ import Testing
 /// `outpost serve` as a process, read by third-party clients over real HTTP on 127.0.0.1.
 @Suite("Live server and third-party clients")
 struct LiveServerTests {
-    @Test(.timeLimit(.minutes(3)), arguments: BackendKind.available)
+    @Test(.scaledTimeLimit(minutes: 3), arguments: BackendKind.available)
     func gdalAndEsridumpReadTheService(kind: BackendKind) async throws {
         let service = try await TestService.fieldInspection(kind)
         try await service.backend.close()
@@ -52,7 +52,7 @@ struct LiveServerTests {
         #expect(check.stdout.trimmingCharacters(in: .whitespacesAndNewlines) == "ok")
     }
 
-    @Test(.timeLimit(.minutes(3)), arguments: BackendKind.available)
+    @Test(.scaledTimeLimit(minutes: 3), arguments: BackendKind.available)
     func concurrentReadersAndSerialisedWriters(kind: BackendKind) async throws {
         let service = try await TestService.fieldInspection(kind)
         try await service.backend.close()

@@ -151,7 +151,7 @@ struct OperationsTests {
     }
 
     /// SIGTERM with a client's keep-alive connection open: the server drains and exits 0.
-    @Test(.timeLimit(.minutes(1)))
+    @Test(.scaledTimeLimit(minutes: 1))
     func sigtermStopsGracefully() async throws {
         let service = try await TestService.fieldInspection(.sqlite)
         try await service.backend.close()

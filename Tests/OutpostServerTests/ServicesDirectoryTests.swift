@@ -152,7 +152,7 @@ struct ServicesDirectoryTests {
     /// query form by its links, submits it, and sees the features, a hostile value as text and no
     /// script run; the MapServer preview draws tiles with non-empty pixels; the console stays
     /// free of errors (a Content-Security-Policy violation would be one).
-    @Test(.timeLimit(.minutes(3)))
+    @Test(.scaledTimeLimit(minutes: 3))
     func aBrowserUsesTheDirectory() async throws {
         let (service, server) = try await Self.serveSample()
         defer { Task { await server.stop() } }
@@ -223,7 +223,7 @@ struct ServicesDirectoryTests {
 
     /// A crawler with Python's HTML parser follows every link, style sheet, script and GET form
     /// from the catalog of a live server: every one answers 200, and nothing points elsewhere.
-    @Test(.timeLimit(.minutes(2)))
+    @Test(.scaledTimeLimit(minutes: 2))
     func everyLinkOfTheDirectoryResolves() async throws {
         let (service, server) = try await Self.serveSample()
         defer { Task { await server.stop() } }

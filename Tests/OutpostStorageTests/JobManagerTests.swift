@@ -12,7 +12,7 @@ struct JobManagerTests {
         try Data((0..<size).map { _ in UInt8.random(in: 0...255, using: &rng) }).write(to: url)
     }
 
-    @Test(.timeLimit(.minutes(1)))
+    @Test(.scaledTimeLimit(minutes: 1))
     func copiesAndVerifies() async throws {
         let dir = TemporaryDirectory()
         let source = dir.file("source.bin"), destination = dir.file("copy.bin")
@@ -27,7 +27,7 @@ struct JobManagerTests {
         #expect(job.progress.phases.first { $0.name == "bytes" }?.done == 300_000)
     }
 
-    @Test(.timeLimit(.minutes(1)))
+    @Test(.scaledTimeLimit(minutes: 1))
     func pausedCopiesResumeWithoutRecopying() async throws {
         let dir = TemporaryDirectory()
         let source = dir.file("source.bin"), destination = dir.file("copy.bin")
@@ -46,7 +46,7 @@ struct JobManagerTests {
         #expect(try Data(contentsOf: destination) == (try Data(contentsOf: source)))
     }
 
-    @Test(.timeLimit(.minutes(1)))
+    @Test(.scaledTimeLimit(minutes: 1))
     func aCorruptedPartialCopyFailsVerificationAndIsRemoved() async throws {
         let dir = TemporaryDirectory()
         let source = dir.file("source.bin"), destination = dir.file("copy.bin")
@@ -67,7 +67,7 @@ struct JobManagerTests {
         #expect(!FileManager.default.fileExists(atPath: destination.path + ".partial"))
     }
 
-    @Test(.timeLimit(.minutes(1)))
+    @Test(.scaledTimeLimit(minutes: 1))
     func managerPersistsAndResumesJobs() async throws {
         let dir = TemporaryDirectory()
         let jobs = dir.file("jobs")
@@ -95,7 +95,7 @@ struct JobManagerTests {
         #expect(try other.resumeAll().isEmpty, "finished jobs are not resumed")
     }
 
-    @Test(.timeLimit(.minutes(1)))
+    @Test(.scaledTimeLimit(minutes: 1))
     func cancelReachesAJobRunByAnotherManager() async throws {
         let dir = TemporaryDirectory()
         let jobs = dir.file("jobs")

@@ -11,7 +11,7 @@ import Testing
 /// end of the layer), and the geodatabase answers the next query.
 @Suite("Query cancellation")
 struct QueryCancellationTests {
-    @Test(.timeLimit(.minutes(3)))
+    @Test(.scaledTimeLimit(minutes: 3))
     func aLargeQueryEndsWithItsTask() async throws {
         let dir = TemporaryDirectory("outpost-query-cancel")
         let gdb = try SampleGeodatabases.emptyFieldInspection(in: dir)

@@ -51,7 +51,7 @@ struct TransactionTests {
         try gdb.close()
     }
 
-    @Test(.timeLimit(.minutes(1)))
+    @Test(.scaledTimeLimit(minutes: 1))
     func cancellingATaskInterruptsItsStatement() async throws {
         let dir = TemporaryDirectory()
         let gdb = try SampleGeodatabases.fieldInspection(in: dir)

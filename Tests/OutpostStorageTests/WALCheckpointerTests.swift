@@ -101,7 +101,7 @@ struct WALCheckpointerTests {
     /// With a checkpoint due (the WAL past the wait threshold) and not yet run, a write waits
     /// for it, and a small one (bookkeeping) goes ahead.
     /// (Were the small write to wait, it would wait for good: the time limit ends it.)
-    @Test(.timeLimit(.minutes(1))) func aSmallWriteDoesNotWaitForADueCheckpoint() async throws {
+    @Test(.scaledTimeLimit(minutes: 1)) func aSmallWriteDoesNotWaitForADueCheckpoint() async throws {
         let dir = TemporaryDirectory()
         let gdb = try SampleGeodatabases.emptyFieldInspection(in: dir)
         let checkpointer = try #require(gdb.checkpointer)

@@ -84,7 +84,7 @@ struct AttachmentSyncTests {
         return (h, traffic, proxy, url, crew, office)
     }
 
-    @Test(.timeLimit(.minutes(2)), arguments: BackendKind.syncing)
+    @Test(.scaledTimeLimit(minutes: 2), arguments: BackendKind.syncing)
     func attachmentsTravelBothWaysOnceAndByteIdentical(kind: BackendKind) async throws {
         let (h, traffic, proxy, url, crew, office) = try await Self.twoReplicasBehindAProxy(kind)
         let points = try crew.table(named: "inspection_points")
@@ -129,7 +129,7 @@ struct AttachmentSyncTests {
     }
 
     /// Attachments added and deleted through the service's REST operations reach replicas too.
-    @Test(.timeLimit(.minutes(2)), arguments: BackendKind.syncing)
+    @Test(.scaledTimeLimit(minutes: 2), arguments: BackendKind.syncing)
     func serviceSideAttachmentEditsReachReplicas(kind: BackendKind) async throws {
         let (h, _, proxy, url, crew, _) = try await Self.twoReplicasBehindAProxy(kind)
         let feature = try #require(try await crew.table(named: "inspection_points").feature(objectID: 4))
@@ -151,7 +151,7 @@ struct AttachmentSyncTests {
     /// A photo deleted after its batch was sealed (a sync interrupted in between): the resent
     /// batch cannot carry its content, the server refuses the insert, and the next sync settles
     /// on the delete — nothing stuck, nothing left behind.
-    @Test(.timeLimit(.minutes(2)), arguments: BackendKind.syncing)
+    @Test(.scaledTimeLimit(minutes: 2), arguments: BackendKind.syncing)
     func anAttachmentDeletedAfterSealingDoesNotWedgeTheSync(kind: BackendKind) async throws {
         let (h, _, proxy, url, crew, _) = try await Self.twoReplicasBehindAProxy(kind)
         let points = try crew.table(named: "inspection_points")
@@ -172,7 +172,7 @@ struct AttachmentSyncTests {
 
     /// Links that drop at random chunks, up and down: each sync fails, the next one continues
     /// where the other side's copy ends, and the bytes end identical (hash-checked on arrival).
-    @Test(.timeLimit(.minutes(3)), arguments: BackendKind.syncing, [UInt64(11), 23, 37])
+    @Test(.scaledTimeLimit(minutes: 3), arguments: BackendKind.syncing, [UInt64(11), 23, 37])
     func interruptedTransfersResume(kind: BackendKind, seed: UInt64) async throws {
         var rng = SeededGenerator(state: seed)
         let (h, traffic, proxy, url, crew, office) = try await Self.twoReplicasBehindAProxy(kind)

@@ -12,7 +12,7 @@ import Testing
 /// must be what the feature API reads, for every kind of field, geometry and coalesced edit.
 @Suite("Sealing upload batches")
 struct BatchSealerTests {
-    @Test(.timeLimit(.minutes(2)))
+    @Test(.scaledTimeLimit(minutes: 2))
     func aSealedBatchCarriesTheValuesTheFeatureAPIReads() async throws {
         let h = try await SyncHarness.start()
         let gdb = try await h.replica(layers: [0, 1, 2, 3])
@@ -116,7 +116,7 @@ struct BatchSealerTests {
 
     /// A row the seal cannot read (a geometry blob that is not GeoPackage binary, written by
     /// another tool) fails the seal with a typed error naming the table, and nothing is stored.
-    @Test(.timeLimit(.minutes(2)))
+    @Test(.scaledTimeLimit(minutes: 2))
     func aRowThatCannotBeReadFailsTheSealAndStoresNothing() async throws {
         let h = try await SyncHarness.start()
         let gdb = try await h.replica(layers: [0])

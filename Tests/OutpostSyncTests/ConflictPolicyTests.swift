@@ -73,7 +73,7 @@ struct ConflictPolicyTests {
 
     /// The same column changed on both sides: each rule picks its winner, the loser's value is in
     /// the record on both sides, and the replica ends equal to the server.
-    @Test(.timeLimit(.minutes(2)), arguments: BackendKind.syncing, [ConflictPolicy.Rule.clientWins, .serverWins, .manual])
+    @Test(.scaledTimeLimit(minutes: 2), arguments: BackendKind.syncing, [ConflictPolicy.Rule.clientWins, .serverWins, .manual])
     func sameColumnOnBothSides(kind: BackendKind, _ rule: ConflictPolicy.Rule) async throws {
         let s = try await Scenario.start(kind, ConflictPolicy(rule: rule))
         try await s.crewUpdate(["notes": .string("crew")])
@@ -94,7 +94,7 @@ struct ConflictPolicyTests {
     /// `latestEditWins` compares when the edits were made, not when they reached the server: a
     /// crew edit made before the office's loses even though it syncs later, and one made after
     /// wins.
-    @Test(.timeLimit(.minutes(2)), arguments: BackendKind.syncing, [true, false])
+    @Test(.scaledTimeLimit(minutes: 2), arguments: BackendKind.syncing, [true, false])
     func latestEditWinsByEditTime(kind: BackendKind, crewEditsLast: Bool) async throws {
         let s = try await Scenario.start(kind, ConflictPolicy(rule: .latestEditWins))
         if crewEditsLast {
@@ -117,7 +117,7 @@ struct ConflictPolicyTests {
 
     /// Different columns changed on each side merge under every rule: no record, both changes
     /// kept, the edit reported as merged. Geometry and attributes are different columns too.
-    @Test(.timeLimit(.minutes(2)), arguments: BackendKind.syncing, ConflictPolicy.Rule.allCases)
+    @Test(.scaledTimeLimit(minutes: 2), arguments: BackendKind.syncing, ConflictPolicy.Rule.allCases)
     func differentColumnsMerge(kind: BackendKind, _ rule: ConflictPolicy.Rule) async throws {
         let s = try await Scenario.start(kind, ConflictPolicy(rule: rule))
         let moved = try point(-122.6655, 45.5121)
@@ -134,7 +134,7 @@ struct ConflictPolicyTests {
 
     /// Geometry against geometry is a conflict like any column; with serverWins the crew's point
     /// is discarded (kept in the record) and the replica gets the office's back.
-    @Test(.timeLimit(.minutes(2)), arguments: BackendKind.syncing)
+    @Test(.scaledTimeLimit(minutes: 2), arguments: BackendKind.syncing)
     func geometryAgainstGeometry(kind: BackendKind) async throws {
         let s = try await Scenario.start(kind, ConflictPolicy(rule: .serverWins))
         let crew = try point(-122.6655, 45.5121), office = try point(-122.6601, 45.5102)
@@ -151,7 +151,7 @@ struct ConflictPolicyTests {
 
     /// A per-field rule overrides the layer's, and a sync's requested rule replaces the layer's
     /// but not a field's.
-    @Test(.timeLimit(.minutes(2)), arguments: BackendKind.syncing)
+    @Test(.scaledTimeLimit(minutes: 2), arguments: BackendKind.syncing)
     func fieldRulesOverrideTheLayerAndTheSync(kind: BackendKind) async throws {
         let s = try await Scenario.start(kind, ConflictPolicy(rule: .clientWins, fields: ["status": .serverWins, "inspector": .clientWins]))
         // Two statuses other than the feature's own, so both sides change it.
@@ -178,7 +178,7 @@ struct ConflictPolicyTests {
     /// Update here, delete there: the delete wins by default (the update's values recorded and
     /// the replica's copy removed); `updateResurrects` brings the feature back with its last
     /// values and the update applied.
-    @Test(.timeLimit(.minutes(2)), arguments: BackendKind.syncing, [ConflictPolicy.UpdateDeleteRule.deleteWins, .updateResurrects])
+    @Test(.scaledTimeLimit(minutes: 2), arguments: BackendKind.syncing, [ConflictPolicy.UpdateDeleteRule.deleteWins, .updateResurrects])
     func updateAgainstDelete(kind: BackendKind, _ rule: ConflictPolicy.UpdateDeleteRule) async throws {
         let s = try await Scenario.start(kind, ConflictPolicy(updateDelete: rule))
         try await s.officeUpdate(["inspector": .string("office, before deleting")])
@@ -203,7 +203,7 @@ struct ConflictPolicyTests {
 
     /// Delete here, update there: the delete wins by default (the server's values recorded);
     /// `keepServer` keeps the feature and the replica gets it back.
-    @Test(.timeLimit(.minutes(2)), arguments: BackendKind.syncing, [ConflictPolicy.DeleteUpdateRule.deleteWins, .keepServer])
+    @Test(.scaledTimeLimit(minutes: 2), arguments: BackendKind.syncing, [ConflictPolicy.DeleteUpdateRule.deleteWins, .keepServer])
     func deleteAgainstUpdate(kind: BackendKind, _ rule: ConflictPolicy.DeleteUpdateRule) async throws {
         let s = try await Scenario.start(kind, ConflictPolicy(deleteUpdate: rule))
         try await s.points.delete(objectIDs: [s.local.objectID!])
@@ -222,7 +222,7 @@ struct ConflictPolicyTests {
     }
 
     /// Deleted on both sides: nothing is discarded, so nothing is recorded.
-    @Test(.timeLimit(.minutes(2)), arguments: BackendKind.syncing)
+    @Test(.scaledTimeLimit(minutes: 2), arguments: BackendKind.syncing)
     func deleteAgainstDelete(kind: BackendKind) async throws {
         let s = try await Scenario.start(kind, nil)
         try await s.points.delete(objectIDs: [s.local.objectID!])
@@ -237,7 +237,7 @@ struct ConflictPolicyTests {
 
     /// A manual conflict stays open until resolved on the replica: keeping ours is a normal edit
     /// that syncs; keeping theirs edits nothing; both close the server's record at the next sync.
-    @Test(.timeLimit(.minutes(2)), arguments: BackendKind.syncing, ["ours", "theirs", "values"])
+    @Test(.scaledTimeLimit(minutes: 2), arguments: BackendKind.syncing, ["ours", "theirs", "values"])
     func manualConflictsAreResolvedLater(kind: BackendKind, _ keep: String) async throws {
         let s = try await Scenario.start(kind, ConflictPolicy(rule: .manual))
         try await s.crewUpdate(["notes": .string("crew"), "condition": .integer(1)])

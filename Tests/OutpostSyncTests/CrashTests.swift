@@ -14,7 +14,7 @@ import Testing
 /// uninterrupted run.
 @Suite("Crashes: processes killed mid-sync", .serialized)
 struct CrashTests {
-    @Test(.timeLimit(.minutes(5)), arguments: BackendKind.syncing)
+    @Test(.scaledTimeLimit(minutes: 5), arguments: BackendKind.syncing)
     func outpostSyncKilledAtEveryStep(kind: BackendKind) async throws {
         let expected = try await Scenario.reference(kind)
         for point in ExactlyOnceTests.clientPoints {
@@ -35,7 +35,7 @@ struct CrashTests {
         }
     }
 
-    @Test(.timeLimit(.minutes(3)), arguments: BackendKind.syncing)
+    @Test(.scaledTimeLimit(minutes: 3), arguments: BackendKind.syncing)
     func outpostServeKilledBeforeItCommits(kind: BackendKind) async throws {
         let expected = try await Scenario.reference(kind, serverEdits: false)
         let service = try await TestService.fieldInspection(kind)

@@ -19,7 +19,7 @@ struct CrewLoadTests {
         return c
     }
 
-    @Test(.timeLimit(.minutes(4)))
+    @Test(.scaledTimeLimit(minutes: 4))
     func tenCrewsOnTheSQLiteBackend() async throws {
         let directory = TemporaryDirectory("outpost-crews")
         let file = directory.file("\(CrewLoad.serviceName).gpkg")
@@ -32,7 +32,7 @@ struct CrewLoadTests {
         Self.expectCorrect(report)
     }
 
-    @Test(.timeLimit(.minutes(4)), .enabled(if: BackendKind.postgresURL != nil, "run ./scripts/test: it starts PostgreSQL"))
+    @Test(.scaledTimeLimit(minutes: 4), .enabled(if: BackendKind.postgresURL != nil, "run ./scripts/test: it starts PostgreSQL"))
     func tenCrewsThroughTwoProcessesOnPostgreSQL() async throws {
         let directory = TemporaryDirectory("outpost-crews")
         let file = directory.file("\(CrewLoad.serviceName).gpkg")

@@ -14,7 +14,7 @@ import Testing
 /// a replayed file is answered from the ledger, and an update package reaches a second replica.
 @Suite("Delta files, both backends")
 struct DeltaFileTests {
-    @Test(.timeLimit(.minutes(2)), arguments: BackendKind.syncing)
+    @Test(.scaledTimeLimit(minutes: 2), arguments: BackendKind.syncing)
     func aRoundTripByFileConvergesAndAnUpdatePackageFollows(kind: BackendKind) async throws {
         let h = try await SyncHarness.start(kind)
         let backend = try #require(h.service.backend as? any SyncBackend)
@@ -49,7 +49,7 @@ struct DeltaFileTests {
 
     /// Photos travel by file both ways: the crew's content goes with its edits (once per content,
     /// in chunks), the office's comes back with the reply, and only what the replica lacks.
-    @Test(.timeLimit(.minutes(2)), arguments: BackendKind.syncing)
+    @Test(.scaledTimeLimit(minutes: 2), arguments: BackendKind.syncing)
     func attachmentContentTravelsByFileBothWays(kind: BackendKind) async throws {
         let h = try await SyncHarness.start(kind)
         let backend = try #require(h.service.backend as? any SyncBackend)

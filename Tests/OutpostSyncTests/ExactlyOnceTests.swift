@@ -106,7 +106,7 @@ struct ExactlyOnceTests {
         "client.afterSeal", "client.afterSend", "client.afterAck", "client.afterStage", "client.afterPageApplied", "client.beforeApplyCommit", "client.afterApply",
     ]
 
-    @Test(.timeLimit(.minutes(5)), arguments: BackendKind.syncing)
+    @Test(.scaledTimeLimit(minutes: 5), arguments: BackendKind.syncing)
     func aFaultAtAnyStepThenASyncReachesTheUninterruptedState(kind: BackendKind) async throws {
         let expected = try await Scenario.reference(kind)
         #expect(expected.server[0]?[Scenario.newPoint] != nil)
@@ -156,7 +156,7 @@ struct ExactlyOnceTests {
         }
     }
 
-    @Test(.timeLimit(.minutes(3)), arguments: BackendKind.syncing)
+    @Test(.scaledTimeLimit(minutes: 3), arguments: BackendKind.syncing)
     func aLostResponseIsReplayedNotReapplied(kind: BackendKind) async throws {
         let expected = try await Scenario.reference(kind)
         for retryInTheSameJob in [false, true] {
@@ -188,7 +188,7 @@ struct ExactlyOnceTests {
         }
     }
 
-    @Test(.timeLimit(.minutes(3)), arguments: BackendKind.syncing)
+    @Test(.scaledTimeLimit(minutes: 3), arguments: BackendKind.syncing)
     func aDroppedDownloadRequestIsFetchedAgain(kind: BackendKind) async throws {
         let expected = try await Scenario.reference(kind)
         let h = try await SyncHarness.start(kind)

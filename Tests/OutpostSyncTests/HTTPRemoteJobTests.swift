@@ -54,7 +54,7 @@ struct HTTPRemoteJobTests {
             initialInterval: .milliseconds(20), maximumInterval: .milliseconds(100), connectionLossWindow: window))
     }
 
-    @Test(.timeLimit(.minutes(1)))
+    @Test(.scaledTimeLimit(minutes: 1))
     func ridesOutDroppedConnectionsAndFinishes() async throws {
         let script = FlakyJobServer(dropAfterPolls: 3, dropFor: 1.0, succeedAfterPolls: 6)
         let server = try await LoopbackHTTPServer.start { script.handle($0) }
@@ -67,7 +67,7 @@ struct HTTPRemoteJobTests {
         try await server.stop()
     }
 
-    @Test(.timeLimit(.minutes(1)))
+    @Test(.scaledTimeLimit(minutes: 1))
     func failsWithConnectionLostWhenTheOutageOutlastsTheWindow() async throws {
         let script = FlakyJobServer(dropAfterPolls: 2, dropFor: 30, succeedAfterPolls: 99)
         let server = try await LoopbackHTTPServer.start { script.handle($0) }
@@ -79,7 +79,7 @@ struct HTTPRemoteJobTests {
         try await server.stop()
     }
 
-    @Test(.timeLimit(.minutes(1)))
+    @Test(.scaledTimeLimit(minutes: 1))
     func cancellingSendsTheCancelAndResumingFromJSONContinues() async throws {
         let script = FlakyJobServer(dropAfterPolls: 99, dropFor: 0, succeedAfterPolls: 99)
         let server = try await LoopbackHTTPServer.start { script.handle($0) }
@@ -102,7 +102,7 @@ struct HTTPRemoteJobTests {
         try await server.stop()
     }
 
-    @Test(.timeLimit(.minutes(1)))
+    @Test(.scaledTimeLimit(minutes: 1))
     func aRefusedPortCountsAsUnreachable() async throws {
         // Bind and close a server to get a port nobody listens on.
         let server = try await LoopbackHTTPServer.start { _ in nil }

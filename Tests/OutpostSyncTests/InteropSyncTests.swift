@@ -49,7 +49,7 @@ struct InteropSyncTests {
     /// Edits made on the replica by GDAL, the sqlite3 shell with SpatiaLite, and a DELETE from
     /// the plain shell sync like any other; pygeodiff then finds no difference between the
     /// replica and the server's data for the same filter.
-    @Test(.timeLimit(.minutes(3)), arguments: BackendKind.syncing)
+    @Test(.scaledTimeLimit(minutes: 3), arguments: BackendKind.syncing)
     func editsByOtherWritersSyncAndPygeodiffAgrees(kind: BackendKind) async throws {
         let h = try await SyncHarness.start(kind)
         let area = Envelope(xmin: -122.70, ymin: 45.49, xmax: -122.64, ymax: 45.53)

@@ -69,7 +69,7 @@ struct MultiProcessSyncTests {
     /// the same hot features included, and sync through three processes with failures: at the
     /// end every replica equals the server within its filter, every feature a replica added is
     /// on the server exactly once (unless it deleted it again), and none it deleted is.
-    @Test(.timeLimit(.minutes(8)))
+    @Test(.scaledTimeLimit(minutes: 8))
     func twentyReplicasConvergeThroughThreeProcesses() async throws {
         var rng = SeededGenerator(state: 20261122)
         let service = try await TestService.fieldInspection(.postgres)
@@ -203,7 +203,7 @@ struct MultiProcessSyncTests {
     /// PostgreSQL stops just after a replica sealed its batch and starts again three seconds
     /// later: the upload meets 503s, the client retries with backoff and finishes; the edits are
     /// on the server once.
-    @Test(.timeLimit(.minutes(4)))
+    @Test(.scaledTimeLimit(minutes: 4))
     func postgresRestartingDuringASyncLosesNothing() async throws {
         try await PostgresCluster.with { cluster in try await Self.restartDuringSync(cluster) }
     }

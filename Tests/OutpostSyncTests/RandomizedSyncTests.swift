@@ -40,7 +40,7 @@ struct RandomizedSyncTests {
         }
     }
 
-    @Test(.timeLimit(.minutes(6)), arguments: BackendKind.syncing, runs)
+    @Test(.scaledTimeLimit(minutes: 6), arguments: BackendKind.syncing, runs)
     func replicasConvergeAndTheServerMatchesTheOracle(kind: BackendKind, run: (seed: UInt64, policyName: String)) async throws {
         var rng = SeededGenerator(state: run.seed)
         let policy = Self.policy(run.policyName)

@@ -31,7 +31,7 @@ struct ReverseProxyTests {
         var description: String { rawValue }
     }
 
-    @Test(.timeLimit(.minutes(2)), arguments: Setup.allCases, BackendKind.syncing)
+    @Test(.scaledTimeLimit(minutes: 2), arguments: Setup.allCases, BackendKind.syncing)
     func replicasAreMadeAndSyncedThroughTheProxy(setup: Setup, kind: BackendKind) async throws {
         let seen = Seen()
         let prefix = setup == .xForwardedUnderAPrefix ? "/gis" : ""

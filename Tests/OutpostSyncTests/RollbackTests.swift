@@ -23,7 +23,7 @@ struct RollbackTests {
         return try #require(try await points.features(matching: FeatureQuery(where: "objectid = 7")).first?.globalID)
     }
 
-    @Test(.timeLimit(.minutes(2)), arguments: BackendKind.syncing)
+    @Test(.scaledTimeLimit(minutes: 2), arguments: BackendKind.syncing)
     func rollbackTrueChangesNothingOnEitherSide(kind: BackendKind) async throws {
         let h = try await SyncHarness.start(kind)
         let gdb = try await h.replica()
@@ -54,7 +54,7 @@ struct RollbackTests {
         try await h.stop()
     }
 
-    @Test(.timeLimit(.minutes(2)), arguments: BackendKind.syncing)
+    @Test(.scaledTimeLimit(minutes: 2), arguments: BackendKind.syncing)
     func rollbackFalseAppliesTheValidEditsAndKeepsTheRejectedOne(kind: BackendKind) async throws {
         let h = try await SyncHarness.start(kind)
         let gdb = try await h.replica()

@@ -26,7 +26,7 @@ struct SchemaChangeTests {
 
     static func backend(_ h: SyncHarness) -> any SyncBackend { h.service.backend as! any SyncBackend }
 
-    @Test(.timeLimit(.minutes(2)), arguments: BackendKind.syncing)
+    @Test(.scaledTimeLimit(minutes: 2), arguments: BackendKind.syncing)
     func additiveChangesReachReplicasAndPendingEditsSurvive(kind: BackendKind) async throws {
         let h = try await SyncHarness.start(kind)
         let gdb = try await h.replica(layers: [0, 3])
@@ -74,7 +74,7 @@ struct SchemaChangeTests {
 
     /// A dropped field: values pending on a replica are kept in conflict records, whether they
     /// reach the server in an older-version batch or the replica migrates before uploading.
-    @Test(.timeLimit(.minutes(2)), arguments: BackendKind.syncing, [true, false])
+    @Test(.scaledTimeLimit(minutes: 2), arguments: BackendKind.syncing, [true, false])
     func droppedFieldsKeepPendingValues(kind: BackendKind, uploadFirst: Bool) async throws {
         let h = try await SyncHarness.start(kind)
         let gdb = try await h.replica(layers: [0])
@@ -109,7 +109,7 @@ struct SchemaChangeTests {
     }
 
     /// Changes that would strand data are refused, and leave the service as it was.
-    @Test(.timeLimit(.minutes(3)), arguments: BackendKind.syncing)
+    @Test(.scaledTimeLimit(minutes: 3), arguments: BackendKind.syncing)
     func unsafeChangesAreRefused(kind: BackendKind) async throws {
         let h = try await SyncHarness.start(kind)
         let base = try await h.service.backend.schema()

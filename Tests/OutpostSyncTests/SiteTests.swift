@@ -10,7 +10,7 @@ import Testing
 /// over) and the standby is promoted. The small variant of `outpost-bench site`.
 @Suite("A site on a network of namespaces", .enabled(if: SiteLab.unavailableReason == nil, "\(SiteLab.unavailableReason ?? "")"))
 struct SiteTests {
-    @Test(.timeLimit(.minutes(10)))
+    @Test(.scaledTimeLimit(minutes: 10))
     func crewsSyncThroughAKilledHostAndADatabaseFailover() async throws {
         let directory = TemporaryDirectory("outpost-site")
         let driver = Repository.outpostExecutable.deletingLastPathComponent().appendingPathComponent("outpost-site")

@@ -66,7 +66,7 @@ struct StreamedBatchTests {
         return text.split(separator: "\n").first { $0.hasPrefix(prefix) }.flatMap { Double($0.dropFirst(prefix.count)) }.map { Int($0) } ?? 0
     }
 
-    @Test(.timeLimit(.minutes(2)), arguments: BackendKind.syncing)
+    @Test(.scaledTimeLimit(minutes: 2), arguments: BackendKind.syncing)
     func aBatchSentInPiecesAppliesOnceAndIsReplayed(kind: BackendKind) async throws {
         let u = try await Self.upload(kind)
         let pieces = PiecewiseUpload.pieces(of: u.body, count: 12)
@@ -100,7 +100,7 @@ struct StreamedBatchTests {
 
     /// A batch of a frame or two is applied once all of it has come: its last frame arrives
     /// only after the replica's commit, and the write lock would wait for it.
-    @Test(.timeLimit(.minutes(2)), arguments: BackendKind.syncing)
+    @Test(.scaledTimeLimit(minutes: 2), arguments: BackendKind.syncing)
     func aSmallFramedBatchIsAppliedWhole(kind: BackendKind) async throws {
         let u = try await Self.upload(kind, inserts: 40)
         let answer = try #require(await PiecewiseUpload.put(u.url, pieces: PiecewiseUpload.pieces(of: u.body, count: 3), contentType: Self.contentType))
@@ -111,7 +111,7 @@ struct StreamedBatchTests {
         try await u.h.stop()
     }
 
-    @Test(.timeLimit(.minutes(2)), arguments: BackendKind.syncing)
+    @Test(.scaledTimeLimit(minutes: 2), arguments: BackendKind.syncing)
     func aBodyBrokenOffOrMalformedAppliesNothing(kind: BackendKind) async throws {
         let u = try await Self.upload(kind)
         let before = try await u.h.service.snapshot()
@@ -131,7 +131,7 @@ struct StreamedBatchTests {
         try await u.h.stop()
     }
 
-    @Test(.timeLimit(.minutes(2)), arguments: BackendKind.syncing)
+    @Test(.scaledTimeLimit(minutes: 2), arguments: BackendKind.syncing)
     func aBodyThatStallsIsAppliedWhole(kind: BackendKind) async throws {
         let u = try await Self.upload(kind)
         let pieces = PiecewiseUpload.pieces(of: u.body, count: 12)
@@ -147,7 +147,7 @@ struct StreamedBatchTests {
     /// The SQLite backend itself: the frames are applied as they come (no fallback to the whole
     /// body); a body that stalls gives its transaction up before its end, with nothing applied;
     /// a seq the ledger holds waits for the whole body.
-    @Test(.timeLimit(.minutes(2)))
+    @Test(.scaledTimeLimit(minutes: 2))
     func theSQLiteBackendAppliesFramesAsTheyArriveAndLetsGoOfAStalledBody() async throws {
         let u = try await Self.upload(.sqlite)
         let backend = try #require(u.h.service.backend as? any SyncBackend)
@@ -209,7 +209,7 @@ struct StreamedBatchTests {
     /// written (`BatchApplier.readsAhead`): the answer and the rows are those of the writer
     /// reading alone, for features an earlier run inserted or deleted, a feature three times in
     /// one run, and features read ahead (one the service had).
-    @Test(.timeLimit(.minutes(3)))
+    @Test(.scaledTimeLimit(minutes: 3))
     func runsReadAheadAnswerAsTheWriterReadingAlone() async throws {
         var outcomes: [(results: [String], rows: [String])] = []
         for ahead in [false, true] {

@@ -21,7 +21,7 @@ struct SyncBehaviourTests {
         return q
     }
 
-    @Test(.timeLimit(.minutes(2)), arguments: BackendKind.syncing)
+    @Test(.scaledTimeLimit(minutes: 2), arguments: BackendKind.syncing)
     func featuresLeavingAndEnteringTheFilterFollow(kind: BackendKind) async throws {
         let h = try await SyncHarness.start(kind)
         let gdb = try await h.replica("area", extent: Self.area, layers: [0])
@@ -61,7 +61,7 @@ struct SyncBehaviourTests {
 
     /// I8: every value a sync discards is kept in a conflict record, on the server and in the
     /// replica; changes to different columns merge without one.
-    @Test(.timeLimit(.minutes(2)), arguments: BackendKind.syncing)
+    @Test(.scaledTimeLimit(minutes: 2), arguments: BackendKind.syncing)
     func discardedValuesAreRecorded(kind: BackendKind) async throws {
         let h = try await SyncHarness.start(kind)
         let gdb = try await h.replica(layers: [0])
@@ -111,7 +111,7 @@ struct SyncBehaviourTests {
 
     /// One sync per geodatabase; edits made while it runs are uploaded by a later batch and
     /// never overwritten by the download.
-    @Test(.timeLimit(.minutes(2)), arguments: BackendKind.syncing)
+    @Test(.scaledTimeLimit(minutes: 2), arguments: BackendKind.syncing)
     func editsDuringASyncAreKept(kind: BackendKind) async throws {
         let h = try await SyncHarness.start(kind)
         let gdb = try await h.replica(layers: [0])
@@ -149,7 +149,7 @@ struct SyncBehaviourTests {
 
     /// A replica made by a server that reads only JSON batches seals JSON; once a download hears
     /// the server list the binary encoding in its replica info, it seals binary. Both apply.
-    @Test(.timeLimit(.minutes(2)), arguments: BackendKind.syncing)
+    @Test(.scaledTimeLimit(minutes: 2), arguments: BackendKind.syncing)
     func batchesAreSealedInAnEncodingTheServerReads(kind: BackendKind) async throws {
         let h = try await SyncHarness.start(kind)
         let gdb = try await h.replica(layers: [0])
@@ -183,7 +183,7 @@ struct SyncBehaviourTests {
 
     /// A server that no longer reads binary batches (an older one put back in its place)
     /// answers 400 to one: the client sends the same batch as JSON, which applies once.
-    @Test(.timeLimit(.minutes(2)), arguments: BackendKind.syncing)
+    @Test(.scaledTimeLimit(minutes: 2), arguments: BackendKind.syncing)
     func aBatchTheServerCannotReadGoesAgainAsJSON(kind: BackendKind) async throws {
         let h = try await SyncHarness.start(kind)
         let refusals = Locked(0), sent = Locked<[UploadBatch.Encoding]>([])
@@ -215,7 +215,7 @@ struct SyncBehaviourTests {
     /// when it still carries exactly the change rows a fresh seal would take. Edits made while a
     /// batch is in flight — to features the next batch carries, and new ones — still reach the
     /// server once, with their latest values.
-    @Test(.timeLimit(.minutes(2)), arguments: BackendKind.syncing)
+    @Test(.scaledTimeLimit(minutes: 2), arguments: BackendKind.syncing)
     func batchesMadeAheadKeepEveryEditOnce(kind: BackendKind) async throws {
         let h = try await SyncHarness.start(kind)
         let gdb = try await h.replica(layers: [0])
@@ -269,7 +269,7 @@ struct SyncBehaviourTests {
 
     /// A sync's first batch can be made small, so the server starts on it while the rest is
     /// made; every later batch carries up to the most a batch carries.
-    @Test(.timeLimit(.minutes(2)), arguments: BackendKind.syncing)
+    @Test(.scaledTimeLimit(minutes: 2), arguments: BackendKind.syncing)
     func batchesAfterTheFirstCarryTheMost(kind: BackendKind) async throws {
         let h = try await SyncHarness.start(kind)
         let gdb = try await h.replica(layers: [0])
@@ -298,7 +298,7 @@ struct SyncBehaviourTests {
 
     /// I9: a replica that drifted from the server (a change made with capture off) is found by
     /// the checksum and that layer alone is fetched again.
-    @Test(.timeLimit(.minutes(2)), arguments: BackendKind.syncing)
+    @Test(.scaledTimeLimit(minutes: 2), arguments: BackendKind.syncing)
     func aChecksumMismatchRefetchesTheLayer(kind: BackendKind) async throws {
         let h = try await SyncHarness.start(kind)
         let gdb = try await h.replica(layers: [0, 1])
@@ -321,7 +321,7 @@ struct SyncBehaviourTests {
     /// keeps it current through its downloads: a verify that compares whole layers takes it
     /// instead of hashing them. A stored checksum that no longer describes its layer is found
     /// (the layer is hashed, nothing fetched), and a sync asked to verify whole layers hashes.
-    @Test(.timeLimit(.minutes(2)), arguments: BackendKind.syncing)
+    @Test(.scaledTimeLimit(minutes: 2), arguments: BackendKind.syncing)
     func storedChecksumsSpareTheVerifyHashingTheLayers(kind: BackendKind) async throws {
         let h = try await SyncHarness.start(kind)
         let gdb = try await h.replica(layers: [0, 1])
@@ -394,7 +394,7 @@ struct SyncBehaviourTests {
     /// through the server's change log). A changed feature that differs brings the whole layer into
     /// the comparison, and the layer is fetched again; drift elsewhere is found by a whole-layer
     /// verify (`verifyWholeLayers`).
-    @Test(.timeLimit(.minutes(2)), arguments: BackendKind.syncing)
+    @Test(.scaledTimeLimit(minutes: 2), arguments: BackendKind.syncing)
     func verifyComparesTheFeaturesChangedSinceTheLastMatch(kind: BackendKind) async throws {
         let h = try await SyncHarness.start(kind)
         let gdb = try await h.replica(layers: [0])
@@ -450,7 +450,7 @@ struct SyncBehaviourTests {
     }
 
     /// I7: applying the same staged page twice gives the same tables.
-    @Test(.timeLimit(.minutes(3)), arguments: BackendKind.syncing)
+    @Test(.scaledTimeLimit(minutes: 3), arguments: BackendKind.syncing)
     func applyingAPageTwiceChangesNothing(kind: BackendKind) async throws {
         let h = try await SyncHarness.start(kind)
         let gdb = try await h.replica()
@@ -475,7 +475,7 @@ struct SyncBehaviourTests {
         try await h.stop()
     }
 
-    @Test(.timeLimit(.minutes(2)), arguments: BackendKind.syncing)
+    @Test(.scaledTimeLimit(minutes: 2), arguments: BackendKind.syncing)
     func perLayerDirections(kind: BackendKind) async throws {
         let h = try await SyncHarness.start(kind)
         let gdb = try await h.replica(layers: [0, 3], model: .layer)
@@ -506,7 +506,7 @@ struct SyncBehaviourTests {
         try await h.stop()
     }
 
-    @Test(.timeLimit(.minutes(2)), arguments: BackendKind.syncing)
+    @Test(.scaledTimeLimit(minutes: 2), arguments: BackendKind.syncing)
     func anUnregisteredReplicaKeepsItsEdits(kind: BackendKind) async throws {
         let h = try await SyncHarness.start(kind)
         let a = try await h.replica("a", layers: [0]), b = try await h.replica("b", layers: [0])
@@ -526,7 +526,7 @@ struct SyncBehaviourTests {
     }
 
     /// A sync job paused mid-download is saved as JSON, rebuilt, and finishes.
-    @Test(.timeLimit(.minutes(2)), arguments: BackendKind.syncing)
+    @Test(.scaledTimeLimit(minutes: 2), arguments: BackendKind.syncing)
     func aPausedSyncJobResumesFromJSON(kind: BackendKind) async throws {
         let h = try await SyncHarness.start(kind)
         let gdb = try await h.replica()
@@ -557,7 +557,7 @@ struct SyncBehaviourTests {
 
     /// A download rewrites a feature's geometry (and so its R-tree entry) only when the server
     /// changed it: an attribute edit leaves the geometry column alone.
-    @Test(.timeLimit(.minutes(2)), arguments: BackendKind.syncing)
+    @Test(.scaledTimeLimit(minutes: 2), arguments: BackendKind.syncing)
     func unchangedGeometriesAreNotRewritten(kind: BackendKind) async throws {
         let h = try await SyncHarness.start(kind)
         let gdb = try await h.replica("geometry-writes", layers: [0])
@@ -587,7 +587,7 @@ struct SyncBehaviourTests {
     /// a larger one is staged first. Both end in the same state, and a failure after some pages
     /// of a direct download were applied leaves the replica as it was (one transaction, cursor
     /// unchanged), the next sync finishing it.
-    @Test(.timeLimit(.minutes(3)), arguments: BackendKind.syncing)
+    @Test(.scaledTimeLimit(minutes: 3), arguments: BackendKind.syncing)
     func smallDownloadsApplyWhileArrivingLargeOnesStage(kind: BackendKind) async throws {
         let h = try await SyncHarness.start(kind)
         let direct = try await h.replica("direct", layers: [0])
@@ -630,7 +630,7 @@ struct SyncBehaviourTests {
     /// A download of several pages applied while they arrive, onto a replica with a local edit
     /// pending (a download-only sync): the edited column keeps its local value, the rest of the
     /// server's change is written, and everything else equals the same download staged first.
-    @Test(.timeLimit(.minutes(3)), arguments: BackendKind.syncing)
+    @Test(.scaledTimeLimit(minutes: 3), arguments: BackendKind.syncing)
     func aPagedDownloadLeavesPendingLocalColumnsAlone(kind: BackendKind) async throws {
         let h = try await SyncHarness.start(kind)
         let crew = try await h.replica("crew", layers: [0])
@@ -677,7 +677,7 @@ struct SyncBehaviourTests {
 
     /// Every step of a sync holds the replica's WAL checkpoints back (docs/sync.md, "WAL"), and
     /// the hold ends with the job, whether it succeeds or fails.
-    @Test(.timeLimit(.minutes(2)))
+    @Test(.scaledTimeLimit(minutes: 2))
     func aSyncHoldsTheReplicasCheckpointsUntilItEnds() async throws {
         let h = try await SyncHarness.start(.sqlite)
         let gdb = try await h.replica("a", layers: [0])
@@ -712,7 +712,7 @@ struct SyncBehaviourTests {
     /// applies the last batch, and asks for the server's as soon as it answers. They are used
     /// only while they describe the replica: not for a layer the download changed, nor for one
     /// edited meanwhile.
-    @Test(.timeLimit(.minutes(2)), arguments: BackendKind.syncing)
+    @Test(.scaledTimeLimit(minutes: 2), arguments: BackendKind.syncing)
     func checksumsMadeAheadAreUsedOnlyWhileTheyHold(kind: BackendKind) async throws {
         let h = try await SyncHarness.start(kind)
         let points = { (gdb: Geodatabase) throws -> FeatureTable in try gdb.table(named: "inspection_points") }

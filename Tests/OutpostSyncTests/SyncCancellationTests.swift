@@ -13,7 +13,7 @@ import Testing
 /// as it was.
 @Suite("Sync cancellation")
 struct SyncCancellationTests {
-    @Test(.timeLimit(.minutes(2)))
+    @Test(.scaledTimeLimit(minutes: 2))
     func aCheckForUpdatesThatGetsNoAnswerEndsWithItsTask() async throws {
         let harness = try await SyncHarness.start()
         let replica = try await harness.replica()

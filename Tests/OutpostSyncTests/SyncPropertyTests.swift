@@ -52,7 +52,7 @@ struct SyncPropertyTests {
         BackendKind.syncing.flatMap { kind in kind == .sqlite ? [(kind, 0), (kind, 1)] : [(kind, 0)] }
     }
 
-    @Test(.timeLimit(.minutes(Self.minutes)), arguments: Self.shards)
+    @Test(.scaledTimeLimit(minutes: Self.minutes), arguments: Self.shards)
     func generatedRunsKeepTheInvariants(kind: BackendKind, half: Int) async throws {
         // PostgreSQL is slower to set up per run: a fifth of the runs there.
         let count = kind == .sqlite ? (Self.cases + 1 - half) / 2 : max(1, Self.cases / 5)
@@ -92,7 +92,7 @@ struct SyncPropertyTests {
     /// The tallies of the SQLite halves that have ended.
     static let sqliteHalves = Locked<[SyncRunner.Tally]>([])
 
-    @Test(.timeLimit(.minutes(3)), arguments: BackendKind.syncing)
+    @Test(.scaledTimeLimit(minutes: 3), arguments: BackendKind.syncing)
     func keptRunsKeepTheInvariants(kind: BackendKind) async throws {
         for (policy, steps) in Self.regressions {
             let t = try await SyncRunner.run(steps, policy: policy, kind: kind)

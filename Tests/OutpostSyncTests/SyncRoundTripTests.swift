@@ -10,7 +10,7 @@ import Testing
 
 @Suite("Generate and sync over loopback HTTP")
 struct SyncRoundTripTests {
-    @Test(.timeLimit(.minutes(2)), arguments: BackendKind.syncing)
+    @Test(.scaledTimeLimit(minutes: 2), arguments: BackendKind.syncing)
     func generateEditBothSidesAndSync(kind: BackendKind) async throws {
         let h = try await SyncHarness.start(kind)
         let gdb = try await h.replica()
@@ -79,7 +79,7 @@ struct SpatialIndexSyncTests {
         #expect(try await gdb.table(named: table).objectIDs(matching: FeatureQuery(envelope: box)) == scanned.compactMap(\.objectID).sorted(), sourceLocation: sourceLocation)
     }
 
-    @Test(.timeLimit(.minutes(2)), arguments: BackendKind.syncing)
+    @Test(.scaledTimeLimit(minutes: 2), arguments: BackendKind.syncing)
     func moversOfMostOfALayerSyncWithWholeIndexes(kind: BackendKind) async throws {
         let h = try await SyncHarness.start(kind)
         let a = try await h.replica("a"), b = try await h.replica("b")

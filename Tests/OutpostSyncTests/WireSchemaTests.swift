@@ -76,7 +76,7 @@ struct WireSchemaTests {
     /// A crew inserts, moves, updates, deletes, adds and removes a photo, and edits a field the
     /// office edited too (a conflict in the result); the office's sync downloads all of it
     /// (upserts with attachments, leaves). Every body validates.
-    @Test(.timeLimit(.minutes(2)), arguments: BackendKind.syncing)
+    @Test(.scaledTimeLimit(minutes: 2), arguments: BackendKind.syncing)
     func whatCrossesTheWireValidates(kind: BackendKind) async throws {
         let h = try await SyncHarness.start(kind)
         let capture = Capture()

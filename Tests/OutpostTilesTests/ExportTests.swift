@@ -328,7 +328,7 @@ struct HTTPSourceTests {
     /// A MapServer that takes the connection and never answers: a Task loading the export task
     /// that is cancelled gets CancellationError at once (the HTTP request is cancelled with the
     /// load's last caller), the task is back to not loaded, and a later load tries again.
-    @Test(.timeLimit(.minutes(1)))
+    @Test(.scaledTimeLimit(minutes: 1))
     func aLoadFromAServerThatNeverAnswersEndsWithItsCancelledTask() async throws {
         let (server, asked) = try await LoopbackHTTPServer.startSilent()
         defer { Task { try? await server.stop() } }
@@ -349,7 +349,7 @@ struct HTTPSourceTests {
     /// A tile-count estimate run in the structured form, against a source that takes each tile
     /// request and never answers: cancelling the Task ends the call within the bound (the sample
     /// request is cancelled) and the job ends cancelled.
-    @Test(.timeLimit(.minutes(1)))
+    @Test(.scaledTimeLimit(minutes: 1))
     func anEstimateWhoseSourceNeverAnswersEndsWithItsTask() async throws {
         let (server, asked) = try await LoopbackHTTPServer.startSilent()
         defer { Task { try? await server.stop() } }

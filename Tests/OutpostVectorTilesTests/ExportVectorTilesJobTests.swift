@@ -33,7 +33,7 @@ struct ExportVectorTilesJobTests {
         [url.path + ".partial", url.path + ".tiles", url.path + ".tiles-index"].filter { FileManager.default.fileExists(atPath: $0) }
     }
 
-    @Test(.timeLimit(.minutes(3))) func defaultsByScaleAndAnExportEqualToTheDirectOneInEachFormat() async throws {
+    @Test(.scaledTimeLimit(minutes: 3)) func defaultsByScaleAndAnExportEqualToTheDirectOneInEachFormat() async throws {
         let dir = TemporaryDirectory("outpost-vt-job")
         let gdb = try VectorTileExportTests.service("helsinki", in: dir)
         try gdb.close()
@@ -63,7 +63,7 @@ struct ExportVectorTilesJobTests {
         }
     }
 
-    @Test(.timeLimit(.minutes(3))) func pausedThenRebuiltFromItsJSONItMakesOnlyWhatItLacked() async throws {
+    @Test(.scaledTimeLimit(minutes: 3)) func pausedThenRebuiltFromItsJSONItMakesOnlyWhatItLacked() async throws {
         let dir = TemporaryDirectory("outpost-vt-job-pause")
         let gdb = try VectorTileExportTests.service("natural_earth", in: dir)
         try gdb.close()
@@ -95,7 +95,7 @@ struct ExportVectorTilesJobTests {
         #expect(Self.leftovers(out).isEmpty)
     }
 
-    @Test(.timeLimit(.minutes(2))) func cancelledItLeavesNothingAndAnEmptyLayerMakesAReadableEmptyFile() async throws {
+    @Test(.scaledTimeLimit(minutes: 2)) func cancelledItLeavesNothingAndAnEmptyLayerMakesAReadableEmptyFile() async throws {
         let dir = TemporaryDirectory("outpost-vt-job-cancel")
         let gdb = try VectorTileExportTests.service("natural_earth", in: dir)
         try gdb.close()
@@ -125,7 +125,7 @@ struct ExportVectorTilesJobTests {
 
     /// The estimate against the export it tells of: a small export is made whole (exact, every
     /// figure the export's own); a larger one from a sample, close enough to plan a download by.
-    @Test(.timeLimit(.minutes(3))) func anEstimateTellsTheExportsTilesAndSize() async throws {
+    @Test(.scaledTimeLimit(minutes: 3)) func anEstimateTellsTheExportsTilesAndSize() async throws {
         let dir = TemporaryDirectory("outpost-vt-estimate")
         try VectorTileExportTests.service("helsinki", in: dir).close()
         let streets = ExportVectorTilesTask(

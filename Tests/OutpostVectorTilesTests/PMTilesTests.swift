@@ -35,7 +35,7 @@ struct PMTilesTests {
 
     /// 30,000 tiles (a root directory of that many entries would pass 16 KB, so leaves), a
     /// quarter of them repeats of one content, written out of order.
-    @Test(.timeLimit(.minutes(2))) func aLargeArchiveUsesLeavesAndReadsBackEverywhere() async throws {
+    @Test(.scaledTimeLimit(minutes: 2)) func aLargeArchiveUsesLeavesAndReadsBackEverywhere() async throws {
         let dir = TemporaryDirectory("outpost-pmtiles")
         let url = dir.file("many.pmtiles")
         let writer = try PMTilesWriter(at: url, tileType: .png, tileCompression: .none)
@@ -110,7 +110,7 @@ struct PMTilesTests {
 
     /// The same generator's tiles in PMTiles and MBTiles are the same tiles; GDAL (the newer one
     /// in the pyogrio wheel, which has the PMTiles driver) lists the layers.
-    @Test(.timeLimit(.minutes(3))) func aVectorExportEqualsTheMBTilesOneAndGDALReadsIt() async throws {
+    @Test(.scaledTimeLimit(minutes: 3)) func aVectorExportEqualsTheMBTilesOneAndGDALReadsIt() async throws {
         let dir = TemporaryDirectory("outpost-pmtiles-ne")
         let gdb = try VectorTileExportTests.service("natural_earth", in: dir)
         defer { try? gdb.close() }

@@ -15,7 +15,7 @@ struct QGISVectorTileTests {
     /// Invalid source polygons repaired with GEOS, as `outpost` and the server do.
     init() { GEOSPolygonRepair.install() }
 
-    @Test(.timeLimit(.minutes(3))) func helsinkiStreetsAndNaturalEarthCountriesDrawAsTheirSources() async throws {
+    @Test(.scaledTimeLimit(minutes: 3)) func helsinkiStreetsAndNaturalEarthCountriesDrawAsTheirSources() async throws {
         let dir = TemporaryDirectory("outpost-vt-qgis")
         for (sample, layer, maxZoom) in [("helsinki", "streets", 14), ("natural_earth", "countries", 6)] {
             let gdb = try VectorTileExportTests.service(sample, in: dir)

@@ -152,7 +152,7 @@ struct VectorTileExportTests {
         return try JSONValue.parse(Data(line.utf8)).objectValue ?? [:]
     }
 
-    @Test(.timeLimit(.minutes(4))) func naturalEarthTilesMatchTheirSourceInOthersReaders() async throws {
+    @Test(.scaledTimeLimit(minutes: 4)) func naturalEarthTilesMatchTheirSourceInOthersReaders() async throws {
         let dir = TemporaryDirectory("outpost-vtiles-ne")
         let gdb = try Self.service("natural_earth", in: dir)
         defer { try? gdb.close() }
@@ -178,7 +178,7 @@ struct VectorTileExportTests {
 
     /// A row another writer left undecodable (here a line claiming 1,000 points and holding none) is left out and
     /// named; everything else is tiled. An empty layer makes no tiles and no error.
-    @Test(.timeLimit(.minutes(2))) func unreadableRowsAreLeftOutAndNamedAndEmptyLayersMakeNothing() async throws {
+    @Test(.scaledTimeLimit(minutes: 2)) func unreadableRowsAreLeftOutAndNamedAndEmptyLayersMakeNothing() async throws {
         let dir = TemporaryDirectory("outpost-vtiles-unreadable")
         var gdb = try Self.service("helsinki", in: dir)
         let column = gdb.schema.layer(named: "streets")!.geometryColumn
@@ -213,7 +213,7 @@ struct VectorTileExportTests {
     }
 
     /// Workers sharing the subtrees make the same tiles as one walk alone.
-    @Test(.timeLimit(.minutes(2))) func workersMakeWhatOneWalkMakes() async throws {
+    @Test(.scaledTimeLimit(minutes: 2)) func workersMakeWhatOneWalkMakes() async throws {
         let dir = TemporaryDirectory("outpost-vtiles-workers")
         let gdb = try Self.service("natural_earth", in: dir)
         defer { try? gdb.close() }
@@ -249,7 +249,7 @@ struct VectorTileExportTests {
         #expect(throws: VectorTileError(.invalidDefinition, "two layers are named roads")) { try VectorTileGenerator(geodatabase: gdb, definition: twice) }
     }
 
-    @Test(.timeLimit(.minutes(4))) func helsinkiStreetsAndAddressesMatchTheirSource() async throws {
+    @Test(.scaledTimeLimit(minutes: 4)) func helsinkiStreetsAndAddressesMatchTheirSource() async throws {
         let dir = TemporaryDirectory("outpost-vtiles-hki")
         let gdb = try Self.service("helsinki", in: dir)
         defer { try? gdb.close() }
@@ -284,7 +284,7 @@ struct VectorTileExportTests {
     /// clusters sum to the source points inside it, and over a zoom to all of them), every
     /// cluster lies in the square of the grid its points do, and the clusters drawn in a tile's
     /// buffer are its neighbour's own; the last zoom keeps every point unclustered.
-    @Test(.timeLimit(.minutes(4))) func clusteredPointsCountEachPointOnceAndAgreeAcrossSeams() async throws {
+    @Test(.scaledTimeLimit(minutes: 4)) func clusteredPointsCountEachPointOnceAndAgreeAcrossSeams() async throws {
         let dir = TemporaryDirectory("outpost-vtiles-cluster")
         let gdb = try Self.service("helsinki", in: dir)
         defer { try? gdb.close() }

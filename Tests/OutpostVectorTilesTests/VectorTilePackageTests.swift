@@ -90,7 +90,7 @@ struct VectorTilePackageTests {
                           "digest": {f"{k[0]}/{k[1]}/{k[2]}": len(v) for k, v in tiles.items()}}))
         """
 
-    @Test(.timeLimit(.minutes(3))) func aPackageReadsAsArcGISLaysItOutAndHoldsTheMBTilesTiles() async throws {
+    @Test(.scaledTimeLimit(minutes: 3)) func aPackageReadsAsArcGISLaysItOutAndHoldsTheMBTilesTiles() async throws {
         let dir = TemporaryDirectory("outpost-vtpk")
         let gdb = try VectorTileExportTests.service("helsinki", in: dir)
         defer { try? gdb.close() }
@@ -130,7 +130,7 @@ struct VectorTilePackageTests {
         #expect(try cache.tileCount() == b.tiles)
     }
 
-    @Test(.timeLimit(.minutes(2))) func aTileMapNamingAMissingTileOrNotAPackageIsRefused() async throws {
+    @Test(.scaledTimeLimit(minutes: 2)) func aTileMapNamingAMissingTileOrNotAPackageIsRefused() async throws {
         let dir = TemporaryDirectory("outpost-vtpk-bad")
         let gdb = try VectorTileExportTests.service("helsinki", in: dir)
         defer { try? gdb.close() }

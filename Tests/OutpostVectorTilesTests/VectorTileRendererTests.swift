@@ -22,7 +22,7 @@ struct VectorTileRendererTests {
 
     static func overlap(_ a: Set<Int>, _ b: Set<Int>) -> Double { Double(a.intersection(b).count) / Double(max(1, a.union(b).count)) }
 
-    @Test(.timeLimit(.minutes(3))) func tilesAreDrawnWhereTheLayersAreAndWithoutSeams() async throws {
+    @Test(.scaledTimeLimit(minutes: 3)) func tilesAreDrawnWhereTheLayersAreAndWithoutSeams() async throws {
         let dir = TemporaryDirectory("outpost-vt-render")
         // Central Helsinki, drawn past the tiles' last zoom (overzoomed) and at it.
         let helsinki = try VectorTileExportTests.service("helsinki", in: dir)
