@@ -1,4 +1,5 @@
 import Foundation
+import OutpostTestSupport
 import Testing
 
 @testable import OutpostCore
@@ -13,7 +14,7 @@ struct FreedMemoryTests {
         for block in blocks { block.deallocate() }
         FreedMemory.release()
         // scripts/sanitize names its sanitizer; the plain suite runs on glibc's malloc.
-        let sanitized = ProcessInfo.processInfo.environment["OUTPOST_SANITIZER"] != nil
+        let sanitized = Sanitized.by != nil
         #expect(FreedMemory.sanitizerAllocates == sanitized)
         #if canImport(Glibc)
             #expect(FreedMemory.trims == !sanitized, "glibc's own heap is trimmed, a sanitizer's never")
