@@ -26,6 +26,15 @@ struct PackageHygieneTests {
     /// in the last green run), where a two-minute limit failed once.
     static let hangLimit = 10
 
+    /// The Swift files under `folder`, a path from the repository's root, at any depth.
+    static func swiftFiles(under folder: String) -> [URL] {
+        let directory = Repository.root.appendingPathComponent(folder)
+        return FileManager.default.enumerator(at: directory, includingPropertiesForKeys: nil)?.compactMap { $0 as? URL }.filter { $0.pathExtension == "swift" } ?? []
+    }
+
+    /// `file`'s path from the repository's root, for messages.
+    static func relativePath(_ file: URL) -> Substring { file.path.dropFirst(Repository.root.path.count + 1) }
+
     static func targets() async throws -> [String: Target] {
         let scratch = TemporaryDirectory("outpost-dump")
         // A scratch path of its own: never waits on the lock of the build that runs these tests.
@@ -124,8 +133,7 @@ struct PackageHygieneTests {
             #expect(all[store] != nil)
             #expect(!targets.contains("OutpostServer"), "\(store) builds OutpostServer")
             #expect(products.filter { $0.hasPrefix("Hummingbird") }.isEmpty, "\(store) builds \(products.filter { $0.hasPrefix("Hummingbird") })")
-            let directory = Repository.root.appendingPathComponent("Sources/\(store)")
-            let files = FileManager.default.enumerator(at: directory, includingPropertiesForKeys: nil)?.compactMap { $0 as? URL }.filter { $0.pathExtension == "swift" } ?? []
+            let files = Self.swiftFiles(under: "Sources/\(store)")
             #expect(!files.isEmpty, "\(store) has sources")
             for file in files {
                 for (number, line) in try String(contentsOf: file, encoding: .utf8).split(separator: "\n", omittingEmptySubsequences: false).enumerated()
@@ -145,8 +153,7 @@ struct PackageHygieneTests {
         let steps = ["BatchAdmission.admit", ".finish(generation:", "ChangeFeedAssembly.changes", "ChangeFeedAssembly.reads", "ChangeFeedAssembly.windowIsEmpty"]
         var found: [String: [String]] = [:]
         for module in ["OutpostSyncService", "OutpostSQLiteService", "OutpostPostgres", "OutpostServer"] {
-            let directory = Repository.root.appendingPathComponent("Sources/\(module)")
-            let files = FileManager.default.enumerator(at: directory, includingPropertiesForKeys: nil)?.compactMap { $0 as? URL }.filter { $0.pathExtension == "swift" } ?? []
+            let files = Self.swiftFiles(under: "Sources/\(module)")
             for file in files {
                 let text = try String(contentsOf: file, encoding: .utf8)
                 for step in steps where text.contains(step) { found[step, default: []].append("\(module)/\(file.lastPathComponent)") }
@@ -164,8 +171,7 @@ struct PackageHygieneTests {
         let ownRequests = /HTTPClientRequest\(|client\.execute\(|HTTPClient\.shared\.|formEncoded\(/
         for module in ["OutpostSync", "OutpostGeoprocessing", "OutpostOffline", "OutpostLocator", "OutpostRouting"] {
             #expect(all[module]?.targets.contains("OutpostREST") == true, "\(module) takes the REST client")
-            let directory = Repository.root.appendingPathComponent("Sources/\(module)")
-            let files = FileManager.default.enumerator(at: directory, includingPropertiesForKeys: nil)?.compactMap { $0 as? URL }.filter { $0.pathExtension == "swift" } ?? []
+            let files = Self.swiftFiles(under: "Sources/\(module)")
             #expect(!files.isEmpty, "\(module) has sources")
             for file in files {
                 for (number, line) in try String(contentsOf: file, encoding: .utf8).split(separator: "\n", omittingEmptySubsequences: false).enumerated()
@@ -189,8 +195,7 @@ struct PackageHygieneTests {
         let io = ["FileManager", "FileHandle", "Data(contentsOf", "options: .atomic", "ProcessInfo", "flock(", "getpid()", "fopen("]
         let shipping = ["OutpostCore", "OutpostStorage", "OutpostProtocol", "OutpostSync", "OutpostTiles", "OutpostSyncService", "OutpostSQLiteService", "OutpostServer", "OutpostPostgres"]
         for module in shipping {
-            let directory = Repository.root.appendingPathComponent("Sources/\(module)")
-            let files = FileManager.default.enumerator(at: directory, includingPropertiesForKeys: nil)?.compactMap { $0 as? URL }.filter { $0.pathExtension == "swift" } ?? []
+            let files = Self.swiftFiles(under: "Sources/\(module)")
             #expect(!files.isEmpty, "\(module) has sources")
             for file in files {
                 let text = try String(contentsOf: file, encoding: .utf8)
@@ -208,12 +213,11 @@ struct PackageHygieneTests {
     @Test func noLockThreadSanitizerCannotSee() throws {
         let mutex = /\bMutex\s*[<(]/
         for folder in ["Sources", "Tests", "Snippets"] {
-            let directory = Repository.root.appendingPathComponent(folder)
-            let files = FileManager.default.enumerator(at: directory, includingPropertiesForKeys: nil)?.compactMap { $0 as? URL }.filter { $0.pathExtension == "swift" } ?? []
+            let files = Self.swiftFiles(under: folder)
             #expect(!files.isEmpty, "\(folder) has sources")
             for file in files {
                 let text = try String(contentsOf: file, encoding: .utf8)
-                #expect(text.firstMatch(of: mutex) == nil, "\(file.path.dropFirst(Repository.root.path.count + 1)) uses Synchronization.Mutex; use Locked")
+                #expect(text.firstMatch(of: mutex) == nil, "\(Self.relativePath(file)) uses Synchronization.Mutex; use Locked")
             }
         }
     }
@@ -222,12 +226,11 @@ struct PackageHygieneTests {
     /// a fixed one fails a sanitized run's tests for being slow, which says nothing of them.
     @Test func everyTimeLimitScales() throws {
         let fixed = /\.timeLimit\s*\(/
-        let directory = Repository.root.appendingPathComponent("Tests")
-        let files = FileManager.default.enumerator(at: directory, includingPropertiesForKeys: nil)?.compactMap { $0 as? URL }.filter { $0.pathExtension == "swift" } ?? []
+        let files = Self.swiftFiles(under: "Tests")
         #expect(files.count > 50, "the tests are found")
         for file in files {
             let text = try String(contentsOf: file, encoding: .utf8)
-            #expect(text.firstMatch(of: fixed) == nil, "\(file.path.dropFirst(Repository.root.path.count + 1)) sets a fixed time limit; use .scaledTimeLimit(minutes:)")
+            #expect(text.firstMatch(of: fixed) == nil, "\(Self.relativePath(file)) sets a fixed time limit; use .scaledTimeLimit(minutes:)")
         }
     }
 }
