@@ -148,24 +148,46 @@ struct AttachmentSyncTests {
         try await h.stop()
     }
 
-    /// A photo deleted after its batch was sealed (a sync interrupted in between): the resent
-    /// batch cannot carry its content, the server refuses the insert, and the next sync settles
-    /// on the delete — nothing stuck, nothing left behind.
-    @Test(.scaledTimeLimit(minutes: 2), arguments: BackendKind.syncing)
-    func anAttachmentDeletedAfterSealingDoesNotWedgeTheSync(kind: BackendKind) async throws {
-        let (h, _, proxy, url, crew, _) = try await Self.twoReplicasBehindAProxy(kind)
+    /// Photos deleted after their batch was sealed (a sync interrupted in between), one alone and
+    /// one with its feature: the resent batch cannot carry their content and the server refuses
+    /// those inserts. The next sync still succeeds and settles on the deletes: with rollback the
+    /// replica withdraws the refused batch and seals it again in the same sync (each insert and
+    /// its delete cancel); without, the refused inserts are not kept as rejections and the next
+    /// batch carries the deletes. The batch's other edit arrives either way; nothing is stuck,
+    /// pending or left behind. (Found by `SyncPropertyTests`: photo, sync killed after the seal,
+    /// the feature deleted, then a clean sync failed.)
+    @Test(.scaledTimeLimit(minutes: 2), arguments: BackendKind.syncing, [true, false])
+    func anAttachmentDeletedAfterSealingDoesNotFailTheNextSync(kind: BackendKind, rollback: Bool) async throws {
+        let (h, _, proxy, url, crew, office) = try await Self.twoReplicasBehindAProxy(kind)
         let points = try crew.table(named: "inspection_points")
-        let feature = try #require(try await points.feature(objectID: 6))
-        let added = try await points.addAttachment(toFeature: 6, name: "blurred.jpg", contentType: "image/jpeg", data: Self.randomBytes(30_000, seed: 9))
+        let six = try #require(try await points.feature(objectID: 6)), seven = try #require(try await points.feature(objectID: 7))
+        let eight = try #require(try await points.feature(objectID: 8))
+        let alone = try await points.addAttachment(toFeature: 6, name: "blurred.jpg", contentType: "image/jpeg", data: Self.randomBytes(30_000, seed: 9))
+        _ = try await points.addAttachment(toFeature: 7, name: "wrong.jpg", contentType: "image/jpeg", data: Self.randomBytes(20_000, seed: 10))
+        var note = Feature(objectID: 8)
+        note.attributes["notes"] = .string("checked")
+        try await points.update([note])
+        // The batch is sealed with the choice (a resent batch keeps it).
+        var parameters = SyncGeodatabaseParameters(attempts: 1)
+        parameters.shouldRollbackOnFailure = rollback
         let faults = FaultInjector()
         faults.arm("client.afterSeal")
-        await #expect(throws: (any Error).self) { try await h.sync(crew, SyncGeodatabaseParameters(attempts: 1), faults: faults, url: url) }
-        try await points.deleteAttachment(id: added.id)
-        _ = try? await h.sync(crew, url: url)
-        try await h.sync(crew, url: url)
-        #expect(try await Self.serverAttachments(h, featureGlobalID: feature.globalID!)[added.globalID] == nil)
+        await #expect(throws: (any Error).self) { try await h.sync(crew, parameters, faults: faults, url: url) }
+        #expect(try await crew.read { try $0.sealedBatch() } != nil, "the interrupted sync left its batch sealed")
+        try await points.deleteAttachment(id: alone.id)
+        try await points.delete(objectIDs: [7])
+
+        try await h.sync(crew, parameters, url: url)
+        #expect(try await Self.serverAttachments(h, featureGlobalID: six.globalID!)[alone.globalID] == nil)
+        #expect(try await h.serverRows(0)[seven.globalID!] == nil, "the feature's delete went up")
+        #expect(try await h.serverRows(0)[eight.globalID!]?.attributes["notes"] == .string("checked"), "the batch's other edit went up")
         #expect(try await crew.read { try $0.capturedChanges().count } == 0, "nothing pending")
         #expect(try await crew.read { try $0.sealedBatch() } == nil)
+        #expect(try await crew.read { try $0.rejectedEdits() }.isEmpty, "no rejection kept for photos the crew deleted")
+
+        try await h.sync(office, parameters, url: url)
+        try await h.expectConverged(office, table: "inspection_points", layerID: 0)
+        #expect(try await Self.localAttachments(office, featureGlobalID: six.globalID!).isEmpty)
         try await proxy.stop()
         try await h.stop()
     }

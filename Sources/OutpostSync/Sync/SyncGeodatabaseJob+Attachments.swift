@@ -8,9 +8,13 @@ import OutpostStorage
 /// before the apply that needs it; in chunks, resumable, verified, never whole in memory.
 extension SyncGeodatabaseJob {
     /// Uploads the content of a batch's new attachments the server does not have yet, in chunks
-    /// read from the replica (never a whole attachment in memory).
-    func uploadContent(of attachments: [AttachmentEdit], _ client: NativeSyncClient, _ context: JobContext) async throws {
+    /// read from the replica (never a whole attachment in memory). Returns the global ids of the
+    /// inserted attachments whose content the replica no longer has and the server lacks:
+    /// deleted here after the batch was sealed (the upload settles them: `refusedOnlyFor`).
+    @discardableResult
+    func uploadContent(of attachments: [AttachmentEdit], _ client: NativeSyncClient, _ context: JobContext) async throws -> Set<String> {
         var seen = Set<String>()
+        var vanished = Set<String>()
         for edit in attachments where edit.op == .insert {
             guard let info = edit.attachment, seen.insert(info.sha256).inserted else { continue }
             var status = try await withRetries(context, "attachment \(info.name)") { try await client.blobStatus(info.sha256) }
@@ -26,8 +30,9 @@ extension SyncGeodatabaseJob {
                 }
                 guard let bytes = read else {
                     // Deleted here after the batch was sealed: the server refuses the insert (no
-                    // content), and the next batch carries the delete.
-                    context.log("attachment \(info.name) was deleted before its content went up", severity: .warning)
+                    // content); the upload settles it (see `refusedOnlyFor`).
+                    context.log("attachment \(info.name) was deleted before its content went up")
+                    vanished.insert(GlobalID.normalized(gid) ?? gid)
                     break
                 }
                 // Where someone else's upload of the same content moved on, this continues from there.
@@ -38,6 +43,7 @@ extension SyncGeodatabaseJob {
                 context.reportProgress("attachment bytes", done: status.received, total: info.size)
             }
         }
+        return vanished
     }
 
     /// Fetches the content of staged attachments the replica does not have into `directory`

@@ -27,6 +27,9 @@ extension SyncGeodatabaseJob {
         var sent = 0
         // The next batch, made while the server applies the current one (see below).
         var prepared: PreparedBatch?
+        // Attachments whose content was gone when their batch went: a batch refused for them
+        // alone is withdrawn and sealed again once, without them (see `refusedOnlyFor`).
+        var sealedAgainFor = Set<String>()
         while true {
             try await context.checkpoint(["batchesSent": .integer(Int64(sent))])
             let maxChanges = parameters.changeLimit(ofBatch: sent, streams: streams)
@@ -81,7 +84,7 @@ extension SyncGeodatabaseJob {
             if madeAhead { context.log("batch \(stored.seq) was made while batch \(stored.seq - 1) was applied") }
             // Attachment content first, by hash: what the server has is not sent again, and an
             // upload that dropped continues where the server's copy ends.
-            try await uploadContent(of: batch.attachments, client, context)
+            let vanished = try await uploadContent(of: batch.attachments, client, context)
             context.log("sending batch \(stored.seq) (\(batch.editCount) edits, \(stored.body.count >> 10) KB)")
             // While the server applies this batch, the next one is made from a snapshot of the
             // replica (nothing is stored: at most one batch is ever sealed and unacknowledged).
@@ -129,13 +132,25 @@ extension SyncGeodatabaseJob {
             try faults.check("client.afterSend")
             switch outcome {
             case .applied(let result, let text):
-                let rejected = try rejections(result, pending: false)
+                // Without rollback the server refused only the insert of a photo deleted here
+                // since the seal: the next batch carries its delete, so nothing was lost to
+                // report.
+                let rejected = try rejections(result, pending: false).filter { !Self.isInsert($0, of: vanished) }
                 let conflicts = Self.conflicts(result, state: state)
                 try await geodatabase.write { conn in try conn.acknowledgeBatch(seq: stored.seq, result: text, rejected: rejected, conflicts: conflicts) }
                 try faults.check("client.afterAck")
                 record(result, attachments: batch.attachments, state: state, context)
                 if result.replayed == true { context.log("batch \(stored.seq) had already been applied; the server replayed its answer") }
                 if !rejected.isEmpty { context.log("\(rejected.count) edits of batch \(stored.seq) were rejected", severity: .warning) }
+            case .rejected(let result) where Self.refusedOnlyFor(vanished, result) && sealedAgainFor.isDisjoint(with: vanished):
+                // Refused as a whole for photos deleted here after the batch was sealed, and
+                // nothing applied: sealed again from the pending changes, where their insert and
+                // delete cancel, and sent in this sync (its sequence number is still the next).
+                sealedAgainFor.formUnion(vanished)
+                try await geodatabase.write { conn in try conn.withdrawSealedBatch(seq: stored.seq, rejected: []) }
+                context.log("batch \(stored.seq) was refused for \(vanished.count) attachments deleted here after it was sealed; sealing it again")
+                prepared = nil
+                continue
             case .rejected(let result):
                 let rejected = try rejections(result, pending: true)
                 try await geodatabase.write { conn in try conn.withdrawSealedBatch(seq: stored.seq, rejected: rejected) }
@@ -167,6 +182,20 @@ extension SyncGeodatabaseJob {
         } catch {
             return .failure(error)
         }
+    }
+
+    /// Whether the server refused `result`'s batch for nothing but inserts of the attachments
+    /// `vanished` (their content gone here before it went up).
+    static func refusedOnlyFor(_ vanished: Set<String>, _ result: BatchResult) -> Bool {
+        let refused = (result.attachments ?? []).filter { !$0.success }
+        return !refused.isEmpty && refused.count == result.rejected.count
+            && refused.allSatisfy { $0.op == .insert && vanished.contains(GlobalID.normalized($0.globalId) ?? $0.globalId) }
+    }
+
+    /// Whether `rejected` is the insert of one of the attachments `vanished`.
+    static func isInsert(_ rejected: RejectedEdit, of vanished: Set<String>) -> Bool {
+        rejected.layer == GeodatabaseConnection.attachmentsTable && rejected.operation == BatchEdit.Operation.insert.rawValue
+            && vanished.contains(GlobalID.normalized(rejected.globalID) ?? rejected.globalID)
     }
 
     static func rejections(_ result: BatchResult, _ batch: UploadBatch, state: ReplicaState, pending: Bool) -> [RejectedEdit] {
