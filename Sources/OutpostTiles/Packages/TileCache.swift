@@ -51,7 +51,10 @@ public final class TileCache: Loadable, Sendable {
     /// The cache's metadata (nil until loaded).
     public var info: TileCacheInfo? { state.withLock { $0.info } }
 
-    private func open() throws {
+    /// Reads the cache's metadata and finds its layout: what `load()` does, on the caller's
+    /// thread (internal for the tile-package fuzz target, whose input must not outlive it in a
+    /// loadable's task).
+    func open() throws {
         let name = fileURL.deletingPathExtension().lastPathComponent
         var isDirectory: ObjCBool = false
         guard FileManager.default.fileExists(atPath: fileURL.path, isDirectory: &isDirectory) else {
