@@ -148,9 +148,9 @@ struct AttachmentSyncTests {
         try await h.stop()
     }
 
-    /// Photos deleted after their batch was sealed (a sync interrupted in between), one alone and
-    /// one with its feature: the resent batch cannot carry their content and the server refuses
-    /// those inserts. The next sync still succeeds and settles on the deletes: with rollback the
+    /// Photos deleted after their batch was sealed (a sync interrupted in between), one alone (its
+    /// content also attached to a feature that keeps it) and one with its feature: the resent
+    /// batch cannot carry their content and the server refuses those inserts. The next sync still succeeds and settles on the deletes: with rollback the
     /// replica withdraws the refused batch and seals it again in the same sync (each insert and
     /// its delete cancel); without, the refused inserts are not kept as rejections and the next
     /// batch carries the deletes. The batch's other edit arrives either way; nothing is stuck,
@@ -162,7 +162,17 @@ struct AttachmentSyncTests {
         let points = try crew.table(named: "inspection_points")
         let six = try #require(try await points.feature(objectID: 6)), seven = try #require(try await points.feature(objectID: 7))
         let eight = try #require(try await points.feature(objectID: 8))
-        let alone = try await points.addAttachment(toFeature: 6, name: "blurred.jpg", contentType: "image/jpeg", data: Self.randomBytes(30_000, seed: 9))
+        // The same content on a feature that keeps it: its own record sends the bytes. The batch
+        // lists attachment edits by global id, so the deleted one comes first (and its content
+        // is looked for there first).
+        let blurred = Self.randomBytes(30_000, seed: 9)
+        let nine = try #require(try await points.feature(objectID: 9))
+        let (alone, kept) = try await crew.write { conn in
+            let add = { (feature: Int64, name: String, gid: String) in
+                try points.addAttachment(toFeature: feature, name: name, contentType: "image/jpeg", size: Int64(blurred.count), globalID: gid, in: conn) { try $0(blurred) }
+            }
+            return (try add(6, "blurred.jpg", "{00000000-0000-4000-8000-000000000001}"), try add(9, "same.jpg", "{FFFFFFFF-0000-4000-8000-000000000002}"))
+        }
         _ = try await points.addAttachment(toFeature: 7, name: "wrong.jpg", contentType: "image/jpeg", data: Self.randomBytes(20_000, seed: 10))
         var note = Feature(objectID: 8)
         note.attributes["notes"] = .string("checked")
@@ -179,6 +189,7 @@ struct AttachmentSyncTests {
 
         try await h.sync(crew, parameters, url: url)
         #expect(try await Self.serverAttachments(h, featureGlobalID: six.globalID!)[alone.globalID] == nil)
+        #expect(try await Self.serverAttachments(h, featureGlobalID: nine.globalID!) == [kept.globalID: blurred], "the same content, kept, went up")
         #expect(try await h.serverRows(0)[seven.globalID!] == nil, "the feature's delete went up")
         #expect(try await h.serverRows(0)[eight.globalID!]?.attributes["notes"] == .string("checked"), "the batch's other edit went up")
         #expect(try await crew.read { try $0.capturedChanges().count } == 0, "nothing pending")

@@ -75,7 +75,10 @@ public enum DeltaSync {
         for (sha, entry) in contents.sorted(by: { $0.key < $1.key }) {
             let gid = entry.globalID
             // Deleted here after the batch was sealed: the service refuses the insert (no
-            // content), and the next batch carries the delete, as over HTTP.
+            // content); its reply withdraws the batch (rollback) or rejects the insert alone,
+            // and the next export carries the delete. Unlike a sync over HTTP, which seals again
+            // on the refusal, the export cannot reseal ahead: the same batch may have reached
+            // the service earlier, with its content, and must go as it was sealed.
             _ = try await writer.writeContent(sha256: sha, total: entry.info.size) { offset, length in
                 try await geodatabase.read { conn -> Data? in
                     guard let record = try conn.attachmentRecords(globalIDs: [gid]).values.first else { return nil }

@@ -31,8 +31,10 @@ extension SyncGeodatabaseJob {
                 guard let bytes = read else {
                     // Deleted here after the batch was sealed: the server refuses the insert (no
                     // content); the upload settles it (see `refusedOnlyFor`).
+                    // Another insert of the same content may still read it from its own record.
                     context.log("attachment \(info.name) was deleted before its content went up")
                     vanished.insert(GlobalID.normalized(gid) ?? gid)
+                    seen.remove(info.sha256)
                     break
                 }
                 // Where someone else's upload of the same content moved on, this continues from there.
