@@ -156,6 +156,33 @@ struct AttachmentSyncTests {
     /// batch carries the deletes. The batch's other edit arrives either way; nothing is stuck,
     /// pending or left behind. (Found by `SyncPropertyTests`: photo, sync killed after the seal,
     /// the feature deleted, then a clean sync failed.)
+    /// The reseal's rule alone: a batch refused for nothing but inserts of photos whose content
+    /// was gone is sealed again, once per photo; anything else refused, or the same photo
+    /// refused a second time, fails the sync.
+    @Test func aBatchIsSealedAgainOnlyWhenRefusedForVanishedPhotosAloneAndOncePerPhoto() {
+        let photo = "{0A0A0A0A-0000-4000-8000-00000000000A}", other = "{0B0B0B0B-0000-4000-8000-00000000000B}"
+        func refused(_ attachments: [(String, BatchEdit.Operation)], feature: Bool = false) -> BatchResult {
+            var result = BatchResult(
+                seq: 3, batchId: "b", generation: nil,
+                layers: [BatchLayerResult(id: 0, results: [BatchEditResult(globalId: other, op: .update, success: !feature)])])
+            result.attachments = attachments.map { BatchEditResult(globalId: $0.0, op: $0.1, success: false) }
+                + [BatchEditResult(globalId: "{00000000-0000-4000-8000-000000000009}", op: .insert, success: true)]
+            return result
+        }
+        let vanished: Set = [photo]
+        #expect(SyncGeodatabaseJob.sealsAgain(refused([(photo, .insert)]), vanished: vanished, sealedAgainFor: []))
+        #expect(SyncGeodatabaseJob.sealsAgain(refused([(String(photo.lowercased().dropFirst().dropLast()), .insert)]), vanished: vanished, sealedAgainFor: []), "global ids compare normalised")
+        // Once per photo.
+        #expect(!SyncGeodatabaseJob.sealsAgain(refused([(photo, .insert)]), vanished: vanished, sealedAgainFor: vanished))
+        #expect(SyncGeodatabaseJob.sealsAgain(refused([(photo, .insert)]), vanished: vanished, sealedAgainFor: [other]))
+        // Anything else refused with it, or instead of it.
+        #expect(!SyncGeodatabaseJob.sealsAgain(refused([(photo, .insert)], feature: true), vanished: vanished, sealedAgainFor: []))
+        #expect(!SyncGeodatabaseJob.sealsAgain(refused([(photo, .insert), (other, .insert)]), vanished: vanished, sealedAgainFor: []))
+        #expect(!SyncGeodatabaseJob.sealsAgain(refused([(photo, .delete)]), vanished: vanished, sealedAgainFor: []))
+        #expect(!SyncGeodatabaseJob.sealsAgain(refused([], feature: true), vanished: vanished, sealedAgainFor: []))
+        #expect(!SyncGeodatabaseJob.sealsAgain(refused([(photo, .insert)]), vanished: [], sealedAgainFor: []), "content that was not gone")
+    }
+
     @Test(.scaledTimeLimit(minutes: 2), arguments: BackendKind.syncing, [true, false])
     func anAttachmentDeletedAfterSealingDoesNotFailTheNextSync(kind: BackendKind, rollback: Bool) async throws {
         let (h, _, proxy, url, crew, office) = try await Self.twoReplicasBehindAProxy(kind)

@@ -11,7 +11,6 @@ extension SyncGeodatabaseJob {
     /// read from the replica (never a whole attachment in memory). Returns the global ids of the
     /// inserted attachments whose content the replica no longer has and the server lacks:
     /// deleted here after the batch was sealed (the upload settles them: `refusedOnlyFor`).
-    @discardableResult
     func uploadContent(of attachments: [AttachmentEdit], _ client: NativeSyncClient, _ context: JobContext) async throws -> Set<String> {
         var seen = Set<String>()
         var vanished = Set<String>()

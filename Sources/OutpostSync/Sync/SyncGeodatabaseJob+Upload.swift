@@ -142,7 +142,7 @@ extension SyncGeodatabaseJob {
                 record(result, attachments: batch.attachments, state: state, context)
                 if result.replayed == true { context.log("batch \(stored.seq) had already been applied; the server replayed its answer") }
                 if !rejected.isEmpty { context.log("\(rejected.count) edits of batch \(stored.seq) were rejected", severity: .warning) }
-            case .rejected(let result) where Self.refusedOnlyFor(vanished, result) && sealedAgainFor.isDisjoint(with: vanished):
+            case .rejected(let result) where Self.sealsAgain(result, vanished: vanished, sealedAgainFor: sealedAgainFor):
                 // Refused as a whole for photos deleted here after the batch was sealed, and
                 // nothing applied: sealed again from the pending changes, where their insert and
                 // delete cancel, and sent in this sync (its sequence number is still the next).
@@ -182,6 +182,15 @@ extension SyncGeodatabaseJob {
         } catch {
             return .failure(error)
         }
+    }
+
+    /// Whether a batch refused with `result` is withdrawn and sealed again in the same sync:
+    /// refused for nothing but inserts of the attachments `vanished`, none of which caused a
+    /// reseal before in this sync (`sealedAgainFor`). Once per photo: the reseal cannot carry
+    /// the same insert again (its delete is captured), so a second refusal for it is not this
+    /// case and fails the sync instead of sealing in a loop.
+    static func sealsAgain(_ result: BatchResult, vanished: Set<String>, sealedAgainFor: Set<String>) -> Bool {
+        refusedOnlyFor(vanished, result) && sealedAgainFor.isDisjoint(with: vanished)
     }
 
     /// Whether the server refused `result`'s batch for nothing but inserts of the attachments
