@@ -65,9 +65,19 @@ public struct PostgresSyncTransaction: SyncTransaction {
             """
             INSERT INTO outpost_batch_ledger (replica_id, seq, batch_id, hash, result, generation)
             VALUES (\(replica), \(commit.seq), \(commit.batchID), \(commit.hash), \(commit.answer.json), \(commit.advancesGenerationTo))
+            ON CONFLICT (replica_id, seq) DO UPDATE SET batch_id = EXCLUDED.batch_id, hash = EXCLUDED.hash, result = EXCLUDED.result, generation = EXCLUDED.generation
             """, logger: logger)
         try await conn.query("DELETE FROM outpost_batch_ledger WHERE replica_id = \(replica) AND seq < \(commit.pruneBelow)", logger: logger)
         try await conn.query("UPDATE outpost_replicas SET last_seq = \(commit.lastSeq), last_sync_at = \(time) WHERE replica_id = \(replica)", logger: logger)
+    }
+
+    public func keep(_ rejection: BatchAdmission.KeptRejection) async throws {
+        try await conn.query(
+            """
+            INSERT INTO outpost_batch_ledger (replica_id, seq, batch_id, hash, result, generation)
+            VALUES (\(rejection.replicaID), \(rejection.seq), \(rejection.batchID), \(rejection.hash), \(rejection.result), NULL)
+            ON CONFLICT (replica_id, seq) DO UPDATE SET batch_id = EXCLUDED.batch_id, hash = EXCLUDED.hash, result = EXCLUDED.result, generation = NULL
+            """, logger: logger)
     }
 
     /// Read again from the database when another process migrated the service.

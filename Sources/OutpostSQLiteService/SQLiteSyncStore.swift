@@ -60,7 +60,7 @@ public struct SQLiteSyncTransaction: SyncTransaction, @unchecked Sendable {
         if let generation = commit.advancesGenerationTo { try ServiceStore.setGeneration(conn, generation) }
         let replica = SQLLiteral.text(commit.replicaID)
         try conn.execute(
-            "INSERT INTO outpost_batch_ledger (replica_id, seq, batch_id, hash, result, generation) VALUES (?, ?, ?, ?, ?, ?)",
+            "INSERT OR REPLACE INTO outpost_batch_ledger (replica_id, seq, batch_id, hash, result, generation) VALUES (?, ?, ?, ?, ?, ?)",
             arguments: [
                 replica, .integer(commit.seq), .text(commit.batchID), .text(commit.hash), .text(commit.answer.json),
                 commit.advancesGenerationTo.map { .integer($0) } ?? .null,
@@ -68,6 +68,12 @@ public struct SQLiteSyncTransaction: SyncTransaction, @unchecked Sendable {
         try conn.execute("DELETE FROM outpost_batch_ledger WHERE replica_id = ? AND seq < ?", arguments: [replica, .integer(commit.pruneBelow)])
         try conn.execute(
             "UPDATE outpost_replicas SET last_seq = ?, last_sync_at = ? WHERE replica_id = ?", arguments: [.integer(commit.lastSeq), .integer(time), replica])
+    }
+
+    public func keep(_ rejection: BatchAdmission.KeptRejection) throws {
+        try conn.execute(
+            "INSERT OR REPLACE INTO outpost_batch_ledger (replica_id, seq, batch_id, hash, result, generation) VALUES (?, ?, ?, ?, ?, NULL)",
+            arguments: [.text(rejection.replicaID), .integer(rejection.seq), .text(rejection.batchID), .text(rejection.hash), .text(rejection.result)])
     }
 
     public func schema(knownVersion version: Int) -> ServiceSchema { conn.geodatabase.schema }

@@ -10,16 +10,21 @@ import OutpostProtocol
 /// The machine has two steps. ``admit(_:hash:replica:ledger:)`` answers one of
 /// - ``Decision/replay(_:)``: this seq was applied with the same content (same hash): answer its
 ///   stored result, apply nothing (I3);
+/// - ``Decision/replayRejected(_:)``: this seq was rolled back with the same content and its
+///   answer kept (``KeptRejection``): answer the same refusal again, apply nothing;
 /// - ``BatchRefusal``: the same seq with other content, a gap or a step back in the sequence
 ///   (I4), a layer or attachments the replica may not upload;
-/// - ``Decision/apply(_:)``: the next batch in sequence: apply it.
+/// - ``Decision/apply(_:)``: the next batch in sequence (other content under a rolled-back seq
+///   is a new batch): apply it.
 ///
 /// Once the edits are applied, ``Admitted/finish(generation:applied:failed:layers:attachments:)``
 /// answers ``Finish/rejected(_:)`` (rollback on failure and an edit failed: the transaction rolls
 /// back) or ``Finish/commit(_:)``: the ledger row to write, the generation to advance to, the
 /// ledger rows to prune and the replica's new position.
 public enum BatchAdmission {
-    /// The replica's ledger row for the batch's seq (the server keeps the latest only).
+    /// The replica's ledger row for the batch's seq (the server keeps the latest only). A row
+    /// at the seq after the replica's last one is a kept rejection: an applied batch moves the
+    /// replica's position to its seq in the same commit as its row.
     public struct LedgerEntry: Sendable, Equatable {
         /// The SHA-256 of the batch's body.
         public var hash: String
@@ -37,6 +42,9 @@ public enum BatchAdmission {
     public enum Decision: Sendable {
         /// Answer the stored result again (marked `replayed`); nothing is applied.
         case replay(BatchAnswer)
+        /// Refuse the batch again as it was refused (its result marked `replayed`): nothing is
+        /// applied, and the service's state since cannot change the answer.
+        case replayRejected(BatchRejected)
         /// Apply it: it is the next in sequence.
         case apply(Admitted)
     }
@@ -48,8 +56,14 @@ public enum BatchAdmission {
         let replicaID = replica.replicaID
         let expected = replica.lastSeq + 1
         if let ledger {
-            guard ledger.hash == hash else { throw BatchRefusal.differentContent(replicaID: replicaID, seq: batch.seq, expectedSeq: expected) }
-            return .replay(BatchAnswer(try replayed(ledger.result)))
+            let rolledBack = batch.seq > replica.lastSeq
+            if ledger.hash == hash {
+                let result = try replayed(ledger.result)
+                return rolledBack ? .replayRejected(BatchRejected(result: result)) : .replay(BatchAnswer(result))
+            }
+            // Other content under a seq that was rolled back: the replica withdrew that batch
+            // and sealed this one in its place.
+            guard rolledBack else { throw BatchRefusal.differentContent(replicaID: replicaID, seq: batch.seq, expectedSeq: expected) }
         }
         return .apply(try admitNext(batch, hash: hash, replica: replica))
     }
@@ -90,6 +104,38 @@ public enum BatchAdmission {
         return result
     }
 
+    /// A rolled-back batch's answer as the ledger keeps it (in a transaction of its own, after
+    /// the rollback): the same batch sent again is refused alike, even if the service's state
+    /// since would now let it apply. A delta-file edits file imported twice gives two replies,
+    /// and the crew may import either; without the kept answer the first could say "refused"
+    /// while the second applied the batch. Other content under the same seq is admitted
+    /// (``admit(_:hash:replica:ledger:)``), and its commit replaces the row.
+    public struct KeptRejection: Sendable, Equatable {
+        /// The uploading replica.
+        public let replicaID: String
+        /// The rolled-back batch's seq: the replica's last seq + 1.
+        public let seq: Int64
+        /// The batch's id.
+        public let batchID: String
+        /// The SHA-256 of the batch's body.
+        public let hash: String
+        /// The rejection's result (every edit listed), as answered.
+        public let result: String
+
+        /// A kept rejection of these values.
+        public init(replicaID: String, seq: Int64, batchID: String, hash: String, result: String) {
+            self.replicaID = replicaID
+            self.seq = seq
+            self.batchID = batchID
+            self.hash = hash
+            self.result = result
+        }
+
+        /// Whether the ledger may keep it for `replica` as it is now: still the next in
+        /// sequence (no other batch applied since the rollback).
+        public func isNext(for replica: ReplicaInfo) -> Bool { seq == replica.lastSeq + 1 }
+    }
+
     /// A batch admitted for applying.
     public struct Admitted: Sendable, Equatable {
         /// The uploading replica.
@@ -105,6 +151,11 @@ public enum BatchAdmission {
         /// The batch asked for a compact answer (`UploadBatch/compactAnswer`): the ledger
         /// stores and answers it so; a rejected batch's result lists every edit regardless.
         public var compactAnswer = false
+
+        /// The answer the ledger keeps for this batch rolled back with `rejected`.
+        public func kept(_ rejected: BatchRejected) -> KeptRejection {
+            KeptRejection(replicaID: replicaID, seq: seq, batchID: batchID, hash: hash, result: rejected.result.jsonText)
+        }
 
         /// What the applied edits come to. `generation` is the one the batch's changes were
         /// logged under (the service's current generation + 1).

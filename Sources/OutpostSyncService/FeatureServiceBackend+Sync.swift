@@ -129,10 +129,12 @@ public protocol SyncBackend: Sendable {
     /// Applies a batch exactly once, as `BatchAdmission` decides: a resent batch (same hash)
     /// gets the stored result; another batch under the same seq, a seq gap, or a layer the replica
     /// does not upload throws `BatchRefusal`; `BatchRejected` when `rollbackOnFailure` refuses
-    /// the batch. The answer's JSON text is the one stored in the ledger.
-    func applyBatchAnswering(_ batch: UploadBatch, hash: String) async throws -> BatchAnswer
+    /// the batch; with `keepsRejection` the ledger keeps that answer, and the same batch sent
+    /// again is refused alike (`BatchAdmission.KeptRejection`). The answer's JSON text is the
+    /// one stored in the ledger.
+    func applyBatchAnswering(_ batch: UploadBatch, hash: String, keepsRejection: Bool) async throws -> BatchAnswer
     /// Applies a framed batch as its frames arrive (docs/sync.md, "Framed batches"), admitted
-    /// and answered as ``applyBatchAnswering(_:hash:)`` would the whole batch. Throws
+    /// and answered as ``applyBatchAnswering(_:hash:keepsRejection:)`` would the whole batch. Throws
     /// `StreamedBatch.WholeBodyNeeded` (nothing applied) when only the whole body can decide:
     /// a seq the ledger holds, a stalled body, or a backend that applies whole batches only.
     func applyStreamedBatch(_ head: UploadBatch.FramedReader.Head, from body: StreamedBatch) async throws -> BatchAnswer
@@ -241,9 +243,15 @@ extension SyncBackend {
         try await checksums(replicaID: replicaID, layerIDs: layerIDs, since: nil)
     }
 
-    /// ``applyBatchAnswering(_:hash:)``'s result.
+    /// A batch a replica sealed (native sync, a delta file), applied with its rejection kept.
+    public func applyBatchAnswering(_ batch: UploadBatch, hash: String) async throws -> BatchAnswer {
+        try await applyBatchAnswering(batch, hash: hash, keepsRejection: true)
+    }
+
+    /// A batch made from an ArcGIS `synchronizeReplica` request, applied with its rejection not
+    /// kept: the same edits sent again once their cause is fixed are judged again.
     public func applyBatch(_ batch: UploadBatch, hash: String) async throws -> BatchResult {
-        try await applyBatchAnswering(batch, hash: hash).result
+        try await applyBatchAnswering(batch, hash: hash, keepsRejection: false).result
     }
 
     /// The most pages of nothing but the replica's own changes one feed request reads on.

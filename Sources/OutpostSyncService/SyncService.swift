@@ -24,17 +24,23 @@ public struct SyncService<Store: SyncStore>: Sendable {
     /// 5. the finish: `BatchRejected` when rollback on failure refuses the batch, otherwise the
     ///    ledger row, the generation and the replica's position are recorded, and the
     ///    transaction commits.
-    public func apply(_ batch: UploadBatch, hash: String) async throws -> BatchAnswer {
-        try await apply(batch, hash: hash, streamed: nil)
+    ///
+    /// With `keepsRejection`, a rolled-back batch's answer goes into the ledger after the
+    /// rollback (``BatchAdmission/KeptRejection``), so the same batch is refused alike however
+    /// often it comes. Batches a replica seals (native sync, delta files) keep it; those made
+    /// from an ArcGIS `synchronizeReplica` request do not: there the same edits are sent again
+    /// after their cause is fixed, and are judged again.
+    public func apply(_ batch: UploadBatch, hash: String, keepsRejection: Bool = true) async throws -> BatchAnswer {
+        try await apply(batch, hash: hash, streamed: nil, keepsRejection: keepsRejection)
     }
 
     /// Applies a framed batch as its frames arrive, admitted and answered as
-    /// ``apply(_:hash:)`` would the whole batch. Throws `StreamedBatch.WholeBodyNeeded` (nothing
+    /// ``apply(_:hash:keepsRejection:)`` would the whole batch. Throws `StreamedBatch.WholeBodyNeeded` (nothing
     /// applied) when only the whole body can decide: a seq the ledger holds, a stalled body, or
     /// a store that applies whole batches only.
     public func apply(streamed head: UploadBatch.FramedReader.Head, from body: StreamedBatch) async throws -> BatchAnswer {
         guard store.appliesStreamedBatches else { throw StreamedBatch.WholeBodyNeeded() }
-        return try await apply(head.batch, hash: nil, streamed: Streamed(announced: head.layers, body: body))
+        return try await apply(head.batch, hash: nil, streamed: Streamed(announced: head.layers, body: body), keepsRejection: true)
     }
 
     private struct Streamed: Sendable {
@@ -42,7 +48,29 @@ public struct SyncService<Store: SyncStore>: Sendable {
         let body: StreamedBatch
     }
 
-    private func apply(_ batch: UploadBatch, hash: String?, streamed: Streamed?) async throws -> BatchAnswer {
+    /// A rejection leaving the transaction with what the ledger keeps of it.
+    private struct RolledBack: Error {
+        let rejected: BatchRejected
+        let kept: BatchAdmission.KeptRejection
+    }
+
+    private func apply(_ batch: UploadBatch, hash: String?, streamed: Streamed?, keepsRejection: Bool) async throws -> BatchAnswer {
+        do {
+            return try await applyOnce(batch, hash: hash, streamed: streamed)
+        } catch let rolledBack as RolledBack {
+            if keepsRejection {
+                try await store.writeTransaction { tx in
+                    _ = try await tx.lockGeneration()
+                    // A batch applied since (another process, the same replica) answers for the seq.
+                    guard rolledBack.kept.isNext(for: try await tx.replica(rolledBack.kept.replicaID, forUpdate: true)) else { return }
+                    try await tx.keep(rolledBack.kept)
+                }
+            }
+            throw rolledBack.rejected
+        }
+    }
+
+    private func applyOnce(_ batch: UploadBatch, hash: String?, streamed: Streamed?) async throws -> BatchAnswer {
         let requestedRule = try BatchPlanner.rule(batch.conflictPolicy)
         let clock = store.clock, faults = store.faults
         return try await store.writeTransaction { tx -> BatchAnswer.Pending in
@@ -60,6 +88,7 @@ public struct SyncService<Store: SyncStore>: Sendable {
             } else {
                 switch try BatchAdmission.admit(batch, hash: hash ?? "", replica: info, ledger: ledger) {
                 case .replay(let answer): return .init(replay: answer)
+                case .replayRejected(let rejected): throw rejected
                 case .apply(let a): admitted = a
                 }
             }
@@ -81,7 +110,7 @@ public struct SyncService<Store: SyncStore>: Sendable {
             if let edits = batch.attachments, !edits.isEmpty { attachments = try await applier.apply(edits) }
             switch admitted.finish(generation: generation, applied: applier.applied, failed: applier.failed, layers: layers, attachments: attachments) {
             case .rejected(let rejected):
-                throw rejected
+                throw RolledBack(rejected: rejected, kept: admitted.kept(rejected))
             case .commit(let commit):
                 let pending = BatchAnswer.Pending(applied: commit.answer, stages: applier.stages, locked: locked)
                 try await tx.record(commit, at: clock.milliseconds())
@@ -118,10 +147,14 @@ public struct SyncService<Store: SyncStore>: Sendable {
         return layers
     }
 
-    /// The stored result of the replica's batch `seq`, if the ledger still holds it.
+    /// The stored result of the replica's batch `seq`, if the ledger still holds it as applied
+    /// (a kept rejection is no applied batch's result).
     public func batchResult(replicaID: String, seq: Int64) async throws -> BatchResult? {
         try await store.readTransaction { tx in
-            guard let entry = try await tx.ledgerEntry(replicaID: ReplicaID.normalized(replicaID), seq: seq) else { return nil }
+            let replicaID = ReplicaID.normalized(replicaID)
+            guard let entry = try await tx.ledgerEntry(replicaID: replicaID, seq: seq),
+                seq <= (try await tx.replica(replicaID, forUpdate: false)).lastSeq
+            else { return nil }
             return try BatchAdmission.replayed(entry.result)
         }
     }
@@ -165,9 +198,9 @@ public struct SyncService<Store: SyncStore>: Sendable {
 }
 
 extension SyncBackend where Self: SyncStore {
-    /// Applied by ``SyncService/apply(_:hash:)``.
-    public func applyBatchAnswering(_ batch: UploadBatch, hash: String) async throws -> BatchAnswer {
-        try await SyncService(store: self).apply(batch, hash: hash)
+    /// Applied by ``SyncService/apply(_:hash:keepsRejection:)``.
+    public func applyBatchAnswering(_ batch: UploadBatch, hash: String, keepsRejection: Bool) async throws -> BatchAnswer {
+        try await SyncService(store: self).apply(batch, hash: hash, keepsRejection: keepsRejection)
     }
 
     /// Applied by ``SyncService/apply(streamed:from:)``.

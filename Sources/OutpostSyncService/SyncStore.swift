@@ -60,9 +60,14 @@ public protocol SyncTransaction: Sendable {
     /// An applier of the batch `context` describes.
     func applier(_ context: BatchContext) async throws -> Applier
 
-    /// Writes what an applied batch commits with: the generation, the ledger row (pruning the
-    /// older ones) and the replica's position and last sync `time` (milliseconds since 1970).
+    /// Writes what an applied batch commits with: the generation, the ledger row (replacing a
+    /// kept rejection of its seq, pruning the older ones) and the replica's position and last
+    /// sync `time` (milliseconds since 1970).
     func record(_ commit: BatchAdmission.Commit, at time: Int64) async throws
+
+    /// Writes a rolled-back batch's ledger row (replacing one of its seq), leaving the replica's
+    /// position and the generation as they are.
+    func keep(_ rejection: BatchAdmission.KeptRejection) async throws
 
     // MARK: Reading the change feed
 

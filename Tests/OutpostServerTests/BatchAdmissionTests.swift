@@ -97,6 +97,31 @@ struct BatchAdmissionTests {
         }
     }
 
+    @Test func aRolledBackBatchSentAgainIsRefusedAlike() throws {
+        // A row at the seq after the replica's last one is a kept rejection.
+        let ledger = BatchAdmission.LedgerEntry(hash: "same", result: Self.stored.json.jsonString)
+        guard case .replayRejected(let rejected) = try BatchAdmission.admit(Self.batch(seq: 4), hash: "same", replica: Self.replica(lastSeq: 3), ledger: ledger) else {
+            Issue.record("the same rolled-back batch must be refused again")
+            return
+        }
+        var expected = Self.stored
+        expected.replayed = true
+        #expect(rejected.result == expected)
+    }
+
+    @Test func otherContentUnderARolledBackSeqIsTheNextBatch() throws {
+        let ledger = BatchAdmission.LedgerEntry(hash: "withdrawn", result: Self.stored.json.jsonString)
+        guard case .apply(let admitted) = try BatchAdmission.admit(Self.batch(seq: 4), hash: "resealed", replica: Self.replica(lastSeq: 3), ledger: ledger) else {
+            Issue.record("a resealed batch must apply")
+            return
+        }
+        #expect(admitted.seq == 4 && admitted.hash == "resealed")
+        // Its rejection, were it refused too, is kept under its own hash.
+        let kept = admitted.kept(BatchRejected(result: Self.stored))
+        #expect(kept.seq == 4 && kept.hash == "resealed" && kept.batchID == "batch-4" && kept.isNext(for: Self.replica(lastSeq: 3)))
+        #expect(try BatchResult(json: JSONValue.parse(kept.result)) == Self.stored)
+    }
+
     @Test func aLedgerRowThatCannotBeReadIsAnErrorNotAnApply() {
         let ledger = BatchAdmission.LedgerEntry(hash: "same", result: "{not json")
         #expect(throws: (any Error).self) { try BatchAdmission.admit(Self.batch(seq: 3), hash: "same", replica: Self.replica(lastSeq: 3), ledger: ledger) }

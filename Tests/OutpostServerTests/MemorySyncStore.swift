@@ -106,6 +106,10 @@ final class MemoryTransaction: SyncTransaction {
         }
     }
 
+    func keep(_ rejection: BatchAdmission.KeptRejection) {
+        state.withLock { $0.ledger[rejection.replicaID, default: [:]][rejection.seq] = .init(hash: rejection.hash, result: rejection.result) }
+    }
+
     func schema(knownVersion version: Int) -> ServiceSchema { state.withLock { $0.schema } }
 
     func othersChanged(layerID: Int, since: Int64, upto: Int64, replicaID: String) -> Bool {

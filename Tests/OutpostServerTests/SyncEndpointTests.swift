@@ -74,7 +74,7 @@ struct NativeSyncEndpointTests {
             #expect(gap.status == 409)
             #expect(gap.errorMessage?.contains("expects batch 2") == true, "\(gap.text)")
 
-            // Rollback on failure: 422 with the per-edit results, no ledger row, nothing applied.
+            // Rollback on failure: 422 with the per-edit results, nothing applied.
             let bad = try batch(info, seq: 2, [insertEdit("{0C0C0C0C-0000-4000-8000-000000000004}"), insertEdit("{0C0C0C0C-0000-4000-8000-000000000005}", assetType: "spaceship")])
             let rejected = try await client.put("\(uri)/2", json: bad)
             #expect(rejected.status == 422)
@@ -82,12 +82,23 @@ struct NativeSyncEndpointTests {
             #expect(body["error"]?["message"]?.stringValue?.contains("rolled back") == true)
             let results = try JSONDecoder().decode(BatchResult.self, from: Data(try #require(body["result"]).jsonString.utf8))
             #expect(results.rejected.map(\.globalId) == ["{0C0C0C0C-0000-4000-8000-000000000005}"])
-            #expect(try await client.get("\(uri)/2").status == 404)
+            #expect(try await client.get("\(uri)/2").status == 404, "a rolled-back batch has no applied result")
             #expect(try await service.backend.generation() == generation)
-            // Without rollback the valid edit applies and the batch counts.
-            let partial = try await client.put("\(uri)/2", json: try batch(info, seq: 2, [insertEdit("{0C0C0C0C-0000-4000-8000-000000000004}"), insertEdit("{0C0C0C0C-0000-4000-8000-000000000005}", assetType: "spaceship")], rollback: false))
+            // The same bytes again: the kept answer, marked replayed, nothing applied.
+            let again = try await client.put("\(uri)/2", json: bad)
+            #expect(again.status == 422)
+            let replayed = try JSONDecoder().decode(BatchResult.self, from: Data(try #require(try again.json()["result"]).jsonString.utf8))
+            #expect(replayed.replayed == true && replayed.layers == results.layers)
+            #expect(try await service.backend.generation() == generation)
+            // Without rollback (other content under the rolled-back seq) the valid edit applies
+            // and the batch counts; its answer replaces the kept one.
+            let partialBody = try batch(info, seq: 2, [insertEdit("{0C0C0C0C-0000-4000-8000-000000000004}"), insertEdit("{0C0C0C0C-0000-4000-8000-000000000005}", assetType: "spaceship")], rollback: false)
+            let partial = try await client.put("\(uri)/2", json: partialBody)
             #expect(partial.status == 200)
             #expect(try await service.backend.count(layerID: 0, query: FeatureQuery(where: "asset_id = 'B-1'")) == 2)
+            #expect(try await client.get("\(uri)/2").status == 200)
+            #expect(try await client.put("\(uri)/2", json: partialBody).status == 200)
+            #expect(try await client.put("\(uri)/2", json: bad).status == 409, "the withdrawn batch is other content under an applied seq")
         }
     }
 

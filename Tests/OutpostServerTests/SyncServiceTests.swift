@@ -85,15 +85,68 @@ struct SyncServiceTests {
         }
         // A fault just before the commit: nothing of the batch stays.
         store.faults.arm("server.beforeCommit")
-        await #expect(throws: (any Error).self) { try await service.apply(Self.batch(Self.crewA, seq: 2, [Self.insert(2, status: "new")]), hash: "h2") }
+        await #expect(throws: (any Error).self) { try await service.apply(Self.batch(Self.crewA, seq: 2, [Self.insert(2, status: "new")]), hash: "h2b") }
         let after = store.committed
         #expect(after.generation == before.generation && after.log == before.log && after.features[0]?.keys.sorted() == before.features[0]?.keys.sorted())
-        #expect(after.replicas[Self.crewA]?.lastSeq == 1 && after.ledger[Self.crewA]?.keys.sorted() == [1])
+        // The ledger keeps the rejection's answer under seq 2; the replica's position stays.
+        #expect(after.replicas[Self.crewA]?.lastSeq == 1 && after.ledger[Self.crewA]?.keys.sorted() == [1, 2] && after.ledger[Self.crewA]?[2]?.hash == "h2")
 
         // Without rollback the bad edit fails alone and the rest applies.
-        let partial = try await service.apply(Self.batch(Self.crewA, seq: 2, rollback: false, [Self.insert(2, status: "new"), missing]), hash: "h2")
+        let partial = try await service.apply(Self.batch(Self.crewA, seq: 2, rollback: false, [Self.insert(2, status: "new"), missing]), hash: "h2c")
         #expect(partial.result.layers[0].results.map(\.success) == [true, false])
         #expect(Self.status(store, 2) == .string("new") && store.committed.features[0]?.count == 2)
+    }
+
+    @Test func aRolledBackBatchIsRefusedAlikeWhenSentAgain() async throws {
+        let store = Self.store()
+        let service = SyncService(store: store)
+        // Seq 1 updates a feature the service does not hold yet: rolled back, its answer kept.
+        let early = Self.batch(Self.crewA, seq: 1, [Self.update(7, status: "checked", base: 0)])
+        let first = await #expect(throws: BatchRejected.self) { try await service.apply(early, hash: "h1") }
+        #expect(first?.result.replayed == nil && first?.result.rejected.count == 1)
+        #expect(try await service.batchResult(replicaID: Self.crewA, seq: 1) == nil, "a rolled-back batch has no applied result to look up")
+
+        // Another crew adds the feature: the same batch would now apply, and is refused alike,
+        // its answer marked replayed; nothing of it applies.
+        _ = try await service.apply(Self.batch(Self.crewB, seq: 1, [Self.insert(7, status: "open")]), hash: "b1")
+        let second = await #expect(throws: BatchRejected.self) { try await service.apply(early, hash: "h1") }
+        #expect(second?.result.replayed == true && second?.result.layers == first?.result.layers)
+        #expect(Self.status(store, 7) == .string("open") && store.committed.generation == 1 && store.committed.replicas[Self.crewA]?.lastSeq == 0)
+
+        // The crew withdrew the batch and sealed another under seq 1: it applies, its row
+        // replaces the kept one, and is what a resend gets.
+        let resealed = Self.batch(Self.crewA, seq: 1, [Self.update(7, status: "checked", base: 1)])
+        let applied = try await service.apply(resealed, hash: "h1b")
+        #expect(applied.result.generation == 2 && Self.status(store, 7) == .string("checked"))
+        #expect(store.committed.replicas[Self.crewA]?.lastSeq == 1 && store.committed.ledger[Self.crewA]?[1]?.hash == "h1b")
+        #expect(try await service.apply(resealed, hash: "h1b").result.replayed == true)
+        await #expect(throws: BatchRefusal.differentContent(replicaID: Self.crewA, seq: 1, expectedSeq: 2)) { try await service.apply(early, hash: "h1") }
+        #expect(try await service.batchResult(replicaID: Self.crewA, seq: 1)?.generation == 2)
+    }
+
+    @Test func aBatchWhoseRejectionIsNotKeptIsJudgedAgain() async throws {
+        // A batch made from an ArcGIS synchronizeReplica request: the same edits sent once their
+        // cause is fixed apply.
+        let store = Self.store()
+        let service = SyncService(store: store)
+        let early = Self.batch(Self.crewA, seq: 1, [Self.update(7, status: "checked", base: 0)])
+        await #expect(throws: BatchRejected.self) { try await service.apply(early, hash: "k1", keepsRejection: false) }
+        #expect(store.committed.ledger[Self.crewA] == nil)
+        _ = try await service.apply(Self.batch(Self.crewB, seq: 1, [Self.insert(7, status: "open")]), hash: "b1")
+        #expect(try await service.apply(early, hash: "k1", keepsRejection: false).result.generation == 2)
+        #expect(Self.status(store, 7) == .string("checked"))
+    }
+
+    @Test func aRejectionIsNotKeptOverABatchAppliedSince() async throws {
+        // Seq 1 rolled back, its answer not yet kept, while the crew's resealed seq 1 applied (two
+        // processes): the late answer must not take the applied batch's row.
+        let store = Self.store()
+        let service = SyncService(store: store)
+        _ = try await service.apply(Self.batch(Self.crewA, seq: 1, [Self.insert(1, status: "open")]), hash: "h1")
+        let tx = MemoryTransaction(state: store.committed, clock: store.clock)
+        let rejection = BatchAdmission.KeptRejection(replicaID: Self.crewA, seq: 1, batchID: "x", hash: "x", result: "{}")
+        #expect(!rejection.isNext(for: try tx.replica(Self.crewA, forUpdate: false)))
+        #expect(BatchAdmission.KeptRejection(replicaID: Self.crewA, seq: 2, batchID: "x", hash: "x", result: "{}").isNext(for: try tx.replica(Self.crewA, forUpdate: false)))
     }
 
     @Test func concurrentEditsMeetTheConflictRules() async throws {

@@ -45,6 +45,10 @@ struct SyncPropertyTests {
         // A photo deleted (with its feature) after its batch was sealed: the resent batch could
         // not carry its content, and the clean sync that followed failed.
         (.clientWins, [.edit(replica: 1, .photo(3)), .sync(replica: 1, .killed("client.afterSeal")), .edit(replica: 1, .delete(3))]),
+        // The same, its batch exported to an edits file the service imported twice: refused
+        // (the photo's content is gone) the first time, the second import judged it again
+        // instead of answering alike; now the ledger keeps a rolled-back batch's answer.
+        (.clientWins, [.edit(replica: 1, .photo(1)), .sync(replica: 1, .killed("client.afterSeal")), .edit(replica: 1, .delete(1)), .delta(replica: 1, .editsTwice)]),
     ]
 
     /// The generated runs' time limit: 50 runs take about a minute alone and close to ten

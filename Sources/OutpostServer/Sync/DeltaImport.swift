@@ -16,7 +16,7 @@ public enum DeltaImport {
         public var replicaID: String
         /// The batch's sequence number, when the file carried one.
         public var seq: Int64?
-        /// The batch was applied before (this answer is the stored one).
+        /// The batch was applied or rolled back before (this answer is the stored one).
         public var replayed = false
         /// Rolled back as a whole (an invalid edit); nothing applied.
         public var rejected = false
@@ -88,6 +88,7 @@ public enum DeltaImport {
                 throw DeltaError(refusal.description)
             } catch let rejected as BatchRejected {
                 summary.rejected = true
+                summary.replayed = rejected.result.replayed == true
                 answer = (.rejection, rejected.result.json.jsonData)
             }
         }
