@@ -59,8 +59,12 @@ public final class EmbeddedServer: Sendable {
         if let drain { members.append(.init(service: drain)) }
         let group = ServiceGroup(configuration: .init(services: members, logger: Logger(label: "outpost.server")))
         // When the server cannot start, its run ends without announcing: the wait below ends too.
+        let responder = app.responder
         let task = Task {
-            defer { announce.finish() }
+            defer {
+                announce.finish()
+                responder.serverStopped()
+            }
             try await group.run()
         }
         var address: String?
@@ -86,8 +90,9 @@ public final class EmbeddedServer: Sendable {
     }
 
     /// Stops accepting connections, lets the requests in flight finish (after the drain's
-    /// period, when it has one), then closes the services' files. Calling it again waits for
-    /// the same stop.
+    /// period, when it has one), then closes the services' files. The stopped server keeps
+    /// nothing of itself alive: an app may start and stop servers as often as it likes.
+    /// Calling it again waits for the same stop.
     public func stop() async {
         await group.triggerGracefulShutdown()
         _ = try? await task.value

@@ -35,6 +35,26 @@ struct EmbeddedServerTests {
         withExtendedLifetime(service) {}
     }
 
+    /// An app that starts and stops servers keeps none of them: each held its routes, its
+    /// services and its jobs in a cycle (1.2 MB a server in the property runs, 6.4 GB over
+    /// 5,530 of them).
+    @Test(.scaledTimeLimit(minutes: 1))
+    func aStoppedServerLetsGoOfItsServices() async throws {
+        let service = try await TestService.fieldInspection(.sqlite)
+        weak var directory: ServiceDirectory?
+        do {
+            let services = ServiceDirectory([service.backend])
+            directory = services
+            let server = try await EmbeddedServer.start(services: services, closesServices: false)
+            let info = server.featureServiceURL(named: "field_inspection").appending(queryItems: [.init(name: "f", value: "json")])
+            let (_, response) = try await URLSession(configuration: .ephemeral).data(from: info)
+            #expect((response as? HTTPURLResponse)?.statusCode == 200)
+            await server.stop()
+        }
+        #expect(directory == nil, "the stopped server still holds its services")
+        try await service.backend.close()
+    }
+
     @Test(.scaledTimeLimit(minutes: 1))
     func aTakenPortIsAnErrorNotAHang() async throws {
         let service = try await TestService.fieldInspection(.sqlite)

@@ -61,6 +61,16 @@ public struct FeatureServerResponder: HTTPResponder {
         chain.responder = router.buildResponder()
     }
 
+    /// Lets go of the routes once the server has stopped (no request is in flight): their
+    /// handlers hold this responder, which holds them, and the jobs' ways of running again hold
+    /// it too, so each server an app started and stopped would otherwise stay in memory with
+    /// its services (about 0.5 MB of routes alone).
+    func serverStopped() {
+        chain.router = nil
+        chain.responder = nil
+        sync.jobs.close()
+    }
+
     /// Holds the built router (a class: it is made after the responder's other fields).
     private final class Chain: @unchecked Sendable {
         var router: Router<Context>?
@@ -121,7 +131,8 @@ public struct FeatureServerResponder: HTTPResponder {
 
     /// Every request, through the middleware to its route.
     public func respond(to request: Request, context: Context) async throws -> Response {
-        try await chain.responder!.respond(to: request, context: context)
+        guard let responder = chain.responder else { throw ServiceError(503, "the server has stopped") }
+        return try await responder.respond(to: request, context: context)
     }
 
     /// The request's path segments, percent-decoded.

@@ -64,6 +64,19 @@ final class ServerJobs: Sendable {
 
     deinit { keeper.withLock { $0?.cancel() } }
 
+    /// Ends this host's part once its server has stopped: no lease renewed and no other host's
+    /// job taken over any more, and the ways of running jobs again let go (they hold the
+    /// server's routes, which hold this: without it a stopped server stays in memory, and a
+    /// shared store's keeper goes on taking jobs for it).
+    func close() {
+        closing.withLock { $0 = true }
+        keeper.withLock {
+            $0?.cancel()
+            $0 = nil
+        }
+        kinds.withLock { $0 = [:] }
+    }
+
     /// Registers how a kind of resumable job is run again from its input on this host.
     func register(_ kind: String, _ make: @escaping @Sendable (JSONValue) async throws -> Work) {
         kinds.withLock { $0[kind] = make }
