@@ -22,7 +22,8 @@ import Testing
 ///
 /// A failing run shrinks (fewer steps, smaller numbers) and is printed as Swift: paste it into
 /// ``found`` to keep it. `OUTPOST_PROPERTY_CASES` sets how many runs (50 here; 5,000 with
-/// `scripts/properties`); `.fixedSeed("…")`, printed with a failure, replays one.
+/// `scripts/properties`), `OUTPOST_PROPERTY_BACKENDS` on which databases (`sqlite,postgres`:
+/// those available); `.fixedSeed("…")`, printed with a failure, replays one.
 @Suite("Sync invariants as properties (I1–I10, generated runs)")
 struct SyncPropertyTests {
     static var cases: Int { ProcessInfo.processInfo.environment["OUTPOST_PROPERTY_CASES"].flatMap(Int.init) ?? 50 }
@@ -60,7 +61,8 @@ struct SyncPropertyTests {
     /// case of 50 runs was the last to end in the whole suite, alone on one core for its last
     /// minute. PostgreSQL's fifth stays whole (its invariants' tally needs its ten runs).
     static var shards: [(BackendKind, Int)] {
-        BackendKind.syncing.flatMap { kind in kind == .sqlite ? [(kind, 0), (kind, 1)] : [(kind, 0)] }
+        let asked = ProcessInfo.processInfo.environment["OUTPOST_PROPERTY_BACKENDS"].map { Set($0.split(separator: ",").map(String.init)) }
+        return BackendKind.syncing.filter { asked?.contains($0.rawValue) ?? true }.flatMap { kind in kind == .sqlite ? [(kind, 0), (kind, 1)] : [(kind, 0)] }
     }
 
     @Test(.scaledTimeLimit(minutes: Self.minutes), arguments: Self.shards)
