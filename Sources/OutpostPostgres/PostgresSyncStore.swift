@@ -61,22 +61,26 @@ public struct PostgresSyncTransaction: SyncTransaction {
     public func record(_ commit: BatchAdmission.Commit, at time: Int64) async throws {
         if let generation = commit.advancesGenerationTo { try await PostgresChangeLog.setGeneration(conn, service: service, generation, logger: logger) }
         let replica = commit.replicaID
-        try await conn.query(
-            """
-            INSERT INTO outpost_batch_ledger (replica_id, seq, batch_id, hash, result, generation)
-            VALUES (\(replica), \(commit.seq), \(commit.batchID), \(commit.hash), \(commit.answer.json), \(commit.advancesGenerationTo))
-            ON CONFLICT (replica_id, seq) DO UPDATE SET batch_id = EXCLUDED.batch_id, hash = EXCLUDED.hash, result = EXCLUDED.result, generation = EXCLUDED.generation
-            """, logger: logger)
+        try await writeLedgerRow(
+            replica: replica, seq: commit.seq, batchID: commit.batchID, hash: commit.hash, result: commit.answer.json,
+            generation: commit.advancesGenerationTo)
         try await conn.query("DELETE FROM outpost_batch_ledger WHERE replica_id = \(replica) AND seq < \(commit.pruneBelow)", logger: logger)
         try await conn.query("UPDATE outpost_replicas SET last_seq = \(commit.lastSeq), last_sync_at = \(time) WHERE replica_id = \(replica)", logger: logger)
     }
 
     public func keep(_ rejection: BatchAdmission.KeptRejection) async throws {
+        try await writeLedgerRow(
+            replica: rejection.replicaID, seq: rejection.seq, batchID: rejection.batchID, hash: rejection.hash, result: rejection.result,
+            generation: nil)
+    }
+
+    /// The ledger's row for one sequence number of a replica, replacing a rolled-back batch's kept answer.
+    private func writeLedgerRow(replica: String, seq: Int64, batchID: String, hash: String, result: String, generation: Int64?) async throws {
         try await conn.query(
             """
             INSERT INTO outpost_batch_ledger (replica_id, seq, batch_id, hash, result, generation)
-            VALUES (\(rejection.replicaID), \(rejection.seq), \(rejection.batchID), \(rejection.hash), \(rejection.result), NULL)
-            ON CONFLICT (replica_id, seq) DO UPDATE SET batch_id = EXCLUDED.batch_id, hash = EXCLUDED.hash, result = EXCLUDED.result, generation = NULL
+            VALUES (\(replica), \(seq), \(batchID), \(hash), \(result), \(generation))
+            ON CONFLICT (replica_id, seq) DO UPDATE SET batch_id = EXCLUDED.batch_id, hash = EXCLUDED.hash, result = EXCLUDED.result, generation = EXCLUDED.generation
             """, logger: logger)
     }
 

@@ -59,21 +59,25 @@ public struct SQLiteSyncTransaction: SyncTransaction, @unchecked Sendable {
     public func record(_ commit: BatchAdmission.Commit, at time: Int64) throws {
         if let generation = commit.advancesGenerationTo { try ServiceStore.setGeneration(conn, generation) }
         let replica = SQLLiteral.text(commit.replicaID)
-        try conn.execute(
-            "INSERT OR REPLACE INTO outpost_batch_ledger (replica_id, seq, batch_id, hash, result, generation) VALUES (?, ?, ?, ?, ?, ?)",
-            arguments: [
-                replica, .integer(commit.seq), .text(commit.batchID), .text(commit.hash), .text(commit.answer.json),
-                commit.advancesGenerationTo.map { .integer($0) } ?? .null,
-            ])
+        try writeLedgerRow(
+            replica: replica, seq: commit.seq, batchID: commit.batchID, hash: commit.hash, result: commit.answer.json,
+            generation: commit.advancesGenerationTo)
         try conn.execute("DELETE FROM outpost_batch_ledger WHERE replica_id = ? AND seq < ?", arguments: [replica, .integer(commit.pruneBelow)])
         try conn.execute(
             "UPDATE outpost_replicas SET last_seq = ?, last_sync_at = ? WHERE replica_id = ?", arguments: [.integer(commit.lastSeq), .integer(time), replica])
     }
 
     public func keep(_ rejection: BatchAdmission.KeptRejection) throws {
+        try writeLedgerRow(
+            replica: .text(rejection.replicaID), seq: rejection.seq, batchID: rejection.batchID, hash: rejection.hash, result: rejection.result,
+            generation: nil)
+    }
+
+    /// The ledger's row for one sequence number of a replica, replacing a rolled-back batch's kept answer.
+    private func writeLedgerRow(replica: SQLLiteral, seq: Int64, batchID: String, hash: String, result: String, generation: Int64?) throws {
         try conn.execute(
-            "INSERT OR REPLACE INTO outpost_batch_ledger (replica_id, seq, batch_id, hash, result, generation) VALUES (?, ?, ?, ?, ?, NULL)",
-            arguments: [.text(rejection.replicaID), .integer(rejection.seq), .text(rejection.batchID), .text(rejection.hash), .text(rejection.result)])
+            "INSERT OR REPLACE INTO outpost_batch_ledger (replica_id, seq, batch_id, hash, result, generation) VALUES (?, ?, ?, ?, ?, ?)",
+            arguments: [replica, .integer(seq), .text(batchID), .text(hash), .text(result), generation.map { .integer($0) } ?? .null])
     }
 
     public func schema(knownVersion version: Int) -> ServiceSchema { conn.geodatabase.schema }

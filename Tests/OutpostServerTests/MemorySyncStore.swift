@@ -33,6 +33,11 @@ final class MemorySyncStore: SyncStore {
     private let state: Locked<State>
     /// Transactions one at a time (a write holds it from its commit lock to its end).
     private let serial = AsyncSemaphore()
+    /// Runs as each write transaction begins, before it waits for its turn, given the
+    /// transaction's number from 1: a test's way to put another writer between two
+    /// transactions of one call (as another process would).
+    let beforeWrite = Locked<(@Sendable (Int) async throws -> Void)?>(nil)
+    private let writes = Locked(0)
     let clock: ServiceClock
     let faults = FaultInjector()
     var appliesStreamedBatches: Bool { false }
@@ -49,6 +54,8 @@ final class MemorySyncStore: SyncStore {
     func change(_ body: (inout State) -> Void) { state.withLock { body(&$0) } }
 
     func writeTransaction<T: Sendable>(_ body: @escaping @Sendable (MemoryTransaction) async throws -> T) async throws -> T {
+        let number = writes.withLock { $0 += 1; return $0 }
+        if let hook = beforeWrite.withLock({ $0 }) { try await hook(number) }
         await serial.wait()
         defer { serial.signal() }
         let tx = MemoryTransaction(state: committed, clock: clock)

@@ -138,15 +138,25 @@ struct SyncServiceTests {
     }
 
     @Test func aRejectionIsNotKeptOverABatchAppliedSince() async throws {
-        // Seq 1 rolled back, its answer not yet kept, while the crew's resealed seq 1 applied (two
-        // processes): the late answer must not take the applied batch's row.
+        // Seq 1 is rolled back; before its answer is kept, the crew's resealed seq 1 applies (as
+        // another process would, between the two transactions): the late answer must not take
+        // the applied batch's row.
         let store = Self.store()
         let service = SyncService(store: store)
-        _ = try await service.apply(Self.batch(Self.crewA, seq: 1, [Self.insert(1, status: "open")]), hash: "h1")
-        let tx = MemoryTransaction(state: store.committed, clock: store.clock)
-        let rejection = BatchAdmission.KeptRejection(replicaID: Self.crewA, seq: 1, batchID: "x", hash: "x", result: "{}")
-        #expect(!rejection.isNext(for: try tx.replica(Self.crewA, forUpdate: false)))
-        #expect(BatchAdmission.KeptRejection(replicaID: Self.crewA, seq: 2, batchID: "x", hash: "x", result: "{}").isNext(for: try tx.replica(Self.crewA, forUpdate: false)))
+        let resealed = Self.batch(Self.crewA, seq: 1, [Self.insert(7, status: "checked")])
+        store.beforeWrite.withLock {
+            $0 = { number in if number == 2 { _ = try await SyncService(store: store).apply(resealed, hash: "h1b") } }
+        }
+        let early = Self.batch(Self.crewA, seq: 1, [Self.update(7, status: "checked", base: 0)])
+        await #expect(throws: BatchRejected.self) { try await service.apply(early, hash: "h1") }
+        #expect(store.committed.replicas[Self.crewA]?.lastSeq == 1 && store.committed.ledger[Self.crewA]?[1]?.hash == "h1b")
+        #expect(try await service.apply(resealed, hash: "h1b").result.replayed == true)
+        await #expect(throws: BatchRefusal.differentContent(replicaID: Self.crewA, seq: 1, expectedSeq: 2)) { try await service.apply(early, hash: "h1") }
+
+        // The next seq rolled back with no writer between: its answer is kept.
+        let next = Self.batch(Self.crewA, seq: 2, [Self.update(8, status: "checked", base: 1)])
+        await #expect(throws: BatchRejected.self) { try await service.apply(next, hash: "h2") }
+        #expect(store.committed.ledger[Self.crewA]?[2]?.hash == "h2" && store.committed.replicas[Self.crewA]?.lastSeq == 1)
     }
 
     @Test func concurrentEditsMeetTheConflictRules() async throws {
