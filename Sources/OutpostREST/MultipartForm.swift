@@ -170,22 +170,47 @@ public struct MultipartForm: Sendable {
     /// body is refused before it is parsed. Header values (a UTF-8 file name) may hold any byte.
     ///
     /// The header lines after each delimiter are walked as MultipartKit's parser walks them: the
-    /// first delimiter may stand anywhere, later ones follow CR LF; a line ends at CR LF (a lone
-    /// LF belongs to a value), a name at its colon, the headers at an empty line. Places the
-    /// parser would not reach (after a malformed line, inside headers) are walked too: a body
-    /// refused for one of them is one the parser would refuse as malformed.
+    /// first delimiter is where the parser's preamble matcher ends (``firstDelimiterEnd(_:boundary:)``),
+    /// later ones follow CR LF; a line ends at CR LF (a lone LF belongs to a value), a name at its
+    /// colon, the headers at an empty line. Places the parser would not reach (after a malformed
+    /// line, inside headers) are walked too: a body refused for one of them is one the parser
+    /// would refuse as malformed.
     static func headerNamesAreASCII(_ body: ByteBuffer, boundary: String) -> Bool {
         let bytes = body.readableBytesView
         let delimiter = Array(("--" + boundary).utf8)
-        guard !delimiter.isEmpty, let first = bytes.firstRange(of: delimiter) else { return true }
-        guard headerNamesAreASCII(bytes, after: first.upperBound) else { return false }
+        guard !boundary.isEmpty, let first = firstDelimiterEnd(bytes, boundary: boundary) else { return true }
+        guard headerNamesAreASCII(bytes, after: first) else { return false }
         let later = Array("\r\n".utf8) + delimiter
-        var i = first.upperBound
+        var i = first
         while let found = bytes[i...].firstRange(of: later) {
             guard headerNamesAreASCII(bytes, after: found.upperBound) else { return false }
             i = found.lowerBound + 1
         }
         return true
+    }
+
+    /// Where MultipartKit's preamble matcher ends its first delimiter, or nil if it finds none.
+    /// The matcher is not a substring search: a hyphen at the start counts as the delimiter's
+    /// CR LF and first hyphen, and a mismatch restarts it without looking at the byte again (at
+    /// CR alone). So it can pass over the first "--boundary" in the bytes and take a later one
+    /// that follows no CR LF; found by fuzzing (Tests/Fuzz/corpus/multipart/regression-missed-first-delimiter).
+    static func firstDelimiterEnd(_ bytes: ByteBufferView, boundary: String) -> Int? {
+        let full = Array("\r\n--\(boundary)".utf8)
+        var matched = 0
+        for i in bytes.indices {
+            let byte = bytes[i]
+            if matched == 0, byte == full[2] {
+                matched = 3
+            } else if byte == full[matched] {
+                matched += 1
+            } else if matched > 0, byte == full[0] {
+                matched = 1
+            } else {
+                matched = 0
+            }
+            if matched == full.count { return i + 1 }
+        }
+        return nil
     }
 
     private static func headerNamesAreASCII(_ bytes: ByteBufferView, after start: Int) -> Bool {
