@@ -178,7 +178,7 @@ public struct MultipartForm: Sendable {
     static func headerNamesAreASCII(_ body: ByteBuffer, boundary: String) -> Bool {
         let bytes = body.readableBytesView
         let delimiter = Array(("--" + boundary).utf8)
-        guard !boundary.isEmpty, let first = firstDelimiterEnd(bytes, boundary: boundary) else { return true }
+        guard let first = firstDelimiterEnd(bytes, boundary: boundary) else { return true }
         guard headerNamesAreASCII(bytes, after: first) else { return false }
         let later = Array("\r\n".utf8) + delimiter
         var i = first

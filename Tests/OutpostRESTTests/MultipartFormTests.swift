@@ -75,6 +75,12 @@ struct MultipartFormTests {
         } throws: {
             ($0 as? MultipartFormError)?.reason == .headerNameNotASCII
         }
+        // An empty boundary (the delimiter is "--" alone) is guarded too.
+        #expect {
+            try MultipartForm(parsing: ByteBuffer(bytes: Array("--\r\n".utf8) + [0xC3, 0xBF] + Array(": 1\r\n\r\nx\r\n----\r\n".utf8)), boundary: "")
+        } throws: {
+            ($0 as? MultipartFormError)?.reason == .headerNameNotASCII
+        }
         for regression in ["regression-lf-in-a-header-value", "regression-delimiter-inside-a-value", "regression-missed-first-delimiter"] {
             // The fuzz target's first byte picks reading (even) or a round trip (odd).
             let input = try Data(contentsOf: Repository.root.appendingPathComponent("Tests/Fuzz/corpus/multipart/\(regression)"))
