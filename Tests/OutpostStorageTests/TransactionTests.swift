@@ -72,4 +72,78 @@ struct TransactionTests {
         #expect(try await gdb.table(named: "inspection_points").count() == 300)
         try gdb.close()
     }
+
+    /// `write(durable: false)` (a replica's download, its acknowledgement of an answer) commits at
+    /// SQLite's `synchronous = NORMAL`: the commit does not wait for the disk. Every other commit
+    /// waits (FULL), also after such a write threw, after one cancelled mid-statement, and inside
+    /// an explicit transaction, which keeps its own level.
+    @Test(.scaledTimeLimit(minutes: 1))
+    func aNonDurableWriteRelaxesOnlyItsOwnCommit() async throws {
+        let dir = TemporaryDirectory()
+        let gdb = try SampleGeodatabases.fieldInspection(in: dir)
+        let table = try gdb.table(named: "inspection_points")
+        let full = 2, normal = 1
+        func level(durable: Bool = true) async throws -> Int? {
+            try await gdb.write(durable: durable) { conn in try Int.fetchOne(conn.db, sql: "PRAGMA synchronous") }
+        }
+        #expect(try await level() == full)
+        #expect(try await level(durable: false) == normal)
+        #expect(try await level() == full)
+        func blockingLevel(durable: Bool = true) throws -> Int? {
+            try gdb.write(durable: durable) { conn in try Int.fetchOne(conn.db, sql: "PRAGMA synchronous") }
+        }
+        #expect(try blockingLevel(durable: false) == normal)
+        #expect(try blockingLevel() == full)
+
+        // What it writes is committed like any write.
+        try await gdb.write(durable: false) { conn in try table.delete(objectIDs: [1], in: conn) }
+        #expect(try await table.count() == 299)
+
+        struct Boom: Error {}
+        await #expect(throws: Boom.self) {
+            try await gdb.write(durable: false) { conn in
+                try table.delete(objectIDs: [2], in: conn)
+                throw Boom()
+            }
+        }
+        #expect(try await table.count() == 299)
+        #expect(try await level() == full)
+
+        // Cancelled in the middle of a statement: the next durable commit is FULL all the same,
+        // and so is an explicit transaction begun next.
+        for explicit in [false, true] {
+            let task = Task {
+                try await gdb.write(durable: false) { conn in
+                    try Int.fetchOne(conn.db, sql: "WITH RECURSIVE c(x) AS (SELECT 1 UNION ALL SELECT x + 1 FROM c WHERE x < 5000000000) SELECT count(*) FROM c")
+                }
+            }
+            try await Task.sleep(for: .milliseconds(200))
+            task.cancel()
+            let result = await task.result
+            #expect(throws: (any Error).self) { try result.get() }
+            if explicit {
+                try gdb.beginTransaction()
+                #expect(try await level(durable: false) == full, "a write inside an explicit transaction joins it")
+                #expect(try await gdb.read { conn in try Int.fetchOne(conn.db, sql: "PRAGMA synchronous") } == full)
+                try gdb.commit()
+            } else {
+                #expect(try await level() == full)
+            }
+        }
+        try gdb.close()
+
+        // Reopened, the file holds every commit.
+        let reopened = try Geodatabase.open(at: gdb.url)
+        #expect(try await reopened.table(named: "inspection_points").count() == 299)
+        try reopened.close()
+
+        // A file with a rollback journal (as GDAL leaves one) is written durably regardless:
+        // NORMAL there risks the file, not just the last commit.
+        let queue = try DatabaseQueue(path: gdb.url.path)
+        try await queue.writeWithoutTransaction { db in try db.execute(sql: "PRAGMA journal_mode = DELETE") }
+        try queue.close()
+        let journaled = try Geodatabase.open(at: gdb.url)
+        #expect(try await journaled.write(durable: false) { conn in try Int.fetchOne(conn.db, sql: "PRAGMA synchronous") } == full)
+        try journaled.close()
+    }
 }

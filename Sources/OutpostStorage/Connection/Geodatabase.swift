@@ -32,6 +32,9 @@ public final class Geodatabase: Sendable {
     private struct State {
         var schema: ServiceSchema
         var explicitTransaction = false
+        /// The writer's commits do not wait for the disk (`synchronous = NORMAL`), as the last
+        /// non-durable write left it: the next durable transaction sets it back first.
+        var synchronousRelaxed = false
         /// Closed: every later use is a ``StorageError/Code/closed`` error (a closed connection
         /// pool must not be touched again).
         var closed = false
@@ -72,6 +75,11 @@ public final class Geodatabase: Sendable {
             // file written by another tool to WAL would change it behind its back.
             if header.isWAL {
                 writer = try DatabasePool(path: url.path, configuration: config)
+                // A commit is durable once its WAL frames are synced (`write(durable: false)`
+                // relaxes one transaction). GRDB's pool sets its writer to `synchronous = NORMAL`
+                // after `prepareDatabase`, where a commit waits for no disk and a power cut may
+                // take it: a server's answered batch, a crew's saved edit.
+                if !readOnly { try writer.writeWithoutTransaction { db in try db.execute(sql: "PRAGMA synchronous = FULL") } }
             } else {
                 writer = try DatabaseQueue(path: url.path, configuration: config)
             }
@@ -266,12 +274,20 @@ public final class Geodatabase: Sendable {
     ///   few pages instead. Right after a large commit such a write waited 18–42 ms for a copy it
     ///   did not need (a server recording where a replica's download starts; a replica recording
     ///   its verify), in the middle of a sync.
+    /// - Parameter durable: `false` for work that can be done again from elsewhere if it is lost
+    ///   (a replica's download from its service, its acknowledgement of an answer the server keeps):
+    ///   the commit does not wait for its write-ahead log to reach the disk (SQLite's
+    ///   `synchronous = NORMAL` for this transaction). A crash of the process loses nothing; a
+    ///   power cut or a crash of the system may lose this commit and any other such commit after
+    ///   the last durable one, never a durable commit that followed it, and never the file's
+    ///   consistency. Files not in WAL mode (written by other tools) and writes inside an explicit
+    ///   transaction are durable regardless.
     /// - Parameter body: the writes, on the transaction's connection.
-    public func write<T>(small: Bool = false, _ body: (GeodatabaseConnection) throws -> T) throws -> T {
+    public func write<T>(small: Bool = false, durable: Bool = true, _ body: (GeodatabaseConnection) throws -> T) throws -> T {
         try checkOpen()
         try checkWritable()
         do {
-            return try writer.writeWithoutTransaction { db in try self.transactional(db, small: small, body) }
+            return try writer.writeWithoutTransaction { db in try self.transactional(db, small: small, durable: durable, body) }
         } catch {
             throw StorageError.from(error, "write failed")
         }
@@ -279,28 +295,46 @@ public final class Geodatabase: Sendable {
 
     /// Async `write`: the statement is interrupted when the calling task is cancelled, and the
     /// transaction rolls back.
-    public func write<T: Sendable>(small: Bool = false, _ body: @escaping @Sendable (GeodatabaseConnection) throws -> T) async throws -> T {
+    public func write<T: Sendable>(
+        small: Bool = false, durable: Bool = true, _ body: @escaping @Sendable (GeodatabaseConnection) throws -> T
+    ) async throws -> T {
         try checkOpen()
         try checkWritable()
         do {
-            return try await writer.writeWithoutTransaction { db in try self.transactional(db, small: small, body) }
+            return try await writer.writeWithoutTransaction { db in try self.transactional(db, small: small, durable: durable, body) }
         } catch {
             throw StorageError.from(error, "write failed")
         }
     }
 
-    private func transactional<T>(_ db: Database, small: Bool, _ body: (GeodatabaseConnection) throws -> T) throws -> T {
+    private func transactional<T>(_ db: Database, small: Bool, durable: Bool, _ body: (GeodatabaseConnection) throws -> T) throws -> T {
         var result: T?
         if db.isInsideTransaction {
             try GeodatabaseConnection.inSavepoint(db) { result = try body(GeodatabaseConnection(db, self)) }
         } else {
             if !small { checkpointer?.waitIfBehind() }
+            // SQLite refuses to change the level inside a transaction: it is set before, and set
+            // back before the next durable transaction begins (this one may end cancelled). Only
+            // in WAL mode: with a rollback journal, NORMAL risks the file, not just the commit.
+            if durable || !(writer is DatabasePool) {
+                try makeDurable(db)
+            } else {
+                state.withLock { $0.synchronousRelaxed = true }
+                try db.execute(sql: "PRAGMA synchronous = NORMAL")
+            }
             try db.inTransaction(.immediate) {
                 result = try body(GeodatabaseConnection(db, self))
                 return .commit
             }
         }
         return result!
+    }
+
+    /// Sets the writer's commits to wait for the disk again after a non-durable write.
+    private func makeDurable(_ db: Database) throws {
+        guard state.withLock({ $0.synchronousRelaxed }) else { return }
+        try db.execute(sql: "PRAGMA synchronous = FULL")
+        state.withLock { $0.synchronousRelaxed = false }
     }
 
     private func checkWritable() throws {
@@ -321,7 +355,12 @@ public final class Geodatabase: Sendable {
                 throw StorageError(.transactionState, "a transaction is already open")
             }
             do {
-                try writer.writeWithoutTransaction { db in try db.beginTransaction(.immediate) }
+                let relaxed = s.synchronousRelaxed  // the state is locked here
+                try writer.writeWithoutTransaction { db in
+                    if relaxed { try db.execute(sql: "PRAGMA synchronous = FULL") }
+                    try db.beginTransaction(.immediate)
+                }
+                s.synchronousRelaxed = false
             } catch {
                 throw StorageError.from(error, "cannot begin a transaction")
             }

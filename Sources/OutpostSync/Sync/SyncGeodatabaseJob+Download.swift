@@ -97,7 +97,8 @@ extension SyncGeodatabaseJob {
         }
         if let contentDirectory { try await downloadContent(layers, into: contentDirectory, client, context) }
         askServerChecksumsAhead(state, layers: layers, downloading: Int(staged), client, context)
-        let counts = try await Self.applyDownloaded(geodatabase, layers: layers, upto: upto, migration: newSchema, contentDirectory: contentDirectory, faults: faults)
+        let counts = try await Self.applyDownloaded(
+            geodatabase, layers: layers, upto: upto, migration: newSchema, contentDirectory: contentDirectory, faults: faults, durable: false)
         try faults.check("client.afterApply")
         if let contentDirectory { try? FileManager.default.removeItem(at: contentDirectory) }
         finishDownload(layers, counts, upto, context)
@@ -166,7 +167,7 @@ extension SyncGeodatabaseJob {
         let applied: Result<[Int: PendingChanges], any Error>
         do {
             applied = .success(try await withTaskCancellationHandler {
-                try await Self.applyDownloaded(geodatabase, layers: layers, upto: upto, migration: nil, contentDirectory: nil, faults: faults, applyLayer: { layer, conn in
+                try await Self.applyDownloaded(geodatabase, layers: layers, upto: upto, migration: nil, contentDirectory: nil, faults: faults, durable: false, applyLayer: { layer, conn in
                     // The window's rows bound the geometries written; a window of nothing but the
                     // replica's own echoes writes none (and must not pack the R-tree again).
                     let first = firstPages[layer.id]
@@ -218,15 +219,18 @@ extension SyncGeodatabaseJob {
 
     /// Applies the staged changes of `layers` with the cursor advance to `upto` (and a schema
     /// migration) in one transaction, after `first` (a delta reply's acknowledgement) in the same
-    /// transaction; the counts per layer.
+    /// transaction; the counts per layer. `durable`: false for a download from the service, which
+    /// the next sync fetches again if a power cut takes this commit (the service keeps its change
+    /// log, and the cursor moves in this commit, I6); a delta reply's file may be gone by then.
     static func applyDownloaded(
         _ gdb: Geodatabase, layers: [ReplicaState.Layer], upto: Int64, migration: ServiceSchema?, contentDirectory: URL?, faults: FaultInjector,
+        durable: Bool = true,
         first: (@Sendable (GeodatabaseConnection) throws -> Void)? = nil,
         applyLayer: (@Sendable (ReplicaState.Layer, GeodatabaseConnection) throws -> PendingChanges)? = nil
     ) async throws -> [Int: PendingChanges] {
         let downloadedIDs = Set(layers.map(\.id))
         do {
-            return try await gdb.write { conn -> [Int: PendingChanges] in
+            return try await gdb.write(durable: durable) { conn -> [Int: PendingChanges] in
                 try first?(conn)
                 return try conn.withChangeCaptureSilenced {
                     var counts: [Int: PendingChanges] = [:]

@@ -137,7 +137,12 @@ extension SyncGeodatabaseJob {
                 // report.
                 let rejected = try rejections(result, pending: false).filter { !Self.isInsert($0, of: vanished) }
                 let conflicts = Self.conflicts(result, state: state)
-                try await geodatabase.write { conn in try conn.acknowledgeBatch(seq: stored.seq, result: text, rejected: rejected, conflicts: conflicts) }
+                // Not waiting for the disk: if a power cut takes the acknowledgement, the stored
+                // batch goes again and the server answers it from its ledger (I3); the next seal,
+                // a durable commit, makes this one durable first.
+                try await geodatabase.write(durable: false) { conn in
+                    try conn.acknowledgeBatch(seq: stored.seq, result: text, rejected: rejected, conflicts: conflicts)
+                }
                 try faults.check("client.afterAck")
                 record(result, attachments: batch.attachments, state: state, context)
                 if result.replayed == true { context.log("batch \(stored.seq) had already been applied; the server replayed its answer") }

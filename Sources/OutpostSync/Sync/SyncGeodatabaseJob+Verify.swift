@@ -100,7 +100,7 @@ extension SyncGeodatabaseJob {
         // the checkpoint the download's commit made due); and the checksums hashed now, kept
         // for the next verify of the whole layer if nothing was written since they were hashed.
         let matchedAt = verified, store = toStore
-        try await geodatabase.write(small: true) { conn in
+        try await geodatabase.write(small: true, durable: false) { conn in
             guard var current = try conn.replicaState() else { return }
             for i in current.layers.indices {
                 if let generation = matchedAt[current.layers[i].id] { current.layers[i].verifiedAt = generation }
