@@ -47,13 +47,15 @@ func routePointSeeds() -> [Data] {
 var multipartBoundary: String { "fuzzb0undary" }
 
 /// Fields made of `data` (NUL-separated name, value, name, value…; text that is not UTF-8 ends
-/// it) written with a file part and read back: each name and value comes back as written.
+/// it) written with a file part and read back: each name and value comes back as written. At
+/// most 32 fields: each NUL of the input would otherwise be ~35 bytes of body, and the
+/// instrumented parser takes ~40 µs a byte (a 2 KB input of NULs took 2.7 s; a timeout).
 func multipartRoundTrip(_ data: Data) {
     guard let text = String(data: data, encoding: .utf8) else { return }
     let items = text.split(separator: "\u{0}", omittingEmptySubsequences: false).map(String.init)
     var fields: [(String, String)] = []
     var i = 0
-    while i + 1 < items.count {
+    while i + 1 < items.count, fields.count < 32 {
         fields.append((items[i], items[i + 1]))
         i += 2
     }
