@@ -316,12 +316,8 @@ public final class Geodatabase: Sendable {
             // SQLite refuses to change the level inside a transaction: it is set before, and set
             // back before the next durable transaction begins (this one may end cancelled). Only
             // in WAL mode: with a rollback journal, NORMAL risks the file, not just the commit.
-            if durable || !(writer is DatabasePool) {
-                try makeDurable(db)
-            } else {
-                state.withLock { $0.synchronousRelaxed = true }
-                try db.execute(sql: "PRAGMA synchronous = NORMAL")
-            }
+            let relax = !durable && writer is DatabasePool
+            try state.withLock { try Self.setSynchronous(db, relaxed: relax, &$0.synchronousRelaxed) }
             try db.inTransaction(.immediate) {
                 result = try body(GeodatabaseConnection(db, self))
                 return .commit
@@ -330,11 +326,14 @@ public final class Geodatabase: Sendable {
         return result!
     }
 
-    /// Sets the writer's commits to wait for the disk again after a non-durable write.
-    private func makeDurable(_ db: Database) throws {
-        guard state.withLock({ $0.synchronousRelaxed }) else { return }
-        try db.execute(sql: "PRAGMA synchronous = FULL")
-        state.withLock { $0.synchronousRelaxed = false }
+    /// Sets the writer's commits to wait for the disk (FULL) or not (`relaxed`: NORMAL), when
+    /// `current` (the state's record of the level) says it is otherwise.
+    private static func setSynchronous(_ db: Database, relaxed: Bool, _ current: inout Bool) throws {
+        guard relaxed != current else { return }
+        // Recorded first: a level left unknown by a failure is treated as relaxed.
+        current = true
+        try db.execute(sql: relaxed ? "PRAGMA synchronous = NORMAL" : "PRAGMA synchronous = FULL")
+        current = relaxed
     }
 
     private func checkWritable() throws {
@@ -355,12 +354,12 @@ public final class Geodatabase: Sendable {
                 throw StorageError(.transactionState, "a transaction is already open")
             }
             do {
-                let relaxed = s.synchronousRelaxed  // the state is locked here
+                var relaxed = s.synchronousRelaxed  // the state is locked here
+                defer { s.synchronousRelaxed = relaxed }
                 try writer.writeWithoutTransaction { db in
-                    if relaxed { try db.execute(sql: "PRAGMA synchronous = FULL") }
+                    try Self.setSynchronous(db, relaxed: false, &relaxed)
                     try db.beginTransaction(.immediate)
                 }
-                s.synchronousRelaxed = false
             } catch {
                 throw StorageError.from(error, "cannot begin a transaction")
             }
