@@ -475,6 +475,33 @@ struct SyncBehaviourTests {
         try await h.stop()
     }
 
+    /// Rows a sync that did not finish left staged are not applied by the next (fresh)
+    /// download, which fetches them again: it clears them first (without waiting for the disk,
+    /// docs/sync.md, "Durability"; and only when something is staged).
+    @Test(.scaledTimeLimit(minutes: 2), arguments: BackendKind.syncing)
+    func rowsLeftStagedAreFetchedAgain(kind: BackendKind) async throws {
+        let h = try await SyncHarness.start(kind)
+        let gdb = try await h.replica()
+        let ghost = "{0D0D0D0D-0000-4000-8000-00000000000D}"
+        let stale = FeedChange(kind: .upsert, globalId: ghost, generation: 1, attributes: ["asset_id": "GHOST", "asset_type": "meter", "status": "open"], geometry: ["x": -122.6, "y": 45.5])
+        try await gdb.write { conn in
+            try conn.stage(layerID: 0, globalID: ghost, kind: "upsert", generation: 1, row: String(decoding: try JSONEncoder().encode(stale), as: UTF8.self))
+        }
+        #expect(try await gdb.read { try $0.hasStagedRows() })
+        let open = try #require(try await h.service.backend.features(layerID: 0, query: FeatureQuery(where: "status = 'open'", limit: 1)).first)
+        try await h.serverEdit(layer: 0, updates: [Feature(objectID: open.objectID, attributes: ["notes": .string("from the office")])])
+        // Staged, then applied: the path that reads the staging table.
+        let results = try await h.sync(gdb, SyncGeodatabaseParameters(applyWhileDownloadingUpTo: 0))
+        #expect(results.first { $0.layerId == 0 }?.downloaded.updates == 1)
+        #expect(results.allSatisfy { $0.checksumMatches == true })
+        var query = FeatureQuery()
+        query.globalIDs = [ghost]
+        #expect(try await gdb.table(named: "inspection_points").features(matching: query).isEmpty, "the stale row was not applied")
+        #expect(try await !gdb.read { try $0.hasStagedRows() })
+        try await h.expectConverged(gdb, table: "inspection_points", layerID: 0)
+        try await h.stop()
+    }
+
     @Test(.scaledTimeLimit(minutes: 2), arguments: BackendKind.syncing)
     func perLayerDirections(kind: BackendKind) async throws {
         let h = try await SyncHarness.start(kind)

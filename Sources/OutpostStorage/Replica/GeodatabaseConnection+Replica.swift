@@ -337,6 +337,12 @@ extension GeodatabaseConnection {
         ).map { ($0[0], $0[1], $0[2], $0[3]) }
     }
 
+    /// Whether any downloaded row is staged (of any layer).
+    public func hasStagedRows() throws -> Bool {
+        guard try db.tableExists("outpost_staging") else { return false }
+        return try Bool.fetchOne(db, sql: "SELECT EXISTS (SELECT 1 FROM outpost_staging)") ?? false
+    }
+
     /// Empties the staging table of downloaded rows (of one layer, or of all).
     public func clearStaging(layerID: Int? = nil) throws {
         guard try db.tableExists("outpost_staging") else { return }

@@ -34,8 +34,14 @@ extension SyncGeodatabaseJob {
         } else {
             guard let generation = info["serviceGeneration"]?.integerValue else { throw SyncError(.invalidResponse, "the replica info has no serviceGeneration") }
             upto = generation
-            // Rows left staged by a sync that did not finish are fetched again.
-            try await geodatabase.write { conn in try conn.clearStaging() }
+            // Rows left staged by a sync that did not finish are fetched again. Not waiting for
+            // the disk: a power cut that takes the clearing leaves rows only a resumed job reads,
+            // and a fresh one clears them again; the first staged page, a durable commit, makes
+            // it durable first. Waiting would sync the WAL's unsynced frames on the sync's path
+            // (an upload's acknowledgement of 16,000 edits: ~50 ms).
+            if try await geodatabase.read({ conn in try conn.hasStagedRows() }) {
+                try await geodatabase.write(durable: false) { conn in try conn.clearStaging() }
+            }
         }
         let contentDirectory = state.attachmentsDirection == .bidirectional ? URL(fileURLWithPath: geodatabase.url.path + ".attachments") : nil
         // A fresh download without attachment content or a migration asks the server how large
