@@ -146,4 +146,34 @@ struct TransactionTests {
         #expect(try await journaled.write(durable: false) { conn in try Int.fetchOne(conn.db, sql: "PRAGMA synchronous") } == full)
         try journaled.close()
     }
+
+    /// Clearing the staging table with nothing staged commits nothing (another connection sees
+    /// no new data version), so it makes the disk wait for nothing; with rows staged (of the
+    /// layer asked for) it removes them, and only them.
+    @Test func clearingAnEmptyStagingTableWritesNothing() async throws {
+        let dir = TemporaryDirectory()
+        let gdb = try SampleGeodatabases.fieldInspection(in: dir)
+        try await gdb.write { conn in try ReplicaTables.install(conn.db) }
+        let other = try DatabaseQueue(path: gdb.url.path)
+        func dataVersion() throws -> Int? { try other.read { db in try Int.fetchOne(db, sql: "PRAGMA data_version") } }
+        let before = try dataVersion()
+        try await gdb.write { conn in try conn.clearStaging() }
+        try await gdb.write { conn in try conn.clearStaging(layerID: 0) }
+        #expect(try dataVersion() == before, "nothing was committed")
+
+        try await gdb.write { conn in
+            try conn.stage(layerID: 0, globalID: "{0D0D0D0D-0000-4000-8000-00000000000D}", kind: "leave", generation: 1, row: nil)
+            try conn.stage(layerID: 3, globalID: "{0D0D0D0D-0000-4000-8000-00000000000E}", kind: "leave", generation: 1, row: nil)
+        }
+        let staged = try dataVersion()
+        #expect(staged != before)
+        try await gdb.write { conn in try conn.clearStaging(layerID: 1) }
+        #expect(try dataVersion() == staged, "nothing of layer 1 was staged")
+        try await gdb.write { conn in try conn.clearStaging(layerID: 0) }
+        #expect(try await gdb.read { conn in (try conn.hasStagedRows(layerID: 0), try conn.hasStagedRows(layerID: 3)) } == (false, true))
+        try await gdb.write { conn in try conn.clearStaging() }
+        #expect(try await !gdb.read { conn in try conn.hasStagedRows() })
+        try other.close()
+        try gdb.close()
+    }
 }

@@ -39,9 +39,7 @@ extension SyncGeodatabaseJob {
             // and a fresh one clears them again; the first staged page, a durable commit, makes
             // it durable first. Waiting would sync the WAL's unsynced frames on the sync's path
             // (an upload's acknowledgement of 16,000 edits: ~50 ms).
-            if try await geodatabase.read({ conn in try conn.hasStagedRows() }) {
-                try await geodatabase.write(durable: false) { conn in try conn.clearStaging() }
-            }
+            try await geodatabase.write(durable: false) { conn in try conn.clearStaging() }
         }
         let contentDirectory = state.attachmentsDirection == .bidirectional ? URL(fileURLWithPath: geodatabase.url.path + ".attachments") : nil
         // A fresh download without attachment content or a migration asks the server how large
