@@ -23,6 +23,7 @@ extension SQLiteServiceBackend: SyncBackend {
             }
             return generation
         }
+        if request.syncModel != .none { hashWholeLayers(request, scope, at: generation) }
         let info = try request.info(replicaID: replicaID, generation: generation, schema: schema, created: clock.milliseconds())
         guard request.syncModel != .none else { return info }
         let definition = try JSONValueEncoder().encode(info).jsonString
@@ -38,6 +39,24 @@ extension SQLiteServiceBackend: SyncBackend {
         return info
     }
 
+    /// The whole checksum of each layer the new replica holds whole, at its generation, made
+    /// after the replica is (``LayerChecksums``): the replica's first verify compares whole
+    /// layers. Not made when the service moved on meanwhile.
+    private func hashWholeLayers(_ request: ReplicaRequest, _ scope: ReplicaScope, at generation: Int64) {
+        let schema = geodatabase.schema, gdb = geodatabase
+        let whole = request.layers.compactMap { info -> Int? in
+            guard let layer = schema.layer(id: info.id), let query = scope.query(info, layer: layer), LayerChecksums.isWholeLayer(query) else { return nil }
+            return layer.id
+        }
+        layerChecksums.hashing(whole, at: generation) { layers in
+            (try? await gdb.read { conn -> [Int: FeatureDigest.Accumulator]? in
+                guard try ServiceStore.generation(conn) == generation else { return nil }
+                var sums: [Int: FeatureDigest.Accumulator] = [:]
+                for id in layers { sums[id] = try conn.geodatabase.table(id: id).checksum(matching: FeatureQuery(), in: conn) }
+                return sums
+            }) ?? nil
+        }
+    }
 
     public func replica(id: String) async throws -> ReplicaInfo {
         try await geodatabase.read { conn in try Self.replica(id: id, conn) }
@@ -205,10 +224,12 @@ extension SQLiteServiceBackend: SyncBackend {
     /// two halves on two readers at once, as the replica hashes its own. Both halves must read
     /// the generation the rest was computed at, or everything is computed again in one read.
     func checksums(replicaID: String, layerIDs: [Int], since: Int64?, halving: Bool) async throws -> ReplicaChecksums {
+        // A batch's advance of the kept whole checksums lands just after its commit.
+        if since == nil { await layerChecksums.settled() }
         let first = try await checksums(replicaID: replicaID, layerIDs: layerIDs, since: since, splitting: halving)
         guard !first.halves.isEmpty else { return first.answer }
         var answer = first.answer
-        for (index, (low, high)) in first.halves {
+        for (index, whole, (low, high)) in first.halves {
             let id = answer.layers[index].id
             async let lowSum = halfChecksum(layerID: id, low)
             let highSum = try await halfChecksum(layerID: id, high)
@@ -219,6 +240,7 @@ extension SQLiteServiceBackend: SyncBackend {
             var sum = highSum.sum
             sum.add(other.sum)
             answer.layers[index] = .init(id: id, count: sum.count, checksum: sum.hex)
+            if whole { layerChecksums.keep(sum, of: id, at: answer.generation) }
         }
         return answer
     }
@@ -228,17 +250,20 @@ extension SQLiteServiceBackend: SyncBackend {
     }
 
     /// The checksums in one read; with `splitting`, a large layer's whole scope is left to be
-    /// hashed in halves (its index in the answer, and the halves' queries).
+    /// hashed in halves (its index in the answer, whether it is the whole layer, and the halves'
+    /// queries). A whole layer's checksum known at this generation is taken (``LayerChecksums``);
+    /// one hashed here is kept.
     private func checksums(
         replicaID: String, layerIDs: [Int], since: Int64?, splitting: Bool
-    ) async throws -> (answer: ReplicaChecksums, halves: [(Int, (FeatureQuery, FeatureQuery))]) {
+    ) async throws -> (answer: ReplicaChecksums, halves: [(Int, Bool, (FeatureQuery, FeatureQuery))]) {
         let schema = geodatabase.schema
+        let known = layerChecksums
         return try await geodatabase.read { conn in
             let info = try Self.replica(id: replicaID, conn)
             let scope = ReplicaScope(info: info, schema: schema)
             let generation = try ServiceStore.generation(conn)
             var layers: [ReplicaChecksums.Layer] = []
-            var halves: [(Int, (FeatureQuery, FeatureQuery))] = []
+            var halves: [(Int, Bool, (FeatureQuery, FeatureQuery))] = []
             for id in layerIDs {
                 guard let layerInfo = info.layers.first(where: { $0.id == id }), let layer = schema.layer(id: id) else {
                     throw SyncServiceError.notFound("layer \(id) in replica \(replicaID)")
@@ -258,14 +283,20 @@ extension SQLiteServiceBackend: SyncBackend {
                     ).compactMap { $0[0].textValue }
                     if gids.count <= ReplicaChecksums.maxWindowFeatures { window = gids }
                 }
+                let whole = window == nil && LayerChecksums.isWholeLayer(query)
+                if whole, let sum = known.sum(of: id, at: generation) {
+                    layers.append(.init(id: id, count: sum.count, checksum: sum.hex))
+                    continue
+                }
                 if let window { query.globalIDs = window }
                 let table = try conn.geodatabase.table(id: id)
                 if splitting, window == nil, let parts = try table.checksumHalves(of: query, in: conn) {
-                    halves.append((layers.count, parts))
+                    halves.append((layers.count, whole, parts))
                     layers.append(.init(id: id, count: 0, checksum: FeatureDigest.Accumulator().hex))
                     continue
                 }
                 let acc = window?.isEmpty == true ? FeatureDigest.Accumulator() : try table.checksum(matching: query, in: conn)
+                if whole { known.keep(acc, of: id, at: generation) }
                 layers.append(.init(id: id, count: acc.count, checksum: acc.hex, since: window == nil ? nil : since, globalIds: window))
             }
             return (ReplicaChecksums(generation: generation, layers: layers), halves)
@@ -342,6 +373,7 @@ extension SQLiteServiceBackend {
                 let steps = try SchemaChange.steps(from: current, to: target, allowDrop: allowDrop)
                 guard !steps.isEmpty else { return [] }
                 try conn.migrateSchema(to: target, allowDrop: allowDrop, addLayers: true)
+                self.layerChecksums.removeAll()
                 let generation = try ServiceStore.generation(conn) + 1
                 try ServiceStore.setGeneration(conn, generation)
                 try conn.execute("UPDATE outpost_service_state SET schema_version = ? WHERE id = 1", arguments: [.integer(Int64(target.schemaVersion))])

@@ -16,6 +16,8 @@ public final class SQLiteServiceBackend: FeatureServiceBackend {
     public let faults: FaultInjector
     /// Where the store reads the time (replicas' creation and last sync).
     public let clock: ServiceClock
+    /// The layers' whole checksums this process knows, with the generation of each.
+    let layerChecksums = LayerChecksums()
 
     /// Opens a service GeoPackage made by ``create(at:schema:dataDirectory:overwrite:)``.
     /// - Throws: `SyncServiceError` (`failed`) when the file is not an Outpost service.

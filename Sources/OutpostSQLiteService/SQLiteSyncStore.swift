@@ -8,11 +8,25 @@ import OutpostSyncService
 /// transaction, on that transaction's own thread (``ConnectionThread``), and each primitive is
 /// a statement or two on its connection. SQLite's one writer is the commit lock.
 extension SQLiteServiceBackend: SyncStore {
+    /// The layers' whole checksums known at the generation the transaction starts from move
+    /// forward with it once it commits (``LayerChecksums``): it lists the rows it writes in them.
     public func writeTransaction<T: Sendable>(_ body: @escaping @Sendable (SQLiteSyncTransaction) async throws -> T) async throws -> T {
         let blobs = blobs
-        return try await geodatabase.write { conn in
-            let tx = SQLiteSyncTransaction(conn: conn, blobs: blobs)
-            return try ConnectionThread.run { try await body(tx) }
+        let tracking = LayerChecksums.Tracking(layerChecksums, geodatabase: geodatabase)
+        do {
+            let result = try await geodatabase.write { conn in
+                let tx = SQLiteSyncTransaction(conn: conn, blobs: blobs)
+                let tables = try tracking.begin(conn)
+                guard !tables.isEmpty else { return try ConnectionThread.run { try await body(tx) } }
+                let (result, rows) = try conn.trackingWrittenRows(of: tables) { try ConnectionThread.run { try await body(tx) } }
+                tracking.written(rows, generation: try ServiceStore.generation(conn))
+                return result
+            }
+            tracking.committed()
+            return result
+        } catch {
+            tracking.cancel()
+            throw error
         }
     }
 

@@ -109,6 +109,61 @@ struct StoredChecksumTests {
         #expect(try await gdb.write { conn in RowChangeTracker.existing(on: conn.db) == nil })
     }
 
+    /// The rows a transaction lists as written are every row it changed (a server hashes just
+    /// those, as they were and as they are, to move a layer's whole checksum): the whole before,
+    /// with the listed rows' digests before and after XOR-ed in, is the whole after, through
+    /// writes by the API and by raw SQL (a row id that changes, a row replaced in place, a
+    /// cleared geometry), deletes and a savepoint rolled back. Each digest before is taken from
+    /// a map of every row made ahead, not by the mechanism under test.
+    @Test func writtenRowsAreEveryRowAWriteChanged() async throws {
+        struct Stop: Error {}
+        let dir = TemporaryDirectory()
+        let gdb = try await SampleGeodatabases.fieldInspectionInOtherWritersForms(in: dir)
+        defer { try? gdb.close() }
+        let points = try gdb.table(named: "inspection_points"), pipelines = try gdb.table(named: "pipelines")
+        func rowDigests(_ table: FeatureTable) async throws -> (whole: FeatureDigest.Accumulator, rows: [Int64: FeatureDigest.Accumulator]) {
+            try await gdb.read { conn in
+                var rows: [Int64: FeatureDigest.Accumulator] = [:]
+                for id in try table.objectIDs(matching: .all, in: conn) { rows[id] = try table.checksum(matching: FeatureQuery(objectIDs: [id]), in: conn) }
+                return (try table.checksum(matching: .all, in: conn), rows)
+            }
+        }
+        let pointsBefore = try await rowDigests(points), pipelinesBefore = try await rowDigests(pipelines)
+        let written = try await gdb.write { conn in
+            try conn.trackingWrittenRows(of: ["inspection_points", "pipelines"]) {
+                try points.update((10...12).map { Feature(objectID: Int64($0), attributes: ["notes": .string("n\($0)")], geometry: .point(try Point(x: -122.5, y: 45.4))) }, in: conn)
+                _ = try points.add([Feature(attributes: ["asset_id": .string("S-1"), "asset_type": .string("valve")], geometry: .point(try Point(x: -122.7, y: 45.6)))], in: conn)
+                try points.delete(objectIDs: [41, 42], in: conn)
+                try conn.execute("UPDATE inspection_points SET geom = NULL WHERE objectid = 15")
+                try conn.execute("UPDATE inspection_points SET objectid = 9000 WHERE objectid = 13")
+                try conn.execute("INSERT OR REPLACE INTO inspection_points (objectid, globalid, asset_id, asset_type, status) SELECT 14, globalid, 'R', 'valve', 'open' FROM inspection_points WHERE objectid = 14")
+                try conn.execute("UPDATE inspection_points SET notes = notes WHERE objectid = 16")
+                try conn.execute("DELETE FROM pipelines WHERE objectid = 1")
+                #expect(throws: Stop.self) {
+                    try conn.inSavepoint {
+                        try conn.execute("DELETE FROM inspection_points WHERE objectid BETWEEN 20 AND 22")
+                        throw Stop()
+                    }
+                }
+            }.rows
+        }
+        let pointRows = try #require(written["inspection_points"] ?? nil), pipelineRows = try #require(written["pipelines"] ?? nil)
+        #expect(pipelineRows == [1])
+        #expect(Set([10, 11, 12, 13, 14, 15, 41, 42, 9000]).isSubset(of: Set(pointRows)))
+        #expect(pointRows == pointRows.sorted() && Set(pointRows).count == pointRows.count)
+        for (table, before, rows) in [(points, pointsBefore, pointRows), (pipelines, pipelinesBefore, pipelineRows)] {
+            let after = try await rowDigests(table)
+            var moved = before.whole
+            for id in rows {
+                if let old = before.rows[id] { moved.add(FeatureDigest.Accumulator(value: old.value, count: -old.count)) }
+                if let new = after.rows[id] { moved.add(new) }
+            }
+            #expect(moved.value == after.whole.value && moved.count == after.whole.count, "\(table.name)")
+        }
+        // No hook is left on the writer once nothing is watched.
+        #expect(try await gdb.write { conn in RowChangeTracker.existing(on: conn.db) == nil })
+    }
+
     @Test func aLocalEditOrAnUnfollowedWriteEndsTheStoredChecksum() async throws {
         let dir = TemporaryDirectory()
         let gdb = try await Self.replica(in: dir)

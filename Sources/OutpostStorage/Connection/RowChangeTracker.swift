@@ -14,7 +14,9 @@ import OutpostCore
 ///   geometry), so ``SpatialIndexRebuild`` packs an index from its old entries and these
 ///   instead of reading every geometry of the table again;
 /// - **digests**: the XOR of the ``FeatureDigest`` of every row image removed and added, and
-///   the change of the row count, so a stored layer checksum is kept current.
+///   the change of the row count, so a stored layer checksum is kept current;
+/// - **rows**: the row ids written (removed, replaced or added), so a server that keeps a
+///   layer's checksum hashes only those rows, before and after, off its writer's thread.
 ///
 /// Rows a savepoint rolls back are taken out again (``mark(_:)``, ``restore(_:)``, called by the
 /// savepoints of ``GeodatabaseConnection``); a transaction that rolls back discards its watchers'
@@ -60,6 +62,10 @@ final class RowChangeTracker: @unchecked Sendable {
         /// Rows added less rows removed.
         fileprivate(set) var countChange = 0
         fileprivate(set) var digestUsable = true
+        fileprivate(set) var rowWatchers = 0
+        /// The ids of the rows written, in the order written (repeats kept).
+        fileprivate(set) var rows: [Int64] = []
+        fileprivate(set) var rowsUsable = true
 
         fileprivate init(table: String) {
             self.table = table
@@ -132,7 +138,7 @@ final class RowChangeTracker: @unchecked Sendable {
     }
 
     private func forget(_ watch: Watch) {
-        guard watch.boundsWatchers == 0, watch.digestWatchers == 0 else { return }
+        guard watch.boundsWatchers == 0, watch.digestWatchers == 0, watch.rowWatchers == 0 else { return }
         watches.removeAll { $0 === watch }
         detachIfIdle()
     }
@@ -213,6 +219,39 @@ final class RowChangeTracker: @unchecked Sendable {
         return result
     }
 
+    /// Starts keeping the ids of the rows of `table` written from now on.
+    static func watchRows(of table: String, _ db: Database) throws {
+        let tracker = try attached(to: db)
+        let watch = tracker.watch(table)
+        if watch.rowWatchers == 0 {
+            watch.rows = []
+            watch.rowsUsable = true
+        }
+        watch.rowWatchers += 1
+    }
+
+    /// Stops keeping `table`'s written rows; their ids since ``watchRows(of:_:)``, sorted and
+    /// each once, or nil when a write could not be followed. A row a savepoint put back is
+    /// still listed (its values are as they were): a superset of the rows that changed.
+    static func endRows(of table: String, _ db: Database) -> [Int64]? {
+        guard let tracker = existing(on: db), let watch = tracker.watches.first(where: { $0.table.caseInsensitiveCompare(table) == .orderedSame }),
+            watch.rowWatchers > 0
+        else { return nil }
+        watch.rowWatchers -= 1
+        var rows: [Int64]?
+        if watch.rowsUsable {
+            var ids = watch.rows
+            ids.sort()
+            var unique: [Int64] = []
+            unique.reserveCapacity(ids.count)
+            for id in ids where unique.last != id { unique.append(id) }
+            rows = unique
+        }
+        if watch.rowWatchers == 0 { watch.rows = [] }
+        tracker.forget(watch)
+        return rows
+    }
+
     // MARK: - Savepoints
 
     /// Where the watches stand (nil when nothing is watched on `db`'s connection).
@@ -243,7 +282,12 @@ final class RowChangeTracker: @unchecked Sendable {
         if outpost_preupdate_blobwrite(db) >= 0 {
             watch.boundsUsable = false
             watch.digestUsable = false
+            watch.rowsUsable = false
             return
+        }
+        if watch.rowWatchers > 0 {
+            if op != SQLITE_INSERT { watch.rows.append(before) }
+            if op != SQLITE_DELETE, op == SQLITE_INSERT || after != before { watch.rows.append(after) }
         }
         if watch.digestWatchers > 0, watch.digestUsable {
             if op != SQLITE_INSERT {
@@ -308,4 +352,31 @@ final class RowChangeTracker: @unchecked Sendable {
 private let rowChangeHook: outpost_preupdate_callback = { context, db, op, database, table, before, after in
     guard let context, let table, let database, strcmp(database, "main") == 0 else { return }
     Unmanaged<RowChangeTracker>.fromOpaque(context).takeUnretainedValue().rowChanged(db, op, table, before: before, after: after)
+}
+
+extension GeodatabaseConnection {
+    /// Runs `body` (in this connection's write transaction) and lists, for each of `tables`,
+    /// the ids of the rows it removed, replaced or added, sorted, each once: SQLite's pre-update
+    /// hook shows every such row whatever statement or trigger writes it (``RowChangeTracker``).
+    /// A table whose writes the hook could not follow (an incremental blob write) is listed as
+    /// nil. Rows a savepoint put back may be listed: their values are as they were. A server
+    /// that keeps a layer's whole checksum hashes just these rows, before the commit on a reader
+    /// of the data the transaction started from and after it, instead of the whole layer.
+    public func trackingWrittenRows<T>(of tables: [String], _ body: () throws -> T) throws -> (result: T, rows: [String: [Int64]?]) {
+        var started: [String] = []
+        let result: T
+        do {
+            for table in tables {
+                try RowChangeTracker.watchRows(of: table, db)
+                started.append(table)
+            }
+            result = try body()
+        } catch {
+            for table in started { _ = RowChangeTracker.endRows(of: table, db) }
+            throw error
+        }
+        var rows: [String: [Int64]?] = [:]
+        for table in tables { rows[table] = .some(RowChangeTracker.endRows(of: table, db)) }
+        return (result, rows)
+    }
 }
