@@ -132,6 +132,9 @@ extension PostgresServiceBackend: SyncBackend {
         let id = ReplicaID.normalized(replicaID)
         let logger = logger
         try await transaction { conn in
+            // Informational, on every download's path: the commit does not wait for the WAL's
+            // flush (as the SQLite backend's; a crash may take it, never another transaction).
+            try await conn.query("SET LOCAL synchronous_commit = off", logger: logger)
             try await conn.query(
                 "UPDATE outpost_replicas SET replica_gen = greatest(replica_gen, \(generation)), last_sync_at = \(self.clock.milliseconds()) WHERE replica_id = \(id)", logger: logger)
         }
