@@ -223,13 +223,15 @@ extension LayerChecksums {
         }
 
         /// On the writer after the transaction's last write, before its commit: the rows each
-        /// table listed, and the generation the commit will make. Waits (at most a second)
-        /// until the reader holds the start's data, which it normally has long before.
+        /// table listed, and the generation the commit will make. The reader normally holds the
+        /// start's data long before; one that does not within 2 ms (its pool's readers all busy,
+        /// a batch of a few rows) is given up, and the kept checksums with it: the writer, the
+        /// service's one serial path, does not wait for them.
         func written(_ rows: [String: [Int64]?], generation end: Int64) {
             guard !layers.isEmpty else { return }
             var byLayer: [Int: [Int64]?] = [:]
             for layer in layers { byLayer[layer.id] = rows[layer.name] ?? nil }
-            let taken = snapshotTaken.wait(timeout: .now() + .seconds(1)) == .success
+            let taken = snapshotTaken.wait(timeout: .now() + .milliseconds(2)) == .success
             shared.withLock { s in
                 if taken, s.snapshotHeld == true {
                     s.handover = byLayer
