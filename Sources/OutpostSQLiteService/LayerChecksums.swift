@@ -1,6 +1,7 @@
 import Foundation
 import OutpostCore
 import OutpostStorage
+import Synchronization
 
 /// The whole checksum of each layer, as this process last knew it, with the service generation
 /// it describes (docs/sync.md, "Verify"). A whole-scope verify of a layer at that generation
@@ -171,6 +172,10 @@ extension LayerChecksums {
             var waiting: CheckedContinuation<[Int: FeatureDigest.Accumulator?], Never>?
         }
 
+        /// How long ``written(_:generation:)`` waits for the reader (tests that need the
+        /// checksums kept on a busy machine wait longer).
+        static let snapshotWaitMilliseconds = Atomic<Int>(2)
+
         private let shared = Locked(Shared())
         private let snapshotTaken = DispatchSemaphore(value: 0)
         private let handedOver = DispatchSemaphore(value: 0)
@@ -231,7 +236,7 @@ extension LayerChecksums {
             guard !layers.isEmpty else { return }
             var byLayer: [Int: [Int64]?] = [:]
             for layer in layers { byLayer[layer.id] = rows[layer.name] ?? nil }
-            let taken = snapshotTaken.wait(timeout: .now() + .milliseconds(2)) == .success
+            let taken = snapshotTaken.wait(timeout: .now() + .milliseconds(Self.snapshotWaitMilliseconds.load(ordering: .relaxed))) == .success
             shared.withLock { s in
                 if taken, s.snapshotHeld == true {
                     s.handover = byLayer
