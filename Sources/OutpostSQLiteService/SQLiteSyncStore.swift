@@ -9,7 +9,7 @@ import OutpostSyncService
 /// a statement or two on its connection. SQLite's one writer is the commit lock.
 extension SQLiteServiceBackend: SyncStore {
     /// The layers' whole checksums known at the generation the transaction starts from move
-    /// forward with it once it commits (``LayerChecksums``): it lists the rows it writes in them.
+    /// forward with it once it commits (`LayerChecksums`): it lists the rows it writes in them.
     public func writeTransaction<T: Sendable>(_ body: @escaping @Sendable (SQLiteSyncTransaction) async throws -> T) async throws -> T {
         let blobs = blobs
         let tracking = LayerChecksums.Tracking(layerChecksums, geodatabase: geodatabase)

@@ -357,7 +357,7 @@ private let rowChangeHook: outpost_preupdate_callback = { context, db, op, datab
 extension GeodatabaseConnection {
     /// Runs `body` (in this connection's write transaction) and lists, for each of `tables`,
     /// the ids of the rows it removed, replaced or added, sorted, each once: SQLite's pre-update
-    /// hook shows every such row whatever statement or trigger writes it (``RowChangeTracker``).
+    /// hook shows every such row whatever statement or trigger writes it (`RowChangeTracker`).
     /// A table whose writes the hook could not follow (an incremental blob write) is listed as
     /// nil. Rows a savepoint put back may be listed: their values are as they were. A server
     /// that keeps a layer's whole checksum hashes just these rows, before the commit on a reader
