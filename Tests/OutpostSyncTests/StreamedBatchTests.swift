@@ -208,7 +208,9 @@ struct StreamedBatchTests {
     /// A batch's runs are read ahead, on a reader of the committed data, while the run before is
     /// written (`BatchApplier.readsAhead`): the answer and the rows are those of the writer
     /// reading alone, for features an earlier run inserted or deleted, a feature three times in
-    /// one run, and features read ahead (one the service had).
+    /// one run, and features read ahead (one the service had; one the service changed after the
+    /// edit's base, whose update in a late run is a conflict only if the reader read the others'
+    /// changes too; an insert in a late run that fails).
     @Test(.scaledTimeLimit(minutes: 3))
     func runsReadAheadAnswerAsTheWriterReadingAlone() async throws {
         var outcomes: [(results: [String], rows: [String])] = []
@@ -225,8 +227,21 @@ struct StreamedBatchTests {
             func update(_ gid: String, _ type: String) -> BatchEdit {
                 BatchEdit(op: .update, globalId: gid, attributes: ["asset_type": .string(type)], changedColumns: ["asset_type"], baseGeneration: base)
             }
+            // Changed on the server after the batch's base: its update in a late run is planned
+            // ahead (on the reader) as a conflict.
+            let conflicted = existing[2]
+            let before = try await #require(u.h.service.backend as? any SyncBackend).generation()
+            _ = try await u.h.service.backend.applyEdits(
+                layerID: 0, edits: EditRequest(updates: [Feature(globalID: conflicted, attributes: ["asset_type": .string("pole")])]), rollbackOnFailure: true)
             var edits = inserted
             edits.insert(BatchEdit(op: .delete, globalId: deleted, baseGeneration: base), at: 10)
+            // A late run's conflict, and an insert whose plan fails (a field the layer lacks).
+            edits.insert(
+                BatchEdit(op: .update, globalId: conflicted, attributes: ["asset_type": .string("hydrant")], changedColumns: ["asset_type"], baseGeneration: before),
+                at: 2_300)
+            edits.insert(
+                BatchEdit(op: .insert, globalId: "{0B0B0B0B-0000-4000-8000-000000000001}", attributes: ["asset_id": .string("BAD"), "no_such_field": .string("x")]),
+                at: 2_350)
             let (early, late) = (inserted[5].globalId, inserted[2_400].globalId)
             let new = Set(inserted.map(\.globalId))
             edits += [update(early, "hydrant"), update(late, "meter"), update(late, "hydrant"), update(deleted, "meter"), update(kept, "hydrant")]
@@ -242,6 +257,8 @@ struct StreamedBatchTests {
             let results = answer.result.layers[0].results
             #expect(results.count == edits.count)
             #expect(results.suffix(5).map(\.success) == [true, true, true, results[results.count - 2].success, true], "\(results.suffix(5))")
+            #expect(results[2_300].resolution == "conflict", "\(results[2_300])")
+            #expect(results[2_350].success == false && results[2_350].error?.description.contains("no_such_field") == true, "\(results[2_350])")
             let rows = try await u.h.serverRows(0)
             #expect(rows[early]?.attributes["asset_type"] == .string("hydrant") && rows[late]?.attributes["asset_type"] == .string("hydrant"))
             #expect(rows[kept]?.attributes["asset_type"] == .string("hydrant"))
