@@ -7,8 +7,8 @@ import Synchronization
 /// it describes (docs/sync.md, "Verify"). A whole-scope verify of a layer at that generation
 /// takes it instead of hashing every row.
 ///
-/// It is made by hashing (a verify's, or a new replica's export, which has just read every
-/// row) and moved forward by each batch this process applies (``Tracking``): the batch's
+/// It is made by hashing (a verify's, or one made once a new replica's export is done, off its
+/// job's path) and moved forward by each batch this process applies (``Tracking``): the batch's
 /// transaction lists the rows it writes, and once it commits only those rows are hashed, as
 /// they were (on a reader of the data the transaction started from) and as they are; the
 /// difference is XOR-ed in. The writer, the upload's one serial path, does nothing but list
@@ -16,12 +16,9 @@ import Synchronization
 /// until hashed anew; another connection's commit (`PRAGMA data_version` on the writer) drops
 /// every entry at the next batch.
 final class LayerChecksums: Sendable {
-    struct Entry: Equatable, Sendable {
+    struct Entry: Sendable {
         var generation: Int64
-        var value: UInt64
-        var count: Int
-
-        var sum: FeatureDigest.Accumulator { FeatureDigest.Accumulator(value: value, count: count) }
+        var sum: FeatureDigest.Accumulator
     }
 
     private struct State {
@@ -57,9 +54,12 @@ final class LayerChecksums: Sendable {
     func keep(_ sum: FeatureDigest.Accumulator, of id: Int, at generation: Int64) {
         state.withLock { s in
             if let known = s.entries[id], known.generation > generation { return }
-            s.entries[id] = Entry(generation: generation, value: sum.value, count: sum.count)
+            s.entries[id] = Entry(generation: generation, sum: sum)
         }
     }
+
+    /// Whether nothing is known or being computed: a write transaction then has nothing to track.
+    var isEmpty: Bool { state.withLock { $0.entries.isEmpty && $0.pendingTarget.isEmpty } }
 
     /// Forgets everything known (a schema migration, say).
     func removeAll() {
@@ -101,7 +101,7 @@ final class LayerChecksums: Sendable {
                     }
                     var sum = from.sum
                     sum.add(change)
-                    s.entries[id] = Entry(generation: end, value: sum.value, count: sum.count)
+                    s.entries[id] = Entry(generation: end, sum: sum)
                 }
             }
         }
@@ -120,7 +120,7 @@ final class LayerChecksums: Sendable {
             let sums = await hash(layers) ?? [:]
             return { s in
                 for (id, sum) in sums where (s.entries[id]?.generation ?? .min) < generation {
-                    s.entries[id] = Entry(generation: generation, value: sum.value, count: sum.count)
+                    s.entries[id] = Entry(generation: generation, sum: sum)
                 }
             }
         }
@@ -188,6 +188,9 @@ extension LayerChecksums {
         /// On the writer, in its transaction before it writes: the layer tables whose written
         /// rows the transaction lists (none when no layer's checksum is known at its start).
         func begin(_ conn: GeodatabaseConnection) throws -> [String] {
+            // Nothing known: no query on the writer. Another connection's commit meanwhile is
+            // still seen at the next tracked transaction (the data version kept is older).
+            guard !checksums.isEmpty else { return [] }
             start = try ServiceStore.generation(conn)
             let dataVersion = try conn.query("PRAGMA data_version").first?[0].integerValue ?? 0
             let schema = conn.geodatabase.schema

@@ -16,9 +16,10 @@ extension SQLiteServiceBackend: SyncStore {
         do {
             let result = try await geodatabase.write { conn in
                 let tx = SQLiteSyncTransaction(conn: conn, blobs: blobs)
+                let run = { try ConnectionThread.run { try await body(tx) } }
                 let tables = try tracking.begin(conn)
-                guard !tables.isEmpty else { return try ConnectionThread.run { try await body(tx) } }
-                let (result, rows) = try conn.trackingWrittenRows(of: tables) { try ConnectionThread.run { try await body(tx) } }
+                guard !tables.isEmpty else { return try run() }
+                let (result, rows) = try conn.trackingWrittenRows(of: tables, run)
                 tracking.written(rows, generation: try ServiceStore.generation(conn))
                 return result
             }
