@@ -27,6 +27,9 @@ public final class Geodatabase: Sendable {
     let writer: any DatabaseWriter
     /// Checkpoints the WAL of a writable file in the background (nil: read-only or not WAL).
     let checkpointer: WALCheckpointer?
+    /// Requests to start writing the log that the kernel took during large commits
+    /// (`WALWriteback`); for tests.
+    let writebackRequests = Atomic<Int>(0)
     private let state: Locked<State>
 
     private struct State {
@@ -318,8 +321,16 @@ public final class Geodatabase: Sendable {
             // in WAL mode: with a rollback journal, NORMAL risks the file, not just the commit.
             let relax = !durable && writer is DatabasePool
             try state.withLock { try Self.setSynchronous(db, relaxed: relax, &$0.synchronousRelaxed) }
+            // A large durable commit starts the disk's writing of its log while it copies the
+            // frames (see `WALWriteback`).
+            var writeback: WALWriteback?
+            defer { writeback?.stop() }
+            let changesBefore = db.totalChangesCount
             try db.inTransaction(.immediate) {
                 result = try body(GeodatabaseConnection(db, self))
+                if !relax, checkpointer != nil, db.totalChangesCount - changesBefore >= Int(WALWriteback.minimumChanges) {
+                    writeback = WALWriteback.start(walPath: url.path + "-wal") { [self] in writebackRequests.add(1, ordering: .relaxed) }
+                }
                 return .commit
             }
         }
