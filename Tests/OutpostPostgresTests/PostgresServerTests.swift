@@ -392,11 +392,20 @@ final class FailoverWriters: Sendable {
         while true {
             let r = try await call(["--data-urlencode", #"adds=[{"attributes":{"asset_id":"\#(id)","asset_type":"valve"},"geometry":{"x":-122.65,"y":45.52}}]"#, "-d", "f=json", layer + "/applyEdits"])
             if r.status == 200, r.body.contains("\"success\":true") { break }
-            try await Task.sleep(for: .milliseconds(200))
-            let count = try await call([layer + "/query?where=asset_id%3D%27\(id)%27&returnCountOnly=true&f=json"])
-            if count.status == 200, count.body.contains("\"count\":1") { break }
+            if try await landed(id) { break }
         }
         state.withLock { $0.acknowledged += 1 }
+    }
+
+    /// Whether the feature `id` is stored, asked until the server answers: an add whose answer
+    /// was lost may have committed (the old primary commits, then stops before it answers, and
+    /// the promoted standby has the row), so it is sent again only on an answer that it is not.
+    func landed(_ id: String) async throws -> Bool {
+        while true {
+            try await Task.sleep(for: .milliseconds(200))
+            let count = try await call([layer + "/query?where=asset_id%3D%27\(id)%27&returnCountOnly=true&f=json"])
+            if count.status == 200, count.body.contains("\"count\":") { return count.body.contains("\"count\":1") }
+        }
     }
 }
 
