@@ -1,5 +1,4 @@
 import Foundation
-import Synchronization
 
 #if os(Linux)
 import Glibc
@@ -25,9 +24,11 @@ final class WALWriteback: Sendable {
     /// commit's sync is short, and a thread would cost more than it saves).
     static let minimumChanges: Int64 = 2000
     /// How often the helper asks for writeback.
-    static let interval: useconds_t = 2000
+    static let interval: DispatchTimeInterval = .milliseconds(2)
 
-    private let stopped = Atomic<Bool>(false)
+    /// Signalled by ``stop()``: ends the helper's wait between requests at once (a commit
+    /// returns no later for it).
+    private let wake = DispatchSemaphore(value: 0)
     private let finished = DispatchSemaphore(value: 0)
 
     #if os(Linux)
@@ -55,8 +56,7 @@ final class WALWriteback: Sendable {
         let thread = Thread {
             repeat {
                 if syncFileRange(fd, 0, 0, Self.write) == 0 { accepted() }
-                usleep(Self.interval)
-            } while !writeback.stopped.load(ordering: .acquiring)
+            } while writeback.wake.wait(timeout: .now() + Self.interval) == .timedOut
             close(fd)
             writeback.finished.signal()
         }
@@ -68,9 +68,10 @@ final class WALWriteback: Sendable {
         #endif
     }
 
-    /// Stops the helper and waits for it to let the log go.
+    /// Stops the helper and waits for it to let the log go (for a request in flight at most,
+    /// not for its wait between requests).
     func stop() {
-        stopped.store(true, ordering: .releasing)
+        wake.signal()
         finished.wait()
     }
 }
