@@ -35,6 +35,11 @@ final class LayerChecksums: Sendable {
 
     private let state = Locked(State())
 
+    /// How long a batch's writer waits for its tracking reader before it gives the kept sums up
+    /// (``Tracking/written(_:generation:)``); a test that needs them kept on a busy machine
+    /// waits longer.
+    let snapshotWaitMilliseconds = Atomic<Int>(2)
+
     /// Whether `query` is a layer's whole scope (a replica's layer with no filter).
     static func isWholeLayer(_ query: FeatureQuery) -> Bool { query == FeatureQuery() }
 
@@ -172,10 +177,6 @@ extension LayerChecksums {
             var waiting: CheckedContinuation<[Int: FeatureDigest.Accumulator?], Never>?
         }
 
-        /// How long ``written(_:generation:)`` waits for the reader (tests that need the
-        /// checksums kept on a busy machine wait longer).
-        static let snapshotWaitMilliseconds = Atomic<Int>(2)
-
         private let shared = Locked(Shared())
         private let snapshotTaken = DispatchSemaphore(value: 0)
         private let handedOver = DispatchSemaphore(value: 0)
@@ -239,7 +240,7 @@ extension LayerChecksums {
             guard !layers.isEmpty else { return }
             var byLayer: [Int: [Int64]?] = [:]
             for layer in layers { byLayer[layer.id] = rows[layer.name] ?? nil }
-            let taken = snapshotTaken.wait(timeout: .now() + .milliseconds(Self.snapshotWaitMilliseconds.load(ordering: .relaxed))) == .success
+            let taken = snapshotTaken.wait(timeout: .now() + .milliseconds(checksums.snapshotWaitMilliseconds.load(ordering: .relaxed))) == .success
             shared.withLock { s in
                 if taken, s.snapshotHeld == true {
                     s.handover = byLayer

@@ -19,12 +19,12 @@ struct LayerChecksumsTests {
     /// being moved), a batch refused whole. A commit made otherwise (applyEdits, a second
     /// connection to the file) leaves them behind, and they are hashed again.
     @Test func batchesMoveAWholeLayersChecksumToTheirGeneration() async throws {
-        // On a machine busy with other tests the batch's reader may come later than a batch
-        // of a few rows lasts, and the sums would be given up (their absence is not what is tested).
-        LayerChecksums.Tracking.snapshotWaitMilliseconds.store(5_000, ordering: .relaxed)
-        defer { LayerChecksums.Tracking.snapshotWaitMilliseconds.store(2, ordering: .relaxed) }
         try await withServer(.sqlite) { client, service in
             let backend = try #require(service.backend as? SQLiteServiceBackend)
+            // On a machine busy with other tests the batch's reader may come later than a batch
+            // of a few rows lasts, and the sums would be given up (their absence is not what is
+            // tested). Only this service's batches wait longer.
+            backend.layerChecksums.snapshotWaitMilliseconds.store(5_000, ordering: .relaxed)
             let sync: any SyncBackend = backend
             let info = try await registerReplica(service)
             let uri = "\(native)/replicas/\(q(info.replicaID))/batches"

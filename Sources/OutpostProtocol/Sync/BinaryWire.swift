@@ -211,17 +211,7 @@ struct BinaryWireReader {
     mutating func string() throws -> String {
         let length = try count("a string")
         let raw = UnsafeRawBufferPointer(rebasing: bytes[offset..<offset + length])
-        let text: String
-        // ASCII (global ids, most names and values) is valid UTF-8 as it is, and the decoding
-        // initializer is specialized for it; `String(validating:as:)` is the standard library's
-        // unspecialized generic, which looked up type metadata for every string (a fifth of a
-        // server's batch decoding).
-        if raw.allSatisfy({ $0 < 0x80 }) {
-            text = String(decoding: raw, as: UTF8.self)
-        } else {
-            guard let valid = String(validating: raw.bindMemory(to: UInt8.self), as: UTF8.self) else { throw invalid("a string is not UTF-8") }
-            text = valid
-        }
+        guard let text = String(validUTF8: raw.bindMemory(to: UInt8.self)) else { throw invalid("a string is not UTF-8") }
         offset += length
         return text
     }
