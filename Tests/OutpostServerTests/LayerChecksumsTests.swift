@@ -100,4 +100,83 @@ struct LayerChecksumsTests {
             try await expectCurrent("hashed again after the other connection's commit")
         }
     }
+
+    /// A batch whose reader of the data it starts from does not come in time (every reader of
+    /// the file's pool busy) gives the kept sums up instead of waiting for it: nothing is kept
+    /// for the new generation, the reader that comes later does no harm, and the next whole
+    /// verify hashes the layer afresh, as a fresh hash does.
+    @Test func aBatchWhoseReaderComesLateGivesTheSumsUp() async throws {
+        try await withServer(.sqlite) { client, service in
+            let backend = try #require(service.backend as? SQLiteServiceBackend)
+            let sync: any SyncBackend = backend
+            let info = try await registerReplica(service)
+            let uri = "\(native)/replicas/\(q(info.replicaID))/batches"
+            func hashed(_ layer: Int) async throws -> UInt64 {
+                try await backend.geodatabase.read { conn in try conn.geodatabase.table(id: layer).checksum(matching: FeatureQuery(), in: conn) }.value
+            }
+            func known(_ layer: Int) async throws -> UInt64? {
+                await backend.layerChecksums.settled()
+                return backend.layerChecksums.sum(of: layer, at: try await backend.generation())?.value
+            }
+            #expect(try await known(0) == (try await hashed(0)), "hashed by the new replica's export")
+            let existing = try await service.backend.features(layerID: 0, query: FeatureQuery(limit: 2))
+
+            // Every reader of the pool held, then one more asked for: it must wait.
+            let geodatabase = backend.geodatabase
+            let release = DispatchSemaphore(value: 0)
+            let holders = 5
+            let holding = DispatchGroup()
+            for _ in 0..<holders {
+                holding.enter()
+                Thread.detachNewThread {
+                    _ = try? geodatabase.readCommittedBlocking { _ in
+                        holding.leave()
+                        release.wait()
+                    }
+                }
+            }
+            #expect(holding.wait(timeout: .now() + 10) == .success, "the pool lends \(holders) readers")
+            let probed = Flag()
+            Thread.detachNewThread { _ = try? geodatabase.readCommittedBlocking { _ in probed.set() } }
+            try await Task.sleep(for: .milliseconds(50))
+            #expect(!probed.isSet, "no reader is left in the pool")
+            // Let them go however the batch ends, so a batch that needed a reader cannot hang.
+            let letGo = Flag(), safety = Flag()
+            @Sendable func letThemGo() { if letGo.set() { for _ in 0..<holders { release.signal() } } }
+            Thread.detachNewThread {
+                Thread.sleep(forTimeInterval: 10)
+                if !letGo.isSet { safety.set() }
+                letThemGo()
+            }
+
+            let edits = [
+                BatchEdit(op: .update, globalId: existing[0].globalID!, attributes: ["asset_id": "L-1"], geometry: ["x": -122.61, "y": 45.53]),
+                BatchEdit(op: .delete, globalId: existing[1].globalID!), insertEdit(),
+            ]
+            let answer = try await client.put("\(uri)/1", json: try batch(info, seq: 1, edits))
+            #expect(answer.status == 200, "\(answer.text)")
+            #expect(!safety.isSet, "the batch was answered while every reader was held")
+            letThemGo()
+            #expect(try await known(0) == nil, "given up, not kept wrong")
+            #expect(try await known(3) == nil)
+            try await Task.sleep(for: .milliseconds(50))
+            #expect(probed.isSet, "the readers came back to the pool")
+
+            // The whole verify hashes afresh and keeps that; the next batch moves it again.
+            let asked = try await sync.checksums(replicaID: info.replicaID, layerIDs: [0])
+            #expect(asked.layers[0].checksum == String(format: "%016llx", try await hashed(0)))
+            #expect(try await known(0) == (try await hashed(0)))
+            backend.layerChecksums.snapshotWaitMilliseconds.store(5_000, ordering: .relaxed)
+            #expect(try await client.put("\(uri)/2", json: try batch(info, seq: 2, [insertEdit("{0C0C0C0C-0000-4000-8000-000000000004}")])).status == 200)
+            #expect(try await known(0) == (try await hashed(0)), "moved by the next batch")
+        }
+    }
+
+    /// A flag set once, from any thread.
+    final class Flag: Sendable {
+        private let value = Atomic<Bool>(false)
+        var isSet: Bool { value.load(ordering: .relaxed) }
+        /// Sets it; whether this call did.
+        @discardableResult func set() -> Bool { !value.exchange(true, ordering: .relaxed) }
+    }
 }
