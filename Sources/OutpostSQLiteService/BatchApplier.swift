@@ -5,6 +5,10 @@ import OutpostStorage
 import OutpostSyncService
 import Synchronization
 
+#if os(Linux)
+import Glibc
+#endif
+
 /// Applies the edits of one uploaded batch inside the server's write transaction, logging each
 /// change under the batch's generation with its origin (replica, seq). How each edit resolves is
 /// the `BatchPlanner`'s decision; this reads what it needs and runs its steps.
@@ -58,8 +62,14 @@ public struct BatchApplier: BatchApplying {
             try conn.deferringContentsUpdates {
                 while let edits = pending {
                     let read = clock.now
+                    // The edits of the run prepared ahead, by their place in it (empty: none).
+                    var prepared: [PreparedEdit?] = []
+                    // The chunk the helper still holds: taken at its first edit's place.
+                    var held: (task: ReadAheadTask, first: Int)?
                     if let task = fetched {
-                        let rest = try task.merge(into: &planner, &state, table: table, on: conn)
+                        let rest: [BatchEdit], inFlight: Int?
+                        (rest, prepared, inFlight) = task.merge(into: &planner, &state)
+                        held = inFlight.map { (task, $0) }
                         if !rest.isEmpty { try prefetch(BatchLayer(id: layerID, edits: rest), into: &planner, table, read: &state) }
                     } else {
                         try prefetch(BatchLayer(id: layerID, edits: edits), into: &planner, table, read: &state)
@@ -68,17 +78,28 @@ public struct BatchApplier: BatchApplying {
                     fetched = nil
                     if ahead {
                         pending = try next()
-                        if let upcoming = pending { fetched = readAhead(upcoming, layerID: layerID, table, state: &state) }
+                        if let upcoming = pending { fetched = readAhead(upcoming, layerID: layerID, table, state: state) }
                     }
                     var log: [ServiceStore.LogEntry] = []
                     results.reserveCapacity(results.count + edits.count)
-                    for edit in edits {
+                    for (index, edit) in edits.enumerated() {
+                        if let taken = held, taken.first == index {
+                            held = nil
+                            let waited = clock.now
+                            let left = taken.task.takeInFlight(into: &planner, &prepared)
+                            if !left.isEmpty { try prefetch(BatchLayer(id: layerID, edits: left), into: &planner, table, read: &state) }
+                            reading += clock.now - waited
+                        }
+                        let ready = prepared.isEmpty ? nil : prepared[index]
+                        if ready != nil { stages.preparedAhead += 1 }
                         do {
                             // With rollback on failure one bad edit rejects the batch, so edits need no
                             // savepoint of their own; without it each edit stands alone.
-                            let undo = planner.undoPoint(edit)
+                            let undo = ready.map { ($0.globalID, planner.objectIDs[$0.globalID]) } ?? planner.undoPoint(edit)
                             do {
-                                let plan = context.rollbackOnFailure ? try run(edit, &planner, &writer) : try conn.inSavepoint { try run(edit, &planner, &writer) }
+                                let plan =
+                                    context.rollbackOnFailure
+                                    ? try run(edit, ready, &planner, &writer) : try conn.inSavepoint { try run(edit, ready, &planner, &writer) }
                                 applied += 1
                                 log += plan.log
                                 results.append(plan.result)
@@ -107,17 +128,31 @@ public struct BatchApplier: BatchApplying {
         return results
     }
 
-    /// Plans one edit and runs its steps; its conflict records are kept (with their ids).
-    private func run(_ edit: BatchEdit, _ planner: inout BatchPlanner, _ writer: inout FeatureTable.EditWriter) throws -> EditPlan {
-        var plan = try planner.plan(edit)
-        for step in plan.steps {
+    /// Plans one edit (or takes the plan and rows made `ready` ahead) and runs its steps; its
+    /// conflict records are kept (with their ids).
+    private func run(
+        _ edit: BatchEdit, _ ready: PreparedEdit?, _ planner: inout BatchPlanner, _ writer: inout FeatureTable.EditWriter
+    ) throws -> EditPlan {
+        var plan: EditPlan
+        if let ready {
+            plan = try ready.plan.get()
+            planner.adopt(plan, globalID: ready.globalID)
+        } else {
+            plan = try planner.plan(edit)
+        }
+        for (i, step) in plan.steps.enumerated() {
+            let checked = ready?.rows[i]
             switch step {
             case .insert(let feature):
-                let id = try writer.insert(feature)
+                let id = try checked.map { try writer.insert(checked: $0.get()) } ?? writer.insert(feature)
                 if let gid = feature.globalID { planner.inserted(gid, objectID: id) }
                 plan.result.objectId = id
             case .update(let objectID, let feature, let clearGeometry):
-                if !feature.attributes.isEmpty || feature.geometry != nil { try writer.update(objectID: objectID, feature) }
+                if let checked {
+                    try writer.update(objectID: objectID, checked: checked.get())
+                } else if ready == nil, !feature.attributes.isEmpty || feature.geometry != nil {
+                    try writer.update(objectID: objectID, feature)
+                }
                 if clearGeometry {
                     let layer = writer.table.definition
                     try conn.execute(
@@ -159,7 +194,7 @@ public struct BatchApplier: BatchApplying {
 
     /// Reads, on `c`, the object ids of `gids`, others' changes after `base` to `others`, then
     /// the current values and tombstones the plans of `edits` need.
-    private static func read(
+    fileprivate static func read(
         _ edits: BatchLayer, gids: [String], others: [String], after base: Int64, _ table: FeatureTable, context: BatchContext, on c: GeodatabaseConnection,
         into planner: inout BatchPlanner
     ) throws {
@@ -214,79 +249,292 @@ public struct BatchApplier: BatchApplying {
     /// it off with `BENCH_NO_READ_AHEAD`, for comparisons).
     public static let readsAhead = Atomic<Bool>(ProcessInfo.processInfo.activeProcessorCount > 1)
 
-    /// Starts reading what the plans of `edits` (the run after the one about to be written) need,
-    /// on a reader of the committed data, on a thread of its own. Only features no earlier run of
-    /// this batch touched are read there: the batch holds the write lock, so what it has not
-    /// written is as the reader sees it, while what it has written only the writer sees. A
-    /// feature seen before, or twice in `edits`, is left to the writer (``ReadAheadTask/merge``
-    /// hands those edits back). `state` learns the features read ahead as seen.
-    private func readAhead(_ edits: [BatchEdit], layerID: Int, _ table: FeatureTable, state: inout PrefetchState) -> ReadAheadTask? {
+    /// How the writer and the helper that prepares a run meet, for tests that need one way:
+    /// as a server does (`free`); with every fresh edit prepared ahead; with the helper's first
+    /// chunk in its hands when the writer comes to the run and done when the writer comes to
+    /// its first edit (`firstChunkHeld`), or still not done then (`firstChunkLate`).
+    public enum HelperPacing: Int, Sendable {
+        case free, writerWaitsForAll, firstChunkHeld, firstChunkLate
+    }
+    /// ``HelperPacing``'s raw value.
+    public static let helperPacing = Atomic<Int>(HelperPacing.free.rawValue)
+
+    /// The nice value of the thread that prepares runs ahead (on Linux a thread's own: 10
+    /// leaves it about a tenth of a core the writer or a request also wants, and still lets it
+    /// finish a chunk it holds, and give its reader back, soon).
+    static let helperNice: Int32 = 10
+
+    /// Starts preparing `edits` (the run after the one about to be written) on a thread of its
+    /// own, with a reader of the committed data: the edits that are the first of the batch to
+    /// touch their feature (once in the run, in no earlier run) have their features read there,
+    /// their plans made and their rows checked, a chunk at a time (``ReadAheadTask``). The batch
+    /// holds the write lock, so what it has not written is as the reader sees it, and such an
+    /// edit's plan rests on its own feature's values alone. `state` is what the runs before it
+    /// read (a copy: the helper only reads it).
+    private func readAhead(_ edits: [BatchEdit], layerID: Int, _ table: FeatureTable, state: PrefetchState) -> ReadAheadTask? {
         guard table.definition.globalIDField != nil else { return nil }
-        var counts: [String: Int] = [:]
-        for edit in edits { if let gid = GlobalID.normalized(edit.globalId) { counts[gid, default: 0] += 1 } }
-        var fresh: [BatchEdit] = [], rest: [BatchEdit] = []
-        for edit in edits {
-            if let gid = GlobalID.normalized(edit.globalId), counts[gid] == 1, !state.seen.contains(PrefetchState.key(gid)) { fresh.append(edit) } else { rest.append(edit) }
-        }
-        guard !fresh.isEmpty else { return nil }
-        for edit in fresh { if let gid = GlobalID.normalized(edit.globalId) { state.seen.insert(PrefetchState.key(gid)) } }
-        let layer = BatchLayer(id: layerID, edits: fresh)
-        let base = fresh.compactMap(\.baseGeneration).min()
-        let known = base.flatMap { state.othersChanged[$0] }
         let context = self.context, geodatabase = conn.geodatabase
-        return ReadAheadTask(fresh: layer, rest: rest, base: base) {
-            try geodatabase.readCommittedBlocking { reader in
-                var scratch = context.planner(for: table.definition)
-                var changed: Bool?
-                if let base { changed = try known ?? Self.othersChanged(layerID, after: base, context: context, on: reader) }
-                let gids = BatchPlanner.globalIDs(layer)
-                try Self.read(layer, gids: gids, others: changed == true ? gids : [], after: base ?? 0, table, context: context, on: reader, into: &scratch)
-                return ReadAheadTask.Found(planner: scratch, othersChanged: changed)
-            }
+        let task = ReadAheadTask(edits: edits)
+        let helper = Thread {
+            // Work ahead takes little of a core something else wants (the writer, requests,
+            // other batches): the writer never waits for it and does whatever it has not done.
+            #if os(Linux)
+            _ = setpriority(__priority_which_t(PRIO_PROCESS.rawValue), 0, Self.helperNice)
+            #endif
+            task.prepare(seen: state.seen, othersChanged: state.othersChanged, layerID: layerID, table, context: context, geodatabase: geodatabase)
         }
+        helper.qualityOfService = .utility
+        helper.start()
+        return task
     }
 
-    /// A run's reads going on on another thread; ``merge(into:_:table:on:)`` waits for them.
+    /// An edit prepared ahead of the writer: its feature's global id, its plan, and per step the
+    /// row an insert or an update with values writes, checked (nil for other steps).
+    struct PreparedEdit {
+        var globalID: String
+        var plan: Result<EditPlan, any Error>
+        var rows: [Result<FeatureValidator.Row, any Error>?]
+    }
+
+    /// A run's edits being prepared on another thread while the writer writes the run before.
+    /// The writer never waits for it: at ``merge(into:_:)`` it stops the helper and takes the
+    /// chunks done, at ``takeInFlight(into:_:)`` the chunk the helper held if it is done by then,
+    /// and reads and plans the rest itself.
     final class ReadAheadTask: @unchecked Sendable {
-        // @unchecked: `found` is written by the reading thread before it signals `done`, and read
-        // only after waiting for it.
-        struct Found {
-            var planner: BatchPlanner
-            var othersChanged: Bool?
-        }
-        let fresh: BatchLayer
-        let rest: [BatchEdit]
-        let base: Int64?
-        private let done = DispatchSemaphore(value: 0)
-        private var found: Result<Found?, any Error> = .success(nil)
+        // @unchecked: every field below `lock` is read and written with it held.
+        /// Edits a chunk holds: a chunk is the writer's whole or not at all, so a small one
+        /// leaves little to do twice when the helper is late.
+        static let chunkSize = 200
 
-        init(fresh: BatchLayer, rest: [BatchEdit], base: Int64?, _ work: @escaping @Sendable () throws -> Found?) {
-            self.fresh = fresh
-            self.rest = rest
-            self.base = base
-            Thread.detachNewThread { [self] in
-                found = Result { try work() }
-                done.signal()
-            }
+        struct Chunk {
+            /// Where its edits are among the fresh ones.
+            var range: Range<Int>
+            /// The values read for them.
+            var found: BatchPlanner
+            var prepared: [PreparedEdit]
+        }
+        /// Which of the run's edits are fresh, and their features' keys (``PrefetchState/key``).
+        struct Split {
+            var fresh: [Int]
+            var keys: [UInt64]
+            var globalIDs: [String]
         }
 
-        /// Waits for the reads and puts what they found into `planner`; the edits whose features
-        /// the writer reads itself (all of them when the file has no reader of committed data).
-        func merge(into planner: inout BatchPlanner, _ state: inout PrefetchState, table: FeatureTable, on conn: GeodatabaseConnection) throws -> [BatchEdit] {
-            done.wait()
-            guard let found = try found.get() else {
-                // Read here instead: the features were marked seen, so they are read as a run's own.
-                var seen = state.seen
-                for gid in BatchPlanner.globalIDs(fresh) { seen.remove(PrefetchState.key(gid)) }
-                state.seen = seen
-                return fresh.edits + rest
+        let edits: [BatchEdit]
+        private let lock = NSCondition()
+        private var split: Split?
+        private var claimed = 0
+        private var chunks: [Chunk] = []
+        /// Chunks claimed that ended without a result (a failed read).
+        private var abandoned = 0
+        private var stopped = false
+        /// The chunk the helper held when the writer came to the run.
+        private var inFlight: Range<Int>?
+        /// Whether the writer has come to the held chunk's first edit (for ``HelperPacing``).
+        private var writerPassed = false
+        /// Whether the helper has returned.
+        private var ended = false
+        /// Whether others changed the layer after a base generation, as the helper learned it.
+        private var othersChanged: [Int64: Bool] = [:]
+
+        init(edits: [BatchEdit]) {
+            self.edits = edits
+        }
+
+        /// On the helper's thread: finds the fresh edits, then prepares them a chunk at a time
+        /// until all are done or the writer has taken over.
+        func prepare(
+            seen: Set<UInt64>, othersChanged known: [Int64: Bool], layerID: Int, _ table: FeatureTable, context: BatchContext, geodatabase: Geodatabase
+        ) {
+            defer {
+                lock.lock()
+                ended = true
+                lock.broadcast()
+                lock.unlock()
             }
-            if let base, let changed = found.othersChanged { state.othersChanged[base] = changed }
-            planner.objectIDs.merge(found.planner.objectIDs) { _, new in new }
-            planner.others.merge(found.planner.others) { old, new in old + new }
-            planner.current.merge(found.planner.current) { _, new in new }
-            planner.tombstones.merge(found.planner.tombstones) { _, new in new }
-            return rest
+            var counts: [String: Int] = [:]
+            var gids: [String?] = []
+            gids.reserveCapacity(edits.count)
+            for edit in edits {
+                let gid = GlobalID.normalized(edit.globalId)
+                gids.append(gid)
+                if let gid { counts[gid, default: 0] += 1 }
+            }
+            var split = Split(fresh: [], keys: [], globalIDs: [])
+            for (index, gid) in gids.enumerated() {
+                guard let gid, counts[gid] == 1 else { continue }
+                let key = PrefetchState.key(gid)
+                guard !seen.contains(key) else { continue }
+                split.fresh.append(index)
+                split.keys.append(key)
+                split.globalIDs.append(gid)
+            }
+            lock.lock()
+            let go = !stopped && !split.fresh.isEmpty
+            if !stopped { self.split = split }
+            lock.unlock()
+            guard go else { return }
+            var changedAfter = known
+            _ = try? geodatabase.readCommittedBlocking { reader in
+                var scratchTemplate = context.planner(for: table.definition)
+                scratchTemplate.objectIDs.reserveCapacity(Self.chunkSize)
+                while let range = claim(split.fresh.count) {
+                    if range.lowerBound == 0, let pacing = HelperPacing(rawValue: BatchApplier.helperPacing.load(ordering: .relaxed)),
+                        pacing == .firstChunkHeld || pacing == .firstChunkLate
+                    {
+                        let limit = Date(timeIntervalSinceNow: 10)
+                        lock.lock()
+                        while !(pacing == .firstChunkHeld ? stopped : writerPassed), lock.wait(until: limit) {}
+                        lock.unlock()
+                    }
+                    let chunkEdits = split.fresh[range].map { edits[$0] }
+                    do {
+                        let layer = BatchLayer(id: layerID, edits: chunkEdits)
+                        var scratch = scratchTemplate
+                        let base = chunkEdits.compactMap(\.baseGeneration).min()
+                        var changed: Bool?
+                        if let base {
+                            changed = try changedAfter[base] ?? BatchApplier.othersChanged(layerID, after: base, context: context, on: reader)
+                            changedAfter[base] = changed
+                        }
+                        let chunkGIDs = Array(split.globalIDs[range])
+                        try BatchApplier.read(
+                            layer, gids: chunkGIDs, others: changed == true ? chunkGIDs : [], after: base ?? 0, table, context: context, on: reader, into: &scratch)
+                        // Plans change the planner only by a delete's object id (``BatchPlanner/adopt``):
+                        // the ids handed over are the ones read.
+                        let read = scratch.objectIDs
+                        var prepared: [PreparedEdit] = []
+                        prepared.reserveCapacity(chunkEdits.count)
+                        for (edit, gid) in zip(chunkEdits, chunkGIDs) {
+                            prepared.append(Self.prepare(edit, globalID: gid, &scratch, table.validator))
+                        }
+                        scratch.objectIDs = read
+                        finish(Chunk(range: range, found: scratch, prepared: prepared), changedAfter)
+                    } catch {
+                        finish(nil, changedAfter)
+                        return
+                    }
+                }
+            }
+            // Not in WAL mode, or no reader: the writer reads what is left.
+            lock.lock()
+            stopped = true
+            lock.broadcast()
+            lock.unlock()
+        }
+
+        /// Plans `edit` and checks the rows its steps write. The steps keep their features'
+        /// global ids only (the values are in the rows), so their memory goes here, not on the
+        /// writer.
+        private static func prepare(_ edit: BatchEdit, globalID: String, _ planner: inout BatchPlanner, _ validator: FeatureValidator) -> PreparedEdit {
+            let plan = Result { try planner.plan(edit) }
+            guard case .success(var made) = plan else { return PreparedEdit(globalID: globalID, plan: plan, rows: []) }
+            var rows: [Result<FeatureValidator.Row, any Error>?] = []
+            rows.reserveCapacity(made.steps.count)
+            for (i, step) in made.steps.enumerated() {
+                switch step {
+                case .insert(let feature):
+                    rows.append(Result { try validator.add(feature, index: 0) })
+                    made.steps[i] = .insert(Feature(globalID: feature.globalID))
+                case .update(let objectID, let feature, let clearGeometry):
+                    rows.append(!feature.attributes.isEmpty || feature.geometry != nil ? Result { try validator.update(feature, index: 0) } : nil)
+                    made.steps[i] = .update(objectID: objectID, Feature(objectID: objectID), clearGeometry: clearGeometry)
+                case .delete:
+                    rows.append(nil)
+                }
+            }
+            return PreparedEdit(globalID: globalID, plan: .success(made), rows: rows)
+        }
+
+        /// The next chunk's range among `count` fresh edits, claimed; nil once all are, or the
+        /// writer took over.
+        private func claim(_ count: Int) -> Range<Int>? {
+            lock.lock()
+            defer { lock.unlock() }
+            guard !stopped, claimed * Self.chunkSize < count else { return nil }
+            claimed += 1
+            lock.broadcast()
+            return Self.range(of: claimed - 1, count)
+        }
+
+        private func finish(_ chunk: Chunk?, _ changed: [Int64: Bool]) {
+            lock.lock()
+            if let chunk { chunks.append(chunk) } else { abandoned += 1 }
+            othersChanged = changed
+            lock.broadcast()
+            lock.unlock()
+        }
+
+        /// On the writer, before it writes the run: stops the helper, waits for the chunk it
+        /// holds (if any), and puts what the chunks done read into `planner`. Returns the edits
+        /// whose features the writer reads itself, and the prepared edits by their place in the
+        /// run (empty when none is).
+        func merge(
+            into planner: inout BatchPlanner, _ state: inout PrefetchState
+        ) -> (rest: [BatchEdit], prepared: [PreparedEdit?], inFlight: Int?) {
+            lock.lock()
+            switch HelperPacing(rawValue: BatchApplier.helperPacing.load(ordering: .relaxed)) {
+            case .writerWaitsForAll: while !ended { lock.wait() }
+            case .firstChunkHeld, .firstChunkLate: while claimed == 0 && !ended { lock.wait() }
+            default: break
+            }
+            stopped = true
+            lock.broadcast()
+            let split = self.split, chunks = self.chunks, changed = othersChanged
+            let held = chunks.count + abandoned < claimed ? Self.range(of: claimed - 1, split?.fresh.count ?? 0) : nil
+            inFlight = held
+            lock.unlock()
+            guard let split, !chunks.isEmpty || held != nil else { return (edits, [], nil) }
+            for (base, value) in changed { state.othersChanged[base] = value }
+            var prepared = [PreparedEdit?](repeating: nil, count: edits.count)
+            for chunk in chunks { take(chunk, split, into: &planner, &prepared) }
+            // The chunk in the helper's hands is taken when the writer comes to its first edit
+            // (``takeInFlight``); its features count as seen now, for the next run's helper.
+            var waiting = IndexSet()
+            if let held {
+                for j in held {
+                    state.seen.insert(split.keys[j])
+                    waiting.insert(split.fresh[j])
+                }
+            }
+            for chunk in chunks { for j in chunk.range { state.seen.insert(split.keys[j]) } }
+            var rest: [BatchEdit] = []
+            rest.reserveCapacity(edits.count)
+            for (index, edit) in edits.enumerated() where prepared[index] == nil && !waiting.contains(index) { rest.append(edit) }
+            return (rest, prepared, held.map { split.fresh[$0.lowerBound] })
+        }
+
+        /// The chunk in the helper's hands at ``merge(into:_:)``, if it is done: its reads go
+        /// into `planner` and its edits into `prepared`. Returns its edits when it is not done
+        /// (the writer does not wait for a helper that may get no core: it reads and plans them
+        /// itself, and the helper's work on them is dropped), else none.
+        func takeInFlight(into planner: inout BatchPlanner, _ prepared: inout [PreparedEdit?]) -> [BatchEdit] {
+            lock.lock()
+            if BatchApplier.helperPacing.load(ordering: .relaxed) == HelperPacing.firstChunkHeld.rawValue {
+                while chunks.count + abandoned < claimed { lock.wait() }
+            }
+            let held = inFlight, last = chunks.last, split = self.split
+            writerPassed = true
+            lock.broadcast()
+            lock.unlock()
+            guard let held, let split else { return [] }
+            guard let last, last.range == held else { return split.fresh[held].map { edits[$0] } }
+            take(last, split, into: &planner, &prepared)
+            return []
+        }
+
+        private func take(_ chunk: Chunk, _ split: Split, into planner: inout BatchPlanner, _ prepared: inout [PreparedEdit?]) {
+            planner.objectIDs.merge(chunk.found.objectIDs) { _, new in new }
+            planner.others.merge(chunk.found.others) { old, new in old + new }
+            planner.current.merge(chunk.found.current) { _, new in new }
+            planner.tombstones.merge(chunk.found.tombstones) { _, new in new }
+            for (j, edit) in zip(chunk.range, chunk.prepared) { prepared[split.fresh[j]] = edit }
+        }
+
+        /// Chunk `k`'s range among `count` fresh edits.
+        private static func range(of k: Int, _ count: Int) -> Range<Int> {
+            let start = k * chunkSize
+            return start..<min(start + chunkSize, count)
         }
     }
 
@@ -308,7 +556,7 @@ public struct BatchApplier: BatchApplying {
 
     /// Whether anyone but the uploading replica changed layer `layerID` after generation `base`
     /// and before this batch (whose own log entries carry the batch's generation).
-    private static func othersChanged(_ layerID: Int, after base: Int64, context: BatchContext, on c: GeodatabaseConnection) throws -> Bool {
+    fileprivate static func othersChanged(_ layerID: Int, after base: Int64, context: BatchContext, on c: GeodatabaseConnection) throws -> Bool {
         try c.query(
             """
             SELECT EXISTS (SELECT 1 FROM outpost_change_log INDEXED BY outpost_change_log_feed

@@ -199,6 +199,17 @@ public struct BatchPlanner: Sendable {
     /// After the backend ran an insert step.
     public mutating func inserted(_ globalID: String, objectID: Int64) { objectIDs[globalID] = objectID }
 
+    /// Takes `plan`, made for an edit of feature `globalID` by another planner that held the
+    /// same values for that feature (a backend planning a run's edits ahead, on a reader, while
+    /// it writes the run before): this planner changes as ``plan(_:)`` would have changed it.
+    /// Only for the batch's first edit of its feature: such a plan rests on nothing but that
+    /// feature's values, which no earlier edit changed.
+    public mutating func adopt(_ plan: EditPlan, globalID: String) {
+        for step in plan.steps {
+            if case .delete = step { objectIDs[globalID] = nil }
+        }
+    }
+
     /// What an edit's plan and steps may change in the planner (a feature's object id), to undo
     /// when the edit fails. Cheaper than keeping a copy of the planner, whose tables a change
     /// would copy whole for every edit.

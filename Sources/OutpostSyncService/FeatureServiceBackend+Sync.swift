@@ -292,6 +292,9 @@ public struct BatchStages: Sendable, Equatable {
     /// service's other batches waiting (the stages above, and the admission before them).
     /// Not a stage of its own, so not in ``named``.
     public var commitLockHeld: Duration = .zero
+    /// Edits whose reads, plan and checked rows were made ahead, off the writer, while it wrote
+    /// the run before theirs. Not a stage either.
+    public var preparedAhead = 0
 
     /// Stages of no time yet.
     public init() {}

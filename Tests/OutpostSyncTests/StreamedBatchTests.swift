@@ -205,17 +205,26 @@ struct StreamedBatchTests {
         try await u.h.stop()
     }
 
-    /// A batch's runs are read ahead, on a reader of the committed data, while the run before is
-    /// written (`BatchApplier.readsAhead`): the answer and the rows are those of the writer
-    /// reading alone, for features an earlier run inserted or deleted, a feature three times in
-    /// one run, and features read ahead (one the service had; one the service changed after the
-    /// edit's base, whose update in a late run is a conflict only if the reader read the others'
-    /// changes too; an insert in a late run that fails).
+    /// A batch's runs are read ahead, on a reader of the committed data, and their edits planned
+    /// and checked there, while the run before is written (`BatchApplier.readsAhead`): the
+    /// answer and the rows are those of the writer reading and planning alone, for features an
+    /// earlier run inserted or deleted, a feature three times in one run, and features read ahead
+    /// (one the service had; one the service changed after the edit's base, whose update in a
+    /// late run is a conflict only if the reader read the others' changes too; an insert in a
+    /// late run that fails).
     @Test(.scaledTimeLimit(minutes: 3))
     func runsReadAheadAnswerAsTheWriterReadingAlone() async throws {
         var outcomes: [(results: [String], rows: [String])] = []
-        for ahead in [false, true] {
-            let u = try await Self.upload(.sqlite)
+        // The writer alone; every fresh edit of a later run prepared ahead; the helper's first
+        // chunk in its hands when the writer comes to the run, and taken at its first edit (the
+        // rest read and planned by the writer), or not done then (all done by the writer, the
+        // helper's late work dropped); as a server does.
+        let pacings: [(ahead: Bool, pacing: BatchApplier.HelperPacing)] = [
+            (false, .free), (true, .writerWaitsForAll), (true, .firstChunkHeld), (true, .firstChunkLate), (true, .free),
+        ]
+        for (ahead, pacing) in pacings {
+            // Three runs of at most 2,000 edits.
+            let u = try await Self.upload(.sqlite, inserts: 4_500)
             let existing = try await u.h.serverRows(0).keys.sorted()
             let (deleted, kept) = (existing[0], existing[1])
             var batch = u.batch
@@ -235,6 +244,11 @@ struct StreamedBatchTests {
                 layerID: 0, edits: EditRequest(updates: [Feature(globalID: conflicted, attributes: ["asset_type": .string("pole")])]), rollbackOnFailure: true)
             var edits = inserted
             edits.insert(BatchEdit(op: .delete, globalId: deleted, baseGeneration: base), at: 10)
+            // A delete in the second run's first chunk of a feature the service had, prepared
+            // ahead: the writer's planner must learn it (``BatchPlanner/adopt``) for the feature's
+            // update in the third.
+            let deletedLate = existing[3]
+            edits.insert(BatchEdit(op: .delete, globalId: deletedLate, baseGeneration: base), at: 2_010)
             // A late run's conflict, and an insert whose plan fails (a field the layer lacks).
             edits.insert(
                 BatchEdit(op: .update, globalId: conflicted, attributes: ["asset_type": .string("hydrant")], changedColumns: ["asset_type"], baseGeneration: before),
@@ -244,6 +258,7 @@ struct StreamedBatchTests {
                 at: 2_350)
             let (early, late) = (inserted[5].globalId, inserted[2_400].globalId)
             let new = Set(inserted.map(\.globalId))
+            edits.append(update(deletedLate, "meter"))
             edits += [update(early, "hydrant"), update(late, "meter"), update(late, "hydrant"), update(deleted, "meter"), update(kept, "hydrant")]
             batch.layers[0].edits = edits
             let body = try FramedBatchTests.framed(batch, frameBytes: 2_000).body
@@ -251,11 +266,31 @@ struct StreamedBatchTests {
             let streamed = StreamedBatch(limit: 64 << 20, stallLimit: .seconds(30), totalStallLimit: .seconds(60))
             let pump = Task { await streamed.pump(AsyncStream { $0.yield(ByteBuffer(bytes: body)); $0.finish() }) }
             BatchApplier.readsAhead.store(ahead, ordering: .relaxed)
+            BatchApplier.helperPacing.store(pacing.rawValue, ordering: .relaxed)
             let answer = try await backend.applyStreamedBatch(try await streamed.head(), from: streamed)
             BatchApplier.readsAhead.store(true, ordering: .relaxed)
+            BatchApplier.helperPacing.store(BatchApplier.HelperPacing.free.rawValue, ordering: .relaxed)
             await pump.value
             let results = answer.result.layers[0].results
             #expect(results.count == edits.count)
+            // Ahead, fresh edits of later runs were read, planned and checked off the writer.
+            let preparedAhead = answer.stages?.preparedAhead ?? -1
+            switch pacing {
+            case _ where !ahead:
+                #expect(preparedAhead == 0)
+            case .writerWaitsForAll:
+                // All but the first run's and the few edits of a feature seen before.
+                #expect(preparedAhead >= edits.count - 2_000 - 6, "edits prepared ahead: \(preparedAhead) of \(edits.count)")
+            case .firstChunkHeld:
+                // The first chunk of each later run (two).
+                #expect(preparedAhead == 2 * 200, "edits prepared ahead: \(preparedAhead)")
+            case .firstChunkLate:
+                #expect(preparedAhead == 0)
+            case .free:
+                // No count: on a busy machine the helper may get no core at all.
+                break
+            }
+
             #expect(results.suffix(5).map(\.success) == [true, true, true, results[results.count - 2].success, true], "\(results.suffix(5))")
             #expect(results[2_300].resolution == "conflict", "\(results[2_300])")
             #expect(results[2_350].success == false && results[2_350].error?.description.contains("no_such_field") == true, "\(results[2_350])")
@@ -267,8 +302,10 @@ struct StreamedBatchTests {
                 rows.map { (new.contains($0.key) ? "new " : "\($0.key) ") + $0.value.description }.sorted()))
             try await u.h.stop()
         }
-        let (answers, rows) = (outcomes[0].results.difference(from: outcomes[1].results), outcomes[0].rows.difference(from: outcomes[1].rows))
-        #expect(answers.isEmpty, "the same answer: \(Array(answers).prefix(4))")
-        #expect(rows.isEmpty, "the same rows: \(Array(rows).prefix(4))")
+        for other in outcomes.dropFirst() {
+            let (answers, rows) = (outcomes[0].results.difference(from: other.results), outcomes[0].rows.difference(from: other.rows))
+            #expect(answers.isEmpty, "the same answer: \(Array(answers).prefix(4))")
+            #expect(rows.isEmpty, "the same rows: \(Array(rows).prefix(4))")
+        }
     }
 }

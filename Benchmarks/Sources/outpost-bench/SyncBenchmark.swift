@@ -167,7 +167,7 @@ enum SyncBenchmark {
         let trip = try await roundTrip(serviceURL: serviceURL, count: count, executable: executable, workDirectory: workDirectory, serverPID: server.processIdentifier)
         let (edits, uploadBest, downloadBest, peak) = (trip.edits, trip.upload, trip.download, trip.clientPeakMB)
         let serverPeak = peakMemoryMB(of: server.processIdentifier)
-        let stages = try await batchStages(serverURL: url)
+        let (stages, preparedAhead) = try await batchStages(serverURL: url)
         let base = workDirectory.appendingPathComponent("sync-base.gpkg"), a0 = workDirectory.appendingPathComponent("sync-a0.gpkg")
         let generateSeconds = trip.generateSeconds
 
@@ -214,24 +214,28 @@ enum SyncBenchmark {
         if !stages.isEmpty {
             let sum = stages.reduce(0) { $0 + $1.seconds }
             print("the server's batches, by stage (its /metrics, all batches): " + stages.map { "\($0.stage) \(format($0.seconds * 1000, 1)) ms" }.joined(separator: ", ")
-                + "; \(format(sum * 1000, 1)) ms in all")
+                + "; \(format(sum * 1000, 1)) ms in all; \(preparedAhead) edits prepared ahead of the writer")
         }
         print("end to end: \(format(total / geodiffSeconds, 2))x pygeodiff's time (target ≤ 0.75x), \(format(total / (2 * floors[2]), 2))x the raw floor of two applies (target ≤ 2.3x); replica generation of \(count) features: \(format(generateSeconds, 2)) s")
     }
 
-    /// The time the server's applied batches spent in each stage, summed (its `/metrics`).
-    static func batchStages(serverURL: String) async throws -> [(stage: String, seconds: Double)] {
+    /// The time the server's applied batches spent in each stage, summed, and how many of their
+    /// edits it prepared ahead of its writer (its `/metrics`).
+    static func batchStages(serverURL: String) async throws -> (stages: [(stage: String, seconds: Double)], preparedAhead: Int) {
         let response = try await HTTPClient.shared.execute(HTTPClientRequest(url: serverURL + "/metrics"), timeout: .seconds(30))
         var text = ""
         for try await chunk in response.body { text += String(buffer: chunk) }
         let prefix = "outpost_sync_batch_stage_duration_seconds_sum{stage=\""
         let order = BatchStages().named.map(\.stage)
-        return text.split(separator: "\n").compactMap { line -> (stage: String, seconds: Double)? in
+        let ahead = text.split(separator: "\n").first { $0.hasPrefix("outpost_sync_batch_edits_prepared_ahead_total") }
+            .flatMap { $0.split(separator: " ").last.flatMap { Double($0) } }
+        let stages = text.split(separator: "\n").compactMap { line -> (stage: String, seconds: Double)? in
             guard line.hasPrefix(prefix), let end = line.dropFirst(prefix.count).firstIndex(of: "\""),
                 let value = line.split(separator: " ").last.flatMap({ Double($0) })
             else { return nil }
             return (String(line[line.index(line.startIndex, offsetBy: prefix.count)..<end]), value)
         }.sorted { (order.firstIndex(of: $0.stage) ?? order.count) < (order.firstIndex(of: $1.stage) ?? order.count) }
+        return (stages, Int(ahead ?? 0))
     }
 
     /// Replicas A (edited, uploads) and B (downloads) of the service at `serviceURL`, then one

@@ -77,6 +77,12 @@ final class ServerMetrics: Sendable {
                 labels: [], buckets: Self.buckets
             ).record(stages.commitLockHeld)
         }
+        if stages.preparedAhead > 0 {
+            registry.makeCounter(
+                descriptor: Self.descriptor("sync_batch_edits_prepared_ahead", "total", "Batch edits read, planned and checked off the writer, while it wrote the run before theirs"),
+                labels: []
+            ).increment(by: Int64(stages.preparedAhead))
+        }
     }
 
     func editsApplied(_ count: Int, via: String) {

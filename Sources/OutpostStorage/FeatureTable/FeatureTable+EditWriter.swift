@@ -37,7 +37,12 @@ extension FeatureTable {
         /// Adds `feature` (given values, else field defaults; a new global id unless it has
         /// one); its object id.
         public mutating func insert(_ feature: Feature) throws -> Int64 {
-            let row = try table.validator.add(feature, index: 0)
+            try insert(checked: try table.validator.add(feature, index: 0))
+        }
+
+        /// Adds the row `table.validator.add(_:index:)` made of a feature (on any thread, ahead
+        /// of the writer); its object id.
+        public mutating func insert(checked row: FeatureValidator.Row) throws -> Int64 {
             if row.geometry != nil { try conn.willWriteGeometries(of: table.name, 1) }
             let statement = try statement(StatementKey(insert: true, columns: row.fieldIndices), columns: row.columns)
             try run(statement, row, key: nil)
@@ -49,7 +54,12 @@ extension FeatureTable {
         /// Sets the attributes `feature` gives, and its geometry when it has one, in the feature
         /// `objectID`. Throws not found when the table has no such feature.
         public mutating func update(objectID: Int64, _ feature: Feature) throws {
-            let row = try table.validator.update(feature, index: 0)
+            try update(objectID: objectID, checked: try table.validator.update(feature, index: 0))
+        }
+
+        /// Sets what the row `table.validator.update(_:index:)` made of a feature (on any
+        /// thread, ahead of the writer) holds in the feature `objectID`.
+        public mutating func update(objectID: Int64, checked row: FeatureValidator.Row) throws {
             if row.writesGeometry { try conn.willWriteGeometries(of: table.name, 1) }
             let statement = try statement(StatementKey(insert: false, columns: row.fieldIndices), columns: row.columns)
             try run(statement, row, key: objectID)
