@@ -254,7 +254,16 @@ public struct BatchApplier: BatchApplying {
     /// chunk in its hands when the writer comes to the run and done when the writer comes to
     /// its first edit (`firstChunkHeld`), or still not done then (`firstChunkLate`).
     public enum HelperPacing: Int, Sendable {
-        case free, writerWaitsForAll, firstChunkHeld, firstChunkLate
+        /// As a server does: the writer takes what the helper has done when it comes to it.
+        case free
+        /// The writer waits until the helper has prepared every fresh edit of the run.
+        case writerWaitsForAll
+        /// The helper holds its first chunk until the writer comes to the run, and the writer
+        /// waits for that chunk at its first edit.
+        case firstChunkHeld
+        /// The helper holds its first chunk until the writer has come to its first edit, so the
+        /// writer prepares those edits itself and the helper's work on them is dropped.
+        case firstChunkLate
     }
     /// ``HelperPacing``'s raw value.
     public static let helperPacing = Atomic<Int>(HelperPacing.free.rawValue)
