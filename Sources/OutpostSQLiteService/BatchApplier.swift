@@ -24,11 +24,15 @@ public struct BatchApplier: BatchApplying {
     /// Where the feature edits' time went (every layer's).
     public private(set) var stages = BatchStages()
 
-    init(conn: GeodatabaseConnection, schema: ServiceSchema, context: BatchContext, blobs: BlobStore) {
+    /// How the writer and the helper that prepares its runs ahead meet.
+    let pacing: HelperPacing
+
+    init(conn: GeodatabaseConnection, schema: ServiceSchema, context: BatchContext, blobs: BlobStore, pacing: HelperPacing = .free) {
         self.conn = conn
         self.schema = schema
         self.blobs = blobs
         self.context = context
+        self.pacing = pacing
     }
 
     public mutating func apply(_ edits: BatchLayer) throws -> [BatchEditResult] {
@@ -249,10 +253,11 @@ public struct BatchApplier: BatchApplying {
     /// it off with `BENCH_NO_READ_AHEAD`, for comparisons).
     public static let readsAhead = Atomic<Bool>(ProcessInfo.processInfo.activeProcessorCount > 1)
 
-    /// How the writer and the helper that prepares a run meet, for tests that need one way:
-    /// as a server does (`free`); with every fresh edit prepared ahead; with the helper's first
-    /// chunk in its hands when the writer comes to the run and done when the writer comes to
-    /// its first edit (`firstChunkHeld`), or still not done then (`firstChunkLate`).
+    /// How the writer and the helper that prepares a run meet, for tests that need one way
+    /// (a service's `SQLiteServiceBackend.readAheadPacing`): as a server does (`free`); with
+    /// every fresh edit prepared ahead; with the helper's first chunk in its hands when the
+    /// writer comes to the run and done when the writer comes to its first edit
+    /// (`firstChunkHeld`), or still not done then (`firstChunkLate`).
     public enum HelperPacing: Int, Sendable {
         /// As a server does: the writer takes what the helper has done when it comes to it.
         case free
@@ -265,8 +270,6 @@ public struct BatchApplier: BatchApplying {
         /// writer prepares those edits itself and the helper's work on them is dropped.
         case firstChunkLate
     }
-    /// ``HelperPacing``'s raw value.
-    public static let helperPacing = Atomic<Int>(HelperPacing.free.rawValue)
 
     /// The nice value of the thread that prepares runs ahead (on Linux a thread's own: 10
     /// leaves it about a tenth of a core the writer or a request also wants, and still lets it
@@ -283,7 +286,7 @@ public struct BatchApplier: BatchApplying {
     private func readAhead(_ edits: [BatchEdit], layerID: Int, _ table: FeatureTable, state: PrefetchState) -> ReadAheadTask? {
         guard table.definition.globalIDField != nil else { return nil }
         let context = self.context, geodatabase = conn.geodatabase
-        let task = ReadAheadTask(edits: edits)
+        let task = ReadAheadTask(edits: edits, pacing: pacing)
         Self.helper.run {
             task.prepare(seen: state.seen, othersChanged: state.othersChanged, layerID: layerID, table, context: context, geodatabase: geodatabase)
         }
@@ -380,8 +383,11 @@ public struct BatchApplier: BatchApplying {
         /// Whether others changed the layer after a base generation, as the helper learned it.
         private var othersChanged: [Int64: Bool] = [:]
 
-        init(edits: [BatchEdit]) {
+        let pacing: HelperPacing
+
+        init(edits: [BatchEdit], pacing: HelperPacing) {
             self.edits = edits
+            self.pacing = pacing
         }
 
         /// On the helper's thread: finds the fresh edits, then prepares them a chunk at a time
@@ -427,9 +433,7 @@ public struct BatchApplier: BatchApplying {
                 var scratchTemplate = context.planner(for: table.definition)
                 scratchTemplate.objectIDs.reserveCapacity(Self.chunkSize)
                 while let range = claim(split.fresh.count) {
-                    if range.lowerBound == 0, let pacing = HelperPacing(rawValue: BatchApplier.helperPacing.load(ordering: .relaxed)),
-                        pacing == .firstChunkHeld || pacing == .firstChunkLate
-                    {
+                    if range.lowerBound == 0, pacing == .firstChunkHeld || pacing == .firstChunkLate {
                         let limit = Date(timeIntervalSinceNow: 10)
                         lock.lock()
                         while !(pacing == .firstChunkHeld ? stopped : writerPassed), lock.wait(until: limit) {}
@@ -521,10 +525,10 @@ public struct BatchApplier: BatchApplying {
             into planner: inout BatchPlanner, _ state: inout PrefetchState
         ) -> (rest: [BatchEdit], prepared: [PreparedEdit?], inFlight: Int?) {
             lock.lock()
-            switch HelperPacing(rawValue: BatchApplier.helperPacing.load(ordering: .relaxed)) {
+            switch pacing {
             case .writerWaitsForAll: while !ended { lock.wait() }
             case .firstChunkHeld, .firstChunkLate: while claimed == 0 && !ended { lock.wait() }
-            default: break
+            case .free: break
             }
             stopped = true
             lock.broadcast()
@@ -558,7 +562,7 @@ public struct BatchApplier: BatchApplying {
         /// itself, and the helper's work on them is dropped), else none.
         func takeInFlight(into planner: inout BatchPlanner, _ prepared: inout [PreparedEdit?]) -> [BatchEdit] {
             lock.lock()
-            if BatchApplier.helperPacing.load(ordering: .relaxed) == HelperPacing.firstChunkHeld.rawValue {
+            if pacing == .firstChunkHeld {
                 while chunks.count + abandoned < claimed { lock.wait() }
             }
             let held = inFlight, last = chunks.last, split = self.split

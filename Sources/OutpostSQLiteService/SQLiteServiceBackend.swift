@@ -1,4 +1,5 @@
 import Foundation
+import Synchronization
 import OutpostCore
 import OutpostDigest
 import OutpostProtocol
@@ -18,6 +19,10 @@ public final class SQLiteServiceBackend: FeatureServiceBackend {
     public let clock: ServiceClock
     /// The layers' whole checksums this process knows, with the generation of each.
     let layerChecksums = LayerChecksums()
+    /// How this service's batch writer and the helper that prepares its runs ahead meet
+    /// (`BatchApplier.HelperPacing`'s raw value): `free`, as a server runs, unless a test needs
+    /// another way.
+    public let readAheadPacing = Atomic<Int>(BatchApplier.HelperPacing.free.rawValue)
 
     /// Opens a service GeoPackage made by ``create(at:schema:dataDirectory:overwrite:)``.
     /// - Throws: `SyncServiceError` (`failed`) when the file is not an Outpost service.

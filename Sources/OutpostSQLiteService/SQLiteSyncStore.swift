@@ -13,9 +13,10 @@ extension SQLiteServiceBackend: SyncStore {
     public func writeTransaction<T: Sendable>(_ body: @escaping @Sendable (SQLiteSyncTransaction) async throws -> T) async throws -> T {
         let blobs = blobs
         let tracking = LayerChecksums.Tracking(layerChecksums, geodatabase: geodatabase)
+        let pacing = BatchApplier.HelperPacing(rawValue: readAheadPacing.load(ordering: .relaxed)) ?? .free
         do {
             let result = try await geodatabase.write { conn in
-                let tx = SQLiteSyncTransaction(conn: conn, blobs: blobs)
+                let tx = SQLiteSyncTransaction(conn: conn, blobs: blobs, pacing: pacing)
                 let run = { try ConnectionThread.run { try await body(tx) } }
                 let tables = try tracking.begin(conn)
                 guard !tables.isEmpty else { return try run() }
@@ -48,6 +49,8 @@ extension SQLiteServiceBackend: SyncStore {
 public struct SQLiteSyncTransaction: SyncTransaction, @unchecked Sendable {
     let conn: GeodatabaseConnection
     let blobs: BlobStore
+    /// How the batch writer and its read-ahead helper meet (``BatchApplier/HelperPacing``).
+    var pacing: BatchApplier.HelperPacing = .free
 
     public func lockGeneration() throws -> Int64 { try ServiceStore.generation(conn) }
 
@@ -68,7 +71,7 @@ public struct SQLiteSyncTransaction: SyncTransaction, @unchecked Sendable {
     }
 
     public func applier(_ context: BatchContext) -> BatchApplier {
-        BatchApplier(conn: conn, schema: conn.geodatabase.schema, context: context, blobs: blobs)
+        BatchApplier(conn: conn, schema: conn.geodatabase.schema, context: context, blobs: blobs, pacing: pacing)
     }
 
     public func record(_ commit: BatchAdmission.Commit, at time: Int64) throws {

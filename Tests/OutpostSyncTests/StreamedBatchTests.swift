@@ -266,10 +266,9 @@ struct StreamedBatchTests {
             let streamed = StreamedBatch(limit: 64 << 20, stallLimit: .seconds(30), totalStallLimit: .seconds(60))
             let pump = Task { await streamed.pump(AsyncStream { $0.yield(ByteBuffer(bytes: body)); $0.finish() }) }
             BatchApplier.readsAhead.store(ahead, ordering: .relaxed)
-            BatchApplier.helperPacing.store(pacing.rawValue, ordering: .relaxed)
+            try #require(backend as? SQLiteServiceBackend).readAheadPacing.store(pacing.rawValue, ordering: .relaxed)
             let answer = try await backend.applyStreamedBatch(try await streamed.head(), from: streamed)
             BatchApplier.readsAhead.store(true, ordering: .relaxed)
-            BatchApplier.helperPacing.store(BatchApplier.HelperPacing.free.rawValue, ordering: .relaxed)
             await pump.value
             let results = answer.result.layers[0].results
             #expect(results.count == edits.count)
