@@ -57,8 +57,8 @@ public struct BatchApplier: BatchApplying {
         let started = clock.now
         var logging = Duration.zero, reading = Duration.zero
         var state = PrefetchState()
-        // A run's reads done ahead, on a reader of the committed data, while the run before it
-        // was written (see `readAhead`).
+        // A run's fresh edits read, planned and checked ahead, on a reader of the committed
+        // data, while the run before it is written (see `readAhead`).
         let ahead = Self.readsAhead.load(ordering: .relaxed)
         var pending = try next()
         var fetched: ReadAheadTask?
@@ -152,9 +152,10 @@ public struct BatchApplier: BatchApplying {
                 if let gid = feature.globalID { planner.inserted(gid, objectID: id) }
                 plan.result.objectId = id
             case .update(let objectID, let feature, let clearGeometry):
+                // A step made ahead keeps no values (they are in its checked row).
                 if let checked {
                     try writer.update(objectID: objectID, checked: checked.get())
-                } else if ready == nil, !feature.attributes.isEmpty || feature.geometry != nil {
+                } else if !feature.attributes.isEmpty || feature.geometry != nil {
                     try writer.update(objectID: objectID, feature)
                 }
                 if clearGeometry {
@@ -248,9 +249,9 @@ public struct BatchApplier: BatchApplying {
 
     // MARK: - Reading ahead
 
-    /// Whether a layer's next run of edits is read on a reader of the committed data while the
-    /// current run is written (on where there is a second core; `outpost-bench`'s server turns
-    /// it off with `BENCH_NO_READ_AHEAD`, for comparisons).
+    /// Whether a layer's next run of edits is prepared ahead (read on a reader of the committed
+    /// data, planned and checked) while the current run is written (on where there is a second
+    /// core; `outpost-bench`'s server turns it off with `BENCH_NO_READ_AHEAD`, for comparisons).
     public static let readsAhead = Atomic<Bool>(ProcessInfo.processInfo.activeProcessorCount > 1)
 
     /// How the writer and the helper that prepares a run meet, for tests that need one way
@@ -517,10 +518,10 @@ public struct BatchApplier: BatchApplying {
             lock.unlock()
         }
 
-        /// On the writer, before it writes the run: stops the helper, waits for the chunk it
-        /// holds (if any), and puts what the chunks done read into `planner`. Returns the edits
-        /// whose features the writer reads itself, and the prepared edits by their place in the
-        /// run (empty when none is).
+        /// On the writer, before it writes the run: stops the helper and puts what the chunks
+        /// done read into `planner`. Returns the edits whose features the writer reads itself,
+        /// the prepared edits by their place in the run (empty when none is), and the place of
+        /// the first edit of the chunk the helper still holds (``takeInFlight(into:_:)``).
         func merge(
             into planner: inout BatchPlanner, _ state: inout PrefetchState
         ) -> (rest: [BatchEdit], prepared: [PreparedEdit?], inFlight: Int?) {
