@@ -306,7 +306,7 @@ let package = Package(
         .testTarget(
             name: "OutpostLocatorTests",
             dependencies: [
-                "OutpostLocator", "OutpostTestSupport", "OutpostHTTPTestSupport", "OutpostCore", "OutpostStorage",
+                "OutpostLocator", "OutpostREST", "OutpostTestSupport", "OutpostHTTPTestSupport", "OutpostCore", "OutpostStorage",
                 .product(name: "GRDB", package: "GRDB.swift"),
             ]),
         .testTarget(

@@ -46,12 +46,18 @@ public final class LoopbackHTTPServer: Sendable {
     public typealias Handler = @Sendable (Request) -> Response?
 
     private let channel: any Channel
+    private let heldClosed: HeldClosed
     public let port: Int
 
     public var baseURL: URL { URL(string: "http://127.0.0.1:\(port)")! }
 
-    private init(channel: any Channel, port: Int) {
+    /// How many connections holding an unanswered request (``Response/held``) the client has
+    /// closed: a client that cancels such a request closes its connection.
+    public var heldConnectionsClosed: Int { heldClosed.count.load(ordering: .relaxed) }
+
+    private init(channel: any Channel, heldClosed: HeldClosed, port: Int) {
         self.channel = channel
+        self.heldClosed = heldClosed
         self.port = port
     }
 
@@ -68,21 +74,26 @@ public final class LoopbackHTTPServer: Sendable {
 
     /// Starts listening; stop with ``stop()``.
     public static func start(handler: @escaping Handler) async throws -> LoopbackHTTPServer {
+        let heldClosed = HeldClosed()
         let bootstrap = ServerBootstrap(group: MultiThreadedEventLoopGroup.singleton)
             .serverChannelOption(.backlog, value: 64)
             .serverChannelOption(.socketOption(.so_reuseaddr), value: 1)
             .childChannelInitializer { channel in
                 channel.pipeline.configureHTTPServerPipeline().flatMap {
-                    channel.pipeline.addHandler(ScriptedHandler(handler: handler))
+                    channel.pipeline.addHandler(ScriptedHandler(handler: handler, heldClosed: heldClosed))
                 }
             }
         let channel = try await bootstrap.bind(host: "127.0.0.1", port: 0).get()
-        return LoopbackHTTPServer(channel: channel, port: channel.localAddress?.port ?? 0)
+        return LoopbackHTTPServer(channel: channel, heldClosed: heldClosed, port: channel.localAddress?.port ?? 0)
     }
 
     public func stop() async throws {
         try await channel.close()
     }
+}
+
+private final class HeldClosed: Sendable {
+    let count = Atomic<Int>(0)
 }
 
 private final class ScriptedHandler: ChannelInboundHandler, @unchecked Sendable {
@@ -91,10 +102,21 @@ private final class ScriptedHandler: ChannelInboundHandler, @unchecked Sendable 
     typealias OutboundOut = HTTPServerResponsePart
 
     let handler: LoopbackHTTPServer.Handler
+    let heldClosed: HeldClosed
     var head: HTTPRequestHead?
     var body = Data()
+    /// A request on this connection is held unanswered.
+    var holding = false
 
-    init(handler: @escaping LoopbackHTTPServer.Handler) { self.handler = handler }
+    init(handler: @escaping LoopbackHTTPServer.Handler, heldClosed: HeldClosed) {
+        self.handler = handler
+        self.heldClosed = heldClosed
+    }
+
+    func channelInactive(context: ChannelHandlerContext) {
+        if holding { heldClosed.count.add(1, ordering: .relaxed) }
+        context.fireChannelInactive()
+    }
 
     func channelRead(context: ChannelHandlerContext, data: NIOAny) {
         switch unwrapInboundIn(data) {
@@ -123,6 +145,7 @@ private final class ScriptedHandler: ChannelInboundHandler, @unchecked Sendable 
             }
             if response.isHeld {
                 self.head = nil
+                holding = true
                 return
             }
             var headers = HTTPHeaders()

@@ -27,7 +27,7 @@ public final class LocatorTask: LoadableForwarding, Sendable {
     /// - Parameters:
     ///   - url: `…/GeocodeServer`, or a file URL of a `.locator`.
     ///   - token: sent as a bearer token to a secured service.
-    /// - Parameter transport: the HTTP client for a GeocodeServer (by default one with the token and a 120 s
+    /// - Parameter transport: the HTTP client for a GeocodeServer (by default one with the token and a 60 s
     ///   timeout).
     public init(url: URL, token: String? = nil, transport: (any RESTTransport)? = nil) {
         self.url = url
