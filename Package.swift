@@ -317,7 +317,10 @@ let package = Package(
         .testTarget(name: "OutpostCoreTests", dependencies: ["OutpostCore", "OutpostDigest", "OutpostStorage", "OutpostTestSupport"]),
         .testTarget(
             name: "OutpostStorageTests",
-            dependencies: ["OutpostStorage", "OutpostTestSupport", "OutpostCore", .product(name: "GRDB", package: "GRDB.swift")]
+            dependencies: [
+                "OutpostStorage", "OutpostTestSupport", "OutpostCore", .product(name: "GRDB", package: "GRDB.swift"),
+                .product(name: "GRDBSQLite", package: "GRDB.swift"),
+            ]
         ),
         .testTarget(
             name: "OutpostCLITests",

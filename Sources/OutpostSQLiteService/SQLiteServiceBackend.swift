@@ -24,11 +24,18 @@ public final class SQLiteServiceBackend: FeatureServiceBackend {
     /// another way.
     public let readAheadPacing = Atomic<Int>(BatchApplier.HelperPacing.free.rawValue)
 
+    /// The service writer's page cache: 64 MB, twice a replica's. A batch of 16,000 edits at
+    /// 100,000 points changes ~27 MB of pages (rows, global-id index, R-tree, change log); in
+    /// 32 MB beside the pages it reads, SQLite wrote some into the WAL before the commit and
+    /// again when the batch changed them after, and the batch's `commit` stage took 15–30 ms
+    /// longer. One writer a service; SQLite takes the memory as pages are used.
+    static let writerCache = 64 << 20
+
     /// Opens a service GeoPackage made by ``create(at:schema:dataDirectory:overwrite:)``.
     /// - Throws: `SyncServiceError` (`failed`) when the file is not an Outpost service.
     public init(url: URL, name: String? = nil, faults: FaultInjector = FaultInjector(), clock: ServiceClock = .system) throws {
         self.clock = clock
-        geodatabase = try Geodatabase.open(at: url)
+        geodatabase = try Geodatabase.open(at: url, writerCache: Self.writerCache)
         blobs = BlobStore(directory: URL(fileURLWithPath: url.path + ".blobs"))
         self.name = name ?? url.deletingPathExtension().lastPathComponent
         self.faults = faults

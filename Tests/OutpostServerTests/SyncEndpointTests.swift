@@ -253,6 +253,19 @@ struct NativeSyncEndpointTests {
         }
     }
 
+    /// A service's writer keeps 64 MB of pages, twice a replica's 32 MB: a batch of 16,000 edits
+    /// changes ~27 MB of pages, and they stay in the cache until its commit.
+    @Test func aServiceWriterKeeps64MBOfPages() async throws {
+        let service = try await TestService.fieldInspection(.sqlite)
+        try await service.backend.close()
+        let backend = try SQLiteServiceBackend(url: service.file)
+        #expect(try await backend.geodatabase.write { conn in try conn.query("PRAGMA cache_size") } == [[.integer(-65536)]])
+        let replica = try Geodatabase.open(at: service.file)
+        #expect(try await replica.write { conn in try conn.query("PRAGMA cache_size") } == [[.integer(-32768)]])
+        try replica.close()
+        try await backend.close()
+    }
+
     /// A store reads the time from the clock it was given: a replica's creation date and its
     /// last sync are the clock's, not the wall clock's.
     @Test func aStoreReadsTheTimeFromItsClock() async throws {

@@ -1,5 +1,6 @@
 import Foundation
 import GRDB
+import GRDBSQLite
 import OutpostCore
 import OutpostTestSupport
 import Testing
@@ -71,6 +72,43 @@ struct TransactionTests {
         // The geodatabase is fine afterwards.
         #expect(try await gdb.table(named: "inspection_points").count() == 300)
         try gdb.close()
+    }
+
+    /// The writer keeps a transaction's changed pages in its page cache up to the cache's size
+    /// (32 MB unless opened with another `writerCache`; a service's writer has 64 MB) and writes
+    /// them into the WAL before the commit only past it, so a large transaction's memory stays
+    /// bounded, and one that fits writes each page once.
+    @Test(.scaledTimeLimit(minutes: 1), arguments: [nil, 64 << 20])
+    func aTransactionKeepsItsChangedPagesUpToTheWriterCache(writerCache: Int?) async throws {
+        let dir = TemporaryDirectory()
+        let made = try SampleGeodatabases.fieldInspection(in: dir)
+        let url = made.url
+        try made.close()
+        let gdb = try writerCache.map { try Geodatabase.open(at: url, writerCache: $0) } ?? Geodatabase.open(at: url)
+        defer { try? gdb.close() }
+        let cache = writerCache ?? Geodatabase.defaultWriterCache
+        try await gdb.write { conn in
+            let db = conn.db
+            func status(_ counter: Int32) -> Int {
+                var current: Int32 = 0, highest: Int32 = 0
+                _ = sqlite3_db_status(db.sqliteConnection, counter, &current, &highest, 0)
+                return Int(current)
+            }
+            let spilledBefore = status(SQLITE_DBSTATUS_CACHE_SPILL)
+            try db.execute(sql: "CREATE TABLE bulk (id INTEGER PRIMARY KEY, data BLOB)")
+            // A row to a 4 KB page.
+            let insert = try db.makeStatement(sql: "INSERT INTO bulk (data) VALUES (zeroblob(3900))")
+            let pages = cache / 4096
+            // Four fifths of the cache: nothing written early.
+            for _ in 0..<(pages * 4 / 5) { try insert.execute() }
+            #expect(status(SQLITE_DBSTATUS_CACHE_SPILL) == spilledBefore)
+            #expect(status(SQLITE_DBSTATUS_CACHE_USED) > cache * 3 / 4)
+            // Twice the cache: pages go to the WAL, and the cache stops growing.
+            for _ in 0..<(2 * pages - pages * 4 / 5) { try insert.execute() }
+            #expect(status(SQLITE_DBSTATUS_CACHE_SPILL) > spilledBefore)
+            #expect(status(SQLITE_DBSTATUS_CACHE_USED) < cache + cache / 8)
+        }
+        #expect(try await gdb.read { conn in try Int.fetchOne(conn.db, sql: "SELECT count(*) FROM bulk") } == cache / 4096 * 2)
     }
 
     /// `write(durable: false)` (a replica's download, its acknowledgement of an answer) commits at

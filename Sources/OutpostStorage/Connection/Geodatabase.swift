@@ -66,12 +66,17 @@ public final class Geodatabase: Sendable {
     ///
     /// Files written by Outpost open with their schema; GeoPackages from GDAL, QGIS and others open
     /// with a schema derived from their tables (not synced).
+    /// - Parameters:
+    ///   - url: the file.
+    ///   - readOnly: open it for reading only.
+    ///   - writerCache: the most bytes of pages the writing connection keeps in its page cache
+    ///     (``defaultWriterCache`` unless given; SQLite takes memory for it as pages are used).
     /// - Throws: ``StorageError`` `.notFound`, `.notAGeoPackage` (not SQLite, or not a GeoPackage),
     ///   `.corrupt`, or `.unsupportedContent` (for example curve geometry types).
-    public static func open(at url: URL, readOnly: Bool = false) throws -> Geodatabase {
+    public static func open(at url: URL, readOnly: Bool = false, writerCache: Int = defaultWriterCache) throws -> Geodatabase {
         let header = try FileHeader.read(url)
         let checkpointer = header.isWAL && !readOnly ? WALCheckpointer(path: url.path) : nil
-        let config = configuration(readOnly: readOnly, checkpointer: checkpointer)
+        let config = configuration(readOnly: readOnly, checkpointer: checkpointer, writerCache: writerCache)
         let writer: any DatabaseWriter
         do {
             // WAL files get a pool (concurrent readers). Others are opened as they are: switching a
@@ -99,7 +104,11 @@ public final class Geodatabase: Sendable {
         }
     }
 
-    static func configuration(readOnly: Bool, checkpointer: WALCheckpointer? = nil) -> Configuration {
+    /// The writing connection's page cache unless ``open(at:readOnly:writerCache:)`` is given
+    /// another: 32 MB.
+    public static let defaultWriterCache = 32 << 20
+
+    static func configuration(readOnly: Bool, checkpointer: WALCheckpointer? = nil, writerCache: Int = defaultWriterCache) -> Configuration {
         var config = Configuration()
         config.readonly = readOnly
         config.foreignKeysEnabled = true
@@ -129,7 +138,7 @@ public final class Geodatabase: Sendable {
                 try db.execute(sql: "PRAGMA cache_size = -8192")
                 try db.execute(sql: "PRAGMA mmap_size = 33554432")
             } else {
-                try db.execute(sql: "PRAGMA cache_size = -32768")
+                try db.execute(sql: "PRAGMA cache_size = -\(max(writerCache, 1 << 20) >> 10)")
                 try db.execute(sql: "PRAGMA mmap_size = 134217728")
                 // Commits leave the copying of WAL frames into the file to a background checkpoint.
                 checkpointer?.install(on: handle)
