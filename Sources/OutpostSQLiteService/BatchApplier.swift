@@ -99,7 +99,7 @@ public struct BatchApplier: BatchApplying {
                         do {
                             // With rollback on failure one bad edit rejects the batch, so edits need no
                             // savepoint of their own; without it each edit stands alone.
-                            let undo = ready.map { ($0.globalID, planner.objectIDs[$0.globalID]) } ?? planner.undoPoint(edit)
+                            let undo = ready.map { planner.undoPoint(globalID: $0.globalID) } ?? planner.undoPoint(edit)
                             do {
                                 let plan =
                                     context.rollbackOnFailure
@@ -540,7 +540,10 @@ public struct BatchApplier: BatchApplying {
             guard let split, !chunks.isEmpty || held != nil else { return (edits, [], nil) }
             for (base, value) in changed { state.othersChanged[base] = value }
             var prepared = [PreparedEdit?](repeating: nil, count: edits.count)
-            for chunk in chunks { take(chunk, split, into: &planner, &prepared) }
+            for chunk in chunks {
+                take(chunk, split, into: &planner, &prepared)
+                for j in chunk.range { state.seen.insert(split.keys[j]) }
+            }
             // The chunk in the helper's hands is taken when the writer comes to its first edit
             // (``takeInFlight``); its features count as seen now, for the next run's helper.
             var waiting = IndexSet()
@@ -550,7 +553,6 @@ public struct BatchApplier: BatchApplying {
                     waiting.insert(split.fresh[j])
                 }
             }
-            for chunk in chunks { for j in chunk.range { state.seen.insert(split.keys[j]) } }
             var rest: [BatchEdit] = []
             rest.reserveCapacity(edits.count)
             for (index, edit) in edits.enumerated() where prepared[index] == nil && !waiting.contains(index) { rest.append(edit) }

@@ -214,7 +214,12 @@ public struct BatchPlanner: Sendable {
     /// when the edit fails. Cheaper than keeping a copy of the planner, whose tables a change
     /// would copy whole for every edit.
     public func undoPoint(_ edit: BatchEdit) -> (globalID: String, objectID: Int64?)? {
-        GlobalID.normalized(edit.globalId).map { ($0, objectIDs[$0]) }
+        GlobalID.normalized(edit.globalId).map(undoPoint(globalID:))
+    }
+
+    /// ``undoPoint(_:)`` for an edit of feature `globalID` (already normalised).
+    public func undoPoint(globalID: String) -> (globalID: String, objectID: Int64?) {
+        (globalID, objectIDs[globalID])
     }
 
     /// Restores what ``undoPoint(_:)`` kept (nothing for nil).

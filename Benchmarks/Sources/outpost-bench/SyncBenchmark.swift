@@ -227,9 +227,10 @@ enum SyncBenchmark {
         for try await chunk in response.body { text += String(buffer: chunk) }
         let prefix = "outpost_sync_batch_stage_duration_seconds_sum{stage=\""
         let order = BatchStages().named.map(\.stage)
-        let ahead = text.split(separator: "\n").first { $0.hasPrefix("outpost_sync_batch_edits_prepared_ahead_total") }
+        let lines = text.split(separator: "\n")
+        let ahead = lines.first { $0.hasPrefix("outpost_sync_batch_edits_prepared_ahead_total") }
             .flatMap { $0.split(separator: " ").last.flatMap { Double($0) } }
-        let stages = text.split(separator: "\n").compactMap { line -> (stage: String, seconds: Double)? in
+        let stages = lines.compactMap { line -> (stage: String, seconds: Double)? in
             guard line.hasPrefix(prefix), let end = line.dropFirst(prefix.count).firstIndex(of: "\""),
                 let value = line.split(separator: " ").last.flatMap({ Double($0) })
             else { return nil }
