@@ -86,4 +86,49 @@ struct ServiceRowWriterTests {
             }
         }
     }
+
+    /// Rows written one after another with different sets of columns each get their own
+    /// statement (the writer reuses the last one only for the same set), and every value is
+    /// bound as the table stores it.
+    @Test func rowsOfDifferentColumnsInTurnEachWriteTheirOwn() async throws {
+        let dir = TemporaryDirectory()
+        let gdb = try SampleGeodatabases.emptyFieldInspection(in: dir)
+        let table = try gdb.table(named: "inspection_points")
+        let gids = (1...3).map { "{6A1E2F40-1111-4C2B-9D11-0123456789A\($0)}" }
+        let inspected = Date(timeIntervalSince1970: 1_700_000_000)
+        let ids = try await gdb.write { conn -> [Int64] in
+            var writer = ServiceRowWriter(table: table, conn: conn)
+            var ids: [Int64] = []
+            for (n, gid) in gids.enumerated() {
+                ids.append(try writer.insert(
+                    globalID: gid, values: Self.values(writer, ["asset_id": .string("GD-\(n)"), "asset_type": .string("valve")]),
+                    geometry: .point(try Point(x: 24.9 + Double(n), y: 60.1))))
+            }
+            let located = try writer.locate(globalIDs: gids)
+            // notes only; then type, notes, an integer into a double field and a move; then notes only again.
+            try writer.update(objectID: ids[0], values: Self.values(writer, ["notes": .string("first")]), geometry: .keep, stored: located[gids[0]]?.geometry)
+            try writer.update(
+                objectID: ids[1], values: Self.values(writer, ["asset_type": .string("hydrant"), "notes": .string("second"), "depth_m": .integer(3)]),
+                geometry: .set(.point(try Point(x: 30, y: 61))), stored: located[gids[1]]?.geometry)
+            try writer.update(objectID: ids[2], values: Self.values(writer, ["notes": .string("third")]), geometry: .clear, stored: located[gids[2]]?.geometry)
+            try writer.update(objectID: ids[0], values: Self.values(writer, ["inspected_at": .date(inspected)]), geometry: .keep, stored: nil)
+            // Nothing to write: no statement runs.
+            #expect(try writer.update(objectID: ids[1], values: Self.values(writer, [:]), geometry: .keep, stored: nil) == false)
+            try writer.finish()
+            return ids
+        }
+        let rows = try gdb.read { conn in
+            try Row.fetchAll(
+                conn.db, sql: "SELECT objectid, asset_type, notes, depth_m, typeof(depth_m), inspected_at, ST_MinX(geom), geom IS NULL FROM inspection_points ORDER BY objectid")
+        }
+        #expect(rows.map { $0[0] as Int64 } == ids)
+        #expect(rows.map { $0[1] as String } == ["valve", "hydrant", "valve"])
+        #expect(rows.map { $0[2] as String? } == ["first", "second", "third"])
+        #expect(rows[1][3] as Double? == 3 && rows[1][4] as String == "real")
+        #expect(rows[0][5] as String? == GeoPackageDate.format(inspected) && rows[1][5] as String? == nil)
+        #expect(rows[1][6] as Double? == 30)
+        #expect(rows.map { $0[7] as Bool } == [false, false, true])
+        #expect(try await gdb.int("SELECT count(*) FROM rtree_inspection_points_geom") == 2)
+        #expect(try await gdb.string("SELECT rtreecheck('rtree_inspection_points_geom')") == "ok")
+    }
 }

@@ -13,17 +13,7 @@ extension Statement {
         guard values.count == Int(sqlite3_bind_parameter_count(stmt)) else {
             throw DatabaseError(resultCode: .SQLITE_MISUSE, message: "\(values.count) values for \(sqlite3_bind_parameter_count(stmt)) parameters", sql: sql)
         }
-        for (i, value) in values.enumerated() {
-            let index = Int32(i + 1)
-            switch value.storage {
-            case .null: sqlite3_bind_null(stmt, index)
-            case .int64(let v): sqlite3_bind_int64(stmt, index, v)
-            case .double(let v): sqlite3_bind_double(stmt, index, v)
-            case .string(let v): bindText(v, stmt, index)
-            case .blob(let v):
-                v.withUnsafeBytes { _ = sqlite3_bind_blob(stmt, index, $0.baseAddress, Int32($0.count), sqliteTransient) }
-            }
-        }
+        for (i, value) in values.enumerated() { bindDatabaseValue(value, stmt, Int32(i + 1)) }
         try stepToEnd()
     }
 
@@ -40,6 +30,18 @@ extension Statement {
             throw DatabaseError(resultCode: ResultCode(rawValue: code), message: message, sql: sql)
         }
         sqlite3_reset(stmt)
+    }
+}
+
+/// Binds a GRDB value through the C API.
+func bindDatabaseValue(_ value: DatabaseValue, _ stmt: OpaquePointer?, _ index: Int32) {
+    switch value.storage {
+    case .null: sqlite3_bind_null(stmt, index)
+    case .int64(let v): sqlite3_bind_int64(stmt, index, v)
+    case .double(let v): sqlite3_bind_double(stmt, index, v)
+    case .string(let v): bindText(v, stmt, index)
+    case .blob(let v):
+        v.withUnsafeBytes { _ = sqlite3_bind_blob(stmt, index, $0.baseAddress, Int32($0.count), sqliteTransient) }
     }
 }
 

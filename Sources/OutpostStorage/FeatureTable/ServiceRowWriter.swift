@@ -42,6 +42,10 @@ public struct ServiceRowWriter {
     private let defaults: [DatabaseValue]
     private let globalIDField: String?
     private var statements: [StatementKey: Statement] = [:]
+    /// The statement used last, with its key.
+    private var current: (key: StatementKey, statement: Statement)?
+    /// The columns of the row being written (kept between rows: no array made per row).
+    private var columns: [Int] = []
     private var extent = Envelope.Builder()
     private var touched = false
 
@@ -108,54 +112,65 @@ public struct ServiceRowWriter {
     /// nothing).
     @discardableResult
     public mutating func update(objectID: Int64, values: [FieldValue?], geometry: GeometryWrite, stored: [UInt8]?) throws -> Bool {
-        var blob: DatabaseValue?
+        var blob: [UInt8]?
+        var clears = false
         switch geometry {
         case .keep: break
-        case .clear: if stored != nil { blob = .null }
+        case .clear: clears = stored != nil
         case .set(let g):
             let encoded = try encode(g)
-            if encoded != stored { blob = Data(encoded).databaseValue }
+            if encoded != stored { blob = encoded }
         }
-        var columns: [Int] = []
-        var arguments: [DatabaseValue] = []
-        for (i, value) in values.enumerated() {
-            guard let value else { continue }
-            columns.append(i)
-            arguments.append(table.databaseValue(value, fields[i].type))
+        let writesGeometry = blob != nil || clears
+        columns.removeAll(keepingCapacity: true)
+        for (i, value) in values.enumerated() where value != nil { columns.append(i) }
+        guard !columns.isEmpty || writesGeometry else { return false }
+        if writesGeometry { try conn.willWriteGeometries(of: table.name, 1) }
+        let s = try statement(insert: false, geometry: writesGeometry).sqliteStatement
+        sqlite3_reset(s)
+        var index: Int32 = 1
+        for i in columns {
+            bindFieldValue(values[i]!, fields[i].type, s, index)
+            index += 1
         }
-        if let blob { arguments.append(blob) }
-        guard !arguments.isEmpty else { return false }
-        arguments.append(objectID.databaseValue)
-        if blob != nil { try conn.willWriteGeometries(of: table.name, 1) }
-        try run(StatementKey(insert: false, columns: columns, geometry: blob != nil), arguments)
+        if writesGeometry {
+            bindBlob(blob, s, index)
+            index += 1
+        }
+        sqlite3_bind_int64(s, index, objectID)
+        try step()
         touched = true
-        return blob != nil
+        return writesGeometry
     }
 
     /// Inserts the feature `globalID` with `values` (aligned with ``fields``; nil takes the
     /// field's default) and geometry; its new object id.
     public mutating func insert(globalID: String, values: [FieldValue?], geometry: Geometry?) throws -> Int64 {
-        var arguments: [DatabaseValue] = []
-        arguments.reserveCapacity(fields.count + 2)
-        for (i, field) in fields.enumerated() {
-            arguments.append(values[i].map { table.databaseValue($0, field.type) } ?? defaults[i])
-        }
-        let withGeometry = table.definition.isSpatial
-        if withGeometry {
-            if let geometry {
-                arguments.append(Data(try encode(geometry)).databaseValue)
-                try conn.willWriteGeometries(of: table.name, 1)
-            } else {
-                arguments.append(.null)
-            }
-        }
+        var gid: String?
         if let gidField = globalIDField {
-            guard let gid = GlobalID.normalized(globalID) else {
+            guard let normalized = GlobalID.normalized(globalID) else {
                 throw StorageError(.invalidEdit, "\"\(shortened(globalID))\" is not a GUID", table: table.name, field: gidField)
             }
-            arguments.append(gid.databaseValue)
+            gid = normalized
         }
-        try run(StatementKey(insert: true, columns: Array(fields.indices), geometry: withGeometry), arguments)
+        let withGeometry = table.definition.isSpatial
+        let blob = withGeometry ? try geometry.map { try encode($0) } : nil
+        if withGeometry, blob != nil { try conn.willWriteGeometries(of: table.name, 1) }
+        columns.removeAll(keepingCapacity: true)
+        columns.append(contentsOf: fields.indices)
+        let s = try statement(insert: true, geometry: withGeometry).sqliteStatement
+        sqlite3_reset(s)
+        var index: Int32 = 1
+        for (i, field) in fields.enumerated() {
+            if let value = values[i] { bindFieldValue(value, field.type, s, index) } else { bindDatabaseValue(defaults[i], s, index) }
+            index += 1
+        }
+        if withGeometry {
+            bindBlob(blob, s, index)
+            index += 1
+        }
+        if let gid { bindText(gid, s, index) }
+        try step()
         touched = true
         return conn.db.lastInsertedRowID
     }
@@ -183,17 +198,30 @@ public struct ServiceRowWriter {
         return GeoPackageBinary.encode(g, srsID: table.srsID)
     }
 
-    /// Runs the statement of `key`; a constraint of the table is an edit error, as through the edit API.
-    private mutating func run(_ key: StatementKey, _ arguments: [DatabaseValue]) throws {
+    /// Steps the statement bound last; a constraint of the table is an edit error, as through
+    /// the edit API.
+    private func step() throws {
+        guard let current else { return }
         do {
-            try statement(key).run(arguments)
+            try current.statement.stepToEnd()
         } catch let error as DatabaseError where error.resultCode == .SQLITE_CONSTRAINT {
             throw StorageError(.invalidEdit, "rejected by the table: \(error.message ?? "constraint failed")", table: table.name, cause: error)
         }
     }
 
-    private mutating func statement(_ key: StatementKey) throws -> Statement {
-        if let cached = statements[key] { return cached }
+    /// The statement that writes ``columns`` (and the geometry when `geometry`), made once per
+    /// set of columns. A download writes most rows with the statement of the row before: that
+    /// one is checked first, without hashing the key.
+    private mutating func statement(insert: Bool, geometry: Bool) throws -> Statement {
+        if let current, current.key.insert == insert, current.key.geometry == geometry, current.key.columns == columns { return current.statement }
+        let key = StatementKey(insert: insert, columns: columns, geometry: geometry)
+        let made = try statements[key] ?? makeStatement(key)
+        statements[key] = made
+        current = (key, made)
+        return made
+    }
+
+    private func makeStatement(_ key: StatementKey) throws -> Statement {
         let layer = table.definition
         var names = key.columns.map { quoted(fields[$0].name) }
         if key.geometry { names.append(quoted(layer.geometryColumn)) }
@@ -204,8 +232,15 @@ public struct ServiceRowWriter {
         } else {
             sql = "UPDATE \(quoted(table.name)) SET \(names.map { "\($0) = ?" }.joined(separator: ", ")) WHERE \(quoted(layer.objectIDField)) = ?"
         }
-        let made = try conn.db.makeStatement(sql: sql)
-        statements[key] = made
-        return made
+        return try conn.db.makeStatement(sql: sql)
     }
+}
+
+/// Binds a geometry blob (nil: NULL) without making `Data` of it first.
+private func bindBlob(_ blob: [UInt8]?, _ stmt: OpaquePointer, _ index: Int32) {
+    guard let blob else {
+        sqlite3_bind_null(stmt, index)
+        return
+    }
+    blob.withUnsafeBytes { _ = sqlite3_bind_blob(stmt, index, $0.baseAddress, Int32($0.count), sqliteTransient) }
 }

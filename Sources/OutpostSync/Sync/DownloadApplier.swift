@@ -83,6 +83,8 @@ struct DownloadApplier {
         let local = try writer.locate(globalIDs: gids)
         let attachments = try localAttachments(changes)
         let geometryColumn = layer.isSpatial ? writer.table.definition.geometryColumn : nil
+        // One row's values, emptied for each change (not an array made per change).
+        var values = [FieldValue?](repeating: nil, count: writer.fields.count)
         for change in changes {
             let protected = pending[change.globalId] ?? []
             let existing = local[change.globalId]
@@ -100,7 +102,7 @@ struct DownloadApplier {
                     kept += 1
                     continue
                 }
-                var values = [FieldValue?](repeating: nil, count: writer.fields.count)
+                for i in values.indices { values[i] = nil }
                 for (name, json) in change.attributes ?? [:] {
                     // The writer's fields are neither the object id nor the global id.
                     guard let i = writer.fieldIndex(named: name) else { continue }
