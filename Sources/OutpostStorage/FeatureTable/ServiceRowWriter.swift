@@ -126,7 +126,8 @@ public struct ServiceRowWriter {
         for (i, value) in values.enumerated() where value != nil { columns.append(i) }
         guard !columns.isEmpty || writesGeometry else { return false }
         if writesGeometry { try conn.willWriteGeometries(of: table.name, 1) }
-        let s = try statement(insert: false, geometry: writesGeometry).sqliteStatement
+        let written = try statement(insert: false, geometry: writesGeometry)
+        let s = written.sqliteStatement
         sqlite3_reset(s)
         var index: Int32 = 1
         for i in columns {
@@ -138,7 +139,7 @@ public struct ServiceRowWriter {
             index += 1
         }
         sqlite3_bind_int64(s, index, objectID)
-        try step()
+        try step(written)
         touched = true
         return writesGeometry
     }
@@ -158,7 +159,8 @@ public struct ServiceRowWriter {
         if withGeometry, blob != nil { try conn.willWriteGeometries(of: table.name, 1) }
         columns.removeAll(keepingCapacity: true)
         columns.append(contentsOf: fields.indices)
-        let s = try statement(insert: true, geometry: withGeometry).sqliteStatement
+        let written = try statement(insert: true, geometry: withGeometry)
+        let s = written.sqliteStatement
         sqlite3_reset(s)
         var index: Int32 = 1
         for (i, field) in fields.enumerated() {
@@ -170,7 +172,7 @@ public struct ServiceRowWriter {
             index += 1
         }
         if let gid { bindText(gid, s, index) }
-        try step()
+        try step(written)
         touched = true
         return conn.db.lastInsertedRowID
     }
@@ -198,12 +200,11 @@ public struct ServiceRowWriter {
         return GeoPackageBinary.encode(g, srsID: table.srsID)
     }
 
-    /// Steps the statement bound last; a constraint of the table is an edit error, as through
-    /// the edit API.
-    private func step() throws {
-        guard let current else { return }
+    /// Steps `statement`, bound; a constraint of the table is an edit error, as through the
+    /// edit API.
+    private func step(_ statement: Statement) throws {
         do {
-            try current.statement.stepToEnd()
+            try statement.stepToEnd()
         } catch let error as DatabaseError where error.resultCode == .SQLITE_CONSTRAINT {
             throw StorageError(.invalidEdit, "rejected by the table: \(error.message ?? "constraint failed")", table: table.name, cause: error)
         }
@@ -215,10 +216,15 @@ public struct ServiceRowWriter {
     private mutating func statement(insert: Bool, geometry: Bool) throws -> Statement {
         if let current, current.key.insert == insert, current.key.geometry == geometry, current.key.columns == columns { return current.statement }
         let key = StatementKey(insert: insert, columns: columns, geometry: geometry)
-        let made = try statements[key] ?? makeStatement(key)
-        statements[key] = made
-        current = (key, made)
-        return made
+        let found: Statement
+        if let cached = statements[key] {
+            found = cached
+        } else {
+            found = try makeStatement(key)
+            statements[key] = found
+        }
+        current = (key, found)
+        return found
     }
 
     private func makeStatement(_ key: StatementKey) throws -> Statement {
