@@ -58,7 +58,7 @@ extension GeodatabaseConnection {
             case .integer(let v): sqlite3_bind_int64(s, index, v)
             case .double(let v): sqlite3_bind_double(s, index, v)
             case .text(let v): bindText(v, s, index)
-            case .blob(let v): v.withUnsafeBytes { _ = sqlite3_bind_blob(s, index, $0.baseAddress, Int32($0.count), sqliteTransient) }
+            case .blob(let v): bindBlob(v, s, index)
             }
         }
         while true {

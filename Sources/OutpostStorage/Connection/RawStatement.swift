@@ -28,7 +28,7 @@ final class RawStatement {
     /// Runs with an integer and a blob.
     func run(_ a: Int64, _ blob: [UInt8]) throws {
         sqlite3_bind_int64(statement, 1, a)
-        blob.withUnsafeBytes { _ = sqlite3_bind_blob(statement, 2, $0.baseAddress, Int32($0.count), sqliteTransient) }
+        bindBlob(blob, statement, 2)
         try step()
     }
 

@@ -1,3 +1,4 @@
+import Foundation
 import GRDB
 import GRDBSQLite
 
@@ -40,9 +41,17 @@ func bindDatabaseValue(_ value: DatabaseValue, _ stmt: OpaquePointer?, _ index: 
     case .int64(let v): sqlite3_bind_int64(stmt, index, v)
     case .double(let v): sqlite3_bind_double(stmt, index, v)
     case .string(let v): bindText(v, stmt, index)
-    case .blob(let v):
-        v.withUnsafeBytes { _ = sqlite3_bind_blob(stmt, index, $0.baseAddress, Int32($0.count), sqliteTransient) }
+    case .blob(let v): bindBlob(v, stmt, index)
     }
+}
+
+/// Binds bytes (nil: NULL) as a blob, copied by SQLite, without making `Data` of them first.
+func bindBlob<Bytes: ContiguousBytes>(_ bytes: Bytes?, _ stmt: OpaquePointer?, _ index: Int32) {
+    guard let bytes else {
+        sqlite3_bind_null(stmt, index)
+        return
+    }
+    bytes.withUnsafeBytes { _ = sqlite3_bind_blob(stmt, index, $0.baseAddress, Int32($0.count), sqliteTransient) }
 }
 
 /// Binds text without the temporary C-string copy an implicit String conversion makes.
@@ -66,6 +75,6 @@ func bindFieldValue(_ value: FieldValue, _ type: FieldType, _ stmt: OpaquePointe
     case .date(let d):
         let text = GeoPackageDate.format(d)
         bindText(type == .dateOnly ? String(text.prefix(10)) : text, stmt, index)
-    case .blob(let b): b.withUnsafeBytes { _ = sqlite3_bind_blob(stmt, index, $0.baseAddress, Int32($0.count), sqliteTransient) }
+    case .blob(let b): bindBlob(b, stmt, index)
     }
 }

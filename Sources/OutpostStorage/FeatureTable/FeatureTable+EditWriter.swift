@@ -108,12 +108,7 @@ extension FeatureTable {
             for (i, value) in row.values.enumerated() {
                 let index = Int32(i + 1)
                 if row.writesGeometry && i == row.values.count - 1 {
-                    if let g = row.geometry {
-                        let blob = GeoPackageBinary.encode(g, srsID: table.srsID)
-                        blob.withUnsafeBytes { _ = sqlite3_bind_blob(s, index, $0.baseAddress, Int32($0.count), sqliteTransient) }
-                    } else {
-                        sqlite3_bind_null(s, index)
-                    }
+                    bindBlob(row.geometry.map { GeoPackageBinary.encode($0, srsID: table.srsID) }, s, index)
                     continue
                 }
                 bindFieldValue(value, row.types[i], s, index)

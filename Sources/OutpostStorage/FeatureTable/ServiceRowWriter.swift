@@ -241,12 +241,3 @@ public struct ServiceRowWriter {
         return try conn.db.makeStatement(sql: sql)
     }
 }
-
-/// Binds a geometry blob (nil: NULL) without making `Data` of it first.
-private func bindBlob(_ blob: [UInt8]?, _ stmt: OpaquePointer, _ index: Int32) {
-    guard let blob else {
-        sqlite3_bind_null(stmt, index)
-        return
-    }
-    blob.withUnsafeBytes { _ = sqlite3_bind_blob(stmt, index, $0.baseAddress, Int32($0.count), sqliteTransient) }
-}

@@ -134,13 +134,9 @@ public final class FeatureImporter {
         }
         var envelope: Envelope?
         if table.definition.isSpatial {
-            if let g = try table.checkGeometry(geometry, index: count) {
-                let blob = GeoPackageBinary.encode(g, srsID: table.srsID)
-                blob.withUnsafeBytes { _ = sqlite3_bind_blob(stmt, index, $0.baseAddress, Int32($0.count), sqliteTransient) }
-                envelope = g.envelope
-            } else {
-                sqlite3_bind_null(stmt, index)
-            }
+            let g = try table.checkGeometry(geometry, index: count)
+            bindBlob(g.map { GeoPackageBinary.encode($0, srsID: table.srsID) }, stmt, index)
+            envelope = g?.envelope
         }
         let rc = sqlite3_step(stmt)
         sqlite3_reset(stmt)
