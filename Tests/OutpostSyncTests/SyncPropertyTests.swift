@@ -86,9 +86,10 @@ struct SyncPropertyTests {
         // steps are only sure in the longer run: PostgreSQL's ten runs added no field once in
         // about twenty (keptRunsKeepTheInvariants takes every kind of step on both backends).
         #expect(t.runs == count && t.cleanSyncs > 0 && t.failedSyncs > 0 && t.deltaRounds > 0)
-        // Conflicts and added fields over all of a backend's runs: SQLite's two halves are
-        // tallied together by the one that ends second (a half of 25 runs met one conflict or
-        // none often enough to fail a run now and then).
+        // Conflicts and added fields over all of a backend's runs, in the long run only: SQLite's
+        // two halves are tallied together by the one that ends second, and even the suite's 50
+        // runs met no conflict now and then (1–8 in most). Every run of the suite meets both
+        // through the kept run (keptRunsKeepTheInvariants), so this only asks the generator.
         let whole: SyncRunner.Tally? = kind == .sqlite ? Self.sqliteHalves.withLock { halves -> SyncRunner.Tally? in
             halves.append(t)
             guard halves.count == 2 else { return nil }
@@ -96,7 +97,7 @@ struct SyncPropertyTests {
             defer { halves = [] }
             return halves.reduce(into: SyncRunner.Tally()) { $0.add($1) }
         } : t
-        if let whole, whole.runs >= 20 {
+        if let whole, whole.runs >= 200 {
             #expect(whole.discarded > 0, "the runs met conflicts: \(whole)")
             #expect(whole.fieldsAdded > 0, "the runs added fields: \(whole)")
         }
@@ -109,7 +110,8 @@ struct SyncPropertyTests {
     func keptRunsKeepTheInvariants(kind: BackendKind) async throws {
         for (policy, steps) in Self.regressions {
             let t = try await SyncRunner.run(steps, policy: policy, kind: kind)
-            #expect(t.failedSyncs >= 4 && t.deltaRounds == 3 && t.fieldsAdded == 1 && t.replicas == 3)
+            // It meets a conflict (a note edited by the office and a crew) on every run of the suite.
+            #expect(t.failedSyncs >= 4 && t.deltaRounds == 3 && t.fieldsAdded == 1 && t.replicas == 3 && t.discarded >= 1)
         }
         // Each ends in the clean syncs and the invariants' check (a failure throws).
         for (policy, steps) in Self.found {
