@@ -227,59 +227,85 @@ enum ServiceStore {
     }
 
     /// Logs many changes of one layer under one generation, in order: the change log rows
-    /// ``logRowsPerStatement`` to a statement (the column lists repeat, so each distinct one is
-    /// made once), then for each delete the tombstone (an insert drops one), in the entries'
-    /// order, so the last operation on a feature decides its tombstone.
+    /// ``logRowsPerStatement`` to a statement, bound as they are read (the column lists repeat,
+    /// so each distinct one is made once), then the tombstones: a delete keeps one, an insert
+    /// drops one, and the last operation on a feature decides. Drops wait and go together, a
+    /// statement for all of them (a batch of new features drops none, one probe each); a
+    /// delete of a feature whose drop waits sends the waiting drops first, so each feature's
+    /// operations still happen in the entries' order.
     static func log(
         _ conn: GeodatabaseConnection, generation: Int64, layerID: Int, _ entries: [LogEntry], changedAt time: String,
         origin: (replica: String, seq: Int64)? = nil
     ) throws {
         guard !entries.isEmpty else { return }
-        let layer = SQLLiteral.integer(Int64(layerID)), gen = SQLLiteral.integer(generation)
+        let layer = Int64(layerID)
         let columnsSQL =
             "INSERT INTO outpost_change_log (generation, layer_id, globalid, op, changed_columns, origin_replica, origin_seq, edited_at, changed_at) VALUES "
         let row = "(?, ?, ?, ?, ?, ?, ?, ?, ?)"
         let insertMany = try conn.statement(columnsSQL + Array(repeating: row, count: logRowsPerStatement).joined(separator: ", "))
         let insertOne = try conn.statement(columnsSQL + row)
-        // Column list -> its JSON array.
-        var columnTexts: [[String]: SQLLiteral] = [:]
-        let originReplica = origin.map { SQLLiteral.text($0.replica) } ?? .null, originSeq = origin.map { SQLLiteral.integer($0.seq) } ?? .null
-        // One time for all the rows (the column's default formats the time again for each).
-        let changedAt = SQLLiteral.text(time)
-        var arguments: [SQLLiteral] = []
-        arguments.reserveCapacity(9 * logRowsPerStatement)
-        let wholeStatementRows = entries.count / logRowsPerStatement * logRowsPerStatement
-        for (k, e) in entries.enumerated() {
-            let columns: SQLLiteral
-            if let known = columnTexts[e.columns] {
-                columns = known
-            } else {
-                columns = .text(JSONValue.array(e.columns.map { .string($0) }).jsonString)
-                columnTexts[e.columns] = columns
-            }
-            arguments += [
-                gen, layer, .text(e.globalID), .text(e.op), columns, e.toOrigin ? .null : originReplica, e.toOrigin ? .null : originSeq,
-                e.editedAt.map { .text($0) } ?? .null, changedAt,
-            ]
-            // Whole statements while a full one is left; the last rows one by one.
-            if k >= wholeStatementRows || arguments.count == 9 * logRowsPerStatement {
-                try (k >= wholeStatementRows ? insertOne : insertMany).execute(arguments)
-                arguments.removeAll(keepingCapacity: true)
-            }
+        // Column list -> its JSON array; the last one looked up first (runs of one kind share it).
+        var columnTexts: [[String]: String] = [:]
+        var last: (columns: [String], text: String)?
+        func columnsText(_ columns: [String]) -> String {
+            if let last, last.columns == columns { return last.text }
+            let text = columnTexts[columns] ?? JSONValue.array(columns.map { .string($0) }).jsonString
+            columnTexts[columns] = text
+            last = (columns, text)
+            return text
         }
+        // The time is one for all the rows (the column's default would format it for each).
+        func bind(_ e: LogEntry, _ p: inout SQLParameters) {
+            p.bind(generation)
+            p.bind(layer)
+            p.bind(e.globalID)
+            p.bind(e.op)
+            p.bind(columnsText(e.columns))
+            p.bind(e.toOrigin ? nil : origin?.replica)
+            p.bind(e.toOrigin ? nil : origin?.seq)
+            p.bind(e.editedAt)
+            p.bind(time)
+        }
+        var k = 0
+        while k + logRowsPerStatement <= entries.count {
+            try insertMany.execute { p in
+                for e in entries[k..<(k + logRowsPerStatement)] { bind(e, &p) }
+            }
+            k += logRowsPerStatement
+        }
+        for e in entries[k...] { try insertOne.execute { p in bind(e, &p) } }
+
         let keepTombstone = try conn.statement(
             """
             INSERT INTO outpost_tombstones (layer_id, globalid, generation, row) VALUES (?, ?, ?, ?)
             ON CONFLICT (layer_id, globalid) DO UPDATE SET generation = excluded.generation, row = coalesce(excluded.row, row)
             """)
-        let dropTombstone = try conn.statement("DELETE FROM outpost_tombstones WHERE layer_id = ? AND globalid = ?")
+        let dropTombstones = try conn.statement("DELETE FROM outpost_tombstones WHERE layer_id = ? AND globalid IN (SELECT value FROM json_each(?))")
+        var drops: [String] = [], dropping = Set<String>()
+        func dropWaiting() throws {
+            guard !drops.isEmpty else { return }
+            let list = JSONValue.array(drops.map { .string($0) }).jsonString
+            try dropTombstones.execute { p in
+                p.bind(layer)
+                p.bind(list)
+            }
+            drops.removeAll(keepingCapacity: true)
+            dropping.removeAll(keepingCapacity: true)
+        }
         for e in entries {
             if e.op == "delete" {
-                try keepTombstone.execute([layer, .text(e.globalID), gen, e.row.map { .text($0) } ?? .null])
-            } else if e.op == "insert" {
-                try dropTombstone.execute([layer, .text(e.globalID)])
+                if dropping.contains(e.globalID) { try dropWaiting() }
+                try keepTombstone.execute { p in
+                    p.bind(layer)
+                    p.bind(e.globalID)
+                    p.bind(generation)
+                    p.bind(e.row)
+                }
+            } else if e.op == "insert", dropping.insert(e.globalID).inserted {
+                drops.append(e.globalID)
             }
         }
+        try dropWaiting()
     }
 
     /// Change log rows per insert statement: a statement per row cost a step, a reset and the
