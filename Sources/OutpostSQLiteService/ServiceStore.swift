@@ -228,11 +228,8 @@ enum ServiceStore {
 
     /// Logs many changes of one layer under one generation, in order: the change log rows
     /// ``logRowsPerStatement`` to a statement, bound as they are read (the column lists repeat,
-    /// so each distinct one is made once), then the tombstones: a delete keeps one, an insert
-    /// drops one, and the last operation on a feature decides. Drops wait and go together, a
-    /// statement for all of them (a batch of new features drops none, one probe each); a
-    /// delete of a feature whose drop waits sends the waiting drops first, so each feature's
-    /// operations still happen in the entries' order.
+    /// so each distinct one is made once), then for each delete the tombstone (an insert drops
+    /// one), in the entries' order, so the last operation on a feature decides its tombstone.
     static func log(
         _ conn: GeodatabaseConnection, generation: Int64, layerID: Int, _ entries: [LogEntry], changedAt time: String,
         origin: (replica: String, seq: Int64)? = nil
@@ -244,14 +241,12 @@ enum ServiceStore {
         let row = "(?, ?, ?, ?, ?, ?, ?, ?, ?)"
         let insertMany = try conn.statement(columnsSQL + Array(repeating: row, count: logRowsPerStatement).joined(separator: ", "))
         let insertOne = try conn.statement(columnsSQL + row)
-        // Column list -> its JSON array; the last one looked up first (runs of one kind share it).
+        // Column list -> its JSON array.
         var columnTexts: [[String]: String] = [:]
-        var last: (columns: [String], text: String)?
         func columnsText(_ columns: [String]) -> String {
-            if let last, last.columns == columns { return last.text }
-            let text = columnTexts[columns] ?? JSONValue.array(columns.map { .string($0) }).jsonString
+            if let known = columnTexts[columns] { return known }
+            let text = JSONValue.array(columns.map { .string($0) }).jsonString
             columnTexts[columns] = text
-            last = (columns, text)
             return text
         }
         // The time is one for all the rows (the column's default would format it for each).
@@ -280,32 +275,22 @@ enum ServiceStore {
             INSERT INTO outpost_tombstones (layer_id, globalid, generation, row) VALUES (?, ?, ?, ?)
             ON CONFLICT (layer_id, globalid) DO UPDATE SET generation = excluded.generation, row = coalesce(excluded.row, row)
             """)
-        let dropTombstones = try conn.statement("DELETE FROM outpost_tombstones WHERE layer_id = ? AND globalid IN (SELECT value FROM json_each(?))")
-        var drops: [String] = [], dropping = Set<String>()
-        func dropWaiting() throws {
-            guard !drops.isEmpty else { return }
-            let list = JSONValue.array(drops.map { .string($0) }).jsonString
-            try dropTombstones.execute { p in
-                p.bind(layer)
-                p.bind(list)
-            }
-            drops.removeAll(keepingCapacity: true)
-            dropping.removeAll(keepingCapacity: true)
-        }
+        let dropTombstone = try conn.statement("DELETE FROM outpost_tombstones WHERE layer_id = ? AND globalid = ?")
         for e in entries {
             if e.op == "delete" {
-                if dropping.contains(e.globalID) { try dropWaiting() }
                 try keepTombstone.execute { p in
                     p.bind(layer)
                     p.bind(e.globalID)
                     p.bind(generation)
                     p.bind(e.row)
                 }
-            } else if e.op == "insert", dropping.insert(e.globalID).inserted {
-                drops.append(e.globalID)
+            } else if e.op == "insert" {
+                try dropTombstone.execute { p in
+                    p.bind(layer)
+                    p.bind(e.globalID)
+                }
             }
         }
-        try dropWaiting()
     }
 
     /// Change log rows per insert statement: a statement per row cost a step, a reset and the

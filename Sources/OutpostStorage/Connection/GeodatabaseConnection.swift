@@ -174,7 +174,6 @@ public final class SQLStatement {
     public func execute(binding bind: (inout SQLParameters) throws -> Void) throws {
         let stmt = statement.sqliteStatement
         sqlite3_reset(stmt)
-        sqlite3_clear_bindings(stmt)
         var parameters = SQLParameters(stmt: stmt, count: sqlite3_bind_parameter_count(stmt))
         try bind(&parameters)
         guard parameters.next == parameters.count + 1 else {
@@ -203,11 +202,6 @@ public struct SQLParameters: ~Copyable {
     private mutating func take() -> Int32? {
         defer { next += 1 }
         return next <= count ? next : nil
-    }
-
-    /// Binds an integer.
-    public mutating func bind(_ value: Int64) {
-        if let i = take() { sqlite3_bind_int64(stmt, i, value) }
     }
 
     /// Binds text, or NULL for nil.
