@@ -11,13 +11,18 @@
           UPDATE … FROM and INSERT … SELECT
   logkey  the change log's per-feature index on the 38-character global id (as it is), on a
           64-bit key of it, and without it: 11,000 rows appended to a log of 100,000
+  batchlog what a 16,000-edit batch (10,000 updates, 1,000 deletes, 5,000 inserts) writes into
+          the service's change log and tombstones, bound in C: the log rows (100 to a statement,
+          as the server writes them), the deletes'
+          tombstones, the inserts' tombstone drops one statement each against one statement of
+          all, and the commit (the floor under the server's change_log stage)
   capture a download's 10,000 updates and 5,000 inserts on a copy of a replica (default: the one
           `outpost-bench sync` leaves, /tmp/outpost-bench/sync-b0.gpkg; OUTPOST_REPLICA names
           another) with its change-capture triggers silenced, as a download runs them, and dropped
           (the R-tree triggers dropped in both: they need the GeoPackage functions)
 
-Usage: python3 sqlite_alternatives.py [log|rtree|apply|logkey|capture]… (all but capture by
-default). Prints milliseconds. Results and their reading: Benchmarks/RESULTS.md ("2026-11-26
+Usage: python3 sqlite_alternatives.py [log|rtree|apply|logkey|batchlog|capture]… (all but capture
+by default). Prints milliseconds. Results and their reading: Benchmarks/RESULTS.md ("2026-11-26
 (night)" and "2026-11-26, later")."""
 import os
 import random
@@ -208,9 +213,51 @@ def capture():
             print(f"capture, run {round_ + 1}, {label}: {timed(db, write):.1f} ms for 10,000 updates and 5,000 inserts")
             db.close()
 
+def batchlog():
+    origin = gid()
+    edits = sorted([(gid(), "update") for _ in range(10_000)] + [(gid(), "delete") for _ in range(1_000)] + [(gid(), "insert") for _ in range(5_000)])
+    columns = {"update": '["geom","label","value"]', "delete": "[]", "insert": '["globalid","id_int","value","label","observed","ref","geom"]'}
+    rows = [(2, 0, g, op, columns[op], origin, 1, "2026-12-07T10:00:00.000Z", "2026-12-07T10:00:01.000Z") for g, op in edits]
+    deletes = [(0, g, 2, '{"attributes":{"label":"x"}}') for g, op in edits if op == "delete"]
+    inserts = [g for g, op in edits if op == "insert"]
+    # 100 rows to a statement, as the server writes them, their values flattened before the clock.
+    insert = ("INSERT INTO outpost_change_log (generation, layer_id, globalid, op, changed_columns, origin_replica, origin_seq, edited_at, changed_at) VALUES "
+              + ", ".join(["(?, ?, ?, ?, ?, ?, ?, ?, ?)"] * 100))
+    chunks = [tuple(v for row in rows[k:k + 100] for v in row) for k in range(0, len(rows), 100)]
+    best = {}
+    for _ in range(3):
+        for drops in ("one by one", "in one statement"):
+            db = fresh("batchlog.db")
+            db.execute("""CREATE TABLE outpost_change_log (change_id INTEGER PRIMARY KEY AUTOINCREMENT, generation INTEGER NOT NULL,
+                layer_id INTEGER NOT NULL, globalid TEXT NOT NULL, op TEXT NOT NULL, changed_columns TEXT, origin_replica TEXT, origin_seq INTEGER,
+                changed_at TEXT NOT NULL DEFAULT (strftime('%Y-%m-%dT%H:%M:%fZ', 'now')), edited_at TEXT)""")
+            db.execute("CREATE INDEX outpost_change_log_feed ON outpost_change_log (layer_id, generation)")
+            db.execute("CREATE INDEX outpost_change_log_feature ON outpost_change_log (layer_id, globalid, generation)")
+            db.execute("CREATE TABLE outpost_tombstones (layer_id INTEGER NOT NULL, globalid TEXT NOT NULL, generation INTEGER NOT NULL, row TEXT, PRIMARY KEY (layer_id, globalid))")
+            db.execute("PRAGMA synchronous=FULL")
+            db.execute("BEGIN")
+            t0 = time.perf_counter()
+            for chunk in chunks:
+                db.execute(insert, chunk)
+            t1 = time.perf_counter()
+            db.executemany("""INSERT INTO outpost_tombstones (layer_id, globalid, generation, row) VALUES (?, ?, ?, ?)
+                ON CONFLICT (layer_id, globalid) DO UPDATE SET generation = excluded.generation, row = coalesce(excluded.row, row)""", deletes)
+            t2 = time.perf_counter()
+            if drops == "one by one":
+                db.executemany("DELETE FROM outpost_tombstones WHERE layer_id = 0 AND globalid = ?", [(g,) for g in inserts])
+            else:
+                db.execute("DELETE FROM outpost_tombstones WHERE layer_id = 0 AND globalid IN (SELECT value FROM json_each(?))", ("[" + ",".join(f'"{g}"' for g in inserts) + "]",))
+            t3 = time.perf_counter()
+            db.execute("COMMIT")
+            t4 = time.perf_counter()
+            db.close()
+            for key, value in (("log rows", t1 - t0), ("tombstones kept", t2 - t1), (f"drops {drops}", t3 - t2), ("commit", t4 - t3)):
+                best[key] = min(best.get(key, value), value)
+    print("batch log, 16,000 rows: " + ", ".join(f"{key} {value * 1000:.1f} ms" for key, value in best.items()) + " (best of 3)")
+
 
 if __name__ == "__main__":
     random.seed(27)
     print(f"SQLite {sqlite3.sqlite_version}")
-    for name in sys.argv[1:] or ["log", "rtree", "apply", "logkey"]:
-        {"log": log, "rtree": rtree, "apply": apply, "logkey": logkey, "capture": capture}[name]()
+    for name in sys.argv[1:] or ["log", "rtree", "apply", "logkey", "batchlog"]:
+        {"log": log, "rtree": rtree, "apply": apply, "logkey": logkey, "batchlog": batchlog, "capture": capture}[name]()
