@@ -36,6 +36,9 @@ import uuid
 DIRECTORY = tempfile.mkdtemp(prefix="outpost-sqlite-alternatives-")
 
 
+# The service's change log columns after its key (ServiceStore.schema, without the op CHECK).
+LOG_COLUMNS = "generation INTEGER NOT NULL, layer_id INTEGER NOT NULL, globalid TEXT NOT NULL, op TEXT NOT NULL, changed_columns TEXT, origin_replica TEXT, origin_seq INTEGER, changed_at TEXT NOT NULL DEFAULT (strftime('%Y-%m-%dT%H:%M:%fZ', 'now')), edited_at TEXT"
+
 def fresh(name):
     path = os.path.join(DIRECTORY, name)
     for suffix in ("", "-wal", "-shm"):
@@ -61,7 +64,7 @@ def timed(db, body):
 
 def log():
     origin = gid()
-    columns = "generation INTEGER NOT NULL, layer_id INTEGER NOT NULL, globalid TEXT NOT NULL, op TEXT NOT NULL, changed_columns TEXT, origin_replica TEXT, origin_seq INTEGER, changed_at TEXT NOT NULL DEFAULT (strftime('%Y-%m-%dT%H:%M:%fZ', 'now')), edited_at TEXT"
+    columns = LOG_COLUMNS
     layouts = [
         ("as it is (AUTOINCREMENT, two indexes)", f"CREATE TABLE log (change_id INTEGER PRIMARY KEY AUTOINCREMENT, {columns})",
          ["CREATE INDEX log_feed ON log (layer_id, generation)", "CREATE INDEX log_feature ON log (layer_id, globalid, generation)"], False),
@@ -159,7 +162,7 @@ def apply():
 
 def logkey():
     origin = gid()
-    columns = "generation INTEGER NOT NULL, layer_id INTEGER NOT NULL, globalid TEXT NOT NULL, op TEXT NOT NULL, changed_columns TEXT, origin_replica TEXT, origin_seq INTEGER, changed_at TEXT NOT NULL DEFAULT (strftime('%Y-%m-%dT%H:%M:%fZ', 'now')), edited_at TEXT, gkey INTEGER"
+    columns = LOG_COLUMNS + ", gkey INTEGER"
     insert = "INSERT INTO log (generation, layer_id, globalid, op, changed_columns, origin_replica, origin_seq, edited_at, gkey) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?)"
     for label, index in [("on the global id's text (as it is)", "CREATE INDEX log_feature ON log (layer_id, globalid, generation)"),
                          ("on a 64-bit key of the global id", "CREATE INDEX log_feature ON log (layer_id, gkey, generation)"),
@@ -228,9 +231,7 @@ def batchlog():
     for _ in range(3):
         for drops in ("one by one", "in one statement"):
             db = fresh("batchlog.db")
-            db.execute("""CREATE TABLE outpost_change_log (change_id INTEGER PRIMARY KEY AUTOINCREMENT, generation INTEGER NOT NULL,
-                layer_id INTEGER NOT NULL, globalid TEXT NOT NULL, op TEXT NOT NULL, changed_columns TEXT, origin_replica TEXT, origin_seq INTEGER,
-                changed_at TEXT NOT NULL DEFAULT (strftime('%Y-%m-%dT%H:%M:%fZ', 'now')), edited_at TEXT)""")
+            db.execute(f"CREATE TABLE outpost_change_log (change_id INTEGER PRIMARY KEY AUTOINCREMENT, {LOG_COLUMNS})")
             db.execute("CREATE INDEX outpost_change_log_feed ON outpost_change_log (layer_id, generation)")
             db.execute("CREATE INDEX outpost_change_log_feature ON outpost_change_log (layer_id, globalid, generation)")
             db.execute("CREATE TABLE outpost_tombstones (layer_id INTEGER NOT NULL, globalid TEXT NOT NULL, generation INTEGER NOT NULL, row TEXT, PRIMARY KEY (layer_id, globalid))")
