@@ -86,7 +86,9 @@ public struct BatchApplier: BatchApplying {
                     }
                     var log: [ServiceStore.LogEntry] = []
                     results.reserveCapacity(results.count + edits.count)
-                    for (index, edit) in edits.enumerated() {
+                    // Edits are read in place and prepared ones moved out of `prepared`: a copy of
+                    // either retains and releases every string, array and dictionary it holds.
+                    for index in edits.indices {
                         if let taken = held, taken.first == index {
                             held = nil
                             let waited = clock.now
@@ -94,26 +96,37 @@ public struct BatchApplier: BatchApplying {
                             if !left.isEmpty { try prefetch(BatchLayer(id: layerID, edits: left), into: &planner, table, read: &state) }
                             reading += clock.now - waited
                         }
-                        let ready = prepared.isEmpty ? nil : prepared[index]
+                        let ready = prepared.isEmpty ? nil : prepared[index].take()
                         if ready != nil { stages.preparedAhead += 1 }
                         do {
                             // With rollback on failure one bad edit rejects the batch, so edits need no
                             // savepoint of their own; without it each edit stands alone.
-                            let undo = ready.map { planner.undoPoint(globalID: $0.globalID) } ?? planner.undoPoint(edit)
+                            let undo = ready.map { ($0.globalID, $0.objectIDBefore) } ?? planner.undoPoint(edits[index])
                             do {
-                                let plan =
-                                    context.rollbackOnFailure
-                                    ? try run(edit, ready, &planner, &writer) : try conn.inSavepoint { try run(edit, ready, &planner, &writer) }
-                                applied += 1
-                                log += plan.log
-                                results.append(plan.result)
+                                if let ready, case .simple(let simple) = ready.form {
+                                    let result =
+                                        context.rollbackOnFailure
+                                        ? try run(simple, ready.globalID, &planner, &writer)
+                                        : try conn.inSavepoint { try run(simple, ready.globalID, &planner, &writer) }
+                                    applied += 1
+                                    if let entry = simple.log { log.append(entry) }
+                                    results.append(result)
+                                } else {
+                                    var plan =
+                                        context.rollbackOnFailure
+                                        ? try run(edits[index], ready, &planner, &writer)
+                                        : try conn.inSavepoint { try run(edits[index], ready, &planner, &writer) }
+                                    applied += 1
+                                    if plan.log.count == 1 { log.append(plan.log.removeLast()) } else { log += plan.log }
+                                    results.append(plan.result)
+                                }
                             } catch {
                                 planner.undo(undo)
                                 throw error
                             }
                         } catch {
                             failed += 1
-                            results.append(BatchPlanner.failure(edit, error))
+                            results.append(BatchPlanner.failure(edits[index], error))
                         }
                     }
                     let logged = clock.now
@@ -132,20 +145,49 @@ public struct BatchApplier: BatchApplying {
         return results
     }
 
+    /// Runs the one step of an edit prepared ahead in its simple form (``SimpleEdit``), as
+    /// ``run(_:_:_:_:)`` runs a plan's; the edit's result.
+    private func run(
+        _ edit: SimpleEdit, _ globalID: String, _ planner: inout BatchPlanner, _ writer: inout FeatureTable.EditWriter
+    ) throws -> BatchEditResult {
+        var result = edit.result
+        switch edit.kind {
+        case .insert(let row):
+            let id = try writer.insert(
+                layout: edit.rows.layouts[Int(row.layout)], values: edit.rows.values, from: Int(row.valueStart), geometryBlob: edit.rows.blob(row),
+                envelope: row.envelope)
+            planner.inserted(globalID, objectID: id)
+            result.objectId = id
+        case .update(let objectID, let row):
+            try writer.update(
+                objectID: objectID, layout: edit.rows.layouts[Int(row.layout)], values: edit.rows.values, from: Int(row.valueStart),
+                geometryBlob: edit.rows.blob(row), envelope: row.envelope)
+        case .delete(let objectID):
+            try writer.delete(objectID: objectID)
+            // As ``BatchPlanner/adopt(_:globalID:)`` does for a plan that deletes.
+            planner.objectIDs[globalID] = nil
+        case .nothing:
+            break
+        }
+        return result
+    }
+
     /// Plans one edit (or takes the plan and rows made `ready` ahead) and runs its steps; its
     /// conflict records are kept (with their ids).
     private func run(
-        _ edit: BatchEdit, _ ready: PreparedEdit?, _ planner: inout BatchPlanner, _ writer: inout FeatureTable.EditWriter
+        _ edit: BatchEdit, _ ready: consuming PreparedEdit?, _ planner: inout BatchPlanner, _ writer: inout FeatureTable.EditWriter
     ) throws -> EditPlan {
         var plan: EditPlan
-        if let ready {
-            plan = try ready.plan.get()
-            planner.adopt(plan, globalID: ready.globalID)
+        var rows: [Result<FeatureValidator.Row, any Error>?] = []
+        if case let (globalID, made, checked)? = ready.take()?.generalParts() {
+            plan = try made.get()
+            rows = checked
+            planner.adopt(plan, globalID: globalID)
         } else {
             plan = try planner.plan(edit)
         }
         for (i, step) in plan.steps.enumerated() {
-            let checked = ready?.rows[i]
+            let checked = rows.isEmpty ? nil : rows[i].take()
             switch step {
             case .insert(let feature):
                 let id = try checked.map { try writer.insert(checked: $0.get()) } ?? writer.insert(feature)
@@ -335,12 +377,104 @@ public struct BatchApplier: BatchApplying {
         }
     }
 
-    /// An edit prepared ahead of the writer: its feature's global id, its plan, and per step the
-    /// row an insert or an update with values writes, checked (nil for other steps).
+    /// An edit prepared ahead of the writer: its feature's global id and object id before it, and
+    /// its plan in one of two forms. Most plans are one step: their form holds only what the
+    /// writer binds and answers, so the writer neither touches nor frees a plan, a checked row
+    /// and their arrays made on the helper's thread for each edit (measured: the writer's time
+    /// outside SQLite's steps, over its time in them, 1.27 → 0.93; Benchmarks/RESULTS.md).
     struct PreparedEdit {
         var globalID: String
-        var plan: Result<EditPlan, any Error>
-        var rows: [Result<FeatureValidator.Row, any Error>?]
+        /// The feature's object id as the planner held it before the edit (its undo point).
+        var objectIDBefore: Int64?
+        var form: Form
+
+        enum Form {
+            /// One step, no conflict, at most one log entry: its row in the chunk's buffers.
+            case simple(SimpleEdit)
+            /// Any other plan (or why planning failed), with each step's row checked (or why
+            /// it failed; nil for a step without one).
+            case general(Result<EditPlan, any Error>, [Result<FeatureValidator.Row, any Error>?])
+        }
+
+        /// The global id, plan and rows of an edit in the general form (nil for a simple one).
+        consuming func generalParts() -> (globalID: String, plan: Result<EditPlan, any Error>, rows: [Result<FeatureValidator.Row, any Error>?])? {
+            guard case .general(let plan, let rows) = form else { return nil }
+            return (globalID, plan, rows)
+        }
+    }
+
+    /// An edit prepared ahead whose plan is one step (the common case): what the writer needs
+    /// of it and nothing else, its row's values and geometry blob in buffers the chunk's edits
+    /// share (``PreparedRows``) instead of a plan, a row and their arrays of its own.
+    struct SimpleEdit {
+        enum Kind {
+            case insert(PreparedRows.Ref)
+            case update(objectID: Int64, PreparedRows.Ref)
+            case delete(objectID: Int64)
+            /// An update whose values are all as they are (logged, nothing written).
+            case nothing
+        }
+        var kind: Kind
+        var rows: PreparedRows
+        var log: ChangeLogEntry?
+        var result: BatchEditResult
+    }
+
+    /// The checked rows of a chunk's simple edits: each distinct column set once, the values one
+    /// after the other in one array, the geometries as GeoPackage blobs in one byte buffer. Made
+    /// by the helper before it hands the chunk over (under the task's lock), then only read.
+    final class PreparedRows: @unchecked Sendable {
+        /// Where one row lies.
+        struct Ref {
+            var layout: Int32
+            var valueStart: Int32
+            /// The geometry blob's bytes (`blobCount` -1: none, the column is set NULL).
+            var blobStart: Int32
+            var blobCount: Int32
+            var envelope: Envelope?
+        }
+        /// Each column set as a checked row without values (``FeatureTable/EditWriter`` reads
+        /// its columns, types and field indices).
+        private(set) var layouts: [FeatureValidator.Row] = []
+        private var layoutIndex: [[Int]: Int32] = [:]
+        private(set) var values: [FieldValue] = []
+        private(set) var blobs: [UInt8] = []
+        let srsID: Int32
+
+        init(srsID: Int32) {
+            self.srsID = srsID
+        }
+
+        /// Keeps `row`'s values and geometry; where they lie.
+        func append(_ row: FeatureValidator.Row) -> Ref {
+            let layout: Int32
+            if let known = layoutIndex[row.fieldIndices] {
+                layout = known
+            } else {
+                var bare = row
+                bare.values = []
+                bare.geometry = nil
+                bare.globalID = nil
+                layout = Int32(layouts.count)
+                layouts.append(bare)
+                layoutIndex[row.fieldIndices] = layout
+            }
+            let start = Int32(values.count)
+            values.append(contentsOf: row.values)
+            var blobStart: Int32 = 0, blobCount: Int32 = -1
+            if row.writesGeometry, let geometry = row.geometry {
+                let blob = GeoPackageBinary.encode(geometry, srsID: srsID)
+                blobStart = Int32(blobs.count)
+                blobCount = Int32(blob.count)
+                blobs.append(contentsOf: blob)
+            }
+            return Ref(layout: layout, valueStart: start, blobStart: blobStart, blobCount: blobCount, envelope: row.geometry?.envelope)
+        }
+
+        /// The geometry blob of `ref` (nil: NULL).
+        func blob(_ ref: Ref) -> ArraySlice<UInt8>? {
+            ref.blobCount < 0 ? nil : blobs[Int(ref.blobStart)..<Int(ref.blobStart + ref.blobCount)]
+        }
     }
 
     /// A run's edits being prepared on another thread while the writer writes the run before.
@@ -358,7 +492,8 @@ public struct BatchApplier: BatchApplying {
             var range: Range<Int>
             /// The values read for them.
             var found: BatchPlanner
-            var prepared: [PreparedEdit]
+            /// Its edits, each taken out (nil) when the writer takes it.
+            var prepared: [PreparedEdit?]
         }
         /// Which of the run's edits are fresh, and their features' keys (``PrefetchState/key``).
         struct Split {
@@ -371,7 +506,10 @@ public struct BatchApplier: BatchApplying {
         private let lock = NSCondition()
         private var split: Split?
         private var claimed = 0
+        /// Chunks done and not yet taken by the writer.
         private var chunks: [Chunk] = []
+        /// Chunks done in all.
+        private var finished = 0
         /// Chunks claimed that ended without a result (a failed read).
         private var abandoned = 0
         private var stopped = false
@@ -456,10 +594,11 @@ public struct BatchApplier: BatchApplying {
                         // Plans change the planner only by a delete's object id (``BatchPlanner/adopt``):
                         // the ids handed over are the ones read.
                         let read = scratch.objectIDs
-                        var prepared: [PreparedEdit] = []
+                        var prepared: [PreparedEdit?] = []
                         prepared.reserveCapacity(chunkEdits.count)
+                        let buffers = PreparedRows(srsID: table.srsID)
                         for (edit, gid) in zip(chunkEdits, chunkGIDs) {
-                            prepared.append(Self.prepare(edit, globalID: gid, &scratch, table.validator))
+                            prepared.append(Self.prepare(edit, globalID: gid, &scratch, table.validator, into: buffers))
                         }
                         scratch.objectIDs = read
                         finish(Chunk(range: range, found: scratch, prepared: prepared), changedAfter)
@@ -479,9 +618,13 @@ public struct BatchApplier: BatchApplying {
         /// Plans `edit` and checks the rows its steps write. The steps keep their features'
         /// global ids only (the values are in the rows), so their memory goes here, not on the
         /// writer.
-        private static func prepare(_ edit: BatchEdit, globalID: String, _ planner: inout BatchPlanner, _ validator: FeatureValidator) -> PreparedEdit {
+        private static func prepare(
+            _ edit: BatchEdit, globalID: String, _ planner: inout BatchPlanner, _ validator: FeatureValidator, into buffers: PreparedRows
+        ) -> PreparedEdit {
+            let before = planner.objectIDs[globalID]
             let plan = Result { try planner.plan(edit) }
-            guard case .success(var made) = plan else { return PreparedEdit(globalID: globalID, plan: plan, rows: []) }
+            guard case .success(var made) = plan else { return PreparedEdit(globalID: globalID, objectIDBefore: before, form: .general(plan, [])) }
+            if let simple = simple(made, validator, buffers) { return PreparedEdit(globalID: globalID, objectIDBefore: before, form: .simple(simple)) }
             var rows: [Result<FeatureValidator.Row, any Error>?] = []
             rows.reserveCapacity(made.steps.count)
             for (i, step) in made.steps.enumerated() {
@@ -496,7 +639,31 @@ public struct BatchApplier: BatchApplying {
                     rows.append(nil)
                 }
             }
-            return PreparedEdit(globalID: globalID, plan: .success(made), rows: rows)
+            return PreparedEdit(globalID: globalID, objectIDBefore: before, form: .general(.success(made), rows))
+        }
+
+        /// `plan` in the simple form, its row kept in `buffers`, when it is one step without a
+        /// conflict or a cleared geometry, with at most one log entry, and its row passes the
+        /// checks; else nil (the general form keeps a row that fails, to fail at its step).
+        private static func simple(_ plan: EditPlan, _ validator: FeatureValidator, _ buffers: PreparedRows) -> SimpleEdit? {
+            guard plan.steps.count == 1, plan.log.count <= 1, plan.result.conflicts?.isEmpty ?? true else { return nil }
+            let kind: SimpleEdit.Kind
+            switch plan.steps[0] {
+            case .insert(let feature):
+                guard let row = try? validator.add(feature, index: 0) else { return nil }
+                kind = .insert(buffers.append(row))
+            case .update(let objectID, let feature, let clearGeometry):
+                guard !clearGeometry else { return nil }
+                if feature.attributes.isEmpty && feature.geometry == nil {
+                    kind = .nothing
+                } else {
+                    guard let row = try? validator.update(feature, index: 0) else { return nil }
+                    kind = .update(objectID: objectID, buffers.append(row))
+                }
+            case .delete(let objectID):
+                kind = .delete(objectID: objectID)
+            }
+            return SimpleEdit(kind: kind, rows: buffers, log: plan.log.first, result: plan.result)
         }
 
         /// The next chunk's range among `count` fresh edits, claimed; nil once all are, or the
@@ -512,7 +679,12 @@ public struct BatchApplier: BatchApplying {
 
         private func finish(_ chunk: Chunk?, _ changed: [Int64: Bool]) {
             lock.lock()
-            if let chunk { chunks.append(chunk) } else { abandoned += 1 }
+            if let chunk {
+                chunks.append(chunk)
+                finished += 1
+            } else {
+                abandoned += 1
+            }
             othersChanged = changed
             lock.broadcast()
             lock.unlock()
@@ -533,15 +705,18 @@ public struct BatchApplier: BatchApplying {
             }
             stopped = true
             lock.broadcast()
-            let split = self.split, chunks = self.chunks, changed = othersChanged
-            let held = chunks.count + abandoned < claimed ? Self.range(of: claimed - 1, split?.fresh.count ?? 0) : nil
+            // The chunks are moved out, so their edits are moved on, not copied.
+            var chunks: [Chunk] = []
+            swap(&chunks, &self.chunks)
+            let split = self.split, changed = othersChanged
+            let held = finished + abandoned < claimed ? Self.range(of: claimed - 1, split?.fresh.count ?? 0) : nil
             inFlight = held
             lock.unlock()
             guard let split, !chunks.isEmpty || held != nil else { return (edits, [], nil) }
             for (base, value) in changed { state.othersChanged[base] = value }
             var prepared = [PreparedEdit?](repeating: nil, count: edits.count)
-            for chunk in chunks {
-                take(chunk, split, into: &planner, &prepared)
+            while var chunk = chunks.popLast() {
+                take(&chunk, split, into: &planner, &prepared)
                 for j in chunk.range { state.seen.insert(split.keys[j]) }
             }
             // The chunk in the helper's hands is taken when the writer comes to its first edit
@@ -566,24 +741,27 @@ public struct BatchApplier: BatchApplying {
         func takeInFlight(into planner: inout BatchPlanner, _ prepared: inout [PreparedEdit?]) -> [BatchEdit] {
             lock.lock()
             if pacing == .firstChunkHeld {
-                while chunks.count + abandoned < claimed { lock.wait() }
+                while finished + abandoned < claimed { lock.wait() }
             }
-            let held = inFlight, last = chunks.last, split = self.split
+            let held = inFlight, split = self.split
+            // Only the held chunk can have been done since `merge`.
+            var last = chunks.popLast()
             writerPassed = true
             lock.broadcast()
             lock.unlock()
             guard let held, let split else { return [] }
-            guard let last, last.range == held else { return split.fresh[held].map { edits[$0] } }
-            take(last, split, into: &planner, &prepared)
+            guard var taken = last, taken.range == held else { return split.fresh[held].map { edits[$0] } }
+            last = nil
+            take(&taken, split, into: &planner, &prepared)
             return []
         }
 
-        private func take(_ chunk: Chunk, _ split: Split, into planner: inout BatchPlanner, _ prepared: inout [PreparedEdit?]) {
+        private func take(_ chunk: inout Chunk, _ split: Split, into planner: inout BatchPlanner, _ prepared: inout [PreparedEdit?]) {
             planner.objectIDs.merge(chunk.found.objectIDs) { _, new in new }
             planner.others.merge(chunk.found.others) { old, new in old + new }
             planner.current.merge(chunk.found.current) { _, new in new }
             planner.tombstones.merge(chunk.found.tombstones) { _, new in new }
-            for (j, edit) in zip(chunk.range, chunk.prepared) { prepared[split.fresh[j]] = edit }
+            for k in chunk.prepared.indices { prepared[split.fresh[chunk.range.lowerBound + k]] = chunk.prepared[k].take() }
         }
 
         /// Chunk `k`'s range among `count` fresh edits.

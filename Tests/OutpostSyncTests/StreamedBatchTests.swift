@@ -249,6 +249,10 @@ struct StreamedBatchTests {
             // update in the third.
             let deletedLate = existing[3]
             edits.insert(BatchEdit(op: .delete, globalId: deletedLate, baseGeneration: base), at: 2_010)
+            // An update of a feature the service had, the first edit of it in the batch: prepared
+            // ahead in its simple form (one step, its row in the chunk's buffers).
+            let updatedLate = existing[4]
+            edits.insert(update(updatedLate, "pole"), at: 2_020)
             // A late run's conflict, and an insert whose plan fails (a field the layer lacks).
             edits.insert(
                 BatchEdit(op: .update, globalId: conflicted, attributes: ["asset_type": .string("hydrant")], changedColumns: ["asset_type"], baseGeneration: before),
@@ -296,6 +300,7 @@ struct StreamedBatchTests {
             let rows = try await u.h.serverRows(0)
             #expect(rows[early]?.attributes["asset_type"] == .string("hydrant") && rows[late]?.attributes["asset_type"] == .string("hydrant"))
             #expect(rows[kept]?.attributes["asset_type"] == .string("hydrant"))
+            #expect(rows[updatedLate]?.attributes["asset_type"] == .string("pole"))
             outcomes.append((
                 results.map { "\($0.op) \($0.success) \($0.objectId ?? -1) \($0.resolution ?? "") \($0.error.map { "\($0)" } ?? "")" },
                 rows.map { (new.contains($0.key) ? "new " : "\($0.key) ") + $0.value.description }.sorted()))

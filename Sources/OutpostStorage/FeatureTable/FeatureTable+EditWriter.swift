@@ -70,6 +70,37 @@ extension FeatureTable {
             touched = true
         }
 
+        /// Adds a row checked ahead whose values lie in a buffer shared with other rows:
+        /// `layout`'s columns (a row made by ``FeatureValidator`` whose values are not read),
+        /// their values at `values[start...]`, the geometry column's GeoPackage blob (nil: NULL)
+        /// and its envelope. Its object id.
+        public mutating func insert(
+            layout: FeatureValidator.Row, values: [FieldValue], from start: Int, geometryBlob: ArraySlice<UInt8>?, envelope: Envelope?
+        ) throws -> Int64 {
+            if geometryBlob != nil { try conn.willWriteGeometries(of: table.name, 1) }
+            let statement = try statement(StatementKey(insert: true, columns: layout.fieldIndices), columns: layout.columns)
+            try run(statement, layout, values: values, from: start, geometryBlob: geometryBlob, key: nil)
+            if let envelope { extent.add(envelope) }
+            touched = true
+            return conn.db.lastInsertedRowID
+        }
+
+        /// Sets a row checked ahead, as ``insert(layout:values:from:geometryBlob:envelope:)``
+        /// takes one, in the feature `objectID`. Throws not found when the table has no such
+        /// feature.
+        public mutating func update(
+            objectID: Int64, layout: FeatureValidator.Row, values: [FieldValue], from start: Int, geometryBlob: ArraySlice<UInt8>?, envelope: Envelope?
+        ) throws {
+            if layout.writesGeometry { try conn.willWriteGeometries(of: table.name, 1) }
+            let statement = try statement(StatementKey(insert: false, columns: layout.fieldIndices), columns: layout.columns)
+            try run(statement, layout, values: values, from: start, geometryBlob: geometryBlob, key: objectID)
+            guard conn.db.changesCount > 0 else {
+                throw StorageError(.notFound, "no feature with object id \(objectID)", table: table.name, editIndex: 0)
+            }
+            if let envelope { extent.add(envelope) }
+            touched = true
+        }
+
         /// Deletes the feature `objectID`. Throws not found when the table has no such feature.
         public mutating func delete(objectID: Int64) throws {
             try conn.willWriteGeometries(of: table.name, 1)
@@ -103,17 +134,27 @@ extension FeatureTable {
         /// Binds the row's values (and the object id of an update, last) and steps the statement;
         /// a constraint of the table is an edit error, as through ``FeatureTable``'s edits.
         private func run(_ statement: Statement, _ row: FeatureValidator.Row, key: Int64?) throws {
+            let blob = row.writesGeometry ? row.geometry.map { GeoPackageBinary.encode($0, srsID: table.srsID) } : nil
+            try run(statement, row, values: row.values, from: 0, geometryBlob: blob?[...], key: key)
+        }
+
+        /// Binds `layout`'s values from `values[start...]` (the geometry column's from
+        /// `geometryBlob`), the object id of an update last, and steps the statement.
+        private func run(
+            _ statement: Statement, _ layout: FeatureValidator.Row, values: [FieldValue], from start: Int, geometryBlob: ArraySlice<UInt8>?, key: Int64?
+        ) throws {
             let s = statement.sqliteStatement
             sqlite3_reset(s)
-            for (i, value) in row.values.enumerated() {
+            let count = layout.types.count
+            for i in 0..<count {
                 let index = Int32(i + 1)
-                if row.writesGeometry && i == row.values.count - 1 {
-                    bindBlob(row.geometry.map { GeoPackageBinary.encode($0, srsID: table.srsID) }, s, index)
+                if layout.writesGeometry && i == count - 1 {
+                    bindBlob(geometryBlob, s, index)
                     continue
                 }
-                bindFieldValue(value, row.types[i], s, index)
+                bindFieldValue(values[start + i], layout.types[i], s, index)
             }
-            if let key { sqlite3_bind_int64(s, Int32(row.values.count + 1), key) }
+            if let key { sqlite3_bind_int64(s, Int32(count + 1), key) }
             do {
                 try statement.stepToEnd()
             } catch let error as DatabaseError where error.resultCode == .SQLITE_CONSTRAINT {

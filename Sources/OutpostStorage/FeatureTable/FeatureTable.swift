@@ -28,7 +28,8 @@ public struct FeatureTable: Sendable {
     public var name: String { definition.name }
     /// The spatial reference of the geometries, nil for a table.
     public var spatialReference: SpatialReference? { validator.spatialReference }
-    var srsID: Int32 { Int32(spatialReference?.wkid ?? 0) }
+    /// The spatial reference id its geometry blobs carry (0 for none).
+    public var srsID: Int32 { Int32(spatialReference?.wkid ?? 0) }
 
     /// Fields other than the OID, in table order.
     var attributeFields: [FieldDefinition] { validator.attributeFields }

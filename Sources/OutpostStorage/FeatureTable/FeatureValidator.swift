@@ -53,6 +53,15 @@ public struct FeatureValidator: Sendable {
         public var geometry: Geometry?
         /// Whether the geometry column is among `columns` (last).
         public var writesGeometry = false
+
+        /// An empty row whose arrays hold `capacity` columns without growing (each growth is a
+        /// new buffer for each of the four).
+        init(capacity: Int) {
+            columns.reserveCapacity(capacity)
+            values.reserveCapacity(capacity)
+            types.reserveCapacity(capacity)
+            fieldIndices.reserveCapacity(capacity)
+        }
     }
 
     /// A ``StorageError`` (`invalidEdit`) for edit `index` of a request, naming the layer and `field`.
@@ -79,7 +88,7 @@ public struct FeatureValidator: Sendable {
     /// Every column of a new feature: given values, else field defaults, else null; a new global
     /// id unless one is supplied.
     public func add(_ feature: Feature, index: Int) throws -> Row {
-        var row = Row()
+        var row = Row(capacity: attributeIndices.count + (layer.isSpatial ? 1 : 0))
         let given = try resolveAttributes(feature, index: index)
         for i in attributeIndices {
             // Read in place: a copy of the field definition per column retains and releases its strings.
@@ -126,7 +135,7 @@ public struct FeatureValidator: Sendable {
 
     /// The columns an update sets: the attributes given and the geometry when one is given.
     public func update(_ feature: Feature, index: Int) throws -> Row {
-        var row = Row()
+        var row = Row(capacity: feature.attributes.count + (feature.geometry == nil ? 0 : 1))
         let given = try resolveAttributes(feature, index: index)
         for i in attributeIndices {
             guard let value = given[i] else { continue }
