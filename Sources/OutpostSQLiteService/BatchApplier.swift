@@ -381,7 +381,7 @@ public struct BatchApplier: BatchApplying {
     /// its plan in one of two forms. Most plans are one step: their form holds only what the
     /// writer binds and answers, so the writer neither touches nor frees a plan, a checked row
     /// and their arrays made on the helper's thread for each edit (measured: the writer's time
-    /// outside SQLite's steps, over its time in them, 1.27 → 0.93; Benchmarks/RESULTS.md).
+    /// outside SQLite's steps, over its time in them, 1.17 → 0.84; Benchmarks/RESULTS.md).
     struct PreparedEdit {
         var globalID: String
         /// The feature's object id as the planner held it before the edit (its undo point).
