@@ -43,12 +43,7 @@ extension FeatureTable {
         /// Adds the row `table.validator.add(_:index:)` made of a feature (on any thread, ahead
         /// of the writer); its object id.
         public mutating func insert(checked row: FeatureValidator.Row) throws -> Int64 {
-            if row.geometry != nil { try conn.willWriteGeometries(of: table.name, 1) }
-            let statement = try statement(StatementKey(insert: true, columns: row.fieldIndices), columns: row.columns)
-            try run(statement, row, key: nil)
-            if let e = row.geometry?.envelope { extent.add(e) }
-            touched = true
-            return conn.db.lastInsertedRowID
+            try insert(layout: row, values: row.values, from: 0, geometryBlob: geometryBlob(of: row), envelope: row.geometry?.envelope)
         }
 
         /// Sets the attributes `feature` gives, and its geometry when it has one, in the feature
@@ -60,14 +55,13 @@ extension FeatureTable {
         /// Sets what the row `table.validator.update(_:index:)` made of a feature (on any
         /// thread, ahead of the writer) holds in the feature `objectID`.
         public mutating func update(objectID: Int64, checked row: FeatureValidator.Row) throws {
-            if row.writesGeometry { try conn.willWriteGeometries(of: table.name, 1) }
-            let statement = try statement(StatementKey(insert: false, columns: row.fieldIndices), columns: row.columns)
-            try run(statement, row, key: objectID)
-            guard conn.db.changesCount > 0 else {
-                throw StorageError(.notFound, "no feature with object id \(objectID)", table: table.name, editIndex: 0)
-            }
-            if let e = row.geometry?.envelope { extent.add(e) }
-            touched = true
+            try update(objectID: objectID, layout: row, values: row.values, from: 0, geometryBlob: geometryBlob(of: row), envelope: row.geometry?.envelope)
+        }
+
+        /// The GeoPackage blob of the geometry `row` writes (nil: none, or NULL).
+        private func geometryBlob(of row: FeatureValidator.Row) -> ArraySlice<UInt8>? {
+            guard row.writesGeometry, let geometry = row.geometry else { return nil }
+            return GeoPackageBinary.encode(geometry, srsID: table.srsID)[...]
         }
 
         /// Adds a row checked ahead whose values lie in a buffer shared with other rows:
@@ -131,15 +125,9 @@ extension FeatureTable {
             return made
         }
 
-        /// Binds the row's values (and the object id of an update, last) and steps the statement;
-        /// a constraint of the table is an edit error, as through ``FeatureTable``'s edits.
-        private func run(_ statement: Statement, _ row: FeatureValidator.Row, key: Int64?) throws {
-            let blob = row.writesGeometry ? row.geometry.map { GeoPackageBinary.encode($0, srsID: table.srsID) } : nil
-            try run(statement, row, values: row.values, from: 0, geometryBlob: blob?[...], key: key)
-        }
-
         /// Binds `layout`'s values from `values[start...]` (the geometry column's from
-        /// `geometryBlob`), the object id of an update last, and steps the statement.
+        /// `geometryBlob`), the object id of an update last, and steps the statement; a
+        /// constraint of the table is an edit error, as through ``FeatureTable``'s edits.
         private func run(
             _ statement: Statement, _ layout: FeatureValidator.Row, values: [FieldValue], from start: Int, geometryBlob: ArraySlice<UInt8>?, key: Int64?
         ) throws {
