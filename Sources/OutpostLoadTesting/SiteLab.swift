@@ -206,13 +206,19 @@ public enum SiteLab {
                 do {
                     try await network.wait("host h\(i) ready at the end", seconds: 10) { await network.status(from: "crews", "\(hostURL(i))/ready") == 200 }
                 } catch {
-                    let answer = try? await network.run("crews", ["curl", "-s", "--noproxy", "*", "-m", "5", "\(hostURL(i))/ready"])
-                    let running = hosts[i]?.isRunning == true ? "running" : "exited"
-                    let log = (try? String(contentsOf: work.appendingPathComponent("h\(i).log"), encoding: .utf8)) ?? ""
-                    report.problems.append("host h\(i) (\(running)) is not ready at the end: \(answer?.stdout.prefix(300) ?? "") log: \(log.suffix(600))")
+                    report.problems.append("host h\(i) is not ready at the end: \(await hostState(i))")
                 }
             }
             return report
+        }
+
+        /// What host `i` answers on `/ready` (with the reason: the hosts have no security),
+        /// whether it runs, and the end of its log: for a failure's message.
+        func hostState(_ i: Int) async -> String {
+            let answer = try? await network.run("crews", ["curl", "-s", "--noproxy", "*", "-m", "5", "\(hostURL(i))/ready"])
+            let running = hosts[i]?.isRunning == true ? "running" : "exited"
+            let log = (try? String(contentsOf: work.appendingPathComponent("h\(i).log"), encoding: .utf8)) ?? ""
+            return "(\(running)), /ready: \(answer?.stdout.prefix(300) ?? "") log: \(log.suffix(1500))"
         }
 
         func loadArguments() -> [String] {
@@ -510,7 +516,11 @@ public enum SiteLab {
                 "db2", [bin.appendingPathComponent("pg_ctl").path, "-D", databases.appendingPathComponent("db2/data").path, "-w", "promote"], as: "postgres")
             say("standby promoted")
             for (i, process) in hosts.sorted(by: { $0.key < $1.key }) where process.isRunning {
-                try await network.wait("host h\(i) ready after the failover", seconds: 120) { await network.status(from: "crews", "\(hostURL(i))/ready") == 200 }
+                do {
+                    try await network.wait("host h\(i) ready after the failover", seconds: 120) { await network.status(from: "crews", "\(hostURL(i))/ready") == 200 }
+                } catch {
+                    throw Failure("\(error) \(await hostState(i))")
+                }
             }
             let end = Date().timeIntervalSince1970 + Double(configuration.databaseTimeout)
             report.switching = start...end

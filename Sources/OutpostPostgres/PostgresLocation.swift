@@ -106,25 +106,38 @@ public struct PostgresLocation: Sendable, Hashable, CustomStringConvertible {
 
     /// The first listed server that takes writes (is not a standby in recovery), as a location
     /// of its own; the location itself when it lists one server; nil when none answers as a
-    /// primary (they are down, or a standby is not promoted yet).
-    public func primary(connectTimeout: Duration = .seconds(2)) async -> PostgresLocation? {
+    /// primary (they are down, or a standby is not promoted yet). Each server gets `limit` to
+    /// connect and answer: one that accepted the connection and then went silent (its host
+    /// lost, no reset sent) must not hold the look up.
+    public func primary(within limit: Duration = .seconds(3)) async -> PostgresLocation? {
         guard servers.count > 1 else { return self }
-        for server in servers {
-            var configuration = PostgresConnection.Configuration(
-                host: server.host, port: server.port, username: user, password: password, database: database, tls: .disable)
-            configuration.options.connectTimeout = .init(connectTimeout)
-            guard let connection = try? await PostgresConnection.connect(configuration: configuration, id: 0, logger: Logger(label: "outpost.postgres"))
-            else { continue }
-            var standby = true
-            if let rows = try? await connection.query("SELECT pg_is_in_recovery()", logger: Logger(label: "outpost.postgres")) {
-                do {
-                    for try await inRecovery in rows.decode(Bool.self) { standby = inRecovery }
-                } catch {}
-            }
-            try? await connection.close()
-            if !standby { return on(server) }
+        for server in servers where await takesWrites(server, within: limit) == true {
+            return on(server)
         }
         return nil
+    }
+
+    /// Whether `server` takes writes: nil when it did not answer within `limit`, connecting
+    /// included (a connection it left open is then closed).
+    func takesWrites(_ server: Server, within limit: Duration) async -> Bool? {
+        var settings = PostgresConnection.Configuration(
+            host: server.host, port: server.port, username: user, password: password, database: database, tls: .disable)
+        settings.options.connectTimeout = .init(limit)
+        let configuration = settings
+        let opened = Locked<PostgresConnection?>(nil)
+        let logger = Logger(label: "outpost.postgres")
+        let answer = try? await PostgresPool.answer(within: limit) {
+            let connection = try await PostgresConnection.connect(configuration: configuration, id: 0, logger: logger)
+            opened.withLock { $0 = connection }
+            var inRecovery = true
+            for try await value in try await connection.query("SELECT pg_is_in_recovery()", logger: logger).decode(Bool.self) { inRecovery = value }
+            try? await connection.close()
+            return !inRecovery
+        }
+        if answer == nil, let connection = opened.withLock({ $0 }) {
+            Task { try? await connection.close() }
+        }
+        return answer
     }
 }
 

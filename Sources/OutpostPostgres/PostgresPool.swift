@@ -88,7 +88,7 @@ final class PostgresPool: Sendable {
         order += location.servers.filter { $0 != using }
         var probe = location
         probe.servers = order
-        guard let primary = await probe.primary(connectTimeout: .seconds(1))?.servers[0], primary != using else { return }
+        guard let primary = await probe.primary(within: .seconds(2))?.servers[0], primary != using else { return }
         let client = Self.client(location.on(primary), maximumConnections: maximumConnections)
         let old = current.withLock { current -> Current in
             let old = current
@@ -146,19 +146,25 @@ extension PostgresPool {
     /// cancelled and ends on its own (at the latest when its pool stops); the pool looks for
     /// the primary.
     func within<T: Sendable>(_ timeout: Duration, _ body: @escaping @Sendable () async throws -> T) async throws -> T {
-        let location = location
-        let race = Race<T>()
+        if let answer = try await Self.answer(within: timeout, body) { return answer }
+        suspect()
+        throw SyncServiceError(.unavailable, "PostgreSQL at \(location) did not answer within \(timeout); try again shortly")
+    }
+
+    /// `body`'s answer, or nil once `limit` has passed whether or not `body` has ended (it is
+    /// then cancelled, and ends on its own).
+    static func answer<T: Sendable>(within limit: Duration, _ body: @escaping @Sendable () async throws -> T) async throws -> T? {
+        let race = Race<T?>()
         return try await withTaskCancellationHandler {
-            try await withCheckedThrowingContinuation { (continuation: CheckedContinuation<T, any Error>) in
+            try await withCheckedThrowingContinuation { (continuation: CheckedContinuation<T?, any Error>) in
                 race.pending.withLock { $0 = continuation }
                 let running = Task { do { race.finish(.success(try await body())) } catch { race.finish(.failure(error)) } }
                 race.work.withLock { $0 = running }
-                let timer = Task { [weak self] in
-                    try? await Task.sleep(for: timeout)
+                let timer = Task {
+                    try? await Task.sleep(for: limit)
                     guard race.pending.withLock({ $0 != nil }) else { return }
-                    self?.suspect()
                     running.cancel()
-                    race.finish(.failure(SyncServiceError(.unavailable, "PostgreSQL at \(location) did not answer within \(timeout); try again shortly")))
+                    race.finish(.success(nil))
                 }
                 // An answer in time stops the timer (no task sleeps on for every request).
                 race.timer.withLock { $0 = timer }
