@@ -112,6 +112,48 @@ struct OperationsTests {
 
     static let requestID = HTTPField.Name("X-Request-Id")!
 
+    /// The site directory's check behind `/ready`: callers that come while it runs share its
+    /// outcome (one write, however many ask); once it has run past the limit, callers hear at
+    /// once that the directory does not answer, and none starts another until it ends.
+    @Test(.scaledTimeLimit(minutes: 1))
+    func readinessChecksOfTheSiteDirectoryShareOneWrite() async throws {
+        let directory = TemporaryDirectory().url
+        let writes = Locked(0)
+        let slow = SiteDirectoryProbe(timeout: .seconds(5)) { url in
+            writes.withLock { $0 += 1 }
+            Thread.sleep(forTimeInterval: 0.3)
+            return SiteDirectoryProbe.tryWriting(in: url)
+        }
+        let answers = await withTaskGroup(of: String?.self) { group in
+            for _ in 0..<10 { group.addTask { await slow.problem(with: directory) } }
+            return await group.reduce(into: []) { $0.append($1) }
+        }
+        #expect(answers.count == 10 && answers.allSatisfy { $0 == nil }, "\(answers)")
+        #expect(writes.get() == 1)
+        #expect(await slow.problem(with: directory) == nil && writes.get() == 2, "a caller after the check ended starts another")
+
+        // A directory that blocks (a mount gone silent) past the limit, until released.
+        let blocking = Locked(true)
+        let gate = DispatchSemaphore(value: 0)
+        let blocked = SiteDirectoryProbe(timeout: .milliseconds(200)) { _ in
+            if blocking.get() { gate.wait() }
+            return nil
+        }
+        let first = await blocked.problem(with: directory)
+        #expect(first?.contains("did not take a file within 200 ms") == true, "\(first ?? "nil")")
+        let next = await blocked.problem(with: directory)
+        #expect(next?.contains("has not finished") == true, "\(next ?? "nil")")
+        blocking.set(false)
+        gate.signal()
+        // Once the blocked write ends, the next caller's check is a new one, and passes.
+        var answer = next
+        for _ in 0..<100 where answer != nil {
+            try await Task.sleep(for: .milliseconds(20))
+            answer = await blocked.problem(with: directory)
+        }
+        #expect(answer == nil)
+    }
+
     @Test func aDrainingServerAnswers503ButStaysAlive() async throws {
         let drain = ServerDrain()
         try await withServer(.sqlite, drain: drain) { client, _ in

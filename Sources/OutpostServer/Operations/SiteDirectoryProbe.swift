@@ -3,41 +3,78 @@ import OutpostCore
 
 /// Whether a site's shared directory takes a file: a small file written, read back and removed,
 /// on a thread of its own and bounded in time, as a mount that stopped answering blocks the
-/// thread that touches it. While a probe is still blocked, the next is not started (the
-/// directory is reported as not answering) so blocked threads do not pile up.
+/// thread that touches it. Callers that come while a check runs wait for its outcome (two load
+/// balancers asking at once are both told what the directory did); once a check has run past
+/// the time limit, callers are told at once that the directory does not answer, and no new
+/// check starts until it ends, so blocked threads do not pile up.
 final class SiteDirectoryProbe: Sendable {
-    private let inFlight = Locked(false)
-    let timeout: Duration
+    /// One check of the directory and the callers waiting for it.
+    private final class Check: Sendable {
+        let started = ContinuousClock.now
+        /// nil while it runs; then the problem found, or nil for none.
+        let outcome = Locked<String??>(nil)
+        private let waiters = Locked<[AsyncStream<Void>.Continuation]>([])
 
-    init(timeout: Duration = .seconds(2)) { self.timeout = timeout }
+        /// Ends `waiter` once the check has ended (at once if it has).
+        func notify(_ waiter: AsyncStream<Void>.Continuation) {
+            let ended = waiters.withLock { list in
+                if outcome.get() != nil { return true }
+                list.append(waiter)
+                return false
+            }
+            if ended { waiter.finish() }
+        }
+
+        func end(_ problem: String?) {
+            let woken = waiters.withLock { list in
+                outcome.set(.some(problem))
+                defer { list = [] }
+                return list
+            }
+            for waiter in woken { waiter.finish() }
+        }
+    }
+
+    private let running = Locked<Check?>(nil)
+    let timeout: Duration
+    /// The check itself: nil when the directory took a file, else why not.
+    private let attempt: @Sendable (URL) -> String?
+
+    init(timeout: Duration = .seconds(2), attempt: @escaping @Sendable (URL) -> String? = SiteDirectoryProbe.tryWriting(in:)) {
+        self.timeout = timeout
+        self.attempt = attempt
+    }
 
     /// nil when `directory` took a file within the timeout, else why not.
     func problem(with directory: URL) async -> String? {
-        let started = inFlight.withLock { busy in
-            if busy { return false }
-            busy = true
-            return true
-        }
-        guard started else { return "an earlier check of \(directory.path) has not finished (the mount does not answer)" }
-        let outcome = Locked<String??>(nil)
-        let done = AsyncStream<Void>.makeStream()
-        Thread.detachNewThread { [self] in
-            let found = Self.tryWriting(in: directory)
-            outcome.set(.some(found))
-            inFlight.withLock { $0 = false }
-            done.continuation.finish()
+        let check = running.withLock { current -> Check in
+            if let current { return current }
+            let check = Check()
+            current = check
+            Thread.detachNewThread { [self] in
+                let found = attempt(directory)
+                // A caller that comes after this starts a check of its own.
+                running.withLock { $0 = nil }
+                check.end(found)
+            }
+            return check
         }
         let timeout = self.timeout
+        if ContinuousClock.now - check.started >= timeout, check.outcome.get() == nil {
+            return "an earlier check of \(directory.path) has not finished (the mount does not answer)"
+        }
+        let ended = AsyncStream<Void>.makeStream()
+        check.notify(ended.continuation)
         await withTaskGroup(of: Void.self) { group in
-            group.addTask { for await _ in done.stream {} }
-            group.addTask { try? await Task.sleep(for: timeout) }
+            group.addTask { for await _ in ended.stream {} }
+            group.addTask { try? await Task.sleep(for: timeout - (ContinuousClock.now - check.started)) }
             await group.next()
             group.cancelAll()
         }
-        return outcome.get() ?? "\(directory.path) did not take a file within \(timeout.wholeMilliseconds) ms"
+        return check.outcome.get() ?? "\(directory.path) did not take a file within \(timeout.wholeMilliseconds) ms"
     }
 
-    private static func tryWriting(in directory: URL) -> String? {
+    static func tryWriting(in directory: URL) -> String? {
         let file = directory.appendingPathComponent(".ready-\(ProcessInfo.processInfo.processIdentifier)-\(UUID().uuidString.prefix(8))")
         let bytes = Data("ready\n".utf8)
         do {
