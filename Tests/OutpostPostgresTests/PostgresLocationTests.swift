@@ -1,5 +1,6 @@
 import Foundation
 import OutpostPostgres
+import OutpostTestSupport
 import Testing
 
 /// `postgres://` URLs with one server or a primary and its standbys.
@@ -38,7 +39,7 @@ struct PostgresLocationTests {
     /// A server that takes the connection, signs the client in and then falls silent (its host
     /// lost with no reset sent, a frozen process) holds no look for the primary up: it is
     /// passed over once its time is up, and the next server answers.
-    @Test(.timeLimit(.minutes(1)))
+    @Test(.scaledTimeLimit(minutes: 1))
     func aServerThatFallsSilentIsPassedOver() async throws {
         let silent = try SilentPostgres()
         defer { silent.stop() }
