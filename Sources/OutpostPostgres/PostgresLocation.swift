@@ -111,22 +111,22 @@ public struct PostgresLocation: Sendable, Hashable, CustomStringConvertible {
     /// lost, no reset sent) must not hold the look up.
     public func primary(within limit: Duration = .seconds(3)) async -> PostgresLocation? {
         guard servers.count > 1 else { return self }
-        for server in servers where await takesWrites(server, within: limit) == true {
+        for server in servers where await takesWrites(server, within: limit) {
             return on(server)
         }
         return nil
     }
 
-    /// Whether `server` takes writes: nil when it did not answer within `limit`, connecting
-    /// included (a connection it left open is then closed).
-    func takesWrites(_ server: Server, within limit: Duration) async -> Bool? {
-        var settings = PostgresConnection.Configuration(
+    /// Whether `server` answered within `limit`, connecting included, that it takes writes
+    /// (false when it failed, is in recovery, or did not answer in time; a connection it left
+    /// open is then closed).
+    func takesWrites(_ server: Server, within limit: Duration) async -> Bool {
+        var configuration = PostgresConnection.Configuration(
             host: server.host, port: server.port, username: user, password: password, database: database, tls: .disable)
-        settings.options.connectTimeout = .init(limit)
-        let configuration = settings
+        configuration.options.connectTimeout = .init(limit)
         let opened = Locked<PostgresConnection?>(nil)
         let logger = Logger(label: "outpost.postgres")
-        let answer = try? await PostgresPool.answer(within: limit) {
+        let answer = try? await PostgresPool.answer(within: limit) { [configuration] in
             let connection = try await PostgresConnection.connect(configuration: configuration, id: 0, logger: logger)
             opened.withLock { $0 = connection }
             var inRecovery = true
@@ -137,7 +137,7 @@ public struct PostgresLocation: Sendable, Hashable, CustomStringConvertible {
         if answer == nil, let connection = opened.withLock({ $0 }) {
             Task { try? await connection.close() }
         }
-        return answer
+        return answer == true
     }
 }
 

@@ -119,17 +119,22 @@ struct OperationsTests {
     func readinessChecksOfTheSiteDirectoryShareOneWrite() async throws {
         let directory = TemporaryDirectory().url
         let writes = Locked(0)
-        let slow = SiteDirectoryProbe(timeout: .seconds(5)) { url in
+        // The write waits until every caller has come, so all ten come while it runs.
+        let release = DispatchSemaphore(value: 0)
+        let slow = SiteDirectoryProbe(timeout: .seconds(30)) { url in
             writes.withLock { $0 += 1 }
-            Thread.sleep(forTimeInterval: 0.3)
+            release.wait()
             return SiteDirectoryProbe.tryWriting(in: url)
         }
         let answers = await withTaskGroup(of: String?.self) { group in
             for _ in 0..<10 { group.addTask { await slow.problem(with: directory) } }
+            while slow.waitingCallers < 10 { try? await Task.sleep(for: .milliseconds(5)) }
+            release.signal()
             return await group.reduce(into: []) { $0.append($1) }
         }
         #expect(answers.count == 10 && answers.allSatisfy { $0 == nil }, "\(answers)")
         #expect(writes.get() == 1)
+        release.signal()
         #expect(await slow.problem(with: directory) == nil && writes.get() == 2, "a caller after the check ended starts another")
 
         // A directory that blocks (a mount gone silent) past the limit, until released.

@@ -11,25 +11,28 @@ final class SiteDirectoryProbe: Sendable {
     /// One check of the directory and the callers waiting for it.
     private final class Check: Sendable {
         let started = ContinuousClock.now
+        /// `ended` once it has: then `problem` is what it found (nil for none).
+        private let state = Locked<(ended: Bool, problem: String?, waiters: [AsyncStream<Void>.Continuation])>((false, nil, []))
+
         /// nil while it runs; then the problem found, or nil for none.
-        let outcome = Locked<String??>(nil)
-        private let waiters = Locked<[AsyncStream<Void>.Continuation]>([])
+        var outcome: String?? { state.withLock { $0.ended ? .some($0.problem) : nil } }
+
+        /// Callers waiting for it.
+        var waiting: Int { state.withLock { $0.waiters.count } }
 
         /// Ends `waiter` once the check has ended (at once if it has).
         func notify(_ waiter: AsyncStream<Void>.Continuation) {
-            let ended = waiters.withLock { list in
-                if outcome.get() != nil { return true }
-                list.append(waiter)
-                return false
+            let ended = state.withLock { state in
+                if !state.ended { state.waiters.append(waiter) }
+                return state.ended
             }
             if ended { waiter.finish() }
         }
 
         func end(_ problem: String?) {
-            let woken = waiters.withLock { list in
-                outcome.set(.some(problem))
-                defer { list = [] }
-                return list
+            let woken = state.withLock { state in
+                defer { state = (true, problem, []) }
+                return state.waiters
             }
             for waiter in woken { waiter.finish() }
         }
@@ -60,7 +63,7 @@ final class SiteDirectoryProbe: Sendable {
             return check
         }
         let timeout = self.timeout
-        if ContinuousClock.now - check.started >= timeout, check.outcome.get() == nil {
+        if ContinuousClock.now - check.started >= timeout, check.outcome == nil {
             return "an earlier check of \(directory.path) has not finished (the mount does not answer)"
         }
         let ended = AsyncStream<Void>.makeStream()
@@ -71,8 +74,11 @@ final class SiteDirectoryProbe: Sendable {
             await group.next()
             group.cancelAll()
         }
-        return check.outcome.get() ?? "\(directory.path) did not take a file within \(timeout.wholeMilliseconds) ms"
+        return check.outcome ?? "\(directory.path) did not take a file within \(timeout.wholeMilliseconds) ms"
     }
+
+    /// Callers waiting for the check that runs now (for tests).
+    var waitingCallers: Int { running.withLock { $0 }?.waiting ?? 0 }
 
     static func tryWriting(in directory: URL) -> String? {
         let file = directory.appendingPathComponent(".ready-\(ProcessInfo.processInfo.processIdentifier)-\(UUID().uuidString.prefix(8))")
