@@ -231,4 +231,16 @@ struct BatchAdmissionTests {
         #expect(direction.status == 400 && direction.details.isEmpty)
         #expect(ServiceError.from(BatchRefusal.attachmentsNotUploadable(replicaID: Self.replicaID, direction: .download)).status == 400)
     }
+
+    // MARK: - The batch's time stamp
+
+    /// The time an edit without its own is applied at: UTC ISO 8601 to the nearest millisecond,
+    /// as Foundation's ISO 8601 formatter writes it (the reference here).
+    @Test(arguments: [0, 1_796_634_609.0265, 1_796_634_609.9996, 1_796_634_609.0004, 951_782_399.9999, -1.5, 4_102_444_800.123])
+    func theBatchTimeStampIsUTCToTheMillisecond(_ seconds: Double) {
+        let reference = ISO8601DateFormatter()
+        reference.formatOptions = [.withInternetDateTime, .withFractionalSeconds]
+        let date = Date(timeIntervalSince1970: seconds)
+        #expect(BatchPlanner.timestamp(date) == reference.string(from: date))
+    }
 }

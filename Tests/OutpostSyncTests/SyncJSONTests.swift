@@ -152,6 +152,9 @@ struct SyncJSONTests {
         #expect(compact.attachments == result.attachments)
         #expect(compact.layers[0].succeeded("{1}") && compact.layers[0].succeeded("{2}") && !compact.layers[0].succeeded("{3}"))
         #expect(!result.layers[0].succeeded("{9}") && compact.layers[0].succeeded("{9}"), "unlisted: applied only in a compact answer")
+        // Applied edits counted alike in both forms (attachments left out).
+        #expect(result.appliedEditCount == 2 && compact.appliedEditCount == 2)
+        #expect(plain.appliedEditCount == 1 && plain.compacted.appliedEditCount == 1)
         for value in [result, plain, BatchResult(seq: 1, batchId: "{B}", generation: nil, layers: []), compact, plain.compacted] {
             #expect(value.json == (try JSONValueEncoder().encode(value)))
             #expect(try BatchResult(json: value.json) == value)

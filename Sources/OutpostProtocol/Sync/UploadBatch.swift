@@ -208,6 +208,20 @@ public struct BatchResult: Codable, Hashable, Sendable {
         self.replayed = replayed
     }
 
+    /// How many edits of the layers applied (attachments left out): counted in place. Filtering
+    /// the results copied each one, 8 ms for 16,000 on the answer's path.
+    public var appliedEditCount: Int {
+        var count = 0
+        for layer in layers {
+            if let applied = layer.applied {
+                count += applied.inserts + applied.updates + applied.deletes
+            } else {
+                for result in layer.results where result.success { count += 1 }
+            }
+        }
+        return count
+    }
+
     /// The edits that failed, of every layer and the attachments.
     public var rejected: [BatchEditResult] { layers.flatMap { $0.results.filter { !$0.success } } + (attachments ?? []).filter { !$0.success } }
 

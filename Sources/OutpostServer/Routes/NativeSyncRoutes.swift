@@ -422,7 +422,7 @@ struct NativeSyncRoutes {
         } else {
             metrics?.batch("applied")
             if let stages = answer.stages { metrics?.batchStages(stages) }
-            metrics?.editsApplied(answer.result.layers.reduce(0) { $0 + $1.results.filter(\.success).count }, via: "batch")
+            metrics?.editsApplied(answer.result.appliedEditCount, via: "batch")
         }
         startChecksums(replica: replica, layers: checksumLayers)
         let response = writing.bytes(ByteBuffer(string: answer.json), contentType: "application/json; charset=utf-8")

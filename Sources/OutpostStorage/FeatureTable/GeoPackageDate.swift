@@ -5,9 +5,13 @@ import Foundation
 /// The reader also accepts what other writers produce: a date alone, no fraction, a space
 /// instead of `T`, no zone (read as UTC) and `±HH:MM` offsets (GDAL's default `WITH_TZ` form).
 public enum GeoPackageDate {
-    /// Formats `date` with millisecond precision in UTC.
+    /// Formats `date` with millisecond precision in UTC (the millisecond it falls in).
     public static func format(_ date: Date) -> String {
-        let totalMillis = Int64((date.timeIntervalSince1970 * 1000).rounded(.down))
+        format(milliseconds: Int64((date.timeIntervalSince1970 * 1000).rounded(.down)))
+    }
+
+    /// Formats the time `totalMillis` milliseconds after 1970-01-01T00:00:00Z, in UTC.
+    public static func format(milliseconds totalMillis: Int64) -> String {
         var seconds = totalMillis.quotientAndRemainder(dividingBy: 1000)
         if seconds.remainder < 0 { seconds = (seconds.quotient - 1, seconds.remainder + 1000) }
         var days = seconds.quotient / 86_400
