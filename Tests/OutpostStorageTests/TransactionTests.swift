@@ -111,6 +111,31 @@ struct TransactionTests {
         #expect(try await gdb.read { conn in try Int.fetchOne(conn.db, sql: "SELECT count(*) FROM bulk") } == cache / 4096 * 2)
     }
 
+    /// Writers delete at `secure_delete = FAST`: what a delete removes is zeroed in the pages the
+    /// write changes anyway, and the pages it frees are not written again only to be zeroed (the
+    /// default of Debian's SQLite, which zeroes them all). A freed chain of 100 overflow pages
+    /// adds a few frames to the WAL, not a hundred.
+    @Test(.scaledTimeLimit(minutes: 1))
+    func deletesDoNotWriteTheirFreedPagesAgain() async throws {
+        let dir = TemporaryDirectory()
+        let gdb = try SampleGeodatabases.fieldInspection(in: dir)
+        let deferral = gdb.deferCheckpoints()
+        defer { deferral.end() }
+        #expect(try await gdb.write { conn in try Int.fetchOne(conn.db, sql: "PRAGMA secure_delete") } == 2)
+        try await gdb.write { conn in
+            try conn.db.execute(sql: "CREATE TABLE bulk (data BLOB)")
+            try conn.db.execute(sql: "INSERT INTO bulk (data) VALUES (randomblob(400000))")
+        }
+        let wal = gdb.url.path + "-wal"
+        func walBytes() throws -> Int { (try FileManager.default.attributesOfItem(atPath: wal)[.size] as? NSNumber)?.intValue ?? 0 }
+        let before = try walBytes()
+        try await gdb.write { conn in try conn.db.execute(sql: "DELETE FROM bulk") }
+        let frames = (try walBytes() - before) / (4096 + 24)
+        #expect(frames < 20, "the delete wrote \(frames) pages")
+        #expect(try await gdb.read { conn in try Int.fetchOne(conn.db, sql: "SELECT count(*) FROM bulk") } == 0)
+        try gdb.close()
+    }
+
     /// `write(durable: false)` (a replica's download, its acknowledgement of an answer) commits at
     /// SQLite's `synchronous = NORMAL`: the commit does not wait for the disk. Every other commit
     /// waits (FULL), also after such a write threw, after one cancelled mid-statement, and inside
