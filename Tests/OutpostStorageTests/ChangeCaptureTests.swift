@@ -65,6 +65,36 @@ struct ChangeCaptureTests {
         try gdb.close()
     }
 
+    /// A batch's span: the oldest change rows of its tables after `after`, at most `maxChanges`
+    /// of them; its limit is the last one's id, its count how many there are (one pass over
+    /// the ids answers both; other tables' rows never count).
+    @Test func aBatchsSpanIsTheOldestRowsOfItsTables() async throws {
+        let dir = TemporaryDirectory()
+        let gdb = try SampleGeodatabases.fieldInspection(in: dir)
+        let table = try gdb.table(named: "inspection_points")
+        let added = try await table.add((0..<30).map { _ in FeatureTableEditTests.validPoint() })
+        for feature in added.prefix(12) {
+            try await table.update([Feature(objectID: feature.objectID, attributes: ["notes": .string("changed")])])
+        }
+        let ids = try await gdb.read { conn in
+            try conn.capturedChanges(where: "table_name = 'inspection_points'", arguments: [], order: "change_id").map(\.id)
+        }
+        #expect(ids.count == 42)
+        for after in [Int64(0), ids[9], ids[41]] {
+            let rest = ids.filter { $0 > after }
+            for maxChanges in [1, 5, rest.count, rest.count + 7] {
+                let span = try await gdb.read { conn in try conn.sealSpan(maxChanges: maxChanges, tables: ["inspection_points"], after: after) }
+                let limit = try await gdb.read { conn in try conn.sealLimit(maxChanges: maxChanges, tables: ["inspection_points"], after: after) }
+                let expected = rest.prefix(maxChanges)
+                #expect(span?.limit == expected.last && span?.count == (expected.isEmpty ? nil : expected.count))
+                #expect(limit == expected.last)
+            }
+        }
+        #expect(try await gdb.read { conn in try conn.sealSpan(maxChanges: 100, tables: ["no_such_table"]) } == nil)
+        #expect(try await gdb.read { conn in try conn.sealSpan(maxChanges: 100, tables: []) } == nil)
+        try gdb.close()
+    }
+
     @Test func sortingByFeatureAgreesWithTheRowsOwnOrder() {
         // Global ids sharing their first 16 bytes or more, a prefix of another, empty, null, and
         // non-ASCII table names: the keys decide only where they differ.

@@ -17,7 +17,8 @@ enum BatchSealer {
         conflictPolicy: ConflictPolicy.Rule? = nil, streaming: OutgoingBatch? = nil
     ) throws -> SealedBatch? {
         guard !tables.isEmpty else { return nil }
-        let limit = try conn.sealLimit(maxChanges: maxChanges, tables: tables)
+        let span = try conn.sealSpan(maxChanges: maxChanges, tables: tables)
+        let limit = span?.limit
         // A batch also goes out, without edits, to close conflicts resolved in favour of the
         // server's values (that resolution edits nothing).
         guard try limit != nil || conn.hasUnsentResolutions() else { return nil }
@@ -28,7 +29,7 @@ enum BatchSealer {
                 || conn.pendingChangeSpan(upTo: limit, tables: [GeodatabaseConnection.attachmentsTable]).count == 0
         {
             let last = try conn.sealLimit(maxChanges: 1, tables: tables, after: limit) == nil
-            streaming.begin(.init(seq: seq, batchID: batchID, last: last, edits: try conn.pendingChangeSpan(upTo: limit, tables: tables).count))
+            streaming.begin(.init(seq: seq, batchID: batchID, last: last, edits: span?.count ?? 0))
             stream = streaming
         }
         let changes = try limit.map { try conn.capturedChanges(upTo: $0, tables: tables) } ?? []
