@@ -119,6 +119,41 @@ struct BinaryBatchTests {
         }
     }
 
+    /// Objects that share their names reuse the last order and numbers of their size: the bytes
+    /// are those of names sorted for each object, whatever sets of names follow each other
+    /// (same size with other names, one member, none, a nested object).
+    @Test func objectsThatShareTheirNamesWriteTheSameBytes() throws {
+        let shapes: [[String]] = [["b", "a", "c"], ["a", "b", "d"], ["z"], [], ["a", "b", "c"], ["x", "y"], ["name", "a", "b", "c", "d", "e", "f"]]
+        var random = SystemRandomNumberGenerator()
+        var objects: [[String: JSONValue]] = []
+        for i in 0..<400 {
+            let names = shapes[Int.random(in: 0..<shapes.count, using: &random)]
+            var o: [String: JSONValue] = [:]
+            for (k, name) in names.enumerated() { o[name] = k % 2 == 0 ? .integer(Int64(i)) : .string("v\(i)") }
+            objects.append(o)
+        }
+        var fast = BinaryWireWriter(capacity: 0, magic: ChangePage.binaryMagic)
+        var sorted = BinaryWireWriter(capacity: 0, magic: ChangePage.binaryMagic)
+        for o in objects {
+            fast.object(o)
+            sorted.unsigned(UInt64(o.count))
+            for key in o.keys.sorted() {
+                sorted.name(key)
+                sorted.value(o[key]!)
+            }
+        }
+        #expect(fast.out == sorted.out)
+        // Nested objects, of the same size as the one holding them, read back whole.
+        let nested: JSONValue = ["p": ["p": 1, "q": 2], "q": ["q": ["r": 3], "p": .null]]
+        var w = BinaryWireWriter(capacity: 0, magic: ChangePage.binaryMagic)
+        for _ in 0..<3 { w.value(nested) }
+        try w.out.withUnsafeBytes { raw in
+            var r = try BinaryWireReader(raw, after: ChangePage.binaryMagic)
+            for _ in 0..<3 { #expect(try r.value() == nested) }
+            #expect(r.atEnd)
+        }
+    }
+
     /// Pages of every change shape (attachments, leaves, inserted or not, null geometry), with and
     /// without `next` and `windowRows`, read back as their JSON does.
     @Test func binaryPagesReadBackAsJSONDoes() throws {
