@@ -35,7 +35,7 @@ struct PostgresChangeLog {
     mutating func append(globalID: String, op: String, columns changed: [String], editedAt: String? = nil, toOrigin: Bool = false, row: String? = nil) {
         globalIDs.append(globalID)
         ops.append(op)
-        columns.append(JSONValue.array(changed.map { .string($0) }).jsonString)
+        columns.append(JSONValue.arrayText(changed))
         self.editedAt.append(editedAt ?? "")
         self.toOrigin.append(toOrigin ? "1" : "0")
         rows.append(row ?? "")

@@ -316,7 +316,7 @@ public struct BatchApplier: BatchApplying {
         stride(from: 0, to: gids.count, by: 1000).map { Array(gids[$0..<min($0 + 1000, gids.count)]) }
     }
 
-    private static func list(_ gids: [String]) -> SQLLiteral { .text(JSONValue.array(gids.map { .string($0) }).jsonString) }
+    private static func list(_ gids: [String]) -> SQLLiteral { .text(JSONValue.arrayText(gids)) }
 
     /// Applies a batch's attachment edits: a new attachment's content must have been uploaded
     /// (by hash) and is copied in from the blob store; a deleted one goes. Either way the

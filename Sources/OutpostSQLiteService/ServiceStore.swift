@@ -212,7 +212,7 @@ enum ServiceStore {
         if !ids.isEmpty {
             for row in try conn.query(
                 "SELECT globalid, sha256 FROM outpost_attachment_hashes WHERE globalid IN (SELECT value FROM json_each(?))",
-                arguments: [.text(JSONValue.array(ids.map { .string($0) }).jsonString)])
+                arguments: [.text(JSONValue.arrayText(ids))])
             {
                 if let g = row[0].textValue, let h = row[1].textValue { hashes[g] = h }
             }
@@ -245,7 +245,7 @@ enum ServiceStore {
         var columnTexts: [[String]: String] = [:]
         func columnsText(_ columns: [String]) -> String {
             if let known = columnTexts[columns] { return known }
-            let text = JSONValue.array(columns.map { .string($0) }).jsonString
+            let text = JSONValue.arrayText(columns)
             columnTexts[columns] = text
             return text
         }

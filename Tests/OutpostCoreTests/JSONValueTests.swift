@@ -95,4 +95,18 @@ struct JSONValueTests {
         }
         #expect(throws: GeometryError.self) { try JSONValue.parse(Data([0x22, 0xFF, 0xFE, 0x22])) }
     }
+
+    /// A list of strings written straight is the text of the array of string values.
+    @Test func stringArraysWrittenStraightMatchTheirValues() throws {
+        let lists: [[String]] = [
+            [], ["{6A1E2F40-1111-4C2B-9D11-0123456789AB}"], ["a", "", "quote \" and \\ back", "tab\tnew\nline\u{1}", "é 漢字 🙂"],
+            (0..<1000).map { "{\(String($0, radix: 16))-\($0)}" },
+        ]
+        for list in lists {
+            let text = JSONValue.arrayText(list)
+            #expect(text == JSONValue.array(list.map { .string($0) }).jsonString)
+            #expect(try JSONValue.parse(text) == .array(list.map { .string($0) }))
+        }
+        #expect(JSONValue.arrayText(["x", "y"].dropFirst()) == #"["y"]"#)
+    }
 }

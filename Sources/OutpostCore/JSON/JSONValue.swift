@@ -245,6 +245,21 @@ public enum JSONValue: Hashable, Sendable {
 
     private static func writesAsInteger(_ d: Double) -> Bool { d.rounded() == d && abs(d) < 1e15 }
 
+    /// The JSON text of an array of strings, as `JSONValue.array(strings.map { .string($0) })`
+    /// writes it, written straight from the strings (no enum value per element): the lists of
+    /// global ids bound for `json_each`, a thousand to a download's page.
+    public static func arrayText(_ strings: some Collection<String>) -> String {
+        var out: [UInt8] = []
+        out.reserveCapacity(2 + strings.count * 41)
+        out.append(UInt8(ascii: "["))
+        for (i, s) in strings.enumerated() {
+            if i > 0 { out.append(UInt8(ascii: ",")) }
+            writeString(s, to: &out)
+        }
+        out.append(UInt8(ascii: "]"))
+        return String(decoding: out, as: UTF8.self)
+    }
+
     /// Writes a JSON string literal with the escapes RFC 8259 §7 requires.
     public static func writeString(_ s: String, to out: inout String) {
         // Most strings need no escape: appended whole, no byte buffer.

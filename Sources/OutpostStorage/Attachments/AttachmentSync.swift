@@ -58,7 +58,7 @@ extension GeodatabaseConnection {
                 SELECT id, globalid, rel_globalid, layer, att_name, content_type, data_size, keywords FROM attachments
                 WHERE globalid IN (SELECT value FROM json_each(?))
                 """,
-            arguments: [JSONValue.array(globalIDs.map { .string($0) }).jsonString])
+            arguments: [JSONValue.arrayText(globalIDs)])
         {
             let record = AttachmentRecord(
                 id: row[0], globalID: row[1], featureGlobalID: row[2], layer: row[3], name: row[4], contentType: row[5], size: row[6], keywords: row[7])
@@ -83,7 +83,7 @@ extension GeodatabaseConnection {
                 SELECT id, globalid, rel_globalid, layer, att_name, content_type, data_size, keywords FROM attachments
                 WHERE layer = ? AND rel_globalid IN (SELECT value FROM json_each(?)) ORDER BY id
                 """,
-            arguments: [layer, JSONValue.array(featureGlobalIDs.map { .string($0) }).jsonString])
+            arguments: [layer, JSONValue.arrayText(featureGlobalIDs)])
         {
             let record = AttachmentRecord(
                 id: row[0], globalID: row[1], featureGlobalID: row[2], layer: row[3], name: row[4], contentType: row[5], size: row[6], keywords: row[7])

@@ -112,7 +112,7 @@ extension GeodatabaseConnection {
             for sql in saved { try db.execute(sql: sql) }
             let back = try Int.fetchOne(
                 db, sql: "SELECT count(*) FROM sqlite_master WHERE type = 'trigger' AND name IN (SELECT value FROM json_each(?))",
-                arguments: [JSONValue.array(names.map { .string($0) }).jsonString]) ?? 0
+                arguments: [JSONValue.arrayText(names)]) ?? 0
             guard back == saved.count else {
                 throw StorageError(.corrupt, "the change capture triggers of \(table) were not restored", table: table)
             }

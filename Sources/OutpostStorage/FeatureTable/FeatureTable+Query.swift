@@ -234,7 +234,7 @@ extension FeatureTable {
             }
             let normalized = gids.map { GlobalID.normalized($0) ?? $0 }
             clauses.append("\(quoted(field)) IN (SELECT value FROM json_each(?))")
-            arguments.append(JSONValue.array(normalized.map { .string($0) }).jsonString.databaseValue)
+            arguments.append(JSONValue.arrayText(normalized).databaseValue)
         }
         if let e = query.envelope {
             guard definition.isSpatial else {

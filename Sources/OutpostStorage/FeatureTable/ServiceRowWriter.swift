@@ -81,7 +81,7 @@ public struct ServiceRowWriter {
             SELECT \(quoted(layer.objectIDField)), \(quoted(gidField)), \(geometry) FROM \(quoted(table.name))
             WHERE \(quoted(gidField)) IN (SELECT value FROM json_each(?))
             """
-        let list = JSONValue.array(globalIDs.map { .string($0) }).jsonString
+        let list = JSONValue.arrayText(globalIDs)
         var found: [String: Located] = [:]
         found.reserveCapacity(globalIDs.count)
         // Stepped through the C API: a chunk's rows are read without a GRDB row each, and the

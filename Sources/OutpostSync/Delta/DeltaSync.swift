@@ -89,7 +89,7 @@ public enum DeltaSync {
         // What the replica holds, so the reply brings only the content it lacks.
         if state.attachmentsDirection == .bidirectional {
             let held = try await geodatabase.read { try $0.attachmentGlobalIDs() }
-            try writer.write(.heldAttachments, Data(JSONValue.array(held.map { .string($0) }).jsonString.utf8))
+            try writer.write(.heldAttachments, Data(JSONValue.arrayText(held).utf8))
         }
         try writer.finish()
         return ExportSummary(header: header, edits: batch?.editCount ?? 0)
