@@ -147,7 +147,7 @@ public struct BatchPlanner: Sendable {
 
     /// The time stamp edits without one are applied at (UTC ISO 8601 with milliseconds, the
     /// nearest millisecond), of a time read from the store's clock. Written by
-    /// ``GeoPackageDate/format(milliseconds:)``: Foundation's ISO 8601 formatter, made per batch, took
+    /// `GeoPackageDate.format(milliseconds:)`: Foundation's ISO 8601 formatter, made per batch, took
     /// 3–5 ms on a server's first batch (setting up its calendar), in the batch's transaction.
     public static func timestamp(_ date: Date) -> String {
         GeoPackageDate.format(milliseconds: Int64((date.timeIntervalSince1970 * 1000).rounded()))
