@@ -264,6 +264,10 @@ extension LayerChecksums {
 
         /// After the commit: the advance is registered and computed off the caller's path (the
         /// rows are hashed as they are now on another reader, beside the hashes as they were).
+        /// That reader takes the commit's data before this returns (within the same wait as the
+        /// reader of the start's data): a reader that came after the next batch's commit would
+        /// find the rows moved on and give the sums up, which a busy machine made happen to
+        /// batches sent back to back.
         func committed() {
             guard !layers.isEmpty else { return }
             guard let (rows, end) = shared.withLock({ s in s.cancelled ? nil : s.handover.flatMap { h in s.end.map { (h, $0) } } }) else {
@@ -271,12 +275,29 @@ extension LayerChecksums {
                 return
             }
             let layers = self.layers, geodatabase = self.geodatabase
-            checksums.advance(layers.map(\.id), from: start, to: end) { [self] in
-                async let after: [Int: FeatureDigest.Accumulator?]? = try? geodatabase.read { conn in
-                    try ServiceStore.generation(conn) == end ? try Self.hash(rows, layers, conn) : nil
+            let after = AfterHashes()
+            let taken = DispatchSemaphore(value: 0)
+            Thread.detachNewThread {
+                var signalled = false
+                var made: [Int: FeatureDigest.Accumulator?]?
+                do {
+                    made = try geodatabase.readCommittedBlocking { conn -> [Int: FeatureDigest.Accumulator?]? in
+                        // The first read fixes the reader's data: the commit's, unless a later one came first.
+                        let held = try ServiceStore.generation(conn) == end
+                        signalled = true
+                        taken.signal()
+                        return held ? try Self.hash(rows, layers, conn) : nil
+                    } ?? nil
+                } catch {
+                    made = nil
                 }
+                if !signalled { taken.signal() }
+                after.set(made)
+            }
+            _ = taken.wait(timeout: .now() + .milliseconds(checksums.snapshotWaitMilliseconds.load(ordering: .relaxed)))
+            checksums.advance(layers.map(\.id), from: start, to: end) { [self] in
                 let before = await beforeHashes()
-                let now = await after ?? nil
+                let now = await after.value()
                 var changes: [Int: FeatureDigest.Accumulator?] = [:]
                 for layer in layers {
                     guard let old = before[layer.id] ?? nil, let new = now?[layer.id] ?? nil else {
@@ -286,6 +307,34 @@ extension LayerChecksums {
                     changes[layer.id] = FeatureDigest.Accumulator(value: old.value ^ new.value, count: new.count - old.count)
                 }
                 return changes
+            }
+        }
+
+        /// The hashes of the rows as they are after the commit, once made; whoever waits for them.
+        private final class AfterHashes: Sendable {
+            private struct State {
+                var made: [Int: FeatureDigest.Accumulator?]??
+                var waiting: CheckedContinuation<[Int: FeatureDigest.Accumulator?]?, Never>?
+            }
+            private let state = Locked(State())
+
+            func set(_ hashes: [Int: FeatureDigest.Accumulator?]?) {
+                let waiting = state.withLock { s in
+                    s.made = .some(hashes)
+                    defer { s.waiting = nil }
+                    return s.waiting
+                }
+                waiting?.resume(returning: hashes)
+            }
+
+            func value() async -> [Int: FeatureDigest.Accumulator?]? {
+                await withCheckedContinuation { continuation in
+                    let made = state.withLock { s -> [Int: FeatureDigest.Accumulator?]?? in
+                        if s.made == nil { s.waiting = continuation }
+                        return s.made
+                    }
+                    if let made { continuation.resume(returning: made) }
+                }
             }
         }
 
