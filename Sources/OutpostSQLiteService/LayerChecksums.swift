@@ -172,12 +172,11 @@ extension LayerChecksums {
             var handover: [Int: [Int64]?]?
             var cancelled = false
             var end: Int64?
-            /// The hashes of the rows as they were, once made; whoever waits for them.
-            var before: [Int: FeatureDigest.Accumulator?]?
-            var waiting: CheckedContinuation<[Int: FeatureDigest.Accumulator?], Never>?
         }
 
         private let shared = Locked(Shared())
+        /// The hashes of the rows as they were, once made.
+        private let before = SharedOutcome<[Int: FeatureDigest.Accumulator?]>()
         private let snapshotTaken = DispatchSemaphore(value: 0)
         private let handedOver = DispatchSemaphore(value: 0)
 
@@ -198,36 +197,21 @@ extension LayerChecksums {
             layers = checksums.layers(at: start, writerDataVersion: dataVersion).compactMap { schema.layer(id: $0) }
             guard !layers.isEmpty else { return [] }
             let layers = self.layers, start = self.start
-            Thread.detachNewThread { [self] in
-                var signalled = false
-                var before: [Int: FeatureDigest.Accumulator?] = [:]
-                do {
-                    _ = try geodatabase.readCommittedBlocking { reader in
-                        // The write lock is held: the reader sees the start's data, which its
-                        // first read fixes until it ends.
-                        let held = try ServiceStore.generation(reader) == start
-                        shared.withLock { $0.snapshotHeld = held }
-                        signalled = true
-                        snapshotTaken.signal()
-                        handedOver.wait()
-                        guard held, let rows = shared.withLock({ $0.cancelled ? nil : $0.handover }) else { return }
-                        before = try Self.hash(rows, layers, reader)
-                    }
-                } catch {
-                    before = [:]
-                }
-                // Not in WAL mode (no such reader), or the read failed before it began.
-                if !signalled {
-                    shared.withLock { $0.snapshotHeld = false }
+            Self.read(
+                geodatabase,
+                // The write lock is held: the reader sees the start's data, which its first read
+                // fixes until it ends.
+                fixing: { reader in try ServiceStore.generation(reader) == start },
+                reached: { [self] held in
+                    shared.withLock { $0.snapshotHeld = held }
                     snapshotTaken.signal()
-                }
-                let waiting = shared.withLock { s in
-                    s.before = before
-                    defer { s.waiting = nil }
-                    return s.waiting
-                }
-                waiting?.resume(returning: before)
-            }
+                },
+                then: { [self] reader, held in
+                    handedOver.wait()
+                    guard held, let rows = shared.withLock({ $0.cancelled ? nil : $0.handover }) else { return [:] }
+                    return try Self.hash(rows, layers, reader)
+                },
+                failing: [:], done: { [self] hashes in before.settle(.success(hashes)) })
             return layers.map(\.name)
         }
 
@@ -275,32 +259,22 @@ extension LayerChecksums {
                 return
             }
             let layers = self.layers, geodatabase = self.geodatabase
-            let after = AfterHashes()
+            let after = SharedOutcome<[Int: FeatureDigest.Accumulator?]?>()
             let taken = DispatchSemaphore(value: 0)
-            Thread.detachNewThread {
-                var signalled = false
-                var made: [Int: FeatureDigest.Accumulator?]?
-                do {
-                    made = try geodatabase.readCommittedBlocking { conn -> [Int: FeatureDigest.Accumulator?]? in
-                        // The first read fixes the reader's data: the commit's, unless a later one came first.
-                        let held = try ServiceStore.generation(conn) == end
-                        signalled = true
-                        taken.signal()
-                        return held ? try Self.hash(rows, layers, conn) : nil
-                    } ?? nil
-                } catch {
-                    made = nil
-                }
-                if !signalled { taken.signal() }
-                after.set(made)
-            }
+            Self.read(
+                geodatabase,
+                // The commit's data, unless a later commit came first.
+                fixing: { conn in try ServiceStore.generation(conn) == end },
+                reached: { _ in taken.signal() },
+                then: { conn, held in held ? try Self.hash(rows, layers, conn) : nil },
+                failing: nil, done: { hashes in after.settle(.success(hashes)) })
             _ = taken.wait(timeout: .now() + .milliseconds(checksums.snapshotWaitMilliseconds.load(ordering: .relaxed)))
             checksums.advance(layers.map(\.id), from: start, to: end) { [self] in
-                let before = await beforeHashes()
-                let now = await after.value()
+                let was = (try? await self.before.value()) ?? [:]
+                let now = (try? await after.value()) ?? nil
                 var changes: [Int: FeatureDigest.Accumulator?] = [:]
                 for layer in layers {
-                    guard let old = before[layer.id] ?? nil, let new = now?[layer.id] ?? nil else {
+                    guard let old = was[layer.id] ?? nil, let new = now?[layer.id] ?? nil else {
                         changes[layer.id] = .some(nil)
                         continue
                     }
@@ -310,41 +284,31 @@ extension LayerChecksums {
             }
         }
 
-        /// The hashes of the rows as they are after the commit, once made; whoever waits for them.
-        private final class AfterHashes: Sendable {
-            private struct State {
-                var made: [Int: FeatureDigest.Accumulator?]??
-                var waiting: CheckedContinuation<[Int: FeatureDigest.Accumulator?]?, Never>?
-            }
-            private let state = Locked(State())
-
-            func set(_ hashes: [Int: FeatureDigest.Accumulator?]?) {
-                let waiting = state.withLock { s in
-                    s.made = .some(hashes)
-                    defer { s.waiting = nil }
-                    return s.waiting
+        /// On a thread of its own, a reader of the file: its first read (`fixing`, whether it
+        /// sees the data wanted) fixes its data until it ends, and `reached` hears that answer
+        /// at once (false when no reader could begin: not in WAL mode, or the read failed);
+        /// `then` runs on the same reader, and `done` gets what it gave (`failing` when anything
+        /// threw).
+        private static func read<T>(
+            _ geodatabase: Geodatabase, fixing: @escaping @Sendable (GeodatabaseConnection) throws -> Bool,
+            reached: @escaping @Sendable (Bool) -> Void, then: @escaping @Sendable (GeodatabaseConnection, Bool) throws -> T,
+            failing: T, done: @escaping @Sendable (T) -> Void
+        ) where T: Sendable {
+            Thread.detachNewThread {
+                var signalled = false
+                var result = failing
+                do {
+                    result = try geodatabase.readCommittedBlocking { reader in
+                        let held = try fixing(reader)
+                        signalled = true
+                        reached(held)
+                        return try then(reader, held)
+                    } ?? failing
+                } catch {
+                    result = failing
                 }
-                waiting?.resume(returning: hashes)
-            }
-
-            func value() async -> [Int: FeatureDigest.Accumulator?]? {
-                await withCheckedContinuation { continuation in
-                    let made = state.withLock { s -> [Int: FeatureDigest.Accumulator?]?? in
-                        if s.made == nil { s.waiting = continuation }
-                        return s.made
-                    }
-                    if let made { continuation.resume(returning: made) }
-                }
-            }
-        }
-
-        private func beforeHashes() async -> [Int: FeatureDigest.Accumulator?] {
-            await withCheckedContinuation { continuation in
-                let made = shared.withLock { s -> [Int: FeatureDigest.Accumulator?]? in
-                    if s.before == nil { s.waiting = continuation }
-                    return s.before
-                }
-                if let made { continuation.resume(returning: made) }
+                if !signalled { reached(false) }
+                done(result)
             }
         }
 

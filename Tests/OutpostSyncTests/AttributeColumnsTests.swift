@@ -27,12 +27,12 @@ struct AttributeColumnsTests {
             for round in 0..<200 {
                 let list = round % 7 == 0 ? Array(names.shuffled(using: &random).prefix(3)) : names.shuffled(using: &random)
                 for (position, name) in list.enumerated() {
-                    #expect(columns.index(of: name, at: position, writer) == writer.fieldIndex(named: name), "\(name) at \(position)")
+                    #expect(columns.index(of: name, at: position) == writer.fieldIndex(named: name), "\(name) at \(position)")
                 }
             }
-            #expect(columns.index(of: "globalid", at: 0, writer) == nil)
-            #expect(columns.index(of: known[2], at: 0, writer) == 2)
-            #expect(columns.index(of: known[2], at: 0, writer) == 2, "the name last seen at its place")
+            #expect(columns.index(of: "globalid", at: 0) == nil)
+            #expect(columns.index(of: known[2], at: 0) == 2)
+            #expect(columns.index(of: known[2], at: 0) == 2, "the name last seen at its place")
         }
         try gdb.close()
     }

@@ -8,34 +8,11 @@ import OutpostCore
 /// the time limit, callers are told at once that the directory does not answer, and no new
 /// check starts until it ends, so blocked threads do not pile up.
 final class SiteDirectoryProbe: Sendable {
-    /// One check of the directory and the callers waiting for it.
+    /// One check of the directory: when it began, and what it found (nil for no problem),
+    /// which the callers that came while it ran await.
     private final class Check: Sendable {
         let started = ContinuousClock.now
-        /// `ended` once it has: then `problem` is what it found (nil for none).
-        private let state = Locked<(ended: Bool, problem: String?, waiters: [AsyncStream<Void>.Continuation])>((false, nil, []))
-
-        /// nil while it runs; then the problem found, or nil for none.
-        var outcome: String?? { state.withLock { $0.ended ? .some($0.problem) : nil } }
-
-        /// Callers waiting for it.
-        var waiting: Int { state.withLock { $0.waiters.count } }
-
-        /// Ends `waiter` once the check has ended (at once if it has).
-        func notify(_ waiter: AsyncStream<Void>.Continuation) {
-            let ended = state.withLock { state in
-                if !state.ended { state.waiters.append(waiter) }
-                return state.ended
-            }
-            if ended { waiter.finish() }
-        }
-
-        func end(_ problem: String?) {
-            let woken = state.withLock { state in
-                defer { state = (true, problem, []) }
-                return state.waiters
-            }
-            for waiter in woken { waiter.finish() }
-        }
+        let outcome = SharedOutcome<String?>()
     }
 
     private let running = Locked<Check?>(nil)
@@ -58,27 +35,32 @@ final class SiteDirectoryProbe: Sendable {
                 let found = attempt(directory)
                 // A caller that comes after this starts a check of its own.
                 running.withLock { $0 = nil }
-                check.end(found)
+                check.outcome.settle(.success(found))
             }
             return check
         }
         let timeout = self.timeout
-        if ContinuousClock.now - check.started >= timeout, check.outcome == nil {
+        if ContinuousClock.now - check.started >= timeout, !check.outcome.isSettled {
             return "an earlier check of \(directory.path) has not finished (the mount does not answer)"
         }
-        let ended = AsyncStream<Void>.makeStream()
-        check.notify(ended.continuation)
-        await withTaskGroup(of: Void.self) { group in
-            group.addTask { for await _ in ended.stream {} }
-            group.addTask { try? await Task.sleep(for: timeout - (ContinuousClock.now - check.started)) }
-            await group.next()
+        // The check's finding (nil for none), or nil when the time ran out first.
+        let found: String?? = await withTaskGroup(of: String??.self) { group in
+            group.addTask {
+                do { return .some(try await check.outcome.value()) } catch { return nil }
+            }
+            group.addTask {
+                try? await Task.sleep(for: timeout - (ContinuousClock.now - check.started))
+                return nil
+            }
+            let first = await group.next() ?? nil
             group.cancelAll()
+            return first
         }
-        return check.outcome ?? "\(directory.path) did not take a file within \(timeout.wholeMilliseconds) ms"
+        return found ?? "\(directory.path) did not take a file within \(timeout.wholeMilliseconds) ms"
     }
 
     /// Callers waiting for the check that runs now (for tests).
-    var waitingCallers: Int { running.withLock { $0 }?.waiting ?? 0 }
+    var waitingCallers: Int { running.withLock { $0 }?.outcome.waiting ?? 0 }
 
     static func tryWriting(in directory: URL) -> String? {
         let file = directory.appendingPathComponent(".ready-\(ProcessInfo.processInfo.processIdentifier)-\(UUID().uuidString.prefix(8))")

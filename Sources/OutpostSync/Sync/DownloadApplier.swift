@@ -111,7 +111,7 @@ struct DownloadApplier {
                 for (name, json) in change.attributes ?? [:] {
                     defer { position += 1 }
                     // The writer's fields are neither the object id nor the global id.
-                    guard let i = columns.index(of: name, at: position, writer) else { continue }
+                    guard let i = columns.index(of: name, at: position) else { continue }
                     guard protected.isEmpty || !protected.contains(columns.names[i]) else { continue }
                     values[i] = try FieldValue(json: json, type: columns.types[i])
                 }
@@ -156,7 +156,8 @@ struct DownloadApplier {
     static func quoted(_ name: String) -> String { quotedIdentifier(name) }
 }
 
-/// The writer's field index of each attribute name a download's changes carry. The changes of
+/// The index in a writer's fields (any case, as ``ServiceRowWriter/fieldIndex(named:)``) of
+/// each attribute name a download's changes carry. The changes of
 /// a page come with the same names, and their attribute lists mostly in the same order: the
 /// name at a position is compared with the one last seen there (field names are short strings,
 /// compared in place) before it is looked up (once per distinct name, misses included: a
@@ -165,23 +166,25 @@ struct DownloadApplier {
 struct AttributeColumns {
     let names: [String]
     let types: [FieldType]
+    private let lookup: FieldLookup
     private var byName: [String: Int] = [:]
     private var lastAt: [(name: String, index: Int)] = []
 
     init(_ fields: [FieldDefinition]) {
         names = fields.map(\.name)
         types = fields.map(\.type)
+        lookup = FieldLookup(fields)
     }
 
     /// The writer's index of the field `name` (the attribute at `position` of its change), nil
     /// when the writer has no such field.
-    mutating func index(of name: String, at position: Int, _ writer: ServiceRowWriter) -> Int? {
+    mutating func index(of name: String, at position: Int) -> Int? {
         if position < lastAt.count, lastAt[position].name == name { return Self.found(lastAt[position].index) }
         let index: Int
         if let known = byName[name] {
             index = known
         } else {
-            index = writer.fieldIndex(named: name) ?? -1
+            index = lookup.index(of: name) ?? -1
             byName[name] = index
         }
         if position < lastAt.count {
