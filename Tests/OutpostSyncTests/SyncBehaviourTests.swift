@@ -735,6 +735,78 @@ struct SyncBehaviourTests {
         try await h.stop()
     }
 
+    /// Once the last batch is answered, the download's first requests go out while the replica
+    /// acknowledges it (DownloadAhead), and the download takes them. Their window ends at the
+    /// generation the service had then: a server edit made after them comes with the next sync.
+    /// Pages asked from another cursor are not used, and a job that fails before its download
+    /// holds nothing.
+    @Test(.scaledTimeLimit(minutes: 2), arguments: BackendKind.syncing)
+    func theDownloadsFirstRequestsGoOutWhileTheLastBatchIsAcknowledged(kind: BackendKind) async throws {
+        let h = try await SyncHarness.start(kind)
+        let gdb = try await h.replica("a", layers: [0])
+        let points = try gdb.table(named: "inspection_points")
+        func notes(_ gdb: Geodatabase, _ objectID: Int64) async throws -> String? {
+            try await gdb.table(named: "inspection_points").features(matching: FeatureQuery(where: "objectid = \(objectID)")).first?.attributes["notes"]?.stringValue
+        }
+
+        // An upload, and another's change to bring down: the download starts from the requests
+        // made while the batch was acknowledged.
+        try await points.update([Feature(objectID: 1, attributes: ["notes": .string("crew")])])
+        _ = try await h.serverEdit(layer: 0, updates: [Feature(objectID: 2, attributes: ["notes": .string("office")])])
+        let job = try h.task().makeSyncGeodatabaseJob(parameters: SyncGeodatabaseParameters(), geodatabase: gdb, faults: FaultInjector())
+        try job.start()
+        let first = try #require(try await job.output.first { $0.layerId == 0 })
+        let log = job.messages.map(\.text)
+        #expect(log.contains("the download's first requests went out while the last batch was acknowledged"), "\(log)")
+        #expect(first.uploaded.updates == 1 && first.downloaded.updates == 1 && first.checksumMatches == true)
+        #expect(try await notes(gdb, 2) == "office")
+        #expect(!DownloadAhead.shared.holds(job: job.id))
+
+        // Requests made, then a server edit: the download applies the window they fixed; the
+        // verify, finding the server past it, fetches the layer again (as when an edit lands
+        // during any download), so nothing is missed.
+        let state = try #require(try await gdb.read { try $0.replicaState() })
+        _ = try await h.serverEdit(layer: 0, updates: [Feature(objectID: 3, attributes: ["notes": .string("before")])])
+        let client = NativeSyncClient(try ServiceConnection(featureServerURL: h.url), replicaID: state.replicaID)
+        let info = try await client.replicaInfo()
+        let upto = try #require(info["serviceGeneration"]?.integerValue)
+        let since = state.cursor(forLayer: 0)
+        let page = try await client.changes(layer: 0, since: since, upto: upto, after: nil, countUpTo: 50_000)
+        _ = try await h.serverEdit(layer: 0, updates: [Feature(objectID: 4, attributes: ["notes": .string("after")])])
+        let held = try h.task().makeSyncGeodatabaseJob(parameters: SyncGeodatabaseParameters(), geodatabase: gdb, faults: FaultInjector())
+        DownloadAhead.shared.start(job: held.id) { DownloadAhead.Start(info: info, firstPages: [0: (since, page)]) }
+        try held.start()
+        let second = try #require(try await held.output.first { $0.layerId == 0 })
+        let heldLog = held.messages.map(\.text)
+        #expect(heldLog.contains("applied 1 changes of inspection_points while downloading them"), "the edit before the requests only: \(heldLog)")
+        #expect(second.refetched && second.checksumMatches == true)
+        #expect(try await notes(gdb, 3) == "before")
+        #expect(try await notes(gdb, 4) == "after")
+        let third = try #require(try await h.sync(gdb).first { $0.layerId == 0 })
+        #expect(!third.refetched && third.checksumMatches == true)
+
+        // Pages asked from another cursor: the download asks for its own.
+        _ = try await h.serverEdit(layer: 0, updates: [Feature(objectID: 5, attributes: ["notes": .string("office again")])])
+        let stale = try await client.changes(layer: 0, since: since, upto: try #require(try await client.replicaInfo()["serviceGeneration"]?.integerValue), after: nil, countUpTo: 50_000)
+        let other = try h.task().makeSyncGeodatabaseJob(parameters: SyncGeodatabaseParameters(), geodatabase: gdb, faults: FaultInjector())
+        let fresh = try await client.replicaInfo()
+        DownloadAhead.shared.start(job: other.id) { DownloadAhead.Start(info: fresh, firstPages: [0: (since, stale)]) }
+        try other.start()
+        let fourth = try #require(try await other.output.first { $0.layerId == 0 })
+        #expect(fourth.downloaded.updates == 1 && fourth.checksumMatches == true, "only the change after the replica's cursor")
+        #expect(try await notes(gdb, 5) == "office again")
+
+        // A job that fails after its acknowledgement ends without a start held.
+        try await points.update([Feature(objectID: 6, attributes: ["notes": .string("crew again")])])
+        let faults = FaultInjector()
+        faults.arm("client.afterAck")
+        let failed = try h.task().makeSyncGeodatabaseJob(parameters: SyncGeodatabaseParameters(), geodatabase: gdb, faults: faults)
+        try failed.start()
+        await #expect(throws: (any Error).self) { _ = try await failed.output }
+        #expect(!DownloadAhead.shared.holds(job: failed.id))
+        try await h.stop()
+    }
+
     /// A sync that verifies whole layers computes the replica's checksums while the server
     /// applies the last batch, and asks for the server's as soon as it answers. They are used
     /// only while they describe the replica: not for a layer the download changed, nor for one

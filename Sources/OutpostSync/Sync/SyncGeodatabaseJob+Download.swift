@@ -10,8 +10,19 @@ extension SyncGeodatabaseJob {
         let layers = state.layers.filter { syncParameters.downloads($0, model: state.syncModel) }
         guard !layers.isEmpty else { return }
         let checkpoint = context.checkpointData
+        // The first requests, made while the upload's last batch was acknowledged (only for a
+        // download starting afresh).
+        let ahead: DownloadAhead.Start?
+        if checkpoint == nil {
+            ahead = try await DownloadAhead.shared.take(job: context.jobID)
+        } else {
+            DownloadAhead.shared.drop(job: context.jobID)
+            ahead = nil
+        }
+        if ahead != nil { context.log("the download's first requests went out while the last batch was acknowledged") }
         let upto: Int64
-        let info = try await client.replicaInfo()
+        let info: JSONValue
+        if let ahead { info = ahead.info } else { info = try await client.replicaInfo() }
         // What the service reads for uploads, kept for the next seal (a server upgraded or
         // replaced since the replica was made).
         let encodings = info["batchEncodings"]?.arrayValue?.compactMap(\.stringValue)
@@ -49,7 +60,13 @@ extension SyncGeodatabaseJob {
         if checkpoint == nil, newSchema == nil, contentDirectory == nil, limit > 0 {
             var rows = 0
             for layer in layers where state.cursor(forLayer: layer.id) < upto {
-                let page = try await client.changes(layer: layer.id, since: state.cursor(forLayer: layer.id), upto: upto, after: nil, countUpTo: limit)
+                let since = state.cursor(forLayer: layer.id)
+                let page: ChangePage
+                if let made = ahead?.firstPages[layer.id], made.since == since {
+                    page = made.page
+                } else {
+                    page = try await client.changes(layer: layer.id, since: since, upto: upto, after: nil, countUpTo: limit)
+                }
                 firstPages[layer.id] = page
                 // A last page holds the whole window; otherwise the server counted it (one that
                 // does not count gets its download staged).
@@ -106,6 +123,26 @@ extension SyncGeodatabaseJob {
         try faults.check("client.afterApply")
         if let contentDirectory { try? FileManager.default.removeItem(at: contentDirectory) }
         finishDownload(layers, counts, upto, context)
+    }
+
+    /// Asks for the replica info and each layer's first page now (DownloadAhead), as
+    /// ``download(_:_:_:)`` would first, when it will apply while downloading: no attachment
+    /// content to fetch, a limit above zero, and (checked on the info) no schema migration.
+    func startDownloadAhead(_ state: ReplicaState, layers: [ReplicaState.Layer], _ client: NativeSyncClient, _ context: JobContext) {
+        let limit = syncParameters.applyWhileDownloadingLimit
+        guard limit > 0, state.attachmentsDirection != .bidirectional else { return }
+        DownloadAhead.shared.start(job: context.jobID) {
+            let info = try await client.replicaInfo()
+            var firstPages: [Int: (since: Int64, page: ChangePage)] = [:]
+            let migrates = (info["serviceSchemaVersion"]?.integerValue).map { $0 > state.schemaVersion } ?? false
+            if !migrates, let upto = info["serviceGeneration"]?.integerValue {
+                for layer in layers where state.cursor(forLayer: layer.id) < upto {
+                    let since = state.cursor(forLayer: layer.id)
+                    firstPages[layer.id] = (since, try await client.changes(layer: layer.id, since: since, upto: upto, after: nil, countUpTo: limit))
+                }
+            }
+            return DownloadAhead.Start(info: info, firstPages: firstPages)
+        }
     }
 
     /// Once the download has every page and the verify will compare whole layers, the server's

@@ -132,6 +132,8 @@ extension SyncGeodatabaseJob {
             try faults.check("client.afterSend")
             switch outcome {
             case .applied(let result, let text):
+                // The last batch: the download's first requests go out while it is acknowledged.
+                if prepared == nil, !more, !downloadLayers.isEmpty { startDownloadAhead(state, layers: downloadLayers, client, context) }
                 // Without rollback the server refused only the insert of a photo deleted here
                 // since the seal: the next batch carries its delete, so nothing was lost to
                 // report.

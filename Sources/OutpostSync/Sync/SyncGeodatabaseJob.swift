@@ -78,7 +78,10 @@ public struct SyncGeodatabaseJob: JobDefinition {
             lock.release()
         }
         let job = context.jobID
-        context.onRollback { VerifyAhead.shared.drop(job: job) }
+        context.onRollback {
+            VerifyAhead.shared.drop(job: job)
+            DownloadAhead.shared.drop(job: job)
+        }
         let state = try await replicaState()
         let client = NativeSyncClient(try ServiceConnection(featureServerURL: try serviceURL(state), token: environment.token), replicaID: state.replicaID)
         switch step {
