@@ -65,6 +65,48 @@ struct ChangeCaptureTests {
         try gdb.close()
     }
 
+    /// A seal's span of many rows is read in two halves at once, the older on a reader of the
+    /// committed data: the rows are those one read on the writer gives, in the same order. Inside
+    /// an explicit transaction (its change rows not committed, so no reader sees them) the writer
+    /// reads them all.
+    @Test func aLargeSpanReadInHalvesGivesTheRowsOfOneRead() async throws {
+        let dir = TemporaryDirectory()
+        let gdb = try SampleGeodatabases.fieldInspection(in: dir)
+        let table = try gdb.table(named: "inspection_points")
+        let added = try await table.add((0..<2_500).map { _ in FeatureTableEditTests.validPoint() })
+        try await table.update(added.shuffled().prefix(2_000).map { Feature(objectID: $0.objectID, attributes: ["notes": .string("changed")]) })
+        let tables = ["inspection_points"]
+        func bothReads() async throws -> (halves: [CapturedChange], whole: [CapturedChange], span: GeodatabaseConnection.SealSpan) {
+            try await gdb.write { conn in
+                let span = try #require(try conn.sealSpan(maxChanges: 100_000, tables: tables))
+                return (try conn.capturedChanges(in: span, tables: tables), try conn.capturedChanges(upTo: span.limit, tables: tables), span)
+            }
+        }
+        let halvedBefore = GeodatabaseConnection.halvedReads.withLock { $0 }
+        let (halves, whole, span) = try await bothReads()
+        #expect(GeodatabaseConnection.halvedReads.withLock { $0 } > halvedBefore, "read in halves")
+        #expect(span.count >= GeodatabaseConnection.halvedReadRows && span.count == whole.count)
+        #expect(halves == whole)
+        // A span after a change id, and a small one (read on the writer alone).
+        try await gdb.write { conn in
+            let later = try #require(try conn.sealSpan(maxChanges: 4_200, tables: tables, after: whole[0].id))
+            #expect(try conn.capturedChanges(in: later, after: whole[0].id, tables: tables) == conn.capturedChanges(upTo: later.limit, after: whole[0].id, tables: tables))
+            let small = try #require(try conn.sealSpan(maxChanges: 10, tables: tables))
+            #expect(try conn.capturedChanges(in: small, tables: tables) == conn.capturedChanges(upTo: small.limit, tables: tables))
+        }
+
+        try gdb.beginTransaction()
+        try await table.update(added.prefix(30).map { Feature(objectID: $0.objectID, attributes: ["notes": .string("uncommitted")]) })
+        try await gdb.write { conn in try conn.execute("DELETE FROM outpost_changes WHERE change_id IN (SELECT change_id FROM outpost_changes ORDER BY change_id LIMIT 30)") }
+        let (inside, insideWhole, insideSpan) = try await bothReads()
+        #expect(insideSpan.count == span.count, "30 rows deleted and 30 added, all uncommitted")
+        let newest = try #require(whole.map(\.id).max())
+        #expect(inside.filter { $0.id > newest }.count == 30, "the transaction's own rows")
+        #expect(inside == insideWhole)
+        try gdb.rollback()
+        try gdb.close()
+    }
+
     /// A batch's span: the oldest change rows of its tables after `after`, at most `maxChanges`
     /// of them; its limit is the last one's id, its count how many there are (one pass over
     /// the ids answers both; other tables' rows never count).

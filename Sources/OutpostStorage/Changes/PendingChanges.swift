@@ -236,24 +236,40 @@ public struct CapturedChange: Hashable, Sendable {
     /// together, oldest first. Sorted by short keys — a table's rank, a global id's first 16
     /// bytes, the row's place — and only runs of keys that tie on those (global ids that share
     /// their first 16 bytes) are sorted again by the rows themselves.
-    static func sortedByFeature(_ changes: [CapturedChange]) -> [CapturedChange] {
-        let tables = Set(changes.map(\.table)).sorted { $0.utf8.lexicographicallyPrecedes($1.utf8) }
+    static func sortedByFeature(_ changes: consuming [CapturedChange]) -> [CapturedChange] {
+        var sorted = consume changes
+        let tables = Set(sorted.map(\.table)).sorted { $0.utf8.lexicographicallyPrecedes($1.utf8) }
         let rank = Dictionary(uniqueKeysWithValues: tables.enumerated().map { ($1, $0) })
         var keys: [SortKey] = []
-        keys.reserveCapacity(changes.count)
-        for (index, change) in changes.enumerated() {
-            var high: UInt64 = 0, low: UInt64 = 0
-            if var gid = change.globalID {
-                gid.withUTF8 { bytes in
-                    for i in 0..<min(16, bytes.count) {
-                        if i < 8 { high |= UInt64(bytes[i]) << (56 - 8 * i) } else { low |= UInt64(bytes[i]) << (56 - 8 * (i - 8)) }
-                    }
-                }
+        keys.reserveCapacity(sorted.count)
+        // The rows are looked at in place and moved, never copied: a copy retains and releases
+        // each of a row's strings and arrays (7 ms of a 16,000-row seal, before its first frame).
+        sorted.withUnsafeBufferPointer { rows in
+            for index in rows.indices {
+                let (high, low) = rows[index].globalID.map(Self.prefixKey) ?? (0, 0)
+                keys.append(SortKey(table: rank[rows[index].table] ?? 0, high: high, low: low, index: index))
             }
-            keys.append(SortKey(table: rank[change.table] ?? 0, high: high, low: low, index: index))
         }
         keys.sort()
-        var sorted = keys.map { changes[$0.index] }
+        // Row keys[i].index belongs at i: each cycle of that permutation is walked once.
+        sorted.withUnsafeMutableBufferPointer { rows in
+            guard let base = rows.baseAddress else { return }
+            var placed = [Bool](repeating: false, count: rows.count)
+            for start in rows.indices where !placed[start] {
+                let saved = (base + start).move()
+                var at = start
+                while true {
+                    placed[at] = true
+                    let from = keys[at].index
+                    if from == start {
+                        (base + at).initialize(to: saved)
+                        break
+                    }
+                    (base + at).moveInitialize(from: base + from, count: 1)
+                    at = from
+                }
+            }
+        }
         var start = 0
         while start < keys.count {
             var end = start + 1
@@ -262,6 +278,20 @@ public struct CapturedChange: Hashable, Sendable {
             start = end
         }
         return sorted
+    }
+
+    /// A global id's first 16 bytes as two big-endian integers (zeros past its end).
+    private static func prefixKey(_ gid: String) -> (UInt64, UInt64) {
+        func key(_ bytes: UnsafeBufferPointer<UInt8>) -> (UInt64, UInt64) {
+            var high: UInt64 = 0, low: UInt64 = 0
+            for i in 0..<min(16, bytes.count) {
+                if i < 8 { high |= UInt64(bytes[i]) << (56 - 8 * i) } else { low |= UInt64(bytes[i]) << (56 - 8 * (i - 8)) }
+            }
+            return (high, low)
+        }
+        if let found = gid.utf8.withContiguousStorageIfAvailable(key) { return found }
+        var copy = gid
+        return copy.withUTF8(key)
     }
 
     private struct SortKey: Comparable {

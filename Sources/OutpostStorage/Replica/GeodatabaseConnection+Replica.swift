@@ -212,28 +212,82 @@ extension GeodatabaseConnection {
     /// ``sealLimit(maxChanges:tables:after:)`` and how many change rows of `tables` the batch
     /// covers, from one pass over their ids (asked as two or three, a seal of 16,000 rows read
     /// them all each time before its first frame could go).
-    public func sealSpan(maxChanges: Int, tables: [String], after: Int64 = 0) throws -> (limit: Int64, count: Int)? {
+    public func sealSpan(maxChanges: Int, tables: [String], after: Int64 = 0) throws -> SealSpan? {
         guard try db.tableExists(ChangeCapture.changesTable) else { return nil }
         let row = try Row.fetchOne(
             db,
             sql: """
-                SELECT count(*), max(change_id) FROM (SELECT change_id FROM outpost_changes
+                SELECT count(*), max(change_id), min(change_id) FROM (SELECT change_id FROM outpost_changes
                 WHERE change_id > ? AND table_name IN (SELECT value FROM json_each(?)) ORDER BY change_id LIMIT ?)
                 """,
             arguments: [after, JSONValue.arrayText(tables), max(maxChanges, 1)])
-        guard let row, let count = row[0] as Int?, count > 0, let limit = row[1] as Int64? else { return nil }
-        return (limit, count)
+        guard let row, let count = row[0] as Int?, count > 0, let limit = row[1] as Int64?, let first = row[2] as Int64? else { return nil }
+        return SealSpan(limit: limit, count: count, first: first)
     }
+
+    /// The change rows a batch covers (``sealSpan(maxChanges:tables:after:)``).
+    public struct SealSpan: Equatable, Sendable {
+        /// The last row's change id.
+        public var limit: Int64
+        /// How many rows.
+        public var count: Int
+        /// The first row's change id.
+        public var first: Int64
+    }
+
+    /// From this many change rows a seal reads its span in two halves at once
+    /// (``capturedChanges(in:after:tables:)``): below it, the second thread costs more than it saves.
+    static let halvedReadRows = 4_000
+
+    /// How many spans were read in halves (for tests).
+    static let halvedReads = Locked(0)
 
     /// Captured changes of `tables` after change id `after` up to `changeID`, by table and
     /// global id, oldest first within each feature.
     public func capturedChanges(upTo changeID: Int64, after: Int64 = 0, tables: [String]) throws -> [CapturedChange] {
         // Read in change id order (a range of the key) and sorted here by short keys: SQLite's
         // sorter took ~40 ms of a 16,000-edit seal, sorting the rows themselves in Swift ~50.
-        let changes = try capturedChanges(
+        CapturedChange.sortedByFeature(try capturedChanges(after: after, upTo: changeID, tables: JSONValue.arrayText(tables)))
+    }
+
+    /// The change rows of `tables` (a JSON list) in `after < change_id ≤ upTo`, in change id order.
+    private func capturedChanges(after: Int64, upTo: Int64, tables: String) throws -> [CapturedChange] {
+        try capturedChanges(
             where: "change_id > ? AND change_id <= ? AND table_name IN (SELECT value FROM json_each(?))",
-            arguments: [.integer(after), .integer(changeID), .text(JSONValue.arrayText(tables))], order: "change_id")
-        return CapturedChange.sortedByFeature(changes)
+            arguments: [.integer(after), .integer(upTo), .text(tables)], order: "change_id")
+    }
+
+    /// The captured changes of `span` (found by ``sealSpan(maxChanges:tables:after:)`` in this
+    /// transaction), as ``capturedChanges(upTo:after:tables:)`` gives them. A large span is read in
+    /// two halves at once, the older one on a reader of the committed data on a second thread:
+    /// a seal reads its rows before the batch's first frame can go, while the service waits.
+    /// For a transaction that has not written change rows (the reader sees them as last
+    /// committed; an explicit transaction reads them all here); the older half is read here
+    /// instead when the reader is not to be had or found another number of rows than the span's.
+    public func capturedChanges(in span: SealSpan, after: Int64 = 0, tables: [String]) throws -> [CapturedChange] {
+        let list = JSONValue.arrayText(tables)
+        guard span.count >= Self.halvedReadRows, span.limit > span.first, isWritable, !geodatabase.isInTransaction else {
+            return CapturedChange.sortedByFeature(try capturedChanges(after: after, upTo: span.limit, tables: list))
+        }
+        let middle = span.first + (span.limit - span.first) / 2
+        let geodatabase = self.geodatabase
+        let older = AsideRead { try geodatabase.readCommittedBlocking { reader in try reader.capturedChanges(after: after, upTo: middle, tables: list) } }
+        let newer: [CapturedChange]
+        do {
+            newer = try capturedChanges(after: middle, upTo: span.limit, tables: list)
+        } catch {
+            _ = older.wait()
+            throw error
+        }
+        var changes: [CapturedChange]
+        if case .success(let read?) = older.wait(), read.count + newer.count == span.count {
+            changes = read
+            Self.halvedReads.withLock { $0 += 1 }
+        } else {
+            changes = try capturedChanges(after: after, upTo: middle, tables: list)
+        }
+        changes.append(contentsOf: newer)
+        return CapturedChange.sortedByFeature(consume changes)
     }
 
     /// How many change rows of `tables` up to `changeID` are pending, and the oldest one's id.
@@ -383,5 +437,25 @@ extension GeodatabaseConnection {
             }
         }
         return out
+    }
+}
+
+/// Work run on a thread of its own while the caller goes on, and waited for once.
+final class AsideRead<T: Sendable>: @unchecked Sendable {
+    private let done = DispatchSemaphore(value: 0)
+    private var result: Result<T, any Error>?
+
+    init(_ body: @escaping @Sendable () throws -> T) {
+        let thread = Thread { [self] in
+            result = Result { try body() }
+            done.signal()
+        }
+        thread.start()
+    }
+
+    /// The work's result, once it has ended.
+    func wait() -> Result<T, any Error> {
+        done.wait()
+        return result!
     }
 }

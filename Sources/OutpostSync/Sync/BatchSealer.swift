@@ -32,7 +32,7 @@ enum BatchSealer {
             streaming.begin(.init(seq: seq, batchID: batchID, last: last, edits: span?.count ?? 0))
             stream = streaming
         }
-        let changes = try limit.map { try conn.capturedChanges(upTo: $0, tables: tables) } ?? []
+        let changes = try span.map { try conn.capturedChanges(in: $0, tables: tables) } ?? []
         let made = try make(
             conn, state: state, seq: seq, batchID: batchID, changes: changes, covering: limit ?? 0, tables: tables,
             resolved: try conn.takeUnsentResolutions(seq: seq), rollbackOnFailure: rollbackOnFailure, conflictPolicy: conflictPolicy, streaming: stream)
