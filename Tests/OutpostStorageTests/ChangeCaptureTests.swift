@@ -107,6 +107,46 @@ struct ChangeCaptureTests {
         try gdb.close()
     }
 
+    /// An acknowledgement deletes its batch's change rows. When they are all the table holds, it
+    /// empties the table in one step (a few WAL frames instead of one per leaf page), and change
+    /// ids go on growing; rows of another table, or after the batch, stay.
+    @Test func anAcknowledgementCoveringEveryRowEmptiesTheTableInOneStep() async throws {
+        let dir = TemporaryDirectory()
+        let gdb = try SampleGeodatabases.fieldInspection(in: dir)
+        let deferral = gdb.deferCheckpoints()
+        defer { deferral.end() }
+        let table = try gdb.table(named: "inspection_points")
+        let tables = ["inspection_points"]
+        func ids() async throws -> [Int64] { try await gdb.read { try Int64.fetchAll($0.db, sql: "SELECT change_id FROM outpost_changes ORDER BY change_id") } }
+        let added = try await table.add((0..<3_000).map { _ in FeatureTableEditTests.validPoint() })
+        let last = try await gdb.read { try $0.lastChangeID() }
+        let wal = gdb.url.path + "-wal"
+        func walBytes() throws -> Int { (try FileManager.default.attributesOfItem(atPath: wal)[.size] as? NSNumber)?.intValue ?? 0 }
+        let before = try walBytes()
+        try await gdb.write { conn in try conn.deleteChangeRows(upTo: last, of: tables) }
+        let frames = (try walBytes() - before) / (4096 + 24)
+        #expect(frames < 20, "the delete wrote \(frames) pages")
+        #expect(try await ids().isEmpty)
+
+        // Ids go on after the emptied table's.
+        try await table.update([Feature(objectID: added[0].objectID, attributes: ["notes": .string("after")])])
+        let next = try #require(try await ids().first)
+        #expect(next > last)
+        // Another table's row stays.
+        try await gdb.write { conn in
+            try conn.execute("INSERT INTO outpost_changes (table_name, fid, globalid, op) VALUES ('pipelines', 1, '{00000000-0000-0000-0000-000000000001}', 'update')")
+        }
+        let other = try #require(try await ids().last)
+        try await gdb.write { conn in try conn.deleteChangeRows(upTo: other, of: tables) }
+        #expect(try await ids() == [other])
+        // So do the rows after the batch.
+        try await table.update((1..<4).map { Feature(objectID: added[$0].objectID, attributes: ["notes": .string("later")]) })
+        let after = try await ids()
+        try await gdb.write { conn in try conn.deleteChangeRows(upTo: after[1], of: tables + ["pipelines"]) }
+        #expect(try await ids() == Array(after.dropFirst(2)))
+        try gdb.close()
+    }
+
     /// A batch's span: the oldest change rows of its tables after `after`, at most `maxChanges`
     /// of them; its limit is the last one's id, its count how many there are (one pass over
     /// the ids answers both; other tables' rows never count).
