@@ -90,7 +90,7 @@ struct ChangeCaptureTests {
         // A span after a change id, and a small one (read on the writer alone).
         try await gdb.write { conn in
             let later = try #require(try conn.sealSpan(maxChanges: 4_200, tables: tables, after: whole[0].id))
-            #expect(try conn.capturedChanges(in: later, after: whole[0].id, tables: tables) == conn.capturedChanges(upTo: later.limit, after: whole[0].id, tables: tables))
+            #expect(try conn.capturedChanges(in: later, tables: tables) == conn.capturedChanges(upTo: later.limit, after: whole[0].id, tables: tables))
             let small = try #require(try conn.sealSpan(maxChanges: 10, tables: tables))
             #expect(try conn.capturedChanges(in: small, tables: tables) == conn.capturedChanges(upTo: small.limit, tables: tables))
         }

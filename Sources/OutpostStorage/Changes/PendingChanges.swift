@@ -251,24 +251,10 @@ public struct CapturedChange: Hashable, Sendable {
             }
         }
         keys.sort()
-        // Row keys[i].index belongs at i: each cycle of that permutation is walked once.
+        // Row keys[i].index belongs at i.
+        var placed = [Bool](repeating: false, count: keys.count)
         sorted.withUnsafeMutableBufferPointer { rows in
-            guard let base = rows.baseAddress else { return }
-            var placed = [Bool](repeating: false, count: rows.count)
-            for start in rows.indices where !placed[start] {
-                let saved = (base + start).move()
-                var at = start
-                while true {
-                    placed[at] = true
-                    let from = keys[at].index
-                    if from == start {
-                        (base + at).initialize(to: saved)
-                        break
-                    }
-                    (base + at).moveInitialize(from: base + from, count: 1)
-                    at = from
-                }
-            }
+            rows.moveIntoOrder(source: { keys[$0].index }, isPlaced: { placed[$0] }, markPlaced: { placed[$0] = true })
         }
         var start = 0
         while start < keys.count {

@@ -245,24 +245,11 @@ enum RTreeBulkLoader {
             }
             swap(&pairs, &scratch)
         }
-        // pairs[i]'s low half is the position whose entry belongs at i. Each cycle of the
-        // permutation is walked once, marking the positions it fills with bit 31 (positions are
-        // below 2^31: `radixLimit`).
+        // pairs[i]'s low half is the position whose entry belongs at i; the positions it fills
+        // are marked with bit 31 (positions are below 2^31: `radixLimit`).
         items.withUnsafeMutableBufferPointer { a in
-            for start in 0..<n where pairs[start] & 0x8000_0000 == 0 {
-                let saved = a[low + start]
-                var at = start
-                while true {
-                    let from = Int(pairs[at] & 0x7FFF_FFFF)
-                    pairs[at] |= 0x8000_0000
-                    if from == start {
-                        a[low + at] = saved
-                        break
-                    }
-                    a[low + at] = a[low + from]
-                    at = from
-                }
-            }
+            UnsafeMutableBufferPointer(rebasing: a[low..<(low + n)]).moveIntoOrder(
+                source: { Int(pairs[$0] & 0x7FFF_FFFF) }, isPlaced: { pairs[$0] & 0x8000_0000 != 0 }, markPlaced: { pairs[$0] |= 0x8000_0000 })
         }
     }
 

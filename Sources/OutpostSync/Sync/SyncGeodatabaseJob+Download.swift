@@ -57,7 +57,7 @@ extension SyncGeodatabaseJob {
         // it is with its first pages; a small one is applied while it downloads.
         var firstPages: [Int: ChangePage] = [:]
         let limit = syncParameters.applyWhileDownloadingLimit
-        if checkpoint == nil, newSchema == nil, contentDirectory == nil, limit > 0 {
+        if checkpoint == nil, appliesWhileDownloading(state, migrating: newSchema != nil) {
             var rows = 0
             for layer in layers where state.cursor(forLayer: layer.id) < upto {
                 let since = state.cursor(forLayer: layer.id)
@@ -129,13 +129,13 @@ extension SyncGeodatabaseJob {
     /// ``download(_:_:_:)`` would first, when it will apply while downloading: no attachment
     /// content to fetch, a limit above zero, and (checked on the info) no schema migration.
     func startDownloadAhead(_ state: ReplicaState, layers: [ReplicaState.Layer], _ client: NativeSyncClient, _ context: JobContext) {
+        guard appliesWhileDownloading(state, migrating: false) else { return }
         let limit = syncParameters.applyWhileDownloadingLimit
-        guard limit > 0, state.attachmentsDirection != .bidirectional else { return }
-        DownloadAhead.shared.start(job: context.jobID) {
+        DownloadAhead.shared.start(job: context.jobID) { [self] in
             let info = try await client.replicaInfo()
             var firstPages: [Int: (since: Int64, page: ChangePage)] = [:]
             let migrates = (info["serviceSchemaVersion"]?.integerValue).map { $0 > state.schemaVersion } ?? false
-            if !migrates, let upto = info["serviceGeneration"]?.integerValue {
+            if appliesWhileDownloading(state, migrating: migrates), let upto = info["serviceGeneration"]?.integerValue {
                 for layer in layers where state.cursor(forLayer: layer.id) < upto {
                     let since = state.cursor(forLayer: layer.id)
                     firstPages[layer.id] = (since, try await client.changes(layer: layer.id, since: since, upto: upto, after: nil, countUpTo: limit))
@@ -143,6 +143,13 @@ extension SyncGeodatabaseJob {
             }
             return DownloadAhead.Start(info: info, firstPages: firstPages)
         }
+    }
+
+    /// Whether a download starting afresh asks the server to count its window and applies a
+    /// small one while it arrives: not when it fetches attachment content first, migrates the
+    /// schema, or the limit is zero.
+    func appliesWhileDownloading(_ state: ReplicaState, migrating: Bool) -> Bool {
+        syncParameters.applyWhileDownloadingLimit > 0 && state.attachmentsDirection != .bidirectional && !migrating
     }
 
     /// Once the download has every page and the verify will compare whole layers, the server's
