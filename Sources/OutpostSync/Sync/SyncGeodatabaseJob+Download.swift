@@ -131,11 +131,12 @@ extension SyncGeodatabaseJob {
     func startDownloadAhead(_ state: ReplicaState, layers: [ReplicaState.Layer], _ client: NativeSyncClient, _ context: JobContext) {
         guard appliesWhileDownloading(state, migrating: false) else { return }
         let limit = syncParameters.applyWhileDownloadingLimit
-        DownloadAhead.shared.start(job: context.jobID) { [self] in
+        DownloadAhead.shared.start(job: context.jobID) {
             let info = try await client.replicaInfo()
             var firstPages: [Int: (since: Int64, page: ChangePage)] = [:]
             let migrates = (info["serviceSchemaVersion"]?.integerValue).map { $0 > state.schemaVersion } ?? false
-            if appliesWhileDownloading(state, migrating: migrates), let upto = info["serviceGeneration"]?.integerValue {
+            // The guard above held the rest of appliesWhileDownloading; only the migration was unknown.
+            if !migrates, let upto = info["serviceGeneration"]?.integerValue {
                 for layer in layers where state.cursor(forLayer: layer.id) < upto {
                     let since = state.cursor(forLayer: layer.id)
                     firstPages[layer.id] = (since, try await client.changes(layer: layer.id, since: since, upto: upto, after: nil, countUpTo: limit))
