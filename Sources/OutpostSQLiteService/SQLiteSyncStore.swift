@@ -139,6 +139,37 @@ public struct SQLiteSyncTransaction: SyncTransaction, @unchecked Sendable {
         return inScope
     }
 
+    /// Whole rows read as stored (no value or geometry decoded); a read with an exact spatial
+    /// filter finds its features through the feature reader, then reads them so; a read only
+    /// for presence, through the feature reader.
+    public func storedRows(_ layer: LayerDefinition, matching reads: [FeatureQuery]) throws -> [String: FeedRow?]? {
+        let table = try conn.geodatabase.table(id: layer.id)
+        let fields = table.storedFields
+        let columns = FeedColumns(
+            names: fields.map(\.name), types: fields.map(\.type.rawValue), globalIDFields: layer.fields.filter { $0.type == .globalID }.map(\.name),
+            spatial: layer.isSpatial)
+        var inScope: [String: FeedRow?] = [:]
+        func readStored(_ read: FeatureQuery) throws {
+            try table.forEachStoredRow(matching: read, in: conn) { gid, values, geometry in
+                inScope[gid] = FeedRow(columns: columns, values: values, geometry: geometry)
+            }
+        }
+        for read in reads {
+            if read.outFields != nil || !read.returnGeometry {
+                try table.forEach(matching: read, in: conn) { inScope[$0.globalID!] = .some(nil) }
+            } else if read.intersecting != nil {
+                var found: [String] = []
+                try table.forEach(matching: read, in: conn) { found.append($0.globalID!) }
+                var again = FeatureQuery()
+                again.globalIDs = found
+                if !found.isEmpty { try readStored(again) }
+            } else {
+                try readStored(read)
+            }
+        }
+        return inScope
+    }
+
     public func attachmentInfos(_ layer: LayerDefinition, features globalIDs: [String]) throws -> [String: [AttachmentInfo]] {
         try ServiceStore.attachmentInfos(conn, layer: layer.name, featureGlobalIDs: globalIDs)
     }

@@ -97,6 +97,19 @@ public enum ChangeFeedAssembly {
         }
     }
 
+    /// ``changes(_:scope:inScope:layer:attachments:)`` of the features in scope read in the
+    /// stored form (nil for those read only for their presence: the replica's own changes).
+    public static func changes(
+        _ rows: [Row], scope: FeatureQuery?, storedRows inScope: [String: FeedRow?], attachments: [String: [AttachmentInfo]]?
+    ) throws -> [FeedChange] {
+        try changes(rows, scope: scope, inScope: inScope, attachments: attachments) { held, row in
+            guard let held else { throw SyncServiceError(.failed, "feature \(row.globalID), changed by another, was read only for its presence") }
+            var change = FeedChange(kind: .upsert, globalId: row.globalID, generation: row.generation, inserted: row.inserted)
+            change.stored = held
+            return change
+        }
+    }
+
     private static func changes<Held>(
         _ rows: [Row], scope: FeatureQuery?, inScope: [String: Held], attachments: [String: [AttachmentInfo]]?, upsert: (Held, Row) throws -> FeedChange
     ) throws -> [FeedChange] {

@@ -144,8 +144,9 @@ public protocol SyncBackend: Sendable {
     func generation() async throws -> Int64
     /// A page of a layer's changes in `since < generation ≤ upto` within the replica's filter,
     /// leaving out features only the replica itself changed. Reads only: the replica's state is
-    /// unchanged (see ``recordReceived(replicaID:upTo:)``).
-    func changes(replicaID: String, layerID: Int, since: Int64, upto: Int64, after: String?, limit: Int) async throws -> ChangePage
+    /// unchanged (see ``recordReceived(replicaID:upTo:)``). With `stored`, a backend that keeps
+    /// the stored form sends upserts in it (`FeedRow`); others send JSON values.
+    func changes(replicaID: String, layerID: Int, since: Int64, upto: Int64, after: String?, limit: Int, stored: Bool) async throws -> ChangePage
     /// Records that the replica holds the service's changes up to `generation` (it asked the
     /// feed from there) and when it last synced: informational (`replicaServerGen`,
     /// `lastSyncDate`), written only for a caller that may sync the replica.
@@ -254,6 +255,11 @@ extension SyncBackend {
         try await applyBatchAnswering(batch, hash: hash, keepsRejection: false).result
     }
 
+    /// ``changes(replicaID:layerID:since:upto:after:limit:stored:)`` with JSON values.
+    public func changes(replicaID: String, layerID: Int, since: Int64, upto: Int64, after: String?, limit: Int) async throws -> ChangePage {
+        try await changes(replicaID: replicaID, layerID: layerID, since: since, upto: upto, after: after, limit: limit, stored: false)
+    }
+
     /// The most pages of nothing but the replica's own changes one feed request reads on.
     static var echoPagesPerRequest: Int { 32 }
 
@@ -262,11 +268,11 @@ extension SyncBackend {
     /// edits, its feed was that many empty pages, each a round trip. The answer is the page the
     /// client would have reached by asking for the next ones itself (generations in the window
     /// are final, I5); at most `echoPagesPerRequest` pages are read per request.
-    public func feedPage(replicaID: String, layerID: Int, since: Int64, upto: Int64, after: String?, limit: Int) async throws -> ChangePage {
-        var page = try await changes(replicaID: replicaID, layerID: layerID, since: since, upto: upto, after: after, limit: limit)
+    public func feedPage(replicaID: String, layerID: Int, since: Int64, upto: Int64, after: String?, limit: Int, stored: Bool = false) async throws -> ChangePage {
+        var page = try await changes(replicaID: replicaID, layerID: layerID, since: since, upto: upto, after: after, limit: limit, stored: stored)
         var read = 1
         while page.changes.isEmpty, let next = page.next, read < Self.echoPagesPerRequest {
-            page = try await changes(replicaID: replicaID, layerID: layerID, since: since, upto: upto, after: next, limit: limit)
+            page = try await changes(replicaID: replicaID, layerID: layerID, since: since, upto: upto, after: next, limit: limit, stored: stored)
             read += 1
         }
         return page

@@ -171,8 +171,11 @@ public struct SyncService<Store: SyncStore>: Sendable {
     /// 4. those still in scope read whole, and their attachments when the replica syncs them;
     /// 5. the page (``ChangeFeedAssembly``): upserts, leaves, and nothing for the replica's own
     ///    edits.
+    ///
+    /// With `stored`, from a store that keeps it, the page's upserts carry their values in the
+    /// stored form (`FeedRow`) instead of JSON.
     public func feedPage(
-        replicaID: String, scope given: ReplicaInfo? = nil, layerID: Int, since: Int64, upto: Int64, after: String?, limit: Int
+        replicaID: String, scope given: ReplicaInfo? = nil, layerID: Int, since: Int64, upto: Int64, after: String?, limit: Int, stored: Bool = false
     ) async throws -> ChangePage {
         try await store.readTransaction { tx in
             let info: ReplicaInfo
@@ -188,10 +191,20 @@ public struct SyncService<Store: SyncStore>: Sendable {
                 }
             }
             let changed = try await tx.changedFeatures(layerID: layerID, since: since, upto: upto, after: after, limit: limit, replicaID: info.replicaID)
-            let inScope = try await tx.syncRows(layer, matching: ChangeFeedAssembly.reads(changed, scope: scope))
+            let reads = ChangeFeedAssembly.reads(changed, scope: scope)
+            var held: [String: FeedRow?]?
+            if stored { held = try await tx.storedRows(layer, matching: reads) }
+            var inScope: [String: FeatureTable.SyncRow] = [:]
+            if held == nil { inScope = try await tx.syncRows(layer, matching: reads) }
+            let found = held.map { Array($0.keys) } ?? Array(inScope.keys)
             let attachments = info.attachmentsSyncDirection == .bidirectional && layer.hasAttachments
-                ? try await tx.attachmentInfos(layer, features: Array(inScope.keys)) : nil
-            let changes = try ChangeFeedAssembly.changes(changed, scope: scope, syncRows: inScope, attachments: attachments)
+                ? try await tx.attachmentInfos(layer, features: found) : nil
+            let changes: [FeedChange]
+            if let held {
+                changes = try ChangeFeedAssembly.changes(changed, scope: scope, storedRows: held, attachments: attachments)
+            } else {
+                changes = try ChangeFeedAssembly.changes(changed, scope: scope, syncRows: inScope, attachments: attachments)
+            }
             return ChangePage(layerId: layerID, since: since, upto: upto, changes: changes, next: ChangeFeedAssembly.next(changed, limit: limit))
         }
     }
@@ -213,12 +226,12 @@ extension SyncBackend where Self: SyncStore {
         try await SyncService(store: self).batchResult(replicaID: replicaID, seq: seq)
     }
 
-    /// Served by ``SyncService/feedPage(replicaID:scope:layerID:since:upto:after:limit:)``.
-    public func changes(replicaID: String, layerID: Int, since: Int64, upto: Int64, after: String?, limit: Int) async throws -> ChangePage {
-        try await SyncService(store: self).feedPage(replicaID: replicaID, layerID: layerID, since: since, upto: upto, after: after, limit: limit)
+    /// Served by ``SyncService/feedPage(replicaID:scope:layerID:since:upto:after:limit:stored:)``.
+    public func changes(replicaID: String, layerID: Int, since: Int64, upto: Int64, after: String?, limit: Int, stored: Bool) async throws -> ChangePage {
+        try await SyncService(store: self).feedPage(replicaID: replicaID, layerID: layerID, since: since, upto: upto, after: after, limit: limit, stored: stored)
     }
 
-    /// Served by ``SyncService/feedPage(replicaID:scope:layerID:since:upto:after:limit:)``.
+    /// Served by ``SyncService/feedPage(replicaID:scope:layerID:since:upto:after:limit:stored:)``.
     public func changes(scope: ReplicaInfo, layerID: Int, since: Int64, upto: Int64, after: String?, limit: Int) async throws -> ChangePage {
         try await SyncService(store: self).feedPage(replicaID: scope.replicaID, scope: scope, layerID: layerID, since: since, upto: upto, after: after, limit: limit)
     }

@@ -88,6 +88,12 @@ public protocol SyncTransaction: Sendable {
     /// The features of `layer` the reads find, as sync rows by global id.
     func syncRows(_ layer: LayerDefinition, matching reads: [FeatureQuery]) async throws -> [String: FeatureTable.SyncRow]
 
+    /// The features of `layer` the reads find as the store keeps them (a change page's stored
+    /// form), by global id: each with its values, or nil for a feature a read asked only
+    /// whether it is there (`outFields` empty, no geometry). Nil when the store has no stored
+    /// form: the page is then made of ``syncRows(_:matching:)``.
+    func storedRows(_ layer: LayerDefinition, matching reads: [FeatureQuery]) async throws -> [String: FeedRow?]?
+
     /// The attachments of the features `globalIDs` of `layer`, by feature global id.
     func attachmentInfos(_ layer: LayerDefinition, features globalIDs: [String]) async throws -> [String: [AttachmentInfo]]
 }
@@ -154,4 +160,9 @@ extension BatchApplying {
     public mutating func apply(layerID: Int, expectedGeometryWrites: Int, runs: () throws -> [BatchEdit]?) async throws -> [BatchEditResult] {
         throw StreamedBatch.WholeBodyNeeded()
     }
+}
+
+extension SyncTransaction {
+    /// No stored form: pages are made of sync rows.
+    public func storedRows(_ layer: LayerDefinition, matching reads: [FeatureQuery]) async throws -> [String: FeedRow?]? { nil }
 }

@@ -7,7 +7,7 @@ import Testing
 @Suite("Feed pages made ahead")
 struct PagesAheadTests {
     private func key(_ after: String, replica: String = "a", binary: Bool = true) -> PagesAhead.Key {
-        PagesAhead.Key(service: "svc", replica: replica, layer: 0, since: 1, upto: 9, after: after, limit: 1000, binary: binary, gzip: true)
+        PagesAhead.Key(service: "svc", replica: replica, layer: 0, since: 1, upto: 9, after: after, limit: 1000, binary: binary, stored: false, gzip: true)
     }
 
     private func answer(_ text: String, next: String? = nil) -> PagesAhead.Answer {

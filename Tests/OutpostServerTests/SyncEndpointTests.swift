@@ -486,6 +486,26 @@ struct NativeSyncEndpointTests {
             #expect(binary.headers[.contentType] == ChangePage.binaryContentType)
             #expect(try ChangePage.decode(Data(buffer: binary.body)) == page)
             #expect(binary.headers[.vary] == "Accept" && reply.headers[.vary] == "Accept")
+            // In the stored form for a client that names it first: the same changes, the
+            // upserts' values as the service stores them.
+            let storedReply = try await client.get(
+                "\(native)/replicas/\(q(info.replicaID))/changes?layer=0&since=\(start)&upto=\(upto)",
+                headers: [.accept: "\(ChangePage.storedContentType), \(ChangePage.binaryContentType), application/json"])
+            let storedPage = try ChangePage.decode(Data(buffer: storedReply.body))
+            let upserts = page.changes.filter { $0.kind == .upsert }
+            #expect(!upserts.isEmpty)
+            #expect(storedPage.changes.map(\.globalId) == page.changes.map(\.globalId) && storedPage.changes.map(\.generation) == page.changes.map(\.generation))
+            #expect(storedReply.headers[.contentType] == (kind == .sqlite ? ChangePage.storedContentType : ChangePage.binaryContentType))
+            if kind == .sqlite {
+                for (s, j) in zip(storedPage.changes, page.changes) where j.kind == .upsert {
+                    let row = try #require(s.stored)
+                    #expect(s.attributes == nil && row.columns.names.contains("notes"))
+                    let notes = row.values[row.columns.names.firstIndex(of: "notes")!]
+                    #expect(notes == (j.attributes?["notes"]?.stringValue).map(StoredValue.text) ?? .null)
+                }
+            } else {
+                #expect(storedPage == page, "a store without the stored form answers the first layout")
+            }
             // Paging: one change per page, in global id order.
             var after: String?
             var seen: [String] = []

@@ -170,6 +170,78 @@ struct BinaryBatchTests {
         #expect(try ChangePage.decode(Data(ChangePage(layerId: 0, since: 0, upto: 0, changes: [], next: nil).binaryEncoded())).changes.isEmpty)
     }
 
+    /// Pages of the stored form: values of every storage class, rows of two column sets (the
+    /// second set written where it begins), a layer without geometry, leaves and attachments,
+    /// read back as written; a REAL that is not finite reads back as NULL, as its JSON does.
+    static let storedPage: ChangePage = {
+        let points = FeedColumns(names: ["name", "count", "depth", "photo", "note"], types: ["String", "Integer", "Double", "Blob", "String"], globalIDFields: ["globalid"], spatial: true)
+        let table = FeedColumns(names: ["label"], types: ["String"], globalIDFields: [], spatial: false)
+        let blob = GeoPackageBinary.encode(.point(try! Point(x: -122.5, y: 45.5)), srsID: 4326)
+        func change(_ gid: String, _ row: FeedRow, inserted: Bool? = nil) -> FeedChange {
+            var c = FeedChange(kind: .upsert, globalId: gid, generation: 12, inserted: inserted)
+            c.stored = row
+            return c
+        }
+        var withAttachments = change("{A}", FeedRow(columns: points, values: [.text("pump \"A\" ✓"), .integer(-3), .real(2.5), .blob([0, 255, 7]), .null], geometry: blob), inserted: true)
+        withAttachments.attachments = SyncJSONTests.changes[0].attachments
+        return ChangePage(layerId: 2, since: 4, upto: 12, changes: [
+            withAttachments,
+            change("{B}", FeedRow(columns: points, values: [.null, .integer(.max), .real(-0.0), .blob([]), .text("")], geometry: nil), inserted: false),
+            FeedChange(kind: .leave, globalId: "{C}", generation: 11),
+            change("{D}", FeedRow(columns: table, values: [.text("x")], geometry: nil)),
+            change("{E}", FeedRow(columns: points, values: [.integer(.min), .integer(0), .real(1e300), .null, .text("again")], geometry: blob)),
+        ], next: "{E}")
+    }()
+
+    @Test func storedPagesReadBackAsWritten() throws {
+        var page = Self.storedPage
+        page.windowRows = 40
+        let binary = Data(page.binaryEncoded())
+        #expect(ChangePage.isBinary(binary) && ChangePage.storedMagic.marksLayout(of: binary) && page.isStoredForm)
+        let read = try ChangePage.decode(binary)
+        #expect(read == page)
+        #expect(read.changes[0].stored!.columns === read.changes[1].stored!.columns, "rows of one column set share it")
+        #expect(read.changes[3].stored!.columns.spatial == false)
+        // The columns are written where a set begins: three times for the rows above.
+        #expect(binary.ranges(of: Data("count".utf8)).count == 2, "the points' columns twice, the table's once")
+        // Not finite: NULL, as JSON sends it.
+        var infinite = Self.storedPage
+        infinite.changes[1].stored!.values[2] = .real(.infinity)
+        #expect(try ChangePage.decode(Data(infinite.binaryEncoded())).changes[1].stored!.values[2] == .null)
+        // A page of leaves only is the first layout.
+        let leaves = ChangePage(layerId: 2, since: 4, upto: 12, changes: [FeedChange(kind: .leave, globalId: "{C}", generation: 11)], next: nil)
+        #expect(ChangePage.binaryMagic.marksLayout(of: Data(leaves.binaryEncoded())))
+    }
+
+    @Test func malformedStoredPagesAreRefused() throws {
+        let whole = Data(Self.storedPage.binaryEncoded())
+        for length in 3..<whole.count {
+            #expect(throws: DecodingError.self) { try ChangePage.decode(whole.prefix(length)) }
+        }
+        #expect(throws: DecodingError.self) { try ChangePage.decode(whole + [0]) }
+        // The first change's flags: after the header (layer, since, upto, flags, next "{E}", count).
+        let first = ChangePage.storedMagic.bytes.count + 3 + 1 + 1 + 3 + 1
+        #expect(whole[first] & 0xC0 == 0xC0, "stored, with its columns")
+        func with(_ flags: UInt8, at offset: Int = first, _ body: Data = whole) -> Data {
+            var data = body
+            data[offset] = flags
+            return data
+        }
+        let damaged = [
+            with(whole[first] & ~0x80),  // stored values before any columns
+            with(whole[first] | 0x02),  // stored values and JSON attributes at once
+            with(whole[first] & ~0x40),  // columns without stored values
+            with(0x01, at: 3),  // the stored form's flags in the first layout
+        ]
+        for data in damaged {
+            #expect(throws: DecodingError.self) { try ChangePage.decode(data) }
+        }
+        // An unknown value tag.
+        let text = "pump \"A\" ✓"
+        let tag = try #require(whole.firstRange(of: Data([3, UInt8(text.utf8.count)]) + Data(text.utf8))).lowerBound
+        #expect(throws: DecodingError.self) { try ChangePage.decode(with(9, at: tag)) }
+    }
+
     @Test func malformedPagesAreRefused() throws {
         var page = ChangePage(layerId: 3, since: 4, upto: 11, changes: SyncJSONTests.changes, next: "{C}")
         page.windowRows = 7
@@ -197,10 +269,10 @@ struct BinaryBatchTests {
         let batch = try SyncJSONTests.writtenDirectly[2].encoded(as: .binary)
         var page = ChangePage(layerId: 3, since: 4, upto: 11, changes: SyncJSONTests.changes, next: "{C}")
         page.windowRows = 7
-        let pageBytes = Data(page.binaryEncoded())
+        let pageBytes = Data(page.binaryEncoded()), storedBytes = Data(Self.storedPage.binaryEncoded())
         var refused = 0
         for round in 0..<3000 {
-            var body = round % 2 == 0 ? batch : pageBytes
+            var body = round % 2 == 0 ? batch : round % 4 == 1 ? pageBytes : storedBytes
             for _ in 0..<Int.random(in: 1...4, using: &random) {
                 body[Int.random(in: 4..<body.count, using: &random)] = UInt8.random(in: 0...255, using: &random)
             }

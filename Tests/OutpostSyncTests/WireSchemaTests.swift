@@ -51,6 +51,12 @@ struct WireSchemaTests {
         let binaryBatches = Locked(0)
         let binaryPages = Locked(0)
 
+        static func json(ofBinaryPage body: Data) throws -> Data {
+            var page = try ChangePage.decode(body)
+            page.changes = try page.changes.map { try $0.withJSONValues() }
+            return page.json.jsonData
+        }
+
         func observe(_ method: String, _ uri: String, _ request: Data, _ status: Int, _ response: Data) {
             guard status == 200 else { return }
             // A binary batch carries the same content: its JSON form is what the schema describes.
@@ -64,10 +70,11 @@ struct WireSchemaTests {
                     list.append(("upload-batch", batch))
                     list.append(("batch-result", response))
                 } else if method == "GET", uri.contains("/changes?") {
-                    // So for a binary page (the sync client asks for them).
+                    // So for a binary page (the sync client asks for them), and for the stored
+                    // form's values made JSON as the replica makes them.
                     guard ChangePage.isBinary(response) else { return list.append(("change-page", response)) }
                     binaryPages.withLock { $0 += 1 }
-                    list.append(("change-page", (try? ChangePage.decode(response).json.jsonData) ?? response))
+                    list.append(("change-page", (try? Self.json(ofBinaryPage: response)) ?? response))
                 }
             }
         }

@@ -136,7 +136,18 @@ func pageSeeds() throws -> [Data] {
                 geometry: ["x": 1, "y": 2], inserted: true),
             FeedChange(kind: .leave, globalId: "{00000000-0000-4000-8000-000000000002}", generation: 5),
         ], next: "{00000000-0000-4000-8000-000000000002}")
-    return [Data(page.binaryEncoded()), Data(page.json.jsonBytes)]
+    // The stored form: values of each storage class, a geometry blob, a second column set.
+    let columns = FeedColumns(names: ["status", "n", "depth", "photo"], types: ["String", "Integer", "Double", "Blob"], globalIDFields: ["globalid"], spatial: true)
+    let other = FeedColumns(names: ["label"], types: ["String"], globalIDFields: [], spatial: false)
+    var stored = page
+    stored.changes[0].attributes = nil
+    stored.changes[0].geometry = nil
+    stored.changes[0].stored = FeedRow(
+        columns: columns, values: [.text("open"), .integer(2), .real(2.5), .blob([1, 2])], geometry: GeoPackageBinary.encode(.point(try Point(x: 1, y: 2)), srsID: 4326))
+    var second = FeedChange(kind: .upsert, globalId: "{00000000-0000-4000-8000-000000000003}", generation: 6)
+    second.stored = FeedRow(columns: other, values: [.null], geometry: nil)
+    stored.changes.append(second)
+    return [Data(page.binaryEncoded()), Data(page.json.jsonBytes), Data(stored.binaryEncoded())]
 }
 
 let mapSeeds: [Data] = [

@@ -249,6 +249,13 @@ struct BinaryWireReader {
         return text
     }
 
+    /// The next `n` bytes, copied (`n` checked against the bytes left by the caller's count).
+    mutating func bytes(_ n: Int) throws -> [UInt8] {
+        guard n <= bytes.count - offset else { throw invalid("the body ends inside a blob") }
+        defer { offset += n }
+        return [UInt8](UnsafeRawBufferPointer(rebasing: bytes[offset..<offset + n]))
+    }
+
     mutating func name() throws -> String {
         let n = try unsigned()
         if n < UInt64(names.count) { return names[Int(n)] }

@@ -54,6 +54,14 @@ public struct FeedChange: Codable, Hashable, Sendable {
     public var inserted: Bool?
     /// upsert: the feature's attachments now (replicas that download attachments).
     public var attachments: [AttachmentInfo]?
+    /// upsert, in a page of the stored form (``ChangePage/storedContentType``): the feature's
+    /// values as the service stores them, in place of `attributes` and `geometry`. Only the
+    /// binary encoding carries it; a reader that needs the JSON form makes it from the values.
+    public var stored: FeedRow?
+
+    private enum CodingKeys: String, CodingKey {
+        case kind, globalId, generation, attributes, geometry, inserted, attachments
+    }
 
     /// A change of these values.
     public init(kind: Kind, globalId: String, generation: Int64, attributes: [String: JSONValue]? = nil, geometry: JSONValue? = nil, inserted: Bool? = nil) {
@@ -63,6 +71,61 @@ public struct FeedChange: Codable, Hashable, Sendable {
         self.attributes = attributes
         self.geometry = geometry
         self.inserted = inserted
+    }
+}
+
+/// The columns of the stored form of a change page (``FeedRow``), named and typed as the
+/// service's layer defines them: every field but the object id and the global id fields, whose
+/// value is the change's global id. Shared by the rows of a page, not copied into each.
+public final class FeedColumns: Hashable, Sendable {
+    /// The fields' names, in the order of a row's values.
+    public let names: [String]
+    /// The fields' types (`FieldType` raw values: "String", "Date", …), aligned with `names`.
+    public let types: [String]
+    /// The global id fields (each holds the change's global id).
+    public let globalIDFields: [String]
+    /// Whether the layer has a geometry column (a row's geometry is then a GeoPackage blob or nil).
+    public let spatial: Bool
+
+    /// Columns of these names and types.
+    public init(names: [String], types: [String], globalIDFields: [String], spatial: Bool) {
+        precondition(names.count == types.count, "a column without a type")
+        self.names = names
+        self.types = types
+        self.globalIDFields = globalIDFields
+        self.spatial = spatial
+    }
+
+    /// The same columns: the same object, or the same names, types, global id fields and geometry.
+    public static func == (a: FeedColumns, b: FeedColumns) -> Bool {
+        a === b || (a.names == b.names && a.types == b.types && a.globalIDFields == b.globalIDFields && a.spatial == b.spatial)
+    }
+
+    /// Hashes what `==` compares.
+    public func hash(into hasher: inout Hasher) {
+        hasher.combine(names)
+        hasher.combine(types)
+        hasher.combine(globalIDFields)
+        hasher.combine(spatial)
+    }
+}
+
+/// A feature's values as the service stores them (the stored form of a change page): each
+/// column's value in its SQLite storage class, and the geometry as its GeoPackage blob.
+public struct FeedRow: Hashable, Sendable {
+    /// What the values are.
+    public var columns: FeedColumns
+    /// One value per column, aligned with `columns.names`.
+    public var values: [StoredValue]
+    /// The geometry as a GeoPackage binary blob; nil for none (and in a table without geometry).
+    public var geometry: [UInt8]?
+
+    /// A row of these values.
+    public init(columns: FeedColumns, values: [StoredValue], geometry: [UInt8]?) {
+        precondition(values.count == columns.names.count, "a row's values do not match its columns")
+        self.columns = columns
+        self.values = values
+        self.geometry = geometry
     }
 }
 
@@ -79,8 +142,10 @@ extension FeedChange {
         if !o.absent("attachments") { attachments = try JSONValueDecoder().decode([AttachmentInfo].self, from: o.object["attachments"]!) }
     }
 
-    /// The change as JSON (what the Codable encoding gives).
+    /// The change as JSON (what the Codable encoding gives). A change of the stored form is made
+    /// JSON by its reader first: its values are not written here.
     public var json: JSONValue {
+        assert(stored == nil || attributes != nil, "a change of the stored form written as JSON")
         var o: [String: JSONValue] = ["kind": .string(kind.rawValue), "globalId": .string(globalId), "generation": .integer(generation)]
         if let attributes { o["attributes"] = .object(attributes) }
         if let geometry { o["geometry"] = geometry }

@@ -374,7 +374,8 @@ public struct FeatureServerResponder: HTTPResponder {
         let request = call.request
         return NativeSyncRoutes(
             sync: syncBackend, parameters: call.parameters, writing: call.writing, range: request.headers[.range],
-            binaryPages: request.headers[.accept]?.contains(ChangePage.binaryContentType) == true, metrics: metrics,
+            binaryPages: request.headers[.accept]?.contains(ChangePage.binaryContentType) == true,
+            storedPages: request.headers[.accept]?.contains(ChangePage.storedContentType) == true, metrics: metrics,
             ahead: (checksumsAhead, backend.name), pagesAhead: pagesAhead, batchBody: streamedBody ? (request.body, configuration.maxBodyBytes) : nil,
             // Only a caller that may sync records what it holds by reading the feed.
             callerMaySync: call.caller.permissions(on: backend.name).contains(.sync))

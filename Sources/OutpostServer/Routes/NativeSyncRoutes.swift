@@ -34,6 +34,8 @@ struct NativeSyncRoutes {
     var range: String?
     /// The client named the binary change page in `Accept` (docs/sync.md, "Binary change pages").
     var binaryPages = false
+    /// The client named the stored form of binary change pages (layout 2) in `Accept`.
+    var storedPages = false
     var metrics: ServerMetrics?
     /// Where checksums asked for with a batch are held, and the service's name (their key's
     /// first part).
@@ -154,7 +156,7 @@ struct NativeSyncRoutes {
             if let ahead, pagesAhead != nil, writesPageAsItIs {
                 PagesAhead.Key(
                     service: ahead.service, replica: replica, layer: layer, since: Int64(since), upto: Int64(upto), after: after ?? "", limit: limit,
-                    binary: binaryPages, gzip: writing.gzip)
+                    binary: binaryPages, stored: storesPages, gzip: writing.gzip)
             } else {
                 nil
             }
@@ -173,7 +175,8 @@ struct NativeSyncRoutes {
         guard Int64(upto) <= generation else {
             throw ServiceError.badParameter("upto", "generation \(upto) is past the service's generation \(generation)")
         }
-        var page = try await sync.feedPage(replicaID: replica, layerID: layer, since: Int64(since), upto: Int64(upto), after: after, limit: limit)
+        var page = try await sync.feedPage(
+            replicaID: replica, layerID: layer, since: Int64(since), upto: Int64(upto), after: after, limit: limit, stored: storesPages)
         // The replica asked from `since`: it holds everything up to there.
         if after == nil, callerMaySync { try await sync.recordReceived(replicaID: replica, upTo: Int64(since)) }
         if after != nil { metrics?.feedPage("asked") }
@@ -192,7 +195,7 @@ struct NativeSyncRoutes {
         let sync = self.sync, next = key.continuing(after: after)
         store.start(next) {
             let page = try await sync.feedPage(
-                replicaID: next.replica, layerID: next.layer, since: next.since, upto: next.upto, after: after, limit: next.limit)
+                replicaID: next.replica, layerID: next.layer, since: next.since, upto: next.upto, after: after, limit: next.limit, stored: next.stored)
             let (body, headers) = Self.encoded(page, binary: next.binary, gzip: next.gzip)
             return PagesAhead.Answer(body: body, headers: headers, next: page.next)
         }
@@ -209,10 +212,16 @@ struct NativeSyncRoutes {
     /// or compact JSON (neither shown in a browser nor indented).
     private var writesPageAsItIs: Bool { writing.directory == nil && (binaryPages || !writing.pretty) }
 
+    /// Whether pages are made in the stored form: asked for, and written as binary bytes (a
+    /// page shown in a browser is JSON).
+    private var storesPages: Bool { storedPages && binaryPages && writing.directory == nil }
+
     /// A page's body and headers: binary or JSON, gzipped when the client accepts it.
     private static func encoded(_ page: ChangePage, binary: Bool, gzip: Bool) -> (ByteBuffer, HTTPFields) {
         binary
-            ? ResponseWriting.encoded(ByteBuffer(bytes: page.binaryEncoded()), contentType: ChangePage.binaryContentType, gzip: gzip, level: Gzip.binaryLevel)
+            ? ResponseWriting.encoded(
+                ByteBuffer(bytes: page.binaryEncoded()), contentType: page.isStoredForm ? ChangePage.storedContentType : ChangePage.binaryContentType,
+                gzip: gzip, level: Gzip.binaryLevel)
             : ResponseWriting.encoded(ByteBuffer(bytes: page.json.jsonBytes), contentType: ResponseWriting.jsonContentType, gzip: gzip)
     }
 

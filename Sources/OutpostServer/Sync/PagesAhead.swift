@@ -32,6 +32,8 @@ final class PagesAhead: Sendable {
         var after: String
         var limit: Int
         var binary: Bool
+        /// Pages in the stored form (layout 2).
+        var stored: Bool
         var gzip: Bool
 
         /// The same request for the page after `cursor`.

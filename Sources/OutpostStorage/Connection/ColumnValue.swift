@@ -1,6 +1,7 @@
 import Foundation
 import GRDB
 import GRDBSQLite
+import OutpostCore
 
 /// Reads of a stepped row's columns through each column's `sqlite3_value`. The system SQLite is
 /// built serialized: every `sqlite3_column_*` call enters and leaves the connection's mutex
@@ -40,6 +41,17 @@ struct ColumnValue {
     @inline(__always) var blob: UnsafeRawBufferPointer {
         let bytes = sqlite3_value_blob(value)
         return UnsafeRawBufferPointer(start: bytes, count: bytes == nil ? 0 : Int(sqlite3_value_bytes(value)))
+    }
+
+    /// The value in its storage class (text up to its first NUL, as ``databaseValue`` reads it).
+    var storedValue: StoredValue {
+        switch type {
+        case SQLITE_INTEGER: return .integer(int64)
+        case SQLITE_FLOAT: return .real(double)
+        case SQLITE_TEXT: return string.map(StoredValue.text) ?? .null
+        case SQLITE_BLOB: return .blob([UInt8](blob))
+        default: return .null
+        }
     }
 
     /// As GRDB's `DatabaseValue(sqliteStatement:index:)` reads it.

@@ -91,19 +91,11 @@ public struct FeatureTable: Sendable {
     /// A stored value as a field of `type` holds it (another writer's forms read as they mean).
     static func decodeValue(_ dbValue: DatabaseValue, _ type: FieldType) -> FieldValue {
         switch dbValue.storage {
-        case .null:
-            return .null
-        case .int64(let i):
-            if type == .double || type == .single { return .double(Double(i)) }
-            if type.isDate { return .date(Date(timeIntervalSince1970: Double(i) / 1000)) }
-            return .integer(i)
-        case .double(let d):
-            if type.isInteger, let exact = FieldValue.exactInteger(d) { return .integer(exact) }
-            return .double(d)
-        case .string(let s):
-            return FieldValue.decodeStoredText(s, date: type.isDate, integer: type.isInteger, numeric: type.isNumeric)
-        case .blob(let data):
-            return .blob([UInt8](data))
+        case .null: .null
+        case .int64(let i): FieldValue(stored: .integer(i), as: type)
+        case .double(let d): FieldValue(stored: .real(d), as: type)
+        case .string(let s): FieldValue(stored: .text(s), as: type)
+        case .blob(let data): .blob([UInt8](data))
         }
     }
 }

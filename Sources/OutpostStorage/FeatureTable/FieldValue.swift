@@ -56,6 +56,27 @@ public enum FieldValue: Hashable, Sendable {
         return .string(s)
     }
 
+    /// A stored value as a field of `type` holds it (another writer's forms read as they mean):
+    /// what a feature read from the table gets, so a value copied from a row as it is stored
+    /// (a change page's stored form) becomes the value its reader would have made.
+    public init(stored: StoredValue, as type: FieldType) {
+        switch stored {
+        case .null: self = .null
+        case .integer(let i):
+            if type == .double || type == .single {
+                self = .double(Double(i))
+            } else if type.isDate {
+                self = .date(Date(timeIntervalSince1970: Double(i) / 1000))
+            } else {
+                self = .integer(i)
+            }
+        case .real(let d):
+            if type.isInteger, let exact = Self.exactInteger(d) { self = .integer(exact) } else { self = .double(d) }
+        case .text(let s): self = Self.decodeStoredText(s, date: type.isDate, integer: type.isInteger, numeric: type.isNumeric)
+        case .blob(let b): self = .blob(b)
+        }
+    }
+
     /// The value as the ArcGIS REST API writes it: dates as epoch milliseconds, blobs base64.
     public var jsonValue: JSONValue {
         switch self {

@@ -24,6 +24,9 @@ struct DownloadApplier {
     let contentDirectory: URL?
     /// The writer's fields by attribute name, for the attributes of every change.
     private var columns: AttributeColumns
+    /// The writer's index of each column of the stored form's rows (nil: a field it has not),
+    /// for the columns last seen (a page's rows share theirs).
+    private var storedColumns: (of: FeedColumns, index: [Int?])?
 
     /// Whether the table had local edits pending when the applier was made. None can appear
     /// while it runs (inside the download's write transaction, capture silenced), so a table
@@ -107,18 +110,29 @@ struct DownloadApplier {
                     continue
                 }
                 for i in values.indices { values[i] = nil }
-                var position = 0
-                for (name, json) in change.attributes ?? [:] {
-                    defer { position += 1 }
-                    // The writer's fields are neither the object id nor the global id.
-                    guard let i = columns.index(of: name, at: position) else { continue }
-                    guard protected.isEmpty || !protected.contains(columns.names[i]) else { continue }
-                    values[i] = try FieldValue(json: json, type: columns.types[i])
-                }
                 var geometry = ServiceRowWriter.GeometryWrite.keep
-                if let geometryColumn, !protected.contains(geometryColumn) {
-                    let json = change.geometry ?? .null
-                    geometry = json.isNull ? .clear : .set(try EsriJSON.decodeGeometry(json))
+                let writesGeometry = geometryColumn.map { !protected.contains($0) } ?? false
+                if let stored = change.stored {
+                    // Each value as the service stores it, read as the replica's field holds it.
+                    let index = indexes(of: stored.columns)
+                    for (k, value) in stored.values.enumerated() {
+                        guard let i = index[k], protected.isEmpty || !protected.contains(columns.names[i]) else { continue }
+                        values[i] = FieldValue(stored: value, as: columns.types[i])
+                    }
+                    if writesGeometry { geometry = try stored.geometry.map { .set(try Self.geometry($0, of: change)) } ?? .clear }
+                } else {
+                    var position = 0
+                    for (name, json) in change.attributes ?? [:] {
+                        defer { position += 1 }
+                        // The writer's fields are neither the object id nor the global id.
+                        guard let i = columns.index(of: name, at: position) else { continue }
+                        guard protected.isEmpty || !protected.contains(columns.names[i]) else { continue }
+                        values[i] = try FieldValue(json: json, type: columns.types[i])
+                    }
+                    if writesGeometry {
+                        let json = change.geometry ?? .null
+                        geometry = json.isNull ? .clear : .set(try EsriJSON.decodeGeometry(json))
+                    }
                 }
                 if let existing {
                     try writer.update(objectID: existing.objectID, values: values, geometry: geometry, stored: existing.geometry)
@@ -135,6 +149,24 @@ struct DownloadApplier {
             }
         }
         try writer.finish()
+    }
+
+    /// The writer's index of each of `columns` (looked up once per page's columns).
+    private mutating func indexes(of columns: FeedColumns) -> [Int?] {
+        if let storedColumns, storedColumns.of === columns { return storedColumns.index }
+        let index = columns.names.map { writer.fieldIndex(named: $0) }
+        storedColumns = (columns, index)
+        return index
+    }
+
+    /// A stored form's geometry blob, decoded (the writer brings it to the layer's type and
+    /// spatial reference as it would a JSON one).
+    static func geometry(_ blob: [UInt8], of change: FeedChange) throws -> Geometry {
+        do {
+            return try GeoPackageBinary.decode(blob).geometry
+        } catch {
+            throw SyncError(.invalidResponse, "the server's geometry of feature \(change.globalId) cannot be read: \(error)")
+        }
     }
 
     /// Deletes local features a full refetch did not list (the staged rows of `stagedLayerID`),
@@ -196,4 +228,25 @@ struct AttributeColumns {
     }
 
     private static func found(_ index: Int) -> Int? { index >= 0 ? index : nil }
+}
+
+extension FeedChange {
+    /// The change with its stored values (`FeedRow`) made JSON, as the JSON form of the page
+    /// would have carried them (what a staged row keeps): each value as its field's type reads
+    /// it, the global id fields the change's global id, the geometry as Esri JSON.
+    func withJSONValues() throws -> FeedChange {
+        guard let stored else { return self }
+        var change = self
+        change.stored = nil
+        let columns = stored.columns
+        var attributes: [String: JSONValue] = [:]
+        attributes.reserveCapacity(columns.names.count + columns.globalIDFields.count)
+        for (k, name) in columns.names.enumerated() {
+            attributes[name] = FieldValue(stored: stored.values[k], as: FieldType(rawValue: columns.types[k]) ?? .string).jsonValue
+        }
+        for name in columns.globalIDFields { attributes[name] = .string(globalId) }
+        change.attributes = attributes
+        change.geometry = try stored.geometry.map { try EsriJSON.value(try DownloadApplier.geometry($0, of: self)) }
+        return change
+    }
 }

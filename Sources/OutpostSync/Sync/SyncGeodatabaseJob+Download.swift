@@ -324,7 +324,7 @@ extension SyncGeodatabaseJob {
 
     func stage(_ changes: [FeedChange], layerID: Int) async throws {
         guard !changes.isEmpty else { return }
-        let rows = changes.map { ($0, $0.json.jsonString) }
+        let rows = try changes.map { ($0, try $0.withJSONValues().json.jsonString) }
         try await geodatabase.write { conn in
             for (change, row) in rows {
                 try conn.stage(layerID: layerID, globalID: change.globalId, kind: change.kind.rawValue, generation: change.generation, row: row)

@@ -130,7 +130,7 @@ struct NativeSyncClient: Sendable {
         var query = [("layer", String(layer)), ("since", String(since)), ("upto", String(upto)), ("limit", String(limit))]
         if let after { query.append(("after", after)) }
         if let countUpTo, after == nil { query.append(("count", String(countUpTo))) }
-        return try await page(url(NativeSyncRoute.changes.path(replicaID), query))
+        return try await page(url(NativeSyncRoute.changes.path(replicaID), query), stored: true)
     }
 
     /// One page of every feature of a layer in the replica's scope (fetching a layer again).
@@ -140,9 +140,12 @@ struct NativeSyncClient: Sendable {
         return try await page(url(NativeSyncRoute.snapshot.path(replicaID), query))
     }
 
-    /// A page, binary from a server that writes it (one that does not answers JSON).
-    private func page(_ target: URL) async throws -> ChangePage {
-        let reply = try await connection.send(.GET, target, accept: "\(ChangePage.binaryContentType), application/json")
+    /// A page, binary from a server that writes it (one that does not answers JSON); with
+    /// `stored`, in the stored form from a server that writes that (one that does not answers
+    /// the first binary layout).
+    private func page(_ target: URL, stored: Bool = false) async throws -> ChangePage {
+        let accept = stored ? "\(ChangePage.storedContentType), \(ChangePage.binaryContentType), application/json" : "\(ChangePage.binaryContentType), application/json"
+        let reply = try await connection.send(.GET, target, accept: accept)
         guard reply.status == 200 else { throw ServiceConnection.failure(reply, url: target) }
         do {
             return try ChangePage.decode(reply.body)
