@@ -108,19 +108,26 @@ public struct SQLiteSyncTransaction: SyncTransaction, @unchecked Sendable {
 
     public func changedFeatures(layerID: Int, since: Int64, upto: Int64, after: String?, limit: Int, replicaID: String) throws -> [ChangeFeedAssembly.Row] {
         let byWindow = try SQLiteServiceBackend.readsFeedByWindow(conn, layerID: layerID, since: since, upto: upto, limit: limit)
-        let rows = try conn.query(
+        // Stepped in place (a feed reads every row of the window once, the replica's own echoes
+        // too): no GRDB row and array of literals per row.
+        var rows: [ChangeFeedAssembly.Row] = []
+        rows.reserveCapacity(min(limit, 4096))
+        try conn.forEachRow(
             """
             SELECT globalid, max(generation), sum(CASE WHEN origin_replica IS ? THEN 0 ELSE 1 END), max(op = 'insert'), max(op = 'delete')
             FROM outpost_change_log\(byWindow ? " INDEXED BY outpost_change_log_feed" : "")
             WHERE layer_id = ? AND generation > ? AND generation <= ? AND globalid > ?
             GROUP BY globalid ORDER BY globalid LIMIT ?
             """,
-            arguments: [.text(replicaID), .integer(Int64(layerID)), .integer(since), .integer(upto), .text(after ?? ""), .integer(Int64(limit))])
-        return rows.map { row in
-            ChangeFeedAssembly.Row(
-                globalID: row[0].textValue!, generation: row[1].integerValue!, echo: (row[2].integerValue ?? 0) == 0,
-                inserted: (row[3].integerValue ?? 0) != 0, deleted: (row[4].integerValue ?? 0) != 0)
+            arguments: [.text(replicaID), .integer(Int64(layerID)), .integer(since), .integer(upto), .text(after ?? ""), .integer(Int64(limit))]
+        ) { row in
+            guard let gid = row.text(0), let generation = row.integer(1) else { return }
+            rows.append(
+                ChangeFeedAssembly.Row(
+                    globalID: gid, generation: generation, echo: (row.integer(2) ?? 0) == 0, inserted: (row.integer(3) ?? 0) != 0,
+                    deleted: (row.integer(4) ?? 0) != 0))
         }
+        return rows
     }
 
     /// Whole rows read straight as sync values (no `Feature` each); a read with an exact spatial

@@ -37,6 +37,10 @@ public final class StreamedBatch: @unchecked Sendable {
     /// lock through that commit for nothing (other crews' batches wait behind it).
     public static let minimumStreamedEdits = 2_000
 
+    /// The most edits of a run the writer takes at once (unless one frame holds more): frames
+    /// that arrive while it writes join the last one of their layer up to this many.
+    public static let runEdits = 2_000
+
     /// The longest wait for the next frame, and for all of them together, before the write
     /// transaction gives the body up.
     let stallLimit: Duration
@@ -103,7 +107,9 @@ public final class StreamedBatch: @unchecked Sendable {
         guard framed == true, failure == nil else { return true }
         do {
             if try reader.readHead() != nil {
-                while let frame = try reader.nextFrame() { frames.append(frame) }
+                // A frame of the layer of the last one not yet taken joins it (up to a run's
+                // edits), decoded in place: the writer takes it whole, without copying edits.
+                while try reader.nextFrame(into: &frames, joiningUpTo: Self.runEdits) {}
             }
         } catch {
             failure = error
@@ -215,19 +221,19 @@ public final class StreamedBatch: @unchecked Sendable {
     /// holds more), waiting for them on this thread; nil once the body has ended after its end
     /// mark. Throws a malformed frame's error, the transport's, or ``WholeBodyNeeded`` when the
     /// body stalls.
-    public func nextRun(maxEdits: Int = 2_000) throws -> Run? {
+    public func nextRun(maxEdits: Int = runEdits) throws -> Run? {
         lock.lock()
         defer { lock.unlock() }
         while true {
             if let failure { throw failure }
-            if let first = frames.first {
-                var run = Run(position: first.position, edits: first.edits)
-                var taken = 1
-                while taken < frames.count, frames[taken].position == run.position, run.edits.count + frames[taken].edits.count <= maxEdits {
-                    run.edits += frames[taken].edits
-                    taken += 1
+            if !frames.isEmpty {
+                // Taken out before anything joins them, so their edits are moved, not copied.
+                var first = frames.removeFirst()
+                var run = Run(position: first.position, edits: [])
+                swap(&run.edits, &first.edits)
+                while let next = frames.first, next.position == run.position, run.edits.count + next.edits.count <= maxEdits {
+                    run.edits += frames.removeFirst().edits
                 }
-                frames.removeFirst(taken)
                 return run
             }
             if ended { return nil }

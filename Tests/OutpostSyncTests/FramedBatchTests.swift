@@ -102,6 +102,20 @@ struct FramedBatchTests {
             for (position, layer) in batch.layers.enumerated() {
                 #expect(frames.filter { $0.position == position }.flatMap(\.edits) == layer.edits)
             }
+            // Read so that a frame joins the last one of its layer (up to a cap): the same edits
+            // in fewer frames, none past the cap unless a frame of its own holds more.
+            let cap = frames.map(\.edits.count).max()! * 2
+            var joining = UploadBatch.FramedReader()
+            var joined: [UploadBatch.FramedReader.Frame] = []
+            body.withUnsafeBytes { joining.append($0) }
+            if try joining.readHead() != nil {
+                while try joining.nextFrame(into: &joined, joiningUpTo: cap) {}
+            }
+            try joining.finish()
+            #expect(joined.count < frames.count && joined.allSatisfy { $0.edits.count <= cap })
+            for (position, layer) in batch.layers.enumerated() {
+                #expect(joined.filter { $0.position == position }.flatMap(\.edits) == layer.edits)
+            }
         }
     }
 
@@ -178,6 +192,15 @@ struct FramedBatchTests {
         for (what, body) in malformed {
             #expect(throws: DecodingError.self, "\(what)") { try UploadBatch.decode(body) }
         }
+        // A malformed frame that would have joined the last one leaves that one as it was.
+        let joinsBadly = Self.body(layers: [(3, 3, 3)], frames: [Self.deletes(0, 1), { w in Self.deletes(0, 2, from: 1)(&w); w.byte(9) }])
+        var reader = UploadBatch.FramedReader()
+        var frames: [UploadBatch.FramedReader.Frame] = []
+        joinsBadly.withUnsafeBytes { reader.append($0) }
+        _ = try reader.readHead()
+        #expect(try reader.nextFrame(into: &frames, joiningUpTo: 10))
+        #expect(throws: DecodingError.self) { try reader.nextFrame(into: &frames, joiningUpTo: 10) }
+        #expect(frames.count == 1 && frames[0].edits.map(\.globalId) == ["{0}"])
     }
 
     /// Framed bodies with random bytes changed (seeded) are read or refused, never a crash.

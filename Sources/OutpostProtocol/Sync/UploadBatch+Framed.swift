@@ -243,13 +243,25 @@ extension UploadBatch {
         /// The next frame whose bytes are all here; nil when more bytes are needed, or when the
         /// batch has ended (``ended``).
         public mutating func nextFrame() throws -> Frame? {
-            guard let head, !ended, let range = try part() else { return nil }
+            var frames: [Frame] = []
+            guard try nextFrame(into: &frames, joiningUpTo: 0) else { return nil }
+            return frames.removeLast()
+        }
+
+        /// Reads the next frame whose bytes are all here into `frames`: its edits decoded onto
+        /// the last frame's when that one is of the same layer and would hold at most
+        /// `joiningUpTo` edits with them, else as a frame of its own. False when more bytes are
+        /// needed, or when the batch has ended (``ended``). Edits decoded where they stay are
+        /// never copied: a copy retains and a drop releases each of their strings, arrays and
+        /// dictionaries.
+        public mutating func nextFrame(into frames: inout [Frame], joiningUpTo maxEdits: Int) throws -> Bool {
+            guard let head, !ended, let range = try part() else { return false }
             guard !range.isEmpty else {
                 ended = true
                 guard start == buffer.count else { throw invalid("bytes follow the batch", at: start) }
-                return nil
+                return false
             }
-            let frame = try buffer.withUnsafeBytes { raw -> Frame in
+            let (place, n) = try buffer.withUnsafeBytes { raw -> (Int, Int) in
                 var r = BinaryWireReader(part: UnsafeRawBufferPointer(rebasing: raw[range]), names: names)
                 let at = try r.unsigned()
                 guard at < UInt64(head.layers.count), Int(at) >= position else { throw r.invalid("a frame names layer \(at) out of the head's order") }
@@ -259,16 +271,31 @@ extension UploadBatch {
                 guard n > 0, written[place] + n <= head.layers[place].atMost else {
                     throw r.invalid("a frame holds \(n) edits of layer \(head.layers[place].id), past the \(head.layers[place].atMost) announced")
                 }
-                var edits: [BatchEdit] = []
-                edits.reserveCapacity(n)
-                for _ in 0..<n { edits.append(try BatchEdit(binary: &r)) }
-                guard r.atEnd else { throw r.invalid("bytes follow a frame's edits") }
+                let last = frames.count - 1
+                // Compared in place (a copy of the last frame would share its edits, and the
+                // appends below would copy them all).
+                if last >= 0, frames[last].position == place, frames[last].edits.count + n <= maxEdits {
+                    let before = frames[last].edits.count
+                    do {
+                        for _ in 0..<n { frames[last].edits.append(try BatchEdit(binary: &r)) }
+                        guard r.atEnd else { throw r.invalid("bytes follow a frame's edits") }
+                    } catch {
+                        frames[last].edits.removeSubrange(before...)
+                        throw error
+                    }
+                } else {
+                    var edits: [BatchEdit] = []
+                    edits.reserveCapacity(n)
+                    for _ in 0..<n { edits.append(try BatchEdit(binary: &r)) }
+                    guard r.atEnd else { throw r.invalid("bytes follow a frame's edits") }
+                    frames.append(Frame(position: place, layerID: head.layers[place].id, edits: edits))
+                }
                 names = r.names
-                return Frame(position: place, layerID: head.layers[place].id, edits: edits)
+                return (place, n)
             }
-            position = frame.position
-            written[frame.position] += frame.edits.count
-            return frame
+            position = place
+            written[place] += n
+            return true
         }
 
         /// The body has ended: refuses one cut before its end mark (or with bytes after it).
