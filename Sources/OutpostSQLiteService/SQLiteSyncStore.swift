@@ -151,10 +151,7 @@ public struct SQLiteSyncTransaction: SyncTransaction, @unchecked Sendable {
     /// for presence, through the feature reader.
     public func storedRows(_ layer: LayerDefinition, matching reads: [FeatureQuery]) throws -> [String: FeedRow?]? {
         let table = try conn.geodatabase.table(id: layer.id)
-        let fields = table.storedFields
-        let columns = FeedColumns(
-            names: fields.map(\.name), types: fields.map(\.type.rawValue), globalIDFields: layer.fields.filter { $0.type == .globalID }.map(\.name),
-            spatial: layer.isSpatial)
+        let columns = ReplicaRows.storedColumns(of: table)
         var inScope: [String: FeedRow?] = [:]
         func readStored(_ read: FeatureQuery) throws {
             try table.forEachStoredRow(matching: read, in: conn) { gid, values, geometry in

@@ -75,6 +75,15 @@ public enum ReplicaRows {
             geometry: try feature.geometry.map { try EsriJSON.value($0) } ?? .null)
     }
 
+    /// The columns of `table`'s rows in the stored form: its `storedFields`, in the order
+    /// `FeatureTable.forEachStoredRow(matching:in:_:)` gives their values.
+    public static func storedColumns(of table: FeatureTable) -> FeedColumns {
+        let fields = table.storedFields
+        return FeedColumns(
+            names: fields.map(\.name), types: fields.map(\.type.rawValue),
+            globalIDFields: table.definition.fields.filter { $0.type == .globalID }.map(\.name), spatial: table.definition.isSpatial)
+    }
+
     /// A feature's values as a tombstone keeps them: Esri JSON `{"attributes", "geometry"}`.
     public static func tombstoneJSON(_ feature: Feature, _ layer: LayerDefinition) throws -> String {
         var row: [String: JSONValue] = ["attributes": .object(attributes(feature, fields: layer.fields.filter { $0.type != .oid }))]

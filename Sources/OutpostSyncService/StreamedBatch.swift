@@ -7,9 +7,9 @@ import OutpostProtocol
 /// An upload batch's body as it arrives (docs/sync.md, "Framed batches"): the request's task
 /// feeds its bytes in (``pump(_:)``), which hashes them and, for a framed body, decodes each frame
 /// as soon as it is whole; the backend's write transaction takes the frames as it applies them
-/// (``nextRun(maxEdits:)``, blocking its thread). The transaction never waits on a slow link:
+/// (``nextRun()``, blocking its thread). The transaction never waits on a slow link:
 /// when the next frame takes longer than `stallLimit` (or the waits add up to
-/// `totalStallLimit`), ``nextRun(maxEdits:)`` throws ``WholeBodyNeeded``, the transaction
+/// `totalStallLimit`), ``nextRun()`` throws ``WholeBodyNeeded``, the transaction
 /// rolls back, and the batch is applied once all of it has arrived.
 public final class StreamedBatch: @unchecked Sendable {
     /// The batch cannot be applied as it streams (a stalled body, or a seq the ledger already
@@ -38,7 +38,8 @@ public final class StreamedBatch: @unchecked Sendable {
     public static let minimumStreamedEdits = 2_000
 
     /// The most edits of a run the writer takes at once (unless one frame holds more): frames
-    /// that arrive while it writes join the last one of their layer up to this many.
+    /// that arrive while it writes join the last one of their layer up to this many, and
+    /// ``nextRun()`` takes them so.
     public static let runEdits = 2_000
 
     /// The longest wait for the next frame, and for all of them together, before the write
@@ -217,24 +218,19 @@ public final class StreamedBatch: @unchecked Sendable {
         return digest
     }
 
-    /// The next frames of one layer that have arrived (at most `maxEdits` edits, unless one frame
-    /// holds more), waiting for them on this thread; nil once the body has ended after its end
-    /// mark. Throws a malformed frame's error, the transport's, or ``WholeBodyNeeded`` when the
-    /// body stalls.
-    public func nextRun(maxEdits: Int = runEdits) throws -> Run? {
+    /// The next frames of one layer that have arrived (joined as they arrived, at most
+    /// ``runEdits`` edits unless one frame holds more), waiting for them on this thread; nil once
+    /// the body has ended after its end mark. Throws a malformed frame's error, the transport's,
+    /// or ``WholeBodyNeeded`` when the body stalls.
+    public func nextRun() throws -> Run? {
         lock.lock()
         defer { lock.unlock() }
         while true {
             if let failure { throw failure }
             if !frames.isEmpty {
-                // Taken out before anything joins them, so their edits are moved, not copied.
-                var first = frames.removeFirst()
-                var run = Run(position: first.position, edits: [])
-                swap(&run.edits, &first.edits)
-                while let next = frames.first, next.position == run.position, run.edits.count + next.edits.count <= maxEdits {
-                    run.edits += frames.removeFirst().edits
-                }
-                return run
+                // Moved out of the list, not copied.
+                let first = frames.removeFirst()
+                return Run(position: first.position, edits: first.edits)
             }
             if ended { return nil }
             let started = ContinuousClock.now

@@ -506,6 +506,7 @@ struct NativeSyncEndpointTests {
             } else {
                 #expect(storedPage == page, "a store without the stored form answers the first layout")
             }
+
             // Paging: one change per page, in global id order.
             var after: String?
             var seen: [String] = []
@@ -583,6 +584,19 @@ struct NativeSyncEndpointTests {
             // Asked as it was made for, the third page is still held.
             #expect(try await page(uri(after: pages[1].next)) == pages[2])
             #expect(try await made("ahead") == 3)
+            // A page made ahead in the stored form goes only to a client that names it: the first
+            // layout's client gets the page made anew, in the first layout.
+            let storedAccept: HTTPFields = [.accept: "\(ChangePage.storedContentType), \(ChangePage.binaryContentType), application/json"]
+            let storedType = kind == .sqlite ? ChangePage.storedContentType : ChangePage.binaryContentType
+            #expect(try await client.get(uri(after: pages[0].next), headers: storedAccept).headers[.contentType] == storedType)
+            let firstLayout = try await client.get(uri(after: pages[1].next), headers: binary)
+            #expect(firstLayout.headers[.contentType] == ChangePage.binaryContentType)
+            #expect(try ChangePage.decode(Data(buffer: firstLayout.body)) == pages[2])
+            #expect(try await made("asked") == 6)
+            let heldStored = try await client.get(uri(after: pages[1].next), headers: storedAccept)
+            #expect(heldStored.headers[.contentType] == storedType)
+            #expect(try ChangePage.decode(Data(buffer: heldStored.body)).changes.map(\.globalId) == pages[2].changes.map(\.globalId))
+            #expect(try await made("ahead") == 4)
         }
     }
 

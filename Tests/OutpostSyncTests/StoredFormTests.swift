@@ -1,6 +1,7 @@
 import Foundation
 import OutpostCore
 import OutpostProtocol
+import OutpostSyncService
 import OutpostTestSupport
 import Testing
 
@@ -18,10 +19,7 @@ struct StoredFormTests {
         try await gdb.read { conn in
             let table = try conn.geodatabase.table(named: name)
             let layer = table.definition
-            let fields = table.storedFields
-            let columns = FeedColumns(
-                names: fields.map(\.name), types: fields.map(\.type.rawValue), globalIDFields: layer.fields.filter { $0.type == .globalID }.map(\.name),
-                spatial: layer.isSpatial)
+            let columns = ReplicaRows.storedColumns(of: table)
             var json: [FeedChange] = [], stored: [FeedChange] = []
             try table.forEachSyncRow(matching: FeatureQuery(), in: conn) {
                 json.append(FeedChange(kind: .upsert, globalId: $0.globalID, generation: 3, attributes: $0.attributes, geometry: $0.geometry, inserted: true))
@@ -45,8 +43,8 @@ struct StoredFormTests {
             let (json, stored) = try await Self.changes(of: gdb, layer: table.name)
             #expect(!json.isEmpty && json.count == stored.count)
             #expect(stored.allSatisfy { $0.stored != nil && $0.attributes == nil })
-            for (j, s) in zip(json, stored) {
-                #expect(try s.withJSONValues() == j, "\(table.name) \(j.globalId)")
+            for (j, s) in zip(json, try FeedChange.withJSONValues(stored)) {
+                #expect(s == j, "\(table.name) \(j.globalId)")
             }
         }
     }

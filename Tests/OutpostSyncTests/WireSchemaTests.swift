@@ -53,7 +53,7 @@ struct WireSchemaTests {
 
         static func json(ofBinaryPage body: Data) throws -> Data {
             var page = try ChangePage.decode(body)
-            page.changes = try page.changes.map { try $0.withJSONValues() }
+            page.changes = try FeedChange.withJSONValues(page.changes)
             return page.json.jsonData
         }
 

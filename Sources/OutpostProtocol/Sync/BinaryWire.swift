@@ -88,6 +88,12 @@ struct BinaryWireWriter {
         }
     }
 
+    /// Bytes as they are, after their length (a string's layout, without its UTF-8 check).
+    mutating func blob(_ value: [UInt8]) {
+        unsigned(UInt64(value.count))
+        out.append(contentsOf: value)
+    }
+
     /// A name: its number in the body's table, or (the first time) the table's next number
     /// followed by the name itself.
     mutating func name(_ value: String) {
@@ -249,11 +255,11 @@ struct BinaryWireReader {
         return text
     }
 
-    /// The next `n` bytes, copied (`n` checked against the bytes left by the caller's count).
-    mutating func bytes(_ n: Int) throws -> [UInt8] {
-        guard n <= bytes.count - offset else { throw invalid("the body ends inside a blob") }
-        defer { offset += n }
-        return [UInt8](UnsafeRawBufferPointer(rebasing: bytes[offset..<offset + n]))
+    /// What ``BinaryWireWriter/blob(_:)`` writes: a length, then that many bytes (copied).
+    mutating func blob() throws -> [UInt8] {
+        let length = try count("a blob")
+        defer { offset += length }
+        return [UInt8](UnsafeRawBufferPointer(rebasing: bytes[offset..<offset + length]))
     }
 
     mutating func name() throws -> String {

@@ -48,7 +48,8 @@ extension ChangePage {
     /// A page from either encoding (and either binary layout), told apart by its first bytes.
     public static func decode(_ body: Data) throws -> ChangePage {
         guard isBinary(body) else { return try ChangePage(json: JSONValue.parse(body)) }
-        let magic = storedMagic.marksLayout(of: body) ? storedMagic : binaryMagic
+        let layout2 = storedMagic.marksLayout(of: body)
+        let magic = layout2 ? storedMagic : binaryMagic
         return try body.withUnsafeBytes { raw in
             var r = try BinaryWireReader(raw, after: magic)
             guard let layer = Int(exactly: try r.signed()) else { throw r.invalid("the layer id is out of range") }
@@ -62,7 +63,7 @@ extension ChangePage {
             var changes: [FeedChange] = []
             changes.reserveCapacity(n)
             var columns: FeedColumns?
-            for _ in 0..<n { changes.append(try FeedChange(binary: &r, stored: magic.bytes == storedMagic.bytes, columns: &columns)) }
+            for _ in 0..<n { changes.append(try FeedChange(binary: &r, stored: layout2, columns: &columns)) }
             guard r.atEnd else { throw r.invalid("bytes follow the page") }
             var page = ChangePage(layerId: layer, since: since, upto: upto, changes: changes, next: next)
             page.windowRows = windowRows
@@ -112,10 +113,7 @@ extension FeedChange {
                 columns = stored.columns
             }
             for value in stored.values { Self.write(value, to: &w) }
-            if let blob = stored.geometry {
-                w.unsigned(UInt64(blob.count))
-                w.out.append(contentsOf: blob)
-            }
+            if let blob = stored.geometry { w.blob(blob) }
         } else {
             if let attributes { w.object(attributes) }
             if flags & Has.geometry != 0, let geometry { w.value(geometry) }
@@ -150,8 +148,7 @@ extension FeedChange {
             w.string(s)
         case .blob(let b):
             w.byte(StoredTag.blob.rawValue)
-            w.unsigned(UInt64(b.count))
-            w.out.append(contentsOf: b)
+            w.blob(b)
         }
     }
 
@@ -172,7 +169,7 @@ extension FeedChange {
             var geometry: [UInt8]?
             if flags & Has.geometry != 0 {
                 guard columns.spatial else { throw r.invalid("a change of a layer without geometry has one") }
-                geometry = try Self.readBytes(&r)
+                geometry = try r.blob()
             }
             stored = FeedRow(columns: columns, values: values, geometry: geometry)
         } else {
@@ -208,13 +205,8 @@ extension FeedChange {
         case .integer: return .integer(try r.signed())
         case .real: return .real(try r.double())
         case .text: return .text(try r.string())
-        case .blob: return .blob(try readBytes(&r))
+        case .blob: return .blob(try r.blob())
         case nil: throw r.invalid("unknown stored value tag \(tag)")
         }
-    }
-
-    private static func readBytes(_ r: inout BinaryWireReader) throws -> [UInt8] {
-        let n = try r.count("a blob")
-        return try r.bytes(n)
     }
 }

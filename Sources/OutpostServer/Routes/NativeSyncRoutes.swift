@@ -212,9 +212,8 @@ struct NativeSyncRoutes {
     /// or compact JSON (neither shown in a browser nor indented).
     private var writesPageAsItIs: Bool { writing.directory == nil && (binaryPages || !writing.pretty) }
 
-    /// Whether pages are made in the stored form: asked for, and written as binary bytes (a
-    /// page shown in a browser is JSON).
-    private var storesPages: Bool { storedPages && binaryPages && writing.directory == nil }
+    /// Whether pages are made in the stored form: asked for, and written as binary bytes.
+    private var storesPages: Bool { storedPages && binaryPages && writesPageAsItIs }
 
     /// A page's body and headers: binary or JSON, gzipped when the client accepts it.
     private static func encoded(_ page: ChangePage, binary: Bool, gzip: Bool) -> (ByteBuffer, HTTPFields) {

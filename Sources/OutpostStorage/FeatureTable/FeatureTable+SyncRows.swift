@@ -31,7 +31,7 @@ extension FeatureTable {
     /// decoded geometries and goes through ``forEach(matching:in:_:)``. Features without a
     /// global id are skipped.
     public func forEachSyncRow(matching query: FeatureQuery, in conn: GeodatabaseConnection, _ body: (SyncRow) throws -> Void) throws {
-        let fields = definition.fields.filter { $0.type != .oid }
+        let fields = rowFields
         let types = fields.map(\.type)
         let gidColumns = types.indices.filter { types[$0] == .globalID }
         try forEachRow(matching: query, in: conn) { s, gid in
@@ -54,7 +54,11 @@ extension FeatureTable {
 
     /// The fields ``forEachStoredRow(matching:in:_:)`` gives values of, in order: every field
     /// but the object id and the global id fields.
-    public var storedFields: [FieldDefinition] { definition.fields.filter { $0.type != .oid && $0.type != .globalID } }
+    public var storedFields: [FieldDefinition] { rowFields.filter { $0.type != .globalID } }
+
+    /// The fields a sync row's statement selects, in its columns' order (the geometry after
+    /// them): every field but the object id.
+    private var rowFields: [FieldDefinition] { definition.fields.filter { $0.type != .oid } }
 
     /// The features matching `query` as the table stores them: the global id, each of
     /// ``storedFields``' values in its storage class, and the geometry blob (nil when NULL, and
@@ -63,7 +67,7 @@ extension FeatureTable {
     public func forEachStoredRow(
         matching query: FeatureQuery, in conn: GeodatabaseConnection, _ body: (_ globalID: String, _ values: [StoredValue], _ geometry: [UInt8]?) throws -> Void
     ) throws {
-        let types = definition.fields.filter { $0.type != .oid }.map(\.type)
+        let types = rowFields.map(\.type)
         let valueColumns = types.indices.filter { types[$0] != .globalID }.map { Int32($0) }
         let geometryColumn = definition.isSpatial ? Int32(types.count) : nil
         try forEachRow(matching: query, in: conn) { s, gid in
@@ -85,7 +89,7 @@ extension FeatureTable {
             throw StorageError(.invalidQuery, "sync rows are read without an exact spatial filter", table: name)
         }
         guard definition.globalIDField != nil else { return }
-        let fields = definition.fields.filter { $0.type != .oid }
+        let fields = rowFields
         var columns = fields.map { quoted($0.name) }
         if definition.isSpatial { columns.append(quoted(definition.geometryColumn)) }
         let statement = try rowsStatement(selecting: columns, filteredBy: query, conn, purpose: "")

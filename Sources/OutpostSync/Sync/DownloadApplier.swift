@@ -231,18 +231,27 @@ struct AttributeColumns {
 }
 
 extension FeedChange {
-    /// The change with its stored values (`FeedRow`) made JSON, as the JSON form of the page
+    /// The changes with their stored values (`FeedRow`) made JSON, as the JSON form of the page
     /// would have carried them (what a staged row keeps): each value as its field's type reads
-    /// it, the global id fields the change's global id, the geometry as Esri JSON.
-    func withJSONValues() throws -> FeedChange {
-        guard let stored else { return self }
+    /// it, the global id fields the change's global id, the geometry as Esri JSON. The fields'
+    /// types are read once per column set (a page's rows share theirs), not per value.
+    static func withJSONValues(_ changes: [FeedChange]) throws -> [FeedChange] {
+        var types: (of: FeedColumns, types: [FieldType])?
+        return try changes.map { change in
+            guard let stored = change.stored else { return change }
+            if types?.of !== stored.columns { types = (stored.columns, stored.columns.types.map { FieldType(rawValue: $0) ?? .string }) }
+            return try change.withJSONValues(stored, types: types!.types)
+        }
+    }
+
+    private func withJSONValues(_ stored: FeedRow, types: [FieldType]) throws -> FeedChange {
         var change = self
         change.stored = nil
         let columns = stored.columns
         var attributes: [String: JSONValue] = [:]
         attributes.reserveCapacity(columns.names.count + columns.globalIDFields.count)
         for (k, name) in columns.names.enumerated() {
-            attributes[name] = FieldValue(stored: stored.values[k], as: FieldType(rawValue: columns.types[k]) ?? .string).jsonValue
+            attributes[name] = FieldValue(stored: stored.values[k], as: types[k]).jsonValue
         }
         for name in columns.globalIDFields { attributes[name] = .string(globalId) }
         change.attributes = attributes

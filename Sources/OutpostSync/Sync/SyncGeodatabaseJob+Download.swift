@@ -324,7 +324,7 @@ extension SyncGeodatabaseJob {
 
     func stage(_ changes: [FeedChange], layerID: Int) async throws {
         guard !changes.isEmpty else { return }
-        let rows = try changes.map { ($0, try $0.withJSONValues().json.jsonString) }
+        let rows = try zip(changes, FeedChange.withJSONValues(changes)).map { ($0, $1.json.jsonString) }
         try await geodatabase.write { conn in
             for (change, row) in rows {
                 try conn.stage(layerID: layerID, globalID: change.globalId, kind: change.kind.rawValue, generation: change.generation, row: row)
