@@ -271,24 +271,21 @@ extension UploadBatch {
                 guard n > 0, written[place] + n <= head.layers[place].atMost else {
                     throw r.invalid("a frame holds \(n) edits of layer \(head.layers[place].id), past the \(head.layers[place].atMost) announced")
                 }
-                let last = frames.count - 1
                 // Compared in place (a copy of the last frame would share its edits, and the
-                // appends below would copy them all).
-                if last >= 0, frames[last].position == place, frames[last].edits.count + n <= maxEdits {
-                    let before = frames[last].edits.count
-                    do {
-                        for _ in 0..<n { frames[last].edits.append(try BatchEdit(binary: &r)) }
-                        guard r.atEnd else { throw r.invalid("bytes follow a frame's edits") }
-                    } catch {
-                        frames[last].edits.removeSubrange(before...)
-                        throw error
-                    }
-                } else {
-                    var edits: [BatchEdit] = []
-                    edits.reserveCapacity(n)
-                    for _ in 0..<n { edits.append(try BatchEdit(binary: &r)) }
+                // appends below would copy them all). A frame of its own starts empty; either way
+                // a malformed frame leaves the list as it was.
+                let joins = frames.last.map { $0.position == place && $0.edits.count + n <= maxEdits } ?? false
+                if !joins {
+                    frames.append(Frame(position: place, layerID: head.layers[place].id, edits: []))
+                    frames[frames.count - 1].edits.reserveCapacity(n)
+                }
+                let last = frames.count - 1, before = frames[last].edits.count
+                do {
+                    for _ in 0..<n { frames[last].edits.append(try BatchEdit(binary: &r)) }
                     guard r.atEnd else { throw r.invalid("bytes follow a frame's edits") }
-                    frames.append(Frame(position: place, layerID: head.layers[place].id, edits: edits))
+                } catch {
+                    if joins { frames[last].edits.removeSubrange(before...) } else { frames.removeLast() }
+                    throw error
                 }
                 names = r.names
                 return (place, n)
