@@ -50,9 +50,13 @@ public final class Oracle: Sendable {
     /// How many batches were recorded.
     public var batchCount: Int { events.withLock { $0.filter { if case .batch = $0.1 { true } else { false } }.count } }
 
-    /// Records an event committed under `generation`.
+    /// Records an event committed under `generation` (a batch's geometry blobs kept as their
+    /// Esri JSON, the form the oracle compares; a blob that cannot be read stays a blob, and its
+    /// edit did not apply).
     public func record(_ generation: Int64, _ event: Event) {
-        events.withLock { $0.append((generation, event)) }
+        var kept = event
+        if case .batch(let batch, let result) = event, let esri = try? batch.withEsriGeometries() { kept = .batch(esri, result) }
+        events.withLock { $0.append((generation, kept)) }
     }
 
     /// The proxy's view: accepted batch uploads, each once. A replayed answer (the ledger's

@@ -33,7 +33,7 @@ public struct BatchApplier: BatchApplying {
 
     public mutating func apply(_ edits: BatchLayer) throws -> [BatchEditResult] {
         var once: [BatchEdit]? = edits.edits
-        return try apply(layerID: edits.id, expectedGeometryWrites: edits.edits.count { $0.op == .delete || $0.geometry != nil }) {
+        return try apply(layerID: edits.id, expectedGeometryWrites: edits.edits.count { $0.op == .delete || $0.carriesGeometry }) {
             defer { once = nil }
             return once
         }

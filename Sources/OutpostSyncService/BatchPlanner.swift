@@ -241,7 +241,7 @@ public struct BatchPlanner: Sendable {
                 return EditPlan(result: BatchEditResult(globalId: gid, op: .insert, success: true, objectId: existingID, resolution: "alreadyApplied"))
             }
             var feature = Feature(globalID: gid, attributes: try values(edit.attributes ?? [:]))
-            feature.geometry = try geometry(edit.geometry)
+            feature.geometry = try geometry(of: edit)
             return EditPlan(
                 steps: [.insert(feature)], log: [ChangeLogEntry(globalID: gid, op: "insert", columns: allColumns, editedAt: edit.editedAt)],
                 result: BatchEditResult(globalId: gid, op: .insert, success: true))
@@ -299,7 +299,7 @@ public struct BatchPlanner: Sendable {
         var plan = EditPlan(result: BatchEditResult(globalId: gid, op: .update, success: true, objectId: objectID))
         var update = Feature(objectID: objectID, attributes: try values(edit.attributes ?? [:], only: applying))
         let geometryChanged = layer.isSpatial && applying.contains(layer.geometryColumn)
-        if geometryChanged { update.geometry = try geometry(edit.geometry) }
+        if geometryChanged { update.geometry = try geometry(of: edit) }
         let clearGeometry = geometryChanged && update.geometry == nil
         if !update.attributes.isEmpty || update.geometry != nil || clearGeometry {
             plan.steps.append(.update(objectID: objectID, update, clearGeometry: clearGeometry))
@@ -364,7 +364,7 @@ public struct BatchPlanner: Sendable {
         for (name, value) in edit.attributes ?? [:] where (edit.changedColumns ?? Array(ours.keys)).contains(name) { attributes[name] = value }
         var feature = Feature(globalID: gid, attributes: try values(attributes.filter { field(named: $0.key).map { $0.type != .globalID && $0.type != .oid } ?? false }))
         let geometryChanged = layer.isSpatial && (edit.changedColumns ?? []).contains(layer.geometryColumn)
-        feature.geometry = try geometry(geometryChanged ? edit.geometry : row["geometry"])
+        feature.geometry = try geometryChanged ? geometry(of: edit) : geometry(row["geometry"])
         plan.steps.append(.insert(feature))
         plan.log += [ChangeLogEntry(globalID: gid, op: "insert", columns: allColumns, editedAt: edit.editedAt), forOrigin(gid)]
         return plan
@@ -389,7 +389,7 @@ public struct BatchPlanner: Sendable {
         var out: [String: JSONValue] = [:]
         for (name, value) in try values(edit.attributes ?? [:]) where changed?.contains(name) ?? true { out[name] = value.jsonValue }
         if layer.isSpatial, changed?.contains(layer.geometryColumn) ?? (edit.op == .insert) {
-            out[layer.geometryColumn] = try geometry(edit.geometry).map { try EsriJSON.value($0) } ?? .null
+            out[layer.geometryColumn] = try geometry(of: edit).map { try EsriJSON.value($0) } ?? .null
         }
         return out
     }
@@ -433,11 +433,23 @@ public struct BatchPlanner: Sendable {
         return out
     }
 
+    /// An edit's geometry, from its blob (its header's spatial reference id is not read: as for
+    /// Esri JSON, a batch's geometries are in the layer's) or its Esri JSON.
+    private func geometry(of edit: BatchEdit) throws -> Geometry? {
+        guard let blob = edit.geometryBlob else { return try geometry(edit.geometry) }
+        return try readingGeometry { try GeoPackageBinary.decode(blob).geometry }
+    }
+
     private func geometry(_ json: JSONValue?) throws -> Geometry? {
         guard let json, !json.isNull else { return nil }
+        return try readingGeometry { try EsriJSON.decodeGeometry(json) }
+    }
+
+    /// A geometry `read` gives, for a spatial layer; an unreadable one is an invalid edit.
+    private func readingGeometry(_ read: () throws -> Geometry) throws -> Geometry {
         guard layer.isSpatial else { throw StorageError(.invalidEdit, "\(layer.name) is a table without geometry", table: layer.name) }
         do {
-            return try EsriJSON.decodeGeometry(json)
+            return try read()
         } catch let error as GeometryError {
             throw StorageError(.invalidEdit, "invalid geometry: \(error)", table: layer.name, field: layer.geometryColumn, cause: error)
         }

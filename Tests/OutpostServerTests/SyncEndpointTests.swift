@@ -43,7 +43,7 @@ struct NativeSyncEndpointTests {
         try await withServer(kind) { client, service in
             let info = try await registerReplica(service)
             let listed = try await client.get("\(native)/replicas/\(q(info.replicaID))").json()["batchEncodings"]
-            #expect(listed == ["json", "binary", "binary-framed"])
+            #expect(listed == ["json", "binary", "binary-framed", "binary-gpkg-geometry"])
             let uri = "\(native)/replicas/\(q(info.replicaID))/batches"
             func batch(_ info: ReplicaInfo, seq: Int64, _ edits: [BatchEdit], rollback: Bool = true) throws -> Data {
                 try OutpostServerTests.batch(info, seq: seq, edits, rollback: rollback, as: encoding)
@@ -99,6 +99,62 @@ struct NativeSyncEndpointTests {
             #expect(try await client.get("\(uri)/2").status == 200)
             #expect(try await client.put("\(uri)/2", json: partialBody).status == 200)
             #expect(try await client.put("\(uri)/2", json: bad).status == 409, "the withdrawn batch is other content under an applied seq")
+        }
+    }
+
+    /// Geometries as GeoPackage blobs (`binary-gpkg-geometry`, what a replica seals for a server
+    /// that lists it) apply as their Esri JSON does, whatever spatial reference id their header
+    /// holds (a batch's geometries are in the layer's, as in Esri JSON). A blob that is not a
+    /// geometry, or a geometry of the wrong type, rejects its edit, naming why; with rollback
+    /// nothing applies.
+    @Test(arguments: BackendKind.syncing)
+    func geometryBlobsApplyAsTheirEsriJSONDoes(kind: BackendKind) async throws {
+        try await withServer(kind) { client, service in
+            let info = try await registerReplica(service)
+            let uri = "\(native)/replicas/\(q(info.replicaID))/batches"
+            func withBlob(_ edit: BatchEdit, _ blob: [UInt8]) -> BatchEdit {
+                var e = edit
+                e.geometry = nil
+                e.geometryBlob = blob
+                return e
+            }
+            let point = try EsriJSON.decodeGeometry(["x": -122.64, "y": 45.53])
+            let line = try EsriJSON.decodeGeometry(["paths": [[[-122.7, 45.5], [-122.69, 45.51], [-122.68, 45.5]]]])
+            let pipe = try #require(try await service.backend.features(layerID: 1, query: FeatureQuery(where: "objectid = 1")).first)
+            let moved = withBlob(
+                BatchEdit(op: .update, globalId: pipe.globalID!, attributes: [:], changedColumns: ["geom"], baseGeneration: 0), GeoPackageBinary.encode(line, srsID: 77))
+            let body = try UploadBatch(
+                replicaId: info.replicaID, batchId: GlobalID.make(), seq: 1, schemaVersion: 1, rollbackOnFailure: true,
+                layers: [BatchLayer(id: 0, edits: [withBlob(insertEdit(), GeoPackageBinary.encode(point, srsID: 4326))]), BatchLayer(id: 1, edits: [moved])]
+            ).encoded(as: .binary)
+            #expect(try UploadBatch.decode(body).hasGeometryBlobs)
+            let applied = try await client.put("\(uri)/1", json: body)
+            #expect(applied.status == 200, "\(applied.text)")
+            let added = try await service.backend.features(layerID: 0, query: FeatureQuery(where: "asset_id = 'B-1'"))
+            #expect(added.map(\.geometry) == [point])
+            // (A polyline layer may keep a one-path line as a multi-line: the same Esri JSON.)
+            let reshaped = try await service.backend.features(layerID: 1, query: FeatureQuery(where: "objectid = 1")).first?.geometry
+            #expect(try reshaped.map(EsriJSON.value) == (try EsriJSON.value(line)))
+            let generation = try await service.backend.generation()
+
+            // Not a geometry (a damaged blob), and a line where points go: both edits named, nothing applied.
+            var damaged = GeoPackageBinary.encode(point, srsID: 4326)
+            damaged.removeLast(4)
+            let bad = try OutpostServerTests.batch(
+                info, seq: 2,
+                [
+                    withBlob(insertEdit("{0C0C0C0C-0000-4000-8000-0000000000B1}"), damaged),
+                    withBlob(insertEdit("{0C0C0C0C-0000-4000-8000-0000000000B2}"), GeoPackageBinary.encode(line, srsID: 4326)),
+                    withBlob(insertEdit("{0C0C0C0C-0000-4000-8000-0000000000B3}"), GeoPackageBinary.encode(point, srsID: 4326)),
+                ], as: .binary)
+            let rejected = try await client.put("\(uri)/2", json: bad)
+            #expect(rejected.status == 422, "\(rejected.text)")
+            let results = try JSONDecoder().decode(BatchResult.self, from: Data(try #require(try rejected.json()["result"]).jsonString.utf8))
+            #expect(results.rejected.map(\.globalId) == ["{0C0C0C0C-0000-4000-8000-0000000000B1}", "{0C0C0C0C-0000-4000-8000-0000000000B2}"])
+            #expect(results.rejected.first?.error?.description.contains("invalid geometry") == true, "\(results.rejected)")
+            #expect(results.rejected.allSatisfy { $0.error?.code == EditResult.Code.invalidEdit })
+            #expect(try await service.backend.generation() == generation)
+            #expect(try await service.backend.count(layerID: 0, query: FeatureQuery(where: "asset_id = 'B-1'")) == 1)
         }
     }
 

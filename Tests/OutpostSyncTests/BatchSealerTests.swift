@@ -60,9 +60,22 @@ struct BatchSealerTests {
         var fromJSON = try UploadBatch.decode(json.made.stored.body)
         fromJSON.batchId = batch.batchId
         #expect(fromJSON == batch, "JSON for a service that reads only JSON: the same batch")
-        var fromFramed = try UploadBatch.decode(framed.made.stored.body)
+        // Framed for a service that reads it, the geometries as stored (blobs): the same batch.
+        let framedRead = try UploadBatch.decode(framed.made.stored.body)
+        var fromFramed = try framedRead.withEsriGeometries()
         fromFramed.batchId = batch.batchId
         #expect(fromFramed == batch, "framed for a service that reads it: the same batch")
+        let blobs = framedRead.layers.flatMap { layer in layer.edits.compactMap { e in e.geometryBlob.map { (layer.id, e.globalId, $0) } } }
+        #expect(blobs.count == 2 && framedRead.layers.allSatisfy { $0.edits.allSatisfy { $0.geometry == nil } }, "the moved point and the reshaped line")
+        for (layer, gid, blob) in blobs {
+            let table = layer == 0 ? "inspection_points" : "pipelines", column = layer == 0 ? points.definition.geometryColumn : lines.definition.geometryColumn
+            let stored = try await gdb.read { try $0.query("SELECT \(column) FROM \(table) WHERE globalid = ?", arguments: [.text(gid)]).first?[0] }
+            guard case .blob(let bytes)? = stored else {
+                Issue.record("no stored geometry for \(gid)")
+                continue
+            }
+            #expect(bytes == blob, "the bytes as stored, not read and written again")
+        }
         #expect(framed.made.editCount == 8)
         #expect(binary.made.editCount == 8 && batch.editCount == 8 && batch.compactAnswer == true && binary.made.attachments.isEmpty)
 

@@ -31,6 +31,68 @@ struct BinaryBatchTests {
         #expect(read.layers[0].edits[0].attributes?["zero"]?.doubleValue?.sign == .minus)
     }
 
+    /// Geometries as GeoPackage blobs (for a server that lists `binary-gpkg-geometry`): each
+    /// blob reads back byte for byte from either binary layout, the batch is the one its Esri
+    /// JSON makes, and the JSON forms (text and Codable) write that Esri JSON. An edit given as
+    /// Esri JSON in a batch of blobs goes as a blob too; a blob that cannot be read cannot be
+    /// written as JSON.
+    @Test func geometryBlobsReadBackAsTheirEsriJSON() throws {
+        let shapes: [JSONValue] = [
+            ["x": 24.94, "y": 60.17], ["x": 24.94, "y": 60.17, "z": 12.5],
+            ["rings": [[[24.9, 60.1], [25.0, 60.1], [25.0, 60.2], [24.9, 60.1]]]], ["paths": [[[24.9, 60.1], [25.0, 60.2]], [[25.1, 60.3], [25.2, 60.3]]]],
+        ]
+        let esri = try shapes.map { try EsriJSON.value(EsriJSON.decodeGeometry($0)) }
+        let blobs = try shapes.map { GeoPackageBinary.encode(try EsriJSON.decodeGeometry($0), srsID: 4326) }
+        func edits(asBlobs: Bool) -> [BatchEdit] {
+            var out = esri.indices.map { i in
+                BatchEdit(op: i == 0 ? .insert : .update, globalId: "{\(i)}", attributes: ["n": .integer(Int64(i))], geometry: esri[i], changedColumns: i == 0 ? nil : ["geom", "n"])
+            }
+            if asBlobs {
+                for i in out.indices {
+                    out[i].geometry = nil
+                    out[i].geometryBlob = blobs[i]
+                }
+            }
+            // A geometry cleared, and a delete: neither carries one.
+            out.append(BatchEdit(op: .update, globalId: "{c}", attributes: [:], changedColumns: ["geom"], baseGeneration: 4))
+            out.append(BatchEdit(op: .delete, globalId: "{d}", baseValues: ["n": 1]))
+            return out
+        }
+        func batch(_ edits: [BatchEdit]) -> UploadBatch {
+            UploadBatch(replicaId: "{R}", batchId: "{B}", seq: 2, schemaVersion: 1, rollbackOnFailure: true, layers: [BatchLayer(id: 0, edits: edits)])
+        }
+        let asBlobs = batch(edits(asBlobs: true)), asJSON = batch(edits(asBlobs: false))
+        #expect(asBlobs.hasGeometryBlobs && !asJSON.hasGeometryBlobs)
+        #expect(try asBlobs.withEsriGeometries() == asJSON)
+        // The JSON forms write the Esri JSON.
+        #expect(try asBlobs.encoded(as: .json) == (try asJSON.encoded(as: .json)))
+        #expect(try JSONValueEncoder().encodeToData(asBlobs) == (try asJSON.encoded()))
+        #expect(asBlobs.json == asJSON.json)
+        // Both binary layouts carry the blobs as they are.
+        let binary = try asBlobs.encoded(as: .binary)
+        let framed = try FramedBatchTests.framed(asBlobs).body
+        for body in [binary, framed] {
+            let read = try UploadBatch.decode(body)
+            #expect(read == asBlobs)
+            #expect(read.layers[0].edits.prefix(blobs.count).map(\.geometryBlob) == blobs.map { Optional($0) })
+            #expect(read.layers[0].edits.allSatisfy { $0.geometry == nil })
+        }
+        #expect(try UploadBatch.decode(try asJSON.encoded(as: .binary)) == asJSON, "without blobs, Esri JSON as before")
+        // One edit of Esri JSON among blobs: written as a blob (its header's srs id 0).
+        var mixed = asBlobs
+        mixed.layers[0].edits[1].geometryBlob = nil
+        mixed.layers[0].edits[1].geometry = esri[1]
+        let mixedRead = try UploadBatch.decode(try mixed.encoded(as: .binary))
+        #expect(mixedRead.layers[0].edits[1].geometryBlob == GeoPackageBinary.encode(try EsriJSON.decodeGeometry(esri[1]), srsID: 0))
+        #expect(try mixedRead.withEsriGeometries() == asJSON)
+        // A blob that is not a geometry: no Esri JSON, so no JSON body.
+        var damaged = asBlobs
+        damaged.layers[0].edits[2].geometryBlob = Array(blobs[2].prefix(12))
+        #expect(throws: GeometryError.self) { try damaged.encoded(as: .json) }
+        #expect(throws: GeometryError.self) { try damaged.withEsriGeometries() }
+        #expect(try UploadBatch.decode(try damaged.encoded(as: .binary)) == damaged, "binary carries it as it is: the server refuses the edit")
+    }
+
     /// Counts are written before what they count is known (the seal skips features deleted
     /// again, and layers left without edits): counts of one byte and of several read back.
     @Test func countsWrittenAfterTheirItemsReadBack() throws {
@@ -51,7 +113,7 @@ struct BinaryBatchTests {
             for e in layer.edits {
                 let names = e.attributes!.keys.sorted()
                 writer.edit(
-                    e.op, globalId: e.globalId, attributeNames: names, attribute: { e.attributes![names[$0]]! }, geometry: nil, changedColumns: e.changedColumns,
+                    e.op, globalId: e.globalId, attributeNames: names, attribute: { e.attributes![names[$0]]! }, geometry: nil, geometryBlob: nil, changedColumns: e.changedColumns,
                     baseValues: e.baseValues, editedAt: nil, baseGeneration: nil)
             }
             writer.endLayer(droppingEmpty: true)
@@ -85,7 +147,7 @@ struct BinaryBatchTests {
     }
 
     static let malformed: [(String, Data)] = [
-        ("unknown batch flags", body(flags: 0x31) { w in w.byte(0); w.string("{1}") }),
+        ("unknown batch flags", body(flags: 0x41) { w in w.byte(0); w.string("{1}") }),
         ("unknown op", body { w in w.byte(3); w.string("{1}") }),
         ("unknown value tag", body { w in w.byte(0x04); w.string("{1}"); w.unsigned(1); w.name("n"); w.byte(9) }),
         ("a number that is not finite", body { w in w.byte(0x04); w.string("{1}"); w.unsigned(1); w.name("n"); w.byte(4); w.double(.nan) }),

@@ -18,16 +18,20 @@ struct FramedBatchTests {
         head.layers = []
         let announced = batch.layers.map { layer in
             UploadBatch.AnnouncedLayer(
-                id: layer.id, atMost: layer.edits.count, geometryWrites: layer.edits.count { $0.op == .delete || $0.geometry != nil })
+                id: layer.id, atMost: layer.edits.count, geometryWrites: layer.edits.count { $0.op == .delete || $0.carriesGeometry })
         }
-        var writer = try UploadBatch.FramedWriter(header: head, layers: announced, capacity: 64, frameBytes: frameBytes) { handed += $0 }
-        for layer in batch.layers {
+        // Geometries as blobs when any edit carries one (as the binary encoding writes them).
+        let blobs = batch.hasGeometryBlobs
+        var writer = try UploadBatch.FramedWriter(
+            header: head, layers: announced, capacity: 64, frameBytes: frameBytes, ready: { handed += $0 }, geometryBlobs: blobs)
+        for var layer in batch.layers {
+            if blobs { layer.edits = try layer.edits.map { try $0.withGeometryBlob() } }
             writer.beginLayer(id: layer.id)
             for e in layer.edits {
                 let names = e.attributes.map { $0.keys.sorted() }
                 writer.edit(
                     e.op, globalId: e.globalId, attributeNames: names, attribute: { e.attributes![names![$0]]! }, geometry: e.geometry,
-                    changedColumns: e.changedColumns, baseValues: e.baseValues, editedAt: e.editedAt, baseGeneration: e.baseGeneration)
+                    geometryBlob: e.geometryBlob, changedColumns: e.changedColumns, baseValues: e.baseValues, editedAt: e.editedAt, baseGeneration: e.baseGeneration)
             }
         }
         #expect(writer.editCount == batch.editCount)
@@ -70,7 +74,7 @@ struct FramedBatchTests {
             let names = e.attributes!.keys.sorted()
             writer.edit(
                 e.op, globalId: e.globalId, attributeNames: names, attribute: { e.attributes![names[$0]]! }, geometry: nil,
-                changedColumns: e.changedColumns, baseValues: e.baseValues, editedAt: nil, baseGeneration: e.baseGeneration)
+                geometryBlob: nil, changedColumns: e.changedColumns, baseValues: e.baseValues, editedAt: nil, baseGeneration: e.baseGeneration)
             if e.globalId == "{0-1}" { #expect(pieces.count == 1, "only the head before the first frame is full") }
         }
         #expect(pieces.count > 10 && pieces.dropFirst().dropLast().allSatisfy { $0 >= 280 && $0 < 400 }, "\(pieces)")
@@ -144,7 +148,7 @@ struct FramedBatchTests {
     static func body(layers: [(Int, UInt64, UInt64)], frames: [(inout BinaryWireWriter) -> Void], tail: [UInt8] = [0]) -> Data {
         var w = BinaryWireWriter(capacity: 64, magic: UploadBatch.framedMagic)
         let head = w.beginCount()
-        try! w.batchHead(UploadBatch(replicaId: "{R}", batchId: "{B}", seq: 1, schemaVersion: 1, rollbackOnFailure: true, layers: []))
+        try! w.batchHead(UploadBatch(replicaId: "{R}", batchId: "{B}", seq: 1, schemaVersion: 1, rollbackOnFailure: true, layers: []), geometryBlobs: false)
         w.unsigned(UInt64(layers.count))
         for (id, atMost, writes) in layers {
             w.signed(Int64(id))
@@ -167,7 +171,7 @@ struct FramedBatchTests {
             w.unsigned(position)
             w.unsigned(UInt64(count))
             for i in first..<first + count {
-                w.batchEdit(.delete, globalId: "{\(i)}", attributeNames: nil, attribute: { _ in .null }, geometry: nil, changedColumns: nil, baseValues: nil, editedAt: nil, baseGeneration: nil)
+                w.batchEdit(.delete, globalId: "{\(i)}", attributeNames: nil, attribute: { _ in .null }, geometry: nil, geometryBlob: nil, blobs: false, changedColumns: nil, baseValues: nil, editedAt: nil, baseGeneration: nil)
             }
         }
     }

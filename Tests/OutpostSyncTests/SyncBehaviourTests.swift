@@ -153,7 +153,7 @@ struct SyncBehaviourTests {
     func batchesAreSealedInAnEncodingTheServerReads(kind: BackendKind) async throws {
         let h = try await SyncHarness.start(kind)
         let gdb = try await h.replica(layers: [0])
-        #expect(try await gdb.read { try $0.replicaState()?.batchEncodings } == ["json", "binary", "binary-framed"], "the replica file says what its server reads")
+        #expect(try await gdb.read { try $0.replicaState()?.batchEncodings } == ["json", "binary", "binary-framed", "binary-gpkg-geometry"], "the replica file says what its server reads")
         // As a replica made by a server before the binary encoding.
         try await gdb.write { conn in
             var state = try #require(try conn.replicaState())
@@ -175,7 +175,7 @@ struct SyncBehaviourTests {
             sealed.append(try #require(seen.value))
         }
         #expect(sealed == [.json, .binary])
-        #expect(try await gdb.read { try $0.replicaState()?.batchEncodings } == ["json", "binary", "binary-framed"], "learned from the replica info")
+        #expect(try await gdb.read { try $0.replicaState()?.batchEncodings } == ["json", "binary", "binary-framed", "binary-gpkg-geometry"], "learned from the replica info")
         let rows = try await h.serverRows(0)
         #expect(rows.values.filter { $0.attributes["notes"]?.stringValue?.hasPrefix("sealed") == true }.count == 2)
         try await h.stop()

@@ -113,7 +113,7 @@ func batchSeeds() throws -> [Data] {
     var framedBody = Data()
     var head = batch
     head.layers = []
-    let announced = batch.layers.map { UploadBatch.AnnouncedLayer(id: $0.id, atMost: $0.edits.count, geometryWrites: $0.edits.count { $0.geometry != nil || $0.op == .delete }) }
+    let announced = batch.layers.map { UploadBatch.AnnouncedLayer(id: $0.id, atMost: $0.edits.count, geometryWrites: $0.edits.count { $0.carriesGeometry || $0.op == .delete }) }
     var writer = try UploadBatch.FramedWriter(header: head, layers: announced, capacity: 64, frameBytes: 64)
     for layer in batch.layers {
         writer.beginLayer(id: layer.id)
@@ -121,11 +121,14 @@ func batchSeeds() throws -> [Data] {
             let names = e.attributes.map { $0.keys.sorted() }
             writer.edit(
                 e.op, globalId: e.globalId, attributeNames: names, attribute: { e.attributes![names![$0]]! }, geometry: e.geometry,
-                changedColumns: e.changedColumns, baseValues: e.baseValues, editedAt: e.editedAt, baseGeneration: e.baseGeneration)
+                geometryBlob: nil, changedColumns: e.changedColumns, baseValues: e.baseValues, editedAt: e.editedAt, baseGeneration: e.baseGeneration)
         }
     }
     framedBody = writer.finish().body
-    return [try batch.encoded(as: .json), try batch.encoded(as: .binary), framedBody]
+    // And with the geometries as GeoPackage blobs (head flag 32).
+    var blobs = batch
+    for i in blobs.layers.indices { blobs.layers[i].edits = try blobs.layers[i].edits.map { try $0.withGeometryBlob(srsID: 4326) } }
+    return [try batch.encoded(as: .json), try batch.encoded(as: .binary), framedBody, try blobs.encoded(as: .binary)]
 }
 
 func pageSeeds() throws -> [Data] {

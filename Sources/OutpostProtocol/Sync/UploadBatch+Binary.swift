@@ -25,14 +25,20 @@ extension UploadBatch {
     }
 
     /// The encodings this version's server reads, as its replica info lists them.
-    public static let acceptedEncodings = [Encoding.json.rawValue, Encoding.binary.rawValue, framedEncoding]
+    public static let acceptedEncodings = [Encoding.json.rawValue, Encoding.binary.rawValue, framedEncoding, geometryBlobEncoding]
+
+    /// What a server lists in `batchEncodings` when it reads binary batches whose geometries are
+    /// GeoPackage blobs (``BatchEdit/geometryBlob``) rather than Esri JSON values.
+    public static let geometryBlobEncoding = "binary-gpkg-geometry"
 
     /// "OPB" and the binary layout's version.
     static let binaryMagic = BinaryWireMagic(bytes: [0x4F, 0x50, 0x42, 0x01], what: "binary batch")
 
     enum Flag {
         static let rollbackOnFailure: UInt8 = 1, conflictPolicy: UInt8 = 2, resolvedConflicts: UInt8 = 4, attachments: UInt8 = 8, compactAnswer: UInt8 = 16
-        static let all = rollbackOnFailure | conflictPolicy | resolvedConflicts | attachments | compactAnswer
+        /// The edits' geometries are GeoPackage blobs.
+        static let geometryBlobs: UInt8 = 32
+        static let all = rollbackOnFailure | conflictPolicy | resolvedConflicts | attachments | compactAnswer | geometryBlobs
     }
 
     /// The batch's bytes in `encoding`.
@@ -43,8 +49,11 @@ extension UploadBatch {
         }
     }
 
+    /// Geometries go as blobs when any edit carries one (the others' Esri JSON is encoded too).
     private func binaryEncoded() throws -> Data {
-        var writer = try BinaryWriter(header: self, capacity: 128 * editCount + 256)
+        let blobs = hasGeometryBlobs
+        var writer = try BinaryWriter(header: self, capacity: 128 * editCount + 256, geometryBlobs: blobs)
+        let layers = try blobs ? layers.map { try BatchLayer(id: $0.id, edits: $0.edits.map { try $0.withGeometryBlob() }) } : layers
         for layer in layers {
             writer.beginLayer(id: layer.id)
             for edit in layer.edits { edit.write(to: &writer) }
@@ -64,12 +73,17 @@ extension UploadBatch {
         private var layer: (start: Int, count: BinaryWireWriter.CountMark, edits: Int)?
         /// Edits written, attachment edits included.
         public private(set) var editCount: Int
+        /// Whether geometries are written as GeoPackage blobs.
+        public let geometryBlobs: Bool
 
         /// A body with `header`'s fields and attachment edits; its layers are written through
-        /// ``beginLayer(id:)`` and the edit calls (any in `header` itself are not written).
-        public init(header: UploadBatch, capacity: Int) throws {
+        /// ``beginLayer(id:)`` and the edit calls (any in `header` itself are not written). With
+        /// `geometryBlobs` (for a server that lists ``UploadBatch/geometryBlobEncoding``) every
+        /// edit's geometry is given as a blob, else as Esri JSON.
+        public init(header: UploadBatch, capacity: Int, geometryBlobs: Bool = false) throws {
             w = BinaryWireWriter(capacity: capacity, magic: UploadBatch.binaryMagic)
-            try w.batchHead(header)
+            self.geometryBlobs = geometryBlobs
+            try w.batchHead(header, geometryBlobs: geometryBlobs)
             editCount = header.attachments?.count ?? 0
             layerCount = w.beginCount()
         }
@@ -95,16 +109,17 @@ extension UploadBatch {
         }
 
         /// One edit of the open layer. `attributeNames` (sorted, distinct; nil: no attributes)
-        /// name the values `attribute(i)` gives; a nil or null `geometry` is left out, as JSON's
-        /// reader takes it for absent.
+        /// name the values `attribute(i)` gives; the geometry is `geometryBlob` when the body
+        /// writes blobs, else `geometry` (a nil or null one is left out, as JSON's reader takes
+        /// it for absent).
         public mutating func edit(
             _ op: BatchEdit.Operation, globalId: String, attributeNames: [String]?, attribute: (Int) -> JSONValue, geometry: JSONValue?,
-            changedColumns: [String]?, baseValues: [String: JSONValue]?, editedAt: String?, baseGeneration: Int64?
+            geometryBlob: [UInt8]?, changedColumns: [String]?, baseValues: [String: JSONValue]?, editedAt: String?, baseGeneration: Int64?
         ) {
             precondition(layer != nil, "no layer is open")
             w.batchEdit(
-                op, globalId: globalId, attributeNames: attributeNames, attribute: attribute, geometry: geometry, changedColumns: changedColumns,
-                baseValues: baseValues, editedAt: editedAt, baseGeneration: baseGeneration)
+                op, globalId: globalId, attributeNames: attributeNames, attribute: attribute, geometry: geometry, geometryBlob: geometryBlob,
+                blobs: geometryBlobs, changedColumns: changedColumns, baseValues: baseValues, editedAt: editedAt, baseGeneration: baseGeneration)
             layer!.edits += 1
             editCount += 1
         }
@@ -122,7 +137,7 @@ extension UploadBatch {
         if framedMagic.marksLayout(of: data) { return try decodeFramed(data) }
         return try data.withUnsafeBytes { raw in
             var r = try BinaryWireReader(raw, after: binaryMagic)
-            var batch = try readHead(&r)
+            var (batch, blobs) = try readHead(&r)
             let layerCount = try r.count("the batch's layers", bytesEach: 2)
             var layers: [BatchLayer] = []
             layers.reserveCapacity(layerCount)
@@ -132,7 +147,7 @@ extension UploadBatch {
                 let n = try r.count("a layer's edits", bytesEach: 2)
                 var edits: [BatchEdit] = []
                 edits.reserveCapacity(n)
-                for _ in 0..<n { edits.append(try BatchEdit(binary: &r)) }
+                for _ in 0..<n { edits.append(try BatchEdit(binary: &r, geometryBlobs: blobs)) }
                 layers.append(BatchLayer(id: id, edits: edits))
             }
             guard r.atEnd else { throw r.invalid("bytes follow the batch") }
@@ -142,8 +157,8 @@ extension UploadBatch {
     }
 
     /// The head both binary layouts start with (after the magic): versions, ids, flags and what
-    /// they say follows, attachment edits included.
-    static func readHead(_ r: inout BinaryWireReader) throws -> UploadBatch {
+    /// they say follows, attachment edits included; and whether the edits' geometries are blobs.
+    static func readHead(_ r: inout BinaryWireReader) throws -> (UploadBatch, geometryBlobs: Bool) {
         let version = try r.unsigned()
         let replicaId = try r.string(), batchId = try r.string(), seq = try r.signed(), schemaVersion = try r.signed()
         let flags = try r.byte()
@@ -165,13 +180,14 @@ extension UploadBatch {
         batch.formatVersion = Int(version)
         batch.attachments = attachments
         if flags & Flag.compactAnswer != 0 { batch.compactAnswer = true }
-        return batch
+        return (batch, flags & Flag.geometryBlobs != 0)
     }
 }
 
 extension BinaryWireWriter {
-    /// ``UploadBatch/readHead(_:)``'s part: `header`'s fields and attachment edits (not its layers).
-    mutating func batchHead(_ header: UploadBatch) throws {
+    /// ``UploadBatch/readHead(_:)``'s part: `header`'s fields and attachment edits (not its
+    /// layers), and whether the edits' geometries are blobs.
+    mutating func batchHead(_ header: UploadBatch, geometryBlobs: Bool) throws {
         typealias Flag = UploadBatch.Flag
         unsigned(UInt64(header.formatVersion))
         string(header.replicaId)
@@ -183,6 +199,7 @@ extension BinaryWireWriter {
         if header.resolvedConflicts != nil { flags |= Flag.resolvedConflicts }
         if header.attachments != nil { flags |= Flag.attachments }
         if header.compactAnswer == true { flags |= Flag.compactAnswer }
+        if geometryBlobs { flags |= Flag.geometryBlobs }
         byte(flags)
         if let conflictPolicy = header.conflictPolicy { string(conflictPolicy) }
         if let resolvedConflicts = header.resolvedConflicts {
@@ -195,14 +212,17 @@ extension BinaryWireWriter {
 
     /// One edit: a flags byte (the operation in its low two bits, then which parts follow), the
     /// global id, then the parts in the order of the flags. `attributeNames` (sorted, distinct;
-    /// nil: no attributes) name the values `attribute(i)` gives; a nil or null `geometry` is
-    /// left out, as JSON's reader takes it for absent.
+    /// nil: no attributes) name the values `attribute(i)` gives. The geometry is `geometryBlob`
+    /// in a body of `blobs`, else `geometry` (nil or null: left out, as JSON's reader takes it
+    /// for absent); the other form must be nil.
     mutating func batchEdit(
         _ op: BatchEdit.Operation, globalId: String, attributeNames: [String]?, attribute: (Int) -> JSONValue, geometry: JSONValue?,
-        changedColumns: [String]?, baseValues: [String: JSONValue]?, editedAt: String?, baseGeneration: Int64?
+        geometryBlob: [UInt8]?, blobs: Bool, changedColumns: [String]?, baseValues: [String: JSONValue]?, editedAt: String?, baseGeneration: Int64?
     ) {
+        precondition(blobs ? geometry == nil || geometry == .null : geometryBlob == nil, "an edit's geometry is not in the body's form")
         var flags: UInt8 = op == .insert ? 0 : op == .update ? 1 : 2
         if attributeNames != nil { flags |= Has.attributes }
+        if geometryBlob != nil { flags |= Has.geometry }
         if let geometry, geometry != .null { flags |= Has.geometry }
         if changedColumns != nil { flags |= Has.changedColumns }
         if baseValues != nil { flags |= Has.baseValues }
@@ -217,7 +237,11 @@ extension BinaryWireWriter {
                 value(attribute(i))
             }
         }
-        if flags & Has.geometry != 0, let geometry { value(geometry) }
+        if let geometryBlob {
+            blob(geometryBlob)
+        } else if flags & Has.geometry != 0, let geometry {
+            value(geometry)
+        }
         if let changedColumns {
             unsigned(UInt64(changedColumns.count))
             for name in changedColumns { self.name(name) }
@@ -242,16 +266,23 @@ extension BatchEdit {
     fileprivate func write(to w: inout UploadBatch.BinaryWriter) {
         let names = attributes.map { $0.keys.sorted() }
         w.edit(
-            op, globalId: globalId, attributeNames: names, attribute: { attributes![names![$0]]! }, geometry: geometry, changedColumns: changedColumns,
-            baseValues: baseValues, editedAt: editedAt, baseGeneration: baseGeneration)
+            op, globalId: globalId, attributeNames: names, attribute: { attributes![names![$0]]! }, geometry: geometry, geometryBlob: geometryBlob,
+            changedColumns: changedColumns, baseValues: baseValues, editedAt: editedAt, baseGeneration: baseGeneration)
     }
 
-    init(binary r: inout BinaryWireReader) throws {
+    /// An edit as ``write(to:)`` writes it; its geometry a blob when the body's head says so.
+    init(binary r: inout BinaryWireReader, geometryBlobs: Bool) throws {
         let flags = try r.byte()
         guard Int(flags & 3) < Self.operations.count else { throw r.invalid("an edit has an unknown op") }
         self.init(op: Self.operations[Int(flags & 3)], globalId: try r.string())
         if flags & Has.attributes != 0 { attributes = try r.object() }
-        if flags & Has.geometry != 0, case let value = try r.value(), value != .null { geometry = value }
+        if flags & Has.geometry != 0 {
+            if geometryBlobs {
+                geometryBlob = try r.blob()
+            } else if case let value = try r.value(), value != .null {
+                geometry = value
+            }
+        }
         if flags & Has.changedColumns != 0 {
             let n = try r.count("changedColumns")
             changedColumns = try (0..<n).map { _ in try r.name() }

@@ -53,6 +53,8 @@ extension UploadBatch {
         private let ready: ((ArraySlice<UInt8>) -> Void)?
         /// Edits written, attachment edits included.
         public private(set) var editCount: Int
+        /// Whether geometries are written as GeoPackage blobs.
+        public let geometryBlobs: Bool
 
         /// Starts a framed body: the head (`header` without edits, and `layers`) is written and handed to
         /// `ready` at once.
@@ -62,12 +64,16 @@ extension UploadBatch {
         ///   - capacity: bytes to reserve.
         ///   - frameBytes: the size at which a frame is closed and handed out.
         ///   - ready: takes each complete part (nil: the whole body is taken at the end).
+        ///   - geometryBlobs: every edit's geometry is given as a GeoPackage blob (for a server
+        ///     that lists ``UploadBatch/geometryBlobEncoding``), else as Esri JSON.
         public init(
-            header: UploadBatch, layers: [AnnouncedLayer], capacity: Int, frameBytes: Int = 48 << 10, ready: ((ArraySlice<UInt8>) -> Void)? = nil
+            header: UploadBatch, layers: [AnnouncedLayer], capacity: Int, frameBytes: Int = 48 << 10, ready: ((ArraySlice<UInt8>) -> Void)? = nil,
+            geometryBlobs: Bool = false
         ) throws {
             w = BinaryWireWriter(capacity: capacity, magic: UploadBatch.framedMagic)
+            self.geometryBlobs = geometryBlobs
             let head = w.beginCount()
-            try w.batchHead(header)
+            try w.batchHead(header, geometryBlobs: geometryBlobs)
             w.unsigned(UInt64(layers.count))
             for layer in layers {
                 w.signed(Int64(layer.id))
@@ -92,10 +98,10 @@ extension UploadBatch {
             position = next
         }
 
-        /// One edit of the current layer (see ``UploadBatch/BinaryWriter/edit(_:globalId:attributeNames:attribute:geometry:changedColumns:baseValues:editedAt:baseGeneration:)``).
+        /// One edit of the current layer (see ``UploadBatch/BinaryWriter/edit(_:globalId:attributeNames:attribute:geometry:geometryBlob:changedColumns:baseValues:editedAt:baseGeneration:)``).
         public mutating func edit(
             _ op: BatchEdit.Operation, globalId: String, attributeNames: [String]?, attribute: (Int) -> JSONValue, geometry: JSONValue?,
-            changedColumns: [String]?, baseValues: [String: JSONValue]?, editedAt: String?, baseGeneration: Int64?
+            geometryBlob: [UInt8]?, changedColumns: [String]?, baseValues: [String: JSONValue]?, editedAt: String?, baseGeneration: Int64?
         ) {
             precondition(position >= 0 && written[position] < layers[position].atMost, "more edits than the layer announced")
             if frame == nil {
@@ -104,8 +110,8 @@ extension UploadBatch {
                 frame = (length, w.beginCount(), 0)
             }
             w.batchEdit(
-                op, globalId: globalId, attributeNames: attributeNames, attribute: attribute, geometry: geometry, changedColumns: changedColumns,
-                baseValues: baseValues, editedAt: editedAt, baseGeneration: baseGeneration)
+                op, globalId: globalId, attributeNames: attributeNames, attribute: attribute, geometry: geometry, geometryBlob: geometryBlob,
+                blobs: geometryBlobs, changedColumns: changedColumns, baseValues: baseValues, editedAt: editedAt, baseGeneration: baseGeneration)
             frame!.edits += 1
             written[position] += 1
             editCount += 1
@@ -148,6 +154,8 @@ extension UploadBatch {
             public var batch: UploadBatch
             /// The layers the frames will carry, in order.
             public var layers: [AnnouncedLayer]
+            /// Whether the edits' geometries are GeoPackage blobs (``BatchEdit/geometryBlob``).
+            public var geometryBlobs = false
         }
 
         /// One frame's edits, of one announced layer.
@@ -221,7 +229,7 @@ extension UploadBatch {
             guard let range = try part() else { return nil }
             let read = try buffer.withUnsafeBytes { raw -> Head in
                 var r = BinaryWireReader(part: UnsafeRawBufferPointer(rebasing: raw[range]), names: [])
-                let batch = try UploadBatch.readHead(&r)
+                let (batch, blobs) = try UploadBatch.readHead(&r)
                 let n = try r.count("the batch's layers", bytesEach: 3)
                 var layers: [AnnouncedLayer] = []
                 for _ in 0..<n {
@@ -233,7 +241,7 @@ extension UploadBatch {
                 }
                 guard r.atEnd else { throw r.invalid("bytes follow the batch's head") }
                 names = r.names
-                return Head(batch: batch, layers: layers)
+                return Head(batch: batch, layers: layers, geometryBlobs: blobs)
             }
             head = read
             written = Array(repeating: 0, count: read.layers.count)
@@ -281,7 +289,7 @@ extension UploadBatch {
                 }
                 let last = frames.count - 1, before = frames[last].edits.count
                 do {
-                    for _ in 0..<n { frames[last].edits.append(try BatchEdit(binary: &r)) }
+                    for _ in 0..<n { frames[last].edits.append(try BatchEdit(binary: &r, geometryBlobs: head.geometryBlobs)) }
                     guard r.atEnd else { throw r.invalid("bytes follow a frame's edits") }
                 } catch {
                     if joins { frames[last].edits.removeSubrange(before...) } else { frames.removeLast() }
@@ -326,11 +334,15 @@ extension UploadBatch {
 
 /// What writes a batch's edits one by one: both binary layouts' writers.
 public protocol BatchEditWriting {
+    /// Whether geometries are given as GeoPackage blobs (else as Esri JSON).
+    var geometryBlobs: Bool { get }
+
     /// One edit of the current layer: `attributeNames` (sorted, distinct; nil: no attributes)
-    /// name the values `attribute(i)` gives; a nil or null `geometry` is left out.
+    /// name the values `attribute(i)` gives; the geometry is `geometryBlob` when the writer
+    /// writes blobs, else `geometry` (nil or null: left out).
     mutating func edit(
         _ op: BatchEdit.Operation, globalId: String, attributeNames: [String]?, attribute: (Int) -> JSONValue, geometry: JSONValue?,
-        changedColumns: [String]?, baseValues: [String: JSONValue]?, editedAt: String?, baseGeneration: Int64?)
+        geometryBlob: [UInt8]?, changedColumns: [String]?, baseValues: [String: JSONValue]?, editedAt: String?, baseGeneration: Int64?)
 }
 
 extension UploadBatch.BinaryWriter: BatchEditWriting {}

@@ -59,10 +59,23 @@ public struct UploadBatch: Codable, Hashable, Sendable {
     /// How many edits the batch holds, attachment edits included.
     public var editCount: Int { layers.reduce(0) { $0 + $1.edits.count } + (attachments?.count ?? 0) }
 
+    /// Whether any edit carries its geometry as a GeoPackage blob.
+    public var hasGeometryBlobs: Bool { layers.contains { $0.edits.contains { $0.geometryBlob != nil } } }
+
+    /// The batch with every geometry as Esri JSON (``BatchEdit/esriGeometry()``).
+    public func withEsriGeometries() throws -> UploadBatch {
+        guard hasGeometryBlobs else { return self }
+        var out = self
+        for i in out.layers.indices { out.layers[i].edits = try out.layers[i].edits.map { try $0.withEsriGeometry() } }
+        return out
+    }
+
     /// Canonical bytes (sorted keys): what is stored, sent and hashed. The same bytes as the
     /// Codable encoding and as ``json``'s text, written straight from the edits: building the
-    /// tree first and writing it was about two thirds of sealing a batch.
+    /// tree first and writing it was about two thirds of sealing a batch. Geometry blobs are
+    /// written as their Esri JSON.
     public func encoded() throws -> Data {
+        if hasGeometryBlobs { return try withEsriGeometries().encoded() }
         // Attachment edits are rare and nested: their batches take the tree.
         guard attachments == nil else { return json.jsonData }
         var out: [UInt8] = []
@@ -158,6 +171,11 @@ public struct BatchEdit: Codable, Hashable, Sendable {
     public var attributes: [String: JSONValue]?
     /// Esri JSON geometry: insert, or an update that changed it (`null` clears it).
     public var geometry: JSONValue?
+    /// The same geometry as its GeoPackage binary blob, in place of ``geometry`` (never both):
+    /// what a binary batch whose head says so carries (docs/sync.md, "Binary batch encoding"),
+    /// read by the server as it would read the Esri JSON. JSON has no place for it: the JSON
+    /// forms write its Esri JSON (``esriGeometry()``).
+    public var geometryBlob: [UInt8]?
     /// update: the columns that changed, the geometry column included when it did.
     public var changedColumns: [String]?
     /// update/delete: the values before the first local change (for conflict records).
@@ -167,6 +185,56 @@ public struct BatchEdit: Codable, Hashable, Sendable {
     /// update/delete: the server generation the replica had when the feature was first edited;
     /// server changes after it to the same columns are conflicts.
     public var baseGeneration: Int64?
+
+    private enum CodingKeys: String, CodingKey {
+        case op, globalId, attributes, geometry, changedColumns, baseValues, editedAt, baseGeneration
+    }
+
+    /// Whether the edit carries a geometry (as Esri JSON or as a blob; a `null` counts).
+    public var carriesGeometry: Bool { geometry != nil || geometryBlob != nil }
+
+    /// The edit's geometry as Esri JSON: ``geometry``, or ``geometryBlob`` decoded (the empty
+    /// geometry of a blob flagged empty is `null`).
+    /// - Throws: `GeometryError` for a blob that is not a readable GeoPackage geometry.
+    public func esriGeometry() throws -> JSONValue? {
+        guard let geometryBlob else { return geometry }
+        return try EsriJSON.value(GeoPackageBinary.decode(geometryBlob).geometry)
+    }
+
+    /// The edit with its geometry as Esri JSON (``esriGeometry()``).
+    public func withEsriGeometry() throws -> BatchEdit {
+        guard geometryBlob != nil else { return self }
+        var out = self
+        out.geometry = try esriGeometry()
+        out.geometryBlob = nil
+        return out
+    }
+
+    /// The edit with its geometry as a GeoPackage blob (`srsID` in its header; readers of a
+    /// batch take the layer's spatial reference, as they do for Esri JSON). A `null` geometry
+    /// stays as it is: binary leaves it out either way.
+    /// - Throws: `GeometryError` for Esri JSON that is not a geometry.
+    public func withGeometryBlob(srsID: Int32 = 0) throws -> BatchEdit {
+        guard let geometry, geometry != .null else { return self }
+        var out = self
+        out.geometryBlob = GeoPackageBinary.encode(try EsriJSON.decodeGeometry(geometry), srsID: srsID)
+        out.geometry = nil
+        return out
+    }
+
+    /// Encodes the edit as its JSON form, the geometry as Esri JSON.
+    public func encode(to encoder: any Encoder) throws {
+        let edit = try withEsriGeometry()
+        var c = encoder.container(keyedBy: CodingKeys.self)
+        try c.encode(edit.op, forKey: .op)
+        try c.encode(edit.globalId, forKey: .globalId)
+        try c.encodeIfPresent(edit.attributes, forKey: .attributes)
+        try c.encodeIfPresent(edit.geometry, forKey: .geometry)
+        try c.encodeIfPresent(edit.changedColumns, forKey: .changedColumns)
+        try c.encodeIfPresent(edit.baseValues, forKey: .baseValues)
+        try c.encodeIfPresent(edit.editedAt, forKey: .editedAt)
+        try c.encodeIfPresent(edit.baseGeneration, forKey: .baseGeneration)
+    }
 
     /// An edit of these values.
     public init(
@@ -398,7 +466,8 @@ extension BatchEdit {
             baseGeneration: try o.optionalInteger("baseGeneration"))
     }
 
-    /// ``json``'s text, appended to `out`.
+    /// ``json``'s text, appended to `out` (for an edit without a geometry blob:
+    /// ``UploadBatch/encoded()`` converts them first).
     func write(to out: inout [UInt8]) {
         out.append(UInt8(ascii: "{"))
         var keys = JSONObjectKeys()
@@ -438,11 +507,12 @@ extension BatchEdit {
         out.append(UInt8(ascii: "}"))
     }
 
-    /// The edit as JSON.
+    /// The edit as JSON (a geometry blob as its Esri JSON; one that cannot be read is left
+    /// out: ``UploadBatch/encoded()`` converts, and throws for it, first).
     public var json: JSONValue {
         var o: [String: JSONValue] = ["op": .string(op.rawValue), "globalId": .string(globalId)]
         if let attributes { o["attributes"] = .object(attributes) }
-        if let geometry { o["geometry"] = geometry }
+        if let geometry = (try? esriGeometry()) ?? nil { o["geometry"] = geometry }
         if let changedColumns { o["changedColumns"] = .array(changedColumns.map { .string($0) }) }
         if let baseValues { o["baseValues"] = .object(baseValues) }
         if let editedAt { o["editedAt"] = .string(editedAt) }

@@ -14,21 +14,28 @@ extension FeatureTable {
         /// The last feature read: its values in ``fields`` order.
         public private(set) var values: [JSONValue]
         /// The last feature read's geometry (`null` when it has none; nil when the table has no
-        /// geometry column).
+        /// geometry column, or the reader keeps blobs).
         public private(set) var geometry: JSONValue?
+        /// With `geometryBlobs`: the last feature read's geometry as stored, its GeoPackage blob
+        /// (nil when it has none; checked readable, not converted): a buffer the next read
+        /// writes over.
+        public private(set) var geometryBlob: [UInt8]?
+        private let keepsBlobs: Bool
         private let statement: Statement
         /// The same columns and the global id, by object id.
         private let byObjectID: Statement
         private let table: FeatureTable
 
-        /// Runs inside `conn`'s read or write, as long as it lasts.
-        public init(_ table: FeatureTable, in conn: GeodatabaseConnection) throws {
+        /// Runs inside `conn`'s read or write, as long as it lasts. With `geometryBlobs`, geometries
+        /// are kept as their stored bytes (``geometryBlob``) instead of read into Esri JSON.
+        public init(_ table: FeatureTable, in conn: GeodatabaseConnection, geometryBlobs: Bool = false) throws {
             guard let globalID = table.definition.globalIDField else {
                 throw StorageError(.invalidQuery, "\(table.name) has no global ids", table: table.name)
             }
             let fields = table.definition.fields.filter { $0.type != .oid && $0.type != .globalID }
             self.fields = fields
             self.table = table
+            keepsBlobs = geometryBlobs
             values = Array(repeating: .null, count: fields.count)
             statement = try conn.db.cachedStatement(
                 sql: "SELECT \(table.selectList(fields, returnGeometry: true)) FROM \(quoted(table.name)) WHERE \(quoted(globalID)) = ?")
@@ -89,7 +96,20 @@ extension FeatureTable {
             if table.definition.isSpatial {
                 let column = Int32(fields.count)
                 let stored = ColumnValue(stmt, column)
-                if stored.isNull {
+                if keepsBlobs {
+                    // Written over in place: the buffer is the reader's alone between reads.
+                    var buffer = geometryBlob ?? []
+                    geometryBlob = nil
+                    buffer.removeAll(keepingCapacity: true)
+                    if !stored.isNull {
+                        // Read all the same, so a blob another tool damaged fails here, as it
+                        // does when read into Esri JSON (a point's decode allocates nothing).
+                        let bytes = stored.blob
+                        _ = try table.decodeGeometry(bytes)
+                        buffer.append(contentsOf: bytes)
+                        geometryBlob = buffer
+                    }
+                } else if stored.isNull {
                     geometry = .null
                 } else {
                     let bytes = stored.blob

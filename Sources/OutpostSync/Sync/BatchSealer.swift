@@ -118,10 +118,12 @@ enum BatchSealer {
         }
         let editCount: Int
         var body: Data
+        let blobs = sealsGeometryBlobs(state)
         if sealsFramed(state) {
             // (Attachment content goes up before its batch: such a batch is never streamed.)
             var writer = try UploadBatch.FramedWriter(
-                header: header, layers: layers.map { announce($0.0, $0.1) }, capacity: 112 * changes.count + 256, ready: streaming.map { $0.send })
+                header: header, layers: layers.map { announce($0.0, $0.1) }, capacity: 112 * changes.count + 256, ready: streaming.map { $0.send },
+                geometryBlobs: blobs)
             for (slice, layer) in layers {
                 writer.beginLayer(id: layer.id)
                 try writeEdits(of: slice, layer: layer, conn: conn, to: &writer)
@@ -131,7 +133,7 @@ enum BatchSealer {
             body = finished.body
             streaming?.sealed(body: body, unsentFrom: finished.unsentFrom)
         } else {
-            var writer = try UploadBatch.BinaryWriter(header: header, capacity: 112 * changes.count + 256)
+            var writer = try UploadBatch.BinaryWriter(header: header, capacity: 112 * changes.count + 256, geometryBlobs: blobs)
             for (slice, layer) in layers {
                 writer.beginLayer(id: layer.id)
                 try writeEdits(of: slice, layer: layer, conn: conn, to: &writer)
@@ -153,7 +155,7 @@ enum BatchSealer {
     private static func writeEdits(
         of changes: ArraySlice<CapturedChange>, layer: LayerDefinition, conn: GeodatabaseConnection, to writer: inout some BatchEditWriting
     ) throws {
-        var current = try FeatureTable.CurrentValuesReader(try conn.geodatabase.table(named: layer.name), in: conn)
+        var current = try FeatureTable.CurrentValuesReader(try conn.geodatabase.table(named: layer.name), in: conn, geometryBlobs: writer.geometryBlobs)
         let fields = current.fields
         // An insert carries every attribute, by name in sorted order.
         let all = fields.indices.sorted { fields[$0].name < fields[$1].name }
@@ -185,7 +187,7 @@ enum BatchSealer {
                 guard try current.read(gid, objectID: last.objectID) else { continue }
                 writer.edit(
                     .insert, globalId: gid, attributeNames: allNames, attribute: { current.values[all[$0]] }, geometry: current.geometry,
-                    changedColumns: nil, baseValues: nil, editedAt: last.editedAt, baseGeneration: nil)
+                    geometryBlob: current.geometryBlob, changedColumns: nil, baseValues: nil, editedAt: last.editedAt, baseGeneration: nil)
             case .update:
                 guard try current.read(gid, objectID: last.objectID) else { continue }
                 var changed = first.changedColumns
@@ -193,14 +195,23 @@ enum BatchSealer {
                 let update = plan(changed)
                 writer.edit(
                     .update, globalId: gid, attributeNames: update.names, attribute: { current.values[update.indices[$0]] },
-                    geometry: update.geometry ? current.geometry : nil, changedColumns: update.changedColumns, baseValues: baseValues(group),
+                    geometry: update.geometry ? current.geometry : nil, geometryBlob: update.geometry ? current.geometryBlob : nil,
+                    changedColumns: update.changedColumns, baseValues: baseValues(group),
                     editedAt: last.editedAt, baseGeneration: group.compactMap(\.baseGeneration).min())
             case .delete:
                 writer.edit(
-                    .delete, globalId: gid, attributeNames: nil, attribute: { _ in .null }, geometry: nil, changedColumns: nil,
+                    .delete, globalId: gid, attributeNames: nil, attribute: { _ in .null }, geometry: nil, geometryBlob: nil, changedColumns: nil,
                     baseValues: baseValues(group), editedAt: last.editedAt, baseGeneration: group.compactMap(\.baseGeneration).min())
             }
         }
+    }
+
+    /// Whether the service reads binary batches whose geometries are GeoPackage blobs: the seal
+    /// then copies each feature's stored geometry as it is, with no Esri JSON made of it (the
+    /// server reads either alike).
+    static func sealsGeometryBlobs(_ state: ReplicaState) -> Bool {
+        let encodings = state.batchEncodings ?? []
+        return encodings.contains(UploadBatch.geometryBlobEncoding) && encodings.contains(UploadBatch.Encoding.binary.rawValue)
     }
 
     /// Whether the service reads framed batches (and binary ones: a framed body is never
