@@ -128,9 +128,10 @@ struct BatchSealerTests {
     }
 
     /// A row the seal cannot read (a geometry blob that is not GeoPackage binary, written by
-    /// another tool) fails the seal with a typed error naming the table, and nothing is stored.
-    @Test(.scaledTimeLimit(minutes: 2))
-    func aRowThatCannotBeReadFailsTheSealAndStoresNothing() async throws {
+    /// another tool) fails the seal with a typed error naming the table, and nothing is stored:
+    /// whether the seal writes geometries as Esri JSON or copies their blobs.
+    @Test(.scaledTimeLimit(minutes: 2), arguments: [false, true])
+    func aRowThatCannotBeReadFailsTheSealAndStoresNothing(blobs: Bool) async throws {
         let h = try await SyncHarness.start()
         let gdb = try await h.replica(layers: [0])
         let points = try gdb.table(named: "inspection_points")
@@ -141,7 +142,9 @@ struct BatchSealerTests {
         }
         let error = await #expect(throws: StorageError.self) {
             try await gdb.write { conn in
-                let state = try #require(try conn.replicaState())
+                var state = try #require(try conn.replicaState())
+                state.batchEncodings = blobs ? UploadBatch.acceptedEncodings : ["json", "binary", "binary-framed"]
+                #expect(BatchSealer.sealsGeometryBlobs(state) == blobs)
                 _ = try BatchSealer.seal(conn, state: state, tables: ["inspection_points"], maxChanges: 100, rollbackOnFailure: true)
             }
         }

@@ -24,8 +24,7 @@ struct FramedBatchTests {
         let blobs = batch.hasGeometryBlobs
         var writer = try UploadBatch.FramedWriter(
             header: head, layers: announced, capacity: 64, frameBytes: frameBytes, ready: { handed += $0 }, geometryBlobs: blobs)
-        for var layer in batch.layers {
-            if blobs { layer.edits = try layer.edits.map { try $0.withGeometryBlob() } }
+        for layer in try blobs ? batch.withGeometryBlobs().layers : batch.layers {
             writer.beginLayer(id: layer.id)
             for e in layer.edits {
                 let names = e.attributes.map { $0.keys.sorted() }

@@ -126,9 +126,7 @@ func batchSeeds() throws -> [Data] {
     }
     framedBody = writer.finish().body
     // And with the geometries as GeoPackage blobs (head flag 32).
-    var blobs = batch
-    for i in blobs.layers.indices { blobs.layers[i].edits = try blobs.layers[i].edits.map { try $0.withGeometryBlob(srsID: 4326) } }
-    return [try batch.encoded(as: .json), try batch.encoded(as: .binary), framedBody, try blobs.encoded(as: .binary)]
+    return [try batch.encoded(as: .json), try batch.encoded(as: .binary), framedBody, try batch.withGeometryBlobs(srsID: 4326).encoded(as: .binary)]
 }
 
 func pageSeeds() throws -> [Data] {

@@ -53,8 +53,7 @@ extension UploadBatch {
     private func binaryEncoded() throws -> Data {
         let blobs = hasGeometryBlobs
         var writer = try BinaryWriter(header: self, capacity: 128 * editCount + 256, geometryBlobs: blobs)
-        let layers = try blobs ? layers.map { try BatchLayer(id: $0.id, edits: $0.edits.map { try $0.withGeometryBlob() }) } : layers
-        for layer in layers {
+        for layer in try blobs ? withGeometryBlobs().layers : layers {
             writer.beginLayer(id: layer.id)
             for edit in layer.edits { edit.write(to: &writer) }
             writer.endLayer()

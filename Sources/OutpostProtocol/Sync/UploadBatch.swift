@@ -70,6 +70,13 @@ public struct UploadBatch: Codable, Hashable, Sendable {
         return out
     }
 
+    /// The batch with every geometry as a GeoPackage blob (``BatchEdit/withGeometryBlob(srsID:)``).
+    public func withGeometryBlobs(srsID: Int32 = 0) throws -> UploadBatch {
+        var out = self
+        for i in out.layers.indices { out.layers[i].edits = try out.layers[i].edits.map { try $0.withGeometryBlob(srsID: srsID) } }
+        return out
+    }
+
     /// Canonical bytes (sorted keys): what is stored, sent and hashed. The same bytes as the
     /// Codable encoding and as ``json``'s text, written straight from the edits: building the
     /// tree first and writing it was about two thirds of sealing a batch. Geometry blobs are
